@@ -1,0 +1,93 @@
+// Launch overhead: N tiny kernels per step, launched eagerly, as a raw cudaGraphLaunch (the
+// floor) and through graph::replay. Reports GPU time per step (CUDA events, manual time) and
+// the host time spent enqueuing the step (counter host_us).
+
+#include <graphstep/capture_scope.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graph.hpp>
+#include <graphstep/stream.hpp>
+#include <graphstep/timed_event.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+
+namespace gs = graphstep;
+
+namespace {
+
+__global__ void tiny_kernel(float* x) {
+  if (threadIdx.x == 0) x[blockIdx.x] += 1.0F;
+}
+
+void launch_tiny(gs::stream_view stream, float* x, int kernels) {
+  for (int i = 0; i < kernels; ++i) tiny_kernel<<<1, 32, 0, stream.value()>>>(x);
+}
+
+enum class mode { eager, raw_graph, replay };
+
+template <typename Enqueue>
+void time_steps(benchmark::State& state, gs::stream_view stream, Enqueue&& enqueue) {
+  gs::timed_event start;
+  gs::timed_event stop;
+  for (int i = 0; i < 10; ++i) enqueue();  // warm-up, outside the timed loop
+  stream.synchronize();
+  double host_seconds = 0.0;
+  for (auto _ : state) {
+    start.record(stream);
+    auto const host_start = std::chrono::steady_clock::now();
+    enqueue();
+    host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                  host_start).count();
+    stop.record(stream);
+    stop.synchronize();
+    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3);
+  }
+  state.counters["host_us"] = benchmark::Counter(host_seconds * 1e6 / state.iterations());
+}
+
+void launch_overhead(benchmark::State& state, mode how) {
+  int const kernels = static_cast<int>(state.range(0));
+  gs::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  switch (how) {
+    case mode::eager:
+      time_steps(state, stream, [&] { launch_tiny(stream, x, kernels); });
+      break;
+    case mode::raw_graph: {
+      cudaGraph_t raw = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+      launch_tiny(stream, x, kernels);
+      GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream.get(), &raw));
+      GRAPHSTEP_CUDA_TRY(cudaGraphInstantiateWithFlags(&exec, raw, 0));
+      GRAPHSTEP_CUDA_TRY(cudaGraphUpload(exec, stream.get()));
+      time_steps(state, stream, [&] { GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream.get())); });
+      GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+      GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(raw));
+      break;
+    }
+    case mode::replay: {
+      gs::graph step;
+      gs::capture(step, stream, [&] { launch_tiny(stream, x, kernels); });
+      time_steps(state, stream, [&] { step.replay(stream); });
+      break;
+    }
+  }
+  stream.synchronize();
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  state.counters["kernels"] = kernels;
+}
+
+void apply_sizes(benchmark::internal::Benchmark* b) {
+  for (int n : {1, 10, 100, 1000}) b->Arg(n);
+  b->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(launch_overhead, eager, mode::eager)->Apply(apply_sizes);
+BENCHMARK_CAPTURE(launch_overhead, raw_cuda_graph, mode::raw_graph)->Apply(apply_sizes);
+BENCHMARK_CAPTURE(launch_overhead, graph_replay, mode::replay)->Apply(apply_sizes);

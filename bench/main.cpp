@@ -1,0 +1,21 @@
+// graphstep_bench: the GPU benchmark suite. Without a device it says so and fails, rather than
+// reporting numbers that measure nothing.
+
+#include <graphstep/device.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  if (graphstep::device_count() == 0) {
+    std::fprintf(stderr, "graphstep_bench: no CUDA device visible; the GPU benchmarks need an "
+                         "NVIDIA GPU (graphstep_cpu_bench runs the CPU-only ones)\n");
+    return 1;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,118 @@
+#pragma once
+
+/// @file capture_scope.hpp
+/// @brief `capture_scope` and `capture()`: record the work issued to a stream into a `graph`.
+
+#include <graphstep/event.hpp>
+#include <graphstep/graph.hpp>
+#include <graphstep/stream_view.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace graphstep {
+
+class memory_pool;
+
+/// @brief Which calls from other code invalidate a capture in progress (cudaStreamCaptureMode).
+enum class capture_mode {
+  global,       ///< unsafe calls from any thread invalidate it (strictest)
+  this_thread,  ///< only unsafe calls from the capturing thread do (the default; NCCL needs it)
+  relaxed,      ///< no call is checked; for code that knows what it does
+};
+
+/// @brief How a capture is made.
+struct capture_options {
+  capture_mode mode{capture_mode::this_thread};
+  /// Named in every error message, and kept by the graph.
+  std::string name{"graph"};
+  /// Passed to cudaGraphInstantiateWithFlags (e.g. cudaGraphInstantiateFlagUseNodePriority).
+  unsigned long long instantiate_flags{0};
+  /// Load the graph onto the device right after instantiation, so the first replay is not slow.
+  bool upload{true};
+};
+
+/// @brief Records everything issued to `stream` — and to side streams forked from it — into a
+/// `graph`, from construction to `end()` or the end of the scope.
+///
+/// Allocations from the `memory_pool` given here, made on the capturing stream or its forks,
+/// are served at addresses that stay fixed for the graph's life; the graph keeps that memory.
+///
+/// If the capture is invalidated (a synchronization, a cudaMalloc, a host read of device data
+/// inside it) `end()` throws `capture_error` naming the scope, the stream and the CUDA reason;
+/// the partial graph is discarded, the pool memory of the failed capture is returned and the
+/// stream is usable again. If the code inside the scope throws, the destructor ends the capture
+/// the same way, silently, and the exception goes on.
+///
+/// The destructor calls `end()` when it was not called and no exception is in flight, so it may
+/// throw `capture_error`; call `end()` yourself, or use `capture()`, to keep that explicit.
+class capture_scope {
+ public:
+  /// @brief Begins capturing `stream` into `target`, which must be empty.
+  /// @throws usage_error (legacy default stream, a stream already capturing, a non-empty
+  /// target), no_device_error, cuda_error
+  capture_scope(graph& target, stream_view stream, capture_options options = {});
+  /// @brief As above, with allocations on the captured streams served from `pool`.
+  capture_scope(graph& target, stream_view stream, memory_pool& pool,
+                capture_options options = {});
+  ~capture_scope() noexcept(false);
+  capture_scope(capture_scope const&) = delete;
+  capture_scope& operator=(capture_scope const&) = delete;
+
+  /// @brief Brings `side` into the capture: work issued to it from now on is recorded and runs
+  /// after what was issued to the capturing stream so far. It must be joined before the end.
+  /// @throws usage_error (side is the capturing stream, already forked, or legacy default)
+  void fork(stream_view side);
+  /// @brief Makes the capturing stream wait for everything issued to `side`; `side` leaves
+  /// the capture.
+  /// @throws usage_error (side was not forked)
+  void join(stream_view side);
+
+  /// @brief Ends the capture and instantiates the graph.
+  /// @throws capture_error (invalidated capture, unjoined side stream, instantiation failure),
+  /// usage_error (called twice)
+  void end();
+
+  /// @brief The capturing stream.
+  [[nodiscard]] stream_view stream() const noexcept { return stream_; }
+
+ private:
+  void begin();
+  void abandon() noexcept;
+  [[nodiscard]] std::string describe() const;
+
+  graph& target_;
+  stream_view stream_;
+  memory_pool* pool_;
+  capture_options options_;
+  int uncaught_at_start_;
+  bool active_{false};
+  unsigned long long capture_id_{};
+  std::vector<cudaStream_t> forked_;
+  std::vector<event> fork_events_;
+};
+
+/// @brief Captures what `body()` issues to `stream` into `target`, allocating from `pool`.
+/// If `body` throws, the capture is discarded and the exception goes on.
+/// @throws capture_error, usage_error, and whatever `body` throws
+template <typename Body>
+void capture(graph& target, stream_view stream, memory_pool& pool, Body&& body,
+             capture_options options = {}) {
+  capture_scope scope{target, stream, pool, std::move(options)};
+  std::forward<Body>(body)();
+  scope.end();
+}
+
+/// @brief Captures what `body()` issues to `stream` into `target` (no pool).
+template <typename Body>
+void capture(graph& target, stream_view stream, Body&& body, capture_options options = {}) {
+  capture_scope scope{target, stream, std::move(options)};
+  std::forward<Body>(body)();
+  scope.end();
+}
+
+}  // namespace graphstep

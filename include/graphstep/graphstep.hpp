@@ -1,0 +1,17 @@
+#pragma once
+
+/// @file graphstep.hpp
+/// @brief Everything of graphstep's core library in one include.
+
+#include <graphstep/capture_scope.hpp>
+#include <graphstep/device.hpp>
+#include <graphstep/device_guard.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/event.hpp>
+#include <graphstep/graph.hpp>
+#include <graphstep/memory/allocation_plan.hpp>
+#include <graphstep/memory/block_allocator.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/stream.hpp>
+#include <graphstep/stream_view.hpp>
+#include <graphstep/timed_event.hpp>

@@ -1,0 +1,95 @@
+#pragma once
+
+/// @file memory/allocation_plan.hpp
+/// @brief Plans the allocations of a recorded step into one slab of near-minimal size.
+///
+/// A training step allocates the same sizes in the same order every time. Recorded once
+/// during an eager warm-up, the sequence can be laid out offline: blocks whose lifetimes
+/// overlap must not overlap in memory, and the slab should be close to the lower bound, the
+/// peak of live bytes. Plain C++.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace graphstep::memory {
+
+/// @brief One event of a recorded allocation sequence.
+struct trace_event {
+  enum class kind : std::uint8_t { allocate, deallocate };
+  kind what;
+  std::size_t id;     ///< allocation id: 0, 1, 2, ... in allocation order
+  std::size_t bytes;  ///< requested size (allocate events)
+};
+
+/// @brief Records an allocation sequence.
+class allocation_trace {
+ public:
+  /// @brief Returns the id of the new allocation.
+  /// @throws usage_error (0 bytes)
+  std::size_t record_allocate(std::size_t bytes);
+  /// @throws usage_error (unknown id, freed twice)
+  void record_deallocate(std::size_t id);
+  [[nodiscard]] std::vector<trace_event> const& events() const noexcept { return events_; }
+  [[nodiscard]] std::size_t allocation_count() const noexcept { return bytes_.size(); }
+  /// @brief The requested size of allocation `id`.
+  [[nodiscard]] std::size_t bytes_of(std::size_t id) const { return bytes_.at(id); }
+
+ private:
+  std::vector<trace_event> events_;
+  std::vector<std::size_t> bytes_;
+  std::vector<bool> freed_;
+};
+
+/// @brief Where each allocation of a trace lives inside one slab.
+struct allocation_plan {
+  std::vector<std::size_t> offsets;  ///< by allocation id, aligned
+  std::vector<std::size_t> sizes;    ///< by allocation id, rounded up to the alignment
+  std::size_t slab_bytes{};          ///< the footprint
+  std::size_t peak_live_bytes{};     ///< the lower bound: most aligned bytes alive at once
+  /// @brief slab_bytes / peak_live_bytes; 1 for an empty trace.
+  [[nodiscard]] double footprint_ratio() const noexcept;
+};
+
+/// @brief Lays out `trace` so that allocations alive at the same time never overlap.
+///
+/// Lifetimes run from an allocation's event to its free (or the end of the trace). The
+/// heuristic places allocations one by one, largest first, each at the lowest offset (or in
+/// the tightest gap) that overlaps nothing already placed whose lifetime meets its own; it
+/// tries a few orders and keeps the smallest slab.
+/// @throws usage_error (alignment not a power of two, sizes that overflow)
+[[nodiscard]] allocation_plan plan_allocations(allocation_trace const& trace,
+                                               std::size_t alignment = 256);
+
+/// @brief Throws `graphstep::error` naming two allocations alive at once that overlap, or a
+/// misaligned or out-of-slab offset.
+void verify_plan(allocation_trace const& trace, allocation_plan const& plan,
+                 std::size_t alignment = 256);
+
+/// @brief Serves a captured step from a plan, allocation by allocation, and says where the
+/// captured step departs from the recorded one.
+class planned_sequence {
+ public:
+  /// @throws usage_error (a plan that does not belong to the trace)
+  planned_sequence(allocation_trace trace, allocation_plan plan);
+
+  /// @brief The offset of the next allocation.
+  /// @throws usage_error naming the allocation index when the size differs from the recorded
+  /// one, when there are more allocations than recorded, or when the block would overlap a
+  /// block the captured step still holds but the recorded step had freed by then
+  [[nodiscard]] std::size_t next_allocate(std::size_t bytes);
+  /// @throws usage_error (an offset not live in this sequence)
+  void deallocate(std::size_t offset);
+  /// @brief True once every recorded allocation was requested.
+  [[nodiscard]] bool complete() const noexcept { return next_ == trace_.allocation_count(); }
+  [[nodiscard]] allocation_plan const& plan() const noexcept { return plan_; }
+
+ private:
+  allocation_trace trace_;
+  allocation_plan plan_;
+  std::size_t next_{};
+  std::map<std::size_t, std::size_t> live_;  // offset -> allocation id
+};
+
+}  // namespace graphstep::memory

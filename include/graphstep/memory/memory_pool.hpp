@@ -1,0 +1,123 @@
+#pragma once
+
+/// @file memory/memory_pool.hpp
+/// @brief `memory_pool`: graph-private device memory whose blocks keep their addresses.
+
+#include <graphstep/memory/allocation_plan.hpp>
+#include <graphstep/stream_view.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace graphstep {
+
+class capture_scope;
+class graph;
+
+namespace detail {
+class pool_state;
+}
+
+/// @brief Where a pool's device memory comes from.
+enum class pool_backing {
+  automatic,       ///< virtual memory where the device supports it, else device_malloc
+  virtual_memory,  ///< one reserved address range, physical memory mapped in as it grows
+  device_malloc,   ///< cudaMalloc segments (growth adds a segment; old addresses never move)
+};
+
+/// @brief How a pool is made.
+struct pool_options {
+  pool_backing backing{pool_backing::automatic};
+  /// Virtual address range reserved up front (virtual_memory); 0 means the device's memory size.
+  std::size_t reserve_bytes{0};
+  /// The most device memory the pool may map or allocate; 0 means no budget.
+  std::size_t budget_bytes{0};
+  /// Alignment of every block, a power of two (256 B matches cudaMalloc).
+  std::size_t alignment{256};
+  /// Smallest growth step; rounded up to the allocation granularity.
+  std::size_t growth_bytes{std::size_t{32} << 20};
+  /// Device of the pool; -1 means the current device.
+  int device{-1};
+};
+
+/// @brief A snapshot of a pool's memory, in bytes.
+struct pool_statistics {
+  pool_backing backing{pool_backing::automatic};
+  std::size_t reserved_bytes{};   ///< address space held (virtual_memory), else mapped_bytes
+  std::size_t mapped_bytes{};     ///< device memory actually backing the pool
+  std::size_t bytes_in_use{};     ///< in live blocks, eager and graph-held
+  std::size_t peak_bytes_in_use{};
+  std::size_t free_bytes{};
+  std::size_t largest_free_block{};
+  double fragmentation{};         ///< 1 - largest_free_block / free_bytes
+  std::size_t growths{};          ///< times the pool mapped or allocated more memory
+  std::size_t live_graphs{};      ///< graphs that hold memory of this pool
+};
+
+/// @brief Device memory for captured graphs, at addresses that never move.
+///
+/// Inside a `capture_scope` given this pool, `allocate` and `deallocate` on the capturing
+/// stream (or a stream forked from it) serve the graph being captured: a block freed inside
+/// the capture is reused later in the same capture, in stream order, and every block the
+/// capture touched stays reserved for that graph until the graph is destroyed — the graph
+/// keeps the pool's memory alive, so destroying the pool handle first is harmless. Outside a
+/// capture the pool serves ordinary (eager) allocations, e.g. static inputs, and never hands
+/// them memory that a live graph may still write.
+///
+/// Several graphs may share one pool when they never run at the same time (one graph per
+/// shape bucket, captured largest first): each capture reuses memory the earlier ones freed,
+/// so N such graphs take about the memory of the largest, not the sum.
+///
+/// Stream ordering: a block freed on stream A is reused at once by allocations on A; by other
+/// streams only after A's work up to the free is known to be done.
+///
+/// Planned mode: record the allocations of an eager warm-up step with `begin_trace` /
+/// `end_trace`, hand the trace to `plan_next_capture`, and the next capture into this pool
+/// serves every allocation at its planned offset in one slab of near-minimal size; a capture
+/// that allocates differently from the warm-up raises `usage_error` naming the allocation.
+///
+/// Thread-safe. Move-only.
+class memory_pool {
+ public:
+  /// @throws no_device_error, cuda_error, cuda_driver_error, usage_error (bad options)
+  explicit memory_pool(pool_options const& options = {});
+  memory_pool(memory_pool&&) noexcept;
+  memory_pool& operator=(memory_pool&&) noexcept;
+  /// @brief Releases the pool's handle; memory held by live graphs stays until they die.
+  ~memory_pool();
+
+  /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.
+  /// @throws usage_error (zero bytes, moved-from pool, stream capturing into a graph that was
+  /// not started with this pool, planned-mode divergence), out_of_memory (budget or device
+  /// exhausted: the message gives requested, in-use, reserved, budget and largest free block)
+  [[nodiscard]] void* allocate(std::size_t bytes, stream_view stream);
+
+  /// @brief Returns a block obtained from `allocate`, ordered on `stream`.
+  /// @throws usage_error (double free, a pointer this pool did not return)
+  void deallocate(void* pointer, stream_view stream);
+
+  /// @throws usage_error (moved-from pool)
+  [[nodiscard]] pool_statistics statistics() const;
+  /// @brief Bytes in live blocks that belong to `g` (allocated in its capture, never freed).
+  [[nodiscard]] std::size_t bytes_held_by(graph const& g) const;
+  /// @brief The backing chosen (automatic resolves to one of the other two).
+  [[nodiscard]] pool_backing backing() const;
+
+  /// @brief Starts recording the eager allocations of a warm-up step.
+  /// @throws usage_error (already recording)
+  void begin_trace();
+  /// @brief Stops recording and returns the allocation sequence seen since `begin_trace`.
+  /// @throws usage_error (not recording)
+  [[nodiscard]] memory::allocation_trace end_trace();
+  /// @brief Makes the next capture into this pool serve its allocations from a plan of
+  /// `trace` (see `memory::plan_allocations`); returns that plan.
+  /// @throws usage_error (empty trace)
+  memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
+
+ private:
+  friend class capture_scope;
+  std::shared_ptr<detail::pool_state> state_;
+};
+
+}  // namespace graphstep

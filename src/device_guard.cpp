@@ -1,0 +1,20 @@
+#include <graphstep/device_guard.hpp>
+#include <graphstep/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+namespace graphstep {
+
+device_guard::device_guard(int device) : previous_{0}, changed_{false} {
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&previous_));
+  if (device != previous_) {
+    GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
+    changed_ = true;
+  }
+}
+
+device_guard::~device_guard() {
+  if (changed_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaSetDevice(previous_));
+}
+
+}  // namespace graphstep

@@ -1,0 +1,27 @@
+# Runs one consumer check; MODE is "install" or "build".
+file(REMOVE_RECURSE ${WORK_DIR})
+if(MODE STREQUAL "install")
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+                  RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "installing graphstep failed (${rc})")
+  endif()
+  set(locate -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+else()
+  set(locate -Dgraphstep_DIR=${BUILD_DIR})
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
+                        ${locate} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring the consumer against the ${MODE} tree failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building the consumer against the ${MODE} tree failed (${rc})")
+endif()
+execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE out)
+message(STATUS "consumer printed: ${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the consumer failed to run (${rc}): ${out}")
+endif()

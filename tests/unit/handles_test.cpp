@@ -1,0 +1,93 @@
+// Traits of the CUDA handle types: owners are move-only with noexcept moves, views are trivially
+// copyable and refuse ambiguous null streams.
+
+#include <graphstep/capture_scope.hpp>
+#include <graphstep/device_guard.hpp>
+#include <graphstep/event.hpp>
+#include <graphstep/graph.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/stream.hpp>
+#include <graphstep/stream_view.hpp>
+#include <graphstep/timed_event.hpp>
+
+#include <gtest/gtest.h>
+
+#include <type_traits>
+
+namespace gs = graphstep;
+
+namespace {
+
+template <typename T>
+constexpr bool is_move_only_v =
+    !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> &&
+    std::is_nothrow_move_constructible_v<T> && std::is_nothrow_move_assignable_v<T>;
+
+static_assert(is_move_only_v<gs::stream>);
+static_assert(is_move_only_v<gs::event>);
+static_assert(is_move_only_v<gs::timed_event>);
+static_assert(is_move_only_v<gs::graph>);
+static_assert(is_move_only_v<gs::memory_pool>);
+static_assert(std::is_base_of_v<gs::event, gs::timed_event>);
+
+static_assert(std::is_trivially_copyable_v<gs::stream_view>);
+static_assert(std::is_convertible_v<cudaStream_t, gs::stream_view>);
+static_assert(!std::is_constructible_v<gs::stream_view, int>);
+static_assert(!std::is_constructible_v<gs::stream_view, std::nullptr_t>);
+static_assert(std::is_convertible_v<gs::stream const&, gs::stream_view>);
+
+static_assert(!std::is_copy_constructible_v<gs::device_guard>);
+static_assert(!std::is_move_constructible_v<gs::device_guard>);
+static_assert(!std::is_copy_constructible_v<gs::capture_scope>);
+static_assert(!std::is_move_constructible_v<gs::capture_scope>);
+
+}  // namespace
+
+TEST(stream_view, compares_by_handle_and_knows_the_legacy_stream) {
+  gs::stream_view const legacy{cudaStreamLegacy};
+  gs::stream_view const per_thread{cudaStreamPerThread};
+  EXPECT_TRUE(legacy.is_legacy_default());
+  EXPECT_FALSE(per_thread.is_legacy_default());
+  EXPECT_EQ(legacy, gs::stream_view{cudaStreamLegacy});
+  EXPECT_NE(legacy, per_thread);
+  EXPECT_EQ(per_thread.value(), cudaStreamPerThread);
+}
+
+TEST(stream, adopt_and_release_round_trip_without_a_device) {
+  // A fake handle is never passed to CUDA: release() hands it back before destruction.
+  auto* const fake = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1000});
+  gs::stream adopted = gs::stream::adopt(fake);
+  EXPECT_EQ(adopted.get(), fake);
+  EXPECT_EQ(adopted.view().value(), fake);
+  gs::stream moved = std::move(adopted);
+  EXPECT_EQ(adopted.get(), nullptr);  // NOLINT: moved-from state is specified
+  EXPECT_EQ(moved.release(), fake);
+  EXPECT_EQ(moved.get(), nullptr);
+}
+
+TEST(event, adopt_and_release_round_trip_without_a_device) {
+  auto* const fake = reinterpret_cast<cudaEvent_t>(std::uintptr_t{0x2000});
+  gs::event adopted = gs::event::adopt(fake);
+  gs::event moved = std::move(adopted);
+  EXPECT_EQ(adopted.get(), nullptr);  // NOLINT: moved-from state is specified
+  EXPECT_EQ(moved.release(), fake);
+}
+
+TEST(graph, starts_empty_with_a_unique_id) {
+  gs::graph const a;
+  gs::graph const b;
+  EXPECT_TRUE(a.empty());
+  EXPECT_NE(a.id(), b.id());
+  EXPECT_NE(a.id(), 0U);
+  EXPECT_EQ(a.name(), "graph");
+  EXPECT_EQ(a.replay_count(), 0U);
+}
+
+TEST(graph, move_keeps_the_identity_and_renews_the_source) {
+  gs::graph a;
+  auto const id = a.id();
+  gs::graph b = std::move(a);
+  EXPECT_EQ(b.id(), id);
+  EXPECT_NE(a.id(), id);  // NOLINT: a moved-from graph is a fresh empty graph
+  EXPECT_TRUE(a.empty());
+}
