@@ -15,3 +15,6 @@
 #include <graphstep/stream.hpp>
 #include <graphstep/stream_view.hpp>
 #include <graphstep/timed_event.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/mse_loss.hpp>
+#include <graphstep/train/optimizer.hpp>

@@ -1,0 +1,10 @@
+#pragma once
+
+/// @file train/host_device.hpp
+/// @brief Lets plain C++ headers hold functions that CUDA kernels call too.
+
+#if defined(__CUDACC__)
+#define GRAPHSTEP_HOST_DEVICE __host__ __device__
+#else
+#define GRAPHSTEP_HOST_DEVICE
+#endif

@@ -1,0 +1,55 @@
+#pragma once
+
+/// @file train/lr_schedule.hpp
+/// @brief Learning-rate schedules evaluated from a step count, on the host and in kernels.
+///
+/// A captured optimizer step reads the step count from device memory and evaluates the
+/// schedule there, so every replay uses the learning rate of its own step: nothing is frozen
+/// into the graph at capture time. Plain C++; kernels include it too.
+
+#include <graphstep/train/host_device.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+namespace graphstep::train {
+
+/// @brief The shape of a schedule.
+enum class lr_shape : std::int32_t {
+  constant,       ///< base
+  linear_warmup,  ///< base · step / warmup_steps up to warmup_steps, then base
+  warmup_cosine,  ///< linear warm-up, then cosine decay to base · final_fraction at total_steps
+  warmup_linear,  ///< linear warm-up, then linear decay to base · final_fraction at total_steps
+};
+
+/// @brief A learning-rate schedule; trivially copyable, so it can live in device memory.
+struct lr_schedule {
+  lr_shape shape{lr_shape::constant};
+  float base{1e-3F};
+  std::int64_t warmup_steps{0};
+  std::int64_t total_steps{0};
+  float final_fraction{0.0F};
+
+  /// @brief The learning rate of step `step` (1 for the first step).
+  GRAPHSTEP_HOST_DEVICE float at(std::int64_t step) const {
+    if (shape == lr_shape::constant) return base;
+    if (warmup_steps > 0 && step <= warmup_steps) {
+      return base * static_cast<float>(step) / static_cast<float>(warmup_steps);
+    }
+    if (shape == lr_shape::linear_warmup || total_steps <= warmup_steps) return base;
+    std::int64_t const decay_steps = total_steps - warmup_steps;
+    std::int64_t const into = step < total_steps ? step - warmup_steps : decay_steps;
+    float const progress = static_cast<float>(into) / static_cast<float>(decay_steps);
+    float const floor = base * final_fraction;
+    if (shape == lr_shape::warmup_linear) return floor + (base - floor) * (1.0F - progress);
+    float const pi = 3.14159265358979323846F;
+    return floor + (base - floor) * 0.5F * (1.0F + std::cos(pi * progress));
+  }
+};
+
+/// @brief Throws usage_error when the schedule cannot be evaluated sensibly (a negative or
+/// non-finite base, negative step counts, a decay that ends before the warm-up, a final
+/// fraction outside [0, 1]).
+void validate(lr_schedule const& schedule);
+
+}  // namespace graphstep::train

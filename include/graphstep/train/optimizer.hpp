@@ -1,0 +1,84 @@
+#pragma once
+
+/// @file train/optimizer.hpp
+/// @brief Multi-tensor SGD and Adam/AdamW whose step can be captured into a graph.
+
+#include <graphstep/stream_view.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/optimizer_options.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace graphstep::train {
+
+/// @brief One fp32 parameter tensor and its gradient, both in device memory at addresses that
+/// stay fixed (static buffers of the captured step).
+struct parameter {
+  float* value;
+  float const* gradient;
+  std::size_t count;
+};
+
+namespace detail {
+class multi_tensor_optimizer;
+}
+
+/// @brief Updates every parameter in two kernel launches per step (advance the device step
+/// count, then one multi-tensor update), so a captured step costs two nodes however many
+/// tensors there are.
+///
+/// The step count, the learning-rate schedule and the inverse loss scale live in device memory
+/// and the kernels read them: a captured `step()` follows the schedule on every replay instead
+/// of freezing the learning rate of the capture. Construct before capturing (it allocates and
+/// uploads); `step()` is capturable; change the schedule or loss scale between replays.
+class sgd {
+ public:
+  /// @throws usage_error (no parameter, null pointers, an empty tensor, bad options or
+  /// schedule, a capturing stream), no_device_error, cuda_error
+  sgd(std::vector<parameter> const& parameters, sgd_options const& options,
+      lr_schedule const& schedule, stream_view stream);
+  ~sgd();
+  sgd(sgd&&) noexcept;
+  sgd& operator=(sgd&&) noexcept;
+
+  /// @brief Enqueues one optimizer step on `stream`; capturable.
+  void step(stream_view stream);
+  /// @brief Replaces the schedule from the next step on. Not during a capture.
+  /// @throws usage_error (invalid schedule, capturing stream)
+  void set_schedule(lr_schedule const& schedule, stream_view stream);
+  /// @brief Gradients are multiplied by `inv_loss_scale` from the next step on. Not during a
+  /// capture.
+  void set_inv_loss_scale(float inv_loss_scale, stream_view stream);
+  /// @brief Steps taken so far, read from the device (synchronizes `stream`).
+  [[nodiscard]] std::int64_t steps_taken(stream_view stream) const;
+
+ private:
+  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
+  sgd_options options_;
+};
+
+/// @brief Adam, or AdamW with `decoupled_weight_decay`; bias correction uses the device step
+/// count. Same contract as `sgd`.
+class adam {
+ public:
+  /// @throws usage_error, no_device_error, cuda_error
+  adam(std::vector<parameter> const& parameters, adam_options const& options,
+       lr_schedule const& schedule, stream_view stream);
+  ~adam();
+  adam(adam&&) noexcept;
+  adam& operator=(adam&&) noexcept;
+
+  void step(stream_view stream);
+  void set_schedule(lr_schedule const& schedule, stream_view stream);
+  void set_inv_loss_scale(float inv_loss_scale, stream_view stream);
+  [[nodiscard]] std::int64_t steps_taken(stream_view stream) const;
+
+ private:
+  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
+  adam_options options_;
+};
+
+}  // namespace graphstep::train

@@ -1,0 +1,198 @@
+#include <graphstep/detail/train_kernels.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/train/optimizer.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace graphstep::train {
+namespace detail {
+
+using graphstep::detail::optimizer_device_state;
+using graphstep::detail::tensor_slot;
+
+// Device memory and tables shared by every multi-tensor optimizer.
+class multi_tensor_optimizer {
+ public:
+  multi_tensor_optimizer(std::vector<parameter> const& parameters, int state_buffers,
+                         lr_schedule const& schedule, stream_view stream) {
+    GRAPHSTEP_EXPECTS(!parameters.empty(), "optimizer: no parameter was given");
+    GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                      "optimizer: construct it before the capture; it allocates and uploads "
+                      "its tables, which a capture cannot record");
+    validate(schedule);
+    std::vector<std::size_t> counts;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      auto const& p = parameters[i];
+      GRAPHSTEP_EXPECTS(p.value != nullptr && p.gradient != nullptr,
+                        "optimizer: parameter " + std::to_string(i) +
+                            " has a null value or gradient pointer");
+      counts.push_back(p.count);
+      total += p.count;
+    }
+    std::vector<tensor_chunk> const chunks = plan_chunks(counts);
+    chunk_count_ = chunks.size();
+    // One allocation per purpose; state buffers start at zero as in PyTorch.
+    state_ = allocate<optimizer_device_state>(1);
+    slots_ = allocate<tensor_slot>(parameters.size());
+    chunks_ = allocate<tensor_chunk>(chunks.size());
+    if (state_buffers > 0) buffers_ = allocate<float>(total * state_buffers);
+    if (state_buffers > 0) {
+      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers_, 0, sizeof(float) * total * state_buffers,
+                                         stream.value()));
+    }
+    std::vector<tensor_slot> slots;
+    std::size_t offset = 0;
+    for (auto const& p : parameters) {
+      float* state1 = state_buffers > 0 ? buffers_ + offset : nullptr;
+      float* state2 = state_buffers > 1 ? buffers_ + total + offset : nullptr;
+      slots.push_back({p.value, p.gradient, state1, state2, p.count});
+      offset += p.count;
+    }
+    host_state_ = {0, 1.0F, 0.0F, schedule};
+    upload(slots_, slots.data(), slots.size(), stream);
+    upload(chunks_, chunks.data(), chunks.size(), stream);
+    upload(state_, &host_state_, 1, stream);
+    stream.synchronize();  // the host vectors above go away on return
+  }
+
+  ~multi_tensor_optimizer() {
+    for (void* p : {static_cast<void*>(state_), static_cast<void*>(slots_),
+                    static_cast<void*>(chunks_), static_cast<void*>(buffers_)}) {
+      if (p != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
+    }
+  }
+  multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
+  multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
+
+  void set_schedule(lr_schedule const& schedule, stream_view stream) {
+    validate(schedule);
+    expect_not_capturing(stream, "set_schedule");
+    host_state_.schedule = schedule;
+    write_state_tail(stream);
+  }
+
+  void set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
+    GRAPHSTEP_EXPECTS(inv_loss_scale > 0.0F, "optimizer: the inverse loss scale must be positive");
+    expect_not_capturing(stream, "set_inv_loss_scale");
+    host_state_.inv_loss_scale = inv_loss_scale;
+    write_state_tail(stream);
+  }
+
+  [[nodiscard]] std::int64_t steps_taken(stream_view stream) const {
+    std::int64_t step = 0;
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&step, &state_->step, sizeof step, cudaMemcpyDeviceToHost,
+                                       stream.value()));
+    stream.synchronize();
+    return step;
+  }
+
+  optimizer_device_state* state() const noexcept { return state_; }
+  tensor_slot const* slots() const noexcept { return slots_; }
+  tensor_chunk const* chunks() const noexcept { return chunks_; }
+  std::size_t chunk_count() const noexcept { return chunk_count_; }
+
+ private:
+  template <typename T>
+  static T* allocate(std::size_t count) {
+    void* p = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, sizeof(T) * count));
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  static void upload(T* device, T const* host, std::size_t count, stream_view stream) {
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host, sizeof(T) * count, cudaMemcpyHostToDevice,
+                                       stream.value()));
+  }
+  static void expect_not_capturing(stream_view stream, char const* what) {
+    GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                      std::string{"optimizer::"} + what +
+                          " inside a capture would freeze the value into the graph; call it "
+                          "between replays");
+  }
+  // Everything but the step count, which belongs to the device.
+  void write_state_tail(stream_view stream) {
+    constexpr std::size_t skip = offsetof(optimizer_device_state, inv_loss_scale);
+    auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
+    auto* to = reinterpret_cast<unsigned char*>(state_) + skip;
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip,
+                                       cudaMemcpyHostToDevice, stream.value()));
+    stream.synchronize();  // host_state_ may change again before a later copy would run
+  }
+
+  optimizer_device_state host_state_{};
+  optimizer_device_state* state_{};
+  tensor_slot* slots_{};
+  tensor_chunk* chunks_{};
+  float* buffers_{};
+  std::size_t chunk_count_{};
+};
+
+}  // namespace detail
+
+namespace {
+int sgd_buffers(sgd_options const& options) { return options.momentum != 0.0F ? 1 : 0; }
+}  // namespace
+
+sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
+         lr_schedule const& schedule, stream_view stream)
+    : options_{options} {
+  validate(options);
+  impl_ = std::make_unique<detail::multi_tensor_optimizer>(parameters, sgd_buffers(options),
+                                                           schedule, stream);
+}
+sgd::~sgd() = default;
+sgd::sgd(sgd&&) noexcept = default;
+sgd& sgd::operator=(sgd&&) noexcept = default;
+
+void sgd::step(stream_view stream) {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
+  graphstep::detail::launch_advance_step(impl_->state(), stream);
+  graphstep::detail::launch_sgd(impl_->slots(), impl_->chunks(), impl_->chunk_count(),
+                                impl_->state(), options_, stream);
+}
+void sgd::set_schedule(lr_schedule const& schedule, stream_view stream) {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
+  impl_->set_schedule(schedule, stream);
+}
+void sgd::set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
+  impl_->set_inv_loss_scale(inv_loss_scale, stream);
+}
+std::int64_t sgd::steps_taken(stream_view stream) const {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
+  return impl_->steps_taken(stream);
+}
+
+adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
+           lr_schedule const& schedule, stream_view stream)
+    : options_{options} {
+  validate(options);
+  impl_ = std::make_unique<detail::multi_tensor_optimizer>(parameters, 2, schedule, stream);
+}
+adam::~adam() = default;
+adam::adam(adam&&) noexcept = default;
+adam& adam::operator=(adam&&) noexcept = default;
+
+void adam::step(stream_view stream) {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
+  graphstep::detail::launch_advance_step(impl_->state(), stream);
+  graphstep::detail::launch_adam(impl_->slots(), impl_->chunks(), impl_->chunk_count(),
+                                 impl_->state(), options_, stream);
+}
+void adam::set_schedule(lr_schedule const& schedule, stream_view stream) {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
+  impl_->set_schedule(schedule, stream);
+}
+void adam::set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
+  impl_->set_inv_loss_scale(inv_loss_scale, stream);
+}
+std::int64_t adam::steps_taken(stream_view stream) const {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
+  return impl_->steps_taken(stream);
+}
+
+}  // namespace graphstep::train
