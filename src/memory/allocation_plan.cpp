@@ -137,7 +137,10 @@ allocation_plan plan_allocations(allocation_trace const& trace, std::size_t alig
   });
   std::size_t best = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> offsets;
-  for (auto const* order : {&by_size, &by_area}) {
+  // Each trial costs O(n^2) in the worst case; large traces try the size order only.
+  std::vector<std::vector<std::size_t> const*> orders{&by_size};
+  if (lives.size() <= 2048) orders.push_back(&by_area);
+  for (auto const* order : orders) {
     for (bool first_fit : {true, false}) {
       std::size_t const slab = place(lives, *order, first_fit, offsets);
       if (slab < best) {
