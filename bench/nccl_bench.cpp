@@ -1,0 +1,72 @@
+// All-reduce bus bandwidth, eager against captured in a graph, on the communicator of this
+// process (one rank: a copy on one GPU; launch several ranks to measure a real collective).
+// busbw = algbw · 2(n−1)/n, as nccl-tests reports it.
+
+#include <graphstep/capture_scope.hpp>
+#include <graphstep/device.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graph.hpp>
+#include <graphstep/nccl.hpp>
+#include <graphstep/stream.hpp>
+#include <graphstep/timed_event.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+
+namespace gs = graphstep;
+namespace gn = graphstep::nccl;
+
+namespace {
+
+void all_reduce_bandwidth(benchmark::State& state, bool graphed) {
+  std::size_t const bytes = static_cast<std::size_t>(state.range(0));
+  // One communicator for the whole run; never destroyed, so no NCCL teardown runs after the
+  // CUDA runtime has begun shutting down at exit.
+  static gn::nccl_comm* const comm = new gn::nccl_comm{gn::nccl_comm::from_environment()};
+  auto const view = comm->view();
+  gs::stream stream;
+  void* data = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&data, bytes));
+  gn::device_buffer const buffer{data, bytes, gs::dtype::float32};
+  auto reduce = [&] { gn::all_reduce(buffer, buffer, gn::reduce_op::sum, view, stream); };
+  reduce();  // warm-up and lazy connection
+  gs::graph g;
+  if (graphed) {
+    gs::capture(g, stream, [&] {
+      for (int i = 0; i < 10; ++i) reduce();
+    });
+  }
+  gs::timed_event start;
+  gs::timed_event stop;
+  for (auto _ : state) {
+    start.record(stream);
+    if (graphed) {
+      g.replay(stream);
+    } else {
+      for (int i = 0; i < 10; ++i) reduce();
+    }
+    stop.record(stream);
+    stop.synchronize();
+    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3 / 10);
+  }
+  double const ranks = view.size();
+  state.counters["busbw_GBps"] = benchmark::Counter(
+      static_cast<double>(bytes) * 2.0 * (ranks - 1) / std::max(ranks, 1.0),
+      benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["algbw_GBps"] = benchmark::Counter(
+      static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
+      benchmark::Counter::kIs1000);
+  gn::verify_captured_sequence(view, stream);
+  GRAPHSTEP_CUDA_TRY(cudaFree(data));
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t bytes = 8; bytes <= (std::int64_t{256} << 20); bytes *= 16) b->Arg(bytes);
+  b->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(all_reduce_bandwidth, eager, false)->Apply(sizes);
+BENCHMARK_CAPTURE(all_reduce_bandwidth, graphed, true)->Apply(sizes);

@@ -1,0 +1,50 @@
+#pragma once
+
+/// @file nccl/bucketed_all_reduce.hpp
+/// @brief Averages gradients across ranks bucket by bucket on a communication stream, so the
+/// all-reduce of a bucket overlaps the backward pass of the layers before it.
+
+#include <graphstep/dtype.hpp>
+#include <graphstep/event.hpp>
+#include <graphstep/nccl/bucket_plan.hpp>
+#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/stream.hpp>
+
+#include <vector>
+
+namespace graphstep::nccl {
+
+/// @brief Gradients live in one flat static buffer laid out by a `bucket_plan`. When the
+/// backward pass has written bucket i, `bucket_ready(i, compute)` forks the communication
+/// stream from the compute stream with an event and averages the bucket there (`ncclAvg`);
+/// `join(compute)` makes the compute stream wait for every launched bucket. Forks and joins are
+/// events, so all of it can be captured into the step's graph.
+class bucketed_all_reduce {
+ public:
+  /// @param gradients the flat buffer (at least plan.buffer_bytes, all of type `type`)
+  /// @throws usage_error (null buffer, a bucket not a whole number of elements), cuda_error
+  bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan, dtype type);
+
+  /// @brief Bucket `index` is complete on `compute`: average it across ranks.
+  /// @throws usage_error (index out of range, bucket launched twice before a join)
+  void bucket_ready(std::size_t index, stream_view compute);
+  /// @brief Launches every bucket not yet launched, then joins.
+  void all(stream_view compute);
+  /// @brief `compute` waits for every launched bucket; the next step can launch them again.
+  void join(stream_view compute);
+
+  [[nodiscard]] bucket_plan const& plan() const noexcept { return plan_; }
+  [[nodiscard]] stream_view communication_stream() const noexcept { return comm_stream_; }
+
+ private:
+  nccl_comm_view comm_;
+  unsigned char* gradients_;
+  bucket_plan plan_;
+  dtype type_;
+  graphstep::stream comm_stream_;
+  std::vector<event> ready_;
+  event done_;
+  std::vector<bool> launched_;
+};
+
+}  // namespace graphstep::nccl

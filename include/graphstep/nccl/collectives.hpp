@@ -1,0 +1,62 @@
+#pragma once
+
+/// @file nccl/collectives.hpp
+/// @brief Capturable collectives on checked device buffers, a group guard, and the check that
+/// every rank captured the same collectives.
+
+#include <graphstep/dtype.hpp>
+#include <graphstep/nccl/collective_log.hpp>
+#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/stream_view.hpp>
+
+#include <cstddef>
+
+namespace graphstep::nccl {
+
+/// @brief A device buffer as the collectives see it: where, how many bytes, what type.
+struct device_buffer {
+  void* data;
+  std::size_t bytes;
+  dtype type;
+};
+
+/// @brief Each collective checks its buffers (types equal, sizes consistent with the world size,
+/// byte counts whole multiples of the element size, non-null), runs on `stream`, and may be
+/// captured: inside a capture it is recorded in the communicator's log. A kind of collective
+/// must have run once eagerly on the communicator before it is captured (NCCL connects lazily,
+/// which a capture cannot do).
+/// @throws usage_error (bad buffers, aborted communicator, capture before warm-up), nccl_error
+void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
+                stream_view stream);
+/// @brief recv.bytes × world size == send.bytes.
+void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
+                    stream_view stream);
+/// @brief recv.bytes == send.bytes × world size.
+void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm, stream_view stream);
+/// @brief From `root`'s send buffer into every rank's recv buffer (same size).
+void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view comm,
+               stream_view stream);
+
+/// @brief ncclGroupStart/ncclGroupEnd around a scope: the collectives inside launch as one.
+class group_guard {
+ public:
+  /// @throws nccl_error
+  group_guard();
+  /// @brief Ends the group if `end()` was not called; a failure is reported, not thrown.
+  ~group_guard();
+  group_guard(group_guard const&) = delete;
+  group_guard& operator=(group_guard const&) = delete;
+  /// @throws nccl_error
+  void end();
+
+ private:
+  bool open_{true};
+};
+
+/// @brief After a capture, exchanges the hash of the collectives each rank captured (one
+/// all-gather, eager) and clears the log. Call it on every rank, outside the capture.
+/// @throws nccl_error naming the ranks whose sequence differs; usage_error (called during a
+/// capture)
+void verify_captured_sequence(nccl_comm_view comm, stream_view stream);
+
+}  // namespace graphstep::nccl

@@ -1,0 +1,65 @@
+#pragma once
+
+/// @file nccl/rendezvous.hpp
+/// @brief Exchanges NCCL's 128-byte unique id between the ranks of a job over TCP.
+///
+/// Rank 0 listens on MASTER_ADDR:MASTER_PORT; every other rank connects (retrying until the
+/// deadline, so start order does not matter), says who it is, and receives the id once all
+/// ranks have arrived. Every wait has a deadline; every failure names what is wrong. Only the
+/// id travels here: NCCL itself moves the data. Plain C++ (POSIX sockets, IPv4).
+
+#include <graphstep/nccl/launch_environment.hpp>
+
+#include <array>
+#include <chrono>
+#include <string>
+
+namespace graphstep::nccl {
+
+/// @brief The bytes of an `ncclUniqueId`.
+using unique_id_bytes = std::array<unsigned char, 128>;
+
+/// @brief Default deadline of a rendezvous.
+inline constexpr std::chrono::milliseconds default_rendezvous_timeout{std::chrono::seconds{120}};
+
+/// @brief Rank 0's side: listens from construction, so the port is known before `serve`.
+class rendezvous_server {
+ public:
+  /// @param port 0 picks a free port (see `port()`)
+  /// @throws nccl_error (the port cannot be bound: in use, or no permission), usage_error
+  rendezvous_server(int port, int world_size);
+  ~rendezvous_server();
+  rendezvous_server(rendezvous_server const&) = delete;
+  rendezvous_server& operator=(rendezvous_server const&) = delete;
+
+  /// @brief The port listened on.
+  [[nodiscard]] int port() const noexcept { return port_; }
+
+  /// @brief Waits for ranks 1..world_size-1, checks them, and sends each `id`.
+  /// @throws nccl_error naming the ranks that did not arrive by the deadline; usage_error for a
+  /// rank that reports another world size, a duplicate rank or a rank out of range (that rank
+  /// is told too). Connections that do not speak the protocol are dropped and counted.
+  void serve(unique_id_bytes const& id,
+             std::chrono::milliseconds timeout = default_rendezvous_timeout);
+
+ private:
+  int listener_;
+  int port_;
+  int world_size_;
+};
+
+/// @brief A non-zero rank's side: connects to rank 0 and returns the id it sends.
+/// @throws nccl_error (rank 0 unreachable until the deadline — wrong address or port, or rank 0
+/// not started; no answer by the deadline; rank 0 closed the connection), usage_error (rank 0
+/// refused this rank: other world size, duplicate rank)
+[[nodiscard]] unique_id_bytes rendezvous_join(
+    std::string const& address, int port, int rank, int world_size,
+    std::chrono::milliseconds timeout = default_rendezvous_timeout);
+
+/// @brief Both sides in one call: rank 0 serves `root_id` (and returns it); other ranks join
+/// and return what rank 0 sent.
+[[nodiscard]] unique_id_bytes exchange_unique_id(
+    launch_environment const& environment, unique_id_bytes const& root_id,
+    std::chrono::milliseconds timeout = default_rendezvous_timeout);
+
+}  // namespace graphstep::nccl

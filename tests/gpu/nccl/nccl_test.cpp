@@ -1,0 +1,157 @@
+// NCCL on one GPU: a one-rank communicator, every collective eager and captured, the bucketed
+// all-reduce, the sequence check and the watchdog. Multi-rank logic is tested on the CPU.
+
+#include "common/gpu_test.hpp"
+
+#include <graphstep/graphstep.hpp>
+#include <graphstep/nccl.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+namespace gs = graphstep;
+namespace gn = graphstep::nccl;
+
+namespace {
+
+class nccl_test : public gs::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gs::testing::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+    comms_ = gn::nccl_comm::for_local_devices({0});
+  }
+  float* upload(std::vector<float> const& host) {
+    void* device = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
+    buffers_.push_back(device);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpy(device, host.data(), host.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+    return static_cast<float*>(device);
+  }
+  std::vector<float> download(float const* device, std::size_t n) {
+    std::vector<float> host(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();
+    return host;
+  }
+  void TearDown() override {
+    for (void* p : buffers_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
+  }
+  static gn::device_buffer buffer(float* p, std::size_t n) {
+    return {p, n * sizeof(float), gs::dtype::float32};
+  }
+  std::optional<gs::stream> stream_;
+  std::vector<gn::nccl_comm> comms_;
+  std::vector<void*> buffers_;
+};
+
+}  // namespace
+
+TEST_F(nccl_test, one_rank_communicator) {
+  auto const view = comms_.front().view();
+  EXPECT_EQ(view.rank(), 0);
+  EXPECT_EQ(view.size(), 1);
+  EXPECT_EQ(view.device(), 0);
+}
+
+TEST_F(nccl_test, collectives_on_one_rank_copy_and_are_checked) {
+  std::size_t const n = 1000;
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i);
+  float* send = upload(values);
+  float* recv = upload(std::vector<float>(n, -1.0F));
+  auto comm = comms_.front().view();
+  for (auto op : {gn::reduce_op::sum, gn::reduce_op::avg, gn::reduce_op::max, gn::reduce_op::min}) {
+    gn::all_reduce(buffer(send, n), buffer(recv, n), op, comm, *stream_);
+    EXPECT_EQ(download(recv, n), values);
+  }
+  gn::reduce_scatter(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, *stream_);
+  gn::all_gather(buffer(send, n), buffer(recv, n), comm, *stream_);
+  gn::broadcast(buffer(send, n), buffer(recv, n), 0, comm, *stream_);
+  EXPECT_EQ(download(recv, n), values);
+  EXPECT_THROW(gn::all_reduce(buffer(send, n), buffer(recv, n - 1), gn::reduce_op::sum, comm,
+                              *stream_),
+               gs::usage_error);
+  EXPECT_THROW(gn::broadcast(buffer(send, n), buffer(recv, n), 1, comm, *stream_),
+               gs::usage_error);
+  EXPECT_THROW(gn::all_reduce({send, n * 4, gs::dtype::float32}, {recv, n * 4, gs::dtype::float16},
+                              gn::reduce_op::sum, comm, *stream_),
+               gs::usage_error);
+}
+
+TEST_F(nccl_test, a_collective_must_run_eagerly_before_it_is_captured) {
+  std::size_t const n = 256;
+  float* x = upload(std::vector<float>(n, 1.0F));
+  auto comm = comms_.front().view();
+  gs::graph g;
+  EXPECT_THROW(gs::capture(g, *stream_, [&] {
+                 gn::all_gather(buffer(x, n), buffer(x, n), comm, *stream_);
+               }),
+               gs::usage_error);
+  gn::all_gather(buffer(x, n), buffer(x, n), comm, *stream_);  // warm-up
+  gs::capture(g, *stream_, [&] { gn::all_gather(buffer(x, n), buffer(x, n), comm, *stream_); });
+  EXPECT_EQ(comm.captured().records().size(), 1U);
+  gn::verify_captured_sequence(comm, *stream_);
+  EXPECT_TRUE(comm.captured().records().empty());
+  g.replay(*stream_);
+  EXPECT_EQ(download(x, n), std::vector<float>(n, 1.0F));
+}
+
+TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
+  std::vector<std::size_t> const grads{3000 * 4, 1000 * 4, 70000 * 4, 5 * 4};
+  auto plan = gn::plan_buckets(grads, 100000, 8192, 256);
+  ASSERT_GT(plan.buckets.size(), 1U);
+  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 97) * 0.5F;
+  float* flat = upload(values);
+  auto comm = comms_.front().view();
+  gn::bucketed_all_reduce reducer{comm, flat, plan, gs::dtype::float32};
+  reducer.all(*stream_);  // eager, also the warm-up
+  EXPECT_EQ(download(flat, n), values);  // the average over one rank
+  gs::graph g;
+  gs::capture(g, *stream_, [&] {
+    for (std::size_t b = plan.buckets.size(); b-- > 0;) reducer.bucket_ready(b, *stream_);
+    reducer.join(*stream_);
+  });
+  EXPECT_GE(g.node_counts().total, plan.buckets.size());
+  g.replay(*stream_);
+  EXPECT_EQ(download(flat, n), values);
+}
+
+TEST_F(nccl_test, watchdog_reports_a_step_past_its_deadline) {
+  auto now = std::chrono::steady_clock::now();
+  gn::watchdog dog{comms_.front(), std::chrono::milliseconds{100}, [&] { return now; }};
+  EXPECT_TRUE(dog.poll());  // nothing outstanding
+  // A step that cannot finish until the test releases it.
+  cudaStream_t blocked = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
+  volatile int* flag = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaHostAlloc(const_cast<int**>(&flag), sizeof(int), cudaHostAllocMapped));
+  *flag = 0;
+  GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
+      blocked, [](void* f) { while (*static_cast<volatile int*>(f) == 0) {} },
+      const_cast<int*>(flag)));
+  dog.launched(blocked, 7);
+  EXPECT_FALSE(dog.poll());
+  now += std::chrono::milliseconds{150};
+  try {
+    static_cast<void>(dog.poll());
+    FAIL() << "no timeout";
+  } catch (gs::nccl_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("step 7"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(comms_.front().view().aborted());
+  *flag = 1;
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(blocked));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocked));
+  GRAPHSTEP_CUDA_TRY(cudaFreeHost(const_cast<int*>(flag)));
+  float* x = upload({1.0F});
+  EXPECT_THROW(gn::all_reduce(buffer(x, 1), buffer(x, 1), gn::reduce_op::sum,
+                              comms_.front().view(), *stream_),
+               gs::usage_error);
+}
