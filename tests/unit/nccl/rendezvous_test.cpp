@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <future>
@@ -170,4 +171,76 @@ TEST(rendezvous, exchange_with_one_rank_needs_no_network) {
   gn::launch_environment env;
   auto const id = make_id(5);
   EXPECT_EQ(gn::exchange_unique_id(env, id, milliseconds{10}), id);
+}
+
+TEST(rendezvous, a_port_in_use_is_refused_clearly) {
+  gn::rendezvous_server first{0, 2};
+  std::string const what =
+      message_of<graphstep::nccl_error>([&] { gn::rendezvous_server second{first.port(), 2}; });
+  EXPECT_NE(what.find("cannot listen on port " + std::to_string(first.port())), std::string::npos)
+      << what;
+  EXPECT_NE(what.find("free MASTER_PORT"), std::string::npos) << what;
+}
+
+TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
+  // Ranks 1 and 2 are child processes; rank 3 dies before it ever connects.
+  int const world = 4;
+  gn::rendezvous_server server{0, world};
+  auto const id = make_id(11);
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < world; ++rank) {
+    pid_t const child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (rank == 3) ::_exit(0);  // dies at once
+      int status = 1;
+      try {
+        status = gn::rendezvous_join("127.0.0.1", server.port(), rank, world,
+                                     milliseconds{5000}) == id
+                     ? 0
+                     : 2;
+      } catch (graphstep::error const&) {
+        status = 3;  // told that rank 0 gave up
+      }
+      ::_exit(status);
+    }
+    children.push_back(child);
+  }
+  std::string const what = message_of<graphstep::nccl_error>(
+      [&] { server.serve(id, milliseconds{1000}); });
+  EXPECT_NE(what.find("rank(s) 3 of 4 did not arrive"), std::string::npos) << what;
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_TRUE(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3)
+        << "a surviving rank neither got the id nor a clear error";
+  }
+}
+
+TEST(rendezvous, separate_processes_succeed) {
+  int const world = 3;
+  gn::rendezvous_server server{0, world};
+  auto const id = make_id(12);
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < world; ++rank) {
+    pid_t const child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      bool ok = false;
+      try {
+        ok = gn::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) ==
+             id;
+      } catch (graphstep::error const&) {
+      }
+      ::_exit(ok ? 0 : 1);
+    }
+    children.push_back(child);
+  }
+  server.serve(id, milliseconds{5000});
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
 }
