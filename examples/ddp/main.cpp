@@ -1,88 +1,162 @@
-// ddp: data-parallel gradient averaging inside a captured graph. Each rank fills its gradient
-// buffer with its own values, one captured step averages them bucket by bucket across ranks,
-// and every rank checks the result against the known average.
+// ddp: a data-parallel training loop whose whole step — loss and gradients, gradient averaging
+// across ranks bucket by bucket, SGD — is one captured graph. Each rank fits the same
+// parameters to its own targets; averaged gradients keep every rank's parameters identical,
+// which the example checks at the end.
 //
-//   torchrun-style:  RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp &
-//                    RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp
-//   one process:     ddp
+//   by hand:   RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp &
+//              RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp
+//   torchrun:  torchrun --nproc-per-node=2 --no-python ddp
+//   mpirun:    mpirun -np 2 ddp        (when built with -DGRAPHSTEP_WITH_MPI=ON)
+//   one GPU:   ddp
 
 #include <graphstep/graphstep.hpp>
 #include <graphstep/nccl.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
+namespace gt = graphstep::train;
 
 namespace {
 
+gn::nccl_comm make_communicator() {
+#if defined(GRAPHSTEP_WITH_MPI)
+  if (std::getenv("RANK") == nullptr && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
+    return gn::communicator_from_mpi(MPI_COMM_WORLD);
+  }
+#endif
+  return gn::nccl_comm::from_environment();
+}
+
 int run() {
-  gn::nccl_comm comm = gn::nccl_comm::from_environment();
+  gn::nccl_comm comm = make_communicator();
   auto const view = comm.view();
-  std::printf("ddp: %s\n",
-              gn::describe(gn::read_launch_environment(gn::process_environment())).c_str());
   gs::stream stream;
   gs::memory_pool pool;
 
-  // Gradients of a small MLP in the order backward produces them (last layer first).
-  std::vector<std::size_t> const gradient_bytes{1024 * 4, 1024 * 2048 * 4, 2048 * 4,
-                                                2048 * 4096 * 4};
-  auto const plan = gn::plan_buckets(gradient_bytes, std::size_t{8} << 20, std::size_t{1} << 20);
+  // Parameter tensors (1 MiB each), listed in the order backward produces their gradients.
+  std::size_t const elements = std::size_t{1} << 18;
+  std::vector<std::size_t> const counts(4, elements);
+  std::vector<std::size_t> bytes;
+  for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
+  auto const plan = gn::plan_buckets(bytes, std::size_t{2} << 20, std::size_t{1} << 20);
   auto* gradients = static_cast<float*>(pool.allocate(plan.buffer_bytes, stream));
-  std::size_t const n = plan.buffer_bytes / sizeof(float);
-
-  // Rank r contributes r + 1 everywhere: the average is (size + 1) / 2.
-  std::vector<float> const mine(n, static_cast<float>(view.rank() + 1));
-  auto refill = [&] {
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gradients, mine.data(), plan.buffer_bytes,
+  auto* loss = static_cast<float*>(pool.allocate(sizeof(float) * counts.size(), stream));
+  std::vector<float*> params;
+  std::vector<float*> targets;
+  std::vector<gt::mse_loss> losses;
+  std::vector<gt::parameter> parameters;
+  for (std::size_t t = 0; t < counts.size(); ++t) {
+    std::size_t const n = counts[t];
+    params.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
+    targets.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
+    std::vector<float> const zeros(n, 0.0F);
+    std::vector<float> const target(n, 1.0F + 0.5F * static_cast<float>(view.rank()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(params[t], zeros.data(), n * sizeof(float),
                                        cudaMemcpyHostToDevice, stream.get()));
-  };
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(targets[t], target.data(), n * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream.get()));
+    stream.synchronize();
+    losses.emplace_back(n, stream);
+    parameters.push_back({params[t], gradients + plan.offsets[t] / sizeof(float), n});
+  }
+  // The loss is a mean over the elements, so its gradient carries a 1/elements factor.
+  gt::lr_schedule schedule;
+  schedule.base = 0.25F * static_cast<float>(elements);
+  gt::sgd optimizer{parameters, gt::sgd_options{0.5F}, schedule, stream};
   gn::bucketed_all_reduce reducer{view, gradients, plan, gs::dtype::float32};
-  refill();
-  reducer.all(stream);  // eager warm-up: NCCL connects here, not inside the capture
+
+  auto train_step = [&] {
+    std::size_t next_bucket = 0;
+    for (std::size_t t = 0; t < counts.size(); ++t) {
+      float* gradient = gradients + plan.offsets[t] / sizeof(float);
+      losses[t].forward_backward(params[t], targets[t], gradient, loss + t, stream);
+      // Average a bucket as soon as its last gradient is written: overlaps the rest.
+      while (next_bucket < plan.buckets.size() && plan.buckets[next_bucket].last == t + 1) {
+        reducer.bucket_ready(next_bucket++, stream);
+      }
+    }
+    reducer.join(stream);
+    optimizer.step(stream);
+  };
+  train_step();  // eager warm-up: NCCL connects here, never inside the capture
 
   gs::graph step;
-  gs::capture(step, stream, [&] {
-    for (std::size_t b = 0; b < plan.buckets.size(); ++b) reducer.bucket_ready(b, stream);
-    reducer.join(stream);
-  }, {gs::capture_mode::this_thread, "ddp all-reduce"});
+  gs::capture(step, stream, pool, train_step, {gs::capture_mode::this_thread, "ddp step"});
   gn::verify_captured_sequence(view, stream);  // every rank captured the same collectives
+  auto const nodes = step.node_counts();
+  std::printf("rank %d of %d: one graph of %zu nodes per step, %zu gradient buckets\n",
+              view.rank(), view.size(), nodes.total, plan.buckets.size());
 
   gn::watchdog dog{comm, std::chrono::seconds{60}};
-  float const expected = static_cast<float>(view.size() + 1) / 2.0F;
-  std::vector<float> result(n);
-  bool ok = true;
-  for (int i = 0; i < 5; ++i) {
-    refill();
+  std::vector<float> host_loss(counts.size());
+  for (int i = 1; i <= 30; ++i) {
     step.replay(stream);
     dog.launched(stream, i);
     dog.wait();
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(result.data(), gradients, plan.buffer_bytes,
-                                       cudaMemcpyDeviceToHost, stream.get()));
-    stream.synchronize();
-    for (float v : result) ok = ok && v == expected;
+    if (i % 10 == 0) {
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host_loss.data(), loss, sizeof(float) * counts.size(),
+                                         cudaMemcpyDeviceToHost, stream.get()));
+      stream.synchronize();
+      std::printf("rank %d step %2d  local loss %.5f\n", view.rank(), i, host_loss.back());
+    }
   }
-  std::printf("ddp rank %d: %zu buckets, %zu MiB of gradients, averaged in one graph launch per "
-              "step: %s (expected %.1f)\n",
-              view.rank(), plan.buckets.size(), plan.buffer_bytes >> 20, ok ? "OK" : "FAILED",
-              expected);
-  return ok ? 0 : 1;
+
+  // Averaged gradients keep every replica identical: compare a checksum across ranks.
+  std::vector<float> values(counts.back());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(values.data(), params.back(), values.size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  double sum = 0.0;
+  for (float v : values) sum += v;
+  float const mine = static_cast<float>(sum / static_cast<double>(values.size()));
+  auto* checks = static_cast<float*>(pool.allocate(sizeof(float) * (view.size() + 1), stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(checks, &mine, sizeof mine, cudaMemcpyHostToDevice,
+                                     stream.get()));
+  gn::all_gather({checks, sizeof(float), gs::dtype::float32},
+                 {checks + 1, sizeof(float) * view.size(), gs::dtype::float32}, view, stream);
+  std::vector<float> all(static_cast<std::size_t>(view.size()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(all.data(), checks + 1, sizeof(float) * all.size(),
+                                     cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  bool in_sync = true;
+  for (float v : all) in_sync = in_sync && v == all.front();
+  // The parameters converge to the mean of the ranks' targets.
+  float const mean_target = 1.0F + 0.25F * static_cast<float>(view.size() - 1);
+  bool const converged = std::abs(mine - mean_target) < 1e-2F;
+  std::printf("rank %d: parameters %s across ranks; mean %.4f (target mean %.4f): %s\n",
+              view.rank(), in_sync ? "identical" : "DIFFERENT", mine, mean_target,
+              in_sync && converged ? "OK" : "FAILED");
+  return in_sync && converged ? 0 : 1;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+#if defined(GRAPHSTEP_WITH_MPI)
+  MPI_Init(&argc, &argv);
+#else
+  static_cast<void>(argc);
+  static_cast<void>(argv);
+#endif
+  int status = 1;
   if (gs::device_count() == 0) {
     std::fprintf(stderr, "ddp: no CUDA device visible; this example needs an NVIDIA GPU\n");
-    return 1;
+  } else {
+    try {
+      status = run();
+    } catch (gs::error const& e) {
+      std::fprintf(stderr, "ddp: %s\n", e.what());
+    }
   }
-  try {
-    return run();
-  } catch (gs::error const& e) {
-    std::fprintf(stderr, "ddp: %s\n", e.what());
-    return 1;
-  }
+#if defined(GRAPHSTEP_WITH_MPI)
+  MPI_Finalize();
+#endif
+  return status;
 }

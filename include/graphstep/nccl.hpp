@@ -9,6 +9,7 @@
 #include <graphstep/nccl/collectives.hpp>
 #include <graphstep/nccl/deadline.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
+#include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 #include <graphstep/nccl/watchdog.hpp>

@@ -1,0 +1,31 @@
+#pragma once
+
+/// @file nccl/mpi_bootstrap.hpp
+/// @brief Communicators bootstrapped through MPI, for jobs started by mpirun. Available when
+/// graphstep is configured with -DGRAPHSTEP_WITH_MPI=ON (which defines GRAPHSTEP_WITH_MPI).
+
+#if defined(GRAPHSTEP_WITH_MPI)
+
+#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/nccl/rendezvous.hpp>
+
+#include <mpi.h>
+
+namespace graphstep::nccl {
+
+/// @brief Rank 0's `root_id` on every rank of `comm` (MPI_Bcast).
+/// @throws nccl_error (an MPI failure)
+[[nodiscard]] unique_id_bytes broadcast_unique_id(MPI_Comm comm, unique_id_bytes const& root_id);
+
+/// @brief This process's rank among the ranks of `comm` on the same host.
+/// @throws nccl_error (an MPI failure)
+[[nodiscard]] int local_rank(MPI_Comm comm);
+
+/// @brief A communicator over the ranks of `comm` (MPI must be initialized): rank 0 creates
+/// the id, MPI broadcasts it, and each rank uses the GPU of its local rank.
+/// @throws nccl_error, usage_error (more ranks on a host than visible GPUs), no_device_error
+[[nodiscard]] nccl_comm communicator_from_mpi(MPI_Comm comm);
+
+}  // namespace graphstep::nccl
+
+#endif

@@ -1,0 +1,59 @@
+// Built into graphstep_nccl only when configured with GRAPHSTEP_WITH_MPI.
+#include <graphstep/nccl/mpi_bootstrap.hpp>
+
+#if defined(GRAPHSTEP_WITH_MPI)
+
+#include <graphstep/device.hpp>
+#include <graphstep/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+namespace graphstep::nccl {
+namespace {
+
+void check_mpi(int status, char const* call) {
+  if (status == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(status, text, &length);
+  throw nccl_error{2, std::string{call} + " failed: " + std::string{text, std::size_t(length)}};
+}
+
+}  // namespace
+
+unique_id_bytes broadcast_unique_id(MPI_Comm comm, unique_id_bytes const& root_id) {
+  unique_id_bytes id = root_id;
+  check_mpi(MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, comm), "MPI_Bcast");
+  return id;
+}
+
+int local_rank(MPI_Comm comm) {
+  MPI_Comm host = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
+            "MPI_Comm_split_type");
+  int rank = 0;
+  int const status = MPI_Comm_rank(host, &rank);
+  MPI_Comm_free(&host);
+  check_mpi(status, "MPI_Comm_rank");
+  return rank;
+}
+
+nccl_comm communicator_from_mpi(MPI_Comm comm) {
+  int rank = 0;
+  int size = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  int const local = local_rank(comm);
+  require_device();
+  GRAPHSTEP_EXPECTS(local < device_count(),
+                    "communicator_from_mpi: local rank " + std::to_string(local) + " but only " +
+                        std::to_string(device_count()) + " GPU(s) are visible on this host");
+  GRAPHSTEP_CUDA_TRY(cudaSetDevice(local));
+  unique_id_bytes root_id{};
+  if (rank == 0) root_id = nccl_comm::new_unique_id();
+  return nccl_comm::from_unique_id(broadcast_unique_id(comm, root_id), rank, size);
+}
+
+}  // namespace graphstep::nccl
+
+#endif
