@@ -1,0 +1,203 @@
+// GELU forward and backward, bias + GELU for the unfused path, and the bias gradient, for
+// fp32, fp16 and bf16 storage with fp32 math. The tanh form matches cuBLASLt's epilogue.
+
+#include <graphstep/error.hpp>
+#include <graphstep/ops/gelu_kernels.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace graphstep::ops {
+namespace {
+
+constexpr int threads = 256;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+
+__device__ __forceinline__ float gelu(float x, bool erf_form) {
+  if (erf_form) return 0.5F * x * (1.0F + erff(x * 0.70710678118654752F));
+  float const inner = 0.79788456080286536F * (x + 0.044715F * x * x * x);
+  return 0.5F * x * (1.0F + tanhf(inner));
+}
+
+__device__ __forceinline__ float gelu_derivative(float x, bool erf_form) {
+  if (erf_form) {
+    return 0.5F * (1.0F + erff(x * 0.70710678118654752F)) +
+           x * expf(-0.5F * x * x) * 0.39894228040143268F;
+  }
+  float const c = 0.79788456080286536F;
+  float const t = tanhf(c * (x + 0.044715F * x * x * x));
+  return 0.5F * (1.0F + t) + 0.5F * x * (1.0F - t * t) * c * (1.0F + 0.134145F * x * x);
+}
+
+// 16 bytes of T, loaded and stored as one transaction.
+template <typename T>
+struct alignas(16) pack {
+  static constexpr int size = 16 / sizeof(T);
+  T v[size];
+};
+
+template <typename T>
+__global__ void bias_gelu_kernel(T* y, T* pre, T const* bias, std::int64_t rows,
+                                 std::int64_t cols, bool apply_gelu, bool erf_form,
+                                 bool vectorized) {
+  std::int64_t const total = rows * cols;
+  std::int64_t const stride = std::int64_t{gridDim.x} * blockDim.x;
+  std::int64_t const first = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (vectorized) {
+    constexpr int width = pack<T>::size;
+    for (std::int64_t p = first; p < total / width; p += stride) {
+      pack<T> values = reinterpret_cast<pack<T> const*>(y)[p];
+      pack<T> saved;
+      std::int64_t const col0 = (p * width) % cols;  // a pack never crosses a row: cols % width == 0
+#pragma unroll
+      for (int i = 0; i < width; ++i) {
+        float z = to_float(values.v[i]);
+        if (bias != nullptr) z += to_float(bias[col0 + i]);
+        saved.v[i] = from_float<T>(z);
+        values.v[i] = from_float<T>(apply_gelu ? gelu(z, erf_form) : z);
+      }
+      if (pre != nullptr) reinterpret_cast<pack<T>*>(pre)[p] = saved;
+      reinterpret_cast<pack<T>*>(y)[p] = values;
+    }
+    return;
+  }
+  for (std::int64_t i = first; i < total; i += stride) {
+    float z = to_float(y[i]);
+    if (bias != nullptr) z += to_float(bias[i % cols]);
+    if (pre != nullptr) pre[i] = from_float<T>(z);
+    y[i] = from_float<T>(apply_gelu ? gelu(z, erf_form) : z);
+  }
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(T* dz, T const* dy, T const* pre, std::int64_t total,
+                                     bool erf_form) {
+  std::int64_t const stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    dz[i] = from_float<T>(to_float(dy[i]) * gelu_derivative(to_float(pre[i]), erf_form));
+  }
+}
+
+// One thread per column, walking the rows: coalesced across the warp, fixed order.
+template <typename T>
+__global__ void bias_gradient_kernel(T* db, T const* dz, std::int64_t rows, std::int64_t cols) {
+  std::int64_t const col = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  float sum = 0.0F;
+  for (std::int64_t r = 0; r < rows; ++r) sum += to_float(dz[r * cols + col]);
+  db[col] = from_float<T>(sum);
+}
+
+unsigned grid_for(std::int64_t work) {
+  std::int64_t const blocks = (work + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
+}
+
+template <typename T>
+void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_t n,
+               bool apply_gelu, bool erf_form, stream_view stream) {
+  constexpr int width = pack<T>::size;
+  auto aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  bool const vectorized = n % width == 0 && aligned(y) && (pre == nullptr || aligned(pre));
+  std::int64_t const work = vectorized ? m * n / width : m * n;
+  bias_gelu_kernel<T><<<grid_for(work), threads, 0, stream.value()>>>(
+      static_cast<T*>(y), static_cast<T*>(pre), static_cast<T const*>(bias), m, n, apply_gelu,
+      erf_form, vectorized);
+}
+
+void check_sizes(void const* p, std::int64_t m, std::int64_t n, char const* what) {
+  GRAPHSTEP_EXPECTS(p != nullptr, std::string{what} + ": a required pointer is null");
+  GRAPHSTEP_EXPECTS(m > 0 && n > 0, std::string{what} + ": sizes must be positive");
+}
+
+}  // namespace
+
+void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int64_t m,
+                      std::int64_t n, precision type, bool apply_gelu, gelu_form form,
+                      stream_view stream) {
+  check_sizes(y, m, n, "bias_gelu");
+  bool const erf_form = form == gelu_form::erf;
+  switch (type) {
+    case precision::fp32:
+    case precision::tf32:
+      bias_gelu<float>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
+      break;
+    case precision::fp16:
+      bias_gelu<__half>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
+      break;
+    case precision::bf16:
+      bias_gelu<__nv_bfloat16>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
+      break;
+  }
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, std::int64_t m,
+                          std::int64_t n, precision type, gelu_form form, stream_view stream) {
+  check_sizes(dz, m, n, "gelu_backward");
+  GRAPHSTEP_EXPECTS(dy != nullptr && pre_activation != nullptr,
+                    "gelu_backward: dy and the saved pre-activation are required");
+  bool const erf_form = form == gelu_form::erf;
+  unsigned const grid = grid_for(m * n);
+  switch (type) {
+    case precision::fp32:
+    case precision::tf32:
+      gelu_backward_kernel<float><<<grid, threads, 0, stream.value()>>>(
+          static_cast<float*>(dz), static_cast<float const*>(dy),
+          static_cast<float const*>(pre_activation), m * n, erf_form);
+      break;
+    case precision::fp16:
+      gelu_backward_kernel<__half><<<grid, threads, 0, stream.value()>>>(
+          static_cast<__half*>(dz), static_cast<__half const*>(dy),
+          static_cast<__half const*>(pre_activation), m * n, erf_form);
+      break;
+    case precision::bf16:
+      gelu_backward_kernel<__nv_bfloat16><<<grid, threads, 0, stream.value()>>>(
+          static_cast<__nv_bfloat16*>(dz), static_cast<__nv_bfloat16 const*>(dy),
+          static_cast<__nv_bfloat16 const*>(pre_activation), m * n, erf_form);
+      break;
+  }
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n,
+                          precision type, stream_view stream) {
+  check_sizes(db, m, n, "bias_gradient");
+  GRAPHSTEP_EXPECTS(dz != nullptr, "bias_gradient: dz is null");
+  auto const grid = static_cast<unsigned>((n + threads - 1) / threads);
+  switch (type) {
+    case precision::fp32:
+    case precision::tf32:
+      bias_gradient_kernel<float><<<grid, threads, 0, stream.value()>>>(
+          static_cast<float*>(db), static_cast<float const*>(dz), m, n);
+      break;
+    case precision::fp16:
+      bias_gradient_kernel<__half><<<grid, threads, 0, stream.value()>>>(
+          static_cast<__half*>(db), static_cast<__half const*>(dz), m, n);
+      break;
+    case precision::bf16:
+      bias_gradient_kernel<__nv_bfloat16><<<grid, threads, 0, stream.value()>>>(
+          static_cast<__nv_bfloat16*>(db), static_cast<__nv_bfloat16 const*>(dz), m, n);
+      break;
+  }
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+}  // namespace graphstep::ops

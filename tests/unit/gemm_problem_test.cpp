@@ -1,0 +1,137 @@
+// The row-major -> column-major mapping of every GEMM of the layer, checked by evaluating the
+// mapped column-major call in fp64 against the row-major formula; the fused path's constraints.
+
+#include <graphstep/error.hpp>
+#include <graphstep/ops/gemm_problem.hpp>
+#include <graphstep/ops/reference.hpp>
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace go = graphstep::ops;
+namespace ref = graphstep::ops::reference;
+
+namespace {
+
+// Evaluates a column-major call on raw storage, as cuBLASLt would: D = op(A)·op(B).
+std::vector<double> run_column_major(go::lt_call const& c, std::vector<double> const& a,
+                                     std::vector<double> const& b) {
+  std::vector<double> d(static_cast<std::size_t>(c.ldc * c.n), 0.0);
+  for (std::int64_t i = 0; i < c.m; ++i) {
+    for (std::int64_t j = 0; j < c.n; ++j) {
+      double sum = 0.0;
+      for (std::int64_t p = 0; p < c.k; ++p) {
+        double const x = c.transpose_a ? a[static_cast<std::size_t>(p + i * c.lda)]
+                                       : a[static_cast<std::size_t>(i + p * c.lda)];
+        double const y = c.transpose_b ? b[static_cast<std::size_t>(j + p * c.ldb)]
+                                       : b[static_cast<std::size_t>(p + j * c.ldb)];
+        sum += x * y;
+      }
+      d[static_cast<std::size_t>(i + j * c.ldc)] = sum;
+    }
+  }
+  return d;
+}
+
+std::vector<double> random(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist{-1.0, 1.0};
+  std::vector<double> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST(gemm_mapping, every_kind_computes_its_row_major_formula) {
+  std::mt19937 rng{5};
+  for (auto [m, n, k] : {std::tuple{3, 5, 7}, std::tuple{8, 16, 24}, std::tuple{1, 1, 1},
+                         std::tuple{13, 9, 4}}) {
+    auto const M = static_cast<std::size_t>(m);
+    auto const N = static_cast<std::size_t>(n);
+    auto const K = static_cast<std::size_t>(k);
+    auto const x = random(M * K, rng);   // X[M,K]
+    auto const w = random(N * K, rng);   // W[N,K]
+    auto const dy = random(M * N, rng);  // dY[M,N]
+    // Forward: row-major Y = X·Wᵀ; rhs = W is A, lhs = X is B; D is Yᵀ column-major = Y.
+    auto const fwd = go::map_to_cublaslt({go::gemm_kind::forward_bias_gelu, m, n, k});
+    EXPECT_EQ(run_column_major(fwd, w, x), ref::matmul_abt(x, w, M, N, K));
+    EXPECT_EQ(fwd.bias_length, n);
+    EXPECT_EQ(fwd.aux_ld, n);
+    EXPECT_EQ(fwd.ep, go::epilogue::gelu_aux_bias);
+    // Backward data: dX = dY·W; A = W, B = dY.
+    auto const bwd = go::map_to_cublaslt({go::gemm_kind::backward_data_gelu, m, n, k});
+    EXPECT_EQ(run_column_major(bwd, w, dy), ref::matmul_ab(dy, w, M, K, N));
+    EXPECT_EQ(bwd.aux_ld, k);
+    EXPECT_EQ(bwd.bias_length, k);
+    // Backward weight: dW = dYᵀ·X; A = X, B = dY.
+    auto const wgt = go::map_to_cublaslt({go::gemm_kind::backward_weight_bias, m, n, k});
+    EXPECT_EQ(run_column_major(wgt, x, dy), ref::matmul_atb(dy, x, M, N, K));
+    EXPECT_EQ(wgt.bias_length, n);
+    EXPECT_EQ(wgt.ep, go::epilogue::bgradb);
+  }
+}
+
+TEST(gemm_mapping, epilogues_by_kind) {
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::forward, 2, 2, 2}).ep, go::epilogue::none);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::forward_bias, 2, 2, 2}).ep, go::epilogue::bias);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_data, 2, 2, 2}).ep, go::epilogue::none);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_weight, 2, 2, 2}).ep,
+            go::epilogue::none);
+}
+
+TEST(gemm_mapping, bad_sizes_are_usage_errors) {
+  EXPECT_THROW(static_cast<void>(go::map_to_cublaslt({go::gemm_kind::forward, 0, 4, 4})),
+               graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(go::map_to_cublaslt({go::gemm_kind::forward, 4, -1, 4})),
+               graphstep::usage_error);
+  EXPECT_THROW(
+      static_cast<void>(go::map_to_cublaslt({go::gemm_kind::forward, std::int64_t{1} << 32, 4, 4})),
+      graphstep::usage_error);
+}
+
+TEST(gemm_fusion, widths_not_a_multiple_of_eight_cannot_fuse_the_gelu) {
+  go::operand_addresses const aligned{0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  auto const ok = go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 128, 256,
+                                go::precision::bf16},
+                               aligned);
+  EXPECT_TRUE(ok.fused) << ok.reason;
+  auto const odd = go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 100, 256,
+                                 go::precision::bf16},
+                                aligned);
+  EXPECT_FALSE(odd.fused);
+  EXPECT_NE(odd.reason.find("multiple of 8"), std::string::npos) << odd.reason;
+  EXPECT_NE(odd.reason.find("unfused fallback"), std::string::npos) << odd.reason;
+  // The backward's aux is the layer's own width (K here).
+  EXPECT_FALSE(go::can_fuse({go::gemm_kind::backward_data_gelu, 64, 128, 12, go::precision::fp32},
+                            aligned)
+                   .fused);
+  // Odd M is fine: it is not a leading dimension of the fused output.
+  EXPECT_TRUE(go::can_fuse({go::gemm_kind::forward_bias_gelu, 63, 128, 256,
+                            go::precision::fp32},
+                           aligned)
+                  .fused);
+}
+
+TEST(gemm_fusion, leading_dimensions_and_pointers_must_be_16_byte_aligned) {
+  go::operand_addresses const aligned{0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  auto const k_odd = go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 1001,
+                                   go::precision::fp16},
+                                  aligned);
+  EXPECT_FALSE(k_odd.fused);
+  EXPECT_NE(k_odd.reason.find("16 bytes"), std::string::npos) << k_odd.reason;
+  go::operand_addresses misaligned = aligned;
+  misaligned.bias = 0x4002;
+  auto const bad = go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 256, go::precision::fp32},
+                                misaligned);
+  EXPECT_FALSE(bad.fused);
+  EXPECT_NE(bad.reason.find("bias"), std::string::npos) << bad.reason;
+}
+
+TEST(gemm_problem, flops_and_names) {
+  EXPECT_DOUBLE_EQ(go::flops({go::gemm_kind::forward, 2, 3, 4}), 48.0);
+  EXPECT_EQ(go::element_bytes(go::precision::bf16), 2U);
+  EXPECT_EQ(go::element_bytes(go::precision::tf32), 4U);
+  EXPECT_STREQ(go::name(go::precision::tf32), "tf32");
+  EXPECT_STREQ(go::name(go::gemm_kind::backward_data_gelu), "backward_data_gelu");
+}
