@@ -16,6 +16,7 @@
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
+#include <graphstep/rng.hpp>
 #include <graphstep/stream.hpp>
 #include <graphstep/stream_view.hpp>
 #include <graphstep/timed_event.hpp>

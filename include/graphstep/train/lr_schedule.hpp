@@ -7,7 +7,7 @@
 /// schedule there, so every replay uses the learning rate of its own step: nothing is frozen
 /// into the graph at capture time. Plain C++; kernels include it too.
 
-#include <graphstep/train/host_device.hpp>
+#include <graphstep/detail/host_device.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 
-/// @file train/host_device.hpp
+/// @file detail/host_device.hpp
 /// @brief Lets plain C++ headers hold functions that CUDA kernels call too.
 
 #if defined(__CUDACC__)
