@@ -93,7 +93,7 @@ void capture_scope::begin() {
   GRAPHSTEP_EXPECTS(!stream_.is_legacy_default(),
                     describe() + ": the legacy default stream cannot be captured. Capture a "
                                  "non-blocking stream (graphstep::stream) instead");
-  GRAPHSTEP_EXPECTS(target_.empty(),
+  GRAPHSTEP_EXPECTS(!target_.captured(),
                     describe() + ": the target graph '" + target_.name() +
                         "' already holds a capture. Capture into a new graph, or move a fresh "
                         "one into it first");
@@ -190,6 +190,12 @@ void capture_scope::end() {
       pool_->state_->finish_capture(capture_id_, false);
       throw usage_error{describe() + ": " + problem};
     }
+  }
+  if (!options_.instantiate) {
+    if (pool_ != nullptr) target_.memory_lease_ = pool_->state_->finish_capture(capture_id_, true);
+    target_.name_ = options_.name;
+    target_.graph_ = std::move(owned);
+    return;
   }
   cudaGraphExec_t exec = nullptr;
   cudaError_t const instantiated =

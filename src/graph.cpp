@@ -122,6 +122,33 @@ graph_node_counts graph::node_counts() const {
   return counts;
 }
 
+void graph::instantiate(unsigned long long flags) {
+  GRAPHSTEP_EXPECTS(captured(), "graph '" + name_ + "': nothing was captured to instantiate");
+  GRAPHSTEP_EXPECTS(exec_ == nullptr, "graph '" + name_ + "' is already instantiated");
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t const status = cudaGraphInstantiateWithFlags(&exec, graph_.get(), flags);
+  if (status != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    throw capture_error{status, "graph '" + name_ + "': instantiation failed: " +
+                                    cudaGetErrorName(status) + " (" +
+                                    cudaGetErrorString(status) + ")"};
+  }
+  exec_.reset(exec);
+}
+
+bool graph::update_from(graph const& source) {
+  expect_captured(*this);
+  GRAPHSTEP_EXPECTS(source.captured(), "graph::update_from: graph '" + source.name() +
+                                           "' holds no captured work to update from");
+  cudaGraphExecUpdateResultInfo info{};
+  cudaError_t const status = cudaGraphExecUpdate(exec_.get(), source.graph_.get(), &info);
+  if (status != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // refused: the executable is unchanged
+    return false;
+  }
+  return true;
+}
+
 void graph::write_dot(std::string const& path, bool verbose) const {
   expect_captured(*this);
   GRAPHSTEP_EXPECTS(!path.empty(), "write_dot needs a file path");

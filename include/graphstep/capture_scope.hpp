@@ -34,6 +34,9 @@ struct capture_options {
   unsigned long long instantiate_flags{0};
   /// Load the graph onto the device right after instantiation, so the first replay is not slow.
   bool upload{true};
+  /// Instantiate at the end of the capture. Off, the graph only holds the captured work, to be
+  /// instantiated later or used to update another graph's executable (`graph::update_from`).
+  bool instantiate{true};
 };
 
 /// @brief Records everything issued to `stream` — and to side streams forked from it — into a

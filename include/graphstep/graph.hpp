@@ -65,8 +65,23 @@ class graph {
   /// handed out again.
   ~graph();
 
-  /// @brief True before a successful capture, and after a move.
+  /// @brief True when there is nothing to replay: before a successful capture, after a move,
+  /// or when the capture was made with `capture_options::instantiate` off.
   [[nodiscard]] bool empty() const noexcept { return exec_ == nullptr; }
+  /// @brief True when a captured graph is held (instantiated or not).
+  [[nodiscard]] bool captured() const noexcept { return graph_ != nullptr; }
+
+  /// @brief Instantiates a graph captured with `capture_options::instantiate` off.
+  /// @throws usage_error (nothing captured, already instantiated), capture_error
+  void instantiate(unsigned long long flags = 0);
+
+  /// @brief Makes this graph's executable run `source`'s captured work instead, without a new
+  /// instantiation (`cudaGraphExecUpdate`): kernel arguments, grid sizes and copy sizes may
+  /// differ, the topology may not. Returns false, leaving this graph as it was, when CUDA
+  /// refuses the update; the caller then instantiates `source` instead. `source` must stay
+  /// alive while this graph replays its work (its pool memory is what the work touches).
+  /// @throws usage_error (this graph is empty, or `source` holds no captured graph)
+  [[nodiscard]] bool update_from(graph const& source);
 
   /// @brief Enqueues the whole graph on `stream`.
   /// @throws usage_error (empty or moved-from graph, legacy default stream, wrong device),

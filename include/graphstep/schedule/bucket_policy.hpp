@@ -1,0 +1,104 @@
+#pragma once
+
+/// @file schedule/bucket_policy.hpp
+/// @brief Maps an actual size (batch, tokens, packed sequences) to the captured bucket that
+/// serves it, and keeps the cache's accounting: least-recently-used order under a memory
+/// budget, and statistics. Plain C++.
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace graphstep::schedule {
+
+/// @brief How a size finds its bucket.
+enum class bucket_match {
+  pad_up,  ///< the smallest bucket ≥ the size; the difference is padding
+  exact,   ///< only a bucket equal to the size
+};
+
+/// @brief The bucket chosen for a size, and the padding it implies.
+struct bucket_choice {
+  std::int64_t bucket;
+  std::int64_t padding;
+};
+
+class bucket_policy {
+ public:
+  /// @throws usage_error (no bucket, a non-positive bucket)
+  bucket_policy(std::vector<std::int64_t> buckets, bucket_match match = bucket_match::pad_up);
+
+  /// @brief Inference runners' choice: 1, 2, 4, then every multiple of `step` up to `largest`
+  /// (and `largest` itself).
+  /// @throws usage_error (largest or step not positive)
+  [[nodiscard]] static bucket_policy powers_then_steps(std::int64_t largest,
+                                                       std::int64_t step = 8);
+
+  /// @throws usage_error: a size ≤ 0, larger than the largest bucket (naming it and what to
+  /// do), or without an exact bucket in exact mode
+  [[nodiscard]] bucket_choice choose(std::int64_t size) const;
+
+  /// @brief Ascending.
+  [[nodiscard]] std::vector<std::int64_t> const& buckets() const noexcept { return buckets_; }
+  /// @brief Largest first: captures in this order let every smaller bucket reuse the memory
+  /// the larger ones freed.
+  [[nodiscard]] std::vector<std::int64_t> capture_order() const;
+  [[nodiscard]] bucket_match match() const noexcept { return match_; }
+
+ private:
+  std::vector<std::int64_t> buckets_;
+  bucket_match match_;
+};
+
+/// @brief Counters of a graph cache.
+struct cache_statistics {
+  std::uint64_t hits{};         ///< requests served by a replay
+  std::uint64_t misses{};       ///< requests that ran eagerly (warm-up) or captured
+  std::uint64_t captures{};
+  std::uint64_t evictions{};
+  std::uint64_t updates{};      ///< executables derived by update instead of instantiation
+  std::uint64_t update_refusals{};  ///< updates CUDA refused; those buckets were instantiated
+  double capture_seconds{};
+  std::int64_t requested_elements{};
+  std::int64_t padded_elements{};
+  /// @brief Padding as a fraction of all elements processed.
+  [[nodiscard]] double pad_ratio() const noexcept {
+    std::int64_t const total = requested_elements + padded_elements;
+    return total == 0 ? 0.0 : static_cast<double>(padded_elements) / static_cast<double>(total);
+  }
+};
+
+/// @brief Least-recently-used order of cached buckets and their memory, under a budget.
+class lru_budget {
+ public:
+  /// @param budget_bytes 0 means no budget
+  explicit lru_budget(std::size_t budget_bytes = 0) : budget_{budget_bytes} {}
+
+  /// @brief Marks `bucket` as just used. Unknown buckets are ignored.
+  void touch(std::int64_t bucket);
+  /// @brief Adds `bucket` holding `bytes`, as the most recent, and returns the buckets to evict
+  /// (least recent first) so that the total fits the budget; never the new one.
+  /// @throws usage_error (bucket already present; a single bucket larger than the budget)
+  [[nodiscard]] std::vector<std::int64_t> insert(std::int64_t bucket, std::size_t bytes);
+  void erase(std::int64_t bucket);
+  [[nodiscard]] bool contains(std::int64_t bucket) const { return entries_.count(bucket) != 0; }
+  [[nodiscard]] std::size_t total_bytes() const noexcept { return total_; }
+  [[nodiscard]] std::size_t budget() const noexcept { return budget_; }
+  /// @brief Least recent first.
+  [[nodiscard]] std::vector<std::int64_t> order() const;
+
+ private:
+  struct entry {
+    std::size_t bytes;
+    std::list<std::int64_t>::iterator position;
+  };
+  std::size_t budget_;
+  std::size_t total_{};
+  std::list<std::int64_t> recency_;  // front = least recent
+  std::map<std::int64_t, entry> entries_;
+};
+
+}  // namespace graphstep::schedule
