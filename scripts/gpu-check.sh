@@ -67,7 +67,7 @@ grep -E "\(Failed\)|\*\*\*Failed|\(Timeout\)|Exception" "${results}/ctest.txt" |
 
 log ""
 log "## examples"
-for example in wrap_existing mlp_train bucketed_shapes conv_block ddp; do
+for example in wrap_existing mlp_train bucketed_shapes conv_block ddp; do  # also ctest tests
   binary=$(find "${build}/examples" -maxdepth 2 -type f -name "${example}" | head -1)
   [[ -z "${binary}" ]] && { log "- ${example}: not built"; continue; }
   timeout 600 "${binary}" > "${results}/${example}.txt" 2>&1
@@ -76,19 +76,10 @@ done
 
 log ""
 log "## benchmarks"
-if [[ -x "${build}/bench/graphstep_bench" ]]; then
-  timeout 900 "${build}/bench/graphstep_bench" --benchmark_out="${results}/bench.json" \
-    --benchmark_out_format=json > "${results}/bench.txt" 2>&1
-  log "- graphstep_bench: exit $? (bench.txt, bench.json)"
-  grep -E "_median" "${results}/bench.txt" | tee -a "${summary}"
-else
-  log "- graphstep_bench: not built (Google Benchmark missing)"
-fi
-if [[ -x "${build}/bench/graphstep_cpu_bench" ]]; then
-  timeout 600 "${build}/bench/graphstep_cpu_bench" --benchmark_out="${results}/cpu_bench.json" \
-    --benchmark_out_format=json > "${results}/cpu_bench.txt" 2>&1
-  log "- graphstep_cpu_bench: exit $?"
-fi
+BUILD_DIR="${build}" timeout 1800 bash scripts/bench.sh "${results}/bench" > "${results}/bench.txt" 2>&1
+log "- scripts/bench.sh: exit $? (bench/report.md, JSON and plots under ${results}/bench)"
+grep -E "^\| (launch_overhead|mlp_training_step|gemm_gelu)" "${results}/bench/report.md" \
+  2>/dev/null | head -40 | tee -a "${summary}"
 
 log ""
 log "## compute-sanitizer"

@@ -1,0 +1,65 @@
+// The training step of the design's MLP at batch 1, 8, 64 and 640: eager launches against the
+// whole step replayed as one graph, in one run. GPU time per step from CUDA events; the
+// counter host_us is the host time spent issuing the step.
+
+#include "mlp_model.hpp"
+
+#include <graphstep/graphstep.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <optional>
+
+namespace gs = graphstep;
+
+namespace {
+
+void mlp_training_step(benchmark::State& state, bool graphed) {
+  mlp_example::mlp_settings settings;
+  settings.batch = static_cast<int>(state.range(0));
+  gs::stream stream;
+  gs::memory_pool pool;
+  graphstep::ops::cublaslt_handle handle;
+  mlp_example::mlp model{settings, pool, stream, handle};
+  std::optional<gs::graph> step;
+  if (graphed) {
+    step.emplace();
+    gs::capture(*step, stream, pool, [&] { model.step(); });
+  }
+  auto issue = [&] {
+    if (graphed) {
+      step->replay(stream);
+    } else {
+      model.step();
+    }
+  };
+  for (int i = 0; i < 5; ++i) issue();  // warm-up
+  stream.synchronize();
+  gs::timed_event start;
+  gs::timed_event stop;
+  double host_seconds = 0.0;
+  for (auto _ : state) {
+    start.record(stream);
+    auto const host_start = std::chrono::steady_clock::now();
+    issue();
+    host_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+    stop.record(stream);
+    stop.synchronize();
+    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3);
+  }
+  state.counters["host_us"] = host_seconds * 1e6 / static_cast<double>(state.iterations());
+  state.counters["batch"] = settings.batch;
+  state.SetLabel(model.fused() ? "fused GELU" : "unfused GELU");
+}
+
+void batches(benchmark::internal::Benchmark* b) {
+  for (int batch : {1, 8, 64, 640}) b->Arg(batch);
+  b->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(mlp_training_step, eager, false)->Apply(batches);
+BENCHMARK_CAPTURE(mlp_training_step, graphed, true)->Apply(batches);

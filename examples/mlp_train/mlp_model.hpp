@@ -1,0 +1,172 @@
+#pragma once
+
+// The MLP of the design — Linear 4096→2048 + GELU (fused into the GEMM), dropout 0.2, Linear
+// 2048→1024, dropout 0.1, MSE, SGD lr 0.1 — as static buffers, GEMM plans, an optimizer and a
+// capture-safe generator; `step()` issues one whole training step. Shared by examples/mlp_train
+// and the training-step benchmark.
+
+#include <graphstep/graphstep.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace mlp_example {
+
+namespace gs = graphstep;
+namespace go = graphstep::ops;
+namespace gt = graphstep::train;
+
+struct mlp_settings {
+  int batch{640};
+  go::precision type{go::precision::fp32};
+  bool unfused{false};
+  std::uint64_t seed{2024};
+};
+
+constexpr int d_in = 4096;
+constexpr int hidden = 2048;
+constexpr int d_out = 1024;
+constexpr float p1 = 0.2F;
+constexpr float p2 = 0.1F;
+
+// One model with its static buffers, plans, optimizer and generator.
+class mlp {
+ public:
+  mlp(mlp_settings const& s, gs::memory_pool& pool, gs::stream_view stream,
+      go::cublaslt_handle const& handle)
+      : s_{s}, pool_{pool}, stream_{stream}, rng_{s.seed, stream} {
+    std::size_t const m = static_cast<std::size_t>(s.batch);
+    x_ = buffer(m * d_in);
+    target_ = buffer(m * d_out);
+    w1_ = buffer(std::size_t(hidden) * d_in);
+    b1_ = buffer(hidden);
+    z1_ = buffer(m * hidden);
+    a1_ = buffer(m * hidden);
+    d1_ = buffer(m * hidden);
+    w2_ = buffer(std::size_t(d_out) * hidden);
+    b2_ = buffer(d_out);
+    y_ = buffer(m * d_out);
+    y2_ = buffer(m * d_out);
+    dy2_ = buffer(m * d_out);
+    dy_ = buffer(m * d_out);
+    dd1_ = buffer(m * hidden);
+    dw1_ = buffer(std::size_t(hidden) * d_in);
+    db1_ = buffer(hidden);
+    dw2_ = buffer(std::size_t(d_out) * hidden);
+    db2_ = buffer(d_out);
+    loss_ = buffer(1);
+    mask1_ = static_cast<std::uint8_t*>(pool_.allocate(m * hidden, stream));
+    mask2_ = static_cast<std::uint8_t*>(pool_.allocate(m * d_out, stream));
+
+    // Weights like PyTorch's default initialization; data: the target is a fixed linear map of
+    // the input, so the loss can fall.
+    std::mt19937 rng{static_cast<std::uint32_t>(s.seed)};
+    upload(w1_, uniform(std::size_t(hidden) * d_in, 1.0F / std::sqrt(float(d_in)), rng));
+    upload(b1_, uniform(hidden, 1.0F / std::sqrt(float(d_in)), rng));
+    upload(w2_, uniform(std::size_t(d_out) * hidden, 1.0F / std::sqrt(float(hidden)), rng));
+    upload(b2_, uniform(d_out, 1.0F / std::sqrt(float(hidden)), rng));
+    auto const input = uniform(m * d_in, 1.0F, rng);
+    std::vector<float> target(m * d_out);
+    for (std::size_t r = 0; r < m; ++r) {
+      for (int c = 0; c < d_out; ++c) target[r * d_out + c] = 0.5F * input[r * d_in + c];
+    }
+    upload(x_, input);
+    upload(target_, target);
+
+    std::size_t const ws = go::gemm_plan::workspace_size();
+    void* workspace = pool_.allocate(ws, stream);
+    int const b = s.batch;
+    go::gemm_options forward_options;
+    forward_options.force_unfused = s.unfused;
+    forward_options.allow_unfused = true;
+    fc1_ = plan(handle, {go::gemm_kind::forward_bias_gelu, b, hidden, d_in, s.type},
+                {x_, w1_, a1_, b1_, z1_, nullptr}, workspace, ws, forward_options);
+    fc2_ = plan(handle, {go::gemm_kind::forward_bias, b, d_out, hidden, s.type},
+                {d1_, w2_, y_, b2_, nullptr, nullptr}, workspace, ws, forward_options);
+    fc2_wgrad_ = plan(handle, {go::gemm_kind::backward_weight_bias, b, d_out, hidden, s.type},
+                      {dy_, d1_, dw2_, nullptr, nullptr, db2_}, workspace, ws, {});
+    // Dropout sits between GELU and fc2, so GELU′ cannot ride in this GEMM's epilogue.
+    fc2_dgrad_ = plan(handle, {go::gemm_kind::backward_data, b, d_out, hidden, s.type},
+                      {dy_, w2_, dd1_, nullptr, nullptr, nullptr}, workspace, ws, {});
+    fc1_wgrad_ = plan(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, s.type},
+                      {dd1_, x_, dw1_, nullptr, nullptr, nullptr}, workspace, ws, {});
+    mse_.emplace(m * d_out, stream);
+    gt::lr_schedule schedule;
+    schedule.base = 0.1F;
+    sgd_.emplace(std::vector<gt::parameter>{{w1_, dw1_, std::size_t(hidden) * d_in},
+                                            {b1_, db1_, std::size_t(hidden)},
+                                            {w2_, dw2_, std::size_t(d_out) * hidden},
+                                            {b2_, db2_, std::size_t(d_out)}},
+                 gt::sgd_options{}, schedule, stream);
+    stream.synchronize();
+  }
+
+  void step() {
+    std::size_t const m = static_cast<std::size_t>(s_.batch);
+    fc1_->run(stream_);
+    gs::dropout_forward(d1_, mask1_, a1_, m * hidden, p1,
+                        rng_.reserve(gs::dropout_counters(m * hidden)), stream_);
+    fc2_->run(stream_);
+    gs::dropout_forward(y2_, mask2_, y_, m * d_out, p2,
+                        rng_.reserve(gs::dropout_counters(m * d_out)), stream_);
+    mse_->forward_backward(y2_, target_, dy2_, loss_, stream_);
+    gs::dropout_backward(dy_, mask2_, dy2_, m * d_out, p2, stream_);
+    fc2_wgrad_->run(stream_);
+    fc2_dgrad_->run(stream_);
+    gs::dropout_backward(dd1_, mask1_, dd1_, m * hidden, p1, stream_);
+    go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, s_.type, go::gelu_form::tanh,
+                             stream_);
+    go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, s_.type, stream_);
+    fc1_wgrad_->run(stream_);
+    sgd_->step(stream_);
+    rng_.end_step(stream_);
+  }
+
+  float loss() {
+    float value = 0.0F;
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost,
+                                       stream_.value()));
+    stream_.synchronize();
+    return value;
+  }
+  bool fused() const { return fc1_->fused(); }
+
+ private:
+  float* buffer(std::size_t n) {
+    return static_cast<float*>(pool_.allocate(n * sizeof(float), stream_));
+  }
+  void upload(float* device, std::vector<float> const& host) {
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream_.value()));
+    stream_.synchronize();
+  }
+  static std::vector<float> uniform(std::size_t n, float bound, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist{-bound, bound};
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  }
+  std::optional<go::gemm_plan> plan(go::cublaslt_handle const& handle, go::gemm_problem const& p,
+                                    go::gemm_operands const& o, void* workspace, std::size_t ws,
+                                    go::gemm_options const& options) {
+    return std::optional<go::gemm_plan>{std::in_place, handle, p, o, workspace, ws, options,
+                                        stream_};
+  }
+
+  mlp_settings s_;
+  gs::memory_pool& pool_;
+  gs::stream_view stream_;
+  gs::capture_safe_rng rng_;
+  float *x_, *target_, *w1_, *b1_, *z1_, *a1_, *d1_, *w2_, *b2_, *y_, *y2_, *dy2_, *dy_, *dd1_,
+      *dw1_, *db1_, *dw2_, *db2_, *loss_;
+  std::uint8_t *mask1_, *mask2_;
+  std::optional<go::gemm_plan> fc1_, fc2_, fc2_wgrad_, fc2_dgrad_, fc1_wgrad_;
+  std::optional<gt::mse_loss> mse_;
+  std::optional<gt::sgd> sgd_;
+};
+
+
+}  // namespace mlp_example
