@@ -88,6 +88,39 @@ void apply_sizes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
+// Host time to capture N kernels and instantiate (and upload) the graph, per node.
+void capture_and_instantiate(benchmark::State& state) {
+  int const kernels = static_cast<int>(state.range(0));
+  gs::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  double seconds = 0.0;
+  for (auto _ : state) {
+    auto const start = std::chrono::steady_clock::now();
+    gs::graph g;
+    gs::capture(g, stream, [&] { launch_tiny(stream, x, kernels); });
+    double const elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds += elapsed;
+    state.SetIterationTime(elapsed);
+    state.PauseTiming();
+    stream.synchronize();
+    state.ResumeTiming();
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  state.counters["us_per_node"] =
+      seconds * 1e6 / static_cast<double>(state.iterations()) / kernels;
+}
+
+BENCHMARK(capture_and_instantiate)
+    ->Arg(10)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(launch_overhead, eager, mode::eager)->Apply(apply_sizes);
 BENCHMARK_CAPTURE(launch_overhead, raw_cuda_graph, mode::raw_graph)->Apply(apply_sizes);
 BENCHMARK_CAPTURE(launch_overhead, graph_replay, mode::replay)->Apply(apply_sizes);

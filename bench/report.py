@@ -96,6 +96,7 @@ def main() -> int:
     if context.exists():
         lines += ["```", context.read_text().strip(), "```", ""]
     families = [("launch_overhead/", ["kernels", "host_us"]),
+                ("capture_and_instantiate/", ["us_per_node"]),
                 ("mlp_training_step/", ["batch", "host_us"]),
                 ("gemm_gelu/", ["TFLOPs"]),
                 ("all_reduce_bandwidth/", ["algbw_GBps", "busbw_GBps"]),

@@ -10,6 +10,9 @@
 #include "mlp_model.hpp"
 
 #include <graphstep/graphstep.hpp>
+#if defined(MLP_TRAIN_WITH_NCCL)
+#include <graphstep/nccl.hpp>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -91,7 +94,28 @@ std::vector<float> train(settings const& s, bool graphed) {
   gs::memory_pool pool;
   go::cublaslt_handle handle;
   mlp model{s, pool, stream, handle};
+#if defined(MLP_TRAIN_WITH_NCCL)
+  // Launched with several ranks (RANK/WORLD_SIZE...): average the gradients across them.
+  std::optional<graphstep::nccl::nccl_comm> comm;
+  std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
+  if (char const* world = std::getenv("WORLD_SIZE"); world != nullptr && std::atoi(world) > 1) {
+    comm.emplace(graphstep::nccl::nccl_comm::from_environment());
+    std::vector<std::size_t> bytes;
+    for (std::size_t count : model.gradient_counts()) bytes.push_back(count * sizeof(float));
+    // The gradients are contiguous: no alignment padding between them.
+    auto plan = graphstep::nccl::plan_buckets(bytes, graphstep::nccl::default_bucket_bytes,
+                                              graphstep::nccl::default_first_bucket_bytes, 4);
+    reducer.emplace(comm->view(), model.gradients(), plan, gs::dtype::float32);
+    model.set_after_backward([&](gs::stream_view st) { reducer->all(st); });
+    std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
+                graphed ? "graphed" : "eager", comm->view().rank(), comm->view().size(),
+                plan.buckets.size());
+  }
+#endif
   std::optional<gs::graph> step;
+  // One eager warm-up step in both modes (so their losses stay comparable): collectives
+  // connect and libraries initialize here, never inside a capture.
+  model.step();
   if (graphed) {
     step.emplace();
     gs::capture(*step, stream, pool, [&] { model.step(); },

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <vector>
@@ -53,10 +54,17 @@ class mlp {
     dy2_ = buffer(m * d_out);
     dy_ = buffer(m * d_out);
     dd1_ = buffer(m * hidden);
-    dw1_ = buffer(std::size_t(hidden) * d_in);
-    db1_ = buffer(hidden);
-    dw2_ = buffer(std::size_t(d_out) * hidden);
-    db2_ = buffer(d_out);
+    // All gradients in one flat buffer, in the order backward produces them (fc2 first), so a
+    // data-parallel run can average them in buckets.
+    gradient_counts_ = {std::size_t(d_out) * hidden, std::size_t(d_out), std::size_t(hidden),
+                        std::size_t(hidden) * d_in};
+    std::size_t total = 0;
+    for (std::size_t count : gradient_counts_) total += count;
+    gradients_ = buffer(total);
+    dw2_ = gradients_;
+    db2_ = dw2_ + gradient_counts_[0];
+    db1_ = db2_ + gradient_counts_[1];
+    dw1_ = db1_ + gradient_counts_[2];
     loss_ = buffer(1);
     mask1_ = static_cast<std::uint8_t*>(pool_.allocate(m * hidden, stream));
     mask2_ = static_cast<std::uint8_t*>(pool_.allocate(m * d_out, stream));
@@ -121,6 +129,7 @@ class mlp {
                              stream_);
     go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, s_.type, stream_);
     fc1_wgrad_->run(stream_);
+    if (after_backward_) after_backward_(stream_);
     sgd_->step(stream_);
     rng_.end_step(stream_);
   }
@@ -133,6 +142,16 @@ class mlp {
     return value;
   }
   bool fused() const { return fc1_->fused(); }
+
+  /// The flat gradient buffer and its tensors' element counts, in backward order.
+  [[nodiscard]] float* gradients() const { return gradients_; }
+  [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const {
+    return gradient_counts_;
+  }
+  /// Runs between the backward pass and the optimizer (e.g. averaging gradients across ranks).
+  void set_after_backward(std::function<void(gs::stream_view)> hook) {
+    after_backward_ = std::move(hook);
+  }
 
  private:
   float* buffer(std::size_t n) {
@@ -160,6 +179,9 @@ class mlp {
   gs::memory_pool& pool_;
   gs::stream_view stream_;
   gs::capture_safe_rng rng_;
+  std::vector<std::size_t> gradient_counts_;
+  float* gradients_{};
+  std::function<void(gs::stream_view)> after_backward_;
   float *x_, *target_, *w1_, *b1_, *z1_, *a1_, *d1_, *w2_, *b2_, *y_, *y2_, *dy2_, *dy_, *dd1_,
       *dw1_, *db1_, *dw2_, *db2_, *loss_;
   std::uint8_t *mask1_, *mask2_;
