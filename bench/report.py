@@ -103,6 +103,7 @@ def main() -> int:
                 ("bucketed_step/", ["ranks"]),
                 ("pool_allocate_free", []), ("cuda_malloc_async_free", []),
                 ("bucket_graph_memory/", ["mapped_MiB", "largest_bucket_MiB", "capture_ms"]),
+                ("one_segment_step/", ["host_us"]),
                 ("many_buckets/", ["buckets", "capture_ms", "pool_MiB",
                                    "switching_request_host_us"])]
     if not gpu:

@@ -4,7 +4,9 @@
 
 #include <graphstep/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/capture_scope.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/schedule/replay_scheduler.hpp>
 #include <graphstep/stream.hpp>
 #include <graphstep/timed_event.hpp>
 
@@ -70,8 +72,48 @@ void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
   state.counters["switching_request_host_us"] = switch_us;
 }
 
+// Host cost of a step of one graphed segment through the scheduler, against the bare replay of
+// the same graph: the scheduler's own overhead (target: within 5%).
+void one_segment_step(benchmark::State& state, bool through_scheduler) {
+  gs::stream stream;
+  gs::memory_pool pool;
+  int const n = 1 << 12;
+  auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  auto body = [&](gs::stream_view s) {
+    for (int layer = 0; layer < 20; ++layer) {
+      layer_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(x, x, n, 0.99F);
+    }
+  };
+  gsch::step_spec spec;
+  spec.streams = {"main"};
+  spec.segments = {{"step", true, "main", {}, {}, {}}};
+  gsch::replay_scheduler scheduler{spec, {{"step", body}}, {{"main", stream}}, pool};
+  gs::graph bare;
+  gs::capture(bare, stream, [&] { body(stream); });
+  for (int i = 0; i < 10; ++i) {
+    scheduler.run();
+    bare.replay(stream);
+  }
+  stream.synchronize();
+  double host = 0.0;
+  for (auto _ : state) {
+    auto const start = std::chrono::steady_clock::now();
+    if (through_scheduler) {
+      scheduler.run();
+    } else {
+      bare.replay(stream);
+    }
+    host += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count();
+    stream.synchronize();
+  }
+  state.counters["host_us"] = host / static_cast<double>(state.iterations());
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(one_segment_step, bare_replay, false)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(one_segment_step, scheduler, true)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(many_buckets, each_bucket_instantiated, gsch::bucket_instantiation::each_bucket)
     ->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(many_buckets, update_template, gsch::bucket_instantiation::update_template)
