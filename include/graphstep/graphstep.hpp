@@ -10,6 +10,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/event.hpp>
 #include <graphstep/graph.hpp>
+#include <graphstep/graphed.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/block_allocator.hpp>
 #include <graphstep/memory/memory_pool.hpp>

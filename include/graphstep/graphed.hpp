@@ -1,0 +1,82 @@
+#pragma once
+
+/// @file graphed.hpp
+/// @brief `graphed_callable`: a forward and a backward callable turned into two graphs with
+/// static inputs, outputs and gradients — the C++ counterpart of PyTorch's
+/// make_graphed_callables, for part of a model while the rest stays eager.
+///
+/// The callables read and write device buffers declared up front (static tensors). They are
+/// run eagerly a few times (warm-up), then the forward and the backward are captured, in that
+/// order, into one pool, so the backward can read what the forward saved. Each call copies the
+/// caller's inputs (or output gradients) into the static buffers when they live elsewhere and
+/// replays one graph; results are in the static outputs (or input gradients), overwritten by
+/// the next call: copy them out, or consume them before the next replay.
+
+#include <graphstep/graph.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/stream_view.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+namespace graphstep {
+
+/// @brief A device buffer at a fixed address.
+struct static_tensor {
+  void* data;
+  std::size_t bytes;
+};
+
+class graphed_callable {
+ public:
+  using callable = std::function<void(stream_view stream)>;
+
+  /// @param inputs buffers the forward reads; `forward()` fills them
+  /// @param outputs buffers the forward writes
+  /// @param output_gradients buffers the backward reads; `backward()` fills them
+  /// @param input_gradients buffers the backward writes
+  /// @throws usage_error (missing callables, null or empty tensors, negative warm-up, a
+  /// capturing stream), capture_error, and what the callables throw
+  graphed_callable(callable forward, callable backward, std::vector<static_tensor> inputs,
+                   std::vector<static_tensor> outputs, std::vector<static_tensor> output_gradients,
+                   std::vector<static_tensor> input_gradients, memory_pool& pool,
+                   stream_view stream, int warmup_runs = 3);
+
+  /// @brief Copies `inputs` (one pointer per static input, device memory of the same size)
+  /// into the static inputs and replays the forward graph.
+  /// @throws usage_error (wrong number of inputs)
+  void forward(std::vector<void const*> const& inputs, stream_view stream);
+  /// @brief Copies `output_gradients` into the static ones and replays the backward graph.
+  void backward(std::vector<void const*> const& output_gradients, stream_view stream);
+
+  [[nodiscard]] std::vector<static_tensor> const& outputs() const noexcept { return outputs_; }
+  [[nodiscard]] std::vector<static_tensor> const& input_gradients() const noexcept {
+    return input_gradients_;
+  }
+  [[nodiscard]] graph const& forward_graph() const noexcept { return forward_graph_; }
+  [[nodiscard]] graph const& backward_graph() const noexcept { return backward_graph_; }
+
+ private:
+  std::vector<static_tensor> inputs_;
+  std::vector<static_tensor> outputs_;
+  std::vector<static_tensor> output_gradients_;
+  std::vector<static_tensor> input_gradients_;
+  graph forward_graph_;
+  graph backward_graph_;
+};
+
+/// @brief Builds a `graphed_callable` (the name PyTorch users look for).
+[[nodiscard]] inline graphed_callable make_graphed(
+    graphed_callable::callable forward, graphed_callable::callable backward,
+    std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
+    std::vector<static_tensor> output_gradients, std::vector<static_tensor> input_gradients,
+    memory_pool& pool, stream_view stream, int warmup_runs = 3) {
+  return graphed_callable{std::move(forward),          std::move(backward),
+                          std::move(inputs),           std::move(outputs),
+                          std::move(output_gradients), std::move(input_gradients),
+                          pool,                        stream,
+                          warmup_runs};
+}
+
+}  // namespace graphstep
