@@ -4,6 +4,7 @@
 /// @brief Everything of graphstep's core library in one include.
 
 #include <graphstep/capture_scope.hpp>
+#include <graphstep/conditional.hpp>
 #include <graphstep/device.hpp>
 #include <graphstep/device_guard.hpp>
 #include <graphstep/dtype.hpp>

@@ -1,0 +1,40 @@
+#pragma once
+
+/// @file conditional.hpp
+/// @brief Device-decided branches and loops inside a captured graph (CUDA conditional nodes):
+/// the GPU, not the host, decides whether part of a step runs, with no host synchronization.
+///
+/// Both calls are made inside a capture on the capturing stream. The body is captured into the
+/// conditional node's own graph, on a stream of its own; it may hold kernels, memsets, memcpys
+/// and nested conditionals (CUDA's rule for conditional bodies), so it must not allocate from the
+/// pool or fork other streams. Needs CUDA 12.4 or newer at run time.
+
+#include <graphstep/stream_view.hpp>
+
+#include <cstddef>
+#include <functional>
+
+namespace graphstep {
+
+/// @brief Runs `body` at this point of the captured step only when `*flag` (device memory) is
+/// non-zero when the step reaches it.
+/// @throws usage_error (not capturing, null flag or body), cuda_error (e.g. a CUDA version
+/// without conditional nodes: cudaErrorNotSupported)
+void capture_if(stream_view stream, unsigned int const* flag,
+                std::function<void(stream_view)> const& body);
+
+/// @brief Runs `body` while `*flag` is non-zero: the flag is read before the first iteration
+/// and after each; the body must eventually clear it (e.g. a counter kernel).
+/// @throws as capture_if
+void capture_while(stream_view stream, unsigned int const* flag,
+                   std::function<void(stream_view)> const& body);
+
+namespace train {
+
+/// @brief Sets *all_finite to 1 when every one of the n floats is finite, else 0 (device
+/// memory; no host synchronization). Capturable.
+/// @throws usage_error (null pointers), cuda_error
+void check_finite(float const* data, std::size_t n, unsigned int* all_finite, stream_view stream);
+
+}  // namespace train
+}  // namespace graphstep

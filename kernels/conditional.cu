@@ -1,0 +1,107 @@
+// Conditional nodes in a capture: the kernel that hands a device flag to a conditional handle,
+// the node itself, and the finiteness check that drives a skipped optimizer step.
+
+#include <graphstep/conditional.hpp>
+#include <graphstep/error.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+namespace graphstep {
+namespace {
+
+__global__ void set_condition_kernel(cudaGraphConditionalHandle handle, unsigned int const* flag) {
+  cudaGraphSetConditional(handle, *flag != 0 ? 1U : 0U);
+}
+
+__global__ void set_flag_kernel(unsigned int* flag, unsigned int value) { *flag = value; }
+
+__global__ void check_finite_kernel(float const* data, std::size_t n, unsigned int* all_finite) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    if (!isfinite(data[i])) *all_finite = 0;  // benign race: every writer writes 0
+  }
+}
+
+void capture_conditional(stream_view stream, unsigned int const* flag,
+                         std::function<void(stream_view)> const& body,
+                         cudaGraphConditionalNodeType type, char const* what) {
+  GRAPHSTEP_EXPECTS(flag != nullptr && static_cast<bool>(body),
+                    std::string{what} + ": the device flag and the body are required");
+  cudaStreamCaptureStatus status{};
+  cudaGraph_t graph = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, nullptr, &graph));
+  GRAPHSTEP_EXPECTS(status == cudaStreamCaptureStatusActive,
+                    std::string{what} + " must be called inside a capture, on the capturing "
+                                        "stream");
+  cudaGraphConditionalHandle handle{};
+  GRAPHSTEP_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph, 0, 0));
+  // The flag's value at this point of the step decides (for a loop: the first iteration).
+  set_condition_kernel<<<1, 1, 0, stream.value()>>>(handle, flag);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  cudaGraphNode_t const* dependencies = nullptr;
+  std::size_t count = 0;
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, nullptr, &graph,
+                                              &dependencies, nullptr, &count));
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = handle;
+  params.conditional.type = type;
+  params.conditional.size = 1;
+  cudaGraphNode_t node = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphAddNode(&node, graph, dependencies, nullptr, count, &params));
+  GRAPHSTEP_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream.value(), &node, nullptr, 1,
+                                                         cudaStreamSetCaptureDependencies));
+  // The body goes into the node's own graph, captured from a stream of its own.
+  cudaGraph_t const body_graph = params.conditional.phGraph_out[0];
+  cudaStream_t side = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaError_t captured = cudaStreamBeginCaptureToGraph(side, body_graph, nullptr, nullptr, 0,
+                                                       cudaStreamCaptureModeRelaxed);
+  if (captured == cudaSuccess) {
+    try {
+      body(side);
+      if (type == cudaGraphCondTypeWhile) {
+        set_condition_kernel<<<1, 1, 0, side>>>(handle, flag);  // re-evaluated after each pass
+      }
+    } catch (...) {
+      cudaGraph_t ignored = nullptr;
+      static_cast<void>(cudaStreamEndCapture(side, &ignored));
+      GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(side));
+      throw;
+    }
+    cudaGraph_t ended = nullptr;
+    captured = cudaStreamEndCapture(side, &ended);
+  }
+  GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(side));
+  GRAPHSTEP_CUDA_TRY(captured);
+}
+
+}  // namespace
+
+void capture_if(stream_view stream, unsigned int const* flag,
+                std::function<void(stream_view)> const& body) {
+  capture_conditional(stream, flag, body, cudaGraphCondTypeIf, "capture_if");
+}
+
+void capture_while(stream_view stream, unsigned int const* flag,
+                   std::function<void(stream_view)> const& body) {
+  capture_conditional(stream, flag, body, cudaGraphCondTypeWhile, "capture_while");
+}
+
+void train::check_finite(float const* data, std::size_t n, unsigned int* all_finite,
+                         stream_view stream) {
+  GRAPHSTEP_EXPECTS(data != nullptr && all_finite != nullptr,
+                    "check_finite: a null device pointer was passed");
+  set_flag_kernel<<<1, 1, 0, stream.value()>>>(all_finite, 1U);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  if (n == 0) return;
+  std::size_t const blocks = std::min<std::size_t>((n + 255) / 256, 4096);
+  check_finite_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.value()>>>(data, n,
+                                                                               all_finite);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+}  // namespace graphstep
