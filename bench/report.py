@@ -113,7 +113,8 @@ def main() -> int:
         if rows:
             lines += [f"## {prefix.rstrip('/')}", ""] + table(rows, counters) + [""]
     if cpu:
-        lines += ["## CPU", ""] + table(cpu, ["allocations", "footprint_ratio"]) + [""]
+        lines += ["## CPU", ""] + table(cpu, ["allocations", "footprint_ratio", "buckets",
+                                              "pad_ratio"]) + [""]
     lines += ["## PyTorch comparison", ""]
     if "results" in torch:
         lines += [f"PyTorch {torch['torch']} on {torch['device']}.", "",
