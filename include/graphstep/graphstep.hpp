@@ -3,6 +3,7 @@
 /// @file graphstep.hpp
 /// @brief Everything of graphstep's core library in one include.
 
+#include <graphstep/buffer.hpp>
 #include <graphstep/capture_scope.hpp>
 #include <graphstep/conditional.hpp>
 #include <graphstep/device.hpp>

@@ -14,6 +14,7 @@ namespace graphstep {
 
 class capture_scope;
 class graph;
+class static_buffer;
 
 namespace detail {
 class pool_state;
@@ -117,6 +118,7 @@ class memory_pool {
 
  private:
   friend class capture_scope;
+  friend class static_buffer;
   std::shared_ptr<detail::pool_state> state_;
 };
 

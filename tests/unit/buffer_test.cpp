@@ -1,0 +1,24 @@
+// Shapes of static buffers, and their refusal to work without a device.
+
+#include <graphstep/buffer.hpp>
+#include <graphstep/device.hpp>
+#include <graphstep/error.hpp>
+
+#include <gtest/gtest.h>
+
+namespace gs = graphstep;
+
+TEST(shape, element_counts_and_descriptions) {
+  EXPECT_EQ(gs::element_count({640, 4096}), 640U * 4096U);
+  EXPECT_EQ(gs::element_count({}), 1U);  // a scalar
+  EXPECT_EQ(gs::element_count({3, 0, 5}), 0U);
+  EXPECT_EQ(gs::describe({640, 4096}, gs::dtype::bfloat16), "[640, 4096] bfloat16");
+  EXPECT_THROW(static_cast<void>(gs::element_count({4, -1})), gs::usage_error);
+  EXPECT_THROW(static_cast<void>(gs::element_count({std::int64_t{1} << 40, std::int64_t{1} << 40})),
+               gs::usage_error);
+}
+
+TEST(static_buffer, needs_a_device) {
+  if (gs::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  EXPECT_THROW(gs::memory_pool{}, gs::no_device_error);
+}
