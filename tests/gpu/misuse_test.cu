@@ -1,0 +1,102 @@
+// Misuse that users of CUDA graphs run into, provoked on purpose: each ends in a clear error or
+// in documented, correct behaviour.
+
+#include "common/gpu_test.hpp"
+
+#include <graphstep/graphstep.hpp>
+
+#include <atomic>
+#include <thread>
+
+namespace gs = graphstep;
+
+namespace {
+
+__global__ void increment_kernel(float* x) { *x += 1.0F; }
+
+class misuse_test : public gs::testing::gpu_test {};
+
+float read(float const* device) {
+  float value = 0.0F;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(&value, device, sizeof value, cudaMemcpyDeviceToHost));
+  return value;
+}
+
+}  // namespace
+
+TEST_F(misuse_test, one_graph_replayed_on_two_streams_runs_one_replay_at_a_time) {
+  gs::stream a;
+  gs::stream b;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  gs::graph g;
+  gs::capture(g, a, [&] {
+    for (int i = 0; i < 50; ++i) increment_kernel<<<1, 1, 0, a.get()>>>(x);
+  });
+  for (int i = 0; i < 100; ++i) g.replay(i % 2 ? a : b);  // CUDA orders launches of one graph
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  EXPECT_EQ(read(x), 5000.0F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+TEST_F(misuse_test, another_threads_unsafe_call_breaks_a_global_capture_only) {
+  gs::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  for (auto mode : {gs::capture_mode::global, gs::capture_mode::this_thread}) {
+    gs::graph g;
+    auto const attempt = [&] {
+      gs::capture(g, stream, [&] {
+        increment_kernel<<<1, 1, 0, stream.get()>>>(x);
+        // A background thread (a logger, a watchdog) allocates while the capture runs.
+        std::thread other{[] {
+          void* p = nullptr;
+          if (cudaMalloc(&p, 256) == cudaSuccess) static_cast<void>(cudaFree(p));
+          static_cast<void>(cudaGetLastError());
+        }};
+        other.join();
+      }, {mode, "background thread"});
+    };
+    if (mode == gs::capture_mode::global) {
+      EXPECT_THROW(attempt(), gs::capture_error);
+      EXPECT_TRUE(g.empty());
+    } else {
+      EXPECT_NO_THROW(attempt());
+      EXPECT_FALSE(g.empty());
+    }
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+TEST_F(misuse_test, replaying_on_another_device_is_a_usage_error) {
+  if (gs::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  float* x = nullptr;
+  gs::graph g;
+  {
+    gs::device_guard const on{0};
+    gs::stream stream;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+    gs::capture(g, stream, [&] { increment_kernel<<<1, 1, 0, stream.get()>>>(x); });
+  }
+  gs::device_guard const on{1};
+  gs::stream other;
+  EXPECT_THROW(g.replay(other), gs::usage_error);
+  gs::device_guard const back{0};
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+TEST_F(misuse_test, a_sync_by_a_library_inside_the_capture_names_the_scope) {
+  gs::stream stream;
+  gs::graph g;
+  try {
+    gs::capture(g, stream, [&] {
+      static_cast<void>(cudaDeviceSynchronize());  // what some libraries do internally
+    }, {gs::capture_mode::this_thread, "library call"});
+    FAIL() << "no exception";
+  } catch (gs::capture_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("capture 'library call'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(gs::stream_view{stream}.is_capturing());
+}
