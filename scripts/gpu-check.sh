@@ -87,7 +87,7 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanit
 if [[ -n "${sanitizer}" && -x "${build}/tests/graphstep_gpu_tests" ]]; then
   for tool in memcheck racecheck; do
     timeout 1200 "${sanitizer}" --tool "${tool}" --error-exitcode 99 \
-      "${build}/tests/graphstep_gpu_tests" --gtest_filter='-*many_replays*:*device_exhaustion*' \
+      "${build}/tests/graphstep_gpu_tests" --gtest_filter='-*many_replays*:*device_exhaustion*:*soak*' \
       > "${results}/sanitizer-${tool}.txt" 2>&1
     log "- ${tool}: exit $? ($(grep -E "ERROR SUMMARY" "${results}/sanitizer-${tool}.txt" | tail -1))"
   done
