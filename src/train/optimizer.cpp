@@ -133,66 +133,63 @@ class multi_tensor_optimizer {
 }  // namespace detail
 
 namespace {
-int sgd_buffers(sgd_options const& options) { return options.momentum != 0.0F ? 1 : 0; }
+// State buffers each optimizer needs per element, after checking its options.
+int state_buffers(sgd_options const& options) {
+  validate(options);
+  return options.momentum != 0.0F ? 1 : 0;  // the momentum buffer
+}
+int state_buffers(adam_options const& options) {
+  validate(options);
+  return 2;  // exp_avg and exp_avg_sq
+}
 }  // namespace
+
+optimizer::optimizer(std::vector<parameter> const& parameters, int state_buffers,
+                     lr_schedule const& schedule, stream_view stream)
+    : impl_{std::make_unique<detail::multi_tensor_optimizer>(parameters, state_buffers, schedule,
+                                                             stream)} {}
+optimizer::~optimizer() = default;
+optimizer::optimizer(optimizer&&) noexcept = default;
+optimizer& optimizer::operator=(optimizer&&) noexcept = default;
+
+detail::multi_tensor_optimizer& optimizer::impl() const {
+  GRAPHSTEP_EXPECTS(impl_ != nullptr, "optimizer: this optimizer was moved from");
+  return *impl_;
+}
+
+void optimizer::step(stream_view stream) {
+  graphstep::detail::launch_advance_step(impl().state(), stream);
+  launch_update(stream);
+}
+void optimizer::set_schedule(lr_schedule const& schedule, stream_view stream) {
+  impl().set_schedule(schedule, stream);
+}
+void optimizer::set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
+  impl().set_inv_loss_scale(inv_loss_scale, stream);
+}
+std::int64_t optimizer::steps_taken(stream_view stream) const {
+  return impl().steps_taken(stream);
+}
 
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
          lr_schedule const& schedule, stream_view stream)
-    : options_{options} {
-  validate(options);
-  impl_ = std::make_unique<detail::multi_tensor_optimizer>(parameters, sgd_buffers(options),
-                                                           schedule, stream);
-}
-sgd::~sgd() = default;
-sgd::sgd(sgd&&) noexcept = default;
-sgd& sgd::operator=(sgd&&) noexcept = default;
+    : optimizer{parameters, state_buffers(options), schedule, stream},
+      options_{options} {}
 
-void sgd::step(stream_view stream) {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
-  graphstep::detail::launch_advance_step(impl_->state(), stream);
-  graphstep::detail::launch_sgd(impl_->slots(), impl_->chunks(), impl_->chunk_count(),
-                                impl_->state(), options_, stream);
-}
-void sgd::set_schedule(lr_schedule const& schedule, stream_view stream) {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
-  impl_->set_schedule(schedule, stream);
-}
-void sgd::set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
-  impl_->set_inv_loss_scale(inv_loss_scale, stream);
-}
-std::int64_t sgd::steps_taken(stream_view stream) const {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "sgd: this optimizer was moved from");
-  return impl_->steps_taken(stream);
+void sgd::launch_update(stream_view stream) {
+  auto& state = impl();
+  graphstep::detail::launch_sgd(state.slots(), state.chunks(), state.chunk_count(),
+                                state.state(), options_, stream);
 }
 
 adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
            lr_schedule const& schedule, stream_view stream)
-    : options_{options} {
-  validate(options);
-  impl_ = std::make_unique<detail::multi_tensor_optimizer>(parameters, 2, schedule, stream);
-}
-adam::~adam() = default;
-adam::adam(adam&&) noexcept = default;
-adam& adam::operator=(adam&&) noexcept = default;
+    : optimizer{parameters, state_buffers(options), schedule, stream}, options_{options} {}
 
-void adam::step(stream_view stream) {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
-  graphstep::detail::launch_advance_step(impl_->state(), stream);
-  graphstep::detail::launch_adam(impl_->slots(), impl_->chunks(), impl_->chunk_count(),
-                                 impl_->state(), options_, stream);
-}
-void adam::set_schedule(lr_schedule const& schedule, stream_view stream) {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
-  impl_->set_schedule(schedule, stream);
-}
-void adam::set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
-  impl_->set_inv_loss_scale(inv_loss_scale, stream);
-}
-std::int64_t adam::steps_taken(stream_view stream) const {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "adam: this optimizer was moved from");
-  return impl_->steps_taken(stream);
+void adam::launch_update(stream_view stream) {
+  auto& state = impl();
+  graphstep::detail::launch_adam(state.slots(), state.chunks(), state.chunk_count(),
+                                 state.state(), options_, stream);
 }
 
 }  // namespace graphstep::train

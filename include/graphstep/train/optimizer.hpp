@@ -26,23 +26,19 @@ namespace detail {
 class multi_tensor_optimizer;
 }
 
-/// @brief Updates every parameter in two kernel launches per step (advance the device step
-/// count, then one multi-tensor update), so a captured step costs two nodes however many
-/// tensors there are.
+/// @brief What every multi-tensor optimizer shares: it updates every parameter in two kernel
+/// launches per step (advance the device step count, then one multi-tensor update), so a
+/// captured step costs two nodes however many tensors there are.
 ///
 /// The step count, the learning-rate schedule and the inverse loss scale live in device memory
 /// and the kernels read them: a captured `step()` follows the schedule on every replay instead
 /// of freezing the learning rate of the capture. Construct before capturing (it allocates and
 /// uploads); `step()` is capturable; change the schedule or loss scale between replays.
-class sgd {
+class optimizer {
  public:
-  /// @throws usage_error (no parameter, null pointers, an empty tensor, bad options or
-  /// schedule, a capturing stream), no_device_error, cuda_error
-  sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-      lr_schedule const& schedule, stream_view stream);
-  ~sgd();
-  sgd(sgd&&) noexcept;
-  sgd& operator=(sgd&&) noexcept;
+  virtual ~optimizer();
+  optimizer(optimizer&&) noexcept;
+  optimizer& operator=(optimizer&&) noexcept;
 
   /// @brief Enqueues one optimizer step on `stream`; capturable.
   void step(stream_view stream);
@@ -55,29 +51,41 @@ class sgd {
   /// @brief Steps taken so far, read from the device (synchronizes `stream`).
   [[nodiscard]] std::int64_t steps_taken(stream_view stream) const;
 
+ protected:
+  /// @throws usage_error (no parameter, null pointers, an empty tensor, bad schedule, a
+  /// capturing stream), no_device_error, cuda_error
+  optimizer(std::vector<parameter> const& parameters, int state_buffers,
+            lr_schedule const& schedule, stream_view stream);
+  [[nodiscard]] detail::multi_tensor_optimizer& impl() const;
+
  private:
+  virtual void launch_update(stream_view stream) = 0;
   std::unique_ptr<detail::multi_tensor_optimizer> impl_;
+};
+
+/// @brief SGD with PyTorch's semantics: momentum (with dampening, optionally Nesterov) and L2
+/// weight decay.
+class sgd final : public optimizer {
+ public:
+  /// @throws usage_error (bad options, and as optimizer), no_device_error, cuda_error
+  sgd(std::vector<parameter> const& parameters, sgd_options const& options,
+      lr_schedule const& schedule, stream_view stream);
+
+ private:
+  void launch_update(stream_view stream) override;
   sgd_options options_;
 };
 
 /// @brief Adam, or AdamW with `decoupled_weight_decay`; bias correction uses the device step
-/// count. Same contract as `sgd`.
-class adam {
+/// count.
+class adam final : public optimizer {
  public:
-  /// @throws usage_error, no_device_error, cuda_error
+  /// @throws usage_error (bad options, and as optimizer), no_device_error, cuda_error
   adam(std::vector<parameter> const& parameters, adam_options const& options,
        lr_schedule const& schedule, stream_view stream);
-  ~adam();
-  adam(adam&&) noexcept;
-  adam& operator=(adam&&) noexcept;
-
-  void step(stream_view stream);
-  void set_schedule(lr_schedule const& schedule, stream_view stream);
-  void set_inv_loss_scale(float inv_loss_scale, stream_view stream);
-  [[nodiscard]] std::int64_t steps_taken(stream_view stream) const;
 
  private:
-  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
+  void launch_update(stream_view stream) override;
   adam_options options_;
 };
 
