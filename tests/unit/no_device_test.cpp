@@ -63,7 +63,7 @@ TEST_F(no_device, an_empty_graph_is_a_usage_error_first) {
   EXPECT_THROW(g.replay(cudaStreamPerThread), gs::usage_error);
   EXPECT_THROW(g.upload(cudaStreamPerThread), gs::usage_error);
   EXPECT_THROW(static_cast<void>(g.node_counts()), gs::usage_error);
-  EXPECT_THROW(g.write_dot("/tmp/never.dot"), gs::usage_error);
+  EXPECT_THROW(g.write_dot("never.dot"), gs::usage_error);
 }
 
 TEST(capture_scope, refuses_the_legacy_default_stream_before_touching_the_device) {
