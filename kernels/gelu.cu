@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace graphstep::ops {
 namespace {
@@ -87,10 +88,25 @@ __global__ void bias_gelu_kernel(T* y, T* pre, T const* bias, std::int64_t rows,
 
 template <typename T>
 __global__ void gelu_backward_kernel(T* dz, T const* dy, T const* pre, std::int64_t total,
-                                     bool erf_form) {
+                                     bool erf_form, bool vectorized) {
   std::int64_t const stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
+  std::int64_t const first = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  std::int64_t done = 0;
+  if (vectorized) {
+    constexpr int width = pack<T>::size;
+    for (std::int64_t p = first; p < total / width; p += stride) {
+      pack<T> const g = reinterpret_cast<pack<T> const*>(dy)[p];
+      pack<T> const z = reinterpret_cast<pack<T> const*>(pre)[p];
+      pack<T> out;
+#pragma unroll
+      for (int i = 0; i < width; ++i) {
+        out.v[i] = from_float<T>(to_float(g.v[i]) * gelu_derivative(to_float(z.v[i]), erf_form));
+      }
+      reinterpret_cast<pack<T>*>(dz)[p] = out;
+    }
+    done = total / width * width;  // the scalar loop below finishes the tail
+  }
+  for (std::int64_t i = done + first; i < total; i += stride) {
     dz[i] = from_float<T>(to_float(dy[i]) * gelu_derivative(to_float(pre[i]), erf_form));
   }
 }
@@ -155,24 +171,20 @@ void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, 
   GRAPHSTEP_EXPECTS(dy != nullptr && pre_activation != nullptr,
                     "gelu_backward: dy and the saved pre-activation are required");
   bool const erf_form = form == gelu_form::erf;
-  unsigned const grid = grid_for(m * n);
+  auto aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  bool const vectorized = aligned(dz) && aligned(dy) && aligned(pre_activation);
+  auto launch = [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
+    gelu_backward_kernel<T><<<grid_for(work), threads, 0, stream.value()>>>(
+        static_cast<T*>(dz), static_cast<T const*>(dy), static_cast<T const*>(pre_activation),
+        m * n, erf_form, vectorized);
+  };
   switch (type) {
     case precision::fp32:
-    case precision::tf32:
-      gelu_backward_kernel<float><<<grid, threads, 0, stream.value()>>>(
-          static_cast<float*>(dz), static_cast<float const*>(dy),
-          static_cast<float const*>(pre_activation), m * n, erf_form);
-      break;
-    case precision::fp16:
-      gelu_backward_kernel<__half><<<grid, threads, 0, stream.value()>>>(
-          static_cast<__half*>(dz), static_cast<__half const*>(dy),
-          static_cast<__half const*>(pre_activation), m * n, erf_form);
-      break;
-    case precision::bf16:
-      gelu_backward_kernel<__nv_bfloat16><<<grid, threads, 0, stream.value()>>>(
-          static_cast<__nv_bfloat16*>(dz), static_cast<__nv_bfloat16 const*>(dy),
-          static_cast<__nv_bfloat16 const*>(pre_activation), m * n, erf_form);
-      break;
+    case precision::tf32: launch(static_cast<float*>(nullptr)); break;
+    case precision::fp16: launch(static_cast<__half*>(nullptr)); break;
+    case precision::bf16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
