@@ -19,6 +19,10 @@ graph_cache::graph_cache(bucket_policy policy, step_function step, memory_pool& 
   GRAPHSTEP_EXPECTS(options_.warmup_runs >= 0, "graph_cache: warmup_runs must be >= 0");
 }
 
+graph_cache::~graph_cache() {
+  if (template_bucket_ >= 0) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+}
+
 bool graph_cache::is_captured(std::int64_t bucket) const {
   auto found = entries_.find(bucket);
   return found != entries_.end() && found->second.captured.captured();

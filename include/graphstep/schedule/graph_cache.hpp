@@ -51,6 +51,11 @@ class graph_cache {
   /// @throws usage_error (no step, negative warm-up)
   graph_cache(bucket_policy policy, step_function step, memory_pool& pool,
               graph_cache_options options = {});
+  /// @brief In template mode, waits for the device first: the shared executable may still run
+  /// work whose memory belongs to another bucket's graph.
+  ~graph_cache();
+  graph_cache(graph_cache const&) = delete;
+  graph_cache& operator=(graph_cache const&) = delete;
 
   /// @brief Serves one request of `size`: eagerly while its bucket warms up, then by replay.
   /// Returns the bucket and the padding used.
