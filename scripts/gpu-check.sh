@@ -85,7 +85,7 @@ log ""
 log "## compute-sanitizer"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [[ -n "${sanitizer}" && -x "${build}/tests/graphstep_gpu_tests" ]]; then
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck initcheck synccheck; do
     timeout 1200 "${sanitizer}" --tool "${tool}" --error-exitcode 99 \
       "${build}/tests/graphstep_gpu_tests" --gtest_filter='-*many_replays*:*device_exhaustion*:*soak*' \
       > "${results}/sanitizer-${tool}.txt" 2>&1
