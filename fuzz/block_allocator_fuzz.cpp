@@ -1,11 +1,12 @@
 // libFuzzer target: the fuzzer's bytes drive the allocator core (regions, growth, allocations,
-// frees, stream and graph releases) and the planner; every invariant is checked after every
+// frees, stream and graph releases), the planner and the bucket policy with its LRU budget; every invariant is checked after every
 // operation, and an eager block must never land on memory a live graph touched.
 // Build and run with scripts/fuzz.sh.
 
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/block_allocator.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
 
 #include <cstdint>
 #include <cstdlib>
@@ -119,15 +120,61 @@ void fuzz_planner(reader& in) {
   if (plan.slab_bytes < plan.peak_live_bytes) fail();
 }
 
+void fuzz_bucket_policy(reader& in) {
+  std::vector<std::int64_t> buckets;
+  std::size_t const count = 1 + in.next(40);
+  for (std::size_t i = 0; i < count; ++i) buckets.push_back(1 + in.next(100000));
+  bool const exact = in.next(2) == 1;
+  graphstep::schedule::bucket_policy const policy{
+      buckets, exact ? graphstep::schedule::bucket_match::exact
+                     : graphstep::schedule::bucket_match::pad_up};
+  graphstep::schedule::lru_budget lru{in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
+  while (!in.done()) {
+    std::int64_t const size = static_cast<std::int64_t>(in.next(120000)) - 10;
+    graphstep::schedule::bucket_choice choice{};
+    try {
+      choice = policy.choose(size);
+    } catch (graphstep::usage_error const&) {
+      // Out-of-range sizes (and, exact, missing buckets) are reported, never mis-served.
+      if (size > 0 && size <= policy.buckets().back() && !exact) fail();
+      continue;
+    }
+    // The bucket holds the size, and is the smallest bucket that does.
+    if (choice.bucket < size || choice.padding != choice.bucket - size) fail();
+    if (exact && choice.padding != 0) fail();
+    for (std::int64_t b : policy.buckets()) {
+      if (b >= size && b < choice.bucket) fail();
+    }
+    if (!lru.contains(choice.bucket)) {
+      std::size_t const bytes = 1 + in.next(1 << 16);
+      if (lru.budget() != 0 && bytes > lru.budget()) {
+        bool refused = false;
+        try {
+          static_cast<void>(lru.insert(choice.bucket, bytes));
+        } catch (graphstep::usage_error const&) {
+          refused = true;
+        }
+        if (!refused) fail();  // a graph larger than the whole budget is refused
+        continue;
+      }
+      for (std::int64_t gone : lru.insert(choice.bucket, bytes)) {
+        if (lru.contains(gone) || gone == choice.bucket) fail();
+      }
+    }
+    lru.touch(choice.bucket);
+    if (lru.budget() != 0 && lru.total_bytes() > lru.budget()) fail();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
   if (size == 0) return 0;
   reader in{data + 1, size - 1};
-  if (data[0] % 2 == 0) {
-    fuzz_allocator(in);
-  } else {
-    fuzz_planner(in);
+  switch (data[0] % 3) {
+    case 0: fuzz_allocator(in); break;
+    case 1: fuzz_planner(in); break;
+    default: fuzz_bucket_policy(in); break;
   }
   return 0;
 }

@@ -56,6 +56,10 @@ log "build: ok"
 
 log ""
 log "## tests"
+# The soak tests run longer here than in a quick ctest: a minute of bucket churn and a
+# million replays of a training step.
+export GRAPHSTEP_SOAK_SECONDS=${GRAPHSTEP_SOAK_SECONDS:-60}
+export GRAPHSTEP_SOAK_REPLAYS=${GRAPHSTEP_SOAK_REPLAYS:-1000000}
 ctest --test-dir "${build}" -j 4 --timeout 900 --output-on-failure \
       --output-junit "$(pwd)/${results}/ctest.xml" > "${results}/ctest.txt" 2>&1
 ctest_rc=$?

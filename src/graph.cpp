@@ -2,6 +2,7 @@
 #include <graphstep/graph.hpp>
 
 #include <atomic>
+#include <utility>
 #include <vector>
 
 namespace graphstep {
@@ -28,6 +29,7 @@ graph::graph(graph&& other) noexcept
       name_{std::move(other.name_)},
       device_{other.device_},
       replays_{other.replays_},
+      generation_{std::move(other.generation_)},
       memory_lease_{std::move(other.memory_lease_)},
       graph_{std::move(other.graph_)},
       exec_{std::move(other.exec_)} {
@@ -44,6 +46,7 @@ graph& graph::operator=(graph&& other) noexcept {
     name_ = std::move(other.name_);
     device_ = other.device_;
     replays_ = other.replays_;
+    generation_ = std::move(other.generation_);
     memory_lease_ = std::move(other.memory_lease_);
     graph_ = std::move(other.graph_);
     exec_ = std::move(other.exec_);
@@ -86,6 +89,12 @@ void graph::replay(stream_view stream) {
                         "before replaying it");
   GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
   ++replays_;
+  if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
+}
+
+output_guard graph::guard_output(std::string what) const {
+  if (!generation_) generation_ = std::make_shared<std::atomic<std::uint64_t>>(replays_);
+  return output_guard{generation_, "'" + what + "' of graph '" + name_ + "'"};
 }
 
 void graph::upload(stream_view stream) const {

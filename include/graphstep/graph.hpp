@@ -3,6 +3,7 @@
 /// @file graph.hpp
 /// @brief `graph`: a captured CUDA graph and its executable instance, replayed in one launch.
 
+#include <graphstep/output_guard.hpp>
 #include <graphstep/stream_view.hpp>
 
 #include <cuda_runtime_api.h>
@@ -111,6 +112,10 @@ class graph {
   /// @brief Number of replays so far.
   [[nodiscard]] std::uint64_t replay_count() const noexcept { return replays_; }
 
+  /// @brief A guard for the outputs of the latest replay, named `what` in its error: its
+  /// `check()` throws once this graph has replayed again (the outputs were overwritten).
+  [[nodiscard]] output_guard guard_output(std::string what) const;
+
   [[nodiscard]] cudaGraph_t native_graph() const noexcept { return graph_.get(); }
   [[nodiscard]] cudaGraphExec_t native_exec() const noexcept { return exec_.get(); }
 
@@ -122,6 +127,8 @@ class graph {
   std::string name_{"graph"};
   int device_{-1};
   std::uint64_t replays_{};
+  // Created on first use, so construction and moves stay noexcept.
+  mutable replay_generation generation_;
   // Declared before the handles, so it is destroyed after them: the memory outlives the exec.
   std::shared_ptr<void> memory_lease_;
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> graph_;

@@ -100,3 +100,22 @@ TEST_F(misuse_test, a_sync_by_a_library_inside_the_capture_names_the_scope) {
   }
   EXPECT_FALSE(gs::stream_view{stream}.is_capturing());
 }
+
+TEST_F(misuse_test, reading_an_output_after_the_next_replay_is_caught) {
+  gs::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  gs::graph g;
+  gs::capture(g, stream, [&] { increment_kernel<<<1, 1, 0, stream.get()>>>(x); });
+  g.replay(stream);
+  auto const guard = g.guard_output("x");
+  EXPECT_NO_THROW(guard.check());
+  g.replay(stream);
+  EXPECT_THROW(guard.check(), gs::usage_error);
+  gs::graph moved = std::move(g);
+  auto const after_move = moved.guard_output("x");
+  moved.replay(stream);
+  EXPECT_FALSE(after_move.valid()) << "the count moves with the graph";
+  stream.synchronize();
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}

@@ -6,10 +6,13 @@
 
 #include <graphstep/graphstep.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/train/mse_loss.hpp>
+#include <graphstep/train/optimizer.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <algorithm>
 #include <random>
 
 namespace gs = graphstep;
@@ -91,4 +94,53 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
   EXPECT_EQ(free_after, free_before);
   EXPECT_EQ(pool.statistics().mapped_bytes, mapped_before);
   EXPECT_LE(resident_pages() - pages_before, 256) << "host memory grew";
+}
+
+TEST_F(soak_test, a_million_replays_of_a_training_step_do_not_grow_memory) {
+  std::size_t replays = 200000;
+  if (char const* env = std::getenv("GRAPHSTEP_SOAK_REPLAYS")) {
+    replays = static_cast<std::size_t>(std::strtoull(env, nullptr, 10));
+  }
+  gs::stream stream;
+  gs::memory_pool pool;
+  int const n = 1 << 12;
+  auto* param = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  auto* grad = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  auto* loss = static_cast<float*>(pool.allocate(sizeof(float), stream));
+  auto* target = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(param, 0, sizeof(float) * n, stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(target, 0, sizeof(float) * n, stream.get()));
+  gs::train::mse_loss mse{static_cast<std::size_t>(n), stream};
+  gs::train::lr_schedule schedule;
+  schedule.base = 0.1F;
+  gs::train::sgd optimizer{{{param, grad, static_cast<std::size_t>(n)}}, {0.9F}, schedule, stream};
+  gs::graph step;
+  gs::capture(step, stream, pool, [&] {
+    auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+    scale_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(scratch, param, n, 1.0F);
+    mse.forward_backward(scratch, target, grad, loss, stream);
+    pool.deallocate(scratch, stream);
+    optimizer.step(stream);
+  });
+  std::size_t const sample_every = std::max<std::size_t>(replays / 10, 1);
+  std::size_t free_first = 0;
+  long pages_first = 0;
+  for (std::size_t i = 1; i <= replays; ++i) {
+    step.replay(stream);
+    if (i % sample_every == 0) {
+      stream.synchronize();
+      std::size_t free_now = 0;
+      std::size_t total = 0;
+      GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_now, &total));
+      long const pages = resident_pages();
+      if (i == sample_every) {
+        free_first = free_now;
+        pages_first = pages;
+      } else {
+        EXPECT_EQ(free_now, free_first) << "device memory changed after " << i << " replays";
+        EXPECT_LE(pages - pages_first, 64) << "host memory grew after " << i << " replays";
+      }
+    }
+  }
+  EXPECT_EQ(optimizer.steps_taken(stream), static_cast<std::int64_t>(replays));
 }
