@@ -1,15 +1,18 @@
 // libFuzzer target: the fuzzer's bytes drive the allocator core (regions, growth, allocations,
-// frees, stream and graph releases), the planner and the bucket policy with its LRU budget; every invariant is checked after every
-// operation, and an eager block must never land on memory a live graph touched.
-// Build and run with scripts/fuzz.sh.
-
-#include <graphstep/error.hpp>
-#include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/block_allocator.hpp>
-#include <graphstep/schedule/bucket_policy.hpp>
+// frees, stream and graph releases) and the planner (plans verified, then served through a
+// planned sequence). Every invariant is checked after every operation, and an eager block must
+// never land on memory a live graph touched. Build and run with scripts/fuzz.sh.
+//
+// With GRAPHSTEP_FUZZ_STANDALONE defined it builds as a plain program (any compiler, no
+// libFuzzer) that runs each file named on its command line as one input, e.g. to replay a
+// crash or a corpus:  block_allocator_fuzz_standalone crash-1234 corpus/*
 
 #include <cstdint>
 #include <cstdlib>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/allocation_plan.hpp>
+#include <graphstep/memory/block_allocator.hpp>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -33,7 +36,9 @@ class reader {
   std::size_t at_{};
 };
 
-[[noreturn]] void fail() { std::abort(); }
+[[noreturn]] void fail() {
+  std::abort();
+}
 
 void fuzz_allocator(reader& in) {
   gm::block_allocator alloc{std::size_t{1} << (4 + in.next(6))};  // 16 B .. 512 B
@@ -89,7 +94,7 @@ void fuzz_allocator(reader& in) {
         break;
       }
       case 5: {
-        std::size_t const extra = (1 + in.next(64)) * 1024;
+        std::size_t const extra = 1 + in.next(1 << 16);  // any size: blocks may end mid-region
         alloc.extend_region(base, extra);
         mapped += extra;
         break;
@@ -98,7 +103,11 @@ void fuzz_allocator(reader& in) {
     alloc.check_invariants();
     std::size_t in_use = 0;
     for (auto const& [at, b] : live) in_use += b.first;
-    if (alloc.stats().bytes_in_use != in_use || alloc.stats().region_bytes != mapped) fail();
+    auto const stats = alloc.stats();
+    if (stats.bytes_in_use != in_use ||
+        stats.region_bytes != mapped / alloc.alignment() * alloc.alignment()) {
+      fail();
+    }
   }
 }
 
@@ -115,55 +124,19 @@ void fuzz_planner(reader& in) {
     }
     if (trace.allocation_count() > 300) break;
   }
-  auto const plan = gm::plan_allocations(trace);
+  std::size_t const alignment = std::size_t{1} << in.next(13);
+  auto const plan = gm::plan_allocations(trace, alignment);
   gm::verify_plan(trace, plan);  // throws graphstep::error on an overlap: a crash to libFuzzer
   if (plan.slab_bytes < plan.peak_live_bytes) fail();
-}
-
-void fuzz_bucket_policy(reader& in) {
-  std::vector<std::int64_t> buckets;
-  std::size_t const count = 1 + in.next(40);
-  for (std::size_t i = 0; i < count; ++i) buckets.push_back(1 + in.next(100000));
-  bool const exact = in.next(2) == 1;
-  graphstep::schedule::bucket_policy const policy{
-      buckets, exact ? graphstep::schedule::bucket_match::exact
-                     : graphstep::schedule::bucket_match::pad_up};
-  graphstep::schedule::lru_budget lru{in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
-  while (!in.done()) {
-    std::int64_t const size = static_cast<std::int64_t>(in.next(120000)) - 10;
-    graphstep::schedule::bucket_choice choice{};
-    try {
-      choice = policy.choose(size);
-    } catch (graphstep::usage_error const&) {
-      // Out-of-range sizes (and, exact, missing buckets) are reported, never mis-served.
-      if (size > 0 && size <= policy.buckets().back() && !exact) fail();
-      continue;
+  gm::planned_sequence sequence{trace, plan};
+  for (auto const& e : trace.events()) {
+    if (e.what == gm::trace_event::kind::allocate) {
+      if (sequence.next_allocate(e.bytes) != plan.offsets[e.id]) fail();
+    } else {
+      sequence.deallocate(plan.offsets[e.id]);
     }
-    // The bucket holds the size, and is the smallest bucket that does.
-    if (choice.bucket < size || choice.padding != choice.bucket - size) fail();
-    if (exact && choice.padding != 0) fail();
-    for (std::int64_t b : policy.buckets()) {
-      if (b >= size && b < choice.bucket) fail();
-    }
-    if (!lru.contains(choice.bucket)) {
-      std::size_t const bytes = 1 + in.next(1 << 16);
-      if (lru.budget() != 0 && bytes > lru.budget()) {
-        bool refused = false;
-        try {
-          static_cast<void>(lru.insert(choice.bucket, bytes));
-        } catch (graphstep::usage_error const&) {
-          refused = true;
-        }
-        if (!refused) fail();  // a graph larger than the whole budget is refused
-        continue;
-      }
-      for (std::int64_t gone : lru.insert(choice.bucket, bytes)) {
-        if (lru.contains(gone) || gone == choice.bucket) fail();
-      }
-    }
-    lru.touch(choice.bucket);
-    if (lru.budget() != 0 && lru.total_bytes() > lru.budget()) fail();
   }
+  if (!sequence.complete()) fail();
 }
 
 }  // namespace
@@ -171,10 +144,30 @@ void fuzz_bucket_policy(reader& in) {
 extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
   if (size == 0) return 0;
   reader in{data + 1, size - 1};
-  switch (data[0] % 3) {
-    case 0: fuzz_allocator(in); break;
-    case 1: fuzz_planner(in); break;
-    default: fuzz_bucket_policy(in); break;
+  if (data[0] % 2 == 0) {
+    fuzz_allocator(in);
+  } else {
+    fuzz_planner(in);
   }
   return 0;
 }
+
+#ifdef GRAPHSTEP_FUZZ_STANDALONE
+#include <cstdio>
+#include <fstream>
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::ifstream file{argv[i], std::ios::binary};
+    if (!file) {
+      std::fprintf(stderr, "block_allocator_fuzz: cannot read %s\n", argv[i]);
+      return 2;
+    }
+    std::vector<std::uint8_t> const bytes{std::istreambuf_iterator<char>{file},
+                                          std::istreambuf_iterator<char>{}};
+    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
+    std::printf("%s: ok (%zu bytes)\n", argv[i], bytes.size());
+  }
+  return 0;
+}
+#endif

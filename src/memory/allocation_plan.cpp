@@ -1,8 +1,8 @@
+#include <algorithm>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-
-#include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -18,10 +18,10 @@ std::size_t allocation_trace::record_allocate(std::size_t bytes) {
 }
 
 void allocation_trace::record_deallocate(std::size_t id) {
-  GRAPHSTEP_EXPECTS(id < bytes_.size(), "allocation_trace: allocation #" + std::to_string(id) +
-                                            " was never recorded");
-  GRAPHSTEP_EXPECTS(!freed_[id], "allocation_trace: allocation #" + std::to_string(id) +
-                                     " was freed twice");
+  GRAPHSTEP_EXPECTS(id < bytes_.size(),
+                    "allocation_trace: allocation #" + std::to_string(id) + " was never recorded");
+  GRAPHSTEP_EXPECTS(!freed_[id],
+                    "allocation_trace: allocation #" + std::to_string(id) + " was freed twice");
   freed_[id] = true;
   events_.push_back({trace_event::kind::deallocate, id, bytes_[id]});
 }
@@ -40,18 +40,23 @@ struct lifetime {
 };
 
 std::vector<lifetime> lifetimes_of(allocation_trace const& trace, std::size_t alignment) {
-  GRAPHSTEP_EXPECTS(alignment > 0 && (alignment & (alignment - 1)) == 0,
-                    "plan_allocations: the alignment must be a power of two");
+  GRAPHSTEP_EXPECTS(
+      alignment > 0 && (alignment & (alignment - 1)) == 0,
+      "plan_allocations: the alignment must be a power of two, not " + std::to_string(alignment));
   auto const& events = trace.events();
   std::vector<lifetime> lives(trace.allocation_count(), {0, events.size(), 0});
+  std::size_t total = 0;
   for (std::size_t i = 0; i < events.size(); ++i) {
     auto const& e = events[i];
     if (e.what == trace_event::kind::allocate) {
-      GRAPHSTEP_EXPECTS(e.bytes <= std::numeric_limits<std::size_t>::max() - alignment,
-                        "plan_allocations: allocation #" + std::to_string(e.id) +
-                            " is larger than any address space");
+      std::size_t const limit = std::numeric_limits<std::size_t>::max() - total;
+      GRAPHSTEP_EXPECTS(e.bytes <= limit - std::min(limit, alignment - 1),
+                        "plan_allocations: allocation #" + std::to_string(e.id) + " of " +
+                            std::to_string(e.bytes) +
+                            " bytes makes the trace larger than any address space");
       lives[e.id].begin = i;
       lives[e.id].size = (e.bytes + alignment - 1) / alignment * alignment;
+      total += lives[e.id].size;
     } else {
       lives[e.id].end = i;
     }
@@ -59,46 +64,51 @@ std::vector<lifetime> lifetimes_of(allocation_trace const& trace, std::size_t al
   return lives;
 }
 
-bool overlap_in_time(lifetime const& a, lifetime const& b) {
-  return a.begin < b.end && b.begin < a.end;
-}
+// A block already placed, kept in a vector sorted by offset: a linear scan in offset order
+// finds the gaps between the blocks whose lifetimes meet a new one without sorting anything.
+struct placed_block {
+  std::size_t offset;
+  std::size_t offset_end;
+  std::size_t begin;
+  std::size_t end;
+};
 
-// Places allocations in `order`; each goes to the lowest fitting gap (first_fit) or the
-// smallest fitting gap (best fit) among blocks already placed whose lifetimes meet its own.
+enum class fit : std::uint8_t { lowest, tightest };
+
+// Places allocations in `order`: each goes to the lowest gap that holds it (fit::lowest) or
+// the smallest such gap (fit::tightest) among the blocks already placed whose lifetimes meet
+// its own, else on top of them. Returns the slab size.
 std::size_t place(std::vector<lifetime> const& lives, std::vector<std::size_t> const& order,
-                  bool first_fit, std::vector<std::size_t>& offsets) {
+                  fit rule, std::vector<std::size_t>& offsets) {
   offsets.assign(lives.size(), 0);
-  std::vector<std::size_t> placed;
+  std::vector<placed_block> placed;
   placed.reserve(lives.size());
-  std::vector<std::pair<std::size_t, std::size_t>> busy;  // (offset, end) of conflicting blocks
   std::size_t slab = 0;
   for (std::size_t id : order) {
     lifetime const& me = lives[id];
-    busy.clear();
-    for (std::size_t other : placed) {
-      if (overlap_in_time(me, lives[other])) {
-        busy.emplace_back(offsets[other], offsets[other] + lives[other].size);
-      }
-    }
-    std::sort(busy.begin(), busy.end());
     std::size_t best_offset = std::numeric_limits<std::size_t>::max();
     std::size_t best_gap = std::numeric_limits<std::size_t>::max();
-    std::size_t cursor = 0;
-    for (auto const& [begin, end] : busy) {
-      if (begin > cursor) {
-        std::size_t const gap = begin - cursor;
-        if (gap >= me.size && (first_fit ? best_offset == std::numeric_limits<std::size_t>::max()
-                                         : gap < best_gap)) {
+    std::size_t cursor = 0;  // end of the conflicting blocks seen so far
+    for (placed_block const& other : placed) {
+      if (other.begin >= me.end || me.begin >= other.end) continue;  // never alive together
+      if (other.offset > cursor) {
+        std::size_t const gap = other.offset - cursor;
+        if (gap >= me.size && gap < best_gap) {
           best_offset = cursor;
           best_gap = gap;
+          if (rule == fit::lowest || gap == me.size) break;
         }
       }
-      cursor = std::max(cursor, end);
+      cursor = std::max(cursor, other.offset_end);
     }
     if (best_offset == std::numeric_limits<std::size_t>::max()) best_offset = cursor;
     offsets[id] = best_offset;
     slab = std::max(slab, best_offset + me.size);
-    placed.push_back(id);
+    placed_block const block{best_offset, best_offset + me.size, me.begin, me.end};
+    auto const at = std::upper_bound(
+        placed.begin(), placed.end(), block,
+        [](placed_block const& a, placed_block const& b) { return a.offset < b.offset; });
+    placed.insert(at, block);
   }
   return slab;
 }
@@ -108,6 +118,7 @@ std::size_t place(std::vector<lifetime> const& lives, std::vector<std::size_t> c
 allocation_plan plan_allocations(allocation_trace const& trace, std::size_t alignment) {
   std::vector<lifetime> const lives = lifetimes_of(trace, alignment);
   allocation_plan plan;
+  plan.alignment = alignment;
   plan.sizes.resize(lives.size());
   for (std::size_t i = 0; i < lives.size(); ++i) plan.sizes[i] = lives[i].size;
   // The lower bound: the most aligned bytes alive at once.
@@ -120,32 +131,55 @@ allocation_plan plan_allocations(allocation_trace const& trace, std::size_t alig
       live -= lives[e.id].size;
     }
   }
+  plan.offsets.assign(lives.size(), 0);
   if (lives.empty()) return plan;
 
+  // Orders to try, best first on generated training steps: by power-of-two size class (big
+  // classes first) and, within a class, by allocation time or by lifetime; then plain
+  // largest-first and largest-area-first. Coarse classes let blocks of similar size that live
+  // at different times stack into the same column, which plain largest-first misses.
+  auto duration = [&](std::size_t i) { return lives[i].end - lives[i].begin; };
+  auto size_class = [&](std::size_t i) {
+    int bits = 0;
+    for (std::size_t v = lives[i].size; v > 1; v >>= 1) ++bits;
+    return bits;
+  };
   std::vector<std::size_t> by_size(lives.size());
   std::iota(by_size.begin(), by_size.end(), 0);
   std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) {
     if (lives[a].size != lives[b].size) return lives[a].size > lives[b].size;
-    return lives[a].end - lives[a].begin > lives[b].end - lives[b].begin;
+    return duration(a) > duration(b);
   });
+  std::vector<std::size_t> by_class_time = by_size;
+  std::stable_sort(by_class_time.begin(), by_class_time.end(), [&](std::size_t a, std::size_t b) {
+    if (size_class(a) != size_class(b)) return size_class(a) > size_class(b);
+    return lives[a].begin < lives[b].begin;
+  });
+  std::vector<std::size_t> by_class_lifetime = by_size;
+  std::stable_sort(by_class_lifetime.begin(), by_class_lifetime.end(),
+                   [&](std::size_t a, std::size_t b) {
+                     if (size_class(a) != size_class(b)) return size_class(a) > size_class(b);
+                     return duration(a) > duration(b);
+                   });
   std::vector<std::size_t> by_area = by_size;
   std::stable_sort(by_area.begin(), by_area.end(), [&](std::size_t a, std::size_t b) {
     auto area = [&](std::size_t i) {
-      return static_cast<double>(lives[i].size) * static_cast<double>(lives[i].end - lives[i].begin);
+      return static_cast<double>(lives[i].size) * static_cast<double>(duration(i));
     };
     return area(a) > area(b);
   });
+  // Tightest-gap trials scan every placed block; on large traces only the lowest-gap trials
+  // run, which keeps 10^4 allocations to a few hundred milliseconds.
+  std::vector<fit> rules{fit::lowest};
+  if (lives.size() <= 4096) rules.push_back(fit::tightest);
   std::size_t best = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> offsets;
-  // Each trial costs O(n^2) in the worst case; large traces try the size order only.
-  std::vector<std::vector<std::size_t> const*> orders{&by_size};
-  if (lives.size() <= 2048) orders.push_back(&by_area);
-  for (auto const* order : orders) {
-    for (bool first_fit : {true, false}) {
-      std::size_t const slab = place(lives, *order, first_fit, offsets);
+  for (auto const* order : {&by_class_time, &by_class_lifetime, &by_size, &by_area}) {
+    for (fit rule : rules) {
+      std::size_t const slab = place(lives, *order, rule, offsets);
       if (slab < best) {
         best = slab;
-        plan.offsets = offsets;
+        plan.offsets.swap(offsets);
       }
       if (best == plan.peak_live_bytes) break;  // optimal: nothing left to gain
     }
@@ -155,13 +189,18 @@ allocation_plan plan_allocations(allocation_trace const& trace, std::size_t alig
   return plan;
 }
 
-void verify_plan(allocation_trace const& trace, allocation_plan const& plan,
-                 std::size_t alignment) {
+void verify_plan(allocation_trace const& trace, allocation_plan const& plan) {
   std::size_t const n = trace.allocation_count();
   if (plan.offsets.size() != n || plan.sizes.size() != n) {
     throw error{"verify_plan: the plan covers " + std::to_string(plan.offsets.size()) +
-                " allocations, the trace " + std::to_string(n)};
+                " allocations, the trace " + std::to_string(n) +
+                ": it was not made from this trace"};
   }
+  if (plan.alignment == 0 || (plan.alignment & (plan.alignment - 1)) != 0) {
+    throw error{"verify_plan: the plan's alignment " + std::to_string(plan.alignment) +
+                " is not a power of two"};
+  }
+  auto name = [](std::size_t id) { return "allocation #" + std::to_string(id); };
   std::map<std::size_t, std::size_t> live;  // offset -> id
   for (auto const& e : trace.events()) {
     std::size_t const offset = plan.offsets[e.id];
@@ -170,23 +209,29 @@ void verify_plan(allocation_trace const& trace, allocation_plan const& plan,
       continue;
     }
     std::size_t const size = plan.sizes[e.id];
-    if (offset % alignment != 0) {
-      throw error{"verify_plan: allocation #" + std::to_string(e.id) + " is misaligned"};
+    if (offset % plan.alignment != 0) {
+      throw error{"verify_plan: " + name(e.id) + " at offset " + std::to_string(offset) +
+                  " is misaligned (alignment " + std::to_string(plan.alignment) + ")"};
     }
-    if (size < e.bytes || offset + size > plan.slab_bytes) {
-      throw error{"verify_plan: allocation #" + std::to_string(e.id) + " does not fit the slab"};
+    if (size < e.bytes) {
+      throw error{"verify_plan: " + name(e.id) + " gets " + std::to_string(size) +
+                  " bytes but asked for " + std::to_string(e.bytes)};
     }
+    if (offset > plan.slab_bytes || size > plan.slab_bytes - offset) {
+      throw error{"verify_plan: " + name(e.id) + " at offset " + std::to_string(offset) + " (" +
+                  std::to_string(size) + " bytes) ends past the slab of " +
+                  std::to_string(plan.slab_bytes) + " bytes"};
+    }
+    auto overlap = [&](std::size_t other) {
+      throw error{"verify_plan: " + name(e.id) + " and " + name(other) +
+                  " are alive at once and overlap (offsets " + std::to_string(offset) + " and " +
+                  std::to_string(plan.offsets[other]) + ")"};
+    };
     auto next = live.lower_bound(offset);
-    if (next != live.end() && next->first < offset + size) {
-      throw error{"verify_plan: allocations #" + std::to_string(e.id) + " and #" +
-                  std::to_string(next->second) + " are alive at once and overlap"};
-    }
+    if (next != live.end() && next->first < offset + size) overlap(next->second);
     if (next != live.begin()) {
       auto previous = std::prev(next);
-      if (previous->first + plan.sizes[previous->second] > offset) {
-        throw error{"verify_plan: allocations #" + std::to_string(e.id) + " and #" +
-                    std::to_string(previous->second) + " are alive at once and overlap"};
-      }
+      if (previous->first + plan.sizes[previous->second] > offset) overlap(previous->second);
     }
     live.emplace(offset, e.id);
   }
@@ -196,7 +241,18 @@ planned_sequence::planned_sequence(allocation_trace trace, allocation_plan plan)
     : trace_{std::move(trace)}, plan_{std::move(plan)} {
   GRAPHSTEP_EXPECTS(plan_.offsets.size() == trace_.allocation_count() &&
                         plan_.sizes.size() == trace_.allocation_count(),
-                    "planned_sequence: the plan was not made from this trace");
+                    "planned_sequence: the plan covers " + std::to_string(plan_.offsets.size()) +
+                        " allocations, the trace " + std::to_string(trace_.allocation_count()) +
+                        ": make the plan with plan_allocations from this trace");
+  // A plan edited by hand or made from another trace would hand out overlapping blocks.
+  try {
+    verify_plan(trace_, plan_);
+  } catch (usage_error const&) {
+    throw;
+  } catch (error const& e) {
+    GRAPHSTEP_EXPECTS(false, std::string{"planned_sequence: the plan does not fit the trace ("} +
+                                 e.what() + "); make it with plan_allocations from this trace");
+  }
 }
 
 std::size_t planned_sequence::next_allocate(std::size_t bytes) {
@@ -208,9 +264,8 @@ std::size_t planned_sequence::next_allocate(std::size_t bytes) {
                         " the warm-up step made: the captured step allocates differently");
   GRAPHSTEP_EXPECTS(bytes == trace_.bytes_of(id),
                     "planned allocation #" + std::to_string(id) + " asks for " +
-                        std::to_string(bytes) + " bytes, but allocation #" +
-                        std::to_string(id) + " of the warm-up step asked for " +
-                        std::to_string(trace_.bytes_of(id)) +
+                        std::to_string(bytes) + " bytes, but allocation #" + std::to_string(id) +
+                        " of the warm-up step asked for " + std::to_string(trace_.bytes_of(id)) +
                         ": the captured step allocates differently");
   std::size_t const offset = plan_.offsets[id];
   std::size_t const size = plan_.sizes[id];

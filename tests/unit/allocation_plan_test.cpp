@@ -1,12 +1,11 @@
 // The planner: traces with known optima, training-step traces within 5% of the lower bound,
 // divergence detection of planned captures, and bad input.
 
-#include <graphstep/error.hpp>
-#include <graphstep/memory/allocation_plan.hpp>
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/allocation_plan.hpp>
 #include <random>
 #include <string>
 
@@ -103,6 +102,37 @@ TEST(allocation_plan, a_hole_between_long_lived_blocks_is_reused) {
   EXPECT_EQ(plan.slab_bytes, 4096U);
 }
 
+TEST(allocation_plan, an_order_by_time_would_fragment_but_the_plan_does_not) {
+  // Allocated in this order, an online allocator leaves a 1K hole under the 2K block: small
+  // A (1K, short) then B (2K, long) on top; A freed; C (2K) cannot use A's hole. The optimum
+  // puts B at the bottom: peak = 4K.
+  gm::allocation_trace t;
+  std::size_t const a = t.record_allocate(1024);
+  static_cast<void>(t.record_allocate(2048));
+  t.record_deallocate(a);
+  static_cast<void>(t.record_allocate(2048));
+  auto const plan = gm::plan_allocations(t);
+  gm::verify_plan(t, plan);
+  EXPECT_EQ(plan.peak_live_bytes, 4096U);
+  EXPECT_EQ(plan.slab_bytes, 4096U);
+  EXPECT_DOUBLE_EQ(plan.footprint_ratio(), 1.0);
+}
+
+TEST(allocation_plan, a_staircase_reaches_its_peak) {
+  // Allocation i (i+1 KiB) lives from its allocation to that of i + 2: at most two alive,
+  // and the largest pair is the bound that the plan must meet.
+  gm::allocation_trace t;
+  std::vector<std::size_t> ids;
+  for (std::size_t i = 0; i < 12; ++i) {
+    ids.push_back(t.record_allocate((i + 1) * 1024));
+    if (i >= 1) t.record_deallocate(ids[i - 1]);
+  }
+  auto const plan = gm::plan_allocations(t);
+  gm::verify_plan(t, plan);
+  EXPECT_EQ(plan.peak_live_bytes, (11U + 12U) * 1024U);
+  EXPECT_EQ(plan.slab_bytes, plan.peak_live_bytes);
+}
+
 TEST(allocation_plan, sizes_are_aligned) {
   gm::allocation_trace t;
   static_cast<void>(t.record_allocate(1));
@@ -114,6 +144,11 @@ TEST(allocation_plan, sizes_are_aligned) {
   EXPECT_EQ(plan.offsets[1] % 256, 0U);
   auto const coarse = gm::plan_allocations(t, 4096);
   EXPECT_EQ(coarse.slab_bytes, 8192U);
+  EXPECT_EQ(coarse.alignment, 4096U);
+  gm::verify_plan(t, coarse);
+  auto const fine = gm::plan_allocations(t, 1);
+  EXPECT_EQ(fine.slab_bytes, 301U);
+  gm::verify_plan(t, fine);
 }
 
 TEST(allocation_plan, training_step_traces_are_within_five_percent_of_the_peak) {
@@ -151,7 +186,7 @@ TEST(allocation_plan, training_step_traces_are_within_five_percent_of_the_peak) 
   }
 }
 
-TEST(allocation_plan, a_large_trace_plans_quickly_and_correctly) {
+TEST(allocation_plan, a_large_trace_plans_well_and_correctly) {
   std::mt19937 rng{9};
   std::vector<std::size_t> acts;
   std::vector<std::size_t> weights;
@@ -160,31 +195,85 @@ TEST(allocation_plan, a_large_trace_plans_quickly_and_correctly) {
     acts.push_back(size(rng));
     weights.push_back(size(rng));
   }
-  expect_good_plan(training_step(acts, weights, rng), "1500 random layers", 1.10);
+  expect_good_plan(training_step(acts, weights, rng), "1500 random layers", 1.05);
+}
+
+template <typename Call>
+std::string error_message(Call&& call) {
+  try {
+    call();
+  } catch (graphstep::error const& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
 }
 
 TEST(allocation_plan, bad_traces_are_usage_errors) {
   gm::allocation_trace t;
   EXPECT_THROW(static_cast<void>(t.record_allocate(0)), graphstep::usage_error);
+  EXPECT_NE(error_message([&] { static_cast<void>(t.record_allocate(0)); }).find("0 bytes"),
+            std::string::npos);
   std::size_t const a = t.record_allocate(10);
   EXPECT_THROW(t.record_deallocate(a + 1), graphstep::usage_error);
+  EXPECT_NE(error_message([&] { t.record_deallocate(a + 1); }).find("#1 was never recorded"),
+            std::string::npos);
   t.record_deallocate(a);
   EXPECT_THROW(t.record_deallocate(a), graphstep::usage_error);
+  EXPECT_NE(error_message([&] { t.record_deallocate(a); }).find("#0 was freed twice"),
+            std::string::npos);
+  EXPECT_EQ(t.events().size(), 2U) << "refused events are not recorded";
   EXPECT_THROW(static_cast<void>(gm::plan_allocations(t, 3)), graphstep::usage_error);
+  EXPECT_NE(error_message([&] {
+              static_cast<void>(gm::plan_allocations(t, 0));
+            }).find("power of two, not 0"),
+            std::string::npos);
+  gm::allocation_trace huge;
+  static_cast<void>(huge.record_allocate(~std::size_t{0} / 2));
+  static_cast<void>(huge.record_allocate(~std::size_t{0} / 2));
+  EXPECT_THROW(static_cast<void>(gm::plan_allocations(huge)), graphstep::usage_error);
+  EXPECT_NE(error_message([&] { static_cast<void>(gm::plan_allocations(huge)); }).find("#1 of"),
+            std::string::npos);
 }
 
-TEST(allocation_plan, verify_plan_catches_an_overlap) {
+TEST(allocation_plan, verify_plan_names_what_is_wrong) {
   gm::allocation_trace t;
   static_cast<void>(t.record_allocate(1024));
   static_cast<void>(t.record_allocate(1024));
-  auto plan = gm::plan_allocations(t);
-  plan.offsets[1] = plan.offsets[0];  // corrupt it
-  try {
-    gm::verify_plan(t, plan);
-    FAIL() << "no error";
-  } catch (graphstep::error const& e) {
-    EXPECT_NE(std::string{e.what()}.find("#1 and #0"), std::string::npos) << e.what();
-  }
+  auto const good = gm::plan_allocations(t);
+  EXPECT_NO_THROW(gm::verify_plan(t, good));
+  auto overlap = good;
+  overlap.offsets[1] = overlap.offsets[0];
+  EXPECT_NE(error_message([&] {
+              gm::verify_plan(t, overlap);
+            }).find("allocation #1 and allocation #0 are alive at once and overlap"),
+            std::string::npos);
+  auto misaligned = good;
+  misaligned.offsets[1] += 128;
+  misaligned.slab_bytes += 128;
+  EXPECT_NE(error_message([&] {
+              gm::verify_plan(t, misaligned);
+            }).find("allocation #1 at offset 1152 is misaligned"),
+            std::string::npos);
+  auto outside = good;
+  outside.slab_bytes = 1024;
+  EXPECT_NE(error_message([&] { gm::verify_plan(t, outside); }).find("ends past the slab"),
+            std::string::npos);
+  auto small = good;
+  small.sizes[0] = 512;
+  EXPECT_NE(error_message([&] { gm::verify_plan(t, small); }).find("asked for 1024"),
+            std::string::npos);
+  auto short_plan = good;
+  short_plan.offsets.pop_back();
+  EXPECT_NE(error_message([&] { gm::verify_plan(t, short_plan); }).find("not made from this trace"),
+            std::string::npos);
+  // A block freed before the next is allocated may share its offset.
+  gm::allocation_trace serial;
+  serial.record_deallocate(serial.record_allocate(1024));
+  static_cast<void>(serial.record_allocate(1024));
+  auto shared = gm::plan_allocations(serial);
+  EXPECT_EQ(shared.offsets[0], shared.offsets[1]);
+  EXPECT_NO_THROW(gm::verify_plan(serial, shared));
 }
 
 TEST(planned_sequence, serves_the_plan_and_completes) {
@@ -239,4 +328,39 @@ TEST(planned_sequence, a_free_out_of_order_is_caught_before_it_corrupts) {
         << e.what();
   }
   EXPECT_THROW(s.deallocate(12345), graphstep::usage_error);
+}
+
+TEST(planned_sequence, frees_are_checked) {
+  gm::allocation_trace t;
+  std::size_t const a = t.record_allocate(1024);
+  static_cast<void>(t.record_allocate(1024));
+  t.record_deallocate(a);
+  auto const plan = gm::plan_allocations(t);
+  gm::planned_sequence s{t, plan};
+  EXPECT_NE(error_message([&] { s.deallocate(plan.offsets[a]); }).find("not a live planned block"),
+            std::string::npos)
+      << "nothing allocated yet";
+  EXPECT_EQ(s.next_allocate(1024), plan.offsets[0]);
+  s.deallocate(plan.offsets[0]);
+  EXPECT_THROW(s.deallocate(plan.offsets[0]), graphstep::usage_error) << "a double free";
+  EXPECT_EQ(s.allocations_served(), 1U);
+}
+
+TEST(planned_sequence, a_plan_from_another_trace_is_refused) {
+  gm::allocation_trace t;
+  static_cast<void>(t.record_allocate(1024));
+  static_cast<void>(t.record_allocate(1024));
+  gm::allocation_trace other;
+  static_cast<void>(other.record_allocate(1024));
+  EXPECT_NE(error_message([&] {
+              gm::planned_sequence{t, gm::plan_allocations(other)};
+            }).find("the plan covers 1 allocations, the trace 2"),
+            std::string::npos);
+  auto overlapping = gm::plan_allocations(t);
+  overlapping.offsets[1] = overlapping.offsets[0];
+  EXPECT_THROW((gm::planned_sequence{t, overlapping}), graphstep::usage_error);
+  EXPECT_NE(error_message([&] {
+              gm::planned_sequence{t, overlapping};
+            }).find("the plan does not fit the trace"),
+            std::string::npos);
 }
