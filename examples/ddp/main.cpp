@@ -9,14 +9,12 @@
 //   mpirun:    mpirun -np 2 ddp        (when built with -DGRAPHSTEP_WITH_MPI=ON)
 //   one GPU:   ddp
 
-#include <graphstep/graphstep.hpp>
-#include <graphstep/nccl.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <graphstep/graphstep.hpp>
+#include <graphstep/nccl.hpp>
 #include <vector>
 
 namespace gs = graphstep;
@@ -25,17 +23,11 @@ namespace gt = graphstep::train;
 
 namespace {
 
-gn::nccl_comm make_communicator() {
-#if defined(GRAPHSTEP_WITH_MPI)
-  if (std::getenv("RANK") == nullptr && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
-    return gn::communicator_from_mpi(MPI_COMM_WORLD);
-  }
-#endif
-  return gn::nccl_comm::from_environment();
-}
-
 int run() {
-  gn::nccl_comm comm = make_communicator();
+  // The bootstrap follows from the launcher's variables (RANK/MASTER_*, NCCL_COMM_ID, mpirun).
+  auto const launch = gn::read_launch_environment(gn::process_environment());
+  std::printf("%s\n", gn::describe(launch).c_str());
+  gn::nccl_comm comm = gn::nccl_comm::from_environment();
   auto const view = comm.view();
   gs::stream stream;
   gs::memory_pool pool;
@@ -91,12 +83,18 @@ int run() {
   gs::capture(step, stream, pool, train_step, {gs::capture_mode::this_thread, "ddp step"});
   gn::verify_captured_sequence(view, stream);  // every rank captured the same collectives
   auto const nodes = step.node_counts();
-  std::printf("rank %d of %d: one graph of %zu nodes per step, %zu gradient buckets\n",
-              view.rank(), view.size(), nodes.total, plan.buckets.size());
+  std::printf("rank %d of %d: one graph of %zu nodes per step, %zu gradient buckets\n", view.rank(),
+              view.size(), nodes.total, plan.buckets.size());
 
-  gn::watchdog dog{comm, std::chrono::seconds{60}};
+  // A hung collective inside a replay becomes an error here instead of a silent hang; the
+  // background thread also catches one while this thread is blocked in a launch.
+  gn::watchdog_options watch;
+  watch.timeout = std::chrono::seconds{60};
+  watch.background = true;
+  gn::watchdog dog{comm, watch};
   std::vector<float> host_loss(counts.size());
   for (int i = 1; i <= 30; ++i) {
+    dog.check();  // never replay collectives of an aborted communicator
     step.replay(stream);
     dog.launched(stream, i);
     dog.wait();
@@ -117,8 +115,8 @@ int run() {
   for (float v : values) sum += v;
   float const mine = static_cast<float>(sum / static_cast<double>(values.size()));
   auto* checks = static_cast<float*>(pool.allocate(sizeof(float) * (view.size() + 1), stream));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(checks, &mine, sizeof mine, cudaMemcpyHostToDevice,
-                                     stream.get()));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(checks, &mine, sizeof mine, cudaMemcpyHostToDevice, stream.get()));
   gn::all_gather({checks, sizeof(float), gs::dtype::float32},
                  {checks + 1, sizeof(float) * view.size(), gs::dtype::float32}, view, stream);
   std::vector<float> all(static_cast<std::size_t>(view.size()));

@@ -1,13 +1,16 @@
+#include <algorithm>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bucketed_all_reduce.hpp>
 #include <graphstep/nccl/collectives.hpp>
-
-#include <algorithm>
 
 namespace graphstep::nccl {
 
 bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan,
                                          dtype type)
+    : bucketed_all_reduce{comm, gradients, plan.buffer_bytes, std::move(plan), type} {}
+
+bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients,
+                                         std::size_t gradient_bytes, bucket_plan plan, dtype type)
     : comm_{comm},
       gradients_{static_cast<unsigned char*>(gradients)},
       plan_{std::move(plan)},
@@ -15,6 +18,10 @@ bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients, b
       launched_(plan_.buckets.size(), false) {
   GRAPHSTEP_EXPECTS(gradients != nullptr, "bucketed_all_reduce: the gradient buffer is null");
   GRAPHSTEP_EXPECTS(!plan_.buckets.empty(), "bucketed_all_reduce: the plan has no bucket");
+  GRAPHSTEP_EXPECTS(gradient_bytes >= plan_.buffer_bytes,
+                    "bucketed_all_reduce: the gradient buffer holds " +
+                        std::to_string(gradient_bytes) + " bytes but the plan needs " +
+                        std::to_string(plan_.buffer_bytes) + ": allocate plan.buffer_bytes");
   for (auto const& b : plan_.buckets) {
     GRAPHSTEP_EXPECTS(b.bytes % size_in_bytes(type) == 0,
                       "bucketed_all_reduce: a bucket of " + std::to_string(b.bytes) +

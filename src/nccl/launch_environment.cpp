@@ -1,8 +1,7 @@
-#include <graphstep/error.hpp>
-#include <graphstep/nccl/launch_environment.hpp>
-
 #include <cerrno>
 #include <cstdlib>
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
 #include <limits>
 
 namespace graphstep::nccl {
@@ -21,7 +20,66 @@ std::optional<int> read_int(environment_reader const& read, char const* name) {
   return static_cast<int>(value);
 }
 
+// The names under which one launcher publishes the rank layout.
+struct rank_variables {
+  char const* source;
+  char const* rank;
+  char const* world_size;
+  char const* local_rank;
+  char const* local_world_size;
+};
+
+constexpr rank_variables torchrun{"RANK/WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                  "LOCAL_WORLD_SIZE"};
+constexpr rank_variables open_mpi{"OMPI_COMM_WORLD_*", "OMPI_COMM_WORLD_RANK",
+                                  "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                  "OMPI_COMM_WORLD_LOCAL_SIZE"};
+constexpr rank_variables mpich{"PMI_*", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                               "MPI_LOCALNRANKS"};
+
+// Reads one launcher's layout into `env`; false when that launcher's variables are absent.
+bool read_layout(environment_reader const& read, rank_variables const& names,
+                 launch_environment& env) {
+  auto const rank = read_int(read, names.rank);
+  auto const world = read_int(read, names.world_size);
+  GRAPHSTEP_EXPECTS(rank.has_value() == world.has_value(),
+                    std::string{names.rank} + " and " + names.world_size +
+                        " must be set together (only " + (rank ? names.rank : names.world_size) +
+                        " is set): launch with torchrun or set both");
+  if (!rank) return false;
+  env.rank = *rank;
+  env.world_size = *world;
+  env.rank_source = names.source;
+  GRAPHSTEP_EXPECTS(
+      env.world_size >= 1,
+      std::string{names.world_size} + "=" + std::to_string(env.world_size) + " must be at least 1");
+  GRAPHSTEP_EXPECTS(env.rank >= 0 && env.rank < env.world_size,
+                    std::string{names.rank} + "=" + std::to_string(env.rank) + " must lie in [0, " +
+                        names.world_size + "=" + std::to_string(env.world_size) + ")");
+  env.local_rank = read_int(read, names.local_rank).value_or(env.rank);
+  env.local_world_size = read_int(read, names.local_world_size).value_or(env.world_size);
+  GRAPHSTEP_EXPECTS(env.local_world_size >= 1 && env.local_world_size <= env.world_size,
+                    std::string{names.local_world_size} + "=" +
+                        std::to_string(env.local_world_size) + " must lie in [1, " +
+                        names.world_size + "=" + std::to_string(env.world_size) + "]");
+  GRAPHSTEP_EXPECTS(env.local_rank >= 0 && env.local_rank < env.local_world_size,
+                    std::string{names.local_rank} + "=" + std::to_string(env.local_rank) +
+                        " must lie in [0, " + names.local_world_size + "=" +
+                        std::to_string(env.local_world_size) + ")");
+  return true;
+}
+
 }  // namespace
+
+char const* name(bootstrap_kind kind) noexcept {
+  switch (kind) {
+    case bootstrap_kind::rendezvous: return "rendezvous";
+    case bootstrap_kind::nccl_comm_id: return "nccl_comm_id";
+    case bootstrap_kind::mpi: return "mpi";
+    case bootstrap_kind::single_process: return "single_process";
+  }
+  return "unknown";
+}
 
 environment_reader process_environment() {
   return [](char const* name) -> std::optional<std::string> {
@@ -31,36 +89,41 @@ environment_reader process_environment() {
   };
 }
 
-launch_environment read_launch_environment(environment_reader const& read) {
+bool built_with_mpi() noexcept {
+#if defined(GRAPHSTEP_WITH_MPI)
+  return true;
+#else
+  return false;
+#endif
+}
+
+launch_environment read_launch_environment(environment_reader const& read, bool mpi_available) {
   launch_environment env;
-  auto const rank = read_int(read, "RANK");
-  auto const world = read_int(read, "WORLD_SIZE");
   auto const comm_id = read("NCCL_COMM_ID");
   bool const has_comm_id = comm_id && !comm_id->empty();
-  GRAPHSTEP_EXPECTS(rank.has_value() == world.has_value(),
-                    std::string{"RANK and WORLD_SIZE must be set together (only "} +
-                        (rank ? "RANK" : "WORLD_SIZE") +
-                        " is set): launch with torchrun or set both");
-  if (!rank) {
-    env.bootstrap = has_comm_id ? bootstrap_kind::nccl_comm_id : bootstrap_kind::single_process;
-    return env;
-  }
-  env.rank = *rank;
-  env.world_size = *world;
-  GRAPHSTEP_EXPECTS(env.world_size >= 1,
-                    "WORLD_SIZE=" + std::to_string(env.world_size) + " must be at least 1");
-  GRAPHSTEP_EXPECTS(env.rank >= 0 && env.rank < env.world_size,
-                    "RANK=" + std::to_string(env.rank) + " must lie in [0, WORLD_SIZE=" +
-                        std::to_string(env.world_size) + ")");
-  env.local_rank = read_int(read, "LOCAL_RANK").value_or(env.rank);
-  env.local_world_size = read_int(read, "LOCAL_WORLD_SIZE").value_or(env.world_size);
-  GRAPHSTEP_EXPECTS(env.local_world_size >= 1 && env.local_rank >= 0 &&
-                        env.local_rank < env.local_world_size,
-                    "LOCAL_RANK=" + std::to_string(env.local_rank) +
-                        " must lie in [0, LOCAL_WORLD_SIZE=" +
-                        std::to_string(env.local_world_size) + ")");
+  bool const from_torchrun = read_layout(read, torchrun, env);
+  bool const from_mpirun =
+      !from_torchrun && (read_layout(read, open_mpi, env) || read_layout(read, mpich, env));
   if (has_comm_id) {
     env.bootstrap = bootstrap_kind::nccl_comm_id;
+    return env;
+  }
+  if (from_mpirun) {
+    if (env.world_size == 1) {
+      env.bootstrap = bootstrap_kind::single_process;
+      return env;
+    }
+    GRAPHSTEP_EXPECTS(mpi_available,
+                      "this process was started by mpirun (" + env.rank_source +
+                          " is set) but graphstep was built without MPI: configure with "
+                          "-DGRAPHSTEP_WITH_MPI=ON, or set NCCL_COMM_ID=host:port on every "
+                          "rank, or map the ranks to RANK, WORLD_SIZE, MASTER_ADDR and "
+                          "MASTER_PORT");
+    env.bootstrap = bootstrap_kind::mpi;
+    return env;
+  }
+  if (!from_torchrun) {
+    env.bootstrap = bootstrap_kind::single_process;
     return env;
   }
   env.bootstrap = bootstrap_kind::rendezvous;
@@ -70,26 +133,28 @@ launch_environment read_launch_environment(environment_reader const& read) {
     GRAPHSTEP_EXPECTS(addr && !addr->empty(),
                       "MASTER_ADDR is not set: set it to the host of rank 0 (or set "
                       "NCCL_COMM_ID=host:port)");
-    GRAPHSTEP_EXPECTS(port.has_value(), "MASTER_PORT is not set: set it to a free TCP port on "
-                                        "the host of rank 0");
+    GRAPHSTEP_EXPECTS(port.has_value(),
+                      "MASTER_PORT is not set: set it to a free TCP port on "
+                      "the host of rank 0");
   }
   if (addr && !addr->empty()) env.master_addr = *addr;
   if (port) env.master_port = *port;
   GRAPHSTEP_EXPECTS(env.master_port >= 1 && env.master_port <= 65535,
-                    "MASTER_PORT=" + std::to_string(env.master_port) +
-                        " must lie in 1..65535");
+                    "MASTER_PORT=" + std::to_string(env.master_port) + " must lie in 1..65535");
   return env;
 }
 
 std::string describe(launch_environment const& env) {
-  std::string text = "rank " + std::to_string(env.rank) + " of " +
-                     std::to_string(env.world_size) + " (local " +
-                     std::to_string(env.local_rank) + " of " +
+  std::string text = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                     " (local " + std::to_string(env.local_rank) + " of " +
                      std::to_string(env.local_world_size) + "), ";
   switch (env.bootstrap) {
     case bootstrap_kind::rendezvous:
       return text + "rendezvous at " + env.master_addr + ":" + std::to_string(env.master_port);
-    case bootstrap_kind::nccl_comm_id: return text + "bootstrap through NCCL_COMM_ID";
+    case bootstrap_kind::nccl_comm_id:
+      return text + "bootstrap through NCCL_COMM_ID (ranks from " + env.rank_source + ")";
+    case bootstrap_kind::mpi:
+      return text + "bootstrap through MPI (ranks from " + env.rank_source + ")";
     case bootstrap_kind::single_process: return text + "single process";
   }
   return text;

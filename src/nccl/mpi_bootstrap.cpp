@@ -3,10 +3,10 @@
 
 #if defined(GRAPHSTEP_WITH_MPI)
 
+#include <cuda_runtime_api.h>
+
 #include <graphstep/device.hpp>
 #include <graphstep/error.hpp>
-
-#include <cuda_runtime_api.h>
 
 namespace graphstep::nccl {
 namespace {

@@ -1,6 +1,3 @@
-#include <graphstep/error.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -14,6 +11,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/rendezvous.hpp>
 #include <map>
 #include <thread>
 #include <utility>
@@ -66,9 +65,13 @@ class socket_fd {
   int fd_{-1};
 };
 
-[[noreturn]] void fail(std::string const& what) { throw nccl_error{system_error, what}; }
+[[noreturn]] void fail(std::string const& what) {
+  throw nccl_error{system_error, what};
+}
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 int milliseconds_left(clock::time_point deadline) {
   auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -162,8 +165,8 @@ sockaddr_in resolve(std::string const& address, int port) {
 
 rendezvous_server::rendezvous_server(int port, int world_size)
     : listener_{-1}, port_{port}, world_size_{world_size} {
-  GRAPHSTEP_EXPECTS(port >= 0 && port <= 65535, "rendezvous: port " + std::to_string(port) +
-                                                    " must lie in 0..65535");
+  GRAPHSTEP_EXPECTS(port >= 0 && port <= 65535,
+                    "rendezvous: port " + std::to_string(port) + " must lie in 0..65535");
   GRAPHSTEP_EXPECTS(world_size >= 1, "rendezvous: the world size must be at least 1");
   socket_fd listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
   if (listener.get() < 0) fail("rendezvous: cannot create a socket: " + errno_text());
@@ -174,8 +177,8 @@ rendezvous_server::rendezvous_server(int port, int world_size)
   address.sin_addr.s_addr = htonl(INADDR_ANY);
   address.sin_port = htons(static_cast<std::uint16_t>(port));
   if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    fail("rendezvous: rank 0 cannot listen on port " + std::to_string(port) + ": " +
-         errno_text() + ". Pick a free MASTER_PORT");
+    fail("rendezvous: rank 0 cannot listen on port " + std::to_string(port) + ": " + errno_text() +
+         ". Pick a free MASTER_PORT");
   }
   if (::listen(listener.get(), std::max(16, world_size)) != 0) {
     fail("rendezvous: listen failed: " + errno_text());
@@ -236,19 +239,20 @@ void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::millisecon
     };
     if (h.world_size != world_size_) {
       refuse(reply_status::world_size_mismatch,
-             "rank " + std::to_string(h.rank) + " was started with WORLD_SIZE=" +
-                 std::to_string(h.world_size) + " but rank 0 with WORLD_SIZE=" +
-                 std::to_string(world_size_) + ": start every rank with the same WORLD_SIZE");
+             "rank " + std::to_string(h.rank) +
+                 " was started with WORLD_SIZE=" + std::to_string(h.world_size) +
+                 " but rank 0 with WORLD_SIZE=" + std::to_string(world_size_) +
+                 ": start every rank with the same WORLD_SIZE");
     }
     if (h.rank < 1 || h.rank >= world_size_) {
-      refuse(reply_status::rank_out_of_range,
-             "a client reported rank " + std::to_string(h.rank) + ", outside 1.." +
-                 std::to_string(world_size_ - 1));
+      refuse(reply_status::rank_out_of_range, "a client reported rank " + std::to_string(h.rank) +
+                                                  ", outside 1.." +
+                                                  std::to_string(world_size_ - 1));
     }
     if (arrived.count(h.rank) != 0) {
-      refuse(reply_status::duplicate_rank,
-             "two processes were started as rank " + std::to_string(h.rank) +
-                 ": give every process its own RANK");
+      refuse(reply_status::duplicate_rank, "two processes were started as rank " +
+                                               std::to_string(h.rank) +
+                                               ": give every process its own RANK");
     }
     arrived.emplace(h.rank, std::move(connection));
   }
@@ -271,8 +275,7 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
   while (true) {
     socket_fd attempt{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
     if (attempt.get() < 0) fail("rendezvous: cannot create a socket: " + errno_text());
-    if (::connect(attempt.get(), reinterpret_cast<sockaddr const*>(&target), sizeof target) ==
-        0) {
+    if (::connect(attempt.get(), reinterpret_cast<sockaddr const*>(&target), sizeof target) == 0) {
       connection = std::move(attempt);
       break;
     }
@@ -313,8 +316,7 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
     case reply_status::rank_out_of_range:
       throw usage_error{"rendezvous: rank 0 refused rank " + std::to_string(rank) +
                         " as out of range"};
-    default:
-      fail("rendezvous: rank 0 at " + where + " gave up (another rank failed; see its log)");
+    default: fail("rendezvous: rank 0 at " + where + " gave up (another rank failed; see its log)");
   }
   unique_id_bytes id{};
   std::memcpy(id.data(), reply + 8, id.size());

@@ -1,46 +1,135 @@
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/watchdog.hpp>
 
-#include <thread>
-
 namespace graphstep::nccl {
 
-watchdog::watchdog(nccl_comm& comm, std::chrono::milliseconds timeout, watchdog_clock now)
-    : comm_{comm}, deadline_{timeout, std::move(now)} {}
+watchdog::watchdog(nccl_comm_view comm, watchdog_options options)
+    : comm_{comm},
+      poll_interval_{options.poll_interval},
+      deadline_{options.timeout, std::move(options.clock)} {
+  GRAPHSTEP_EXPECTS(options.poll_interval.count() > 0,
+                    "watchdog: the poll interval must be positive");
+  if (options.background) thread_ = std::thread{[this] { watch(); }};
+}
+
+watchdog::watchdog(nccl_comm_view comm, std::chrono::milliseconds timeout, watchdog_clock now)
+    : watchdog{comm,
+               watchdog_options{timeout, false, std::chrono::milliseconds{100}, std::move(now)}} {}
+
+watchdog::~watchdog() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock{stop_mutex_};
+    stop_ = true;
+  }
+  stop_signal_.notify_all();
+  thread_.join();
+}
+
+void watchdog::check() const {
+  comm_.state().throw_if_aborted("watchdog");
+}
+
+std::optional<std::int64_t> watchdog::outstanding_step() const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  return deadline_.outstanding_step();
+}
 
 void watchdog::launched(stream_view stream, std::int64_t step) {
-  finished_.record(stream);
+  check();
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "watchdog::launched: the stream is capturing; call it after replaying the "
+                    "graph, not inside the capture (the event would become part of the graph)");
+  std::lock_guard<std::mutex> lock{mutex_};
+  event marker = spare_.empty() ? event{} : std::move(spare_.back());
+  if (!spare_.empty()) spare_.pop_back();
+  marker.record(stream);
   deadline_.started(step);
+  pending_.emplace_back(step, std::move(marker));
+}
+
+void watchdog::inspect() {
+  auto& state = comm_.state();
+  if (state.aborted.load()) return;
+  std::string const rank = "rank " + std::to_string(comm_.rank());
+  std::string reason;
+  // The handle may only be read while no abort can free it; a training thread stuck inside an
+  // NCCL call holds the lock, and then the deadline alone decides this round.
+  ncclResult_t async_error = ncclSuccess;
+  if (state.enqueue_mutex.try_lock_for(std::chrono::milliseconds{10})) {
+    if (!state.aborted.load() && state.handle != nullptr) {
+      if (ncclCommGetAsyncError(state.handle.get(), &async_error) != ncclSuccess) {
+        async_error = ncclSystemError;
+      }
+    }
+    state.enqueue_mutex.unlock();
+  }
+  try {
+    while (!pending_.empty() && pending_.front().second.query()) {
+      deadline_.finished(pending_.front().first);
+      spare_.push_back(std::move(pending_.front().second));
+      pending_.pop_front();
+    }
+  } catch (cuda_error const& e) {
+    reason = rank + ", step " + std::to_string(pending_.front().first) +
+             ": CUDA reported an error on the watched stream: " + e.what();
+  }
+  std::string const outstanding =
+      std::to_string(pending_.size()) + " step(s) outstanding" +
+      (pending_.empty() ? std::string{}
+                        : ", oldest step " + std::to_string(pending_.front().first));
+  if (reason.empty() && async_error != ncclSuccess && async_error != ncclInProgress) {
+    reason = rank + ": NCCL reported " +
+             graphstep::detail::nccl_result_name(static_cast<int>(async_error)) + " (" +
+             ncclGetErrorString(async_error) + ") asynchronously; " + outstanding;
+  }
+  if (reason.empty()) {
+    if (auto const late = deadline_.overdue(comm_.rank())) {
+      reason = *late + "; NCCL's asynchronous state: " +
+               (async_error == ncclInProgress ? "ncclInProgress" : "ncclSuccess") + "; " +
+               outstanding;
+    }
+  }
+  if (!reason.empty()) state.fail("watchdog: " + reason);
 }
 
 bool watchdog::poll() {
-  nccl_comm_view const view = comm_.view();
-  std::string const step =
-      deadline_.outstanding_step() ? std::to_string(*deadline_.outstanding_step()) : "none";
-  ncclResult_t async_error = ncclSuccess;
-  GRAPHSTEP_NCCL_TRY(ncclCommGetAsyncError(view.get(), &async_error));
-  if (async_error != ncclSuccess && async_error != ncclInProgress) {
-    comm_.abort();
-    throw nccl_error{static_cast<int>(async_error),
-                     "watchdog: rank " + std::to_string(view.rank()) + ", step " + step +
-                         ": NCCL reported " + ncclGetErrorString(async_error) +
-                         "; the communicator was aborted"};
-  }
-  if (!deadline_.outstanding_step()) return true;
-  if (finished_.query()) {
-    deadline_.finished();
-    return true;
-  }
-  if (auto const late = deadline_.overdue(view.rank())) {
-    comm_.abort();
-    throw nccl_error{static_cast<int>(ncclSystemError),
-                     "watchdog: " + *late + "; the communicator was aborted"};
-  }
-  return false;
+  std::lock_guard<std::mutex> lock{mutex_};
+  inspect();
+  check();
+  return pending_.empty();
 }
 
 void watchdog::wait() {
   while (!poll()) std::this_thread::sleep_for(std::chrono::microseconds{200});
+}
+
+void watchdog::watch() {
+  // Relaxed: this thread's calls must never count as the "unsafe call from another thread"
+  // that invalidates a global-mode capture running on the training thread. It only queries
+  // events and NCCL's error state; it issues no work and touches no capturing stream.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode));
+  // The communicator's device, so the thread does not create a context on device 0.
+  static_cast<void>(cudaSetDevice(comm_.device()));
+  std::unique_lock<std::mutex> stop_lock{stop_mutex_};
+  while (!stop_) {
+    stop_signal_.wait_for(stop_lock, poll_interval_, [this] { return stop_; });
+    if (stop_) break;
+    stop_lock.unlock();
+    try {
+      std::lock_guard<std::mutex> lock{mutex_};
+      inspect();
+    } catch (std::exception const& e) {
+      comm_.state().fail(std::string{"watchdog: rank "} + std::to_string(comm_.rank()) +
+                         ": polling failed: " + e.what());
+    }
+    stop_lock.lock();
+    if (comm_.aborted()) break;  // nothing is left to watch; the training thread will throw
+  }
 }
 
 }  // namespace graphstep::nccl

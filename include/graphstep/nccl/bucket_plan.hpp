@@ -35,8 +35,7 @@ struct bucket_plan {
 /// @throws usage_error (no gradient, an empty gradient, zero bucket size, bad alignment)
 [[nodiscard]] bucket_plan plan_buckets(std::vector<std::size_t> const& gradient_bytes,
                                        std::size_t bucket_bytes = default_bucket_bytes,
-                                       std::size_t first_bucket_bytes =
-                                           default_first_bucket_bytes,
+                                       std::size_t first_bucket_bytes = default_first_bucket_bytes,
                                        std::size_t alignment = 256);
 
 }  // namespace graphstep::nccl

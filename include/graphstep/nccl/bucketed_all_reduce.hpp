@@ -9,7 +9,6 @@
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/stream.hpp>
-
 #include <vector>
 
 namespace graphstep::nccl {
@@ -21,8 +20,13 @@ namespace graphstep::nccl {
 /// events, so all of it can be captured into the step's graph.
 class bucketed_all_reduce {
  public:
-  /// @param gradients the flat buffer (at least plan.buffer_bytes, all of type `type`)
-  /// @throws usage_error (null buffer, a bucket not a whole number of elements), cuda_error
+  /// @param gradients the flat buffer, from the step's memory pool so its address never moves
+  /// @param gradient_bytes its size, at least plan.buffer_bytes
+  /// @throws usage_error (null or too small buffer, a bucket not a whole number of elements),
+  /// cuda_error
+  bucketed_all_reduce(nccl_comm_view comm, void* gradients, std::size_t gradient_bytes,
+                      bucket_plan plan, dtype type);
+  /// @brief As above, for a buffer known to hold plan.buffer_bytes.
   bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan, dtype type);
 
   /// @brief Bucket `index` is complete on `compute`: average it across ranks.

@@ -4,12 +4,11 @@
 /// @brief Capturable collectives on checked device buffers, a group guard, and the check that
 /// every rank captured the same collectives.
 
+#include <cstddef>
 #include <graphstep/dtype.hpp>
 #include <graphstep/nccl/collective_log.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/stream_view.hpp>
-
-#include <cstddef>
 
 namespace graphstep::nccl {
 
@@ -25,7 +24,9 @@ struct device_buffer {
 /// captured: inside a capture it is recorded in the communicator's log. A kind of collective
 /// must have run once eagerly on the communicator before it is captured (NCCL connects lazily,
 /// which a capture cannot do).
-/// @throws usage_error (bad buffers, aborted communicator, capture before warm-up), nccl_error
+/// Enqueueing holds the communicator's lock, so a watchdog thread cannot abort it mid-call.
+/// @throws usage_error (bad buffers, capture before warm-up), nccl_error (NCCL failure, or the
+/// communicator was aborted: the message says why, e.g. the watchdog's rank, step and state)
 void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
                 stream_view stream);
 /// @brief recv.bytes × world size == send.bytes.
@@ -36,6 +37,21 @@ void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm, str
 /// @brief From `root`'s send buffer into every rank's recv buffer (same size).
 void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view comm,
                stream_view stream);
+
+/// @brief Runs each kind of collective once, eagerly, on a few bytes of scratch memory, so
+/// NCCL has made its connections before a capture records the collectives. Call it on every
+/// rank (it is collective), outside a capture. An eager run of the real step is the better
+/// warm-up where sizes matter (NCCL may pick other algorithms, hence other connections, for
+/// large messages).
+/// @throws usage_error (called during a capture), nccl_error (aborted communicator, NCCL
+/// failure), cuda_error
+void warm_up(nccl_comm_view comm, stream_view stream);
+
+/// @brief The capture mode for steps with collectives: thread-local, so that CUDA calls of other
+/// threads (NCCL's proxy thread, a watchdog, a data loader) cannot invalidate the capture, while
+/// an unsafe call on the capturing thread still fails loudly. `capture_mode::this_thread` of
+/// capture_scope is this mode. nccl-tests captures the same way.
+inline constexpr cudaStreamCaptureMode collective_capture_mode = cudaStreamCaptureModeThreadLocal;
 
 /// @brief ncclGroupStart/ncclGroupEnd around a scope: the collectives inside launch as one.
 class group_guard {
@@ -53,10 +69,12 @@ class group_guard {
   bool open_{true};
 };
 
-/// @brief After a capture, exchanges the hash of the collectives each rank captured (one
-/// all-gather, eager) and clears the log. Call it on every rank, outside the capture.
-/// @throws nccl_error naming the ranks whose sequence differs; usage_error (called during a
-/// capture)
+/// @brief After a capture, exchanges the hash and count of the collectives each rank captured
+/// (one eager all-gather) and clears the log. Call it on every rank, outside the capture. When
+/// the sequences differ, a second all-gather of per-collective prefix hashes finds the first
+/// collective where they part (all ranks take this branch together, so none hangs).
+/// @throws nccl_error naming the ranks whose sequence differs, the counts and the first
+/// differing collective; usage_error (called during a capture)
 void verify_captured_sequence(nccl_comm_view comm, stream_view stream);
 
 }  // namespace graphstep::nccl

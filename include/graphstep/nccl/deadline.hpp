@@ -5,7 +5,9 @@
 /// injected so tests control time.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -14,7 +16,9 @@ namespace graphstep::nccl {
 
 using watchdog_clock = std::function<std::chrono::steady_clock::time_point()>;
 
-/// @brief Tracks the one outstanding step of a communicator against a deadline.
+/// @brief Tracks the launched, unfinished steps of a communicator against a deadline. Steps
+/// finish in launch order (they run on one stream), so only the oldest can be late first; a
+/// step is measured from its own launch, so launching more steps never hides a hung one.
 class deadline_tracker {
  public:
   /// @throws usage_error (a non-positive timeout)
@@ -22,15 +26,21 @@ class deadline_tracker {
                             watchdog_clock now = std::chrono::steady_clock::now);
 
   /// @brief Step `step` was launched now.
+  /// @throws usage_error (a step not greater than the last one launched)
   void started(std::int64_t step);
-  /// @brief The outstanding step finished.
-  void finished() noexcept { outstanding_.reset(); }
-  /// @brief The description of the timeout when the outstanding step has passed its deadline.
+  /// @brief Step `step`, and every step launched before it, finished.
+  void finished(std::int64_t step) noexcept;
+  /// @brief Every outstanding step finished.
+  void finished() noexcept { outstanding_.clear(); }
+  /// @brief The description of the timeout when the oldest outstanding step has passed its
+  /// deadline: which rank, which step, how long, and how many steps wait behind it.
   [[nodiscard]] std::optional<std::string> overdue(int rank) const;
+  /// @brief The oldest outstanding step.
   [[nodiscard]] std::optional<std::int64_t> outstanding_step() const noexcept {
-    if (!outstanding_) return std::nullopt;
-    return outstanding_->step;
+    if (outstanding_.empty()) return std::nullopt;
+    return outstanding_.front().step;
   }
+  [[nodiscard]] std::size_t outstanding_count() const noexcept { return outstanding_.size(); }
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
 
  private:
@@ -40,7 +50,7 @@ class deadline_tracker {
   };
   std::chrono::milliseconds timeout_;
   watchdog_clock now_;
-  std::optional<pending> outstanding_;
+  std::deque<pending> outstanding_;
 };
 
 }  // namespace graphstep::nccl

@@ -1,8 +1,8 @@
 #pragma once
 
 /// @file nccl/launch_environment.hpp
-/// @brief The rank layout a launcher (torchrun, mpirun wrappers, SLURM scripts) passes in
-/// environment variables, read and checked. Plain C++.
+/// @brief The rank layout a launcher (torchrun, mpirun, SLURM scripts) passes in environment
+/// variables, read and checked, and the choice of bootstrap that follows from it. Plain C++.
 
 #include <functional>
 #include <optional>
@@ -14,11 +14,15 @@ namespace graphstep::nccl {
 enum class bootstrap_kind {
   rendezvous,     ///< RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: graphstep's TCP exchange
   nccl_comm_id,   ///< NCCL_COMM_ID=host:port: NCCL bootstraps itself
+  mpi,            ///< started by mpirun, graphstep built with MPI: the id travels by MPI_Bcast
   single_process  ///< no launcher variables: one process drives its local GPUs
 };
 
+/// @brief "rendezvous", "nccl_comm_id", "mpi" or "single_process".
+[[nodiscard]] char const* name(bootstrap_kind kind) noexcept;
+
 /// @brief RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as
-/// torchrun sets them.
+/// torchrun sets them (or the rank variables of Open MPI / MPICH when mpirun started the job).
 struct launch_environment {
   int rank{0};
   int local_rank{0};
@@ -27,6 +31,8 @@ struct launch_environment {
   std::string master_addr{"127.0.0.1"};
   int master_port{29500};
   bootstrap_kind bootstrap{bootstrap_kind::single_process};
+  /// Where the rank layout came from: "RANK/WORLD_SIZE", "OMPI_COMM_WORLD_*", "PMI_*" or "none".
+  std::string rank_source{"none"};
 };
 
 /// @brief Reads a variable; empty when unset. Tests inject their own.
@@ -35,14 +41,26 @@ using environment_reader = std::function<std::optional<std::string>(char const* 
 /// @brief The process environment.
 [[nodiscard]] environment_reader process_environment();
 
-/// @brief Reads and checks the launcher's variables. With none of RANK and WORLD_SIZE set, the
-/// result is a single process (rank 0 of 1), or `nccl_comm_id` when NCCL_COMM_ID is set.
-/// @throws usage_error naming the variable: not an integer, out of range (rank ≥ world size,
-/// port outside 1..65535), one of RANK/WORLD_SIZE set without the other, MASTER_ADDR or
-/// MASTER_PORT missing for a multi-rank run without NCCL_COMM_ID
-[[nodiscard]] launch_environment read_launch_environment(environment_reader const& read);
+/// @brief True when this build of graphstep::nccl has the MPI bootstrap (GRAPHSTEP_WITH_MPI).
+[[nodiscard]] bool built_with_mpi() noexcept;
 
-/// @brief A line for logs: "rank 1 of 4 (local 1 of 2), rendezvous at host:port".
+/// @brief Reads and checks the launcher's variables and chooses the bootstrap.
+///
+/// The rank layout comes from RANK/WORLD_SIZE (torchrun and friends), else from the variables
+/// mpirun sets (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE for Open MPI; PMI_RANK/PMI_SIZE,
+/// MPI_LOCALRANKID/MPI_LOCALNRANKS for MPICH and Intel MPI), else the process is rank 0 of 1.
+/// The bootstrap is then, in this order: `nccl_comm_id` when NCCL_COMM_ID is set; `rendezvous`
+/// with RANK/WORLD_SIZE; `mpi` with mpirun's variables when `mpi_available`; `single_process`
+/// for a world of one.
+/// @throws usage_error naming the variable: not an integer, out of range (rank ≥ world size,
+/// local rank ≥ local world size, port outside 1..65535), one of RANK/WORLD_SIZE set without
+/// the other, MASTER_ADDR or MASTER_PORT missing for a multi-rank rendezvous, or a multi-rank
+/// mpirun job in a build without MPI and without NCCL_COMM_ID
+[[nodiscard]] launch_environment read_launch_environment(environment_reader const& read,
+                                                         bool mpi_available = built_with_mpi());
+
+/// @brief A line for logs that says which bootstrap applies and why:
+/// "rank 1 of 4 (local 1 of 2), rendezvous at host:port".
 [[nodiscard]] std::string describe(launch_environment const& environment);
 
 }  // namespace graphstep::nccl

@@ -9,6 +9,13 @@
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 
+// Only MPI's C interface is used: keep the deprecated C++ bindings (and their warnings) out.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 namespace graphstep::nccl {

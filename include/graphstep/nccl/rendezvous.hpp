@@ -8,10 +8,9 @@
 /// ranks have arrived. Every wait has a deadline; every failure names what is wrong. Only the
 /// id travels here: NCCL itself moves the data. Plain C++ (POSIX sockets, IPv4).
 
-#include <graphstep/nccl/launch_environment.hpp>
-
 #include <array>
 #include <chrono>
+#include <graphstep/nccl/launch_environment.hpp>
 #include <string>
 
 namespace graphstep::nccl {

@@ -1,14 +1,13 @@
 // A whole data-parallel step — loss and gradients, bucketed all-reduce, optimizer — captured
 // into one graph and replayed equals the same step run eagerly.
 
-#include "common/gpu_test.hpp"
+#include <cuda_runtime_api.h>
 
 #include <graphstep/graphstep.hpp>
 #include <graphstep/nccl.hpp>
-
-#include <cuda_runtime_api.h>
-
 #include <vector>
+
+#include "common/gpu_test.hpp"
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
@@ -47,10 +46,10 @@ struct replica {
       }
       params.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
       targets.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
-      GRAPHSTEP_CUDA_TRY(cudaMemcpy(params.back(), init.data(), n * sizeof(float),
-                                    cudaMemcpyHostToDevice));
-      GRAPHSTEP_CUDA_TRY(cudaMemcpy(targets.back(), goal.data(), n * sizeof(float),
-                                    cudaMemcpyHostToDevice));
+      GRAPHSTEP_CUDA_TRY(
+          cudaMemcpy(params.back(), init.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      GRAPHSTEP_CUDA_TRY(
+          cudaMemcpy(targets.back(), goal.data(), n * sizeof(float), cudaMemcpyHostToDevice));
       losses.emplace_back(n, stream);
       parameters.push_back({params.back(), gradient(t), n});
     }
@@ -59,9 +58,7 @@ struct replica {
     optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, stream);
     reducer.emplace(comm, gradients, plan, gs::dtype::float32);
   }
-  float* gradient(std::size_t t) const {
-    return gradients + plan.offsets[t] / sizeof(float);
-  }
+  float* gradient(std::size_t t) const { return gradients + plan.offsets[t] / sizeof(float); }
   void step(gs::stream_view stream) {
     // Tensors are listed in the order backward produces their gradients; each bucket is
     // reduced as soon as its last gradient is written.
@@ -145,8 +142,8 @@ TEST_F(nccl_step_test, several_ranks_when_several_gpus_are_present) {
     gs::device_guard const on{d};
     std::vector<float> host(n);
     streams[static_cast<std::size_t>(d)].synchronize();
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), data[static_cast<std::size_t>(d)],
-                                  n * sizeof(float), cudaMemcpyDeviceToHost));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), data[static_cast<std::size_t>(d)], n * sizeof(float),
+                                  cudaMemcpyDeviceToHost));
     EXPECT_EQ(host, std::vector<float>(n, expected)) << "device " << d;
     GRAPHSTEP_CUDA_TRY(cudaFree(data[static_cast<std::size_t>(d)]));
   }

@@ -1,10 +1,10 @@
 // Without a visible device the NCCL entry points that need one fail with no_device_error.
 
+#include <gtest/gtest.h>
+
 #include <graphstep/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl.hpp>
-
-#include <gtest/gtest.h>
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;

@@ -1,9 +1,6 @@
 // The TCP rendezvous on loopback, with threads as ranks: success for several world sizes and
 // every failure it must report instead of hanging.
 
-#include <graphstep/error.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,6 +9,8 @@
 #include <unistd.h>
 
 #include <future>
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/rendezvous.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,12 +82,12 @@ TEST(rendezvous, a_rank_may_start_before_rank_zero) {
 TEST(rendezvous, a_missing_rank_is_named_at_the_deadline) {
   gn::rendezvous_server server{0, 3};
   auto one = std::async(std::launch::async, [&] {
-    return message_of<graphstep::nccl_error>(
-        [&] { static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3,
-                                                    milliseconds{5000})); });
+    return message_of<graphstep::nccl_error>([&] {
+      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+    });
   });
-  std::string const what = message_of<graphstep::nccl_error>(
-      [&] { server.serve(make_id(1), milliseconds{300}); });
+  std::string const what =
+      message_of<graphstep::nccl_error>([&] { server.serve(make_id(1), milliseconds{300}); });
   EXPECT_NE(what.find("rank(s) 2 of 3 did not arrive"), std::string::npos) << what;
   EXPECT_NE(one.get().find("gave up"), std::string::npos) << "rank 1 is told, not left hanging";
 }
@@ -108,8 +107,8 @@ TEST(rendezvous, a_mismatched_world_size_fails_on_both_sides) {
       static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     });
   });
-  std::string const what = message_of<graphstep::usage_error>(
-      [&] { server.serve(make_id(2), milliseconds{5000}); });
+  std::string const what =
+      message_of<graphstep::usage_error>([&] { server.serve(make_id(2), milliseconds{5000}); });
   EXPECT_NE(what.find("WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2"), std::string::npos) << what;
   EXPECT_NE(joiner.get().find("another WORLD_SIZE"), std::string::npos);
 }
@@ -129,8 +128,8 @@ TEST(rendezvous, a_duplicate_rank_fails) {
     } catch (graphstep::error const&) {
     }
   });
-  std::string const what = message_of<graphstep::usage_error>(
-      [&] { server.serve(make_id(3), milliseconds{5000}); });
+  std::string const what =
+      message_of<graphstep::usage_error>([&] { server.serve(make_id(3), milliseconds{5000}); });
   EXPECT_NE(what.find("two processes were started as rank 1"), std::string::npos) << what;
   first.get();
   second.get();
@@ -151,8 +150,8 @@ TEST(rendezvous, a_foreign_client_is_dropped_and_counted) {
     ::close(fd);
   }};
   foreign.join();
-  std::string const what = message_of<graphstep::nccl_error>(
-      [&] { server.serve(make_id(4), milliseconds{400}); });
+  std::string const what =
+      message_of<graphstep::nccl_error>([&] { server.serve(make_id(4), milliseconds{400}); });
   EXPECT_NE(what.find("1 connection(s) that did not speak the protocol"), std::string::npos)
       << what;
 }
@@ -162,9 +161,9 @@ TEST(rendezvous, bad_arguments) {
   EXPECT_THROW(gn::rendezvous_server(0, 0), graphstep::usage_error);
   EXPECT_THROW(static_cast<void>(gn::rendezvous_join("127.0.0.1", 1, 0, 2, milliseconds{10})),
                graphstep::usage_error);
-  EXPECT_THROW(static_cast<void>(gn::rendezvous_join("no-such-host.invalid", 1, 1, 2,
-                                                     milliseconds{10})),
-               graphstep::nccl_error);
+  EXPECT_THROW(
+      static_cast<void>(gn::rendezvous_join("no-such-host.invalid", 1, 1, 2, milliseconds{10})),
+      graphstep::nccl_error);
 }
 
 TEST(rendezvous, exchange_with_one_rank_needs_no_network) {
@@ -175,8 +174,9 @@ TEST(rendezvous, exchange_with_one_rank_needs_no_network) {
 
 TEST(rendezvous, a_port_in_use_is_refused_clearly) {
   gn::rendezvous_server first{0, 2};
-  std::string const what =
-      message_of<graphstep::nccl_error>([&] { gn::rendezvous_server second{first.port(), 2}; });
+  std::string const what = message_of<graphstep::nccl_error>([&] {
+    gn::rendezvous_server second{first.port(), 2};
+  });
   EXPECT_NE(what.find("cannot listen on port " + std::to_string(first.port())), std::string::npos)
       << what;
   EXPECT_NE(what.find("free MASTER_PORT"), std::string::npos) << what;
@@ -195,10 +195,10 @@ TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
       if (rank == 3) ::_exit(0);  // dies at once
       int status = 1;
       try {
-        status = gn::rendezvous_join("127.0.0.1", server.port(), rank, world,
-                                     milliseconds{5000}) == id
-                     ? 0
-                     : 2;
+        status =
+            gn::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id
+                ? 0
+                : 2;
       } catch (graphstep::error const&) {
         status = 3;  // told that rank 0 gave up
       }
@@ -206,8 +206,8 @@ TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
     }
     children.push_back(child);
   }
-  std::string const what = message_of<graphstep::nccl_error>(
-      [&] { server.serve(id, milliseconds{1000}); });
+  std::string const what =
+      message_of<graphstep::nccl_error>([&] { server.serve(id, milliseconds{1000}); });
   EXPECT_NE(what.find("rank(s) 3 of 4 did not arrive"), std::string::npos) << what;
   for (pid_t child : children) {
     int status = 0;
@@ -229,8 +229,7 @@ TEST(rendezvous, separate_processes_succeed) {
     if (child == 0) {
       bool ok = false;
       try {
-        ok = gn::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) ==
-             id;
+        ok = gn::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id;
       } catch (graphstep::error const&) {
       }
       ::_exit(ok ? 0 : 1);
