@@ -1,14 +1,15 @@
-// GELU forward and backward, bias + GELU for the unfused path, and the bias gradient, for
-// fp32, fp16 and bf16 storage with fp32 math. The tanh form matches cuBLASLt's epilogue.
-
-#include <graphstep/error.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+// GELU forward and backward and bias + GELU for the unfused path, for fp32, fp16 and bf16
+// storage with fp32 math. The tanh form matches cuBLASLt's epilogue; the erf form is the exact
+// GELU. 16-byte loads and stores where the pointers allow, a scalar loop for the tail. The bias
+// gradient is in bias_grad.cu.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <graphstep/error.hpp>
+#include <graphstep/ops/gelu_kernels.hpp>
 #include <type_traits>
 
 namespace graphstep::ops {
@@ -16,15 +17,25 @@ namespace {
 
 constexpr int threads = 256;
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16(x);
@@ -53,36 +64,43 @@ struct alignas(16) pack {
   T v[size];
 };
 
+// z = y + bias[column] (bias optional), saved to `pre` (optional); y = GELU(z) or z. Works on
+// the flat storage, so 16-byte packs may straddle rows: each element finds its own column.
 template <typename T>
-__global__ void bias_gelu_kernel(T* y, T* pre, T const* bias, std::int64_t rows,
-                                 std::int64_t cols, bool apply_gelu, bool erf_form,
-                                 bool vectorized) {
-  std::int64_t const total = rows * cols;
+__device__ __forceinline__ void bias_gelu_element(T& y, T* pre, T const* bias, std::int64_t col,
+                                                  bool apply_gelu, bool erf_form) {
+  float z = to_float(y);
+  if (bias != nullptr) z += to_float(bias[col]);
+  if (pre != nullptr) *pre = from_float<T>(z);
+  y = from_float<T>(apply_gelu ? gelu(z, erf_form) : z);
+}
+
+template <typename T>
+__global__ void bias_gelu_kernel(T* y, T* pre, T const* bias, std::int64_t total, std::int64_t cols,
+                                 bool apply_gelu, bool erf_form, bool vectorized) {
   std::int64_t const stride = std::int64_t{gridDim.x} * blockDim.x;
   std::int64_t const first = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  std::int64_t done = 0;
   if (vectorized) {
     constexpr int width = pack<T>::size;
     for (std::int64_t p = first; p < total / width; p += stride) {
       pack<T> values = reinterpret_cast<pack<T> const*>(y)[p];
       pack<T> saved;
-      std::int64_t const col0 = (p * width) % cols;  // a pack never crosses a row: cols % width == 0
+      std::int64_t col = (p * width) % cols;
 #pragma unroll
       for (int i = 0; i < width; ++i) {
-        float z = to_float(values.v[i]);
-        if (bias != nullptr) z += to_float(bias[col0 + i]);
-        saved.v[i] = from_float<T>(z);
-        values.v[i] = from_float<T>(apply_gelu ? gelu(z, erf_form) : z);
+        bias_gelu_element(values.v[i], pre != nullptr ? &saved.v[i] : nullptr, bias, col,
+                          apply_gelu, erf_form);
+        if (++col == cols) col = 0;
       }
       if (pre != nullptr) reinterpret_cast<pack<T>*>(pre)[p] = saved;
       reinterpret_cast<pack<T>*>(y)[p] = values;
     }
-    return;
+    done = total / width * width;  // the scalar loop below finishes the tail
   }
-  for (std::int64_t i = first; i < total; i += stride) {
-    float z = to_float(y[i]);
-    if (bias != nullptr) z += to_float(bias[i % cols]);
-    if (pre != nullptr) pre[i] = from_float<T>(z);
-    y[i] = from_float<T>(apply_gelu ? gelu(z, erf_form) : z);
+  for (std::int64_t i = done + first; i < total; i += stride) {
+    bias_gelu_element(y[i], pre != nullptr ? pre + i : nullptr, bias, i % cols, apply_gelu,
+                      erf_form);
   }
 }
 
@@ -111,30 +129,22 @@ __global__ void gelu_backward_kernel(T* dz, T const* dy, T const* pre, std::int6
   }
 }
 
-// One thread per column, walking the rows: coalesced across the warp, fixed order.
-template <typename T>
-__global__ void bias_gradient_kernel(T* db, T const* dz, std::int64_t rows, std::int64_t cols) {
-  std::int64_t const col = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
-  float sum = 0.0F;
-  for (std::int64_t r = 0; r < rows; ++r) sum += to_float(dz[r * cols + col]);
-  db[col] = from_float<T>(sum);
-}
-
 unsigned grid_for(std::int64_t work) {
   std::int64_t const blocks = (work + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
 }
 
+bool aligned(void const* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 template <typename T>
 void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_t n,
                bool apply_gelu, bool erf_form, stream_view stream) {
-  constexpr int width = pack<T>::size;
-  auto aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  bool const vectorized = n % width == 0 && aligned(y) && (pre == nullptr || aligned(pre));
-  std::int64_t const work = vectorized ? m * n / width : m * n;
+  bool const vectorized = aligned(y) && (pre == nullptr || aligned(pre));
+  std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
   bias_gelu_kernel<T><<<grid_for(work), threads, 0, stream.value()>>>(
-      static_cast<T*>(y), static_cast<T*>(pre), static_cast<T const*>(bias), m, n, apply_gelu,
+      static_cast<T*>(y), static_cast<T*>(pre), static_cast<T const*>(bias), m * n, n, apply_gelu,
       erf_form, vectorized);
 }
 
@@ -171,7 +181,6 @@ void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, 
   GRAPHSTEP_EXPECTS(dy != nullptr && pre_activation != nullptr,
                     "gelu_backward: dy and the saved pre-activation are required");
   bool const erf_form = form == gelu_form::erf;
-  auto aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   bool const vectorized = aligned(dz) && aligned(dy) && aligned(pre_activation);
   auto launch = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
@@ -185,29 +194,6 @@ void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, 
     case precision::tf32: launch(static_cast<float*>(nullptr)); break;
     case precision::fp16: launch(static_cast<__half*>(nullptr)); break;
     case precision::bf16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
-  }
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-}
-
-void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n,
-                          precision type, stream_view stream) {
-  check_sizes(db, m, n, "bias_gradient");
-  GRAPHSTEP_EXPECTS(dz != nullptr, "bias_gradient: dz is null");
-  auto const grid = static_cast<unsigned>((n + threads - 1) / threads);
-  switch (type) {
-    case precision::fp32:
-    case precision::tf32:
-      bias_gradient_kernel<float><<<grid, threads, 0, stream.value()>>>(
-          static_cast<float*>(db), static_cast<float const*>(dz), m, n);
-      break;
-    case precision::fp16:
-      bias_gradient_kernel<__half><<<grid, threads, 0, stream.value()>>>(
-          static_cast<__half*>(db), static_cast<__half const*>(dz), m, n);
-      break;
-    case precision::bf16:
-      bias_gradient_kernel<__nv_bfloat16><<<grid, threads, 0, stream.value()>>>(
-          static_cast<__nv_bfloat16*>(db), static_cast<__nv_bfloat16 const*>(dz), m, n);
-      break;
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -1,14 +1,22 @@
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
-#include <graphstep/ops/reference.hpp>
-
-#include <cmath>
+#include <initializer_list>
 #include <limits>
 
 namespace graphstep::ops {
 
 std::size_t element_bytes(precision type) noexcept {
   return type == precision::fp16 || type == precision::bf16 ? 2 : 4;
+}
+
+dtype storage_type(precision type) noexcept {
+  switch (type) {
+    case precision::fp16: return dtype::float16;
+    case precision::bf16: return dtype::bfloat16;
+    case precision::fp32:
+    case precision::tf32: break;
+  }
+  return dtype::float32;
 }
 
 char const* name(precision type) noexcept {
@@ -25,13 +33,53 @@ char const* name(gemm_kind kind) noexcept {
   switch (kind) {
     case gemm_kind::forward: return "forward";
     case gemm_kind::forward_bias: return "forward_bias";
+    case gemm_kind::forward_gelu: return "forward_gelu";
     case gemm_kind::forward_bias_gelu: return "forward_bias_gelu";
     case gemm_kind::backward_data: return "backward_data";
+    case gemm_kind::backward_data_dgelu: return "backward_data_dgelu";
     case gemm_kind::backward_data_gelu: return "backward_data_gelu";
     case gemm_kind::backward_weight: return "backward_weight";
     case gemm_kind::backward_weight_bias: return "backward_weight_bias";
   }
   return "unknown";
+}
+
+char const* name(epilogue ep) noexcept {
+  switch (ep) {
+    case epilogue::none: return "DEFAULT";
+    case epilogue::bias: return "BIAS";
+    case epilogue::gelu_aux: return "GELU_AUX";
+    case epilogue::gelu_aux_bias: return "GELU_AUX_BIAS";
+    case epilogue::dgelu: return "DGELU";
+    case epilogue::dgelu_bgrad: return "DGELU_BGRAD";
+    case epilogue::bgradb: return "BGRADB";
+  }
+  return "unknown";
+}
+
+bool uses_gelu(gemm_kind kind) noexcept {
+  return kind == gemm_kind::forward_gelu || kind == gemm_kind::forward_bias_gelu ||
+         kind == gemm_kind::backward_data_dgelu || kind == gemm_kind::backward_data_gelu;
+}
+
+precision precision_for(dtype inputs, dtype output, bool tf32) {
+  std::string const combination = std::string{"inputs "} + name(inputs) + ", output " +
+                                  name(output) + (tf32 ? ", tf32 math" : "");
+  GRAPHSTEP_EXPECTS(inputs == output,
+                    "gemm: " + combination +
+                        " is not supported: the layer keeps inputs, output, "
+                        "bias and pre-activation in one type (fp32, fp16 or bf16, accumulating in "
+                        "fp32); convert the output, or store everything in one type");
+  GRAPHSTEP_EXPECTS(!tf32 || inputs == dtype::float32,
+                    "gemm: " + combination +
+                        " is not supported: tf32 math applies to float32 "
+                        "data only; drop tf32 for 16-bit data (it already runs on tensor cores)");
+  switch (inputs) {
+    case dtype::float16: return precision::fp16;
+    case dtype::bfloat16: return precision::bf16;
+    case dtype::float32: break;
+  }
+  return tf32 ? precision::tf32 : precision::fp32;
 }
 
 double flops(gemm_problem const& p) noexcept {
@@ -40,48 +88,63 @@ double flops(gemm_problem const& p) noexcept {
 
 lt_call map_to_cublaslt(gemm_problem const& p) {
   GRAPHSTEP_EXPECTS(p.m > 0 && p.n > 0 && p.k > 0,
-                    std::string{"gemm "} + name(p.kind) + ": sizes must be positive (M=" +
-                        std::to_string(p.m) + ", N=" + std::to_string(p.n) +
-                        ", K=" + std::to_string(p.k) + ")");
+                    std::string{"gemm "} + name(p.kind) +
+                        ": sizes must be positive (M=" + std::to_string(p.m) +
+                        ", N=" + std::to_string(p.n) + ", K=" + std::to_string(p.k) + ")");
   constexpr std::int64_t limit = std::numeric_limits<std::int32_t>::max();
   GRAPHSTEP_EXPECTS(p.m <= limit && p.n <= limit && p.k <= limit,
-                    std::string{"gemm "} + name(p.kind) + ": a dimension exceeds 2^31 - 1");
+                    std::string{"gemm "} + name(p.kind) + ": a dimension exceeds 2^31 - 1 (M=" +
+                        std::to_string(p.m) + ", N=" + std::to_string(p.n) +
+                        ", K=" + std::to_string(p.k) + "); split the GEMM");
   lt_call c;
   switch (p.kind) {
     case gemm_kind::forward:
     case gemm_kind::forward_bias:
+    case gemm_kind::forward_gelu:
     case gemm_kind::forward_bias_gelu:
-      // Yᵀ[N,M] = W[N,K] · Xᵀ[K,M]: W is stored as column-major Wᵀ (K×N, ld K).
+      // Yᵀ[N,M] = W[N,K] · Xᵀ[K,M]: row-major W[N,K] is column-major Wᵀ (K×N, ld K), so A is
+      // W with transa = T; row-major X[M,K] is column-major Xᵀ (K×M, ld K), B as it is.
       c = {true, false, p.n, p.m, p.k, p.k, p.k, p.n};
       c.a_operand = "W";
       c.b_operand = "X";
-      c.bias_length = p.n;
-      c.ep = p.kind == gemm_kind::forward
-                 ? epilogue::none
-                 : (p.kind == gemm_kind::forward_bias ? epilogue::bias : epilogue::gelu_aux_bias);
-      if (c.ep == epilogue::gelu_aux_bias) c.aux_ld = p.n;
+      if (p.kind == gemm_kind::forward_bias) c.ep = epilogue::bias;
+      if (p.kind == gemm_kind::forward_gelu) c.ep = epilogue::gelu_aux;
+      if (p.kind == gemm_kind::forward_bias_gelu) c.ep = epilogue::gelu_aux_bias;
+      if (p.kind == gemm_kind::forward_bias || p.kind == gemm_kind::forward_bias_gelu) {
+        c.bias_length = p.n;  // rows of D
+      }
+      if (p.kind == gemm_kind::forward_gelu || p.kind == gemm_kind::forward_bias_gelu) {
+        c.aux_ld = p.n;  // Z has D's layout
+      }
       break;
     case gemm_kind::backward_data:
+    case gemm_kind::backward_data_dgelu:
     case gemm_kind::backward_data_gelu:
-      // dXᵀ[K,M] = Wᵀ[K,N] · dYᵀ[N,M]: both stored column-major as they are needed.
+      // dXᵀ[K,M] = Wᵀ[K,N] · dYᵀ[N,M]: row-major W[N,K] is column-major Wᵀ (K×N, ld K) and
+      // row-major dY[M,N] is column-major dYᵀ (N×M, ld N), both as the product needs them.
       c = {false, false, p.k, p.m, p.n, p.k, p.n, p.k};
       c.a_operand = "W";
       c.b_operand = "dY";
+      if (p.kind == gemm_kind::backward_data_dgelu) {
+        c.ep = epilogue::dgelu;
+        c.aux_ld = p.k;
+      }
       if (p.kind == gemm_kind::backward_data_gelu) {
         c.ep = epilogue::dgelu_bgrad;
         c.aux_ld = p.k;
-        c.bias_length = p.k;
+        c.bias_length = p.k;  // rows of D
       }
       break;
     case gemm_kind::backward_weight:
     case gemm_kind::backward_weight_bias:
-      // dWᵀ[K,N] = Xᵀ[K,M] · dY[M,N]: dY is stored as column-major dYᵀ (N×M, ld N).
+      // dWᵀ[K,N] = Xᵀ[K,M] · dY[M,N]: X as stored (column-major Xᵀ, ld K); dY is stored as
+      // column-major dYᵀ (N×M, ld N), so B is dY with transb = T.
       c = {false, true, p.k, p.n, p.m, p.k, p.n, p.k};
       c.a_operand = "X";
       c.b_operand = "dY";
       if (p.kind == gemm_kind::backward_weight_bias) {
         c.ep = epilogue::bgradb;
-        c.bias_length = p.n;
+        c.bias_length = p.n;  // columns of D, reduced over the GEMM's k (the batch)
       }
       break;
   }
@@ -90,114 +153,103 @@ lt_call map_to_cublaslt(gemm_problem const& p) {
 
 support can_fuse(gemm_problem const& p, operand_addresses const& at) {
   lt_call const c = map_to_cublaslt(p);
-  if (c.ep == epilogue::gelu_aux_bias || c.ep == epilogue::dgelu_bgrad) {
-    if (c.aux_ld % 8 != 0) {
-      return {false, std::string{"gemm "} + name(p.kind) + ": the GELU epilogue saves the "
-                     "pre-activation with a leading dimension of " + std::to_string(c.aux_ld) +
-                     ", which cuBLASLt requires to be a multiple of 8: use a layer width that is "
-                     "a multiple of 8, or allow the unfused fallback"};
+  if (c.ep == epilogue::none) return {};
+  std::string const what = std::string{"gemm "} + name(p.kind) + " (" + name(p.type) +
+                           ", M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) +
+                           " K=" + std::to_string(p.k) + ", epilogue " + name(c.ep) + ")";
+  if (c.aux_ld != 0) {
+    if (c.aux_ld % 8 != 0 || c.aux_ld < c.m) {
+      return {false, what + ": the GELU epilogue's pre-activation has a leading dimension of " +
+                         std::to_string(c.aux_ld) +
+                         " elements, which cuBLASLt requires to be "
+                         "a multiple of 8 and at least " +
+                         std::to_string(c.m) +
+                         " (the rows of D): use a layer width that is a multiple of 8, or set "
+                         "gemm_options::allow_unfused to take the unfused fallback"};
     }
   }
   std::size_t const bytes = element_bytes(p.type);
-  for (std::int64_t ld : {c.lda, c.ldb, c.ldc}) {
-    if ((static_cast<std::size_t>(ld) * bytes) % 16 != 0) {
-      return {false, std::string{"gemm "} + name(p.kind) + ": a leading dimension of " +
-                         std::to_string(ld) + " " + name(p.type) +
-                         " elements is not a multiple of 16 bytes, which the fused epilogue "
-                         "kernels need: pad the dimension, or allow the unfused fallback"};
+  struct named_ld {
+    char const* what;
+    std::int64_t ld;
+  };
+  for (named_ld const& ld : {named_ld{c.a_operand, c.lda}, named_ld{c.b_operand, c.ldb},
+                             named_ld{"the output", c.ldc}}) {
+    if ((static_cast<std::size_t>(ld.ld) * bytes) % 16 != 0) {
+      return {false, what + ": " + ld.what + " has a leading dimension of " +
+                         std::to_string(ld.ld) + " " + name(p.type) + " elements (" +
+                         std::to_string(static_cast<std::size_t>(ld.ld) * bytes) +
+                         " bytes), not a multiple of 16 bytes, which the fused epilogue kernels "
+                         "need: pad that dimension to a multiple of " +
+                         std::to_string(16 / bytes) +
+                         ", or set gemm_options::allow_unfused to take the unfused fallback"};
     }
   }
-  struct named {
+  struct named_address {
     char const* what;
     std::uintptr_t address;
   };
-  for (named const& operand : {named{"A", at.a}, named{"B", at.b}, named{"D", at.d},
-                               named{"bias", at.bias}, named{"aux", at.aux}}) {
+  bool const has_bias = c.bias_length != 0;
+  bool const has_aux = c.aux_ld != 0;
+  for (named_address const& operand :
+       {named_address{c.a_operand, at.a}, named_address{c.b_operand, at.b},
+        named_address{"the output", at.d},
+        named_address{c.ep == epilogue::dgelu_bgrad || c.ep == epilogue::bgradb
+                          ? "the bias gradient"
+                          : "the bias",
+                      has_bias ? at.bias : 0},
+        named_address{"the pre-activation", has_aux ? at.aux : 0}}) {
     if (operand.address % 16 != 0) {
-      return {false, std::string{"gemm "} + name(p.kind) + ": operand " + operand.what +
-                         " is not 16-byte aligned; allocate it from graphstep::memory_pool "
-                         "(256-byte aligned), or allow the unfused fallback"};
+      return {false, what + ": " + operand.what + " at address " + std::to_string(operand.address) +
+                         " is " + std::to_string(operand.address % 16) +
+                         " bytes past a 16-byte boundary; allocate it from graphstep::memory_pool "
+                         "(256-byte aligned) or offset it by a multiple of 16 bytes, or set "
+                         "gemm_options::allow_unfused to take the unfused fallback"};
     }
   }
   return {};
 }
 
-namespace reference {
-
-double gelu(double x, gelu_form form) {
-  if (form == gelu_form::erf) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-  double const c = std::sqrt(2.0 / 3.14159265358979323846);
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-}
-
-double gelu_derivative(double x, gelu_form form) {
-  double const pi = 3.14159265358979323846;
-  if (form == gelu_form::erf) {
-    return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) /
-                                                            std::sqrt(2.0 * pi);
+path_decision unfused_path(gemm_problem const& p, std::string reason) {
+  path_decision d;
+  d.fused = false;
+  d.reason = std::move(reason);
+  d.gemm_epilogue = epilogue::none;
+  switch (p.kind) {
+    case gemm_kind::forward_bias: d.kernels = {unfused_kernel::bias}; break;
+    case gemm_kind::forward_gelu: d.kernels = {unfused_kernel::gelu}; break;
+    case gemm_kind::forward_bias_gelu: d.kernels = {unfused_kernel::bias_gelu}; break;
+    case gemm_kind::backward_data_dgelu: d.kernels = {unfused_kernel::gelu_backward}; break;
+    case gemm_kind::backward_data_gelu:
+      d.kernels = {unfused_kernel::gelu_backward, unfused_kernel::bias_gradient_of_out};
+      break;
+    case gemm_kind::backward_weight_bias: d.kernels = {unfused_kernel::bias_gradient_of_lhs}; break;
+    case gemm_kind::forward:
+    case gemm_kind::backward_data:
+    case gemm_kind::backward_weight: break;
   }
-  double const c = std::sqrt(2.0 / pi);
-  double const inner = c * (x + 0.044715 * x * x * x);
-  double const t = std::tanh(inner);
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+  return d;
 }
 
-std::vector<double> matmul_abt(std::vector<double> const& a, std::vector<double> const& b,
-                               std::size_t m, std::size_t n, std::size_t k) {
-  std::vector<double> c(m * n, 0.0);
-  for (std::size_t i = 0; i < m; ++i) {
-    for (std::size_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (std::size_t p = 0; p < k; ++p) sum += a[i * k + p] * b[j * k + p];
-      c[i * n + j] = sum;
-    }
+path_decision decide_path(gemm_problem const& p, operand_addresses const& addresses,
+                          gemm_options const& options) {
+  lt_call const c = map_to_cublaslt(p);
+  GRAPHSTEP_EXPECTS(options.autotune_candidates >= 1, std::string{"gemm "} + name(p.kind) +
+                                                          ": autotune_candidates must be >= 1 "
+                                                          "(1 keeps cuBLASLt's first choice)");
+  path_decision fused;
+  fused.gemm_epilogue = c.ep;
+  if (c.ep == epilogue::none) return fused;  // nothing to fuse: the plain GEMM is the whole op
+  if (options.force_unfused) return unfused_path(p, "the unfused path was requested");
+  if (options.form == gelu_form::erf && uses_gelu(p.kind)) {
+    return unfused_path(p,
+                        "cuBLASLt's GELU epilogue is the tanh form; the erf form runs as "
+                        "separate kernels");
   }
-  return c;
+  support const s = can_fuse(p, addresses);
+  if (s.fused) return fused;
+  GRAPHSTEP_EXPECTS(options.allow_unfused, s.reason);
+  return unfused_path(p, s.reason);
 }
 
-std::vector<double> matmul_ab(std::vector<double> const& a, std::vector<double> const& b,
-                              std::size_t m, std::size_t n, std::size_t k) {
-  std::vector<double> c(m * n, 0.0);
-  for (std::size_t i = 0; i < m; ++i) {
-    for (std::size_t p = 0; p < k; ++p) {
-      double const x = a[i * k + p];
-      for (std::size_t j = 0; j < n; ++j) c[i * n + j] += x * b[p * n + j];
-    }
-  }
-  return c;
-}
-
-std::vector<double> matmul_atb(std::vector<double> const& a, std::vector<double> const& b,
-                               std::size_t m, std::size_t n, std::size_t k) {
-  std::vector<double> c(n * k, 0.0);
-  for (std::size_t r = 0; r < m; ++r) {
-    for (std::size_t i = 0; i < n; ++i) {
-      double const x = a[r * n + i];
-      for (std::size_t j = 0; j < k; ++j) c[i * k + j] += x * b[r * k + j];
-    }
-  }
-  return c;
-}
-
-std::vector<double> column_sums(std::vector<double> const& a, std::size_t m, std::size_t n) {
-  std::vector<double> sums(n, 0.0);
-  for (std::size_t i = 0; i < m; ++i) {
-    for (std::size_t j = 0; j < n; ++j) sums[j] += a[i * n + j];
-  }
-  return sums;
-}
-
-double relative_error(std::vector<double> const& got, std::vector<double> const& want) {
-  double difference = 0.0;
-  double norm = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    double const d = got[i] - want[i];
-    difference += d * d;
-    norm += want[i] * want[i];
-  }
-  if (norm == 0.0) return std::sqrt(difference);
-  return std::sqrt(difference / norm);
-}
-
-}  // namespace reference
 }  // namespace graphstep::ops

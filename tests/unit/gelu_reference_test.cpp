@@ -1,10 +1,9 @@
 // The fp64 reference the GPU tests compare against, checked on known values.
 
-#include <graphstep/ops/reference.hpp>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <graphstep/ops/reference.hpp>
 
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
@@ -17,19 +16,51 @@ TEST(gelu_reference, known_values) {
   EXPECT_NEAR(ref::gelu(1.0, go::gelu_form::tanh), 0.8411919906082768, 1e-12);
   for (auto form : {go::gelu_form::tanh, go::gelu_form::erf}) {
     EXPECT_EQ(ref::gelu(0.0, form), 0.0);
-    EXPECT_NEAR(ref::gelu(10.0, form), 10.0, 1e-12);   // identity far right
-    EXPECT_NEAR(ref::gelu(-10.0, form), 0.0, 1e-12);   // zero far left
+    EXPECT_NEAR(ref::gelu(10.0, form), 10.0, 1e-12);  // identity far right
+    EXPECT_NEAR(ref::gelu(-10.0, form), 0.0, 1e-12);  // zero far left
     EXPECT_NEAR(ref::gelu_derivative(0.0, form), 0.5, 1e-15);
     EXPECT_NEAR(ref::gelu_derivative(10.0, form), 1.0, 1e-9);
   }
   // The two forms differ by at most about 1e-3 (the tanh form is an approximation).
   double worst = 0.0;
   for (double x = -6.0; x <= 6.0; x += 0.01) {
-    worst = std::max(worst, std::fabs(ref::gelu(x, go::gelu_form::tanh) -
-                                      ref::gelu(x, go::gelu_form::erf)));
+    worst = std::max(
+        worst, std::fabs(ref::gelu(x, go::gelu_form::tanh) - ref::gelu(x, go::gelu_form::erf)));
   }
   EXPECT_LT(worst, 1e-3);
   EXPECT_GT(worst, 1e-5);
+}
+
+TEST(gelu_reference, tanh_form_values_worked_by_hand) {
+  // GELU_tanh(x) = 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), √(2/π) = 0.7978845608...
+  // x = 2:   u = 0.79788456·(2 + 0.35772) = 1.88118839, tanh u = 0.95459769,
+  //          GELU = 0.5·2·1.95459769 = 1.95459769
+  EXPECT_NEAR(ref::gelu(2.0, go::gelu_form::tanh), 1.954597694087775, 1e-12);
+  // x = -1:  u = -0.83356197, tanh u = -0.68238398, GELU = -0.5·0.31761602 = -0.15880801
+  EXPECT_NEAR(ref::gelu(-1.0, go::gelu_form::tanh), -0.15880800939172324, 1e-12);
+  // x = 0.5: u = 0.79788456·(0.5 + 0.00558938) = 0.40340196, tanh u = 0.38285604,
+  //          GELU = 0.25·1.38285604 = 0.34571401
+  EXPECT_NEAR(ref::gelu(0.5, go::gelu_form::tanh), 0.34571400982514394, 1e-12);
+  // x = -3:  u = -3.35694370, tanh u = -0.99757507, GELU = -1.5·0.00242493 = -0.00363739
+  EXPECT_NEAR(ref::gelu(-3.0, go::gelu_form::tanh), -0.0036373920817729943, 1e-12);
+  // erf form at 2: 2·Φ(2) = 2·0.97724987 = 1.95449974 (differs from the tanh form by 1e-4)
+  EXPECT_NEAR(ref::gelu(2.0, go::gelu_form::erf), 1.9544997361036416, 1e-12);
+  // GELU′_tanh(x) = 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t = tanh u.
+  // x = 1: 0.5·1.68238398 + 0.5·0.53434410·0.79788456·1.134145 = 0.84119199 + 0.24177209
+  //        = 1.08296408
+  EXPECT_NEAR(ref::gelu_derivative(1.0, go::gelu_form::tanh), 1.0829640838457826, 1e-12);
+  // x = -1: the terms are 0.15880801 and -0.24177209: GELU′ = -0.08296408 (GELU′(−x) = 1 −
+  // GELU′(x))
+  EXPECT_NEAR(ref::gelu_derivative(-1.0, go::gelu_form::tanh), -0.08296408384578255, 1e-12);
+  // GELU′_erf(1) = Φ(1) + φ(1) = 0.84134475 + 0.24197072 = 1.08331547
+  EXPECT_NEAR(ref::gelu_derivative(1.0, go::gelu_form::erf), 1.0833154705876864, 1e-12);
+  // Both forms are odd-symmetric around x/2: GELU(x) − GELU(−x) = x.
+  for (auto form : {go::gelu_form::tanh, go::gelu_form::erf}) {
+    for (double x : {0.1, 0.7, 1.3, 4.0}) {
+      EXPECT_NEAR(ref::gelu(x, form) - ref::gelu(-x, form), x, 1e-14);
+      EXPECT_NEAR(ref::gelu_derivative(x, form) + ref::gelu_derivative(-x, form), 1.0, 1e-14);
+    }
+  }
 }
 
 TEST(gelu_reference, derivative_matches_finite_differences) {

@@ -1,13 +1,15 @@
 // The row-major -> column-major mapping of every GEMM of the layer, checked by evaluating the
 // mapped column-major call in fp64 against the row-major formula; the fused path's constraints.
 
+#include <gtest/gtest.h>
+
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/reference.hpp>
-
-#include <gtest/gtest.h>
-
 #include <random>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
@@ -45,8 +47,8 @@ std::vector<double> random(std::size_t n, std::mt19937& rng) {
 
 TEST(gemm_mapping, every_kind_computes_its_row_major_formula) {
   std::mt19937 rng{5};
-  for (auto [m, n, k] : {std::tuple{3, 5, 7}, std::tuple{8, 16, 24}, std::tuple{1, 1, 1},
-                         std::tuple{13, 9, 4}}) {
+  for (auto [m, n, k] :
+       {std::tuple{3, 5, 7}, std::tuple{8, 16, 24}, std::tuple{1, 1, 1}, std::tuple{13, 9, 4}}) {
     auto const M = static_cast<std::size_t>(m);
     auto const N = static_cast<std::size_t>(n);
     auto const K = static_cast<std::size_t>(k);
@@ -72,12 +74,73 @@ TEST(gemm_mapping, every_kind_computes_its_row_major_formula) {
   }
 }
 
+// Every kind, over odd and non-multiple-of-8 shapes: the mapped column-major call computes its
+// row-major formula, and the layout facts cuBLASLt checks hold (ld >= rows of each stored
+// matrix, aux ld = rows of D, bias length = rows of D except BGRADB's columns of D).
+TEST(gemm_mapping, all_kinds_on_odd_shapes) {
+  std::mt19937 rng{6};
+  for (auto [m, n, k] : {std::tuple{1, 9, 5}, std::tuple{7, 3, 11}, std::tuple{17, 24, 33},
+                         std::tuple{31, 40, 8}, std::tuple{2, 1, 65}}) {
+    auto const M = static_cast<std::size_t>(m);
+    auto const N = static_cast<std::size_t>(n);
+    auto const K = static_cast<std::size_t>(k);
+    auto const x = random(M * K, rng);
+    auto const w = random(N * K, rng);
+    auto const dy = random(M * N, rng);
+    for (auto kind :
+         {go::gemm_kind::forward, go::gemm_kind::forward_bias, go::gemm_kind::forward_gelu,
+          go::gemm_kind::forward_bias_gelu, go::gemm_kind::backward_data,
+          go::gemm_kind::backward_data_dgelu, go::gemm_kind::backward_data_gelu,
+          go::gemm_kind::backward_weight, go::gemm_kind::backward_weight_bias}) {
+      auto const c = go::map_to_cublaslt({kind, m, n, k});
+      std::vector<double> got;
+      std::vector<double> want;
+      std::string const what = go::name(kind);
+      if (what.rfind("forward", 0) == 0) {
+        got = run_column_major(c, w, x);
+        want = ref::matmul_abt(x, w, M, N, K);
+        EXPECT_STREQ(c.a_operand, "W");
+        EXPECT_STREQ(c.b_operand, "X");
+      } else if (what.rfind("backward_data", 0) == 0) {
+        got = run_column_major(c, w, dy);
+        want = ref::matmul_ab(dy, w, M, K, N);
+        EXPECT_STREQ(c.b_operand, "dY");
+      } else {
+        got = run_column_major(c, x, dy);
+        want = ref::matmul_atb(dy, x, M, N, K);
+        EXPECT_STREQ(c.a_operand, "X");
+      }
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-12) << what << " " << m << "x" << n << "x" << k;
+      }
+      EXPECT_GE(c.lda, c.transpose_a ? c.k : c.m) << what;
+      EXPECT_GE(c.ldb, c.transpose_b ? c.n : c.k) << what;
+      EXPECT_GE(c.ldc, c.m) << what;
+      bool const gelu = go::uses_gelu(kind);
+      EXPECT_EQ(c.aux_ld, gelu ? c.m : 0) << what;
+      if (c.ep == go::epilogue::bgradb) {
+        EXPECT_EQ(c.bias_length, c.n);
+      } else if (c.ep == go::epilogue::bias || c.ep == go::epilogue::gelu_aux_bias ||
+                 c.ep == go::epilogue::dgelu_bgrad) {
+        EXPECT_EQ(c.bias_length, c.m) << what;
+      } else {
+        EXPECT_EQ(c.bias_length, 0) << what;
+      }
+    }
+  }
+}
+
 TEST(gemm_mapping, epilogues_by_kind) {
   EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::forward, 2, 2, 2}).ep, go::epilogue::none);
   EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::forward_bias, 2, 2, 2}).ep, go::epilogue::bias);
   EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_data, 2, 2, 2}).ep, go::epilogue::none);
-  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_weight, 2, 2, 2}).ep,
-            go::epilogue::none);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_weight, 2, 2, 2}).ep, go::epilogue::none);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::forward_gelu, 2, 2, 2}).ep, go::epilogue::gelu_aux);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_data_dgelu, 2, 2, 2}).ep,
+            go::epilogue::dgelu);
+  EXPECT_EQ(go::map_to_cublaslt({go::gemm_kind::backward_data_gelu, 2, 2, 2}).ep,
+            go::epilogue::dgelu_bgrad);
 }
 
 TEST(gemm_mapping, bad_sizes_are_usage_errors) {
@@ -92,38 +155,34 @@ TEST(gemm_mapping, bad_sizes_are_usage_errors) {
 
 TEST(gemm_fusion, widths_not_a_multiple_of_eight_cannot_fuse_the_gelu) {
   go::operand_addresses const aligned{0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
-  auto const ok = go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 128, 256,
-                                go::precision::bf16},
-                               aligned);
+  auto const ok =
+      go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 128, 256, go::precision::bf16}, aligned);
   EXPECT_TRUE(ok.fused) << ok.reason;
-  auto const odd = go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 100, 256,
-                                 go::precision::bf16},
-                                aligned);
+  auto const odd =
+      go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 100, 256, go::precision::bf16}, aligned);
   EXPECT_FALSE(odd.fused);
   EXPECT_NE(odd.reason.find("multiple of 8"), std::string::npos) << odd.reason;
   EXPECT_NE(odd.reason.find("unfused fallback"), std::string::npos) << odd.reason;
   // The backward's aux is the layer's own width (K here).
-  EXPECT_FALSE(go::can_fuse({go::gemm_kind::backward_data_gelu, 64, 128, 12, go::precision::fp32},
-                            aligned)
-                   .fused);
+  EXPECT_FALSE(
+      go::can_fuse({go::gemm_kind::backward_data_gelu, 64, 128, 12, go::precision::fp32}, aligned)
+          .fused);
   // Odd M is fine: it is not a leading dimension of the fused output.
-  EXPECT_TRUE(go::can_fuse({go::gemm_kind::forward_bias_gelu, 63, 128, 256,
-                            go::precision::fp32},
-                           aligned)
-                  .fused);
+  EXPECT_TRUE(
+      go::can_fuse({go::gemm_kind::forward_bias_gelu, 63, 128, 256, go::precision::fp32}, aligned)
+          .fused);
 }
 
 TEST(gemm_fusion, leading_dimensions_and_pointers_must_be_16_byte_aligned) {
   go::operand_addresses const aligned{0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
-  auto const k_odd = go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 1001,
-                                   go::precision::fp16},
-                                  aligned);
+  auto const k_odd =
+      go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 1001, go::precision::fp16}, aligned);
   EXPECT_FALSE(k_odd.fused);
   EXPECT_NE(k_odd.reason.find("16 bytes"), std::string::npos) << k_odd.reason;
   go::operand_addresses misaligned = aligned;
   misaligned.bias = 0x4002;
-  auto const bad = go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 256, go::precision::fp32},
-                                misaligned);
+  auto const bad =
+      go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 256, go::precision::fp32}, misaligned);
   EXPECT_FALSE(bad.fused);
   EXPECT_NE(bad.reason.find("bias"), std::string::npos) << bad.reason;
 }

@@ -5,28 +5,28 @@
 /// before capture and enqueued capturably.
 ///
 /// CUTLASS's shape: `can_implement` → `workspace_size` → construct (initialize: descriptors,
-/// algorithm choice from pointer-aware heuristics, optional autotune, one eager run) →
-/// `run(stream)`, which issues only cublasLtMatmul (plus the small kernels of the unfused path)
-/// and is safe under stream capture. The operands are static buffers: their addresses are part
-/// of the plan, as they are part of a captured graph.
+/// layouts, alignment preferences from the real pointers, heuristic query, optional autotune,
+/// one eager run) → `run(stream)`, which issues only cublasLtMatmul (plus the small kernels of
+/// the unfused path) and is safe under stream capture. The operands are static buffers: their
+/// addresses are part of the plan, as they are part of a captured graph.
 ///
 /// A two-layer MLP (fc1 + GELU, fc2) runs its backward in three GEMMs plus the input gradient:
 /// fc2 `backward_weight_bias` (dW2 and db2 in one GEMM), `backward_data_gelu` through fc2 into
 /// fc1 (dZ1 and db1 in one GEMM, reading fc1's saved pre-activation), fc1 `backward_weight`,
 /// and `backward_data` for dX when the input needs a gradient.
 
-#include <graphstep/ops/gemm_problem.hpp>
-#include <graphstep/stream_view.hpp>
-
 #include <cublasLt.h>
 
 #include <cstddef>
+#include <graphstep/ops/gemm_problem.hpp>
+#include <graphstep/stream_view.hpp>
 #include <memory>
 #include <string>
 
 namespace graphstep::ops {
 
 namespace detail {
+/// @brief Destroys a cuBLASLt handle; `unique_ptr` stores the handle itself.
 struct lt_handle_deleter {
   using pointer = cublasLtHandle_t;
   void operator()(pointer handle) const noexcept;
@@ -34,11 +34,13 @@ struct lt_handle_deleter {
 struct lt_state;
 }  // namespace detail
 
-/// @brief An owning cuBLASLt handle. Move-only.
+/// @brief An owning cuBLASLt handle. Move-only; a moved-from handle's get() is null.
 class cublaslt_handle {
  public:
+  /// @brief Creates a handle (cublasLtCreate; needs no device).
   /// @throws cublas_error
   cublaslt_handle();
+  /// @brief The raw handle, still owned by this object.
   [[nodiscard]] cublasLtHandle_t get() const noexcept { return handle_.get(); }
 
  private:
@@ -46,57 +48,63 @@ class cublaslt_handle {
 };
 
 /// @brief Operands in the row-major formula of each kind:
-/// forward: out = lhs·rhsᵀ (+ bias) with lhs = X[M,K], rhs = W[N,K], out = Y[M,N];
-/// backward_data: out = lhs·rhs with lhs = dY[M,N], rhs = W[N,K], out = dX[M,K];
-/// backward_weight: out = lhsᵀ·rhs with lhs = dY[M,N], rhs = X[M,K], out = dW[N,K].
+/// forward kinds: out = lhs·rhsᵀ (+ bias) with lhs = X[M,K], rhs = W[N,K], out = Y[M,N];
+/// backward_data kinds: out = lhs·rhs with lhs = dY[M,N], rhs = W[N,K], out = dX[M,K];
+/// backward_weight kinds: out = lhsᵀ·rhs with lhs = dY[M,N], rhs = X[M,K], out = dW[N,K].
+/// All share the problem's storage type.
 struct gemm_operands {
   void const* lhs{};
   void const* rhs{};
   void* out{};
-  void const* bias{};       ///< forward_bias, forward_bias_gelu: [N]
-  void* pre_activation{};   ///< forward_bias_gelu writes it, backward_data_gelu reads it
-  void* bias_gradient{};    ///< backward_data_gelu: [K]; backward_weight_bias: [N]
-};
-
-struct gemm_options {
-  gelu_form form{gelu_form::tanh};
-  /// Take the unfused path (plain GEMM + kernels) when the fused one cannot run, instead of
-  /// raising usage_error. The erf form always takes it: cuBLASLt's GELU is the tanh form.
-  bool allow_unfused{false};
-  /// Force the unfused path (the benchmark baseline).
-  bool force_unfused{false};
-  /// Time up to this many of cuBLASLt's top candidates with CUDA events and keep the fastest;
-  /// 1 keeps the heuristic's first choice.
-  int autotune_candidates{1};
+  void const* bias{};      ///< forward_bias, forward_bias_gelu: [N]
+  void* pre_activation{};  ///< forward_*gelu write it ([M,N]); backward_data_*gelu read it ([M,K])
+  void* bias_gradient{};   ///< backward_data_gelu: [K]; backward_weight_bias: [N]
 };
 
 /// @brief One planned GEMM of a layer.
+///
+/// Stream ordering: the constructor enqueues (and, when autotuning, waits for) work on the
+/// stream it is given; run() only enqueues. Operands must stay allocated, at the same
+/// addresses, for the plan's life and for the life of every graph that captured run().
 class gemm_plan {
  public:
-  /// @brief Whether the fused path can run; `reason` says which constraint fails.
+  /// @brief Whether the fused path can run these operands; `reason` says which constraint
+  /// fails (alignments are read from the pointer values).
+  /// @throws usage_error (bad sizes)
   [[nodiscard]] static support can_implement(gemm_problem const& problem,
                                              gemm_operands const& operands);
   /// @brief Recommended workspace: 32 MiB on sm90 and newer, 4 MiB before (cuBLAS docs).
+  /// Take it from graphstep's memory pool and pass it to the constructor.
   /// @throws cuda_error
   [[nodiscard]] static std::size_t workspace_size();
 
   /// @brief Initializes the plan and runs it once on `stream` (which must not be capturing).
-  /// @param workspace device memory of `workspace_bytes`, 256-byte aligned (from the pool)
+  /// @param workspace device memory of `workspace_bytes`, 256-byte aligned (from the pool); it
+  /// must not be used by work running concurrently with this plan's runs
   /// @throws usage_error (unsupported without fallback, missing operands, a capturing stream,
-  /// misaligned workspace), cublas_error, cuda_error
+  /// misaligned workspace, no cuBLASLt algorithm), cublas_error, cuda_error
   gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
             gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
             gemm_options const& options, stream_view stream);
   ~gemm_plan();
+  /// @post the moved-from plan throws usage_error from run()
   gemm_plan(gemm_plan&&) noexcept;
   gemm_plan& operator=(gemm_plan&&) noexcept;
+  gemm_plan(gemm_plan const&) = delete;
+  gemm_plan& operator=(gemm_plan const&) = delete;
 
-  /// @brief Enqueues the GEMM (and, unfused, its kernels) on `stream`. Capturable.
+  /// @brief Enqueues the GEMM (and, unfused, its kernels) on `stream`. Capturable: it queries
+  /// nothing and allocates nothing.
+  /// @throws usage_error (moved-from plan), cublas_error, cuda_error
   void run(stream_view stream) const;
 
+  /// @brief True when the epilogue runs inside the GEMM (always for kinds without one).
   [[nodiscard]] bool fused() const noexcept;
   /// @brief Why the unfused path was taken (empty when fused).
   [[nodiscard]] std::string const& unfused_reason() const noexcept;
+  /// @brief The whole decision: the GEMM's epilogue and the kernels that follow it.
+  [[nodiscard]] path_decision const& decision() const noexcept;
+  /// @brief The problem this plan was made for.
   [[nodiscard]] gemm_problem const& problem() const noexcept;
 
  private:

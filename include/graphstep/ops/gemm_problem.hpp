@@ -3,7 +3,8 @@
 /// @file ops/gemm_problem.hpp
 /// @brief The GEMMs of a fully connected layer with GELU, forward and backward, described in
 /// row-major terms and mapped onto column-major cuBLASLt calls, with every constraint of the
-/// fused epilogues checked. Plain C++.
+/// fused epilogues checked and the choice between the fused and the unfused path made here.
+/// Plain C++: no CUDA header, so all of it is tested on machines without a GPU.
 ///
 /// Row-major X[M,K] (activations), W[N,K] (weights, out × in), b[N]:
 ///
@@ -11,30 +12,37 @@
 /// | --- | --- | --- |
 /// | `forward` | Y = X·Wᵀ | none |
 /// | `forward_bias` | Y = X·Wᵀ + b | BIAS |
+/// | `forward_gelu` | Z = X·Wᵀ saved, Y = GELU(Z) | GELU_AUX |
 /// | `forward_bias_gelu` | Z = X·Wᵀ + b saved, Y = GELU(Z) | GELU_AUX_BIAS |
 /// | `backward_data` | dX = dY·W | none |
+/// | `backward_data_dgelu` | dZ = (dY_next·W_next) ⊙ GELU′(Z) | DGELU |
 /// | `backward_data_gelu` | dZ = (dY_next·W_next) ⊙ GELU′(Z), db = Σ_rows dZ | DGELU_BGRAD |
 /// | `backward_weight` | dW = dYᵀ·X | none |
 /// | `backward_weight_bias` | dW = dYᵀ·X, db = Σ_rows dY | BGRADB |
 ///
 /// For the backward kinds M is the batch, N the layer's out features, K its in features (for
-/// `backward_data_gelu`, N is the next layer's out features and K this layer's out features).
+/// the two `backward_data_*gelu` kinds, N is the next layer's out features and K this layer's
+/// out features, the width of the saved pre-activation Z[M,K]).
 /// Epilogues need column-major output, so row-major Y = X·Wᵀ is computed as Yᵀ = W·Xᵀ.
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/dtype.hpp>
 #include <string>
+#include <vector>
 
 namespace graphstep::ops {
 
-/// @brief Data type and math: fp32 (fp32 math), tf32 (fp32 data on tensor cores), fp16 and
-/// bf16 (16-bit data, fp32 accumulation).
+/// @brief Data type and math: fp32 (fp32 math), tf32 (fp32 data, COMPUTE_32F_FAST_TF32 on
+/// tensor cores), fp16 and bf16 (16-bit data). Every precision accumulates in fp32, and inputs,
+/// output, bias, bias gradient and pre-activation all share the storage type.
 enum class precision { fp32, tf32, fp16, bf16 };
 
 /// @brief Which GELU: `tanh` is cuBLASLt's epilogue form, 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)));
 /// `erf` is the exact 0.5·x·(1 + erf(x/√2)), available on the unfused path only.
 enum class gelu_form { tanh, erf };
 
+/// @brief Which GEMM of the layer (see the table in this file's description).
 enum class gemm_kind {
   forward,
   forward_bias,
@@ -43,11 +51,14 @@ enum class gemm_kind {
   backward_data_gelu,
   backward_weight,
   backward_weight_bias,
+  forward_gelu,
+  backward_data_dgelu,
 };
 
 /// @brief cuBLASLt's epilogue for a kind (mirrors cublasLtEpilogue_t, without its header).
-enum class epilogue { none, bias, gelu_aux_bias, dgelu_bgrad, bgradb };
+enum class epilogue { none, bias, gelu_aux_bias, dgelu_bgrad, bgradb, gelu_aux, dgelu };
 
+/// @brief One GEMM of the layer in row-major terms.
 struct gemm_problem {
   gemm_kind kind{gemm_kind::forward};
   std::int64_t m{};  ///< rows of the row-major output (the batch)
@@ -70,7 +81,8 @@ struct lt_call {
   char const* b_operand{};
 };
 
-/// @brief The column-major call for a row-major problem.
+/// @brief The column-major call for a row-major problem. cuBLASLt's A is always the row-major
+/// `rhs` operand (W, or X for the weight gradient) and its B the `lhs` (X or dY).
 /// @throws usage_error (non-positive sizes, sizes beyond int32 that cuBLASLt cannot take)
 [[nodiscard]] lt_call map_to_cublaslt(gemm_problem const& problem);
 
@@ -81,21 +93,87 @@ struct support {
   std::string reason;
 };
 
-/// @brief Addresses of the operands, for the 16-byte alignment the fused kernels want.
+/// @brief Addresses of the operands, for the 16-byte alignment the fused kernels want. `a` and
+/// `b` are cuBLASLt's A and B (the row-major rhs and lhs), `bias` the bias or bias-gradient.
 struct operand_addresses {
   std::uintptr_t a{}, b{}, d{}, bias{}, aux{};
 };
 
 /// @brief Checks the fused epilogue's constraints: the aux leading dimension must be a multiple
-/// of 8 (so the layer's out features must be), matrix leading dimensions multiples of 16 bytes
-/// for 16-bit types, operands 16-byte aligned.
+/// of 8 and at least the rows of D (so the layer's out features must be a multiple of 8),
+/// matrix leading dimensions multiples of 16 bytes, every operand 16-byte aligned. A kind
+/// without an epilogue has nothing to fuse and is always supported.
+/// @throws usage_error (bad sizes, as map_to_cublaslt)
 [[nodiscard]] support can_fuse(gemm_problem const& problem, operand_addresses const& addresses);
+
+/// @brief How a plan is made; the defaults fuse or fail loudly.
+struct gemm_options {
+  gelu_form form{gelu_form::tanh};
+  /// Take the unfused path (plain GEMM + kernels) when the fused one cannot run, instead of
+  /// raising usage_error. The erf form always takes it: cuBLASLt's GELU is the tanh form.
+  bool allow_unfused{false};
+  /// Force the unfused path (the benchmark baseline).
+  bool force_unfused{false};
+  /// Time up to this many of cuBLASLt's top candidates with CUDA events and keep the fastest;
+  /// 1 keeps the heuristic's first choice.
+  int autotune_candidates{1};
+};
+
+/// @brief A kernel of the unfused path, run after the plain GEMM, in the order listed.
+enum class unfused_kernel {
+  bias,                  ///< out += bias
+  gelu,                  ///< pre_activation = out; out = GELU(out)
+  bias_gelu,             ///< pre_activation = out + bias; out = GELU(pre_activation)
+  gelu_backward,         ///< out ⊙= GELU′(pre_activation)
+  bias_gradient_of_out,  ///< bias_gradient = Σ_rows out (after gelu_backward)
+  bias_gradient_of_lhs,  ///< bias_gradient = Σ_rows lhs (dY of the weight gradient)
+};
+
+/// @brief The path a plan takes: the GEMM's epilogue, and the kernels after it when unfused.
+struct path_decision {
+  bool fused{true};
+  /// Why the unfused path was taken; empty when fused.
+  std::string reason;
+  /// The epilogue set on the GEMM (none on the unfused path).
+  epilogue gemm_epilogue{epilogue::none};
+  std::vector<unfused_kernel> kernels;
+};
+
+/// @brief Chooses between the fused epilogue and the unfused path (plain GEMM, then kernels).
+/// The unfused path is taken when forced, when the erf form is asked of a GELU kind, or when
+/// `can_fuse` fails and `allow_unfused` is set.
+/// @throws usage_error when the fused path cannot run and the unfused one is not allowed; the
+/// message names the constraint and what to do
+[[nodiscard]] path_decision decide_path(gemm_problem const& problem,
+                                        operand_addresses const& addresses,
+                                        gemm_options const& options);
+
+/// @brief The unfused path for a problem, with `reason` recorded (used when cuBLASLt itself
+/// offers no algorithm for a fused epilogue).
+[[nodiscard]] path_decision unfused_path(gemm_problem const& problem, std::string reason);
+
+/// @brief Whether a kind's epilogue involves GELU (forward or derivative).
+[[nodiscard]] bool uses_gelu(gemm_kind kind) noexcept;
+
+/// @brief The precision for a layer whose inputs and output have these types; `tf32` asks for
+/// tensor-core math on fp32 data.
+/// @throws usage_error for a combination the layer does not run (mixed types, tf32 on 16-bit
+/// data), naming what to do instead
+[[nodiscard]] precision precision_for(dtype inputs, dtype output, bool tf32);
+
+/// @brief The storage type of a precision (tf32 is stored as float32).
+[[nodiscard]] dtype storage_type(precision type) noexcept;
 
 /// @brief 2·m·n·k.
 [[nodiscard]] double flops(gemm_problem const& problem) noexcept;
 
+/// @brief Bytes of one element of a precision's storage.
 [[nodiscard]] std::size_t element_bytes(precision type) noexcept;
+/// @brief "fp32", "tf32", "fp16" or "bf16".
 [[nodiscard]] char const* name(precision type) noexcept;
+/// @brief The kind's enumerator name, e.g. "forward_bias_gelu".
 [[nodiscard]] char const* name(gemm_kind kind) noexcept;
+/// @brief cuBLASLt's name of the epilogue without its prefix, e.g. "GELU_AUX_BIAS".
+[[nodiscard]] char const* name(epilogue ep) noexcept;
 
 }  // namespace graphstep::ops

@@ -5,9 +5,8 @@
 /// derivatives, bias gradient. Row-major throughout. Plain C++.
 
 #include <cstddef>
-#include <vector>
-
 #include <graphstep/ops/gemm_problem.hpp>
+#include <vector>
 
 namespace graphstep::ops::reference {
 

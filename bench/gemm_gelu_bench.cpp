@@ -1,0 +1,325 @@
+// Fused Linear + bias + GELU in TFLOP/s against its floor (the plain cuBLASLt GEMM: GELU should
+// be almost free) and its alternative (the same GEMM followed by separate bias/GELU kernels),
+// forward, backward through GELU, the weight gradient with its bias gradient, and the whole
+// backward of the two-layer MLP. Shapes: 4096³ (compute-bound), M=8192 N=4096 K=1024 (where the
+// epilogue's memory traffic shows), and the MLP of the design (batch 640, 4096 -> 2048 -> 1024).
+//
+// Method (CUTLASS's measurement guidelines): plans are made and autotuned outside the timed
+// loop; operands hold random data (zeros would draw less power and flatter the clocks); enough
+// operand sets rotate that the timed runs do not find their inputs in L2; warm-up runs precede
+// timing; each iteration times a batch of runs with CUDA events (UseManualTime) and reports the
+// time of one run; repetitions give the median.
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <graphstep/device.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/ops/gemm_gelu.hpp>
+#include <graphstep/stream.hpp>
+#include <graphstep/timed_event.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gs = graphstep;
+namespace go = graphstep::ops;
+
+namespace {
+
+enum class variant { floor, fused, unfused };
+
+constexpr int runs_per_iteration = 10;
+constexpr int warm_up_runs = 5;
+
+// Random device data of one precision, freed at the end of the benchmark.
+class device_arena {
+ public:
+  explicit device_arena(go::precision type) : type_{type} {}
+  ~device_arena() {
+    for (void* p : blocks_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
+  }
+  device_arena(device_arena const&) = delete;
+  device_arena& operator=(device_arena const&) = delete;
+
+  void* random(std::size_t elements) {
+    std::size_t const bytes = elements * go::element_bytes(type_);
+    void* p = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, bytes));
+    blocks_.push_back(p);
+    fill(p, bytes);
+    return p;
+  }
+  void* raw(std::size_t bytes) {
+    void* p = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, bytes));
+    blocks_.push_back(p);
+    return p;
+  }
+
+ private:
+  // Values in [-1, 1): a host pattern of 1 MiB, repeated.
+  void fill(void* p, std::size_t bytes) {
+    if (pattern_.empty()) {
+      std::mt19937 rng{7};
+      std::uniform_real_distribution<float> dist{-1.0F, 1.0F};
+      pattern_.resize(std::size_t{1} << 20);
+      std::size_t const width = go::element_bytes(type_);
+      for (std::size_t i = 0; i + width <= pattern_.size(); i += width) {
+        float const f = dist(rng);
+        std::uint32_t u = 0;
+        std::memcpy(&u, &f, 4);
+        if (type_ == go::precision::bf16) {
+          auto const h = static_cast<std::uint16_t>(u >> 16);
+          std::memcpy(&pattern_[i], &h, 2);
+        } else if (type_ == go::precision::fp16) {
+          // |f| < 1: a normal half from the float's top mantissa bits (truncated), or zero.
+          int const e = static_cast<int>((u >> 23) & 0xFFU) - 127 + 15;
+          auto const h = static_cast<std::uint16_t>(
+              e <= 0 ? 0U
+                     : ((u >> 16) & 0x8000U) | (static_cast<std::uint32_t>(e) << 10) |
+                           ((u >> 13) & 0x3FFU));
+          std::memcpy(&pattern_[i], &h, 2);
+        } else {
+          std::memcpy(&pattern_[i], &f, 4);
+        }
+      }
+    }
+    for (std::size_t done = 0; done < bytes; done += pattern_.size()) {
+      std::size_t const n = std::min(pattern_.size(), bytes - done);
+      GRAPHSTEP_CUDA_TRY(
+          cudaMemcpy(static_cast<char*>(p) + done, pattern_.data(), n, cudaMemcpyHostToDevice));
+    }
+  }
+
+  go::precision type_;
+  std::vector<void*> blocks_;
+  std::vector<unsigned char> pattern_;
+};
+
+// Operands for one problem of any kind, in the arena.
+go::gemm_operands operands_for(go::gemm_problem const& p, device_arena& arena) {
+  auto const m = static_cast<std::size_t>(p.m);
+  auto const n = static_cast<std::size_t>(p.n);
+  auto const k = static_cast<std::size_t>(p.k);
+  go::gemm_operands o;
+  std::string const kind = go::name(p.kind);
+  if (kind.rfind("forward", 0) == 0) {
+    o = {arena.random(m * k), arena.random(n * k), arena.random(m * n),
+         arena.random(n),     arena.random(m * n), nullptr};
+  } else if (kind.rfind("backward_data", 0) == 0) {
+    o = {arena.random(m * n), arena.random(n * k), arena.random(m * k), nullptr,
+         arena.random(m * k), arena.random(k)};
+  } else {
+    o = {arena.random(m * n), arena.random(m * k), arena.random(n * k), nullptr, nullptr,
+         arena.random(n)};
+  }
+  return o;
+}
+
+std::size_t operand_bytes(go::gemm_problem const& p) {
+  auto const m = static_cast<std::size_t>(p.m);
+  auto const n = static_cast<std::size_t>(p.n);
+  auto const k = static_cast<std::size_t>(p.k);
+  return (m * k + n * k + 2 * m * n + 2 * std::max(m, std::max(n, k))) * go::element_bytes(p.type);
+}
+
+// Enough operand sets that one run's inputs were evicted from L2 by the others (2 at least).
+int rotation_for(std::size_t set_bytes) {
+  int device = 0;
+  int l2 = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  auto const wanted = (2 * static_cast<std::size_t>(l2)) / std::max<std::size_t>(set_bytes, 1) + 2;
+  return static_cast<int>(std::min<std::size_t>(wanted, 16));
+}
+
+go::gemm_kind floor_kind(go::gemm_kind kind) {
+  switch (kind) {
+    case go::gemm_kind::forward_bias:
+    case go::gemm_kind::forward_gelu:
+    case go::gemm_kind::forward_bias_gelu: return go::gemm_kind::forward;
+    case go::gemm_kind::backward_data_dgelu:
+    case go::gemm_kind::backward_data_gelu: return go::gemm_kind::backward_data;
+    case go::gemm_kind::backward_weight_bias: return go::gemm_kind::backward_weight;
+    case go::gemm_kind::forward:
+    case go::gemm_kind::backward_data:
+    case go::gemm_kind::backward_weight: break;
+  }
+  return kind;
+}
+
+// Times `sets` groups of plans, rotating, and reports TFLOP/s for `flops` per group run.
+void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_plan>> const& sets,
+                   double flops, gs::stream_view stream) {
+  auto run_set = [&](std::size_t i) {
+    for (auto const& plan : sets[i % sets.size()]) plan.run(stream);
+  };
+  for (int i = 0; i < warm_up_runs; ++i) run_set(static_cast<std::size_t>(i));
+  stream.synchronize();
+  gs::timed_event start;
+  gs::timed_event stop;
+  std::size_t next = 0;
+  for (auto _ : state) {
+    start.record(stream);
+    for (int r = 0; r < runs_per_iteration; ++r) run_set(next++);
+    stop.record(stream);
+    stop.synchronize();
+    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3 / runs_per_iteration);
+  }
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One GEMM kind in one variant; range(0..2) = M, N, K.
+void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, go::precision type) {
+  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  go::gemm_problem const counted{kind, state.range(0), state.range(1), state.range(2), type};
+  go::gemm_problem problem = counted;
+  if (how == variant::floor) problem.kind = floor_kind(kind);
+  go::gemm_options options;
+  options.force_unfused = how == variant::unfused;
+  options.autotune_candidates = 4;
+  gs::stream stream;
+  go::cublaslt_handle handle;
+  device_arena arena{type};
+  std::size_t const workspace_bytes = go::gemm_plan::workspace_size();
+  void* workspace = arena.raw(workspace_bytes);
+  std::vector<std::vector<go::gemm_plan>> sets;
+  int const rotation = rotation_for(operand_bytes(problem));
+  for (int i = 0; i < rotation; ++i) {
+    std::vector<go::gemm_plan> set;
+    set.emplace_back(handle, problem, operands_for(problem, arena), workspace, workspace_bytes,
+                     options, stream);
+    sets.push_back(std::move(set));
+  }
+  bool const fused = sets.front().front().fused();
+  if (how == variant::fused && !fused) {
+    return state.SkipWithError(("not fused: " + sets.front().front().unfused_reason()).c_str());
+  }
+  time_rotating(state, sets, go::flops(counted), stream);
+  state.SetLabel(std::string{go::name(type)} + " " + go::name(problem.kind) +
+                 (fused ? "" : " + kernels") + ", " + std::to_string(rotation) + " sets");
+}
+
+// The backward of fc1 (K -> N1, GELU) and fc2 (N1 -> N2) for a batch M; range = M, K, N1, N2.
+// Fused: BGRADB (dW2, db2), DGELU_BGRAD (dZ1, db1), plain dW1 and dX: 4 GEMMs, no kernels.
+void mlp_backward(benchmark::State& state, variant how, go::precision type) {
+  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  std::int64_t const m = state.range(0), k = state.range(1), n1 = state.range(2),
+                     n2 = state.range(3);
+  go::gemm_options options;
+  options.force_unfused = how == variant::unfused;
+  options.autotune_candidates = 4;
+  gs::stream stream;
+  go::cublaslt_handle handle;
+  device_arena arena{type};
+  std::size_t const workspace_bytes = go::gemm_plan::workspace_size();
+  void* workspace = arena.raw(workspace_bytes);
+  std::vector<go::gemm_problem> const problems{
+      {go::gemm_kind::backward_weight_bias, m, n2, n1, type},
+      {go::gemm_kind::backward_data_gelu, m, n2, n1, type},
+      {go::gemm_kind::backward_weight, m, n1, k, type},
+      {go::gemm_kind::backward_data, m, n1, k, type}};
+  double flops = 0.0;
+  std::size_t set_bytes = 0;
+  for (auto const& p : problems) {
+    flops += go::flops(p);
+    set_bytes += operand_bytes(p);
+  }
+  int const rotation = rotation_for(set_bytes);
+  std::vector<std::vector<go::gemm_plan>> sets;
+  for (int i = 0; i < rotation; ++i) {
+    // Shared tensors as in a real backward: dY2 feeds both fc2 GEMMs, dZ1 both fc1 GEMMs.
+    auto const rows = static_cast<std::size_t>(m);
+    void* dy2 = arena.random(rows * static_cast<std::size_t>(n2));
+    void* a1 = arena.random(rows * static_cast<std::size_t>(n1));
+    void* z1 = arena.random(rows * static_cast<std::size_t>(n1));
+    void* dz1 = arena.random(rows * static_cast<std::size_t>(n1));
+    void* x = arena.random(rows * static_cast<std::size_t>(k));
+    void* w1 = arena.random(static_cast<std::size_t>(n1 * k));
+    void* w2 = arena.random(static_cast<std::size_t>(n2 * n1));
+    std::vector<go::gemm_operands> const operands{
+        {dy2, a1, arena.random(static_cast<std::size_t>(n2 * n1)), nullptr, nullptr,
+         arena.random(static_cast<std::size_t>(n2))},
+        {dy2, w2, dz1, nullptr, z1, arena.random(static_cast<std::size_t>(n1))},
+        {dz1, x, arena.random(static_cast<std::size_t>(n1 * k)), nullptr, nullptr, nullptr},
+        {dz1, w1, arena.random(rows * static_cast<std::size_t>(k)), nullptr, nullptr, nullptr}};
+    std::vector<go::gemm_plan> set;
+    for (std::size_t j = 0; j < problems.size(); ++j) {
+      set.emplace_back(handle, problems[j], operands[j], workspace, workspace_bytes, options,
+                       stream);
+    }
+    sets.push_back(std::move(set));
+  }
+  std::size_t kernels = 0;
+  for (auto const& plan : sets.front()) kernels += 1 + plan.decision().kernels.size();
+  time_rotating(state, sets, flops, stream);
+  state.SetLabel(std::string{go::name(type)} + ", " + std::to_string(kernels) +
+                 " launches per backward, " + std::to_string(rotation) + " sets");
+}
+
+void layer_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K"})
+      ->Args({4096, 4096, 4096})  // compute-bound: GELU should be almost free
+      ->Args({8192, 4096, 1024})  // short K: the epilogue's traffic shows
+      ->Args({640, 2048, 4096})   // the MLP's fc1 (batch 640, 4096 -> 2048)
+      ->Args({640, 1024, 2048})   // and its fc2 (2048 -> 1024)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Repetitions(5)
+      ->ReportAggregatesOnly(true);
+}
+
+void mlp_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N1", "N2"})
+      ->Args({640, 4096, 2048, 1024})
+      ->Args({8192, 4096, 2048, 1024})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Repetitions(5)
+      ->ReportAggregatesOnly(true);
+}
+
+}  // namespace
+
+// Forward: GEMM floor, GEMM + bias + GELU fused (GELU_AUX_BIAS), GEMM then a bias-GELU kernel.
+BENCHMARK_CAPTURE(linear_gelu, forward_floor_bf16, go::gemm_kind::forward_bias_gelu, variant::floor,
+                  go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, forward_fused_bf16, go::gemm_kind::forward_bias_gelu, variant::fused,
+                  go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, forward_unfused_bf16, go::gemm_kind::forward_bias_gelu,
+                  variant::unfused, go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, forward_fused_tf32, go::gemm_kind::forward_bias_gelu, variant::fused,
+                  go::precision::tf32)
+    ->Apply(layer_shapes);
+// Backward through GELU: dgrad floor, DGELU_BGRAD, dgrad then GELU′ and bias-gradient kernels.
+BENCHMARK_CAPTURE(linear_gelu, dgrad_floor_bf16, go::gemm_kind::backward_data_gelu, variant::floor,
+                  go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, dgrad_fused_bf16, go::gemm_kind::backward_data_gelu, variant::fused,
+                  go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, dgrad_unfused_bf16, go::gemm_kind::backward_data_gelu,
+                  variant::unfused, go::precision::bf16)
+    ->Apply(layer_shapes);
+// Weight gradient with its bias gradient: wgrad floor, BGRADB, wgrad then a bias-gradient kernel.
+BENCHMARK_CAPTURE(linear_gelu, wgrad_floor_bf16, go::gemm_kind::backward_weight_bias,
+                  variant::floor, go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, wgrad_fused_bf16, go::gemm_kind::backward_weight_bias,
+                  variant::fused, go::precision::bf16)
+    ->Apply(layer_shapes);
+BENCHMARK_CAPTURE(linear_gelu, wgrad_unfused_bf16, go::gemm_kind::backward_weight_bias,
+                  variant::unfused, go::precision::bf16)
+    ->Apply(layer_shapes);
+// The MLP's whole backward, fused epilogues against GEMMs + kernels.
+BENCHMARK_CAPTURE(mlp_backward, fused_bf16, variant::fused, go::precision::bf16)->Apply(mlp_shapes);
+BENCHMARK_CAPTURE(mlp_backward, unfused_bf16, variant::unfused, go::precision::bf16)
+    ->Apply(mlp_shapes);
