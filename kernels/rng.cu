@@ -1,5 +1,6 @@
 // The capture-safe generator's device side: the offset advance and dropout.
 
+#include <graphstep/detail/rng_kernels.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/rng.hpp>
 #include <graphstep/rng/philox.hpp>

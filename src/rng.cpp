@@ -1,5 +1,7 @@
+#include <graphstep/detail/rng_kernels.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/rng.hpp>
+#include <graphstep/rng/rng_state.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -7,10 +9,6 @@
 #include <utility>
 
 namespace graphstep {
-
-namespace detail {
-void launch_advance_offset(std::uint64_t* state, std::uint64_t counters, stream_view stream);
-}
 
 capture_safe_rng::capture_safe_rng(std::uint64_t seed, stream_view stream) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
@@ -59,25 +57,22 @@ std::vector<std::byte> capture_safe_rng::save(stream_view stream) const {
   GRAPHSTEP_EXPECTS(step_reserved_ == 0,
                     "capture_safe_rng::save: a step reserved numbers but has not ended; save "
                     "between steps");
-  std::vector<std::byte> bytes(2 * sizeof(std::uint64_t));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bytes.data(), state_, bytes.size(), cudaMemcpyDeviceToHost,
+  std::uint64_t words[2] = {};
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(words, state_, sizeof words, cudaMemcpyDeviceToHost,
                                      stream.value()));
   stream.synchronize();
-  return bytes;
+  return rng::to_bytes({words[0], words[1]});
 }
 
 void capture_safe_rng::restore(std::vector<std::byte> const& bytes, stream_view stream) {
   GRAPHSTEP_EXPECTS(state_ != nullptr, "capture_safe_rng: this generator was moved from");
-  GRAPHSTEP_EXPECTS(bytes.size() == 2 * sizeof(std::uint64_t),
-                    "capture_safe_rng::restore: the saved state has " +
-                        std::to_string(bytes.size()) + " bytes, not " +
-                        std::to_string(2 * sizeof(std::uint64_t)) +
-                        ": restore what save() returned");
+  rng::rng_state const state = rng::from_bytes(bytes);  // checks the size
   GRAPHSTEP_EXPECTS(step_reserved_ == 0, "capture_safe_rng::restore: restore between steps");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "capture_safe_rng::restore inside a capture would freeze the state into "
                     "the graph; restore between replays");
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
+  std::uint64_t const words[2] = {state.seed, state.offset};
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_, words, sizeof words, cudaMemcpyHostToDevice,
                                      stream.value()));
   stream.synchronize();
 }

@@ -12,11 +12,14 @@
 /// replays one graph; results are in the static outputs (or input gradients), overwritten by
 /// the next call: copy them out, or consume them before the next replay.
 
+#include <graphstep/buffer.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/graph.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/stream_view.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -28,9 +31,34 @@ struct static_tensor {
   std::size_t bytes;
 };
 
+/// @brief The shape and type of a static buffer that `graphed_callable` allocates.
+struct tensor_spec {
+  std::vector<std::int64_t> shape;
+  dtype type{dtype::float32};
+};
+
+/// @brief The static buffers of a graphed callable, by role.
+struct graphed_tensors {
+  std::vector<static_tensor> inputs;
+  std::vector<static_tensor> outputs;
+  std::vector<static_tensor> output_gradients;
+  std::vector<static_tensor> input_gradients;
+};
+
+/// @brief The static buffers to allocate from the pool, by role.
+struct graphed_specs {
+  std::vector<tensor_spec> inputs;
+  std::vector<tensor_spec> outputs;
+  std::vector<tensor_spec> output_gradients;
+  std::vector<tensor_spec> input_gradients;
+};
+
+/// @brief A forward and a backward callable replayed as two graphs. Move-only.
 class graphed_callable {
  public:
   using callable = std::function<void(stream_view stream)>;
+  /// @brief A callable handed the static buffers it must read and write.
+  using tensor_callable = std::function<void(graphed_tensors const& tensors, stream_view stream)>;
 
   /// @param inputs buffers the forward reads; `forward()` fills them
   /// @param outputs buffers the forward writes
@@ -43,6 +71,13 @@ class graphed_callable {
                    std::vector<static_tensor> input_gradients, memory_pool& pool,
                    stream_view stream, int warmup_runs = 3);
 
+  /// @brief As above, with the static buffers allocated from `pool` (eagerly, at addresses
+  /// that stay fixed) and owned by the graphed callable; the callables are handed them.
+  /// @throws usage_error (missing callables, a spec without elements, negative warm-up, a
+  /// capturing stream), out_of_memory, capture_error, and what the callables throw
+  graphed_callable(tensor_callable forward, tensor_callable backward, graphed_specs const& specs,
+                   memory_pool& pool, stream_view stream, int warmup_runs = 3);
+
   /// @brief Copies `inputs` (one pointer per static input, device memory of the same size)
   /// into the static inputs and replays the forward graph.
   /// @throws usage_error (wrong number of inputs)
@@ -50,7 +85,11 @@ class graphed_callable {
   /// @brief Copies `output_gradients` into the static ones and replays the backward graph.
   void backward(std::vector<void const*> const& output_gradients, stream_view stream);
 
+  [[nodiscard]] std::vector<static_tensor> const& inputs() const noexcept { return inputs_; }
   [[nodiscard]] std::vector<static_tensor> const& outputs() const noexcept { return outputs_; }
+  [[nodiscard]] std::vector<static_tensor> const& output_gradients() const noexcept {
+    return output_gradients_;
+  }
   [[nodiscard]] std::vector<static_tensor> const& input_gradients() const noexcept {
     return input_gradients_;
   }
@@ -58,6 +97,10 @@ class graphed_callable {
   [[nodiscard]] graph const& backward_graph() const noexcept { return backward_graph_; }
 
  private:
+  void build(callable const& forward, callable const& backward, memory_pool& pool,
+             stream_view stream, int warmup_runs);
+
+  std::vector<static_buffer> owned_;  // the buffers allocated from the pool, if any
   std::vector<static_tensor> inputs_;
   std::vector<static_tensor> outputs_;
   std::vector<static_tensor> output_gradients_;

@@ -47,39 +47,4 @@ std::vector<std::int64_t> bucket_policy::capture_order() const {
   return {buckets_.rbegin(), buckets_.rend()};
 }
 
-void lru_budget::touch(std::int64_t bucket) {
-  auto found = entries_.find(bucket);
-  if (found == entries_.end()) return;
-  recency_.splice(recency_.end(), recency_, found->second.position);
-}
-
-std::vector<std::int64_t> lru_budget::insert(std::int64_t bucket, std::size_t bytes) {
-  GRAPHSTEP_EXPECTS(entries_.count(bucket) == 0,
-                    "graph cache: bucket " + std::to_string(bucket) + " is already cached");
-  GRAPHSTEP_EXPECTS(budget_ == 0 || bytes <= budget_,
-                    "graph cache: the graph of bucket " + std::to_string(bucket) + " needs " +
-                        std::to_string(bytes) + " bytes, more than the whole budget of " +
-                        std::to_string(budget_) + ": raise the budget or drop that bucket");
-  std::vector<std::int64_t> evicted;
-  while (budget_ != 0 && total_ + bytes > budget_ && !recency_.empty()) {
-    std::int64_t const victim = recency_.front();
-    evicted.push_back(victim);
-    erase(victim);
-  }
-  recency_.push_back(bucket);
-  entries_.emplace(bucket, entry{bytes, std::prev(recency_.end())});
-  total_ += bytes;
-  return evicted;
-}
-
-void lru_budget::erase(std::int64_t bucket) {
-  auto found = entries_.find(bucket);
-  if (found == entries_.end()) return;
-  total_ -= found->second.bytes;
-  recency_.erase(found->second.position);
-  entries_.erase(found);
-}
-
-std::vector<std::int64_t> lru_budget::order() const { return {recency_.begin(), recency_.end()}; }
-
 }  // namespace graphstep::schedule

@@ -67,7 +67,8 @@ void replay_scheduler::run() {
 
 std::map<std::string, float> replay_scheduler::segment_milliseconds() const {
   GRAPHSTEP_EXPECTS(options_.time_segments,
-                    "replay_scheduler: segment timing is off; set scheduler_options::time_segments");
+                    "replay_scheduler: segment timing is off; set "
+                    "scheduler_options::time_segments");
   GRAPHSTEP_EXPECTS(steps_ > 0, "replay_scheduler: no step has run yet");
   std::map<std::string, float> times;
   for (std::size_t i = 0; i < segments_.size(); ++i) {

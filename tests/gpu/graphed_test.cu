@@ -84,3 +84,81 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   EXPECT_THROW(static_cast<void>(gs::make_graphed(forward, nullptr, {}, {}, {}, {}, pool, stream)),
                gs::usage_error);
 }
+
+TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
+  int const n = 4096;
+  float const w = 1.3F;
+  gs::stream stream;
+  gs::memory_pool pool;
+  // Both callables read and write only the static buffers they are handed.
+  auto forward = [&](gs::graphed_tensors const& t, gs::stream_view s) {
+    forward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(
+        static_cast<float*>(t.outputs[0].data), static_cast<float const*>(t.inputs[0].data), w,
+        n);
+  };
+  auto backward = [&](gs::graphed_tensors const& t, gs::stream_view s) {
+    backward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(
+        static_cast<float*>(t.input_gradients[0].data),
+        static_cast<float const*>(t.output_gradients[0].data),
+        static_cast<float const*>(t.outputs[0].data), w, n);
+  };
+  gs::graphed_specs specs;
+  specs.inputs = {{{n}, gs::dtype::float32}};
+  specs.outputs = {{{n}, gs::dtype::float32}};
+  specs.output_gradients = {{{n}, gs::dtype::float32}};
+  specs.input_gradients = {{{n}, gs::dtype::float32}};
+  gs::graphed_callable graphed{forward, backward, specs, pool, stream, 2};
+  ASSERT_EQ(graphed.inputs().size(), 1U);
+  EXPECT_EQ(graphed.inputs()[0].bytes, sizeof(float) * n);
+  EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);
+  EXPECT_EQ(graphed.backward_graph().node_counts().kernel, 1U);
+
+  std::vector<float> host_x(n);
+  std::vector<float> host_dy(n);
+  std::vector<float> want_y(n);
+  std::vector<float> want_dx(n);
+  for (int i = 0; i < n; ++i) {
+    host_x[i] = static_cast<float>(i % 37) / 18.0F - 1.0F;
+    host_dy[i] = static_cast<float>(i % 5) - 2.0F;
+  }
+  std::size_t const bytes = sizeof(float) * n;
+  for (int step = 0; step < 3; ++step) {  // new data every step, written into the statics
+    for (float& v : host_x) v *= 0.9F;
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.inputs()[0].data, host_x.data(), bytes,
+                                       cudaMemcpyHostToDevice, stream.get()));
+    graphed.forward({graphed.inputs()[0].data}, stream);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.output_gradients()[0].data, host_dy.data(), bytes,
+                                       cudaMemcpyHostToDevice, stream.get()));
+    graphed.backward({graphed.output_gradients()[0].data}, stream);
+    std::vector<float> got_y(n);
+    std::vector<float> got_dx(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data, bytes,
+                                       cudaMemcpyDeviceToHost, stream.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_dx.data(), graphed.input_gradients()[0].data, bytes,
+                                       cudaMemcpyDeviceToHost, stream.get()));
+    stream.synchronize();
+    // The same arithmetic on the device, eagerly, in buffers of its own.
+    float* x = static_cast<float*>(pool.allocate(bytes, stream));
+    float* y = static_cast<float*>(pool.allocate(bytes, stream));
+    float* dy = static_cast<float*>(pool.allocate(bytes, stream));
+    float* dx = static_cast<float*>(pool.allocate(bytes, stream));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(x, host_x.data(), bytes, cudaMemcpyHostToDevice,
+                                       stream.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(dy, host_dy.data(), bytes, cudaMemcpyHostToDevice,
+                                       stream.get()));
+    forward_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(y, x, w, n);
+    backward_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(dx, dy, y, w, n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(want_y.data(), y, bytes, cudaMemcpyDeviceToHost,
+                                       stream.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(want_dx.data(), dx, bytes, cudaMemcpyDeviceToHost,
+                                       stream.get()));
+    stream.synchronize();
+    for (float* p : {x, y, dy, dx}) pool.deallocate(p, stream);
+    EXPECT_EQ(got_y, want_y) << "step " << step;
+    EXPECT_EQ(got_dx, want_dx) << "step " << step;
+  }
+  gs::graphed_specs empty_shape;
+  empty_shape.inputs = {{{0}, gs::dtype::float32}};
+  EXPECT_THROW((gs::graphed_callable{forward, backward, empty_shape, pool, stream}),
+               gs::usage_error);
+}

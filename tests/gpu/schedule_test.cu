@@ -6,6 +6,7 @@
 #include <graphstep/graphstep.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 
+#include <set>
 #include <vector>
 
 namespace gs = graphstep;
@@ -168,3 +169,81 @@ INSTANTIATE_TEST_SUITE_P(instantiation, schedule_test,
                                       ? std::string{"each_bucket"}
                                       : std::string{"update_template"};
                          });
+
+namespace {
+
+__global__ void offset_kernel(float* out, int rows, float offset) {
+  int const r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) out[r] += offset;
+}
+
+// Buckets above 128 rows run one kernel more: a second topology, which no update can bridge.
+struct two_topologies {
+  model base;
+  void operator()(std::int64_t bucket, gs::stream_view stream) const {
+    base(bucket, stream);
+    if (bucket > 128) {
+      offset_kernel<<<(bucket + 127) / 128, 128, 0, stream.value()>>>(
+          base.out, static_cast<int>(bucket), 100.0F);
+    }
+  }
+  static std::vector<float> expected_for(int rows) {
+    std::vector<float> v = expected(rows);
+    if (rows > 128) {
+      for (float& x : v) x += 100.0F;
+    }
+    return v;
+  }
+};
+
+}  // namespace
+
+// The same fixture, for tests that choose their instantiation themselves.
+using schedule_cache_test = schedule_test;
+
+TEST_F(schedule_cache_test, a_refused_update_falls_back_to_instantiation_and_is_reported) {
+  gsch::graph_cache_options options;
+  options.instantiation = gsch::bucket_instantiation::update_template;
+  options.warmup_runs = 0;
+  gsch::graph_cache cache{gsch::bucket_policy{{32, 64, 128, 192, 256}},
+                          two_topologies{model{*pool_, out_}}, *pool_, options};
+  cache.precapture(*stream_);  // the template is 256: 32..128 have the other topology
+  for (int round = 0; round < 2; ++round) {
+    for (int size : {32, 192, 64, 256, 128, 30}) {
+      clear();
+      auto const choice = cache.run(size, *stream_);
+      int const rows = static_cast<int>(choice.bucket);
+      EXPECT_EQ(read(rows), two_topologies::expected_for(rows)) << "size " << size;
+    }
+  }
+  EXPECT_EQ(cache.refused_buckets(), (std::set<std::int64_t>{32, 64, 128}));
+  EXPECT_EQ(cache.statistics().update_refusals, 3U);  // once each: then their own executable
+  EXPECT_GT(cache.statistics().updates, 0U);          // 192 and 256 share the template
+}
+
+TEST_F(schedule_cache_test, shape_buckets_pad_batch_and_length) {
+  // rows = batch x length; the step writes one result per row of the bucket.
+  gsch::shape_bucket_policy policy{gsch::bucket_policy{{1, 2, 4}},
+                                   gsch::bucket_policy{{16, 32, 64}}};
+  model const m{*pool_, out_};
+  gsch::shape_graph_cache cache{
+      policy,
+      [m](gsch::shape_key bucket, gs::stream_view stream) {
+        m(bucket.batch * bucket.sequence_length, stream);
+      },
+      *pool_, {}};
+  cache.precapture(*stream_);
+  EXPECT_EQ(cache.captured_count(), 9U);
+  for (gsch::shape_key request : {gsch::shape_key{3, 20, 1}, gsch::shape_key{1, 64, 1},
+                                  gsch::shape_key{4, 64, 1}, gsch::shape_key{2, 1, 1}}) {
+    clear();
+    auto const choice = cache.run(request, *stream_);
+    EXPECT_GE(choice.bucket.batch, request.batch);
+    EXPECT_GE(choice.bucket.sequence_length, request.sequence_length);
+    int const rows = static_cast<int>(gsch::bucket_elements(choice.bucket));
+    EXPECT_EQ(read(rows), expected(rows)) << gsch::key_name(choice.bucket);
+  }
+  EXPECT_EQ(cache.statistics().hits, 4U);
+  EXPECT_GT(cache.statistics().pad_ratio(), 0.0);
+  EXPECT_THROW(static_cast<void>(cache.run({8, 16, 1}, *stream_)), gs::usage_error);
+}

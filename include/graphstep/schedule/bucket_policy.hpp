@@ -5,11 +5,10 @@
 /// serves it, and keeps the cache's accounting: least-recently-used order under a memory
 /// budget, and statistics. Plain C++.
 
+#include <graphstep/schedule/lru_budget.hpp>
+
 #include <cstddef>
 #include <cstdint>
-#include <list>
-#include <map>
-#include <optional>
 #include <vector>
 
 namespace graphstep::schedule {
@@ -23,11 +22,20 @@ enum class bucket_match {
 /// @brief The bucket chosen for a size, and the padding it implies.
 struct bucket_choice {
   std::int64_t bucket;
-  std::int64_t padding;
+  std::int64_t padding;  ///< bucket - size
 };
 
+/// @brief The elements a bucket of one number processes: the number itself.
+[[nodiscard]] constexpr std::int64_t bucket_elements(std::int64_t bucket) noexcept {
+  return bucket;
+}
+
+/// @brief Buckets of one number (a batch size, a token count), and how a size finds its own.
 class bucket_policy {
  public:
+  using key_type = std::int64_t;
+  using choice_type = bucket_choice;
+
   /// @throws usage_error (no bucket, a non-positive bucket)
   bucket_policy(std::vector<std::int64_t> buckets, bucket_match match = bucket_match::pad_up);
 
@@ -61,6 +69,7 @@ struct cache_statistics {
   std::uint64_t evictions{};
   std::uint64_t updates{};      ///< executables derived by update instead of instantiation
   std::uint64_t update_refusals{};  ///< updates CUDA refused; those buckets were instantiated
+  std::uint64_t eager_runs{};  ///< warm-up runs (part of the misses)
   double capture_seconds{};
   std::int64_t requested_elements{};
   std::int64_t padded_elements{};
@@ -69,36 +78,6 @@ struct cache_statistics {
     std::int64_t const total = requested_elements + padded_elements;
     return total == 0 ? 0.0 : static_cast<double>(padded_elements) / static_cast<double>(total);
   }
-};
-
-/// @brief Least-recently-used order of cached buckets and their memory, under a budget.
-class lru_budget {
- public:
-  /// @param budget_bytes 0 means no budget
-  explicit lru_budget(std::size_t budget_bytes = 0) : budget_{budget_bytes} {}
-
-  /// @brief Marks `bucket` as just used. Unknown buckets are ignored.
-  void touch(std::int64_t bucket);
-  /// @brief Adds `bucket` holding `bytes`, as the most recent, and returns the buckets to evict
-  /// (least recent first) so that the total fits the budget; never the new one.
-  /// @throws usage_error (bucket already present; a single bucket larger than the budget)
-  [[nodiscard]] std::vector<std::int64_t> insert(std::int64_t bucket, std::size_t bytes);
-  void erase(std::int64_t bucket);
-  [[nodiscard]] bool contains(std::int64_t bucket) const { return entries_.count(bucket) != 0; }
-  [[nodiscard]] std::size_t total_bytes() const noexcept { return total_; }
-  [[nodiscard]] std::size_t budget() const noexcept { return budget_; }
-  /// @brief Least recent first.
-  [[nodiscard]] std::vector<std::int64_t> order() const;
-
- private:
-  struct entry {
-    std::size_t bytes;
-    std::list<std::int64_t>::iterator position;
-  };
-  std::size_t budget_;
-  std::size_t total_{};
-  std::list<std::int64_t> recency_;  // front = least recent
-  std::map<std::int64_t, entry> entries_;
 };
 
 }  // namespace graphstep::schedule

@@ -5,33 +5,47 @@
 /// every later request of that bucket.
 ///
 /// A step whose shapes vary (batch size, sequence length, number of packed sequences) cannot be
-/// one graph. `graph_cache` maps each request's size to a bucket (`bucket_policy`), runs the
-/// first requests of a bucket eagerly (warm-up), then captures it and replays it from then on.
-/// All buckets capture into one pool, largest first when pre-captured, so their memory is about
+/// one graph. `graph_cache` maps each request's size to a bucket (`bucket_policy`, or
+/// `shape_bucket_policy` for several dimensions in `shape_graph_cache`), runs the first
+/// requests of a bucket eagerly (warm-up), then captures it and replays it from then on. All
+/// buckets capture into one pool, largest first when pre-captured, so their memory is about
 /// that of the largest. A memory budget evicts the least recently used graphs.
 ///
 /// With `bucket_instantiation::update_template`, buckets that share one topology (the same
 /// kernels with other arguments, grids or copy sizes) are captured but not instantiated: one
 /// executable graph, the template, is switched between them with `cudaGraphExecUpdate`, so
 /// instantiation time and executable memory grow with the number of topologies instead of
-/// buckets. A bucket whose update CUDA refuses is instantiated on its own, and counted.
+/// buckets. A bucket whose update CUDA refuses is instantiated on its own, counted in
+/// `statistics().update_refusals` and listed by `refused_buckets()`.
+///
+/// The decisions (warm-up, capture, eviction, update or instantiation) are made by
+/// `graph_cache_core`, which is tested apart from CUDA; this class applies them to graphs.
 ///
 /// Every graph of a cache runs on the caller's stream, one at a time (they share a pool).
+/// Not thread-safe: one caller at a time.
 
 #include <graphstep/capture_scope.hpp>
 #include <graphstep/graph.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/cache_core.hpp>
+#include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <graphstep/stream_view.hpp>
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 namespace graphstep::schedule {
 
-enum class bucket_instantiation { each_bucket, update_template };
+/// @brief How the executables of a cache's buckets are made.
+enum class bucket_instantiation {
+  each_bucket,      ///< every bucket captured and instantiated on its own
+  update_template,  ///< one instantiated template, switched between buckets by update
+};
 
+/// @brief How a graph cache works.
 struct graph_cache_options {
   /// Eager runs of a bucket before it is captured (lazy initialization of libraries, NCCL
   /// connections and algorithm choice happen there, not in the capture).
@@ -43,54 +57,71 @@ struct graph_cache_options {
   std::string name{"graph_cache"};
 };
 
-class graph_cache {
+/// @brief A graph cache over the buckets of `Policy` (`bucket_policy` or
+/// `shape_bucket_policy`).
+template <typename Policy>
+class basic_graph_cache {
  public:
+  using key_type = typename Policy::key_type;
+  using choice_type = typename Policy::choice_type;
   /// @brief The step for one bucket: issues everything to `stream`, sized for `bucket`.
-  using step_function = std::function<void(std::int64_t bucket, stream_view stream)>;
+  using step_function = std::function<void(key_type bucket, stream_view stream)>;
 
   /// @throws usage_error (no step, negative warm-up)
-  graph_cache(bucket_policy policy, step_function step, memory_pool& pool,
-              graph_cache_options options = {});
+  basic_graph_cache(Policy policy, step_function step, memory_pool& pool,
+                    graph_cache_options options = {});
   /// @brief In template mode, waits for the device first: the shared executable may still run
   /// work whose memory belongs to another bucket's graph.
-  ~graph_cache();
-  graph_cache(graph_cache const&) = delete;
-  graph_cache& operator=(graph_cache const&) = delete;
+  ~basic_graph_cache();
+  basic_graph_cache(basic_graph_cache const&) = delete;
+  basic_graph_cache& operator=(basic_graph_cache const&) = delete;
 
   /// @brief Serves one request of `size`: eagerly while its bucket warms up, then by replay.
   /// Returns the bucket and the padding used.
   /// @throws usage_error (size outside the buckets), capture_error, and what the step throws
-  bucket_choice run(std::int64_t size, stream_view stream);
+  choice_type run(key_type const& size, stream_view stream);
 
   /// @brief Warms up and captures every bucket now, largest first.
+  /// @throws capture_error, and what the step throws
   void precapture(stream_view stream);
 
-  [[nodiscard]] cache_statistics const& statistics() const noexcept { return stats_; }
-  [[nodiscard]] bool is_captured(std::int64_t bucket) const;
-  [[nodiscard]] std::size_t captured_count() const;
+  [[nodiscard]] cache_statistics const& statistics() const noexcept { return core_.statistics(); }
+  [[nodiscard]] bool is_captured(key_type const& bucket) const { return core_.is_captured(bucket); }
+  [[nodiscard]] std::size_t captured_count() const { return core_.captured_count(); }
   /// @brief Memory charged to a bucket's graph (0 when it is not captured).
-  [[nodiscard]] std::size_t bytes_of(std::int64_t bucket) const;
-  [[nodiscard]] bucket_policy const& policy() const noexcept { return policy_; }
+  [[nodiscard]] std::size_t bytes_of(key_type const& bucket) const {
+    return core_.bytes_of(bucket);
+  }
+  /// @brief Memory charged to every captured bucket's graph.
+  [[nodiscard]] std::map<key_type, std::size_t> bytes_by_bucket() const {
+    return core_.bytes_by_bucket();
+  }
+  /// @brief Buckets whose update CUDA refused (template mode): they have executables of their
+  /// own.
+  [[nodiscard]] std::set<key_type> const& refused_buckets() const noexcept {
+    return core_.refused_buckets();
+  }
+  [[nodiscard]] Policy const& policy() const noexcept { return policy_; }
 
  private:
-  struct entry {
-    graph captured;
-    int eager_runs{};
-    std::size_t bytes{};
-  };
-  void capture_bucket(std::int64_t bucket, entry& e, stream_view stream);
-  void replay_bucket(std::int64_t bucket, entry& e, stream_view stream);
-  void evict(std::int64_t bucket);
+  cache_actions<key_type> actions();
+  std::size_t capture_bucket(key_type const& bucket, bool instantiate);
 
-  bucket_policy policy_;
+  Policy policy_;
   step_function step_;
   memory_pool& pool_;
   graph_cache_options options_;
-  std::map<std::int64_t, entry> entries_;
-  lru_budget budget_;
-  cache_statistics stats_;
-  std::int64_t template_bucket_{-1};  // update_template: the bucket whose executable is shared
-  std::int64_t template_holds_{-1};   // the bucket whose work that executable runs now
+  std::map<key_type, graph> graphs_;
+  stream_view stream_{cudaStreamPerThread};  // the stream of the request being served
+  graph_cache_core<key_type> core_;
 };
+
+extern template class basic_graph_cache<bucket_policy>;
+extern template class basic_graph_cache<shape_bucket_policy>;
+
+/// @brief Buckets of one number (batch size, token count).
+using graph_cache = basic_graph_cache<bucket_policy>;
+/// @brief Buckets of batch size x sequence length x packed sequences.
+using shape_graph_cache = basic_graph_cache<shape_bucket_policy>;
 
 }  // namespace graphstep::schedule

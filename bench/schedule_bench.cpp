@@ -1,0 +1,178 @@
+// Shape buckets: 32 buckets of one 40-kernel step, every bucket captured and instantiated in
+// full, against one instantiated template from which the other buckets' executables are
+// derived by cudaGraphExecUpdate. Reports the capture time of all buckets, the time of the
+// first request of every bucket (where the template mode pays its updates), the device memory
+// taken (pool and executable graphs) and the host cost of a request that switches bucket.
+// Then the replay scheduler's own host overhead against a bare replay of the same graph.
+
+#include <graphstep/capture_scope.hpp>
+#include <graphstep/device.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/rng.hpp>
+#include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/schedule/replay_scheduler.hpp>
+#include <graphstep/stream.hpp>
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace gs = graphstep;
+namespace gsch = graphstep::schedule;
+
+namespace {
+
+constexpr int layers = 40;
+constexpr std::int64_t row_elements = 4096;
+
+std::size_t device_free_bytes() {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
+// A 40-kernel "model" sized by its bucket: dropout layers between two pool buffers. Every
+// bucket has the same topology; arguments and grids differ.
+struct bucket_model {
+  gs::memory_pool& pool;
+  gs::capture_safe_rng& rng;
+  void operator()(std::int64_t bucket, gs::stream_view stream) const {
+    std::size_t const n = static_cast<std::size_t>(bucket * row_elements);
+    auto* a = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+    auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+    auto* mask = static_cast<std::uint8_t*>(pool.allocate(n, stream));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, sizeof(float) * n, stream.value()));
+    for (int layer = 0; layer < layers; ++layer) {
+      float* y = layer % 2 != 0 ? a : b;
+      float const* x = layer % 2 != 0 ? b : a;
+      gs::dropout_forward(y, mask, x, n, 0.1F, rng.reserve(gs::dropout_counters(n)), stream);
+    }
+    rng.end_step(stream);
+    pool.deallocate(mask, stream);
+    pool.deallocate(b, stream);
+    pool.deallocate(a, stream);
+  }
+};
+
+gsch::bucket_policy thirty_two_buckets() {
+  std::vector<std::int64_t> buckets;
+  for (std::int64_t b = 8; b <= 256; b += 8) buckets.push_back(b);  // 8, 16, ..., 256
+  return gsch::bucket_policy{std::move(buckets)};
+}
+
+void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
+  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  gs::stream stream;
+  gs::capture_safe_rng rng{7, stream};
+  auto const policy = thirty_two_buckets();
+  double capture_ms = 0.0;
+  double first_serve_ms = 0.0;
+  double switch_us = 0.0;
+  std::size_t mapped = 0;
+  std::size_t device_taken = 0;
+  gsch::cache_statistics last;
+  for (auto _ : state) {
+    stream.synchronize();
+    std::size_t const free_before = device_free_bytes();
+    {
+      gs::memory_pool pool;
+      gsch::graph_cache_options options;
+      options.instantiation = how;
+      gsch::graph_cache cache{policy, bucket_model{pool, rng}, pool, options};
+      auto const start = std::chrono::steady_clock::now();
+      cache.precapture(stream);
+      stream.synchronize();
+      auto const captured = std::chrono::steady_clock::now();
+      for (std::int64_t bucket : policy.capture_order()) {
+        static_cast<void>(cache.run(bucket, stream));
+      }
+      stream.synchronize();
+      auto const served = std::chrono::steady_clock::now();
+      capture_ms = std::chrono::duration<double, std::milli>(captured - start).count();
+      first_serve_ms = std::chrono::duration<double, std::milli>(served - captured).count();
+      state.SetIterationTime(std::chrono::duration<double>(served - start).count());
+      mapped = pool.statistics().mapped_bytes;
+      std::size_t const free_after = device_free_bytes();
+      device_taken = free_before > free_after ? free_before - free_after : 0;
+      // Host cost of requests that alternate between two buckets (an update each, in
+      // template mode).
+      int const rounds = 200;
+      auto const serve_start = std::chrono::steady_clock::now();
+      for (int i = 0; i < rounds; ++i) static_cast<void>(cache.run(i % 2 ? 64 : 128, stream));
+      switch_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - serve_start)
+              .count() /
+          rounds;
+      stream.synchronize();
+      last = cache.statistics();
+    }
+  }
+  state.counters["buckets"] = static_cast<double>(policy.buckets().size());
+  state.counters["capture_ms"] = capture_ms;
+  state.counters["first_serve_ms"] = first_serve_ms;
+  state.counters["pool_MiB"] = static_cast<double>(mapped) / (1 << 20);
+  state.counters["device_MiB"] = static_cast<double>(device_taken) / (1 << 20);
+  state.counters["updates"] = static_cast<double>(last.updates);
+  state.counters["update_refusals"] = static_cast<double>(last.update_refusals);
+  state.counters["switching_request_host_us"] = switch_us;
+}
+
+// Host cost of a step of one graphed segment through the scheduler, against the bare replay of
+// the same graph: the scheduler's own overhead.
+void one_segment_step(benchmark::State& state, bool through_scheduler) {
+  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  gs::stream stream;
+  gs::memory_pool pool;
+  gs::capture_safe_rng rng{11, stream};
+  std::size_t const n = std::size_t{1} << 12;
+  auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  auto* mask = static_cast<std::uint8_t*>(pool.allocate(n, stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
+  auto body = [&](gs::stream_view s) {
+    for (int layer = 0; layer < 20; ++layer) {
+      gs::dropout_forward(x, mask, x, n, 0.1F, rng.reserve(gs::dropout_counters(n)), s);
+    }
+    rng.end_step(s);
+  };
+  gsch::step_spec spec;
+  spec.streams = {"main"};
+  spec.segments = {{"step", true, "main", {}, {}, {}}};
+  gsch::replay_scheduler scheduler{spec, {{"step", body}}, {{"main", stream}}, pool};
+  gs::graph bare;
+  gs::capture(bare, stream, [&] { body(stream); });
+  for (int i = 0; i < 10; ++i) {
+    scheduler.run();
+    bare.replay(stream);
+  }
+  stream.synchronize();
+  double host = 0.0;
+  for (auto _ : state) {
+    auto const start = std::chrono::steady_clock::now();
+    if (through_scheduler) {
+      scheduler.run();
+    } else {
+      bare.replay(stream);
+    }
+    host +=
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    stream.synchronize();
+  }
+  state.counters["host_us"] = host / static_cast<double>(state.iterations());
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(one_segment_step, bare_replay, false)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(one_segment_step, scheduler, true)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(many_buckets, each_bucket_instantiated, gsch::bucket_instantiation::each_bucket)
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(many_buckets, update_template, gsch::bucket_instantiation::update_template)
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
