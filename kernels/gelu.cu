@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
+
+#include "element_conversion.cuh"
 #include <type_traits>
 
 namespace graphstep::ops {
@@ -17,29 +19,8 @@ namespace {
 
 constexpr int threads = 256;
 
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
+using detail::from_float;
+using detail::to_float;
 
 __device__ __forceinline__ float gelu(float x, bool erf_form) {
   if (erf_form) return 0.5F * x * (1.0F + erff(x * 0.70710678118654752F));
