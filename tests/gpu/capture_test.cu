@@ -2,6 +2,7 @@
 // can fail: each leaves the stream usable.
 
 #include "common/gpu_test.hpp"
+#include "common/process_memory.hpp"
 #include "test_kernels.cuh"
 
 #include <graphstep/graphstep.hpp>
@@ -271,24 +272,18 @@ TEST_F(capture_test, many_replays_do_not_grow_device_or_host_memory) {
     axpy_kernel<<<1, 256, 0, stream_->get()>>>(x, scratch, 1.0F, n);
     pool_->deallocate(scratch, *stream_);
   });
-  auto resident_pages = [] {
-    std::ifstream statm{"/proc/self/statm"};
-    long size = 0;
-    long resident = 0;
-    statm >> size >> resident;
-    return resident;
-  };
   for (int i = 0; i < 1000; ++i) g.replay(*stream_);  // settle lazy allocations
   stream_->synchronize();
   std::size_t free_before = 0;
   std::size_t total = 0;
   GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
-  long const pages_before = resident_pages();
+  long const pages_before = gs::testing::resident_pages();
   for (int i = 0; i < 100000; ++i) g.replay(*stream_);
   stream_->synchronize();
   std::size_t free_after = 0;
   GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
   EXPECT_EQ(free_after, free_before);
-  EXPECT_LE(resident_pages() - pages_before, 64) << "host memory grew by more than 64 pages";
+  EXPECT_LE(gs::testing::resident_pages() - pages_before, 64)
+      << "host memory grew by more than 64 pages";
   EXPECT_EQ(download(x, 1)[0], 101000.0F);
 }

@@ -3,6 +3,7 @@
 // grows after the first minute's worth of warm-up.
 
 #include "common/gpu_test.hpp"
+#include "common/process_memory.hpp"
 
 #include <graphstep/graphstep.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
@@ -11,11 +12,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <algorithm>
 #include <random>
 
 namespace gs = graphstep;
+using gs::testing::resident_pages;
 namespace gsch = graphstep::schedule;
 
 namespace {
@@ -23,14 +24,6 @@ namespace {
 __global__ void scale_kernel(float* out, float const* in, int n, float factor) {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = in[i] * factor;
-}
-
-long resident_pages() {
-  std::ifstream statm{"/proc/self/statm"};
-  long size = 0;
-  long resident = 0;
-  statm >> size >> resident;
-  return resident;
 }
 
 class soak_test : public gs::testing::gpu_test {};

@@ -2,27 +2,20 @@
 // the same time.
 
 #include "common/gpu_test.hpp"
+#include "common/process_memory.hpp"
 
 #include <graphstep/graphstep.hpp>
 
-#include <fstream>
 #include <thread>
 
 namespace gs = graphstep;
+using gs::testing::resident_pages;
 
 namespace {
 
 __global__ void add_kernel(float* x, float value, int n) {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] += value;
-}
-
-long resident_pages() {
-  std::ifstream statm{"/proc/self/statm"};
-  long size = 0;
-  long resident = 0;
-  statm >> size >> resident;
-  return resident;
 }
 
 class threads_test : public gs::testing::gpu_test {};
