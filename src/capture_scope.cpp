@@ -2,11 +2,13 @@
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 
+#include "diagnostics/capture_recorder.hpp"
 #include "memory/pool_state.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <sstream>
 
 namespace graphstep {
@@ -63,6 +65,10 @@ char const* advice_for(cudaError_t code) {
 
 }  // namespace
 
+std::string capture_diagnostics_unavailable_reason() {
+  return detail::capture_diagnostics_unavailable_reason();
+}
+
 capture_scope::capture_scope(graph& target, stream_view stream, capture_options options)
     : target_{target},
       stream_{stream},
@@ -108,6 +114,7 @@ void capture_scope::begin() {
   target_.device_ = device;
   cudaStreamCaptureStatus status{};
   GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_));
+  if (options_.diagnose || detail::diagnostics_requested_by_environment()) start_diagnostics();
   if (pool_ != nullptr) {
     try {
       pool_->state_->begin_capture(capture_id_, target_.id(), options_.name, stream_.value());
@@ -116,6 +123,36 @@ void capture_scope::begin() {
       throw;
     }
   }
+}
+
+void capture_scope::start_diagnostics() {
+  try {
+    recorder_ = std::make_unique<detail::capture_recorder>(stream_.value(), options_.mode,
+                                                           options_.name);
+  } catch (error const& e) {
+    if (options_.diagnose) {
+      abandon();  // asked for explicitly: a capture without them is not what was asked
+      throw error{describe() + ": " + e.what()};
+    }
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "graphstep: GRAPHSTEP_CAPTURE_DIAGNOSTICS is set, but %s\n", e.what());
+    });
+  }
+}
+
+std::string capture_scope::finish_diagnostics(int outcome) {
+  if (!recorder_) return {};
+  diagnosis_ = recorder_->diagnose(outcome);
+  std::string report;
+  if (diagnosis_->capture_failed || !diagnosis_->warnings.empty()) {
+    report = recorder_->report(*diagnosis_);
+  }
+  recorder_.reset();
+  if (outcome == cudaSuccess && !report.empty()) {
+    std::fprintf(stderr, "graphstep: %s: %s", describe().c_str(), report.c_str());
+  }
+  return report;
 }
 
 capture_scope::~capture_scope() noexcept(false) {
@@ -155,6 +192,7 @@ void capture_scope::join(stream_view side) {
 
 void capture_scope::abandon() noexcept {
   active_ = false;
+  recorder_.reset();
   cudaGraph_t partial = nullptr;
   if (cudaStreamEndCapture(stream_.value(), &partial) == cudaSuccess && partial != nullptr) {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
@@ -175,16 +213,20 @@ void capture_scope::end() {
                             "the capture ends. The partial graph was discarded"};
   }
   active_ = false;
+  if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
     if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
+    std::string const report = finish_diagnostics(ended);
     throw capture_error{ended, describe() + " failed: " + cudaGetErrorName(ended) + " (" +
                                    cudaGetErrorString(ended) + "): " + advice_for(ended) +
-                                   ". The partial graph was discarded; the stream is usable"};
+                                   ". The partial graph was discarded; the stream is usable" +
+                                   (report.empty() ? "" : "\n" + report)};
   }
+  static_cast<void>(finish_diagnostics(cudaSuccess));
   if (pool_ != nullptr) {
     if (std::string problem = pool_->state_->capture_problem(capture_id_); !problem.empty()) {
       pool_->state_->finish_capture(capture_id_, false);

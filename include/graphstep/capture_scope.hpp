@@ -3,6 +3,8 @@
 /// @file capture_scope.hpp
 /// @brief `capture_scope` and `capture()`: record the work issued to a stream into a `graph`.
 
+#include <graphstep/capture_mode.hpp>
+#include <graphstep/diagnostics/capture_trace.hpp>
 #include <graphstep/event.hpp>
 #include <graphstep/graph.hpp>
 #include <graphstep/stream_view.hpp>
@@ -10,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,12 +21,9 @@ namespace graphstep {
 
 class memory_pool;
 
-/// @brief Which calls from other code invalidate a capture in progress (cudaStreamCaptureMode).
-enum class capture_mode {
-  global,       ///< unsafe calls from any thread invalidate it (strictest)
-  this_thread,  ///< only unsafe calls from the capturing thread do (the default; NCCL needs it)
-  relaxed,      ///< no call is checked; for code that knows what it does
-};
+namespace detail {
+class capture_recorder;
+}
 
 /// @brief How a capture is made.
 struct capture_options {
@@ -37,7 +37,18 @@ struct capture_options {
   /// Instantiate at the end of the capture. Off, the graph only holds the captured work, to be
   /// instantiated later or used to update another graph's executable (`graph::update_from`).
   bool instantiate{true};
+  /// Capture diagnostics, for debugging: record every CUDA runtime and driver API call made
+  /// while capturing (through CUPTI, loaded on demand). A failed capture's `capture_error` then
+  /// names the call that broke it, its thread and the frame of your code that made it; work
+  /// issued to the legacy default stream and copies of pageable host memory are reported as
+  /// warnings (on stderr, and in `capture_scope::diagnosis()`). Slows every CUDA call while
+  /// capturing. Setting GRAPHSTEP_CAPTURE_DIAGNOSTICS=1 turns it on for every capture.
+  bool diagnose{false};
 };
+
+/// @brief Why capture diagnostics cannot run in this process (CUPTI not found, or not
+/// loadable), or "" when they can. `GRAPHSTEP_CUPTI_LIBRARY` names the library to load.
+[[nodiscard]] std::string capture_diagnostics_unavailable_reason();
 
 /// @brief Records everything issued to `stream` — and to side streams forked from it — into a
 /// `graph`, from construction to `end()` or the end of the scope.
@@ -83,8 +94,15 @@ class capture_scope {
   /// @brief The capturing stream.
   [[nodiscard]] stream_view stream() const noexcept { return stream_; }
 
+  /// @brief What capture diagnostics found, once the capture ended (empty when they were off).
+  [[nodiscard]] std::optional<diagnostics::capture_diagnosis> const& diagnosis() const noexcept {
+    return diagnosis_;
+  }
+
  private:
   void begin();
+  void start_diagnostics();
+  [[nodiscard]] std::string finish_diagnostics(int outcome);
   void abandon() noexcept;
   [[nodiscard]] std::string describe() const;
 
@@ -97,6 +115,8 @@ class capture_scope {
   unsigned long long capture_id_{};
   std::vector<cudaStream_t> forked_;
   std::vector<event> fork_events_;
+  std::unique_ptr<detail::capture_recorder> recorder_;
+  std::optional<diagnostics::capture_diagnosis> diagnosis_;
 };
 
 /// @brief Captures what `body()` issues to `stream` into `target`, allocating from `pool`.
