@@ -2,16 +2,14 @@
 // frees, stream and graph releases) and the planner (plans verified, then served through a
 // planned sequence). Every invariant is checked after every operation, and an eager block must
 // never land on memory a live graph touched. Build and run with scripts/fuzz.sh.
-//
-// With GRAPHSTEP_FUZZ_STANDALONE defined it builds as a plain program (any compiler, no
-// libFuzzer) that runs each file named on its command line as one input, e.g. to replay a
-// crash or a corpus:  block_allocator_fuzz_standalone crash-1234 corpus/*
 
-#include <cstdint>
-#include <cstdlib>
+#include "fuzz_input.hpp"
+
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/block_allocator.hpp>
+
+#include <cstdint>
 #include <iterator>
 #include <map>
 #include <vector>
@@ -20,25 +18,8 @@ namespace gm = graphstep::memory;
 
 namespace {
 
-class reader {
- public:
-  reader(std::uint8_t const* data, std::size_t size) : data_{data}, size_{size} {}
-  [[nodiscard]] bool done() const { return at_ >= size_; }
-  std::uint32_t next(std::uint32_t bound) {
-    std::uint32_t value = 0;
-    for (int i = 0; i < 3 && at_ < size_; ++i) value = value << 8 | data_[at_++];
-    return bound == 0 ? 0 : value % bound;
-  }
-
- private:
-  std::uint8_t const* data_;
-  std::size_t size_;
-  std::size_t at_{};
-};
-
-[[noreturn]] void fail() {
-  std::abort();
-}
+using graphstep::fuzz::fail;
+using graphstep::fuzz::reader;
 
 void fuzz_allocator(reader& in) {
   gm::block_allocator alloc{std::size_t{1} << (4 + in.next(6))};  // 16 B .. 512 B
@@ -151,23 +132,3 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   }
   return 0;
 }
-
-#ifdef GRAPHSTEP_FUZZ_STANDALONE
-#include <cstdio>
-#include <fstream>
-
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::ifstream file{argv[i], std::ios::binary};
-    if (!file) {
-      std::fprintf(stderr, "block_allocator_fuzz: cannot read %s\n", argv[i]);
-      return 2;
-    }
-    std::vector<std::uint8_t> const bytes{std::istreambuf_iterator<char>{file},
-                                          std::istreambuf_iterator<char>{}};
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-    std::printf("%s: ok (%zu bytes)\n", argv[i], bytes.size());
-  }
-  return 0;
-}
-#endif

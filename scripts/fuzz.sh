@@ -1,16 +1,54 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target of the allocator core and the planner with clang (ASan + UBSan) and
-# fuzzes it for the given number of seconds (default 60). Needs clang and its runtime
-# (Debian: clang, libclang-rt-14-dev). Crashes are written to build-fuzz/.
+# Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and fuzzes each for the given
+# number of seconds (default 60): the allocator core with the planner, and the bucket policies
+# with the graph cache's LRU budget. Needs clang with its libFuzzer runtime (Debian: clang,
+# libclang-rt-14-dev), installed with apt-get when missing and run as root. Each target keeps
+# its corpus, log and any crash input in build-fuzz/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-mkdir -p build-fuzz/corpus
-clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -I/usr/local/cuda/include \
-  fuzz/block_allocator_fuzz.cpp src/memory/block_allocator.cpp src/memory/allocation_plan.cpp \
-  src/error.cpp src/detail/driver_api.cpp \
-  -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart \
-  -o build-fuzz/block_allocator_fuzz
-cd build-fuzz
-./block_allocator_fuzz -max_total_time="${seconds}" -max_len=4096 -print_final_stats=1 corpus
+
+has_libfuzzer() {
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
+    clang++ -x c++ -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1
+}
+if ! command -v clang++ >/dev/null || ! has_libfuzzer; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "fuzz.sh: installing clang and its libFuzzer runtime"
+    apt-get update -qq && apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
+  fi
+  if ! has_libfuzzer; then
+    echo "fuzz.sh: needs clang with libFuzzer (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+    exit 2
+  fi
+fi
+
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+common_sources=(src/error.cpp src/detail/driver_api.cpp)
+build() {
+  local name=$1
+  shift
+  mkdir -p "build-fuzz/${name}/corpus"
+  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Iinclude -I"${cuda_home}/include" "fuzz/${name}.cpp" "$@" "${common_sources[@]}" \
+    -L"${cuda_home}/lib64" -Wl,-rpath,"${cuda_home}/lib64" -lcudart -o "build-fuzz/${name}/${name}"
+}
+build block_allocator_fuzz src/memory/block_allocator.cpp src/memory/allocation_plan.cpp &
+build bucket_policy_fuzz src/schedule/bucket_policy.cpp src/schedule/shape_bucket_policy.cpp &
+wait -n  # each wait stops the script if that build failed
+wait -n
+
+status=0
+for name in block_allocator_fuzz bucket_policy_fuzz; do
+  echo "== ${name}: ${seconds} s"
+  if (cd "build-fuzz/${name}" &&
+      "./${name}" -max_total_time="${seconds}" -max_len=4096 -print_final_stats=1 corpus \
+        >fuzz.log 2>&1); then
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "build-fuzz/${name}/fuzz.log"
+  else
+    status=1
+    echo "${name}: FAILED; the crash input and the report are in build-fuzz/${name}/" >&2
+    tail -n 40 "build-fuzz/${name}/fuzz.log" >&2
+  fi
+done
+exit "${status}"

@@ -1,0 +1,144 @@
+// libFuzzer target: the fuzzer's bytes pick bucket lists (one number, or the three dimensions
+// of a shape), sizes to place in them and graph sizes for the LRU budget of a graph cache.
+// A size is either served by the smallest bucket that holds it or refused with usage_error,
+// never mis-served; the budget is never exceeded and never evicts the bucket just added.
+// Build and run with scripts/fuzz.sh.
+
+#include "fuzz_input.hpp"
+
+#include <graphstep/error.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/lru_budget.hpp>
+#include <graphstep/schedule/shape_bucket_policy.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace gsch = graphstep::schedule;
+
+namespace {
+
+using graphstep::fuzz::fail;
+using graphstep::fuzz::reader;
+
+std::optional<gsch::bucket_policy> make_policy(reader& in) {
+  std::vector<std::int64_t> buckets;
+  std::size_t const count = in.next(12);  // 0 buckets: refused
+  for (std::size_t i = 0; i < count; ++i) {
+    buckets.push_back(static_cast<std::int64_t>(in.next(100000)) - 2);  // some ≤ 0: refused
+  }
+  auto const match = in.next(2) == 1 ? gsch::bucket_match::exact : gsch::bucket_match::pad_up;
+  try {
+    return gsch::bucket_policy{buckets, match};
+  } catch (graphstep::usage_error const&) {
+    bool any_invalid = buckets.empty();
+    for (std::int64_t b : buckets) any_invalid = any_invalid || b <= 0;
+    if (!any_invalid) fail();  // a valid list must be accepted
+    return std::nullopt;
+  }
+}
+
+// The smallest bucket that holds `size` under `policy`'s match, or nullopt when none does.
+std::optional<std::int64_t> expected_bucket(gsch::bucket_policy const& policy, std::int64_t size) {
+  if (size <= 0) return std::nullopt;
+  for (std::int64_t b : policy.buckets()) {
+    if (b == size || (b > size && policy.match() == gsch::bucket_match::pad_up)) return b;
+    if (b > size) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void check_choice(gsch::bucket_policy const& policy, std::int64_t size) {
+  std::optional<std::int64_t> const expected = expected_bucket(policy, size);
+  try {
+    gsch::bucket_choice const choice = policy.choose(size);
+    if (!expected || choice.bucket != *expected || choice.padding != choice.bucket - size) fail();
+  } catch (graphstep::usage_error const&) {
+    if (expected) fail();  // refused a size it could serve
+  }
+}
+
+void fuzz_one_dimension(reader& in) {
+  std::optional<gsch::bucket_policy> const policy = make_policy(in);
+  if (!policy) return;
+  std::vector<std::int64_t> const order = policy->capture_order();
+  if (std::set<std::int64_t>(order.begin(), order.end()).size() != policy->buckets().size()) {
+    fail();
+  }
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    if (order[i - 1] <= order[i]) fail();  // largest first
+  }
+  gsch::lru_budget lru{in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
+  while (!in.done()) {
+    std::int64_t const size = static_cast<std::int64_t>(in.next(120000)) - 10;
+    check_choice(*policy, size);
+    std::optional<std::int64_t> const bucket = expected_bucket(*policy, size);
+    if (!bucket) continue;
+    if (lru.contains(*bucket)) {
+      lru.touch(*bucket);
+      continue;
+    }
+    std::size_t const bytes = 1 + in.next(1 << 16);
+    try {
+      for (std::int64_t gone : lru.insert(*bucket, bytes)) {
+        if (lru.contains(gone) || gone == *bucket) fail();
+      }
+    } catch (graphstep::usage_error const&) {
+      if (lru.budget() == 0 || bytes <= lru.budget()) fail();  // only a graph above the budget
+      continue;
+    }
+    if (!lru.contains(*bucket)) fail();
+    if (lru.budget() != 0 && lru.total_bytes() > lru.budget()) fail();
+  }
+}
+
+void fuzz_shape(reader& in) {
+  std::optional<gsch::bucket_policy> batch = make_policy(in);
+  std::optional<gsch::bucket_policy> length = make_policy(in);
+  std::optional<gsch::bucket_policy> packed = make_policy(in);
+  if (!batch || !length || !packed) return;
+  gsch::shape_bucket_policy const policy{*batch, *length, *packed};
+  std::vector<gsch::shape_key> const order = policy.capture_order();
+  if (order.size() != batch->buckets().size() * length->buckets().size() *
+                          packed->buckets().size()) {
+    fail();
+  }
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    if (gsch::bucket_elements(order[i - 1]) < gsch::bucket_elements(order[i])) fail();
+  }
+  while (!in.done()) {
+    gsch::shape_key const shape{static_cast<std::int64_t>(in.next(3000)) - 2,
+                                static_cast<std::int64_t>(in.next(3000)) - 2,
+                                static_cast<std::int64_t>(in.next(50)) - 2};
+    auto const b = expected_bucket(*batch, shape.batch);
+    auto const l = expected_bucket(*length, shape.sequence_length);
+    auto const p = expected_bucket(*packed, shape.packed_sequences);
+    try {
+      gsch::shape_choice const choice = policy.choose(shape);
+      // Each dimension is served by its own list, exactly as a one-dimension policy would.
+      if (!b || !l || !p) fail();
+      if (choice.bucket != gsch::shape_key{*b, *l, *p}) fail();
+      if (choice.padding != gsch::shape_key{*b - shape.batch, *l - shape.sequence_length,
+                                            *p - shape.packed_sequences}) {
+        fail();
+      }
+    } catch (graphstep::usage_error const&) {
+      if (b && l && p) fail();
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+  if (size == 0) return 0;
+  reader in{data + 1, size - 1};
+  if (data[0] % 2 == 0) {
+    fuzz_one_dimension(in);
+  } else {
+    fuzz_shape(in);
+  }
+  return 0;
+}
