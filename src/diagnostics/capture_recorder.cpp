@@ -132,13 +132,16 @@ cupti_load load_cupti() {
 }
 
 // The process-wide CUPTI subscription, held while at least one capture is diagnosed. Never
-// destroyed: CUPTI may still call back while the process exits.
+// destroyed: CUPTI may still call back while the process exits. Callbacks take only
+// slots_mutex; subscribing and unsubscribing happen under subscription_mutex alone, so that
+// CUPTI waiting for a callback in flight never waits on a lock that callback needs.
 struct session {
-  std::mutex mutex;
-  std::vector<std::shared_ptr<recorder_slot>> slots;  // guarded by mutex
+  std::mutex subscription_mutex;
+  std::optional<cupti_api> api;        // guarded by subscription_mutex
+  CUpti_SubscriberHandle subscriber{};  // guarded by subscription_mutex
+  std::mutex slots_mutex;
+  std::vector<std::shared_ptr<recorder_slot>> slots;  // guarded by slots_mutex
   std::atomic<std::size_t> active{0};
-  std::optional<cupti_api> api;
-  CUpti_SubscriberHandle subscriber{};
   std::atomic<std::uint64_t> generation{0};
 };
 
@@ -306,7 +309,7 @@ void record_call(CUpti_CallbackDomain domain, CUpti_CallbackId id,
   session& s = the_session();
   std::vector<std::shared_ptr<recorder_slot>> slots;
   {
-    std::lock_guard lock{s.mutex};
+    std::lock_guard lock{s.slots_mutex};
     slots = s.slots;
   }
   for (auto const& slot : slots) {
@@ -383,13 +386,13 @@ void find_host_memory(api_call& call) {
 
 capture_recorder::capture_recorder(cudaStream_t stream, capture_mode mode, std::string name) {
   session& s = the_session();
-  std::lock_guard lock{s.mutex};
+  std::lock_guard subscription{s.subscription_mutex};
   if (!s.api) {
     cupti_load loaded = load_cupti();
     if (!loaded.api) throw error{loaded.failure};
     s.api = loaded.api;
   }
-  if (s.slots.empty()) {
+  if (s.subscriber == nullptr) {
     cupti_api const& api = *s.api;
     CUpti_SubscriberHandle subscriber{};
     if (CUptiResult const r = api.subscribe(&subscriber, &on_api_call, nullptr);
@@ -406,8 +409,11 @@ capture_recorder::capture_recorder(cudaStream_t stream, capture_mode mode, std::
     s.generation.fetch_add(1);
   }
   slot_ = std::make_shared<recorder_slot>(reinterpret_cast<std::uintptr_t>(stream));
-  s.slots.push_back(slot_);
-  s.active.store(s.slots.size(), std::memory_order_release);
+  {
+    std::lock_guard slots{s.slots_mutex};
+    s.slots.push_back(slot_);
+    s.active.store(s.slots.size(), std::memory_order_release);
+  }
   context_.name = std::move(name);
   context_.mode = mode;
   context_.capturing_thread = this_thread_number();
@@ -417,12 +423,17 @@ capture_recorder::~capture_recorder() { stop(); }
 
 void capture_recorder::stop() noexcept {
   session& s = the_session();
-  std::lock_guard lock{s.mutex};
-  auto const found = std::find(s.slots.begin(), s.slots.end(), slot_);
-  if (found == s.slots.end()) return;
-  s.slots.erase(found);
-  s.active.store(s.slots.size(), std::memory_order_release);
-  if (s.slots.empty() && s.subscriber != nullptr) {
+  std::lock_guard subscription{s.subscription_mutex};
+  bool last = false;
+  {
+    std::lock_guard slots{s.slots_mutex};
+    auto const found = std::find(s.slots.begin(), s.slots.end(), slot_);
+    if (found == s.slots.end()) return;
+    s.slots.erase(found);
+    s.active.store(s.slots.size(), std::memory_order_release);
+    last = s.slots.empty();
+  }
+  if (last && s.subscriber != nullptr) {
     static_cast<void>(s.api->unsubscribe(s.subscriber));
     s.subscriber = nullptr;
   }
