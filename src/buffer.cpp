@@ -28,7 +28,7 @@ std::size_t element_count(std::vector<std::int64_t> const& shape) {
 std::string describe(std::vector<std::int64_t> const& shape, dtype type) {
   std::ostringstream out;
   out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i != 0 ? ", " : "") << shape[i];
   out << "] " << name(type);
   return out.str();
 }
@@ -75,7 +75,8 @@ void static_buffer::release() noexcept {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
     static_cast<detail::pool_state*>(pool_.get())->deallocate(data_, cudaStreamPerThread);
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "graphstep: static_buffer release failed, continuing: %s\n", e.what());
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep: static_buffer release failed, continuing: %s\n", e.what()));
   }
   data_ = nullptr;
   pool_.reset();

@@ -6,6 +6,7 @@
 #include "memory/pool_state.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -25,9 +26,9 @@ cudaStreamCaptureMode to_cuda(capture_mode mode) {
 }
 
 std::string stream_name(cudaStream_t stream) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", static_cast<void*>(stream));
-  return text;
+  std::array<char, 32> text{};
+  static_cast<void>(std::snprintf(text.data(), text.size(), "%p", static_cast<void*>(stream)));
+  return text.data();
 }
 
 // What a user should do about each way a capture can fail.
@@ -136,7 +137,8 @@ void capture_scope::start_diagnostics() {
     }
     static std::once_flag warned;
     std::call_once(warned, [&] {
-      std::fprintf(stderr, "graphstep: GRAPHSTEP_CAPTURE_DIAGNOSTICS is set, but %s\n", e.what());
+      static_cast<void>(std::fprintf(
+          stderr, "graphstep: GRAPHSTEP_CAPTURE_DIAGNOSTICS is set, but %s\n", e.what()));
     });
   }
 }
@@ -150,11 +152,13 @@ std::string capture_scope::finish_diagnostics(int outcome) {
   }
   recorder_.reset();
   if (outcome == cudaSuccess && !report.empty()) {
-    std::fprintf(stderr, "graphstep: %s: %s", describe().c_str(), report.c_str());
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep: %s: %s", describe().c_str(), report.c_str()));
   }
   return report;
 }
 
+// NOLINTNEXTLINE(bugprone-exception-escape): ending the capture reports its failure by throwing
 capture_scope::~capture_scope() noexcept(false) {
   if (!active_) return;
   if (std::uncaught_exceptions() > uncaught_at_start_) {

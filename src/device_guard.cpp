@@ -5,7 +5,7 @@
 
 namespace graphstep {
 
-device_guard::device_guard(int device) : previous_{0}, changed_{false} {
+device_guard::device_guard(int device) {
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&previous_));
   if (device != previous_) {
     GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));

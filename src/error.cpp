@@ -113,8 +113,9 @@ void report_cleanup_failure(int code, char const* call, char const* file, int li
   auto const status = static_cast<cudaError_t>(code);
   if (status == cudaErrorCudartUnloading) return;  // the runtime is shutting down at exit
   static_cast<void>(cudaGetLastError());
-  std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s:%d: %s: %s (%s)\n", file, line,
-               call, cudaGetErrorName(status), cudaGetErrorString(status));
+  static_cast<void>(
+      std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s:%d: %s: %s (%s)\n", file,
+                   line, call, cudaGetErrorName(status), cudaGetErrorString(status)));
 }
 
 char const* nccl_result_name(int code) noexcept {

@@ -92,7 +92,7 @@ void graph::replay(stream_view stream) {
   if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
 }
 
-output_guard graph::guard_output(std::string what) const {
+output_guard graph::guard_output(std::string const& what) const {
   if (!generation_) generation_ = std::make_shared<std::atomic<std::uint64_t>>(replays_);
   return output_guard{generation_, "'" + what + "' of graph '" + name_ + "'"};
 }

@@ -33,7 +33,7 @@ void copy_in(std::vector<static_tensor> const& statics, std::vector<void const*>
 
 }  // namespace
 
-graphed_callable::graphed_callable(callable forward, callable backward,
+graphed_callable::graphed_callable(callable const& forward, callable const& backward,
                                    std::vector<static_tensor> inputs,
                                    std::vector<static_tensor> outputs,
                                    std::vector<static_tensor> output_gradients,

@@ -1,11 +1,11 @@
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstring>
 #include <graphstep/detail/rng_kernels.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/rng.hpp>
 #include <graphstep/rng/rng_state.hpp>
-
-#include <cuda_runtime_api.h>
-
-#include <cstring>
 #include <utility>
 
 namespace graphstep {
@@ -16,8 +16,8 @@ capture_safe_rng::capture_safe_rng(std::uint64_t seed, stream_view stream) {
   void* state = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&state, 2 * sizeof(std::uint64_t)));
   state_ = static_cast<std::uint64_t*>(state);
-  std::uint64_t const initial[2] = {seed, 0};
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_, initial, sizeof initial, cudaMemcpyHostToDevice,
+  std::array<std::uint64_t, 2> const initial = {seed, 0};
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_, initial.data(), sizeof initial, cudaMemcpyHostToDevice,
                                      stream.value()));
   stream.synchronize();
 }
@@ -57,9 +57,9 @@ std::vector<std::byte> capture_safe_rng::save(stream_view stream) const {
   GRAPHSTEP_EXPECTS(step_reserved_ == 0,
                     "capture_safe_rng::save: a step reserved numbers but has not ended; save "
                     "between steps");
-  std::uint64_t words[2] = {};
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(words, state_, sizeof words, cudaMemcpyDeviceToHost,
-                                     stream.value()));
+  std::array<std::uint64_t, 2> words{};
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(words.data(), state_, sizeof words, cudaMemcpyDeviceToHost, stream.value()));
   stream.synchronize();
   return rng::to_bytes({words[0], words[1]});
 }
@@ -71,9 +71,9 @@ void capture_safe_rng::restore(std::vector<std::byte> const& bytes, stream_view 
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "capture_safe_rng::restore inside a capture would freeze the state into "
                     "the graph; restore between replays");
-  std::uint64_t const words[2] = {state.seed, state.offset};
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_, words, sizeof words, cudaMemcpyHostToDevice,
-                                     stream.value()));
+  std::array<std::uint64_t, 2> const words = {state.seed, state.offset};
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(state_, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
   stream.synchronize();
 }
 

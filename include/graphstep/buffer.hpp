@@ -37,8 +37,10 @@ class static_buffer {
   static_buffer(memory_pool& pool, std::vector<std::int64_t> shape, dtype type,
                 stream_view stream);
   ~static_buffer();
-  static_buffer(static_buffer&&) noexcept;
-  static_buffer& operator=(static_buffer&&) noexcept;
+  static_buffer(static_buffer&& other) noexcept;
+  static_buffer& operator=(static_buffer&& other) noexcept;
+  static_buffer(static_buffer const&) = delete;
+  static_buffer& operator=(static_buffer const&) = delete;
 
   [[nodiscard]] void* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }

@@ -73,6 +73,7 @@ class capture_scope {
   /// @brief As above, with allocations on the captured streams served from `pool`.
   capture_scope(graph& target, stream_view stream, memory_pool& pool,
                 capture_options options = {});
+  // NOLINTNEXTLINE(bugprone-exception-escape): a failed capture throws here, as documented
   ~capture_scope() noexcept(false);
   capture_scope(capture_scope const&) = delete;
   capture_scope& operator=(capture_scope const&) = delete;

@@ -16,8 +16,8 @@ class device_guard {
   device_guard& operator=(device_guard const&) = delete;
 
  private:
-  int previous_;
-  bool changed_;
+  int previous_{0};
+  bool changed_{false};
 };
 
 }  // namespace graphstep

@@ -30,6 +30,8 @@ class event {
 
   event(event&&) noexcept = default;
   event& operator=(event&&) noexcept = default;
+  event(event const&) = delete;
+  event& operator=(event const&) = delete;
   ~event() = default;
 
   /// @brief Records the event at the current end of `stream`.

@@ -59,8 +59,10 @@ class graph {
  public:
   /// @brief An empty graph, ready to be captured into.
   graph() noexcept;
-  graph(graph&&) noexcept;
-  graph& operator=(graph&&) noexcept;
+  graph(graph&& other) noexcept;
+  graph& operator=(graph&& other) noexcept;
+  graph(graph const&) = delete;
+  graph& operator=(graph const&) = delete;
   /// @brief Destroys the executable graph and returns its pool memory. If it was replayed, the
   /// device is synchronized first, so no replay still in flight can touch memory that is
   /// handed out again.
@@ -114,7 +116,7 @@ class graph {
 
   /// @brief A guard for the outputs of the latest replay, named `what` in its error: its
   /// `check()` throws once this graph has replayed again (the outputs were overwritten).
-  [[nodiscard]] output_guard guard_output(std::string what) const;
+  [[nodiscard]] output_guard guard_output(std::string const& what) const;
 
   [[nodiscard]] cudaGraph_t native_graph() const noexcept { return graph_.get(); }
   [[nodiscard]] cudaGraphExec_t native_exec() const noexcept { return exec_.get(); }

@@ -66,8 +66,9 @@ class graphed_callable {
   /// @param input_gradients buffers the backward writes
   /// @throws usage_error (missing callables, null or empty tensors, negative warm-up, a
   /// capturing stream), capture_error, and what the callables throw
-  graphed_callable(callable forward, callable backward, std::vector<static_tensor> inputs,
-                   std::vector<static_tensor> outputs, std::vector<static_tensor> output_gradients,
+  graphed_callable(callable const& forward, callable const& backward,
+                   std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
+                   std::vector<static_tensor> output_gradients,
                    std::vector<static_tensor> input_gradients, memory_pool& pool,
                    stream_view stream, int warmup_runs = 3);
 
@@ -111,14 +112,18 @@ class graphed_callable {
 
 /// @brief Builds a `graphed_callable` (the name PyTorch users look for).
 [[nodiscard]] inline graphed_callable make_graphed(
-    graphed_callable::callable forward, graphed_callable::callable backward,
+    graphed_callable::callable const& forward, graphed_callable::callable const& backward,
     std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
     std::vector<static_tensor> output_gradients, std::vector<static_tensor> input_gradients,
     memory_pool& pool, stream_view stream, int warmup_runs = 3) {
-  return graphed_callable{std::move(forward),          std::move(backward),
-                          std::move(inputs),           std::move(outputs),
-                          std::move(output_gradients), std::move(input_gradients),
-                          pool,                        stream,
+  return graphed_callable{forward,
+                          backward,
+                          std::move(inputs),
+                          std::move(outputs),
+                          std::move(output_gradients),
+                          std::move(input_gradients),
+                          pool,
+                          stream,
                           warmup_runs};
 }
 

@@ -32,8 +32,10 @@ class capture_safe_rng {
   /// @throws no_device_error, cuda_error, usage_error (capturing stream)
   capture_safe_rng(std::uint64_t seed, stream_view stream);
   ~capture_safe_rng();
-  capture_safe_rng(capture_safe_rng&&) noexcept;
-  capture_safe_rng& operator=(capture_safe_rng&&) noexcept;
+  capture_safe_rng(capture_safe_rng&& other) noexcept;
+  capture_safe_rng& operator=(capture_safe_rng&& other) noexcept;
+  capture_safe_rng(capture_safe_rng const&) = delete;
+  capture_safe_rng& operator=(capture_safe_rng const&) = delete;
 
   /// @brief Reserves `counters` Philox counters (4 random words each) for one kernel of the
   /// current step. Host bookkeeping only.

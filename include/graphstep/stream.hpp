@@ -33,6 +33,8 @@ class stream {
 
   stream(stream&&) noexcept = default;
   stream& operator=(stream&&) noexcept = default;
+  stream(stream const&) = delete;
+  stream& operator=(stream const&) = delete;
   ~stream() = default;
 
   /// @brief The raw handle (null after a move).

@@ -38,9 +38,11 @@ driver_api load() noexcept {
 }  // namespace
 
 bool driver_api::complete() const noexcept {
-  return get_error_name && get_error_string && device_get && device_get_attribute && mem_address_reserve &&
-         mem_address_free && mem_create && mem_release && mem_map && mem_unmap &&
-         mem_set_access && mem_get_allocation_granularity;
+  return get_error_name != nullptr && get_error_string != nullptr && device_get != nullptr &&
+         device_get_attribute != nullptr && mem_address_reserve != nullptr &&
+         mem_address_free != nullptr && mem_create != nullptr && mem_release != nullptr &&
+         mem_map != nullptr && mem_unmap != nullptr && mem_set_access != nullptr &&
+         mem_get_allocation_granularity != nullptr;
 }
 
 driver_api const& driver() noexcept {
@@ -50,8 +52,9 @@ driver_api const& driver() noexcept {
 
 std::string driver_error_name(int code) {
   char const* name = nullptr;
-  if (auto get = driver().get_error_name;
-      get && get(static_cast<CUresult>(code), &name) == CUDA_SUCCESS && name) {
+  if (auto get = driver().get_error_name; get != nullptr &&
+                                          get(static_cast<CUresult>(code), &name) == CUDA_SUCCESS &&
+                                          name != nullptr) {
     return name;
   }
   return "CUresult " + std::to_string(code);
@@ -60,7 +63,8 @@ std::string driver_error_name(int code) {
 std::string driver_error_text(int code) {
   char const* text = nullptr;
   if (auto get = driver().get_error_string;
-      get && get(static_cast<CUresult>(code), &text) == CUDA_SUCCESS && text) {
+      get != nullptr && get(static_cast<CUresult>(code), &text) == CUDA_SUCCESS &&
+      text != nullptr) {
     return text;
   }
   return "";

@@ -27,7 +27,6 @@ namespace {
 using diagnostics::api_call;
 using diagnostics::api_domain;
 using diagnostics::host_memory;
-using diagnostics::stream_kind;
 
 constexpr std::size_t backtrace_depth = 32;
 
@@ -80,7 +79,7 @@ bool exists(std::string const& path) {
 // GRAPHSTEP_CUPTI_LIBRARY alone when set; else beside the CUDA runtime in use (toolkit, extras
 // and wheel layouts), then by name through the loader's search path.
 std::vector<std::string> cupti_candidates() {
-  if (char const* chosen = std::getenv("GRAPHSTEP_CUPTI_LIBRARY"); chosen && *chosen) {
+  if (char const* chosen = std::getenv("GRAPHSTEP_CUPTI_LIBRARY"); chosen != nullptr && *chosen != '\0') {
     return {chosen};
   }
   std::string const soname = "libcupti.so." + std::to_string(CUDART_VERSION / 1000);
@@ -91,7 +90,8 @@ std::vector<std::string> cupti_candidates() {
     std::string const runtime_dir = directory_of(info.dli_fname);
     for (char const* relative : {"", "/../extras/CUPTI/lib64", "/../../../extras/CUPTI/lib64",
                                  "/../../cuda_cupti/lib"}) {
-      std::string const path = runtime_dir + relative + "/" + soname;
+      std::string path = runtime_dir;
+      path.append(relative).append("/").append(soname);
       if (exists(path)) candidates.push_back(path);
     }
   }

@@ -60,7 +60,8 @@ bool is_copy_or_set(std::string_view base) noexcept {
 
 std::string hex(std::uintptr_t value) {
   std::array<char, 2 + 2 * sizeof(std::uintptr_t) + 1> text{};
-  std::snprintf(text.data(), text.size(), "0x%llx", static_cast<unsigned long long>(value));
+  static_cast<void>(
+      std::snprintf(text.data(), text.size(), "0x%llx", static_cast<unsigned long long>(value)));
   return text.data();
 }
 

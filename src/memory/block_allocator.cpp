@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/block_allocator.hpp>
@@ -10,9 +11,10 @@ namespace graphstep::memory {
 namespace {
 
 std::string hex(std::uintptr_t address) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
-  return text;
+  std::array<char, 32> text{};
+  static_cast<void>(
+      std::snprintf(text.data(), text.size(), "0x%llx", static_cast<unsigned long long>(address)));
+  return text.data();
 }
 
 [[noreturn]] void fail_invariant(std::string const& what) {

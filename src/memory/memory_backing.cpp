@@ -21,16 +21,19 @@ class virtual_memory_backing final : public memory_backing {
  public:
   virtual_memory_backing(int device, CUdevice cu_device, std::size_t granularity,
                          std::size_t reserve_bytes)
-      : device_{device}, granularity_{granularity} {
+      : device_{device},
+        granularity_{granularity},
+        reserved_{round_up(reserve_bytes, granularity)} {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = cu_device;
-    reserved_ = round_up(reserve_bytes, granularity_);
     CUdeviceptr base = 0;
     GRAPHSTEP_CU_TRY(driver().mem_address_reserve(&base, reserved_, granularity_, 0, 0));
     base_ = base;
   }
 
+  virtual_memory_backing(virtual_memory_backing const&) = delete;
+  virtual_memory_backing& operator=(virtual_memory_backing const&) = delete;
   ~virtual_memory_backing() override {
     device_guard const on_device{device_};
     // Unmapping memory a kernel still uses would fault it; cudaFree waits the same way.
@@ -60,8 +63,8 @@ class virtual_memory_backing final : public memory_backing {
 
   static void report(CUresult status, char const* call) noexcept {
     if (status != CUDA_SUCCESS && status != CUDA_ERROR_DEINITIALIZED) {
-      std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s: %s\n", call,
-                   driver_error_name(status).c_str());
+      static_cast<void>(std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s: %s\n",
+                                     call, driver_error_name(status).c_str()));
     }
   }
 
@@ -107,6 +110,8 @@ class device_malloc_backing final : public memory_backing {
  public:
   explicit device_malloc_backing(int device) : device_{device} {}
 
+  device_malloc_backing(device_malloc_backing const&) = delete;
+  device_malloc_backing& operator=(device_malloc_backing const&) = delete;
   ~device_malloc_backing() override {
     device_guard const on_device{device_};
     for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(segment));

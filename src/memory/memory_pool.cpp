@@ -1,14 +1,14 @@
-#include "pool_state.hpp"
+#include <nvtx3/nvToolsExt.h>
 
+#include <array>
+#include <cstdio>
 #include <graphstep/device.hpp>
 #include <graphstep/device_guard.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graph.hpp>
-
-#include <nvtx3/nvToolsExt.h>
-
-#include <cstdio>
 #include <sstream>
+
+#include "pool_state.hpp"
 
 namespace graphstep {
 namespace detail {
@@ -25,9 +25,9 @@ std::string bytes_text(std::size_t bytes) {
 }
 
 std::string pointer_text(void const* pointer) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", pointer);
-  return text;
+  std::array<char, 32> text{};
+  static_cast<void>(std::snprintf(text.data(), text.size(), "%p", pointer));
+  return text.data();
 }
 
 memory::stream_id stream_key(cudaStream_t stream) {
@@ -79,10 +79,11 @@ pool_state::pool_state(pool_options const& options)
     case pool_backing::automatic:
       backing_ = make_virtual_memory_backing(device_, options.reserve_bytes, why_not);
       if (!backing_) {
-        std::fprintf(stderr,
-                     "graphstep: memory_pool falls back to cudaMalloc segments: %s. Addresses "
-                     "still never move; growth adds segments instead of extending one range\n",
-                     why_not.c_str());
+        static_cast<void>(std::fprintf(
+            stderr,
+            "graphstep: memory_pool falls back to cudaMalloc segments: %s. Addresses still never "
+            "move; growth adds segments instead of extending one range\n",
+            why_not.c_str()));
         backing_ = make_device_malloc_backing(device_);
       }
       break;

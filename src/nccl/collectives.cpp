@@ -177,7 +177,8 @@ group_guard::group_guard() {
 group_guard::~group_guard() {
   if (!open_) return;
   if (ncclResult_t const status = ncclGroupEnd(); status != ncclSuccess) {
-    std::fprintf(stderr, "graphstep: ncclGroupEnd failed: %s\n", ncclGetErrorString(status));
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep: ncclGroupEnd failed: %s\n", ncclGetErrorString(status)));
   }
 }
 

@@ -19,8 +19,9 @@ void comm_deleter::operator()(pointer handle) const noexcept {
       abort_on_release || (async_error != ncclSuccess && async_error != ncclInProgress);
   ncclResult_t const status = in_error ? ncclCommAbort(handle) : ncclCommDestroy(handle);
   if (status != ncclSuccess) {
-    std::fprintf(stderr, "graphstep: %s of a communicator failed: %s\n",
-                 in_error ? "ncclCommAbort" : "ncclCommDestroy", ncclGetErrorString(status));
+    static_cast<void>(std::fprintf(stderr, "graphstep: %s of a communicator failed: %s\n",
+                                   in_error ? "ncclCommAbort" : "ncclCommDestroy",
+                                   ncclGetErrorString(status)));
   }
 }
 
@@ -39,10 +40,11 @@ void comm_state::abort(std::string const& reason) noexcept {
   // stuck inside NCCL can only be released by the abort itself, so do not wait for it forever.
   bool const locked = enqueue_mutex.try_lock_for(std::chrono::seconds{2});
   if (!aborted.exchange(true)) {
-    ncclComm_t const raw = handle.release();
+    ncclComm* const raw = handle.release();
     if (raw != nullptr) {
       if (ncclResult_t const status = ncclCommAbort(raw); status != ncclSuccess) {
-        std::fprintf(stderr, "graphstep: ncclCommAbort failed: %s\n", ncclGetErrorString(status));
+        static_cast<void>(std::fprintf(stderr, "graphstep: ncclCommAbort failed: %s\n",
+                                       ncclGetErrorString(status)));
       }
     }
   }
@@ -170,8 +172,10 @@ std::vector<nccl_comm> nccl_comm::for_local_devices(std::vector<int> const& devi
       ncclCommInitAll(handles.data(), static_cast<int>(devices.size()), devices.data()));
   // Every handle is owned before anything below can throw.
   std::vector<std::unique_ptr<ncclComm, detail::comm_deleter>> owned;
+  owned.reserve(handles.size());
   for (ncclComm_t handle : handles) owned.emplace_back(handle);
   std::vector<nccl_comm> comms;
+  comms.reserve(owned.size());
   for (auto& handle : owned) comms.push_back(nccl_comm{make_state(handle.release(), 0)});
   return comms;
 }

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 #include <map>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -46,6 +48,8 @@ class socket_fd {
   socket_fd() = default;
   explicit socket_fd(int fd) : fd_{fd} {}
   socket_fd(socket_fd&& other) noexcept : fd_{std::exchange(other.fd_, -1)} {}
+  socket_fd(socket_fd const&) = delete;
+  socket_fd& operator=(socket_fd const&) = delete;
   socket_fd& operator=(socket_fd&& other) noexcept {
     if (this != &other) {
       reset();
@@ -70,7 +74,7 @@ class socket_fd {
 }
 
 std::string errno_text() {
-  return std::strerror(errno);
+  return std::generic_category().message(errno);
 }
 
 int milliseconds_left(clock::time_point deadline) {
@@ -122,27 +126,28 @@ bool write_all(int fd, void const* buffer, std::size_t size, clock::time_point d
 }
 
 void encode(hello const& h, unsigned char* out) {
-  std::uint32_t const words[4] = {htonl(h.magic), htonl(h.version),
-                                  htonl(static_cast<std::uint32_t>(h.rank)),
-                                  htonl(static_cast<std::uint32_t>(h.world_size))};
-  std::memcpy(out, words, sizeof words);
+  std::array<std::uint32_t, 4> const words = {htonl(h.magic), htonl(h.version),
+                                              htonl(static_cast<std::uint32_t>(h.rank)),
+                                              htonl(static_cast<std::uint32_t>(h.world_size))};
+  std::memcpy(out, words.data(), sizeof words);
 }
 
 hello decode(unsigned char const* in) {
-  std::uint32_t words[4];
-  std::memcpy(words, in, sizeof words);
+  std::array<std::uint32_t, 4> words{};
+  std::memcpy(words.data(), in, sizeof words);
   return {ntohl(words[0]), ntohl(words[1]), static_cast<std::int32_t>(ntohl(words[2])),
           static_cast<std::int32_t>(ntohl(words[3]))};
 }
 
 void send_reply(int fd, reply_status status, unique_id_bytes const& id,
                 clock::time_point deadline) {
-  unsigned char message[8 + sizeof(unique_id_bytes)];
-  std::uint32_t const head[2] = {htonl(protocol_magic), htonl(static_cast<std::uint32_t>(status))};
-  std::memcpy(message, head, sizeof head);
-  std::memcpy(message + 8, id.data(), id.size());
+  std::array<unsigned char, 8 + sizeof(unique_id_bytes)> message{};
+  std::array<std::uint32_t, 2> const head = {htonl(protocol_magic),
+                                             htonl(static_cast<std::uint32_t>(status))};
+  std::memcpy(message.data(), head.data(), sizeof head);
+  std::memcpy(message.data() + 8, id.data(), id.size());
   // A client that went away cannot be told; the server reports the failure itself.
-  static_cast<void>(write_all(fd, message, sizeof message, deadline));
+  static_cast<void>(write_all(fd, message.data(), message.size(), deadline));
 }
 
 sockaddr_in resolve(std::string const& address, int port) {
@@ -164,7 +169,7 @@ sockaddr_in resolve(std::string const& address, int port) {
 }  // namespace
 
 rendezvous_server::rendezvous_server(int port, int world_size)
-    : listener_{-1}, port_{port}, world_size_{world_size} {
+    : port_{port}, world_size_{world_size} {
   GRAPHSTEP_EXPECTS(port >= 0 && port <= 65535,
                     "rendezvous: port " + std::to_string(port) + " must lie in 0..65535");
   GRAPHSTEP_EXPECTS(world_size >= 1, "rendezvous: the world size must be at least 1");
@@ -193,6 +198,7 @@ rendezvous_server::~rendezvous_server() {
   if (listener_ >= 0) ::close(listener_);
 }
 
+// NOLINTNEXTLINE(readability-make-member-function-const): serving consumes the listening socket
 void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::milliseconds timeout) {
   auto const deadline = clock::now() + timeout;
   std::map<int, socket_fd> arrived;  // rank -> connection
@@ -220,14 +226,14 @@ void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::millisecon
     }
     socket_fd connection{::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)};
     if (connection.get() < 0) continue;
-    unsigned char raw[16];
+    std::array<unsigned char, 16> raw{};
     // A client gets a few seconds to introduce itself, so a silent one cannot stall everyone.
     auto const hello_deadline = std::min(deadline, clock::now() + std::chrono::seconds{5});
-    if (!read_exactly(connection.get(), raw, sizeof raw, hello_deadline)) {
+    if (!read_exactly(connection.get(), raw.data(), raw.size(), hello_deadline)) {
       ++foreign;
       continue;
     }
-    hello const h = decode(raw);
+    hello const h = decode(raw.data());
     if (h.magic != protocol_magic || h.version != protocol_version) {
       ++foreign;
       continue;
@@ -280,28 +286,29 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
       break;
     }
     last_error = errno_text();
-    if (clock::now() + std::chrono::milliseconds{50} >= deadline) {
-      fail("rendezvous: rank " + std::to_string(rank) + " could not reach rank 0 at " + where +
-           " within " + std::to_string(timeout.count()) + " ms (" + last_error +
-           "). Check MASTER_ADDR and MASTER_PORT, and that rank 0 is running");
-    }
+    if (clock::now() + std::chrono::milliseconds{50} >= deadline) break;  // reported below
     std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+  if (connection.get() < 0) {
+    fail("rendezvous: rank " + std::to_string(rank) + " could not reach rank 0 at " + where +
+         " within " + std::to_string(timeout.count()) + " ms (" + last_error +
+         "). Check MASTER_ADDR and MASTER_PORT, and that rank 0 is running");
   }
   int const yes = 1;
   ::setsockopt(connection.get(), IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-  unsigned char raw[16];
-  encode({protocol_magic, protocol_version, rank, world_size}, raw);
-  if (!write_all(connection.get(), raw, sizeof raw, deadline)) {
+  std::array<unsigned char, 16> raw{};
+  encode({protocol_magic, protocol_version, rank, world_size}, raw.data());
+  if (!write_all(connection.get(), raw.data(), raw.size(), deadline)) {
     fail("rendezvous: rank " + std::to_string(rank) + " could not talk to rank 0 at " + where);
   }
-  unsigned char reply[8 + sizeof(unique_id_bytes)];
-  if (!read_exactly(connection.get(), reply, sizeof reply, deadline)) {
+  std::array<unsigned char, 8 + sizeof(unique_id_bytes)> reply{};
+  if (!read_exactly(connection.get(), reply.data(), reply.size(), deadline)) {
     fail("rendezvous: rank " + std::to_string(rank) + " got no answer from rank 0 at " + where +
          " within " + std::to_string(timeout.count()) +
          " ms: other ranks may be missing, or rank 0 failed (see its log)");
   }
-  std::uint32_t head[2];
-  std::memcpy(head, reply, sizeof head);
+  std::array<std::uint32_t, 2> head{};
+  std::memcpy(head.data(), reply.data(), sizeof head);
   if (ntohl(head[0]) != protocol_magic) {
     fail("rendezvous: the process at " + where + " is not a graphstep rank 0");
   }
@@ -319,7 +326,7 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
     default: fail("rendezvous: rank 0 at " + where + " gave up (another rank failed; see its log)");
   }
   unique_id_bytes id{};
-  std::memcpy(id.data(), reply + 8, id.size());
+  std::memcpy(id.data(), reply.data() + 8, id.size());
   return id;
 }
 

@@ -18,7 +18,8 @@ namespace graphstep::ops {
 
 void detail::lt_handle_deleter::operator()(pointer handle) const noexcept {
   if (cublasStatus_t const s = cublasLtDestroy(handle); s != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "graphstep: cublasLtDestroy failed (%d)\n", static_cast<int>(s));
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep: cublasLtDestroy failed (%d)\n", static_cast<int>(s)));
   }
 }
 

@@ -151,12 +151,12 @@ lt_call map_to_cublaslt(gemm_problem const& p) {
   return c;
 }
 
-support can_fuse(gemm_problem const& p, operand_addresses const& at) {
-  lt_call const c = map_to_cublaslt(p);
+support can_fuse(gemm_problem const& problem, operand_addresses const& addresses) {
+  lt_call const c = map_to_cublaslt(problem);
   if (c.ep == epilogue::none) return {};
-  std::string const what = std::string{"gemm "} + name(p.kind) + " (" + name(p.type) +
-                           ", M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) +
-                           " K=" + std::to_string(p.k) + ", epilogue " + name(c.ep) + ")";
+  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" + name(problem.type) +
+                           ", M=" + std::to_string(problem.m) + " N=" + std::to_string(problem.n) +
+                           " K=" + std::to_string(problem.k) + ", epilogue " + name(c.ep) + ")";
   if (c.aux_ld != 0) {
     if (c.aux_ld % 8 != 0 || c.aux_ld < c.m) {
       return {false, what + ": the GELU epilogue's pre-activation has a leading dimension of " +
@@ -168,7 +168,7 @@ support can_fuse(gemm_problem const& p, operand_addresses const& at) {
                          "gemm_options::allow_unfused to take the unfused fallback"};
     }
   }
-  std::size_t const bytes = element_bytes(p.type);
+  std::size_t const bytes = element_bytes(problem.type);
   struct named_ld {
     char const* what;
     std::int64_t ld;
@@ -177,7 +177,7 @@ support can_fuse(gemm_problem const& p, operand_addresses const& at) {
                              named_ld{"the output", c.ldc}}) {
     if ((static_cast<std::size_t>(ld.ld) * bytes) % 16 != 0) {
       return {false, what + ": " + ld.what + " has a leading dimension of " +
-                         std::to_string(ld.ld) + " " + name(p.type) + " elements (" +
+                         std::to_string(ld.ld) + " " + name(problem.type) + " elements (" +
                          std::to_string(static_cast<std::size_t>(ld.ld) * bytes) +
                          " bytes), not a multiple of 16 bytes, which the fused epilogue kernels "
                          "need: pad that dimension to a multiple of " +
@@ -192,13 +192,13 @@ support can_fuse(gemm_problem const& p, operand_addresses const& at) {
   bool const has_bias = c.bias_length != 0;
   bool const has_aux = c.aux_ld != 0;
   for (named_address const& operand :
-       {named_address{c.a_operand, at.a}, named_address{c.b_operand, at.b},
-        named_address{"the output", at.d},
+       {named_address{c.a_operand, addresses.a}, named_address{c.b_operand, addresses.b},
+        named_address{"the output", addresses.d},
         named_address{c.ep == epilogue::dgelu_bgrad || c.ep == epilogue::bgradb
                           ? "the bias gradient"
                           : "the bias",
-                      has_bias ? at.bias : 0},
-        named_address{"the pre-activation", has_aux ? at.aux : 0}}) {
+                      has_bias ? addresses.bias : 0},
+        named_address{"the pre-activation", has_aux ? addresses.aux : 0}}) {
     if (operand.address % 16 != 0) {
       return {false, what + ": " + operand.what + " at address " + std::to_string(operand.address) +
                          " is " + std::to_string(operand.address % 16) +

@@ -3,8 +3,7 @@
 #include <cmath>
 #include <graphstep/ops/reference.hpp>
 
-namespace graphstep::ops {
-namespace reference {
+namespace graphstep::ops::reference {
 
 double gelu(double x, gelu_form form) {
   if (form == gelu_form::erf) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
@@ -81,5 +80,4 @@ double relative_error(std::vector<double> const& got, std::vector<double> const&
   return std::sqrt(difference / norm);
 }
 
-}  // namespace reference
-}  // namespace graphstep::ops
+}  // namespace graphstep::ops::reference

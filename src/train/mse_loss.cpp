@@ -8,7 +8,7 @@
 
 namespace graphstep::train {
 
-mse_loss::mse_loss(std::size_t count, stream_view stream) : count_{count}, partials_{nullptr} {
+mse_loss::mse_loss(std::size_t count, stream_view stream) : count_{count} {
   GRAPHSTEP_EXPECTS(count > 0, "mse_loss: the element count must be positive");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "mse_loss: construct it before the capture; it allocates its scratch");

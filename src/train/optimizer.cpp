@@ -89,10 +89,10 @@ class multi_tensor_optimizer {
     return step;
   }
 
-  optimizer_device_state* state() const noexcept { return state_; }
-  tensor_slot const* slots() const noexcept { return slots_; }
-  tensor_chunk const* chunks() const noexcept { return chunks_; }
-  std::size_t chunk_count() const noexcept { return chunk_count_; }
+  [[nodiscard]] optimizer_device_state* state() const noexcept { return state_; }
+  [[nodiscard]] tensor_slot const* slots() const noexcept { return slots_; }
+  [[nodiscard]] tensor_chunk const* chunks() const noexcept { return chunks_; }
+  [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_count_; }
 
  private:
   template <typename T>

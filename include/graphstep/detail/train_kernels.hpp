@@ -16,9 +16,9 @@ namespace graphstep::detail {
 /// Per-optimizer values that change from step to step; they live in device memory and the
 /// captured kernels read them, so replays follow them without re-capture.
 struct optimizer_device_state {
-  std::int64_t step;     // steps taken; the captured step advances it before the update
-  float inv_loss_scale;  // gradients are multiplied by it
-  float reserved;
+  std::int64_t step{0};        // steps taken; the captured step advances it before the update
+  float inv_loss_scale{0.0F};  // gradients are multiplied by it
+  float reserved{0.0F};
   train::lr_schedule schedule;
 };
 

@@ -83,8 +83,10 @@ class memory_pool {
  public:
   /// @throws no_device_error, cuda_error, cuda_driver_error, usage_error (bad options)
   explicit memory_pool(pool_options const& options = {});
-  memory_pool(memory_pool&&) noexcept;
-  memory_pool& operator=(memory_pool&&) noexcept;
+  memory_pool(memory_pool&& other) noexcept;
+  memory_pool& operator=(memory_pool&& other) noexcept;
+  memory_pool(memory_pool const&) = delete;
+  memory_pool& operator=(memory_pool const&) = delete;
   /// @brief Releases the pool's handle; memory held by live graphs stays until they die.
   ~memory_pool();
 

@@ -45,7 +45,7 @@ class deadline_tracker {
 
  private:
   struct pending {
-    std::int64_t step;
+    std::int64_t step{0};
     std::chrono::steady_clock::time_point since;
   };
   std::chrono::milliseconds timeout_;

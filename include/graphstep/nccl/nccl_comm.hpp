@@ -125,6 +125,8 @@ class nccl_comm {
   /// @post `other` is empty
   nccl_comm& operator=(nccl_comm&& other) noexcept = default;
   ~nccl_comm() = default;
+  nccl_comm(nccl_comm const&) = delete;
+  nccl_comm& operator=(nccl_comm const&) = delete;
 
   /// @throws usage_error (a moved-from communicator)
   [[nodiscard]] nccl_comm_view view() const;

@@ -42,7 +42,7 @@ class rendezvous_server {
              std::chrono::milliseconds timeout = default_rendezvous_timeout);
 
  private:
-  int listener_;
+  int listener_{-1};
   int port_;
   int world_size_;
 };

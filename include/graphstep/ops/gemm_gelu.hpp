@@ -88,8 +88,8 @@ class gemm_plan {
             gemm_options const& options, stream_view stream);
   ~gemm_plan();
   /// @post the moved-from plan throws usage_error from run()
-  gemm_plan(gemm_plan&&) noexcept;
-  gemm_plan& operator=(gemm_plan&&) noexcept;
+  gemm_plan(gemm_plan&& other) noexcept;
+  gemm_plan& operator=(gemm_plan&& other) noexcept;
   gemm_plan(gemm_plan const&) = delete;
   gemm_plan& operator=(gemm_plan const&) = delete;
 

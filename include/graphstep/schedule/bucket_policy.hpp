@@ -37,7 +37,8 @@ class bucket_policy {
   using choice_type = bucket_choice;
 
   /// @throws usage_error (no bucket, a non-positive bucket)
-  bucket_policy(std::vector<std::int64_t> buckets, bucket_match match = bucket_match::pad_up);
+  explicit bucket_policy(std::vector<std::int64_t> buckets,
+                         bucket_match match = bucket_match::pad_up);
 
   /// @brief Inference runners' choice: 1, 2, 4, then every multiple of `step` up to `largest`
   /// (and `largest` itself).

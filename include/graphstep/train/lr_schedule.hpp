@@ -31,7 +31,7 @@ struct lr_schedule {
   float final_fraction{0.0F};
 
   /// @brief The learning rate of step `step` (1 for the first step).
-  GRAPHSTEP_HOST_DEVICE float at(std::int64_t step) const {
+  [[nodiscard]] GRAPHSTEP_HOST_DEVICE float at(std::int64_t step) const {
     if (shape == lr_shape::constant) return base;
     if (warmup_steps > 0 && step <= warmup_steps) {
       return base * static_cast<float>(step) / static_cast<float>(warmup_steps);

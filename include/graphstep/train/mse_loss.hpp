@@ -18,8 +18,10 @@ class mse_loss {
   /// @throws usage_error (count of 0, capturing stream), no_device_error, cuda_error
   mse_loss(std::size_t count, stream_view stream);
   ~mse_loss();
-  mse_loss(mse_loss&&) noexcept;
-  mse_loss& operator=(mse_loss&&) noexcept;
+  mse_loss(mse_loss&& other) noexcept;
+  mse_loss& operator=(mse_loss&& other) noexcept;
+  mse_loss(mse_loss const&) = delete;
+  mse_loss& operator=(mse_loss const&) = delete;
 
   /// @brief Writes the gradient (count floats) and the loss (one float) in device memory.
   /// @throws usage_error (null pointer)
@@ -29,7 +31,7 @@ class mse_loss {
 
  private:
   std::size_t count_;
-  float* partials_;
+  float* partials_{nullptr};
 };
 
 }  // namespace graphstep::train

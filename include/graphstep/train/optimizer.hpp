@@ -37,8 +37,10 @@ class multi_tensor_optimizer;
 class optimizer {
  public:
   virtual ~optimizer();
-  optimizer(optimizer&&) noexcept;
-  optimizer& operator=(optimizer&&) noexcept;
+  optimizer(optimizer&& other) noexcept;
+  optimizer& operator=(optimizer&& other) noexcept;
+  optimizer(optimizer const&) = delete;
+  optimizer& operator=(optimizer const&) = delete;
 
   /// @brief Enqueues one optimizer step on `stream`; capturable.
   void step(stream_view stream);
