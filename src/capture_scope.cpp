@@ -112,6 +112,7 @@ void capture_scope::begin() {
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
   GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
   active_ = true;
+  begin_thread_ = std::this_thread::get_id();
   target_.device_ = device;
   cudaStreamCaptureStatus status{};
   GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_));
@@ -207,6 +208,11 @@ void capture_scope::abandon() noexcept {
 
 void capture_scope::end() {
   GRAPHSTEP_EXPECTS(active_, describe() + ": end() was called after the capture had ended");
+  GRAPHSTEP_EXPECTS(options_.mode == capture_mode::relaxed ||
+                        std::this_thread::get_id() == begin_thread_,
+                    describe() + ": end() was called on another thread than the one that began "
+                                 "the capture, which CUDA refuses outside capture_mode::relaxed. "
+                                 "End it on the thread that began it; the capture is still open");
   if (!forked_.empty()) {
     std::ostringstream sides;
     for (cudaStream_t side : forked_) sides << ' ' << stream_name(side);

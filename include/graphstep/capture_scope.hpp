@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -87,9 +88,10 @@ class capture_scope {
   /// @throws usage_error (side was not forked)
   void join(stream_view side);
 
-  /// @brief Ends the capture and instantiates the graph.
+  /// @brief Ends the capture and instantiates the graph. Outside `capture_mode::relaxed` it
+  /// must be called on the thread that began the capture (CUDA's rule).
   /// @throws capture_error (invalidated capture, unjoined side stream, instantiation failure),
-  /// usage_error (called twice)
+  /// usage_error (called twice; called on another thread, which leaves the capture open)
   void end();
 
   /// @brief The capturing stream.
@@ -114,6 +116,7 @@ class capture_scope {
   int uncaught_at_start_;
   bool active_{false};
   unsigned long long capture_id_{};
+  std::thread::id begin_thread_;
   std::vector<cudaStream_t> forked_;
   std::vector<event> fork_events_;
   std::unique_ptr<detail::capture_recorder> recorder_;

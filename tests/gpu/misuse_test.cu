@@ -119,3 +119,70 @@ TEST_F(misuse_test, reading_an_output_after_the_next_replay_is_caught) {
   stream.synchronize();
   GRAPHSTEP_CUDA_TRY(cudaFree(x));
 }
+
+// CUDA's rule: while a stream created without cudaStreamNonBlocking is captured, any use of the
+// legacy default stream would depend on the capture, so the call fails and breaks the capture.
+TEST_F(misuse_test, legacy_stream_work_breaks_the_capture_of_a_blocking_stream) {
+  cudaStream_t blocking = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  gs::graph g;
+  cudaError_t legacy_launch = cudaSuccess;
+  EXPECT_THROW(gs::capture(g, blocking, [&] {
+                 increment_kernel<<<1, 1, 0, blocking>>>(x);
+                 increment_kernel<<<1, 1, 0, cudaStreamLegacy>>>(x);
+                 legacy_launch = cudaGetLastError();
+               }, {gs::capture_mode::this_thread, "legacy stream"}),
+               gs::capture_error);
+  EXPECT_EQ(legacy_launch, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(legacy_launch);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::stream_view{blocking}.is_capturing());
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+}
+
+TEST_F(misuse_test, waiting_on_an_event_recorded_outside_the_capture_breaks_it) {
+  gs::stream stream;
+  gs::stream producer;
+  gs::event outside;
+  outside.record(producer);  // before the capture, on another stream
+  gs::graph g;
+  cudaError_t wait = cudaSuccess;
+  EXPECT_THROW(gs::capture(g, stream, [&] {
+                 wait = cudaStreamWaitEvent(stream.get(), outside.get(), 0);
+               }, {gs::capture_mode::this_thread, "outside event"}),
+               gs::capture_error);
+  EXPECT_EQ(wait, cudaErrorStreamCaptureIsolation) << cudaGetErrorName(wait);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::stream_view{stream}.is_capturing());
+}
+
+// end() on another thread is refused before CUDA sees it, and the capture stays open for the
+// thread that began it.
+TEST_F(misuse_test, ending_a_capture_on_another_thread_is_a_usage_error_and_the_capture_goes_on) {
+  gs::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  gs::graph g;
+  gs::capture_scope scope{g, stream, {gs::capture_mode::this_thread, "ended elsewhere"}};
+  increment_kernel<<<1, 1, 0, stream.get()>>>(x);
+  std::string refused;
+  std::thread other{[&] {
+    try {
+      scope.end();
+    } catch (gs::usage_error const& e) {
+      refused = e.what();
+    }
+  }};
+  other.join();
+  EXPECT_NE(refused.find("another thread"), std::string::npos) << refused;
+  EXPECT_TRUE(gs::stream_view{stream}.is_capturing());
+  scope.end();
+  g.replay(stream);
+  g.replay(stream);
+  stream.synchronize();
+  EXPECT_EQ(read(x), 2.0F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
