@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <graphstep/error.hpp>
@@ -142,6 +143,27 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
   GRAPHSTEP_EXPECTS(env.master_port >= 1 && env.master_port <= 65535,
                     "MASTER_PORT=" + std::to_string(env.master_port) + " must lie in 1..65535");
   return env;
+}
+
+void check_local_device(std::string const& who, int local_rank, int visible_devices) {
+  GRAPHSTEP_EXPECTS(local_rank < visible_devices,
+                    who + " but only " + std::to_string(visible_devices) +
+                        " GPU(s) are visible on this host: start at most one rank per visible "
+                        "GPU on each host, and check CUDA_VISIBLE_DEVICES");
+}
+
+void check_local_device_list(std::vector<int> const& devices) {
+  GRAPHSTEP_EXPECTS(!devices.empty(), "nccl_comm::for_local_devices: no device was listed");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    GRAPHSTEP_EXPECTS(devices[i] >= 0, "nccl_comm::for_local_devices: device " +
+                                           std::to_string(devices[i]) + " is not a device id");
+    GRAPHSTEP_EXPECTS(
+        std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i),
+                  devices[i]) == devices.begin() + static_cast<std::ptrdiff_t>(i),
+        "nccl_comm::for_local_devices: device " + std::to_string(devices[i]) +
+            " is listed twice; NCCL runs one rank per GPU and refuses a duplicate: list each "
+            "device once");
+  }
 }
 
 std::string describe(launch_environment const& env) {

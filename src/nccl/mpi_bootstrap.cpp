@@ -7,6 +7,7 @@
 
 #include <graphstep/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
 
 namespace graphstep::nccl {
 namespace {
@@ -45,9 +46,8 @@ nccl_comm communicator_from_mpi(MPI_Comm comm) {
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   int const local = local_rank(comm);
   require_device();
-  GRAPHSTEP_EXPECTS(local < device_count(),
-                    "communicator_from_mpi: local rank " + std::to_string(local) + " but only " +
-                        std::to_string(device_count()) + " GPU(s) are visible on this host");
+  check_local_device("communicator_from_mpi: local rank " + std::to_string(local), local,
+                     device_count());
   GRAPHSTEP_CUDA_TRY(cudaSetDevice(local));
   unique_id_bytes root_id{};
   if (rank == 0) root_id = nccl_comm::new_unique_id();

@@ -137,11 +137,8 @@ nccl_comm nccl_comm::from_environment(nccl_comm_options const& options) {
     throw usage_error{"nccl_comm::from_environment: the MPI bootstrap is not built in"};
 #endif
   }
-  GRAPHSTEP_EXPECTS(env.local_rank < devices,
-                    "nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank) + " but only " +
-                        std::to_string(devices) +
-                        " device(s) are visible: start at most one "
-                        "rank per visible GPU on each host");
+  check_local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank), env.local_rank,
+                     devices);
   GRAPHSTEP_CUDA_TRY(cudaSetDevice(env.local_rank));
   switch (env.bootstrap) {
     case bootstrap_kind::single_process: {
@@ -165,7 +162,7 @@ nccl_comm nccl_comm::from_environment(nccl_comm_options const& options) {
 }
 
 std::vector<nccl_comm> nccl_comm::for_local_devices(std::vector<int> const& devices) {
-  GRAPHSTEP_EXPECTS(!devices.empty(), "nccl_comm::for_local_devices: no device was listed");
+  check_local_device_list(devices);
   require_device();
   std::vector<ncclComm_t> handles(devices.size(), nullptr);
   GRAPHSTEP_NCCL_TRY(

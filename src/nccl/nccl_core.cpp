@@ -196,4 +196,25 @@ std::optional<std::string> deadline_tracker::overdue(int rank) const {
          "replays a different graph";
 }
 
+std::string watchdog_verdict(watchdog_observation const& seen) {
+  std::string const rank = "rank " + std::to_string(seen.rank);
+  if (seen.stream_error_step) {
+    return rank + ", step " + std::to_string(*seen.stream_error_step) +
+           ": CUDA reported an error on the watched stream: " + seen.stream_error;
+  }
+  std::string const outstanding =
+      std::to_string(seen.outstanding) + " step(s) outstanding" +
+      (seen.oldest_outstanding ? ", oldest step " + std::to_string(*seen.oldest_outstanding)
+                               : std::string{});
+  if (seen.async == async_state::failed) {
+    return rank + ": NCCL reported " + seen.async_result + " asynchronously; " + outstanding;
+  }
+  if (seen.overdue) {
+    return *seen.overdue + "; NCCL's asynchronous state: " +
+           (seen.async == async_state::in_progress ? "ncclInProgress" : "ncclSuccess") + "; " +
+           outstanding;
+  }
+  return {};
+}
+
 }  // namespace graphstep::nccl

@@ -54,8 +54,8 @@ void watchdog::launched(stream_view stream, std::int64_t step) {
 void watchdog::inspect() {
   auto& state = comm_.state();
   if (state.aborted.load()) return;
-  std::string const rank = "rank " + std::to_string(comm_.rank());
-  std::string reason;
+  watchdog_observation seen;
+  seen.rank = comm_.rank();
   // The handle may only be read while no abort can free it; a training thread stuck inside an
   // NCCL call holds the lock, and then the deadline alone decides this round.
   ncclResult_t async_error = ncclSuccess;
@@ -74,26 +74,23 @@ void watchdog::inspect() {
       pending_.pop_front();
     }
   } catch (cuda_error const& e) {
-    reason = rank + ", step " + std::to_string(pending_.front().first) +
-             ": CUDA reported an error on the watched stream: " + e.what();
+    seen.stream_error_step = pending_.front().first;
+    seen.stream_error = e.what();
   }
-  std::string const outstanding =
-      std::to_string(pending_.size()) + " step(s) outstanding" +
-      (pending_.empty() ? std::string{}
-                        : ", oldest step " + std::to_string(pending_.front().first));
-  if (reason.empty() && async_error != ncclSuccess && async_error != ncclInProgress) {
-    reason = rank + ": NCCL reported " +
-             graphstep::detail::nccl_result_name(static_cast<int>(async_error)) + " (" +
-             ncclGetErrorString(async_error) + ") asynchronously; " + outstanding;
+  if (async_error == ncclInProgress) {
+    seen.async = async_state::in_progress;
+  } else if (async_error != ncclSuccess) {
+    seen.async = async_state::failed;
+    seen.async_result = std::string{graphstep::detail::nccl_result_name(
+                            static_cast<int>(async_error))} +
+                        " (" + ncclGetErrorString(async_error) + ")";
   }
-  if (reason.empty()) {
-    if (auto const late = deadline_.overdue(comm_.rank())) {
-      reason = *late + "; NCCL's asynchronous state: " +
-               (async_error == ncclInProgress ? "ncclInProgress" : "ncclSuccess") + "; " +
-               outstanding;
-    }
+  seen.overdue = deadline_.overdue(seen.rank);
+  seen.outstanding = pending_.size();
+  if (!pending_.empty()) seen.oldest_outstanding = pending_.front().first;
+  if (std::string const reason = watchdog_verdict(seen); !reason.empty()) {
+    state.fail("watchdog: " + reason);
   }
-  if (!reason.empty()) state.fail("watchdog: " + reason);
 }
 
 bool watchdog::poll() {

@@ -53,4 +53,30 @@ class deadline_tracker {
   std::deque<pending> outstanding_;
 };
 
+/// @brief NCCL's asynchronous state of a communicator, as ncclCommGetAsyncError reports it.
+enum class async_state {
+  fine,         ///< ncclSuccess
+  in_progress,  ///< ncclInProgress: a non-blocking call is still under way
+  failed,       ///< any other result
+};
+
+/// @brief What one look of the watchdog saw.
+struct watchdog_observation {
+  int rank{0};
+  /// The step whose event reported a CUDA error on the watched stream, and the error.
+  std::optional<std::int64_t> stream_error_step;
+  std::string stream_error;
+  async_state async{async_state::fine};
+  std::string async_result;  ///< the result's name and text when `async` is failed
+  /// deadline_tracker::overdue's description, when the oldest step is past its deadline.
+  std::optional<std::string> overdue;
+  std::size_t outstanding{0};
+  std::optional<std::int64_t> oldest_outstanding;
+};
+
+/// @brief Why the communicator must be aborted, or "" when nothing is wrong. A CUDA error on
+/// the watched stream comes first (it explains the rest), then NCCL's asynchronous error, then
+/// a missed deadline; every reason names the rank and the steps still outstanding.
+[[nodiscard]] std::string watchdog_verdict(watchdog_observation const& seen);
+
 }  // namespace graphstep::nccl

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace graphstep::nccl {
 
@@ -58,6 +59,17 @@ using environment_reader = std::function<std::optional<std::string>(char const* 
 /// mpirun job in a build without MPI and without NCCL_COMM_ID
 [[nodiscard]] launch_environment read_launch_environment(environment_reader const& read,
                                                          bool mpi_available = built_with_mpi());
+
+/// @brief Checks that the GPU of a process's local rank exists: one rank per visible GPU on
+/// each host. `who` starts the message ("nccl_comm: LOCAL_RANK=3", "communicator_from_mpi:
+/// local rank 3").
+/// @throws usage_error when local_rank ≥ visible_devices
+void check_local_device(std::string const& who, int local_rank, int visible_devices);
+
+/// @brief Checks a single-process device list: not empty, no negative id, no device twice
+/// (NCCL runs one rank per GPU and refuses a duplicate).
+/// @throws usage_error naming the device
+void check_local_device_list(std::vector<int> const& devices);
 
 /// @brief A line for logs that says which bootstrap applies and why:
 /// "rank 1 of 4 (local 1 of 2), rendezvous at host:port".

@@ -144,6 +144,34 @@ TEST(launch_environment, inconsistent_mpirun_variables_are_named) {
             std::string::npos);
 }
 
+TEST(launch_environment, a_local_rank_without_its_gpu_is_named) {
+  EXPECT_NO_THROW(gn::check_local_device("nccl_comm: LOCAL_RANK=1", 1, 2));
+  try {
+    gn::check_local_device("communicator_from_mpi: local rank 2", 2, 2);
+    FAIL() << "no exception";
+  } catch (graphstep::usage_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("communicator_from_mpi: local rank 2 but only 2 GPU(s) are visible"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("at most one rank per visible GPU"), std::string::npos) << what;
+  }
+}
+
+TEST(launch_environment, a_device_list_names_a_duplicate_or_a_bad_id) {
+  EXPECT_NO_THROW(gn::check_local_device_list({0, 1, 2}));
+  std::string duplicate;
+  try {
+    gn::check_local_device_list({0, 1, 0});
+  } catch (graphstep::usage_error const& e) {
+    duplicate = e.what();
+  }
+  EXPECT_NE(duplicate.find("device 0 is listed twice"), std::string::npos) << duplicate;
+  EXPECT_NE(duplicate.find("one rank per GPU"), std::string::npos) << duplicate;
+  EXPECT_THROW(gn::check_local_device_list({}), graphstep::usage_error);
+  EXPECT_THROW(gn::check_local_device_list({1, -1}), graphstep::usage_error);
+}
+
 TEST(collective_log, equal_sequences_hash_equal_and_any_difference_shows) {
   gn::collective_record const a{
       gn::collective_kind::all_reduce, 0, 1024, gn::reduce_op::avg, -1, 0};
@@ -371,4 +399,46 @@ TEST(nccl_try, names_the_result_and_accepts_in_progress) {
   }
   EXPECT_NO_THROW(GRAPHSTEP_NCCL_TRY(ncclInProgress));
   EXPECT_NO_THROW(GRAPHSTEP_NCCL_TRY(ncclSuccess));
+}
+
+TEST(watchdog_verdict, nothing_wrong_is_no_reason) {
+  gn::watchdog_observation seen;
+  seen.rank = 1;
+  seen.outstanding = 2;
+  seen.oldest_outstanding = 5;
+  EXPECT_EQ(gn::watchdog_verdict(seen), "");
+  seen.async = gn::async_state::in_progress;  // a non-blocking call under way is not an error
+  EXPECT_EQ(gn::watchdog_verdict(seen), "");
+}
+
+TEST(watchdog_verdict, an_asynchronous_nccl_error_is_named_with_the_outstanding_steps) {
+  gn::watchdog_observation seen;
+  seen.rank = 3;
+  seen.async = gn::async_state::failed;
+  seen.async_result = "ncclRemoteError (remote process exited or there was a network error)";
+  seen.outstanding = 2;
+  seen.oldest_outstanding = 41;
+  EXPECT_EQ(gn::watchdog_verdict(seen),
+            "rank 3: NCCL reported ncclRemoteError (remote process exited or there was a "
+            "network error) asynchronously; 2 step(s) outstanding, oldest step 41");
+  seen.overdue = "rank 3: step 41 has not finished";  // the NCCL error explains the delay
+  EXPECT_EQ(gn::watchdog_verdict(seen).rfind("rank 3: NCCL reported ncclRemoteError", 0), 0U);
+}
+
+TEST(watchdog_verdict, a_stream_error_comes_first_and_a_missed_deadline_last) {
+  gn::watchdog_observation seen;
+  seen.rank = 0;
+  seen.overdue = "rank 0: step 7 has not finished after 900 ms";
+  seen.outstanding = 1;
+  seen.oldest_outstanding = 7;
+  EXPECT_EQ(gn::watchdog_verdict(seen),
+            "rank 0: step 7 has not finished after 900 ms; NCCL's asynchronous state: "
+            "ncclSuccess; 1 step(s) outstanding, oldest step 7");
+  seen.async = gn::async_state::failed;
+  seen.async_result = "ncclSystemError (unhandled system error)";
+  seen.stream_error_step = 7;
+  seen.stream_error = "cudaErrorIllegalAddress";
+  EXPECT_EQ(gn::watchdog_verdict(seen),
+            "rank 0, step 7: CUDA reported an error on the watched stream: "
+            "cudaErrorIllegalAddress");
 }

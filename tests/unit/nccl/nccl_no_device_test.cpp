@@ -16,3 +16,8 @@ TEST(nccl_no_device, communicators_need_a_device) {
   EXPECT_THROW(static_cast<void>(gn::nccl_comm::from_environment()), gs::no_device_error);
   EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({})), gs::usage_error);
 }
+
+// Checked before any device is touched, so the same with or without a GPU.
+TEST(nccl_no_device, two_ranks_on_one_gpu_are_refused_before_nccl_is_called) {
+  EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({0, 0})), gs::usage_error);
+}
