@@ -353,22 +353,11 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
     return;
   }
   auto results = s.candidates(options.autotune_candidates);
-  if (results.empty() && s.path.fused && s.path.gemm_epilogue != epilogue::none) {
-    std::string const reason = what + ": cuBLASLt offers no algorithm for the " +
-                               name(s.path.gemm_epilogue) + " epilogue with these operands and " +
-                               std::to_string(workspace_bytes) + " bytes of workspace";
-    GRAPHSTEP_EXPECTS(options.allow_unfused,
-                      reason +
-                          "; set gemm_options::allow_unfused to take the unfused fallback, "
-                          "or give it more workspace");
-    s.path = unfused_path(problem, reason);
+  while (results.empty()) {  // falls back from a fused epilogue once, then throws
+    s.path = path_without_algorithm(problem, s.path, options, workspace_bytes, what);
     s.describe();
     results = s.candidates(options.autotune_candidates);
   }
-  GRAPHSTEP_EXPECTS(!results.empty(),
-                    what + ": cuBLASLt has no algorithm for it with " +
-                        std::to_string(workspace_bytes) +
-                        " bytes of workspace; give it more workspace (gemm_plan::workspace_size)");
   s.algorithm = results.size() > 1 ? s.fastest(results, stream) : results.front().algo;
   {
     std::lock_guard const lock{algorithm_mutex};

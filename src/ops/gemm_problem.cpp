@@ -210,6 +210,22 @@ support can_fuse(gemm_problem const& problem, operand_addresses const& addresses
   return {};
 }
 
+path_decision path_without_algorithm(gemm_problem const& problem, path_decision const& current,
+                                     gemm_options const& options, std::size_t workspace_bytes,
+                                     std::string const& what) {
+  std::string const workspace = std::to_string(workspace_bytes) + " bytes of workspace";
+  GRAPHSTEP_EXPECTS(current.fused && current.gemm_epilogue != epilogue::none,
+                    what + ": cuBLASLt has no algorithm for it with " + workspace +
+                        "; give it more workspace (gemm_plan::workspace_size)");
+  std::string const reason = what + ": cuBLASLt offers no algorithm for the " +
+                             name(current.gemm_epilogue) + " epilogue with these operands and " +
+                             workspace;
+  GRAPHSTEP_EXPECTS(options.allow_unfused,
+                    reason + "; set gemm_options::allow_unfused to take the unfused fallback, "
+                             "or give it more workspace");
+  return unfused_path(problem, reason);
+}
+
 path_decision unfused_path(gemm_problem const& p, std::string reason) {
   path_decision d;
   d.fused = false;

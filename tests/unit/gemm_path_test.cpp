@@ -201,6 +201,41 @@ TEST(gemm_path, erf_form_and_forced_unfused) {
                gs::usage_error);
 }
 
+// cuBLASLt's heuristic may offer nothing for a shape: a fused epilogue falls back once (when
+// allowed), and a plain GEMM with nothing to fall back to asks for more workspace.
+TEST(gemm_path, no_algorithm_falls_back_once_then_asks_for_workspace) {
+  go::gemm_problem const p{go::gemm_kind::forward_bias_gelu, 64, 128, 256, go::precision::bf16};
+  go::gemm_options allow;
+  allow.allow_unfused = true;
+  auto const fused = go::decide_path(p, aligned_addresses(), allow);
+  ASSERT_TRUE(fused.fused);
+  auto const fallback = go::path_without_algorithm(p, fused, allow, 0, "plan L1");
+  EXPECT_FALSE(fallback.fused);
+  EXPECT_EQ(fallback.kernels, go::unfused_path(p, "").kernels);
+  EXPECT_NE(fallback.reason.find("plan L1: cuBLASLt offers no algorithm for the"),
+            std::string::npos)
+      << fallback.reason;
+  EXPECT_NE(fallback.reason.find("0 bytes of workspace"), std::string::npos) << fallback.reason;
+
+  auto const message = [&](go::path_decision const& current, go::gemm_options const& options) {
+    try {
+      static_cast<void>(go::path_without_algorithm(p, current, options, 1024, "plan L1"));
+    } catch (gs::usage_error const& e) {
+      return std::string{e.what()};
+    }
+    ADD_FAILURE() << "no usage_error";
+    return std::string{};
+  };
+  std::string const plain = message(fallback, allow);
+  EXPECT_NE(plain.find("plan L1: cuBLASLt has no algorithm for it with 1024 bytes of workspace"),
+            std::string::npos)
+      << plain;
+  EXPECT_NE(plain.find("gemm_plan::workspace_size"), std::string::npos) << plain;
+  std::string const strict = message(fused, go::gemm_options{});
+  EXPECT_NE(strict.find("set gemm_options::allow_unfused"), std::string::npos) << strict;
+  EXPECT_NE(strict.find("or give it more workspace"), std::string::npos) << strict;
+}
+
 TEST(gemm_path, unfused_kernels_by_kind) {
   using k = go::unfused_kernel;
   auto kernels = [](go::gemm_kind kind) {

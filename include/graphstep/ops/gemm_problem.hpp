@@ -152,6 +152,17 @@ struct path_decision {
 /// offers no algorithm for a fused epilogue).
 [[nodiscard]] path_decision unfused_path(gemm_problem const& problem, std::string reason);
 
+/// @brief The next path when cuBLASLt's heuristic offers no algorithm for `current` with
+/// `workspace_bytes` of workspace: the unfused path when `current` is a fused epilogue and
+/// `options.allow_unfused` is set. `what` starts the messages.
+/// @throws usage_error when there is no next path: a fused epilogue without allow_unfused
+/// (naming both remedies), or a plain GEMM (asking for more workspace)
+[[nodiscard]] path_decision path_without_algorithm(gemm_problem const& problem,
+                                                   path_decision const& current,
+                                                   gemm_options const& options,
+                                                   std::size_t workspace_bytes,
+                                                   std::string const& what);
+
 /// @brief Whether a kind's epilogue involves GELU (forward or derivative).
 [[nodiscard]] bool uses_gelu(gemm_kind kind) noexcept;
 
