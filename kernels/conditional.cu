@@ -36,6 +36,11 @@ void capture_conditional(stream_view stream, unsigned int const* flag,
   GRAPHSTEP_EXPECTS(status == cudaStreamCaptureStatusActive,
                     std::string{what} + " must be called inside a capture, on the capturing "
                                         "stream");
+  int driver_version = 0;
+  GRAPHSTEP_CUDA_TRY(cudaDriverGetVersion(&driver_version));
+  if (std::string reason = conditional_nodes_unsupported_reason(driver_version); !reason.empty()) {
+    throw cuda_error{cudaErrorNotSupported, std::string{what} + ": " + reason};
+  }
   cudaGraphConditionalHandle handle{};
   GRAPHSTEP_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph, 0, 0));
   // The flag's value at this point of the step decides (for a loop: the first iteration).
@@ -80,6 +85,16 @@ void capture_conditional(stream_view stream, unsigned int const* flag,
 }
 
 }  // namespace
+
+std::string conditional_nodes_unsupported_reason(int driver_version) {
+  if (driver_version >= conditional_nodes_driver_version) return {};
+  auto const version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  return "conditional nodes need a CUDA driver of " + version(conditional_nodes_driver_version) +
+         " or newer, and this one is " + (driver_version > 0 ? version(driver_version) : "absent") +
+         ": update the driver, or decide on the host between replays";
+}
 
 void capture_if(stream_view stream, unsigned int const* flag,
                 std::function<void(stream_view)> const& body) {

@@ -13,13 +13,21 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 namespace graphstep {
 
+/// @brief The oldest CUDA driver with conditional nodes (12.4, as cudaDriverGetVersion says).
+inline constexpr int conditional_nodes_driver_version = 12040;
+
+/// @brief Why conditional nodes cannot run with the driver of `driver_version` (as
+/// cudaDriverGetVersion reports it), or "" when they can.
+[[nodiscard]] std::string conditional_nodes_unsupported_reason(int driver_version);
+
 /// @brief Runs `body` at this point of the captured step only when `*flag` (device memory) is
 /// non-zero when the step reaches it.
-/// @throws usage_error (not capturing, null flag or body), cuda_error (e.g. a CUDA version
-/// without conditional nodes: cudaErrorNotSupported)
+/// @throws usage_error (not capturing, null flag or body), cuda_error (cudaErrorNotSupported
+/// from a driver older than 12.4, with `conditional_nodes_unsupported_reason`)
 void capture_if(stream_view stream, unsigned int const* flag,
                 std::function<void(stream_view)> const& body);
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace gs = graphstep;
@@ -93,5 +94,31 @@ TEST_F(conditional_test, outside_a_capture_is_a_usage_error) {
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&flag, sizeof(unsigned int)));
   EXPECT_THROW(gs::capture_if(stream, flag, [](gs::stream_view) {}), gs::usage_error);
   EXPECT_THROW(gs::capture_if(stream, nullptr, [](gs::stream_view) {}), gs::usage_error);
+  GRAPHSTEP_CUDA_TRY(cudaFree(flag));
+}
+
+// A body is captured on a stream of its own into the conditional node's graph, which the
+// pool does not serve: allocating there is refused, and the whole capture is discarded.
+TEST_F(conditional_test, allocating_from_the_pool_inside_a_body_is_a_usage_error) {
+  gs::stream stream;
+  gs::memory_pool pool;
+  unsigned int* flag = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&flag, sizeof(unsigned int)));
+  gs::graph g;
+  try {
+    gs::capture(g, stream, pool, [&] {
+      gs::capture_if(stream, flag, [&](gs::stream_view body) {
+        static_cast<void>(pool.allocate(1024, body));
+      });
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (gs::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("not by a capture_scope given this pool"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::stream_view{stream}.is_capturing());
+  EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
   GRAPHSTEP_CUDA_TRY(cudaFree(flag));
 }
