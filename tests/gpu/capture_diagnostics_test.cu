@@ -5,6 +5,9 @@
 
 #include <graphstep/graphstep.hpp>
 
+#include <cupti.h>
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -278,4 +281,46 @@ TEST_F(capture_diagnostics_test, captures_on_two_threads_are_diagnosed_apart) {
   EXPECT_EQ(broken_without_cause, 0);
   EXPECT_EQ(read(), 50.0F);
   GRAPHSTEP_CUDA_TRY(cudaFree(y));
+}
+
+// CUPTI takes one subscriber per process: with a profiler (here: the test itself) holding the
+// callbacks, a diagnosed capture is refused with the reason, and works again once it lets go.
+TEST_F(capture_diagnostics_test, another_cupti_subscriber_is_named) {
+  gs::stream stream;
+  gs::graph loaded;
+  std::optional<gd::capture_diagnosis> diagnosis;
+  ASSERT_EQ(capture_diagnosed(loaded, stream, diagnosed("loads CUPTI"), diagnosis,
+                              [&] { add_one_kernel<<<1, 1, 0, stream.get()>>>(x_); }),
+            "");
+  // The library graphstep loaded, found by its soname among the loaded objects.
+  std::string const soname = "libcupti.so." + std::to_string(CUDART_VERSION / 1000);
+  void* library = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(library, nullptr) << ::dlerror();
+  auto* subscribe = reinterpret_cast<decltype(&cuptiSubscribe)>(::dlsym(library, "cuptiSubscribe"));
+  auto* unsubscribe =
+      reinterpret_cast<decltype(&cuptiUnsubscribe)>(::dlsym(library, "cuptiUnsubscribe"));
+  ASSERT_TRUE(subscribe != nullptr && unsubscribe != nullptr);
+  CUpti_SubscriberHandle profiler{};
+  auto const ignore = [](void*, CUpti_CallbackDomain, CUpti_CallbackId, void const*) {};
+  ASSERT_EQ(subscribe(&profiler, ignore, nullptr), CUPTI_SUCCESS);
+  std::string refused;
+  {
+    gs::graph g;
+    try {
+      gs::capture_scope scope{g, stream, diagnosed("profiled")};
+      scope.end();
+    } catch (gs::error const& e) {
+      refused = e.what();
+    }
+    EXPECT_TRUE(g.empty());
+  }
+  EXPECT_EQ(unsubscribe(profiler), CUPTI_SUCCESS);
+  ::dlclose(library);
+  EXPECT_TRUE(contains(refused, "cuptiSubscribe failed")) << refused;
+  EXPECT_TRUE(contains(refused, "Another CUPTI client")) << refused;
+  EXPECT_FALSE(gs::stream_view{stream}.is_capturing());
+  gs::graph again;
+  EXPECT_EQ(capture_diagnosed(again, stream, diagnosed("after the profiler"), diagnosis,
+                              [&] { add_one_kernel<<<1, 1, 0, stream.get()>>>(x_); }),
+            "");
 }

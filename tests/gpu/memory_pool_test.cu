@@ -215,6 +215,84 @@ TEST_P(pool_test, planned_mode_names_the_diverging_allocation) {
   EXPECT_TRUE(g.empty());
 }
 
+TEST_P(pool_test, a_full_reserved_range_is_out_of_memory) {
+  if (GetParam() != gs::pool_backing::virtual_memory) GTEST_SKIP() << "no range to fill";
+  auto o = options();
+  o.reserve_bytes = std::size_t{2} << 20;  // rounded up to the allocation granularity
+  gs::memory_pool pool{o};
+  std::size_t const reserved = pool.statistics().reserved_bytes;
+  try {
+    static_cast<void>(pool.allocate(reserved + (std::size_t{1} << 20), *stream_));
+    FAIL() << "no exception";
+  } catch (gs::out_of_memory const& e) {
+    EXPECT_NE(std::string{e.what()}.find("reserved address range"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string{e.what()}.find("reserve_bytes"), std::string::npos) << e.what();
+  }
+  void* fits = pool.allocate(1024, *stream_);  // the pool is still usable
+  pool.deallocate(fits, *stream_);
+}
+
+TEST_P(pool_test, allocating_in_a_capture_not_given_this_pool_is_a_usage_error) {
+  gs::memory_pool pool{options()};
+  gs::graph g;
+  try {
+    gs::capture(g, *stream_, [&] { static_cast<void>(pool.allocate(1024, *stream_)); });
+    FAIL() << "no exception";
+  } catch (gs::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("not by a capture_scope given this pool"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::stream_view{*stream_}.is_capturing());
+  EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
+}
+
+TEST_P(pool_test, a_moved_from_pool_is_a_usage_error) {
+  gs::memory_pool pool{options()};
+  gs::memory_pool moved{std::move(pool)};
+  try {
+    static_cast<void>(pool.allocate(1024, *stream_));  // NOLINT(bugprone-use-after-move)
+    FAIL() << "no exception";
+  } catch (gs::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("moved from"), std::string::npos) << e.what();
+  }
+  gs::graph g;
+  EXPECT_THROW((gs::capture_scope{g, *stream_, pool}), gs::usage_error);
+  EXPECT_FALSE(gs::stream_view{*stream_}.is_capturing());
+  void* p = moved.allocate(1024, *stream_);
+  moved.deallocate(p, *stream_);
+}
+
+TEST_P(pool_test, planned_mode_refuses_a_free_on_a_side_stream) {
+  gs::memory_pool pool{options()};
+  pool.begin_trace();
+  pool.deallocate(pool.allocate(4096, *stream_), *stream_);
+  static_cast<void>(pool.plan_next_capture(pool.end_trace()));
+  gs::stream side;
+  gs::graph g;
+  std::string refused;
+  {
+    gs::capture_scope scope{g, *stream_, pool, {gs::capture_mode::this_thread, "planned"}};
+    auto* x = static_cast<float*>(pool.allocate(4096, *stream_));
+    scope.fork(side);
+    fill_kernel<<<1, 32, 0, side.get()>>>(x, 1.0F, 32);
+    try {
+      pool.deallocate(x, side);
+    } catch (gs::usage_error const& e) {
+      refused = e.what();
+    }
+    scope.join(side);
+    pool.deallocate(x, *stream_);  // where planned mode wants it: after the join
+    scope.end();
+  }
+  EXPECT_NE(refused.find("freed a block on a side stream"), std::string::npos) << refused;
+  EXPECT_FALSE(g.empty());
+  g.replay(*stream_);
+  stream_->synchronize();
+}
+
 TEST_P(pool_test, teardown_in_any_order_leaks_nothing) {
   std::size_t free_before = 0;
   std::size_t total = 0;

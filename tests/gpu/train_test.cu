@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace gs = graphstep;
@@ -173,4 +174,34 @@ TEST_F(train_test, bad_arguments_are_usage_errors) {
   EXPECT_THROW(gt::sgd({}, {}, {}, *stream_), gs::usage_error);
   EXPECT_THROW(gt::sgd({{nullptr, nullptr, 4}}, {}, {}, *stream_), gs::usage_error);
   EXPECT_THROW(gt::mse_loss(0, *stream_), gs::usage_error);
+}
+
+// They allocate and upload at construction, which a capture cannot record: refused with the
+// fix, before anything reaches the capture, so the capture itself completes.
+TEST_F(train_test, construction_inside_a_capture_is_a_usage_error) {
+  float* value = upload({1.0, 2.0});
+  float* gradient = upload({0.5, 0.5});
+  std::vector<gt::parameter> const parameters{{value, gradient, 2}};
+  gs::graph g;
+  std::vector<std::string> refused;
+  gs::capture(g, *stream_, [&] {
+    auto const refusal = [&](auto&& construct) {
+      try {
+        construct();
+      } catch (gs::usage_error const& e) {
+        refused.emplace_back(e.what());
+      }
+    };
+    refusal([&] { gt::sgd{parameters, {}, {}, *stream_}; });
+    refusal([&] { gt::mse_loss{2, *stream_}; });
+    refusal([&] { gs::capture_safe_rng{7, *stream_}; });
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradient, 0, sizeof(float), stream_->get()));
+  });
+  ASSERT_EQ(refused.size(), 3U);
+  EXPECT_NE(refused[0].find("optimizer: construct it before the capture"), std::string::npos)
+      << refused[0];
+  EXPECT_NE(refused[1].find("mse_loss: construct it before the capture"), std::string::npos)
+      << refused[1];
+  EXPECT_NE(refused[2].find("before the capture"), std::string::npos) << refused[2];
+  EXPECT_FALSE(g.empty());
 }

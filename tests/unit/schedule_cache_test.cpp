@@ -3,6 +3,7 @@
 // update is refused, and shape buckets of several dimensions.
 
 #include <graphstep/error.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
 #include <graphstep/schedule/cache_core.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>
 
@@ -344,4 +345,26 @@ TEST(shape_bucket_policy, drives_the_cache_core_with_shape_keys) {
                 "capture batch 4 x length 16 x 1 packed", "replay batch 4 x length 16 x 1 packed",
                 "capture batch 2 x length 8 x 1 packed", "release batch 4 x length 16 x 1 packed",
                 "replay batch 2 x length 8 x 1 packed"}));
+}
+
+// A cache keyed by every distinct size would capture once per size; mapped to buckets, a
+// thousand distinct sizes capture one graph per bucket they reach, and the padding is reported.
+TEST(graph_cache_core, distinct_sizes_capture_once_per_bucket) {
+  fake_device device;
+  gsch::graph_cache_core<std::int64_t> core{device.actions(), 0, 0, false};
+  auto const policy = gsch::bucket_policy::powers_then_steps(256, 32);
+  std::mt19937 random{7};
+  std::uniform_int_distribution<std::int64_t> size{1, 256};
+  std::set<std::int64_t> reached;
+  for (int request = 0; request < 1000; ++request) {
+    auto const choice = policy.choose(size(random));
+    reached.insert(choice.bucket);
+    core.count_request(choice.bucket - choice.padding, choice.bucket);
+    static_cast<void>(core.serve(choice.bucket));
+  }
+  EXPECT_EQ(core.statistics().captures, reached.size());
+  EXPECT_LE(reached.size(), policy.buckets().size());
+  EXPECT_EQ(core.statistics().hits, 1000U - reached.size());
+  EXPECT_GT(core.statistics().pad_ratio(), 0.0);
+  EXPECT_LT(core.statistics().pad_ratio(), 0.5);
 }
