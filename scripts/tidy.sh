@@ -91,7 +91,8 @@ noise+='|Suppressed [0-9]+ warnings|Use -header-filter=|Use -system-headers)'
 grep -v -E "${noise}" \
   "${shown}" || true
 
-findings=$(grep -E ': (warning|error): ' "${log}.plain" | sort -u | wc -l)
+# grep finds nothing in a clean run; under pipefail that must not end the script.
+findings=$({ grep -E ': (warning|error): ' "${log}.plain" || true; } | sort -u | wc -l)
 if [[ ${status} -eq 0 && ${findings} -ne 0 ]]; then status=1; fi
 echo
 echo "tidy.sh: $("${clang_tidy}" --version | grep -o 'version [0-9.]*'), ${#files[@]} files," \
