@@ -186,3 +186,51 @@ TEST_F(misuse_test, ending_a_capture_on_another_thread_is_a_usage_error_and_the_
   EXPECT_EQ(read(x), 2.0F);
   GRAPHSTEP_CUDA_TRY(cudaFree(x));
 }
+
+// The same rule across threads: another thread's legacy-stream launch breaks a global-mode
+// capture of a blocking stream; a non-blocking stream (graphstep::stream) is not affected, and
+// the other thread's work runs at once, outside the graph.
+TEST_F(misuse_test, another_threads_legacy_stream_work_breaks_only_a_blocking_capture) {
+  cudaStream_t blocking = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  gs::stream non_blocking;
+  float* x = nullptr;
+  float* y = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&y, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(y, 0, sizeof(float)));
+  auto const legacy_launch_from_another_thread = [y] {
+    cudaError_t launched = cudaSuccess;
+    std::thread other{[&] {
+      increment_kernel<<<1, 1, 0, cudaStreamLegacy>>>(y);
+      launched = cudaGetLastError();
+    }};
+    other.join();
+    return launched;
+  };
+  for (cudaStream_t captured : {blocking, non_blocking.get()}) {
+    gs::graph g;
+    cudaError_t launched = cudaSuccess;
+    auto const attempt = [&] {
+      gs::capture(g, captured, [&] {
+        increment_kernel<<<1, 1, 0, captured>>>(x);
+        launched = legacy_launch_from_another_thread();
+      }, {gs::capture_mode::global, "legacy stream from another thread"});
+    };
+    if (captured == blocking) {
+      EXPECT_THROW(attempt(), gs::capture_error);
+      EXPECT_EQ(launched, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(launched);
+      EXPECT_TRUE(g.empty());
+    } else {
+      EXPECT_NO_THROW(attempt());
+      EXPECT_EQ(launched, cudaSuccess) << cudaGetErrorName(launched);
+      EXPECT_FALSE(g.empty());
+    }
+    EXPECT_FALSE(gs::stream_view{captured}.is_capturing());
+  }
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  EXPECT_EQ(read(y), 1.0F) << "only the launch beside the non-blocking capture ran, once";
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  GRAPHSTEP_CUDA_TRY(cudaFree(y));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+}
