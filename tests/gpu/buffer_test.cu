@@ -1,6 +1,7 @@
 // Static buffers: checked copies, refusal of host copies inside a capture, and refilling
 // between replays.
 
+#include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
 
 #include <graphstep/buffer.hpp>
@@ -20,16 +21,7 @@ __global__ void double_kernel(float* y, float const* x, int n) {
 
 class buffer_test : public gs::testing::gpu_test {};
 
-template <typename Call>
-std::string usage_message(Call&& call) {
-  try {
-    call();
-  } catch (gs::usage_error const& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no usage_error";
-  return {};
-}
+using gs::testing::message_of;
 
 }  // namespace
 
@@ -42,10 +34,10 @@ TEST_F(buffer_test, copies_check_size_and_type) {
   std::vector<float> const values(32, 1.5F);
   input.copy_from_host(values, stream);
   EXPECT_EQ(input.to_host(stream), values);
-  EXPECT_NE(usage_message([&] { input.copy_from_host(std::vector<float>(31), stream); })
+  EXPECT_NE(message_of([&] { input.copy_from_host(std::vector<float>(31), stream); })
                 .find("124 bytes for a [4, 8] float32 buffer of 128 bytes"),
             std::string::npos);
-  EXPECT_NE(usage_message([&] {
+  EXPECT_NE(message_of([&] {
               input.copy_from_host(values.data(), 128, gs::dtype::float16, stream);
             }).find("float16 data for a [4, 8] float32 buffer"),
             std::string::npos);
@@ -65,7 +57,7 @@ TEST_F(buffer_test, host_copies_inside_a_capture_are_refused_and_refills_work_be
   gs::static_buffer y{pool, {n}, gs::dtype::float32, stream};
   std::vector<float> batch(n, 1.0F);
   gs::graph g;
-  EXPECT_NE(usage_message([&] {
+  EXPECT_NE(message_of([&] {
               gs::capture(g, stream, [&] { x.copy_from_host(batch, stream); });
             }).find("refill static inputs between replays"),
             std::string::npos);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error_message.hpp"
+
 #include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
@@ -198,33 +200,24 @@ TEST(allocation_plan, a_large_trace_plans_well_and_correctly) {
   expect_good_plan(training_step(acts, weights, rng), "1500 random layers", 1.05);
 }
 
-template <typename Call>
-std::string error_message(Call&& call) {
-  try {
-    call();
-  } catch (graphstep::error const& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return {};
-}
+using graphstep::testing::message_of;
 
 TEST(allocation_plan, bad_traces_are_usage_errors) {
   gm::allocation_trace t;
   EXPECT_THROW(static_cast<void>(t.record_allocate(0)), graphstep::usage_error);
-  EXPECT_NE(error_message([&] { static_cast<void>(t.record_allocate(0)); }).find("0 bytes"),
+  EXPECT_NE(message_of<graphstep::error>([&] { static_cast<void>(t.record_allocate(0)); }).find("0 bytes"),
             std::string::npos);
   std::size_t const a = t.record_allocate(10);
   EXPECT_THROW(t.record_deallocate(a + 1), graphstep::usage_error);
-  EXPECT_NE(error_message([&] { t.record_deallocate(a + 1); }).find("#1 was never recorded"),
+  EXPECT_NE(message_of<graphstep::error>([&] { t.record_deallocate(a + 1); }).find("#1 was never recorded"),
             std::string::npos);
   t.record_deallocate(a);
   EXPECT_THROW(t.record_deallocate(a), graphstep::usage_error);
-  EXPECT_NE(error_message([&] { t.record_deallocate(a); }).find("#0 was freed twice"),
+  EXPECT_NE(message_of<graphstep::error>([&] { t.record_deallocate(a); }).find("#0 was freed twice"),
             std::string::npos);
   EXPECT_EQ(t.events().size(), 2U) << "refused events are not recorded";
   EXPECT_THROW(static_cast<void>(gm::plan_allocations(t, 3)), graphstep::usage_error);
-  EXPECT_NE(error_message([&] {
+  EXPECT_NE(message_of<graphstep::error>([&] {
               static_cast<void>(gm::plan_allocations(t, 0));
             }).find("power of two, not 0"),
             std::string::npos);
@@ -232,7 +225,7 @@ TEST(allocation_plan, bad_traces_are_usage_errors) {
   static_cast<void>(huge.record_allocate(~std::size_t{0} / 2));
   static_cast<void>(huge.record_allocate(~std::size_t{0} / 2));
   EXPECT_THROW(static_cast<void>(gm::plan_allocations(huge)), graphstep::usage_error);
-  EXPECT_NE(error_message([&] { static_cast<void>(gm::plan_allocations(huge)); }).find("#1 of"),
+  EXPECT_NE(message_of<graphstep::error>([&] { static_cast<void>(gm::plan_allocations(huge)); }).find("#1 of"),
             std::string::npos);
 }
 
@@ -244,28 +237,28 @@ TEST(allocation_plan, verify_plan_names_what_is_wrong) {
   EXPECT_NO_THROW(gm::verify_plan(t, good));
   auto overlap = good;
   overlap.offsets[1] = overlap.offsets[0];
-  EXPECT_NE(error_message([&] {
+  EXPECT_NE(message_of<graphstep::error>([&] {
               gm::verify_plan(t, overlap);
             }).find("allocation #1 and allocation #0 are alive at once and overlap"),
             std::string::npos);
   auto misaligned = good;
   misaligned.offsets[1] += 128;
   misaligned.slab_bytes += 128;
-  EXPECT_NE(error_message([&] {
+  EXPECT_NE(message_of<graphstep::error>([&] {
               gm::verify_plan(t, misaligned);
             }).find("allocation #1 at offset 1152 is misaligned"),
             std::string::npos);
   auto outside = good;
   outside.slab_bytes = 1024;
-  EXPECT_NE(error_message([&] { gm::verify_plan(t, outside); }).find("ends past the slab"),
+  EXPECT_NE(message_of<graphstep::error>([&] { gm::verify_plan(t, outside); }).find("ends past the slab"),
             std::string::npos);
   auto small = good;
   small.sizes[0] = 512;
-  EXPECT_NE(error_message([&] { gm::verify_plan(t, small); }).find("asked for 1024"),
+  EXPECT_NE(message_of<graphstep::error>([&] { gm::verify_plan(t, small); }).find("asked for 1024"),
             std::string::npos);
   auto short_plan = good;
   short_plan.offsets.pop_back();
-  EXPECT_NE(error_message([&] { gm::verify_plan(t, short_plan); }).find("not made from this trace"),
+  EXPECT_NE(message_of<graphstep::error>([&] { gm::verify_plan(t, short_plan); }).find("not made from this trace"),
             std::string::npos);
   // A block freed before the next is allocated may share its offset.
   gm::allocation_trace serial;
@@ -337,7 +330,7 @@ TEST(planned_sequence, frees_are_checked) {
   t.record_deallocate(a);
   auto const plan = gm::plan_allocations(t);
   gm::planned_sequence s{t, plan};
-  EXPECT_NE(error_message([&] { s.deallocate(plan.offsets[a]); }).find("not a live planned block"),
+  EXPECT_NE(message_of<graphstep::error>([&] { s.deallocate(plan.offsets[a]); }).find("not a live planned block"),
             std::string::npos)
       << "nothing allocated yet";
   EXPECT_EQ(s.next_allocate(1024), plan.offsets[0]);
@@ -352,14 +345,14 @@ TEST(planned_sequence, a_plan_from_another_trace_is_refused) {
   static_cast<void>(t.record_allocate(1024));
   gm::allocation_trace other;
   static_cast<void>(other.record_allocate(1024));
-  EXPECT_NE(error_message([&] {
+  EXPECT_NE(message_of<graphstep::error>([&] {
               gm::planned_sequence{t, gm::plan_allocations(other)};
             }).find("the plan covers 1 allocations, the trace 2"),
             std::string::npos);
   auto overlapping = gm::plan_allocations(t);
   overlapping.offsets[1] = overlapping.offsets[0];
   EXPECT_THROW((gm::planned_sequence{t, overlapping}), graphstep::usage_error);
-  EXPECT_NE(error_message([&] {
+  EXPECT_NE(message_of<graphstep::error>([&] {
               gm::planned_sequence{t, overlapping};
             }).find("the plan does not fit the trace"),
             std::string::npos);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error_message.hpp"
+
 #include <graphstep/error.hpp>
 #include <graphstep/memory/block_allocator.hpp>
 #include <string>
@@ -75,20 +77,11 @@ class layout_names {
 };
 TYPED_TEST_SUITE(block_allocator_test, layouts, layout_names);
 
-template <typename Call>
-std::string usage_message(Call&& call) {
-  try {
-    call();
-  } catch (graphstep::usage_error const& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no usage_error";
-  return {};
-}
+using graphstep::testing::message_of;
 
 #define EXPECT_USAGE_ERROR(call, text)                                   \
   do {                                                                   \
-    std::string const gs_message_ = usage_message([&] { call; });        \
+    std::string const gs_message_ = message_of([&] { call; });        \
     EXPECT_NE(gs_message_.find(text), std::string::npos) << gs_message_; \
   } while (0)
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error_message.hpp"
+
 #include <array>
 #include <cstdint>
 #include <graphstep/error.hpp>
@@ -218,13 +220,9 @@ TEST(gemm_path, no_algorithm_falls_back_once_then_asks_for_workspace) {
   EXPECT_NE(fallback.reason.find("0 bytes of workspace"), std::string::npos) << fallback.reason;
 
   auto const message = [&](go::path_decision const& current, go::gemm_options const& options) {
-    try {
+    return gs::testing::message_of([&] {
       static_cast<void>(go::path_without_algorithm(p, current, options, 1024, "plan L1"));
-    } catch (gs::usage_error const& e) {
-      return std::string{e.what()};
-    }
-    ADD_FAILURE() << "no usage_error";
-    return std::string{};
+    });
   };
   std::string const plain = message(fallback, allow);
   EXPECT_NE(plain.find("plan L1: cuBLASLt has no algorithm for it with 1024 bytes of workspace"),

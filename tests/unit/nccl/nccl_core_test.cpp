@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include "common/error_message.hpp"
+
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
@@ -146,26 +148,18 @@ TEST(launch_environment, inconsistent_mpirun_variables_are_named) {
 
 TEST(launch_environment, a_local_rank_without_its_gpu_is_named) {
   EXPECT_NO_THROW(gn::check_local_device("nccl_comm: LOCAL_RANK=1", 1, 2));
-  try {
-    gn::check_local_device("communicator_from_mpi: local rank 2", 2, 2);
-    FAIL() << "no exception";
-  } catch (graphstep::usage_error const& e) {
-    std::string const what = e.what();
-    EXPECT_NE(what.find("communicator_from_mpi: local rank 2 but only 2 GPU(s) are visible"),
-              std::string::npos)
-        << what;
-    EXPECT_NE(what.find("at most one rank per visible GPU"), std::string::npos) << what;
-  }
+  std::string const what = graphstep::testing::message_of(
+      [] { gn::check_local_device("communicator_from_mpi: local rank 2", 2, 2); });
+  EXPECT_NE(what.find("communicator_from_mpi: local rank 2 but only 2 GPU(s) are visible"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("at most one rank per visible GPU"), std::string::npos) << what;
 }
 
 TEST(launch_environment, a_device_list_names_a_duplicate_or_a_bad_id) {
   EXPECT_NO_THROW(gn::check_local_device_list({0, 1, 2}));
-  std::string duplicate;
-  try {
-    gn::check_local_device_list({0, 1, 0});
-  } catch (graphstep::usage_error const& e) {
-    duplicate = e.what();
-  }
+  std::string const duplicate =
+      graphstep::testing::message_of([] { gn::check_local_device_list({0, 1, 0}); });
   EXPECT_NE(duplicate.find("device 0 is listed twice"), std::string::npos) << duplicate;
   EXPECT_NE(duplicate.find("one rank per GPU"), std::string::npos) << duplicate;
   EXPECT_THROW(gn::check_local_device_list({}), graphstep::usage_error);

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/error_message.hpp"
+
 #include <future>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
@@ -26,16 +28,7 @@ gn::unique_id_bytes make_id(unsigned char seed) {
   return id;
 }
 
-template <typename Exception, typename Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (Exception const& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception of the expected type";
-  return {};
-}
+using graphstep::testing::message_of;
 
 // A port nobody listens on: bind one, then close it.
 int closed_port() {
