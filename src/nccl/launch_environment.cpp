@@ -1,9 +1,9 @@
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <limits>
+#include <set>
 
 namespace graphstep::nccl {
 namespace {
@@ -154,15 +154,14 @@ void check_local_device(std::string const& who, int local_rank, int visible_devi
 
 void check_local_device_list(std::vector<int> const& devices) {
   GRAPHSTEP_EXPECTS(!devices.empty(), "nccl_comm::for_local_devices: no device was listed");
-  for (std::size_t i = 0; i < devices.size(); ++i) {
-    GRAPHSTEP_EXPECTS(devices[i] >= 0, "nccl_comm::for_local_devices: device " +
-                                           std::to_string(devices[i]) + " is not a device id");
-    GRAPHSTEP_EXPECTS(
-        std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i),
-                  devices[i]) == devices.begin() + static_cast<std::ptrdiff_t>(i),
-        "nccl_comm::for_local_devices: device " + std::to_string(devices[i]) +
-            " is listed twice; NCCL runs one rank per GPU and refuses a duplicate: list each "
-            "device once");
+  std::set<int> listed;
+  for (int const device : devices) {
+    std::string const named = "nccl_comm::for_local_devices: device " + std::to_string(device);
+    GRAPHSTEP_EXPECTS(device >= 0, named + " is not a device id");
+    GRAPHSTEP_EXPECTS(listed.insert(device).second,
+                      named +
+                          " is listed twice; NCCL runs one rank per GPU and refuses a "
+                          "duplicate: list each device once");
   }
 }
 

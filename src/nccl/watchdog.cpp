@@ -81,9 +81,9 @@ void watchdog::inspect() {
     seen.async = async_state::in_progress;
   } else if (async_error != ncclSuccess) {
     seen.async = async_state::failed;
-    seen.async_result = std::string{graphstep::detail::nccl_result_name(
-                            static_cast<int>(async_error))} +
-                        " (" + ncclGetErrorString(async_error) + ")";
+    seen.async_result =
+        std::string{graphstep::detail::nccl_result_name(static_cast<int>(async_error))} + " (" +
+        ncclGetErrorString(async_error) + ")";
   }
   seen.overdue = deadline_.overdue(seen.rank);
   seen.outstanding = pending_.size();

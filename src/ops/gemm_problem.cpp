@@ -221,8 +221,9 @@ path_decision path_without_algorithm(gemm_problem const& problem, path_decision 
                              name(current.gemm_epilogue) + " epilogue with these operands and " +
                              workspace;
   GRAPHSTEP_EXPECTS(options.allow_unfused,
-                    reason + "; set gemm_options::allow_unfused to take the unfused fallback, "
-                             "or give it more workspace");
+                    reason +
+                        "; set gemm_options::allow_unfused to take the unfused fallback, "
+                        "or give it more workspace");
   return unfused_path(problem, reason);
 }
 

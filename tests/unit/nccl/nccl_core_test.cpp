@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
-#include "common/error_message.hpp"
-
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
@@ -14,6 +12,8 @@
 #include <graphstep/nccl/launch_environment.hpp>
 #include <map>
 #include <string>
+
+#include "common/error_message.hpp"
 
 namespace gn = graphstep::nccl;
 
@@ -158,8 +158,9 @@ TEST(launch_environment, a_local_rank_without_its_gpu_is_named) {
 
 TEST(launch_environment, a_device_list_names_a_duplicate_or_a_bad_id) {
   EXPECT_NO_THROW(gn::check_local_device_list({0, 1, 2}));
-  std::string const duplicate =
-      graphstep::testing::message_of([] { gn::check_local_device_list({0, 1, 0}); });
+  std::string const duplicate = graphstep::testing::message_of([] {
+    gn::check_local_device_list({0, 1, 0});
+  });
   EXPECT_NE(duplicate.find("device 0 is listed twice"), std::string::npos) << duplicate;
   EXPECT_NE(duplicate.find("one rank per GPU"), std::string::npos) << duplicate;
   EXPECT_THROW(gn::check_local_device_list({}), graphstep::usage_error);
