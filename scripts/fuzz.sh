@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and fuzzes each for the given
-# number of seconds (default 60): the allocator core with the planner, and the bucket policies
-# with the graph cache's LRU budget. Needs clang with its libFuzzer runtime (Debian: clang,
+# number of seconds (default 60): the allocator core with the planner, the bucket policies with
+# the graph cache's LRU budget, and the validation of step descriptions (plan_step). Needs clang with its libFuzzer runtime (Debian: clang,
 # libclang-rt-14-dev), installed with apt-get when missing and run as root. Each target keeps
 # its corpus, log and any crash input in build-fuzz/<target>/.
 set -euo pipefail
@@ -35,11 +35,13 @@ build() {
 }
 build block_allocator_fuzz src/memory/block_allocator.cpp src/memory/allocation_plan.cpp &
 build bucket_policy_fuzz src/schedule/bucket_policy.cpp src/schedule/shape_bucket_policy.cpp &
+build step_plan_fuzz src/schedule/step_plan.cpp &
 wait -n  # each wait stops the script if that build failed
+wait -n
 wait -n
 
 status=0
-for name in block_allocator_fuzz bucket_policy_fuzz; do
+for name in block_allocator_fuzz bucket_policy_fuzz step_plan_fuzz; do
   echo "== ${name}: ${seconds} s"
   if (cd "build-fuzz/${name}" &&
       "./${name}" -max_total_time="${seconds}" -max_len=4096 -print_final_stats=1 corpus \
