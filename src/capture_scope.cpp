@@ -3,10 +3,10 @@
 #include <graphstep/memory/memory_pool.hpp>
 
 #include "diagnostics/capture_recorder.hpp"
+#include "detail/address_text.hpp"
 #include "memory/pool_state.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -26,9 +26,7 @@ cudaStreamCaptureMode to_cuda(capture_mode mode) {
 }
 
 std::string stream_name(cudaStream_t stream) {
-  std::array<char, 32> text{};
-  static_cast<void>(std::snprintf(text.data(), text.size(), "%p", static_cast<void*>(stream)));
-  return text.data();
+  return detail::pointer_text(static_cast<void const*>(stream));
 }
 
 // What a user should do about each way a capture can fail.

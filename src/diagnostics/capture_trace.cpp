@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <set>
 #include <sstream>
+
+#include "../detail/address_text.hpp"
 
 namespace graphstep::diagnostics {
 
@@ -58,12 +59,7 @@ bool is_copy_or_set(std::string_view base) noexcept {
          starts_with(base, "cuMemcpy") || starts_with(base, "cuMemset");
 }
 
-std::string hex(std::uintptr_t value) {
-  std::array<char, 2 + 2 * sizeof(std::uintptr_t) + 1> text{};
-  static_cast<void>(
-      std::snprintf(text.data(), text.size(), "0x%llx", static_cast<unsigned long long>(value)));
-  return text.data();
-}
+using graphstep::detail::hex_text;
 
 char const* mode_name(capture_mode mode) noexcept {
   switch (mode) {
@@ -80,9 +76,9 @@ std::string describe_call(api_call const& call, capture_context const& context) 
   switch (call.stream) {
     case stream_kind::legacy_default: text += " on the legacy default stream"; break;
     case stream_kind::capturing:
-      text += " on the capturing stream (" + hex(call.stream_handle) + ")";
+      text += " on the capturing stream (" + hex_text(call.stream_handle) + ")";
       break;
-    case stream_kind::other: text += " on stream " + hex(call.stream_handle); break;
+    case stream_kind::other: text += " on stream " + hex_text(call.stream_handle); break;
     case stream_kind::none:
     case stream_kind::unknown: break;
   }
@@ -155,7 +151,7 @@ std::string explain_legacy(api_call const& call, capture_context const& context)
 
 std::string explain_pageable(api_call const& call, capture_context const& context) {
   return describe_call(call, context) + " copies pageable host memory at " +
-         hex(call.host_address) +
+         hex_text(call.host_address) +
          " inside the capture. The graph copies that address at every replay, through a "
          "staging copy that does not overlap with other work: the buffer must stay alive and "
          "hold the next input before each replay. Use pinned memory (cudaHostAlloc, "
@@ -169,7 +165,9 @@ std::string module_name(std::string const& path) {
 
 std::string format_frame(frame const& f) {
   std::string text = f.symbol.empty() ? std::string{"??"} : f.symbol;
-  if (!f.module.empty()) text += " (" + module_name(f.module) + "+" + hex(f.module_offset) + ")";
+  if (!f.module.empty()) {
+    text += " (" + module_name(f.module) + "+" + hex_text(f.module_offset) + ")";
+  }
   return text;
 }
 

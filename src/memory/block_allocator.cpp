@@ -1,21 +1,16 @@
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/block_allocator.hpp>
 #include <iterator>
 #include <limits>
 #include <string>
 
+#include "../detail/address_text.hpp"
+
 namespace graphstep::memory {
 namespace {
 
-std::string hex(std::uintptr_t address) {
-  std::array<char, 32> text{};
-  static_cast<void>(
-      std::snprintf(text.data(), text.size(), "0x%llx", static_cast<unsigned long long>(address)));
-  return text.data();
-}
+using graphstep::detail::hex_text;
 
 [[noreturn]] void fail_invariant(std::string const& what) {
   throw error{"block_allocator invariant broken: " + what};
@@ -108,27 +103,27 @@ void block_allocator::coalesce_all() {
 }
 
 void block_allocator::add_region(std::uintptr_t base, std::size_t bytes) {
-  GRAPHSTEP_EXPECTS(base % alignment_ == 0, "block_allocator::add_region: base " + hex(base) +
+  GRAPHSTEP_EXPECTS(base % alignment_ == 0, "block_allocator::add_region: base " + hex_text(base) +
                                                 " is not aligned to " + std::to_string(alignment_) +
                                                 " bytes");
-  GRAPHSTEP_EXPECTS(bytes > 0, "block_allocator::add_region: a region of 0 bytes at " + hex(base) +
-                                   "; add at least " + std::to_string(alignment_));
+  GRAPHSTEP_EXPECTS(bytes > 0, "block_allocator::add_region: a region of 0 bytes at " +
+                                   hex_text(base) + "; add at least " + std::to_string(alignment_));
   GRAPHSTEP_EXPECTS(base <= std::numeric_limits<std::uintptr_t>::max() - bytes,
                     "block_allocator::add_region: a region of " + std::to_string(bytes) +
-                        " bytes at " + hex(base) + " runs past the end of the address space");
+                        " bytes at " + hex_text(base) + " runs past the end of the address space");
   auto next = regions_.lower_bound(base);
   if (next != regions_.end()) {
     GRAPHSTEP_EXPECTS(next->first >= base + bytes,
-                      "block_allocator::add_region: [" + hex(base) + ", " + hex(base + bytes) +
-                          ") overlaps the region at " + hex(next->first) +
-                          "; regions must be disjoint");
+                      "block_allocator::add_region: [" + hex_text(base) + ", " +
+                          hex_text(base + bytes) + ") overlaps the region at " +
+                          hex_text(next->first) + "; regions must be disjoint");
   }
   if (next != regions_.begin()) {
     auto previous = std::prev(next);
     GRAPHSTEP_EXPECTS(previous->first + previous->second <= base,
-                      "block_allocator::add_region: [" + hex(base) + ", " + hex(base + bytes) +
-                          ") overlaps the region at " + hex(previous->first) +
-                          "; regions must be disjoint");
+                      "block_allocator::add_region: [" + hex_text(base) + ", " +
+                          hex_text(base + bytes) + ") overlaps the region at " +
+                          hex_text(previous->first) + "; regions must be disjoint");
   }
   regions_.emplace(base, bytes);
   std::size_t const aligned = usable(bytes);
@@ -146,21 +141,22 @@ void block_allocator::extend_region(std::uintptr_t base, std::size_t extra_bytes
   GRAPHSTEP_EXPECTS(region != regions_.end(),
                     "block_allocator::extend_region: no region starts "
                     "at " +
-                        hex(base) + "; add it with add_region");
+                        hex_text(base) + "; add it with add_region");
   GRAPHSTEP_EXPECTS(extra_bytes > 0,
                     "block_allocator::extend_region: growth of 0 bytes for "
                     "the region at " +
-                        hex(base));
+                        hex_text(base));
   std::uintptr_t const end = base + region->second;
   GRAPHSTEP_EXPECTS(end <= std::numeric_limits<std::uintptr_t>::max() - extra_bytes,
-                    "block_allocator::extend_region: growing the region at " + hex(base) + " by " +
-                        std::to_string(extra_bytes) +
+                    "block_allocator::extend_region: growing the region at " + hex_text(base) +
+                        " by " + std::to_string(extra_bytes) +
                         " bytes runs past the end of the address space");
   auto next = std::next(region);
   GRAPHSTEP_EXPECTS(next == regions_.end() || next->first >= end + extra_bytes,
-                    "block_allocator::extend_region: growing the region at " + hex(base) + " by " +
-                        std::to_string(extra_bytes) + " bytes would overlap the region at " +
-                        hex(next == regions_.end() ? 0 : next->first));
+                    "block_allocator::extend_region: growing the region at " + hex_text(base) +
+                        " by " + std::to_string(extra_bytes) +
+                        " bytes would overlap the region at " +
+                        hex_text(next == regions_.end() ? 0 : next->first));
   std::size_t const old_aligned = usable(region->second);
   region->second += extra_bytes;
   std::size_t const new_aligned = usable(region->second);
@@ -307,16 +303,16 @@ void block_allocator::deallocate(std::uintptr_t address, stream_id stream) {
     if (containing != blocks_.begin()) {
       --containing;
       GRAPHSTEP_EXPECTS(address - containing->first >= containing->second.size,
-                        "block_allocator::deallocate: " + hex(address) +
-                            " lies inside the block at " + hex(containing->first) +
+                        "block_allocator::deallocate: " + hex_text(address) +
+                            " lies inside the block at " + hex_text(containing->first) +
                             " but is not its start; free the address that allocate returned");
     }
-    GRAPHSTEP_EXPECTS(false, "block_allocator::deallocate: " + hex(address) +
+    GRAPHSTEP_EXPECTS(false, "block_allocator::deallocate: " + hex_text(address) +
                                  " was never returned by this allocator (a foreign pointer); "
                                  "free it where it was allocated");
   }
   block_info& info = found->second;
-  GRAPHSTEP_EXPECTS(!info.free, "block_allocator::deallocate: the block at " + hex(address) +
+  GRAPHSTEP_EXPECTS(!info.free, "block_allocator::deallocate: the block at " + hex_text(address) +
                                     " is already free (a double free); free each block once");
   if (info.owner != no_graph) {
     auto held = graph_in_use_.find(info.owner);
@@ -398,7 +394,7 @@ void block_allocator::check_invariants() const {
   bool first_region = true;
   for (auto const& [base, bytes] : regions_) {
     if (!first_region && base < previous_end) {
-      fail_invariant("the region at " + hex(base) + " overlaps the one before it");
+      fail_invariant("the region at " + hex_text(base) + " overlaps the one before it");
     }
     first_region = false;
     previous_end = base + bytes;
@@ -408,30 +404,33 @@ void block_allocator::check_invariants() const {
     block_info const* previous = nullptr;
     while (at < end) {
       if (block == blocks_.end() || block->first != at) {
-        fail_invariant("no block starts at " + hex(at) + " inside the region at " + hex(base));
+        fail_invariant("no block starts at " + hex_text(at) + " inside the region at " +
+                       hex_text(base));
       }
       block_info const& info = block->second;
       if (info.size == 0 || info.size % alignment_ != 0 || at % alignment_ != 0) {
-        fail_invariant("the block at " + hex(at) + " is empty or misaligned");
+        fail_invariant("the block at " + hex_text(at) + " is empty or misaligned");
       }
-      if (info.size > end - at) fail_invariant("the block at " + hex(at) + " overruns its region");
-      if (info.region != base) fail_invariant("the block at " + hex(at) + " names another region");
+      if (info.size > end - at)
+        fail_invariant("the block at " + hex_text(at) + " overruns its region");
+      if (info.region != base)
+        fail_invariant("the block at " + hex_text(at) + " names another region");
       if (!std::is_sorted(info.touched.begin(), info.touched.end()) ||
           std::adjacent_find(info.touched.begin(), info.touched.end()) != info.touched.end() ||
           std::binary_search(info.touched.begin(), info.touched.end(), no_graph)) {
-        fail_invariant("the graph set of the block at " + hex(at) +
+        fail_invariant("the graph set of the block at " + hex_text(at) +
                        " is not sorted, unique and free of no_graph");
       }
       if (info.free) {
         auto list = free_.find({info.stream, !info.touched.empty()});
         if (list == free_.end() || list->second.count({info.size, at}) == 0) {
-          fail_invariant("the free block at " + hex(at) + " is missing from the free index");
+          fail_invariant("the free block at " + hex_text(at) + " is missing from the free index");
         }
         if (info.owner != no_graph)
-          fail_invariant("the free block at " + hex(at) + " has an owner");
+          fail_invariant("the free block at " + hex_text(at) + " has an owner");
         ++indexed;
         if (previous != nullptr && mergeable(*previous, info)) {
-          fail_invariant("the free block at " + hex(at) +
+          fail_invariant("the free block at " + hex_text(at) +
                          " was not merged with its compatible left neighbour");
         }
       } else {
@@ -439,7 +438,8 @@ void block_allocator::check_invariants() const {
         if (info.owner != no_graph) {
           by_graph[info.owner] += info.size;
           if (!std::binary_search(info.touched.begin(), info.touched.end(), info.owner)) {
-            fail_invariant("the block at " + hex(at) + " is not marked by the graph that owns it");
+            fail_invariant("the block at " + hex_text(at) +
+                           " is not marked by the graph that owns it");
           }
         }
       }

@@ -1,6 +1,5 @@
 #include <nvtx3/nvToolsExt.h>
 
-#include <array>
 #include <cstdio>
 #include <graphstep/device.hpp>
 #include <graphstep/device_guard.hpp>
@@ -9,6 +8,7 @@
 #include <sstream>
 
 #include "pool_state.hpp"
+#include "../detail/address_text.hpp"
 
 namespace graphstep {
 namespace detail {
@@ -22,12 +22,6 @@ std::string bytes_text(std::size_t bytes) {
     out << std::fixed << " (" << static_cast<double>(bytes) / (1 << 20) << " MiB)";
   }
   return out.str();
-}
-
-std::string pointer_text(void const* pointer) {
-  std::array<char, 32> text{};
-  static_cast<void>(std::snprintf(text.data(), text.size(), "%p", pointer));
-  return text.data();
 }
 
 memory::stream_id stream_key(cudaStream_t stream) {
