@@ -16,11 +16,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <graphstep/device.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
-#include <graphstep/stream.hpp>
-#include <graphstep/timed_event.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -154,21 +155,22 @@ go::gemm_kind floor_kind(go::gemm_kind kind) {
 
 // Times `sets` groups of plans, rotating, and reports TFLOP/s for `flops` per group run.
 void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_plan>> const& sets,
-                   double flops, gs::stream_view stream) {
+                   double flops, gs::cuda::stream_view stream) {
   auto run_set = [&](std::size_t i) {
     for (auto const& plan : sets[i % sets.size()]) plan.run(stream);
   };
   for (int i = 0; i < warm_up_runs; ++i) run_set(static_cast<std::size_t>(i));
   stream.synchronize();
-  gs::timed_event start;
-  gs::timed_event stop;
+  gs::cuda::timed_event start;
+  gs::cuda::timed_event stop;
   std::size_t next = 0;
   for (auto _ : state) {
     start.record(stream);
     for (int r = 0; r < runs_per_iteration; ++r) run_set(next++);
     stop.record(stream);
     stop.synchronize();
-    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3 / runs_per_iteration);
+    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3 /
+                           runs_per_iteration);
   }
   state.counters["TFLOP/s"] =
       benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
@@ -176,14 +178,14 @@ void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_pla
 
 // One GEMM kind in one variant; range(0..2) = M, N, K.
 void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, go::precision type) {
-  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
   go::gemm_problem const counted{kind, state.range(0), state.range(1), state.range(2), type};
   go::gemm_problem problem = counted;
   if (how == variant::floor) problem.kind = floor_kind(kind);
   go::gemm_options options;
   options.force_unfused = how == variant::unfused;
   options.autotune_candidates = 4;
-  gs::stream stream;
+  gs::cuda::stream stream;
   go::cublaslt_handle handle;
   device_arena arena{type};
   std::size_t const workspace_bytes = go::gemm_plan::workspace_size();
@@ -208,13 +210,13 @@ void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, go::p
 // The backward of fc1 (K -> N1, GELU) and fc2 (N1 -> N2) for a batch M; range = M, K, N1, N2.
 // Fused: BGRADB (dW2, db2), DGELU_BGRAD (dZ1, db1), plain dW1 and dX: 4 GEMMs, no kernels.
 void mlp_backward(benchmark::State& state, variant how, go::precision type) {
-  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
   std::int64_t const m = state.range(0), k = state.range(1), n1 = state.range(2),
                      n2 = state.range(3);
   go::gemm_options options;
   options.force_unfused = how == variant::unfused;
   options.autotune_candidates = 4;
-  gs::stream stream;
+  gs::cuda::stream stream;
   go::cublaslt_handle handle;
   device_arena arena{type};
   std::size_t const workspace_bytes = go::gemm_plan::workspace_size();

@@ -2,15 +2,15 @@
 // floor) and through graph::replay. Reports GPU time per step (CUDA events, manual time) and
 // the host time spent enqueuing the step (counter host_us).
 
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/graph.hpp>
-#include <graphstep/stream.hpp>
-#include <graphstep/timed_event.hpp>
-
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
 
 namespace gs = graphstep;
 
@@ -20,16 +20,16 @@ __global__ void tiny_kernel(float* x) {
   if (threadIdx.x == 0) x[blockIdx.x] += 1.0F;
 }
 
-void launch_tiny(gs::stream_view stream, float* x, int kernels) {
+void launch_tiny(gs::cuda::stream_view stream, float* x, int kernels) {
   for (int i = 0; i < kernels; ++i) tiny_kernel<<<1, 32, 0, stream.value()>>>(x);
 }
 
 enum class mode { eager, raw_graph, replay };
 
 template <typename Enqueue>
-void time_steps(benchmark::State& state, gs::stream_view stream, Enqueue&& enqueue) {
-  gs::timed_event start;
-  gs::timed_event stop;
+void time_steps(benchmark::State& state, gs::cuda::stream_view stream, Enqueue&& enqueue) {
+  gs::cuda::timed_event start;
+  gs::cuda::timed_event stop;
   for (int i = 0; i < 10; ++i) enqueue();  // warm-up, outside the timed loop
   stream.synchronize();
   double host_seconds = 0.0;
@@ -37,25 +37,23 @@ void time_steps(benchmark::State& state, gs::stream_view stream, Enqueue&& enque
     start.record(stream);
     auto const host_start = std::chrono::steady_clock::now();
     enqueue();
-    host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                  host_start).count();
+    host_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
     stop.record(stream);
     stop.synchronize();
-    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3);
+    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3);
   }
   state.counters["host_us"] = benchmark::Counter(host_seconds * 1e6 / state.iterations());
 }
 
 void launch_overhead(benchmark::State& state, mode how) {
   int const kernels = static_cast<int>(state.range(0));
-  gs::stream stream;
+  gs::cuda::stream stream;
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
   GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
   switch (how) {
-    case mode::eager:
-      time_steps(state, stream, [&] { launch_tiny(stream, x, kernels); });
-      break;
+    case mode::eager: time_steps(state, stream, [&] { launch_tiny(stream, x, kernels); }); break;
     case mode::raw_graph: {
       cudaGraph_t raw = nullptr;
       cudaGraphExec_t exec = nullptr;
@@ -70,8 +68,8 @@ void launch_overhead(benchmark::State& state, mode how) {
       break;
     }
     case mode::replay: {
-      gs::graph step;
-      gs::capture(step, stream, [&] { launch_tiny(stream, x, kernels); });
+      gs::graphs::graph step;
+      gs::graphs::capture(step, stream, [&] { launch_tiny(stream, x, kernels); });
       time_steps(state, stream, [&] { step.replay(stream); });
       break;
     }
@@ -91,14 +89,14 @@ void apply_sizes(benchmark::internal::Benchmark* b) {
 // Host time to capture N kernels and instantiate (and upload) the graph, per node.
 void capture_and_instantiate(benchmark::State& state) {
   int const kernels = static_cast<int>(state.range(0));
-  gs::stream stream;
+  gs::cuda::stream stream;
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
   double seconds = 0.0;
   for (auto _ : state) {
     auto const start = std::chrono::steady_clock::now();
-    gs::graph g;
-    gs::capture(g, stream, [&] { launch_tiny(stream, x, kernels); });
+    gs::graphs::graph g;
+    gs::graphs::capture(g, stream, [&] { launch_tiny(stream, x, kernels); });
     double const elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     seconds += elapsed;
@@ -108,8 +106,7 @@ void capture_and_instantiate(benchmark::State& state) {
     state.ResumeTiming();
   }
   GRAPHSTEP_CUDA_TRY(cudaFree(x));
-  state.counters["us_per_node"] =
-      seconds * 1e6 / static_cast<double>(state.iterations()) / kernels;
+  state.counters["us_per_node"] = seconds * 1e6 / static_cast<double>(state.iterations()) / kernels;
 }
 
 BENCHMARK(capture_and_instantiate)

@@ -1,16 +1,16 @@
 // graphstep_bench: the GPU benchmark suite. Without a device it says so and fails, rather than
 // reporting numbers that measure nothing.
 
-#include <graphstep/device.hpp>
-
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <graphstep/cuda/device.hpp>
 
 int main(int argc, char** argv) {
-  if (graphstep::device_count() == 0) {
-    std::fprintf(stderr, "graphstep_bench: no CUDA device visible; the GPU benchmarks need an "
-                         "NVIDIA GPU (graphstep_cpu_bench runs the CPU-only ones)\n");
+  if (graphstep::cuda::device_count() == 0) {
+    std::fprintf(stderr,
+                 "graphstep_bench: no CUDA device visible; the GPU benchmarks need an "
+                 "NVIDIA GPU (graphstep_cpu_bench runs the CPU-only ones)\n");
     return 1;
   }
   benchmark::Initialize(&argc, argv);

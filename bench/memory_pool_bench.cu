@@ -1,15 +1,15 @@
 // The memory pool on a device: allocation latency against cudaMallocAsync, and the memory of
 // N bucket graphs sharing one pool against N separate pools.
 
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/graph.hpp>
-#include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/stream.hpp>
-
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <vector>
 
 namespace gs = graphstep;
@@ -23,8 +23,8 @@ __global__ void touch_kernel(float* x, int n) {
 
 // Host time of an allocate + deallocate pair; a few sizes cycled so best fit has work to do.
 void pool_allocate_free(benchmark::State& state) {
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
   std::vector<std::size_t> const sizes{256, 4096, 65536, 1 << 20};
   for (std::size_t s : sizes) pool.deallocate(pool.allocate(s, stream), stream);  // warm-up
   std::size_t i = 0;
@@ -36,7 +36,7 @@ void pool_allocate_free(benchmark::State& state) {
 }
 
 void cuda_malloc_async_free(benchmark::State& state) {
-  gs::stream stream;
+  gs::cuda::stream stream;
   std::vector<std::size_t> const sizes{256, 4096, 65536, 1 << 20};
   for (std::size_t s : sizes) {  // warm-up: the default memory pool keeps the memory
     void* p = nullptr;
@@ -56,18 +56,18 @@ void cuda_malloc_async_free(benchmark::State& state) {
 void bucket_graph_memory(benchmark::State& state) {
   bool const shared = state.range(0) != 0;
   int const buckets = static_cast<int>(state.range(1));
-  gs::stream stream;
+  gs::cuda::stream stream;
   std::size_t mapped = 0;
   double capture_ms = 0.0;
   for (auto _ : state) {
-    std::vector<gs::memory_pool> pools;
-    std::vector<gs::graph> graphs(static_cast<std::size_t>(buckets));
+    std::vector<gs::memory::memory_pool> pools;
+    std::vector<gs::graphs::graph> graphs(static_cast<std::size_t>(buckets));
     if (shared) pools.emplace_back();
     auto const start = std::chrono::steady_clock::now();
     for (int b = buckets; b >= 1; --b) {
-      gs::memory_pool& pool = shared ? pools.front() : pools.emplace_back();
+      gs::memory::memory_pool& pool = shared ? pools.front() : pools.emplace_back();
       int const n = b * (1 << 18);
-      gs::capture(graphs[static_cast<std::size_t>(b - 1)], stream, pool, [&] {
+      gs::graphs::capture(graphs[static_cast<std::size_t>(b - 1)], stream, pool, [&] {
         auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
         auto* y = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
         touch_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(x, n);
@@ -76,8 +76,8 @@ void bucket_graph_memory(benchmark::State& state) {
         pool.deallocate(y, stream);
       });
     }
-    capture_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                           start).count();
+    capture_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     mapped = 0;
     for (auto const& p : pools) mapped += p.statistics().mapped_bytes;
     state.SetIterationTime(capture_ms / 1e3);

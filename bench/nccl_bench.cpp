@@ -6,13 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/device.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/graph.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
 #include <graphstep/nccl.hpp>
-#include <graphstep/stream.hpp>
-#include <graphstep/timed_event.hpp>
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
@@ -20,28 +21,28 @@ namespace gn = graphstep::nccl;
 namespace {
 
 void all_reduce_bandwidth(benchmark::State& state, bool graphed) {
-  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
   std::size_t const bytes = static_cast<std::size_t>(state.range(0));
   // One communicator for the whole run; never destroyed, so no NCCL teardown runs after the
   // CUDA runtime has begun shutting down at exit.
   static gn::nccl_comm* const comm = new gn::nccl_comm{gn::nccl_comm::from_environment()};
   auto const view = comm->view();
-  gs::stream stream;
+  gs::cuda::stream stream;
   void* data = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&data, bytes));
   gn::device_buffer const buffer{data, bytes, gs::dtype::float32};
   auto reduce = [&] { gn::all_reduce(buffer, buffer, gn::reduce_op::sum, view, stream); };
   reduce();  // warm-up and lazy connection, never inside the capture
-  gs::graph g;
+  gs::graphs::graph g;
   if (graphed) {
-    gs::capture(g, stream, [&] {
+    gs::graphs::capture(g, stream, [&] {
       for (int i = 0; i < 10; ++i) reduce();
     });
     gn::verify_captured_sequence(view, stream);  // every rank captured the same ten
     g.replay(stream);                            // the first replay is not timed
   }
-  gs::timed_event start;
-  gs::timed_event stop;
+  gs::cuda::timed_event start;
+  gs::cuda::timed_event stop;
   for (auto _ : state) {
     start.record(stream);
     if (graphed) {
@@ -51,7 +52,7 @@ void all_reduce_bandwidth(benchmark::State& state, bool graphed) {
     }
     stop.record(stream);
     stop.synchronize();
-    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3 / 10);
+    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3 / 10);
   }
   double const ranks = view.size();
   state.counters["busbw_GBps"] = benchmark::Counter(

@@ -3,15 +3,15 @@
 // soon as it is ready, against the same step that averages all buckets after the backward
 // pass. Both are captured graphs; GPU time per step from CUDA events.
 
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/graph.hpp>
-#include <graphstep/nccl.hpp>
-#include <graphstep/stream.hpp>
-#include <graphstep/timed_event.hpp>
-
 #include <benchmark/benchmark.h>
 
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/nccl.hpp>
 #include <vector>
 
 namespace gs = graphstep;
@@ -32,7 +32,7 @@ void bucketed_step(benchmark::State& state, bool overlap) {
   int const layers = 8;
   std::size_t const elements = std::size_t{4} << 20;  // 16 MiB of gradient per layer
   static gn::nccl_comm* const comm = new gn::nccl_comm{gn::nccl_comm::from_environment()};
-  gs::stream stream;
+  gs::cuda::stream stream;
   std::vector<std::size_t> const bytes(layers, elements * sizeof(float));
   auto const plan = gn::plan_buckets(bytes, elements * sizeof(float), elements * sizeof(float));
   void* flat = nullptr;
@@ -54,18 +54,18 @@ void bucketed_step(benchmark::State& state, bool overlap) {
     }
   };
   step();  // warm-up and lazy connection
-  gs::graph g;
-  gs::capture(g, stream, step);
+  gs::graphs::graph g;
+  gs::graphs::capture(g, stream, step);
   gn::verify_captured_sequence(comm->view(), stream);
-  gs::timed_event start;
-  gs::timed_event stop;
+  gs::cuda::timed_event start;
+  gs::cuda::timed_event stop;
   for (int i = 0; i < 3; ++i) g.replay(stream);
   for (auto _ : state) {
     start.record(stream);
     g.replay(stream);
     stop.record(stream);
     stop.synchronize();
-    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3);
+    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3);
   }
   state.counters["ranks"] = comm->view().size();
   GRAPHSTEP_CUDA_TRY(cudaFree(flat));
@@ -74,6 +74,12 @@ void bucketed_step(benchmark::State& state, bool overlap) {
 }  // namespace
 
 BENCHMARK_CAPTURE(bucketed_step, overlapped, true)
-    ->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(bucketed_step, after_backward, false)
-    ->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);

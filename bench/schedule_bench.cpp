@@ -5,19 +5,19 @@
 // taken (pool and executable graphs) and the host cost of a request that switches bucket.
 // Then the replay scheduler's own host overhead against a bare replay of the same graph.
 
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/device.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/rng.hpp>
-#include <graphstep/schedule/graph_cache.hpp>
-#include <graphstep/schedule/replay_scheduler.hpp>
-#include <graphstep/stream.hpp>
-
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/schedule/replay_scheduler.hpp>
+#include <graphstep/train/capture_safe_rng.hpp>
 #include <vector>
 
 namespace gs = graphstep;
@@ -38,9 +38,9 @@ std::size_t device_free_bytes() {
 // A 40-kernel "model" sized by its bucket: dropout layers between two pool buffers. Every
 // bucket has the same topology; arguments and grids differ.
 struct bucket_model {
-  gs::memory_pool& pool;
-  gs::capture_safe_rng& rng;
-  void operator()(std::int64_t bucket, gs::stream_view stream) const {
+  gs::memory::memory_pool& pool;
+  gs::train::capture_safe_rng& rng;
+  void operator()(std::int64_t bucket, gs::cuda::stream_view stream) const {
     std::size_t const n = static_cast<std::size_t>(bucket * row_elements);
     auto* a = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
@@ -49,7 +49,8 @@ struct bucket_model {
     for (int layer = 0; layer < layers; ++layer) {
       float* y = layer % 2 != 0 ? a : b;
       float const* x = layer % 2 != 0 ? b : a;
-      gs::dropout_forward(y, mask, x, n, 0.1F, rng.reserve(gs::dropout_counters(n)), stream);
+      gs::train::dropout_forward(y, mask, x, n, 0.1F, rng.reserve(gs::train::dropout_counters(n)),
+                                 stream);
     }
     rng.end_step(stream);
     pool.deallocate(mask, stream);
@@ -65,9 +66,9 @@ gsch::bucket_policy thirty_two_buckets() {
 }
 
 void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
-  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
-  gs::stream stream;
-  gs::capture_safe_rng rng{7, stream};
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  gs::cuda::stream stream;
+  gs::train::capture_safe_rng rng{7, stream};
   auto const policy = thirty_two_buckets();
   double capture_ms = 0.0;
   double first_serve_ms = 0.0;
@@ -79,7 +80,7 @@ void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
     stream.synchronize();
     std::size_t const free_before = device_free_bytes();
     {
-      gs::memory_pool pool;
+      gs::memory::memory_pool pool;
       gsch::graph_cache_options options;
       options.instantiation = how;
       gsch::graph_cache cache{policy, bucket_model{pool, rng}, pool, options};
@@ -124,17 +125,18 @@ void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
 // Host cost of a step of one graphed segment through the scheduler, against the bare replay of
 // the same graph: the scheduler's own overhead.
 void one_segment_step(benchmark::State& state, bool through_scheduler) {
-  if (gs::device_count() == 0) return state.SkipWithError("no CUDA device visible");
-  gs::stream stream;
-  gs::memory_pool pool;
-  gs::capture_safe_rng rng{11, stream};
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  gs::train::capture_safe_rng rng{11, stream};
   std::size_t const n = std::size_t{1} << 12;
   auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
   auto* mask = static_cast<std::uint8_t*>(pool.allocate(n, stream));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
-  auto body = [&](gs::stream_view s) {
+  auto body = [&](gs::cuda::stream_view s) {
     for (int layer = 0; layer < 20; ++layer) {
-      gs::dropout_forward(x, mask, x, n, 0.1F, rng.reserve(gs::dropout_counters(n)), s);
+      gs::train::dropout_forward(x, mask, x, n, 0.1F, rng.reserve(gs::train::dropout_counters(n)),
+                                 s);
     }
     rng.end_step(s);
   };
@@ -142,8 +144,8 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
   spec.streams = {"main"};
   spec.segments = {{"step", true, "main", {}, {}, {}}};
   gsch::replay_scheduler scheduler{spec, {{"step", body}}, {{"main", stream}}, pool};
-  gs::graph bare;
-  gs::capture(bare, stream, [&] { body(stream); });
+  gs::graphs::graph bare;
+  gs::graphs::capture(bare, stream, [&] { body(stream); });
   for (int i = 0; i < 10; ++i) {
     scheduler.run();
     bare.replay(stream);

@@ -2,14 +2,13 @@
 // whole step replayed as one graph, in one run. GPU time per step from CUDA events; the
 // counter host_us is the host time spent issuing the step.
 
-#include "mlp_model.hpp"
-
-#include <graphstep/graphstep.hpp>
-
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <graphstep/graphstep.hpp>
 #include <optional>
+
+#include "mlp_model.hpp"
 
 namespace gs = graphstep;
 
@@ -18,14 +17,14 @@ namespace {
 void mlp_training_step(benchmark::State& state, bool graphed) {
   mlp_example::mlp_settings settings;
   settings.batch = static_cast<int>(state.range(0));
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
   graphstep::ops::cublaslt_handle handle;
   mlp_example::mlp model{settings, pool, stream, handle};
-  std::optional<gs::graph> step;
+  std::optional<gs::graphs::graph> step;
   if (graphed) {
     step.emplace();
-    gs::capture(*step, stream, pool, [&] { model.step(); });
+    gs::graphs::capture(*step, stream, pool, [&] { model.step(); });
   }
   auto issue = [&] {
     if (graphed) {
@@ -36,8 +35,8 @@ void mlp_training_step(benchmark::State& state, bool graphed) {
   };
   for (int i = 0; i < 5; ++i) issue();  // warm-up
   stream.synchronize();
-  gs::timed_event start;
-  gs::timed_event stop;
+  gs::cuda::timed_event start;
+  gs::cuda::timed_event stop;
   double host_seconds = 0.0;
   for (auto _ : state) {
     start.record(stream);
@@ -47,7 +46,7 @@ void mlp_training_step(benchmark::State& state, bool graphed) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
     stop.record(stream);
     stop.synchronize();
-    state.SetIterationTime(gs::timed_event::elapsed_ms(start, stop) / 1e3);
+    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3);
   }
   state.counters["host_us"] = host_seconds * 1e6 / static_cast<double>(state.iterations());
   state.counters["batch"] = settings.batch;

@@ -3,16 +3,15 @@
 // planned sequence). Every invariant is checked after every operation, and an eager block must
 // never land on memory a live graph touched. Build and run with scripts/fuzz.sh.
 
-#include "fuzz_input.hpp"
-
+#include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/block_allocator.hpp>
-
-#include <cstdint>
+#include <graphstep/memory/detail/block_allocator.hpp>
 #include <iterator>
 #include <map>
 #include <vector>
+
+#include "fuzz_input.hpp"
 
 namespace gm = graphstep::memory;
 
@@ -22,20 +21,20 @@ using graphstep::fuzz::fail;
 using graphstep::fuzz::reader;
 
 void fuzz_allocator(reader& in) {
-  gm::block_allocator alloc{std::size_t{1} << (4 + in.next(6))};  // 16 B .. 512 B
+  gm::detail::block_allocator alloc{std::size_t{1} << (4 + in.next(6))};  // 16 B .. 512 B
   std::uintptr_t const base = std::uintptr_t{1} << 32;
   std::size_t mapped = 0;
-  std::map<std::uintptr_t, std::pair<std::size_t, gm::graph_id>> live;
-  std::map<gm::graph_id, std::vector<std::pair<std::uintptr_t, std::size_t>>> touched;
+  std::map<std::uintptr_t, std::pair<std::size_t, gm::detail::graph_id>> live;
+  std::map<gm::detail::graph_id, std::vector<std::pair<std::uintptr_t, std::size_t>>> touched;
   alloc.add_region(base, 1 << 16);
   mapped = 1 << 16;
   while (!in.done()) {
-    gm::stream_id const stream = 1 + in.next(3);
+    gm::detail::stream_id const stream = 1 + in.next(3);
     switch (in.next(6)) {
       case 0:
       case 1: {
         std::size_t const bytes = 1 + in.next(1 << 15);
-        gm::graph_id const owner = in.next(3);  // 0 = eager
+        gm::detail::graph_id const owner = in.next(3);  // 0 = eager
         auto const got = alloc.allocate(bytes, stream, owner);
         if (!got) break;
         auto next = live.lower_bound(got->address);
@@ -44,7 +43,7 @@ void fuzz_allocator(reader& in) {
           auto previous = std::prev(next);
           if (previous->first + previous->second.first > got->address) fail();
         }
-        if (owner == gm::no_graph) {
+        if (owner == gm::detail::no_graph) {
           for (auto const& [g, ranges] : touched) {
             for (auto const& [at, size] : ranges) {
               if (got->address < at + size && at < got->address + got->size) fail();
@@ -66,7 +65,7 @@ void fuzz_allocator(reader& in) {
         break;
       case 3: alloc.release_stream(stream); break;
       case 4: {
-        gm::graph_id const gone = 1 + in.next(2);
+        gm::detail::graph_id const gone = 1 + in.next(2);
         alloc.release_graph(gone);
         touched.erase(gone);
         for (auto it = live.begin(); it != live.end();) {

@@ -4,17 +4,16 @@
 // never mis-served; the budget is never exceeded and never evicts the bucket just added.
 // Build and run with scripts/fuzz.sh.
 
-#include "fuzz_input.hpp"
-
+#include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
-#include <graphstep/schedule/lru_budget.hpp>
+#include <graphstep/schedule/detail/lru_budget.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>
-
-#include <cstdint>
 #include <optional>
 #include <set>
 #include <vector>
+
+#include "fuzz_input.hpp"
 
 namespace gsch = graphstep::schedule;
 
@@ -70,7 +69,7 @@ void fuzz_one_dimension(reader& in) {
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (order[i - 1] <= order[i]) fail();  // largest first
   }
-  gsch::lru_budget lru{in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
+  gsch::detail::lru_budget lru{in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
   while (!in.done()) {
     std::int64_t const size = static_cast<std::int64_t>(in.next(120000)) - 10;
     check_choice(*policy, size);
@@ -101,8 +100,8 @@ void fuzz_shape(reader& in) {
   if (!batch || !length || !packed) return;
   gsch::shape_bucket_policy const policy{*batch, *length, *packed};
   std::vector<gsch::shape_key> const order = policy.capture_order();
-  if (order.size() != batch->buckets().size() * length->buckets().size() *
-                          packed->buckets().size()) {
+  if (order.size() !=
+      batch->buckets().size() * length->buckets().size() * packed->buckets().size()) {
     fail();
   }
   for (std::size_t i = 1; i < order.size(); ++i) {

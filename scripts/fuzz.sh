@@ -23,17 +23,16 @@ if ! command -v clang++ >/dev/null || ! has_libfuzzer; then
   fi
 fi
 
-cuda_home=${CUDA_HOME:-/usr/local/cuda}
-common_sources=(src/error.cpp src/detail/driver_api.cpp)
+# The targets fuzz graphstep_core alone: plain C++, no CUDA.
+common_sources=(src/error.cpp)
 build() {
   local name=$1
   shift
   mkdir -p "build-fuzz/${name}/corpus"
   clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -Iinclude -I"${cuda_home}/include" "fuzz/${name}.cpp" "$@" "${common_sources[@]}" \
-    -L"${cuda_home}/lib64" -Wl,-rpath,"${cuda_home}/lib64" -lcudart -o "build-fuzz/${name}/${name}"
+    -Iinclude -Isrc "fuzz/${name}.cpp" "$@" "${common_sources[@]}" -o "build-fuzz/${name}/${name}"
 }
-build block_allocator_fuzz src/memory/block_allocator.cpp src/memory/allocation_plan.cpp &
+build block_allocator_fuzz src/memory/detail/block_allocator.cpp src/memory/allocation_plan.cpp &
 build bucket_policy_fuzz src/schedule/bucket_policy.cpp src/schedule/shape_bucket_policy.cpp &
 build step_plan_fuzz src/schedule/step_plan.cpp &
 wait -n  # each wait stops the script if that build failed

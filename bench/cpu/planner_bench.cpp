@@ -7,7 +7,7 @@
 
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/block_allocator.hpp>
+#include <graphstep/memory/detail/block_allocator.hpp>
 #include <random>
 #include <vector>
 
@@ -87,20 +87,20 @@ void verify_training_step(benchmark::State& state) {
 
 // range(0): blocks kept live (mixed sizes, 256 B to 1 MiB) around the measured pair.
 void allocator_pair(benchmark::State& state) {
-  gm::block_allocator alloc{256};
+  gm::detail::block_allocator alloc{256};
   alloc.add_region(std::uintptr_t{1} << 40, std::size_t{1} << 40);
   std::mt19937 rng{3};
   std::uniform_int_distribution<int> log_size{8, 20};
   std::vector<std::uintptr_t> live;
   for (std::int64_t i = 0; i < state.range(0); ++i) {
-    auto const b = alloc.allocate(std::size_t{1} << log_size(rng), 1, gm::no_graph);
+    auto const b = alloc.allocate(std::size_t{1} << log_size(rng), 1, gm::detail::no_graph);
     live.push_back(b->address);
   }
   for (std::size_t i = 0; i < live.size(); i += 2) alloc.deallocate(live[i], 1);  // holes
   std::size_t const sizes[] = {256, 4096, 65536, 1 << 20};
   std::size_t next = 0;
   for (auto _ : state) {
-    auto const b = alloc.allocate(sizes[next++ % 4], 1, gm::no_graph);
+    auto const b = alloc.allocate(sizes[next++ % 4], 1, gm::detail::no_graph);
     benchmark::DoNotOptimize(b);
     alloc.deallocate(b->address, 1);
   }

@@ -3,10 +3,9 @@
 // captured on first use into one shared pool and replayed after. Run with the template mode,
 // buckets share one executable graph and are switched by update instead of instantiation.
 
+#include <cstdio>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
-
-#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -32,8 +31,8 @@ __global__ void row_max_kernel(float* out, float const* y, int rows, int cols) {
 }
 
 int run(gsch::bucket_instantiation how) {
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
   auto* input = static_cast<float*>(pool.allocate(sizeof(float) * largest * features, stream));
   auto* output = static_cast<float*>(pool.allocate(sizeof(float) * largest, stream));
   std::vector<float> host_input(std::size_t(largest) * features);
@@ -44,7 +43,7 @@ int run(gsch::bucket_instantiation how) {
                                      cudaMemcpyHostToDevice, stream.get()));
 
   // The "model": its kernels are sized by the bucket; its scratch comes from the pool.
-  auto step = [&](std::int64_t bucket, gs::stream_view s) {
+  auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
     int const rows = static_cast<int>(bucket);
     auto* hidden = static_cast<float*>(pool.allocate(sizeof(float) * rows * features, s));
     scale_rows_kernel<<<(rows * features + 255) / 256, 256, 0, s.value()>>>(hidden, input, rows,
@@ -54,8 +53,7 @@ int run(gsch::bucket_instantiation how) {
   };
   gsch::graph_cache_options options;
   options.instantiation = how;
-  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 16), step, pool,
-                          options};
+  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 16), step, pool, options};
 
   std::geometric_distribution<int> sizes{0.02};
   bool ok = true;
@@ -76,17 +74,17 @@ int run(gsch::bucket_instantiation how) {
     static_cast<void>(choice);
   }
   auto const& stats = cache.statistics();
-  std::printf("[%s] %llu requests: %llu replays, %llu eager warm-ups/captures, %llu graphs "
-              "captured in %.1f ms (%llu executables derived by update, %llu refused), "
-              "padding %.1f%%, pool %.1f MiB\n",
-              how == gsch::bucket_instantiation::each_bucket ? "each bucket" : "update template",
-              static_cast<unsigned long long>(stats.hits + stats.misses),
-              static_cast<unsigned long long>(stats.hits),
-              static_cast<unsigned long long>(stats.misses),
-              static_cast<unsigned long long>(stats.captures), stats.capture_seconds * 1e3,
-              static_cast<unsigned long long>(stats.updates),
-              static_cast<unsigned long long>(stats.update_refusals), 100.0 * stats.pad_ratio(),
-              static_cast<double>(pool.statistics().mapped_bytes) / (1 << 20));
+  std::printf(
+      "[%s] %llu requests: %llu replays, %llu eager warm-ups/captures, %llu graphs "
+      "captured in %.1f ms (%llu executables derived by update, %llu refused), "
+      "padding %.1f%%, pool %.1f MiB\n",
+      how == gsch::bucket_instantiation::each_bucket ? "each bucket" : "update template",
+      static_cast<unsigned long long>(stats.hits + stats.misses),
+      static_cast<unsigned long long>(stats.hits), static_cast<unsigned long long>(stats.misses),
+      static_cast<unsigned long long>(stats.captures), stats.capture_seconds * 1e3,
+      static_cast<unsigned long long>(stats.updates),
+      static_cast<unsigned long long>(stats.update_refusals), 100.0 * stats.pad_ratio(),
+      static_cast<double>(pool.statistics().mapped_bytes) / (1 << 20));
   std::printf("%s: every request's result checked against the host\n", ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }
@@ -94,9 +92,10 @@ int run(gsch::bucket_instantiation how) {
 }  // namespace
 
 int main() {
-  if (gs::device_count() == 0) {
-    std::fprintf(stderr, "bucketed_shapes: no CUDA device visible; this example needs an "
-                         "NVIDIA GPU\n");
+  if (gs::cuda::device_count() == 0) {
+    std::fprintf(stderr,
+                 "bucketed_shapes: no CUDA device visible; this example needs an "
+                 "NVIDIA GPU\n");
     return 1;
   }
   try {

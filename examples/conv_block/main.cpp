@@ -2,12 +2,11 @@
 // backward, an MSE loss and SGD — captured whole into one graph with a capture scope, and
 // checked step by step against the same code run eagerly.
 
-#include <graphstep/graphstep.hpp>
-
 #include <cudnn.h>
 
 #include <cmath>
 #include <cstdio>
+#include <graphstep/graphstep.hpp>
 #include <random>
 #include <vector>
 
@@ -22,8 +21,12 @@ constexpr int width = 32;
 constexpr int channels[] = {8, 16, 16, 8};  // input, then the output of each layer
 constexpr int layers = 3;
 
-std::size_t activation_count(int c) { return std::size_t(batch) * c * height * width; }
-std::size_t filter_count(int l) { return std::size_t(channels[l + 1]) * channels[l] * 9; }
+std::size_t activation_count(int c) {
+  return std::size_t(batch) * c * height * width;
+}
+std::size_t filter_count(int l) {
+  return std::size_t(channels[l + 1]) * channels[l] * 9;
+}
 
 // The "existing" model code: plain cuDNN calls on whatever stream the handle is set to.
 struct conv_layer {
@@ -37,8 +40,8 @@ struct conv_layer {
   float* b{};
   float* dw{};
   float* db{};
-  float* pre{};    // convolution + bias
-  float* post{};   // after ReLU (the last layer has none)
+  float* pre{};   // convolution + bias
+  float* post{};  // after ReLU (the last layer has none)
   float* dpre{};
   float* dpost{};
 };
@@ -71,8 +74,8 @@ struct model {
 
 void make_descriptors(model& m) {
   GRAPHSTEP_CUDNN_TRY(cudnnCreateActivationDescriptor(&m.relu));
-  GRAPHSTEP_CUDNN_TRY(cudnnSetActivationDescriptor(m.relu, CUDNN_ACTIVATION_RELU,
-                                                   CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  GRAPHSTEP_CUDNN_TRY(
+      cudnnSetActivationDescriptor(m.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
   for (int l = 0; l < layers; ++l) {
     conv_layer& c = m.layer[l];
     GRAPHSTEP_CUDNN_TRY(cudnnCreateTensorDescriptor(&c.in));
@@ -80,17 +83,16 @@ void make_descriptors(model& m) {
     GRAPHSTEP_CUDNN_TRY(cudnnCreateTensorDescriptor(&c.bias));
     GRAPHSTEP_CUDNN_TRY(cudnnCreateFilterDescriptor(&c.filter));
     GRAPHSTEP_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c.conv));
-    GRAPHSTEP_CUDNN_TRY(cudnnSetTensor4dDescriptor(c.in, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                   batch, channels[l], height, width));
+    GRAPHSTEP_CUDNN_TRY(cudnnSetTensor4dDescriptor(c.in, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
+                                                   channels[l], height, width));
     GRAPHSTEP_CUDNN_TRY(cudnnSetTensor4dDescriptor(c.out, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                                                    batch, channels[l + 1], height, width));
-    GRAPHSTEP_CUDNN_TRY(cudnnSetTensor4dDescriptor(c.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                   1, channels[l + 1], 1, 1));
+    GRAPHSTEP_CUDNN_TRY(cudnnSetTensor4dDescriptor(c.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                                   channels[l + 1], 1, 1));
     GRAPHSTEP_CUDNN_TRY(cudnnSetFilter4dDescriptor(c.filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                                    channels[l + 1], channels[l], 3, 3));
     GRAPHSTEP_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c.conv, 1, 1, 1, 1, 1, 1,
-                                                        CUDNN_CROSS_CORRELATION,
-                                                        CUDNN_DATA_FLOAT));
+                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     // Deterministic algorithms, so the graphed run can be compared with the eager one.
     int found = 0;
     cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -134,7 +136,7 @@ void make_descriptors(model& m) {
   }
 }
 
-void forward_backward(model& m, gt::mse_loss const& mse, gs::stream_view stream) {
+void forward_backward(model& m, gt::mse_loss const& mse, gs::cuda::stream_view stream) {
   float const one = 1.0F;
   float const zero = 0.0F;
   GRAPHSTEP_CUDNN_TRY(cudnnSetStream(m.handle, stream.value()));
@@ -146,8 +148,8 @@ void forward_backward(model& m, gt::mse_loss const& mse, gs::stream_view stream)
                                                 &zero, c.out, c.pre));
     GRAPHSTEP_CUDNN_TRY(cudnnAddTensor(m.handle, &one, c.bias, c.b, &one, c.out, c.pre));
     if (l + 1 < layers) {
-      GRAPHSTEP_CUDNN_TRY(cudnnActivationForward(m.handle, m.relu, &one, c.out, c.pre, &zero,
-                                                 c.out, c.post));
+      GRAPHSTEP_CUDNN_TRY(
+          cudnnActivationForward(m.handle, m.relu, &one, c.out, c.pre, &zero, c.out, c.post));
       x = c.post;
     }
   }
@@ -162,9 +164,9 @@ void forward_backward(model& m, gt::mse_loss const& mse, gs::stream_view stream)
     float const* layer_input = l == 0 ? m.input : m.layer[l - 1].post;
     GRAPHSTEP_CUDNN_TRY(
         cudnnConvolutionBackwardBias(m.handle, &one, c.out, c.dpre, &zero, c.bias, c.db));
-    GRAPHSTEP_CUDNN_TRY(cudnnConvolutionBackwardFilter(
-        m.handle, &one, c.in, layer_input, c.out, c.dpre, c.conv, c.filter_algo, m.workspace,
-        m.workspace_bytes, &zero, c.filter, c.dw));
+    GRAPHSTEP_CUDNN_TRY(cudnnConvolutionBackwardFilter(m.handle, &one, c.in, layer_input, c.out,
+                                                       c.dpre, c.conv, c.filter_algo, m.workspace,
+                                                       m.workspace_bytes, &zero, c.filter, c.dw));
     if (l > 0) {
       GRAPHSTEP_CUDNN_TRY(cudnnConvolutionBackwardData(
           m.handle, &one, c.filter, c.w, c.out, c.dpre, c.conv, c.data_algo, m.workspace,
@@ -180,17 +182,17 @@ std::vector<float> random_vector(std::size_t n, float scale, std::mt19937& rng) 
   return v;
 }
 
-float read_loss(model const& m, gs::stream_view stream) {
+float read_loss(model const& m, gs::cuda::stream_view stream) {
   float loss = 0.0F;
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&loss, m.loss, sizeof loss, cudaMemcpyDeviceToHost,
-                                     stream.value()));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(&loss, m.loss, sizeof loss, cudaMemcpyDeviceToHost, stream.value()));
   stream.synchronize();
   return loss;
 }
 
 int run() {
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
   model m;
   make_descriptors(m);
   auto buffer = [&](std::size_t n) {
@@ -253,11 +255,13 @@ int run() {
   // Graphed: the same code, captured once, replayed every step.
   reset_weights();
   gt::sgd optimizer{parameters, options, schedule, stream};
-  gs::graph step;
-  gs::capture(step, stream, pool, [&] {
-    forward_backward(m, mse, stream);
-    optimizer.step(stream);
-  }, {gs::capture_mode::this_thread, "conv_block step"});
+  gs::graphs::graph step;
+  gs::graphs::capture(step, stream, pool,
+                      [&] {
+                        forward_backward(m, mse, stream);
+                        optimizer.step(stream);
+                      },
+                      {gs::graphs::capture_mode::this_thread, "conv_block step"});
   auto const nodes = step.node_counts();
   std::printf("captured one training step: %zu nodes (%zu kernels)\n", nodes.total, nodes.kernel);
   double worst = 0.0;
@@ -279,7 +283,7 @@ int run() {
 }  // namespace
 
 int main() {
-  if (gs::device_count() == 0) {
+  if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "conv_block: no CUDA device visible; this example needs an NVIDIA GPU\n");
     return 1;
   }

@@ -29,8 +29,8 @@ int run() {
   std::printf("%s\n", gn::describe(launch).c_str());
   gn::nccl_comm comm = gn::nccl_comm::from_environment();
   auto const view = comm.view();
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
 
   // Parameter tensors (1 MiB each), listed in the order backward produces their gradients.
   std::size_t const elements = std::size_t{1} << 18;
@@ -79,8 +79,9 @@ int run() {
   };
   train_step();  // eager warm-up: NCCL connects here, never inside the capture
 
-  gs::graph step;
-  gs::capture(step, stream, pool, train_step, {gs::capture_mode::this_thread, "ddp step"});
+  gs::graphs::graph step;
+  gs::graphs::capture(step, stream, pool, train_step,
+                      {gs::graphs::capture_mode::this_thread, "ddp step"});
   gn::verify_captured_sequence(view, stream);  // every rank captured the same collectives
   auto const nodes = step.node_counts();
   std::printf("rank %d of %d: one graph of %zu nodes per step, %zu gradient buckets\n", view.rank(),
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
   static_cast<void>(argv);
 #endif
   int status = 1;
-  if (gs::device_count() == 0) {
+  if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "ddp: no CUDA device visible; this example needs an NVIDIA GPU\n");
   } else {
     try {

@@ -7,9 +7,9 @@
 //
 // "both" runs eager and graphed from the same seed and checks that their losses agree.
 
-#include "mlp_model.hpp"
-
 #include <graphstep/graphstep.hpp>
+
+#include "mlp_model.hpp"
 #if defined(MLP_TRAIN_WITH_NCCL)
 #include <graphstep/nccl.hpp>
 #endif
@@ -73,9 +73,12 @@ settings parse(int argc, char** argv) {
       s.batch = positive(value(), "--batch");
     } else if (arg == "--precision") {
       std::string const p = value();
-      if (p == "fp32") s.type = go::precision::fp32;
-      else if (p == "tf32") s.type = go::precision::tf32;
-      else usage("--precision must be fp32 or tf32");
+      if (p == "fp32")
+        s.type = go::precision::fp32;
+      else if (p == "tf32")
+        s.type = go::precision::tf32;
+      else
+        usage("--precision must be fp32 or tf32");
     } else if (arg == "--unfused") {
       s.unfused = true;
     } else if (arg == "--seed") {
@@ -90,8 +93,8 @@ settings parse(int argc, char** argv) {
 }
 
 std::vector<float> train(settings const& s, bool graphed) {
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
   go::cublaslt_handle handle;
   mlp model{s, pool, stream, handle};
 #if defined(MLP_TRAIN_WITH_NCCL)
@@ -106,20 +109,20 @@ std::vector<float> train(settings const& s, bool graphed) {
     auto plan = graphstep::nccl::plan_buckets(bytes, graphstep::nccl::default_bucket_bytes,
                                               graphstep::nccl::default_first_bucket_bytes, 4);
     reducer.emplace(comm->view(), model.gradients(), plan, gs::dtype::float32);
-    model.set_after_backward([&](gs::stream_view st) { reducer->all(st); });
+    model.set_after_backward([&](gs::cuda::stream_view st) { reducer->all(st); });
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
                 graphed ? "graphed" : "eager", comm->view().rank(), comm->view().size(),
                 plan.buckets.size());
   }
 #endif
-  std::optional<gs::graph> step;
+  std::optional<gs::graphs::graph> step;
   // One eager warm-up step in both modes (so their losses stay comparable): collectives
   // connect and libraries initialize here, never inside a capture.
   model.step();
   if (graphed) {
     step.emplace();
-    gs::capture(*step, stream, pool, [&] { model.step(); },
-                {gs::capture_mode::this_thread, "mlp_train step"});
+    gs::graphs::capture(*step, stream, pool, [&] { model.step(); },
+                        {gs::graphs::capture_mode::this_thread, "mlp_train step"});
     auto const nodes = step->node_counts();
     std::printf("[graphed] one graph per step: %zu nodes (%zu kernels)\n", nodes.total,
                 nodes.kernel);
@@ -138,8 +141,8 @@ std::vector<float> train(settings const& s, bool graphed) {
     if (i % s.print_every == 0 || i == 1 || i == s.steps) {
       double const seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("[%s] step %5d/%d  loss %.6f  %.1f steps/s\n", graphed ? "graphed" : "eager",
-                  i, s.steps, losses.back(), i / seconds);
+      std::printf("[%s] step %5d/%d  loss %.6f  %.1f steps/s\n", graphed ? "graphed" : "eager", i,
+                  s.steps, losses.back(), i / seconds);
     }
   }
   return losses;
@@ -149,7 +152,7 @@ std::vector<float> train(settings const& s, bool graphed) {
 
 int main(int argc, char** argv) {
   settings const s = parse(argc, argv);
-  if (gs::device_count() == 0) {
+  if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "mlp_train: no CUDA device visible; this example needs an NVIDIA GPU\n");
     return 1;
   }

@@ -5,11 +5,10 @@
 // capture-safe generator; `step()` issues one whole training step. Shared by examples/mlp_train
 // and the training-step benchmark.
 
-#include <graphstep/graphstep.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <graphstep/graphstep.hpp>
 #include <optional>
 #include <random>
 #include <vector>
@@ -36,7 +35,7 @@ constexpr float p2 = 0.1F;
 // One model with its static buffers, plans, optimizer and generator.
 class mlp {
  public:
-  mlp(mlp_settings const& s, gs::memory_pool& pool, gs::stream_view stream,
+  mlp(mlp_settings const& s, gs::memory::memory_pool& pool, gs::cuda::stream_view stream,
       go::cublaslt_handle const& handle)
       : s_{s}, pool_{pool}, stream_{stream}, rng_{s.seed, stream} {
     std::size_t const m = static_cast<std::size_t>(s.batch);
@@ -115,16 +114,16 @@ class mlp {
   void step() {
     std::size_t const m = static_cast<std::size_t>(s_.batch);
     fc1_->run(stream_);
-    gs::dropout_forward(d1_, mask1_, a1_, m * hidden, p1,
-                        rng_.reserve(gs::dropout_counters(m * hidden)), stream_);
+    gs::train::dropout_forward(d1_, mask1_, a1_, m * hidden, p1,
+                               rng_.reserve(gs::train::dropout_counters(m * hidden)), stream_);
     fc2_->run(stream_);
-    gs::dropout_forward(y2_, mask2_, y_, m * d_out, p2,
-                        rng_.reserve(gs::dropout_counters(m * d_out)), stream_);
+    gs::train::dropout_forward(y2_, mask2_, y_, m * d_out, p2,
+                               rng_.reserve(gs::train::dropout_counters(m * d_out)), stream_);
     mse_->forward_backward(y2_, target_, dy2_, loss_, stream_);
-    gs::dropout_backward(dy_, mask2_, dy2_, m * d_out, p2, stream_);
+    gs::train::dropout_backward(dy_, mask2_, dy2_, m * d_out, p2, stream_);
     fc2_wgrad_->run(stream_);
     fc2_dgrad_->run(stream_);
-    gs::dropout_backward(dd1_, mask1_, dd1_, m * hidden, p1, stream_);
+    gs::train::dropout_backward(dd1_, mask1_, dd1_, m * hidden, p1, stream_);
     go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, s_.type, go::gelu_form::tanh,
                              stream_);
     go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, s_.type, stream_);
@@ -136,8 +135,8 @@ class mlp {
 
   float loss() {
     float value = 0.0F;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost,
-                                       stream_.value()));
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.value()));
     stream_.synchronize();
     return value;
   }
@@ -145,11 +144,9 @@ class mlp {
 
   /// The flat gradient buffer and its tensors' element counts, in backward order.
   [[nodiscard]] float* gradients() const { return gradients_; }
-  [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const {
-    return gradient_counts_;
-  }
+  [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const { return gradient_counts_; }
   /// Runs between the backward pass and the optimizer (e.g. averaging gradients across ranks).
-  void set_after_backward(std::function<void(gs::stream_view)> hook) {
+  void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
 
@@ -171,17 +168,17 @@ class mlp {
   std::optional<go::gemm_plan> plan(go::cublaslt_handle const& handle, go::gemm_problem const& p,
                                     go::gemm_operands const& o, void* workspace, std::size_t ws,
                                     go::gemm_options const& options) {
-    return std::optional<go::gemm_plan>{std::in_place, handle, p, o, workspace, ws, options,
-                                        stream_};
+    return std::optional<go::gemm_plan>{std::in_place, handle, p,       o,
+                                        workspace,     ws,     options, stream_};
   }
 
   mlp_settings s_;
-  gs::memory_pool& pool_;
-  gs::stream_view stream_;
-  gs::capture_safe_rng rng_;
+  gs::memory::memory_pool& pool_;
+  gs::cuda::stream_view stream_;
+  gs::train::capture_safe_rng rng_;
   std::vector<std::size_t> gradient_counts_;
   float* gradients_{};
-  std::function<void(gs::stream_view)> after_backward_;
+  std::function<void(gs::cuda::stream_view)> after_backward_;
   float *x_, *target_, *w1_, *b1_, *z1_, *a1_, *d1_, *w2_, *b2_, *y_, *y2_, *dy2_, *dy_, *dd1_,
       *dw1_, *db1_, *dw2_, *db2_, *loss_;
   std::uint8_t *mask1_, *mask2_;
@@ -189,6 +186,5 @@ class mlp {
   std::optional<gt::mse_loss> mse_;
   std::optional<gt::sgd> sgd_;
 };
-
 
 }  // namespace mlp_example

@@ -2,13 +2,12 @@
 // memset — captured into one graph without changing it, then replayed on new inputs and checked
 // against the same routine run eagerly.
 
-#include <graphstep/graphstep.hpp>
-
 #include <cublas_v2.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <graphstep/graphstep.hpp>
 #include <random>
 #include <vector>
 
@@ -34,21 +33,20 @@ __global__ void accumulate_kernel(float* total, float const* y, int n) {
 }
 
 struct layer_buffers {
-  float* input;    // [batch, in]
-  float* scaled;   // [batch, in]
-  float* weight;   // [out, in]
-  float* bias;     // [out]
-  float* output;   // [batch, out]
-  float* copy;     // [batch, out]
-  float* total;    // [1]
+  float* input;   // [batch, in]
+  float* scaled;  // [batch, in]
+  float* weight;  // [out, in]
+  float* bias;    // [out]
+  float* output;  // [batch, out]
+  float* copy;    // [batch, out]
+  float* total;   // [1]
 };
 
 // y = relu(0.5·x · Wᵀ + b); copy = y; total = Σ y. Row-major, as cuBLAS column-major yᵀ = W·xᵀ.
 void existing_forward(cublasHandle_t blas, cudaStream_t stream, layer_buffers const& b, int batch,
                       int in, int out) {
   int const threads = 256;
-  cudaMemcpyAsync(b.scaled, b.input, sizeof(float) * batch * in, cudaMemcpyDeviceToDevice,
-                  stream);
+  cudaMemcpyAsync(b.scaled, b.input, sizeof(float) * batch * in, cudaMemcpyDeviceToDevice, stream);
   scale_kernel<<<(batch * in + threads - 1) / threads, threads, 0, stream>>>(b.scaled, 0.5F,
                                                                              batch * in);
   float const one = 1.0F;
@@ -56,10 +54,9 @@ void existing_forward(cublasHandle_t blas, cudaStream_t stream, layer_buffers co
   cublasSetStream(blas, stream);
   cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, &one, b.weight, in, b.scaled, in,
               &zero, b.output, out);
-  bias_relu_kernel<<<(batch * out + threads - 1) / threads, threads, 0, stream>>>(
-      b.output, b.bias, batch, out);
-  cudaMemcpyAsync(b.copy, b.output, sizeof(float) * batch * out, cudaMemcpyDeviceToDevice,
-                  stream);
+  bias_relu_kernel<<<(batch * out + threads - 1) / threads, threads, 0, stream>>>(b.output, b.bias,
+                                                                                  batch, out);
+  cudaMemcpyAsync(b.copy, b.output, sizeof(float) * batch * out, cudaMemcpyDeviceToDevice, stream);
   cudaMemsetAsync(b.total, 0, sizeof(float), stream);
   accumulate_kernel<<<(batch * out + threads - 1) / threads, threads, 0, stream>>>(
       b.total, b.output, batch * out);
@@ -74,11 +71,10 @@ std::vector<float> random_vector(std::size_t n, std::mt19937& rng) {
   return v;
 }
 
-std::vector<float> download(float const* device, std::size_t n, gs::stream_view stream) {
+std::vector<float> download(float const* device, std::size_t n, gs::cuda::stream_view stream) {
   std::vector<float> host(n);
-  GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost,
-                      stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                     stream.value()));
   stream.synchronize();
   return host;
 }
@@ -96,8 +92,8 @@ int run() {
   int const in = 512;
   int const out = 256;
 
-  gs::stream stream;
-  gs::memory_pool pool;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
   cublasHandle_t blas = nullptr;
   GRAPHSTEP_CUBLAS_TRY(cublasCreate(&blas));
   // cuBLAS may allocate its workspace lazily; give it one from the pool so capture never has to.
@@ -128,9 +124,10 @@ int run() {
   existing_forward(blas, stream.get(), b, batch, in, out);  // warm-up, eager
   stream.synchronize();
 
-  gs::graph step;
+  gs::graphs::graph step;
   {
-    gs::capture_scope scope{step, stream, pool, {gs::capture_mode::this_thread, "wrap_existing"}};
+    gs::graphs::capture_scope scope{
+        step, stream, pool, {gs::graphs::capture_mode::this_thread, "wrap_existing"}};
     existing_forward(blas, stream.get(), b, batch, in, out);
     scope.end();
   }
@@ -158,17 +155,18 @@ int run() {
   }
   GRAPHSTEP_CUBLAS_TRY(cublasDestroy(blas));
   bool const ok = worst <= 1e-5;
-  std::printf("%s: graph replays %s eager results (worst difference %.3g)\n",
-              ok ? "OK" : "FAILED", ok ? "match" : "do not match", worst);
+  std::printf("%s: graph replays %s eager results (worst difference %.3g)\n", ok ? "OK" : "FAILED",
+              ok ? "match" : "do not match", worst);
   return ok ? 0 : 1;
 }
 
 }  // namespace
 
 int main() {
-  if (gs::device_count() == 0) {
-    std::fprintf(stderr, "wrap_existing: no CUDA device visible; this example needs an NVIDIA "
-                         "GPU (see README.md for the CPU test suite)\n");
+  if (gs::cuda::device_count() == 0) {
+    std::fprintf(stderr,
+                 "wrap_existing: no CUDA device visible; this example needs an NVIDIA "
+                 "GPU (see README.md for the CPU test suite)\n");
     return 1;
   }
   try {

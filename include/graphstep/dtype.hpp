@@ -2,6 +2,7 @@
 
 /// @file dtype.hpp
 /// @brief Element types of device buffers.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 

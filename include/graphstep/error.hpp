@@ -1,12 +1,14 @@
 #pragma once
 
 /// @file error.hpp
-/// @brief The exception hierarchy of graphstep and the macros that check status codes.
+/// @brief The exception hierarchy of graphstep, and the macros that check preconditions and
+/// the status codes of cuDNN and NCCL (those of CUDA and cuBLAS: cuda/check.hpp).
 ///
 /// This header is plain C++17 and includes no CUDA header, so the CPU-only core can throw
 /// the same exceptions as the CUDA shell. Status codes are kept as the integer value of the
 /// library's own enum (`cudaError_t`, `CUresult`, `cublasStatus_t`, `cudnnStatus_t`,
 /// `ncclResult_t`); compare them against the enumerators directly.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <stdexcept>
@@ -122,19 +124,12 @@ namespace detail {
                                          char const* name, std::string const& text);
 
 // Out-of-line throwers keep the macros small; each adds the call, file and line.
-[[noreturn]] void throw_cuda_error(int code, char const* call, char const* file, int line);
-[[noreturn]] void throw_cu_error(int code, char const* call, char const* file, int line);
-[[noreturn]] void throw_cublas_error(int code, char const* call, char const* file, int line);
-[[noreturn]] void throw_cudnn_error(int code, char const* name, char const* call,
-                                    char const* file, int line);
+[[noreturn]] void throw_cudnn_error(int code, char const* name, char const* call, char const* file,
+                                    int line);
 [[noreturn]] void throw_nccl_error(int code, char const* text, char const* call, char const* file,
                                    int line);
 [[noreturn]] void throw_usage_error(char const* condition, std::string const& message,
                                     char const* file, int line);
-
-/// @brief Reports a failure inside a destructor on stderr instead of throwing.
-/// `cudaErrorCudartUnloading` (the runtime shutting down at exit) is accepted silently.
-void report_cleanup_failure(int code, char const* call, char const* file, int line) noexcept;
 
 /// @brief The symbolic name of an `ncclResult_t` value ("ncclInvalidArgument").
 [[nodiscard]] char const* nccl_result_name(int code) noexcept;
@@ -142,50 +137,23 @@ void report_cleanup_failure(int code, char const* call, char const* file, int li
 }  // namespace detail
 }  // namespace graphstep
 
-/// @brief Calls a CUDA runtime function; on failure throws `cuda_error` (or `no_device_error`
-/// when no device is visible, `capture_error` when a capture was broken).
-#define GRAPHSTEP_CUDA_TRY(call)                                                   \
-  do {                                                                             \
-    if (auto const gs_status_ = (call); gs_status_ != cudaSuccess)                 \
-      ::graphstep::detail::throw_cuda_error(static_cast<int>(gs_status_), #call,   \
-                                            __FILE__, __LINE__);                   \
-  } while (0)
-
-/// @brief Calls a CUDA driver function (through graphstep's run-time resolved entry points);
-/// on failure throws `cuda_driver_error`.
-#define GRAPHSTEP_CU_TRY(call)                                                                \
-  do {                                                                                        \
-    if (auto const gs_status_ = (call); gs_status_ != CUDA_SUCCESS)                           \
-      ::graphstep::detail::throw_cu_error(static_cast<int>(gs_status_), #call, __FILE__,      \
-                                          __LINE__);                                          \
-  } while (0)
-
-/// @brief Calls a cuBLAS or cuBLASLt function; on failure throws `cublas_error`.
-#define GRAPHSTEP_CUBLAS_TRY(call)                                                            \
-  do {                                                                                        \
-    if (auto const gs_status_ = (call); gs_status_ != CUBLAS_STATUS_SUCCESS)                  \
-      ::graphstep::detail::throw_cublas_error(static_cast<int>(gs_status_), #call, __FILE__,  \
-                                              __LINE__);                                      \
-  } while (0)
-
 /// @brief Calls a cuDNN function; on failure throws `cudnn_error`. Needs `<cudnn.h>`.
-#define GRAPHSTEP_CUDNN_TRY(call)                                                             \
-  do {                                                                                        \
-    if (auto const gs_status_ = (call); gs_status_ != CUDNN_STATUS_SUCCESS)                   \
-      ::graphstep::detail::throw_cudnn_error(static_cast<int>(gs_status_),                    \
-                                             cudnnGetErrorString(gs_status_), #call,          \
-                                             __FILE__, __LINE__);                             \
+#define GRAPHSTEP_CUDNN_TRY(call)                                                              \
+  do {                                                                                         \
+    if (auto const gs_status_ = (call); gs_status_ != CUDNN_STATUS_SUCCESS)                    \
+      ::graphstep::detail::throw_cudnn_error(static_cast<int>(gs_status_),                     \
+                                             cudnnGetErrorString(gs_status_), #call, __FILE__, \
+                                             __LINE__);                                        \
   } while (0)
 
 /// @brief Calls an NCCL function; on failure throws `nccl_error`. `ncclInProgress` (a
 /// non-blocking communicator still working) counts as success. Needs `<nccl.h>`.
-#define GRAPHSTEP_NCCL_TRY(call)                                                              \
-  do {                                                                                        \
-    if (auto const gs_status_ = (call);                                                       \
-        gs_status_ != ncclSuccess && gs_status_ != ncclInProgress)                            \
-      ::graphstep::detail::throw_nccl_error(static_cast<int>(gs_status_),                     \
-                                            ncclGetErrorString(gs_status_), #call, __FILE__,  \
-                                            __LINE__);                                        \
+#define GRAPHSTEP_NCCL_TRY(call)                                                                   \
+  do {                                                                                             \
+    if (auto const gs_status_ = (call); gs_status_ != ncclSuccess && gs_status_ != ncclInProgress) \
+      ::graphstep::detail::throw_nccl_error(static_cast<int>(gs_status_),                          \
+                                            ncclGetErrorString(gs_status_), #call, __FILE__,       \
+                                            __LINE__);                                             \
   } while (0)
 
 /// @brief Checks a precondition; when it fails throws `usage_error` with `message`, which
@@ -194,12 +162,4 @@ void report_cleanup_failure(int code, char const* call, char const* file, int li
   do {                                                                                   \
     if (!(condition))                                                                    \
       ::graphstep::detail::throw_usage_error(#condition, (message), __FILE__, __LINE__); \
-  } while (0)
-
-/// @brief For destructors: calls a CUDA runtime function and reports, never throws, a failure.
-#define GRAPHSTEP_ASSERT_CUDA_SUCCESS(call)                                                 \
-  do {                                                                                      \
-    if (auto const gs_status_ = (call); gs_status_ != cudaSuccess)                          \
-      ::graphstep::detail::report_cleanup_failure(static_cast<int>(gs_status_), #call,      \
-                                                  __FILE__, __LINE__);                      \
   } while (0)

@@ -1,28 +1,47 @@
 #pragma once
 
 /// @file graphstep.hpp
-/// @brief Everything of graphstep's core library in one include.
+/// @brief Every public header of graphstep's CUDA library (`graphstep::graphstep`) in one
+/// include; the collectives of `graphstep::nccl` are in <graphstep/nccl.hpp>.
+///
+/// One folder per component, and the folder is its namespace: `cuda` (streams, events,
+/// devices, device memory), `graphs` (graphs, capture, conditional nodes), `memory` (the
+/// graph-private pool), `schedule` (shape buckets, graph cache, replay scheduler, graphed
+/// callables), `ops` (fused Linear + bias + GELU), `train` (optimizers, loss, capture-safe
+/// randomness), `diagnostics` (why a capture broke). Errors and element types are in the
+/// root namespace.
 
-#include <graphstep/buffer.hpp>
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/conditional.hpp>
-#include <graphstep/device.hpp>
-#include <graphstep/device_guard.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/device_guard.hpp>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/diagnostics/capture_trace.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/event.hpp>
-#include <graphstep/graph.hpp>
-#include <graphstep/graphed.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/conditional.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/output_guard.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/block_allocator.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/static_buffer.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
-#include <graphstep/rng.hpp>
-#include <graphstep/stream.hpp>
-#include <graphstep/stream_view.hpp>
-#include <graphstep/timed_event.hpp>
+#include <graphstep/ops/reference.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/schedule/graphed_callable.hpp>
+#include <graphstep/schedule/replay_scheduler.hpp>
+#include <graphstep/schedule/shape_bucket_policy.hpp>
+#include <graphstep/schedule/step_plan.hpp>
+#include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/check_finite.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
 #include <graphstep/train/optimizer.hpp>
+#include <graphstep/train/philox.hpp>

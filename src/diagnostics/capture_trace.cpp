@@ -1,11 +1,10 @@
-#include <graphstep/diagnostics/capture_trace.hpp>
-
 #include <algorithm>
 #include <array>
+#include <graphstep/diagnostics/capture_trace.hpp>
 #include <set>
 #include <sstream>
 
-#include "../detail/address_text.hpp"
+#include "detail/address_text.hpp"
 
 namespace graphstep::diagnostics {
 
@@ -61,13 +60,13 @@ bool is_copy_or_set(std::string_view base) noexcept {
 
 using graphstep::detail::hex_text;
 
-char const* mode_name(capture_mode mode) noexcept {
+char const* mode_name(graphs::capture_mode mode) noexcept {
   switch (mode) {
-    case capture_mode::global: return "capture_mode::global";
-    case capture_mode::relaxed: return "capture_mode::relaxed";
-    case capture_mode::this_thread: break;
+    case graphs::capture_mode::global: return "graphs::capture_mode::global";
+    case graphs::capture_mode::relaxed: return "graphs::capture_mode::relaxed";
+    case graphs::capture_mode::this_thread: break;
   }
-  return "capture_mode::this_thread";
+  return "graphs::capture_mode::this_thread";
 }
 
 // "`cudaMemsetAsync` on the legacy default stream from thread 2 (not the capturing thread)"
@@ -76,9 +75,11 @@ std::string describe_call(api_call const& call, capture_context const& context) 
   switch (call.stream) {
     case stream_kind::legacy_default: text += " on the legacy default stream"; break;
     case stream_kind::capturing:
-      text += " on the capturing stream (" + hex_text(call.stream_handle) + ")";
+      text += " on the capturing stream (" + graphstep::detail::hex_text(call.stream_handle) + ")";
       break;
-    case stream_kind::other: text += " on stream " + hex_text(call.stream_handle); break;
+    case stream_kind::other:
+      text += " on stream " + graphstep::detail::hex_text(call.stream_handle);
+      break;
     case stream_kind::none:
     case stream_kind::unknown: break;
   }
@@ -91,9 +92,9 @@ std::string describe_call(api_call const& call, capture_context const& context) 
 // Whether the capture's mode makes an unsafe call by this thread invalidate the capture.
 bool mode_forbids(api_call const& call, capture_context const& context) noexcept {
   switch (context.mode) {
-    case capture_mode::global: return true;
-    case capture_mode::relaxed: return false;
-    case capture_mode::this_thread: break;
+    case graphs::capture_mode::global: return true;
+    case graphs::capture_mode::relaxed: return false;
+    case graphs::capture_mode::this_thread: break;
   }
   return call.thread == context.capturing_thread;
 }
@@ -102,7 +103,7 @@ bool mode_forbids(api_call const& call, capture_context const& context) noexcept
 // global mode) made anywhere. Other threads' calls belong to their own captures.
 bool concerns(api_call const& call, capture_context const& context) noexcept {
   return call.thread == context.capturing_thread || call.stream == stream_kind::capturing ||
-         context.mode == capture_mode::global;
+         context.mode == graphs::capture_mode::global;
 }
 
 std::string explain_cause(api_call const& call, capture_context const& context) {
@@ -111,33 +112,39 @@ std::string explain_cause(api_call const& call, capture_context const& context) 
   if (call.result != 0) text += " returned " + capture_error_name(call.result);
   text += ". ";
   if (call.result == capture_invalidated) {
-    text += "It was the first recorded call to find the capture already invalidated; what "
-            "invalidated it made no CUDA call that could be recorded (work before the capture "
-            "began, or a library that bypasses the runtime and driver APIs)";
+    text +=
+        "It was the first recorded call to find the capture already invalidated; what "
+        "invalidated it made no CUDA call that could be recorded (work before the capture "
+        "began, or a library that bypasses the runtime and driver APIs)";
   } else if (traits.synchronizes) {
-    text += "It waits for device work, but nothing inside a capture has run yet: synchronize "
-            "after the capture (or after a replay), and order streams inside it with events "
-            "(capture_scope::fork and join)";
+    text +=
+        "It waits for device work, but nothing inside a capture has run yet: synchronize "
+        "after the capture (or after a replay), and order streams inside it with events "
+        "(graphs::capture_scope::fork and join)";
   } else if (traits.manages_memory) {
     text += std::string{"It allocates or frees memory, which "} + mode_name(context.mode) +
             " forbids while capturing: allocate before the capture, or from the "
-            "graphstep::memory_pool given to the scope";
+            "graphstep::memory::memory_pool given to the scope";
   } else if (call.stream == stream_kind::legacy_default) {
-    text += "It issued work to the legacy default stream, which waits for every blocking "
-            "stream: issue it to the capturing stream (or a stream forked from it)";
+    text +=
+        "It issued work to the legacy default stream, which waits for every blocking "
+        "stream: issue it to the capturing stream (or a stream forked from it)";
   } else if (call.host == host_memory::pageable) {
-    text += "It copies pageable host memory, which a graph cannot copy asynchronously: use "
-            "pinned memory (cudaHostAlloc, cudaHostRegister)";
+    text +=
+        "It copies pageable host memory, which a graph cannot copy asynchronously: use "
+        "pinned memory (cudaHostAlloc, cudaHostRegister)";
   } else if (call.result == capture_wrong_thread) {
-    text += "The capture was touched from a thread its mode does not allow: end it on the "
-            "thread that began it";
+    text +=
+        "The capture was touched from a thread its mode does not allow: end it on the "
+        "thread that began it";
   } else {
     text += "Move the call out of the capture; docs/troubleshooting.md lists this error";
   }
-  if (call.thread != context.capturing_thread && context.mode == capture_mode::global) {
-    text += ". It came from another thread: under capture_mode::global an unsafe call from any "
-            "thread breaks the capture. Use capture_mode::this_thread (the default), or keep "
-            "other threads off CUDA while capturing";
+  if (call.thread != context.capturing_thread && context.mode == graphs::capture_mode::global) {
+    text +=
+        ". It came from another thread: under graphs::capture_mode::global an unsafe call from any "
+        "thread breaks the capture. Use graphs::capture_mode::this_thread (the default), or keep "
+        "other threads off CUDA while capturing";
   }
   return text;
 }
@@ -151,7 +158,7 @@ std::string explain_legacy(api_call const& call, capture_context const& context)
 
 std::string explain_pageable(api_call const& call, capture_context const& context) {
   return describe_call(call, context) + " copies pageable host memory at " +
-         hex_text(call.host_address) +
+         graphstep::detail::hex_text(call.host_address) +
          " inside the capture. The graph copies that address at every replay, through a "
          "staging copy that does not overlap with other work: the buffer must stay alive and "
          "hold the next input before each replay. Use pinned memory (cudaHostAlloc, "
@@ -166,7 +173,7 @@ std::string module_name(std::string const& path) {
 std::string format_frame(frame const& f) {
   std::string text = f.symbol.empty() ? std::string{"??"} : f.symbol;
   if (!f.module.empty()) {
-    text += " (" + module_name(f.module) + "+" + hex_text(f.module_offset) + ")";
+    text += " (" + module_name(f.module) + "+" + graphstep::detail::hex_text(f.module_offset) + ")";
   }
   return text;
 }
@@ -216,17 +223,17 @@ api_traits classify_api(std::string_view name) noexcept {
   traits.uses_default_stream = copy_or_set && !asynchronous;
   traits.synchronizes =
       (traits.copies && !asynchronous) ||
-      one_of(base, {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                    "cudaStreamQuery", "cudaEventQuery", "cudaThreadSynchronize",
-                    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-                    "cuStreamQuery", "cuEventQuery"});
-  traits.manages_memory =
-      one_of(base, {"cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc",
-                    "cudaHostRegister", "cudaHostUnregister", "cudaMallocManaged",
-                    "cudaMallocPitch", "cudaMalloc3D", "cudaMallocArray", "cudaFreeArray",
-                    "cuMemAlloc", "cuMemFree", "cuMemAllocHost", "cuMemFreeHost",
-                    "cuMemHostAlloc", "cuMemHostRegister", "cuMemHostUnregister",
-                    "cuMemAllocManaged", "cuMemAllocPitch"});
+      one_of(base,
+             {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+              "cudaStreamQuery", "cudaEventQuery", "cudaThreadSynchronize", "cuCtxSynchronize",
+              "cuStreamSynchronize", "cuEventSynchronize", "cuStreamQuery", "cuEventQuery"});
+  traits.manages_memory = one_of(
+      base, {"cudaMalloc",      "cudaFree",          "cudaMallocHost",      "cudaFreeHost",
+             "cudaHostAlloc",   "cudaHostRegister",  "cudaHostUnregister",  "cudaMallocManaged",
+             "cudaMallocPitch", "cudaMalloc3D",      "cudaMallocArray",     "cudaFreeArray",
+             "cuMemAlloc",      "cuMemFree",         "cuMemAllocHost",      "cuMemFreeHost",
+             "cuMemHostAlloc",  "cuMemHostRegister", "cuMemHostUnregister", "cuMemAllocManaged",
+             "cuMemAllocPitch"});
   return traits;
 }
 
@@ -318,9 +325,9 @@ capture_diagnosis diagnose(std::vector<api_call> const& calls, capture_context c
 
 bool is_library_frame(frame const& f) {
   static constexpr std::array<std::string_view, 16> library_modules{
-      "libcudart",  "libcuda.",   "libcupti",  "libcublas",   "libcudnn",    "libnccl",
-      "libnvrtc",   "libcufft",   "libcurand", "libgraphstep", "libc.so",    "libc-",
-      "libstdc++",  "libgcc_s",   "ld-linux",  "libpthread"};
+      "libcudart", "libcuda.", "libcupti",  "libcublas",    "libcudnn", "libnccl",
+      "libnvrtc",  "libcufft", "libcurand", "libgraphstep", "libc.so",  "libc-",
+      "libstdc++", "libgcc_s", "ld-linux",  "libpthread"};
   std::string const module = module_name(f.module);
   for (std::string_view prefix : library_modules) {
     if (starts_with(module, prefix)) return true;
@@ -329,10 +336,9 @@ bool is_library_frame(frame const& f) {
   if (starts_with(symbol, "graphstep::") || starts_with(symbol, "__device_stub__")) return true;
   // The runtime's own entry points and their inline templates (cudaLaunchKernel<char>) when
   // the runtime is linked statically.
-  bool const runtime_entry = (starts_with(symbol, "cuda") && symbol.size() > 4 &&
-                              symbol[4] >= 'A' && symbol[4] <= 'Z') ||
-                             (starts_with(symbol, "cu") && symbol.size() > 2 &&
-                              symbol[2] >= 'A' && symbol[2] <= 'Z');
+  bool const runtime_entry =
+      (starts_with(symbol, "cuda") && symbol.size() > 4 && symbol[4] >= 'A' && symbol[4] <= 'Z') ||
+      (starts_with(symbol, "cu") && symbol.size() > 2 && symbol[2] >= 'A' && symbol[2] <= 'Z');
   return runtime_entry || module.empty();
 }
 

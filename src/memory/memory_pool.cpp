@@ -1,16 +1,17 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
-#include <graphstep/device.hpp>
-#include <graphstep/device_guard.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/graph.hpp>
+#include <graphstep/graphs/graph.hpp>
 #include <sstream>
 
-#include "pool_state.hpp"
-#include "../detail/address_text.hpp"
+#include "detail/address_text.hpp"
+#include "memory/detail/pool_state.hpp"
 
-namespace graphstep {
+namespace graphstep::memory {
 namespace detail {
 namespace {
 
@@ -24,8 +25,8 @@ std::string bytes_text(std::size_t bytes) {
   return out.str();
 }
 
-memory::stream_id stream_key(cudaStream_t stream) {
-  return static_cast<memory::stream_id>(reinterpret_cast<std::uintptr_t>(stream));
+detail::stream_id stream_key(cudaStream_t stream) {
+  return static_cast<detail::stream_id>(reinterpret_cast<std::uintptr_t>(stream));
 }
 
 // Keeps a graph's pool memory alive and hands it back when the graph dies.
@@ -57,9 +58,9 @@ pool_state::pool_state(pool_options const& options)
     : options_{options}, blocks_{options.alignment} {
   GRAPHSTEP_EXPECTS(options.growth_bytes > 0,
                     "pool_options::growth_bytes must be positive (it is the smallest growth step)");
-  require_device();
-  device_ = options.device >= 0 ? options.device : current_device();
-  device_guard const on_device{device_};
+  cuda::require_device();
+  device_ = options.device >= 0 ? options.device : cuda::current_device();
+  cuda::device_guard const on_device{device_};
   std::string why_not;
   switch (options.backing) {
     case pool_backing::device_malloc: backing_ = make_device_malloc_backing(device_); break;
@@ -90,10 +91,11 @@ pool_state::capture_state* pool_state::capture_of(cudaStream_t stream) {
   GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream, &status, &id));
   if (status == cudaStreamCaptureStatusNone) return nullptr;
   auto found = captures_.find(id);
-  GRAPHSTEP_EXPECTS(found != captures_.end(),
-                    "memory_pool: stream " + pointer_text(stream) +
-                        " is being captured, but not by a capture_scope given this pool. Pass "
-                        "this pool to the capture_scope, or allocate before the capture");
+  GRAPHSTEP_EXPECTS(
+      found != captures_.end(),
+      "memory_pool: stream " + graphstep::detail::pointer_text(stream) +
+          " is being captured, but not by a graphs::capture_scope given this pool. Pass "
+          "this pool to the graphs::capture_scope, or allocate before the capture");
   return &found->second;
 }
 
@@ -109,7 +111,7 @@ void* pool_state::allocate(std::size_t bytes, cudaStream_t stream) {
     }
     return reinterpret_cast<void*>(allocate_block(bytes, stream, capture->graph));
   }
-  auto const address = allocate_block(bytes, stream, memory::no_graph);
+  auto const address = allocate_block(bytes, stream, detail::no_graph);
   if (trace_) traced_ids_[address] = trace_->record_allocate(bytes);
   return reinterpret_cast<void*>(address);
 }
@@ -120,7 +122,7 @@ std::uintptr_t pool_state::allocate_block(std::size_t bytes, cudaStream_t stream
   if (auto found = blocks_.allocate(bytes, key, owner)) return found->address;
   // Blocks freed eagerly on other streams become usable once their work has finished; never
   // wait inside a capture, where waiting is not allowed.
-  if (owner == memory::no_graph && release_other_streams(stream)) {
+  if (owner == detail::no_graph && release_other_streams(stream)) {
     if (auto found = blocks_.allocate(bytes, key, owner)) return found->address;
   }
   if (!grow(bytes + blocks_.alignment(), bytes)) {
@@ -143,7 +145,7 @@ bool pool_state::release_other_streams(cudaStream_t stream) {
 }
 
 bool pool_state::grow(std::size_t bytes, std::size_t requested) {
-  nvtx_range const range{"graphstep::memory_pool grow"};
+  nvtx_range const range{"graphstep::memory::memory_pool grow"};
   std::size_t step = std::max(bytes, options_.growth_bytes);
   std::size_t const granularity = backing_->granularity();
   step = (step + granularity - 1) / granularity * granularity;
@@ -203,9 +205,10 @@ void pool_state::deallocate(void* pointer, cudaStream_t stream) {
                         "memory_pool: planned capture '" + capture->name +
                             "' freed a block on a side stream; in planned mode free blocks on "
                             "the capturing stream, after joining the side stream");
-      GRAPHSTEP_EXPECTS(address >= capture->slab,
-                        "memory_pool: planned capture '" + capture->name + "' freed " +
-                            pointer_text(pointer) + ", which it did not allocate");
+      GRAPHSTEP_EXPECTS(address >= capture->slab, "memory_pool: planned capture '" + capture->name +
+                                                      "' freed " +
+                                                      graphstep::detail::pointer_text(pointer) +
+                                                      ", which it did not allocate");
       capture->plan->deallocate(address - capture->slab);
       return;
     }
@@ -220,13 +223,13 @@ void pool_state::deallocate(void* pointer, cudaStream_t stream) {
     }
   }
   auto found = free_events_.find(stream);
-  if (found == free_events_.end()) found = free_events_.emplace(stream, event{}).first;
+  if (found == free_events_.end()) found = free_events_.emplace(stream, cuda::event{}).first;
   found->second.record(stream);
 }
 
-void pool_state::begin_capture(unsigned long long capture_id, std::uint64_t graph,
-                               std::string name, cudaStream_t origin) {
-  nvtx_range const range{"graphstep::memory_pool begin_capture"};
+void pool_state::begin_capture(unsigned long long capture_id, std::uint64_t graph, std::string name,
+                               cudaStream_t origin) {
+  nvtx_range const range{"graphstep::memory::memory_pool begin_capture"};
   std::lock_guard const lock{mutex_};
   capture_state state;
   state.graph = graph;
@@ -300,16 +303,18 @@ std::size_t pool_state::bytes_held_by(std::uint64_t graph) const {
 
 void pool_state::begin_trace() {
   std::lock_guard const lock{mutex_};
-  GRAPHSTEP_EXPECTS(!trace_, "memory_pool::begin_trace: a trace is already being recorded; "
-                             "call end_trace first");
+  GRAPHSTEP_EXPECTS(!trace_,
+                    "memory_pool::begin_trace: a trace is already being recorded; "
+                    "call end_trace first");
   trace_.emplace();
   traced_ids_.clear();
 }
 
 memory::allocation_trace pool_state::end_trace() {
   std::lock_guard const lock{mutex_};
-  GRAPHSTEP_EXPECTS(trace_, "memory_pool::end_trace: no trace is being recorded; call "
-                            "begin_trace before the warm-up step");
+  GRAPHSTEP_EXPECTS(trace_,
+                    "memory_pool::end_trace: no trace is being recorded; call "
+                    "begin_trace before the warm-up step");
   memory::allocation_trace trace = std::move(*trace_);
   trace_.reset();
   traced_ids_.clear();
@@ -342,21 +347,29 @@ memory_pool::memory_pool(memory_pool&&) noexcept = default;
 memory_pool& memory_pool::operator=(memory_pool&&) noexcept = default;
 memory_pool::~memory_pool() = default;
 
-void* memory_pool::allocate(std::size_t bytes, stream_view stream) {
+void* memory_pool::allocate(std::size_t bytes, cuda::stream_view stream) {
   return checked(state_).allocate(bytes, stream.value());
 }
-void memory_pool::deallocate(void* pointer, stream_view stream) {
+void memory_pool::deallocate(void* pointer, cuda::stream_view stream) {
   checked(state_).deallocate(pointer, stream.value());
 }
-pool_statistics memory_pool::statistics() const { return checked(state_).statistics(); }
-std::size_t memory_pool::bytes_held_by(graph const& g) const {
+pool_statistics memory_pool::statistics() const {
+  return checked(state_).statistics();
+}
+std::size_t memory_pool::bytes_held_by(graphs::graph const& g) const {
   return checked(state_).bytes_held_by(g.id());
 }
-pool_backing memory_pool::backing() const { return checked(state_).backing(); }
-void memory_pool::begin_trace() { checked(state_).begin_trace(); }
-memory::allocation_trace memory_pool::end_trace() { return checked(state_).end_trace(); }
+pool_backing memory_pool::backing() const {
+  return checked(state_).backing();
+}
+void memory_pool::begin_trace() {
+  checked(state_).begin_trace();
+}
+memory::allocation_trace memory_pool::end_trace() {
+  return checked(state_).end_trace();
+}
 memory::allocation_plan memory_pool::plan_next_capture(memory::allocation_trace trace) {
   return checked(state_).plan_next_capture(std::move(trace));
 }
 
-}  // namespace graphstep
+}  // namespace graphstep::memory

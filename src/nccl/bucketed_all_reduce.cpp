@@ -30,7 +30,7 @@ bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients,
   ready_.resize(plan_.buckets.size());
 }
 
-void bucketed_all_reduce::bucket_ready(std::size_t index, stream_view compute) {
+void bucketed_all_reduce::bucket_ready(std::size_t index, cuda::stream_view compute) {
   GRAPHSTEP_EXPECTS(index < plan_.buckets.size(),
                     "bucketed_all_reduce: bucket " + std::to_string(index) + " of " +
                         std::to_string(plan_.buckets.size()) + " does not exist");
@@ -44,14 +44,14 @@ void bucketed_all_reduce::bucket_ready(std::size_t index, stream_view compute) {
   launched_[index] = true;
 }
 
-void bucketed_all_reduce::all(stream_view compute) {
+void bucketed_all_reduce::all(cuda::stream_view compute) {
   for (std::size_t i = 0; i < launched_.size(); ++i) {
     if (!launched_[i]) bucket_ready(i, compute);
   }
   join(compute);
 }
 
-void bucketed_all_reduce::join(stream_view compute) {
+void bucketed_all_reduce::join(cuda::stream_view compute) {
   done_.record(comm_stream_);
   compute.wait(done_);
   std::fill(launched_.begin(), launched_.end(), false);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collectives.hpp>
 #include <mutex>
@@ -58,7 +59,7 @@ std::size_t elements(device_buffer const& b, char const* what, char const* role)
 // the communicator in the middle of the call).
 template <typename Call>
 void enqueue(collective_record record, device_buffer const& send, device_buffer const& recv,
-             nccl_comm_view comm, stream_view stream, char const* what, Call&& call) {
+             nccl_comm_view comm, cuda::stream_view stream, char const* what, Call&& call) {
   auto& state = comm.state();
   state.throw_if_aborted(what);
   GRAPHSTEP_EXPECTS(send.type == recv.type, std::string{what} + ": send is " + name(send.type) +
@@ -96,7 +97,7 @@ void enqueue(collective_record record, device_buffer const& send, device_buffer 
 }  // namespace
 
 void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
-                stream_view stream) {
+                cuda::stream_view stream) {
   std::size_t const count = elements(send, "all_reduce", "send");
   GRAPHSTEP_EXPECTS(elements(recv, "all_reduce", "recv") == count,
                     "all_reduce: send holds " + std::to_string(count) + " elements but recv " +
@@ -110,7 +111,7 @@ void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_
 }
 
 void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
-                    stream_view stream) {
+                    cuda::stream_view stream) {
   std::size_t const recv_count = elements(recv, "reduce_scatter", "recv");
   GRAPHSTEP_EXPECTS(elements(send, "reduce_scatter", "send") ==
                         recv_count * static_cast<std::size_t>(comm.size()),
@@ -123,7 +124,8 @@ void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_c
           });
 }
 
-void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm, stream_view stream) {
+void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm,
+                cuda::stream_view stream) {
   std::size_t const send_count = elements(send, "all_gather", "send");
   GRAPHSTEP_EXPECTS(
       elements(recv, "all_gather", "recv") == send_count * static_cast<std::size_t>(comm.size()),
@@ -138,7 +140,7 @@ void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm, str
 }
 
 void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view comm,
-               stream_view stream) {
+               cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(root >= 0 && root < comm.size(), "broadcast: root " + std::to_string(root) +
                                                          " is not a rank of a world of " +
                                                          std::to_string(comm.size()));
@@ -152,7 +154,7 @@ void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view 
           });
 }
 
-void warm_up(nccl_comm_view comm, stream_view stream) {
+void warm_up(nccl_comm_view comm, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "nccl::warm_up runs collectives eagerly: call it before the capture");
   comm.state().throw_if_aborted("nccl::warm_up");
@@ -192,7 +194,7 @@ namespace {
 
 // One eager all-gather of `per_rank` 64-bit words from every rank, through device memory.
 std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mine,
-                                            nccl_comm_view comm, stream_view stream) {
+                                            nccl_comm_view comm, cuda::stream_view stream) {
   auto const ranks = static_cast<std::size_t>(comm.size());
   std::size_t const bytes = mine.size() * sizeof(std::uint64_t);
   std::vector<std::uint64_t> gathered(mine.size() * ranks);
@@ -222,7 +224,7 @@ std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mi
 
 }  // namespace
 
-void verify_captured_sequence(nccl_comm_view comm, stream_view stream) {
+void verify_captured_sequence(nccl_comm_view comm, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "verify_captured_sequence: call it after the capture has ended");
   auto& state = comm.state();

@@ -5,7 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include <graphstep/device.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 
@@ -45,9 +46,9 @@ nccl_comm communicator_from_mpi(MPI_Comm comm) {
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   int const local = local_rank(comm);
-  require_device();
+  cuda::require_device();
   check_local_device("communicator_from_mpi: local rank " + std::to_string(local), local,
-                     device_count());
+                     cuda::device_count());
   GRAPHSTEP_CUDA_TRY(cudaSetDevice(local));
   unique_id_bytes root_id{};
   if (rank == 0) root_id = nccl_comm::new_unique_id();

@@ -2,7 +2,8 @@
 
 #include <cstdio>
 #include <cstring>
-#include <graphstep/device.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
@@ -112,7 +113,7 @@ nccl_comm nccl_comm::from_unique_id(unique_id_bytes const& id, int rank, int wor
   GRAPHSTEP_EXPECTS(world_size >= 1 && rank >= 0 && rank < world_size,
                     "nccl_comm: rank " + std::to_string(rank) + " must lie in [0, " +
                         std::to_string(world_size) + ")");
-  require_device();
+  cuda::require_device();
   ncclComm_t handle = nullptr;
   GRAPHSTEP_NCCL_TRY(ncclCommInitRank(&handle, world_size, to_nccl(id), rank));
   return nccl_comm{make_state(handle, options.slot)};
@@ -120,8 +121,8 @@ nccl_comm nccl_comm::from_unique_id(unique_id_bytes const& id, int rank, int wor
 
 nccl_comm nccl_comm::from_environment(nccl_comm_options const& options) {
   launch_environment const env = read_launch_environment(process_environment());
-  require_device();
-  int const devices = device_count();
+  cuda::require_device();
+  int const devices = cuda::device_count();
   if (env.bootstrap == bootstrap_kind::mpi) {
 #if defined(GRAPHSTEP_WITH_MPI)
     int initialized = 0;
@@ -163,7 +164,7 @@ nccl_comm nccl_comm::from_environment(nccl_comm_options const& options) {
 
 std::vector<nccl_comm> nccl_comm::for_local_devices(std::vector<int> const& devices) {
   check_local_device_list(devices);
-  require_device();
+  cuda::require_device();
   std::vector<ncclComm_t> handles(devices.size(), nullptr);
   GRAPHSTEP_NCCL_TRY(
       ncclCommInitAll(handles.data(), static_cast<int>(devices.size()), devices.data()));

@@ -38,13 +38,13 @@ std::optional<std::int64_t> watchdog::outstanding_step() const {
   return deadline_.outstanding_step();
 }
 
-void watchdog::launched(stream_view stream, std::int64_t step) {
+void watchdog::launched(cuda::stream_view stream, std::int64_t step) {
   check();
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "watchdog::launched: the stream is capturing; call it after replaying the "
                     "graph, not inside the capture (the event would become part of the graph)");
   std::lock_guard<std::mutex> lock{mutex_};
-  event marker = spare_.empty() ? event{} : std::move(spare_.back());
+  cuda::event marker = spare_.empty() ? cuda::event{} : std::move(spare_.back());
   if (!spare_.empty()) spare_.pop_back();
   marker.record(stream);
   deadline_.started(step);

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
-#include <graphstep/timed_event.hpp>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -142,7 +143,8 @@ struct detail::lt_state {
   [[nodiscard]] void const* a_ptr() const noexcept { return operands.rhs; }
   [[nodiscard]] void const* b_ptr() const noexcept { return operands.lhs; }
 
-  [[nodiscard]] cublasStatus_t matmul(cublasLtMatmulAlgo_t const& algo, stream_view stream) const {
+  [[nodiscard]] cublasStatus_t matmul(cublasLtMatmulAlgo_t const& algo,
+                                      cuda::stream_view stream) const {
     float const alpha = 1.0F;  // host pointer mode: the values are baked into a captured graph
     float const beta = 0.0F;
     return cublasLtMatmul(handle, desc.get(), &alpha, a_ptr(), a.get(), b_ptr(), b.get(), &beta,
@@ -150,7 +152,7 @@ struct detail::lt_state {
                           workspace_bytes, stream.value());
   }
 
-  void enqueue(stream_view stream) const {
+  void enqueue(cuda::stream_view stream) const {
     GRAPHSTEP_CUBLAS_TRY(matmul(algorithm, stream));
     // The unfused path: the plain GEMM above, then the epilogue as kernels, in order.
     gemm_problem const& p = problem;
@@ -263,9 +265,9 @@ struct detail::lt_state {
 
   // Times each candidate (after a warm-up run of it) and returns the fastest that ran.
   [[nodiscard]] cublasLtMatmulAlgo_t fastest(
-      std::vector<cublasLtMatmulHeuristicResult_t> const& results, stream_view stream) const {
-    timed_event start;
-    timed_event stop;
+      std::vector<cublasLtMatmulHeuristicResult_t> const& results, cuda::stream_view stream) const {
+    cuda::timed_event start;
+    cuda::timed_event stop;
     float best = std::numeric_limits<float>::max();
     cublasLtMatmulAlgo_t chosen = results.front().algo;
     for (auto const& result : results) {
@@ -275,7 +277,7 @@ struct detail::lt_state {
       for (int r = 0; r < 3 && ran; ++r) ran = matmul(result.algo, stream) == CUBLAS_STATUS_SUCCESS;
       stop.record(stream);
       stop.synchronize();
-      float const ms = timed_event::elapsed_ms(start, stop);
+      float const ms = cuda::timed_event::elapsed_ms(start, stop);
       if (ran && ms < best) {
         best = ms;
         chosen = result.algo;
@@ -299,7 +301,7 @@ std::size_t gemm_plan::workspace_size() {
 
 gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
                      gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
-                     gemm_options const& options, stream_view stream)
+                     gemm_options const& options, cuda::stream_view stream)
     : state_{std::make_unique<detail::lt_state>()} {
   auto& s = *state_;
   std::string const what = std::string{"gemm "} + name(problem.kind) + " (" + name(problem.type) +
@@ -370,7 +372,7 @@ gemm_plan::~gemm_plan() = default;
 gemm_plan::gemm_plan(gemm_plan&&) noexcept = default;
 gemm_plan& gemm_plan::operator=(gemm_plan&&) noexcept = default;
 
-void gemm_plan::run(stream_view stream) const {
+void gemm_plan::run(cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, "gemm_plan: this plan was moved from; run a live plan");
   state_->enqueue(stream);
 }

@@ -200,11 +200,12 @@ support can_fuse(gemm_problem const& problem, operand_addresses const& addresses
                       has_bias ? addresses.bias : 0},
         named_address{"the pre-activation", has_aux ? addresses.aux : 0}}) {
     if (operand.address % 16 != 0) {
-      return {false, what + ": " + operand.what + " at address " + std::to_string(operand.address) +
-                         " is " + std::to_string(operand.address % 16) +
-                         " bytes past a 16-byte boundary; allocate it from graphstep::memory_pool "
-                         "(256-byte aligned) or offset it by a multiple of 16 bytes, or set "
-                         "gemm_options::allow_unfused to take the unfused fallback"};
+      return {false,
+              what + ": " + operand.what + " at address " + std::to_string(operand.address) +
+                  " is " + std::to_string(operand.address % 16) +
+                  " bytes past a 16-byte boundary; allocate it from graphstep::memory::memory_pool "
+                  "(256-byte aligned) or offset it by a multiple of 16 bytes, or set "
+                  "gemm_options::allow_unfused to take the unfused fallback"};
     }
   }
   return {};

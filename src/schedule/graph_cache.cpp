@@ -1,15 +1,15 @@
-#include <graphstep/error.hpp>
-#include <graphstep/schedule/graph_cache.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/schedule/graph_cache.hpp>
 
 namespace graphstep::schedule {
 
 template <typename Policy>
 basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
-                                             memory_pool& pool, graph_cache_options options)
+                                             memory::memory_pool& pool, graph_cache_options options)
     : policy_{std::move(policy)},
       step_{std::move(step)},
       pool_{pool},
@@ -25,8 +25,8 @@ basic_graph_cache<Policy>::~basic_graph_cache() {
 }
 
 template <typename Policy>
-cache_actions<typename Policy::key_type> basic_graph_cache<Policy>::actions() {
-  cache_actions<key_type> a;
+detail::cache_actions<typename Policy::key_type> basic_graph_cache<Policy>::actions() {
+  detail::cache_actions<key_type> a;
   a.run_eager = [this](key_type const& bucket) { step_(bucket, stream_); };
   a.capture = [this](key_type const& bucket, bool instantiate) {
     return capture_bucket(bucket, instantiate);
@@ -44,15 +44,17 @@ cache_actions<typename Policy::key_type> basic_graph_cache<Policy>::actions() {
 template <typename Policy>
 std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bool instantiate) {
   std::size_t const mapped_before = pool_.statistics().mapped_bytes;
-  capture_options how;
+  graphs::capture_options how;
   how.mode = options_.mode;
+  using detail::key_name;  // the integer buckets' name; shape keys bring theirs by lookup
   how.name = options_.name + " bucket " + key_name(bucket);
   how.instantiate = instantiate;
   how.upload = instantiate;
-  graph& target = graphs_[bucket];
-  target = graph{};
+  graphs::graph& target = graphs_[bucket];
+  target = graphs::graph{};
   try {
-    capture(target, stream_, pool_, [&] { step_(bucket, stream_); }, how);
+    capture(
+        target, stream_, pool_, [&] { step_(bucket, stream_); }, how);
   } catch (...) {
     graphs_.erase(bucket);  // the core counts it as not captured
     throw;
@@ -63,7 +65,7 @@ std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bo
 
 template <typename Policy>
 typename Policy::choice_type basic_graph_cache<Policy>::run(key_type const& size,
-                                                            stream_view stream) {
+                                                            cuda::stream_view stream) {
   choice_type const choice = policy_.choose(size);
   stream_ = stream;
   core_.count_request(bucket_elements(size), bucket_elements(choice.bucket));
@@ -72,7 +74,7 @@ typename Policy::choice_type basic_graph_cache<Policy>::run(key_type const& size
 }
 
 template <typename Policy>
-void basic_graph_cache<Policy>::precapture(stream_view stream) {
+void basic_graph_cache<Policy>::precapture(cuda::stream_view stream) {
   stream_ = stream;
   core_.precapture(policy_.capture_order());
 }

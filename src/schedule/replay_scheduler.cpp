@@ -1,13 +1,13 @@
-#include <graphstep/capture_scope.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/schedule/replay_scheduler.hpp>
 
 namespace graphstep::schedule {
 
 replay_scheduler::replay_scheduler(step_spec const& spec,
                                    std::map<std::string, segment_body> bodies,
-                                   std::map<std::string, stream_view> streams, memory_pool& pool,
-                                   scheduler_options options)
+                                   std::map<std::string, cuda::stream_view> streams,
+                                   memory::memory_pool& pool, scheduler_options options)
     : plan_{plan_step(spec)}, pool_{pool}, options_{options} {
   GRAPHSTEP_EXPECTS(options.warmup_runs >= 0, "replay_scheduler: warmup_runs must be >= 0");
   for (auto const& name : spec.streams) {
@@ -43,10 +43,11 @@ void replay_scheduler::run() {
     } else {
       if (!s.captured) {
         s.captured.emplace();
-        capture_options how;
+        graphs::capture_options how;
         how.name = plan_.segments[i].name;
         try {
-          graphstep::capture(*s.captured, s.stream, pool_, [&] { s.body(s.stream); }, how);
+          graphstep::graphs::capture(
+              *s.captured, s.stream, pool_, [&] { s.body(s.stream); }, how);
         } catch (...) {
           s.captured.reset();  // capture again next step, rather than replay nothing
           throw;
@@ -74,12 +75,12 @@ std::map<std::string, float> replay_scheduler::segment_milliseconds() const {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     segments_[i].stop->synchronize();
     times[plan_.segments[i].name] =
-        timed_event::elapsed_ms(*segments_[i].start, *segments_[i].stop);
+        cuda::timed_event::elapsed_ms(*segments_[i].start, *segments_[i].stop);
   }
   return times;
 }
 
-graph const& replay_scheduler::graph_of(std::string const& segment) const {
+graphs::graph const& replay_scheduler::graph_of(std::string const& segment) const {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     if (plan_.segments[i].name == segment) {
       GRAPHSTEP_EXPECTS(segments_[i].captured.has_value(),

@@ -1,14 +1,15 @@
-#include <graphstep/detail/train_kernels.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/train/mse_loss.hpp>
-
 #include <cuda_runtime_api.h>
 
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/train/mse_loss.hpp>
 #include <utility>
+
+#include "train/train_kernels.hpp"
 
 namespace graphstep::train {
 
-mse_loss::mse_loss(std::size_t count, stream_view stream) : count_{count} {
+mse_loss::mse_loss(std::size_t count, cuda::stream_view stream) : count_{count} {
   GRAPHSTEP_EXPECTS(count > 0, "mse_loss: the element count must be positive");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "mse_loss: construct it before the capture; it allocates its scratch");
@@ -34,7 +35,7 @@ mse_loss& mse_loss::operator=(mse_loss&& other) noexcept {
 }
 
 void mse_loss::forward_backward(float const* prediction, float const* target, float* gradient,
-                                float* loss, stream_view stream) const {
+                                float* loss, cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(partials_ != nullptr, "mse_loss: this loss was moved from");
   GRAPHSTEP_EXPECTS(prediction && target && gradient && loss,
                     "mse_loss::forward_backward: a null device pointer was passed");

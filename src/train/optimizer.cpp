@@ -1,22 +1,23 @@
-#include <graphstep/detail/train_kernels.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/train/optimizer.hpp>
-
 #include <cuda_runtime_api.h>
 
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/train/optimizer.hpp>
 #include <string>
+
+#include "train/train_kernels.hpp"
 
 namespace graphstep::train {
 namespace detail {
 
-using graphstep::detail::optimizer_device_state;
-using graphstep::detail::tensor_slot;
+using detail::optimizer_device_state;
+using detail::tensor_slot;
 
 // Device memory and tables shared by every multi-tensor optimizer.
 class multi_tensor_optimizer {
  public:
   multi_tensor_optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                         lr_schedule const& schedule, stream_view stream) {
+                         lr_schedule const& schedule, cuda::stream_view stream) {
     GRAPHSTEP_EXPECTS(!parameters.empty(), "optimizer: no parameter was given");
     GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                       "optimizer: construct it before the capture; it allocates and uploads "
@@ -26,9 +27,9 @@ class multi_tensor_optimizer {
     std::size_t total = 0;
     for (std::size_t i = 0; i < parameters.size(); ++i) {
       auto const& p = parameters[i];
-      GRAPHSTEP_EXPECTS(p.value != nullptr && p.gradient != nullptr,
-                        "optimizer: parameter " + std::to_string(i) +
-                            " has a null value or gradient pointer");
+      GRAPHSTEP_EXPECTS(
+          p.value != nullptr && p.gradient != nullptr,
+          "optimizer: parameter " + std::to_string(i) + " has a null value or gradient pointer");
       counts.push_back(p.count);
       total += p.count;
     }
@@ -40,8 +41,8 @@ class multi_tensor_optimizer {
     chunks_ = allocate<tensor_chunk>(chunks.size());
     if (state_buffers > 0) buffers_ = allocate<float>(total * state_buffers);
     if (state_buffers > 0) {
-      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers_, 0, sizeof(float) * total * state_buffers,
-                                         stream.value()));
+      GRAPHSTEP_CUDA_TRY(
+          cudaMemsetAsync(buffers_, 0, sizeof(float) * total * state_buffers, stream.value()));
     }
     std::vector<tensor_slot> slots;
     std::size_t offset = 0;
@@ -67,24 +68,24 @@ class multi_tensor_optimizer {
   multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
   multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
 
-  void set_schedule(lr_schedule const& schedule, stream_view stream) {
+  void set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
     validate(schedule);
     expect_not_capturing(stream, "set_schedule");
     host_state_.schedule = schedule;
     write_state_tail(stream);
   }
 
-  void set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
+  void set_inv_loss_scale(float inv_loss_scale, cuda::stream_view stream) {
     GRAPHSTEP_EXPECTS(inv_loss_scale > 0.0F, "optimizer: the inverse loss scale must be positive");
     expect_not_capturing(stream, "set_inv_loss_scale");
     host_state_.inv_loss_scale = inv_loss_scale;
     write_state_tail(stream);
   }
 
-  [[nodiscard]] std::int64_t steps_taken(stream_view stream) const {
+  [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const {
     std::int64_t step = 0;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&step, &state_->step, sizeof step, cudaMemcpyDeviceToHost,
-                                       stream.value()));
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&step, &state_->step, sizeof step, cudaMemcpyDeviceToHost, stream.value()));
     stream.synchronize();
     return step;
   }
@@ -102,23 +103,23 @@ class multi_tensor_optimizer {
     return static_cast<T*>(p);
   }
   template <typename T>
-  static void upload(T* device, T const* host, std::size_t count, stream_view stream) {
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host, sizeof(T) * count, cudaMemcpyHostToDevice,
-                                       stream.value()));
+  static void upload(T* device, T const* host, std::size_t count, cuda::stream_view stream) {
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(device, host, sizeof(T) * count, cudaMemcpyHostToDevice, stream.value()));
   }
-  static void expect_not_capturing(stream_view stream, char const* what) {
+  static void expect_not_capturing(cuda::stream_view stream, char const* what) {
     GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                       std::string{"optimizer::"} + what +
                           " inside a capture would freeze the value into the graph; call it "
                           "between replays");
   }
   // Everything but the step count, which belongs to the device.
-  void write_state_tail(stream_view stream) {
+  void write_state_tail(cuda::stream_view stream) {
     constexpr std::size_t skip = offsetof(optimizer_device_state, inv_loss_scale);
     auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
     auto* to = reinterpret_cast<unsigned char*>(state_) + skip;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip,
-                                       cudaMemcpyHostToDevice, stream.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice,
+                                       stream.value()));
     stream.synchronize();  // host_state_ may change again before a later copy would run
   }
 
@@ -145,7 +146,7 @@ int state_buffers(adam_options const& options) {
 }  // namespace
 
 optimizer::optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                     lr_schedule const& schedule, stream_view stream)
+                     lr_schedule const& schedule, cuda::stream_view stream)
     : impl_{std::make_unique<detail::multi_tensor_optimizer>(parameters, state_buffers, schedule,
                                                              stream)} {}
 optimizer::~optimizer() = default;
@@ -157,39 +158,38 @@ detail::multi_tensor_optimizer& optimizer::impl() const {
   return *impl_;
 }
 
-void optimizer::step(stream_view stream) {
-  graphstep::detail::launch_advance_step(impl().state(), stream);
+void optimizer::step(cuda::stream_view stream) {
+  detail::launch_advance_step(impl().state(), stream);
   launch_update(stream);
 }
-void optimizer::set_schedule(lr_schedule const& schedule, stream_view stream) {
+void optimizer::set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
   impl().set_schedule(schedule, stream);
 }
-void optimizer::set_inv_loss_scale(float inv_loss_scale, stream_view stream) {
+void optimizer::set_inv_loss_scale(float inv_loss_scale, cuda::stream_view stream) {
   impl().set_inv_loss_scale(inv_loss_scale, stream);
 }
-std::int64_t optimizer::steps_taken(stream_view stream) const {
+std::int64_t optimizer::steps_taken(cuda::stream_view stream) const {
   return impl().steps_taken(stream);
 }
 
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-         lr_schedule const& schedule, stream_view stream)
-    : optimizer{parameters, state_buffers(options), schedule, stream},
-      options_{options} {}
+         lr_schedule const& schedule, cuda::stream_view stream)
+    : optimizer{parameters, state_buffers(options), schedule, stream}, options_{options} {}
 
-void sgd::launch_update(stream_view stream) {
+void sgd::launch_update(cuda::stream_view stream) {
   auto& state = impl();
-  graphstep::detail::launch_sgd(state.slots(), state.chunks(), state.chunk_count(),
-                                state.state(), options_, stream);
+  detail::launch_sgd(state.slots(), state.chunks(), state.chunk_count(), state.state(), options_,
+                     stream);
 }
 
 adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
-           lr_schedule const& schedule, stream_view stream)
+           lr_schedule const& schedule, cuda::stream_view stream)
     : optimizer{parameters, state_buffers(options), schedule, stream}, options_{options} {}
 
-void adam::launch_update(stream_view stream) {
+void adam::launch_update(cuda::stream_view stream) {
   auto& state = impl();
-  graphstep::detail::launch_adam(state.slots(), state.chunks(), state.chunk_count(),
-                                 state.state(), options_, stream);
+  detail::launch_adam(state.slots(), state.chunks(), state.chunk_count(), state.state(), options_,
+                      stream);
 }
 
 }  // namespace graphstep::train

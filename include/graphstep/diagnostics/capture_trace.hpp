@@ -7,12 +7,12 @@
 ///
 /// The recording itself (CUPTI callbacks, backtraces, host-memory queries) lives in the CUDA
 /// shell; see `capture_options::diagnose`.
-
-#include <graphstep/capture_mode.hpp>
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <graphstep/graphs/capture_mode.hpp>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,7 +36,8 @@ struct api_traits {
 };
 
 /// @brief The name without its version and per-thread suffixes:
-/// "cuMemcpyHtoDAsync_v2_ptsz" → "cuMemcpyHtoDAsync", "cudaLaunchKernel_v7000" → "cudaLaunchKernel".
+/// "cuMemcpyHtoDAsync_v2_ptsz" → "cuMemcpyHtoDAsync", "cudaLaunchKernel_v7000" →
+/// "cudaLaunchKernel".
 [[nodiscard]] std::string_view base_api_name(std::string_view name) noexcept;
 
 /// @brief The traits of a runtime ("cuda…") or driver ("cu…") API function, by name.
@@ -68,15 +69,15 @@ enum class host_memory : unsigned char { not_a_host_copy, unknown, pinned, pagea
 struct api_call {
   std::uint64_t sequence{};  ///< order among all recorded calls
   api_domain domain{api_domain::runtime};
-  std::string name;          ///< as the API reports it, e.g. "cudaStreamSynchronize"
-  std::uint32_t thread{};    ///< a small per-process thread number (1 is the first seen)
+  std::string name;        ///< as the API reports it, e.g. "cudaStreamSynchronize"
+  std::uint32_t thread{};  ///< a small per-process thread number (1 is the first seen)
   stream_kind stream{stream_kind::none};
   std::uintptr_t stream_handle{};
-  int result{0};             ///< the cudaError_t or CUresult it returned
-  std::uintptr_t copy_source{};       ///< the addresses of a copy (0 for other calls)
+  int result{0};                 ///< the cudaError_t or CUresult it returned
+  std::uintptr_t copy_source{};  ///< the addresses of a copy (0 for other calls)
   std::uintptr_t copy_destination{};
   host_memory host{host_memory::not_a_host_copy};
-  std::uintptr_t host_address{};  ///< the host side of a copy, once found
+  std::uintptr_t host_address{};          ///< the host side of a copy, once found
   std::vector<std::uintptr_t> backtrace;  ///< return addresses, innermost first; kept for
                                           ///< notable calls only
 };
@@ -94,7 +95,7 @@ struct api_call {
 /// @brief The capture the calls were recorded for.
 struct capture_context {
   std::string name{"graph"};
-  capture_mode mode{capture_mode::this_thread};
+  graphs::capture_mode mode{graphs::capture_mode::this_thread};
   std::uint32_t capturing_thread{};
   int outcome{0};  ///< what ending the capture returned (0: it succeeded)
 };
@@ -133,8 +134,8 @@ struct capture_diagnosis {
 /// @brief One symbolized stack frame.
 struct frame {
   std::uintptr_t address{};
-  std::string module;  ///< the shared object or executable; "" when unknown
-  std::string symbol;  ///< the demangled function; "" when the module exports none
+  std::string module;              ///< the shared object or executable; "" when unknown
+  std::string symbol;              ///< the demangled function; "" when the module exports none
   std::uintptr_t module_offset{};  ///< address within the module, for addr2line
 };
 

@@ -7,6 +7,7 @@
 /// during an eager warm-up, the sequence can be laid out offline: blocks whose lifetimes
 /// overlap must not overlap in memory, and the slab should be close to the lower bound, the
 /// peak of live bytes. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>

@@ -3,17 +3,19 @@
 /// @file memory/memory_pool.hpp
 /// @brief `memory_pool`: graph-private device memory whose blocks keep their addresses.
 
-#include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/stream_view.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/memory/allocation_plan.hpp>
 #include <memory>
 
-namespace graphstep {
-
+namespace graphstep::graphs {
 class capture_scope;
 class graph;
+}  // namespace graphstep::graphs
+
+namespace graphstep::memory {
+
 class static_buffer;
 
 namespace detail {
@@ -45,15 +47,15 @@ struct pool_options {
 /// @brief A snapshot of a pool's memory, in bytes.
 struct pool_statistics {
   pool_backing backing{pool_backing::automatic};
-  std::size_t reserved_bytes{};   ///< address space held (virtual_memory), else mapped_bytes
-  std::size_t mapped_bytes{};     ///< device memory actually backing the pool
-  std::size_t bytes_in_use{};     ///< in live blocks, eager and graph-held
+  std::size_t reserved_bytes{};  ///< address space held (virtual_memory), else mapped_bytes
+  std::size_t mapped_bytes{};    ///< device memory actually backing the pool
+  std::size_t bytes_in_use{};    ///< in live blocks, eager and graph-held
   std::size_t peak_bytes_in_use{};
   std::size_t free_bytes{};
   std::size_t largest_free_block{};
-  double fragmentation{};         ///< 1 - largest_free_block / free_bytes
-  std::size_t growths{};          ///< times the pool mapped or allocated more memory
-  std::size_t live_graphs{};      ///< graphs that hold memory of this pool
+  double fragmentation{};     ///< 1 - largest_free_block / free_bytes
+  std::size_t growths{};      ///< times the pool mapped or allocated more memory
+  std::size_t live_graphs{};  ///< graphs that hold memory of this pool
 };
 
 /// @brief Device memory for captured graphs, at addresses that never move.
@@ -94,16 +96,16 @@ class memory_pool {
   /// @throws usage_error (zero bytes, moved-from pool, stream capturing into a graph that was
   /// not started with this pool, planned-mode divergence), out_of_memory (budget or device
   /// exhausted: the message gives requested, in-use, reserved, budget and largest free block)
-  [[nodiscard]] void* allocate(std::size_t bytes, stream_view stream);
+  [[nodiscard]] void* allocate(std::size_t bytes, cuda::stream_view stream);
 
   /// @brief Returns a block obtained from `allocate`, ordered on `stream`.
   /// @throws usage_error (double free, a pointer this pool did not return)
-  void deallocate(void* pointer, stream_view stream);
+  void deallocate(void* pointer, cuda::stream_view stream);
 
   /// @throws usage_error (moved-from pool)
   [[nodiscard]] pool_statistics statistics() const;
   /// @brief Bytes in live blocks that belong to `g` (allocated in its capture, never freed).
-  [[nodiscard]] std::size_t bytes_held_by(graph const& g) const;
+  [[nodiscard]] std::size_t bytes_held_by(graphs::graph const& g) const;
   /// @brief The backing chosen (automatic resolves to one of the other two).
   [[nodiscard]] pool_backing backing() const;
 
@@ -119,9 +121,9 @@ class memory_pool {
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:
-  friend class capture_scope;
+  friend class graphs::capture_scope;
   friend class static_buffer;
   std::shared_ptr<detail::pool_state> state_;
 };
 
-}  // namespace graphstep
+}  // namespace graphstep::memory

@@ -3,6 +3,7 @@
 /// @file nccl/bucket_plan.hpp
 /// @brief Groups gradients into buckets of a flat buffer, so each bucket is all-reduced as soon
 /// as the backward pass has produced it. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <vector>

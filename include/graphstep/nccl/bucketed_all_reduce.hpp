@@ -4,11 +4,11 @@
 /// @brief Averages gradients across ranks bucket by bucket on a communication stream, so the
 /// all-reduce of a bucket overlaps the backward pass of the layers before it.
 
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
 #include <graphstep/dtype.hpp>
-#include <graphstep/event.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
-#include <graphstep/stream.hpp>
 #include <vector>
 
 namespace graphstep::nccl {
@@ -31,23 +31,23 @@ class bucketed_all_reduce {
 
   /// @brief Bucket `index` is complete on `compute`: average it across ranks.
   /// @throws usage_error (index out of range, bucket launched twice before a join)
-  void bucket_ready(std::size_t index, stream_view compute);
+  void bucket_ready(std::size_t index, cuda::stream_view compute);
   /// @brief Launches every bucket not yet launched, then joins.
-  void all(stream_view compute);
+  void all(cuda::stream_view compute);
   /// @brief `compute` waits for every launched bucket; the next step can launch them again.
-  void join(stream_view compute);
+  void join(cuda::stream_view compute);
 
   [[nodiscard]] bucket_plan const& plan() const noexcept { return plan_; }
-  [[nodiscard]] stream_view communication_stream() const noexcept { return comm_stream_; }
+  [[nodiscard]] cuda::stream_view communication_stream() const noexcept { return comm_stream_; }
 
  private:
   nccl_comm_view comm_;
   unsigned char* gradients_;
   bucket_plan plan_;
   dtype type_;
-  graphstep::stream comm_stream_;
-  std::vector<event> ready_;
-  event done_;
+  graphstep::cuda::stream comm_stream_;
+  std::vector<cuda::event> ready_;
+  cuda::event done_;
   std::vector<bool> launched_;
 };
 

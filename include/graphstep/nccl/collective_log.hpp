@@ -7,6 +7,7 @@
 /// captured the same collectives in the same order, or replays hang. Each rank logs what it
 /// captures; after capture the hashes are exchanged once and a mismatch becomes an error that
 /// names the ranks and the first collective where they part, instead of a hang. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>

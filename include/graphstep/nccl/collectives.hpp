@@ -5,10 +5,10 @@
 /// every rank captured the same collectives.
 
 #include <cstddef>
+#include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/nccl/collective_log.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
-#include <graphstep/stream_view.hpp>
 
 namespace graphstep::nccl {
 
@@ -28,15 +28,16 @@ struct device_buffer {
 /// @throws usage_error (bad buffers, capture before warm-up), nccl_error (NCCL failure, or the
 /// communicator was aborted: the message says why, e.g. the watchdog's rank, step and state)
 void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
-                stream_view stream);
+                cuda::stream_view stream);
 /// @brief recv.bytes × world size == send.bytes.
 void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
-                    stream_view stream);
+                    cuda::stream_view stream);
 /// @brief recv.bytes == send.bytes × world size.
-void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm, stream_view stream);
+void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm,
+                cuda::stream_view stream);
 /// @brief From `root`'s send buffer into every rank's recv buffer (same size).
 void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view comm,
-               stream_view stream);
+               cuda::stream_view stream);
 
 /// @brief Runs each kind of collective once, eagerly, on a few bytes of scratch memory, so
 /// NCCL has made its connections before a capture records the collectives. Call it on every
@@ -45,7 +46,7 @@ void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view 
 /// large messages).
 /// @throws usage_error (called during a capture), nccl_error (aborted communicator, NCCL
 /// failure), cuda_error
-void warm_up(nccl_comm_view comm, stream_view stream);
+void warm_up(nccl_comm_view comm, cuda::stream_view stream);
 
 /// @brief The capture mode for steps with collectives: thread-local, so that CUDA calls of other
 /// threads (NCCL's proxy thread, a watchdog, a data loader) cannot invalidate the capture, while
@@ -75,6 +76,6 @@ class group_guard {
 /// collective where they part (all ranks take this branch together, so none hangs).
 /// @throws nccl_error naming the ranks whose sequence differs, the counts and the first
 /// differing collective; usage_error (called during a capture)
-void verify_captured_sequence(nccl_comm_view comm, stream_view stream);
+void verify_captured_sequence(nccl_comm_view comm, cuda::stream_view stream);
 
 }  // namespace graphstep::nccl

@@ -3,6 +3,7 @@
 /// @file nccl/deadline.hpp
 /// @brief When an outstanding collective step has run too long. Plain C++, with the clock
 /// injected so tests control time.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <chrono>
 #include <cstddef>

@@ -3,6 +3,7 @@
 /// @file nccl/launch_environment.hpp
 /// @brief The rank layout a launcher (torchrun, mpirun, SLURM scripts) passes in environment
 /// variables, read and checked, and the choice of bootstrap that follows from it. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <functional>
 #include <optional>

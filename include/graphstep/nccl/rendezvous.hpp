@@ -7,6 +7,7 @@
 /// deadline, so start order does not matter), says who it is, and receives the id once all
 /// ranks have arrived. Every wait has a deadline; every failure names what is wrong. Only the
 /// id travels here: NCCL itself moves the data. Plain C++ (POSIX sockets, IPv4).
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <array>
 #include <chrono>

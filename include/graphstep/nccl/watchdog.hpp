@@ -23,7 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <graphstep/event.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/nccl/deadline.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <mutex>
@@ -67,7 +67,7 @@ class watchdog {
   /// after it. Call it after the replay, outside any capture.
   /// @throws nccl_error (the communicator was aborted: the message says why), usage_error
   /// (`stream` is capturing, steps out of order), cuda_error
-  void launched(stream_view stream, std::int64_t step);
+  void launched(cuda::stream_view stream, std::int64_t step);
   /// @brief True when every launched step has finished.
   /// @throws nccl_error after aborting the communicator: an asynchronous NCCL error, a CUDA
   /// error on the watched stream, or the oldest step is past its deadline
@@ -90,8 +90,8 @@ class watchdog {
   std::chrono::milliseconds poll_interval_;
   mutable std::mutex mutex_;  // guards deadline_, pending_ and spare_
   deadline_tracker deadline_;
-  std::deque<std::pair<std::int64_t, event>> pending_;
-  std::vector<event> spare_;
+  std::deque<std::pair<std::int64_t, cuda::event>> pending_;
+  std::vector<cuda::event> spare_;
   std::mutex stop_mutex_;
   std::condition_variable stop_signal_;
   bool stop_{false};

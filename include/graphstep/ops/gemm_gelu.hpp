@@ -18,8 +18,8 @@
 #include <cublasLt.h>
 
 #include <cstddef>
+#include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
-#include <graphstep/stream_view.hpp>
 #include <memory>
 #include <string>
 
@@ -85,7 +85,7 @@ class gemm_plan {
   /// misaligned workspace, no cuBLASLt algorithm), cublas_error, cuda_error
   gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
             gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
-            gemm_options const& options, stream_view stream);
+            gemm_options const& options, cuda::stream_view stream);
   ~gemm_plan();
   /// @post the moved-from plan throws usage_error from run()
   gemm_plan(gemm_plan&& other) noexcept;
@@ -96,7 +96,7 @@ class gemm_plan {
   /// @brief Enqueues the GEMM (and, unfused, its kernels) on `stream`. Capturable: it queries
   /// nothing and allocates nothing.
   /// @throws usage_error (moved-from plan), cublas_error, cuda_error
-  void run(stream_view stream) const;
+  void run(cuda::stream_view stream) const;
 
   /// @brief True when the epilogue runs inside the GEMM (always for kinds without one).
   [[nodiscard]] bool fused() const noexcept;

@@ -24,6 +24,7 @@
 /// the two `backward_data_*gelu` kinds, N is the next layer's out features and K this layer's
 /// out features, the width of the saved pre-activation Z[M,K]).
 /// Epilogues need column-major output, so row-major Y = X·Wᵀ is computed as Yᵀ = W·Xᵀ.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>

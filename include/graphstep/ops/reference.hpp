@@ -3,6 +3,7 @@
 /// @file ops/reference.hpp
 /// @brief fp64 reference math for the fused layer: GEMM, GELU in both forms and their
 /// derivatives, bias gradient. Row-major throughout. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <graphstep/ops/gemm_problem.hpp>

@@ -4,11 +4,11 @@
 /// @brief Maps an actual size (batch, tokens, packed sequences) to the captured bucket that
 /// serves it, and keeps the cache's accounting: least-recently-used order under a memory
 /// budget, and statistics. Plain C++.
-
-#include <graphstep/schedule/lru_budget.hpp>
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/schedule/detail/lru_budget.hpp>
 #include <vector>
 
 namespace graphstep::schedule {
@@ -43,8 +43,7 @@ class bucket_policy {
   /// @brief Inference runners' choice: 1, 2, 4, then every multiple of `step` up to `largest`
   /// (and `largest` itself).
   /// @throws usage_error (largest or step not positive)
-  [[nodiscard]] static bucket_policy powers_then_steps(std::int64_t largest,
-                                                       std::int64_t step = 8);
+  [[nodiscard]] static bucket_policy powers_then_steps(std::int64_t largest, std::int64_t step = 8);
 
   /// @throws usage_error: a size ≤ 0, larger than the largest bucket (naming it and what to
   /// do), or without an exact bucket in exact mode
@@ -64,13 +63,13 @@ class bucket_policy {
 
 /// @brief Counters of a graph cache.
 struct cache_statistics {
-  std::uint64_t hits{};         ///< requests served by a replay
-  std::uint64_t misses{};       ///< requests that ran eagerly (warm-up) or captured
+  std::uint64_t hits{};    ///< requests served by a replay
+  std::uint64_t misses{};  ///< requests that ran eagerly (warm-up) or captured
   std::uint64_t captures{};
   std::uint64_t evictions{};
-  std::uint64_t updates{};      ///< executables derived by update instead of instantiation
+  std::uint64_t updates{};          ///< executables derived by update instead of instantiation
   std::uint64_t update_refusals{};  ///< updates CUDA refused; those buckets were instantiated
-  std::uint64_t eager_runs{};  ///< warm-up runs (part of the misses)
+  std::uint64_t eager_runs{};       ///< warm-up runs (part of the misses)
   double capture_seconds{};
   std::int64_t requested_elements{};
   std::int64_t padded_elements{};

@@ -24,15 +24,14 @@
 /// Every graph of a cache runs on the caller's stream, one at a time (they share a pool).
 /// Not thread-safe: one caller at a time.
 
-#include <graphstep/capture_scope.hpp>
-#include <graphstep/graph.hpp>
+#include <functional>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
-#include <graphstep/schedule/cache_core.hpp>
+#include <graphstep/schedule/detail/graph_cache_core.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>
-#include <graphstep/stream_view.hpp>
-
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -53,7 +52,7 @@ struct graph_cache_options {
   /// Total memory of cached graphs (their growth of the pool and their outputs); 0: no budget.
   std::size_t budget_bytes{0};
   bucket_instantiation instantiation{bucket_instantiation::each_bucket};
-  capture_mode mode{capture_mode::this_thread};
+  graphs::capture_mode mode{graphs::capture_mode::this_thread};
   std::string name{"graph_cache"};
 };
 
@@ -65,10 +64,10 @@ class basic_graph_cache {
   using key_type = typename Policy::key_type;
   using choice_type = typename Policy::choice_type;
   /// @brief The step for one bucket: issues everything to `stream`, sized for `bucket`.
-  using step_function = std::function<void(key_type bucket, stream_view stream)>;
+  using step_function = std::function<void(key_type bucket, cuda::stream_view stream)>;
 
   /// @throws usage_error (no step, negative warm-up)
-  basic_graph_cache(Policy policy, step_function step, memory_pool& pool,
+  basic_graph_cache(Policy policy, step_function step, memory::memory_pool& pool,
                     graph_cache_options options = {});
   /// @brief In template mode, waits for the device first: the shared executable may still run
   /// work whose memory belongs to another bucket's graph.
@@ -79,11 +78,11 @@ class basic_graph_cache {
   /// @brief Serves one request of `size`: eagerly while its bucket warms up, then by replay.
   /// Returns the bucket and the padding used.
   /// @throws usage_error (size outside the buckets), capture_error, and what the step throws
-  choice_type run(key_type const& size, stream_view stream);
+  choice_type run(key_type const& size, cuda::stream_view stream);
 
   /// @brief Warms up and captures every bucket now, largest first.
   /// @throws capture_error, and what the step throws
-  void precapture(stream_view stream);
+  void precapture(cuda::stream_view stream);
 
   [[nodiscard]] cache_statistics const& statistics() const noexcept { return core_.statistics(); }
   [[nodiscard]] bool is_captured(key_type const& bucket) const { return core_.is_captured(bucket); }
@@ -104,16 +103,16 @@ class basic_graph_cache {
   [[nodiscard]] Policy const& policy() const noexcept { return policy_; }
 
  private:
-  cache_actions<key_type> actions();
+  detail::cache_actions<key_type> actions();
   std::size_t capture_bucket(key_type const& bucket, bool instantiate);
 
   Policy policy_;
   step_function step_;
-  memory_pool& pool_;
+  memory::memory_pool& pool_;
   graph_cache_options options_;
-  std::map<key_type, graph> graphs_;
-  stream_view stream_{cudaStreamPerThread};  // the stream of the request being served
-  graph_cache_core<key_type> core_;
+  std::map<key_type, graphs::graph> graphs_;
+  cuda::stream_view stream_{cudaStreamPerThread};  // the stream of the request being served
+  detail::graph_cache_core<key_type> core_;
 };
 
 extern template class basic_graph_cache<bucket_policy>;

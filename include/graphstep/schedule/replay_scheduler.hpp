@@ -5,14 +5,13 @@
 /// dependencies between streams: graphed segments are captured once (after warm-up runs) and
 /// replayed; eager segments run as they are, between them.
 
-#include <graphstep/event.hpp>
-#include <graphstep/graph.hpp>
+#include <functional>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/graphs/graph.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/step_plan.hpp>
-#include <graphstep/stream_view.hpp>
-#include <graphstep/timed_event.hpp>
-
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,14 +28,14 @@ struct scheduler_options {
 
 class replay_scheduler {
  public:
-  using segment_body = std::function<void(stream_view stream)>;
+  using segment_body = std::function<void(cuda::stream_view stream)>;
 
   /// @param bodies the work of each segment, by name
   /// @param streams the stream of each stream name
   /// @throws usage_error (invalid step: see plan_step; a segment without a body; a stream name
   /// without a stream)
   replay_scheduler(step_spec const& spec, std::map<std::string, segment_body> bodies,
-                   std::map<std::string, stream_view> streams, memory_pool& pool,
+                   std::map<std::string, cuda::stream_view> streams, memory::memory_pool& pool,
                    scheduler_options options = {});
 
   /// @brief Runs one step: eagerly during warm-up, then with the graphed segments replayed.
@@ -49,23 +48,23 @@ class replay_scheduler {
   [[nodiscard]] std::map<std::string, float> segment_milliseconds() const;
   [[nodiscard]] std::size_t steps() const noexcept { return steps_; }
   /// @brief The captured graph of a graphed segment (empty before capture).
-  [[nodiscard]] graph const& graph_of(std::string const& segment) const;
+  [[nodiscard]] graphs::graph const& graph_of(std::string const& segment) const;
 
  private:
   struct segment_state {
     segment_body body;
-    stream_view stream{cudaStreamPerThread};
-    std::optional<graph> captured;
-    event done;
-    std::optional<timed_event> start;
-    std::optional<timed_event> stop;
+    cuda::stream_view stream{cudaStreamPerThread};
+    std::optional<graphs::graph> captured;
+    cuda::event done;
+    std::optional<cuda::timed_event> start;
+    std::optional<cuda::timed_event> stop;
   };
 
   step_plan plan_;
   std::vector<segment_state> segments_;
-  std::vector<stream_view> streams_;
-  std::vector<event> joins_;
-  memory_pool& pool_;
+  std::vector<cuda::stream_view> streams_;
+  std::vector<cuda::event> joins_;
+  memory::memory_pool& pool_;
   scheduler_options options_;
   std::size_t steps_{};
 };

@@ -4,10 +4,10 @@
 /// @brief Buckets of a shape with several varying dimensions — batch size, sequence length and
 /// number of packed sequences — each dimension padded up (or matched exactly) on its own
 /// bucket list. Plain C++.
-
-#include <graphstep/schedule/bucket_policy.hpp>
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstdint>
+#include <graphstep/schedule/bucket_policy.hpp>
 #include <string>
 #include <tuple>
 #include <vector>

@@ -4,6 +4,7 @@
 /// @brief A training step described as an ordered list of segments — graphed ones and eager
 /// ones (code that cannot be captured: data-dependent control flow, host logic) — each on a
 /// named stream, with dependencies between them; validated before anything runs. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <string>
@@ -14,10 +15,10 @@ namespace graphstep::schedule {
 struct segment_spec {
   std::string name;
   bool graphed{true};
-  std::string stream;                  ///< one of step_spec::streams
-  std::vector<std::string> after;      ///< segments that must finish before this one starts
-  std::vector<std::string> reads;      ///< buffers it reads (names, for validation)
-  std::vector<std::string> writes;     ///< buffers it writes
+  std::string stream;               ///< one of step_spec::streams
+  std::vector<std::string> after;   ///< segments that must finish before this one starts
+  std::vector<std::string> reads;   ///< buffers it reads (names, for validation)
+  std::vector<std::string> writes;  ///< buffers it writes
 };
 
 struct step_spec {

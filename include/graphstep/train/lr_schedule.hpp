@@ -6,11 +6,11 @@
 /// A captured optimizer step reads the step count from device memory and evaluates the
 /// schedule there, so every replay uses the learning rate of its own step: nothing is frozen
 /// into the graph at capture time. Plain C++; kernels include it too.
-
-#include <graphstep/detail/host_device.hpp>
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cmath>
 #include <cstdint>
+#include <graphstep/train/detail/host_device.hpp>
 
 namespace graphstep::train {
 

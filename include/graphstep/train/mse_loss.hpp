@@ -3,9 +3,8 @@
 /// @file train/mse_loss.hpp
 /// @brief Mean squared error with its gradient, in two capturable kernels.
 
-#include <graphstep/stream_view.hpp>
-
 #include <cstddef>
+#include <graphstep/cuda/stream_view.hpp>
 #include <memory>
 
 namespace graphstep::train {
@@ -16,7 +15,7 @@ namespace graphstep::train {
 class mse_loss {
  public:
   /// @throws usage_error (count of 0, capturing stream), no_device_error, cuda_error
-  mse_loss(std::size_t count, stream_view stream);
+  mse_loss(std::size_t count, cuda::stream_view stream);
   ~mse_loss();
   mse_loss(mse_loss&& other) noexcept;
   mse_loss& operator=(mse_loss&& other) noexcept;
@@ -25,8 +24,8 @@ class mse_loss {
 
   /// @brief Writes the gradient (count floats) and the loss (one float) in device memory.
   /// @throws usage_error (null pointer)
-  void forward_backward(float const* prediction, float const* target, float* gradient,
-                        float* loss, stream_view stream) const;
+  void forward_backward(float const* prediction, float const* target, float* gradient, float* loss,
+                        cuda::stream_view stream) const;
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
 
  private:

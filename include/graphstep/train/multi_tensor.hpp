@@ -5,6 +5,7 @@
 ///
 /// The chunk table is computed once, before capture, and uploaded to device memory: each block
 /// of the multi-tensor kernel reads its chunk from the table. Plain C++.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>
@@ -26,8 +27,8 @@ inline constexpr std::size_t default_chunk_elements = std::size_t{1} << 16;
 /// @param element_counts number of elements of each tensor
 /// @throws usage_error (no tensor, an empty tensor, a chunk size of 0 or above 2^31, more than
 /// 2^32 - 1 tensors)
-[[nodiscard]] std::vector<tensor_chunk> plan_chunks(std::vector<std::size_t> const& element_counts,
-                                                    std::size_t chunk_elements =
-                                                        default_chunk_elements);
+[[nodiscard]] std::vector<tensor_chunk> plan_chunks(
+    std::vector<std::size_t> const& element_counts,
+    std::size_t chunk_elements = default_chunk_elements);
 
 }  // namespace graphstep::train

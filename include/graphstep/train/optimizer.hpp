@@ -3,12 +3,11 @@
 /// @file train/optimizer.hpp
 /// @brief Multi-tensor SGD and Adam/AdamW whose step can be captured into a graph.
 
-#include <graphstep/stream_view.hpp>
-#include <graphstep/train/lr_schedule.hpp>
-#include <graphstep/train/optimizer_options.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/optimizer_options.hpp>
 #include <memory>
 #include <vector>
 
@@ -43,25 +42,25 @@ class optimizer {
   optimizer& operator=(optimizer const&) = delete;
 
   /// @brief Enqueues one optimizer step on `stream`; capturable.
-  void step(stream_view stream);
+  void step(cuda::stream_view stream);
   /// @brief Replaces the schedule from the next step on. Not during a capture.
   /// @throws usage_error (invalid schedule, capturing stream)
-  void set_schedule(lr_schedule const& schedule, stream_view stream);
+  void set_schedule(lr_schedule const& schedule, cuda::stream_view stream);
   /// @brief Gradients are multiplied by `inv_loss_scale` from the next step on. Not during a
   /// capture.
-  void set_inv_loss_scale(float inv_loss_scale, stream_view stream);
+  void set_inv_loss_scale(float inv_loss_scale, cuda::stream_view stream);
   /// @brief Steps taken so far, read from the device (synchronizes `stream`).
-  [[nodiscard]] std::int64_t steps_taken(stream_view stream) const;
+  [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const;
 
  protected:
   /// @throws usage_error (no parameter, null pointers, an empty tensor, bad schedule, a
   /// capturing stream), no_device_error, cuda_error
   optimizer(std::vector<parameter> const& parameters, int state_buffers,
-            lr_schedule const& schedule, stream_view stream);
+            lr_schedule const& schedule, cuda::stream_view stream);
   [[nodiscard]] detail::multi_tensor_optimizer& impl() const;
 
  private:
-  virtual void launch_update(stream_view stream) = 0;
+  virtual void launch_update(cuda::stream_view stream) = 0;
   std::unique_ptr<detail::multi_tensor_optimizer> impl_;
 };
 
@@ -71,10 +70,10 @@ class sgd final : public optimizer {
  public:
   /// @throws usage_error (bad options, and as optimizer), no_device_error, cuda_error
   sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-      lr_schedule const& schedule, stream_view stream);
+      lr_schedule const& schedule, cuda::stream_view stream);
 
  private:
-  void launch_update(stream_view stream) override;
+  void launch_update(cuda::stream_view stream) override;
   sgd_options options_;
 };
 
@@ -84,10 +83,10 @@ class adam final : public optimizer {
  public:
   /// @throws usage_error (bad options, and as optimizer), no_device_error, cuda_error
   adam(std::vector<parameter> const& parameters, adam_options const& options,
-       lr_schedule const& schedule, stream_view stream);
+       lr_schedule const& schedule, cuda::stream_view stream);
 
  private:
-  void launch_update(stream_view stream) override;
+  void launch_update(cuda::stream_view stream) override;
   adam_options options_;
 };
 

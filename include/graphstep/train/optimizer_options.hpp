@@ -2,6 +2,7 @@
 
 /// @file train/optimizer_options.hpp
 /// @brief Hyperparameters of the optimizers that do not change from step to step.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 namespace graphstep::train {
 

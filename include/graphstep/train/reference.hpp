@@ -2,6 +2,7 @@
 
 /// @file train/reference.hpp
 /// @brief fp64 reference implementations of the optimizers and the loss, for tests.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>

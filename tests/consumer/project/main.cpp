@@ -1,14 +1,13 @@
 // Builds against the exported targets and runs with or without a GPU.
-#include <graphstep/graphstep.hpp>
-
 #include <cstdio>
+#include <graphstep/graphstep.hpp>
 
 int main() {
   namespace gs = graphstep;
-  int const devices = gs::device_count();
+  int const devices = gs::cuda::device_count();
   if (devices == 0) {
     try {
-      gs::stream stream;
+      gs::cuda::stream stream;
       std::puts("consumer: a stream was created without a device");
       return 1;
     } catch (gs::no_device_error const& e) {
@@ -16,7 +15,7 @@ int main() {
       return 0;
     }
   }
-  gs::stream stream;
+  gs::cuda::stream stream;
   stream.synchronize();
   std::printf("consumer: %d device(s), stream created\n", devices);
   return 0;

@@ -1,0 +1,145 @@
+#pragma once
+
+/// @file graphs/capture_scope.hpp
+/// @brief `capture_scope` and `capture()`: record the work issued to a stream into a `graph`.
+
+#include <cuda_runtime_api.h>
+
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/diagnostics/capture_trace.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace graphstep::memory {
+class memory_pool;
+}
+namespace graphstep::diagnostics::detail {
+class capture_recorder;
+}
+
+namespace graphstep::graphs {
+
+/// @brief How a capture is made.
+struct capture_options {
+  capture_mode mode{capture_mode::this_thread};
+  /// Named in every error message, and kept by the graph.
+  std::string name{"graph"};
+  /// Passed to cudaGraphInstantiateWithFlags (e.g. cudaGraphInstantiateFlagUseNodePriority).
+  unsigned long long instantiate_flags{0};
+  /// Load the graph onto the device right after instantiation, so the first replay is not slow.
+  bool upload{true};
+  /// Instantiate at the end of the capture. Off, the graph only holds the captured work, to be
+  /// instantiated later or used to update another graph's executable (`graph::update_from`).
+  bool instantiate{true};
+  /// Capture diagnostics, for debugging: record every CUDA runtime and driver API call made
+  /// while capturing (through CUPTI, loaded on demand). A failed capture's `capture_error` then
+  /// names the call that broke it, its thread and the frame of your code that made it; work
+  /// issued to the legacy default stream and copies of pageable host memory are reported as
+  /// warnings (on stderr, and in `capture_scope::diagnosis()`). Slows every CUDA call while
+  /// capturing. Setting GRAPHSTEP_CAPTURE_DIAGNOSTICS=1 turns it on for every capture.
+  bool diagnose{false};
+};
+
+/// @brief Why capture diagnostics cannot run in this process (CUPTI not found, or not
+/// loadable), or "" when they can. `GRAPHSTEP_CUPTI_LIBRARY` names the library to load.
+[[nodiscard]] std::string capture_diagnostics_unavailable_reason();
+
+/// @brief Records everything issued to `stream` — and to side streams forked from it — into a
+/// `graph`, from construction to `end()` or the end of the scope.
+///
+/// Allocations from the `memory_pool` given here, made on the capturing stream or its forks,
+/// are served at addresses that stay fixed for the graph's life; the graph keeps that memory.
+///
+/// If the capture is invalidated (a synchronization, a cudaMalloc, a host read of device data
+/// inside it) `end()` throws `capture_error` naming the scope, the stream and the CUDA reason;
+/// the partial graph is discarded, the pool memory of the failed capture is returned and the
+/// stream is usable again. If the code inside the scope throws, the destructor ends the capture
+/// the same way, silently, and the exception goes on.
+///
+/// The destructor calls `end()` when it was not called and no exception is in flight, so it may
+/// throw `capture_error`; call `end()` yourself, or use `capture()`, to keep that explicit.
+class capture_scope {
+ public:
+  /// @brief Begins capturing `stream` into `target`, which must be empty.
+  /// @throws usage_error (legacy default stream, a stream already capturing, a non-empty
+  /// target), no_device_error, cuda_error
+  capture_scope(graph& target, cuda::stream_view stream, capture_options options = {});
+  /// @brief As above, with allocations on the captured streams served from `pool`.
+  capture_scope(graph& target, cuda::stream_view stream, memory::memory_pool& pool,
+                capture_options options = {});
+  // NOLINTNEXTLINE(bugprone-exception-escape): a failed capture throws here, as documented
+  ~capture_scope() noexcept(false);
+  capture_scope(capture_scope const&) = delete;
+  capture_scope& operator=(capture_scope const&) = delete;
+
+  /// @brief Brings `side` into the capture: work issued to it from now on is recorded and runs
+  /// after what was issued to the capturing stream so far. It must be joined before the end.
+  /// @throws usage_error (side is the capturing stream, already forked, or legacy default)
+  void fork(cuda::stream_view side);
+  /// @brief Makes the capturing stream wait for everything issued to `side`; `side` leaves
+  /// the capture.
+  /// @throws usage_error (side was not forked)
+  void join(cuda::stream_view side);
+
+  /// @brief Ends the capture and instantiates the graph. Outside `capture_mode::relaxed` it
+  /// must be called on the thread that began the capture (CUDA's rule).
+  /// @throws capture_error (invalidated capture, unjoined side stream, instantiation failure),
+  /// usage_error (called twice; called on another thread, which leaves the capture open)
+  void end();
+
+  /// @brief The capturing stream.
+  [[nodiscard]] cuda::stream_view stream() const noexcept { return stream_; }
+
+  /// @brief What capture diagnostics found, once the capture ended (empty when they were off).
+  [[nodiscard]] std::optional<diagnostics::capture_diagnosis> const& diagnosis() const noexcept {
+    return diagnosis_;
+  }
+
+ private:
+  void begin();
+  void start_diagnostics();
+  [[nodiscard]] std::string finish_diagnostics(int outcome);
+  void abandon() noexcept;
+  [[nodiscard]] std::string describe() const;
+
+  graph& target_;
+  cuda::stream_view stream_;
+  memory::memory_pool* pool_;
+  capture_options options_;
+  int uncaught_at_start_;
+  bool active_{false};
+  unsigned long long capture_id_{};
+  std::thread::id begin_thread_;
+  std::vector<cudaStream_t> forked_;
+  std::vector<cuda::event> fork_events_;
+  std::unique_ptr<diagnostics::detail::capture_recorder> recorder_;
+  std::optional<diagnostics::capture_diagnosis> diagnosis_;
+};
+
+/// @brief Captures what `body()` issues to `stream` into `target`, allocating from `pool`.
+/// If `body` throws, the capture is discarded and the exception goes on.
+/// @throws capture_error, usage_error, and whatever `body` throws
+template <typename Body>
+void capture(graph& target, cuda::stream_view stream, memory::memory_pool& pool, Body&& body,
+             capture_options options = {}) {
+  capture_scope scope{target, stream, pool, std::move(options)};
+  std::forward<Body>(body)();
+  scope.end();
+}
+
+/// @brief Captures what `body()` issues to `stream` into `target` (no pool).
+template <typename Body>
+void capture(graph& target, cuda::stream_view stream, Body&& body, capture_options options = {}) {
+  capture_scope scope{target, stream, std::move(options)};
+  std::forward<Body>(body)();
+  scope.end();
+}
+
+}  // namespace graphstep::graphs

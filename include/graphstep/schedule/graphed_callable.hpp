@@ -1,0 +1,130 @@
+#pragma once
+
+/// @file schedule/graphed_callable.hpp
+/// @brief `graphed_callable`: a forward and a backward callable turned into two graphs with
+/// static inputs, outputs and gradients — the C++ counterpart of PyTorch's
+/// make_graphed_callables, for part of a model while the rest stays eager.
+///
+/// The callables read and write device buffers declared up front (static tensors). They are
+/// run eagerly a few times (warm-up), then the forward and the backward are captured, in that
+/// order, into one pool, so the backward can read what the forward saved. Each call copies the
+/// caller's inputs (or output gradients) into the static buffers when they live elsewhere and
+/// replays one graph; results are in the static outputs (or input gradients), overwritten by
+/// the next call: copy them out, or consume them before the next replay.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/static_buffer.hpp>
+#include <vector>
+
+namespace graphstep::schedule {
+
+/// @brief A device buffer at a fixed address.
+struct static_tensor {
+  void* data;
+  std::size_t bytes;
+};
+
+/// @brief The shape and type of a static buffer that `graphed_callable` allocates.
+struct tensor_spec {
+  std::vector<std::int64_t> shape;
+  dtype type{dtype::float32};
+};
+
+/// @brief The static buffers of a graphed callable, by role.
+struct graphed_tensors {
+  std::vector<static_tensor> inputs;
+  std::vector<static_tensor> outputs;
+  std::vector<static_tensor> output_gradients;
+  std::vector<static_tensor> input_gradients;
+};
+
+/// @brief The static buffers to allocate from the pool, by role.
+struct graphed_specs {
+  std::vector<tensor_spec> inputs;
+  std::vector<tensor_spec> outputs;
+  std::vector<tensor_spec> output_gradients;
+  std::vector<tensor_spec> input_gradients;
+};
+
+/// @brief A forward and a backward callable replayed as two graphs. Move-only.
+class graphed_callable {
+ public:
+  using callable = std::function<void(cuda::stream_view stream)>;
+  /// @brief A callable handed the static buffers it must read and write.
+  using tensor_callable =
+      std::function<void(graphed_tensors const& tensors, cuda::stream_view stream)>;
+
+  /// @param inputs buffers the forward reads; `forward()` fills them
+  /// @param outputs buffers the forward writes
+  /// @param output_gradients buffers the backward reads; `backward()` fills them
+  /// @param input_gradients buffers the backward writes
+  /// @throws usage_error (missing callables, null or empty tensors, negative warm-up, a
+  /// capturing stream), capture_error, and what the callables throw
+  graphed_callable(callable const& forward, callable const& backward,
+                   std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
+                   std::vector<static_tensor> output_gradients,
+                   std::vector<static_tensor> input_gradients, memory::memory_pool& pool,
+                   cuda::stream_view stream, int warmup_runs = 3);
+
+  /// @brief As above, with the static buffers allocated from `pool` (eagerly, at addresses
+  /// that stay fixed) and owned by the graphed callable; the callables are handed them.
+  /// @throws usage_error (missing callables, a spec without elements, negative warm-up, a
+  /// capturing stream), out_of_memory, capture_error, and what the callables throw
+  graphed_callable(tensor_callable forward, tensor_callable backward, graphed_specs const& specs,
+                   memory::memory_pool& pool, cuda::stream_view stream, int warmup_runs = 3);
+
+  /// @brief Copies `inputs` (one pointer per static input, device memory of the same size)
+  /// into the static inputs and replays the forward graph.
+  /// @throws usage_error (wrong number of inputs)
+  void forward(std::vector<void const*> const& inputs, cuda::stream_view stream);
+  /// @brief Copies `output_gradients` into the static ones and replays the backward graph.
+  void backward(std::vector<void const*> const& output_gradients, cuda::stream_view stream);
+
+  [[nodiscard]] std::vector<static_tensor> const& inputs() const noexcept { return inputs_; }
+  [[nodiscard]] std::vector<static_tensor> const& outputs() const noexcept { return outputs_; }
+  [[nodiscard]] std::vector<static_tensor> const& output_gradients() const noexcept {
+    return output_gradients_;
+  }
+  [[nodiscard]] std::vector<static_tensor> const& input_gradients() const noexcept {
+    return input_gradients_;
+  }
+  [[nodiscard]] graphs::graph const& forward_graph() const noexcept { return forward_graph_; }
+  [[nodiscard]] graphs::graph const& backward_graph() const noexcept { return backward_graph_; }
+
+ private:
+  void build(callable const& forward, callable const& backward, memory::memory_pool& pool,
+             cuda::stream_view stream, int warmup_runs);
+
+  std::vector<memory::static_buffer> owned_;  // the buffers allocated from the pool, if any
+  std::vector<static_tensor> inputs_;
+  std::vector<static_tensor> outputs_;
+  std::vector<static_tensor> output_gradients_;
+  std::vector<static_tensor> input_gradients_;
+  graphs::graph forward_graph_;
+  graphs::graph backward_graph_;
+};
+
+/// @brief Builds a `graphed_callable` (the name PyTorch users look for).
+[[nodiscard]] inline graphed_callable make_graphed(
+    graphed_callable::callable const& forward, graphed_callable::callable const& backward,
+    std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
+    std::vector<static_tensor> output_gradients, std::vector<static_tensor> input_gradients,
+    memory::memory_pool& pool, cuda::stream_view stream, int warmup_runs = 3) {
+  return graphed_callable{forward,
+                          backward,
+                          std::move(inputs),
+                          std::move(outputs),
+                          std::move(output_gradients),
+                          std::move(input_gradients),
+                          pool,
+                          stream,
+                          warmup_runs};
+}
+
+}  // namespace graphstep::schedule

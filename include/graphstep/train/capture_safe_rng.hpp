@@ -1,0 +1,72 @@
+#pragma once
+
+/// @file train/capture_safe_rng.hpp
+/// @brief Randomness that stays random under replay: a Philox generator whose seed and offset
+/// live in device memory and are advanced by the graph itself, and dropout built on it.
+///
+/// A kernel that drew its random numbers from a seed and offset passed by value at capture
+/// would draw the same numbers on every replay (the same dropout mask every step). Here each
+/// random-consuming kernel reserves a range of Philox counters for the step (`reserve`: a
+/// fixed base, the same on every replay) and reads the step's offset from device memory;
+/// `end_step` enqueues a kernel that advances that offset by everything the step reserved.
+/// Captured, the advance is part of the graph: every replay draws new numbers, and a run is
+/// reproducible from its seed — eager and graphed runs with one seed draw the same numbers.
+
+#include <cstddef>
+#include <cstdint>
+#include <graphstep/cuda/stream_view.hpp>
+#include <vector>
+
+namespace graphstep::train {
+
+/// @brief What a kernel needs to draw its numbers: the device state and its base in the step.
+struct philox_args {
+  std::uint64_t const* state;  ///< device: {seed, offset}
+  std::uint64_t base;          ///< counters reserved before this kernel in the step
+};
+
+/// @brief The generator. Construct before capture. Move-only.
+class capture_safe_rng {
+ public:
+  /// @throws no_device_error, cuda_error, usage_error (capturing stream)
+  capture_safe_rng(std::uint64_t seed, cuda::stream_view stream);
+  ~capture_safe_rng();
+  capture_safe_rng(capture_safe_rng&& other) noexcept;
+  capture_safe_rng& operator=(capture_safe_rng&& other) noexcept;
+  capture_safe_rng(capture_safe_rng const&) = delete;
+  capture_safe_rng& operator=(capture_safe_rng const&) = delete;
+
+  /// @brief Reserves `counters` Philox counters (4 random words each) for one kernel of the
+  /// current step. Host bookkeeping only.
+  [[nodiscard]] philox_args reserve(std::uint64_t counters);
+  /// @brief Enqueues the advance of the device offset by everything reserved in this step,
+  /// and starts a new step. Capturable: call it at the end of the captured step.
+  void end_step(cuda::stream_view stream);
+
+  /// @brief The state {seed, offset} as bytes, for a checkpoint (synchronizes `stream`).
+  /// @throws usage_error (between reserve and end_step, when the state is mid-step)
+  [[nodiscard]] std::vector<std::byte> save(cuda::stream_view stream) const;
+  /// @brief Restores a saved state.
+  /// @throws usage_error (bytes of the wrong size, mid-step, capturing stream)
+  void restore(std::vector<std::byte> const& bytes, cuda::stream_view stream);
+
+ private:
+  std::uint64_t* state_{};  // device: {seed, offset}
+  std::uint64_t step_reserved_{};
+};
+
+/// @brief y = x · keep / (1 − p), keep ~ Bernoulli(1 − p), mask[i] = keep (bytes), for n fp32
+/// elements; draws n counters' worth of bits from `rng` (reserve(ceil(n / 4))).
+/// @throws usage_error (p outside [0, 1), null pointers), cuda_error
+void dropout_forward(float* y, std::uint8_t* mask, float const* x, std::size_t n, float p,
+                     philox_args rng, cuda::stream_view stream);
+/// @brief dx = dy · mask / (1 − p).
+void dropout_backward(float* dx, std::uint8_t const* mask, float const* dy, std::size_t n, float p,
+                      cuda::stream_view stream);
+
+/// @brief Counters a dropout of n elements reserves.
+[[nodiscard]] constexpr std::uint64_t dropout_counters(std::size_t n) noexcept {
+  return (static_cast<std::uint64_t>(n) + 3) / 4;
+}
+
+}  // namespace graphstep::train

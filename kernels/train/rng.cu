@@ -1,0 +1,86 @@
+// The capture-safe generator's device side: the offset advance and dropout.
+
+#include <cuda_runtime_api.h>
+
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/philox.hpp>
+
+#include "train/rng_kernels.hpp"
+
+namespace graphstep::train {
+namespace detail {
+namespace {
+
+constexpr int threads = 256;
+
+__global__ void advance_offset_kernel(std::uint64_t* state, std::uint64_t counters) {
+  state[1] += counters;
+}
+
+// Thread t handles elements 4t..4t+3 from one Philox block at position offset + base + t.
+__global__ void dropout_forward_kernel(float* y, std::uint8_t* mask, float const* x, std::size_t n,
+                                       float p, philox_args rng) {
+  std::uint64_t const seed = rng.state[0];
+  std::uint64_t const offset = rng.state[1];
+  float const scale = 1.0F / (1.0F - p);
+  std::size_t const blocks = (n + 3) / 4;
+  for (std::size_t t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; t < blocks;
+       t += std::size_t{gridDim.x} * blockDim.x) {
+    train::philox_block const bits = train::philox_at(seed, offset + rng.base + t);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      std::size_t const i = 4 * t + j;
+      if (i >= n) break;
+      bool const keep = train::to_unit_float(bits.word[j]) >= p;
+      mask[i] = keep ? 1 : 0;
+      y[i] = keep ? x[i] * scale : 0.0F;
+    }
+  }
+}
+
+__global__ void dropout_backward_kernel(float* dx, std::uint8_t const* mask, float const* dy,
+                                        std::size_t n, float scale) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    dx[i] = mask[i] != 0 ? dy[i] * scale : 0.0F;
+  }
+}
+
+unsigned grid_for(std::size_t work) {
+  std::size_t const blocks = (work + threads - 1) / threads;
+  return static_cast<unsigned>(blocks == 0 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+}  // namespace
+
+void launch_advance_offset(std::uint64_t* state, std::uint64_t counters, cuda::stream_view stream) {
+  advance_offset_kernel<<<1, 1, 0, stream.value()>>>(state, counters);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+}  // namespace detail
+
+void dropout_forward(float* y, std::uint8_t* mask, float const* x, std::size_t n, float p,
+                     philox_args rng, cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(y && mask && x && rng.state, "dropout_forward: a null pointer was passed");
+  GRAPHSTEP_EXPECTS(p >= 0.0F && p < 1.0F, "dropout_forward: p must lie in [0, 1)");
+  if (n == 0) return;
+  detail::
+      dropout_forward_kernel<<<detail::grid_for((n + 3) / 4), detail::threads, 0, stream.value()>>>(
+          y, mask, x, n, p, rng);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+void dropout_backward(float* dx, std::uint8_t const* mask, float const* dy, std::size_t n, float p,
+                      cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(dx && mask && dy, "dropout_backward: a null pointer was passed");
+  GRAPHSTEP_EXPECTS(p >= 0.0F && p < 1.0F, "dropout_backward: p must lie in [0, 1)");
+  if (n == 0) return;
+  detail::dropout_backward_kernel<<<detail::grid_for(n), detail::threads, 0, stream.value()>>>(
+      dx, mask, dy, n, 1.0F / (1.0F - p));
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
+}  // namespace graphstep::train

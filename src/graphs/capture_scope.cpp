@@ -1,0 +1,272 @@
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <mutex>
+#include <sstream>
+
+#include "detail/address_text.hpp"
+#include "diagnostics/detail/capture_recorder.hpp"
+#include "memory/detail/pool_state.hpp"
+
+namespace graphstep::graphs {
+
+namespace {
+
+cudaStreamCaptureMode to_cuda(capture_mode mode) {
+  switch (mode) {
+    case capture_mode::global: return cudaStreamCaptureModeGlobal;
+    case capture_mode::relaxed: return cudaStreamCaptureModeRelaxed;
+    case capture_mode::this_thread: break;
+  }
+  return cudaStreamCaptureModeThreadLocal;
+}
+
+std::string stream_name(cudaStream_t stream) {
+  return graphstep::detail::pointer_text(static_cast<void const*>(stream));
+}
+
+// What a user should do about each way a capture can fail.
+char const* advice_for(cudaError_t code) {
+  switch (code) {
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureUnsupported:
+      return "a call inside the scope cannot be captured: a synchronization "
+             "(cudaStreamSynchronize, cudaDeviceSynchronize, cudaMemcpy to the host), a "
+             "cudaMalloc/cudaFree, or a host read of device data. Move it before the capture, "
+             "allocate from the graphstep::memory::memory_pool given to the scope, or use "
+             "capture_mode::relaxed if the call is known to be safe";
+    case cudaErrorStreamCaptureImplicit:
+      return "work was issued to the legacy default stream while capturing, which would "
+             "synchronize with the capture: issue it to a non-blocking stream "
+             "(graphstep::cuda::stream) instead";
+    case cudaErrorStreamCaptureUnjoined:
+      return "work forked to a side stream was not joined back into the capturing stream: "
+             "record an event on the side stream and make the capturing stream wait on it "
+             "(capture_scope::join) before the scope ends";
+    case cudaErrorStreamCaptureWrongThread:
+      return "the capture was ended from a different thread than the one that began it in "
+             "global or this_thread mode: end it on the thread that began it";
+    case cudaErrorStreamCaptureIsolation:
+      return "a captured stream waited on an event recorded outside the capture: record the "
+             "event inside the scope, or wait for it before the capture begins";
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+      return "two captures were merged, or a capture was ended on a stream other than the one "
+             "that began it: keep one capture per scope and end it on its own stream";
+    default: return "see the CUDA reason above";
+  }
+}
+
+}  // namespace
+
+std::string capture_diagnostics_unavailable_reason() {
+  return diagnostics::detail::capture_diagnostics_unavailable_reason();
+}
+
+capture_scope::capture_scope(graph& target, cuda::stream_view stream, capture_options options)
+    : target_{target},
+      stream_{stream},
+      pool_{nullptr},
+      options_{std::move(options)},
+      uncaught_at_start_{std::uncaught_exceptions()} {
+  begin();
+}
+
+capture_scope::capture_scope(graph& target, cuda::stream_view stream, memory::memory_pool& pool,
+                             capture_options options)
+    : target_{target},
+      stream_{stream},
+      pool_{&pool},
+      options_{std::move(options)},
+      uncaught_at_start_{std::uncaught_exceptions()} {
+  GRAPHSTEP_EXPECTS(pool.state_ != nullptr,
+                    "capture '" + options_.name +
+                        "' was given a moved-from memory::memory_pool: pass "
+                        "the pool it was moved to");
+  begin();
+}
+
+std::string capture_scope::describe() const {
+  return "capture '" + options_.name + "' on stream " + stream_name(stream_.value());
+}
+
+void capture_scope::begin() {
+  GRAPHSTEP_EXPECTS(!stream_.is_legacy_default(),
+                    describe() +
+                        ": the legacy default stream cannot be captured. Capture a "
+                        "non-blocking stream (graphstep::cuda::stream) instead");
+  GRAPHSTEP_EXPECTS(!target_.captured(),
+                    describe() + ": the target graph '" + target_.name() +
+                        "' already holds a capture. Capture into a new graph, or move a fresh "
+                        "one into it first");
+  GRAPHSTEP_EXPECTS(!stream_.is_capturing(),
+                    describe() +
+                        ": the stream is already being captured (nested capture). "
+                        "End the outer capture first, or record this work as part of "
+                        "the outer graph");
+  int device = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
+  active_ = true;
+  begin_thread_ = std::this_thread::get_id();
+  target_.device_ = device;
+  cudaStreamCaptureStatus status{};
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_));
+  if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
+    start_diagnostics();
+  if (pool_ != nullptr) {
+    try {
+      pool_->state_->begin_capture(capture_id_, target_.id(), options_.name, stream_.value());
+    } catch (...) {
+      abandon();  // never leave the stream capturing
+      throw;
+    }
+  }
+}
+
+void capture_scope::start_diagnostics() {
+  try {
+    recorder_ = std::make_unique<diagnostics::detail::capture_recorder>(
+        stream_.value(), options_.mode, options_.name);
+  } catch (error const& e) {
+    if (options_.diagnose) {
+      abandon();  // asked for explicitly: a capture without them is not what was asked
+      throw error{describe() + ": " + e.what()};
+    }
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      static_cast<void>(std::fprintf(
+          stderr, "graphstep: GRAPHSTEP_CAPTURE_DIAGNOSTICS is set, but %s\n", e.what()));
+    });
+  }
+}
+
+std::string capture_scope::finish_diagnostics(int outcome) {
+  if (!recorder_) return {};
+  diagnosis_ = recorder_->diagnose(outcome);
+  std::string report;
+  if (diagnosis_->capture_failed || !diagnosis_->warnings.empty()) {
+    report = recorder_->report(*diagnosis_);
+  }
+  recorder_.reset();
+  if (outcome == cudaSuccess && !report.empty()) {
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep: %s: %s", describe().c_str(), report.c_str()));
+  }
+  return report;
+}
+
+// NOLINTNEXTLINE(bugprone-exception-escape): ending the capture reports its failure by throwing
+capture_scope::~capture_scope() noexcept(false) {
+  if (!active_) return;
+  if (std::uncaught_exceptions() > uncaught_at_start_) {
+    abandon();  // the body threw: discard the partial graph and let the exception go on
+    return;
+  }
+  end();
+}
+
+void capture_scope::fork(cuda::stream_view side) {
+  GRAPHSTEP_EXPECTS(active_, describe() + ": fork() after the capture ended");
+  GRAPHSTEP_EXPECTS(side != stream_ && !side.is_legacy_default(),
+                    describe() +
+                        ": fork() needs a side stream other than the capturing stream "
+                        "and the legacy default stream");
+  GRAPHSTEP_EXPECTS(std::find(forked_.begin(), forked_.end(), side.value()) == forked_.end(),
+                    describe() + ": stream " + stream_name(side.value()) +
+                        " was already forked; join it before forking it again");
+  cuda::event& forked = fork_events_.emplace_back();
+  forked.record(stream_);
+  side.wait(forked);
+  forked_.push_back(side.value());
+}
+
+void capture_scope::join(cuda::stream_view side) {
+  GRAPHSTEP_EXPECTS(active_, describe() + ": join() after the capture ended");
+  auto const found = std::find(forked_.begin(), forked_.end(), side.value());
+  GRAPHSTEP_EXPECTS(found != forked_.end(), describe() + ": stream " + stream_name(side.value()) +
+                                                " was not forked from this capture");
+  cuda::event& joined = fork_events_.emplace_back();
+  joined.record(side);
+  stream_.wait(joined);
+  forked_.erase(found);
+}
+
+void capture_scope::abandon() noexcept {
+  active_ = false;
+  recorder_.reset();
+  cudaGraph_t partial = nullptr;
+  if (cudaStreamEndCapture(stream_.value(), &partial) == cudaSuccess && partial != nullptr) {
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
+  }
+  static_cast<void>(cudaGetLastError());
+  if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
+}
+
+void capture_scope::end() {
+  GRAPHSTEP_EXPECTS(active_, describe() + ": end() was called after the capture had ended");
+  GRAPHSTEP_EXPECTS(
+      options_.mode == capture_mode::relaxed || std::this_thread::get_id() == begin_thread_,
+      describe() +
+          ": end() was called on another thread than the one that began "
+          "the capture, which CUDA refuses outside capture_mode::relaxed. "
+          "End it on the thread that began it; the capture is still open");
+  if (!forked_.empty()) {
+    std::ostringstream sides;
+    for (cudaStream_t side : forked_) sides << ' ' << stream_name(side);
+    abandon();
+    throw capture_error{cudaErrorStreamCaptureUnjoined,
+                        describe() + ": side stream(s)" + sides.str() +
+                            " were forked but never joined: call join(side) for each before "
+                            "the capture ends. The partial graph was discarded"};
+  }
+  active_ = false;
+  if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
+  cudaGraph_t captured = nullptr;
+  cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
+  std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
+  if (ended != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
+    std::string const report = finish_diagnostics(ended);
+    throw capture_error{ended, describe() + " failed: " + cudaGetErrorName(ended) + " (" +
+                                   cudaGetErrorString(ended) + "): " + advice_for(ended) +
+                                   ". The partial graph was discarded; the stream is usable" +
+                                   (report.empty() ? "" : "\n" + report)};
+  }
+  static_cast<void>(finish_diagnostics(cudaSuccess));
+  if (pool_ != nullptr) {
+    if (std::string problem = pool_->state_->capture_problem(capture_id_); !problem.empty()) {
+      pool_->state_->finish_capture(capture_id_, false);
+      throw usage_error{describe() + ": " + problem};
+    }
+  }
+  if (!options_.instantiate) {
+    if (pool_ != nullptr) target_.memory_lease_ = pool_->state_->finish_capture(capture_id_, true);
+    target_.name_ = options_.name;
+    target_.graph_ = std::move(owned);
+    return;
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t const instantiated =
+      cudaGraphInstantiateWithFlags(&exec, owned.get(), options_.instantiate_flags);
+  if (instantiated != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
+    throw capture_error{instantiated, describe() + ": instantiating the captured graph failed: " +
+                                          cudaGetErrorName(instantiated) + " (" +
+                                          cudaGetErrorString(instantiated) + ")"};
+  }
+  std::unique_ptr<cudaGraphExec_t, detail::graph_exec_deleter> owned_exec{exec};
+  if (pool_ != nullptr) target_.memory_lease_ = pool_->state_->finish_capture(capture_id_, true);
+  target_.name_ = options_.name;
+  target_.graph_ = std::move(owned);
+  target_.exec_ = std::move(owned_exec);
+  if (options_.upload) target_.upload(stream_);
+}
+
+}  // namespace graphstep::graphs

@@ -1,0 +1,183 @@
+#include "memory/detail/memory_backing.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_guard.hpp>
+#include <graphstep/error.hpp>
+#include <vector>
+
+#include "cuda/detail/driver_api.hpp"
+
+namespace graphstep::memory::detail {
+namespace {
+
+std::size_t round_up(std::size_t bytes, std::size_t unit) {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+class virtual_memory_backing final : public memory_backing {
+ public:
+  virtual_memory_backing(int device, CUdevice cu_device, std::size_t granularity,
+                         std::size_t reserve_bytes)
+      : device_{device},
+        granularity_{granularity},
+        reserved_{round_up(reserve_bytes, granularity)} {
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = cu_device;
+    CUdeviceptr base = 0;
+    GRAPHSTEP_CU_TRY(
+        cuda::detail::driver().mem_address_reserve(&base, reserved_, granularity_, 0, 0));
+    base_ = base;
+  }
+
+  virtual_memory_backing(virtual_memory_backing const&) = delete;
+  virtual_memory_backing& operator=(virtual_memory_backing const&) = delete;
+  ~virtual_memory_backing() override {
+    cuda::device_guard const on_device{device_};
+    // Unmapping memory a kernel still uses would fault it; cudaFree waits the same way.
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+    auto const& api = cuda::detail::driver();
+    std::size_t offset = 0;
+    for (auto const& chunk : chunks_) {
+      report(api.mem_unmap(base_ + offset, chunk.bytes), "cuMemUnmap");
+      report(api.mem_release(chunk.handle), "cuMemRelease");
+      offset += chunk.bytes;
+    }
+    report(api.mem_address_free(base_, reserved_), "cuMemAddressFree");
+  }
+
+  [[nodiscard]] std::size_t granularity() const noexcept override { return granularity_; }
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept override { return reserved_; }
+  [[nodiscard]] std::size_t mapped_bytes() const noexcept override { return mapped_; }
+  [[nodiscard]] pool_backing kind() const noexcept override { return pool_backing::virtual_memory; }
+
+ private:
+  struct chunk {
+    CUmemGenericAllocationHandle handle;
+    std::size_t bytes;
+  };
+
+  static void report(CUresult status, char const* call) noexcept {
+    if (status != CUDA_SUCCESS && status != CUDA_ERROR_DEINITIALIZED) {
+      static_cast<void>(std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s: %s\n",
+                                     call, cuda::detail::driver_error_name(status).c_str()));
+    }
+  }
+
+  growth_status do_grow(std::size_t bytes, growth& out) override {
+    std::size_t const step = round_up(bytes, granularity_);
+    if (step > reserved_ - mapped_) return growth_status::address_range_full;
+    auto const& api = cuda::detail::driver();
+    CUmemGenericAllocationHandle handle{};
+    CUresult const created = api.mem_create(&handle, step, &prop_, 0);
+    if (created == CUDA_ERROR_OUT_OF_MEMORY) return growth_status::device_out_of_memory;
+    GRAPHSTEP_CU_TRY(created);
+    CUdeviceptr const at = base_ + mapped_;
+    if (CUresult const mapped = api.mem_map(at, step, 0, handle, 0); mapped != CUDA_SUCCESS) {
+      report(api.mem_release(handle), "cuMemRelease");
+      GRAPHSTEP_CU_TRY(mapped);
+    }
+    CUmemAccessDesc access{};
+    access.location = prop_.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (CUresult const allowed = api.mem_set_access(at, step, &access, 1);
+        allowed != CUDA_SUCCESS) {
+      report(api.mem_unmap(at, step), "cuMemUnmap");
+      report(api.mem_release(handle), "cuMemRelease");
+      GRAPHSTEP_CU_TRY(allowed);
+    }
+    chunks_.push_back({handle, step});
+    // The first chunk starts the one region; every later chunk extends it in place.
+    out = {static_cast<std::uintptr_t>(base_), step, mapped_ > 0};
+    mapped_ += step;
+    return growth_status::grown;
+  }
+
+  int device_;
+  std::size_t granularity_;
+  CUmemAllocationProp prop_{};
+  CUdeviceptr base_{};
+  std::size_t reserved_{};
+  std::size_t mapped_{};
+  std::vector<chunk> chunks_;
+};
+
+class device_malloc_backing final : public memory_backing {
+ public:
+  explicit device_malloc_backing(int device) : device_{device} {}
+
+  device_malloc_backing(device_malloc_backing const&) = delete;
+  device_malloc_backing& operator=(device_malloc_backing const&) = delete;
+  ~device_malloc_backing() override {
+    cuda::device_guard const on_device{device_};
+    for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(segment));
+  }
+
+  [[nodiscard]] std::size_t granularity() const noexcept override { return std::size_t{2} << 20; }
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept override { return mapped_; }
+  [[nodiscard]] std::size_t mapped_bytes() const noexcept override { return mapped_; }
+  [[nodiscard]] pool_backing kind() const noexcept override { return pool_backing::device_malloc; }
+
+ private:
+  growth_status do_grow(std::size_t bytes, growth& out) override {
+    std::size_t const step = round_up(bytes, granularity());
+    void* segment = nullptr;
+    cudaError_t const status = cudaMalloc(&segment, step);
+    if (status == cudaErrorMemoryAllocation) {
+      static_cast<void>(cudaGetLastError());
+      return growth_status::device_out_of_memory;
+    }
+    GRAPHSTEP_CUDA_TRY(status);
+    segments_.push_back(segment);
+    mapped_ += step;
+    out = {reinterpret_cast<std::uintptr_t>(segment), step, false};
+    return growth_status::grown;
+  }
+
+  int device_;
+  std::size_t mapped_{};
+  std::vector<void*> segments_;
+};
+
+}  // namespace
+
+std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
+                                                            std::string& why_not) {
+  auto const& api = cuda::detail::driver();
+  if (!api.complete()) {
+    why_not = "the CUDA driver does not provide the virtual memory management API";
+    return nullptr;
+  }
+  CUdevice cu_device{};
+  GRAPHSTEP_CU_TRY(api.device_get(&cu_device, device));
+  int supported = 0;
+  GRAPHSTEP_CU_TRY(api.device_get_attribute(
+      &supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu_device));
+  if (supported == 0) {
+    why_not = "device " + std::to_string(device) + " does not support virtual memory management";
+    return nullptr;
+  }
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = cu_device;
+  std::size_t granularity = 0;
+  GRAPHSTEP_CU_TRY(api.mem_get_allocation_granularity(&granularity, &prop,
+                                                      CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  if (reserve_bytes == 0) {
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+    reserve_bytes = total_bytes;
+  }
+  return std::make_unique<virtual_memory_backing>(device, cu_device, granularity, reserve_bytes);
+}
+
+std::unique_ptr<memory_backing> make_device_malloc_backing(int device) {
+  return std::make_unique<device_malloc_backing>(device);
+}
+
+}  // namespace graphstep::memory::detail

@@ -1,0 +1,49 @@
+#pragma once
+
+// Where a memory_pool's device memory comes from: one reserved virtual range that grows in
+// place (virtual memory), or separate cudaMalloc segments. Either way, memory handed out
+// never moves.
+
+#include <cstddef>
+#include <cstdint>
+#include <graphstep/memory/memory_pool.hpp>
+#include <memory>
+#include <string>
+
+namespace graphstep::memory::detail {
+
+class memory_backing {
+ public:
+  /// New device memory: a fresh region, or `bytes` more at the end of the region at `base`.
+  struct growth {
+    std::uintptr_t base{};
+    std::size_t bytes{};
+    bool extends_region{};
+  };
+  enum class growth_status { grown, address_range_full, device_out_of_memory };
+
+  virtual ~memory_backing() = default;
+  memory_backing() = default;
+  memory_backing(memory_backing const&) = delete;
+  memory_backing& operator=(memory_backing const&) = delete;
+
+  /// Adds at least `bytes` (rounded up to the granularity) of device memory.
+  growth_status grow(std::size_t bytes, growth& out) { return do_grow(bytes, out); }
+  /// Smallest unit of growth.
+  [[nodiscard]] virtual std::size_t granularity() const noexcept = 0;
+  [[nodiscard]] virtual std::size_t reserved_bytes() const noexcept = 0;
+  [[nodiscard]] virtual std::size_t mapped_bytes() const noexcept = 0;
+  [[nodiscard]] virtual pool_backing kind() const noexcept = 0;
+
+ private:
+  virtual growth_status do_grow(std::size_t bytes, growth& out) = 0;
+};
+
+/// Virtual memory (cuMemAddressReserve + cuMemCreate/cuMemMap). Returns null, with the reason
+/// in `why_not`, where the driver or the device does not support it.
+std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
+                                                            std::string& why_not);
+/// cudaMalloc segments.
+std::unique_ptr<memory_backing> make_device_malloc_backing(int device);
+
+}  // namespace graphstep::memory::detail

@@ -1,0 +1,142 @@
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/static_buffer.hpp>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "memory/detail/pool_state.hpp"
+
+namespace graphstep::memory {
+
+std::size_t element_count(std::vector<std::int64_t> const& shape) {
+  std::size_t count = 1;
+  for (std::int64_t extent : shape) {
+    GRAPHSTEP_EXPECTS(extent >= 0,
+                      "shape " + describe(shape, dtype::float32) + " has a negative extent");
+    auto const e = static_cast<std::size_t>(extent);
+    GRAPHSTEP_EXPECTS(e == 0 || count <= std::numeric_limits<std::size_t>::max() / e,
+                      "shape " + describe(shape, dtype::float32) + " has too many elements");
+    count *= e;
+  }
+  return count;
+}
+
+std::string describe(std::vector<std::int64_t> const& shape, dtype type) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i != 0 ? ", " : "") << shape[i];
+  out << "] " << name(type);
+  return out.str();
+}
+
+static_buffer::static_buffer(memory_pool& pool, std::vector<std::int64_t> shape, dtype type,
+                             cuda::stream_view stream)
+    : shape_{std::move(shape)}, type_{type} {
+  std::size_t const count = element_count(shape_);
+  GRAPHSTEP_EXPECTS(count > 0,
+                    "static_buffer: shape " + describe(shape_, type_) + " holds no element");
+  GRAPHSTEP_EXPECTS(count <= std::numeric_limits<std::size_t>::max() / size_in_bytes(type),
+                    "static_buffer: shape " + describe(shape_, type_) + " is too large");
+  bytes_ = count * size_in_bytes(type);
+  data_ = pool.allocate(bytes_, stream);
+  pool_ = pool.state_;
+}
+
+static_buffer::~static_buffer() {
+  release();
+}
+
+static_buffer::static_buffer(static_buffer&& other) noexcept
+    : pool_{std::move(other.pool_)},
+      data_{std::exchange(other.data_, nullptr)},
+      bytes_{std::exchange(other.bytes_, 0)},
+      shape_{std::move(other.shape_)},
+      type_{other.type_} {}
+
+static_buffer& static_buffer::operator=(static_buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    pool_ = std::move(other.pool_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    shape_ = std::move(other.shape_);
+    type_ = other.type_;
+  }
+  return *this;
+}
+
+void static_buffer::release() noexcept {
+  if (data_ == nullptr || pool_ == nullptr) return;
+  try {
+    // Work on any stream may still read the buffer: wait for the device before the block can
+    // be handed out again (buffers are long-lived; this is rare).
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+    static_cast<detail::pool_state*>(pool_.get())->deallocate(data_, cudaStreamPerThread);
+  } catch (std::exception const& e) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep: static_buffer release failed, continuing: %s\n", e.what()));
+  }
+  data_ = nullptr;
+  pool_.reset();
+}
+
+void static_buffer::expect(std::size_t bytes, dtype type, char const* what) const {
+  GRAPHSTEP_EXPECTS(data_ != nullptr,
+                    std::string{"static_buffer::"} + what + ": this buffer was moved from");
+  GRAPHSTEP_EXPECTS(type == type_, std::string{"static_buffer::"} + what + ": " + name(type) +
+                                       " data for a " + describe(shape_, type_) + " buffer");
+  GRAPHSTEP_EXPECTS(bytes == bytes_, std::string{"static_buffer::"} + what + ": " +
+                                         std::to_string(bytes) + " bytes for a " +
+                                         describe(shape_, type_) + " buffer of " +
+                                         std::to_string(bytes_) + " bytes");
+}
+
+void static_buffer::copy_from_host(void const* source, std::size_t bytes, dtype type,
+                                   cuda::stream_view stream) {
+  expect(bytes, type, "copy_from_host");
+  GRAPHSTEP_EXPECTS(source != nullptr, "static_buffer::copy_from_host: the source is null");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "static_buffer::copy_from_host inside a capture would record the host "
+                    "address, not the data: refill static inputs between replays");
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyHostToDevice, stream.value()));
+}
+
+void static_buffer::copy_from_host(std::vector<float> const& source, cuda::stream_view stream) {
+  copy_from_host(source.data(), source.size() * sizeof(float), dtype::float32, stream);
+}
+
+void static_buffer::copy_from_device(void const* source, std::size_t bytes, dtype type,
+                                     cuda::stream_view stream) {
+  expect(bytes, type, "copy_from_device");
+  GRAPHSTEP_EXPECTS(source != nullptr, "static_buffer::copy_from_device: the source is null");
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.value()));
+}
+
+void static_buffer::copy_from(static_buffer const& source, cuda::stream_view stream) {
+  copy_from_device(source.data(), source.bytes(), source.type(), stream);
+}
+
+void static_buffer::copy_to_host(void* destination, std::size_t bytes, dtype type,
+                                 cuda::stream_view stream) const {
+  expect(bytes, type, "copy_to_host");
+  GRAPHSTEP_EXPECTS(destination != nullptr, "static_buffer::copy_to_host: the destination is null");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "static_buffer::copy_to_host inside a capture would record the host "
+                    "address: read results after the replay");
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(destination, data_, bytes, cudaMemcpyDeviceToHost, stream.value()));
+}
+
+std::vector<float> static_buffer::to_host(cuda::stream_view stream) const {
+  std::vector<float> host(bytes_ / sizeof(float));
+  copy_to_host(host.data(), host.size() * sizeof(float), dtype::float32, stream);
+  stream.synchronize();
+  return host;
+}
+
+}  // namespace graphstep::memory

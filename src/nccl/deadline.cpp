@@ -1,0 +1,61 @@
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/deadline.hpp>
+#include <string>
+#include <utility>
+
+namespace graphstep::nccl {
+
+deadline_tracker::deadline_tracker(std::chrono::milliseconds timeout, watchdog_clock now)
+    : timeout_{timeout}, now_{std::move(now)} {
+  GRAPHSTEP_EXPECTS(timeout.count() > 0, "watchdog: the timeout must be positive");
+}
+
+void deadline_tracker::started(std::int64_t step) {
+  GRAPHSTEP_EXPECTS(outstanding_.empty() || step > outstanding_.back().step,
+                    "watchdog: step " + std::to_string(step) + " was launched after step " +
+                        std::to_string(outstanding_.back().step) +
+                        ": number steps in increasing order");
+  outstanding_.push_back(pending{step, now_()});
+}
+
+void deadline_tracker::finished(std::int64_t step) noexcept {
+  while (!outstanding_.empty() && outstanding_.front().step <= step) outstanding_.pop_front();
+}
+
+std::optional<std::string> deadline_tracker::overdue(int rank) const {
+  if (outstanding_.empty()) return std::nullopt;
+  auto const waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now_() - outstanding_.front().since);
+  if (waited < timeout_) return std::nullopt;
+  std::size_t const behind = outstanding_.size() - 1;
+  return "rank " + std::to_string(rank) + ": step " + std::to_string(outstanding_.front().step) +
+         " has not finished after " + std::to_string(waited.count()) + " ms (deadline " +
+         std::to_string(timeout_.count()) + " ms" +
+         (behind > 0 ? ", " + std::to_string(behind) + " later step(s) queued behind it"
+                     : std::string{}) +
+         "): a collective is hung, most likely because another rank failed, is stuck, or "
+         "replays a different graph";
+}
+
+std::string watchdog_verdict(watchdog_observation const& seen) {
+  std::string const rank = "rank " + std::to_string(seen.rank);
+  if (seen.stream_error_step) {
+    return rank + ", step " + std::to_string(*seen.stream_error_step) +
+           ": CUDA reported an error on the watched stream: " + seen.stream_error;
+  }
+  std::string const outstanding =
+      std::to_string(seen.outstanding) + " step(s) outstanding" +
+      (seen.oldest_outstanding ? ", oldest step " + std::to_string(*seen.oldest_outstanding)
+                               : std::string{});
+  if (seen.async == async_state::failed) {
+    return rank + ": NCCL reported " + seen.async_result + " asynchronously; " + outstanding;
+  }
+  if (seen.overdue) {
+    return *seen.overdue + "; NCCL's asynchronous state: " +
+           (seen.async == async_state::in_progress ? "ncclInProgress" : "ncclSuccess") + "; " +
+           outstanding;
+  }
+  return {};
+}
+
+}  // namespace graphstep::nccl

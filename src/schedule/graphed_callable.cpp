@@ -1,0 +1,112 @@
+#include <cuda_runtime_api.h>
+
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/schedule/graphed_callable.hpp>
+#include <string>
+
+namespace graphstep::schedule {
+namespace {
+
+void check_tensors(std::vector<static_tensor> const& tensors, char const* what) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    GRAPHSTEP_EXPECTS(
+        tensors[i].data != nullptr && tensors[i].bytes > 0,
+        std::string{"graphed_callable: "} + what + " " + std::to_string(i) + " is null or empty");
+  }
+}
+
+void copy_in(std::vector<static_tensor> const& statics, std::vector<void const*> const& sources,
+             char const* what, cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(sources.size() == statics.size(),
+                    std::string{"graphed_callable: "} + std::to_string(sources.size()) + " " +
+                        what + " given, " + std::to_string(statics.size()) + " expected");
+  for (std::size_t i = 0; i < statics.size(); ++i) {
+    GRAPHSTEP_EXPECTS(sources[i] != nullptr, std::string{"graphed_callable: "} + what + " " +
+                                                 std::to_string(i) + " is null");
+    if (sources[i] == statics[i].data) continue;  // already in place
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(statics[i].data, sources[i], statics[i].bytes,
+                                       cudaMemcpyDeviceToDevice, stream.value()));
+  }
+}
+
+}  // namespace
+
+graphed_callable::graphed_callable(callable const& forward, callable const& backward,
+                                   std::vector<static_tensor> inputs,
+                                   std::vector<static_tensor> outputs,
+                                   std::vector<static_tensor> output_gradients,
+                                   std::vector<static_tensor> input_gradients,
+                                   memory::memory_pool& pool, cuda::stream_view stream,
+                                   int warmup_runs)
+    : inputs_{std::move(inputs)},
+      outputs_{std::move(outputs)},
+      output_gradients_{std::move(output_gradients)},
+      input_gradients_{std::move(input_gradients)} {
+  GRAPHSTEP_EXPECTS(forward && backward,
+                    "graphed_callable: both a forward and a backward callable are needed");
+  check_tensors(inputs_, "input");
+  check_tensors(outputs_, "output");
+  check_tensors(output_gradients_, "output gradient");
+  check_tensors(input_gradients_, "input gradient");
+  build(forward, backward, pool, stream, warmup_runs);
+}
+
+graphed_callable::graphed_callable(tensor_callable forward, tensor_callable backward,
+                                   graphed_specs const& specs, memory::memory_pool& pool,
+                                   cuda::stream_view stream, int warmup_runs) {
+  GRAPHSTEP_EXPECTS(forward && backward,
+                    "graphed_callable: both a forward and a backward callable are needed");
+  GRAPHSTEP_EXPECTS(warmup_runs >= 0, "graphed_callable: warmup_runs must be >= 0");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "graphed_callable: build it outside any capture (it captures itself)");
+  // Allocated eagerly, before any capture: their addresses are baked into both graphs.
+  auto allocate = [&](std::vector<tensor_spec> const& role, std::vector<static_tensor>& into) {
+    for (auto const& spec : role) {
+      owned_.emplace_back(pool, spec.shape, spec.type, stream);
+      into.push_back({owned_.back().data(), owned_.back().bytes()});
+    }
+  };
+  allocate(specs.inputs, inputs_);
+  allocate(specs.outputs, outputs_);
+  allocate(specs.output_gradients, output_gradients_);
+  allocate(specs.input_gradients, input_gradients_);
+  graphed_tensors const tensors{inputs_, outputs_, output_gradients_, input_gradients_};
+  // The callables are run only here (warm-up and capture), so binding `tensors` is safe.
+  build([&](cuda::stream_view s) { forward(tensors, s); },
+        [&](cuda::stream_view s) { backward(tensors, s); }, pool, stream, warmup_runs);
+}
+
+void graphed_callable::build(callable const& forward, callable const& backward,
+                             memory::memory_pool& pool, cuda::stream_view stream, int warmup_runs) {
+  GRAPHSTEP_EXPECTS(warmup_runs >= 0, "graphed_callable: warmup_runs must be >= 0");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "graphed_callable: build it outside any capture (it captures itself)");
+  for (int i = 0; i < warmup_runs; ++i) {  // lazy initialization happens here, not in a capture
+    forward(stream);
+    backward(stream);
+  }
+  // Forward first, then backward, into one pool: the backward reads what the forward saved,
+  // and the pool keeps both graphs' memory apart while they live.
+  graphs::capture_options options;
+  options.name = "graphed forward";
+  capture(
+      forward_graph_, stream, pool, [&] { forward(stream); }, options);
+  options.name = "graphed backward";
+  capture(
+      backward_graph_, stream, pool, [&] { backward(stream); }, options);
+}
+
+void graphed_callable::forward(std::vector<void const*> const& inputs, cuda::stream_view stream) {
+  copy_in(inputs_, inputs, "inputs", stream);
+  forward_graph_.replay(stream);
+}
+
+void graphed_callable::backward(std::vector<void const*> const& output_gradients,
+                                cuda::stream_view stream) {
+  copy_in(output_gradients_, output_gradients, "output gradients", stream);
+  backward_graph_.replay(stream);
+}
+
+}  // namespace graphstep::schedule

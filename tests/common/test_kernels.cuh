@@ -1,0 +1,27 @@
+#pragma once
+
+// Small kernels shared by the GPU tests.
+
+#include <cuda_runtime_api.h>
+
+namespace graphstep::testing {
+// Internal linkage: each test file gets its own copy of these kernels.
+namespace {
+
+__global__ void fill_kernel(float* x, float value, int n) {
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = value;
+}
+
+__global__ void axpy_kernel(float* y, float const* x, float a, int n) {
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+
+inline int blocks_for(int n) {
+  return (n + 255) / 256;
+}
+
+}  // namespace
+
+}  // namespace graphstep::testing

@@ -1,0 +1,301 @@
+// Capture and replay against eager execution, side-stream fork/join, and every way a capture
+// can fail: each leaves the stream usable.
+
+#include <cublas_v2.h>
+
+#include <fstream>
+#include <graphstep/graphstep.hpp>
+#include <random>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/process_memory.hpp"
+#include "common/test_kernels.cuh"
+
+namespace gs = graphstep;
+using gs::testing::axpy_kernel;
+using gs::testing::blocks_for;
+using gs::testing::fill_kernel;
+
+namespace {
+
+class capture_test : public gs::testing::gpu_test {
+ protected:
+  std::vector<float> download(float const* device, int n) {
+    std::vector<float> host(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();
+    return host;
+  }
+  void upload(float* device, std::vector<float> const& host) {
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream_->get()));
+  }
+  // Proof that a stream still works after a failed capture.
+  void expect_stream_usable(gs::cuda::stream_view stream) {
+    EXPECT_FALSE(stream.is_capturing());
+    float* x = static_cast<float*>(pool_->allocate(sizeof(float) * 4, stream));
+    fill_kernel<<<1, 32, 0, stream.value()>>>(x, 3.0F, 4);
+    GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+    EXPECT_EQ(download(x, 4), std::vector<float>(4, 3.0F));
+    pool_->deallocate(x, stream);
+  }
+  void SetUp() override {
+    gs::testing::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+    pool_.emplace();
+  }
+  std::optional<gs::cuda::stream> stream_;
+  std::optional<gs::memory::memory_pool> pool_;
+};
+
+// The routine under test: kernels, a cuBLAS GEMM, a memcpy and a memset.
+void routine(cublasHandle_t blas, cudaStream_t stream, float const* a, float const* b, float* c,
+             float* d, int n) {
+  float const one = 1.0F;
+  float const zero = 0.0F;
+  GRAPHSTEP_CUBLAS_TRY(cublasSetStream(blas, stream));
+  GRAPHSTEP_CUBLAS_TRY(
+      cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n));
+  axpy_kernel<<<blocks_for(n * n), 256, 0, stream>>>(c, a, 2.0F, n * n);
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(d, 0, sizeof(float) * n * n, stream));
+  axpy_kernel<<<blocks_for(n * n), 256, 0, stream>>>(d, c, 0.5F, n * n);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(c, d, sizeof(float) * n * n, cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace
+
+TEST_F(capture_test, replay_equals_eager_for_kernels_cublas_memcpy_memset) {
+  int const n = 64;
+  std::size_t const bytes = sizeof(float) * n * n;
+  auto* a = static_cast<float*>(pool_->allocate(bytes, *stream_));
+  auto* b = static_cast<float*>(pool_->allocate(bytes, *stream_));
+  auto* c = static_cast<float*>(pool_->allocate(bytes, *stream_));
+  auto* d = static_cast<float*>(pool_->allocate(bytes, *stream_));
+  cublasHandle_t blas = nullptr;
+  GRAPHSTEP_CUBLAS_TRY(cublasCreate(&blas));
+  void* workspace = pool_->allocate(std::size_t{4} << 20, *stream_);
+  GRAPHSTEP_CUBLAS_TRY(cublasSetWorkspace(blas, workspace, std::size_t{4} << 20));
+
+  std::mt19937 rng{1};
+  std::uniform_real_distribution<float> dist{-1.0F, 1.0F};
+  auto random = [&] {
+    std::vector<float> v(n * n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+  };
+  upload(a, random());
+  upload(b, random());
+  routine(blas, stream_->get(), a, b, c, d, n);  // warm-up
+  stream_->synchronize();
+
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, *pool_, [&] { routine(blas, stream_->get(), a, b, c, d, n); },
+                      {gs::graphs::capture_mode::this_thread, "routine"});
+  ASSERT_FALSE(g.empty());
+  auto const counts = g.node_counts();
+  EXPECT_GE(counts.kernel, 3U);  // the GEMM and two axpy
+  EXPECT_EQ(counts.memset, 1U);
+  EXPECT_EQ(counts.memcpy, 1U);
+
+  for (int step = 0; step < 3; ++step) {
+    upload(a, random());
+    upload(b, random());
+    g.replay(*stream_);
+    auto const graphed = download(c, n * n);
+    routine(blas, stream_->get(), a, b, c, d, n);
+    auto const eager = download(c, n * n);
+    EXPECT_EQ(graphed, eager) << "step " << step;
+  }
+  EXPECT_EQ(g.replay_count(), 3U);
+  GRAPHSTEP_CUBLAS_TRY(cublasDestroy(blas));
+}
+
+TEST_F(capture_test, side_stream_fork_join_is_captured) {
+  int const n = 1 << 12;
+  auto* x = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+  auto* y = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+  gs::cuda::stream side;
+  gs::graphs::graph g;
+  {
+    gs::graphs::capture_scope scope{g, *stream_, *pool_};
+    fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(x, 1.0F, n);
+    scope.fork(side);
+    fill_kernel<<<blocks_for(n), 256, 0, side.get()>>>(y, 2.0F, n);  // in parallel with x
+    scope.join(side);
+    axpy_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(x, y, 10.0F, n);
+    scope.end();
+  }
+  EXPECT_EQ(g.node_counts().kernel, 3U);
+  g.replay(*stream_);
+  EXPECT_EQ(download(x, n), std::vector<float>(n, 21.0F));
+}
+
+TEST_F(capture_test, unjoined_fork_is_a_capture_error_and_the_streams_stay_usable) {
+  gs::cuda::stream side;
+  gs::graphs::graph g;
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  try {
+    gs::graphs::capture_scope scope{
+        g, *stream_, *pool_, {gs::graphs::capture_mode::this_thread, "unjoined"}};
+    scope.fork(side);
+    fill_kernel<<<1, 32, 0, side.get()>>>(x, 1.0F, 1);
+    scope.end();
+    FAIL() << "no exception";
+  } catch (gs::capture_error const& e) {
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnjoined);
+    EXPECT_NE(std::string{e.what()}.find("unjoined"), std::string::npos) << e.what();
+    EXPECT_NE(std::string{e.what()}.find("join"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+  expect_stream_usable(side);
+}
+
+TEST_F(capture_test, a_raw_unjoined_fork_is_reported_by_cuda) {
+  gs::cuda::stream side;
+  gs::cuda::event fork;
+  gs::graphs::graph g;
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  EXPECT_THROW(gs::graphs::capture(g, *stream_,
+                                   [&] {
+                                     fork.record(*stream_);
+                                     side.view().wait(fork);
+                                     fill_kernel<<<1, 32, 0, side.get()>>>(x, 1.0F, 1);
+                                   }),
+               gs::capture_error);
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(capture_test, synchronize_inside_capture_is_a_capture_error) {
+  gs::graphs::graph g;
+  try {
+    gs::graphs::capture(
+        g, *stream_,
+        [&] {
+          fill_kernel<<<1, 32, 0, stream_->get()>>>(nullptr, 0.0F, 0);
+          static_cast<void>(cudaStreamSynchronize(stream_->get()));  // user code ignoring the error
+        },
+        {gs::graphs::capture_mode::this_thread, "syncing"});
+    FAIL() << "no exception";
+  } catch (gs::capture_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("capture 'syncing'"), std::string::npos) << what;
+    EXPECT_NE(what.find("synchronization"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(capture_test, cuda_malloc_inside_global_capture_is_a_capture_error) {
+  gs::graphs::graph g;
+  EXPECT_THROW(gs::graphs::capture(g, *stream_,
+                                   [&] {
+                                     void* p = nullptr;
+                                     if (cudaMalloc(&p, 1024) == cudaSuccess)
+                                       static_cast<void>(cudaFree(p));
+                                   },
+                                   {gs::graphs::capture_mode::global, "mallocing"}),
+               gs::capture_error);
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(capture_test, host_read_inside_capture_is_a_capture_error) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::graph g;
+  EXPECT_THROW(gs::graphs::capture(g, *stream_,
+                                   [&] {
+                                     float host = 0.0F;
+                                     // A synchronous copy to the host: the host would read data not
+                                     // yet computed.
+                                     static_cast<void>(cudaMemcpy(&host, x, sizeof(float),
+                                                                  cudaMemcpyDeviceToHost));
+                                   },
+                                   {gs::graphs::capture_mode::global, "host read"}),
+               gs::capture_error);
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(capture_test, a_throw_inside_the_scope_discards_the_graph_and_its_memory) {
+  gs::graphs::graph g;
+  auto const before = pool_->statistics().bytes_in_use;
+  EXPECT_THROW(gs::graphs::capture(g, *stream_, *pool_,
+                                   [&] {
+                                     static_cast<void>(pool_->allocate(1 << 20, *stream_));
+                                     throw std::runtime_error{"user code failed"};
+                                   }),
+               std::runtime_error);
+  EXPECT_TRUE(g.empty());
+  EXPECT_EQ(pool_->statistics().bytes_in_use, before);
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(capture_test, nested_capture_is_a_usage_error) {
+  gs::graphs::graph outer;
+  gs::graphs::graph inner;
+  gs::graphs::capture(outer, *stream_, [&] {
+    EXPECT_THROW(gs::graphs::capture_scope(inner, *stream_), gs::usage_error);
+  });
+  EXPECT_TRUE(inner.empty());
+  EXPECT_FALSE(outer.empty());
+}
+
+TEST_F(capture_test, capturing_into_a_full_graph_is_a_usage_error) {
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [] {});
+  EXPECT_THROW(gs::graphs::capture_scope(g, *stream_), gs::usage_error);
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(capture_test, moved_from_graph_replay_is_a_usage_error) {
+  gs::graphs::graph g;
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 5.0F, 1); });
+  gs::graphs::graph moved = std::move(g);
+  EXPECT_THROW(g.replay(*stream_), gs::usage_error);  // NOLINT: testing the moved-from state
+  moved.replay(*stream_);
+  EXPECT_EQ(download(x, 1)[0], 5.0F);
+}
+
+TEST_F(capture_test, dot_export_writes_a_graphviz_file) {
+  gs::graphs::graph g;
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
+  std::string const path = ::testing::TempDir() + "graphstep_capture_test.dot";
+  g.write_dot(path, true);
+  std::ifstream in{path};
+  std::string const text{std::istreambuf_iterator<char>{in}, {}};
+  EXPECT_NE(text.find("digraph"), std::string::npos);
+}
+
+TEST_F(capture_test, many_replays_do_not_grow_device_or_host_memory) {
+  int const n = 256;
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, *pool_, [&] {
+    float* scratch = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+    fill_kernel<<<1, 256, 0, stream_->get()>>>(scratch, 1.0F, n);
+    axpy_kernel<<<1, 256, 0, stream_->get()>>>(x, scratch, 1.0F, n);
+    pool_->deallocate(scratch, *stream_);
+  });
+  for (int i = 0; i < 1000; ++i) g.replay(*stream_);  // settle lazy allocations
+  stream_->synchronize();
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
+  long const pages_before = gs::testing::resident_pages();
+  for (int i = 0; i < 100000; ++i) g.replay(*stream_);
+  stream_->synchronize();
+  std::size_t free_after = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
+  EXPECT_EQ(free_after, free_before);
+  EXPECT_LE(gs::testing::resident_pages() - pages_before, 64)
+      << "host memory grew by more than 64 pages";
+  EXPECT_EQ(download(x, 1)[0], 101000.0F);
+}

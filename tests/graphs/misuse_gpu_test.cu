@@ -1,0 +1,243 @@
+// Misuse that users of CUDA graphs run into, provoked on purpose: each ends in a clear error or
+// in documented, correct behaviour.
+
+#include <atomic>
+#include <graphstep/graphstep.hpp>
+#include <thread>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+
+namespace {
+
+__global__ void increment_kernel(float* x) {
+  *x += 1.0F;
+}
+
+class misuse_test : public gs::testing::gpu_test {};
+
+float read(float const* device) {
+  float value = 0.0F;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(&value, device, sizeof value, cudaMemcpyDeviceToHost));
+  return value;
+}
+
+}  // namespace
+
+TEST_F(misuse_test, one_graph_replayed_on_two_streams_runs_one_replay_at_a_time) {
+  gs::cuda::stream a;
+  gs::cuda::stream b;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  gs::graphs::graph g;
+  gs::graphs::capture(g, a, [&] {
+    for (int i = 0; i < 50; ++i) increment_kernel<<<1, 1, 0, a.get()>>>(x);
+  });
+  for (int i = 0; i < 100; ++i) g.replay(i % 2 ? a : b);  // CUDA orders launches of one graph
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  EXPECT_EQ(read(x), 5000.0F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+TEST_F(misuse_test, another_threads_unsafe_call_breaks_a_global_capture_only) {
+  gs::cuda::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  for (auto mode : {gs::graphs::capture_mode::global, gs::graphs::capture_mode::this_thread}) {
+    gs::graphs::graph g;
+    auto const attempt = [&] {
+      gs::graphs::capture(g, stream,
+                          [&] {
+                            increment_kernel<<<1, 1, 0, stream.get()>>>(x);
+                            // A background thread (a logger, a watchdog) allocates while the
+                            // capture runs.
+                            std::thread other{[] {
+                              void* p = nullptr;
+                              if (cudaMalloc(&p, 256) == cudaSuccess)
+                                static_cast<void>(cudaFree(p));
+                              static_cast<void>(cudaGetLastError());
+                            }};
+                            other.join();
+                          },
+                          {mode, "background thread"});
+    };
+    if (mode == gs::graphs::capture_mode::global) {
+      EXPECT_THROW(attempt(), gs::capture_error);
+      EXPECT_TRUE(g.empty());
+    } else {
+      EXPECT_NO_THROW(attempt());
+      EXPECT_FALSE(g.empty());
+    }
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+TEST_F(misuse_test, replaying_on_another_device_is_a_usage_error) {
+  if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  float* x = nullptr;
+  gs::graphs::graph g;
+  {
+    gs::cuda::device_guard const on{0};
+    gs::cuda::stream stream;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+    gs::graphs::capture(g, stream, [&] { increment_kernel<<<1, 1, 0, stream.get()>>>(x); });
+  }
+  gs::cuda::device_guard const on{1};
+  gs::cuda::stream other;
+  EXPECT_THROW(g.replay(other), gs::usage_error);
+  gs::cuda::device_guard const back{0};
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+TEST_F(misuse_test, a_sync_by_a_library_inside_the_capture_names_the_scope) {
+  gs::cuda::stream stream;
+  gs::graphs::graph g;
+  try {
+    gs::graphs::capture(
+        g, stream,
+        [&] {
+          static_cast<void>(cudaDeviceSynchronize());  // what some libraries do internally
+        },
+        {gs::graphs::capture_mode::this_thread, "library call"});
+    FAIL() << "no exception";
+  } catch (gs::capture_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("capture 'library call'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(gs::cuda::stream_view{stream}.is_capturing());
+}
+
+TEST_F(misuse_test, reading_an_output_after_the_next_replay_is_caught) {
+  gs::cuda::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  gs::graphs::graph g;
+  gs::graphs::capture(g, stream, [&] { increment_kernel<<<1, 1, 0, stream.get()>>>(x); });
+  g.replay(stream);
+  auto const guard = g.guard_output("x");
+  EXPECT_NO_THROW(guard.check());
+  g.replay(stream);
+  EXPECT_THROW(guard.check(), gs::usage_error);
+  gs::graphs::graph moved = std::move(g);
+  auto const after_move = moved.guard_output("x");
+  moved.replay(stream);
+  EXPECT_FALSE(after_move.valid()) << "the count moves with the graph";
+  stream.synchronize();
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+// CUDA's rule: while a stream created without cudaStreamNonBlocking is captured, any use of the
+// legacy default stream would depend on the capture, so the call fails and breaks the capture.
+TEST_F(misuse_test, legacy_stream_work_breaks_the_capture_of_a_blocking_stream) {
+  cudaStream_t blocking = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  gs::graphs::graph g;
+  cudaError_t legacy_launch = cudaSuccess;
+  EXPECT_THROW(gs::graphs::capture(g, blocking,
+                                   [&] {
+                                     increment_kernel<<<1, 1, 0, blocking>>>(x);
+                                     increment_kernel<<<1, 1, 0, cudaStreamLegacy>>>(x);
+                                     legacy_launch = cudaGetLastError();
+                                   },
+                                   {gs::graphs::capture_mode::this_thread, "legacy stream"}),
+               gs::capture_error);
+  EXPECT_EQ(legacy_launch, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(legacy_launch);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::cuda::stream_view{blocking}.is_capturing());
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+}
+
+TEST_F(misuse_test, waiting_on_an_event_recorded_outside_the_capture_breaks_it) {
+  gs::cuda::stream stream;
+  gs::cuda::stream producer;
+  gs::cuda::event outside;
+  outside.record(producer);  // before the capture, on another stream
+  gs::graphs::graph g;
+  cudaError_t wait = cudaSuccess;
+  EXPECT_THROW(gs::graphs::capture(
+                   g, stream, [&] { wait = cudaStreamWaitEvent(stream.get(), outside.get(), 0); },
+                   {gs::graphs::capture_mode::this_thread, "outside event"}),
+               gs::capture_error);
+  EXPECT_EQ(wait, cudaErrorStreamCaptureIsolation) << cudaGetErrorName(wait);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::cuda::stream_view{stream}.is_capturing());
+}
+
+// end() on another thread is refused before CUDA sees it, and the capture stays open for the
+// thread that began it.
+TEST_F(misuse_test, ending_a_capture_on_another_thread_is_a_usage_error_and_the_capture_goes_on) {
+  gs::cuda::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  gs::graphs::graph g;
+  gs::graphs::capture_scope scope{
+      g, stream, {gs::graphs::capture_mode::this_thread, "ended elsewhere"}};
+  increment_kernel<<<1, 1, 0, stream.get()>>>(x);
+  std::string refused;
+  std::thread other{[&] { refused = gs::testing::message_of([&] { scope.end(); }); }};
+  other.join();
+  EXPECT_NE(refused.find("another thread"), std::string::npos) << refused;
+  EXPECT_TRUE(gs::cuda::stream_view{stream}.is_capturing());
+  scope.end();
+  g.replay(stream);
+  g.replay(stream);
+  stream.synchronize();
+  EXPECT_EQ(read(x), 2.0F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+// The same rule across threads: another thread's legacy-stream launch breaks a global-mode
+// capture of a blocking stream; a non-blocking stream (graphstep::cuda::stream) is not affected,
+// and the other thread's work runs at once, outside the graph.
+TEST_F(misuse_test, another_threads_legacy_stream_work_breaks_only_a_blocking_capture) {
+  cudaStream_t blocking = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  gs::cuda::stream non_blocking;
+  float* x = nullptr;
+  float* y = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&y, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(y, 0, sizeof(float)));
+  auto const legacy_launch_from_another_thread = [y] {
+    cudaError_t launched = cudaSuccess;
+    std::thread other{[&] {
+      increment_kernel<<<1, 1, 0, cudaStreamLegacy>>>(y);
+      launched = cudaGetLastError();
+    }};
+    other.join();
+    return launched;
+  };
+  for (cudaStream_t captured : {blocking, non_blocking.get()}) {
+    gs::graphs::graph g;
+    cudaError_t launched = cudaSuccess;
+    auto const attempt = [&] {
+      gs::graphs::capture(g, captured,
+                          [&] {
+                            increment_kernel<<<1, 1, 0, captured>>>(x);
+                            launched = legacy_launch_from_another_thread();
+                          },
+                          {gs::graphs::capture_mode::global, "legacy stream from another thread"});
+    };
+    if (captured == blocking) {
+      EXPECT_THROW(attempt(), gs::capture_error);
+      EXPECT_EQ(launched, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(launched);
+      EXPECT_TRUE(g.empty());
+    } else {
+      EXPECT_NO_THROW(attempt());
+      EXPECT_EQ(launched, cudaSuccess) << cudaGetErrorName(launched);
+      EXPECT_FALSE(g.empty());
+    }
+    EXPECT_FALSE(gs::cuda::stream_view{captured}.is_capturing());
+  }
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  EXPECT_EQ(read(y), 1.0F) << "only the launch beside the non-blocking capture ran, once";
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  GRAPHSTEP_CUDA_TRY(cudaFree(y));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+}

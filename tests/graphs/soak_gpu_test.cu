@@ -1,0 +1,139 @@
+// Soak: a step with pool churn, buckets, an eager segment and random numbers, run for
+// GRAPHSTEP_SOAK_SECONDS (default 20 s): results stay exact, and neither device nor host memory
+// grows after the first minute's worth of warm-up.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <graphstep/graphstep.hpp>
+#include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/train/mse_loss.hpp>
+#include <graphstep/train/optimizer.hpp>
+#include <random>
+
+#include "common/gpu_test.hpp"
+#include "common/process_memory.hpp"
+
+namespace gs = graphstep;
+using gs::testing::resident_pages;
+namespace gsch = graphstep::schedule;
+
+namespace {
+
+__global__ void scale_kernel(float* out, float const* in, int n, float factor) {
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * factor;
+}
+
+class soak_test : public gs::testing::gpu_test {};
+
+}  // namespace
+
+TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
+  double seconds = 20.0;
+  if (char const* env = std::getenv("GRAPHSTEP_SOAK_SECONDS")) seconds = std::atof(env);
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  int const largest = 512;
+  auto* input = static_cast<float*>(pool.allocate(sizeof(float) * largest * 256, stream));
+  auto* output = static_cast<float*>(pool.allocate(sizeof(float) * largest * 256, stream));
+  std::vector<float> const ones(std::size_t(largest) * 256, 1.0F);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpy(input, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice));
+  gs::train::capture_safe_rng rng{5, stream};
+  auto* mask = static_cast<std::uint8_t*>(pool.allocate(std::size_t(largest) * 256, stream));
+  auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
+    int const n = static_cast<int>(bucket) * 256;
+    auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, s));
+    scale_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(scratch, input, n, 3.0F);
+    gs::train::dropout_forward(
+        scratch, mask, scratch, static_cast<std::size_t>(n), 0.0F,
+        rng.reserve(gs::train::dropout_counters(static_cast<std::size_t>(n))), s);
+    scale_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(output, scratch, n, 0.5F);
+    pool.deallocate(scratch, s);
+    rng.end_step(s);
+  };
+  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 32), step, pool, {}};
+  std::mt19937 sizes{1};
+  std::uniform_int_distribution<int> size{1, largest};
+  auto run_for = [&](double limit) {
+    auto const start = std::chrono::steady_clock::now();
+    std::size_t steps = 0;
+    float value = 0.0F;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+           limit) {
+      auto const choice = cache.run(size(sizes), stream);
+      if (++steps % 1000 == 0) {
+        GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, output + choice.bucket * 256 - 1, sizeof value,
+                                           cudaMemcpyDeviceToHost, stream.get()));
+        stream.synchronize();
+        EXPECT_EQ(value, 1.5F) << "after " << steps << " steps";
+      }
+    }
+    stream.synchronize();
+    return steps;
+  };
+  run_for(seconds * 0.2);  // warm-up: every bucket gets captured
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
+  auto const mapped_before = pool.statistics().mapped_bytes;
+  long const pages_before = resident_pages();
+  std::size_t const steps = run_for(seconds * 0.8);
+  std::size_t free_after = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
+  std::printf("soak: %zu steps in %.0f s, %zu graphs\n", steps, seconds * 0.8,
+              cache.captured_count());
+  EXPECT_EQ(free_after, free_before);
+  EXPECT_EQ(pool.statistics().mapped_bytes, mapped_before);
+  EXPECT_LE(resident_pages() - pages_before, 256) << "host memory grew";
+}
+
+TEST_F(soak_test, a_million_replays_of_a_training_step_do_not_grow_memory) {
+  std::size_t replays = 200000;
+  if (char const* env = std::getenv("GRAPHSTEP_SOAK_REPLAYS")) {
+    replays = static_cast<std::size_t>(std::strtoull(env, nullptr, 10));
+  }
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  int const n = 1 << 12;
+  auto* param = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  auto* grad = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  auto* loss = static_cast<float*>(pool.allocate(sizeof(float), stream));
+  auto* target = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(param, 0, sizeof(float) * n, stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(target, 0, sizeof(float) * n, stream.get()));
+  gs::train::mse_loss mse{static_cast<std::size_t>(n), stream};
+  gs::train::lr_schedule schedule;
+  schedule.base = 0.1F;
+  gs::train::sgd optimizer{{{param, grad, static_cast<std::size_t>(n)}}, {0.9F}, schedule, stream};
+  gs::graphs::graph step;
+  gs::graphs::capture(step, stream, pool, [&] {
+    auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+    scale_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(scratch, param, n, 1.0F);
+    mse.forward_backward(scratch, target, grad, loss, stream);
+    pool.deallocate(scratch, stream);
+    optimizer.step(stream);
+  });
+  std::size_t const sample_every = std::max<std::size_t>(replays / 10, 1);
+  std::size_t free_first = 0;
+  long pages_first = 0;
+  for (std::size_t i = 1; i <= replays; ++i) {
+    step.replay(stream);
+    if (i % sample_every == 0) {
+      stream.synchronize();
+      std::size_t free_now = 0;
+      std::size_t total = 0;
+      GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_now, &total));
+      long const pages = resident_pages();
+      if (i == sample_every) {
+        free_first = free_now;
+        pages_first = pages;
+      } else {
+        EXPECT_EQ(free_now, free_first) << "device memory changed after " << i << " replays";
+        EXPECT_LE(pages - pages_first, 64) << "host memory grew after " << i << " replays";
+      }
+    }
+  }
+  EXPECT_EQ(optimizer.steps_taken(stream), static_cast<std::int64_t>(replays));
+}

@@ -1,0 +1,428 @@
+// The allocator core: best fit, split, coalesce, alignment, stream-ordered reuse and
+// graph-private memory, over both region layouts the pool uses; and every misuse, with the
+// message it gets.
+
+#include <gtest/gtest.h>
+
+#include <graphstep/error.hpp>
+#include <graphstep/memory/detail/block_allocator.hpp>
+#include <string>
+#include <type_traits>
+
+#include "common/error_message.hpp"
+
+namespace gm = graphstep::memory;
+
+namespace {
+
+constexpr std::uintptr_t base = 0x10000000;
+constexpr gm::detail::stream_id stream_a = 1;
+constexpr gm::detail::stream_id stream_b = 2;
+constexpr gm::detail::graph_id graph_g = 7;
+constexpr gm::detail::graph_id graph_h = 8;
+
+// One region grown in place (virtual memory) or separate segments (cudaMalloc fallback).
+struct growing_region {
+  static void add(gm::detail::block_allocator& a, std::size_t bytes) {
+    if (!a.owns(base)) {
+      a.add_region(base, bytes);
+    } else {
+      a.extend_region(base, bytes);
+    }
+  }
+};
+struct separate_segments {
+  static void add(gm::detail::block_allocator& a, std::size_t bytes) {
+    // Each segment starts far past the end of the previous ones: never adjacent.
+    a.add_region(base + a.stats().region_bytes * 4096, bytes);
+  }
+};
+
+template <typename Layout>
+class block_allocator_test : public ::testing::Test {
+ protected:
+  gm::detail::block_allocator alloc_{256};
+  void grow(std::size_t bytes) {
+    Layout::add(alloc_, bytes);
+    alloc_.check_invariants();
+  }
+  std::uintptr_t take(std::size_t bytes, gm::detail::stream_id s = stream_a,
+                      gm::detail::graph_id g = gm::detail::no_graph) {
+    auto b = alloc_.allocate(bytes, s, g);
+    EXPECT_TRUE(b.has_value()) << "no block for " << bytes;
+    alloc_.check_invariants();
+    return b ? b->address : 0;
+  }
+  bool fits(std::size_t bytes, gm::detail::stream_id s,
+            gm::detail::graph_id g = gm::detail::no_graph) {
+    // Probes without keeping the block (a block that fits comes back tagged with `s`).
+    auto b = alloc_.allocate(bytes, s, g);
+    if (!b) return false;
+    alloc_.deallocate(b->address, s);
+    alloc_.check_invariants();
+    return true;
+  }
+  void give(std::uintptr_t address, gm::detail::stream_id s = stream_a) {
+    alloc_.deallocate(address, s);
+    alloc_.check_invariants();
+  }
+};
+
+using layouts = ::testing::Types<growing_region, separate_segments>;
+class layout_names {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, growing_region> ? "growing_region" : "separate_segments";
+  }
+};
+TYPED_TEST_SUITE(block_allocator_test, layouts, layout_names);
+
+using graphstep::testing::message_of;
+
+#define EXPECT_USAGE_ERROR(call, text)                                   \
+  do {                                                                   \
+    std::string const gs_message_ = message_of([&] { call; });           \
+    EXPECT_NE(gs_message_.find(text), std::string::npos) << gs_message_; \
+  } while (0)
+
+}  // namespace
+
+TYPED_TEST(block_allocator_test, rounds_up_to_the_alignment_and_splits) {
+  this->grow(4096);
+  auto const a = this->alloc_.allocate(1, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->size, 256U);
+  EXPECT_EQ(a->address % 256, 0U);
+  auto const b = this->alloc_.allocate(257, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->size, 512U);
+  EXPECT_EQ(b->address, a->address + 256) << "split off the front of the free block";
+  auto const stats = this->alloc_.stats();
+  EXPECT_EQ(stats.bytes_in_use, 768U);
+  EXPECT_EQ(stats.free_bytes, 4096U - 768U);
+  EXPECT_EQ(stats.used_blocks, 2U);
+  EXPECT_EQ(stats.free_blocks, 1U);
+  this->alloc_.check_invariants();
+}
+
+TYPED_TEST(block_allocator_test, best_fit_prefers_the_smallest_hole_then_the_lowest_address) {
+  this->grow(8192);
+  auto const a = this->take(1024);
+  auto const b = this->take(256);
+  auto const c = this->take(512);
+  auto const d = this->take(256);
+  auto const e = this->take(512);
+  auto const f = this->take(256);
+  static_cast<void>(b);
+  static_cast<void>(d);
+  static_cast<void>(f);
+  this->give(a);  // a 1024 hole
+  this->give(e);  // a 512 hole, higher
+  this->give(c);  // a 512 hole, lower
+  EXPECT_EQ(this->take(300), c) << "the 512 holes fit best; the lower one wins";
+  EXPECT_EQ(this->take(300), e);
+  EXPECT_EQ(this->take(1000), a);
+}
+
+TYPED_TEST(block_allocator_test, freeing_coalesces_neighbours) {
+  this->grow(4096);
+  auto const a = this->take(1024);
+  auto const b = this->take(1024);
+  auto const c = this->take(1024);
+  this->give(a);
+  this->give(c);
+  EXPECT_EQ(this->alloc_.stats().free_blocks, 3U) << "a; c on stream a; the untouched tail";
+  this->give(b);
+  EXPECT_EQ(this->alloc_.stats().free_blocks, 2U) << "a, b and c merged (same stream)";
+  this->alloc_.release_stream(stream_a);
+  this->alloc_.check_invariants();
+  auto const stats = this->alloc_.stats();
+  EXPECT_EQ(stats.free_blocks, 1U) << "released: everything merged with the tail";
+  EXPECT_EQ(stats.largest_free_block, 4096U);
+  EXPECT_EQ(stats.fragmentation, 0.0);
+}
+
+TYPED_TEST(block_allocator_test, nothing_fits_returns_nullopt_and_growth_helps) {
+  this->grow(1024);
+  EXPECT_FALSE(this->alloc_.allocate(2048, stream_a, gm::detail::no_graph));
+  this->alloc_.check_invariants();
+  this->grow(2048);
+  EXPECT_TRUE(this->alloc_.allocate(2048, stream_a, gm::detail::no_graph));
+  this->alloc_.check_invariants();
+}
+
+TYPED_TEST(block_allocator_test, a_block_freed_on_one_stream_waits_for_release_on_another) {
+  this->grow(1024);
+  auto const a = this->take(1024, stream_a);
+  this->give(a, stream_a);
+  EXPECT_FALSE(this->alloc_.allocate(512, stream_b, gm::detail::no_graph)) << "not ordered yet";
+  this->alloc_.release_stream(stream_b);  // another stream's release changes nothing
+  EXPECT_FALSE(this->alloc_.allocate(512, stream_b, gm::detail::no_graph));
+  EXPECT_EQ(this->take(512, stream_a), a) << "same stream: at once";
+  this->give(a, stream_a);
+  this->alloc_.release_stream(stream_a);
+  this->alloc_.check_invariants();
+  EXPECT_EQ(this->take(512, stream_b), a);
+}
+
+TYPED_TEST(block_allocator_test, a_stream_block_stays_apart_from_released_neighbours) {
+  this->grow(4096);
+  auto const a = this->take(2048, stream_a);
+  this->give(a, stream_a);
+  // [a, a+2048) is tied to stream a, the rest to every stream: merged, stream b would lose it.
+  EXPECT_EQ(this->alloc_.stats().free_blocks, 2U);
+  EXPECT_FALSE(this->fits(3072, stream_b));
+  // Stream a may use both halves together: the request spans them, and the remainder keeps
+  // its own tag, so stream b can still have it.
+  auto const spanning = this->alloc_.allocate(3072, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(spanning);
+  this->alloc_.check_invariants();
+  EXPECT_EQ(spanning->address, a);
+  EXPECT_EQ(spanning->size, 3072U);
+  EXPECT_EQ(this->take(1024, stream_b), a + 3072);
+}
+
+TYPED_TEST(block_allocator_test, graph_memory_never_serves_eager_allocations) {
+  this->grow(2048);
+  auto const g1 = this->take(1024, stream_a, graph_g);
+  this->give(g1, stream_a);
+  this->alloc_.release_stream(stream_a);
+  // Only the untouched half may serve eager work, and no eager request may span into g's.
+  EXPECT_FALSE(this->fits(2048, stream_a));
+  auto const eager = this->alloc_.allocate(1024, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(eager);
+  EXPECT_NE(eager->address, g1);
+  EXPECT_FALSE(this->alloc_.allocate(1024, stream_a, gm::detail::no_graph));
+  // Another graph sharing the pool may reuse it.
+  EXPECT_EQ(this->take(1024, stream_a, graph_h), g1);
+  EXPECT_EQ(this->alloc_.bytes_in_use_by(graph_h), 1024U);
+  EXPECT_EQ(this->alloc_.bytes_in_use_by(graph_g), 0U);
+}
+
+TYPED_TEST(block_allocator_test, a_graph_block_freed_keeps_its_mark_on_every_stream) {
+  this->grow(1024);
+  auto const g1 = this->take(1024, stream_a, graph_g);
+  this->give(g1, stream_a);
+  EXPECT_FALSE(this->fits(256, stream_a)) << "freed, same stream, but g still replays there";
+  EXPECT_TRUE(this->fits(1024, stream_a, graph_g)) << "g itself may reuse it during capture";
+  EXPECT_FALSE(this->fits(256, stream_b, graph_h)) << "stream order still holds for graphs";
+}
+
+TYPED_TEST(block_allocator_test, a_graph_may_span_blocks_touched_by_other_graphs) {
+  this->grow(3072);
+  auto const g1 = this->take(1024, stream_a, graph_g);
+  this->give(g1, stream_a);
+  this->alloc_.release_stream(stream_a);
+  // [g1, +1024) touched by g, the rest untouched: two free blocks that may not merge.
+  EXPECT_EQ(this->alloc_.stats().free_blocks, 2U);
+  EXPECT_FALSE(this->fits(3072, stream_a)) << "eager work may not span g's memory";
+  auto const whole = this->alloc_.allocate(3072, stream_a, graph_h);
+  ASSERT_TRUE(whole) << "one region, so the two blocks are adjacent";
+  this->alloc_.check_invariants();
+  EXPECT_EQ(whole->address, g1);
+  this->give(whole->address, stream_a);
+  this->alloc_.release_stream(stream_a);
+  this->alloc_.release_graph(graph_h);
+  this->alloc_.check_invariants();
+  EXPECT_FALSE(this->fits(256, stream_a)) << "all of it still carries g's mark";
+  this->alloc_.release_graph(graph_g);
+  this->alloc_.check_invariants();
+  EXPECT_EQ(this->alloc_.stats().free_blocks, 1U);
+  EXPECT_EQ(this->take(3072, stream_a), g1);
+}
+
+TYPED_TEST(block_allocator_test, release_graph_frees_outputs_and_clears_marks) {
+  this->grow(4096);
+  auto const output = this->take(1024, stream_a, graph_g);
+  auto const scratch = this->take(1024, stream_a, graph_g);
+  auto const other = this->take(512, stream_a, graph_h);
+  this->give(scratch, stream_a);
+  EXPECT_EQ(this->alloc_.bytes_in_use_by(graph_g), 1024U);
+  EXPECT_EQ(this->alloc_.bytes_in_use_by(graph_h), 512U);
+  this->alloc_.release_graph(graph_g);
+  this->alloc_.check_invariants();
+  EXPECT_EQ(this->alloc_.bytes_in_use_by(graph_g), 0U);
+  EXPECT_EQ(this->alloc_.bytes_in_use_by(graph_h), 512U) << "h keeps its block";
+  EXPECT_EQ(this->alloc_.stats().bytes_in_use, 512U);
+  this->alloc_.release_stream(stream_a);
+  EXPECT_EQ(this->take(2048, stream_b), output) << "g's memory serves eager work again";
+  this->give(output, stream_b);
+  this->give(other, stream_a);
+  this->alloc_.release_stream(stream_a);
+  this->alloc_.release_stream(stream_b);
+  EXPECT_FALSE(this->fits(4096, stream_a)) << "h still marks its block";
+  this->alloc_.release_graph(graph_h);
+  this->alloc_.check_invariants();
+  EXPECT_EQ(this->alloc_.stats().free_blocks, 1U);
+  EXPECT_EQ(this->take(4096, stream_a), output) << "everything merged back";
+}
+
+TYPED_TEST(block_allocator_test, marks_of_several_graphs_accumulate) {
+  this->grow(1024);
+  auto const a = this->take(1024, stream_a, graph_g);
+  this->give(a, stream_a);
+  EXPECT_EQ(this->take(1024, stream_a, graph_h), a);
+  this->give(a, stream_a);
+  this->alloc_.release_graph(graph_g);
+  EXPECT_FALSE(this->alloc_.allocate(1024, stream_a, gm::detail::no_graph))
+      << "h still replays there";
+  this->alloc_.release_graph(graph_h);
+  EXPECT_TRUE(this->alloc_.allocate(1024, stream_a, gm::detail::no_graph));
+  this->alloc_.check_invariants();
+}
+
+TYPED_TEST(block_allocator_test, peak_and_fragmentation) {
+  this->grow(4096);
+  auto const a = this->take(1024);
+  auto const b = this->take(1024);
+  auto const c = this->take(1024);
+  this->give(b);
+  this->alloc_.release_stream(stream_a);
+  auto const stats = this->alloc_.stats();
+  EXPECT_EQ(stats.peak_bytes_in_use, 3072U);
+  EXPECT_EQ(stats.free_bytes, 2048U);
+  EXPECT_EQ(stats.largest_free_block, 1024U);
+  EXPECT_DOUBLE_EQ(stats.fragmentation, 0.5);
+  this->give(a);
+  this->give(c);
+  EXPECT_EQ(this->alloc_.stats().peak_bytes_in_use, 3072U);
+  EXPECT_EQ(this->alloc_.stats().bytes_in_use, 0U);
+}
+
+TYPED_TEST(block_allocator_test, bad_requests_are_usage_errors) {
+  this->grow(1024);
+  auto const a = this->take(512);
+  EXPECT_USAGE_ERROR(static_cast<void>(this->alloc_.allocate(0, stream_a, 0)), "0 bytes");
+  EXPECT_USAGE_ERROR(static_cast<void>(this->alloc_.allocate(~std::size_t{0}, stream_a, 0)),
+                     "larger than any address space");
+  EXPECT_USAGE_ERROR(this->alloc_.deallocate(a + 256, stream_a), "is not its start");
+  EXPECT_USAGE_ERROR(this->alloc_.deallocate(0x42, stream_a), "foreign pointer");
+  EXPECT_USAGE_ERROR(this->alloc_.deallocate(base + (std::size_t{1} << 40), stream_a),
+                     "foreign pointer");
+  this->give(a);
+  EXPECT_USAGE_ERROR(this->alloc_.deallocate(a, stream_a), "double free");
+  this->alloc_.check_invariants();
+  EXPECT_EQ(this->alloc_.stats().bytes_in_use, 0U) << "failed calls change nothing";
+}
+
+TEST(block_allocator, bad_alignment_is_a_usage_error) {
+  EXPECT_USAGE_ERROR(gm::detail::block_allocator{3}, "power of two, not 3");
+  EXPECT_USAGE_ERROR(gm::detail::block_allocator{0}, "power of two, not 0");
+  EXPECT_USAGE_ERROR(gm::detail::block_allocator{768}, "power of two, not 768");
+  EXPECT_EQ(gm::detail::block_allocator{1}.alignment(), 1U);
+}
+
+TEST(block_allocator, bad_regions_are_usage_errors) {
+  gm::detail::block_allocator a{256};
+  EXPECT_USAGE_ERROR(a.add_region(base + 1, 4096), "is not aligned to 256 bytes");
+  EXPECT_USAGE_ERROR(a.add_region(base, 0), "a region of 0 bytes");
+  EXPECT_USAGE_ERROR(a.add_region(~std::uintptr_t{0} - 1023, 4096), "past the end");
+  a.add_region(base, 4096);
+  EXPECT_USAGE_ERROR(a.add_region(base + 2048, 4096), "overlaps the region at 0x10000000");
+  EXPECT_USAGE_ERROR(a.add_region(base - 1024, 2048), "overlaps the region at 0x10000000");
+  EXPECT_USAGE_ERROR(a.add_region(base, 4096), "overlaps");
+  a.add_region(base + 8192, 4096);
+  EXPECT_USAGE_ERROR(a.extend_region(base, 8192), "would overlap the region at 0x10002000");
+  EXPECT_USAGE_ERROR(a.extend_region(base + 256, 256), "no region starts at 0x10000100");
+  EXPECT_USAGE_ERROR(a.extend_region(base, 0), "growth of 0 bytes");
+  a.check_invariants();
+  EXPECT_EQ(a.stats().region_bytes, 2U * 4096) << "failed calls change nothing";
+  a.extend_region(base, 4096);  // exactly up to the next region
+  a.check_invariants();
+  EXPECT_EQ(a.stats().region_bytes, 3U * 4096);
+}
+
+TEST(block_allocator, regions_never_merge) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 1024);
+  a.add_region(base + 1024, 1024);  // adjacent, but a separate segment
+  EXPECT_EQ(a.stats().free_blocks, 2U);
+  EXPECT_FALSE(a.allocate(2048, stream_a, gm::detail::no_graph));
+  a.check_invariants();
+  EXPECT_TRUE(a.owns(base));
+  EXPECT_TRUE(a.owns(base + 2047));
+  EXPECT_FALSE(a.owns(base + 2048));
+  EXPECT_FALSE(a.owns(base - 1));
+}
+
+TEST(block_allocator, growth_extends_a_free_tail_in_place) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 1024);
+  auto const first = a.allocate(512, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(first);
+  a.extend_region(base, 1024);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().free_blocks, 1U) << "the old tail and the growth merged";
+  auto const big = a.allocate(1536, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->address, first->address + 512);
+  a.check_invariants();
+}
+
+TEST(block_allocator, growth_stays_apart_from_a_tail_tied_to_a_stream_or_a_graph) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 2048);
+  auto const x = a.allocate(1024, stream_a, gm::detail::no_graph);
+  auto const y = a.allocate(1024, stream_a, graph_g);
+  ASSERT_TRUE(x && y);
+  a.deallocate(y->address, stream_a);
+  a.extend_region(base, 1024);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().free_blocks, 2U) << "g's tail, on stream a, and the fresh growth";
+  auto const fresh = a.allocate(1024, stream_b, gm::detail::no_graph);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->address, base + 2048) << "the growth serves any stream and eager work";
+  a.deallocate(fresh->address, stream_b);
+  a.release_stream(stream_a);
+  a.release_stream(stream_b);
+  a.release_graph(graph_g);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().free_blocks, 1U) << "once released, the tail and the growth merge";
+}
+
+TEST(block_allocator, region_sizes_need_not_be_multiples_of_the_alignment) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 100);  // too small for a block yet
+  a.check_invariants();
+  EXPECT_EQ(a.stats().region_bytes, 0U);
+  EXPECT_TRUE(a.owns(base + 99));
+  EXPECT_FALSE(a.allocate(1, stream_a, gm::detail::no_graph));
+  a.extend_region(base, 500);  // 600 bytes: two blocks' worth
+  a.check_invariants();
+  EXPECT_EQ(a.stats().region_bytes, 512U);
+  a.extend_region(base, 424);  // 1024 bytes
+  a.check_invariants();
+  EXPECT_EQ(a.stats().region_bytes, 1024U);
+  EXPECT_EQ(a.stats().free_blocks, 1U);
+  EXPECT_USAGE_ERROR(a.add_region(base + 768, 256), "overlaps");
+  a.add_region(base + 1024, 1000);
+  EXPECT_EQ(a.stats().region_bytes, 1024U + 768U);
+  a.check_invariants();
+}
+
+TEST(block_allocator, custom_alignment) {
+  gm::detail::block_allocator a{4096};
+  a.add_region(base, 65536);
+  auto const x = a.allocate(1, stream_a, gm::detail::no_graph);
+  auto const y = a.allocate(4097, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ(x->size, 4096U);
+  EXPECT_EQ(y->size, 8192U);
+  EXPECT_EQ(y->address % 4096, 0U);
+  EXPECT_USAGE_ERROR(a.add_region(base + 65536 + 256, 4096), "not aligned to 4096 bytes");
+  a.check_invariants();
+}
+
+TEST(block_allocator, any_stream_allocations_take_only_released_blocks) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 2048);
+  auto const x = a.allocate(1024, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(x);
+  a.deallocate(x->address, stream_a);
+  auto const y = a.allocate(1024, gm::detail::any_stream, gm::detail::no_graph);
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->address, base + 1024) << "the block freed on stream a is not ordered yet";
+  EXPECT_FALSE(a.allocate(1024, gm::detail::any_stream, gm::detail::no_graph));
+  a.check_invariants();
+}

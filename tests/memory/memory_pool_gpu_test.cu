@@ -1,0 +1,322 @@
+// The memory pool on a device: fixed addresses across replays, graph-private memory, sharing,
+// growth, budgets, planned mode and teardown in any order. Every test runs on both backings.
+
+#include <graphstep/graphstep.hpp>
+#include <set>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+#include "common/test_kernels.cuh"
+
+namespace gs = graphstep;
+using gs::testing::axpy_kernel;
+using gs::testing::blocks_for;
+using gs::testing::fill_kernel;
+using gs::testing::message_of;
+
+namespace {
+
+class pool_test : public gs::testing::gpu_test,
+                  public ::testing::WithParamInterface<gs::memory::pool_backing> {
+ protected:
+  void SetUp() override {
+    gs::testing::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+  }
+  gs::memory::pool_options options(std::size_t budget = 0) const {
+    gs::memory::pool_options o;
+    o.backing = GetParam();
+    o.budget_bytes = budget;
+    o.growth_bytes = std::size_t{2} << 20;
+    return o;
+  }
+  float read(float const* device) {
+    float host = 0.0F;
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&host, device, sizeof(float), cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();
+    return host;
+  }
+  std::optional<gs::cuda::stream> stream_;
+};
+
+std::uintptr_t address(void const* p) {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
+}  // namespace
+
+namespace graphstep::memory {
+// Readable test names in failure reports.
+void PrintTo(pool_backing backing, std::ostream* out) {
+  *out << (backing == pool_backing::virtual_memory ? "virtual_memory" : "device_malloc");
+}
+}  // namespace graphstep::memory
+
+TEST_P(pool_test, captured_allocations_keep_their_addresses_across_replays) {
+  gs::memory::memory_pool pool{options()};
+  int const n = 1024;
+  float* out = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+  std::vector<void*> scratch;
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, pool, [&] {
+    for (int i = 0; i < 4; ++i) {
+      auto* s = static_cast<float*>(pool.allocate(sizeof(float) * n * (i + 1), *stream_));
+      scratch.push_back(s);
+      fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(s, 1.0F, n);
+      axpy_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(out, s, 1.0F, n);
+      if (i % 2 == 1) pool.deallocate(s, *stream_);  // reused later in the same capture
+    }
+  });
+  auto const held = pool.bytes_held_by(g);
+  EXPECT_GT(held, 0U);
+  // Eager allocations never land on memory the graph writes.
+  std::vector<void*> eager;
+  for (int i = 0; i < 16; ++i) {
+    void* p = pool.allocate(sizeof(float) * n, *stream_);
+    for (void* s : scratch) {
+      EXPECT_FALSE(address(p) < address(s) + sizeof(float) * n * 4 &&
+                   address(s) < address(p) + sizeof(float) * n)
+          << "an eager block overlaps graph memory";
+    }
+    eager.push_back(p);
+  }
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof(float) * n, stream_->get()));
+  for (int i = 0; i < 10000; ++i) g.replay(*stream_);
+  EXPECT_EQ(read(out), 40000.0F);
+  EXPECT_EQ(pool.bytes_held_by(g), held);
+  for (void* p : eager) pool.deallocate(p, *stream_);
+}
+
+TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
+  std::vector<int> const buckets{8192, 4096, 2048, 1024, 512};  // largest first
+  auto capture_all = [&](gs::memory::memory_pool* shared) {
+    std::vector<gs::graphs::graph> graphs;
+    std::vector<gs::memory::memory_pool> own;
+    float* out = nullptr;
+    for (int rows : buckets) {
+      gs::memory::memory_pool* pool = shared;
+      if (pool == nullptr) pool = &own.emplace_back(options());
+      if (out == nullptr) out = static_cast<float*>(pool->allocate(sizeof(float), *stream_));
+      gs::graphs::graph& g = graphs.emplace_back();
+      gs::graphs::capture(g, *stream_, *pool, [&] {
+        std::size_t const bytes = sizeof(float) * 1024 * rows;
+        auto* a = static_cast<float*>(pool->allocate(bytes, *stream_));
+        auto* b = static_cast<float*>(pool->allocate(bytes, *stream_));
+        fill_kernel<<<blocks_for(1024 * rows), 256, 0, stream_->get()>>>(a, 1.0F, 1024 * rows);
+        axpy_kernel<<<blocks_for(1024 * rows), 256, 0, stream_->get()>>>(b, a, 1.0F, 1024 * rows);
+        pool->deallocate(a, *stream_);
+        pool->deallocate(b, *stream_);
+      });
+    }
+    std::size_t mapped = 0;
+    if (shared != nullptr) mapped = shared->statistics().mapped_bytes;
+    for (auto& p : own) mapped += p.statistics().mapped_bytes;
+    for (auto& g : graphs) g.replay(*stream_);
+    stream_->synchronize();
+    return mapped;
+  };
+  gs::memory::memory_pool shared{options()};
+  std::size_t const shared_bytes = capture_all(&shared);
+  std::size_t const separate_bytes = capture_all(nullptr);
+  std::size_t const largest = 2 * sizeof(float) * 1024 * buckets.front();
+  std::printf("shared pool: %zu B, separate pools: %zu B, largest bucket: %zu B\n", shared_bytes,
+              separate_bytes, largest);
+  EXPECT_LT(shared_bytes, separate_bytes);
+  EXPECT_LE(shared_bytes, largest + (std::size_t{4} << 20));  // about the largest, not the sum
+}
+
+TEST_P(pool_test, growth_keeps_old_addresses_valid) {
+  gs::memory::memory_pool pool{options()};
+  std::vector<float*> blocks;
+  for (int i = 0; i < 8; ++i) {
+    auto* p = static_cast<float*>(pool.allocate(std::size_t{3} << 20, *stream_));  // forces growth
+    fill_kernel<<<1, 32, 0, stream_->get()>>>(p, static_cast<float>(i), 1);
+    blocks.push_back(p);
+  }
+  EXPECT_GE(pool.statistics().growths, 2U);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(read(blocks[i]), static_cast<float>(i));
+  for (float* p : blocks) pool.deallocate(p, *stream_);
+}
+
+TEST_P(pool_test, budget_exceeded_is_out_of_memory_with_sizes) {
+  gs::memory::memory_pool pool{options(std::size_t{8} << 20)};
+  void* first = pool.allocate(std::size_t{4} << 20, *stream_);
+  try {
+    static_cast<void>(pool.allocate(std::size_t{16} << 20, *stream_));
+    FAIL() << "no exception";
+  } catch (gs::out_of_memory const& e) {
+    EXPECT_EQ(e.sizes().requested, std::size_t{16} << 20);
+    EXPECT_EQ(e.sizes().budget, std::size_t{8} << 20);
+    EXPECT_GE(e.sizes().in_use, std::size_t{4} << 20);
+    EXPECT_NE(std::string{e.what()}.find("budget"), std::string::npos) << e.what();
+  }
+  pool.deallocate(first, *stream_);
+}
+
+TEST_P(pool_test, device_exhaustion_is_out_of_memory) {
+  gs::memory::memory_pool pool{options()};
+  std::size_t free_bytes = 0;
+  std::size_t total = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+  EXPECT_THROW(static_cast<void>(pool.allocate(total * 2, *stream_)), gs::out_of_memory);
+}
+
+TEST_P(pool_test, bad_frees_are_usage_errors) {
+  gs::memory::memory_pool pool{options()};
+  void* p = pool.allocate(1024, *stream_);
+  pool.deallocate(p, *stream_);
+  EXPECT_THROW(pool.deallocate(p, *stream_), gs::usage_error);  // double free
+  int on_host = 0;
+  EXPECT_THROW(pool.deallocate(&on_host, *stream_), gs::usage_error);  // foreign pointer
+  EXPECT_THROW(static_cast<void>(pool.allocate(0, *stream_)), gs::usage_error);
+}
+
+TEST_P(pool_test, planned_mode_serves_the_warm_up_layout) {
+  gs::memory::memory_pool pool{options()};
+  int const n = 4096;
+  float* out = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+  auto step = [&] {
+    auto* a = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+    auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n * 2, *stream_));
+    fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(a, 2.0F, n);
+    pool.deallocate(a, *stream_);
+    auto* c = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+    fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(c, 3.0F, n);
+    axpy_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(out, c, 1.0F, n);
+    pool.deallocate(b, *stream_);
+    pool.deallocate(c, *stream_);
+  };
+  pool.begin_trace();
+  step();
+  auto const plan = pool.plan_next_capture(pool.end_trace());
+  EXPECT_LE(plan.footprint_ratio(), 1.05);
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, pool, step);
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof(float) * n, stream_->get()));
+  g.replay(*stream_);
+  g.replay(*stream_);
+  EXPECT_EQ(read(out), 6.0F);
+}
+
+TEST_P(pool_test, planned_mode_names_the_diverging_allocation) {
+  gs::memory::memory_pool pool{options()};
+  pool.begin_trace();
+  void* a = pool.allocate(1024, *stream_);
+  pool.deallocate(a, *stream_);
+  static_cast<void>(pool.plan_next_capture(pool.end_trace()));
+  gs::graphs::graph g;
+  try {
+    gs::graphs::capture(g, *stream_, pool,
+                        [&] { static_cast<void>(pool.allocate(4096, *stream_)); });
+    FAIL() << "no exception";
+  } catch (gs::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("4096"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(g.empty());
+}
+
+TEST_P(pool_test, a_full_reserved_range_is_out_of_memory) {
+  if (GetParam() != gs::memory::pool_backing::virtual_memory) GTEST_SKIP() << "no range to fill";
+  auto o = options();
+  o.reserve_bytes = std::size_t{2} << 20;  // rounded up to the allocation granularity
+  gs::memory::memory_pool pool{o};
+  std::size_t const reserved = pool.statistics().reserved_bytes;
+  std::string const what = message_of<gs::out_of_memory>(
+      [&] { static_cast<void>(pool.allocate(reserved + (std::size_t{1} << 20), *stream_)); });
+  EXPECT_NE(what.find("reserved address range"), std::string::npos) << what;
+  EXPECT_NE(what.find("reserve_bytes"), std::string::npos) << what;
+  void* fits = pool.allocate(1024, *stream_);  // the pool is still usable
+  pool.deallocate(fits, *stream_);
+}
+
+TEST_P(pool_test, allocating_in_a_capture_not_given_this_pool_is_a_usage_error) {
+  gs::memory::memory_pool pool{options()};
+  gs::graphs::graph g;
+  std::string const what = message_of([&] {
+    gs::graphs::capture(g, *stream_, [&] { static_cast<void>(pool.allocate(1024, *stream_)); });
+  });
+  EXPECT_NE(what.find("not by a capture_scope given this pool"), std::string::npos) << what;
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::cuda::stream_view{*stream_}.is_capturing());
+  EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
+}
+
+TEST_P(pool_test, a_moved_from_pool_is_a_usage_error) {
+  gs::memory::memory_pool pool{options()};
+  gs::memory::memory_pool moved{std::move(pool)};
+  std::string const what = message_of([&] {
+    static_cast<void>(pool.allocate(1024, *stream_));  // NOLINT(bugprone-use-after-move)
+  });
+  EXPECT_NE(what.find("moved from"), std::string::npos) << what;
+  gs::graphs::graph g;
+  EXPECT_THROW((gs::graphs::capture_scope{g, *stream_, pool}), gs::usage_error);
+  EXPECT_FALSE(gs::cuda::stream_view{*stream_}.is_capturing());
+  void* p = moved.allocate(1024, *stream_);
+  moved.deallocate(p, *stream_);
+}
+
+TEST_P(pool_test, planned_mode_refuses_a_free_on_a_side_stream) {
+  gs::memory::memory_pool pool{options()};
+  pool.begin_trace();
+  pool.deallocate(pool.allocate(4096, *stream_), *stream_);
+  static_cast<void>(pool.plan_next_capture(pool.end_trace()));
+  gs::cuda::stream side;
+  gs::graphs::graph g;
+  std::string refused;
+  {
+    gs::graphs::capture_scope scope{
+        g, *stream_, pool, {gs::graphs::capture_mode::this_thread, "planned"}};
+    auto* x = static_cast<float*>(pool.allocate(4096, *stream_));
+    scope.fork(side);
+    fill_kernel<<<1, 32, 0, side.get()>>>(x, 1.0F, 32);
+    refused = message_of([&] { pool.deallocate(x, side); });
+    scope.join(side);
+    pool.deallocate(x, *stream_);  // where planned mode wants it: after the join
+    scope.end();
+  }
+  EXPECT_NE(refused.find("freed a block on a side stream"), std::string::npos) << refused;
+  EXPECT_FALSE(g.empty());
+  g.replay(*stream_);
+  stream_->synchronize();
+}
+
+TEST_P(pool_test, teardown_in_any_order_leaks_nothing) {
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
+  for (bool pool_first : {true, false}) {
+    auto pool = std::make_unique<gs::memory::memory_pool>(options());
+    auto g = std::make_unique<gs::graphs::graph>();
+    gs::graphs::capture(*g, *stream_, *pool, [&] {
+      auto* x = static_cast<float*>(pool->allocate(std::size_t{8} << 20, *stream_));
+      fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 32);
+    });
+    g->replay(*stream_);
+    if (pool_first) {
+      pool.reset();         // the graph keeps the memory alive...
+      g->replay(*stream_);  // ...so it can still run
+      stream_->synchronize();
+      g.reset();
+    } else {
+      g.reset();
+      EXPECT_EQ(pool->statistics().live_graphs, 0U);
+      pool.reset();
+    }
+  }
+  std::size_t free_after = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
+  EXPECT_EQ(free_after, free_before);
+}
+
+INSTANTIATE_TEST_SUITE_P(backings, pool_test,
+                         ::testing::Values(gs::memory::pool_backing::virtual_memory,
+                                           gs::memory::pool_backing::device_malloc),
+                         [](auto const& info) {
+                           return info.param == gs::memory::pool_backing::virtual_memory
+                                      ? std::string{"virtual_memory"}
+                                      : std::string{"device_malloc"};
+                         });

@@ -1,0 +1,319 @@
+// NCCL on one GPU: a one-rank communicator, every collective eager and captured, the bucketed
+// all-reduce, the sequence check and the watchdog. Multi-rank logic is tested on the CPU.
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/nccl.hpp>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+namespace gn = graphstep::nccl;
+
+// Ownership traits hold on any machine, GPU or not.
+static_assert(
+    std::is_same_v<std::unique_ptr<ncclComm, gn::detail::comm_deleter>::pointer, ncclComm_t>);
+static_assert(std::is_nothrow_move_constructible_v<gn::nccl_comm>);
+static_assert(std::is_nothrow_move_assignable_v<gn::nccl_comm>);
+static_assert(!std::is_copy_constructible_v<gn::nccl_comm>);
+static_assert(std::is_trivially_copyable_v<gn::nccl_comm_view>);
+static_assert(!std::is_copy_constructible_v<gn::group_guard>);
+
+namespace {
+
+class nccl_test : public gs::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gs::testing::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+    comms_ = gn::nccl_comm::for_local_devices({0});
+  }
+  float* upload(std::vector<float> const& host) {
+    void* device = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
+    buffers_.push_back(device);
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpy(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return static_cast<float*>(device);
+  }
+  std::vector<float> download(float const* device, std::size_t n) {
+    std::vector<float> host(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();
+    return host;
+  }
+  void TearDown() override {
+    for (void* p : buffers_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
+  }
+  static gn::device_buffer buffer(float* p, std::size_t n) {
+    return {p, n * sizeof(float), gs::dtype::float32};
+  }
+  std::optional<gs::cuda::stream> stream_;
+  std::vector<gn::nccl_comm> comms_;
+  std::vector<void*> buffers_;
+};
+
+}  // namespace
+
+TEST_F(nccl_test, one_rank_communicator) {
+  auto const view = comms_.front().view();
+  EXPECT_EQ(view.rank(), 0);
+  EXPECT_EQ(view.size(), 1);
+  EXPECT_EQ(view.device(), 0);
+  EXPECT_EQ(view.slot(), 0);
+  EXPECT_FALSE(view.failure());
+  gn::nccl_comm moved = std::move(comms_.front());
+  EXPECT_TRUE(comms_.front().empty());  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(comms_.front().get(), nullptr);
+  EXPECT_EQ(moved.view().rank(), 0);
+  EXPECT_EQ(&moved.view().state(), &view.state()) << "views survive a move";
+  EXPECT_THROW(static_cast<void>(comms_.front().view()), gs::usage_error);
+  comms_.front() = std::move(moved);
+}
+
+TEST_F(nccl_test, one_rank_all_reduce_is_a_copy_eager_and_captured) {
+  std::size_t const n = 4096;
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i) * 0.25F - 100.0F;
+  float* send = upload(values);
+  float* recv = upload(std::vector<float>(n, 0.0F));
+  auto comm = comms_.front().view();
+  gn::warm_up(comm, *stream_);
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] {
+    gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, *stream_);
+  });
+  EXPECT_EQ(download(recv, n), std::vector<float>(n, 0.0F)) << "capture runs nothing";
+  g.replay(*stream_);
+  EXPECT_EQ(download(recv, n), values);
+  // New inputs, same addresses: the replay reads them.
+  for (auto& v : values) v = -v;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(send, values.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  g.replay(*stream_);
+  EXPECT_EQ(download(recv, n), values);
+  ASSERT_EQ(comm.captured().records().size(), 1U);
+  EXPECT_EQ(gn::describe(comm.captured().records()[0]), "all_reduce(float32 x 4096, sum, slot 0)");
+  gn::verify_captured_sequence(comm, *stream_);  // one rank: always agrees
+  EXPECT_TRUE(comm.captured().records().empty());
+}
+
+TEST_F(nccl_test, warm_up_allows_every_kind_to_be_captured_and_refuses_a_capture) {
+  std::size_t const n = 64;
+  float* x = upload(std::vector<float>(n, 2.0F));
+  float* y = upload(std::vector<float>(n, 0.0F));
+  auto comm = comms_.front().view();
+  gs::graphs::graph inside;
+  EXPECT_THROW(gs::graphs::capture(inside, *stream_, [&] { gn::warm_up(comm, *stream_); }),
+               gs::usage_error);
+  gn::warm_up(comm, *stream_);
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] {
+    gn::all_reduce(buffer(x, n), buffer(y, n), gn::reduce_op::max, comm, *stream_);
+    gn::reduce_scatter(buffer(y, n), buffer(x, n), gn::reduce_op::min, comm, *stream_);
+    gn::all_gather(buffer(x, n), buffer(y, n), comm, *stream_);
+    gn::broadcast(buffer(y, n), buffer(x, n), 0, comm, *stream_);
+  });
+  EXPECT_EQ(comm.captured().records().size(), 4U);
+  gn::verify_captured_sequence(comm, *stream_);
+  g.replay(*stream_);
+  EXPECT_EQ(download(x, n), std::vector<float>(n, 2.0F));
+}
+
+TEST_F(nccl_test, collectives_on_one_rank_copy_and_are_checked) {
+  std::size_t const n = 1000;
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i);
+  float* send = upload(values);
+  float* recv = upload(std::vector<float>(n, -1.0F));
+  auto comm = comms_.front().view();
+  for (auto op : {gn::reduce_op::sum, gn::reduce_op::avg, gn::reduce_op::max, gn::reduce_op::min}) {
+    gn::all_reduce(buffer(send, n), buffer(recv, n), op, comm, *stream_);
+    EXPECT_EQ(download(recv, n), values);
+  }
+  gn::reduce_scatter(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, *stream_);
+  gn::all_gather(buffer(send, n), buffer(recv, n), comm, *stream_);
+  gn::broadcast(buffer(send, n), buffer(recv, n), 0, comm, *stream_);
+  EXPECT_EQ(download(recv, n), values);
+  EXPECT_THROW(
+      gn::all_reduce(buffer(send, n), buffer(recv, n - 1), gn::reduce_op::sum, comm, *stream_),
+      gs::usage_error);
+  EXPECT_THROW(gn::broadcast(buffer(send, n), buffer(recv, n), 1, comm, *stream_), gs::usage_error);
+  EXPECT_THROW(gn::all_reduce({send, n * 4, gs::dtype::float32}, {recv, n * 4, gs::dtype::float16},
+                              gn::reduce_op::sum, comm, *stream_),
+               gs::usage_error);
+}
+
+TEST_F(nccl_test, a_collective_must_run_eagerly_before_it_is_captured) {
+  std::size_t const n = 256;
+  float* x = upload(std::vector<float>(n, 1.0F));
+  auto comm = comms_.front().view();
+  gs::graphs::graph g;
+  EXPECT_THROW(
+      gs::graphs::capture(g, *stream_,
+                          [&] { gn::all_gather(buffer(x, n), buffer(x, n), comm, *stream_); }),
+      gs::usage_error);
+  gn::all_gather(buffer(x, n), buffer(x, n), comm, *stream_);  // warm-up
+  gs::graphs::capture(g, *stream_,
+                      [&] { gn::all_gather(buffer(x, n), buffer(x, n), comm, *stream_); });
+  EXPECT_EQ(comm.captured().records().size(), 1U);
+  gn::verify_captured_sequence(comm, *stream_);
+  EXPECT_TRUE(comm.captured().records().empty());
+  g.replay(*stream_);
+  EXPECT_EQ(download(x, n), std::vector<float>(n, 1.0F));
+}
+
+TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
+  std::vector<std::size_t> const grads{3000 * 4, 1000 * 4, 70000 * 4, 5 * 4};
+  auto plan = gn::plan_buckets(grads, 100000, 8192, 256);
+  ASSERT_GT(plan.buckets.size(), 1U);
+  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 97) * 0.5F;
+  float* flat = upload(values);
+  auto comm = comms_.front().view();
+  gn::bucketed_all_reduce reducer{comm, flat, plan, gs::dtype::float32};
+  reducer.all(*stream_);                 // eager, also the warm-up
+  EXPECT_EQ(download(flat, n), values);  // the average over one rank
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] {
+    for (std::size_t b = plan.buckets.size(); b-- > 0;) reducer.bucket_ready(b, *stream_);
+    reducer.join(*stream_);
+  });
+  EXPECT_GE(g.node_counts().total, plan.buckets.size());
+  g.replay(*stream_);
+  EXPECT_EQ(download(flat, n), values);
+}
+
+TEST_F(nccl_test, watchdog_reports_a_step_past_its_deadline) {
+  auto now = std::chrono::steady_clock::now();
+  gn::watchdog dog{comms_.front(), std::chrono::milliseconds{100}, [&] { return now; }};
+  EXPECT_TRUE(dog.poll());  // nothing outstanding
+  // A step that cannot finish until the test releases it.
+  cudaStream_t blocked = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
+  volatile int* flag = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaHostAlloc(const_cast<int**>(&flag), sizeof(int), cudaHostAllocMapped));
+  *flag = 0;
+  GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
+      blocked,
+      [](void* f) {
+        while (*static_cast<volatile int*>(f) == 0) {
+        }
+      },
+      const_cast<int*>(flag)));
+  dog.launched(blocked, 7);
+  EXPECT_FALSE(dog.poll());
+  now += std::chrono::milliseconds{150};
+  try {
+    static_cast<void>(dog.poll());
+    FAIL() << "no timeout";
+  } catch (gs::nccl_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("step 7"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(comms_.front().view().aborted());
+  *flag = 1;
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(blocked));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocked));
+  GRAPHSTEP_CUDA_TRY(cudaFreeHost(const_cast<int*>(flag)));
+  float* x = upload({1.0F});
+  try {
+    gn::all_reduce(buffer(x, 1), buffer(x, 1), gn::reduce_op::sum, comms_.front().view(), *stream_);
+    FAIL() << "a collective on an aborted communicator ran";
+  } catch (gs::nccl_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("step 7"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(dog.check(), gs::nccl_error);
+  EXPECT_THROW(dog.launched(*stream_, 8), gs::nccl_error);
+}
+
+TEST_F(nccl_test, background_watchdog_aborts_a_hung_step_and_the_training_thread_throws) {
+  std::atomic<std::int64_t> now_ms{0};
+  gn::watchdog_options options;
+  options.timeout = std::chrono::milliseconds{100};
+  options.background = true;
+  options.poll_interval = std::chrono::milliseconds{5};
+  options.clock = [&] {
+    return std::chrono::steady_clock::time_point{std::chrono::milliseconds{now_ms.load()}};
+  };
+  gn::watchdog dog{comms_.front(), options};
+  cudaStream_t blocked = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
+  std::atomic<int> release{0};
+  GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
+      blocked,
+      [](void* f) {
+        while (static_cast<std::atomic<int>*>(f)->load() == 0) {
+        }
+      },
+      &release));
+  dog.launched(blocked, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  EXPECT_NO_THROW(dog.check()) << "not late yet";
+  EXPECT_EQ(dog.outstanding_step(), 3);
+  now_ms = 250;  // the step is now 250 ms old
+  for (int i = 0; i < 400 && !comms_.front().view().aborted(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  EXPECT_TRUE(comms_.front().view().aborted()) << "the background thread did not abort";
+  auto const why = comms_.front().view().failure();
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("rank 0: step 3 has not finished after 250 ms"), std::string::npos) << *why;
+  EXPECT_NE(why->find("NCCL's asynchronous state"), std::string::npos) << *why;
+  try {
+    dog.check();
+    FAIL() << "no error on the training thread";
+  } catch (gs::nccl_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("step 3"), std::string::npos) << e.what();
+  }
+  release = 1;
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(blocked));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocked));
+}
+
+TEST_F(nccl_test, background_watchdog_does_not_break_a_capture_on_another_thread) {
+  std::size_t const n = 256;
+  float* x = upload(std::vector<float>(n, 1.0F));
+  auto comm = comms_.front().view();
+  gn::warm_up(comm, *stream_);
+  gn::watchdog_options options;
+  options.background = true;
+  options.poll_interval = std::chrono::milliseconds{1};
+  gn::watchdog dog{comm, options};
+  // A step outstanding on another stream keeps the thread querying events during the capture.
+  gs::cuda::stream other;
+  gn::all_reduce(buffer(x, n), buffer(x, n), gn::reduce_op::sum, comm, other);
+  dog.launched(other, 1);
+  for (int round = 0; round < 20; ++round) {
+    gs::graphs::graph g;
+    gs::graphs::capture(g, *stream_, [&] {
+      gn::all_reduce(buffer(x, n), buffer(x, n), gn::reduce_op::avg, comm, *stream_);
+      std::this_thread::sleep_for(std::chrono::milliseconds{2});  // let the thread poll
+    });
+    g.replay(*stream_);
+    // The strictest mode: any unsafe call from another thread would end this capture.
+    gs::graphs::graph strict;
+    float* scratch = upload(std::vector<float>(n, 0.0F));
+    gs::graphs::capture(
+        strict, *stream_,
+        [&] {
+          GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(scratch, 0, n * sizeof(float), stream_->get()));
+          std::this_thread::sleep_for(std::chrono::milliseconds{2});
+        },
+        gs::graphs::capture_options{gs::graphs::capture_mode::global});
+    strict.replay(*stream_);
+  }
+  dog.wait();
+  EXPECT_FALSE(comm.aborted());
+  EXPECT_EQ(download(x, n), std::vector<float>(n, 1.0F));
+}

@@ -1,0 +1,23 @@
+// Without a visible device the NCCL entry points that need one fail with no_device_error.
+
+#include <gtest/gtest.h>
+
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/nccl.hpp>
+
+namespace gs = graphstep;
+namespace gn = graphstep::nccl;
+
+TEST(nccl_no_device, communicators_need_a_device) {
+  if (gs::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({0})), gs::no_device_error);
+  EXPECT_THROW(static_cast<void>(gn::nccl_comm::from_unique_id({}, 0, 1)), gs::no_device_error);
+  EXPECT_THROW(static_cast<void>(gn::nccl_comm::from_environment()), gs::no_device_error);
+  EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({})), gs::usage_error);
+}
+
+// Checked before any device is touched, so the same with or without a GPU.
+TEST(nccl_no_device, two_ranks_on_one_gpu_are_refused_before_nccl_is_called) {
+  EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({0, 0})), gs::usage_error);
+}

@@ -1,0 +1,82 @@
+// Bucket choice, capture order, the LRU budget and the statistics of the graph cache.
+
+#include <gtest/gtest.h>
+
+#include <graphstep/error.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
+#include <string>
+
+namespace gsch = graphstep::schedule;
+
+TEST(bucket_policy, pad_up_picks_the_smallest_bucket_that_fits) {
+  gsch::bucket_policy const p{{8, 1, 4, 2, 16, 16}};
+  EXPECT_EQ(p.buckets(), (std::vector<std::int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(p.choose(1).bucket, 1);
+  EXPECT_EQ(p.choose(3).bucket, 4);
+  EXPECT_EQ(p.choose(3).padding, 1);
+  EXPECT_EQ(p.choose(9).bucket, 16);
+  EXPECT_EQ(p.choose(9).padding, 7);
+  EXPECT_EQ(p.choose(16).padding, 0);
+  EXPECT_EQ(p.capture_order(), (std::vector<std::int64_t>{16, 8, 4, 2, 1}));
+}
+
+TEST(bucket_policy, exact_matching_and_errors_name_the_fix) {
+  gsch::bucket_policy const p{{128, 256, 512}, gsch::bucket_match::exact};
+  EXPECT_EQ(p.choose(256).bucket, 256);
+  try {
+    static_cast<void>(p.choose(300));
+    FAIL() << "no error";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("no bucket of exactly 300"), std::string::npos);
+  }
+  try {
+    static_cast<void>(p.choose(1000));
+    FAIL() << "no error";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("larger than the largest bucket (512)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(static_cast<void>(p.choose(0)), graphstep::usage_error);
+  EXPECT_THROW(gsch::bucket_policy({}), graphstep::usage_error);
+  EXPECT_THROW(gsch::bucket_policy({0, 4}), graphstep::usage_error);
+}
+
+TEST(bucket_policy, powers_then_steps_like_inference_runners) {
+  auto const p = gsch::bucket_policy::powers_then_steps(40, 8);
+  EXPECT_EQ(p.buckets(), (std::vector<std::int64_t>{1, 2, 4, 8, 16, 24, 32, 40}));
+  auto const odd = gsch::bucket_policy::powers_then_steps(20, 8);
+  EXPECT_EQ(odd.buckets().back(), 20);
+  EXPECT_EQ(odd.choose(17).bucket, 20);
+  EXPECT_THROW(static_cast<void>(gsch::bucket_policy::powers_then_steps(0)),
+               graphstep::usage_error);
+}
+
+TEST(lru_budget, evicts_least_recently_used_first_to_fit) {
+  gsch::detail::lru_budget lru{100};
+  EXPECT_TRUE(lru.insert(1, 40).empty());
+  EXPECT_TRUE(lru.insert(2, 40).empty());
+  lru.touch(1);  // 2 is now the least recent
+  EXPECT_EQ(lru.insert(3, 40), (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(lru.order(), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(lru.total_bytes(), 80U);
+  EXPECT_EQ(lru.insert(4, 90), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_TRUE(lru.contains(4));
+  EXPECT_THROW(static_cast<void>(lru.insert(4, 1)), graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(lru.insert(5, 101)), graphstep::usage_error);
+  lru.erase(4);
+  EXPECT_EQ(lru.total_bytes(), 0U);
+}
+
+TEST(lru_budget, no_budget_never_evicts) {
+  gsch::detail::lru_budget lru;
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(lru.insert(i, 1U << 30).empty());
+  EXPECT_EQ(lru.order().size(), 100U);
+}
+
+TEST(cache_statistics, pad_ratio) {
+  gsch::cache_statistics s;
+  EXPECT_EQ(s.pad_ratio(), 0.0);
+  s.requested_elements = 75;
+  s.padded_elements = 25;
+  EXPECT_DOUBLE_EQ(s.pad_ratio(), 0.25);
+}
