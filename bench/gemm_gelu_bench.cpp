@@ -36,10 +36,10 @@ enum class variant { floor, fused, unfused };
 constexpr int runs_per_iteration = 10;
 constexpr int warm_up_runs = 5;
 
-// Random device data of one precision, freed at the end of the benchmark.
+// Random device data of one element type, freed at the end of the benchmark.
 class device_arena {
  public:
-  explicit device_arena(go::precision type) : type_{type} {}
+  explicit device_arena(gs::dtype type) : type_{type} {}
   ~device_arena() {
     for (void* p : blocks_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
   }
@@ -47,7 +47,7 @@ class device_arena {
   device_arena& operator=(device_arena const&) = delete;
 
   void* random(std::size_t elements) {
-    std::size_t const bytes = elements * go::element_bytes(type_);
+    std::size_t const bytes = elements * gs::size_in_bytes(type_);
     void* p = nullptr;
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, bytes));
     blocks_.push_back(p);
@@ -68,15 +68,15 @@ class device_arena {
       std::mt19937 rng{7};
       std::uniform_real_distribution<float> dist{-1.0F, 1.0F};
       pattern_.resize(std::size_t{1} << 20);
-      std::size_t const width = go::element_bytes(type_);
+      std::size_t const width = gs::size_in_bytes(type_);
       for (std::size_t i = 0; i + width <= pattern_.size(); i += width) {
         float const f = dist(rng);
         std::uint32_t u = 0;
         std::memcpy(&u, &f, 4);
-        if (type_ == go::precision::bf16) {
+        if (type_ == gs::dtype::bfloat16) {
           auto const h = static_cast<std::uint16_t>(u >> 16);
           std::memcpy(&pattern_[i], &h, 2);
-        } else if (type_ == go::precision::fp16) {
+        } else if (type_ == gs::dtype::float16) {
           // |f| < 1: a normal half from the float's top mantissa bits (truncated), or zero.
           int const e = static_cast<int>((u >> 23) & 0xFFU) - 127 + 15;
           auto const h = static_cast<std::uint16_t>(
@@ -96,7 +96,7 @@ class device_arena {
     }
   }
 
-  go::precision type_;
+  gs::dtype type_;
   std::vector<void*> blocks_;
   std::vector<unsigned char> pattern_;
 };
@@ -125,7 +125,7 @@ std::size_t operand_bytes(go::gemm_problem const& p) {
   auto const m = static_cast<std::size_t>(p.m);
   auto const n = static_cast<std::size_t>(p.n);
   auto const k = static_cast<std::size_t>(p.k);
-  return (m * k + n * k + 2 * m * n + 2 * std::max(m, std::max(n, k))) * go::element_bytes(p.type);
+  return (m * k + n * k + 2 * m * n + 2 * std::max(m, std::max(n, k))) * gs::size_in_bytes(p.type);
 }
 
 // Enough operand sets that one run's inputs were evicted from L2 by the others (2 at least).
@@ -177,9 +177,10 @@ void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_pla
 }
 
 // One GEMM kind in one variant; range(0..2) = M, N, K.
-void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, go::precision type) {
+void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, gs::dtype type,
+                 go::gemm_math math = go::gemm_math::standard) {
   if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
-  go::gemm_problem const counted{kind, state.range(0), state.range(1), state.range(2), type};
+  go::gemm_problem const counted{kind, state.range(0), state.range(1), state.range(2), type, math};
   go::gemm_problem problem = counted;
   if (how == variant::floor) problem.kind = floor_kind(kind);
   go::gemm_options options;
@@ -203,13 +204,13 @@ void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, go::p
     return state.SkipWithError(("not fused: " + sets.front().front().unfused_reason()).c_str());
   }
   time_rotating(state, sets, go::flops(counted), stream);
-  state.SetLabel(std::string{go::name(type)} + " " + go::name(problem.kind) +
+  state.SetLabel(go::describe_type(problem) + " " + go::name(problem.kind) +
                  (fused ? "" : " + kernels") + ", " + std::to_string(rotation) + " sets");
 }
 
 // The backward of fc1 (K -> N1, GELU) and fc2 (N1 -> N2) for a batch M; range = M, K, N1, N2.
 // Fused: BGRADB (dW2, db2), DGELU_BGRAD (dZ1, db1), plain dW1 and dX: 4 GEMMs, no kernels.
-void mlp_backward(benchmark::State& state, variant how, go::precision type) {
+void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
   if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
   std::int64_t const m = state.range(0), k = state.range(1), n1 = state.range(2),
                      n2 = state.range(3);
@@ -260,7 +261,7 @@ void mlp_backward(benchmark::State& state, variant how, go::precision type) {
   std::size_t kernels = 0;
   for (auto const& plan : sets.front()) kernels += 1 + plan.decision().kernels.size();
   time_rotating(state, sets, flops, stream);
-  state.SetLabel(std::string{go::name(type)} + ", " + std::to_string(kernels) +
+  state.SetLabel(std::string{gs::name(type)} + ", " + std::to_string(kernels) +
                  " launches per backward, " + std::to_string(rotation) + " sets");
 }
 
@@ -290,38 +291,38 @@ void mlp_shapes(benchmark::internal::Benchmark* b) {
 
 // Forward: GEMM floor, GEMM + bias + GELU fused (GELU_AUX_BIAS), GEMM then a bias-GELU kernel.
 BENCHMARK_CAPTURE(linear_gelu, forward_floor_bf16, go::gemm_kind::forward_bias_gelu, variant::floor,
-                  go::precision::bf16)
+                  gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, forward_fused_bf16, go::gemm_kind::forward_bias_gelu, variant::fused,
-                  go::precision::bf16)
+                  gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, forward_unfused_bf16, go::gemm_kind::forward_bias_gelu,
-                  variant::unfused, go::precision::bf16)
+                  variant::unfused, gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, forward_fused_tf32, go::gemm_kind::forward_bias_gelu, variant::fused,
-                  go::precision::tf32)
+                  gs::dtype::float32, go::gemm_math::tf32)
     ->Apply(layer_shapes);
 // Backward through GELU: dgrad floor, DGELU_BGRAD, dgrad then GELU′ and bias-gradient kernels.
 BENCHMARK_CAPTURE(linear_gelu, dgrad_floor_bf16, go::gemm_kind::backward_data_gelu, variant::floor,
-                  go::precision::bf16)
+                  gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, dgrad_fused_bf16, go::gemm_kind::backward_data_gelu, variant::fused,
-                  go::precision::bf16)
+                  gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, dgrad_unfused_bf16, go::gemm_kind::backward_data_gelu,
-                  variant::unfused, go::precision::bf16)
+                  variant::unfused, gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 // Weight gradient with its bias gradient: wgrad floor, BGRADB, wgrad then a bias-gradient kernel.
 BENCHMARK_CAPTURE(linear_gelu, wgrad_floor_bf16, go::gemm_kind::backward_weight_bias,
-                  variant::floor, go::precision::bf16)
+                  variant::floor, gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, wgrad_fused_bf16, go::gemm_kind::backward_weight_bias,
-                  variant::fused, go::precision::bf16)
+                  variant::fused, gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 BENCHMARK_CAPTURE(linear_gelu, wgrad_unfused_bf16, go::gemm_kind::backward_weight_bias,
-                  variant::unfused, go::precision::bf16)
+                  variant::unfused, gs::dtype::bfloat16)
     ->Apply(layer_shapes);
 // The MLP's whole backward, fused epilogues against GEMMs + kernels.
-BENCHMARK_CAPTURE(mlp_backward, fused_bf16, variant::fused, go::precision::bf16)->Apply(mlp_shapes);
-BENCHMARK_CAPTURE(mlp_backward, unfused_bf16, variant::unfused, go::precision::bf16)
+BENCHMARK_CAPTURE(mlp_backward, fused_bf16, variant::fused, gs::dtype::bfloat16)->Apply(mlp_shapes);
+BENCHMARK_CAPTURE(mlp_backward, unfused_bf16, variant::unfused, gs::dtype::bfloat16)
     ->Apply(mlp_shapes);

@@ -68,7 +68,7 @@ void launch_overhead(benchmark::State& state, mode how) {
       break;
     }
     case mode::replay: {
-      gs::graphs::graph step;
+      gs::graphs::graph_exec step;
       gs::graphs::capture(step, stream, [&] { launch_tiny(stream, x, kernels); });
       time_steps(state, stream, [&] { step.replay(stream); });
       break;
@@ -95,7 +95,7 @@ void capture_and_instantiate(benchmark::State& state) {
   double seconds = 0.0;
   for (auto _ : state) {
     auto const start = std::chrono::steady_clock::now();
-    gs::graphs::graph g;
+    gs::graphs::graph_exec g;
     gs::graphs::capture(g, stream, [&] { launch_tiny(stream, x, kernels); });
     double const elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

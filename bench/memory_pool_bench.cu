@@ -61,7 +61,7 @@ void bucket_graph_memory(benchmark::State& state) {
   double capture_ms = 0.0;
   for (auto _ : state) {
     std::vector<gs::memory::memory_pool> pools;
-    std::vector<gs::graphs::graph> graphs(static_cast<std::size_t>(buckets));
+    std::vector<gs::graphs::graph_exec> graphs(static_cast<std::size_t>(buckets));
     if (shared) pools.emplace_back();
     auto const start = std::chrono::steady_clock::now();
     for (int b = buckets; b >= 1; --b) {

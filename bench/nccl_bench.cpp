@@ -25,15 +25,15 @@ void all_reduce_bandwidth(benchmark::State& state, bool graphed) {
   std::size_t const bytes = static_cast<std::size_t>(state.range(0));
   // One communicator for the whole run; never destroyed, so no NCCL teardown runs after the
   // CUDA runtime has begun shutting down at exit.
-  static gn::nccl_comm* const comm = new gn::nccl_comm{gn::nccl_comm::from_environment()};
+  static gn::nccl_comm* const comm = new gn::nccl_comm{gn::communicator_from_environment()};
   auto const view = comm->view();
   gs::cuda::stream stream;
   void* data = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&data, bytes));
-  gn::device_buffer const buffer{data, bytes, gs::dtype::float32};
+  gn::buffer_view const buffer{data, bytes, gs::dtype::float32};
   auto reduce = [&] { gn::all_reduce(buffer, buffer, gn::reduce_op::sum, view, stream); };
   reduce();  // warm-up and lazy connection, never inside the capture
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   if (graphed) {
     gs::graphs::capture(g, stream, [&] {
       for (int i = 0; i < 10; ++i) reduce();

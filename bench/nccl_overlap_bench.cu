@@ -31,7 +31,7 @@ __global__ void backward_layer_kernel(float* gradient, int n, int work) {
 void bucketed_step(benchmark::State& state, bool overlap) {
   int const layers = 8;
   std::size_t const elements = std::size_t{4} << 20;  // 16 MiB of gradient per layer
-  static gn::nccl_comm* const comm = new gn::nccl_comm{gn::nccl_comm::from_environment()};
+  static gn::nccl_comm* const comm = new gn::nccl_comm{gn::communicator_from_environment()};
   gs::cuda::stream stream;
   std::vector<std::size_t> const bytes(layers, elements * sizeof(float));
   auto const plan = gn::plan_buckets(bytes, elements * sizeof(float), elements * sizeof(float));
@@ -54,7 +54,7 @@ void bucketed_step(benchmark::State& state, bool overlap) {
     }
   };
   step();  // warm-up and lazy connection
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, stream, step);
   gn::verify_captured_sequence(comm->view(), stream);
   gs::cuda::timed_event start;

@@ -144,7 +144,7 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
   spec.streams = {"main"};
   spec.segments = {{"step", true, "main", {}, {}, {}}};
   gsch::replay_scheduler scheduler{spec, {{"step", body}}, {{"main", stream}}, pool};
-  gs::graphs::graph bare;
+  gs::graphs::graph_exec bare;
   gs::graphs::capture(bare, stream, [&] { body(stream); });
   for (int i = 0; i < 10; ++i) {
     scheduler.run();

@@ -21,7 +21,7 @@ void mlp_training_step(benchmark::State& state, bool graphed) {
   gs::memory::memory_pool pool;
   graphstep::ops::cublaslt_handle handle;
   mlp_example::mlp model{settings, pool, stream, handle};
-  std::optional<gs::graphs::graph> step;
+  std::optional<gs::graphs::graph_exec> step;
   if (graphed) {
     step.emplace();
     gs::graphs::capture(*step, stream, pool, [&] { model.step(); });

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full check, and what CI runs: build everything and run every test (GPU tests report
-# themselves skipped where no GPU is visible), the CPU tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, clang-tidy over src/, and a short fuzzing run of each target.
+# themselves skipped where no GPU is visible), the core alone without nvcc on the path, the CPU
+# tests again under AddressSanitizer and UndefinedBehaviorSanitizer, clang-tidy over src/, and a
+# short fuzzing run of each target.
 # Usage: scripts/check.sh [fuzzing seconds per target, default 30]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,23 @@ run_step() {
 }
 
 run_step "build and test (cmake --workflow --preset default)" cmake --workflow --preset default
+
+# graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build.
+core_only() {
+  local path_without_cuda
+  path_without_cuda=$(tr ':' '\n' <<<"${PATH}" | grep -v -i cuda | paste -sd ':')
+  local configured
+  configured=$(env -u CUDACXX PATH="${path_without_cuda}" cmake -S . -B build-core -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release)
+  if ! grep -q "building graphstep_core and its tests only" <<<"${configured}"; then
+    echo "check.sh: a CUDA compiler was still found without CUDA on the path" >&2
+    return 1
+  fi
+  env PATH="${path_without_cuda}" cmake --build build-core
+  env PATH="${path_without_cuda}" ctest --test-dir build-core -j "$(nproc)" --output-on-failure \
+    --no-tests=error
+}
+run_step "graphstep_core without nvcc on the path (build-core)" core_only
 run_step "CPU tests under ASan + UBSan (cmake --workflow --preset sanitize)" \
   cmake --workflow --preset sanitize
 run_step "clang-tidy over src/ (scripts/tidy.sh)" scripts/tidy.sh build

@@ -1,9 +1,15 @@
-// Error formatting, status codes and the mapping of CUDA failures to exception types.
+// The exception hierarchy, message formatting, and the status macros of error.hpp (cuDNN,
+// NCCL, preconditions).
 
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <graphstep/error.hpp>
+#include <new>
 #include <string>
+#include <type_traits>
+
+#include "common/error_message.hpp"
 
 namespace gs = graphstep;
 
@@ -15,22 +21,9 @@ char const* cudnnGetErrorString(fake_cudnn_status status) {
   return status == CUDNN_STATUS_BAD_PARAM ? "CUDNN_STATUS_BAD_PARAM" : "CUDNN_STATUS_SUCCESS";
 }
 
-template <typename Exception, typename Call>
-Exception catch_as(Call&& call) {
-  try {
-    call();
-  } catch (Exception const& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no exception of the expected type was thrown";
-  return Exception{0, ""};
-}
-
-bool contains(std::string const& text, std::string const& part) {
-  return text.find(part) != std::string::npos;
-}
-
 }  // namespace
+
+using graphstep::testing::contains;
 
 TEST(error, format_failure_has_file_line_call_name_and_text) {
   EXPECT_EQ(gs::detail::format_failure("a.cpp", 12, "f(x)", "errName", "what it means"),
@@ -47,8 +40,34 @@ TEST(error, exception_hierarchy) {
   static_assert(std::is_base_of_v<gs::error, gs::cudnn_error>);
   static_assert(std::is_base_of_v<gs::error, gs::nccl_error>);
   static_assert(std::is_base_of_v<gs::error, gs::usage_error>);
-  static_assert(std::is_base_of_v<gs::error, gs::out_of_memory>);
   SUCCEED();
+}
+
+// Every allocator's out-of-memory is a std::bad_alloc; deriving from error as well would make
+// catch (std::exception const&) ambiguous, so that it would not catch it at all.
+TEST(error, out_of_memory_is_a_bad_alloc_and_not_an_error) {
+  static_assert(std::is_base_of_v<std::bad_alloc, gs::out_of_memory>);
+  static_assert(!std::is_base_of_v<gs::error, gs::out_of_memory>);
+  static_assert(std::is_nothrow_copy_constructible_v<gs::out_of_memory>);
+  gs::out_of_memory const thrown{{64, 0, 0, 32, 0}, "memory_pool: cannot allocate 64 B"};
+  try {
+    throw thrown;
+  } catch (std::bad_alloc const& e) {
+    EXPECT_STREQ(e.what(), "memory_pool: cannot allocate 64 B");
+  }
+  try {
+    throw thrown;
+  } catch (std::exception const& e) {
+    EXPECT_STREQ(e.what(), "memory_pool: cannot allocate 64 B");
+  } catch (...) {
+    ADD_FAILURE() << "catch (std::exception const&) did not catch out_of_memory";
+  }
+  try {
+    throw thrown;
+  } catch (gs::out_of_memory const& e) {
+    EXPECT_EQ(e.sizes().requested, 64U);
+    EXPECT_EQ(e.sizes().budget, 32U);
+  }
 }
 
 TEST(error, cudnn_try_names_the_status) {

@@ -102,7 +102,7 @@ int main() {
     int const a = run(gsch::bucket_instantiation::each_bucket);
     int const b = run(gsch::bucket_instantiation::update_template);
     return a != 0 ? a : b;
-  } catch (gs::error const& e) {
+  } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
     std::fprintf(stderr, "bucketed_shapes: %s\n", e.what());
     return 1;
   }

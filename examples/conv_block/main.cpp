@@ -255,7 +255,7 @@ int run() {
   // Graphed: the same code, captured once, replayed every step.
   reset_weights();
   gt::sgd optimizer{parameters, options, schedule, stream};
-  gs::graphs::graph step;
+  gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool,
                       [&] {
                         forward_backward(m, mse, stream);
@@ -289,7 +289,7 @@ int main() {
   }
   try {
     return run();
-  } catch (gs::error const& e) {
+  } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
     std::fprintf(stderr, "conv_block: %s\n", e.what());
     return 1;
   }

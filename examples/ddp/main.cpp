@@ -27,7 +27,7 @@ int run() {
   // The bootstrap follows from the launcher's variables (RANK/MASTER_*, NCCL_COMM_ID, mpirun).
   auto const launch = gn::read_launch_environment(gn::process_environment());
   std::printf("%s\n", gn::describe(launch).c_str());
-  gn::nccl_comm comm = gn::nccl_comm::from_environment();
+  gn::nccl_comm comm = gn::communicator_from_environment();
   auto const view = comm.view();
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
@@ -79,7 +79,7 @@ int run() {
   };
   train_step();  // eager warm-up: NCCL connects here, never inside the capture
 
-  gs::graphs::graph step;
+  gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool, train_step,
                       {gs::graphs::capture_mode::this_thread, "ddp step"});
   gn::verify_captured_sequence(view, stream);  // every rank captured the same collectives
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   } else {
     try {
       status = run();
-    } catch (gs::error const& e) {
+    } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
       std::fprintf(stderr, "ddp: %s\n", e.what());
     }
   }

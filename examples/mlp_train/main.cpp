@@ -74,9 +74,9 @@ settings parse(int argc, char** argv) {
     } else if (arg == "--precision") {
       std::string const p = value();
       if (p == "fp32")
-        s.type = go::precision::fp32;
+        s.math = go::gemm_math::standard;
       else if (p == "tf32")
-        s.type = go::precision::tf32;
+        s.math = go::gemm_math::tf32;
       else
         usage("--precision must be fp32 or tf32");
     } else if (arg == "--unfused") {
@@ -115,7 +115,7 @@ std::vector<float> train(settings const& s, bool graphed) {
                 plan.buckets.size());
   }
 #endif
-  std::optional<gs::graphs::graph> step;
+  std::optional<gs::graphs::graph_exec> step;
   // One eager warm-up step in both modes (so their losses stay comparable): collectives
   // connect and libraries initialize here, never inside a capture.
   model.step();
@@ -128,7 +128,8 @@ std::vector<float> train(settings const& s, bool graphed) {
                 nodes.kernel);
   }
   std::printf("[%s] batch %d, %s, GELU %s\n", graphed ? "graphed" : "eager", s.batch,
-              go::name(s.type), model.fused() ? "fused into fc1's GEMM" : "as a separate kernel");
+              s.math == go::gemm_math::tf32 ? "tf32" : "fp32",
+              model.fused() ? "fused into fc1's GEMM" : "as a separate kernel");
   std::vector<float> losses;
   auto const start = std::chrono::steady_clock::now();
   for (int i = 1; i <= s.steps; ++i) {
@@ -177,7 +178,7 @@ int main(int argc, char** argv) {
     std::printf("%s: loss %.6f -> %.6f\n", learned && agree ? "OK" : "FAILED", any.front(),
                 any.back());
     return learned && agree ? 0 : 1;
-  } catch (gs::error const& e) {
+  } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
     std::fprintf(stderr, "mlp_train: %s\n", e.what());
     return 1;
   }

@@ -21,7 +21,7 @@ namespace gt = graphstep::train;
 
 struct mlp_settings {
   int batch{640};
-  go::precision type{go::precision::fp32};
+  go::gemm_math math{go::gemm_math::standard};  // the data is float32; tf32 or not
   bool unfused{false};
   std::uint64_t seed{2024};
 };
@@ -31,6 +31,7 @@ constexpr int hidden = 2048;
 constexpr int d_out = 1024;
 constexpr float p1 = 0.2F;
 constexpr float p2 = 0.1F;
+constexpr gs::dtype f32 = gs::dtype::float32;  // every buffer of the model
 
 // One model with its static buffers, plans, optimizer and generator.
 class mlp {
@@ -89,16 +90,16 @@ class mlp {
     go::gemm_options forward_options;
     forward_options.force_unfused = s.unfused;
     forward_options.allow_unfused = true;
-    fc1_ = plan(handle, {go::gemm_kind::forward_bias_gelu, b, hidden, d_in, s.type},
+    fc1_ = plan(handle, {go::gemm_kind::forward_bias_gelu, b, hidden, d_in, f32, s.math},
                 {x_, w1_, a1_, b1_, z1_, nullptr}, workspace, ws, forward_options);
-    fc2_ = plan(handle, {go::gemm_kind::forward_bias, b, d_out, hidden, s.type},
+    fc2_ = plan(handle, {go::gemm_kind::forward_bias, b, d_out, hidden, f32, s.math},
                 {d1_, w2_, y_, b2_, nullptr, nullptr}, workspace, ws, forward_options);
-    fc2_wgrad_ = plan(handle, {go::gemm_kind::backward_weight_bias, b, d_out, hidden, s.type},
+    fc2_wgrad_ = plan(handle, {go::gemm_kind::backward_weight_bias, b, d_out, hidden, f32, s.math},
                       {dy_, d1_, dw2_, nullptr, nullptr, db2_}, workspace, ws, {});
     // Dropout sits between GELU and fc2, so GELU′ cannot ride in this GEMM's epilogue.
-    fc2_dgrad_ = plan(handle, {go::gemm_kind::backward_data, b, d_out, hidden, s.type},
+    fc2_dgrad_ = plan(handle, {go::gemm_kind::backward_data, b, d_out, hidden, f32, s.math},
                       {dy_, w2_, dd1_, nullptr, nullptr, nullptr}, workspace, ws, {});
-    fc1_wgrad_ = plan(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, s.type},
+    fc1_wgrad_ = plan(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, f32, s.math},
                       {dd1_, x_, dw1_, nullptr, nullptr, nullptr}, workspace, ws, {});
     mse_.emplace(m * d_out, stream);
     gt::lr_schedule schedule;
@@ -124,9 +125,8 @@ class mlp {
     fc2_wgrad_->run(stream_);
     fc2_dgrad_->run(stream_);
     gs::train::dropout_backward(dd1_, mask1_, dd1_, m * hidden, p1, stream_);
-    go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, s_.type, go::gelu_form::tanh,
-                             stream_);
-    go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, s_.type, stream_);
+    go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, f32, go::gelu_form::tanh, stream_);
+    go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, f32, stream_);
     fc1_wgrad_->run(stream_);
     if (after_backward_) after_backward_(stream_);
     sgd_->step(stream_);

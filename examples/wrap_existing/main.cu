@@ -124,7 +124,7 @@ int run() {
   existing_forward(blas, stream.get(), b, batch, in, out);  // warm-up, eager
   stream.synchronize();
 
-  gs::graphs::graph step;
+  gs::graphs::graph_exec step;
   {
     gs::graphs::capture_scope scope{
         step, stream, pool, {gs::graphs::capture_mode::this_thread, "wrap_existing"}};
@@ -171,7 +171,7 @@ int main() {
   }
   try {
     return run();
-  } catch (gs::error const& e) {
+  } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
     std::fprintf(stderr, "wrap_existing: %s\n", e.what());
     return 1;
   }

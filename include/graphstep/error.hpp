@@ -8,15 +8,33 @@
 /// the same exceptions as the CUDA shell. Status codes are kept as the integer value of the
 /// library's own enum (`cudaError_t`, `CUresult`, `cublasStatus_t`, `cudnnStatus_t`,
 /// `ncclResult_t`); compare them against the enumerators directly.
+///
+///     std::runtime_error
+///     └─ error ─┬─ cuda_error ─┬─ no_device_error
+///               │              └─ capture_error
+///               ├─ cuda_driver_error
+///               ├─ cublas_error
+///               ├─ cudnn_error
+///               ├─ nccl_error
+///               └─ usage_error
+///     std::bad_alloc
+///     └─ out_of_memory
+///
+/// `out_of_memory` is a `std::bad_alloc`, as every allocator's is, so code that handles running
+/// out of memory catches it; it is not an `error` (deriving from both would make
+/// `catch (std::exception const&)` ambiguous). To handle everything graphstep throws, catch
+/// `error` and `std::bad_alloc`, or `std::exception`.
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 
 namespace graphstep {
 
-/// @brief Base of every exception graphstep throws.
+/// @brief Base of every exception graphstep throws, except `out_of_memory` (a `std::bad_alloc`).
 class error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -97,8 +115,9 @@ class usage_error : public error {
   using error::error;
 };
 
-/// @brief An allocation could not be served, by the device or within a memory budget.
-class out_of_memory : public error {
+/// @brief An allocation could not be served, by the device or within a memory budget. A
+/// `std::bad_alloc` (not an `error`), with a message and the sizes involved.
+class out_of_memory : public std::bad_alloc {
  public:
   /// @brief Sizes of the failed request and of the pool at the time, in bytes. A `budget` of
   /// zero means no budget was set.
@@ -109,11 +128,16 @@ class out_of_memory : public error {
     std::size_t budget{};
     std::size_t largest_free{};
   };
-  out_of_memory(details const& sizes, std::string const& what) : error{what}, details_{sizes} {}
+  out_of_memory(details const& sizes, std::string const& what)
+      : message_{std::make_shared<std::string const>(what)}, details_{sizes} {}
+  /// @brief The message: the request, the pool's sizes and what to do.
+  [[nodiscard]] char const* what() const noexcept override { return message_->c_str(); }
   /// @brief The sizes the message reports, for programs that react to them.
   [[nodiscard]] details const& sizes() const noexcept { return details_; }
 
  private:
+  // std::bad_alloc holds no message; shared, so that copying the exception cannot throw.
+  std::shared_ptr<std::string const> message_;
   details details_;
 };
 

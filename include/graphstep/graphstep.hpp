@@ -13,8 +13,10 @@
 
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/cuda/timed_event.hpp>

@@ -89,7 +89,7 @@ void bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n,
 
 }  // namespace
 
-void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, precision type,
+void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
                           cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(db != nullptr && dz != nullptr,
                     "bias_gradient: db and dz are required (a pointer is null)");
@@ -99,10 +99,9 @@ void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t
   GRAPHSTEP_EXPECTS(n / 32 < std::int64_t{0x7fffffff},
                     "bias_gradient: N=" + std::to_string(n) + " is too wide for one launch");
   switch (type) {
-    case precision::fp32:
-    case precision::tf32: bias_gradient<float>(db, dz, m, n, stream); break;
-    case precision::fp16: bias_gradient<__half>(db, dz, m, n, stream); break;
-    case precision::bf16: bias_gradient<__nv_bfloat16>(db, dz, m, n, stream); break;
+    case dtype::float32: bias_gradient<float>(db, dz, m, n, stream); break;
+    case dtype::float16: bias_gradient<__half>(db, dz, m, n, stream); break;
+    case dtype::bfloat16: bias_gradient<__nv_bfloat16>(db, dz, m, n, stream); break;
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

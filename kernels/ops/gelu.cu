@@ -138,19 +138,18 @@ void check_sizes(void const* p, std::int64_t m, std::int64_t n, char const* what
 }  // namespace
 
 void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int64_t m,
-                      std::int64_t n, precision type, bool apply_gelu, gelu_form form,
+                      std::int64_t n, dtype type, bool apply_gelu, gelu_form form,
                       cuda::stream_view stream) {
   check_sizes(y, m, n, "bias_gelu");
   bool const erf_form = form == gelu_form::erf;
   switch (type) {
-    case precision::fp32:
-    case precision::tf32:
+    case dtype::float32:
       bias_gelu<float>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
-    case precision::fp16:
+    case dtype::float16:
       bias_gelu<__half>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
-    case precision::bf16:
+    case dtype::bfloat16:
       bias_gelu<__nv_bfloat16>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
   }
@@ -158,8 +157,7 @@ void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int6
 }
 
 void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, std::int64_t m,
-                          std::int64_t n, precision type, gelu_form form,
-                          cuda::stream_view stream) {
+                          std::int64_t n, dtype type, gelu_form form, cuda::stream_view stream) {
   check_sizes(dz, m, n, "gelu_backward");
   GRAPHSTEP_EXPECTS(dy != nullptr && pre_activation != nullptr,
                     "gelu_backward: dy and the saved pre-activation are required");
@@ -173,10 +171,9 @@ void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, 
         m * n, erf_form, vectorized);
   };
   switch (type) {
-    case precision::fp32:
-    case precision::tf32: launch(static_cast<float*>(nullptr)); break;
-    case precision::fp16: launch(static_cast<__half*>(nullptr)); break;
-    case precision::bf16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
+    case dtype::float32: launch(static_cast<float*>(nullptr)); break;
+    case dtype::float16: launch(static_cast<__half*>(nullptr)); break;
+    case dtype::bfloat16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -58,8 +58,6 @@ bool is_copy_or_set(std::string_view base) noexcept {
          starts_with(base, "cuMemcpy") || starts_with(base, "cuMemset");
 }
 
-using graphstep::detail::hex_text;
-
 char const* mode_name(graphs::capture_mode mode) noexcept {
   switch (mode) {
     case graphs::capture_mode::global: return "graphs::capture_mode::global";

@@ -10,7 +10,7 @@
 
 #include "detail/address_text.hpp"
 #include "diagnostics/detail/capture_recorder.hpp"
-#include "memory/detail/pool_state.hpp"
+#include "graphs/detail/graph_state.hpp"
 
 namespace graphstep::graphs {
 
@@ -61,68 +61,88 @@ char const* advice_for(cudaError_t code) {
   }
 }
 
+// Runs `action` when the scope is left, by return or by exception.
+template <typename Action>
+class on_scope_exit {
+ public:
+  explicit on_scope_exit(Action action) : action_{std::move(action)} {}
+  ~on_scope_exit() { action_(); }
+  on_scope_exit(on_scope_exit const&) = delete;
+  on_scope_exit& operator=(on_scope_exit const&) = delete;
+  on_scope_exit(on_scope_exit&&) = delete;
+  on_scope_exit& operator=(on_scope_exit&&) = delete;
+
+ private:
+  Action action_;
+};
+
 }  // namespace
 
 std::string capture_diagnostics_unavailable_reason() {
   return diagnostics::detail::capture_diagnostics_unavailable_reason();
 }
 
+capture_scope::capture_scope(graph_exec& target, cuda::stream_view stream, capture_options options)
+    : capture_scope{&target, stream, nullptr, std::move(options)} {}
+
+capture_scope::capture_scope(graph_exec& target, cuda::stream_view stream,
+                             memory::memory_pool& pool, capture_options options)
+    : capture_scope{&target, stream, &pool, std::move(options)} {}
+
 capture_scope::capture_scope(graph& target, cuda::stream_view stream, capture_options options)
-    : target_{target},
-      stream_{stream},
-      pool_{nullptr},
-      options_{std::move(options)},
-      uncaught_at_start_{std::uncaught_exceptions()} {
-  begin();
-}
+    : capture_scope{&target, stream, nullptr, std::move(options)} {}
 
 capture_scope::capture_scope(graph& target, cuda::stream_view stream, memory::memory_pool& pool,
                              capture_options options)
+    : capture_scope{&target, stream, &pool, std::move(options)} {}
+
+capture_scope::capture_scope(target_type target, cuda::stream_view stream,
+                             memory::memory_pool* pool, capture_options options)
     : target_{target},
       stream_{stream},
-      pool_{&pool},
       options_{std::move(options)},
       uncaught_at_start_{std::uncaught_exceptions()} {
-  GRAPHSTEP_EXPECTS(pool.state_ != nullptr,
-                    "capture '" + options_.name +
-                        "' was given a moved-from memory::memory_pool: pass "
-                        "the pool it was moved to");
-  begin();
+  begin(pool);
 }
 
 std::string capture_scope::describe() const {
   return "capture '" + options_.name + "' on stream " + stream_name(stream_.value());
 }
 
-void capture_scope::begin() {
+void capture_scope::begin(memory::memory_pool* pool) {
   GRAPHSTEP_EXPECTS(!stream_.is_legacy_default(),
                     describe() +
                         ": the legacy default stream cannot be captured. Capture a "
                         "non-blocking stream (graphstep::cuda::stream) instead");
-  GRAPHSTEP_EXPECTS(!target_.captured(),
-                    describe() + ": the target graph '" + target_.name() +
-                        "' already holds a capture. Capture into a new graph, or move a fresh "
-                        "one into it first");
+  std::visit(
+      [&](auto const* target) {
+        GRAPHSTEP_EXPECTS(target->empty(),
+                          describe() + ": the target graph '" + target->name() +
+                              "' already holds a capture. Capture into a new graph, or move "
+                              "a fresh one into it first");
+      },
+      target_);
   GRAPHSTEP_EXPECTS(!stream_.is_capturing(),
                     describe() +
                         ": the stream is already being captured (nested capture). "
                         "End the outer capture first, or record this work as part of "
                         "the outer graph");
-  int device = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  identity_.name = options_.name;
+  identity_.id = next_graph_id();
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&identity_.device));
   GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
   active_ = true;
   begin_thread_ = std::this_thread::get_id();
-  target_.device_ = device;
-  cudaStreamCaptureStatus status{};
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_));
   if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
     start_diagnostics();
-  if (pool_ != nullptr) {
+  if (pool != nullptr) {
     try {
-      pool_->state_->begin_capture(capture_id_, target_.id(), options_.name, stream_.value());
-    } catch (...) {
+      pool_capture_ = pool->open_capture(stream_, identity_.id, options_.name);
+    } catch (usage_error const& e) {
       abandon();  // never leave the stream capturing
+      throw usage_error{describe() + ": " + e.what()};
+    } catch (...) {
+      abandon();
       throw;
     }
   }
@@ -204,7 +224,7 @@ void capture_scope::abandon() noexcept {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
   }
   static_cast<void>(cudaGetLastError());
-  if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
+  pool_capture_.abandon();
 }
 
 void capture_scope::end() {
@@ -225,13 +245,15 @@ void capture_scope::end() {
                             "the capture ends. The partial graph was discarded"};
   }
   active_ = false;
+  // Every way out of here but a delivered graph returns the capture's pool memory: the one
+  // place a failed end gives it back.
+  on_scope_exit const give_back{[this] { pool_capture_.abandon(); }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
-    if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
     std::string const report = finish_diagnostics(ended);
     throw capture_error{ended, describe() + " failed: " + cudaGetErrorName(ended) + " (" +
                                    cudaGetErrorString(ended) + "): " + advice_for(ended) +
@@ -239,34 +261,30 @@ void capture_scope::end() {
                                    (report.empty() ? "" : "\n" + report)};
   }
   static_cast<void>(finish_diagnostics(cudaSuccess));
-  if (pool_ != nullptr) {
-    if (std::string problem = pool_->state_->capture_problem(capture_id_); !problem.empty()) {
-      pool_->state_->finish_capture(capture_id_, false);
+  std::shared_ptr<void> memory;
+  if (pool_capture_.open()) {
+    if (std::string problem = pool_capture_.problem(); !problem.empty()) {
       throw usage_error{describe() + ": " + problem};
     }
+    memory = pool_capture_.commit();
   }
-  if (!options_.instantiate) {
-    if (pool_ != nullptr) target_.memory_lease_ = pool_->state_->finish_capture(capture_id_, true);
-    target_.name_ = options_.name;
-    target_.graph_ = std::move(owned);
+  deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
+}
+
+void capture_scope::deliver(graph captured) {
+  if (auto* const target = std::get_if<graph*>(&target_)) {
+    **target = std::move(captured);
     return;
   }
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t const instantiated =
-      cudaGraphInstantiateWithFlags(&exec, owned.get(), options_.instantiate_flags);
-  if (instantiated != cudaSuccess) {
-    static_cast<void>(cudaGetLastError());
-    if (pool_ != nullptr) pool_->state_->finish_capture(capture_id_, false);
-    throw capture_error{instantiated, describe() + ": instantiating the captured graph failed: " +
-                                          cudaGetErrorName(instantiated) + " (" +
-                                          cudaGetErrorString(instantiated) + ")"};
+  graph_exec exec;
+  try {
+    exec = captured.instantiate(options_.instantiate_flags);
+  } catch (capture_error const& e) {
+    throw capture_error{e.code(),
+                        describe() + ": instantiating the captured graph failed: " + e.what()};
   }
-  std::unique_ptr<cudaGraphExec_t, detail::graph_exec_deleter> owned_exec{exec};
-  if (pool_ != nullptr) target_.memory_lease_ = pool_->state_->finish_capture(capture_id_, true);
-  target_.name_ = options_.name;
-  target_.graph_ = std::move(owned);
-  target_.exec_ = std::move(owned_exec);
-  if (options_.upload) target_.upload(stream_);
+  if (options_.upload) exec.upload(stream_);
+  *std::get<graph_exec*>(target_) = std::move(exec);
 }
 
 }  // namespace graphstep::graphs

@@ -5,7 +5,6 @@
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/graphs/graph.hpp>
 #include <sstream>
 
 #include "detail/address_text.hpp"
@@ -353,11 +352,29 @@ void* memory_pool::allocate(std::size_t bytes, cuda::stream_view stream) {
 void memory_pool::deallocate(void* pointer, cuda::stream_view stream) {
   checked(state_).deallocate(pointer, stream.value());
 }
+void* memory_pool::do_allocate(std::size_t bytes, cuda::stream_view stream) {
+  return allocate(bytes, stream);
+}
+void memory_pool::do_deallocate(void* pointer, std::size_t /*bytes*/, cuda::stream_view stream) {
+  deallocate(pointer, stream);  // the pool records each block's size itself
+}
 pool_statistics memory_pool::statistics() const {
   return checked(state_).statistics();
 }
-std::size_t memory_pool::bytes_held_by(graphs::graph const& g) const {
-  return checked(state_).bytes_held_by(g.id());
+std::size_t memory_pool::bytes_held_by(std::uint64_t graph_id) const {
+  return checked(state_).bytes_held_by(graph_id);
+}
+pool_capture memory_pool::open_capture(cuda::stream_view stream, std::uint64_t graph_id,
+                                       std::string name) {
+  detail::pool_state& state = checked(state_);
+  cudaStreamCaptureStatus status{};
+  unsigned long long capture_id = 0;
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, &capture_id));
+  GRAPHSTEP_EXPECTS(status == cudaStreamCaptureStatusActive,
+                    "memory_pool::open_capture: the stream of '" + name +
+                        "' is not capturing; begin the capture first");
+  state.begin_capture(capture_id, graph_id, std::move(name), stream.value());
+  return pool_capture{state_, capture_id};
 }
 pool_backing memory_pool::backing() const {
   return checked(state_).backing();

@@ -2,16 +2,17 @@
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bucketed_all_reduce.hpp>
 #include <graphstep/nccl/collectives.hpp>
+#include <utility>
 
 namespace graphstep::nccl {
 
 bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan,
                                          dtype type)
-    : bucketed_all_reduce{comm, gradients, plan.buffer_bytes, std::move(plan), type} {}
+    : bucketed_all_reduce{std::move(comm), gradients, plan.buffer_bytes, std::move(plan), type} {}
 
 bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients,
                                          std::size_t gradient_bytes, bucket_plan plan, dtype type)
-    : comm_{comm},
+    : comm_{std::move(comm)},
       gradients_{static_cast<unsigned char*>(gradients)},
       plan_{std::move(plan)},
       type_{type},
@@ -39,7 +40,7 @@ void bucketed_all_reduce::bucket_ready(std::size_t index, cuda::stream_view comp
   bucket const& b = plan_.buckets[index];
   ready_[index].record(compute);
   comm_stream_.view().wait(ready_[index]);
-  device_buffer const data{gradients_ + b.offset, b.bytes, type_};
+  buffer_view const data{gradients_ + b.offset, b.bytes, type_};
   all_reduce(data, data, reduce_op::avg, comm_, comm_stream_);
   launched_[index] = true;
 }

@@ -1,13 +1,15 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collectives.hpp>
-#include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
+
+#include "detail/comm_state.hpp"
 
 namespace graphstep::nccl {
 namespace {
@@ -31,20 +33,7 @@ ncclRedOp_t to_nccl(reduce_op op) {
   return ncclSum;
 }
 
-// Scratch device memory for the eager helpers (never used during a capture).
-class device_memory {
- public:
-  explicit device_memory(std::size_t bytes) { GRAPHSTEP_CUDA_TRY(cudaMalloc(&data_, bytes)); }
-  ~device_memory() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(data_)); }
-  device_memory(device_memory const&) = delete;
-  device_memory& operator=(device_memory const&) = delete;
-  [[nodiscard]] void* get() const noexcept { return data_; }
-
- private:
-  void* data_{};
-};
-
-std::size_t elements(device_buffer const& b, char const* what, char const* role) {
+std::size_t elements(buffer_view const& b, char const* what, char const* role) {
   GRAPHSTEP_EXPECTS(b.data != nullptr, std::string{what} + ": the " + role + " buffer is null");
   std::size_t const size = size_in_bytes(b.type);
   GRAPHSTEP_EXPECTS(b.bytes > 0 && b.bytes % size == 0,
@@ -58,45 +47,34 @@ std::size_t elements(device_buffer const& b, char const* what, char const* role)
 // enqueues it while holding the communicator's enqueue lock (so a watchdog thread cannot abort
 // the communicator in the middle of the call).
 template <typename Call>
-void enqueue(collective_record record, device_buffer const& send, device_buffer const& recv,
-             nccl_comm_view comm, cuda::stream_view stream, char const* what, Call&& call) {
-  auto& state = comm.state();
+void enqueue(collective_record record, buffer_view const& send, buffer_view const& recv,
+             nccl_comm_view const& comm, cuda::stream_view stream, char const* what, Call&& call) {
+  auto& state = detail::comm_access::state(comm);
   state.throw_if_aborted(what);
   GRAPHSTEP_EXPECTS(send.type == recv.type, std::string{what} + ": send is " + name(send.type) +
                                                 " but recv is " + name(recv.type));
-  record.slot = state.slot;
-  int const kind = static_cast<int>(record.kind);
+  record.slot = state.slot();
   bool const capturing = stream.is_capturing();
   if (capturing) {
-    GRAPHSTEP_EXPECTS(state.warmed_up.count(kind) != 0,
+    GRAPHSTEP_EXPECTS(state.warmed_up(record.kind),
                       std::string{what} +
                           " is being captured before it ever ran on this "
                           "communicator: run it once eagerly first, or call "
                           "nccl::warm_up (NCCL connects lazily, which a capture "
-                          "cannot record)");
+                          "cannot record). A view made from a raw ncclComm_t "
+                          "starts afresh when no other view of it is alive: keep one");
   }
-  ncclResult_t status = ncclSuccess;
-  {
-    std::lock_guard<std::timed_mutex> lock{state.enqueue_mutex};
-    state.throw_if_aborted(what);
-    status = call(state.handle.get());
-  }
-  if (status != ncclSuccess && status != ncclInProgress) {
-    // A failed call leaves the communicator in doubt: release it with an abort.
-    state.handle.get_deleter().abort_on_release = true;
-    graphstep::detail::throw_nccl_error(static_cast<int>(status), ncclGetErrorString(status), what,
-                                        __FILE__, __LINE__);
-  }
+  state.enqueue(what, what, std::forward<Call>(call));
   if (capturing) {
-    state.captured.record(record);
+    state.captured(record);
   } else {
-    state.warmed_up.insert(kind);
+    state.ran_eagerly(record.kind);
   }
 }
 
 }  // namespace
 
-void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
+void all_reduce(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
                 cuda::stream_view stream) {
   std::size_t const count = elements(send, "all_reduce", "send");
   GRAPHSTEP_EXPECTS(elements(recv, "all_reduce", "recv") == count,
@@ -110,7 +88,7 @@ void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_
           });
 }
 
-void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
+void reduce_scatter(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
                     cuda::stream_view stream) {
   std::size_t const recv_count = elements(recv, "reduce_scatter", "recv");
   GRAPHSTEP_EXPECTS(elements(send, "reduce_scatter", "send") ==
@@ -124,7 +102,7 @@ void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_c
           });
 }
 
-void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm,
+void all_gather(buffer_view send, buffer_view recv, nccl_comm_view const& comm,
                 cuda::stream_view stream) {
   std::size_t const send_count = elements(send, "all_gather", "send");
   GRAPHSTEP_EXPECTS(
@@ -139,7 +117,7 @@ void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm,
       });
 }
 
-void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view comm,
+void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view const& comm,
                cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(root >= 0 && root < comm.size(), "broadcast: root " + std::to_string(root) +
                                                          " is not a rank of a world of " +
@@ -154,17 +132,18 @@ void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view 
           });
 }
 
-void warm_up(nccl_comm_view comm, cuda::stream_view stream) {
+void warm_up(nccl_comm_view const& comm, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "nccl::warm_up runs collectives eagerly: call it before the capture");
-  comm.state().throw_if_aborted("nccl::warm_up");
+  detail::comm_access::state(comm).throw_if_aborted("nccl::warm_up");
   auto const ranks = static_cast<std::size_t>(comm.size());
-  device_memory scratch{2 * ranks * sizeof(float)};
-  auto* one = static_cast<float*>(scratch.get());  // 1 element, then `ranks` elements
+  // Freed on `stream`, after the collectives, even when one of them throws.
+  cuda::device_buffer const scratch{2 * ranks * sizeof(float), stream};
+  auto* one = static_cast<float*>(scratch.data());  // 1 element, then `ranks` elements
   auto* many = one + ranks;
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(one, 0, 2 * ranks * sizeof(float), stream.value()));
-  device_buffer const single{one, sizeof(float), dtype::float32};
-  device_buffer const per_rank{many, ranks * sizeof(float), dtype::float32};
+  buffer_view const single{one, sizeof(float), dtype::float32};
+  buffer_view const per_rank{many, ranks * sizeof(float), dtype::float32};
   all_reduce(single, single, reduce_op::sum, comm, stream);
   reduce_scatter(per_rank, single, reduce_op::sum, comm, stream);
   all_gather(single, per_rank, comm, stream);
@@ -172,50 +151,24 @@ void warm_up(nccl_comm_view comm, cuda::stream_view stream) {
   stream.synchronize();
 }
 
-group_guard::group_guard() {
-  GRAPHSTEP_NCCL_TRY(ncclGroupStart());
-}
-
-group_guard::~group_guard() {
-  if (!open_) return;
-  if (ncclResult_t const status = ncclGroupEnd(); status != ncclSuccess) {
-    static_cast<void>(
-        std::fprintf(stderr, "graphstep: ncclGroupEnd failed: %s\n", ncclGetErrorString(status)));
-  }
-}
-
-void group_guard::end() {
-  GRAPHSTEP_EXPECTS(open_, "group_guard::end was called twice");
-  open_ = false;
-  GRAPHSTEP_NCCL_TRY(ncclGroupEnd());
-}
-
 namespace {
 
 // One eager all-gather of `per_rank` 64-bit words from every rank, through device memory.
 std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mine,
-                                            nccl_comm_view comm, cuda::stream_view stream) {
+                                            nccl_comm_view const& comm, cuda::stream_view stream) {
   auto const ranks = static_cast<std::size_t>(comm.size());
   std::size_t const bytes = mine.size() * sizeof(std::uint64_t);
   std::vector<std::uint64_t> gathered(mine.size() * ranks);
-  device_memory device{bytes * (ranks + 1)};
-  auto* send = static_cast<std::uint64_t*>(device.get());
+  cuda::device_buffer const device{bytes * (ranks + 1), stream};
+  auto* send = static_cast<std::uint64_t*>(device.data());
   auto* recv = send + mine.size();
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(send, mine.data(), bytes, cudaMemcpyHostToDevice, stream.value()));
-  auto& state = comm.state();
-  ncclResult_t status = ncclSuccess;
-  {
-    std::lock_guard<std::timed_mutex> lock{state.enqueue_mutex};
-    state.throw_if_aborted("verify_captured_sequence");
-    status = ncclAllGather(send, recv, mine.size(), ncclUint64, state.handle.get(), stream.value());
-  }
-  if (status != ncclSuccess && status != ncclInProgress) {
-    state.handle.get_deleter().abort_on_release = true;
-    graphstep::detail::throw_nccl_error(static_cast<int>(status), ncclGetErrorString(status),
-                                        "ncclAllGather (verify_captured_sequence)", __FILE__,
-                                        __LINE__);
-  }
+  detail::comm_access::state(comm).enqueue(
+      "verify_captured_sequence", "ncclAllGather (verify_captured_sequence)",
+      [&](ncclComm_t handle) {
+        return ncclAllGather(send, recv, mine.size(), ncclUint64, handle, stream.value());
+      });
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gathered.data(), recv, bytes * ranks, cudaMemcpyDeviceToHost,
                                      stream.value()));
   stream.synchronize();
@@ -224,13 +177,12 @@ std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mi
 
 }  // namespace
 
-void verify_captured_sequence(nccl_comm_view comm, cuda::stream_view stream) {
+void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "verify_captured_sequence: call it after the capture has ended");
-  auto& state = comm.state();
+  auto& state = detail::comm_access::state(comm);
   state.throw_if_aborted("verify_captured_sequence");
-  collective_log const log = state.captured;
-  state.captured.clear();
+  collective_log const log = state.take_captured();
   // Round 1: every rank's hash and count. Every rank sees the same table, so all of them take
   // the same decision about round 2 and no rank is left waiting in a collective.
   auto const words = all_gather_words({log.hash(), log.records().size()}, comm, stream);

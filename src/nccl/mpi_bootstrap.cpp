@@ -40,7 +40,7 @@ int local_rank(MPI_Comm comm) {
   return rank;
 }
 
-nccl_comm communicator_from_mpi(MPI_Comm comm) {
+nccl_comm communicator_from_mpi(MPI_Comm comm, nccl_comm_options const& options) {
   int rank = 0;
   int size = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -52,7 +52,7 @@ nccl_comm communicator_from_mpi(MPI_Comm comm) {
   GRAPHSTEP_CUDA_TRY(cudaSetDevice(local));
   unique_id_bytes root_id{};
   if (rank == 0) root_id = nccl_comm::new_unique_id();
-  return nccl_comm::from_unique_id(broadcast_unique_id(comm, root_id), rank, size);
+  return nccl_comm::from_unique_id(broadcast_unique_id(comm, root_id), rank, size, options);
 }
 
 }  // namespace graphstep::nccl

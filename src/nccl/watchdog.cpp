@@ -1,13 +1,15 @@
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/watchdog.hpp>
+#include <utility>
+
+#include "detail/comm_state.hpp"
 
 namespace graphstep::nccl {
 
 watchdog::watchdog(nccl_comm_view comm, watchdog_options options)
-    : comm_{comm},
+    : comm_{std::move(comm)},
       poll_interval_{options.poll_interval},
       deadline_{options.timeout, std::move(options.clock)} {
   GRAPHSTEP_EXPECTS(options.poll_interval.count() > 0,
@@ -16,7 +18,7 @@ watchdog::watchdog(nccl_comm_view comm, watchdog_options options)
 }
 
 watchdog::watchdog(nccl_comm_view comm, std::chrono::milliseconds timeout, watchdog_clock now)
-    : watchdog{comm,
+    : watchdog{std::move(comm),
                watchdog_options{timeout, false, std::chrono::milliseconds{100}, std::move(now)}} {}
 
 watchdog::~watchdog() {
@@ -30,7 +32,7 @@ watchdog::~watchdog() {
 }
 
 void watchdog::check() const {
-  comm_.state().throw_if_aborted("watchdog");
+  detail::comm_access::state(comm_).throw_if_aborted("watchdog");
 }
 
 std::optional<std::int64_t> watchdog::outstanding_step() const {
@@ -52,21 +54,14 @@ void watchdog::launched(cuda::stream_view stream, std::int64_t step) {
 }
 
 void watchdog::inspect() {
-  auto& state = comm_.state();
-  if (state.aborted.load()) return;
+  auto& state = detail::comm_access::state(comm_);
+  if (state.aborted()) return;
   watchdog_observation seen;
   seen.rank = comm_.rank();
-  // The handle may only be read while no abort can free it; a training thread stuck inside an
-  // NCCL call holds the lock, and then the deadline alone decides this round.
-  ncclResult_t async_error = ncclSuccess;
-  if (state.enqueue_mutex.try_lock_for(std::chrono::milliseconds{10})) {
-    if (!state.aborted.load() && state.handle != nullptr) {
-      if (ncclCommGetAsyncError(state.handle.get(), &async_error) != ncclSuccess) {
-        async_error = ncclSystemError;
-      }
-    }
-    state.enqueue_mutex.unlock();
-  }
+  // A training thread stuck inside an NCCL call holds the communicator's lock; then the
+  // deadline alone decides this round.
+  ncclResult_t const async_error =
+      state.async_error(std::chrono::milliseconds{10}).value_or(ncclSuccess);
   try {
     while (!pending_.empty() && pending_.front().second.query()) {
       deadline_.finished(pending_.front().first);
@@ -89,7 +84,7 @@ void watchdog::inspect() {
   seen.outstanding = pending_.size();
   if (!pending_.empty()) seen.oldest_outstanding = pending_.front().first;
   if (std::string const reason = watchdog_verdict(seen); !reason.empty()) {
-    state.fail("watchdog: " + reason);
+    state.abort("watchdog: " + reason);
   }
 }
 
@@ -121,8 +116,9 @@ void watchdog::watch() {
       std::lock_guard<std::mutex> lock{mutex_};
       inspect();
     } catch (std::exception const& e) {
-      comm_.state().fail(std::string{"watchdog: rank "} + std::to_string(comm_.rank()) +
-                         ": polling failed: " + e.what());
+      detail::comm_access::state(comm_).abort(std::string{"watchdog: rank "} +
+                                              std::to_string(comm_.rank()) +
+                                              ": polling failed: " + e.what());
     }
     stop_lock.lock();
     if (comm_.aborted()) break;  // nothing is left to watch; the training thread will throw

@@ -49,16 +49,17 @@ using matmul_desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, desc_deleter>;
 using matrix_layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, layout_deleter>;
 using matmul_preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, preference_deleter>;
 
-cudaDataType_t data_type(precision p) {
-  switch (p) {
-    case precision::fp16: return CUDA_R_16F;
-    case precision::bf16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+cudaDataType_t data_type(dtype type) {
+  switch (type) {
+    case dtype::float16: return CUDA_R_16F;
+    case dtype::bfloat16: return CUDA_R_16BF;
+    case dtype::float32: break;
   }
+  return CUDA_R_32F;
 }
 
-cublasComputeType_t compute_type(precision p) {
-  return p == precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+cublasComputeType_t compute_type(gemm_math math) {
+  return math == gemm_math::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 cublasLtEpilogue_t to_cublaslt(epilogue e) {
@@ -81,7 +82,7 @@ std::uint32_t alignment_of(void const* p) {
   return alignment;
 }
 
-// Algorithms chosen per (device, kind and path, shape, precision, autotune, alignments,
+// Algorithms chosen per (device, kind and path, shape, element type and math, autotune, alignments,
 // workspace), shared by every plan of the process: a second plan of the same shape (another
 // layer, another bucket's capture) skips the heuristic query and the autotune.
 using algorithm_key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, int, int,
@@ -189,7 +190,7 @@ struct detail::lt_state {
     lt_call const& c = call;
     cudaDataType_t const type = data_type(problem.type);
     cublasLtMatmulDesc_t raw = nullptr;
-    GRAPHSTEP_CUBLAS_TRY(cublasLtMatmulDescCreate(&raw, compute_type(problem.type), CUDA_R_32F));
+    GRAPHSTEP_CUBLAS_TRY(cublasLtMatmulDescCreate(&raw, compute_type(problem.math), CUDA_R_32F));
     desc.reset(raw);
     cublasOperation_t const ta = c.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t const tb = c.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -304,9 +305,10 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
                      gemm_options const& options, cuda::stream_view stream)
     : state_{std::make_unique<detail::lt_state>()} {
   auto& s = *state_;
-  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" + name(problem.type) +
-                           ", M=" + std::to_string(problem.m) + " N=" + std::to_string(problem.n) +
-                           " K=" + std::to_string(problem.k) + ")";
+  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" +
+                           describe_type(problem) + ", M=" + std::to_string(problem.m) +
+                           " N=" + std::to_string(problem.n) + " K=" + std::to_string(problem.k) +
+                           ")";
   GRAPHSTEP_EXPECTS(handle.get() != nullptr, what + ": the cuBLASLt handle was moved from");
   check_operands(problem, operands);
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
@@ -330,17 +332,18 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
   int device = 0;
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
   auto const key = [&] {
-    return algorithm_key{device,
-                         static_cast<int>(problem.kind) * 2 + (s.path.fused ? 1 : 0),
-                         problem.m,
-                         problem.n,
-                         problem.k,
-                         static_cast<int>(problem.type),
-                         options.autotune_candidates,
-                         alignment_of(s.a_ptr()),
-                         alignment_of(s.b_ptr()),
-                         alignment_of(operands.out),
-                         workspace_bytes};
+    return algorithm_key{
+        device,
+        static_cast<int>(problem.kind) * 2 + (s.path.fused ? 1 : 0),
+        problem.m,
+        problem.n,
+        problem.k,
+        static_cast<int>(problem.type) * 2 + (problem.math == gemm_math::tf32 ? 1 : 0),
+        options.autotune_candidates,
+        alignment_of(s.a_ptr()),
+        alignment_of(s.b_ptr()),
+        alignment_of(operands.out),
+        workspace_bytes};
   };
   bool cached = false;
   {

@@ -2,31 +2,34 @@
 #include <graphstep/ops/gemm_problem.hpp>
 #include <initializer_list>
 #include <limits>
+#include <string>
 
 namespace graphstep::ops {
 
-std::size_t element_bytes(precision type) noexcept {
-  return type == precision::fp16 || type == precision::bf16 ? 2 : 4;
+namespace {
+
+// The refusal of tf32 math on 16-bit data, shared by element_type_for and map_to_cublaslt.
+std::string tf32_refusal(std::string const& combination) {
+  return "gemm: " + combination +
+         " is not supported: tf32 math applies to float32 data only; drop tf32 for 16-bit data "
+         "(it already runs on tensor cores)";
 }
 
-dtype storage_type(precision type) noexcept {
-  switch (type) {
-    case precision::fp16: return dtype::float16;
-    case precision::bf16: return dtype::bfloat16;
-    case precision::fp32:
-    case precision::tf32: break;
-  }
-  return dtype::float32;
-}
+}  // namespace
 
-char const* name(precision type) noexcept {
-  switch (type) {
-    case precision::fp32: return "fp32";
-    case precision::tf32: return "tf32";
-    case precision::fp16: return "fp16";
-    case precision::bf16: return "bf16";
+char const* name(gemm_math math) noexcept {
+  switch (math) {
+    case gemm_math::standard: return "standard";
+    case gemm_math::tf32: return "tf32";
   }
   return "unknown";
+}
+
+std::string describe_type(gemm_problem const& problem) {
+  std::string text = name(problem.type);
+  if (problem.math != gemm_math::standard)
+    text += std::string{" with "} + name(problem.math) + " math";
+  return text;
 }
 
 char const* name(gemm_kind kind) noexcept {
@@ -62,7 +65,8 @@ bool uses_gelu(gemm_kind kind) noexcept {
          kind == gemm_kind::backward_data_dgelu || kind == gemm_kind::backward_data_gelu;
 }
 
-precision precision_for(dtype inputs, dtype output, bool tf32) {
+dtype element_type_for(dtype inputs, dtype output, gemm_math math) {
+  bool const tf32 = math == gemm_math::tf32;
   std::string const combination = std::string{"inputs "} + name(inputs) + ", output " +
                                   name(output) + (tf32 ? ", tf32 math" : "");
   GRAPHSTEP_EXPECTS(inputs == output,
@@ -70,16 +74,8 @@ precision precision_for(dtype inputs, dtype output, bool tf32) {
                         " is not supported: the layer keeps inputs, output, "
                         "bias and pre-activation in one type (fp32, fp16 or bf16, accumulating in "
                         "fp32); convert the output, or store everything in one type");
-  GRAPHSTEP_EXPECTS(!tf32 || inputs == dtype::float32,
-                    "gemm: " + combination +
-                        " is not supported: tf32 math applies to float32 "
-                        "data only; drop tf32 for 16-bit data (it already runs on tensor cores)");
-  switch (inputs) {
-    case dtype::float16: return precision::fp16;
-    case dtype::bfloat16: return precision::bf16;
-    case dtype::float32: break;
-  }
-  return tf32 ? precision::tf32 : precision::fp32;
+  GRAPHSTEP_EXPECTS(!tf32 || inputs == dtype::float32, tf32_refusal(combination));
+  return inputs;
 }
 
 double flops(gemm_problem const& p) noexcept {
@@ -96,6 +92,9 @@ lt_call map_to_cublaslt(gemm_problem const& p) {
                     std::string{"gemm "} + name(p.kind) + ": a dimension exceeds 2^31 - 1 (M=" +
                         std::to_string(p.m) + ", N=" + std::to_string(p.n) +
                         ", K=" + std::to_string(p.k) + "); split the GEMM");
+  GRAPHSTEP_EXPECTS(
+      p.math != gemm_math::tf32 || p.type == dtype::float32,
+      tf32_refusal(std::string{name(p.kind)} + " on " + name(p.type) + " data with tf32 math"));
   lt_call c;
   switch (p.kind) {
     case gemm_kind::forward:
@@ -154,9 +153,10 @@ lt_call map_to_cublaslt(gemm_problem const& p) {
 support can_fuse(gemm_problem const& problem, operand_addresses const& addresses) {
   lt_call const c = map_to_cublaslt(problem);
   if (c.ep == epilogue::none) return {};
-  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" + name(problem.type) +
-                           ", M=" + std::to_string(problem.m) + " N=" + std::to_string(problem.n) +
-                           " K=" + std::to_string(problem.k) + ", epilogue " + name(c.ep) + ")";
+  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" +
+                           describe_type(problem) + ", M=" + std::to_string(problem.m) +
+                           " N=" + std::to_string(problem.n) + " K=" + std::to_string(problem.k) +
+                           ", epilogue " + name(c.ep) + ")";
   if (c.aux_ld != 0) {
     if (c.aux_ld % 8 != 0 || c.aux_ld < c.m) {
       return {false, what + ": the GELU epilogue's pre-activation has a leading dimension of " +
@@ -168,7 +168,7 @@ support can_fuse(gemm_problem const& problem, operand_addresses const& addresses
                          "gemm_options::allow_unfused to take the unfused fallback"};
     }
   }
-  std::size_t const bytes = element_bytes(problem.type);
+  std::size_t const bytes = size_in_bytes(problem.type);
   struct named_ld {
     char const* what;
     std::int64_t ld;

@@ -1,7 +1,6 @@
+#include <algorithm>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
-
-#include <algorithm>
 #include <string>
 
 namespace graphstep::schedule {
@@ -28,8 +27,7 @@ bucket_policy bucket_policy::powers_then_steps(std::int64_t largest, std::int64_
 }
 
 bucket_choice bucket_policy::choose(std::int64_t size) const {
-  GRAPHSTEP_EXPECTS(size > 0, "bucket_policy: size " + std::to_string(size) +
-                                  " must be positive");
+  GRAPHSTEP_EXPECTS(size > 0, "bucket_policy: size " + std::to_string(size) + " must be positive");
   GRAPHSTEP_EXPECTS(size <= buckets_.back(),
                     "bucket_policy: size " + std::to_string(size) +
                         " is larger than the largest bucket (" + std::to_string(buckets_.back()) +

@@ -14,8 +14,9 @@ basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
       step_{std::move(step)},
       pool_{pool},
       options_{std::move(options)},
-      core_{actions(), options_.warmup_runs, options_.budget_bytes,
+      core_{actions(*this), options_.lifecycle.warmup_runs, options_.budget_bytes,
             options_.instantiation == bucket_instantiation::update_template} {
+  graphs::validate(options_.lifecycle, "graph_cache");
   GRAPHSTEP_EXPECTS(static_cast<bool>(step_), "graph_cache: no step function was given");
 }
 
@@ -24,59 +25,83 @@ basic_graph_cache<Policy>::~basic_graph_cache() {
   if (core_.template_bucket()) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
 }
 
+// The stream of the request being served is handed down to every action it causes.
 template <typename Policy>
-detail::cache_actions<typename Policy::key_type> basic_graph_cache<Policy>::actions() {
-  detail::cache_actions<key_type> a;
-  a.run_eager = [this](key_type const& bucket) { step_(bucket, stream_); };
-  a.capture = [this](key_type const& bucket, bool instantiate) {
-    return capture_bucket(bucket, instantiate);
+detail::cache_actions<typename Policy::key_type, cuda::stream_view>
+basic_graph_cache<Policy>::actions(basic_graph_cache& cache) {
+  detail::cache_actions<key_type, cuda::stream_view> a;
+  a.run_eager = [&cache](cuda::stream_view stream, key_type const& bucket) {
+    cache.step_(bucket, stream);
   };
-  a.replay = [this](key_type const& bucket) { graphs_.at(bucket).replay(stream_); };
-  a.update = [this](key_type const& template_bucket, key_type const& bucket) {
-    return graphs_.at(template_bucket).update_from(graphs_.at(bucket));
+  a.capture = [&cache](cuda::stream_view stream, key_type const& bucket, bool instantiate) {
+    return cache.capture_bucket(bucket, instantiate, stream);
   };
-  a.instantiate = [this](key_type const& bucket) { graphs_.at(bucket).instantiate(); };
-  a.release = [this](key_type const& bucket) { graphs_.erase(bucket); };
+  a.replay = [&cache](cuda::stream_view stream, key_type const& bucket) {
+    cache.executables_.at(bucket).replay(stream);
+  };
+  a.update = [&cache](key_type const& template_bucket, key_type const& bucket) {
+    return cache.executables_.at(template_bucket).update(cache.work_of(bucket));
+  };
+  a.instantiate = [&cache](cuda::stream_view stream, key_type const& bucket) {
+    graphs::graph_exec& exec = cache.executables_[bucket];
+    exec =
+        cache.captured_.at(bucket).instantiate(cache.options_.lifecycle.capture.instantiate_flags);
+    if (cache.options_.lifecycle.capture.upload) exec.upload(stream);
+  };
+  a.release = [&cache](key_type const& bucket) {
+    cache.executables_.erase(bucket);
+    cache.captured_.erase(bucket);
+  };
   a.wait_idle = [] { GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize()); };
   return a;
 }
 
 template <typename Policy>
-std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bool instantiate) {
+std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bool instantiate,
+                                                      cuda::stream_view stream) {
   std::size_t const mapped_before = pool_.statistics().mapped_bytes;
-  graphs::capture_options how;
-  how.mode = options_.mode;
+  graphs::capture_options how = options_.lifecycle.capture;
   using detail::key_name;  // the integer buckets' name; shape keys bring theirs by lookup
-  how.name = options_.name + " bucket " + key_name(bucket);
-  how.instantiate = instantiate;
-  how.upload = instantiate;
-  graphs::graph& target = graphs_[bucket];
-  target = graphs::graph{};
+  how.name += " bucket " + key_name(bucket);
+  auto const body = [&] { step_(bucket, stream); };
+  std::uint64_t id = 0;
   try {
-    capture(
-        target, stream_, pool_, [&] { step_(bucket, stream_); }, how);
+    if (instantiate) {
+      graphs::graph_exec& target = executables_[bucket];
+      graphs::capture(target, stream, pool_, body, how);
+      id = target.id();
+    } else {
+      graphs::graph& target = captured_[bucket];
+      graphs::capture(target, stream, pool_, body, how);
+      id = target.id();
+    }
   } catch (...) {
-    graphs_.erase(bucket);  // the core counts it as not captured
+    executables_.erase(bucket);  // the core counts it as not captured
+    captured_.erase(bucket);
     throw;
   }
   std::size_t const grown = pool_.statistics().mapped_bytes - mapped_before;
-  return std::max(grown, pool_.bytes_held_by(target));
+  return std::max(grown, pool_.bytes_held_by(id));
+}
+
+template <typename Policy>
+graphs::graph const& basic_graph_cache<Policy>::work_of(key_type const& bucket) const {
+  auto const found = captured_.find(bucket);
+  return found != captured_.end() ? found->second : executables_.at(bucket).source();
 }
 
 template <typename Policy>
 typename Policy::choice_type basic_graph_cache<Policy>::run(key_type const& size,
                                                             cuda::stream_view stream) {
   choice_type const choice = policy_.choose(size);
-  stream_ = stream;
   core_.count_request(bucket_elements(size), bucket_elements(choice.bucket));
-  static_cast<void>(core_.serve(choice.bucket));
+  static_cast<void>(core_.serve(choice.bucket, stream));
   return choice;
 }
 
 template <typename Policy>
 void basic_graph_cache<Policy>::precapture(cuda::stream_view stream) {
-  stream_ = stream;
-  core_.precapture(policy_.capture_order());
+  core_.precapture(policy_.capture_order(), stream);
 }
 
 template class basic_graph_cache<bucket_policy>;

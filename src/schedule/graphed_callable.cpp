@@ -39,7 +39,7 @@ graphed_callable::graphed_callable(callable const& forward, callable const& back
                                    std::vector<static_tensor> output_gradients,
                                    std::vector<static_tensor> input_gradients,
                                    memory::memory_pool& pool, cuda::stream_view stream,
-                                   int warmup_runs)
+                                   graphs::lifecycle_options const& lifecycle)
     : inputs_{std::move(inputs)},
       outputs_{std::move(outputs)},
       output_gradients_{std::move(output_gradients)},
@@ -50,15 +50,16 @@ graphed_callable::graphed_callable(callable const& forward, callable const& back
   check_tensors(outputs_, "output");
   check_tensors(output_gradients_, "output gradient");
   check_tensors(input_gradients_, "input gradient");
-  build(forward, backward, pool, stream, warmup_runs);
+  build(forward, backward, pool, stream, lifecycle);
 }
 
 graphed_callable::graphed_callable(tensor_callable forward, tensor_callable backward,
                                    graphed_specs const& specs, memory::memory_pool& pool,
-                                   cuda::stream_view stream, int warmup_runs) {
+                                   cuda::stream_view stream,
+                                   graphs::lifecycle_options const& lifecycle) {
   GRAPHSTEP_EXPECTS(forward && backward,
                     "graphed_callable: both a forward and a backward callable are needed");
-  GRAPHSTEP_EXPECTS(warmup_runs >= 0, "graphed_callable: warmup_runs must be >= 0");
+  graphs::validate(lifecycle, "graphed_callable");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "graphed_callable: build it outside any capture (it captures itself)");
   // Allocated eagerly, before any capture: their addresses are baked into both graphs.
@@ -75,26 +76,28 @@ graphed_callable::graphed_callable(tensor_callable forward, tensor_callable back
   graphed_tensors const tensors{inputs_, outputs_, output_gradients_, input_gradients_};
   // The callables are run only here (warm-up and capture), so binding `tensors` is safe.
   build([&](cuda::stream_view s) { forward(tensors, s); },
-        [&](cuda::stream_view s) { backward(tensors, s); }, pool, stream, warmup_runs);
+        [&](cuda::stream_view s) { backward(tensors, s); }, pool, stream, lifecycle);
 }
 
 void graphed_callable::build(callable const& forward, callable const& backward,
-                             memory::memory_pool& pool, cuda::stream_view stream, int warmup_runs) {
-  GRAPHSTEP_EXPECTS(warmup_runs >= 0, "graphed_callable: warmup_runs must be >= 0");
+                             memory::memory_pool& pool, cuda::stream_view stream,
+                             graphs::lifecycle_options const& lifecycle) {
+  graphs::validate(lifecycle, "graphed_callable");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "graphed_callable: build it outside any capture (it captures itself)");
-  for (int i = 0; i < warmup_runs; ++i) {  // lazy initialization happens here, not in a capture
+  for (int i = 0; i < lifecycle.warmup_runs;
+       ++i) {  // lazy initialization happens here, not in a capture
     forward(stream);
     backward(stream);
   }
   // Forward first, then backward, into one pool: the backward reads what the forward saved,
   // and the pool keeps both graphs' memory apart while they live.
-  graphs::capture_options options;
-  options.name = "graphed forward";
-  capture(
+  graphs::capture_options options = lifecycle.capture;
+  options.name = lifecycle.capture.name + " forward";
+  graphs::capture(
       forward_graph_, stream, pool, [&] { forward(stream); }, options);
-  options.name = "graphed backward";
-  capture(
+  options.name = lifecycle.capture.name + " backward";
+  graphs::capture(
       backward_graph_, stream, pool, [&] { backward(stream); }, options);
 }
 

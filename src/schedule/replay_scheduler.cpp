@@ -9,7 +9,7 @@ replay_scheduler::replay_scheduler(step_spec const& spec,
                                    std::map<std::string, cuda::stream_view> streams,
                                    memory::memory_pool& pool, scheduler_options options)
     : plan_{plan_step(spec)}, pool_{pool}, options_{options} {
-  GRAPHSTEP_EXPECTS(options.warmup_runs >= 0, "replay_scheduler: warmup_runs must be >= 0");
+  graphs::validate(options.lifecycle, "replay_scheduler");
   for (auto const& name : spec.streams) {
     auto found = streams.find(name);
     GRAPHSTEP_EXPECTS(found != streams.end(),
@@ -33,7 +33,7 @@ replay_scheduler::replay_scheduler(step_spec const& spec,
 }
 
 void replay_scheduler::run() {
-  bool const warming_up = steps_ < static_cast<std::size_t>(options_.warmup_runs);
+  bool const warming_up = steps_ < static_cast<std::size_t>(options_.lifecycle.warmup_runs);
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     auto& s = segments_[i];
     for (std::size_t dependency : plan_.cross_waits[i]) s.stream.wait(segments_[dependency].done);
@@ -41,19 +41,13 @@ void replay_scheduler::run() {
     if (!plan_.segments[i].graphed || warming_up) {
       s.body(s.stream);
     } else {
-      if (!s.captured) {
-        s.captured.emplace();
-        graphs::capture_options how;
-        how.name = plan_.segments[i].name;
-        try {
-          graphstep::graphs::capture(
-              *s.captured, s.stream, pool_, [&] { s.body(s.stream); }, how);
-        } catch (...) {
-          s.captured.reset();  // capture again next step, rather than replay nothing
-          throw;
-        }
+      if (s.captured.empty()) {  // a failed capture leaves it empty: captured again next step
+        graphs::capture_options how = options_.lifecycle.capture;
+        how.name += " " + plan_.segments[i].name;
+        graphs::capture(
+            s.captured, s.stream, pool_, [&] { s.body(s.stream); }, how);
       }
-      s.captured->replay(s.stream);
+      s.captured.replay(s.stream);
     }
     if (s.stop) s.stop->record(s.stream);
     s.done.record(s.stream);
@@ -80,12 +74,12 @@ std::map<std::string, float> replay_scheduler::segment_milliseconds() const {
   return times;
 }
 
-graphs::graph const& replay_scheduler::graph_of(std::string const& segment) const {
+graphs::graph_exec const& replay_scheduler::graph_of(std::string const& segment) const {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     if (plan_.segments[i].name == segment) {
-      GRAPHSTEP_EXPECTS(segments_[i].captured.has_value(),
+      GRAPHSTEP_EXPECTS(!segments_[i].captured.empty(),
                         "replay_scheduler: segment '" + segment + "' is not captured (yet)");
-      return *segments_[i].captured;
+      return segments_[i].captured;
     }
   }
   throw usage_error{"replay_scheduler: no segment is named '" + segment + "'"};

@@ -1,7 +1,6 @@
+#include <algorithm>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>
-
-#include <algorithm>
 
 namespace graphstep::schedule {
 namespace {

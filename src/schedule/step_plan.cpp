@@ -1,8 +1,7 @@
-#include <graphstep/error.hpp>
-#include <graphstep/schedule/step_plan.hpp>
-
 #include <algorithm>
 #include <functional>
+#include <graphstep/error.hpp>
+#include <graphstep/schedule/step_plan.hpp>
 #include <map>
 #include <set>
 
@@ -59,9 +58,9 @@ step_plan plan_step(step_spec const& spec) {
   for (std::size_t i = 0; i < spec.segments.size(); ++i) {
     for (auto const& dependency : spec.segments[i].after) {
       auto found = segment_index.find(dependency);
-      GRAPHSTEP_EXPECTS(found != segment_index.end(),
-                        "step: segment '" + spec.segments[i].name + "' waits for '" +
-                            dependency + "', which is not a segment of the step");
+      GRAPHSTEP_EXPECTS(found != segment_index.end(), "step: segment '" + spec.segments[i].name +
+                                                          "' waits for '" + dependency +
+                                                          "', which is not a segment of the step");
       edges[i].push_back(found->second);
     }
   }

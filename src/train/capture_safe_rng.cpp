@@ -12,62 +12,63 @@
 
 namespace graphstep::train {
 
-capture_safe_rng::capture_safe_rng(std::uint64_t seed, cuda::stream_view stream) {
+namespace {
+// The check comes first, so that nothing is allocated on a capturing stream.
+cuda::device_buffer state_buffer(cuda::stream_view stream, cuda::memory_resource& resource) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "capture_safe_rng: construct it before the capture; it allocates its state");
-  void* state = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&state, 2 * sizeof(std::uint64_t)));
-  state_ = static_cast<std::uint64_t*>(state);
+  return cuda::device_buffer{2 * sizeof(std::uint64_t), stream, resource};
+}
+}  // namespace
+
+capture_safe_rng::capture_safe_rng(std::uint64_t seed, cuda::stream_view stream,
+                                   cuda::memory_resource& resource)
+    : state_{state_buffer(stream, resource)} {
   std::array<std::uint64_t, 2> const initial = {seed, 0};
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_, initial.data(), sizeof initial, cudaMemcpyHostToDevice,
-                                     stream.value()));
-  stream.synchronize();
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state(), initial.data(), sizeof initial,
+                                     cudaMemcpyHostToDevice, stream.value()));
+  stream.synchronize();  // also makes the stream-ordered allocation usable on every stream
 }
 
-capture_safe_rng::~capture_safe_rng() {
-  if (state_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(state_));
-}
-
+capture_safe_rng::~capture_safe_rng() = default;
 capture_safe_rng::capture_safe_rng(capture_safe_rng&& other) noexcept
-    : state_{std::exchange(other.state_, nullptr)},
-      step_reserved_{std::exchange(other.step_reserved_, 0)} {}
-
+    : state_{std::move(other.state_)}, step_reserved_{std::exchange(other.step_reserved_, 0)} {}
 capture_safe_rng& capture_safe_rng::operator=(capture_safe_rng&& other) noexcept {
-  if (this != &other) {
-    if (state_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(state_));
-    state_ = std::exchange(other.state_, nullptr);
-    step_reserved_ = std::exchange(other.step_reserved_, 0);
-  }
+  state_ = std::move(other.state_);
+  step_reserved_ = std::exchange(other.step_reserved_, 0);
   return *this;
 }
 
+std::uint64_t* capture_safe_rng::state() const {
+  GRAPHSTEP_EXPECTS(!state_.empty(), "capture_safe_rng: this generator was moved from");
+  return static_cast<std::uint64_t*>(state_.data());
+}
+
 philox_args capture_safe_rng::reserve(std::uint64_t counters) {
-  GRAPHSTEP_EXPECTS(state_ != nullptr, "capture_safe_rng: this generator was moved from");
-  philox_args const args{state_, step_reserved_};
+  philox_args const args{state(), step_reserved_};
   step_reserved_ += counters;
   return args;
 }
 
 void capture_safe_rng::end_step(cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(state_ != nullptr, "capture_safe_rng: this generator was moved from");
-  detail::launch_advance_offset(state_, step_reserved_, stream);
+  detail::launch_advance_offset(state(), step_reserved_, stream);
   step_reserved_ = 0;
 }
 
 std::vector<std::byte> capture_safe_rng::save(cuda::stream_view stream) const {
-  GRAPHSTEP_EXPECTS(state_ != nullptr, "capture_safe_rng: this generator was moved from");
+  std::uint64_t const* const device = state();
   GRAPHSTEP_EXPECTS(step_reserved_ == 0,
                     "capture_safe_rng::save: a step reserved numbers but has not ended; save "
                     "between steps");
   std::array<std::uint64_t, 2> words{};
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(words.data(), state_, sizeof words, cudaMemcpyDeviceToHost, stream.value()));
+      cudaMemcpyAsync(words.data(), device, sizeof words, cudaMemcpyDeviceToHost, stream.value()));
   stream.synchronize();
   return detail::to_bytes({words[0], words[1]});
 }
 
 void capture_safe_rng::restore(std::vector<std::byte> const& bytes, cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(state_ != nullptr, "capture_safe_rng: this generator was moved from");
+  std::uint64_t* const device = state();
   detail::rng_state const state = detail::from_bytes(bytes);  // checks the size
   GRAPHSTEP_EXPECTS(step_reserved_ == 0, "capture_safe_rng::restore: restore between steps");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
@@ -75,7 +76,7 @@ void capture_safe_rng::restore(std::vector<std::byte> const& bytes, cuda::stream
                     "the graph; restore between replays");
   std::array<std::uint64_t, 2> const words = {state.seed, state.offset};
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(state_, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
+      cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
   stream.synchronize();
 }
 

@@ -1,6 +1,7 @@
 #include <cuda_runtime_api.h>
 
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <string>
@@ -13,58 +14,49 @@ namespace detail {
 using detail::optimizer_device_state;
 using detail::tensor_slot;
 
+namespace {
+
+// What the constructor checks and plans before it allocates anything.
+struct table_plan {
+  std::vector<tensor_chunk> chunks;
+  std::size_t total{};  // elements of all tensors
+};
+
+table_plan checked_plan(std::vector<parameter> const& parameters, lr_schedule const& schedule,
+                        cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!parameters.empty(), "optimizer: no parameter was given");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "optimizer: construct it before the capture; it allocates and uploads "
+                    "its tables, which a capture cannot record");
+  validate(schedule);
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    auto const& p = parameters[i];
+    GRAPHSTEP_EXPECTS(
+        p.value != nullptr && p.gradient != nullptr,
+        "optimizer: parameter " + std::to_string(i) + " has a null value or gradient pointer");
+    counts.push_back(p.count);
+    total += p.count;
+  }
+  return {plan_chunks(counts), total};
+}
+
+}  // namespace
+
 // Device memory and tables shared by every multi-tensor optimizer.
 class multi_tensor_optimizer {
  public:
   multi_tensor_optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                         lr_schedule const& schedule, cuda::stream_view stream) {
-    GRAPHSTEP_EXPECTS(!parameters.empty(), "optimizer: no parameter was given");
-    GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                      "optimizer: construct it before the capture; it allocates and uploads "
-                      "its tables, which a capture cannot record");
-    validate(schedule);
-    std::vector<std::size_t> counts;
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      auto const& p = parameters[i];
-      GRAPHSTEP_EXPECTS(
-          p.value != nullptr && p.gradient != nullptr,
-          "optimizer: parameter " + std::to_string(i) + " has a null value or gradient pointer");
-      counts.push_back(p.count);
-      total += p.count;
-    }
-    std::vector<tensor_chunk> const chunks = plan_chunks(counts);
-    chunk_count_ = chunks.size();
-    // One allocation per purpose; state buffers start at zero as in PyTorch.
-    state_ = allocate<optimizer_device_state>(1);
-    slots_ = allocate<tensor_slot>(parameters.size());
-    chunks_ = allocate<tensor_chunk>(chunks.size());
-    if (state_buffers > 0) buffers_ = allocate<float>(total * state_buffers);
-    if (state_buffers > 0) {
-      GRAPHSTEP_CUDA_TRY(
-          cudaMemsetAsync(buffers_, 0, sizeof(float) * total * state_buffers, stream.value()));
-    }
-    std::vector<tensor_slot> slots;
-    std::size_t offset = 0;
-    for (auto const& p : parameters) {
-      float* state1 = state_buffers > 0 ? buffers_ + offset : nullptr;
-      float* state2 = state_buffers > 1 ? buffers_ + total + offset : nullptr;
-      slots.push_back({p.value, p.gradient, state1, state2, p.count});
-      offset += p.count;
-    }
-    host_state_ = {0, 1.0F, 0.0F, schedule};
-    upload(slots_, slots.data(), slots.size(), stream);
-    upload(chunks_, chunks.data(), chunks.size(), stream);
-    upload(state_, &host_state_, 1, stream);
-    stream.synchronize();  // the host vectors above go away on return
-  }
+                         lr_schedule const& schedule, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
+      : multi_tensor_optimizer{checked_plan(parameters, schedule, stream),
+                               parameters,
+                               state_buffers,
+                               schedule,
+                               stream,
+                               resource} {}
 
-  ~multi_tensor_optimizer() {
-    for (void* p : {static_cast<void*>(state_), static_cast<void*>(slots_),
-                    static_cast<void*>(chunks_), static_cast<void*>(buffers_)}) {
-      if (p != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
-    }
-  }
   multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
   multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
 
@@ -84,28 +76,62 @@ class multi_tensor_optimizer {
 
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const {
     std::int64_t step = 0;
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(&step, &state_->step, sizeof step, cudaMemcpyDeviceToHost, stream.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&step, &state()->step, sizeof step, cudaMemcpyDeviceToHost,
+                                       stream.value()));
     stream.synchronize();
     return step;
   }
 
-  [[nodiscard]] optimizer_device_state* state() const noexcept { return state_; }
-  [[nodiscard]] tensor_slot const* slots() const noexcept { return slots_; }
-  [[nodiscard]] tensor_chunk const* chunks() const noexcept { return chunks_; }
+  [[nodiscard]] optimizer_device_state* state() const noexcept {
+    return static_cast<optimizer_device_state*>(state_.data());
+  }
+  [[nodiscard]] tensor_slot const* slots() const noexcept {
+    return static_cast<tensor_slot const*>(slots_.data());
+  }
+  [[nodiscard]] tensor_chunk const* chunks() const noexcept {
+    return static_cast<tensor_chunk const*>(chunks_.data());
+  }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_count_; }
 
  private:
-  template <typename T>
-  static T* allocate(std::size_t count) {
-    void* p = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, sizeof(T) * count));
-    return static_cast<T*>(p);
+  // One allocation per purpose, checked and planned first (see checked_plan).
+  multi_tensor_optimizer(table_plan const& plan, std::vector<parameter> const& parameters,
+                         int state_buffers, lr_schedule const& schedule, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
+      : host_state_{0, 1.0F, 0.0F, schedule},
+        state_{sizeof(optimizer_device_state), stream, resource},
+        slots_{sizeof(tensor_slot) * parameters.size(), stream, resource},
+        chunks_{sizeof(tensor_chunk) * plan.chunks.size(), stream, resource},
+        // Empty for SGD without momentum.
+        buffers_{sizeof(float) * plan.total * static_cast<std::size_t>(state_buffers), stream,
+                 resource},
+        chunk_count_{plan.chunks.size()} {
+    auto* const buffers = static_cast<float*>(buffers_.data());
+    // State buffers start at zero as in PyTorch.
+    if (!buffers_.empty()) {
+      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers, 0, buffers_.size(), stream.value()));
+    }
+    std::vector<tensor_slot> slots;
+    std::size_t offset = 0;
+    for (auto const& p : parameters) {
+      float* state1 = state_buffers > 0 ? buffers + offset : nullptr;
+      float* state2 = state_buffers > 1 ? buffers + plan.total + offset : nullptr;
+      slots.push_back({p.value, p.gradient, state1, state2, p.count});
+      offset += p.count;
+    }
+    upload(slots_, slots.data(), slots.size(), stream);
+    upload(chunks_, plan.chunks.data(), plan.chunks.size(), stream);
+    upload(state_, &host_state_, 1, stream);
+    // The host vectors above go away on return, and every stream may use the memory (its
+    // allocation was ordered on `stream`).
+    stream.synchronize();
   }
+
   template <typename T>
-  static void upload(T* device, T const* host, std::size_t count, cuda::stream_view stream) {
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(device, host, sizeof(T) * count, cudaMemcpyHostToDevice, stream.value()));
+  static void upload(cuda::device_buffer const& device, T const* host, std::size_t count,
+                     cuda::stream_view stream) {
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count,
+                                       cudaMemcpyHostToDevice, stream.value()));
   }
   static void expect_not_capturing(cuda::stream_view stream, char const* what) {
     GRAPHSTEP_EXPECTS(!stream.is_capturing(),
@@ -117,17 +143,17 @@ class multi_tensor_optimizer {
   void write_state_tail(cuda::stream_view stream) {
     constexpr std::size_t skip = offsetof(optimizer_device_state, inv_loss_scale);
     auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
-    auto* to = reinterpret_cast<unsigned char*>(state_) + skip;
+    auto* to = reinterpret_cast<unsigned char*>(state()) + skip;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice,
                                        stream.value()));
     stream.synchronize();  // host_state_ may change again before a later copy would run
   }
 
   optimizer_device_state host_state_{};
-  optimizer_device_state* state_{};
-  tensor_slot* slots_{};
-  tensor_chunk* chunks_{};
-  float* buffers_{};
+  cuda::device_buffer state_;    // optimizer_device_state
+  cuda::device_buffer slots_;    // tensor_slot, one per parameter
+  cuda::device_buffer chunks_;   // tensor_chunk
+  cuda::device_buffer buffers_;  // state_buffers × all elements, float
   std::size_t chunk_count_{};
 };
 
@@ -146,9 +172,10 @@ int state_buffers(adam_options const& options) {
 }  // namespace
 
 optimizer::optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                     lr_schedule const& schedule, cuda::stream_view stream)
+                     lr_schedule const& schedule, cuda::stream_view stream,
+                     cuda::memory_resource& resource)
     : impl_{std::make_unique<detail::multi_tensor_optimizer>(parameters, state_buffers, schedule,
-                                                             stream)} {}
+                                                             stream, resource)} {}
 optimizer::~optimizer() = default;
 optimizer::optimizer(optimizer&&) noexcept = default;
 optimizer& optimizer::operator=(optimizer&&) noexcept = default;
@@ -173,8 +200,9 @@ std::int64_t optimizer::steps_taken(cuda::stream_view stream) const {
 }
 
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-         lr_schedule const& schedule, cuda::stream_view stream)
-    : optimizer{parameters, state_buffers(options), schedule, stream}, options_{options} {}
+         lr_schedule const& schedule, cuda::stream_view stream, cuda::memory_resource& resource)
+    : optimizer{parameters, state_buffers(options), schedule, stream, resource},
+      options_{options} {}
 
 void sgd::launch_update(cuda::stream_view stream) {
   auto& state = impl();
@@ -183,8 +211,9 @@ void sgd::launch_update(cuda::stream_view stream) {
 }
 
 adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
-           lr_schedule const& schedule, cuda::stream_view stream)
-    : optimizer{parameters, state_buffers(options), schedule, stream}, options_{options} {}
+           lr_schedule const& schedule, cuda::stream_view stream, cuda::memory_resource& resource)
+    : optimizer{parameters, state_buffers(options), schedule, stream, resource},
+      options_{options} {}
 
 void adam::launch_update(cuda::stream_view stream) {
   auto& state = impl();

@@ -1,4 +1,5 @@
-// Error formatting, status codes and the mapping of CUDA failures to exception types.
+// The checked calls of cuda/check.hpp: CUDA, driver and cuBLAS statuses mapped to exception
+// types with the call, file and line; cleanup failures reported, never thrown.
 
 #include <cublas_api.h>
 #include <cuda.h>
@@ -8,32 +9,12 @@
 #include <graphstep/cuda/check.hpp>
 #include <string>
 
+#include "common/error_message.hpp"
+
 namespace gs = graphstep;
 
-namespace {
-
-// Stand-ins with cuDNN's names: the macro is checked without linking cuDNN.
-enum fake_cudnn_status { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_BAD_PARAM = 2000 };
-char const* cudnnGetErrorString(fake_cudnn_status status) {
-  return status == CUDNN_STATUS_BAD_PARAM ? "CUDNN_STATUS_BAD_PARAM" : "CUDNN_STATUS_SUCCESS";
-}
-
-template <typename Exception, typename Call>
-Exception catch_as(Call&& call) {
-  try {
-    call();
-  } catch (Exception const& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no exception of the expected type was thrown";
-  return Exception{0, ""};
-}
-
-bool contains(std::string const& text, std::string const& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using graphstep::testing::catch_as;
+using graphstep::testing::contains;
 
 TEST(error, cuda_try_keeps_code_call_and_location) {
   auto const e = catch_as<gs::cuda_error>([] { GRAPHSTEP_CUDA_TRY(cudaErrorInvalidValue); });

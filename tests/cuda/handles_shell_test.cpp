@@ -1,5 +1,5 @@
 // Traits of the CUDA handle types: owners are move-only with noexcept moves, views are trivially
-// copyable and refuse ambiguous null streams.
+// copyable and refuse ambiguous null streams; the pool handle is move-only too.
 
 #include <gtest/gtest.h>
 
@@ -8,25 +8,19 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/cuda/timed_event.hpp>
-#include <graphstep/graphs/capture_scope.hpp>
-#include <graphstep/graphs/graph.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <type_traits>
+
+#include "common/handle_traits.hpp"
 
 namespace gs = graphstep;
 
 namespace {
 
-template <typename T>
-constexpr bool is_move_only_v =
-    !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> &&
-    std::is_nothrow_move_constructible_v<T> && std::is_nothrow_move_assignable_v<T>;
-
-static_assert(is_move_only_v<gs::cuda::stream>);
-static_assert(is_move_only_v<gs::cuda::event>);
-static_assert(is_move_only_v<gs::cuda::timed_event>);
-static_assert(is_move_only_v<gs::graphs::graph>);
-static_assert(is_move_only_v<gs::memory::memory_pool>);
+static_assert(graphstep::testing::is_move_only_v<gs::cuda::stream>);
+static_assert(graphstep::testing::is_move_only_v<gs::cuda::event>);
+static_assert(graphstep::testing::is_move_only_v<gs::cuda::timed_event>);
+static_assert(graphstep::testing::is_move_only_v<gs::memory::memory_pool>);
 static_assert(std::is_base_of_v<gs::cuda::event, gs::cuda::timed_event>);
 
 static_assert(std::is_trivially_copyable_v<gs::cuda::stream_view>);
@@ -37,8 +31,6 @@ static_assert(std::is_convertible_v<gs::cuda::stream const&, gs::cuda::stream_vi
 
 static_assert(!std::is_copy_constructible_v<gs::cuda::device_guard>);
 static_assert(!std::is_move_constructible_v<gs::cuda::device_guard>);
-static_assert(!std::is_copy_constructible_v<gs::graphs::capture_scope>);
-static_assert(!std::is_move_constructible_v<gs::graphs::capture_scope>);
 
 }  // namespace
 
@@ -70,23 +62,4 @@ TEST(event, adopt_and_release_round_trip_without_a_device) {
   gs::cuda::event moved = std::move(adopted);
   EXPECT_EQ(adopted.get(), nullptr);  // NOLINT: moved-from state is specified
   EXPECT_EQ(moved.release(), fake);
-}
-
-TEST(graph, starts_empty_with_a_unique_id) {
-  gs::graphs::graph const a;
-  gs::graphs::graph const b;
-  EXPECT_TRUE(a.empty());
-  EXPECT_NE(a.id(), b.id());
-  EXPECT_NE(a.id(), 0U);
-  EXPECT_EQ(a.name(), "graph");
-  EXPECT_EQ(a.replay_count(), 0U);
-}
-
-TEST(graph, move_keeps_the_identity_and_renews_the_source) {
-  gs::graphs::graph a;
-  auto const id = a.id();
-  gs::graphs::graph b = std::move(a);
-  EXPECT_EQ(b.id(), id);
-  EXPECT_NE(a.id(), id);  // NOLINT: a moved-from graph is a fresh empty graph
-  EXPECT_TRUE(a.empty());
 }

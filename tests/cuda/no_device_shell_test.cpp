@@ -6,26 +6,14 @@
 #include <graphstep/graphstep.hpp>
 #include <string>
 
+#include "common/no_device.hpp"
+
 namespace gs = graphstep;
 
 namespace {
 
-class no_device : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (gs::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
-  }
-};
-
-template <typename Call>
-void expect_no_device_error(Call&& call) {
-  try {
-    call();
-    ADD_FAILURE() << "no exception";
-  } catch (gs::no_device_error const& e) {
-    EXPECT_NE(std::string{e.what()}.find("no CUDA device visible"), std::string::npos) << e.what();
-  }
-}
+using no_device = graphstep::testing::no_device_test;
+using graphstep::testing::expect_no_device_error;
 
 }  // namespace
 
@@ -52,14 +40,14 @@ TEST_F(no_device, memory_pool) {
 }
 
 TEST_F(no_device, capture) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   expect_no_device_error([&] { gs::graphs::capture_scope scope{g, cudaStreamPerThread}; });
   EXPECT_TRUE(g.empty());
   expect_no_device_error([&] { gs::graphs::capture(g, cudaStreamPerThread, [] {}); });
 }
 
 TEST_F(no_device, an_empty_graph_is_a_usage_error_first) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   EXPECT_THROW(g.replay(cudaStreamPerThread), gs::usage_error);
   EXPECT_THROW(g.upload(cudaStreamPerThread), gs::usage_error);
   EXPECT_THROW(static_cast<void>(g.node_counts()), gs::usage_error);
@@ -67,7 +55,7 @@ TEST_F(no_device, an_empty_graph_is_a_usage_error_first) {
 }
 
 TEST(capture_scope, refuses_the_legacy_default_stream_before_touching_the_device) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   try {
     gs::graphs::capture_scope scope{g, cudaStreamLegacy};
     FAIL() << "no exception";

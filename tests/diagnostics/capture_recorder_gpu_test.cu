@@ -90,7 +90,7 @@ class capture_diagnostics_test : public gs::testing::gpu_test {
 
 // Captures `body` with diagnostics; returns the capture_error's message, "" when it succeeded.
 template <typename Body>
-std::string capture_diagnosed(gs::graphs::graph& target, gs::cuda::stream& stream,
+std::string capture_diagnosed(gs::graphs::graph_exec& target, gs::cuda::stream& stream,
                               gs::graphs::capture_options options,
                               std::optional<gd::capture_diagnosis>& diagnosis, Body&& body) {
   gs::graphs::capture_scope scope{target, stream, std::move(options)};
@@ -109,7 +109,7 @@ std::string capture_diagnosed(gs::graphs::graph& target, gs::cuda::stream& strea
 
 TEST_F(capture_diagnostics_test, names_the_synchronization_that_broke_a_capture) {
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::optional<gd::capture_diagnosis> diagnosis;
   std::string const message = capture_diagnosed(g, stream, diagnosed("sync"), diagnosis, [&] {
     add_one_kernel<<<1, 1, 0, stream.get()>>>(x_);
@@ -123,7 +123,7 @@ TEST_F(capture_diagnostics_test, names_the_synchronization_that_broke_a_capture)
   ASSERT_TRUE(diagnosis && diagnosis->cause);
   EXPECT_TRUE(diagnosis->capture_failed);
   // The stream is usable afterwards, and a later capture without diagnostics works.
-  gs::graphs::graph good;
+  gs::graphs::graph_exec good;
   gs::graphs::capture(good, stream, [&] { add_one_kernel<<<1, 1, 0, stream.get()>>>(x_); });
   good.replay(stream);
   stream.synchronize();
@@ -132,7 +132,7 @@ TEST_F(capture_diagnostics_test, names_the_synchronization_that_broke_a_capture)
 
 TEST_F(capture_diagnostics_test, names_another_threads_allocation_under_global_mode) {
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::optional<gd::capture_diagnosis> diagnosis;
   std::string const message = capture_diagnosed(
       g, stream, diagnosed("global", gs::graphs::capture_mode::global), diagnosis, [&] {
@@ -150,7 +150,7 @@ TEST_F(capture_diagnostics_test, names_another_threads_allocation_under_global_m
 
 TEST_F(capture_diagnostics_test, names_work_issued_to_the_legacy_default_stream) {
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::optional<gd::capture_diagnosis> diagnosis;
   std::string const message = capture_diagnosed(g, stream, diagnosed("legacy"), diagnosis, [&] {
     add_one_kernel<<<1, 1, 0, stream.get()>>>(x_);
@@ -172,7 +172,7 @@ TEST_F(capture_diagnostics_test, names_work_issued_to_the_legacy_default_stream)
 
 TEST_F(capture_diagnostics_test, names_a_copy_of_pageable_host_memory) {
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::vector<float> pageable(1, 3.0F);
   std::optional<gd::capture_diagnosis> diagnosis;
   std::string const message = capture_diagnosed(g, stream, diagnosed("pageable"), diagnosis, [&] {
@@ -199,7 +199,7 @@ TEST_F(capture_diagnostics_test, a_clean_capture_has_no_findings_and_replays) {
   float* pinned = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMallocHost(&pinned, sizeof(float)));
   *pinned = 10.0F;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::optional<gd::capture_diagnosis> diagnosis;
   std::string const message = capture_diagnosed(g, stream, diagnosed("clean"), diagnosis, [&] {
     GRAPHSTEP_CUDA_TRY(
@@ -220,7 +220,7 @@ TEST_F(capture_diagnostics_test, a_clean_capture_has_no_findings_and_replays) {
 
 TEST_F(capture_diagnostics_test, are_off_by_default) {
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture_scope scope{g, stream};
   add_one_kernel<<<1, 1, 0, stream.get()>>>(x_);
   scope.end();
@@ -230,7 +230,7 @@ TEST_F(capture_diagnostics_test, are_off_by_default) {
 TEST_F(capture_diagnostics_test, the_environment_variable_turns_them_on) {
   ::setenv("GRAPHSTEP_CAPTURE_DIAGNOSTICS", "1", 1);
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::string message;
   try {
     gs::graphs::capture(g, stream, [&] { diagnostics_test_synchronizes(stream.get()); });
@@ -252,7 +252,7 @@ TEST_F(capture_diagnostics_test, captures_on_two_threads_are_diagnosed_apart) {
   std::thread clean{[&] {
     gs::cuda::stream stream;
     for (int i = 0; i < 50; ++i) {
-      gs::graphs::graph g;
+      gs::graphs::graph_exec g;
       std::optional<gd::capture_diagnosis> diagnosis;
       std::string const message =
           capture_diagnosed(g, stream, diagnosed("clean thread"), diagnosis,
@@ -267,7 +267,7 @@ TEST_F(capture_diagnostics_test, captures_on_two_threads_are_diagnosed_apart) {
   std::thread broken{[&] {
     gs::cuda::stream stream;
     for (int i = 0; i < 50; ++i) {
-      gs::graphs::graph g;
+      gs::graphs::graph_exec g;
       std::optional<gd::capture_diagnosis> diagnosis;
       std::string const message =
           capture_diagnosed(g, stream, diagnosed("broken thread"), diagnosis, [&] {
@@ -292,7 +292,7 @@ TEST_F(capture_diagnostics_test, captures_on_two_threads_are_diagnosed_apart) {
 // callbacks, a diagnosed capture is refused with the reason, and works again once it lets go.
 TEST_F(capture_diagnostics_test, another_cupti_subscriber_is_named) {
   gs::cuda::stream stream;
-  gs::graphs::graph loaded;
+  gs::graphs::graph_exec loaded;
   std::optional<gd::capture_diagnosis> diagnosis;
   ASSERT_EQ(capture_diagnosed(loaded, stream, diagnosed("loads CUPTI"), diagnosis,
                               [&] { add_one_kernel<<<1, 1, 0, stream.get()>>>(x_); }),
@@ -310,7 +310,7 @@ TEST_F(capture_diagnostics_test, another_cupti_subscriber_is_named) {
   ASSERT_EQ(subscribe(&profiler, ignore, nullptr), CUPTI_SUCCESS);
   std::string refused;
   {
-    gs::graphs::graph g;
+    gs::graphs::graph_exec g;
     try {
       gs::graphs::capture_scope scope{g, stream, diagnosed("profiled")};
       scope.end();
@@ -324,7 +324,7 @@ TEST_F(capture_diagnostics_test, another_cupti_subscriber_is_named) {
   EXPECT_TRUE(contains(refused, "cuptiSubscribe failed")) << refused;
   EXPECT_TRUE(contains(refused, "Another CUPTI client")) << refused;
   EXPECT_FALSE(gs::cuda::stream_view{stream}.is_capturing());
-  gs::graphs::graph again;
+  gs::graphs::graph_exec again;
   EXPECT_EQ(capture_diagnosed(again, stream, diagnosed("after the profiler"), diagnosis,
                               [&] { add_one_kernel<<<1, 1, 0, stream.get()>>>(x_); }),
             "");

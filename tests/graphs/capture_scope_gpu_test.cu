@@ -19,7 +19,7 @@ using gs::testing::fill_kernel;
 
 namespace {
 
-class capture_test : public gs::testing::gpu_test {
+class capture_test : public gs::testing::stream_pool_test {
  protected:
   std::vector<float> download(float const* device, int n) {
     std::vector<float> host(n);
@@ -41,14 +41,6 @@ class capture_test : public gs::testing::gpu_test {
     EXPECT_EQ(download(x, 4), std::vector<float>(4, 3.0F));
     pool_->deallocate(x, stream);
   }
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-    pool_.emplace();
-  }
-  std::optional<gs::cuda::stream> stream_;
-  std::optional<gs::memory::memory_pool> pool_;
 };
 
 // The routine under test: kernels, a cuBLAS GEMM, a memcpy and a memset.
@@ -92,7 +84,7 @@ TEST_F(capture_test, replay_equals_eager_for_kernels_cublas_memcpy_memset) {
   routine(blas, stream_->get(), a, b, c, d, n);  // warm-up
   stream_->synchronize();
 
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, *pool_, [&] { routine(blas, stream_->get(), a, b, c, d, n); },
                       {gs::graphs::capture_mode::this_thread, "routine"});
   ASSERT_FALSE(g.empty());
@@ -119,7 +111,7 @@ TEST_F(capture_test, side_stream_fork_join_is_captured) {
   auto* x = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
   auto* y = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
   gs::cuda::stream side;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   {
     gs::graphs::capture_scope scope{g, *stream_, *pool_};
     fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(x, 1.0F, n);
@@ -136,7 +128,7 @@ TEST_F(capture_test, side_stream_fork_join_is_captured) {
 
 TEST_F(capture_test, unjoined_fork_is_a_capture_error_and_the_streams_stay_usable) {
   gs::cuda::stream side;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
   try {
     gs::graphs::capture_scope scope{
@@ -158,7 +150,7 @@ TEST_F(capture_test, unjoined_fork_is_a_capture_error_and_the_streams_stay_usabl
 TEST_F(capture_test, a_raw_unjoined_fork_is_reported_by_cuda) {
   gs::cuda::stream side;
   gs::cuda::event fork;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
   EXPECT_THROW(gs::graphs::capture(g, *stream_,
                                    [&] {
@@ -172,7 +164,7 @@ TEST_F(capture_test, a_raw_unjoined_fork_is_reported_by_cuda) {
 }
 
 TEST_F(capture_test, synchronize_inside_capture_is_a_capture_error) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   try {
     gs::graphs::capture(
         g, *stream_,
@@ -192,7 +184,7 @@ TEST_F(capture_test, synchronize_inside_capture_is_a_capture_error) {
 }
 
 TEST_F(capture_test, cuda_malloc_inside_global_capture_is_a_capture_error) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   EXPECT_THROW(gs::graphs::capture(g, *stream_,
                                    [&] {
                                      void* p = nullptr;
@@ -207,7 +199,7 @@ TEST_F(capture_test, cuda_malloc_inside_global_capture_is_a_capture_error) {
 
 TEST_F(capture_test, host_read_inside_capture_is_a_capture_error) {
   float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   EXPECT_THROW(gs::graphs::capture(g, *stream_,
                                    [&] {
                                      float host = 0.0F;
@@ -223,7 +215,7 @@ TEST_F(capture_test, host_read_inside_capture_is_a_capture_error) {
 }
 
 TEST_F(capture_test, a_throw_inside_the_scope_discards_the_graph_and_its_memory) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   auto const before = pool_->statistics().bytes_in_use;
   EXPECT_THROW(gs::graphs::capture(g, *stream_, *pool_,
                                    [&] {
@@ -237,8 +229,8 @@ TEST_F(capture_test, a_throw_inside_the_scope_discards_the_graph_and_its_memory)
 }
 
 TEST_F(capture_test, nested_capture_is_a_usage_error) {
-  gs::graphs::graph outer;
-  gs::graphs::graph inner;
+  gs::graphs::graph_exec outer;
+  gs::graphs::graph_exec inner;
   gs::graphs::capture(outer, *stream_, [&] {
     EXPECT_THROW(gs::graphs::capture_scope(inner, *stream_), gs::usage_error);
   });
@@ -247,24 +239,24 @@ TEST_F(capture_test, nested_capture_is_a_usage_error) {
 }
 
 TEST_F(capture_test, capturing_into_a_full_graph_is_a_usage_error) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, [] {});
   EXPECT_THROW(gs::graphs::capture_scope(g, *stream_), gs::usage_error);
   expect_stream_usable(*stream_);
 }
 
 TEST_F(capture_test, moved_from_graph_replay_is_a_usage_error) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
   gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 5.0F, 1); });
-  gs::graphs::graph moved = std::move(g);
+  gs::graphs::graph_exec moved = std::move(g);
   EXPECT_THROW(g.replay(*stream_), gs::usage_error);  // NOLINT: testing the moved-from state
   moved.replay(*stream_);
   EXPECT_EQ(download(x, 1)[0], 5.0F);
 }
 
 TEST_F(capture_test, dot_export_writes_a_graphviz_file) {
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
   gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
   std::string const path = ::testing::TempDir() + "graphstep_capture_test.dot";
@@ -277,7 +269,7 @@ TEST_F(capture_test, dot_export_writes_a_graphviz_file) {
 TEST_F(capture_test, many_replays_do_not_grow_device_or_host_memory) {
   int const n = 256;
   float* x = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, *pool_, [&] {
     float* scratch = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
     fill_kernel<<<1, 256, 0, stream_->get()>>>(scratch, 1.0F, n);

@@ -38,7 +38,7 @@ TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_n
   gt::lr_schedule schedule;
   schedule.base = 0.5F;
   gt::sgd optimizer{{{param, grad, n}}, {}, schedule, stream};
-  gs::graphs::graph step;
+  gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool, [&] {
     gt::check_finite(grad, n, finite, stream);
     gs::graphs::capture_if(stream, finite, [&](gs::cuda::stream_view s) { optimizer.step(s); });
@@ -70,7 +70,7 @@ TEST_F(conditional_test, a_device_decided_loop_runs_until_its_flag_clears) {
   auto* remaining = static_cast<unsigned int*>(pool.allocate(sizeof(unsigned int), stream));
   auto* counter = static_cast<float*>(pool.allocate(sizeof(float), stream));
   GRAPHSTEP_CUDA_TRY(cudaMemset(counter, 0, sizeof(float)));
-  gs::graphs::graph loop;
+  gs::graphs::graph_exec loop;
   gs::graphs::capture(loop, stream, [&] {
     gs::graphs::capture_while(stream, remaining, [&](gs::cuda::stream_view s) {
       countdown_kernel<<<1, 1, 0, s.value()>>>(remaining, counter);
@@ -105,7 +105,7 @@ TEST_F(conditional_test, allocating_from_the_pool_inside_a_body_is_a_usage_error
   gs::memory::memory_pool pool;
   unsigned int* flag = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&flag, sizeof(unsigned int)));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::string const what = gs::testing::message_of([&] {
     gs::graphs::capture(g, stream, pool, [&] {
       gs::graphs::capture_if(stream, flag, [&](gs::cuda::stream_view body) {

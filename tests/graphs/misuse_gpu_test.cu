@@ -32,7 +32,7 @@ TEST_F(misuse_test, one_graph_replayed_on_two_streams_runs_one_replay_at_a_time)
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
   GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, a, [&] {
     for (int i = 0; i < 50; ++i) increment_kernel<<<1, 1, 0, a.get()>>>(x);
   });
@@ -47,7 +47,7 @@ TEST_F(misuse_test, another_threads_unsafe_call_breaks_a_global_capture_only) {
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
   for (auto mode : {gs::graphs::capture_mode::global, gs::graphs::capture_mode::this_thread}) {
-    gs::graphs::graph g;
+    gs::graphs::graph_exec g;
     auto const attempt = [&] {
       gs::graphs::capture(g, stream,
                           [&] {
@@ -78,7 +78,7 @@ TEST_F(misuse_test, another_threads_unsafe_call_breaks_a_global_capture_only) {
 TEST_F(misuse_test, replaying_on_another_device_is_a_usage_error) {
   if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   float* x = nullptr;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   {
     gs::cuda::device_guard const on{0};
     gs::cuda::stream stream;
@@ -94,7 +94,7 @@ TEST_F(misuse_test, replaying_on_another_device_is_a_usage_error) {
 
 TEST_F(misuse_test, a_sync_by_a_library_inside_the_capture_names_the_scope) {
   gs::cuda::stream stream;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   try {
     gs::graphs::capture(
         g, stream,
@@ -113,14 +113,14 @@ TEST_F(misuse_test, reading_an_output_after_the_next_replay_is_caught) {
   gs::cuda::stream stream;
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, stream, [&] { increment_kernel<<<1, 1, 0, stream.get()>>>(x); });
   g.replay(stream);
   auto const guard = g.guard_output("x");
   EXPECT_NO_THROW(guard.check());
   g.replay(stream);
   EXPECT_THROW(guard.check(), gs::usage_error);
-  gs::graphs::graph moved = std::move(g);
+  gs::graphs::graph_exec moved = std::move(g);
   auto const after_move = moved.guard_output("x");
   moved.replay(stream);
   EXPECT_FALSE(after_move.valid()) << "the count moves with the graph";
@@ -135,7 +135,7 @@ TEST_F(misuse_test, legacy_stream_work_breaks_the_capture_of_a_blocking_stream) 
   GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   cudaError_t legacy_launch = cudaSuccess;
   EXPECT_THROW(gs::graphs::capture(g, blocking,
                                    [&] {
@@ -157,7 +157,7 @@ TEST_F(misuse_test, waiting_on_an_event_recorded_outside_the_capture_breaks_it) 
   gs::cuda::stream producer;
   gs::cuda::event outside;
   outside.record(producer);  // before the capture, on another stream
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   cudaError_t wait = cudaSuccess;
   EXPECT_THROW(gs::graphs::capture(
                    g, stream, [&] { wait = cudaStreamWaitEvent(stream.get(), outside.get(), 0); },
@@ -175,7 +175,7 @@ TEST_F(misuse_test, ending_a_capture_on_another_thread_is_a_usage_error_and_the_
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
   GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture_scope scope{
       g, stream, {gs::graphs::capture_mode::this_thread, "ended elsewhere"}};
   increment_kernel<<<1, 1, 0, stream.get()>>>(x);
@@ -214,7 +214,7 @@ TEST_F(misuse_test, another_threads_legacy_stream_work_breaks_only_a_blocking_ca
     return launched;
   };
   for (cudaStream_t captured : {blocking, non_blocking.get()}) {
-    gs::graphs::graph g;
+    gs::graphs::graph_exec g;
     cudaError_t launched = cudaSuccess;
     auto const attempt = [&] {
       gs::graphs::capture(g, captured,

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
-#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/graphs/output_guard.hpp>
 #include <string>
 
@@ -29,7 +29,7 @@ TEST(output_guard, a_later_replay_invalidates_the_output) {
 }
 
 TEST(output_guard, an_empty_graph_hands_out_guards_that_stay_valid) {
-  gs::graphs::graph const g;
+  gs::graphs::graph_exec const g;
   auto const guard = g.guard_output("y");
   EXPECT_TRUE(guard.valid());
   EXPECT_EQ(guard.generation(), 0U);

@@ -25,7 +25,7 @@ TEST_F(threads_test, failed_captures_in_a_loop_leak_nothing) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   auto fail_once = [&](int i) {
-    gs::graphs::graph g;
+    gs::graphs::graph_exec g;
     try {
       gs::graphs::capture(g, stream, pool, [&] {
         auto* x = static_cast<float*>(pool.allocate(std::size_t{1} << 20, stream));
@@ -61,9 +61,9 @@ TEST_F(threads_test, threads_capture_and_replay_their_own_graphs_concurrently) {
     gs::memory::memory_pool pool;
     auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
-    gs::graphs::graph g;
+    gs::graphs::graph_exec g;
     for (int attempt = 0; attempt < 20; ++attempt) {
-      gs::graphs::graph fresh;
+      gs::graphs::graph_exec fresh;
       gs::graphs::capture(fresh, stream, pool, [&] {
         add_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(x, value, n);
       });  // this_thread mode: the other thread's calls do not break it

@@ -60,7 +60,7 @@ TEST_P(pool_test, captured_allocations_keep_their_addresses_across_replays) {
   int const n = 1024;
   float* out = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
   std::vector<void*> scratch;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, pool, [&] {
     for (int i = 0; i < 4; ++i) {
       auto* s = static_cast<float*>(pool.allocate(sizeof(float) * n * (i + 1), *stream_));
@@ -70,7 +70,7 @@ TEST_P(pool_test, captured_allocations_keep_their_addresses_across_replays) {
       if (i % 2 == 1) pool.deallocate(s, *stream_);  // reused later in the same capture
     }
   });
-  auto const held = pool.bytes_held_by(g);
+  auto const held = pool.bytes_held_by(g.id());
   EXPECT_GT(held, 0U);
   // Eager allocations never land on memory the graph writes.
   std::vector<void*> eager;
@@ -86,21 +86,21 @@ TEST_P(pool_test, captured_allocations_keep_their_addresses_across_replays) {
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof(float) * n, stream_->get()));
   for (int i = 0; i < 10000; ++i) g.replay(*stream_);
   EXPECT_EQ(read(out), 40000.0F);
-  EXPECT_EQ(pool.bytes_held_by(g), held);
+  EXPECT_EQ(pool.bytes_held_by(g.id()), held);
   for (void* p : eager) pool.deallocate(p, *stream_);
 }
 
 TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
   std::vector<int> const buckets{8192, 4096, 2048, 1024, 512};  // largest first
   auto capture_all = [&](gs::memory::memory_pool* shared) {
-    std::vector<gs::graphs::graph> graphs;
+    std::vector<gs::graphs::graph_exec> graphs;
     std::vector<gs::memory::memory_pool> own;
     float* out = nullptr;
     for (int rows : buckets) {
       gs::memory::memory_pool* pool = shared;
       if (pool == nullptr) pool = &own.emplace_back(options());
       if (out == nullptr) out = static_cast<float*>(pool->allocate(sizeof(float), *stream_));
-      gs::graphs::graph& g = graphs.emplace_back();
+      gs::graphs::graph_exec& g = graphs.emplace_back();
       gs::graphs::capture(g, *stream_, *pool, [&] {
         std::size_t const bytes = sizeof(float) * 1024 * rows;
         auto* a = static_cast<float*>(pool->allocate(bytes, *stream_));
@@ -193,7 +193,7 @@ TEST_P(pool_test, planned_mode_serves_the_warm_up_layout) {
   step();
   auto const plan = pool.plan_next_capture(pool.end_trace());
   EXPECT_LE(plan.footprint_ratio(), 1.05);
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, pool, step);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof(float) * n, stream_->get()));
   g.replay(*stream_);
@@ -207,7 +207,7 @@ TEST_P(pool_test, planned_mode_names_the_diverging_allocation) {
   void* a = pool.allocate(1024, *stream_);
   pool.deallocate(a, *stream_);
   static_cast<void>(pool.plan_next_capture(pool.end_trace()));
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   try {
     gs::graphs::capture(g, *stream_, pool,
                         [&] { static_cast<void>(pool.allocate(4096, *stream_)); });
@@ -234,7 +234,7 @@ TEST_P(pool_test, a_full_reserved_range_is_out_of_memory) {
 
 TEST_P(pool_test, allocating_in_a_capture_not_given_this_pool_is_a_usage_error) {
   gs::memory::memory_pool pool{options()};
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::string const what = message_of([&] {
     gs::graphs::capture(g, *stream_, [&] { static_cast<void>(pool.allocate(1024, *stream_)); });
   });
@@ -251,7 +251,7 @@ TEST_P(pool_test, a_moved_from_pool_is_a_usage_error) {
     static_cast<void>(pool.allocate(1024, *stream_));  // NOLINT(bugprone-use-after-move)
   });
   EXPECT_NE(what.find("moved from"), std::string::npos) << what;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   EXPECT_THROW((gs::graphs::capture_scope{g, *stream_, pool}), gs::usage_error);
   EXPECT_FALSE(gs::cuda::stream_view{*stream_}.is_capturing());
   void* p = moved.allocate(1024, *stream_);
@@ -264,7 +264,7 @@ TEST_P(pool_test, planned_mode_refuses_a_free_on_a_side_stream) {
   pool.deallocate(pool.allocate(4096, *stream_), *stream_);
   static_cast<void>(pool.plan_next_capture(pool.end_trace()));
   gs::cuda::stream side;
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::string refused;
   {
     gs::graphs::capture_scope scope{
@@ -290,7 +290,7 @@ TEST_P(pool_test, teardown_in_any_order_leaks_nothing) {
   GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
   for (bool pool_first : {true, false}) {
     auto pool = std::make_unique<gs::memory::memory_pool>(options());
-    auto g = std::make_unique<gs::graphs::graph>();
+    auto g = std::make_unique<gs::graphs::graph_exec>();
     gs::graphs::capture(*g, *stream_, *pool, [&] {
       auto* x = static_cast<float*>(pool->allocate(std::size_t{8} << 20, *stream_));
       fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 32);

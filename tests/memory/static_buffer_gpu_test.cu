@@ -57,12 +57,12 @@ TEST_F(buffer_test, host_copies_inside_a_capture_are_refused_and_refills_work_be
   gs::memory::static_buffer x{pool, {n}, gs::dtype::float32, stream};
   gs::memory::static_buffer y{pool, {n}, gs::dtype::float32, stream};
   std::vector<float> batch(n, 1.0F);
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   EXPECT_NE(message_of([&] {
               gs::graphs::capture(g, stream, [&] { x.copy_from_host(batch, stream); });
             }).find("refill static inputs between replays"),
             std::string::npos);
-  gs::graphs::graph step;
+  gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, [&] {
     double_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(
         static_cast<float*>(y.data()), static_cast<float const*>(x.data()), n);

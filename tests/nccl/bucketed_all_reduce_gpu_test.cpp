@@ -96,7 +96,7 @@ TEST_F(nccl_step_test, captured_step_with_bucketed_all_reduce_equals_eager) {
 
   eager.step(stream);  // also warms up the collectives of the communicator
   graphed.step(stream);
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, stream, pool, [&] { graphed.step(stream); });
   gn::verify_captured_sequence(comms.front(), stream);
   for (int i = 0; i < 4; ++i) {
@@ -130,8 +130,8 @@ TEST_F(nccl_step_test, several_ranks_when_several_gpus_are_present) {
   {
     gn::group_guard group;
     for (int d = 0; d < devices; ++d) {
-      gn::device_buffer const b{data[static_cast<std::size_t>(d)], n * sizeof(float),
-                                gs::dtype::float32};
+      gn::buffer_view const b{data[static_cast<std::size_t>(d)], n * sizeof(float),
+                              gs::dtype::float32};
       gn::all_reduce(b, b, gn::reduce_op::avg, comms[static_cast<std::size_t>(d)],
                      streams[static_cast<std::size_t>(d)]);
     }

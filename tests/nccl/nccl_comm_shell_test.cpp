@@ -4,7 +4,7 @@
 
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl.hpp>
+#include <graphstep/nccl/nccl_comm.hpp>
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;

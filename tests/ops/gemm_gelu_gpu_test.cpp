@@ -1,5 +1,6 @@
 // The fused Linear + bias + GELU layer on the GPU against the fp64 reference of
-// ops/reference.hpp (GELU in the tanh form unless a test names the erf form): every precision,
+// ops/reference.hpp (GELU in the tanh form unless a test names the erf form): every element type
+// and math mode,
 // many shapes with odd and non-multiple-of-8 sizes (which take the unfused path or fail
 // clearly), outputs poisoned with NaN before each run, fused against unfused, capture and
 // replay against eager, and one kernel node for the captured fused forward. Capture uses the
@@ -27,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/gemm_numerics.hpp"
 #include "common/gpu_test.hpp"
 
 namespace gs = graphstep;
@@ -98,22 +100,17 @@ float from_fp16(std::uint16_t h) {
   return float_of(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
 }
 
-double tolerance(go::precision p) {
-  switch (p) {
-    case go::precision::fp32: return 1e-5;
-    case go::precision::tf32: return 5e-4;
-    case go::precision::fp16:
-    case go::precision::bf16: break;
-  }
-  return 1e-2;
+double tolerance(gs::testing::gemm_numerics numerics) {
+  if (numerics.type != gs::dtype::float32) return 1e-2;
+  return numerics.math == go::gemm_math::tf32 ? 5e-4 : 1e-5;
 }
 
-// Device memory of one precision, `offset_bytes` past a 256-byte boundary (to test alignment).
+// Device memory of one element type, `offset_bytes` past a 256-byte boundary (to test alignment).
 // Values are rounded to the storage type on upload, so the reference sees exactly what the GPU
 // sees.
 class device_matrix {
  public:
-  device_matrix(go::precision type, std::size_t elements, std::size_t offset_bytes = 0)
+  device_matrix(gs::dtype type, std::size_t elements, std::size_t offset_bytes = 0)
       : type_{type}, elements_{elements} {
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&base_, bytes() + offset_bytes + 256));
     data_ = static_cast<unsigned char*>(base_) + offset_bytes;
@@ -124,7 +121,7 @@ class device_matrix {
   device_matrix& operator=(device_matrix const&) = delete;
 
   [[nodiscard]] void* get() const { return data_; }
-  [[nodiscard]] std::size_t bytes() const { return elements_ * go::element_bytes(type_); }
+  [[nodiscard]] std::size_t bytes() const { return elements_ * gs::size_in_bytes(type_); }
   // All bits set: NaN in fp32, fp16 and bf16, so an element the GPU never wrote shows up.
   // cudaMemset and a pageable cudaMemcpy run on the legacy stream, unordered with the
   // non-blocking stream of the test: wait for them before anything else touches the data.
@@ -137,9 +134,9 @@ class device_matrix {
     std::vector<unsigned char> raw(bytes());
     for (std::size_t i = 0; i < elements_; ++i) {
       auto const f = static_cast<float>(values[i]);
-      if (type_ == go::precision::fp16 || type_ == go::precision::bf16) {
-        std::uint16_t const h = type_ == go::precision::fp16 ? to_fp16(f) : to_bf16(f);
-        values[i] = type_ == go::precision::fp16 ? from_fp16(h) : from_bf16(h);
+      if (type_ != gs::dtype::float32) {
+        std::uint16_t const h = type_ == gs::dtype::float16 ? to_fp16(f) : to_bf16(f);
+        values[i] = type_ == gs::dtype::float16 ? from_fp16(h) : from_bf16(h);
         std::memcpy(&raw[i * 2], &h, 2);
       } else {
         values[i] = f;
@@ -157,10 +154,10 @@ class device_matrix {
     GRAPHSTEP_CUDA_TRY(cudaMemcpy(raw.data(), data_, raw.size(), cudaMemcpyDeviceToHost));
     std::vector<double> values(elements_);
     for (std::size_t i = 0; i < elements_; ++i) {
-      if (type_ == go::precision::fp16 || type_ == go::precision::bf16) {
+      if (type_ != gs::dtype::float32) {
         std::uint16_t h = 0;
         std::memcpy(&h, &raw[i * 2], 2);
-        values[i] = type_ == go::precision::fp16 ? from_fp16(h) : from_bf16(h);
+        values[i] = type_ == gs::dtype::float16 ? from_fp16(h) : from_bf16(h);
       } else {
         float f = 0.0F;
         std::memcpy(&f, &raw[i * 4], 4);
@@ -171,7 +168,7 @@ class device_matrix {
   }
 
  private:
-  go::precision type_;
+  gs::dtype type_;
   std::size_t elements_;
   void* base_{};
   void* data_{};
@@ -244,7 +241,7 @@ class captured_graph {
 };
 
 class linear_gelu_gpu : public gs::testing::gpu_test,
-                        public ::testing::WithParamInterface<go::precision> {
+                        public ::testing::WithParamInterface<gs::testing::gemm_numerics> {
  protected:
   void SetUp() override {
     gs::testing::gpu_test::SetUp();
@@ -300,7 +297,8 @@ TEST(linear_gelu_host_conversions, known_bit_patterns) {
 }
 
 TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{21};
   for (auto [m, n, k] : forward_shapes) {
     std::size_t const M = m, N = n, K = k;
@@ -311,12 +309,12 @@ TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
     auto const plain = ref::matmul_abt(hx, hw, M, N, K);
     for (auto kind : {go::gemm_kind::forward, go::gemm_kind::forward_bias,
                       go::gemm_kind::forward_gelu, go::gemm_kind::forward_bias_gelu}) {
-      std::string const what = std::string{go::name(kind)} + " " + go::name(type) + " " +
-                               std::to_string(m) + "x" + std::to_string(n) + "x" +
-                               std::to_string(k);
+      std::string const what = std::string{go::name(kind)} + " " +
+                               gs::testing::short_name(GetParam()) + " " + std::to_string(m) + "x" +
+                               std::to_string(n) + "x" + std::to_string(k);
       bool const biased =
           kind == go::gemm_kind::forward_bias || kind == go::gemm_kind::forward_bias_gelu;
-      go::gemm_problem const problem{kind, m, n, k, type};
+      go::gemm_problem const problem{kind, m, n, k, type, math};
       go::gemm_operands const operands{x.get(),
                                        w.get(),
                                        y.get(),
@@ -339,9 +337,9 @@ TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
       std::vector<double> want = pre;
       if (go::uses_gelu(kind)) {
         for (auto& v : want) v = ref::gelu(v, go::gelu_form::tanh);
-        EXPECT_LT(error_of(z.download(), pre), tolerance(type)) << what << " pre-activation";
+        EXPECT_LT(error_of(z.download(), pre), tolerance(GetParam())) << what << " pre-activation";
       }
-      EXPECT_LT(error_of(y.download(), want), tolerance(type)) << what;
+      EXPECT_LT(error_of(y.download(), want), tolerance(GetParam())) << what;
       // run() again gives the same result as the constructor's eager run.
       auto const first = y.download();
       y.poison();
@@ -352,15 +350,16 @@ TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
 }
 
 TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{22};
   // X[M,K] -> fc1 (N1) -> GELU -> fc2 (N2). Odd and non-multiple-of-8 shapes fall back.
   for (auto [m, k, n1, n2] :
        {std::tuple{96, 64, 128, 32}, std::tuple{33, 40, 72, 24}, std::tuple{17, 19, 36, 13}}) {
     std::size_t const M = m, K = k, N1 = n1, N2 = n2;
-    std::string const what = std::string{go::name(type)} + " M=" + std::to_string(m) +
-                             " K=" + std::to_string(k) + " N1=" + std::to_string(n1) +
-                             " N2=" + std::to_string(n2);
+    std::string const what = std::string{gs::testing::short_name(GetParam())} +
+                             " M=" + std::to_string(m) + " K=" + std::to_string(k) +
+                             " N1=" + std::to_string(n1) + " N2=" + std::to_string(n2);
     device_matrix z1{type, M * N1}, w2{type, N2 * N1}, dy2{type, M * N2}, y1{type, M * N1};
     device_matrix x{type, M * K}, w1{type, N1 * K}, dz1{type, M * N1}, db1{type, N1};
     device_matrix dw2{type, N2 * N1}, db2{type, N2}, dw1{type, N1 * K}, dx{type, M * K};
@@ -375,19 +374,19 @@ TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
     auto const hw1 = w1.upload(random(N1 * K, rng, 0.2));
     // fc2: dW2 and db2 in one GEMM (BGRADB).
     auto const wgrad2 =
-        plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type},
+        plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
              {dy2.get(), y1.get(), dw2.get(), nullptr, nullptr, db2.get()}, fallback());
     // Into fc1 through GELU: dZ1 and db1 in one GEMM (DGELU_BGRAD); and without db (DGELU).
     auto const dgrad =
-        plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type},
+        plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
              {dy2.get(), w2.get(), dz1.get(), nullptr, z1.get(), db1.get()}, fallback());
     auto const dgrad_nobias =
-        plan({go::gemm_kind::backward_data_dgelu, m, n2, n1, type},
+        plan({go::gemm_kind::backward_data_dgelu, m, n2, n1, type, math},
              {dy2.get(), w2.get(), dz1_nobias.get(), nullptr, z1.get(), nullptr}, fallback());
     // fc1: dW1 and dX, plain GEMMs.
-    auto const wgrad1 = plan({go::gemm_kind::backward_weight, m, n1, k, type},
+    auto const wgrad1 = plan({go::gemm_kind::backward_weight, m, n1, k, type, math},
                              {dz1.get(), x.get(), dw1.get(), nullptr, nullptr, nullptr});
-    auto const dgrad1 = plan({go::gemm_kind::backward_data, m, n1, k, type},
+    auto const dgrad1 = plan({go::gemm_kind::backward_data, m, n1, k, type, math},
                              {dz1.get(), w1.get(), dx.get(), nullptr, nullptr, nullptr});
     bool const aligned_widths = n1 % 8 == 0 && n2 % 8 == 0 && k % 8 == 0;
     if (aligned_widths) {
@@ -402,7 +401,7 @@ TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
       want_dz1[i] *= ref::gelu_derivative(hz1[i], go::gelu_form::tanh);
     }
     auto const want_db1 = ref::column_sums(want_dz1, M, N1);
-    double const tol = tolerance(type);
+    double const tol = tolerance(GetParam());
     EXPECT_LT(error_of(dw2.download(), want_dw2), tol) << what << " dW2";
     EXPECT_LT(error_of(db2.download(), want_db2), tol) << what << " db2";
     EXPECT_LT(error_of(dz1.download(), want_dz1), tol) << what << " dZ1";
@@ -417,7 +416,8 @@ TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
 }
 
 TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{23};
   int const m = 128, n = 256, k = 192;
   std::size_t const M = m, N = n, K = k;
@@ -426,7 +426,7 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   static_cast<void>(x.upload(random(M * K, rng)));
   static_cast<void>(w.upload(random(N * K, rng, 0.1)));
   static_cast<void>(b.upload(random(N, rng)));
-  go::gemm_problem const forward{go::gemm_kind::forward_bias_gelu, m, n, k, type};
+  go::gemm_problem const forward{go::gemm_kind::forward_bias_gelu, m, n, k, type, math};
   auto const fused = plan(forward, {x.get(), w.get(), y1.get(), b.get(), z1.get(), nullptr});
   go::gemm_options forced;
   forced.force_unfused = true;
@@ -436,8 +436,8 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   EXPECT_FALSE(unfused.fused());
   EXPECT_EQ(unfused.decision().kernels,
             std::vector<go::unfused_kernel>{go::unfused_kernel::bias_gelu});
-  EXPECT_LT(error_of(y2.download(), y1.download()), tolerance(type));
-  EXPECT_LT(error_of(z2.download(), z1.download()), tolerance(type));
+  EXPECT_LT(error_of(y2.download(), y1.download()), tolerance(GetParam()));
+  EXPECT_LT(error_of(z2.download(), z1.download()), tolerance(GetParam()));
 
   // Backward: dZ = (dY·W) ⊙ GELU′(Z) with db, and dW with db, fused and unfused.
   device_matrix dy{type, M * N}, dz1{type, M * K}, dz2{type, M * K}, zk{type, M * K};
@@ -445,23 +445,24 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   device_matrix dbn1{type, N}, dbn2{type, N};
   static_cast<void>(dy.upload(random(M * N, rng)));
   static_cast<void>(zk.upload(random(M * K, rng, 2.0)));
-  go::gemm_problem const dgelu{go::gemm_kind::backward_data_gelu, m, n, k, type};
+  go::gemm_problem const dgelu{go::gemm_kind::backward_data_gelu, m, n, k, type, math};
   auto const f1 = plan(dgelu, {dy.get(), w.get(), dz1.get(), nullptr, zk.get(), dbk1.get()});
   auto const u1 =
       plan(dgelu, {dy.get(), w.get(), dz2.get(), nullptr, zk.get(), dbk2.get()}, forced);
-  go::gemm_problem const wgrad{go::gemm_kind::backward_weight_bias, m, n, k, type};
+  go::gemm_problem const wgrad{go::gemm_kind::backward_weight_bias, m, n, k, type, math};
   auto const f2 = plan(wgrad, {dy.get(), x.get(), dw1.get(), nullptr, nullptr, dbn1.get()});
   auto const u2 = plan(wgrad, {dy.get(), x.get(), dw2.get(), nullptr, nullptr, dbn2.get()}, forced);
   EXPECT_TRUE(f1.fused() && f2.fused()) << f1.unfused_reason() << f2.unfused_reason();
   EXPECT_FALSE(u1.fused() || u2.fused());
-  EXPECT_LT(error_of(dz2.download(), dz1.download()), tolerance(type));
-  EXPECT_LT(error_of(dbk2.download(), dbk1.download()), tolerance(type));
-  EXPECT_LT(error_of(dw2.download(), dw1.download()), tolerance(type));
-  EXPECT_LT(error_of(dbn2.download(), dbn1.download()), tolerance(type));
+  EXPECT_LT(error_of(dz2.download(), dz1.download()), tolerance(GetParam()));
+  EXPECT_LT(error_of(dbk2.download(), dbk1.download()), tolerance(GetParam()));
+  EXPECT_LT(error_of(dw2.download(), dw1.download()), tolerance(GetParam()));
+  EXPECT_LT(error_of(dbn2.download(), dbn1.download()), tolerance(GetParam()));
 }
 
 TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{25};
   int const m = 48, n = 64, k = 40;
   std::size_t const M = m, N = n, K = k;
@@ -471,7 +472,7 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   auto const hb = b.upload(random(N, rng));
   go::gemm_options erf;
   erf.form = go::gelu_form::erf;
-  auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type},
+  auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
                       {x.get(), w.get(), y.get(), b.get(), z.get(), nullptr}, erf);
   EXPECT_FALSE(p.fused());
   EXPECT_NE(p.unfused_reason().find("tanh form"), std::string::npos) << p.unfused_reason();
@@ -479,15 +480,16 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
   std::vector<double> want(M * N);
   for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::erf);
-  EXPECT_LT(error_of(y.download(), want), tolerance(type));
+  EXPECT_LT(error_of(y.download(), want), tolerance(GetParam()));
   // The bias-only kind ignores the form and stays fused.
-  auto const linear = plan({go::gemm_kind::forward_bias, m, n, k, type},
+  auto const linear = plan({go::gemm_kind::forward_bias, m, n, k, type, math},
                            {x.get(), w.get(), y.get(), b.get(), nullptr, nullptr}, erf);
   EXPECT_TRUE(linear.fused());
 }
 
 TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{24};
   int const m = 64, k = 96, n1 = 128, n2 = 64;
   std::size_t const M = m, K = k, N1 = n1, N2 = n2;
@@ -502,17 +504,17 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
   static_cast<void>(b2.upload(random(N2, rng)));
   static_cast<void>(dy2.upload(random(M * N2, rng)));
   std::vector<go::gemm_plan> plans;
-  plans.push_back(plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type},
+  plans.push_back(plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
                        {x.get(), w1.get(), a1.get(), b1.get(), z1.get(), nullptr}));
-  plans.push_back(plan({go::gemm_kind::forward_bias, m, n2, n1, type},
+  plans.push_back(plan({go::gemm_kind::forward_bias, m, n2, n1, type, math},
                        {a1.get(), w2.get(), y2.get(), b2.get(), nullptr, nullptr}));
-  plans.push_back(plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type},
+  plans.push_back(plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
                        {dy2.get(), a1.get(), dw2.get(), nullptr, nullptr, db2.get()}));
-  plans.push_back(plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type},
+  plans.push_back(plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
                        {dy2.get(), w2.get(), dz1.get(), nullptr, z1.get(), db1.get()}));
-  plans.push_back(plan({go::gemm_kind::backward_weight, m, n1, k, type},
+  plans.push_back(plan({go::gemm_kind::backward_weight, m, n1, k, type, math},
                        {dz1.get(), x.get(), dw1.get(), nullptr, nullptr, nullptr}));
-  plans.push_back(plan({go::gemm_kind::backward_data, m, n1, k, type},
+  plans.push_back(plan({go::gemm_kind::backward_data, m, n1, k, type, math},
                        {dz1.get(), w1.get(), dx.get(), nullptr, nullptr, nullptr}));
   for (auto const& p : plans) EXPECT_TRUE(p.fused()) << p.unfused_reason();
   std::vector<device_matrix*> const outputs{&z1, &a1, &y2, &dw2, &db2, &dz1, &db1, &dw1, &dx};
@@ -541,7 +543,8 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
 }
 
 TEST_P(linear_gelu_gpu, captured_fused_forward_is_one_kernel_node) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{26};
   for (auto [m, n, k] : {std::tuple{64, 128, 128}, std::tuple{640, 2048, 4096}}) {
     std::size_t const M = m, N = n, K = k;
@@ -549,7 +552,7 @@ TEST_P(linear_gelu_gpu, captured_fused_forward_is_one_kernel_node) {
     static_cast<void>(x.upload(random(M * K, rng)));
     static_cast<void>(w.upload(random(N * K, rng, 0.05)));
     static_cast<void>(b.upload(random(N, rng)));
-    auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type},
+    auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
                         {x.get(), w.get(), y.get(), b.get(), z.get(), nullptr});
     ASSERT_TRUE(p.fused()) << p.unfused_reason();
     sync();
@@ -566,15 +569,16 @@ TEST_P(linear_gelu_gpu, captured_fused_forward_is_one_kernel_node) {
 }
 
 TEST_P(linear_gelu_gpu, planning_while_capturing_is_a_usage_error) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   device_matrix x{type, 64 * 64}, w{type, 64 * 64}, y{type, 64 * 64};
   go::gemm_operands const operands{x.get(), w.get(), y.get(), nullptr, nullptr, nullptr};
-  auto const ready = plan({go::gemm_kind::forward, 64, 64, 64, type}, operands);
+  auto const ready = plan({go::gemm_kind::forward, 64, 64, 64, type, math}, operands);
   try {
     captured_graph const g{
         raw(), [&] {
           ready.run(*stream_);  // capturable
-          static_cast<void>(plan({go::gemm_kind::forward, 64, 64, 64, type}, operands));
+          static_cast<void>(plan({go::gemm_kind::forward, 64, 64, 64, type, math}, operands));
         }};
     FAIL() << "a plan was initialized on a capturing stream";
   } catch (gs::usage_error const& e) {
@@ -589,17 +593,18 @@ TEST_P(linear_gelu_gpu, planning_while_capturing_is_a_usage_error) {
 }
 
 TEST_P(linear_gelu_gpu, misaligned_operands_fall_back_or_fail_clearly) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   std::mt19937 rng{27};
   int const m = 32, n = 64, k = 64;
   std::size_t const M = m, N = n, K = k;
-  std::size_t const element = go::element_bytes(type);
+  std::size_t const element = gs::size_in_bytes(type);
   device_matrix x{type, M * K, element}, w{type, N * K}, b{type, N, element};
   device_matrix y{type, M * N}, z{type, M * N};
   auto const hx = x.upload(random(M * K, rng));
   auto const hw = w.upload(random(N * K, rng, 0.2));
   auto const hb = b.upload(random(N, rng));
-  go::gemm_problem const problem{go::gemm_kind::forward_bias_gelu, m, n, k, type};
+  go::gemm_problem const problem{go::gemm_kind::forward_bias_gelu, m, n, k, type, math};
   go::gemm_operands const operands{x.get(), w.get(), y.get(), b.get(), z.get(), nullptr};
   auto const s = go::gemm_plan::can_implement(problem, operands);
   EXPECT_FALSE(s.fused);
@@ -611,35 +616,36 @@ TEST_P(linear_gelu_gpu, misaligned_operands_fall_back_or_fail_clearly) {
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
   std::vector<double> want(M * N);
   for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::tanh);
-  EXPECT_LT(error_of(y.download(), want), tolerance(type));
-  EXPECT_LT(error_of(z.download(), pre), tolerance(type));
+  EXPECT_LT(error_of(y.download(), want), tolerance(GetParam()));
+  EXPECT_LT(error_of(z.download(), pre), tolerance(GetParam()));
 }
 
 TEST_P(linear_gelu_gpu, bad_arguments_are_usage_errors) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
   device_matrix x{type, 64 * 64};
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_bias_gelu, 64, 64, 64, type},
+  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_bias_gelu, 64, 64, 64, type, math},
                                       {x.get(), x.get(), x.get(), nullptr, x.get(), nullptr})),
                gs::usage_error);  // no bias
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_gelu, 64, 64, 64, type},
+  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_gelu, 64, 64, 64, type, math},
                                       {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr})),
                gs::usage_error);  // no pre-activation
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::backward_weight_bias, 64, 64, 64, type},
+  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::backward_weight_bias, 64, 64, 64, type, math},
                                       {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr})),
                gs::usage_error);  // no bias gradient
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward, 0, 64, 64, type},
+  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward, 0, 64, 64, type, math},
                                       {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr})),
                gs::usage_error);
   EXPECT_THROW(
       static_cast<void>(go::gemm_plan{*handle_,
-                                      {go::gemm_kind::forward, 8, 8, 8, type},
+                                      {go::gemm_kind::forward, 8, 8, 8, type, math},
                                       {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr},
                                       static_cast<char*>(workspace_) + 16,
                                       1024,
                                       {},
                                       *stream_}),
       gs::usage_error);  // misaligned workspace
-  auto p = plan({go::gemm_kind::forward, 8, 8, 8, type},
+  auto p = plan({go::gemm_kind::forward, 8, 8, 8, type, math},
                 {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr});
   auto moved = std::move(p);
   EXPECT_THROW(p.run(*stream_), gs::usage_error);  // NOLINT(bugprone-use-after-move)
@@ -650,21 +656,22 @@ TEST_P(linear_gelu_gpu, bad_arguments_are_usage_errors) {
 
 // The hand-written kernels alone, vectorized and scalar, on shapes with tails.
 TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
-  go::precision const type = GetParam();
+  gs::dtype const type = GetParam().type;
   std::mt19937 rng{28};
-  std::size_t const element = go::element_bytes(type);
+  std::size_t const element = gs::size_in_bytes(type);
   for (auto [m, n] : {std::tuple{1, 1}, std::tuple{3, 5}, std::tuple{1000, 7},
                       std::tuple{640, 1024}, std::tuple{33, 130}, std::tuple{2, 4097}}) {
     for (std::size_t offset : {std::size_t{0}, element}) {  // 16-byte aligned, then not
       std::size_t const M = m, N = n;
-      std::string const what = std::string{go::name(type)} + " " + std::to_string(m) + "x" +
-                               std::to_string(n) + (offset != 0 ? " unaligned" : "");
+      std::string const what = std::string{gs::testing::short_name(GetParam())} + " " +
+                               std::to_string(m) + "x" + std::to_string(n) +
+                               (offset != 0 ? " unaligned" : "");
       device_matrix dz{type, M * N, offset}, db{type, N}, y{type, M * N, offset};
       device_matrix pre{type, M * N, offset}, bias{type, N}, g{type, M * N, offset};
       auto const hdz = dz.upload(random(M * N, rng));
       go::launch_bias_gradient(db.get(), dz.get(), m, n, type, *stream_);
       auto const first = db.download();
-      EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), tolerance(type)) << what;
+      EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), tolerance(GetParam())) << what;
       db.poison();
       go::launch_bias_gradient(db.get(), dz.get(), m, n, type, *stream_);
       EXPECT_EQ(db.download(), first) << what << ": the bias gradient is not reproducible";
@@ -680,8 +687,8 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
           want_pre[i] = hy[i] + hb[i % N];
           want[i] = ref::gelu(want_pre[i], form);
         }
-        EXPECT_LT(error_of(pre.download(), want_pre), tolerance(type)) << what;
-        EXPECT_LT(error_of(y.download(), want), tolerance(type)) << what;
+        EXPECT_LT(error_of(pre.download(), want_pre), tolerance(GetParam())) << what;
+        EXPECT_LT(error_of(y.download(), want), tolerance(GetParam())) << what;
         // dz = dy ⊙ GELU′(pre), in place on dy.
         auto const hpre = pre.download();
         auto const hg = g.upload(random(M * N, rng));
@@ -689,7 +696,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
         std::vector<double> want_dz(M * N);
         for (std::size_t i = 0; i < M * N; ++i)
           want_dz[i] = hg[i] * ref::gelu_derivative(hpre[i], form);
-        EXPECT_LT(error_of(g.download(), want_dz), tolerance(type)) << what;
+        EXPECT_LT(error_of(g.download(), want_dz), tolerance(GetParam())) << what;
       }
       // Bias only, without GELU and without saving.
       static_cast<void>(y.upload(hy));
@@ -697,7 +704,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
                            *stream_);
       std::vector<double> want_bias(M * N);
       for (std::size_t i = 0; i < M * N; ++i) want_bias[i] = hy[i] + hb[i % N];
-      EXPECT_LT(error_of(y.download(), want_bias), tolerance(type)) << what;
+      EXPECT_LT(error_of(y.download(), want_bias), tolerance(GetParam())) << what;
     }
   }
   device_matrix any{type, 16};
@@ -711,6 +718,6 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(precisions, linear_gelu_gpu,
-                         ::testing::Values(go::precision::fp32, go::precision::tf32,
-                                           go::precision::fp16, go::precision::bf16),
-                         [](auto const& info) { return std::string{go::name(info.param)}; });
+                         ::testing::ValuesIn(gs::testing::all_gemm_numerics), [](auto const& info) {
+                           return std::string{gs::testing::short_name(info.param)};
+                         });

@@ -1,6 +1,8 @@
-// The choice between the fused epilogue and the unfused path, checked against the constraints
-// stated in row-major terms, for every kind and precision over a sweep of shapes with odd and
-// non-multiple-of-8 sizes; the unfused kernels, replayed in fp64, give the fused formula.
+// The path decision of ops/gemm_problem.hpp (can_fuse, decide_path, unfused_path,
+// path_without_algorithm): the choice between the fused epilogue and the unfused path, checked
+// against the constraints stated in row-major terms, for every kind, element type and math over
+// a sweep of shapes with odd and non-multiple-of-8 sizes; the unfused kernels, replayed in fp64,
+// give the fused formula. The mapping itself: gemm_problem_test.cpp.
 
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/gemm_numerics.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
@@ -30,8 +33,6 @@ constexpr std::array all_kinds{go::gemm_kind::forward,
                                go::gemm_kind::backward_data_gelu,
                                go::gemm_kind::backward_weight,
                                go::gemm_kind::backward_weight_bias};
-constexpr std::array all_precisions{go::precision::fp32, go::precision::tf32, go::precision::fp16,
-                                    go::precision::bf16};
 
 bool has_epilogue(go::gemm_kind kind) {
   return kind != go::gemm_kind::forward && kind != go::gemm_kind::backward_data &&
@@ -43,7 +44,7 @@ bool has_epilogue(go::gemm_kind kind) {
 // GELU epilogue's pre-activation (width N forward, K backward) needs a width divisible by 8.
 bool fusable_by_rule(go::gemm_problem const& p) {
   if (!has_epilogue(p.kind)) return true;
-  auto const bytes = static_cast<std::int64_t>(go::element_bytes(p.type));
+  auto const bytes = static_cast<std::int64_t>(gs::size_in_bytes(p.type));
   bool const rows_ok = (p.n * bytes) % 16 == 0 && (p.k * bytes) % 16 == 0;
   std::int64_t width = 0;
   if (p.kind == go::gemm_kind::forward_gelu || p.kind == go::gemm_kind::forward_bias_gelu) {
@@ -72,14 +73,14 @@ TEST(gemm_path, fused_exactly_when_the_row_major_rule_holds) {
   int fused = 0;
   int unfused = 0;
   for (auto kind : all_kinds) {
-    for (auto type : all_precisions) {
+    for (auto const numerics : gs::testing::all_gemm_numerics) {
       for (std::int64_t m : {std::int64_t{1}, std::int64_t{31}, std::int64_t{640}}) {
         for (std::int64_t n : sizes) {
           for (std::int64_t k : sizes) {
-            go::gemm_problem const p{kind, m, n, k, type};
+            go::gemm_problem const p{kind, m, n, k, numerics.type, numerics.math};
             bool const want = fusable_by_rule(p);
             auto const s = go::can_fuse(p, aligned_addresses());
-            ASSERT_EQ(s.fused, want) << go::name(kind) << " " << go::name(type) << " M=" << m
+            ASSERT_EQ(s.fused, want) << go::name(kind) << " " << go::describe_type(p) << " M=" << m
                                      << " N=" << n << " K=" << k << ": " << s.reason;
             auto const d = go::decide_path(p, aligned_addresses(), allowing_unfused());
             ASSERT_EQ(d.fused, want);
@@ -109,7 +110,7 @@ TEST(gemm_path, odd_batch_never_blocks_fusion) {
   for (auto kind : all_kinds) {
     for (std::int64_t m : {1, 3, 17, 99, 641}) {
       auto const d =
-          go::decide_path({kind, m, 64, 128, go::precision::bf16}, aligned_addresses(), {});
+          go::decide_path({kind, m, 64, 128, gs::dtype::bfloat16}, aligned_addresses(), {});
       EXPECT_TRUE(d.fused) << go::name(kind) << " M=" << m << ": " << d.reason;
     }
   }
@@ -118,7 +119,7 @@ TEST(gemm_path, odd_batch_never_blocks_fusion) {
 TEST(gemm_path, refusal_names_the_constraint_and_the_remedy) {
   try {
     static_cast<void>(
-        go::decide_path({go::gemm_kind::forward_bias_gelu, 64, 100, 256, go::precision::bf16},
+        go::decide_path({go::gemm_kind::forward_bias_gelu, 64, 100, 256, gs::dtype::bfloat16},
                         aligned_addresses(), {}));
     FAIL() << "a width of 100 cannot fuse the GELU epilogue";
   } catch (gs::usage_error const& e) {
@@ -130,9 +131,8 @@ TEST(gemm_path, refusal_names_the_constraint_and_the_remedy) {
   }
   // fp16 K = 1001: a 2002-byte row of X and W.
   try {
-    static_cast<void>(
-        go::decide_path({go::gemm_kind::forward_bias, 64, 128, 1001, go::precision::fp16},
-                        aligned_addresses(), {}));
+    static_cast<void>(go::decide_path(
+        {go::gemm_kind::forward_bias, 64, 128, 1001, gs::dtype::float16}, aligned_addresses(), {}));
     FAIL() << "K = 1001 fp16 cannot fuse";
   } catch (gs::usage_error const& e) {
     std::string const what = e.what();
@@ -146,7 +146,7 @@ TEST(gemm_path, alignment_is_read_from_real_pointer_values) {
   auto const at = [&](std::size_t offset) {
     return reinterpret_cast<std::uintptr_t>(storage.data() + offset);
   };
-  go::gemm_problem const p{go::gemm_kind::backward_data_gelu, 32, 64, 64, go::precision::fp32};
+  go::gemm_problem const p{go::gemm_kind::backward_data_gelu, 32, 64, 64, gs::dtype::float32};
   go::operand_addresses const good{at(0), at(256), at(512), at(768), at(1024)};
   EXPECT_TRUE(go::can_fuse(p, good).fused);
   struct case_t {
@@ -170,19 +170,19 @@ TEST(gemm_path, alignment_is_read_from_real_pointer_values) {
   // A bias pointer means nothing to a kind without a bias: it is not checked there.
   go::operand_addresses stray_bias = good;
   stray_bias.bias = at(3);
-  EXPECT_TRUE(go::can_fuse({go::gemm_kind::backward_data_dgelu, 32, 64, 64, go::precision::fp32},
-                           stray_bias)
-                  .fused);
+  EXPECT_TRUE(
+      go::can_fuse({go::gemm_kind::backward_data_dgelu, 32, 64, 64, gs::dtype::float32}, stray_bias)
+          .fused);
   // Kinds without an epilogue have nothing to fuse: cuBLASLt takes any element alignment.
   go::operand_addresses const odd{at(2), at(6), at(10), 0, 0};
-  EXPECT_TRUE(go::can_fuse({go::gemm_kind::forward, 7, 5, 3, go::precision::fp16}, odd).fused);
+  EXPECT_TRUE(go::can_fuse({go::gemm_kind::forward, 7, 5, 3, gs::dtype::float16}, odd).fused);
 }
 
 TEST(gemm_path, erf_form_and_forced_unfused) {
   go::gemm_options erf;
   erf.form = go::gelu_form::erf;
   for (auto kind : all_kinds) {
-    go::gemm_problem const p{kind, 64, 128, 256, go::precision::bf16};
+    go::gemm_problem const p{kind, 64, 128, 256, gs::dtype::bfloat16};
     auto const d = go::decide_path(p, aligned_addresses(), erf);  // no allow_unfused needed
     EXPECT_EQ(d.fused, !go::uses_gelu(kind)) << go::name(kind);
     if (go::uses_gelu(kind)) {
@@ -206,7 +206,7 @@ TEST(gemm_path, erf_form_and_forced_unfused) {
 // cuBLASLt's heuristic may offer nothing for a shape: a fused epilogue falls back once (when
 // allowed), and a plain GEMM with nothing to fall back to asks for more workspace.
 TEST(gemm_path, no_algorithm_falls_back_once_then_asks_for_workspace) {
-  go::gemm_problem const p{go::gemm_kind::forward_bias_gelu, 64, 128, 256, go::precision::bf16};
+  go::gemm_problem const p{go::gemm_kind::forward_bias_gelu, 64, 128, 256, gs::dtype::bfloat16};
   go::gemm_options allow;
   allow.allow_unfused = true;
   auto const fused = go::decide_path(p, aligned_addresses(), allow);
@@ -271,7 +271,7 @@ TEST(gemm_path, unfused_kernels_compute_the_fused_formula) {
     auto const bias = random(N);
     auto const z_saved = random(M * K);  // a forward's pre-activation, for the backward kinds
     for (auto kind : all_kinds) {
-      go::gemm_problem const p{kind, m, n, k, go::precision::fp32};
+      go::gemm_problem const p{kind, m, n, k, gs::dtype::float32};
       auto const d = go::unfused_path(p, "test");
       // The plain GEMM of each kind, in row-major terms.
       std::vector<double> out;
@@ -363,45 +363,4 @@ TEST(gemm_path, unfused_kernels_compute_the_fused_formula) {
       }
     }
   }
-}
-
-TEST(gemm_dtypes, supported_combinations) {
-  using gs::dtype;
-  EXPECT_EQ(go::precision_for(dtype::float32, dtype::float32, false), go::precision::fp32);
-  EXPECT_EQ(go::precision_for(dtype::float32, dtype::float32, true), go::precision::tf32);
-  EXPECT_EQ(go::precision_for(dtype::float16, dtype::float16, false), go::precision::fp16);
-  EXPECT_EQ(go::precision_for(dtype::bfloat16, dtype::bfloat16, false), go::precision::bf16);
-  for (auto type : all_precisions) {
-    auto const stored = go::storage_type(type);
-    EXPECT_EQ(gs::size_in_bytes(stored), go::element_bytes(type));
-    EXPECT_EQ(go::precision_for(stored, stored, type == go::precision::tf32), type);
-  }
-  try {
-    static_cast<void>(go::precision_for(dtype::bfloat16, dtype::float32, false));
-    FAIL() << "mixed types are refused";
-  } catch (gs::usage_error const& e) {
-    std::string const what = e.what();
-    EXPECT_NE(what.find("bfloat16"), std::string::npos) << what;
-    EXPECT_NE(what.find("float32"), std::string::npos) << what;
-    EXPECT_NE(what.find("one type"), std::string::npos) << what;
-  }
-  try {
-    static_cast<void>(go::precision_for(dtype::float16, dtype::float16, true));
-    FAIL() << "tf32 on 16-bit data is refused";
-  } catch (gs::usage_error const& e) {
-    EXPECT_NE(std::string{e.what()}.find("float32 data only"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(static_cast<void>(go::precision_for(dtype::float16, dtype::bfloat16, false)),
-               gs::usage_error);
-}
-
-TEST(gemm_dtypes, names) {
-  EXPECT_STREQ(gs::name(gs::dtype::bfloat16), "bfloat16");
-  EXPECT_EQ(gs::size_in_bytes(gs::dtype::float16), 2U);
-  EXPECT_EQ(gs::size_in_bytes(gs::dtype::float32), 4U);
-  EXPECT_STREQ(go::name(go::epilogue::gelu_aux_bias), "GELU_AUX_BIAS");
-  EXPECT_STREQ(go::name(go::epilogue::dgelu_bgrad), "DGELU_BGRAD");
-  EXPECT_STREQ(go::name(go::gemm_kind::backward_data_dgelu), "backward_data_dgelu");
-  EXPECT_TRUE(go::uses_gelu(go::gemm_kind::forward_gelu));
-  EXPECT_FALSE(go::uses_gelu(go::gemm_kind::backward_weight_bias));
 }

@@ -1,8 +1,11 @@
-// The row-major -> column-major mapping of every GEMM of the layer, checked by evaluating the
-// mapped column-major call in fp64 against the row-major formula; the fused path's constraints.
+// The description and its mapping in ops/gemm_problem.hpp: the row-major -> column-major mapping
+// of every GEMM of the layer (map_to_cublaslt), checked by evaluating the mapped column-major
+// call in fp64 against the row-major formula; the fused epilogue's constraints one at a time
+// (can_fuse); element types, math modes and names. The path decision: gemm_path_test.cpp.
 
 #include <gtest/gtest.h>
 
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/reference.hpp>
@@ -11,6 +14,10 @@
 #include <tuple>
 #include <vector>
 
+#include "common/error_message.hpp"
+#include "common/gemm_numerics.hpp"
+
+namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
 
@@ -156,41 +163,100 @@ TEST(gemm_mapping, bad_sizes_are_usage_errors) {
 TEST(gemm_fusion, widths_not_a_multiple_of_eight_cannot_fuse_the_gelu) {
   go::operand_addresses const aligned{0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
   auto const ok =
-      go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 128, 256, go::precision::bf16}, aligned);
+      go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 128, 256, gs::dtype::bfloat16}, aligned);
   EXPECT_TRUE(ok.fused) << ok.reason;
   auto const odd =
-      go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 100, 256, go::precision::bf16}, aligned);
+      go::can_fuse({go::gemm_kind::forward_bias_gelu, 64, 100, 256, gs::dtype::bfloat16}, aligned);
   EXPECT_FALSE(odd.fused);
   EXPECT_NE(odd.reason.find("multiple of 8"), std::string::npos) << odd.reason;
   EXPECT_NE(odd.reason.find("unfused fallback"), std::string::npos) << odd.reason;
   // The backward's aux is the layer's own width (K here).
   EXPECT_FALSE(
-      go::can_fuse({go::gemm_kind::backward_data_gelu, 64, 128, 12, go::precision::fp32}, aligned)
+      go::can_fuse({go::gemm_kind::backward_data_gelu, 64, 128, 12, gs::dtype::float32}, aligned)
           .fused);
   // Odd M is fine: it is not a leading dimension of the fused output.
   EXPECT_TRUE(
-      go::can_fuse({go::gemm_kind::forward_bias_gelu, 63, 128, 256, go::precision::fp32}, aligned)
+      go::can_fuse({go::gemm_kind::forward_bias_gelu, 63, 128, 256, gs::dtype::float32}, aligned)
           .fused);
 }
 
 TEST(gemm_fusion, leading_dimensions_and_pointers_must_be_16_byte_aligned) {
   go::operand_addresses const aligned{0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
   auto const k_odd =
-      go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 1001, go::precision::fp16}, aligned);
+      go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 1001, gs::dtype::float16}, aligned);
   EXPECT_FALSE(k_odd.fused);
   EXPECT_NE(k_odd.reason.find("16 bytes"), std::string::npos) << k_odd.reason;
   go::operand_addresses misaligned = aligned;
   misaligned.bias = 0x4002;
   auto const bad =
-      go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 256, go::precision::fp32}, misaligned);
+      go::can_fuse({go::gemm_kind::forward_bias, 64, 128, 256, gs::dtype::float32}, misaligned);
   EXPECT_FALSE(bad.fused);
   EXPECT_NE(bad.reason.find("bias"), std::string::npos) << bad.reason;
 }
 
 TEST(gemm_problem, flops_and_names) {
   EXPECT_DOUBLE_EQ(go::flops({go::gemm_kind::forward, 2, 3, 4}), 48.0);
-  EXPECT_EQ(go::element_bytes(go::precision::bf16), 2U);
-  EXPECT_EQ(go::element_bytes(go::precision::tf32), 4U);
-  EXPECT_STREQ(go::name(go::precision::tf32), "tf32");
+  go::gemm_problem const tf32{go::gemm_kind::forward, 2, 3, 4, gs::dtype::float32,
+                              go::gemm_math::tf32};
+  EXPECT_DOUBLE_EQ(go::flops(tf32), 48.0);
+  EXPECT_EQ(gs::size_in_bytes(gs::dtype::bfloat16), 2U);
+  EXPECT_EQ(gs::size_in_bytes(tf32.type), 4U);  // tf32 math keeps float32 data
+  EXPECT_STREQ(go::name(go::gemm_math::tf32), "tf32");
+  EXPECT_EQ(go::describe_type(tf32), "float32 with tf32 math");
+  EXPECT_EQ(go::describe_type({go::gemm_kind::forward, 2, 3, 4, gs::dtype::bfloat16}), "bfloat16");
   EXPECT_STREQ(go::name(go::gemm_kind::backward_data_gelu), "backward_data_gelu");
+}
+
+TEST(gemm_dtypes, supported_combinations) {
+  using go::gemm_math;
+  using gs::dtype;
+  EXPECT_EQ(go::element_type_for(dtype::float32, dtype::float32, gemm_math::standard),
+            dtype::float32);
+  EXPECT_EQ(go::element_type_for(dtype::float32, dtype::float32, gemm_math::tf32), dtype::float32);
+  EXPECT_EQ(go::element_type_for(dtype::float16, dtype::float16, gemm_math::standard),
+            dtype::float16);
+  EXPECT_EQ(go::element_type_for(dtype::bfloat16, dtype::bfloat16, gemm_math::standard),
+            dtype::bfloat16);
+  for (auto const numerics : gs::testing::all_gemm_numerics) {
+    EXPECT_EQ(go::element_type_for(numerics.type, numerics.type, numerics.math), numerics.type);
+    EXPECT_NO_THROW(static_cast<void>(
+        go::map_to_cublaslt({go::gemm_kind::forward, 8, 8, 8, numerics.type, numerics.math})));
+  }
+  try {
+    static_cast<void>(go::element_type_for(dtype::bfloat16, dtype::float32, gemm_math::standard));
+    FAIL() << "mixed types are refused";
+  } catch (gs::usage_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("bfloat16"), std::string::npos) << what;
+    EXPECT_NE(what.find("float32"), std::string::npos) << what;
+    EXPECT_NE(what.find("one type"), std::string::npos) << what;
+  }
+  try {
+    static_cast<void>(go::element_type_for(dtype::float16, dtype::float16, gemm_math::tf32));
+    FAIL() << "tf32 on 16-bit data is refused";
+  } catch (gs::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("float32 data only"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(
+      static_cast<void>(go::element_type_for(dtype::float16, dtype::bfloat16, gemm_math::standard)),
+      gs::usage_error);
+  // A problem that asks for tf32 math on 16-bit data is refused the same way.
+  for (dtype const type : {dtype::float16, dtype::bfloat16}) {
+    std::string const what = gs::testing::message_of([&] {
+      static_cast<void>(
+          go::map_to_cublaslt({go::gemm_kind::forward, 8, 8, 8, type, gemm_math::tf32}));
+    });
+    EXPECT_NE(what.find("float32 data only"), std::string::npos) << what;
+  }
+}
+
+TEST(gemm_dtypes, names) {
+  EXPECT_STREQ(gs::name(gs::dtype::bfloat16), "bfloat16");
+  EXPECT_EQ(gs::size_in_bytes(gs::dtype::float16), 2U);
+  EXPECT_EQ(gs::size_in_bytes(gs::dtype::float32), 4U);
+  EXPECT_STREQ(go::name(go::epilogue::gelu_aux_bias), "GELU_AUX_BIAS");
+  EXPECT_STREQ(go::name(go::epilogue::dgelu_bgrad), "DGELU_BGRAD");
+  EXPECT_STREQ(go::name(go::gemm_kind::backward_data_dgelu), "backward_data_dgelu");
+  EXPECT_TRUE(go::uses_gelu(go::gemm_kind::forward_gelu));
+  EXPECT_FALSE(go::uses_gelu(go::gemm_kind::backward_weight_bias));
 }

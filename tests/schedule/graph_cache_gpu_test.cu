@@ -86,6 +86,7 @@ class schedule_test : public gs::testing::gpu_test,
 TEST_P(schedule_test, every_bucket_replays_the_eager_result) {
   gsch::graph_cache_options options;
   options.instantiation = GetParam();
+  options.lifecycle.warmup_runs = 1;
   gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 32), model{*pool_, out_},
                           *pool_, options};
   for (int round = 0; round < 3; ++round) {  // warm-up, capture, replay
@@ -139,7 +140,7 @@ TEST_P(schedule_test, all_buckets_take_about_the_memory_of_the_largest) {
 TEST_P(schedule_test, a_budget_evicts_the_least_recently_used) {
   gsch::graph_cache_options options;
   options.instantiation = GetParam();
-  options.warmup_runs = 0;
+  options.lifecycle.warmup_runs = 0;
   gsch::graph_cache probe{gsch::bucket_policy{{largest}}, model{*pool_, out_}, *pool_, options};
   probe.precapture(*stream_);
   // A budget for about two graphs of the largest size.
@@ -203,7 +204,7 @@ using schedule_cache_test = schedule_test;
 TEST_F(schedule_cache_test, a_refused_update_falls_back_to_instantiation_and_is_reported) {
   gsch::graph_cache_options options;
   options.instantiation = gsch::bucket_instantiation::update_template;
-  options.warmup_runs = 0;
+  options.lifecycle.warmup_runs = 0;
   gsch::graph_cache cache{gsch::bucket_policy{{32, 64, 128, 192, 256}},
                           two_topologies{model{*pool_, out_}}, *pool_, options};
   cache.precapture(*stream_);  // the template is 256: 32..128 have the other topology

@@ -106,7 +106,8 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
   specs.outputs = {{{n}, gs::dtype::float32}};
   specs.output_gradients = {{{n}, gs::dtype::float32}};
   specs.input_gradients = {{{n}, gs::dtype::float32}};
-  gs::schedule::graphed_callable graphed{forward, backward, specs, pool, stream, 2};
+  gs::schedule::graphed_callable graphed{forward, backward, specs,
+                                         pool,    stream,   gs::graphs::lifecycle_options{2}};
   ASSERT_EQ(graphed.inputs().size(), 1U);
   EXPECT_EQ(graphed.inputs()[0].bytes, sizeof(float) * n);
   EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);

@@ -12,13 +12,11 @@ namespace gs = graphstep;
 
 namespace {
 
-class rng_test : public gs::testing::gpu_test {
+class rng_test : public gs::testing::stream_pool_test {
  protected:
   void SetUp() override {
-    gs::testing::gpu_test::SetUp();
+    gs::testing::stream_pool_test::SetUp();
     if (IsSkipped()) return;
-    stream_.emplace();
-    pool_.emplace();
     x_ = static_cast<float*>(pool_->allocate(n_ * sizeof(float), *stream_));
     y_ = static_cast<float*>(pool_->allocate(n_ * sizeof(float), *stream_));
     mask_ = static_cast<std::uint8_t*>(pool_->allocate(n_, *stream_));
@@ -42,8 +40,6 @@ class rng_test : public gs::testing::gpu_test {
   }
   std::size_t const n_ = 100003;
   float const p_ = 0.2F;
-  std::optional<gs::cuda::stream> stream_;
-  std::optional<gs::memory::memory_pool> pool_;
   float* x_{};
   float* y_{};
   std::uint8_t* mask_{};
@@ -80,7 +76,7 @@ TEST_F(rng_test, replays_draw_new_masks_and_graphed_equals_eager_for_one_seed) {
   }
   EXPECT_NE(eager[0], eager[1]) << "the mask must change from step to step";
   gs::train::capture_safe_rng rng{99, *stream_};
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, [&] { step(rng); });
   for (int i = 0; i < 4; ++i) {
     g.replay(*stream_);

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <graphstep/error.hpp>
-#include <graphstep/graphs/conditional.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <limits>
 #include <string>
@@ -54,16 +53,4 @@ TEST(dropout_arguments, null_pointers_are_usage_errors) {
   EXPECT_FALSE(message_of([&] {
                  gs::train::dropout_backward(nullptr, mask, data, 4, 0.5F, unused_stream);
                }).empty());
-}
-
-TEST(conditional_nodes, an_older_driver_is_named_with_the_version_needed) {
-  EXPECT_EQ(gs::graphs::conditional_nodes_unsupported_reason(12040), "");
-  EXPECT_EQ(gs::graphs::conditional_nodes_unsupported_reason(13000), "");
-  std::string const old = gs::graphs::conditional_nodes_unsupported_reason(12020);
-  EXPECT_NE(old.find("need a CUDA driver of 12.4 or newer, and this one is 12.2"),
-            std::string::npos)
-      << old;
-  EXPECT_NE(old.find("update the driver"), std::string::npos) << old;
-  EXPECT_NE(gs::graphs::conditional_nodes_unsupported_reason(0).find("this one is absent"),
-            std::string::npos);
 }

@@ -128,7 +128,7 @@ TEST_F(train_test, a_captured_step_follows_the_schedule_and_the_loss_scale) {
   std::vector<double> unused(n, 0.0);
   gt::parameter const p{upload(values), upload(grads), n};
   gt::sgd optimizer{{p}, {}, schedule, *stream_};
-  gs::graphs::graph step;
+  gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
   for (int i = 1; i <= 10; ++i) {
     double inv_scale = 1.0;
@@ -142,7 +142,7 @@ TEST_F(train_test, a_captured_step_follows_the_schedule_and_the_loss_scale) {
   EXPECT_EQ(optimizer.steps_taken(*stream_), 10);
   EXPECT_LT(max_relative_error(download(p.value, n), values), 1e-5);
   EXPECT_THROW(gs::graphs::capture(step, *stream_, [] {}), gs::usage_error);  // full graph
-  gs::graphs::graph other;
+  gs::graphs::graph_exec other;
   EXPECT_THROW(
       gs::graphs::capture(other, *stream_, [&] { optimizer.set_schedule(schedule, *stream_); }),
       gs::usage_error);
@@ -164,7 +164,7 @@ TEST_F(train_test, mse_matches_the_reference_and_is_bitwise_reproducible) {
   double const eager = download(loss, 1)[0];
   EXPECT_NEAR(eager, want, 1e-5 * want);
   EXPECT_LT(max_relative_error(download(gradient, n), want_gradient), 1e-6);
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_,
                       [&] { mse.forward_backward(pred, targ, gradient, loss, *stream_); });
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(loss, 0, sizeof(float), stream_->get()));
@@ -184,7 +184,7 @@ TEST_F(train_test, construction_inside_a_capture_is_a_usage_error) {
   float* value = upload({1.0, 2.0});
   float* gradient = upload({0.5, 0.5});
   std::vector<gt::parameter> const parameters{{value, gradient, 2}};
-  gs::graphs::graph g;
+  gs::graphs::graph_exec g;
   std::vector<std::string> refused;
   gs::graphs::capture(g, *stream_, [&] {
     using gs::testing::message_of;

@@ -10,11 +10,15 @@
 #include <graphstep/diagnostics/capture_trace.hpp>
 #include <graphstep/graphs/capture_mode.hpp>
 #include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/pool_capture.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace graphstep::memory {
@@ -31,13 +35,12 @@ struct capture_options {
   capture_mode mode{capture_mode::this_thread};
   /// Named in every error message, and kept by the graph.
   std::string name{"graph"};
-  /// Passed to cudaGraphInstantiateWithFlags (e.g. cudaGraphInstantiateFlagUseNodePriority).
+  /// For a capture into a `graph_exec`: passed to cudaGraphInstantiateWithFlags (e.g.
+  /// cudaGraphInstantiateFlagUseNodePriority).
   unsigned long long instantiate_flags{0};
-  /// Load the graph onto the device right after instantiation, so the first replay is not slow.
+  /// For a capture into a `graph_exec`: load it onto the device right after instantiation, so
+  /// the first replay is not slow.
   bool upload{true};
-  /// Instantiate at the end of the capture. Off, the graph only holds the captured work, to be
-  /// instantiated later or used to update another graph's executable (`graph::update_from`).
-  bool instantiate{true};
   /// Capture diagnostics, for debugging: record every CUDA runtime and driver API call made
   /// while capturing (through CUPTI, loaded on demand). A failed capture's `capture_error` then
   /// names the call that broke it, its thread and the frame of your code that made it; work
@@ -51,17 +54,19 @@ struct capture_options {
 /// loadable), or "" when they can. `GRAPHSTEP_CUPTI_LIBRARY` names the library to load.
 [[nodiscard]] std::string capture_diagnostics_unavailable_reason();
 
-/// @brief Records everything issued to `stream` — and to side streams forked from it — into a
-/// `graph`, from construction to `end()` or the end of the scope.
+/// @brief Records everything issued to `stream` — and to side streams forked from it — from
+/// construction to `end()` or the end of the scope, into an empty target: a `graph_exec`
+/// (instantiated, and uploaded unless told not to) or a `graph` (the captured work only, to
+/// instantiate later or to update an executable with).
 ///
 /// Allocations from the `memory_pool` given here, made on the capturing stream or its forks,
 /// are served at addresses that stay fixed for the graph's life; the graph keeps that memory.
 ///
 /// If the capture is invalidated (a synchronization, a cudaMalloc, a host read of device data
 /// inside it) `end()` throws `capture_error` naming the scope, the stream and the CUDA reason;
-/// the partial graph is discarded, the pool memory of the failed capture is returned and the
-/// stream is usable again. If the code inside the scope throws, the destructor ends the capture
-/// the same way, silently, and the exception goes on.
+/// the partial graph is discarded, the pool memory of the failed capture is returned, the
+/// target stays empty and the stream is usable again. If the code inside the scope throws, the
+/// destructor ends the capture the same way, silently, and the exception goes on.
 ///
 /// The destructor calls `end()` when it was not called and no exception is in flight, so it may
 /// throw `capture_error`; call `end()` yourself, or use `capture()`, to keep that explicit.
@@ -70,6 +75,11 @@ class capture_scope {
   /// @brief Begins capturing `stream` into `target`, which must be empty.
   /// @throws usage_error (legacy default stream, a stream already capturing, a non-empty
   /// target), no_device_error, cuda_error
+  capture_scope(graph_exec& target, cuda::stream_view stream, capture_options options = {});
+  /// @brief As above, with allocations on the captured streams served from `pool`.
+  capture_scope(graph_exec& target, cuda::stream_view stream, memory::memory_pool& pool,
+                capture_options options = {});
+  /// @brief Begins capturing `stream` into `target` (not instantiated), which must be empty.
   capture_scope(graph& target, cuda::stream_view stream, capture_options options = {});
   /// @brief As above, with allocations on the captured streams served from `pool`.
   capture_scope(graph& target, cuda::stream_view stream, memory::memory_pool& pool,
@@ -78,6 +88,8 @@ class capture_scope {
   ~capture_scope() noexcept(false);
   capture_scope(capture_scope const&) = delete;
   capture_scope& operator=(capture_scope const&) = delete;
+  capture_scope(capture_scope&&) = delete;
+  capture_scope& operator=(capture_scope&&) = delete;
 
   /// @brief Brings `side` into the capture: work issued to it from now on is recorded and runs
   /// after what was issued to the capturing stream so far. It must be joined before the end.
@@ -87,47 +99,54 @@ class capture_scope {
   /// the capture.
   /// @throws usage_error (side was not forked)
   void join(cuda::stream_view side);
-
-  /// @brief Ends the capture and instantiates the graph. Outside `capture_mode::relaxed` it
-  /// must be called on the thread that began the capture (CUDA's rule).
+  /// @brief Ends the capture and hands the target its graph. Outside `capture_mode::relaxed`
+  /// it must be called on the thread that began the capture (CUDA's rule).
   /// @throws capture_error (invalidated capture, unjoined side stream, instantiation failure),
   /// usage_error (called twice; called on another thread, which leaves the capture open)
   void end();
-
   /// @brief The capturing stream.
   [[nodiscard]] cuda::stream_view stream() const noexcept { return stream_; }
-
   /// @brief What capture diagnostics found, once the capture ended (empty when they were off).
   [[nodiscard]] std::optional<diagnostics::capture_diagnosis> const& diagnosis() const noexcept {
     return diagnosis_;
   }
 
  private:
-  void begin();
+  using target_type = std::variant<graph*, graph_exec*>;
+  capture_scope(target_type target, cuda::stream_view stream, memory::memory_pool* pool,
+                capture_options options);
+  void begin(memory::memory_pool* pool);
   void start_diagnostics();
   [[nodiscard]] std::string finish_diagnostics(int outcome);
   void abandon() noexcept;
+  void deliver(graph captured);
   [[nodiscard]] std::string describe() const;
 
-  graph& target_;
+  target_type target_;
   cuda::stream_view stream_;
-  memory::memory_pool* pool_;
   capture_options options_;
   int uncaught_at_start_;
   bool active_{false};
-  unsigned long long capture_id_{};
+  graph_identity identity_;
   std::thread::id begin_thread_;
+  memory::pool_capture pool_capture_;
   std::vector<cudaStream_t> forked_;
   std::vector<cuda::event> fork_events_;
   std::unique_ptr<diagnostics::detail::capture_recorder> recorder_;
   std::optional<diagnostics::capture_diagnosis> diagnosis_;
 };
 
-/// @brief Captures what `body()` issues to `stream` into `target`, allocating from `pool`.
-/// If `body` throws, the capture is discarded and the exception goes on.
+/// @brief A graph or an executable graph: what a capture can fill.
+template <typename Target>
+inline constexpr bool is_capture_target_v =
+    std::is_same_v<Target, graph> || std::is_same_v<Target, graph_exec>;
+
+/// @brief Captures what `body()` issues to `stream` into `target` (a `graph_exec`, or a
+/// `graph` left uninstantiated), allocating from `pool`. If `body` throws, the capture is
+/// discarded, `target` stays empty and the exception goes on.
 /// @throws capture_error, usage_error, and whatever `body` throws
-template <typename Body>
-void capture(graph& target, cuda::stream_view stream, memory::memory_pool& pool, Body&& body,
+template <typename Target, typename Body, typename = std::enable_if_t<is_capture_target_v<Target>>>
+void capture(Target& target, cuda::stream_view stream, memory::memory_pool& pool, Body&& body,
              capture_options options = {}) {
   capture_scope scope{target, stream, pool, std::move(options)};
   std::forward<Body>(body)();
@@ -135,8 +154,8 @@ void capture(graph& target, cuda::stream_view stream, memory::memory_pool& pool,
 }
 
 /// @brief Captures what `body()` issues to `stream` into `target` (no pool).
-template <typename Body>
-void capture(graph& target, cuda::stream_view stream, Body&& body, capture_options options = {}) {
+template <typename Target, typename Body, typename = std::enable_if_t<is_capture_target_v<Target>>>
+void capture(Target& target, cuda::stream_view stream, Body&& body, capture_options options = {}) {
   capture_scope scope{target, stream, std::move(options)};
   std::forward<Body>(body)();
   scope.end();

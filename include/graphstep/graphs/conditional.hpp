@@ -11,16 +11,9 @@
 
 #include <functional>
 #include <graphstep/cuda/stream_view.hpp>
-#include <string>
+#include <graphstep/graphs/conditional_support.hpp>
 
 namespace graphstep::graphs {
-
-/// @brief The oldest CUDA driver with conditional nodes (12.4, as cudaDriverGetVersion says).
-inline constexpr int conditional_nodes_driver_version = 12040;
-
-/// @brief Why conditional nodes cannot run with the driver of `driver_version` (as
-/// cudaDriverGetVersion reports it), or "" when they can.
-[[nodiscard]] std::string conditional_nodes_unsupported_reason(int driver_version);
 
 /// @brief Runs `body` at this point of the captured step only when `*flag` (device memory) is
 /// non-zero when the step reaches it.

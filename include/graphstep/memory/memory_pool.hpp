@@ -5,14 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
+#include <graphstep/memory/pool_capture.hpp>
 #include <memory>
-
-namespace graphstep::graphs {
-class capture_scope;
-class graph;
-}  // namespace graphstep::graphs
+#include <string>
 
 namespace graphstep::memory {
 
@@ -80,8 +78,11 @@ struct pool_statistics {
 /// serves every allocation at its planned offset in one slab of near-minimal size; a capture
 /// that allocates differently from the warm-up raises `usage_error` naming the allocation.
 ///
+/// A `cuda::memory_resource`: a `cuda::device_buffer` given this pool takes its memory here,
+/// within the pool's budget and statistics.
+///
 /// Thread-safe. Move-only.
-class memory_pool {
+class memory_pool : public cuda::memory_resource {
  public:
   /// @throws no_device_error, cuda_error, cuda_driver_error, usage_error (bad options)
   explicit memory_pool(pool_options const& options = {});
@@ -90,7 +91,7 @@ class memory_pool {
   memory_pool(memory_pool const&) = delete;
   memory_pool& operator=(memory_pool const&) = delete;
   /// @brief Releases the pool's handle; memory held by live graphs stays until they die.
-  ~memory_pool();
+  ~memory_pool() override;
 
   /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.
   /// @throws usage_error (zero bytes, moved-from pool, stream capturing into a graph that was
@@ -101,11 +102,22 @@ class memory_pool {
   /// @brief Returns a block obtained from `allocate`, ordered on `stream`.
   /// @throws usage_error (double free, a pointer this pool did not return)
   void deallocate(void* pointer, cuda::stream_view stream);
+  /// `deallocate(pointer, bytes, stream)` of `cuda::memory_resource` too (the pool knows each
+  /// block's size and ignores `bytes`).
+  using cuda::memory_resource::deallocate;
 
   /// @throws usage_error (moved-from pool)
   [[nodiscard]] pool_statistics statistics() const;
-  /// @brief Bytes in live blocks that belong to `g` (allocated in its capture, never freed).
-  [[nodiscard]] std::size_t bytes_held_by(graphs::graph const& g) const;
+  /// @brief Bytes in live blocks that belong to the graph with id `graph_id` (allocated in its
+  /// capture, never freed): its outputs.
+  [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph_id) const;
+
+  /// @brief Opens the pool's side of the capture that has begun on `stream` into the graph with
+  /// id `graph_id` (`name` is used in messages): until it ends, `allocate` and `deallocate` on
+  /// that capture's streams serve that graph.
+  /// @throws usage_error (moved-from pool, `stream` not capturing), cuda_error
+  [[nodiscard]] pool_capture open_capture(cuda::stream_view stream, std::uint64_t graph_id,
+                                          std::string name);
   /// @brief The backing chosen (automatic resolves to one of the other two).
   [[nodiscard]] pool_backing backing() const;
 
@@ -121,8 +133,10 @@ class memory_pool {
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:
-  friend class graphs::capture_scope;
   friend class static_buffer;
+  // cuda::memory_resource: the same as allocate and deallocate above.
+  void* do_allocate(std::size_t bytes, cuda::stream_view stream) override;
+  void do_deallocate(void* pointer, std::size_t bytes, cuda::stream_view stream) override;
   std::shared_ptr<detail::pool_state> state_;
 };
 

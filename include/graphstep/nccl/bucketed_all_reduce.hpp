@@ -8,7 +8,7 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
-#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/nccl/nccl_comm_view.hpp>
 #include <vector>
 
 namespace graphstep::nccl {

@@ -1,19 +1,21 @@
 #pragma once
 
 /// @file nccl/collectives.hpp
-/// @brief Capturable collectives on checked device buffers, a group guard, and the check that
-/// every rank captured the same collectives.
+/// @brief Capturable collectives on checked device buffers, and the check that every rank
+/// captured the same collectives. Each takes an `nccl_comm_view`: of an `nccl_comm`, or of a
+/// raw `ncclComm_t` made elsewhere.
 
 #include <cstddef>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/nccl/collective_log.hpp>
-#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/nccl/nccl_comm_view.hpp>
 
 namespace graphstep::nccl {
 
-/// @brief A device buffer as the collectives see it: where, how many bytes, what type.
-struct device_buffer {
+/// @brief A device buffer as the collectives see it (not owned): where, how many bytes, what
+/// type.
+struct buffer_view {
   void* data;
   std::size_t bytes;
   dtype type;
@@ -27,16 +29,16 @@ struct device_buffer {
 /// Enqueueing holds the communicator's lock, so a watchdog thread cannot abort it mid-call.
 /// @throws usage_error (bad buffers, capture before warm-up), nccl_error (NCCL failure, or the
 /// communicator was aborted: the message says why, e.g. the watchdog's rank, step and state)
-void all_reduce(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
+void all_reduce(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
                 cuda::stream_view stream);
 /// @brief recv.bytes × world size == send.bytes.
-void reduce_scatter(device_buffer send, device_buffer recv, reduce_op op, nccl_comm_view comm,
+void reduce_scatter(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
                     cuda::stream_view stream);
 /// @brief recv.bytes == send.bytes × world size.
-void all_gather(device_buffer send, device_buffer recv, nccl_comm_view comm,
+void all_gather(buffer_view send, buffer_view recv, nccl_comm_view const& comm,
                 cuda::stream_view stream);
 /// @brief From `root`'s send buffer into every rank's recv buffer (same size).
-void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view comm,
+void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view const& comm,
                cuda::stream_view stream);
 
 /// @brief Runs each kind of collective once, eagerly, on a few bytes of scratch memory, so
@@ -46,29 +48,7 @@ void broadcast(device_buffer send, device_buffer recv, int root, nccl_comm_view 
 /// large messages).
 /// @throws usage_error (called during a capture), nccl_error (aborted communicator, NCCL
 /// failure), cuda_error
-void warm_up(nccl_comm_view comm, cuda::stream_view stream);
-
-/// @brief The capture mode for steps with collectives: thread-local, so that CUDA calls of other
-/// threads (NCCL's proxy thread, a watchdog, a data loader) cannot invalidate the capture, while
-/// an unsafe call on the capturing thread still fails loudly. `capture_mode::this_thread` of
-/// capture_scope is this mode. nccl-tests captures the same way.
-inline constexpr cudaStreamCaptureMode collective_capture_mode = cudaStreamCaptureModeThreadLocal;
-
-/// @brief ncclGroupStart/ncclGroupEnd around a scope: the collectives inside launch as one.
-class group_guard {
- public:
-  /// @throws nccl_error
-  group_guard();
-  /// @brief Ends the group if `end()` was not called; a failure is reported, not thrown.
-  ~group_guard();
-  group_guard(group_guard const&) = delete;
-  group_guard& operator=(group_guard const&) = delete;
-  /// @throws nccl_error
-  void end();
-
- private:
-  bool open_{true};
-};
+void warm_up(nccl_comm_view const& comm, cuda::stream_view stream);
 
 /// @brief After a capture, exchanges the hash and count of the collectives each rank captured
 /// (one eager all-gather) and clears the log. Call it on every rank, outside the capture. When
@@ -76,6 +56,6 @@ class group_guard {
 /// collective where they part (all ranks take this branch together, so none hangs).
 /// @throws nccl_error naming the ranks whose sequence differs, the counts and the first
 /// differing collective; usage_error (called during a capture)
-void verify_captured_sequence(nccl_comm_view comm, cuda::stream_view stream);
+void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stream);
 
 }  // namespace graphstep::nccl

@@ -7,7 +7,7 @@
 #if defined(GRAPHSTEP_WITH_MPI)
 
 #include <graphstep/nccl/nccl_comm.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
+#include <graphstep/nccl/unique_id.hpp>
 
 // Only MPI's C interface is used: keep the deprecated C++ bindings (and their warnings) out.
 #ifndef OMPI_SKIP_MPICXX
@@ -31,7 +31,7 @@ namespace graphstep::nccl {
 /// @brief A communicator over the ranks of `comm` (MPI must be initialized): rank 0 creates
 /// the id, MPI broadcasts it, and each rank uses the GPU of its local rank.
 /// @throws nccl_error, usage_error (more ranks on a host than visible GPUs), no_device_error
-[[nodiscard]] nccl_comm communicator_from_mpi(MPI_Comm comm);
+[[nodiscard]] nccl_comm communicator_from_mpi(MPI_Comm comm, nccl_comm_options const& options = {});
 
 }  // namespace graphstep::nccl
 

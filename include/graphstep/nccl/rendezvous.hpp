@@ -9,15 +9,12 @@
 /// id travels here: NCCL itself moves the data. Plain C++ (POSIX sockets, IPv4).
 /// graphstep_core: plain C++, includes no CUDA header.
 
-#include <array>
 #include <chrono>
 #include <graphstep/nccl/launch_environment.hpp>
+#include <graphstep/nccl/unique_id.hpp>
 #include <string>
 
 namespace graphstep::nccl {
-
-/// @brief The bytes of an `ncclUniqueId`.
-using unique_id_bytes = std::array<unsigned char, 128>;
 
 /// @brief Default deadline of a rendezvous.
 inline constexpr std::chrono::milliseconds default_rendezvous_timeout{std::chrono::seconds{120}};

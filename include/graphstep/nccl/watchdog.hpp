@@ -25,7 +25,7 @@
 #include <deque>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/nccl/deadline.hpp>
-#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/nccl/nccl_comm_view.hpp>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -48,8 +48,9 @@ struct watchdog_options {
   watchdog_clock clock{std::chrono::steady_clock::now};
 };
 
-/// @brief Watches the steps launched on one communicator. Must not outlive it. Not copyable
-/// or movable (a background thread refers to it).
+/// @brief Watches the steps launched on one communicator: of an `nccl_comm`, or of a raw
+/// `ncclComm_t` (which the watchdog aborts, hence frees, when it finds it failed or hung). Must
+/// not outlive it. Not copyable or movable (a background thread refers to it).
 class watchdog {
  public:
   /// @throws usage_error (non-positive timeout or poll interval), cuda_error

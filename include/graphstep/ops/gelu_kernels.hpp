@@ -3,13 +3,14 @@
 /// @file ops/gelu_kernels.hpp
 /// @brief Host launchers of the hand-written kernels of the layer (kernels/gelu.cu,
 /// kernels/bias_grad.cu): the unfused bias + GELU, its backward, and the bias gradient.
-/// Row-major [M,N] matrices of the given precision (tf32 means fp32 storage); math in fp32.
+/// Row-major [M,N] matrices of the given element type; math in fp32.
 /// Each uses 16-byte loads and stores where its pointers are 16-byte aligned and finishes the
 /// remainder with scalar accesses, so any M, N and any element-aligned pointer works. Every
 /// launcher enqueues on `stream` only, allocates nothing, and is capturable.
 
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 
 namespace graphstep::ops {
@@ -19,18 +20,18 @@ namespace graphstep::ops {
 /// else y = z. With a null bias and `apply_gelu` it is the GELU-only forward.
 /// @throws usage_error (null y, non-positive sizes), cuda_error (launch failure)
 void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int64_t m,
-                      std::int64_t n, precision type, bool apply_gelu, gelu_form form,
+                      std::int64_t n, dtype type, bool apply_gelu, gelu_form form,
                       cuda::stream_view stream);
 
 /// @brief dz = dy ⊙ GELU′(pre_activation) in the given form, all [M,N]; dz may be dy.
 /// @throws usage_error (null pointers, non-positive sizes), cuda_error (launch failure)
 void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, std::int64_t m,
-                          std::int64_t n, precision type, gelu_form form, cuda::stream_view stream);
+                          std::int64_t n, dtype type, gelu_form form, cuda::stream_view stream);
 
 /// @brief db[N] = Σ over the M rows of dz[M,N], accumulated in fp32 in a fixed order (the
-/// result is bitwise reproducible), stored in the precision's type.
+/// result is bitwise reproducible), stored in `type`.
 /// @throws usage_error (null pointers, non-positive sizes), cuda_error (launch failure)
-void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, precision type,
+void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
                           cuda::stream_view stream);
 
 }  // namespace graphstep::ops

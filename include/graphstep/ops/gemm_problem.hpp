@@ -34,10 +34,11 @@
 
 namespace graphstep::ops {
 
-/// @brief Data type and math: fp32 (fp32 math), tf32 (fp32 data, COMPUTE_32F_FAST_TF32 on
-/// tensor cores), fp16 and bf16 (16-bit data). Every precision accumulates in fp32, and inputs,
-/// output, bias, bias gradient and pre-activation all share the storage type.
-enum class precision { fp32, tf32, fp16, bf16 };
+/// @brief How the GEMM multiplies its elements; the element type itself is a `dtype`.
+/// `standard`: fp32 math on float32 data (COMPUTE_32F), tensor cores on 16-bit data. `tf32`:
+/// float32 data multiplied on tensor cores in tf32 (COMPUTE_32F_FAST_TF32); float32 data only.
+/// Every mode accumulates in fp32.
+enum class gemm_math { standard, tf32 };
 
 /// @brief Which GELU: `tanh` is cuBLASLt's epilogue form, 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)));
 /// `erf` is the exact 0.5·x·(1 + erf(x/√2)), available on the unfused path only.
@@ -65,7 +66,9 @@ struct gemm_problem {
   std::int64_t m{};  ///< rows of the row-major output (the batch)
   std::int64_t n{};
   std::int64_t k{};
-  precision type{precision::fp32};
+  /// Element type of inputs, output, bias, bias gradient and pre-activation alike.
+  dtype type{dtype::float32};
+  gemm_math math{gemm_math::standard};
 };
 
 /// @brief One column-major cuBLASLt call: D[m,n] = op(A)[m,k] · op(B)[k,n].
@@ -84,7 +87,8 @@ struct lt_call {
 
 /// @brief The column-major call for a row-major problem. cuBLASLt's A is always the row-major
 /// `rhs` operand (W, or X for the weight gradient) and its B the `lhs` (X or dY).
-/// @throws usage_error (non-positive sizes, sizes beyond int32 that cuBLASLt cannot take)
+/// @throws usage_error (non-positive sizes, sizes beyond int32 that cuBLASLt cannot take, tf32
+/// math on 16-bit data)
 [[nodiscard]] lt_call map_to_cublaslt(gemm_problem const& problem);
 
 /// @brief Whether the fused path can run a problem with operands at these addresses; `reason`
@@ -167,22 +171,20 @@ struct path_decision {
 /// @brief Whether a kind's epilogue involves GELU (forward or derivative).
 [[nodiscard]] bool uses_gelu(gemm_kind kind) noexcept;
 
-/// @brief The precision for a layer whose inputs and output have these types; `tf32` asks for
-/// tensor-core math on fp32 data.
+/// @brief The element type of a layer whose inputs and output have these types, multiplied
+/// with `math`.
 /// @throws usage_error for a combination the layer does not run (mixed types, tf32 on 16-bit
 /// data), naming what to do instead
-[[nodiscard]] precision precision_for(dtype inputs, dtype output, bool tf32);
-
-/// @brief The storage type of a precision (tf32 is stored as float32).
-[[nodiscard]] dtype storage_type(precision type) noexcept;
+[[nodiscard]] dtype element_type_for(dtype inputs, dtype output, gemm_math math);
 
 /// @brief 2·m·n·k.
 [[nodiscard]] double flops(gemm_problem const& problem) noexcept;
 
-/// @brief Bytes of one element of a precision's storage.
-[[nodiscard]] std::size_t element_bytes(precision type) noexcept;
-/// @brief "fp32", "tf32", "fp16" or "bf16".
-[[nodiscard]] char const* name(precision type) noexcept;
+/// @brief "standard" or "tf32".
+[[nodiscard]] char const* name(gemm_math math) noexcept;
+/// @brief The problem's element type, and its math when not the standard one, for messages:
+/// "bfloat16", "float32 with tf32 math".
+[[nodiscard]] std::string describe_type(gemm_problem const& problem);
 /// @brief The kind's enumerator name, e.g. "forward_bias_gelu".
 [[nodiscard]] char const* name(gemm_kind kind) noexcept;
 /// @brief cuBLASLt's name of the epilogue without its prefix, e.g. "GELU_AUX_BIAS".

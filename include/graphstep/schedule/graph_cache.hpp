@@ -28,6 +28,8 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
 #include <graphstep/schedule/detail/graph_cache_core.hpp>
@@ -46,14 +48,12 @@ enum class bucket_instantiation {
 
 /// @brief How a graph cache works.
 struct graph_cache_options {
-  /// Eager runs of a bucket before it is captured (lazy initialization of libraries, NCCL
-  /// connections and algorithm choice happen there, not in the capture).
-  int warmup_runs{1};
+  /// Warm-up runs and capture of each bucket; its graphs are named
+  /// "<lifecycle.capture.name> bucket <bucket>".
+  graphs::lifecycle_options lifecycle{};
   /// Total memory of cached graphs (their growth of the pool and their outputs); 0: no budget.
   std::size_t budget_bytes{0};
   bucket_instantiation instantiation{bucket_instantiation::each_bucket};
-  graphs::capture_mode mode{graphs::capture_mode::this_thread};
-  std::string name{"graph_cache"};
 };
 
 /// @brief A graph cache over the buckets of `Policy` (`bucket_policy` or
@@ -103,16 +103,18 @@ class basic_graph_cache {
   [[nodiscard]] Policy const& policy() const noexcept { return policy_; }
 
  private:
-  detail::cache_actions<key_type> actions();
-  std::size_t capture_bucket(key_type const& bucket, bool instantiate);
+  static detail::cache_actions<key_type, cuda::stream_view> actions(basic_graph_cache& cache);
+  std::size_t capture_bucket(key_type const& bucket, bool instantiate, cuda::stream_view stream);
+  [[nodiscard]] graphs::graph const& work_of(key_type const& bucket) const;
 
   Policy policy_;
   step_function step_;
   memory::memory_pool& pool_;
   graph_cache_options options_;
-  std::map<key_type, graphs::graph> graphs_;
-  cuda::stream_view stream_{cudaStreamPerThread};  // the stream of the request being served
-  detail::graph_cache_core<key_type> core_;
+  std::map<key_type, graphs::graph_exec> executables_;
+  // Template mode: the captured work of buckets that run through another's executable.
+  std::map<key_type, graphs::graph> captured_;
+  detail::graph_cache_core<key_type, cuda::stream_view> core_;
 };
 
 extern template class basic_graph_cache<bucket_policy>;

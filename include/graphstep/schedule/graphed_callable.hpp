@@ -17,7 +17,8 @@
 #include <functional>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
-#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/static_buffer.hpp>
 #include <vector>
@@ -70,14 +71,15 @@ class graphed_callable {
                    std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
                    std::vector<static_tensor> output_gradients,
                    std::vector<static_tensor> input_gradients, memory::memory_pool& pool,
-                   cuda::stream_view stream, int warmup_runs = 3);
+                   cuda::stream_view stream, graphs::lifecycle_options const& lifecycle = {});
 
   /// @brief As above, with the static buffers allocated from `pool` (eagerly, at addresses
   /// that stay fixed) and owned by the graphed callable; the callables are handed them.
   /// @throws usage_error (missing callables, a spec without elements, negative warm-up, a
   /// capturing stream), out_of_memory, capture_error, and what the callables throw
   graphed_callable(tensor_callable forward, tensor_callable backward, graphed_specs const& specs,
-                   memory::memory_pool& pool, cuda::stream_view stream, int warmup_runs = 3);
+                   memory::memory_pool& pool, cuda::stream_view stream,
+                   graphs::lifecycle_options const& lifecycle = {});
 
   /// @brief Copies `inputs` (one pointer per static input, device memory of the same size)
   /// into the static inputs and replays the forward graph.
@@ -94,20 +96,22 @@ class graphed_callable {
   [[nodiscard]] std::vector<static_tensor> const& input_gradients() const noexcept {
     return input_gradients_;
   }
-  [[nodiscard]] graphs::graph const& forward_graph() const noexcept { return forward_graph_; }
-  [[nodiscard]] graphs::graph const& backward_graph() const noexcept { return backward_graph_; }
+  [[nodiscard]] graphs::graph_exec const& forward_graph() const noexcept { return forward_graph_; }
+  [[nodiscard]] graphs::graph_exec const& backward_graph() const noexcept {
+    return backward_graph_;
+  }
 
  private:
   void build(callable const& forward, callable const& backward, memory::memory_pool& pool,
-             cuda::stream_view stream, int warmup_runs);
+             cuda::stream_view stream, graphs::lifecycle_options const& lifecycle);
 
   std::vector<memory::static_buffer> owned_;  // the buffers allocated from the pool, if any
   std::vector<static_tensor> inputs_;
   std::vector<static_tensor> outputs_;
   std::vector<static_tensor> output_gradients_;
   std::vector<static_tensor> input_gradients_;
-  graphs::graph forward_graph_;
-  graphs::graph backward_graph_;
+  graphs::graph_exec forward_graph_;
+  graphs::graph_exec backward_graph_;
 };
 
 /// @brief Builds a `graphed_callable` (the name PyTorch users look for).
@@ -115,7 +119,8 @@ class graphed_callable {
     graphed_callable::callable const& forward, graphed_callable::callable const& backward,
     std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
     std::vector<static_tensor> output_gradients, std::vector<static_tensor> input_gradients,
-    memory::memory_pool& pool, cuda::stream_view stream, int warmup_runs = 3) {
+    memory::memory_pool& pool, cuda::stream_view stream,
+    graphs::lifecycle_options const& lifecycle = {}) {
   return graphed_callable{forward,
                           backward,
                           std::move(inputs),
@@ -124,7 +129,7 @@ class graphed_callable {
                           std::move(input_gradients),
                           pool,
                           stream,
-                          warmup_runs};
+                          lifecycle};
 }
 
 }  // namespace graphstep::schedule

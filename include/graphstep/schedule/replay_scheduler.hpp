@@ -9,7 +9,8 @@
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/cuda/timed_event.hpp>
-#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/step_plan.hpp>
 #include <map>
@@ -20,8 +21,9 @@
 namespace graphstep::schedule {
 
 struct scheduler_options {
-  /// Eager runs of the whole step before its graphed segments are captured.
-  int warmup_runs{1};
+  /// Eager runs of the whole step before its graphed segments are captured, and how they are
+  /// captured; each segment's graph is named "<lifecycle.capture.name> <segment>".
+  graphs::lifecycle_options lifecycle{};
   /// Record CUDA events around every segment, for `segment_milliseconds`.
   bool time_segments{false};
 };
@@ -48,13 +50,13 @@ class replay_scheduler {
   [[nodiscard]] std::map<std::string, float> segment_milliseconds() const;
   [[nodiscard]] std::size_t steps() const noexcept { return steps_; }
   /// @brief The captured graph of a graphed segment (empty before capture).
-  [[nodiscard]] graphs::graph const& graph_of(std::string const& segment) const;
+  [[nodiscard]] graphs::graph_exec const& graph_of(std::string const& segment) const;
 
  private:
   struct segment_state {
     segment_body body;
     cuda::stream_view stream{cudaStreamPerThread};
-    std::optional<graphs::graph> captured;
+    graphs::graph_exec captured;
     cuda::event done;
     std::optional<cuda::timed_event> start;
     std::optional<cuda::timed_event> stop;

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <vector>
 
@@ -26,10 +28,15 @@ struct philox_args {
 };
 
 /// @brief The generator. Construct before capture. Move-only.
+///
+/// Its device state comes from `resource` (a `memory::memory_pool` counts it in its budget)
+/// and goes back to it on `stream`, the stream given to the constructor: that stream and the
+/// resource must outlive the generator (see `cuda::device_buffer`).
 class capture_safe_rng {
  public:
-  /// @throws no_device_error, cuda_error, usage_error (capturing stream)
-  capture_safe_rng(std::uint64_t seed, cuda::stream_view stream);
+  /// @throws usage_error (capturing stream), out_of_memory, no_device_error, cuda_error
+  capture_safe_rng(std::uint64_t seed, cuda::stream_view stream,
+                   cuda::memory_resource& resource = cuda::default_resource());
   ~capture_safe_rng();
   capture_safe_rng(capture_safe_rng&& other) noexcept;
   capture_safe_rng& operator=(capture_safe_rng&& other) noexcept;
@@ -51,7 +58,9 @@ class capture_safe_rng {
   void restore(std::vector<std::byte> const& bytes, cuda::stream_view stream);
 
  private:
-  std::uint64_t* state_{};  // device: {seed, offset}
+  [[nodiscard]] std::uint64_t* state() const;
+
+  cuda::device_buffer state_;  // device: {seed, offset}
   std::uint64_t step_reserved_{};
 };
 

@@ -4,6 +4,8 @@
 /// @brief Mean squared error with its gradient, in two capturable kernels.
 
 #include <cstddef>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <memory>
 
@@ -12,10 +14,17 @@ namespace graphstep::train {
 /// @brief loss = mean((prediction − target)²) and gradient = 2·(prediction − target)/n for a
 /// fixed element count. The reduction order is fixed (no atomics), so eager and graphed runs
 /// produce identical bits. Owns its scratch; construct before capturing.
+///
+/// The scratch comes from `resource` (a `memory::memory_pool` counts it in its budget) and goes
+/// back to it on `stream`, the stream given to the constructor: that stream and the resource
+/// must outlive the loss (see `cuda::device_buffer`).
 class mse_loss {
  public:
-  /// @throws usage_error (count of 0, capturing stream), no_device_error, cuda_error
-  mse_loss(std::size_t count, cuda::stream_view stream);
+  /// @brief Allocates the scratch and waits for `stream`, so that any stream may use it.
+  /// @throws usage_error (count of 0, capturing stream), out_of_memory, no_device_error,
+  /// cuda_error
+  mse_loss(std::size_t count, cuda::stream_view stream,
+           cuda::memory_resource& resource = cuda::default_resource());
   ~mse_loss();
   mse_loss(mse_loss&& other) noexcept;
   mse_loss& operator=(mse_loss&& other) noexcept;
@@ -30,7 +39,7 @@ class mse_loss {
 
  private:
   std::size_t count_;
-  float* partials_{nullptr};
+  cuda::device_buffer partials_;  // floats, one per block of the reduction
 };
 
 }  // namespace graphstep::train

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
@@ -33,6 +34,10 @@ class multi_tensor_optimizer;
 /// and the kernels read them: a captured `step()` follows the schedule on every replay instead
 /// of freezing the learning rate of the capture. Construct before capturing (it allocates and
 /// uploads); `step()` is capturable; change the schedule or loss scale between replays.
+///
+/// Its tables and state buffers come from the resource given to the constructor (a
+/// `memory::memory_pool` counts them in its budget) and go back to it on the constructor's
+/// stream: that stream and the resource must outlive the optimizer (see `cuda::device_buffer`).
 class optimizer {
  public:
   virtual ~optimizer();
@@ -54,9 +59,9 @@ class optimizer {
 
  protected:
   /// @throws usage_error (no parameter, null pointers, an empty tensor, bad schedule, a
-  /// capturing stream), no_device_error, cuda_error
+  /// capturing stream), out_of_memory, no_device_error, cuda_error
   optimizer(std::vector<parameter> const& parameters, int state_buffers,
-            lr_schedule const& schedule, cuda::stream_view stream);
+            lr_schedule const& schedule, cuda::stream_view stream, cuda::memory_resource& resource);
   [[nodiscard]] detail::multi_tensor_optimizer& impl() const;
 
  private:
@@ -68,9 +73,11 @@ class optimizer {
 /// weight decay.
 class sgd final : public optimizer {
  public:
-  /// @throws usage_error (bad options, and as optimizer), no_device_error, cuda_error
+  /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,
+  /// cuda_error
   sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-      lr_schedule const& schedule, cuda::stream_view stream);
+      lr_schedule const& schedule, cuda::stream_view stream,
+      cuda::memory_resource& resource = cuda::default_resource());
 
  private:
   void launch_update(cuda::stream_view stream) override;
@@ -81,9 +88,11 @@ class sgd final : public optimizer {
 /// count.
 class adam final : public optimizer {
  public:
-  /// @throws usage_error (bad options, and as optimizer), no_device_error, cuda_error
+  /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,
+  /// cuda_error
   adam(std::vector<parameter> const& parameters, adam_options const& options,
-       lr_schedule const& schedule, cuda::stream_view stream);
+       lr_schedule const& schedule, cuda::stream_view stream,
+       cuda::memory_resource& resource = cuda::default_resource());
 
  private:
   void launch_update(cuda::stream_view stream) override;

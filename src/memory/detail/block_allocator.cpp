@@ -10,8 +10,6 @@
 namespace graphstep::memory::detail {
 namespace {
 
-using graphstep::detail::hex_text;
-
 [[noreturn]] void fail_invariant(std::string const& what) {
   throw error{"block_allocator invariant broken: " + what};
 }

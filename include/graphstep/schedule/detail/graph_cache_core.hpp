@@ -20,22 +20,23 @@
 
 namespace graphstep::schedule::detail {
 
-/// @brief What a graph cache asks of its graphs. Every function is required.
-template <typename Key>
+/// @brief What a graph cache asks of its graphs. Every function is required. `Context` is
+/// what one request hands down to the work it causes (the shell: the caller's stream).
+template <typename Key, typename Context>
 struct cache_actions {
   /// Runs the bucket's step eagerly (warm-up).
-  std::function<void(Key const& bucket)> run_eager;
+  std::function<void(Context const& context, Key const& bucket)> run_eager;
   /// Captures the bucket; instantiates it only when `instantiate` is true (otherwise it only
   /// holds the captured work, for updating the template). Returns the bytes to charge to the
   /// budget. On a throw the bucket must hold nothing.
-  std::function<std::size_t(Key const& bucket, bool instantiate)> capture;
+  std::function<std::size_t(Context const& context, Key const& bucket, bool instantiate)> capture;
   /// Replays the bucket's own executable.
-  std::function<void(Key const& bucket)> replay;
+  std::function<void(Context const& context, Key const& bucket)> replay;
   /// Switches the executable of `template_bucket` to `bucket`'s captured work; false when
   /// refused (different topology), leaving the template as it was.
   std::function<bool(Key const& template_bucket, Key const& bucket)> update;
   /// Instantiates a captured but not instantiated bucket on its own.
-  std::function<void(Key const& bucket)> instantiate;
+  std::function<void(Context const& context, Key const& bucket)> instantiate;
   /// Drops the bucket's graph and returns its memory.
   std::function<void(Key const& bucket)> release;
   /// Waits until no graph runs (the template may run an evicted bucket's work).
@@ -51,13 +52,13 @@ enum class served_by {
 
 /// @brief The graph cache's policy over buckets of type `Key` (`operator<`, `key_name`).
 /// Not thread-safe: one caller at a time.
-template <typename Key>
+template <typename Key, typename Context>
 class graph_cache_core {
  public:
   /// @param share_template capture one template executable and switch it between buckets by
   /// update, instead of instantiating every bucket
   /// @throws usage_error (an action missing, negative warm-up)
-  graph_cache_core(cache_actions<Key> actions, int warmup_runs, std::size_t budget_bytes,
+  graph_cache_core(cache_actions<Key, Context> actions, int warmup_runs, std::size_t budget_bytes,
                    bool share_template)
       : actions_{std::move(actions)},
         warmup_runs_{warmup_runs},
@@ -81,36 +82,36 @@ class graph_cache_core {
   /// and replays it.
   /// @throws what the actions throw; a failed capture leaves the bucket uncaptured (the next
   /// request tries again)
-  served_by serve(Key const& bucket) {
+  served_by serve(Key const& bucket, Context const& context) {
     state& s = entries_[bucket];
     if (s.captured) {
       ++stats_.hits;
-      replay(bucket, s);
+      replay(context, bucket, s);
       return served_by::replay;
     }
     ++stats_.misses;
     if (s.eager_runs < warmup_runs_) {
       ++s.eager_runs;
       ++stats_.eager_runs;
-      actions_.run_eager(bucket);
+      actions_.run_eager(context, bucket);
       return served_by::eager;
     }
-    capture(bucket, s);
-    replay(bucket, s);
+    capture(context, bucket, s);
+    replay(context, bucket, s);
     return served_by::capture;
   }
 
   /// @brief Warms up and captures every bucket of `order` not captured yet, in that order
   /// (largest first, so each capture reuses the memory of the larger ones). Replays nothing.
-  void precapture(std::vector<Key> const& order) {
+  void precapture(std::vector<Key> const& order, Context const& context) {
     for (Key const& bucket : order) {
       state& s = entries_[bucket];
       if (s.captured) continue;
       for (; s.eager_runs < warmup_runs_; ++s.eager_runs) {
         ++stats_.eager_runs;
-        actions_.run_eager(bucket);
+        actions_.run_eager(context, bucket);
       }
-      capture(bucket, s);
+      capture(context, bucket, s);
     }
   }
 
@@ -152,11 +153,11 @@ class graph_cache_core {
     std::size_t bytes{};
   };
 
-  void capture(Key const& bucket, state& s) {
+  void capture(Context const& context, Key const& bucket, state& s) {
     // In template mode only the first bucket is instantiated; the others lend it their work.
     bool const instantiate = !share_template_ || !template_;
     auto const start = std::chrono::steady_clock::now();
-    std::size_t const bytes = actions_.capture(bucket, instantiate);
+    std::size_t const bytes = actions_.capture(context, bucket, instantiate);
     stats_.capture_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++stats_.captures;
@@ -172,10 +173,10 @@ class graph_cache_core {
     for (Key const& victim : budget_.insert(bucket, bytes)) evict(victim);
   }
 
-  void replay(Key const& bucket, state& s) {
+  void replay(Context const& context, Key const& bucket, state& s) {
     budget_.touch(bucket);
     if (s.own_executable && !(template_ && bucket == *template_)) {
-      actions_.replay(bucket);
+      actions_.replay(context, bucket);
       return;
     }
     if (template_holds_ != bucket) {
@@ -186,13 +187,13 @@ class graph_cache_core {
         // Another topology: this bucket gets an executable of its own from now on.
         ++stats_.update_refusals;
         refused_.insert(bucket);
-        actions_.instantiate(bucket);
+        actions_.instantiate(context, bucket);
         s.own_executable = true;
-        actions_.replay(bucket);
+        actions_.replay(context, bucket);
         return;
       }
     }
-    actions_.replay(*template_);
+    actions_.replay(context, *template_);
   }
 
   void evict(Key const& bucket) {
@@ -212,7 +213,7 @@ class graph_cache_core {
     budget_.erase(bucket);
   }
 
-  cache_actions<Key> actions_;
+  cache_actions<Key, Context> actions_;
   int warmup_runs_;
   bool share_template_;
   basic_lru_budget<Key> budget_;

@@ -1,0 +1,54 @@
+#pragma once
+
+/// @file memory/pool_capture.hpp
+/// @brief `pool_capture`: the pool's side of one capture. While it is open, allocations on the
+/// capture's streams serve the graph being captured; its end hands that graph a lease on the
+/// memory, or gives the memory back.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace graphstep::memory {
+
+namespace detail {
+class pool_state;
+}  // namespace detail
+
+/// @brief The pool's side of one capture, from `memory_pool::open_capture`.
+///
+/// End it with `commit()` when the capture succeeded, or `abandon()` (or destruction) when it
+/// failed. Move-only; the capture side of graphstep (`graphs::capture_scope`) drives it, and a
+/// program that captures with CUDA's own calls may drive it the same way.
+class pool_capture {
+ public:
+  pool_capture() noexcept = default;
+  pool_capture(pool_capture&& other) noexcept;
+  pool_capture& operator=(pool_capture&& other) noexcept;
+  pool_capture(pool_capture const&) = delete;
+  pool_capture& operator=(pool_capture const&) = delete;
+  /// @brief Abandons the capture when it was neither committed nor abandoned.
+  ~pool_capture();
+
+  /// @brief True until `commit` or `abandon`.
+  [[nodiscard]] bool open() const noexcept { return state_ != nullptr; }
+  /// @brief Empty when the captured graph may be kept; else why not (a planned capture that
+  /// made fewer allocations than its warm-up).
+  /// @throws usage_error (not open)
+  [[nodiscard]] std::string problem() const;
+  /// @brief Ends a successful capture. The lease returned keeps every block the capture
+  /// touched reserved for its graph until the last holder of the lease dies (hold it as long
+  /// as the graph and its executables live); blocks still allocated are the graph's outputs.
+  /// @throws usage_error (not open)
+  [[nodiscard]] std::shared_ptr<void> commit();
+  /// @brief Ends a failed capture: its memory returns to the pool at once.
+  void abandon() noexcept;
+
+ private:
+  friend class memory_pool;  // opens it
+  pool_capture(std::shared_ptr<detail::pool_state> state, unsigned long long capture_id) noexcept;
+  std::shared_ptr<detail::pool_state> state_;
+  unsigned long long capture_id_{};
+};
+
+}  // namespace graphstep::memory

@@ -1,0 +1,75 @@
+#include <cuda_runtime_api.h>
+
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/memory_resource.hpp>
+#include <graphstep/error.hpp>
+#include <new>
+#include <string>
+
+namespace graphstep::cuda {
+
+void* memory_resource::allocate(std::size_t bytes, stream_view stream) {
+  GRAPHSTEP_EXPECTS(bytes > 0,
+                    "memory_resource::allocate: a request of 0 bytes; ask for at least 1 (a "
+                    "cuda::device_buffer of 0 bytes is empty and allocates nothing)");
+  return do_allocate(bytes, stream);
+}
+
+void memory_resource::deallocate(void* pointer, std::size_t bytes, stream_view stream) {
+  GRAPHSTEP_EXPECTS(pointer != nullptr,
+                    "memory_resource::deallocate: a null pointer was passed; pass the pointer "
+                    "allocate returned");
+  do_deallocate(pointer, bytes, stream);
+}
+
+namespace {
+
+// cudaMallocAsync rather than cudaMalloc: the allocation and the free are ordered on the
+// stream, so freeing never waits for the whole device (cudaFree does, which stalls every
+// stream, hangs behind a stuck collective and breaks another thread's global-mode capture).
+class runtime_resource final : public memory_resource {
+ private:
+  void* do_allocate(std::size_t bytes, stream_view stream) override {
+    GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                      "cuda::default_resource: the stream is capturing into a graph, which would "
+                      "own the allocation; allocate before the capture, or from the "
+                      "memory::memory_pool given to the graphs::capture_scope");
+    void* pointer = nullptr;
+    cudaError_t const status = cudaMallocAsync(&pointer, bytes, stream.value());
+    if (status == cudaErrorMemoryAllocation) {
+      static_cast<void>(cudaGetLastError());  // not sticky: later calls must not see it
+      out_of_memory::details sizes{};
+      sizes.requested = bytes;
+      throw out_of_memory{
+          sizes, "cuda::default_resource: cannot allocate " + std::to_string(bytes) +
+                     " B: the device is out of memory (cudaMallocAsync: "
+                     "cudaErrorMemoryAllocation). Free memory you no longer need, or take it from "
+                     "a memory::memory_pool whose budget leaves room for the rest of the program"};
+    }
+    if (status != cudaSuccess) {  // e.g. cudaErrorNotSupported: a device without memory pools
+      detail::throw_cuda_error(static_cast<int>(status), "cudaMallocAsync(&pointer, bytes, stream)",
+                               __FILE__, __LINE__);
+    }
+    return pointer;
+  }
+
+  void do_deallocate(void* pointer, std::size_t /*bytes*/, stream_view stream) override {
+    GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                      "cuda::default_resource: memory allocated outside a graph is being freed on "
+                      "a stream that is capturing into one; free it after the capture ends, or "
+                      "order the free on another stream (device_buffer::set_stream)");
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(pointer, stream.value()));
+  }
+};
+
+}  // namespace
+
+memory_resource& default_resource() noexcept {
+  // Built in static storage and never destroyed: a buffer in a static object may be freed after
+  // this function's statics would have been destroyed.
+  alignas(runtime_resource) static unsigned char storage[sizeof(runtime_resource)];
+  static runtime_resource* const resource = new (storage) runtime_resource{};
+  return *resource;
+}
+
+}  // namespace graphstep::cuda

@@ -1,0 +1,120 @@
+#include <atomic>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <utility>
+
+namespace graphstep::graphs {
+
+namespace {
+std::string const empty_name{"graph"};
+
+void expect_executable(graph_exec const& exec) {
+  GRAPHSTEP_EXPECTS(!exec.empty(),
+                    "graph '" + exec.name() +
+                        "' is empty: it was never captured, its capture failed, or it was moved "
+                        "from. Capture into it before using it");
+}
+}  // namespace
+
+void detail::graph_exec_deleter::operator()(pointer handle) const noexcept {
+  GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(handle));
+}
+
+graph_exec::graph_exec() noexcept = default;
+
+graph_exec::graph_exec(cudaGraphExec_t handle, graph source) noexcept
+    : source_{std::move(source)}, exec_{handle} {}
+
+graph_exec::graph_exec(graph_exec&& other) noexcept
+    : source_{std::move(other.source_)},
+      replays_{std::exchange(other.replays_, 0)},
+      generation_{std::move(other.generation_)},
+      exec_{std::move(other.exec_)} {}
+
+graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
+  if (this != &other) {
+    release();
+    source_ = std::move(other.source_);
+    replays_ = std::exchange(other.replays_, 0);
+    generation_ = std::move(other.generation_);
+    exec_ = std::move(other.exec_);
+  }
+  return *this;
+}
+
+graph_exec::~graph_exec() {
+  release();
+}
+
+void graph_exec::release() noexcept {
+  exec_.reset();
+  if (replays_ > 0 && !source_.empty()) {
+    // A replay may still be running; its memory must not be handed out before it ends.
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+  }
+  source_ = graph{};
+  replays_ = 0;
+  generation_.reset();
+}
+
+std::string const& graph_exec::name() const noexcept {
+  return source_.empty() ? empty_name : source_.identity().name;
+}
+
+int graph_exec::device() const noexcept {
+  return source_.empty() ? -1 : source_.identity().device;
+}
+
+std::uint64_t graph_exec::id() const noexcept {
+  return source_.empty() ? 0 : source_.identity().id;
+}
+
+graph const& graph_exec::source() const {
+  expect_executable(*this);
+  return source_;
+}
+
+void graph_exec::replay(cuda::stream_view stream) {
+  expect_executable(*this);
+  GRAPHSTEP_EXPECTS(!stream.is_legacy_default(),
+                    "graph '" + name() +
+                        "': replaying on the legacy default stream serializes with every other "
+                        "stream; replay on a graphstep::cuda::stream");
+  int current = -1;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
+  GRAPHSTEP_EXPECTS(current == device(),
+                    "graph '" + name() + "' was captured on device " + std::to_string(device()) +
+                        " but device " + std::to_string(current) +
+                        " is current: make its device current (graphstep::cuda::device_guard) "
+                        "before replaying it");
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
+  ++replays_;
+  if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
+}
+
+void graph_exec::upload(cuda::stream_view stream) const {
+  expect_executable(*this);
+  GRAPHSTEP_CUDA_TRY(cudaGraphUpload(exec_.get(), stream.value()));
+}
+
+bool graph_exec::update(graph const& source) {
+  expect_executable(*this);
+  GRAPHSTEP_EXPECTS(!source.empty(), "graph '" + name() +
+                                         "': update needs a captured graph to update from, and "
+                                         "the one given is empty");
+  cudaGraphExecUpdateResultInfo info{};
+  cudaError_t const status = cudaGraphExecUpdate(exec_.get(), source.native_handle(), &info);
+  if (status != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // refused: the executable is unchanged
+    return false;
+  }
+  return true;
+}
+
+output_guard graph_exec::guard_output(std::string const& what) const {
+  if (!generation_) generation_ = std::make_shared<std::atomic<std::uint64_t>>(replays_);
+  return output_guard{generation_, "'" + what + "' of graph '" + name() + "'"};
+}
+
+}  // namespace graphstep::graphs

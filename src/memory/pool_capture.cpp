@@ -1,0 +1,46 @@
+#include <graphstep/error.hpp>
+#include <graphstep/memory/pool_capture.hpp>
+#include <utility>
+
+#include "memory/detail/pool_state.hpp"
+
+namespace graphstep::memory {
+
+pool_capture::pool_capture(std::shared_ptr<detail::pool_state> state,
+                           unsigned long long capture_id) noexcept
+    : state_{std::move(state)}, capture_id_{capture_id} {}
+
+pool_capture::pool_capture(pool_capture&& other) noexcept
+    : state_{std::move(other.state_)}, capture_id_{other.capture_id_} {}
+
+pool_capture& pool_capture::operator=(pool_capture&& other) noexcept {
+  if (this != &other) {
+    abandon();
+    state_ = std::move(other.state_);
+    capture_id_ = other.capture_id_;
+  }
+  return *this;
+}
+
+pool_capture::~pool_capture() {
+  abandon();
+}
+
+std::string pool_capture::problem() const {
+  GRAPHSTEP_EXPECTS(open(), "pool_capture::problem: the capture was already ended");
+  return state_->capture_problem(capture_id_);
+}
+
+std::shared_ptr<void> pool_capture::commit() {
+  GRAPHSTEP_EXPECTS(open(), "pool_capture::commit: the capture was already ended");
+  std::shared_ptr<detail::pool_state> const state = std::move(state_);
+  return state->finish_capture(capture_id_, true);
+}
+
+void pool_capture::abandon() noexcept {
+  if (!state_) return;
+  std::shared_ptr<detail::pool_state> const state = std::move(state_);
+  static_cast<void>(state->finish_capture(capture_id_, false));
+}
+
+}  // namespace graphstep::memory

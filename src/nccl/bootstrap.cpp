@@ -1,0 +1,55 @@
+#include <cuda_runtime_api.h>
+
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/bootstrap.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
+#include <graphstep/nccl/mpi_bootstrap.hpp>
+
+#include "detail/comm_state.hpp"
+
+namespace graphstep::nccl {
+
+nccl_comm communicator_from_environment(bootstrap_options const& options) {
+  launch_environment const env = read_launch_environment(process_environment());
+  cuda::require_device();
+  nccl_comm_options const comm_options{options.slot};
+  if (env.bootstrap == bootstrap_kind::mpi) {
+#if defined(GRAPHSTEP_WITH_MPI)
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    GRAPHSTEP_EXPECTS(initialized != 0,
+                      "communicator_from_environment: this process was started by mpirun; call "
+                      "MPI_Init before creating the communicator");
+    return communicator_from_mpi(MPI_COMM_WORLD, comm_options);
+#else
+    throw usage_error{"communicator_from_environment: the MPI bootstrap is not built in"};
+#endif
+  }
+  check_local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank), env.local_rank,
+                     cuda::device_count());
+  GRAPHSTEP_CUDA_TRY(cudaSetDevice(env.local_rank));
+  switch (env.bootstrap) {
+    case bootstrap_kind::single_process: {
+      ncclComm_t handle = nullptr;
+      int const device = env.local_rank;
+      GRAPHSTEP_NCCL_TRY(ncclCommInitAll(&handle, 1, &device));
+      return detail::comm_access::comm(detail::comm_state::create(handle, options.slot));
+    }
+    case bootstrap_kind::nccl_comm_id:
+      // With NCCL_COMM_ID set, every rank's ncclGetUniqueId returns the same id.
+      return nccl_comm::from_unique_id(nccl_comm::new_unique_id(), env.rank, env.world_size,
+                                       comm_options);
+    case bootstrap_kind::rendezvous: {
+      unique_id_bytes root_id{};
+      if (env.rank == 0) root_id = nccl_comm::new_unique_id();
+      unique_id_bytes const id = exchange_unique_id(env, root_id, options.rendezvous_timeout);
+      return nccl_comm::from_unique_id(id, env.rank, env.world_size, comm_options);
+    }
+    case bootstrap_kind::mpi: break;
+  }
+  throw usage_error{"communicator_from_environment: unknown bootstrap"};
+}
+
+}  // namespace graphstep::nccl

@@ -1,0 +1,243 @@
+#include "comm_state.hpp"
+
+#include <cstdio>
+#include <unordered_map>
+
+namespace graphstep::nccl::detail {
+namespace {
+
+// Every live communicator state by handle. The entries do not keep the states alive; each
+// entry remembers its state's address so that a state leaving removes its own entry only.
+struct registry {
+  struct entry {
+    comm_state const* state{};
+    std::weak_ptr<comm_state> weak;
+  };
+  std::mutex mutex;
+  std::unordered_map<ncclComm_t, entry> entries;
+};
+
+registry& the_registry() {
+  // Never destroyed: states held by objects with static storage may leave it at exit.
+  static auto* const instance = new registry;  // NOLINT(cppcoreguidelines-owning-memory)
+  return *instance;
+}
+
+// With the registry locked: the state registered for `handle`, if it is still alive.
+std::shared_ptr<comm_state> live_entry(registry& r, ncclComm_t handle) {
+  auto const found = r.entries.find(handle);
+  return found == r.entries.end() ? nullptr : found->second.weak.lock();
+}
+
+void enter(registry& r, ncclComm_t handle, std::shared_ptr<comm_state> const& state) {
+  r.entries[handle] = registry::entry{state.get(), state};
+}
+
+comm_shape query_shape(ncclComm_t handle) {
+  comm_shape shape;
+  GRAPHSTEP_NCCL_TRY(ncclCommUserRank(handle, &shape.rank));
+  GRAPHSTEP_NCCL_TRY(ncclCommCount(handle, &shape.size));
+  GRAPHSTEP_NCCL_TRY(ncclCommCuDevice(handle, &shape.device));
+  return shape;
+}
+
+// A handle that is not graphstep's: NCCL refusing it as invalid is the caller's mistake (it
+// was destroyed, aborted, or is still initializing); other results are NCCL's errors.
+comm_shape query_borrowed_shape(ncclComm_t handle) {
+  comm_shape shape;
+  auto check = [](ncclResult_t status, char const* call) {
+    if (status == ncclSuccess) return;
+    if (status == ncclInvalidArgument || status == ncclInvalidUsage) {
+      throw usage_error{std::string{"nccl_comm_view: NCCL refuses the ncclComm_t ("} + call +
+                        " returned " + graphstep::detail::nccl_result_name(status) + ": " +
+                        ncclGetErrorString(status) +
+                        "): view a communicator that is initialized and neither destroyed nor "
+                        "aborted"};
+    }
+    graphstep::detail::throw_nccl_error(static_cast<int>(status), ncclGetErrorString(status), call,
+                                        __FILE__, __LINE__);
+  };
+  check(ncclCommUserRank(handle, &shape.rank), "ncclCommUserRank");
+  check(ncclCommCount(handle, &shape.size), "ncclCommCount");
+  check(ncclCommCuDevice(handle, &shape.device), "ncclCommCuDevice");
+  return shape;
+}
+
+}  // namespace
+
+void comm_deleter::operator()(pointer handle) const noexcept {
+  if (handle == nullptr) return;
+  ncclResult_t async_error = ncclSuccess;
+  if (ncclCommGetAsyncError(handle, &async_error) != ncclSuccess) async_error = ncclSystemError;
+  bool const in_error =
+      abort_on_release || (async_error != ncclSuccess && async_error != ncclInProgress);
+  ncclResult_t const status = in_error ? ncclCommAbort(handle) : ncclCommDestroy(handle);
+  if (status != ncclSuccess) {
+    static_cast<void>(std::fprintf(stderr, "graphstep: %s of a communicator failed: %s\n",
+                                   in_error ? "ncclCommAbort" : "ncclCommDestroy",
+                                   ncclGetErrorString(status)));
+  }
+}
+
+// Takes the handle first, so it is released even when a query throws.
+std::shared_ptr<comm_state> comm_state::make_owned(ncclComm_t handle, int slot) {
+  std::unique_ptr<ncclComm, comm_deleter> guard{handle};
+  comm_shape const shape = query_shape(handle);
+  auto state = std::make_shared<comm_state>(key{}, handle, shape, slot, true);
+  static_cast<void>(guard.release());  // the state owns it now
+  return state;
+}
+
+// In the functions below, a state fetched from the registry is declared before the registry's
+// lock: were it the last reference, its destructor (which takes the lock) runs after the unlock.
+
+std::shared_ptr<comm_state> comm_state::create(ncclComm_t handle, int slot) {
+  std::shared_ptr<comm_state> state = make_owned(handle, slot);
+  registry& r = the_registry();
+  std::lock_guard<std::mutex> lock{r.mutex};
+  enter(r, handle, state);
+  return state;
+}
+
+std::shared_ptr<comm_state> comm_state::adopt(ncclComm_t handle, int slot) {
+  GRAPHSTEP_EXPECTS(handle != nullptr, "nccl_comm::adopt: the handle is null");
+  registry& r = the_registry();
+  std::shared_ptr<comm_state> state;
+  std::lock_guard<std::mutex> lock{r.mutex};
+  state = live_entry(r, handle);
+  if (state != nullptr) {
+    // Two owners would destroy it twice: refuse, and leave the handle to its owner.
+    GRAPHSTEP_EXPECTS(!state->owned(),
+                      "nccl_comm::adopt: an nccl_comm already owns this communicator; take a "
+                      "view of it (nccl_comm::view) instead");
+    state->slot_.store(slot);
+    state->owned_.store(true);
+    return state;
+  }
+  state = make_owned(handle, slot);
+  enter(r, handle, state);
+  return state;
+}
+
+std::shared_ptr<comm_state> comm_state::borrow(ncclComm_t handle) {
+  GRAPHSTEP_EXPECTS(handle != nullptr,
+                    "nccl_comm_view: the ncclComm_t is null; make the communicator first "
+                    "(ncclCommInitRank, ncclCommInitAll, ncclCommSplit) or view an nccl_comm");
+  registry& r = the_registry();
+  std::shared_ptr<comm_state> state;
+  // Held across the queries, so two threads viewing the same new handle share one state.
+  std::lock_guard<std::mutex> lock{r.mutex};
+  state = live_entry(r, handle);
+  if (state != nullptr) return state;
+  state = std::make_shared<comm_state>(key{}, handle, query_borrowed_shape(handle), 0, false);
+  enter(r, handle, state);
+  return state;
+}
+
+comm_state::comm_state(key /*passkey*/, ncclComm_t handle, comm_shape shape, int slot,
+                       bool owned) noexcept
+    : key_{handle}, shape_{shape}, handle_{handle}, slot_{slot}, owned_{owned} {}
+
+comm_state::~comm_state() {
+  forget();
+  // An owner always closes first; this only releases a handle whose owner never came to be.
+  if (owned_.load()) comm_deleter{abort_on_release_.load()}(handle_.exchange(nullptr));
+}
+
+void comm_state::forget() noexcept {
+  registry& r = the_registry();
+  std::lock_guard<std::mutex> lock{r.mutex};
+  auto const found = r.entries.find(key_);
+  if (found != r.entries.end() && found->second.state == this) r.entries.erase(found);
+}
+
+void comm_state::abort(std::string const& reason) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock{failure_mutex_};
+    if (failure_.empty()) failure_ = reason;
+  } catch (...) {
+    // Keeping the reason is best effort; the abort itself must happen.
+  }
+  // A training-thread call that enqueues work holds the mutex for microseconds; one that is
+  // stuck inside NCCL can only be released by the abort itself, so do not wait for it forever.
+  bool const locked = enqueue_mutex_.try_lock_for(std::chrono::seconds{2});
+  if (!aborted_.exchange(true)) {
+    forget();  // ncclCommAbort frees the communicator: NCCL may hand out its address again
+    if (ncclComm* const raw = handle_.exchange(nullptr); raw != nullptr) {
+      if (ncclResult_t const status = ncclCommAbort(raw); status != ncclSuccess) {
+        static_cast<void>(std::fprintf(stderr, "graphstep: ncclCommAbort failed: %s\n",
+                                       ncclGetErrorString(status)));
+      }
+    }
+  }
+  if (locked) enqueue_mutex_.unlock();
+}
+
+void comm_state::close() noexcept {
+  bool const locked = enqueue_mutex_.try_lock_for(std::chrono::seconds{2});
+  forget();
+  closed_.store(true);
+  if (owned_.load()) comm_deleter{abort_on_release_.load()}(handle_.exchange(nullptr));
+  if (locked) enqueue_mutex_.unlock();
+}
+
+std::optional<std::string> comm_state::failure_reason() const {
+  if (!aborted_.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock{failure_mutex_};
+  return failure_;
+}
+
+void comm_state::throw_if_aborted(char const* what) const {
+  if (auto const reason = failure_reason()) {
+    throw nccl_error{static_cast<int>(ncclInvalidUsage),
+                     std::string{what} + ": the communicator (rank " + std::to_string(rank()) +
+                         " of " + std::to_string(size()) + ") was aborted: " + *reason +
+                         ". Create a new communicator (and capture again) to go on"};
+  }
+  if (closed_.load()) {
+    throw usage_error{std::string{what} + ": the communicator (rank " + std::to_string(rank()) +
+                      " of " + std::to_string(size()) +
+                      ") was destroyed with its nccl_comm; a view must not outlive it"};
+  }
+}
+
+std::optional<ncclResult_t> comm_state::async_error(std::chrono::milliseconds wait) noexcept {
+  // The handle may only be read while no abort or close can free it.
+  if (!enqueue_mutex_.try_lock_for(wait)) return std::nullopt;
+  std::optional<ncclResult_t> result;
+  if (ncclComm* const raw = handle_.load(); raw != nullptr && !aborted_.load() && !closed_.load()) {
+    ncclResult_t async = ncclSuccess;
+    result = ncclCommGetAsyncError(raw, &async) == ncclSuccess ? async : ncclSystemError;
+  }
+  enqueue_mutex_.unlock();
+  return result;
+}
+
+bool comm_state::warmed_up(collective_kind kind) const {
+  std::lock_guard<std::mutex> lock{log_mutex_};
+  return warmed_up_.count(static_cast<int>(kind)) != 0;
+}
+
+void comm_state::ran_eagerly(collective_kind kind) {
+  std::lock_guard<std::mutex> lock{log_mutex_};
+  warmed_up_.insert(static_cast<int>(kind));
+}
+
+void comm_state::captured(collective_record const& record) {
+  std::lock_guard<std::mutex> lock{log_mutex_};
+  captured_.record(record);
+}
+
+collective_log comm_state::captured() const {
+  std::lock_guard<std::mutex> lock{log_mutex_};
+  return captured_;
+}
+
+collective_log comm_state::take_captured() {
+  std::lock_guard<std::mutex> lock{log_mutex_};
+  collective_log taken = std::move(captured_);
+  captured_.clear();
+  return taken;
+}
+
+}  // namespace graphstep::nccl::detail

@@ -1,0 +1,167 @@
+#pragma once
+
+// What every handle of one communicator shares — the owning `nccl_comm` and each
+// `nccl_comm_view` — and the registry through which a view made from a raw `ncclComm_t` finds
+// it. Private to graphstep::nccl.
+//
+// One state per live communicator. The registry maps each handle to its state without keeping
+// the state alive (weak references): an owner or a view keeps it alive, so
+//   - an `nccl_comm` and any raw view of its handle share one state (they agree on the log of
+//     captured collectives, the kinds warmed up, the slot, an abort and its reason);
+//   - views of a handle graphstep does not own share a state made by the first of them, which
+//     goes when the last of them goes. A communicator may be destroyed only once no view of it
+//     is left (a view must not outlive its communicator), so a state never outlives its
+//     communicator, and NCCL reusing the address for a new communicator finds no stale state.
+// An abort or an owner's destruction removes the entry at once, as the address is then free.
+
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/collective_log.hpp>
+#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/nccl/nccl_comm_view.hpp>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace graphstep::nccl::detail {
+
+/// Releases an owned communicator: `ncclCommDestroy`, or `ncclCommAbort` when an error was
+/// seen on it (a communicator in error cannot finish its work, so destroying it would wait
+/// forever).
+struct comm_deleter {
+  using pointer = ncclComm_t;  // unique_ptr holds the handle itself
+  bool abort_on_release{false};
+  void operator()(pointer handle) const noexcept;
+};
+
+/// The rank, size and device NCCL reports for a communicator; fixed for its lifetime.
+struct comm_shape {
+  int rank{};
+  int size{};
+  int device{};
+};
+
+class comm_state {
+  struct key {
+    explicit key() = default;
+  };
+
+ public:
+  /// A communicator graphstep has just created, owned from here on. Any registry entry for the
+  /// address belonged to a communicator already destroyed and is replaced.
+  /// @throws nccl_error (NCCL's queries fail; the handle is released)
+  static std::shared_ptr<comm_state> create(ncclComm_t handle, int slot);
+  /// A communicator made elsewhere, owned from here on (`nccl_comm::adopt`). When views of the
+  /// handle already share a state, that state becomes owned and takes `slot`.
+  /// @throws usage_error (a null handle; one an `nccl_comm` already owns: left untouched),
+  /// nccl_error (NCCL's queries fail; the handle is released)
+  static std::shared_ptr<comm_state> adopt(ncclComm_t handle, int slot);
+  /// The state of a communicator made elsewhere, for a view (`nccl_comm_view{handle}`): the
+  /// owner's or another view's when one is alive, else a new one that graphstep does not own.
+  /// @throws usage_error (a null handle; one NCCL refuses as invalid), nccl_error (NCCL
+  /// reports another error on it)
+  static std::shared_ptr<comm_state> borrow(ncclComm_t handle);
+
+  comm_state(key /*passkey*/, ncclComm_t handle, comm_shape shape, int slot, bool owned) noexcept;
+  /// Leaves the registry; releases the handle if it is still owned and held.
+  ~comm_state();
+  comm_state(comm_state const&) = delete;
+  comm_state& operator=(comm_state const&) = delete;
+
+  /// The handle; null once aborted or closed.
+  [[nodiscard]] ncclComm_t handle() const noexcept { return handle_.load(); }
+  [[nodiscard]] int rank() const noexcept { return shape_.rank; }
+  [[nodiscard]] int size() const noexcept { return shape_.size; }
+  [[nodiscard]] int device() const noexcept { return shape_.device; }
+  [[nodiscard]] int slot() const noexcept { return slot_.load(); }
+  [[nodiscard]] bool owned() const noexcept { return owned_.load(); }
+  [[nodiscard]] bool aborted() const noexcept { return aborted_.load(); }
+
+  /// Aborts the communicator (`ncclCommAbort`, also of one graphstep does not own: nothing
+  /// else releases a hung collective); later calls on it throw. The first reason is kept.
+  void abort(std::string const& reason) noexcept;
+  /// The owner's release (`~nccl_comm`): destroys the communicator, or aborts it when an error
+  /// was seen on it. Views left over then throw usage_error instead of touching freed memory.
+  void close() noexcept;
+  /// The recorded reason, if the communicator was aborted.
+  [[nodiscard]] std::optional<std::string> failure_reason() const;
+  /// @throws nccl_error with the recorded reason once the communicator was aborted;
+  /// usage_error once its owner destroyed it
+  void throw_if_aborted(char const* what) const;
+
+  /// Calls `call(handle)` while holding the enqueue lock, which `abort` and `close` also take,
+  /// so a watchdog thread never frees the communicator under the call. A failed call marks the
+  /// communicator for an abort on release (it is in doubt).
+  /// @throws nccl_error (aborted: see throw_if_aborted; the call failed: named `call_name`),
+  /// usage_error (destroyed)
+  template <typename Call>
+  void enqueue(char const* what, char const* call_name, Call&& call) {
+    ncclResult_t status = ncclSuccess;
+    {
+      std::lock_guard<std::timed_mutex> lock{enqueue_mutex_};
+      throw_if_aborted(what);
+      status = std::forward<Call>(call)(handle_.load());
+    }
+    if (status != ncclSuccess && status != ncclInProgress) {
+      abort_on_release_.store(true);
+      graphstep::detail::throw_nccl_error(static_cast<int>(status), ncclGetErrorString(status),
+                                          call_name, __FILE__, __LINE__);
+    }
+  }
+
+  /// NCCL's asynchronous error, read only when the enqueue lock is free within `wait` (a call
+  /// stuck inside NCCL holds it) and the communicator is alive; none otherwise.
+  [[nodiscard]] std::optional<ncclResult_t> async_error(std::chrono::milliseconds wait) noexcept;
+
+  /// Whether a collective of `kind` ran eagerly on the communicator (a capture needs it).
+  [[nodiscard]] bool warmed_up(collective_kind kind) const;
+  /// A collective of `kind` ran eagerly.
+  void ran_eagerly(collective_kind kind);
+  /// A collective was captured.
+  void captured(collective_record const& record);
+  /// The collectives captured since the last `take_captured`.
+  [[nodiscard]] collective_log captured() const;
+  /// The collectives captured so far; the log starts afresh.
+  [[nodiscard]] collective_log take_captured();
+
+ private:
+  static std::shared_ptr<comm_state> make_owned(ncclComm_t handle, int slot);
+  void forget() noexcept;  // leaves the registry, if the entry for key_ is this state's
+
+  ncclComm* const key_;  // the handle this state is registered under, kept after a release
+  comm_shape const shape_;
+  std::atomic<ncclComm_t> handle_;
+  std::atomic<int> slot_;
+  std::atomic<bool> owned_;
+  std::atomic<bool> abort_on_release_{false};
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> closed_{false};
+  // Held while a call enqueues work on the handle, and by abort and close.
+  std::timed_mutex enqueue_mutex_;
+  mutable std::mutex failure_mutex_;
+  std::string failure_;  // guarded by failure_mutex_; the first reason the communicator died
+  mutable std::mutex log_mutex_;
+  collective_log captured_;  // guarded by log_mutex_
+  std::set<int> warmed_up_;  // guarded by log_mutex_; collective kinds already run eagerly
+};
+
+/// The library's way to a handle's state and back; the public classes keep it private.
+struct comm_access {
+  [[nodiscard]] static comm_state& state(nccl_comm_view const& view) noexcept {
+    return *view.state_;
+  }
+  [[nodiscard]] static nccl_comm_view view(std::shared_ptr<comm_state> state) noexcept {
+    return nccl_comm_view{std::move(state)};
+  }
+  [[nodiscard]] static nccl_comm comm(std::shared_ptr<comm_state> state) noexcept {
+    return nccl_comm{std::move(state)};
+  }
+};
+
+}  // namespace graphstep::nccl::detail

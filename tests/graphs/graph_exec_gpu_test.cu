@@ -1,0 +1,129 @@
+// Captured work and its executables: a graph captured without instantiation, instantiated
+// later; an executable updated to another graph's work; a graph built with CUDA's graph API
+// adopted; ownership moving with the executable.
+
+#include <graphstep/graphstep.hpp>
+#include <optional>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/test_kernels.cuh"
+
+namespace gs = graphstep;
+using gs::testing::fill_kernel;
+
+namespace {
+
+class graph_exec_test : public gs::testing::stream_pool_test {
+ protected:
+  float read(float const* device) {
+    float value = 0.0F;
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&value, device, sizeof value, cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();
+    return value;
+  }
+};
+
+}  // namespace
+
+TEST_F(graph_exec_test, a_graph_captured_uninstantiated_runs_once_instantiated) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream_->get()));
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 7.0F, 1); });
+  ASSERT_FALSE(g.empty());
+  EXPECT_EQ(read(x), 0.0F) << "capturing runs nothing";
+  EXPECT_EQ(g.node_counts().kernel, 1U);
+  gs::graphs::graph_exec exec = g.instantiate();
+  EXPECT_EQ(exec.id(), g.id());
+  EXPECT_EQ(exec.name(), g.name());
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 7.0F);
+  EXPECT_EQ(exec.replay_count(), 1U);
+}
+
+TEST_F(graph_exec_test, an_executable_outlives_the_graph_it_was_made_from) {
+  gs::graphs::graph_exec exec;
+  float* out = nullptr;
+  {
+    gs::graphs::graph g;
+    gs::graphs::capture(g, *stream_, *pool_, [&] {
+      out = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+      fill_kernel<<<1, 32, 0, stream_->get()>>>(out, 3.0F, 1);
+    });
+    exec = g.instantiate();
+  }
+  EXPECT_GT(pool_->bytes_held_by(exec.id()), 0U) << "the executable keeps the graph's memory";
+  exec.replay(*stream_);
+  EXPECT_EQ(read(out), 3.0F);
+}
+
+TEST_F(graph_exec_test, an_update_runs_the_other_graphs_work_and_a_new_topology_is_refused) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::graph_exec exec;
+  gs::graphs::capture(exec, *stream_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
+  gs::graphs::graph same_shape;
+  gs::graphs::capture(same_shape, *stream_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 2.0F, 1); });
+  ASSERT_TRUE(exec.update(same_shape));
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 2.0F);
+  gs::graphs::graph two_kernels;
+  gs::graphs::capture(two_kernels, *stream_, [&] {
+    fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 4.0F, 1);
+    fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 5.0F, 1);
+  });
+  EXPECT_FALSE(exec.update(two_kernels)) << "another topology cannot be an update";
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 2.0F) << "a refused update leaves the executable as it was";
+}
+
+TEST_F(graph_exec_test, a_graph_built_with_the_graph_api_is_adopted) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  cudaGraph_t raw = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&raw, 0));
+  cudaMemsetParams memset{};
+  memset.dst = x;
+  memset.value = 0x3F800000U;  // the bits of 1.0F
+  memset.elementSize = 4;
+  memset.width = 1;
+  memset.height = 1;
+  cudaGraphNode_t node = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphAddMemsetNode(&node, raw, nullptr, 0, &memset));
+  int device = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  gs::graphs::graph g = gs::graphs::graph::adopt(raw, {"built", device, 0});
+  EXPECT_NE(g.id(), 0U) << "an id of 0 asks for a fresh one";
+  EXPECT_EQ(g.node_counts().memset, 1U);
+  gs::graphs::graph_exec exec = g.instantiate();
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 1.0F);
+}
+
+TEST_F(graph_exec_test, moving_an_executable_moves_its_identity_and_replays) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::graph_exec a;
+  gs::graphs::capture(
+      a, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 9.0F, 1); },
+      gs::graphs::capture_options{gs::graphs::capture_mode::this_thread, "a"});
+  auto const id = a.id();
+  a.replay(*stream_);
+  gs::graphs::graph_exec b = std::move(a);
+  EXPECT_EQ(b.id(), id);
+  EXPECT_EQ(b.name(), "a");
+  EXPECT_EQ(b.replay_count(), 1U);
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  b.replay(*stream_);
+  EXPECT_EQ(read(x), 9.0F);
+}
+
+TEST_F(graph_exec_test, replaying_on_the_legacy_default_stream_is_a_usage_error) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::graph_exec exec;
+  gs::graphs::capture(exec, *stream_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
+  EXPECT_THROW(exec.replay(cudaStreamLegacy), gs::usage_error);
+  EXPECT_EQ(exec.replay_count(), 0U) << "nothing was launched";
+}

@@ -1,0 +1,165 @@
+// Launcher variables (nccl/launch_environment.hpp): torchrun's and mpirun's, the bootstrap they
+// choose, messages that name a bad variable, and the checks of local ranks against visible GPUs.
+
+#include <gtest/gtest.h>
+
+#include <graphstep/error.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "common/error_message.hpp"
+
+namespace gn = graphstep::nccl;
+
+namespace {
+
+gn::environment_reader fake(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](char const* name) -> std::optional<std::string> {
+    auto found = values.find(name);
+    if (found == values.end()) return std::nullopt;
+    return found->second;
+  };
+}
+
+std::string usage_message(std::map<std::string, std::string> values) {
+  try {
+    static_cast<void>(gn::read_launch_environment(fake(std::move(values))));
+  } catch (graphstep::usage_error const& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no usage_error";
+  return {};
+}
+
+}  // namespace
+
+TEST(launch_environment, torchrun_variables) {
+  auto const env = gn::read_launch_environment(fake({{"RANK", "3"},
+                                                     {"LOCAL_RANK", "1"},
+                                                     {"WORLD_SIZE", "4"},
+                                                     {"LOCAL_WORLD_SIZE", "2"},
+                                                     {"MASTER_ADDR", "node0"},
+                                                     {"MASTER_PORT", "29511"}}));
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "node0");
+  EXPECT_EQ(env.master_port, 29511);
+  EXPECT_EQ(env.bootstrap, gn::bootstrap_kind::rendezvous);
+  EXPECT_EQ(gn::describe(env), "rank 3 of 4 (local 1 of 2), rendezvous at node0:29511");
+}
+
+TEST(launch_environment, no_launcher_is_a_single_process_and_nccl_comm_id_is_recognized) {
+  EXPECT_EQ(gn::read_launch_environment(fake({})).bootstrap, gn::bootstrap_kind::single_process);
+  auto const env = gn::read_launch_environment(
+      fake({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"NCCL_COMM_ID", "node0:4000"}}));
+  EXPECT_EQ(env.bootstrap, gn::bootstrap_kind::nccl_comm_id);
+  EXPECT_EQ(env.local_rank, 1) << "LOCAL_RANK defaults to RANK";
+}
+
+TEST(launch_environment, bad_values_name_the_variable) {
+  EXPECT_NE(usage_message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK='x'"),
+            std::string::npos);
+  EXPECT_NE(usage_message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK=2"), std::string::npos);
+  EXPECT_NE(usage_message({{"RANK", "0"}}).find("together"), std::string::npos);
+  EXPECT_NE(
+      usage_message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}).find("MASTER_ADDR"),
+      std::string::npos);
+  EXPECT_NE(
+      usage_message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT"),
+      std::string::npos);
+  EXPECT_NE(
+      usage_message(
+          {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})
+          .find("1..65535"),
+      std::string::npos);
+  EXPECT_NE(usage_message({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0"),
+            std::string::npos);
+  EXPECT_NE(
+      usage_message(
+          {{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "2"}})
+          .find("LOCAL_RANK=3"),
+      std::string::npos);
+}
+
+TEST(launch_environment, mpirun_variables_choose_the_mpi_bootstrap_when_it_is_built) {
+  std::map<std::string, std::string> const open_mpi{{"OMPI_COMM_WORLD_RANK", "5"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "8"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  auto const env = gn::read_launch_environment(fake(open_mpi), true);
+  EXPECT_EQ(env.bootstrap, gn::bootstrap_kind::mpi);
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(gn::describe(env),
+            "rank 5 of 8 (local 1 of 4), bootstrap through MPI (ranks from OMPI_COMM_WORLD_*)");
+  // MPICH and Intel MPI publish PMI_* instead.
+  auto const mpich = gn::read_launch_environment(
+      fake({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "0"}}), true);
+  EXPECT_EQ(mpich.bootstrap, gn::bootstrap_kind::mpi);
+  EXPECT_EQ(mpich.rank_source, "PMI_*");
+  EXPECT_EQ(mpich.local_rank, 0);
+  // Without MPI in the build: a clear error, unless NCCL_COMM_ID lets NCCL bootstrap itself.
+  try {
+    static_cast<void>(gn::read_launch_environment(fake(open_mpi), false));
+    FAIL() << "no usage_error";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("GRAPHSTEP_WITH_MPI"), std::string::npos) << e.what();
+  }
+  auto with_id = open_mpi;
+  with_id["NCCL_COMM_ID"] = "node0:4000";
+  auto const by_nccl = gn::read_launch_environment(fake(with_id), false);
+  EXPECT_EQ(by_nccl.bootstrap, gn::bootstrap_kind::nccl_comm_id);
+  EXPECT_EQ(by_nccl.rank, 5);
+  EXPECT_EQ(gn::read_launch_environment(
+                fake({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}), false)
+                .bootstrap,
+            gn::bootstrap_kind::single_process);
+  // torchrun's variables win over mpirun's.
+  auto both = open_mpi;
+  both.insert({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "9"}});
+  EXPECT_EQ(gn::read_launch_environment(fake(both), true).bootstrap,
+            gn::bootstrap_kind::rendezvous);
+  EXPECT_STREQ(gn::name(gn::bootstrap_kind::mpi), "mpi");
+}
+
+TEST(launch_environment, inconsistent_mpirun_variables_are_named) {
+  EXPECT_NE(usage_message({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}})
+                .find("OMPI_COMM_WORLD_RANK=4"),
+            std::string::npos);
+  EXPECT_NE(usage_message({{"PMI_RANK", "1"}}).find("PMI_SIZE"), std::string::npos);
+  EXPECT_NE(usage_message({{"RANK", "0"},
+                           {"WORLD_SIZE", "2"},
+                           {"LOCAL_WORLD_SIZE", "3"},
+                           {"MASTER_ADDR", "h"},
+                           {"MASTER_PORT", "9"}})
+                .find("LOCAL_WORLD_SIZE=3"),
+            std::string::npos);
+}
+
+TEST(launch_environment, a_local_rank_without_its_gpu_is_named) {
+  EXPECT_NO_THROW(gn::check_local_device("nccl_comm: LOCAL_RANK=1", 1, 2));
+  std::string const what = graphstep::testing::message_of(
+      [] { gn::check_local_device("communicator_from_mpi: local rank 2", 2, 2); });
+  EXPECT_NE(what.find("communicator_from_mpi: local rank 2 but only 2 GPU(s) are visible"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("at most one rank per visible GPU"), std::string::npos) << what;
+}
+
+TEST(launch_environment, a_device_list_names_a_duplicate_or_a_bad_id) {
+  EXPECT_NO_THROW(gn::check_local_device_list({0, 1, 2}));
+  std::string const duplicate = graphstep::testing::message_of([] {
+    gn::check_local_device_list({0, 1, 0});
+  });
+  EXPECT_NE(duplicate.find("device 0 is listed twice"), std::string::npos) << duplicate;
+  EXPECT_NE(duplicate.find("one rank per GPU"), std::string::npos) << duplicate;
+  EXPECT_THROW(gn::check_local_device_list({}), graphstep::usage_error);
+  EXPECT_THROW(gn::check_local_device_list({1, -1}), graphstep::usage_error);
+}

@@ -1,0 +1,93 @@
+// Shape buckets of several dimensions (schedule/shape_bucket_policy.hpp): each dimension padded
+// on its own list, errors that name the dimension, the capture order, and shape keys driving
+// the graph cache core.
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <graphstep/error.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/detail/graph_cache_core.hpp>
+#include <graphstep/schedule/shape_bucket_policy.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gsch = graphstep::schedule;
+
+TEST(shape_bucket_policy, pads_each_dimension_on_its_own_list) {
+  gsch::shape_bucket_policy const p{gsch::bucket_policy{{1, 2, 4, 8}},
+                                    gsch::bucket_policy{{128, 256, 512}},
+                                    gsch::bucket_policy{{1, 4}}};
+  auto const c = p.choose({3, 200, 2});
+  EXPECT_EQ(c.bucket, (gsch::shape_key{4, 256, 4}));
+  EXPECT_EQ(c.padding, (gsch::shape_key{1, 56, 2}));
+  EXPECT_EQ(gsch::bucket_elements(c.bucket), 1024);
+  EXPECT_EQ(gsch::key_name(c.bucket), "batch 4 x length 256 x 4 packed");
+  auto const exact = p.choose({8, 512, 1});
+  EXPECT_EQ(exact.padding, (gsch::shape_key{0, 0, 0}));
+}
+
+TEST(shape_bucket_policy, errors_name_the_dimension_and_the_largest_bucket) {
+  gsch::shape_bucket_policy const p{gsch::bucket_policy{{1, 2, 4, 8}},
+                                    gsch::bucket_policy{{128, 256}, gsch::bucket_match::exact}};
+  try {
+    static_cast<void>(p.choose({2, 1000, 1}));
+    FAIL() << "no error";
+  } catch (graphstep::usage_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("'sequence_length'"), std::string::npos) << what;
+    EXPECT_NE(what.find("largest bucket (256)"), std::string::npos) << what;
+  }
+  try {
+    static_cast<void>(p.choose({16, 128, 1}));
+    FAIL() << "no error";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("'batch'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(static_cast<void>(p.choose({2, 200, 1})), graphstep::usage_error);  // exact
+  EXPECT_THROW(static_cast<void>(p.choose({2, 128, 2})), graphstep::usage_error);  // packed {1}
+  EXPECT_THROW(static_cast<void>(p.choose({0, 128, 1})), graphstep::usage_error);
+}
+
+TEST(shape_bucket_policy, capture_order_has_every_combination_most_tokens_first) {
+  gsch::shape_bucket_policy const p{gsch::bucket_policy{{1, 2, 4}}, gsch::bucket_policy{{64, 128}},
+                                    gsch::bucket_policy{{1, 2}}};
+  auto const order = p.capture_order();
+  ASSERT_EQ(order.size(), 12U);
+  EXPECT_EQ(order.front(), (gsch::shape_key{4, 128, 2}));
+  EXPECT_EQ(order.back(), (gsch::shape_key{1, 64, 1}));
+  std::set<gsch::shape_key> distinct(order.begin(), order.end());
+  EXPECT_EQ(distinct.size(), order.size());
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    EXPECT_GE(gsch::bucket_elements(order[i - 1]), gsch::bucket_elements(order[i]));
+  }
+}
+
+TEST(shape_bucket_policy, drives_the_cache_core_with_shape_keys) {
+  std::vector<std::string> log;
+  gsch::detail::cache_actions<gsch::shape_key, int> a;
+  a.run_eager = [&](int /*stream*/, gsch::shape_key const& k) {
+    log.push_back("eager " + gsch::key_name(k));
+  };
+  a.capture = [&](int /*stream*/, gsch::shape_key const& k, bool) {
+    log.push_back("capture " + gsch::key_name(k));
+    return static_cast<std::size_t>(gsch::bucket_elements(k));
+  };
+  a.replay = [&](int /*stream*/, gsch::shape_key const& k) {
+    log.push_back("replay " + gsch::key_name(k));
+  };
+  a.update = [](gsch::shape_key const&, gsch::shape_key const&) { return true; };
+  a.instantiate = [](int /*stream*/, gsch::shape_key const&) {};
+  a.release = [&](gsch::shape_key const& k) { log.push_back("release " + gsch::key_name(k)); };
+  a.wait_idle = [] {};
+  gsch::shape_bucket_policy const p{gsch::bucket_policy{{2, 4}}, gsch::bucket_policy{{8, 16}}};
+  gsch::detail::graph_cache_core<gsch::shape_key, int> core{a, 0, 64, false};
+  core.serve(p.choose({3, 10, 1}).bucket, 0);  // 4 x 16: 64 tokens, the whole budget
+  core.serve(p.choose({1, 5, 1}).bucket, 0);   // 2 x 8 evicts it
+  EXPECT_EQ(log,
+            (std::vector<std::string>{
+                "capture batch 4 x length 16 x 1 packed", "replay batch 4 x length 16 x 1 packed",
+                "capture batch 2 x length 8 x 1 packed", "release batch 4 x length 16 x 1 packed",
+                "replay batch 2 x length 8 x 1 packed"}));
+}
