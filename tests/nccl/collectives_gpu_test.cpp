@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "common/nccl_test.hpp"
 #include "nccl/detail/comm_state.hpp"
 
 namespace gs = graphstep;
@@ -31,38 +31,14 @@ static_assert(!std::is_copy_constructible_v<gn::group_guard>);
 
 namespace {
 
-class nccl_test : public gs::testing::gpu_test {
+class nccl_test : public gs::testing::nccl_buffer_test {
  protected:
   void SetUp() override {
-    gs::testing::gpu_test::SetUp();
+    gs::testing::nccl_buffer_test::SetUp();
     if (IsSkipped()) return;
-    stream_.emplace();
     comms_ = gn::nccl_comm::for_local_devices({0});
   }
-  float* upload(std::vector<float> const& host) {
-    void* device = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
-    buffers_.push_back(device);
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpy(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return static_cast<float*>(device);
-  }
-  std::vector<float> download(float const* device, std::size_t n) {
-    std::vector<float> host(n);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_->get()));
-    stream_->synchronize();
-    return host;
-  }
-  void TearDown() override {
-    for (void* p : buffers_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
-  }
-  static gn::buffer_view buffer(float* p, std::size_t n) {
-    return {p, n * sizeof(float), gs::dtype::float32};
-  }
-  std::optional<gs::cuda::stream> stream_;
   std::vector<gn::nccl_comm> comms_;
-  std::vector<void*> buffers_;
 };
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "common/nccl_test.hpp"
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
@@ -41,37 +41,7 @@ struct user_communicator {
   void forget() noexcept { handle = nullptr; }
 };
 
-class raw_view_test : public gs::testing::gpu_test {
- protected:
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-  }
-  void TearDown() override {
-    for (void* p : buffers_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
-  }
-  float* upload(std::vector<float> const& host) {
-    void* device = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
-    buffers_.push_back(device);
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpy(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return static_cast<float*>(device);
-  }
-  std::vector<float> download(float const* device, std::size_t n) {
-    std::vector<float> host(n);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_->get()));
-    stream_->synchronize();
-    return host;
-  }
-  static gn::buffer_view buffer(float* p, std::size_t n) {
-    return {p, n * sizeof(float), gs::dtype::float32};
-  }
-  std::optional<gs::cuda::stream> stream_;
-  std::vector<void*> buffers_;
-};
+using raw_view_test = gs::testing::nccl_buffer_test;
 
 }  // namespace
 
