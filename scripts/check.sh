@@ -25,7 +25,14 @@ run_step "build and test (cmake --workflow --preset default)" cmake --workflow -
 # graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build.
 core_only() {
   local path_without_cuda
-  path_without_cuda=$(tr ':' '\n' <<<"${PATH}" | grep -v -i cuda | paste -sd ':')
+  # Every directory that holds an nvcc (the toolkit's, and wrappers beside other tools) goes.
+  local dir
+  path_without_cuda=
+  while IFS= read -r dir; do
+    if [[ -n "${dir}" && ! -x "${dir}/nvcc" ]]; then
+      path_without_cuda+="${path_without_cuda:+:}${dir}"
+    fi
+  done < <(tr ':' '\n' <<<"${PATH}")
   local configured
   configured=$(env -u CUDACXX PATH="${path_without_cuda}" cmake -S . -B build-core -G Ninja \
     -DCMAKE_BUILD_TYPE=Release)
