@@ -5,6 +5,7 @@
 #include <graphstep/error.hpp>
 #include <new>
 #include <string>
+#include <type_traits>
 
 namespace graphstep::cuda {
 
@@ -65,10 +66,10 @@ class runtime_resource final : public memory_resource {
 }  // namespace
 
 memory_resource& default_resource() noexcept {
-  // Built in static storage and never destroyed: a buffer in a static object may be freed after
-  // this function's statics would have been destroyed.
-  alignas(runtime_resource) static unsigned char storage[sizeof(runtime_resource)];
-  static runtime_resource* const resource = new (storage) runtime_resource{};
+  // Never destroyed: a buffer in a static object may be freed after this function's statics
+  // would have been destroyed.
+  static std::aligned_storage_t<sizeof(runtime_resource), alignof(runtime_resource)> storage;
+  static auto* const resource = new (&storage) runtime_resource{};
   return *resource;
 }
 

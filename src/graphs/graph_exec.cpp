@@ -7,7 +7,10 @@
 namespace graphstep::graphs {
 
 namespace {
-std::string const empty_name{"graph"};
+std::string const& empty_name() {
+  static std::string const name{"graph"};
+  return name;
+}
 
 void expect_executable(graph_exec const& exec) {
   GRAPHSTEP_EXPECTS(!exec.empty(),
@@ -59,7 +62,7 @@ void graph_exec::release() noexcept {
 }
 
 std::string const& graph_exec::name() const noexcept {
-  return source_.empty() ? empty_name : source_.identity().name;
+  return source_.empty() ? empty_name() : source_.identity().name;
 }
 
 int graph_exec::device() const noexcept {

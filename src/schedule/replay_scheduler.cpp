@@ -1,6 +1,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/schedule/replay_scheduler.hpp>
+#include <utility>
 
 namespace graphstep::schedule {
 
@@ -8,8 +9,8 @@ replay_scheduler::replay_scheduler(step_spec const& spec,
                                    std::map<std::string, segment_body> bodies,
                                    std::map<std::string, cuda::stream_view> streams,
                                    memory::memory_pool& pool, scheduler_options options)
-    : plan_{plan_step(spec)}, pool_{pool}, options_{options} {
-  graphs::validate(options.lifecycle, "replay_scheduler");
+    : plan_{plan_step(spec)}, pool_{pool}, options_{std::move(options)} {
+  graphs::validate(options_.lifecycle, "replay_scheduler");
   for (auto const& name : spec.streams) {
     auto found = streams.find(name);
     GRAPHSTEP_EXPECTS(found != streams.end(),
@@ -24,7 +25,7 @@ replay_scheduler::replay_scheduler(step_spec const& spec,
                       "replay_scheduler: segment '" + name + "' has no body");
     segments_[i].body = std::move(found->second);
     segments_[i].stream = streams_[plan_.stream_of[i]];
-    if (options.time_segments) {
+    if (options_.time_segments) {
       segments_[i].start.emplace();
       segments_[i].stop.emplace();
     }

@@ -59,6 +59,9 @@ class multi_tensor_optimizer {
 
   multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
   multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
+  multi_tensor_optimizer(multi_tensor_optimizer&&) = delete;
+  multi_tensor_optimizer& operator=(multi_tensor_optimizer&&) = delete;
+  ~multi_tensor_optimizer() = default;
 
   void set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
     validate(schedule);

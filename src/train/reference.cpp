@@ -6,9 +6,7 @@
 #include <graphstep/train/reference.hpp>
 #include <limits>
 
-namespace graphstep::train {
-
-namespace reference {
+namespace graphstep::train::reference {
 
 void sgd_step(std::vector<double>& param, std::vector<double> const& grad,
               std::vector<double>& momentum, sgd_options const& options, double lr,
@@ -55,6 +53,4 @@ double mse(std::vector<double> const& prediction, std::vector<double> const& tar
   return sum / n;
 }
 
-}  // namespace reference
-
-}  // namespace graphstep::train
+}  // namespace graphstep::train::reference
