@@ -3,6 +3,7 @@
 // The fixture of the single-process NCCL GPU tests: a stream, device buffers filled from the
 // host and read back, and the collectives' view of them.
 
+#include <atomic>
 #include <cstddef>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
@@ -45,6 +46,43 @@ class nccl_buffer_test : public gpu_test {
   }
   std::optional<cuda::stream> stream_;
   std::vector<void*> buffers_;
+};
+
+/// @brief A non-blocking stream whose work cannot finish until `finish()`: a host function on
+/// it spins on a flag, standing for a collective that hangs. Released and destroyed at the end
+/// of its scope, also when a test fails early.
+class stalled_stream {
+ public:
+  stalled_stream() {
+    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
+        stream_,
+        [](void* flag) {
+          while (static_cast<std::atomic<int>*>(flag)->load() == 0) {
+          }
+        },
+        &released_));
+  }
+  ~stalled_stream() {
+    released_ = 1;
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamSynchronize(stream_));
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(stream_));
+  }
+  stalled_stream(stalled_stream const&) = delete;
+  stalled_stream& operator=(stalled_stream const&) = delete;
+  stalled_stream(stalled_stream&&) = delete;
+  stalled_stream& operator=(stalled_stream&&) = delete;
+
+  /// @brief Lets the stalled work finish and waits for it.
+  void finish() {
+    released_ = 1;
+    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  }
+  [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
+
+ private:
+  cudaStream_t stream_{};
+  std::atomic<int> released_{0};
 };
 
 }  // namespace graphstep::testing

@@ -224,17 +224,8 @@ TEST_F(nccl_test, background_watchdog_aborts_a_hung_step_and_the_training_thread
     return std::chrono::steady_clock::time_point{std::chrono::milliseconds{now_ms.load()}};
   };
   gn::watchdog dog{comms_.front(), options};
-  cudaStream_t blocked = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
-  std::atomic<int> release{0};
-  GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
-      blocked,
-      [](void* f) {
-        while (static_cast<std::atomic<int>*>(f)->load() == 0) {
-        }
-      },
-      &release));
-  dog.launched(blocked, 3);
+  gs::testing::stalled_stream blocked;
+  dog.launched(blocked.get(), 3);
   std::this_thread::sleep_for(std::chrono::milliseconds{50});
   EXPECT_NO_THROW(dog.check()) << "not late yet";
   EXPECT_EQ(dog.outstanding_step(), 3);
@@ -253,9 +244,7 @@ TEST_F(nccl_test, background_watchdog_aborts_a_hung_step_and_the_training_thread
   } catch (gs::nccl_error const& e) {
     EXPECT_NE(std::string{e.what()}.find("step 3"), std::string::npos) << e.what();
   }
-  release = 1;
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(blocked));
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocked));
+  blocked.finish();
 }
 
 TEST_F(nccl_test, background_watchdog_does_not_break_a_capture_on_another_thread) {

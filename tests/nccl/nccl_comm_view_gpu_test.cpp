@@ -208,17 +208,8 @@ TEST_F(raw_view_test, a_watchdog_on_a_raw_view_aborts_the_hung_communicator) {
   gn::nccl_comm_view const view{user.handle};
   auto now = std::chrono::steady_clock::now();
   gn::watchdog dog{view, std::chrono::milliseconds{100}, [&] { return now; }};
-  cudaStream_t blocked = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
-  std::atomic<int> release{0};
-  GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
-      blocked,
-      [](void* f) {
-        while (static_cast<std::atomic<int>*>(f)->load() == 0) {
-        }
-      },
-      &release));
-  dog.launched(blocked, 5);
+  gs::testing::stalled_stream blocked;
+  dog.launched(blocked.get(), 5);
   EXPECT_FALSE(dog.poll());
   now += std::chrono::milliseconds{150};
   EXPECT_THROW(static_cast<void>(dog.poll()), gs::nccl_error);
@@ -229,7 +220,5 @@ TEST_F(raw_view_test, a_watchdog_on_a_raw_view_aborts_the_hung_communicator) {
   ASSERT_TRUE(view.failure());
   EXPECT_NE(view.failure()->find("step 5"), std::string::npos) << *view.failure();
   EXPECT_THROW(dog.check(), gs::nccl_error);
-  release = 1;
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(blocked));
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocked));
+  blocked.finish();
 }
