@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full check, and what CI runs: build everything and run every test (GPU tests report
-# themselves skipped where no GPU is visible), the core alone without nvcc on the path, the CPU
+# themselves skipped where no GPU is visible), everything again on the simulated CUDA device
+# (where the GPU tests run), the core alone without nvcc on the path, the CPU
 # tests again under AddressSanitizer and UndefinedBehaviorSanitizer, clang-tidy over src/, and a
 # short fuzzing run of each target.
 # Usage: scripts/check.sh [fuzzing seconds per target, default 30]
@@ -21,6 +22,8 @@ run_step() {
 }
 
 run_step "build and test (cmake --workflow --preset default)" cmake --workflow --preset default
+run_step "every test, GPU tests included, on the simulated CUDA device (cmake --workflow --preset sim)" \
+  cmake --workflow --preset sim
 
 # graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build.
 core_only() {

@@ -98,6 +98,11 @@ int main() {
                  "NVIDIA GPU\n");
     return 1;
   }
+#if defined(GRAPHSTEP_CUDA_SIM)
+  std::printf(
+      "bucketed_shapes: running on the simulated CUDA device (no GPU): every result is checked "
+      "against the host; times are not a GPU's\n");
+#endif
   try {
     int const a = run(gsch::bucket_instantiation::each_bucket);
     int const b = run(gsch::bucket_instantiation::update_template);

@@ -5,12 +5,34 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <optional>
 
 namespace graphstep::testing {
+
+/// Built for the simulated CUDA device (graphstep::cuda_sim): the runtime and graphstep's kernels
+/// run on the CPU; cuBLAS, cuBLASLt, cuDNN and NCCL, whose device code graphstep cannot see, are
+/// not modelled there yet, so a test that needs one is skipped on it, not passed.
+#if defined(GRAPHSTEP_CUDA_SIM)
+inline constexpr bool simulated_device = true;
+#else
+inline constexpr bool simulated_device = false;
+#endif
+
+/// Copies `bytes` from host memory to the device and waits until they are there: a plain
+/// cudaMemcpy from pageable memory may return before its copy lands (CUDA Runtime API, "API
+/// synchronization behavior"), and it runs on the legacy stream, which non-blocking streams do
+/// not wait for.
+inline void copy_to_device(void* device, void const* host, std::size_t bytes) {
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+}
 
 class gpu_test : public ::testing::Test {
  protected:
@@ -33,3 +55,10 @@ class stream_pool_test : public gpu_test {
 };
 
 }  // namespace graphstep::testing
+
+/// Skips the calling test on the simulated device, which does not model `library` yet.
+#define GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(library)                                           \
+  do {                                                                                     \
+    if (::graphstep::testing::simulated_device)                                            \
+      GTEST_SKIP() << library << " is not modelled on the simulated CUDA device yet";      \
+  } while (false)

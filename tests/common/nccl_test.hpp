@@ -16,10 +16,21 @@
 
 namespace graphstep::testing {
 
-class nccl_buffer_test : public gpu_test {
+/// A GPU test that calls NCCL: skipped where no device is visible, and on the simulated device,
+/// which does not model NCCL yet.
+class nccl_gpu_test : public gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
+    if (IsSkipped()) return;
+    GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("NCCL");
+  }
+};
+
+class nccl_buffer_test : public nccl_gpu_test {
+ protected:
+  void SetUp() override {
+    nccl_gpu_test::SetUp();
     if (IsSkipped()) return;
     stream_.emplace();
   }
@@ -30,8 +41,7 @@ class nccl_buffer_test : public gpu_test {
     void* device = nullptr;
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
     buffers_.push_back(device);
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpy(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    graphstep::testing::copy_to_device(device, host.data(), host.size() * sizeof(float));
     return static_cast<float*>(device);
   }
   std::vector<float> download(float const* device, std::size_t n) {

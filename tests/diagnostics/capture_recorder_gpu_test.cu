@@ -59,6 +59,7 @@ class capture_diagnostics_test : public gs::testing::gpu_test {
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
+    GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("CUPTI");
     if (std::string const reason = gs::graphs::capture_diagnostics_unavailable_reason();
         !reason.empty()) {
       GTEST_SKIP() << reason;

@@ -1,0 +1,129 @@
+#pragma once
+
+/// @file
+/// @brief The launch route of the simulated device: what `kernel<<<cfg>>>(args)` becomes.
+///
+/// graphstep::rewrite_launches turns `kernel<<<grid, block, shared, stream>>>(args...)` into
+/// `::graphstep::sim::launcher(kernel, ::graphstep::sim::launch_config(grid, block, shared,
+/// stream), "kernel")(args...)`. The launcher converts each argument to the kernel's parameter
+/// type, as the call would, copies the values into a kernel_task (CUDA copies a kernel's
+/// arguments at launch), and hands it to the simulated runtime.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "graphstep/sim/kernel_task.hpp"
+
+namespace graphstep::sim {
+
+/// @brief The `<<<grid, block, shared bytes, stream>>>` of a launch, with CUDA's defaults.
+struct launch_config {
+  launch_config(dim3 grid_size, dim3 block_size, std::size_t shared_bytes = 0,
+                cudaStream_t launch_stream = nullptr) noexcept
+      : grid{grid_size}, block{block_size}, dynamic_shared_bytes{shared_bytes},
+        stream{launch_stream} {}
+  dim3 grid;
+  dim3 block;
+  std::size_t dynamic_shared_bytes;
+  cudaStream_t stream;
+};
+
+namespace detail {
+
+/// Runs `thread_body` once for every thread of every block of the grid, with the thread's
+/// indices set (defined by the simulator's grid runner).
+void run_grid(kernel_task const& task, std::function<void()> const& thread_body);
+
+template <typename T>
+void add_pointer_argument(std::vector<pointer_argument>& out, T const& value) {
+  if constexpr (std::is_pointer_v<T>) {
+    using pointee = std::remove_pointer_t<T>;
+    out.push_back(pointer_argument{static_cast<void const*>(value), std::is_const_v<pointee>});
+  }
+}
+
+// An argument converted to its parameter's type as a call converts it (implicitly).
+template <typename Parameter, typename Argument>
+Parameter convert(Argument&& argument) {
+  return std::forward<Argument>(argument);
+}
+
+template <typename... Parameters>
+class kernel_launch final : public kernel_task {
+ public:
+  using function_type = void (*)(Parameters...);
+  using values = std::tuple<std::decay_t<Parameters>...>;
+
+  kernel_launch(function_type function, char const* name, launch_config const& config,
+                values arguments)
+      : kernel_task{config.grid, config.block, config.dynamic_shared_bytes},
+        function_{function},
+        name_{name},
+        arguments_{std::move(arguments)} {}
+
+  [[nodiscard]] char const* name() const noexcept override { return name_; }
+  [[nodiscard]] void const* function() const noexcept override {
+    return reinterpret_cast<void const*>(function_);
+  }
+  void run() const override {
+    // Each thread gets its own copies of the parameters, as a kernel's parameters are its own.
+    run_grid(*this, [this] { std::apply(function_, arguments_); });
+  }
+  [[nodiscard]] std::vector<pointer_argument> pointer_arguments() const override {
+    std::vector<pointer_argument> out;
+    std::apply([&](auto const&... value) { (add_pointer_argument(out, value), ...); },
+               arguments_);
+    return out;
+  }
+  [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(
+      dim3 grid, dim3 block, std::size_t dynamic_shared_bytes) const override {
+    return std::make_shared<kernel_launch>(function_, name_,
+                                           launch_config{grid, block, dynamic_shared_bytes},
+                                           arguments_);
+  }
+
+ private:
+  function_type function_;
+  char const* name_;
+  values arguments_;
+};
+
+template <typename... Parameters>
+class launch_call {
+ public:
+  launch_call(void (*function)(Parameters...), launch_config const& config, char const* name)
+      : function_{function}, config_{config}, name_{name} {}
+
+  template <typename... Arguments>
+  void operator()(Arguments&&... arguments) const {
+    static_assert(sizeof...(Arguments) == sizeof...(Parameters),
+                  "a kernel launch passes one argument per kernel parameter");
+    typename kernel_launch<Parameters...>::values values{
+        convert<std::decay_t<Parameters>>(std::forward<Arguments>(arguments))...};
+    enqueue_kernel(config_.stream, std::make_shared<kernel_launch<Parameters...>>(
+                                       function_, name_, config_, std::move(values)));
+  }
+
+ private:
+  void (*function_)(Parameters...);
+  launch_config config_;
+  char const* name_;
+};
+
+}  // namespace detail
+
+/// @brief The launch of `function` under `config`; call the result with the kernel's arguments.
+template <typename... Parameters>
+detail::launch_call<Parameters...> launcher(void (*function)(Parameters...),
+                                            launch_config const& config, char const* name) {
+  return detail::launch_call<Parameters...>{function, config, name};
+}
+
+}  // namespace graphstep::sim

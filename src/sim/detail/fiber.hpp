@@ -1,0 +1,57 @@
+#pragma once
+
+// A fiber: a function run on its own stack that can stop part-way (yield) and be resumed by the
+// thread that started it. The simulated device runs the threads of a block that meets at
+// barriers as fibers of one host thread. On x86-64 a switch saves and restores only the
+// registers the calling convention asks a callee to keep (swapcontext also saves the signal
+// mask, a system call per switch); elsewhere ucontext. The stack has a guard page, so a kernel
+// that overflows it faults instead of writing over another fiber's stack.
+
+#include <cstddef>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+namespace graphstep::sim::detail {
+
+class fiber {
+ public:
+  static constexpr std::size_t stack_bytes = std::size_t{256} << 10;
+
+  fiber();
+  fiber(fiber const&) = delete;
+  fiber& operator=(fiber const&) = delete;
+  fiber(fiber&&) = delete;
+  fiber& operator=(fiber&&) = delete;
+  ~fiber();
+
+  /// Prepares the fiber to run `entry(argument)` from the start of its stack.
+  void start(void (*entry)(void*), void* argument);
+  /// Runs the fiber until it yields or its entry returns.
+  void resume();
+  /// Called on the fiber: returns control to the thread that resumed it.
+  static void yield();
+  [[nodiscard]] bool finished() const noexcept { return finished_; }
+
+ private:
+  static void run_entry();
+
+  void* mapping_{};  // guard page + stack
+#if defined(__x86_64__)
+  void* stack_pointer_{};   // where the fiber stopped
+  void* caller_pointer_{};  // where the thread that resumed it stopped
+#else
+  ucontext_t context_{};
+  ucontext_t caller_{};
+#endif
+  void (*entry_)(void*){};
+  void* argument_{};
+  bool finished_{true};
+  // AddressSanitizer's bookkeeping of the stacks switched between.
+  void* fake_stack_{};
+  void const* caller_stack_bottom_{};
+  std::size_t caller_stack_size_{};
+};
+
+}  // namespace graphstep::sim::detail

@@ -1,0 +1,233 @@
+#pragma once
+
+// The simulated device's state: devices, memory, streams, events, graphs and captures, behind one
+// lock. Work runs on the host, in stream order, at the moment it is enqueued (the default
+// execution mode, see docs/simulator.md): a GPU may run it later, never earlier, so every rule
+// about what a capture records or refuses is checked exactly as a GPU would check it.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "graphstep/sim/kernel_task.hpp"
+#include "graphstep/sim/sim.hpp"
+#include "sim/detail/race_checker.hpp"
+
+namespace graphstep::sim::detail {
+
+// --- memory ----------------------------------------------------------------------------------
+enum class memory_kind { device, pinned_host, graph, virtual_reservation };
+
+struct allocation {
+  std::uintptr_t base{};
+  std::size_t bytes{};
+  memory_kind kind{memory_kind::device};
+  int device{};
+  // Graph allocations belong to a graph (cudaMallocAsync while capturing); their backing lives as
+  // long as the graph, its copies and its executables do.
+  std::shared_ptr<void> backing;
+};
+
+// --- graphs ----------------------------------------------------------------------------------
+struct graph_state;
+struct event_state;
+
+struct memcpy_params {
+  void* destination{};
+  void const* source{};
+  std::size_t bytes{};
+  cudaMemcpyKind kind{cudaMemcpyDefault};
+};
+
+struct conditional_params {
+  cudaGraphConditionalHandle handle{};
+  cudaGraphConditionalNodeType type{cudaGraphCondTypeIf};
+  std::vector<std::unique_ptr<graph_state>> bodies;
+};
+
+struct node_state {
+  cudaGraphNodeType type{cudaGraphNodeTypeEmpty};
+  graph_state* owner{};
+  int device{};  // where work run outside a graph runs
+  std::vector<node_state*> dependencies;
+  std::shared_ptr<kernel_task const> kernel;
+  cudaMemsetParams memset{};
+  memcpy_params copy{};
+  cudaHostFn_t host_function{};
+  void* host_data{};
+  event_state* event{};
+  std::unique_ptr<graph_state> child;
+  conditional_params conditional;
+  // cudaConditionalNodeParams::phGraph_out points here ("valid for the lifetime of the node").
+  std::vector<cudaGraph_t> conditional_outputs;
+  // Memory nodes: the graph allocation's address and size.
+  void* memory{};
+  std::size_t memory_bytes{};
+};
+
+struct conditional_handle_state {
+  unsigned default_value{};
+  bool assign_default{};
+  unsigned value{};
+};
+
+struct graph_state {
+  int device{};
+  std::vector<std::unique_ptr<node_state>> nodes;
+  // Graph allocations made while capturing into this graph (kept alive by every copy).
+  std::vector<std::shared_ptr<void>> allocations;
+  // Conditional handles created for this graph; shared with the executables.
+  std::vector<std::shared_ptr<conditional_handle_state>> conditionals;
+  // The capture that is building this graph, if any (its nodes may only be read when it ends).
+  struct capture_state* capture{};
+};
+
+struct exec_state {
+  std::unique_ptr<graph_state> graph;
+  int device{};
+  vector_clock launches;  // what the next launch is ordered after (the previous launches)
+};
+
+// --- streams, events, captures ---------------------------------------------------------------
+struct stream_state;
+
+struct capture_state {
+  unsigned long long id{};
+  graph_state* graph{};
+  bool owns_graph{};
+  cudaStreamCaptureMode mode{cudaStreamCaptureModeGlobal};
+  std::thread::id thread;
+  stream_state* origin{};
+  std::set<stream_state*> streams;
+  // The last nodes of forked streams destroyed before the capture ended: still to be joined.
+  std::vector<node_state*> orphans;
+  // The first error that invalidated the capture; cudaSuccess while it is valid.
+  cudaError_t invalidated_by{cudaSuccess};
+  int device{};
+};
+
+struct stream_state {
+  int device{};
+  unsigned flags{};
+  int priority{};
+  unsigned long long id{};
+  bool legacy{};
+  bool per_thread{};
+  capture_state* capture{};
+  std::vector<node_state*> capture_dependencies;
+  // cudaStreamGetCaptureInfo hands out this array; it stays valid until the next call.
+  std::vector<cudaGraphNode_t> dependencies_out;
+  vector_clock clock;  // the race checker's view of what this stream's next work follows
+  [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0U; }
+};
+
+struct event_state {
+  unsigned flags{};
+  int device{};
+  bool recorded{};
+  // Last recorded in a capturing stream: queries and syncs fail with cudaErrorCapturedEvent.
+  bool captured{};
+  capture_state* capture{};
+  std::vector<node_state*> capture_nodes;
+  double milliseconds{};  // host clock when the recorded work completed
+  vector_clock clock;     // what work waiting on the event is ordered after
+};
+
+struct device_state {
+  int ordinal{};
+  cudaDeviceProp properties{};
+  std::size_t used_bytes{};
+  cudaError_t sticky_error{cudaSuccess};
+  std::unique_ptr<stream_state> legacy_stream;
+};
+
+// --- the whole simulated platform ------------------------------------------------------------
+struct platform {
+  std::recursive_mutex mutex;
+  std::vector<std::unique_ptr<device_state>> devices;
+  std::map<std::uintptr_t, allocation> allocations;  // by base address
+  std::set<stream_state*> streams;
+  std::set<event_state*> events;
+  std::set<graph_state*> graphs;
+  std::set<exec_state*> execs;
+  std::set<capture_state*> captures;
+  std::map<cudaGraphConditionalHandle, std::shared_ptr<conditional_handle_state>> conditionals;
+  unsigned long long next_capture_id{1};
+  unsigned long long next_stream_id{1};
+  unsigned long long next_conditional{1};
+  // cudaStreamPerThread of each (thread, device); blocking streams, kept for the process.
+  std::map<std::pair<std::thread::id, int>, std::unique_ptr<stream_state>> per_thread_streams;
+  race_checker races;
+  race_mode race_checking{race_mode::abort};
+  std::size_t races_reported{};
+  vector_clock host_clock;  // what the host has seen complete (synchronizations)
+};
+
+platform& state();
+using lock_guard = std::lock_guard<std::recursive_mutex>;
+
+// Per host thread: the current device, the last error, the capture mode of
+// cudaThreadExchangeStreamCaptureMode, and whether a host function is running.
+struct thread_state {
+  int device{};
+  cudaError_t last_error{cudaSuccess};
+  cudaStreamCaptureMode capture_mode{cudaStreamCaptureModeGlobal};
+  bool in_host_function{};
+};
+thread_state& this_thread();
+
+// Records `error` as the thread's last error (cudaGetLastError's rule) and returns it.
+cudaError_t fail(cudaError_t error) noexcept;
+// The sticky error of the current device, or cudaSuccess.
+cudaError_t sticky_error() noexcept;
+device_state* current_device();
+
+// Resolves a stream handle (0 and cudaStreamLegacy are the legacy stream, cudaStreamPerThread the
+// thread's default stream); nullptr when the handle names no live stream.
+stream_state* find_stream(cudaStream_t stream);
+event_state* find_event(cudaEvent_t event);
+graph_state* find_graph(cudaGraph_t graph);
+exec_state* find_exec(cudaGraphExec_t exec);
+allocation const* find_allocation(void const* address);
+
+// What a call that CUDA calls "potentially unsafe" during capture must check: returns
+// cudaErrorStreamCaptureUnsupported and invalidates the offending captures when the thread's
+// capture mode prohibits it (cudaThreadExchangeStreamCaptureMode in cuda_runtime_api.h).
+cudaError_t check_unsafe_call();
+// Synchronizing a device (or anything that encompasses a capturing stream) is invalid while a
+// capture is under way on it: CUDA Programming Guide, "Prohibited and Unhandled Operations".
+cudaError_t check_device_wide_sync(int device);
+void invalidate(capture_state& capture, cudaError_t reason);
+
+// One unit of stream work: either a node to record (capturing stream) or work to run now.
+// `description` names the operation in race reports (default: from the node).
+cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
+                   std::string description = {});
+// Runs a node's work on the host (a launch's or a replay's execution).
+void execute(node_state const& node);
+void execute_graph(graph_state const& graph);
+
+std::unique_ptr<graph_state> clone(graph_state const& graph);
+void end_capture(capture_state& capture);
+
+double now_ms() noexcept;
+
+// The race checker's side of the runtime: an operation starting on a stream (ordered after what
+// the host has seen and, by the legacy stream's rule, after the legacy or blocking streams), the
+// host seeing a stream's or an event's work complete, and fresh memory.
+void begin_operation(stream_state& stream, std::string description);
+void host_waits_for(vector_clock const& clock);
+void host_waits_for_device(int device);
+void forget_accesses(void const* address, std::size_t bytes);
+void report_races();
+std::string describe(stream_state const& stream);
+
+}  // namespace graphstep::sim::detail
