@@ -33,8 +33,8 @@ TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_n
   auto* grad = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
   auto* finite = static_cast<unsigned int*>(pool.allocate(sizeof(unsigned int), stream));
   std::vector<float> const ones(n, 1.0F);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(param, ones.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(grad, ones.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(param, ones.data(), sizeof(float) * n);
+  graphstep::testing::copy_to_device(grad, ones.data(), sizeof(float) * n);
   gt::lr_schedule schedule;
   schedule.base = 0.5F;
   gt::sgd optimizer{{{param, grad, n}}, {}, schedule, stream};
@@ -54,12 +54,12 @@ TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_n
   step.replay(stream);
   EXPECT_EQ(read_param(), 0.5F);  // 1 - 0.5 · 1
   float const inf = std::numeric_limits<float>::infinity();
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(grad + 100, &inf, sizeof inf, cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(grad + 100, &inf, sizeof inf);
   step.replay(stream);
   EXPECT_EQ(read_param(), 0.5F) << "the step with an inf gradient must be skipped";
   EXPECT_EQ(optimizer.steps_taken(stream), 1);
   float const one = 1.0F;
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(grad + 100, &one, sizeof one, cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(grad + 100, &one, sizeof one);
   step.replay(stream);
   EXPECT_EQ(read_param(), 0.0F);
 }
@@ -69,7 +69,7 @@ TEST_F(conditional_test, a_device_decided_loop_runs_until_its_flag_clears) {
   gs::memory::memory_pool pool;
   auto* remaining = static_cast<unsigned int*>(pool.allocate(sizeof(unsigned int), stream));
   auto* counter = static_cast<float*>(pool.allocate(sizeof(float), stream));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(counter, 0, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(counter, 0, sizeof(float), stream.get()));
   gs::graphs::graph_exec loop;
   gs::graphs::capture(loop, stream, [&] {
     gs::graphs::capture_while(stream, remaining, [&](gs::cuda::stream_view s) {
@@ -113,7 +113,7 @@ TEST_F(conditional_test, allocating_from_the_pool_inside_a_body_is_a_usage_error
       });
     });
   });
-  EXPECT_NE(what.find("not by a capture_scope given this pool"), std::string::npos) << what;
+  EXPECT_NE(what.find("not by a graphs::capture_scope given this pool"), std::string::npos) << what;
   EXPECT_TRUE(g.empty());
   EXPECT_FALSE(gs::cuda::stream_view{stream}.is_capturing());
   EXPECT_EQ(pool.statistics().bytes_in_use, 0U);

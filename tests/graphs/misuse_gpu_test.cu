@@ -31,7 +31,10 @@ TEST_F(misuse_test, one_graph_replayed_on_two_streams_runs_one_replay_at_a_time)
   gs::cuda::stream b;
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  // Cleared before either stream replays: cudaMemset alone runs on the legacy stream, which
+  // non-blocking streams do not wait for.
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), a.get()));
+  a.synchronize();
   gs::graphs::graph_exec g;
   gs::graphs::capture(g, a, [&] {
     for (int i = 0; i < 50; ++i) increment_kernel<<<1, 1, 0, a.get()>>>(x);
@@ -174,7 +177,7 @@ TEST_F(misuse_test, ending_a_capture_on_another_thread_is_a_usage_error_and_the_
   gs::cuda::stream stream;
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream.get()));
   gs::graphs::graph_exec g;
   gs::graphs::capture_scope scope{
       g, stream, {gs::graphs::capture_mode::this_thread, "ended elsewhere"}};

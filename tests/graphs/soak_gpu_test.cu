@@ -38,8 +38,7 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
   auto* input = static_cast<float*>(pool.allocate(sizeof(float) * largest * 256, stream));
   auto* output = static_cast<float*>(pool.allocate(sizeof(float) * largest * 256, stream));
   std::vector<float> const ones(std::size_t(largest) * 256, 1.0F);
-  GRAPHSTEP_CUDA_TRY(
-      cudaMemcpy(input, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(input, ones.data(), ones.size() * sizeof(float));
   gs::train::capture_safe_rng rng{5, stream};
   auto* mask = static_cast<std::uint8_t*>(pool.allocate(std::size_t(largest) * 256, stream));
   auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {

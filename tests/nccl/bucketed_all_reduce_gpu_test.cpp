@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/nccl_test.hpp"
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
@@ -46,10 +47,8 @@ struct replica {
       }
       params.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
       targets.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
-      GRAPHSTEP_CUDA_TRY(
-          cudaMemcpy(params.back(), init.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-      GRAPHSTEP_CUDA_TRY(
-          cudaMemcpy(targets.back(), goal.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      graphstep::testing::copy_to_device(params.back(), init.data(), n * sizeof(float));
+      graphstep::testing::copy_to_device(targets.back(), goal.data(), n * sizeof(float));
       losses.emplace_back(n, stream);
       parameters.push_back({params.back(), gradient(t), n});
     }
@@ -83,7 +82,7 @@ struct replica {
 
 }  // namespace
 
-class nccl_step_test : public gs::testing::gpu_test {};
+class nccl_step_test : public gs::testing::nccl_gpu_test {};
 
 TEST_F(nccl_step_test, captured_step_with_bucketed_all_reduce_equals_eager) {
   gs::cuda::stream stream;
@@ -124,7 +123,7 @@ TEST_F(nccl_step_test, several_ranks_when_several_gpus_are_present) {
     std::vector<float> const mine(n, static_cast<float>(d + 1));
     void* p = nullptr;
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, n * sizeof(float)));
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(p, mine.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    graphstep::testing::copy_to_device(p, mine.data(), n * sizeof(float));
     data[static_cast<std::size_t>(d)] = static_cast<float*>(p);
   }
   {

@@ -76,7 +76,7 @@ TEST_F(nccl_test, one_rank_all_reduce_is_a_copy_eager_and_captured) {
   EXPECT_EQ(download(recv, n), values);
   // New inputs, same addresses: the replay reads them.
   for (auto& v : values) v = -v;
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(send, values.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(send, values.data(), n * sizeof(float));
   g.replay(*stream_);
   EXPECT_EQ(download(recv, n), values);
   ASSERT_EQ(comm.captured().records().size(), 1U);

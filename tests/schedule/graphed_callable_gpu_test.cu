@@ -54,8 +54,8 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
     host_x[i] = static_cast<float>(i % 100) / 50.0F - 1.0F;
     host_dy[i] = static_cast<float>(i % 7) - 3.0F;
   }
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(data, host_x.data(), bytes, cudaMemcpyHostToDevice));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(grad, host_dy.data(), bytes, cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(data, host_x.data(), bytes);
+  graphstep::testing::copy_to_device(grad, host_dy.data(), bytes);
   graphed.forward({data}, stream);
   graphed.backward({grad}, stream);
   std::vector<float> got_y(n);
@@ -66,8 +66,8 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
                                      cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   // The eager callables on the same data.
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(x, host_x.data(), bytes, cudaMemcpyHostToDevice));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(dy, host_dy.data(), bytes, cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(x, host_x.data(), bytes);
+  graphstep::testing::copy_to_device(dy, host_dy.data(), bytes);
   forward(stream);
   backward(stream);
   std::vector<float> want_y(n);

@@ -30,7 +30,7 @@ TEST_F(replay_scheduler_test, segments_run_in_order_across_streams) {
   auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n, compute));
   auto* out = static_cast<float*>(pool.allocate(sizeof(float) * n, compute));
   std::vector<float> const ones(n, 1.0F);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(input, ones.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
+  graphstep::testing::copy_to_device(input, ones.data(), sizeof(float) * n);
   float host_bias = 0.0F;  // host logic: changes every step, so that segment stays eager
 
   gsch::step_spec spec;

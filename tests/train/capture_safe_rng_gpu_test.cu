@@ -21,7 +21,7 @@ class rng_test : public gs::testing::stream_pool_test {
     y_ = static_cast<float*>(pool_->allocate(n_ * sizeof(float), *stream_));
     mask_ = static_cast<std::uint8_t*>(pool_->allocate(n_, *stream_));
     std::vector<float> const ones(n_, 1.0F);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(x_, ones.data(), n_ * sizeof(float), cudaMemcpyHostToDevice));
+    graphstep::testing::copy_to_device(x_, ones.data(), n_ * sizeof(float));
   }
   // One step: two dropouts (so reservations within a step matter), then the advance.
   void step(gs::train::capture_safe_rng& rng) {

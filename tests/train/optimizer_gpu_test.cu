@@ -30,8 +30,7 @@ class train_test : public gs::testing::gpu_test {
     void* device = nullptr;
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, sizeof(float) * host.size()));
     allocations_.push_back(device);
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpy(device, host.data(), sizeof(float) * host.size(), cudaMemcpyHostToDevice));
+    graphstep::testing::copy_to_device(device, host.data(), sizeof(float) * host.size());
     return static_cast<float*>(device);
   }
   std::vector<double> download(float const* device, std::size_t n) {

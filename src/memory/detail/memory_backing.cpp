@@ -13,6 +13,23 @@
 namespace graphstep::memory::detail {
 namespace {
 
+// A segment is never part of a graph: the pool may map one while a capture is under way on this
+// or another thread. cudaMalloc and cudaFree are "potentially unsafe" during a capture, refused
+// with cudaErrorStreamCaptureUnsupported (and the capture broken) unless this thread's capture
+// mode is Relaxed (cudaThreadExchangeStreamCaptureMode): the pool switches to Relaxed around them.
+class relaxed_capture_mode {
+ public:
+  relaxed_capture_mode() noexcept {
+    static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode_));
+  }
+  relaxed_capture_mode(relaxed_capture_mode const&) = delete;
+  relaxed_capture_mode& operator=(relaxed_capture_mode const&) = delete;
+  ~relaxed_capture_mode() { static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode_)); }
+
+ private:
+  cudaStreamCaptureMode mode_{cudaStreamCaptureModeRelaxed};
+};
+
 std::size_t round_up(std::size_t bytes, std::size_t unit) {
   return (bytes + unit - 1) / unit * unit;
 }
@@ -113,6 +130,7 @@ class device_malloc_backing final : public memory_backing {
   device_malloc_backing& operator=(device_malloc_backing const&) = delete;
   ~device_malloc_backing() override {
     cuda::device_guard const on_device{device_};
+    relaxed_capture_mode const relaxed;
     for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(segment));
   }
 
@@ -125,7 +143,11 @@ class device_malloc_backing final : public memory_backing {
   growth_status do_grow(std::size_t bytes, growth& out) override {
     std::size_t const step = round_up(bytes, granularity());
     void* segment = nullptr;
-    cudaError_t const status = cudaMalloc(&segment, step);
+    cudaError_t status = cudaSuccess;
+    {
+      relaxed_capture_mode const relaxed;
+      status = cudaMalloc(&segment, step);
+    }
     if (status == cudaErrorMemoryAllocation) {
       static_cast<void>(cudaGetLastError());
       return growth_status::device_out_of_memory;
