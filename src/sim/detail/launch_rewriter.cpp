@@ -1,5 +1,6 @@
 #include "sim/detail/launch_rewriter.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <string>
@@ -14,6 +15,12 @@ bool identifier_char(char c) {
 
 bool space(char c) {
   return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
+
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  return text;
 }
 
 class rewriter {
@@ -158,17 +165,21 @@ class rewriter {
     if (after >= source_.size() || source_[after] != '(') {
       fail(at, "a <<<...>>> launch not followed by its argument list");
     }
-    std::string_view const callee = source_.substr(start, at - start);
+    std::string_view const callee = trimmed(source_.substr(start, at - start));
     std::string name;
     for (char const c : callee) {
       if (!space(c)) name += c;
     }
     out_.append(source_.substr(emitted_, start - emitted_));
+    std::size_t const newlines_in_callee = static_cast<std::size_t>(
+        std::count(source_.begin() + static_cast<std::ptrdiff_t>(start),
+                   source_.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
     out_ += "::graphstep::sim::launcher(";
     out_.append(callee);
     out_ += ", ::graphstep::sim::launch_config(";
     out_.append(source_.substr(at + 3, end - (at + 3)));
     out_ += "), \"" + name + "\")";
+    out_.append(newlines_in_callee, '\n');  // line numbers stay those of the source
     emitted_ = end + 3;
     return emitted_;
   }
@@ -200,6 +211,7 @@ class rewriter {
       rest = rest.substr(close + 1);
     }
     type.append(rest);
+    type = std::string{trimmed(type)};
     std::size_t newlines = 0;
     for (char const c : declaration) newlines += c == '\n' ? 1 : 0;
     std::string const name{declaration.substr(name_start, name_end - name_start)};

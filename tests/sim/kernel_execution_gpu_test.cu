@@ -1,0 +1,248 @@
+// Kernels in plain CUDA whose results the host can predict: indices over 1-D, 2-D and 3-D grids,
+// barriers and shared memory, warp shuffles and votes, atomics, dynamic shared memory, half and
+// bfloat16, and arguments copied when a launch is captured. On the simulated device they check
+// how it runs kernels from their source; on a GPU the same tests check the tests.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+
+namespace {
+
+__global__ void write_global_index(unsigned* out, dim3 grid, dim3 block) {
+  unsigned const block_id = blockIdx.x + grid.x * (blockIdx.y + grid.y * blockIdx.z);
+  unsigned const thread_id = threadIdx.x + block.x * (threadIdx.y + block.y * threadIdx.z);
+  unsigned const threads = block.x * block.y * block.z;
+  if (blockDim.x != block.x || gridDim.z != grid.z) return;  // the built-ins agree
+  out[block_id * threads + thread_id] = block_id * 1000U + thread_id;
+}
+
+template <int threads>
+__global__ void block_sum(float const* in, float* out) {
+  __shared__ float partial[threads];
+  int const t = static_cast<int>(threadIdx.x);
+  partial[t] = in[blockIdx.x * threads + t];
+  __syncthreads();
+  for (int half = threads / 2; half > 0; half /= 2) {
+    if (t < half) partial[t] += partial[t + half];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = partial[0];
+}
+
+__global__ void warp_sums(int const* in, int* out) {
+  int value = in[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffU, value, offset);
+  if (threadIdx.x % 32 == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = value;
+}
+
+__global__ void odd_lanes(unsigned* out) {
+  unsigned const bits = __ballot_sync(0xffffffffU, threadIdx.x % 2 == 1);
+  if (threadIdx.x == 0) out[blockIdx.x] = bits;
+}
+
+__global__ void count_up(int* counter, float* total) {
+  atomicAdd(counter, 1);
+  atomicAdd(total, 0.5F);
+}
+
+__global__ void reverse_in_shared(int const* in, int* out, int n) {
+  extern __shared__ int staged[];
+  int const t = static_cast<int>(threadIdx.x);
+  staged[t] = in[t];
+  __syncthreads();
+  if (t < n) out[t] = staged[n - 1 - t];
+}
+
+__global__ void round_trip_narrow(float const* in, float* half_out, float* bf16_out, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  half_out[i] = __half2float(__float2half(in[i]));
+  bf16_out[i] = __bfloat162float(__float2bfloat16(in[i]));
+}
+
+__global__ void store_value(int* out, int value) {
+  *out = value;
+}
+
+class kernel_execution : public graphstep::testing::gpu_test {};
+
+template <typename T>
+std::vector<T> read_back(T const* device, std::size_t count) {
+  std::vector<T> host(count);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+TEST_F(kernel_execution, every_thread_of_1d_2d_and_3d_grids_runs_once_with_its_indices) {
+  for (auto const& [grid, block] : {std::pair{dim3{7}, dim3{64}}, std::pair{dim3{3, 2}, dim3{8, 4}},
+                                    std::pair{dim3{2, 3, 2}, dim3{4, 2, 3}}}) {
+    std::size_t const count = static_cast<std::size_t>(grid.x) * grid.y * grid.z * block.x *
+                              block.y * block.z;
+    unsigned* out = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, count * sizeof(unsigned)));
+    GRAPHSTEP_CUDA_TRY(cudaMemset(out, 0xFF, count * sizeof(unsigned)));
+    write_global_index<<<grid, block>>>(out, grid, block);
+    GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+    std::vector<unsigned> const host = read_back(out, count);
+    unsigned const threads = block.x * block.y * block.z;
+    for (std::size_t i = 0; i < count; ++i) {
+      unsigned const b = static_cast<unsigned>(i) / threads;
+      unsigned const t = static_cast<unsigned>(i) % threads;
+      ASSERT_EQ(host[i], b * 1000U + t) << "element " << i;
+    }
+    GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  }
+}
+
+template <int threads>
+void check_block_sums() {
+  int const blocks = 5;
+  std::vector<float> host(static_cast<std::size_t>(blocks * threads));
+  std::iota(host.begin(), host.end(), 0.0F);
+  float* in = nullptr;
+  float* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, host.size() * sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, blocks * sizeof(float)));
+  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
+  block_sum<threads><<<blocks, threads>>>(in, out);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<float> const sums = read_back(out, blocks);
+  for (int b = 0; b < blocks; ++b) {
+    double const first = static_cast<double>(b) * threads;
+    double const expected = threads * first + threads * (threads - 1) / 2.0;
+    EXPECT_EQ(static_cast<double>(sums[static_cast<std::size_t>(b)]), expected) << "block " << b;
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(kernel_execution, a_shared_memory_tree_reduction_meets_at_every_barrier) {
+  check_block_sums<256>();
+  check_block_sums<1024>();
+}
+
+TEST_F(kernel_execution, warp_shuffles_and_votes_exchange_values_within_each_warp) {
+  int const threads = 128;
+  std::vector<int> host(threads * 2);
+  std::iota(host.begin(), host.end(), 1);
+  int* in = nullptr;
+  int* out = nullptr;
+  unsigned* votes = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, host.size() * sizeof(int)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, host.size() / 32 * sizeof(int)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&votes, 2 * sizeof(unsigned)));
+  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(int));
+  warp_sums<<<2, threads>>>(in, out);
+  odd_lanes<<<2, 64>>>(votes);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<int> const sums = read_back(out, host.size() / 32);
+  for (std::size_t w = 0; w < sums.size(); ++w) {
+    int const first = static_cast<int>(w) * 32 + 1;
+    EXPECT_EQ(sums[w], 32 * first + 32 * 31 / 2) << "warp " << w;
+  }
+  EXPECT_EQ(read_back(votes, 2), (std::vector<unsigned>{0xAAAAAAAAU, 0xAAAAAAAAU}));
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  GRAPHSTEP_CUDA_TRY(cudaFree(votes));
+}
+
+TEST_F(kernel_execution, atomics_from_every_thread_of_many_blocks_all_count) {
+  int* counter = nullptr;
+  float* total = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&counter, sizeof(int)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&total, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(counter, 0, sizeof(int)));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(total, 0, sizeof(float)));
+  count_up<<<40, 256>>>(counter, total);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  EXPECT_EQ(read_back(counter, 1)[0], 40 * 256);
+  EXPECT_EQ(read_back(total, 1)[0], 40 * 256 * 0.5F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(counter));
+  GRAPHSTEP_CUDA_TRY(cudaFree(total));
+}
+
+TEST_F(kernel_execution, dynamic_shared_memory_has_the_size_of_the_launch) {
+  int const n = 200;
+  std::vector<int> host(n);
+  std::iota(host.begin(), host.end(), 0);
+  int* in = nullptr;
+  int* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, n * sizeof(int)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, n * sizeof(int)));
+  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(int));
+  reverse_in_shared<<<1, n, n * sizeof(int)>>>(in, out, n);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<int> const reversed = read_back(out, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(reversed[static_cast<std::size_t>(i)], n - 1 - i);
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {
+  std::vector<float> const values{1.0F, 1.0F + 1.0F / 1024, 1.0F + 1.0F / 2048, 3.14159265F,
+                                  65504.0F, 1.0F + 1.0F / 256};
+  int const n = static_cast<int>(values.size());
+  float* in = nullptr;
+  float* half_out = nullptr;
+  float* bf16_out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, n * sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&half_out, n * sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&bf16_out, n * sizeof(float)));
+  graphstep::testing::copy_to_device(in, values.data(), n * sizeof(float));
+  round_trip_narrow<<<1, 32>>>(in, half_out, bf16_out, n);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<float> const half = read_back(half_out, values.size());
+  std::vector<float> const bf16 = read_back(bf16_out, values.size());
+  // fp16 keeps 10 mantissa bits, bfloat16 7; a tie rounds to the even neighbour.
+  EXPECT_EQ(half[1], 1.0F + 1.0F / 1024);
+  EXPECT_EQ(half[2], 1.0F);                  // a tie between 1 and 1 + 2^-10: even is 1
+  EXPECT_EQ(half[3], 3.140625F);
+  EXPECT_EQ(half[4], 65504.0F);
+  EXPECT_EQ(bf16[5], 1.0F);                  // 1 + 2^-8 is a tie for bfloat16: even is 1
+  EXPECT_EQ(bf16[3], 3.140625F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(half_out));
+  GRAPHSTEP_CUDA_TRY(cudaFree(bf16_out));
+}
+
+TEST_F(kernel_execution, a_captured_launch_keeps_the_argument_values_of_its_capture) {
+  cudaStream_t stream = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(int)));
+  int value = 7;
+  cudaGraph_t graph = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  store_value<<<1, 1, 0, stream>>>(out, value);
+  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph));
+  value = 8;  // the node holds a copy of the arguments
+  cudaGraphExec_t exec = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream));
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
+  EXPECT_EQ(read_back(out, 1)[0], 7);
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
+}
+
+TEST_F(kernel_execution, a_configuration_the_device_cannot_run_is_refused_at_launch) {
+  int* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(int)));
+  store_value<<<1, 2048>>>(out, 1);  // more threads than a block may have
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  store_value<<<0, 32>>>(out, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+}  // namespace
