@@ -94,6 +94,9 @@ class device_arena {
       GRAPHSTEP_CUDA_TRY(
           cudaMemcpy(static_cast<char*>(p) + done, pattern_.data(), n, cudaMemcpyHostToDevice));
     }
+    // A copy from pageable memory may return before it lands, on the legacy stream, which the
+    // benchmark's non-blocking stream does not wait for.
+    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   }
 
   gs::dtype type_;

@@ -51,7 +51,7 @@ void launch_overhead(benchmark::State& state, mode how) {
   gs::cuda::stream stream;
   float* x = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(x, 0, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream.get()));  // ordered before use
   switch (how) {
     case mode::eager: time_steps(state, stream, [&] { launch_tiny(stream, x, kernels); }); break;
     case mode::raw_graph: {

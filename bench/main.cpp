@@ -13,6 +13,11 @@ int main(int argc, char** argv) {
                  "NVIDIA GPU (graphstep_cpu_bench runs the CPU-only ones)\n");
     return 1;
   }
+#if defined(GRAPHSTEP_CUDA_SIM)
+  std::fprintf(stderr,
+               "graphstep_bench: on the simulated CUDA device: these are CPU times of a "
+               "simulation, not GPU timings; they only show that the benchmarks run\n");
+#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

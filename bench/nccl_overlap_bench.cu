@@ -37,7 +37,7 @@ void bucketed_step(benchmark::State& state, bool overlap) {
   auto const plan = gn::plan_buckets(bytes, elements * sizeof(float), elements * sizeof(float));
   void* flat = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&flat, plan.buffer_bytes));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(flat, 0, plan.buffer_bytes));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(flat, 0, plan.buffer_bytes, stream.get()));
   auto* gradients = static_cast<float*>(flat);
   gn::bucketed_all_reduce reducer{comm->view(), flat, plan, gs::dtype::float32};
   auto step = [&] {

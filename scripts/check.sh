@@ -22,7 +22,7 @@ run_step() {
 }
 
 run_step "build and test (cmake --workflow --preset default)" cmake --workflow --preset default
-run_step "every test, GPU tests included, on the simulated CUDA device (cmake --workflow --preset sim)" \
+run_step "every test on the simulated CUDA device (cmake --workflow --preset sim)" \
   cmake --workflow --preset sim
 
 # graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build.
@@ -50,7 +50,8 @@ core_only() {
 run_step "graphstep_core without nvcc on the path (build-core)" core_only
 run_step "CPU tests under ASan + UBSan (cmake --workflow --preset sanitize)" \
   cmake --workflow --preset sanitize
-run_step "clang-tidy over src/ (scripts/tidy.sh)" scripts/tidy.sh build
+run_step "clang-tidy over src/ (scripts/tidy.sh build-sim: every source, the simulator's too)" \
+  scripts/tidy.sh build-sim
 run_step "fuzzing, ${fuzz_seconds} s per target (scripts/fuzz.sh)" scripts/fuzz.sh "${fuzz_seconds}"
 
 echo

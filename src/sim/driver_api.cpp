@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <map>
 #include <string_view>
@@ -106,9 +107,7 @@ CUresult CUDAAPI device_get_attribute(int* value, CUdevice_attribute attribute, 
     return CUDA_ERROR_INVALID_DEVICE;
   }
   switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-      *value = 1;
-      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 1; return CUDA_SUCCESS;
     default:
       // Same numbering as cudaDeviceAttr for the attributes both APIs have.
       return cudaDeviceGetAttribute(value, static_cast<cudaDeviceAttr>(attribute), device) ==
@@ -209,8 +208,7 @@ CUresult CUDAAPI mem_release(CUmemGenericAllocationHandle handle) {
   // The memory itself lives on while mapped ("cuMemRelease: ... the memory is released when all
   // mappings are unmapped"): the mapping holds the file open in the host's model.
   close(it->second.file);
-  sim::state().devices[static_cast<std::size_t>(it->second.device)]->used_bytes -=
-      it->second.bytes;
+  sim::state().devices[static_cast<std::size_t>(it->second.device)]->used_bytes -= it->second.bytes;
   physical().erase(it);
   return CUDA_SUCCESS;
 }
@@ -245,8 +243,10 @@ CUresult CUDAAPI mem_unmap(CUdeviceptr address, std::size_t bytes) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // Back to an inaccessible part of the reservation.
-  mmap(reinterpret_cast<void*>(address), bytes, PROT_NONE,
-       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (mmap(reinterpret_cast<void*>(address), bytes, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   allocations.erase(it);
   return CUDA_SUCCESS;
 }
@@ -282,7 +282,7 @@ struct entry_point {
   void* function;
 };
 
-entry_point const entry_points[] = {
+std::array<entry_point, 12> const entry_points{{
     {"cuGetErrorName", reinterpret_cast<void*>(&get_error_name)},
     {"cuGetErrorString", reinterpret_cast<void*>(&get_error_string)},
     {"cuDeviceGet", reinterpret_cast<void*>(&device_get)},
@@ -295,7 +295,7 @@ entry_point const entry_points[] = {
     {"cuMemMap", reinterpret_cast<void*>(&mem_map)},
     {"cuMemUnmap", reinterpret_cast<void*>(&mem_unmap)},
     {"cuMemSetAccess", reinterpret_cast<void*>(&mem_set_access)},
-};
+}};
 
 }  // namespace
 

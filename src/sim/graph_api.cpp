@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -34,7 +35,7 @@ sim::graph_state* register_graph(std::unique_ptr<sim::graph_state> graph) {
 }
 
 // Body graphs of conditional nodes are handles the user may capture into, owned by the node.
-void unregister_bodies(sim::graph_state const& graph) {
+void unregister_bodies(sim::graph_state const& graph) {  // NOLINT(misc-no-recursion): graphs nest
   for (auto const& node : graph.nodes) {
     for (auto const& body : node->conditional.bodies) {
       sim::state().graphs.erase(body.get());
@@ -110,7 +111,9 @@ bool joined(sim::capture_state const& capture) {
   return covered(capture.orphans);
 }
 
-bool contains_type(sim::graph_state const& graph, std::initializer_list<cudaGraphNodeType> types) {
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+bool contains_type(sim::graph_state const& graph,
+                   std::initializer_list<cudaGraphNodeType> types) {
   for (auto const& node : graph.nodes) {
     if (std::find(types.begin(), types.end(), node->type) != types.end()) return true;
     if (node->child && contains_type(*node->child, types)) return true;
@@ -123,7 +126,7 @@ bool contains_type(sim::graph_state const& graph, std::initializer_list<cudaGrap
 
 // Conditional bodies may hold only kernel, empty, child-graph, memset, memcpy and conditional
 // nodes (cudaConditionalNodeParams::phGraph_out in driver_types.h).
-bool bodies_valid(sim::graph_state const& graph) {
+bool bodies_valid(sim::graph_state const& graph) {  // NOLINT(misc-no-recursion): graphs nest
   for (auto const& node : graph.nodes) {
     for (auto const& body : node->conditional.bodies) {
       if (contains_type(*body, {cudaGraphNodeTypeHost, cudaGraphNodeTypeEventRecord,
@@ -162,8 +165,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
 
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
                                           cudaGraphNode_t const* dependencies,
-                                          cudaGraphEdgeData const* /*edge_data*/,
-                                          std::size_t count, cudaStreamCaptureMode mode) {
+                                          cudaGraphEdgeData const* /*edge_data*/, std::size_t count,
+                                          cudaStreamCaptureMode mode) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::stream_state* s = sim::find_stream(stream);
@@ -263,8 +266,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatu
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream,
-                                                cudaGraphNode_t* dependencies,
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t* dependencies,
                                                 cudaGraphEdgeData const* /*edge_data*/,
                                                 std::size_t count, unsigned int flags) {
   sim::lock_guard const lock{sim::state().mutex};
@@ -350,8 +352,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::si
   // be set to NULL, and the number of nodes actually obtained will be returned in numNodes."
   std::size_t const wanted = *count;
   for (std::size_t i = 0; i < wanted; ++i) {
-    nodes[i] = i < g->nodes.size() ? reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get())
-                                   : nullptr;
+    nodes[i] = i < g->nodes.size() ? reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get()) : nullptr;
   }
   *count = std::min(wanted, g->nodes.size());
   return cudaSuccess;
@@ -411,11 +412,7 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph,
   }
   std::size_t const rows = std::max<std::size_t>(params->height, 1);
   std::size_t const span = (rows - 1) * params->pitch + params->width * element;
-  sim::allocation const* owner = sim::find_allocation(params->dst);
-  if (owner == nullptr ||
-      reinterpret_cast<std::uintptr_t>(params->dst) + span > owner->base + owner->bytes) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
+  if (!sim::device_range_valid(params->dst, span)) return sim::fail(cudaErrorInvalidValue);
   auto created = std::make_unique<sim::node_state>();
   created->type = cudaGraphNodeTypeMemset;
   created->memset = *params;
@@ -454,9 +451,8 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* node, cudaGraph_t graph,
   return add_node(*g, dependencies, count, std::move(created), node);
 }
 
-cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* handle,
-                                             cudaGraph_t graph, unsigned int default_value,
-                                             unsigned int flags) {
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* handle, cudaGraph_t graph,
+                                             unsigned int default_value, unsigned int flags) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::graph_state* g = sim::find_graph(graph);
@@ -487,8 +483,7 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
   sim::graph_state* g = sim::find_graph(graph);
   if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
   switch (params->type) {
-    case cudaGraphNodeTypeEmpty:
-      return cudaGraphAddEmptyNode(node, graph, dependencies, count);
+    case cudaGraphNodeTypeEmpty: return cudaGraphAddEmptyNode(node, graph, dependencies, count);
     case cudaGraphNodeTypeMemset: {
       cudaMemsetParams memset{};
       memset.dst = params->memset.dst;
@@ -510,10 +505,9 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
     case cudaGraphNodeTypeConditional: {
       cudaConditionalNodeParams& conditional = params->conditional;
       auto const found = sim::state().conditionals.find(conditional.handle);
-      bool const handle_of_graph =
-          found != sim::state().conditionals.end() &&
-          std::find(g->conditionals.begin(), g->conditionals.end(), found->second) !=
-              g->conditionals.end();
+      bool const handle_of_graph = found != sim::state().conditionals.end() &&
+                                   std::find(g->conditionals.begin(), g->conditionals.end(),
+                                             found->second) != g->conditionals.end();
       // size: 1 for WHILE, 1 or 2 for IF, any positive value for SWITCH
       // (cudaConditionalNodeParams in driver_types.h).
       bool const size_valid =
@@ -559,10 +553,9 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::graph_state* g = sim::find_graph(graph);
   if (exec == nullptr || g == nullptr) return sim::fail(cudaErrorInvalidValue);
-  unsigned long long const known = cudaGraphInstantiateFlagAutoFreeOnLaunch |
-                                   cudaGraphInstantiateFlagUpload |
-                                   cudaGraphInstantiateFlagDeviceLaunch |
-                                   cudaGraphInstantiateFlagUseNodePriority;
+  unsigned long long const known =
+      cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
+      cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
   if ((flags & ~known) != 0ULL) return sim::fail(cudaErrorInvalidValue);
   if (!bodies_valid(*g)) return sim::fail(cudaErrorInvalidValue);
   auto created = std::make_unique<sim::exec_state>();
@@ -625,9 +618,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   // "Each launch is ordered behind both any previous work in stream and any previous launches
   // of graphExec" (cudaGraphLaunch).
   sim::merge(s->clock, e->launches);
-  char name[48];
-  std::snprintf(name, sizeof name, "graph launch of executable %p", static_cast<void*>(e));
-  if (cudaError_t const submitted = sim::submit(*s, std::move(node), name);
+  std::array<char, 48> name{};
+  static_cast<void>(std::snprintf(name.data(), name.size(), "graph launch of executable %p",
+                                  static_cast<void*>(e)));
+  if (cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
       submitted != cudaSuccess) {
     return submitted;
   }
@@ -654,6 +648,7 @@ bool same_memory_kind(void const* a, void const* b) {
 // creation order, same types, same dependencies), and per node type: memset and memcpy operands
 // on the same device and of the same memory type, only 1-D memsets changed; kernel functions
 // may change. The first violation names its node and the reason.
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
 cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_state const& next,
                                   sim::node_state const*& where) {
   if (current.nodes.size() != next.nodes.size()) return cudaGraphExecUpdateErrorTopologyChanged;
@@ -679,11 +674,10 @@ cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_st
     switch (a.type) {
       case cudaGraphNodeTypeMemset: {
         bool const two_d = a.memset.height > 1 || b.memset.height > 1;
-        bool const changed = a.memset.dst != b.memset.dst || a.memset.value != b.memset.value ||
-                             a.memset.width != b.memset.width ||
-                             a.memset.height != b.memset.height ||
-                             a.memset.pitch != b.memset.pitch ||
-                             a.memset.elementSize != b.memset.elementSize;
+        bool const changed =
+            a.memset.dst != b.memset.dst || a.memset.value != b.memset.value ||
+            a.memset.width != b.memset.width || a.memset.height != b.memset.height ||
+            a.memset.pitch != b.memset.pitch || a.memset.elementSize != b.memset.elementSize;
         if (two_d && changed) return cudaGraphExecUpdateErrorParametersChanged;
         sim::allocation const* x = sim::find_allocation(a.memset.dst);
         sim::allocation const* y = sim::find_allocation(b.memset.dst);
@@ -721,8 +715,7 @@ cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_st
         // Graphs with memory nodes cannot be updated (CUDA Programming Guide, "Graph Memory
         // Nodes": "updating ... is not supported").
         return cudaGraphExecUpdateErrorNotSupported;
-      default:
-        break;
+      default: break;
     }
   }
   where = nullptr;
@@ -740,9 +733,8 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
   if (e == nullptr || g == nullptr || info == nullptr) return sim::fail(cudaErrorInvalidValue);
   *info = cudaGraphExecUpdateResultInfo{};
   sim::node_state const* where = nullptr;
-  cudaGraphExecUpdateResult result = g->device != e->device
-                                         ? cudaGraphExecUpdateErrorNotSupported
-                                         : compare(*e->graph, *g, where);
+  cudaGraphExecUpdateResult result =
+      g->device != e->device ? cudaGraphExecUpdateErrorNotSupported : compare(*e->graph, *g, where);
   info->result = result;
   if (result != cudaGraphExecUpdateSuccess) {
     info->errorNode = reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(where));

@@ -9,9 +9,8 @@
 // finishes while others wait at one, is a divergent barrier: a fault here (on a GPU it hangs or
 // gives undefined results).
 
-#include "graphstep/sim/device.hpp"  // first: it declares the built-in variables defined here
-
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -19,8 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "graphstep/sim/device.hpp"  // first: it declares the built-in variables defined here
 #include "sim/detail/fiber.hpp"
 
+// NOLINTBEGIN(cert-err58-cpp): dim3's constructor is constexpr and cannot throw
 extern "C" {
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;
@@ -28,6 +29,7 @@ thread_local dim3 blockDim;
 thread_local dim3 gridDim;
 thread_local int warpSize = 32;
 }
+// NOLINTEND(cert-err58-cpp)
 
 namespace graphstep::sim::detail {
 
@@ -56,11 +58,11 @@ thread_local unsigned current_thread_id = 0;
 thread_local std::vector<std::unique_ptr<fiber>> fibers;  // reused from block to block
 
 std::string where() {
-  char text[160];
-  std::snprintf(text, sizeof text, "%s: thread (%u,%u,%u) of block (%u,%u,%u)",
-                current->task->name(), threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x,
-                blockIdx.y, blockIdx.z);
-  return text;
+  std::array<char, 160> text{};
+  static_cast<void>(std::snprintf(
+      text.data(), text.size(), "%s: thread (%u,%u,%u) of block (%u,%u,%u)", current->task->name(),
+      threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y, blockIdx.z));
+  return text.data();
 }
 
 void enter_thread(unsigned linear) {
@@ -111,8 +113,8 @@ bool release_barriers(block_run& run) {
         if ((mask & (1U << lane)) == 0U) continue;
         thread_status const s = run.status[first + lane];
         if (s == thread_status::done) {
-          divergent(std::string{run.task->name()} + ": lane " + std::to_string(lane) +
-                    " of warp " + std::to_string(first / warp_lanes) +
+          divergent(std::string{run.task->name()} + ": lane " + std::to_string(lane) + " of warp " +
+                    std::to_string(first / warp_lanes) +
                     " exited while its warp waited for it at a warp-level intrinsic");
         }
         if (s != thread_status::at_warp_barrier) all = false;
@@ -170,8 +172,9 @@ void run_block_as_fibers(block_run& run) {
 void wait_at(thread_status barrier, unsigned mask) {
   if (current == nullptr) divergent("a barrier was called outside a kernel");
   if (current->plain) {
-    divergent(where() + " reached a barrier that thread 0 of its block did not: a barrier "
-                        "inside code not every thread of the block runs");
+    divergent(where() +
+              " reached a barrier that thread 0 of its block did not: a barrier "
+              "inside code not every thread of the block runs");
   }
   current->status[current_thread_id] = barrier;
   current->warp_masks[current_thread_id] = mask;
@@ -179,6 +182,31 @@ void wait_at(thread_status barrier, unsigned mask) {
   fiber::yield();
   enter_thread(me);
 }
+
+// A kernel launched while another runs on this host thread (from a host function) gets its own
+// indices; the outer kernel's are restored after.
+class saved_indices {
+ public:
+  saved_indices() noexcept = default;
+  saved_indices(saved_indices const&) = delete;
+  saved_indices& operator=(saved_indices const&) = delete;
+  saved_indices(saved_indices&&) = delete;
+  saved_indices& operator=(saved_indices&&) = delete;
+  ~saved_indices() {
+    current = block_;
+    threadIdx = thread_;
+    blockIdx = block_index_;
+    blockDim = block_size_;
+    gridDim = grid_size_;
+  }
+
+ private:
+  block_run* block_{current};
+  uint3 thread_{threadIdx};
+  uint3 block_index_{blockIdx};
+  dim3 block_size_{blockDim};
+  dim3 grid_size_{gridDim};
+};
 
 }  // namespace
 
@@ -191,22 +219,7 @@ void run_grid(kernel_task const& task, std::function<void()> const& thread_body)
   run.status.assign(run.threads, thread_status::ready);
   run.warp_masks.assign(run.threads, 0U);
   run.warp_slots.assign(static_cast<std::size_t>(run.threads) * warp_slot_bytes, 0);
-  // A kernel launched while another runs on this host thread (from a host function) gets its
-  // own indices; the outer kernel's are restored after.
-  struct saved_indices {
-    block_run* block;
-    uint3 thread;
-    uint3 block_index;
-    dim3 block_size;
-    dim3 grid_size;
-    ~saved_indices() {
-      current = block;
-      threadIdx = thread;
-      blockIdx = block_index;
-      blockDim = block_size;
-      gridDim = grid_size;
-    }
-  } const restore_outer{current, threadIdx, blockIdx, blockDim, gridDim};
+  saved_indices const restore_outer;
   current = &run;
   blockDim = task.block();
   gridDim = task.grid();
@@ -243,8 +256,8 @@ void sync_block() {
 
 void sync_warp(unsigned mask) {
   if (current != nullptr && !current->plain) {
-    unsigned const lanes = std::min(warp_lanes, current->threads - current_thread_id / warp_lanes *
-                                                                      warp_lanes);
+    unsigned const lanes =
+        std::min(warp_lanes, current->threads - current_thread_id / warp_lanes * warp_lanes);
     unsigned const existing = lanes == warp_lanes ? ~0U : (1U << lanes) - 1U;
     wait_at(thread_status::at_warp_barrier, mask & existing);
     return;
@@ -267,8 +280,8 @@ void* dynamic_shared_memory() noexcept {
 }
 
 int sync_block_count(int predicate) {
-  auto* slot = static_cast<int*>(static_cast<void*>(current->warp_slots.data() +
-                                                    current_thread_id * warp_slot_bytes));
+  auto* slot = static_cast<int*>(
+      static_cast<void*>(current->warp_slots.data() + current_thread_id * warp_slot_bytes));
   *slot = predicate != 0 ? 1 : 0;
   sync_block();
   int count = 0;
@@ -286,8 +299,8 @@ void trap(char const* what) {
 }
 
 void device_assert(char const* expression, char const* file, unsigned line) {
-  throw kernel_fault{cudaErrorAssert, where() + ": assertion failed: " + expression + " (" +
-                                          file + ":" + std::to_string(line) + ")"};
+  throw kernel_fault{cudaErrorAssert, where() + ": assertion failed: " + expression + " (" + file +
+                                          ":" + std::to_string(line) + ")"};
 }
 
 }  // namespace graphstep::sim::detail

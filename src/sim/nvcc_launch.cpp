@@ -53,11 +53,12 @@ cudaError_t refuse(void const* function, cudaStream_t stream) {
     auto const found = kernels().names.find(function);
     if (found != kernels().names.end()) name = found->second;
     if (kernels().reported.insert(name).second) {
-      std::fprintf(stderr,
-                   "graphstep simulated device: kernel %s was compiled by nvcc; the simulated "
-                   "device runs kernels only from their source (build the .cu file with "
-                   "graphstep_cuda_sim_sources): not run\n",
-                   name.c_str());
+      static_cast<void>(
+          std::fprintf(stderr,
+                       "graphstep simulated device: kernel %s was compiled by nvcc; the simulated "
+                       "device runs kernels only from their source (build the .cu file with "
+                       "graphstep_cuda_sim_sources): not run\n",
+                       name.c_str()));
     }
   }
   sim::lock_guard const lock{sim::state().mutex};
@@ -69,6 +70,8 @@ cudaError_t refuse(void const* function, cudaStream_t stream) {
 
 }  // namespace
 
+// The entry points nvcc's generated code calls, with the names it gives them.
+// NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp)
 extern "C" {
 
 void** __cudaRegisterFatBinary(void* /*fat_cubin*/) {
@@ -130,9 +133,9 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, 
 }
 
 }  // extern "C"
+// NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp)
 
-cudaError_t cudaLaunchKernel(void const* function, dim3 /*grid*/, dim3 /*block*/,
-                             void** /*args*/, std::size_t /*shared_bytes*/,
-                             cudaStream_t stream) {
+cudaError_t cudaLaunchKernel(void const* function, dim3 /*grid*/, dim3 /*block*/, void** /*args*/,
+                             std::size_t /*shared_bytes*/, cudaStream_t stream) {
   return refuse(function, stream);
 }

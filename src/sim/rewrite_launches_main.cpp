@@ -11,12 +11,12 @@
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: rewrite_launches <in.cu> <out.cpp>\n");
+    static_cast<void>(std::fprintf(stderr, "usage: rewrite_launches <in.cu> <out.cpp>\n"));
     return 2;
   }
   std::ifstream in{argv[1], std::ios::binary};
   if (!in) {
-    std::fprintf(stderr, "rewrite_launches: cannot read %s\n", argv[1]);
+    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot read %s\n", argv[1]));
     return 1;
   }
   std::string const source{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
@@ -24,13 +24,13 @@ int main(int argc, char** argv) {
   try {
     rewritten = graphstep::sim::detail::rewrite_launches(source, argv[1]);
   } catch (graphstep::sim::detail::rewrite_error const& e) {
-    std::fprintf(stderr, "rewrite_launches: %s\n", e.what());
+    static_cast<void>(std::fprintf(stderr, "rewrite_launches: %s\n", e.what()));
     return 1;
   }
   std::ofstream out{argv[2], std::ios::binary | std::ios::trunc};
   out << rewritten;
   if (!out) {
-    std::fprintf(stderr, "rewrite_launches: cannot write %s\n", argv[2]);
+    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot write %s\n", argv[2]));
     return 1;
   }
   return 0;

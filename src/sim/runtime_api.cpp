@@ -78,8 +78,7 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
   auto it = p.allocations.find(base);
   if (it == p.allocations.end() || it->second.kind != kind) {
     // Not the start of an allocation of this kind, or freed already.
-    return sim::fail(kind == sim::memory_kind::device ? cudaErrorInvalidValue
-                                                      : cudaErrorInvalidValue);
+    return sim::fail(cudaErrorInvalidValue);
   }
   sim::allocation const freed = it->second;
   // cudaFree waits for the device's work before it frees (the CUDA Programming Guide's
@@ -92,15 +91,6 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
   }
   munmap(pointer, freed.bytes);
   return cudaSuccess;
-}
-
-// A device range a copy or memset touches must lie inside one live allocation: a GPU faults or
-// corrupts memory otherwise; here the call fails with cudaErrorInvalidValue.
-bool device_range_valid(void const* address, std::size_t bytes) {
-  sim::allocation const* owner = sim::find_allocation(address);
-  if (owner == nullptr) return false;
-  auto const start = reinterpret_cast<std::uintptr_t>(address);
-  return start + bytes <= owner->base + owner->bytes;
 }
 
 bool is_device_memory(void const* address) {
@@ -117,33 +107,25 @@ cudaError_t check_copy(void const* destination, void const* source, std::size_t 
   bool destination_on_device = false;
   bool source_on_device = false;
   switch (kind) {
-    case cudaMemcpyHostToHost:
-      break;
-    case cudaMemcpyHostToDevice:
-      destination_on_device = true;
-      break;
-    case cudaMemcpyDeviceToHost:
-      source_on_device = true;
-      break;
-    case cudaMemcpyDeviceToDevice:
-      destination_on_device = source_on_device = true;
-      break;
+    case cudaMemcpyHostToHost: break;
+    case cudaMemcpyHostToDevice: destination_on_device = true; break;
+    case cudaMemcpyDeviceToHost: source_on_device = true; break;
+    case cudaMemcpyDeviceToDevice: destination_on_device = source_on_device = true; break;
     case cudaMemcpyDefault:
       destination_on_device = is_device_memory(destination);
       source_on_device = is_device_memory(source);
       break;
-    default:
-      return cudaErrorInvalidMemcpyDirection;
+    default: return cudaErrorInvalidMemcpyDirection;
   }
-  if (destination_on_device && !device_range_valid(destination, bytes)) {
+  if (destination_on_device && !sim::device_range_valid(destination, bytes)) {
     return cudaErrorInvalidValue;
   }
-  if (source_on_device && !device_range_valid(source, bytes)) return cudaErrorInvalidValue;
+  if (source_on_device && !sim::device_range_valid(source, bytes)) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 
-std::unique_ptr<sim::node_state> copy_node(void* destination, void const* source,
-                                           std::size_t bytes, cudaMemcpyKind kind) {
+std::unique_ptr<sim::node_state> copy_node(void* destination, void const* source, std::size_t bytes,
+                                           cudaMemcpyKind kind) {
   auto node = std::make_unique<sim::node_state>();
   node->type = cudaGraphNodeTypeMemcpy;
   node->copy = sim::memcpy_params{destination, source, bytes, kind};
@@ -185,63 +167,61 @@ cudaError_t cudaPeekAtLastError() {
   return sim::this_thread().last_error;
 }
 
-#define GRAPHSTEP_SIM_ERRORS(X)                                                                \
-  X(cudaSuccess, "no error")                                                                    \
-  X(cudaErrorInvalidValue, "invalid argument")                                                  \
-  X(cudaErrorMemoryAllocation, "out of memory")                                                 \
-  X(cudaErrorInitializationError, "initialization error")                                       \
-  X(cudaErrorInvalidConfiguration, "invalid configuration argument")                            \
-  X(cudaErrorInvalidDevicePointer, "invalid device pointer")                                    \
-  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                       \
-  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version") \
-  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                    \
-  X(cudaErrorInvalidDevice, "invalid device ordinal")                                           \
-  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                  \
-  X(cudaErrorSymbolNotFound, "named symbol not found")                                          \
-  X(cudaErrorNotReady, "device not ready")                                                      \
-  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                        \
-  X(cudaErrorLaunchFailure, "unspecified launch failure")                                       \
-  X(cudaErrorAssert, "device-side assert triggered")                                            \
-  X(cudaErrorNotPermitted, "operation not permitted")                                           \
-  X(cudaErrorNotSupported, "operation not supported")                                           \
-  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")            \
-  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")      \
+#define GRAPHSTEP_SIM_ERRORS(X)                                                                   \
+  X(cudaSuccess, "no error")                                                                      \
+  X(cudaErrorInvalidValue, "invalid argument")                                                    \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                   \
+  X(cudaErrorInitializationError, "initialization error")                                         \
+  X(cudaErrorInvalidConfiguration, "invalid configuration argument")                              \
+  X(cudaErrorInvalidDevicePointer, "invalid device pointer")                                      \
+  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                         \
+  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")  \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                      \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                             \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                    \
+  X(cudaErrorSymbolNotFound, "named symbol not found")                                            \
+  X(cudaErrorNotReady, "device not ready")                                                        \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                          \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                         \
+  X(cudaErrorAssert, "device-side assert triggered")                                              \
+  X(cudaErrorNotPermitted, "operation not permitted")                                             \
+  X(cudaErrorNotSupported, "operation not supported")                                             \
+  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")              \
+  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")        \
   X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
-  X(cudaErrorStreamCaptureMerge, "operation would result in a merge of separate capture sequences") \
-  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")    \
-  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                       \
-  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream") \
-  X(cudaErrorStreamCaptureImplicit,                                                             \
-    "operation would make the legacy stream depend on a capturing blocking stream")             \
-  X(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream") \
-  X(cudaErrorStreamCaptureWrongThread,                                                          \
-    "attempt to terminate a thread-local capture sequence from another thread")                 \
-  X(cudaErrorGraphExecUpdateFailure,                                                            \
-    "the graph update was not performed because it included changes which violated constraints " \
-    "specific to instantiated graph update")                                                    \
+  X(cudaErrorStreamCaptureMerge,                                                                  \
+    "operation would result in a merge of separate capture sequences")                            \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")      \
+  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                         \
+  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream")   \
+  X(cudaErrorStreamCaptureImplicit,                                                               \
+    "operation would make the legacy stream depend on a capturing blocking stream")               \
+  X(cudaErrorCapturedEvent,                                                                       \
+    "operation not permitted on an event last recorded in a capturing stream")                    \
+  X(cudaErrorStreamCaptureWrongThread,                                                            \
+    "attempt to terminate a thread-local capture sequence from another thread")                   \
+  X(cudaErrorGraphExecUpdateFailure,                                                              \
+    "the graph update was not performed because it included changes which violated constraints "  \
+    "specific to instantiated graph update")                                                      \
   X(cudaErrorUnknown, "unknown error")
 
 char const* cudaGetErrorName(cudaError_t error) {
   switch (error) {
 #define GRAPHSTEP_SIM_NAME(code, text) \
-  case code:                           \
-    return #code;
+  case code: return #code;
     GRAPHSTEP_SIM_ERRORS(GRAPHSTEP_SIM_NAME)
 #undef GRAPHSTEP_SIM_NAME
-    default:
-      return "unrecognized error code";
+    default: return "unrecognized error code";
   }
 }
 
 char const* cudaGetErrorString(cudaError_t error) {
   switch (error) {
 #define GRAPHSTEP_SIM_TEXT(code, text) \
-  case code:                           \
-    return text;
+  case code: return text;
     GRAPHSTEP_SIM_ERRORS(GRAPHSTEP_SIM_TEXT)
 #undef GRAPHSTEP_SIM_TEXT
-    default:
-      return "unrecognized error code";
+    default: return "unrecognized error code";
   }
 }
 
@@ -305,8 +285,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
       break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
     case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
-    case cudaDevAttrUnifiedAddressing: *value = 1; break;
-    case cudaDevAttrConcurrentKernels: *value = 1; break;
+    case cudaDevAttrUnifiedAddressing:
+    case cudaDevAttrConcurrentKernels:
     case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
     case cudaDevAttrIntegrated: *value = 0; break;
     default:
@@ -417,13 +397,13 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
       if (memory == nullptr) return sim::fail(cudaErrorMemoryAllocation);
     }
     auto const base = reinterpret_cast<std::uintptr_t>(memory);
-    std::shared_ptr<void> backing{memory, [bytes](void* address) {
-                                    if (address == nullptr) return;
-                                    sim::lock_guard const inner{sim::state().mutex};
-                                    sim::state().allocations.erase(
-                                        reinterpret_cast<std::uintptr_t>(address));
-                                    munmap(address, bytes);
-                                  }};
+    std::shared_ptr<void> backing{
+        memory, [bytes](void* address) {
+          if (address == nullptr) return;
+          sim::lock_guard const inner{sim::state().mutex};
+          sim::state().allocations.erase(reinterpret_cast<std::uintptr_t>(address));
+          munmap(address, bytes);
+        }};
     if (memory != nullptr) {
       sim::state().allocations[base] =
           sim::allocation{base, bytes, sim::memory_kind::graph, s->device, nullptr};
@@ -434,8 +414,7 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     node->type = cudaGraphNodeTypeMemAlloc;
     node->memory = memory;
     node->memory_bytes = bytes;
-    if (cudaError_t const submitted = sim::submit(*s, std::move(node));
-        submitted != cudaSuccess) {
+    if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
       return submitted;
     }
     *pointer = memory;
@@ -481,7 +460,8 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   sim::report_races();
   sim::allocation const freed = *owner;
   sim::state().allocations.erase(freed.base);
-  sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -= accounted(freed.bytes);
+  sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
+      accounted(freed.bytes);
   munmap(pointer, freed.bytes);
   return cudaSuccess;
 }
@@ -507,16 +487,16 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
   // host memory to the device the call may return "before the DMA to final destination" is
   // done, so the host has not seen the copy complete; every other direction blocks until done.
   sim::lock_guard const lock{sim::state().mutex};
-  bool const destination_on_device =
-      kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice ||
-      (kind == cudaMemcpyDefault && is_device_memory(destination));
+  bool const destination_on_device = kind == cudaMemcpyHostToDevice ||
+                                     kind == cudaMemcpyDeviceToDevice ||
+                                     (kind == cudaMemcpyDefault && is_device_memory(destination));
   bool const source_on_device = kind == cudaMemcpyDeviceToHost ||
                                 kind == cudaMemcpyDeviceToDevice ||
                                 (kind == cudaMemcpyDefault && is_device_memory(source));
   sim::allocation const* source_allocation = sim::find_allocation(source);
   bool const pageable_source = !source_on_device && source_allocation == nullptr;
-  bool const blocks_host = !(destination_on_device && source_on_device) &&
-                           !(destination_on_device && pageable_source);
+  bool const blocks_host =
+      !(destination_on_device && source_on_device) && !(destination_on_device && pageable_source);
   if (blocks_host) {
     // A call that waits for the device is one the capture modes may prohibit
     // (cudaThreadExchangeStreamCaptureMode: "potentially unsafe API calls"; the stricter
@@ -533,14 +513,13 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
   return copied;
 }
 
-cudaError_t cudaMemsetAsync(void* destination, int value, std::size_t bytes,
-                            cudaStream_t stream) {
+cudaError_t cudaMemsetAsync(void* destination, int value, std::size_t bytes, cudaStream_t stream) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   cudaError_t error = cudaSuccess;
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
-  if (bytes > 0 && !device_range_valid(destination, bytes)) {
+  if (bytes > 0 && !sim::device_range_valid(destination, bytes)) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue);
     return sim::fail(cudaErrorInvalidValue);
   }
@@ -889,18 +868,16 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
   cudaDeviceProp const& p = state().devices[static_cast<std::size_t>(s->device)]->properties;
   dim3 const grid = task->grid();
   dim3 const block = task->block();
-  unsigned long long const threads =
-      static_cast<unsigned long long>(block.x) * block.y * block.z;
-  bool const valid =
-      grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && block.x >= 1 && block.y >= 1 &&
-      block.z >= 1 && grid.x <= static_cast<unsigned>(p.maxGridSize[0]) &&
-      grid.y <= static_cast<unsigned>(p.maxGridSize[1]) &&
-      grid.z <= static_cast<unsigned>(p.maxGridSize[2]) &&
-      block.x <= static_cast<unsigned>(p.maxThreadsDim[0]) &&
-      block.y <= static_cast<unsigned>(p.maxThreadsDim[1]) &&
-      block.z <= static_cast<unsigned>(p.maxThreadsDim[2]) &&
-      threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
-      task->dynamic_shared_bytes() <= p.sharedMemPerBlock;
+  unsigned long long const threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+  bool const valid = grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && block.x >= 1 && block.y >= 1 &&
+                     block.z >= 1 && grid.x <= static_cast<unsigned>(p.maxGridSize[0]) &&
+                     grid.y <= static_cast<unsigned>(p.maxGridSize[1]) &&
+                     grid.z <= static_cast<unsigned>(p.maxGridSize[2]) &&
+                     block.x <= static_cast<unsigned>(p.maxThreadsDim[0]) &&
+                     block.y <= static_cast<unsigned>(p.maxThreadsDim[1]) &&
+                     block.z <= static_cast<unsigned>(p.maxThreadsDim[2]) &&
+                     threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
+                     task->dynamic_shared_bytes() <= p.sharedMemPerBlock;
   if (!valid) {
     fail(cudaErrorInvalidConfiguration);
     return;

@@ -3,9 +3,8 @@
 // The fixture of every GPU test: without a visible CUDA device the test is skipped, and ctest
 // reports it as skipped, not passed.
 
-#include <gtest/gtest.h>
-
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cstddef>
 #include <graphstep/cuda/check.hpp>
@@ -57,8 +56,8 @@ class stream_pool_test : public gpu_test {
 }  // namespace graphstep::testing
 
 /// Skips the calling test on the simulated device, which does not model `library` yet.
-#define GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(library)                                           \
-  do {                                                                                     \
-    if (::graphstep::testing::simulated_device)                                            \
-      GTEST_SKIP() << library << " is not modelled on the simulated CUDA device yet";      \
+#define GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(library)                                   \
+  do {                                                                                \
+    if (::graphstep::testing::simulated_device)                                       \
+      GTEST_SKIP() << library << " is not modelled on the simulated CUDA device yet"; \
   } while (false)

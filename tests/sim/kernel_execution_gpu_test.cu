@@ -38,7 +38,8 @@ __global__ void block_sum(float const* in, float* out) {
 
 __global__ void warp_sums(int const* in, int* out) {
   int value = in[blockIdx.x * blockDim.x + threadIdx.x];
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffU, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xffffffffU, value, offset);
   if (threadIdx.x % 32 == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = value;
 }
 
@@ -84,8 +85,8 @@ std::vector<T> read_back(T const* device, std::size_t count) {
 TEST_F(kernel_execution, every_thread_of_1d_2d_and_3d_grids_runs_once_with_its_indices) {
   for (auto const& [grid, block] : {std::pair{dim3{7}, dim3{64}}, std::pair{dim3{3, 2}, dim3{8, 4}},
                                     std::pair{dim3{2, 3, 2}, dim3{4, 2, 3}}}) {
-    std::size_t const count = static_cast<std::size_t>(grid.x) * grid.y * grid.z * block.x *
-                              block.y * block.z;
+    std::size_t const count =
+        static_cast<std::size_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z;
     unsigned* out = nullptr;
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, count * sizeof(unsigned)));
     GRAPHSTEP_CUDA_TRY(cudaMemset(out, 0xFF, count * sizeof(unsigned)));
@@ -187,8 +188,8 @@ TEST_F(kernel_execution, dynamic_shared_memory_has_the_size_of_the_launch) {
 }
 
 TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {
-  std::vector<float> const values{1.0F, 1.0F + 1.0F / 1024, 1.0F + 1.0F / 2048, 3.14159265F,
-                                  65504.0F, 1.0F + 1.0F / 256};
+  std::vector<float> const values{1.0F,        1.0F + 1.0F / 1024, 1.0F + 1.0F / 2048,
+                                  3.14159265F, 65504.0F,           1.0F + 1.0F / 256};
   int const n = static_cast<int>(values.size());
   float* in = nullptr;
   float* half_out = nullptr;
@@ -203,10 +204,10 @@ TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {
   std::vector<float> const bf16 = read_back(bf16_out, values.size());
   // fp16 keeps 10 mantissa bits, bfloat16 7; a tie rounds to the even neighbour.
   EXPECT_EQ(half[1], 1.0F + 1.0F / 1024);
-  EXPECT_EQ(half[2], 1.0F);                  // a tie between 1 and 1 + 2^-10: even is 1
+  EXPECT_EQ(half[2], 1.0F);  // a tie between 1 and 1 + 2^-10: even is 1
   EXPECT_EQ(half[3], 3.140625F);
   EXPECT_EQ(half[4], 65504.0F);
-  EXPECT_EQ(bf16[5], 1.0F);                  // 1 + 2^-8 is a tie for bfloat16: even is 1
+  EXPECT_EQ(bf16[5], 1.0F);  // 1 + 2^-8 is a tie for bfloat16: even is 1
   EXPECT_EQ(bf16[3], 3.140625F);
   GRAPHSTEP_CUDA_TRY(cudaFree(in));
   GRAPHSTEP_CUDA_TRY(cudaFree(half_out));

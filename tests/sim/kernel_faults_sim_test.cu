@@ -34,8 +34,7 @@ void launch_and_exit_with_the_sticky_error(bool trap) {
 }
 
 TEST(kernel_faults, a_barrier_only_some_threads_reach_is_a_sticky_launch_failure) {
-  EXPECT_EXIT(launch_and_exit_with_the_sticky_error(false),
-              ::testing::ExitedWithCode(0),
+  EXPECT_EXIT(launch_and_exit_with_the_sticky_error(false), ::testing::ExitedWithCode(0),
               "kernel divergent_barrier faulted: .*reached a barrier that thread 0 of its block "
               "did not|kernel divergent_barrier faulted: .*finished while others wait");
 }

@@ -58,7 +58,8 @@ TEST(launch_rewriter, keeps_namespaces_and_template_arguments_of_the_kernel) {
 TEST(launch_rewriter, keeps_line_numbers_of_a_launch_over_several_lines) {
   std::string const source = "k<<<blocks,\n    threads, 0,\n    stream>>>(a,\n b);\nint after;\n";
   std::string const out = body(source);
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), std::count(source.begin(), source.end(), '\n'));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'),
+            std::count(source.begin(), source.end(), '\n'));
   EXPECT_NE(out.find("int after;"), std::string::npos);
 }
 
@@ -72,17 +73,20 @@ TEST(launch_rewriter, leaves_comments_strings_and_characters_alone) {
 TEST(launch_rewriter, turns_dynamic_shared_memory_into_the_blocks_buffer) {
   EXPECT_EQ(body("extern __shared__ float cache[];"),
             "float* const cache = ::graphstep::sim::detail::dynamic_shared<float>();");
-  EXPECT_EQ(body("extern __shared__ __align__(16) unsigned char raw[];"),
-            "unsigned char* const raw = ::graphstep::sim::detail::dynamic_shared<unsigned char>();");
+  EXPECT_EQ(
+      body("extern __shared__ __align__(16) unsigned char raw[];"),
+      "unsigned char* const raw = ::graphstep::sim::detail::dynamic_shared<unsigned char>();");
 }
 
 TEST(launch_rewriter, names_the_file_and_line_of_what_it_cannot_parse) {
   EXPECT_EQ(error_of("int a;\nk<<<1, 2;\n"),
             "k.cu:2: a <<< whose configuration is never closed by >>>");
   EXPECT_EQ(error_of("\n\n<<<1, 1>>>(x);"), "k.cu:3: no kernel name before <<<");
-  EXPECT_EQ(error_of("k<<<1, 1>>>;"), "k.cu:1: a <<<...>>> launch not followed by its argument list");
+  EXPECT_EQ(error_of("k<<<1, 1>>>;"),
+            "k.cu:1: a <<<...>>> launch not followed by its argument list");
   EXPECT_EQ(error_of("/* never closed"), "k.cu:1: a /* comment that never ends");
-  EXPECT_EQ(error_of("char const* s = \"open;\n"), "k.cu:1: a quoted literal that never ends on its line");
+  EXPECT_EQ(error_of("char const* s = \"open;\n"),
+            "k.cu:1: a quoted literal that never ends on its line");
 }
 
 }  // namespace

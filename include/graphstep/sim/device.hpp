@@ -9,6 +9,9 @@
 /// the built-in indices, __shared__ storage per block, barriers, warp intrinsics, atomics, the
 /// device math a kernel commonly calls, and the launch route (launch.hpp).
 
+// The names below are CUDA's (double underscores and all), and so are its signatures.
+// NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl*,readability-non-const-parameter)
+
 // Under a host compiler crt/host_defines.h defines __shared__ as nothing unless it is defined
 // already, which would make a shared array a per-thread local: a block's threads run on one host
 // thread, one block at a time, so thread-local storage is per-block storage.
@@ -23,11 +26,12 @@
 #define __STORAGE__ extern thread_local
 #endif
 
+// NOLINTEND(bugprone-reserved-identifier,cert-dcl*,readability-non-const-parameter)
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <device_launch_parameters.h>  // cuda_runtime.h includes it only for nvcc
-
 #include <math.h>  // NOLINT: device code calls isfinite, isnan, ... unqualified, as the C names
 
 #include <cmath>
@@ -41,6 +45,7 @@
 // (defined by crt/host_defines.h only for nvcc) expands to nothing, and the build compiles
 // rewritten sources with -Wno-unknown-pragmas for `#pragma unroll`.
 #ifndef __launch_bounds__
+// NOLINTNEXTLINE(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp)
 #define __launch_bounds__(...)
 #endif
 
@@ -104,6 +109,8 @@ T atomic_update(T* address, T (*update)(T, T), T operand) {
 
 }  // namespace graphstep::sim::detail
 
+// NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl*,readability-non-const-parameter)
+
 // --- synchronization -------------------------------------------------------------------------
 inline void __syncthreads() {
   ::graphstep::sim::detail::sync_block();
@@ -146,8 +153,9 @@ T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
 template <typename T>
 T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
   auto const w = static_cast<unsigned>(width);
-  return ::graphstep::sim::detail::warp_exchange(
-      mask, value, [&](unsigned lane) { return (lane & (w - 1U)) + delta < w ? lane + delta : lane; });
+  return ::graphstep::sim::detail::warp_exchange(mask, value, [&](unsigned lane) {
+    return (lane & (w - 1U)) + delta < w ? lane + delta : lane;
+  });
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
@@ -162,8 +170,8 @@ inline unsigned __ballot_sync(unsigned mask, int predicate) {
   unsigned bits = 0;
   for (unsigned other = 0; other < 32; ++other) {
     if ((mask & (1U << other)) == 0U) continue;
-    int const vote = ::graphstep::sim::detail::warp_exchange(
-        mask, predicate != 0 ? 1 : 0, [&](unsigned) { return other; });
+    int const vote = ::graphstep::sim::detail::warp_exchange(mask, predicate != 0 ? 1 : 0,
+                                                             [&](unsigned) { return other; });
     if (vote != 0) bits |= 1U << other;
   }
   static_cast<void>(lane);
@@ -182,42 +190,43 @@ inline unsigned __activemask() {
 // --- atomics (CUDA Programming Guide, "Atomic Functions"): real atomics ----------------------
 template <typename T>
 T atomicAdd(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return a + b; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return a + b; }, value);
 }
 template <typename T>
 T atomicSub(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return a - b; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return a - b; }, value);
 }
 template <typename T>
 T atomicExch(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T, T b) { return b; }, value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T, T b) { return b; }, value);
 }
 template <typename T>
 T atomicMin(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return b < a ? b : a; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return b < a ? b : a; }, value);
 }
 template <typename T>
 T atomicMax(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return a < b ? b : a; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return a < b ? b : a; }, value);
 }
 template <typename T>
 T atomicAnd(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return a & b; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return a & b; }, value);
 }
 template <typename T>
 T atomicOr(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return a | b; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return a | b; }, value);
 }
 template <typename T>
 T atomicXor(T* address, T value) {
-  return ::graphstep::sim::detail::atomic_update<T>(address, [](T a, T b) { return a ^ b; },
-                                                    value);
+  return ::graphstep::sim::detail::atomic_update<T>(
+      address, [](T a, T b) { return a ^ b; }, value);
 }
 inline unsigned atomicInc(unsigned* address, unsigned limit) {
   unsigned old = __atomic_load_n(address, __ATOMIC_RELAXED);
@@ -235,8 +244,7 @@ inline unsigned atomicDec(unsigned* address, unsigned limit) {
 }
 template <typename T>
 T atomicCAS(T* address, T compare, T value) {
-  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST,
-                              __ATOMIC_RELAXED);
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
   return compare;
 }
 
@@ -267,22 +275,22 @@ T __ldg(T const* address) {
   return *address;
 }
 inline int __float_as_int(float x) {
-  int bits;
+  int bits{};
   std::memcpy(&bits, &x, sizeof bits);
   return bits;
 }
 inline unsigned __float_as_uint(float x) {
-  unsigned bits;
+  unsigned bits{};
   std::memcpy(&bits, &x, sizeof bits);
   return bits;
 }
 inline float __int_as_float(int bits) {
-  float x;
+  float x{};
   std::memcpy(&x, &bits, sizeof x);
   return x;
 }
 inline float __uint_as_float(unsigned bits) {
-  float x;
+  float x{};
   std::memcpy(&x, &bits, sizeof x);
   return x;
 }
@@ -300,3 +308,5 @@ inline int __ffs(int x) {
 inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
   ::graphstep::sim::detail::set_conditional_from_device(handle, value);
 }
+
+// NOLINTEND(bugprone-reserved-identifier,cert-dcl*,readability-non-const-parameter)

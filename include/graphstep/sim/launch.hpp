@@ -27,7 +27,9 @@ namespace graphstep::sim {
 struct launch_config {
   launch_config(dim3 grid_size, dim3 block_size, std::size_t shared_bytes = 0,
                 cudaStream_t launch_stream = nullptr) noexcept
-      : grid{grid_size}, block{block_size}, dynamic_shared_bytes{shared_bytes},
+      : grid{grid_size},
+        block{block_size},
+        dynamic_shared_bytes{shared_bytes},
         stream{launch_stream} {}
   dim3 grid;
   dim3 block;
@@ -78,15 +80,13 @@ class kernel_launch final : public kernel_task {
   }
   [[nodiscard]] std::vector<pointer_argument> pointer_arguments() const override {
     std::vector<pointer_argument> out;
-    std::apply([&](auto const&... value) { (add_pointer_argument(out, value), ...); },
-               arguments_);
+    std::apply([&](auto const&... value) { (add_pointer_argument(out, value), ...); }, arguments_);
     return out;
   }
   [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(
       dim3 grid, dim3 block, std::size_t dynamic_shared_bytes) const override {
-    return std::make_shared<kernel_launch>(function_, name_,
-                                           launch_config{grid, block, dynamic_shared_bytes},
-                                           arguments_);
+    return std::make_shared<kernel_launch>(
+        function_, name_, launch_config{grid, block, dynamic_shared_bytes}, arguments_);
   }
 
  private:

@@ -13,10 +13,11 @@ long long read_positive(char const* name, long long fallback, long long limit) {
   char* end = nullptr;
   long long const value = std::strtoll(text, &end, 10);
   if (end == text || *end != '\0' || value < 1 || value > limit) {
-    std::fprintf(stderr,
-                 "graphstep simulated device: %s=%s is not a whole number in [1, %lld]; using "
-                 "%lld\n",
-                 name, text, limit, fallback);
+    static_cast<void>(
+        std::fprintf(stderr,
+                     "graphstep simulated device: %s=%s is not a whole number in [1, %lld]; using "
+                     "%lld\n",
+                     name, text, limit, fallback));
     return fallback;
   }
   return value;
@@ -30,10 +31,11 @@ race_mode initial_race_mode() {
   if (mode.empty() || mode == "abort") return race_mode::abort;
   if (mode == "report") return race_mode::report;
   if (mode == "off") return race_mode::off;
-  std::fprintf(stderr,
-               "graphstep simulated device: GRAPHSTEP_SIM_RACE_CHECK=%s is not abort, report or "
-               "off; using abort\n",
-               text);
+  static_cast<void>(std::fprintf(
+      stderr,
+      "graphstep simulated device: GRAPHSTEP_SIM_RACE_CHECK=%s is not abort, report or "
+      "off; using abort\n",
+      text));
   return race_mode::abort;
 }
 

@@ -56,7 +56,7 @@ namespace {
 thread_local fiber* running = nullptr;  // the fiber this host thread is running, if any
 
 std::size_t page_bytes() {
-  static std::size_t const bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  static auto const bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return bytes;
 }
 
@@ -84,9 +84,9 @@ void fiber::start(void (*entry)(void*), void* argument) {
   // at its first instruction the stack pointer is 8 past a 16-byte boundary.
   auto top = reinterpret_cast<std::uintptr_t>(bottom + stack_bytes) & ~std::uintptr_t{15};
   auto* slot = reinterpret_cast<void**>(top);
-  *--slot = nullptr;                                   // run_entry's return address: never used
+  *--slot = nullptr;                                     // run_entry's return address: never used
   *--slot = reinterpret_cast<void*>(&fiber::run_entry);  // where `ret` goes
-  for (int i = 0; i < 6; ++i) *--slot = nullptr;       // rbp, rbx, r12-r15
+  for (int i = 0; i < 6; ++i) *--slot = nullptr;         // rbp, rbx, r12-r15
   stack_pointer_ = slot;
 #else
   getcontext(&context_);

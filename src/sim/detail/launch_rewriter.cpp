@@ -25,8 +25,7 @@ std::string_view trimmed(std::string_view text) {
 
 class rewriter {
  public:
-  rewriter(std::string_view source, std::string_view file)
-      : source_{source}, file_{file} {}
+  rewriter(std::string_view source, std::string_view file) : source_{source}, file_{file} {}
 
   std::string run() {
     out_ = "#include <graphstep/sim/device.hpp>\n#line 1 \"" + std::string{file_} + "\"\n";
@@ -61,34 +60,33 @@ class rewriter {
     throw rewrite_error{std::string{file_} + ":" + std::to_string(line) + ": " + what};
   }
 
-  bool starts_word(std::size_t i, std::string_view word) const {
+  [[nodiscard]] bool starts_word(std::size_t i, std::string_view word) const {
     return source_.compare(i, word.size(), word) == 0 &&
            (i == 0 || !identifier_char(source_[i - 1])) &&
            (i + word.size() >= source_.size() || !identifier_char(source_[i + word.size()]));
   }
 
-  std::size_t skip_line_comment(std::size_t i) const {
+  [[nodiscard]] std::size_t skip_line_comment(std::size_t i) const {
     std::size_t const end = source_.find('\n', i);
     return end == std::string_view::npos ? source_.size() : end;
   }
 
-  std::size_t skip_block_comment(std::size_t i) const {
+  [[nodiscard]] std::size_t skip_block_comment(std::size_t i) const {
     std::size_t const end = source_.find("*/", i + 2);
     if (end == std::string_view::npos) fail(i, "a /* comment that never ends");
     return end + 2;
   }
 
-  std::size_t skip_raw_string(std::size_t i) const {
+  [[nodiscard]] std::size_t skip_raw_string(std::size_t i) const {
     std::size_t const open = source_.find('(', i + 2);
     if (open == std::string_view::npos) fail(i, "a raw string literal without its '('");
-    std::string const closing =
-        ")" + std::string{source_.substr(i + 2, open - (i + 2))} + "\"";
+    std::string const closing = ")" + std::string{source_.substr(i + 2, open - (i + 2))} + "\"";
     std::size_t const end = source_.find(closing, open + 1);
     if (end == std::string_view::npos) fail(i, "a raw string literal that never ends");
     return end + closing.size();
   }
 
-  std::size_t skip_quoted(std::size_t i) const {
+  [[nodiscard]] std::size_t skip_quoted(std::size_t i) const {
     char const quote = source_[i];
     std::size_t k = i + 1;
     while (k < source_.size() && source_[k] != quote) {
@@ -102,7 +100,7 @@ class rewriter {
 
   // The start of the callee before `<<<` at `at`: identifiers joined by `::`, each possibly
   // followed by a template argument list.
-  std::size_t callee_start(std::size_t at) const {
+  [[nodiscard]] std::size_t callee_start(std::size_t at) const {
     std::size_t k = at;
     auto skip_space_back = [&] {
       while (k > emitted_ && space(source_[k - 1])) --k;
@@ -138,7 +136,7 @@ class rewriter {
   }
 
   // The position of the `>>>` that closes the `<<<` at `at`.
-  std::size_t config_end(std::size_t at) const {
+  [[nodiscard]] std::size_t config_end(std::size_t at) const {
     int depth = 0;
     std::size_t k = at + 3;
     while (k < source_.size()) {
@@ -202,7 +200,8 @@ class rewriter {
     std::string type;
     std::string_view rest = declaration.substr(0, name_start);
     // Alignment requests are met by the buffer itself (16-byte aligned).
-    for (std::string_view attribute : {std::string_view{"__align__"}, std::string_view{"alignas"}}) {
+    for (std::string_view attribute :
+         {std::string_view{"__align__"}, std::string_view{"alignas"}}) {
       std::size_t const found = rest.find(attribute);
       if (found == std::string_view::npos) continue;
       std::size_t const close = rest.find(')', found);

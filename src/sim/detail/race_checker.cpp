@@ -14,8 +14,7 @@ void merge(vector_clock& into, vector_clock const& from) {
   }
 }
 
-void race_checker::begin_operation(timeline stream, vector_clock& clock,
-                                   std::string description) {
+void race_checker::begin_operation(timeline stream, vector_clock& clock, std::string description) {
   unsigned long long const tick = ++clock[stream];
   current_ = stamp{std::make_shared<std::string const>(std::move(description)), stream, tick};
   current_clock_ = clock;
@@ -73,7 +72,8 @@ void race_checker::access(void const* address, std::size_t bytes, bool write) {
       continue;
     }
     segment& s = it->second;
-    if (s.written && s.writer.description != now.description && !ordered(s.writer, current_clock_)) {
+    if (s.written && s.writer.description != now.description &&
+        !ordered(s.writer, current_clock_)) {
       report(s.writer, it->first, s.end, true, write);
     }
     if (write) {

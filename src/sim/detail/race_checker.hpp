@@ -58,8 +58,8 @@ class race_checker {
   void split_at(std::uintptr_t address);
 
   std::map<std::uintptr_t, segment> shadow_;  // disjoint ranges by start address
-  stamp current_;                // the operation under way
-  vector_clock current_clock_;  // and its clock
+  stamp current_;                             // the operation under way
+  vector_clock current_clock_;                // and its clock
   std::vector<std::string> races_;
 };
 

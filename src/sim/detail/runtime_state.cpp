@@ -1,6 +1,7 @@
 #include "sim/detail/runtime_state.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,14 +16,14 @@ namespace graphstep::sim::detail {
 namespace {
 
 void fill_properties(cudaDeviceProp& p, int ordinal) {
-  std::snprintf(p.name, sizeof p.name, "graphstep simulated device %d", ordinal);
+  static_cast<void>(std::snprintf(p.name, sizeof p.name, "graphstep simulated device %d", ordinal));
   // An H100-like device, so that code choosing paths by capability takes the sm_90 ones.
   p.major = 9;
   p.minor = 0;
   p.totalGlobalMem = simulated_memory_bytes();
-  p.sharedMemPerBlock = 48 * 1024;
-  p.sharedMemPerBlockOptin = 227 * 1024;
-  p.sharedMemPerMultiprocessor = 228 * 1024;
+  p.sharedMemPerBlock = std::size_t{48} << 10;
+  p.sharedMemPerBlockOptin = std::size_t{227} << 10;
+  p.sharedMemPerMultiprocessor = std::size_t{228} << 10;
   p.regsPerBlock = 65536;
   p.regsPerMultiprocessor = 65536;
   p.warpSize = 32;
@@ -36,7 +37,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.multiProcessorCount = 132;
   p.maxThreadsPerMultiProcessor = 2048;
   p.maxBlocksPerMultiProcessor = 32;
-  p.totalConstMem = 64 * 1024;
+  p.totalConstMem = std::size_t{64} << 10;
   p.memPitch = 0x7fffffff;
   p.textureAlignment = 512;
   p.l2CacheSize = 50 * 1024 * 1024;
@@ -148,6 +149,23 @@ allocation const* find_allocation(void const* address) {
   return where < candidate.base + candidate.bytes ? &candidate : nullptr;
 }
 
+// A device range a copy or memset touches must lie inside live memory: one allocation, or
+// virtual memory mapped without a gap (cuMemMap of adjacent chunks makes one range). A GPU faults
+// or corrupts memory otherwise; here the call fails with cudaErrorInvalidValue.
+bool device_range_valid(void const* address, std::size_t bytes) {
+  allocation const* owner = find_allocation(address);
+  if (owner == nullptr) return false;
+  std::uintptr_t const end = reinterpret_cast<std::uintptr_t>(address) + bytes;
+  while (end > owner->base + owner->bytes) {
+    if (owner->kind != memory_kind::virtual_reservation) return false;
+    allocation const* next =
+        find_allocation(reinterpret_cast<void const*>(owner->base + owner->bytes));
+    if (next == nullptr || next->kind != memory_kind::virtual_reservation) return false;
+    owner = next;
+  }
+  return true;
+}
+
 void invalidate(capture_state& capture, cudaError_t reason) {
   if (capture.invalidated_by == cudaSuccess) capture.invalidated_by = reason;
 }
@@ -227,8 +245,8 @@ void run_kernel(kernel_task const& task, int device) {
   } catch (kernel_fault const& fault) {
     // A fault in a kernel corrupts the context: every later call returns the error
     // (cudaErrorLaunchFailure and cudaErrorIllegalAddress in driver_types.h).
-    std::fprintf(stderr, "graphstep simulated device: kernel %s faulted: %s\n", task.name(),
-                 fault.what());
+    static_cast<void>(std::fprintf(stderr, "graphstep simulated device: kernel %s faulted: %s\n",
+                                   task.name(), fault.what()));
     state().devices[static_cast<std::size_t>(device)]->sticky_error = fault.code();
   }
 }
@@ -264,15 +282,15 @@ void record_accesses(node_state const& node) {
         p.races.access(node.copy.destination, node.copy.bytes, true);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
 std::string describe(node_state const& node) {
   switch (node.type) {
     case cudaGraphNodeTypeKernel: return std::string{"kernel "} + node.kernel->name();
-    case cudaGraphNodeTypeMemset: return "memset of " + std::to_string(node.memset.width) + " bytes";
+    case cudaGraphNodeTypeMemset:
+      return "memset of " + std::to_string(node.memset.width) + " bytes";
     case cudaGraphNodeTypeMemcpy: return "memcpy of " + std::to_string(node.copy.bytes) + " bytes";
     case cudaGraphNodeTypeHost: return "host function";
     case cudaGraphNodeTypeEventRecord: return "event record";
@@ -283,14 +301,13 @@ std::string describe(node_state const& node) {
 
 }  // namespace
 
-void execute(node_state const& node) {
+// Graphs nest (child graphs, conditional bodies): execution recurses with them.
+void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
   record_accesses(node);
   int const device = node.owner != nullptr ? node.owner->device : node.device;
   if (state().devices[static_cast<std::size_t>(device)]->sticky_error != cudaSuccess) return;
   switch (node.type) {
-    case cudaGraphNodeTypeKernel:
-      run_kernel(*node.kernel, device);
-      break;
+    case cudaGraphNodeTypeKernel: run_kernel(*node.kernel, device); break;
     case cudaGraphNodeTypeMemset: {
       auto* row = static_cast<unsigned char*>(node.memset.dst);
       for (std::size_t y = 0; y < std::max<std::size_t>(node.memset.height, 1); ++y) {
@@ -303,19 +320,16 @@ void execute(node_state const& node) {
       break;
     }
     case cudaGraphNodeTypeMemcpy:
-      if (node.copy.bytes > 0) std::memmove(node.copy.destination, node.copy.source, node.copy.bytes);
+      if (node.copy.bytes > 0)
+        std::memmove(node.copy.destination, node.copy.source, node.copy.bytes);
       break;
-    case cudaGraphNodeTypeHost:
-      run_host_function(node.host_function, node.host_data);
-      break;
+    case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;
     case cudaGraphNodeTypeEventRecord:
       node.event->recorded = true;
       node.event->captured = false;
       node.event->milliseconds = now_ms();
       break;
-    case cudaGraphNodeTypeGraph:
-      execute_graph(*node.child);
-      break;
+    case cudaGraphNodeTypeGraph: execute_graph(*node.child); break;
     case cudaGraphNodeTypeConditional: {
       auto const& handle = state().conditionals.at(node.conditional.handle);
       auto const& bodies = node.conditional.bodies;
@@ -329,16 +343,15 @@ void execute(node_state const& node) {
           break;
         case cudaGraphCondTypeWhile:
           // The body runs while the value is non-zero, checked before each pass.
-          while (handle->value != 0 && state().devices[static_cast<std::size_t>(device)]
-                                               ->sticky_error == cudaSuccess) {
+          while (handle->value != 0 &&
+                 state().devices[static_cast<std::size_t>(device)]->sticky_error == cudaSuccess) {
             execute_graph(*bodies[0]);
           }
           break;
         case cudaGraphCondTypeSwitch:
           if (handle->value < bodies.size()) execute_graph(*bodies[handle->value]);
           break;
-        default:
-          break;
+        default: break;
       }
       break;
     }
@@ -346,12 +359,11 @@ void execute(node_state const& node) {
     case cudaGraphNodeTypeEmpty:
     case cudaGraphNodeTypeMemAlloc:
     case cudaGraphNodeTypeMemFree:
-    default:
-      break;
+    default: break;
   }
 }
 
-void execute_graph(graph_state const& graph) {
+void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   // Nodes are stored in creation order, which is a topological order: a node's dependencies
   // must exist before it is added (cudaGraphAddDependencies may add edges later; those still
   // point from an earlier to a later node or are refused).
@@ -386,7 +398,7 @@ cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
   return cudaSuccess;
 }
 
-std::unique_ptr<graph_state> clone(graph_state const& graph) {
+std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   auto copy = std::make_unique<graph_state>();
   copy->device = graph.device;
   copy->allocations = graph.allocations;
@@ -455,13 +467,15 @@ void for_each_stream_of(int device, Visit visit) {
 
 std::string describe(stream_state const& stream) {
   if (stream.legacy) return "the legacy stream of device " + std::to_string(stream.device);
-  if (stream.per_thread) return "a per-thread default stream (id " + std::to_string(stream.id) + ")";
-  char address[32];
-  std::snprintf(address, sizeof address, "%p", static_cast<void const*>(&stream));
-  return std::string{"stream "} + address + " (id " + std::to_string(stream.id) + ")";
+  if (stream.per_thread)
+    return "a per-thread default stream (id " + std::to_string(stream.id) + ")";
+  std::array<char, 32> address{};
+  static_cast<void>(
+      std::snprintf(address.data(), address.size(), "%p", static_cast<void const*>(&stream)));
+  return std::string{"stream "} + address.data() + " (id " + std::to_string(stream.id) + ")";
 }
 
-void begin_operation(stream_state& stream, std::string description) {
+void begin_operation(stream_state& stream, std::string const& description) {
   auto& p = state();
   if (p.race_checking == race_mode::off) return;
   merge(stream.clock, p.host_clock);
@@ -493,13 +507,15 @@ void report_races() {
   auto& p = state();
   auto const& found = p.races.races();
   for (; p.races_reported < found.size(); ++p.races_reported) {
-    std::fprintf(stderr, "graphstep simulated device: %s\n", found[p.races_reported].c_str());
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep simulated device: %s\n", found[p.races_reported].c_str()));
   }
   if (!found.empty() && p.race_checking == race_mode::abort) {
-    std::fprintf(stderr,
-                 "graphstep simulated device: stopping at the first stream race (set "
-                 "GRAPHSTEP_SIM_RACE_CHECK=report to go on, off to stop checking)\n");
-    std::fflush(stderr);
+    static_cast<void>(
+        std::fprintf(stderr,
+                     "graphstep simulated device: stopping at the first stream race (set "
+                     "GRAPHSTEP_SIM_RACE_CHECK=report to go on, off to stop checking)\n"));
+    static_cast<void>(std::fflush(stderr));
     std::abort();
   }
 }

@@ -197,6 +197,9 @@ event_state* find_event(cudaEvent_t event);
 graph_state* find_graph(cudaGraph_t graph);
 exec_state* find_exec(cudaGraphExec_t exec);
 allocation const* find_allocation(void const* address);
+// Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
+// mapped without a gap.
+bool device_range_valid(void const* address, std::size_t bytes);
 
 // What a call that CUDA calls "potentially unsafe" during capture must check: returns
 // cudaErrorStreamCaptureUnsupported and invalidates the offending captures when the thread's
@@ -223,7 +226,7 @@ double now_ms() noexcept;
 // The race checker's side of the runtime: an operation starting on a stream (ordered after what
 // the host has seen and, by the legacy stream's rule, after the legacy or blocking streams), the
 // host seeing a stream's or an event's work complete, and fresh memory.
-void begin_operation(stream_state& stream, std::string description);
+void begin_operation(stream_state& stream, std::string const& description);
 void host_waits_for(vector_clock const& clock);
 void host_waits_for_device(int device);
 void forget_accesses(void const* address, std::size_t bytes);

@@ -10,13 +10,13 @@ __global__ void add_one(float* x, int n) {
   if (i < n) x[i] += 1.0F;
 }
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    cudaError_t const status = (call);                                                   \
-    if (status != cudaSuccess) {                                                         \
-      std::printf("consumer: %s failed: %s\n", #call, cudaGetErrorName(status));         \
-      return 1;                                                                          \
-    }                                                                                    \
+#define CHECK(call)                                                              \
+  do {                                                                           \
+    cudaError_t const status = (call);                                           \
+    if (status != cudaSuccess) {                                                 \
+      std::printf("consumer: %s failed: %s\n", #call, cudaGetErrorName(status)); \
+      return 1;                                                                  \
+    }                                                                            \
   } while (false)
 
 int main() {
