@@ -1,0 +1,331 @@
+// CUDA's stream-capture and graph rules, one test per rule, written against the plain runtime
+// API so that a GPU run checks the simulated device itself. Each test names its source: a doc
+// comment of cuda_runtime_api.h or driver_types.h, or a section of the CUDA Programming Guide.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+
+namespace {
+
+class capture_rules : public graphstep::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gpu_test::SetUp();
+    if (IsSkipped()) return;
+    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    void* memory = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&memory, bytes));
+    x_ = static_cast<unsigned char*>(memory);
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  }
+  void TearDown() override {
+    if (IsSkipped()) return;
+    static_cast<void>(cudaGetLastError());
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(x_));
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(side_));
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(stream_));
+  }
+  // The first byte of x, read back on the capture's stream.
+  unsigned char first_byte() {
+    unsigned char value = 0;
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, x_, 1, cudaMemcpyDeviceToHost, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return value;
+  }
+  // Ends the capture on stream_, expecting `expected`; destroys a graph it returns.
+  void end_expecting(cudaError_t expected) {
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), expected);
+    if (expected != cudaSuccess) {
+      EXPECT_EQ(graph, nullptr);
+    }
+    if (graph != nullptr) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+    static_cast<void>(cudaGetLastError());
+  }
+
+  static constexpr std::size_t bytes = 256;
+  cudaStream_t stream_{};
+  cudaStream_t side_{};
+  unsigned char* x_{};
+};
+
+// cudaStreamBeginCapture: "all operations pushed into the stream will not be executed, but will
+// instead be captured into a graph".
+TEST_F(capture_rules, captured_work_runs_only_when_the_graph_is_launched) {
+  cudaGraph_t graph = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 7, bytes, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  EXPECT_EQ(first_byte(), 0);
+  cudaGraphExec_t exec = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));  // the executable does not need the graph
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  EXPECT_EQ(first_byte(), 7);
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+}
+
+// cudaStreamBeginCapture: "Capture may not be initiated if stream is cudaStreamLegacy ... and it
+// may only be initiated if the stream is not already in capture mode".
+TEST_F(capture_rules, capture_cannot_begin_on_the_legacy_stream_or_twice) {
+  EXPECT_NE(cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeGlobal), cudaSuccess);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  EXPECT_NE(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  static_cast<void>(cudaGetLastError());
+  end_expecting(cudaSuccess);
+}
+
+// cudaThreadExchangeStreamCaptureMode: under Global, a thread with a capture not begun in Relaxed
+// mode may not make potentially unsafe calls (cudaMalloc); the capture is invalidated and ends
+// with a NULL graph (cudaStreamEndCapture; cudaErrorStreamCaptureInvalidated).
+TEST_F(capture_rules, an_unsafe_call_in_a_global_capture_fails_and_invalidates_it) {
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
+  cudaStreamCaptureStatus status{};
+  GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(stream_, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+  EXPECT_EQ(cudaMemsetAsync(x_, 1, bytes, stream_), cudaErrorStreamCaptureInvalidated);
+  end_expecting(cudaErrorStreamCaptureInvalidated);
+}
+
+// cudaThreadExchangeStreamCaptureMode: under Relaxed "the local thread is not prohibited from
+// potentially unsafe API calls", whether the capture or the thread is relaxed.
+TEST_F(capture_rules, relaxed_capture_or_relaxed_thread_may_allocate) {
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  end_expecting(cudaSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaFree(p));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  EXPECT_EQ(mode, cudaStreamCaptureModeGlobal) << "a thread starts in Global mode";
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  end_expecting(cudaSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaFree(p));
+}
+
+// cudaThreadExchangeStreamCaptureMode: under Global "any other thread [with] a concurrent capture
+// sequence initiated with cudaStreamCaptureModeGlobal" prohibits unsafe calls; ThreadLocal
+// captures of other threads are ignored.
+TEST_F(capture_rules, another_threads_unsafe_call_breaks_only_a_global_capture) {
+  for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+    cudaError_t allocated = cudaSuccess;
+    void* p = nullptr;
+    std::thread other{[&] {
+      allocated = cudaMalloc(&p, 64);
+      static_cast<void>(cudaGetLastError());
+    }};
+    other.join();
+    if (mode == cudaStreamCaptureModeGlobal) {
+      EXPECT_EQ(allocated, cudaErrorStreamCaptureUnsupported);
+      end_expecting(cudaErrorStreamCaptureInvalidated);
+    } else {
+      EXPECT_EQ(allocated, cudaSuccess);
+      end_expecting(cudaSuccess);
+      GRAPHSTEP_CUDA_TRY(cudaFree(p));
+    }
+  }
+}
+
+// CUDA Programming Guide, "Prohibited and Unhandled Operations": "It is invalid to synchronize or
+// query the execution status of a stream which is being captured or a captured event".
+TEST_F(capture_rules, waiting_for_a_capturing_stream_or_a_captured_event_is_refused) {
+  cudaEvent_t event = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, stream_));
+  EXPECT_EQ(cudaEventQuery(event), cudaErrorCapturedEvent);
+  EXPECT_EQ(cudaEventSynchronize(event), cudaErrorCapturedEvent);
+  EXPECT_EQ(cudaStreamSynchronize(stream_), cudaErrorStreamCaptureUnsupported);
+  end_expecting(cudaErrorStreamCaptureInvalidated);
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(event));
+}
+
+// CUDA Programming Guide, "Cross-stream Dependencies and Events": a stream that waits on an
+// event recorded in a capture joins it (fork); work it records must be joined back to the origin
+// stream before the capture ends (driver_types.h: cudaErrorStreamCaptureUnjoined).
+TEST_F(capture_rules, a_fork_joins_the_capture_and_must_be_joined_back) {
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t join = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  for (bool const rejoin : {true, false}) {
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes / 2, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(side_, fork, 0));
+    cudaStreamCaptureStatus status{};
+    unsigned long long origin_id = 0;
+    unsigned long long side_id = 0;
+    GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream_, &status, &origin_id));
+    GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(side_, &status, &side_id));
+    EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+    EXPECT_EQ(side_id, origin_id) << "a forked stream is part of the same capture";
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_ + bytes / 2, 2, bytes / 2, side_));
+    if (rejoin) {
+      GRAPHSTEP_CUDA_TRY(cudaEventRecord(join, side_));
+      GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream_, join, 0));
+      cudaGraph_t graph = nullptr;
+      GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+      std::size_t nodes = 0;
+      GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &nodes));
+      EXPECT_EQ(nodes, 2U) << "event records and waits are edges, not nodes";
+      GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+      GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(side_, &status));
+      EXPECT_EQ(status, cudaStreamCaptureStatusNone) << "the end of capture ends the fork too";
+    } else {
+      end_expecting(cudaErrorStreamCaptureUnjoined);
+    }
+  }
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(fork));
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(join));
+}
+
+// driver_types.h: cudaErrorStreamCaptureUnmatched, "The capture was not initiated in this
+// stream"; cudaErrorStreamCaptureWrongThread for a non-relaxed capture ended on another thread.
+TEST_F(capture_rules, a_capture_ends_on_its_own_stream_and_thread) {
+  cudaEvent_t fork = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(side_, fork, 0));
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(side_, &graph), cudaErrorStreamCaptureUnmatched);
+  static_cast<void>(cudaGetLastError());
+  cudaError_t ended = cudaSuccess;
+  std::thread other{[&] {
+    cudaGraph_t ignored = nullptr;
+    ended = cudaStreamEndCapture(stream_, &ignored);
+    static_cast<void>(cudaGetLastError());
+  }};
+  other.join();
+  EXPECT_EQ(ended, cudaErrorStreamCaptureWrongThread);
+  end_expecting(cudaSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(fork));
+}
+
+// cudaStreamIsCapturing: on the legacy stream while a blocking stream captures, "it will return
+// cudaErrorStreamCaptureImplicit ... The blocking stream capture is not invalidated"; any real use
+// of the legacy stream then is invalid (Programming Guide) and breaks the capture.
+TEST_F(capture_rules, the_legacy_stream_is_unusable_beside_a_blocking_capture) {
+  cudaStream_t blocking = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed));
+  cudaStreamCaptureStatus status{};
+  EXPECT_EQ(cudaStreamIsCapturing(cudaStreamLegacy, &status), cudaErrorStreamCaptureImplicit);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(blocking, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  EXPECT_EQ(cudaMemsetAsync(x_, 3, bytes, cudaStreamLegacy), cudaErrorStreamCaptureImplicit);
+  GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(blocking, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+}
+
+// cudaStreamIsCapturing: "When a blocking stream is capturing, the legacy stream is in an
+// unusable state"; a non-blocking one has no implicit dependency: legacy work runs at once.
+TEST_F(capture_rules, legacy_stream_work_beside_a_non_blocking_capture_runs_eagerly) {
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 5, bytes, cudaStreamLegacy));
+  end_expecting(cudaSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  EXPECT_EQ(first_byte(), 5);
+}
+
+// Programming Guide, "Prohibited and Unhandled Operations": "It is invalid to wait on a
+// non-captured event from a stream which is being captured without specifying the
+// cudaEventWaitExternal flag" (driver_types.h: cudaErrorStreamCaptureIsolation).
+TEST_F(capture_rules, waiting_on_an_event_recorded_outside_the_capture_is_refused) {
+  cudaEvent_t outside = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&outside, cudaEventDisableTiming));
+  GRAPHSTEP_CUDA_TRY(cudaEventRecord(outside, side_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  EXPECT_EQ(cudaStreamWaitEvent(stream_, outside, 0), cudaErrorStreamCaptureIsolation);
+  end_expecting(cudaErrorStreamCaptureInvalidated);
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(outside));
+}
+
+// cudaGetLastError "returns the last error ... and resets it to cudaSuccess";
+// cudaPeekAtLastError "does not reset the error".
+TEST_F(capture_rules, the_last_error_is_kept_by_peek_and_cleared_by_get) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, std::size_t{1} << 62), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// cudaGraphExecUpdate: same topology with new parameters updates the executable; a graph whose
+// nodes differ in number is refused with cudaErrorGraphExecUpdateFailure and
+// cudaGraphExecUpdateErrorTopologyChanged, and the executable keeps its old parameters.
+TEST_F(capture_rules, an_executable_takes_new_parameters_but_not_a_new_topology) {
+  auto capture_memsets = [&](std::vector<int> const& values) {
+    cudaGraph_t graph = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    for (int const value : values) GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, value, bytes, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+    return graph;
+  };
+  cudaGraph_t first = capture_memsets({4});
+  cudaGraphExec_t exec = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, first, 0));
+  cudaGraph_t same_shape = capture_memsets({9});
+  cudaGraphExecUpdateResultInfo info{};
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecUpdate(exec, same_shape, &info));
+  EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  EXPECT_EQ(first_byte(), 9);
+  cudaGraph_t longer = capture_memsets({1, 2});
+  EXPECT_EQ(cudaGraphExecUpdate(exec, longer, &info), cudaErrorGraphExecUpdateFailure);
+  static_cast<void>(cudaGetLastError());
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  EXPECT_EQ(first_byte(), 9);
+  for (cudaGraph_t g : {first, same_shape, longer}) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(g));
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+}
+
+// cudaGraphGetNodes: with nodes == NULL the count is returned; "If numNodes is higher than the
+// actual number of nodes, the remaining entries in nodes will be set to NULL".
+TEST_F(capture_rules, graph_nodes_are_counted_and_listed) {
+  cudaGraph_t graph = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(x_ + 1, x_, 1, cudaMemcpyDeviceToDevice, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  std::size_t count = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+  ASSERT_EQ(count, 2U);
+  std::vector<cudaGraphNode_t> nodes(4, reinterpret_cast<cudaGraphNode_t>(std::uintptr_t{1}));
+  count = nodes.size();
+  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
+  EXPECT_EQ(count, 2U);
+  EXPECT_EQ(nodes[2], nullptr);
+  EXPECT_EQ(nodes[3], nullptr);
+  cudaGraphNodeType type{};
+  GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(nodes[0], &type));
+  EXPECT_EQ(type, cudaGraphNodeTypeMemset);
+  GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(nodes[1], &type));
+  EXPECT_EQ(type, cudaGraphNodeTypeMemcpy);
+  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+}
+
+}  // namespace
