@@ -8,6 +8,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "cuda/detail/device_wide_wait.hpp"
 #include "detail/address_text.hpp"
 #include "diagnostics/detail/capture_recorder.hpp"
 #include "graphs/detail/graph_state.hpp"
@@ -130,7 +131,10 @@ void capture_scope::begin(memory::memory_pool* pool) {
   identity_.name = options_.name;
   identity_.id = next_graph_id();
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&identity_.device));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
+  registration_ = cuda::detail::register_capture(identity_.device);
+  cudaError_t const began = cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode));
+  if (began != cudaSuccess) registration_.reset();
+  GRAPHSTEP_CUDA_TRY(began);
   active_ = true;
   begin_thread_ = std::this_thread::get_id();
   if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
@@ -220,7 +224,9 @@ void capture_scope::abandon() noexcept {
   active_ = false;
   recorder_.reset();
   cudaGraph_t partial = nullptr;
-  if (cudaStreamEndCapture(stream_.value(), &partial) == cudaSuccess && partial != nullptr) {
+  cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &partial);
+  registration_.reset();
+  if (ended == cudaSuccess && partial != nullptr) {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
   }
   static_cast<void>(cudaGetLastError());
@@ -251,6 +257,7 @@ void capture_scope::end() {
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
+  registration_.reset();
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());

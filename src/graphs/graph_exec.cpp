@@ -4,6 +4,8 @@
 #include <graphstep/graphs/graph_exec.hpp>
 #include <utility>
 
+#include "cuda/detail/relaxed_capture_mode.hpp"
+
 namespace graphstep::graphs {
 
 namespace {
@@ -32,6 +34,7 @@ graph_exec::graph_exec(cudaGraphExec_t handle, graph source) noexcept
 graph_exec::graph_exec(graph_exec&& other) noexcept
     : source_{std::move(other.source_)},
       replays_{std::exchange(other.replays_, 0)},
+      replayed_{std::exchange(other.replayed_, std::nullopt)},
       generation_{std::move(other.generation_)},
       exec_{std::move(other.exec_)} {}
 
@@ -40,6 +43,7 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
     release();
     source_ = std::move(other.source_);
     replays_ = std::exchange(other.replays_, 0);
+    replayed_ = std::exchange(other.replayed_, std::nullopt);
     generation_ = std::move(other.generation_);
     exec_ = std::move(other.exec_);
   }
@@ -51,13 +55,16 @@ graph_exec::~graph_exec() {
 }
 
 void graph_exec::release() noexcept {
-  exec_.reset();
-  if (replays_ > 0 && !source_.empty()) {
-    // A replay may still be running; its memory must not be handed out before it ends.
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+  if (replayed_) {
+    // A replay may still be running; its memory must not be handed out before it ends. Not a
+    // device-wide wait: cudaDeviceSynchronize would break any capture under way on the device.
+    cuda::detail::relaxed_capture_mode const relaxed;
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventSynchronize(replayed_->get()));
   }
+  exec_.reset();
   source_ = graph{};
   replays_ = 0;
+  replayed_.reset();
   generation_.reset();
 }
 
@@ -92,8 +99,21 @@ void graph_exec::replay(cuda::stream_view stream) {
                         " is current: make its device current (graphstep::cuda::device_guard) "
                         "before replaying it");
   GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
+  // Launches of one executable run one after another, whatever their streams
+  // (cudaGraphLaunch), so an event after the latest covers them all. A launch into a capturing
+  // stream becomes a node of that capture and runs nothing now.
+  if (!stream.is_capturing()) {
+    if (!replayed_) replayed_.emplace();
+    replayed_->record(stream);
+  }
   ++replays_;
   if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
+}
+
+void graph_exec::synchronize() const {
+  if (!replayed_) return;
+  cuda::detail::relaxed_capture_mode const relaxed;
+  GRAPHSTEP_CUDA_TRY(cudaEventSynchronize(replayed_->get()));
 }
 
 void graph_exec::upload(cuda::stream_view stream) const {

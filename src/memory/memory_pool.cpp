@@ -1,12 +1,15 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
+#include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
 #include <sstream>
 
+#include "cuda/detail/device_wide_wait.hpp"
+#include "cuda/detail/relaxed_capture_mode.hpp"
 #include "detail/address_text.hpp"
 #include "memory/detail/pool_state.hpp"
 
@@ -84,6 +87,25 @@ pool_state::pool_state(pool_options const& options)
   }
 }
 
+pool_state::~pool_state() {
+  // Blocks given back eagerly were freed in stream order: the last free on each stream covers
+  // them. Graphs' memory is idle too, for each graph_exec waits for its replays before it lets
+  // go of its lease. A block never given back may still be used on any stream: only a
+  // device-wide wait covers it, deferred while a capture is under way on the device.
+  try {
+    cuda::device_guard const on_device{device_};
+    cuda::detail::relaxed_capture_mode const relaxed;
+    for (auto const& entry : free_events_) entry.second.synchronize();
+  } catch (std::exception const& e) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep: memory_pool: waiting for freed blocks failed, continuing: %s\n",
+        e.what()));
+  }
+  if (blocks_.stats().bytes_in_use == 0) return;
+  std::shared_ptr<memory_backing> backing{std::move(backing_)};
+  cuda::detail::after_device_idle(device_, [backing]() mutable { backing.reset(); });
+}
+
 pool_state::capture_state* pool_state::capture_of(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
@@ -133,6 +155,8 @@ std::uintptr_t pool_state::allocate_block(std::size_t bytes, cudaStream_t stream
 
 bool pool_state::release_other_streams(cudaStream_t stream) {
   bool released = false;
+  // Never breaks a capture another thread has under way.
+  cuda::detail::relaxed_capture_mode const relaxed;
   for (auto& [other, last_free] : free_events_) {
     if (other == stream) continue;
     last_free.synchronize();

@@ -1,6 +1,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/static_buffer.hpp>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "cuda/detail/device_wide_wait.hpp"
 #include "memory/detail/pool_state.hpp"
 
 namespace graphstep::memory {
@@ -72,10 +74,12 @@ static_buffer& static_buffer::operator=(static_buffer&& other) noexcept {
 void static_buffer::release() noexcept {
   if (data_ == nullptr || pool_ == nullptr) return;
   try {
-    // Work on any stream may still read the buffer: wait for the device before the block can
-    // be handed out again (buffers are long-lived; this is rare).
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
-    static_cast<detail::pool_state*>(pool_.get())->deallocate(data_, cudaStreamPerThread);
+    // Work on any stream may still read the buffer: the block goes back to the pool once the
+    // device is idle (buffers are long-lived; this is rare), after any capture under way.
+    int const device = static_cast<detail::pool_state*>(pool_.get())->device();
+    cuda::detail::after_device_idle(device, [pool = pool_, data = data_] {
+      static_cast<detail::pool_state*>(pool.get())->deallocate(data, cudaStreamPerThread);
+    });
   } catch (std::exception const& e) {
     static_cast<void>(std::fprintf(
         stderr, "graphstep: static_buffer release failed, continuing: %s\n", e.what()));

@@ -1,11 +1,23 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 
 namespace graphstep::schedule {
+namespace {
+
+// Each executable waits for its own latest replay: a device-wide wait would break a capture
+// under way on another thread.
+template <typename Executables>
+void wait_for_replays(Executables const& executables) {
+  for (auto const& entry : executables) entry.second.synchronize();
+}
+
+}  // namespace
 
 template <typename Policy>
 basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
@@ -22,7 +34,14 @@ basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
 
 template <typename Policy>
 basic_graph_cache<Policy>::~basic_graph_cache() {
-  if (core_.template_bucket()) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+  // The template executable may still run another bucket's work, whose graph dies first.
+  if (!core_.template_bucket()) return;
+  try {
+    wait_for_replays(executables_);
+  } catch (std::exception const& e) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep: graph_cache: waiting for replays failed, continuing: %s\n", e.what()));
+  }
 }
 
 // The stream of the request being served is handed down to every action it causes.
@@ -52,7 +71,7 @@ basic_graph_cache<Policy>::actions(basic_graph_cache& cache) {
     cache.executables_.erase(bucket);
     cache.captured_.erase(bucket);
   };
-  a.wait_idle = [] { GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize()); };
+  a.wait_idle = [&cache] { wait_for_replays(cache.executables_); };
   return a;
 }
 

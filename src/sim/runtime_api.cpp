@@ -656,7 +656,13 @@ cudaError_t can_wait_for(sim::stream_state& s) {
   return cudaSuccess;
 }
 
+// A wait or a query from the host is a "potentially unsafe" call for the capture modes
+// (cudaThreadExchangeStreamCaptureMode): the documentation does not list the calls, and this is
+// the stricter reading.
 cudaError_t wait_for(sim::stream_state& s) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
   cudaError_t const waited = can_wait_for(s);
   if (waited == cudaSuccess) sim::host_waits_for(s.clock);
   return waited;
@@ -826,6 +832,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   sim::event_state* e = sim::find_event(event);
   if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
   if (e->captured) return sim::fail(cudaErrorCapturedEvent);
+  // "Potentially unsafe" as a stream wait is (see wait_for).
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
   sim::host_waits_for(e->clock);  // complete: the host has seen the event's work
   return cudaSuccess;
 }

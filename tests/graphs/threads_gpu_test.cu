@@ -2,7 +2,11 @@
 // the same time.
 
 #include <graphstep/graphstep.hpp>
+#include <future>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/gpu_test.hpp"
 #include "common/process_memory.hpp"
@@ -83,3 +87,112 @@ TEST_F(threads_test, threads_capture_and_replay_their_own_graphs_concurrently) {
   EXPECT_EQ(first, 500.0F);
   EXPECT_EQ(second, 1000.0F);
 }
+
+namespace {
+
+// One thread holds a capture open while the test tears things down on another.
+class capture_on_another_thread {
+ public:
+  capture_on_another_thread(gs::graphs::capture_mode mode, float* x, int n)
+      : worker_{[this, mode, x, n] { run(mode, x, n); }} {
+    began_.get_future().wait();
+  }
+  capture_on_another_thread(capture_on_another_thread const&) = delete;
+  capture_on_another_thread& operator=(capture_on_another_thread const&) = delete;
+  capture_on_another_thread(capture_on_another_thread&&) = delete;
+  capture_on_another_thread& operator=(capture_on_another_thread&&) = delete;
+  ~capture_on_another_thread() {
+    if (worker_.joinable()) finish();
+  }
+
+  // Lets the capture issue its kernel and end; returns what ending it threw, or "".
+  std::string finish() {
+    may_end_.set_value();
+    worker_.join();
+    return failure_;
+  }
+  gs::graphs::graph_exec& graph() { return graph_; }
+  gs::cuda::stream& stream() { return stream_; }
+
+ private:
+  void run(gs::graphs::capture_mode mode, float* x, int n) {
+    gs::graphs::capture_options options;
+    options.mode = mode;
+    options.name = "held open";
+    bool began = false;
+    try {
+      gs::graphs::capture_scope scope{graph_, stream_, options};
+      began = true;
+      began_.set_value();
+      may_end_.get_future().wait();
+      add_kernel<<<(n + 255) / 256, 256, 0, stream_.get()>>>(x, 1.0F, n);
+      scope.end();
+    } catch (std::exception const& e) {
+      failure_ = e.what();
+      if (!began) began_.set_value();
+    }
+  }
+
+  gs::cuda::stream stream_;
+  gs::graphs::graph_exec graph_;
+  std::promise<void> began_;
+  std::promise<void> may_end_;
+  std::string failure_;
+  std::thread worker_;
+};
+
+class teardown_during_capture_test
+    : public gs::testing::gpu_test,
+      public ::testing::WithParamInterface<gs::graphs::capture_mode> {};
+
+}  // namespace
+
+// A device-wide wait (cudaDeviceSynchronize) breaks every capture under way on the device, and
+// a host wait breaks another thread's Global-mode capture: graphstep's own teardown must do
+// neither, whatever the mode of the capture under way.
+TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture_intact) {
+  int const n = 1024;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool kept_pool;
+  auto* x = static_cast<float*>(kept_pool.allocate(sizeof(float) * n, stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
+  stream.synchronize();
+
+  auto pool = std::make_unique<gs::memory::memory_pool>();
+  auto replayed = std::make_unique<gs::graphs::graph_exec>();
+  gs::graphs::capture(*replayed, stream, *pool, [&] {
+    auto* y = static_cast<float*>(pool->allocate(sizeof(float) * n, stream));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y, 0, sizeof(float) * n, stream.get()));
+  });
+  replayed->replay(stream);
+  auto buffer = std::make_unique<gs::memory::static_buffer>(
+      kept_pool, std::vector<std::int64_t>{n}, gs::dtype::float32, stream);
+  auto const in_use_with_buffer = kept_pool.statistics().bytes_in_use;
+  void* held_block = pool->allocate(sizeof(float) * n, stream);  // never given back
+  static_cast<void>(held_block);
+
+  capture_on_another_thread capture{GetParam(), x, n};
+  replayed.reset();  // waits for its replay
+  buffer.reset();    // its block goes back to the pool once the device is idle
+  pool.reset();      // a block still held: the memory goes once the device is idle
+  EXPECT_EQ(capture.finish(), "");
+
+  // The deferred releases ran when the capture ended.
+  EXPECT_LT(kept_pool.statistics().bytes_in_use, in_use_with_buffer);
+  ASSERT_FALSE(capture.graph().empty());
+  capture.graph().replay(capture.stream());
+  float last = 0.0F;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&last, x + n - 1, sizeof(float), cudaMemcpyDeviceToHost,
+                                     capture.stream().get()));
+  capture.stream().synchronize();
+  EXPECT_EQ(last, 1.0F);
+}
+
+INSTANTIATE_TEST_SUITE_P(modes, teardown_during_capture_test,
+                         ::testing::Values(gs::graphs::capture_mode::global,
+                                           gs::graphs::capture_mode::this_thread),
+                         [](auto const& info) {
+                           return info.param == gs::graphs::capture_mode::global
+                                      ? std::string{"global"}
+                                      : std::string{"this_thread"};
+                         });

@@ -7,10 +7,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/graphs/output_guard.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace graphstep::graphs {
@@ -40,8 +42,10 @@ class graph_exec {
   graph_exec& operator=(graph_exec&& other) noexcept;
   graph_exec(graph_exec const&) = delete;
   graph_exec& operator=(graph_exec const&) = delete;
-  /// @brief Destroys the executable and gives up its memory. If it was replayed, the device is
-  /// synchronized first, so no replay still in flight can touch memory that is handed out again.
+  /// @brief Destroys the executable and gives up its memory. If it was replayed, it first waits
+  /// for the latest replay (`synchronize()`), so no replay still in flight can touch memory that
+  /// is handed out again. It waits for nothing else: a capture under way on another thread, in
+  /// any mode, is left intact.
   ~graph_exec();
 
   /// @brief True when there is nothing to replay (default-constructed or moved-from).
@@ -49,6 +53,11 @@ class graph_exec {
   /// @brief Enqueues the whole graph on `stream`.
   /// @throws usage_error (empty executable, legacy default stream, wrong device), cuda_error
   void replay(cuda::stream_view stream);
+  /// @brief Blocks the host until the latest replay (and so every earlier one) has finished;
+  /// returns at once if it never replayed. It waits on an event recorded after each replay, in
+  /// relaxed capture mode, so a capture under way on another thread is left intact.
+  /// @throws cuda_error
+  void synchronize() const;
   /// @brief Loads the graph onto the device ahead of the first replay, so that replay is not
   /// slower than the others. A capture into a `graph_exec` does this unless told not to.
   /// @throws usage_error (empty executable), cuda_error
@@ -93,6 +102,8 @@ class graph_exec {
 
   graph source_;
   std::uint64_t replays_{};
+  // Recorded after each replay outside a capture; made on the first, so moves stay noexcept.
+  std::optional<cuda::event> replayed_;
   // Created on first use, so construction and moves stay noexcept.
   mutable replay_generation generation_;
   std::unique_ptr<cudaGraphExec_t, detail::graph_exec_deleter> exec_;

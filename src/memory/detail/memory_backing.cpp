@@ -9,26 +9,15 @@
 #include <vector>
 
 #include "cuda/detail/driver_api.hpp"
+#include "cuda/detail/relaxed_capture_mode.hpp"
 
 namespace graphstep::memory::detail {
 namespace {
 
-// A segment is never part of a graph: the pool may map one while a capture is under way on this
-// or another thread. cudaMalloc and cudaFree are "potentially unsafe" during a capture, refused
-// with cudaErrorStreamCaptureUnsupported (and the capture broken) unless this thread's capture
-// mode is Relaxed (cudaThreadExchangeStreamCaptureMode): the pool switches to Relaxed around them.
-class relaxed_capture_mode {
- public:
-  relaxed_capture_mode() noexcept {
-    static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode_));
-  }
-  relaxed_capture_mode(relaxed_capture_mode const&) = delete;
-  relaxed_capture_mode& operator=(relaxed_capture_mode const&) = delete;
-  ~relaxed_capture_mode() { static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode_)); }
-
- private:
-  cudaStreamCaptureMode mode_{cudaStreamCaptureModeRelaxed};
-};
+// A segment is never part of a graph: the pool may map or unmap one while a capture is under
+// way on this or another thread. cudaMalloc, cudaFree and cuMemUnmap (synchronous) are
+// "potentially unsafe" during a capture, so they run in Relaxed capture mode.
+using cuda::detail::relaxed_capture_mode;
 
 std::size_t round_up(std::size_t bytes, std::size_t unit) {
   return (bytes + unit - 1) / unit * unit;
@@ -53,9 +42,9 @@ class virtual_memory_backing final : public memory_backing {
   virtual_memory_backing(virtual_memory_backing const&) = delete;
   virtual_memory_backing& operator=(virtual_memory_backing const&) = delete;
   ~virtual_memory_backing() override {
+    // The pool has waited for the work that used this memory (pool_state::~pool_state).
     cuda::device_guard const on_device{device_};
-    // Unmapping memory a kernel still uses would fault it; cudaFree waits the same way.
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
+    relaxed_capture_mode const relaxed;
     auto const& api = cuda::detail::driver();
     std::size_t offset = 0;
     for (auto const& chunk : chunks_) {

@@ -26,6 +26,12 @@ namespace graphstep::memory::detail {
 class pool_state : public std::enable_shared_from_this<pool_state> {
  public:
   explicit pool_state(pool_options const& options);
+  /// Waits for the work that may still use the pool's memory, then gives the memory back.
+  ~pool_state();
+  pool_state(pool_state const&) = delete;
+  pool_state& operator=(pool_state const&) = delete;
+  pool_state(pool_state&&) = delete;
+  pool_state& operator=(pool_state&&) = delete;
 
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* pointer, cudaStream_t stream);
@@ -44,6 +50,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] pool_statistics statistics() const;
   [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph) const;
   [[nodiscard]] pool_backing backing() const noexcept { return backing_->kind(); }
+  [[nodiscard]] int device() const noexcept { return device_; }
 
   void begin_trace();
   memory::allocation_trace end_trace();
