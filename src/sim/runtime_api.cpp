@@ -4,7 +4,6 @@
 // documentation is silent the stricter behaviour is modelled and docs/simulator.md says so.
 
 #include <cuda_runtime_api.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <utility>
 
 #include "graphstep/sim/kernel_task.hpp"
+#include "sim/detail/guarded_memory.hpp"
 #include "sim/detail/runtime_state.hpp"
 
 namespace sim = graphstep::sim::detail;
@@ -28,18 +28,8 @@ cudaError_t enter() {
   return cudaSuccess;
 }
 
-constexpr std::size_t allocation_alignment = 256;  // cudaMalloc: "suitably aligned"; 256 bytes
-constexpr std::size_t poison_limit = std::size_t{256} << 20;
-
-// Device memory is host memory the simulator hands out. It is filled with 0xFF bytes (a NaN in
-// every floating-point format) because cudaMalloc does not clear memory: a kernel that reads
-// memory nobody wrote sees garbage on a GPU and NaN here, never a convenient zero.
-void* map_backing(std::size_t bytes) {
-  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) return nullptr;
-  if (bytes <= poison_limit) std::memset(memory, 0xFF, bytes);
-  return memory;
-}
+// cudaMalloc returns memory "suitably aligned for any kind of variable": 256 bytes.
+constexpr std::size_t allocation_alignment = 256;
 
 std::size_t accounted(std::size_t bytes) {
   return (bytes + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
@@ -57,15 +47,17 @@ cudaError_t allocate(void** pointer, std::size_t bytes, sim::memory_kind kind, i
     }
     owner.used_bytes += accounted(bytes);
   }
-  void* memory = map_backing(bytes);
-  if (memory == nullptr) {
+  // Guarded, and filled with 0xFF bytes (a NaN in every floating-point format): cudaMalloc does
+  // not clear memory, so a kernel that reads memory nobody wrote gets no convenient zero.
+  sim::allocation const mapped = sim::map_guarded(bytes, kind, device);
+  if (mapped.base == 0) {
     if (kind == sim::memory_kind::device) {
       p.devices[static_cast<std::size_t>(device)]->used_bytes -= accounted(bytes);
     }
     return sim::fail(cudaErrorMemoryAllocation);
   }
-  auto const base = reinterpret_cast<std::uintptr_t>(memory);
-  p.allocations[base] = sim::allocation{base, bytes, kind, device, nullptr};
+  p.allocations[mapped.base] = mapped;
+  void* memory = reinterpret_cast<void*>(mapped.base);
   sim::forget_accesses(memory, bytes);  // fresh memory: nothing before it can race with it
   *pointer = memory;
   return cudaSuccess;
@@ -89,7 +81,7 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
   if (kind == sim::memory_kind::device) {
     p.devices[static_cast<std::size_t>(freed.device)]->used_bytes -= accounted(freed.bytes);
   }
-  munmap(pointer, freed.bytes);
+  sim::retire_guarded(freed);  // later accesses fault as use after free
   return cudaSuccess;
 }
 
@@ -391,22 +383,25 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     }
     // A graph allocation: the node's address is fixed when it is captured and the memory
     // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
-    void* memory = nullptr;
+    sim::allocation mapped;
     if (bytes > 0) {
-      memory = map_backing(bytes);
-      if (memory == nullptr) return sim::fail(cudaErrorMemoryAllocation);
+      mapped = sim::map_guarded(bytes, sim::memory_kind::graph, s->device);
+      if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
     }
-    auto const base = reinterpret_cast<std::uintptr_t>(memory);
-    std::shared_ptr<void> backing{
-        memory, [bytes](void* address) {
-          if (address == nullptr) return;
-          sim::lock_guard const inner{sim::state().mutex};
-          sim::state().allocations.erase(reinterpret_cast<std::uintptr_t>(address));
-          munmap(address, bytes);
-        }};
+    void* memory = reinterpret_cast<void*>(mapped.base);
+    std::shared_ptr<void> backing{memory, [](void* address) {
+                                    if (address == nullptr) return;
+                                    sim::lock_guard const inner{sim::state().mutex};
+                                    auto& allocations = sim::state().allocations;
+                                    auto it =
+                                        allocations.find(reinterpret_cast<std::uintptr_t>(address));
+                                    if (it == allocations.end()) return;
+                                    sim::allocation const freed = it->second;
+                                    allocations.erase(it);
+                                    sim::retire_guarded(freed);
+                                  }};
     if (memory != nullptr) {
-      sim::state().allocations[base] =
-          sim::allocation{base, bytes, sim::memory_kind::graph, s->device, nullptr};
+      sim::state().allocations[mapped.base] = mapped;
       sim::forget_accesses(memory, bytes);
     }
     capture->graph->allocations.push_back(backing);
@@ -462,7 +457,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   sim::state().allocations.erase(freed.base);
   sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
       accounted(freed.bytes);
-  munmap(pointer, freed.bytes);
+  sim::retire_guarded(freed);
   return cudaSuccess;
 }
 

@@ -45,4 +45,65 @@ TEST(kernel_faults, a_trap_names_the_kernel_and_the_thread) {
               "__trap\\(\\) called");
 }
 
+// Memory accesses compute-sanitizer's memcheck reports on a GPU end the process here, with the
+// kernel, the access and the allocation named.
+__global__ void write_at(float* data, int index) {
+  if (threadIdx.x == 0) data[index] = 1.0F;
+}
+
+__global__ void read_at(float const* data, int index, float* out) {
+  if (threadIdx.x == 0) *out = data[index];
+}
+
+constexpr int elements = 1000;  // 4000 bytes: 96 bytes short of the 256-byte alignment
+
+void write_past_the_end(int index) {
+  float* data = nullptr;
+  if (cudaMalloc(&data, elements * sizeof(float)) != cudaSuccess) std::exit(100);
+  write_at<<<1, 32>>>(data, index);
+  std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
+}
+
+void read_after_free() {
+  float* data = nullptr;
+  float* out = nullptr;
+  if (cudaMalloc(&data, elements * sizeof(float)) != cudaSuccess) std::exit(100);
+  if (cudaMalloc(&out, sizeof(float)) != cudaSuccess) std::exit(100);
+  if (cudaFree(data) != cudaSuccess) std::exit(101);
+  read_at<<<1, 32>>>(data, 0, out);
+  std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
+}
+
+void host_read_after_free() {
+  float* pinned = nullptr;
+  if (cudaMallocHost(&pinned, elements * sizeof(float)) != cudaSuccess) std::exit(100);
+  if (cudaFreeHost(pinned) != cudaSuccess) std::exit(101);
+  volatile float const value = pinned[elements / 2];
+  static_cast<void>(value);
+  std::exit(0);
+}
+
+TEST(kernel_faults, the_last_element_is_in_bounds) {
+  EXPECT_EXIT(write_past_the_end(elements - 1), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(kernel_faults, a_write_past_the_end_of_an_allocation_names_the_kernel_and_the_offset) {
+  // 4096 bytes in: past the end of the 4000-byte allocation and of its alignment slack.
+  EXPECT_DEATH(write_past_the_end(1024),
+               "kernel write_at: out-of-bounds write at 0x[0-9a-f]+, offset 4096 in the "
+               "4000-byte device allocation at 0x[0-9a-f]+");
+}
+
+TEST(kernel_faults, a_read_of_freed_memory_names_the_kernel_and_the_freed_allocation) {
+  EXPECT_DEATH(read_after_free(),
+               "kernel read_at: read at 0x[0-9a-f]+ after free: inside the freed 4000-byte "
+               "device allocation");
+}
+
+TEST(kernel_faults, host_code_reading_freed_pinned_memory_is_named) {
+  EXPECT_DEATH(host_read_after_free(),
+               "host code: read at 0x[0-9a-f]+ after free: inside the freed 4000-byte pinned "
+               "host allocation");
+}
+
 }  // namespace

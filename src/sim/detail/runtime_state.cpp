@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "sim/detail/environment.hpp"
+#include "sim/detail/guarded_memory.hpp"
 
 namespace graphstep::sim::detail {
 
@@ -241,6 +242,7 @@ void run_host_function(cudaHostFn_t function, void* data) {
 
 void run_kernel(kernel_task const& task, int device) {
   try {
+    running_kernel const named{task.name()};  // for reports of out-of-bounds accesses
     task.run();
   } catch (kernel_fault const& fault) {
     // A fault in a kernel corrupts the context: every later call returns the error

@@ -34,6 +34,10 @@ struct allocation {
   // Graph allocations belong to a graph (cudaMallocAsync while capturing); their backing lives as
   // long as the graph, its copies and its executables do.
   std::shared_ptr<void> backing;
+  // The host mapping around the allocation, guard pages included (guarded_memory.hpp); empty for
+  // virtual memory mapped by the driver entry points.
+  std::uintptr_t mapping{};
+  std::size_t mapping_bytes{};
 };
 
 // --- graphs ----------------------------------------------------------------------------------

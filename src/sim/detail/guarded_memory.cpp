@@ -1,0 +1,185 @@
+#include "sim/detail/guarded_memory.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+namespace graphstep::sim::detail {
+namespace {
+
+// cudaMalloc returns memory "suitably aligned for any kind of variable": 256 bytes on every GPU
+// (cudaMalloc in cuda_runtime_api.h; the CUDA Programming Guide's "Device Memory Accesses").
+constexpr std::size_t allocation_alignment = 256;
+// Larger allocations are not filled with 0xFF: touching every page of them costs the host more
+// than the check is worth.
+constexpr std::size_t poison_limit = std::size_t{256} << 20;
+// How many freed allocations stay inaccessible. Each is one kernel mapping (the default limit is
+// 65 530 per process), so the quarantine holds the most recent ones, not all.
+constexpr std::size_t quarantine_entries = 4096;
+
+std::size_t page_bytes() {
+  static std::size_t const page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t unit) {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+// Read by the fault handler: kept for the whole process, guarded by the platform lock.
+std::deque<allocation>& quarantine() {
+  static auto* const retired = new std::deque<allocation>;  // NOLINT(cppcoreguidelines-owning-memory)
+  return *retired;
+}
+
+thread_local char const* kernel_on_this_thread = nullptr;
+struct sigaction previous_action {};
+
+char const* kind_name(memory_kind kind) {
+  switch (kind) {
+    case memory_kind::pinned_host: return "pinned host allocation";
+    case memory_kind::graph: return "graph allocation";
+    case memory_kind::virtual_reservation: return "mapped virtual memory";
+    case memory_kind::device: break;
+  }
+  return "device allocation";
+}
+
+bool write_fault(void const* context) {
+#if defined(__x86_64__)
+  // Bit 1 of the page-fault error code: the access was a write.
+  auto const* user = static_cast<ucontext_t const*>(context);
+  return (user->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+  static_cast<void>(context);
+  return false;
+#endif
+}
+
+bool inside_mapping(allocation const& a, std::uintptr_t address) {
+  return a.mapping_bytes > 0 && address >= a.mapping && address < a.mapping + a.mapping_bytes;
+}
+
+// Describes a fault at `address` if it is one of the simulator's: in a guard page of a live
+// allocation, or in freed memory still in quarantine. Called with the platform lock held.
+bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char const* access) {
+  char const* who = kernel_on_this_thread != nullptr ? kernel_on_this_thread : "host code";
+  char const* prefix = kernel_on_this_thread != nullptr ? "kernel " : "";
+  for (auto const& [base, a] : state().allocations) {
+    if (!inside_mapping(a, address)) continue;
+    auto const offset = static_cast<std::intptr_t>(address - a.base);
+    static_cast<void>(std::snprintf(
+        text, size,
+        "graphstep simulated device: %s%s: out-of-bounds %s at 0x%" PRIxPTR ", offset %" PRIdPTR
+        " in the %zu-byte %s at 0x%" PRIxPTR
+        " (a GPU reports cudaErrorIllegalAddress; compute-sanitizer's memcheck names it)\n",
+        prefix, who, access, address, offset, a.bytes, kind_name(a.kind), a.base));
+    return true;
+  }
+  for (auto it = quarantine().rbegin(); it != quarantine().rend(); ++it) {
+    if (!inside_mapping(*it, address)) continue;
+    static_cast<void>(std::snprintf(
+        text, size,
+        "graphstep simulated device: %s%s: %s at 0x%" PRIxPTR
+        " after free: inside the freed %zu-byte %s at 0x%" PRIxPTR
+        " (a GPU reports cudaErrorIllegalAddress or reads stale memory)\n",
+        prefix, who, access, address, it->bytes, kind_name(it->kind), it->base));
+    return true;
+  }
+  return false;
+}
+
+void on_fault(int signal, siginfo_t* info, void* context) {
+  auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  char text[512];
+  bool ours = false;
+  auto& mutex = state().mutex;
+  // Kernels run with the lock held by this thread (recursive); host code may fault while
+  // another thread holds it, and then the fault is passed on unnamed.
+  if (mutex.try_lock()) {
+    ours = describe_fault(address, text, sizeof text, write_fault(context) ? "write" : "read");
+    mutex.unlock();
+  }
+  if (ours) {
+    static_cast<void>(write(STDERR_FILENO, text, std::strlen(text)));
+    std::abort();
+  }
+  // Not ours: the handler installed before runs when the access faults again.
+  static_cast<void>(sigaction(signal, &previous_action, nullptr));
+}
+
+void install_fault_handler() {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    static_cast<void>(sigaction(SIGSEGV, &action, &previous_action));
+  });
+}
+
+}  // namespace
+
+allocation map_guarded(std::size_t bytes, memory_kind kind, int device) {
+  install_fault_handler();
+  std::size_t const page = page_bytes();
+  std::size_t const aligned = round_up(bytes, allocation_alignment);
+  std::size_t const span = round_up(aligned, page);
+  // A guard page on each side: the one after catches overruns, the one before keeps the
+  // allocation from touching a neighbour's accessible pages.
+  std::size_t const mapping_bytes = span + 2 * page;
+  void* mapping =
+      mmap(nullptr, mapping_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) return {};
+  auto const start = reinterpret_cast<std::uintptr_t>(mapping);
+  if (mprotect(reinterpret_cast<void*>(start + page), span, PROT_READ | PROT_WRITE) != 0) {
+    munmap(mapping, mapping_bytes);
+    return {};
+  }
+  allocation a;
+  a.base = start + page + (span - aligned);  // ends where the trailing guard page begins
+  a.bytes = bytes;
+  a.kind = kind;
+  a.device = device;
+  a.mapping = start;
+  a.mapping_bytes = mapping_bytes;
+  if (bytes <= poison_limit) std::memset(reinterpret_cast<void*>(a.base), 0xFF, bytes);
+  return a;
+}
+
+void retire_guarded(allocation const& freed) {
+  if (freed.mapping_bytes == 0) return;
+  // Replacing the pages drops their contents; the addresses stay reserved and inaccessible.
+  void* const replaced = mmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes,
+                              PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                              -1, 0);
+  if (replaced == MAP_FAILED) {
+    munmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes);
+    return;
+  }
+  auto& retired = quarantine();
+  retired.push_back(freed);
+  retired.back().backing.reset();
+  if (retired.size() > quarantine_entries) {
+    allocation const& oldest = retired.front();
+    munmap(reinterpret_cast<void*>(oldest.mapping), oldest.mapping_bytes);
+    retired.pop_front();
+  }
+}
+
+running_kernel::running_kernel(char const* name) noexcept : outer_{kernel_on_this_thread} {
+  kernel_on_this_thread = name;
+}
+
+running_kernel::~running_kernel() { kernel_on_this_thread = outer_; }
+
+}  // namespace graphstep::sim::detail
