@@ -16,6 +16,7 @@
 #endif
 
 #if defined(GRAPHSTEP_SIM_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -79,6 +80,11 @@ void fiber::start(void (*entry)(void*), void* argument) {
   argument_ = argument;
   finished_ = false;
   char* const bottom = static_cast<char*>(mapping_) + page_bytes();
+#if defined(GRAPHSTEP_SIM_ASAN)
+  // The stack is reused: frames of its last run, which may have stopped at a barrier for good,
+  // left their red zones poisoned.
+  ASAN_UNPOISON_MEMORY_REGION(bottom, stack_bytes);
+#endif
 #if defined(__x86_64__)
   // The first switch pops six registers and returns into run_entry as if it had been called:
   // at its first instruction the stack pointer is 8 past a 16-byte boundary.
