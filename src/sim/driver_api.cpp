@@ -19,6 +19,7 @@
 #include <map>
 #include <string_view>
 
+#include "sim/detail/guarded_memory.hpp"
 #include "sim/detail/runtime_state.hpp"
 
 namespace sim = graphstep::sim::detail;
@@ -228,8 +229,10 @@ CUresult CUDAAPI mem_map(CUdeviceptr address, std::size_t bytes, std::size_t off
                       it->second.file, 0);
   if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   auto const base = static_cast<std::uintptr_t>(address);
-  sim::state().allocations[base] = sim::allocation{
+  sim::allocation mapped_range{
       base, bytes, sim::memory_kind::virtual_reservation, it->second.device, nullptr};
+  mapped_range.device_protection = PROT_NONE;  // until cuMemSetAccess
+  sim::state().allocations[base] = mapped_range;
   sim::forget_accesses(reinterpret_cast<void const*>(address), bytes);
   return CUDA_SUCCESS;
 }
@@ -271,9 +274,10 @@ CUresult CUDAAPI mem_set_access(CUdeviceptr address, std::size_t bytes,
       protection |= PROT_READ;
     }
   }
-  if (mprotect(reinterpret_cast<void*>(address), bytes, protection) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  // Device work gets this access; host code none (guarded_memory.hpp).
+  sim::allocation& mapped = sim::state().allocations.at(owner->base);
+  mapped.device_protection = protection;
+  sim::apply_protection(mapped);
   return CUDA_SUCCESS;
 }
 

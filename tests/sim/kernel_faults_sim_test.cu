@@ -83,6 +83,27 @@ void host_read_after_free() {
   std::exit(0);
 }
 
+void host_read_of_device_memory() {
+  float* data = nullptr;
+  if (cudaMalloc(&data, elements * sizeof(float)) != cudaSuccess) std::exit(100);
+  if (cudaMemset(data, 0, elements * sizeof(float)) != cudaSuccess) std::exit(101);
+  volatile float const value = data[10];
+  static_cast<void>(value);
+  std::exit(0);
+}
+
+void read_in_host_function(void* data) {
+  volatile float const value = static_cast<float const*>(data)[0];
+  static_cast<void>(value);
+}
+
+void host_function_reading_device_memory() {
+  float* data = nullptr;
+  if (cudaMalloc(&data, elements * sizeof(float)) != cudaSuccess) std::exit(100);
+  if (cudaLaunchHostFunc(nullptr, read_in_host_function, data) != cudaSuccess) std::exit(101);
+  std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
+}
+
 TEST(kernel_faults, the_last_element_is_in_bounds) {
   EXPECT_EXIT(write_past_the_end(elements - 1), ::testing::ExitedWithCode(0), "");
 }
@@ -104,6 +125,18 @@ TEST(kernel_faults, host_code_reading_freed_pinned_memory_is_named) {
   EXPECT_DEATH(host_read_after_free(),
                "host code: read at 0x[0-9a-f]+ after free: inside the freed 4000-byte pinned "
                "host allocation");
+}
+
+TEST(kernel_faults, host_code_reading_device_memory_is_named) {
+  EXPECT_DEATH(host_read_of_device_memory(),
+               "host code: read of device memory at 0x[0-9a-f]+, offset 40 in the 4000-byte "
+               "device allocation at 0x[0-9a-f]+: device memory is not accessible from the host");
+}
+
+TEST(kernel_faults, a_host_function_reading_device_memory_is_named) {
+  EXPECT_DEATH(host_function_reading_device_memory(),
+               "host code: read of device memory at 0x[0-9a-f]+, offset 0 in the 4000-byte "
+               "device allocation");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <utility>
 
 namespace graphstep::sim::detail {
 namespace {
@@ -41,6 +42,31 @@ std::deque<allocation>& quarantine() {
 }
 
 thread_local char const* kernel_on_this_thread = nullptr;
+// Nesting of device_work (graph launches run nodes that run nodes); guarded by the platform lock.
+int device_work_depth = 0;
+
+bool is_device_memory(allocation const& a) {
+  return a.kind == memory_kind::device || a.kind == memory_kind::graph ||
+         a.kind == memory_kind::virtual_reservation;
+}
+
+// The pages that hold an allocation's bytes: between the guard pages, or the mapped range.
+std::pair<std::uintptr_t, std::size_t> data_pages(allocation const& a) {
+  if (a.mapping_bytes > 0) return {a.mapping + page_bytes(), a.mapping_bytes - 2 * page_bytes()};
+  return {a.base, a.bytes};
+}
+
+void protect(allocation const& a, bool open) {
+  auto const [start, bytes] = data_pages(a);
+  static_cast<void>(mprotect(reinterpret_cast<void*>(start), bytes,
+                             open ? a.device_protection : PROT_NONE));
+}
+
+void protect_all(bool open) {
+  for (auto const& entry : state().allocations) {
+    if (is_device_memory(entry.second)) protect(entry.second, open);
+  }
+}
 struct sigaction previous_action {};
 
 char const* kind_name(memory_kind kind) {
@@ -74,6 +100,17 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
   char const* who = kernel_on_this_thread != nullptr ? kernel_on_this_thread : "host code";
   char const* prefix = kernel_on_this_thread != nullptr ? "kernel " : "";
   for (auto const& [base, a] : state().allocations) {
+    if (is_device_memory(a) && kernel_on_this_thread == nullptr && device_work_depth == 0 &&
+        address >= a.base && address < a.base + a.bytes) {
+      static_cast<void>(std::snprintf(
+          text, size,
+          "graphstep simulated device: host code: %s of device memory at 0x%" PRIxPTR
+          ", offset %" PRIuPTR " in the %zu-byte %s at 0x%" PRIxPTR
+          ": device memory is not accessible from the host (a GPU faults too); copy it with "
+          "cudaMemcpy, or use pinned host memory\n",
+          access, address, address - a.base, a.bytes, kind_name(a.kind), a.base));
+      return true;
+    }
     if (!inside_mapping(a, address)) continue;
     auto const offset = static_cast<std::intptr_t>(address - a.base);
     static_cast<void>(std::snprintf(
@@ -153,7 +190,32 @@ allocation map_guarded(std::size_t bytes, memory_kind kind, int device) {
   a.mapping = start;
   a.mapping_bytes = mapping_bytes;
   if (bytes <= poison_limit) std::memset(reinterpret_cast<void*>(a.base), 0xFF, bytes);
+  if (is_device_memory(a)) apply_protection(a);
   return a;
+}
+
+bool device_work_running() noexcept { return device_work_depth > 0; }
+
+void apply_protection(allocation const& a) {
+  if (is_device_memory(a)) protect(a, device_work_running());
+}
+
+device_work::device_work() {
+  if (device_work_depth++ == 0) protect_all(true);
+}
+
+device_work::~device_work() {
+  if (--device_work_depth == 0) protect_all(false);
+}
+
+host_code_inside_device_work::host_code_inside_device_work()
+    : depth_{std::exchange(device_work_depth, 0)} {
+  if (depth_ > 0) protect_all(false);
+}
+
+host_code_inside_device_work::~host_code_inside_device_work() {
+  device_work_depth = depth_;
+  if (depth_ > 0) protect_all(true);
 }
 
 void retire_guarded(allocation const& freed) {

@@ -7,7 +7,11 @@
 //   - freed memory stays reserved and inaccessible for a while (a quarantine of the most
 //     recently freed allocations), so an access after cudaFree faults instead of reading
 //     whatever the next allocation put there.
-// A fault inside a guard page or a freed allocation is reported with the kernel that made it, the
+//   - device memory is accessible only while device work runs (a kernel, a memset or memcpy, a
+//     graph launch): host code that dereferences a device pointer faults, as it does on a GPU.
+//     Work runs under the platform lock, one operation at a time, so while one thread runs
+//     device work another thread's host code may still read device memory unnoticed.
+// A fault inside a guard page, a freed allocation or closed device memory is reported with the kernel that made it, the
 // allocation and the distance from it, and ends the process (on a GPU the kernel fails with
 // cudaErrorIllegalAddress; see docs/simulator.md). Any other fault goes to the handler that was
 // installed before (the default one, or a sanitizer's).
@@ -27,6 +31,40 @@ namespace graphstep::sim::detail {
 /// retired allocations are unmapped once the quarantine is full). Call with the platform lock
 /// held, after it left `platform::allocations`.
 void retire_guarded(allocation const& freed);
+
+/// Whether device memory is open to device work now: memory made now gets that protection.
+[[nodiscard]] bool device_work_running() noexcept;
+
+/// Sets a device allocation's pages to what device work may do if it is running, else to no
+/// access. Call after changing `device_protection`, or for memory made outside a window.
+void apply_protection(allocation const& a);
+
+/// Opens device memory while device work runs on this thread (the outermost one opens and
+/// closes; call with the platform lock held).
+class device_work {
+ public:
+  device_work();
+  device_work(device_work const&) = delete;
+  device_work& operator=(device_work const&) = delete;
+  device_work(device_work&&) = delete;
+  device_work& operator=(device_work&&) = delete;
+  ~device_work();
+};
+
+/// Closes device memory while host code runs from inside device work (host nodes and
+/// cudaLaunchHostFunc), then opens it again.
+class host_code_inside_device_work {
+ public:
+  host_code_inside_device_work();
+  host_code_inside_device_work(host_code_inside_device_work const&) = delete;
+  host_code_inside_device_work& operator=(host_code_inside_device_work const&) = delete;
+  host_code_inside_device_work(host_code_inside_device_work&&) = delete;
+  host_code_inside_device_work& operator=(host_code_inside_device_work&&) = delete;
+  ~host_code_inside_device_work();
+
+ private:
+  int depth_;
+};
 
 /// Names the kernel running on this thread in fault reports while it lives.
 class running_kernel {

@@ -236,6 +236,7 @@ void run_host_function(cudaHostFn_t function, void* data) {
   auto& me = this_thread();
   bool const outer = me.in_host_function;
   me.in_host_function = true;
+  host_code_inside_device_work const closed;  // host code: device memory is closed to it
   function(data);
   me.in_host_function = outer;
 }
@@ -305,6 +306,7 @@ std::string describe(node_state const& node) {
 
 // Graphs nest (child graphs, conditional bodies): execution recurses with them.
 void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
+  device_work const running;
   record_accesses(node);
   int const device = node.owner != nullptr ? node.owner->device : node.device;
   if (state().devices[static_cast<std::size_t>(device)]->sticky_error != cudaSuccess) return;
@@ -372,6 +374,7 @@ void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   for (auto const& handle : graph.conditionals) {
     if (handle->assign_default) handle->value = handle->default_value;
   }
+  device_work const running;  // open once for the whole launch, not once per node
   for (auto const& node : graph.nodes) execute(*node);
 }
 

@@ -6,6 +6,7 @@
 // about what a capture records or refuses is checked exactly as a GPU would check it.
 
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,9 @@ struct allocation {
   // virtual memory mapped by the driver entry points.
   std::uintptr_t mapping{};
   std::size_t mapping_bytes{};
+  // What device work may do with device memory (mmap protections): read and write, or what
+  // cuMemSetAccess granted to mapped virtual memory (nothing until it is called).
+  int device_protection{PROT_READ | PROT_WRITE};
 };
 
 // --- graphs ----------------------------------------------------------------------------------
