@@ -157,12 +157,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mlp_train: no CUDA device visible; this example needs an NVIDIA GPU\n");
     return 1;
   }
-#if defined(GRAPHSTEP_CUDA_SIM)
-  std::fprintf(stderr,
-               "mlp_train: not run: it calls cuBLASLt, which is not modelled on the simulated CUDA "
-               "device yet\n");
-  return 1;
-#endif
   try {
     std::vector<float> eager;
     std::vector<float> graphed;

@@ -169,12 +169,6 @@ int main() {
                  "GPU (see README.md for the CPU test suite)\n");
     return 1;
   }
-#if defined(GRAPHSTEP_CUDA_SIM)
-  std::fprintf(stderr,
-               "wrap_existing: not run: it calls cuBLAS, which is not modelled on the simulated CUDA "
-               "device yet\n");
-  return 1;
-#endif
   try {
     return run();
   } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)

@@ -15,9 +15,10 @@
 
 namespace graphstep::testing {
 
-/// Built for the simulated CUDA device (graphstep::cuda_sim): the runtime and graphstep's kernels
-/// run on the CPU; cuBLAS, cuBLASLt, cuDNN and NCCL, whose device code graphstep cannot see, are
-/// not modelled there yet, so a test that needs one is skipped on it, not passed.
+/// Built for the simulated CUDA device (graphstep::cuda_sim): the runtime, graphstep's kernels and
+/// cuBLASLt (with the cuBLAS calls the tests make) run on the CPU; cuDNN, NCCL and CUPTI, whose
+/// device code graphstep cannot see, are not modelled there yet, so a test that needs one is
+/// skipped on it, not passed.
 #if defined(GRAPHSTEP_CUDA_SIM)
 inline constexpr bool simulated_device = true;
 #else

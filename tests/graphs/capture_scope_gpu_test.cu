@@ -63,7 +63,6 @@ void routine(cublasHandle_t blas, cudaStream_t stream, float const* a, float con
 }  // namespace
 
 TEST_F(capture_test, replay_equals_eager_for_kernels_cublas_memcpy_memset) {
-  GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("cuBLAS");
   int const n = 64;
   std::size_t const bytes = sizeof(float) * n * n;
   auto* a = static_cast<float*>(pool_->allocate(bytes, *stream_));
