@@ -112,8 +112,7 @@ bool joined(sim::capture_state const& capture) {
 }
 
 // NOLINTNEXTLINE(misc-no-recursion): graphs nest
-bool contains_type(sim::graph_state const& graph,
-                   std::initializer_list<cudaGraphNodeType> types) {
+bool contains_type(sim::graph_state const& graph, std::initializer_list<cudaGraphNodeType> types) {
   for (auto const& node : graph.nodes) {
     if (std::find(types.begin(), types.end(), node->type) != types.end()) return true;
     if (node->child && contains_type(*node->child, types)) return true;
@@ -621,6 +620,16 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   std::array<char, 48> name{};
   static_cast<void>(std::snprintf(name.data(), name.size(), "graph launch of executable %p",
                                   static_cast<void*>(e)));
+  if (sim::defers(*s)) {
+    // Queued: the launch runs the executable as it is now ("cudaGraphExecUpdate ... applies to
+    // future launches"; a destroyed executable in flight is "freed asynchronously on
+    // completion", cudaGraphExecDestroy), so it takes a copy.
+    node->type = cudaGraphNodeTypeGraph;
+    node->child = sim::clone(*e->graph);
+    cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
+    e->launches = s->clock;
+    return submitted;
+  }
   if (cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
       submitted != cudaSuccess) {
     return submitted;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "graphstep/sim/kernel_task.hpp"
 #include "sim/detail/guarded_memory.hpp"
@@ -25,6 +26,7 @@ cudaError_t enter() {
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess) {
     return sim::fail(sticky);
   }
+  sim::interleave();  // interleaved execution: queued work completes at random moments
   return cudaSuccess;
 }
 
@@ -314,6 +316,8 @@ cudaError_t cudaDeviceSynchronize() {
     return sim::fail(capturing);
   }
   sim::host_waits_for_device(sim::this_thread().device);
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
+    return sim::fail(sticky);
   return cudaSuccess;
 }
 
@@ -448,17 +452,23 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   if (owner == nullptr || owner->base != reinterpret_cast<std::uintptr_t>(pointer)) {
     return sim::fail(cudaErrorInvalidValue);
   }
-  // The free is stream-ordered: to the race checker it writes the whole allocation, so another
-  // stream's unordered use of the memory before it is reallocated is a race.
-  sim::begin_operation(*s, "cudaFreeAsync");
-  sim::state().races.access(pointer, owner->bytes, true);
-  sim::report_races();
-  sim::allocation const freed = *owner;
-  sim::state().allocations.erase(freed.base);
-  sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
-      accounted(freed.bytes);
-  sim::retire_guarded(freed);
-  return cudaSuccess;
+  // The free is stream-ordered: the memory goes back when the stream reaches it (at once, or
+  // when deferred work runs), and to the race checker it writes the whole allocation.
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemFree;
+  node->memory = pointer;
+  node->memory_bytes = owner->bytes;
+  node->completion = [base = owner->base] {
+    auto& allocations = sim::state().allocations;
+    auto const it = allocations.find(base);
+    if (it == allocations.end()) return;
+    sim::allocation const freed = it->second;
+    allocations.erase(it);
+    sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
+        accounted(freed.bytes);
+    sim::retire_guarded(freed);
+  };
+  return sim::submit(*s, std::move(node), "cudaFreeAsync");
 }
 
 cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t bytes,
@@ -472,7 +482,26 @@ cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t b
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
     return sim::fail(bad);
   }
-  return sim::submit(*s, copy_node(destination, source, bytes, kind));
+  auto node = copy_node(destination, source, bytes, kind);
+  bool const source_on_host = !is_device_memory(source);
+  bool const pageable_source = source_on_host && sim::find_allocation(source) == nullptr;
+  bool const pageable_destination =
+      !is_device_memory(destination) && sim::find_allocation(destination) == nullptr;
+  if (sim::defers(*s) && pageable_source && bytes > 0) {
+    // From pageable memory "host memory is copied to a staging buffer immediately" (CUDA
+    // Runtime API, "API synchronization behavior"): later host writes do not reach the copy.
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<unsigned char const*>(source),
+        static_cast<unsigned char const*>(source) + bytes);
+    node->copy.source = staged->data();
+    node->staging = staged;
+  }
+  if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
+    return submitted;
+  }
+  // To pageable memory the call "will return only once the copy has completed" (ibid.).
+  if (sim::defers(*s) && pageable_destination && !source_on_host) sim::host_waits_for(s->clock);
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
@@ -659,8 +688,11 @@ cudaError_t wait_for(sim::stream_state& s) {
     return sim::fail(unsafe);
   }
   cudaError_t const waited = can_wait_for(s);
-  if (waited == cudaSuccess) sim::host_waits_for(s.clock);
-  return waited;
+  if (waited != cudaSuccess) return waited;
+  sim::host_waits_for(s.clock);  // runs queued work until the stream's is done
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
+    return sim::fail(sticky);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -680,6 +712,13 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
+  // "cudaErrorNotReady if not" all operations in the stream have completed (cudaStreamQuery).
+  if (s->capture == nullptr && !sim::complete(s->clock)) {
+    if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+      return sim::fail(unsafe);
+    }
+    return cudaErrorNotReady;
+  }
   return wait_for(*s);
 }
 
@@ -726,7 +765,10 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   sim::event_state* e = sim::find_event(event);
   if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
   // Graph nodes that record or wait on the event keep a pointer: the node types that hold one
-  // are not produced by capture here (a captured record is only a set of dependencies).
+  // are not produced by capture here (a captured record is only a set of dependencies). A record
+  // still queued completes first ("resources ... will be released automatically once the device
+  // has completed event", cudaEventDestroy).
+  sim::run_until_complete(e->clock);
   sim::state().events.erase(e);
   delete e;
   return cudaSuccess;
@@ -831,12 +873,23 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
+  // cudaErrorNotReady "if all captured work has not yet been completed" (cudaEventQuery).
+  if (!sim::complete(e->clock)) return cudaErrorNotReady;
   sim::host_waits_for(e->clock);  // complete: the host has seen the event's work
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return cudaEventQuery(event);
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (e->captured) return sim::fail(cudaErrorCapturedEvent);
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  sim::host_waits_for(e->clock);  // runs queued work until the event's is done
+  return sim::sticky_error() == cudaSuccess ? cudaSuccess : sim::fail(sim::sticky_error());
 }
 
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
@@ -849,9 +902,12 @@ cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEve
   if (a->captured || b->captured) return sim::fail(cudaErrorCapturedEvent);
   // cudaEventElapsedTime: events created with cudaEventDisableTiming, or never recorded, give
   // cudaErrorInvalidResourceHandle.
-  if (((a->flags | b->flags) & cudaEventDisableTiming) != 0U || !a->recorded || !b->recorded) {
+  if (((a->flags | b->flags) & cudaEventDisableTiming) != 0U) {
     return sim::fail(cudaErrorInvalidResourceHandle);
   }
+  // Recorded but not yet complete: "cudaErrorNotReady" (cudaEventElapsedTime).
+  if (!sim::complete(a->clock) || !sim::complete(b->clock)) return sim::fail(cudaErrorNotReady);
+  if (!a->recorded || !b->recorded) return sim::fail(cudaErrorInvalidResourceHandle);
   *milliseconds = static_cast<float>(b->milliseconds - a->milliseconds);
   return cudaSuccess;
 }

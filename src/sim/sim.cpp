@@ -20,3 +20,33 @@ std::vector<std::string> races() {
 }
 
 }  // namespace graphstep::sim
+
+namespace graphstep::sim {
+
+void set_execution_mode(execution_mode mode, std::uint64_t seed) {
+  detail::lock_guard const lock{detail::state().mutex};
+  auto& p = detail::state();
+  if (mode == execution_mode::immediate) {
+    detail::run_ready(p.queued.size(), false);  // nothing may stay queued with nobody to run it
+  }
+  p.execution = mode;
+  p.interleaving.seed(seed);
+}
+
+execution_mode current_execution_mode() {
+  detail::lock_guard const lock{detail::state().mutex};
+  return detail::state().execution;
+}
+
+std::size_t advance(std::size_t operations) {
+  detail::lock_guard const lock{detail::state().mutex};
+  auto& p = detail::state();
+  return detail::run_ready(operations, p.execution == execution_mode::interleaved);
+}
+
+std::size_t queued_operations() {
+  detail::lock_guard const lock{detail::state().mutex};
+  return detail::state().queued.size();
+}
+
+}  // namespace graphstep::sim

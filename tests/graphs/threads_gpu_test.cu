@@ -1,8 +1,8 @@
 // Failed captures leak nothing, and separate threads capture and replay their own graphs at
 // the same time.
 
-#include <graphstep/graphstep.hpp>
 #include <future>
+#include <graphstep/graphstep.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -165,8 +165,8 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y, 0, sizeof(float) * n, stream.get()));
   });
   replayed->replay(stream);
-  auto buffer = std::make_unique<gs::memory::static_buffer>(
-      kept_pool, std::vector<std::int64_t>{n}, gs::dtype::float32, stream);
+  auto buffer = std::make_unique<gs::memory::static_buffer>(kept_pool, std::vector<std::int64_t>{n},
+                                                            gs::dtype::float32, stream);
   auto const in_use_with_buffer = kept_pool.statistics().bytes_in_use;
   void* held_block = pool->allocate(sizeof(float) * n, stream);  // never given back
   static_cast<void>(held_block);

@@ -39,6 +39,26 @@ race_mode initial_race_mode() {
   return race_mode::abort;
 }
 
+execution_setting initial_execution() {
+  char const* text = std::getenv("GRAPHSTEP_SIM_EXECUTION");
+  std::string const mode = text == nullptr ? "" : text;
+  if (mode.empty() || mode == "immediate") return {};
+  if (mode == "deferred") return {execution_mode::deferred, 0};
+  std::string const interleaved = "interleaved:";
+  if (mode.compare(0, interleaved.size(), interleaved) == 0) {
+    std::string const seed = mode.substr(interleaved.size());
+    char* end = nullptr;
+    unsigned long long const value = std::strtoull(seed.c_str(), &end, 10);
+    if (!seed.empty() && *end == '\0') return {execution_mode::interleaved, value};
+  }
+  static_cast<void>(std::fprintf(
+      stderr,
+      "graphstep simulated device: GRAPHSTEP_SIM_EXECUTION=%s is not immediate, deferred or "
+      "interleaved:<seed>; using immediate\n",
+      text));
+  return {};
+}
+
 int simulated_device_count() {
   static int const count = static_cast<int>(read_positive("GRAPHSTEP_SIM_DEVICES", 1, 16));
   return count;

@@ -4,8 +4,10 @@
 //   GRAPHSTEP_SIM_DEVICES     number of devices (default 1)
 //   GRAPHSTEP_SIM_MEMORY_MIB  memory per device in MiB (default 16384)
 //   GRAPHSTEP_SIM_RACE_CHECK  abort (default), report or off
+//   GRAPHSTEP_SIM_EXECUTION   immediate (default), deferred or interleaved:<seed>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "graphstep/sim/sim.hpp"
 
@@ -13,4 +15,9 @@ namespace graphstep::sim::detail {
 int simulated_device_count();
 std::size_t simulated_memory_bytes();
 race_mode initial_race_mode();
+struct execution_setting {
+  execution_mode mode{execution_mode::immediate};
+  std::uint64_t seed{};
+};
+execution_setting initial_execution();
 }  // namespace graphstep::sim::detail

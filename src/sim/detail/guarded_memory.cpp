@@ -37,7 +37,8 @@ std::size_t round_up(std::size_t bytes, std::size_t unit) {
 
 // Read by the fault handler: kept for the whole process, guarded by the platform lock.
 std::deque<allocation>& quarantine() {
-  static auto* const retired = new std::deque<allocation>;  // NOLINT(cppcoreguidelines-owning-memory)
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): never destroyed, like the platform
+  static auto* const retired = new std::deque<allocation>;
   return *retired;
 }
 
@@ -58,8 +59,8 @@ std::pair<std::uintptr_t, std::size_t> data_pages(allocation const& a) {
 
 void protect(allocation const& a, bool open) {
   auto const [start, bytes] = data_pages(a);
-  static_cast<void>(mprotect(reinterpret_cast<void*>(start), bytes,
-                             open ? a.device_protection : PROT_NONE));
+  static_cast<void>(
+      mprotect(reinterpret_cast<void*>(start), bytes, open ? a.device_protection : PROT_NONE));
 }
 
 void protect_all(bool open) {
@@ -123,12 +124,12 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
   }
   for (auto it = quarantine().rbegin(); it != quarantine().rend(); ++it) {
     if (!inside_mapping(*it, address)) continue;
-    static_cast<void>(std::snprintf(
-        text, size,
-        "graphstep simulated device: %s%s: %s at 0x%" PRIxPTR
-        " after free: inside the freed %zu-byte %s at 0x%" PRIxPTR
-        " (a GPU reports cudaErrorIllegalAddress or reads stale memory)\n",
-        prefix, who, access, address, it->bytes, kind_name(it->kind), it->base));
+    static_cast<void>(
+        std::snprintf(text, size,
+                      "graphstep simulated device: %s%s: %s at 0x%" PRIxPTR
+                      " after free: inside the freed %zu-byte %s at 0x%" PRIxPTR
+                      " (a GPU reports cudaErrorIllegalAddress or reads stale memory)\n",
+                      prefix, who, access, address, it->bytes, kind_name(it->kind), it->base));
     return true;
   }
   return false;
@@ -194,7 +195,9 @@ allocation map_guarded(std::size_t bytes, memory_kind kind, int device) {
   return a;
 }
 
-bool device_work_running() noexcept { return device_work_depth > 0; }
+bool device_work_running() noexcept {
+  return device_work_depth > 0;
+}
 
 void apply_protection(allocation const& a) {
   if (is_device_memory(a)) protect(a, device_work_running());
@@ -221,9 +224,9 @@ host_code_inside_device_work::~host_code_inside_device_work() {
 void retire_guarded(allocation const& freed) {
   if (freed.mapping_bytes == 0) return;
   // Replacing the pages drops their contents; the addresses stay reserved and inaccessible.
-  void* const replaced = mmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes,
-                              PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-                              -1, 0);
+  void* const replaced =
+      mmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   if (replaced == MAP_FAILED) {
     munmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes);
     return;
@@ -242,6 +245,8 @@ running_kernel::running_kernel(char const* name) noexcept : outer_{kernel_on_thi
   kernel_on_this_thread = name;
 }
 
-running_kernel::~running_kernel() { kernel_on_this_thread = outer_; }
+running_kernel::~running_kernel() {
+  kernel_on_this_thread = outer_;
+}
 
 }  // namespace graphstep::sim::detail

@@ -11,10 +11,10 @@
 //     graph launch): host code that dereferences a device pointer faults, as it does on a GPU.
 //     Work runs under the platform lock, one operation at a time, so while one thread runs
 //     device work another thread's host code may still read device memory unnoticed.
-// A fault inside a guard page, a freed allocation or closed device memory is reported with the kernel that made it, the
-// allocation and the distance from it, and ends the process (on a GPU the kernel fails with
-// cudaErrorIllegalAddress; see docs/simulator.md). Any other fault goes to the handler that was
-// installed before (the default one, or a sanitizer's).
+// A fault inside a guard page, a freed allocation or closed device memory is reported with the
+// kernel that made it, the allocation and the distance from it, and ends the process (on a GPU the
+// kernel fails with cudaErrorIllegalAddress; see docs/simulator.md). Any other fault goes to the
+// handler that was installed before (the default one, or a sanitizer's).
 
 #include <cstddef>
 #include <cstdint>

@@ -20,6 +20,15 @@ void race_checker::begin_operation(timeline stream, vector_clock& clock, std::st
   current_clock_ = clock;
 }
 
+race_checker::operation race_checker::current_operation() const {
+  return operation{current_.description, current_.stream, current_.tick, current_clock_};
+}
+
+void race_checker::resume(operation const& queued) {
+  current_ = stamp{queued.description, queued.stream, queued.tick};
+  current_clock_ = queued.clock;
+}
+
 bool race_checker::ordered(stamp const& earlier, vector_clock const& later) {
   auto const it = later.find(earlier.stream);
   return it != later.end() && it->second >= earlier.tick;

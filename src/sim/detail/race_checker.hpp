@@ -28,6 +28,14 @@ void merge(vector_clock& into, vector_clock const& from);
 
 class race_checker {
  public:
+  /// An operation under way, kept while its work waits in a queue (deferred execution).
+  struct operation {
+    std::shared_ptr<std::string const> description;
+    timeline stream{};
+    unsigned long long tick{};
+    vector_clock clock;
+  };
+
   /// Starts an operation on `stream` whose work is ordered after `clock` (updated in place: the
   /// stream's clock ticks). Accesses that follow belong to it until the next operation starts.
   void begin_operation(timeline stream, vector_clock& clock, std::string description);
@@ -35,6 +43,10 @@ class race_checker {
   void access(void const* address, std::size_t bytes, bool write);
   /// Forgets accesses to [address, address + bytes) (memory freed after a device-wide sync).
   void forget(void const* address, std::size_t bytes);
+  /// The operation under way, and making it current again when its queued work runs: the
+  /// accesses it makes then belong to it, with the ordering it had when it was enqueued.
+  [[nodiscard]] operation current_operation() const;
+  void resume(operation const& queued);
   /// Races found so far, one line each (both operations, their streams and the range).
   [[nodiscard]] std::vector<std::string> const& races() const noexcept { return races_; }
 

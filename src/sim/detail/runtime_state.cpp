@@ -16,6 +16,10 @@ namespace graphstep::sim::detail {
 
 namespace {
 
+// How many operations deferred execution keeps queued before the host waits for the oldest
+// (a GPU's queue of pending launches holds about a thousand).
+constexpr std::size_t queued_work_limit = 1024;
+
 void fill_properties(cudaDeviceProp& p, int ordinal) {
   static_cast<void>(std::snprintf(p.name, sizeof p.name, "graphstep simulated device %d", ordinal));
   // An H100-like device, so that code choosing paths by capability takes the sm_90 ones.
@@ -55,6 +59,9 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
 
 void populate(platform& p) {
   p.race_checking = initial_race_mode();
+  execution_setting const execution = initial_execution();
+  p.execution = execution.mode;
+  p.interleaving.seed(execution.seed);
   int const count = simulated_device_count();
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     auto device = std::make_unique<device_state>();
@@ -279,6 +286,11 @@ void record_accesses(node_state const& node) {
       }
       break;
     }
+    case cudaGraphNodeTypeMemFree:
+      // cudaFreeAsync outside a graph writes the whole allocation, on its stream: another
+      // stream's unordered use of the memory before it is handed out again is a race.
+      if (node.owner == nullptr) p.races.access(node.memory, node.memory_bytes, true);
+      break;
     case cudaGraphNodeTypeMemcpy:
       if (tracked(node.copy.source)) p.races.access(node.copy.source, node.copy.bytes, false);
       if (tracked(node.copy.destination)) {
@@ -365,6 +377,7 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
     case cudaGraphNodeTypeMemFree:
     default: break;
   }
+  if (node.completion) node.completion();
 }
 
 void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
@@ -397,8 +410,17 @@ cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
   node->owner = nullptr;
   node->device = stream.device;
   begin_operation(stream, description.empty() ? describe(*node) : std::move(description));
-  execute(*node);
-  report_races();
+  if (defers(stream)) {
+    auto& queued = state().queued;
+    queued.push_back(queued_work{std::move(node), state().races.current_operation()});
+    // A GPU's launch queue is bounded: when it is full the host waits for room.
+    if (queued.size() > queued_work_limit) run_ready(queued.size() - queued_work_limit, false);
+  } else {
+    execute(*node);
+    report_races();
+    unsigned long long& done = state().completed[stream.id];
+    done = std::max(done, stream.clock[stream.id]);
+  }
   if (cudaError_t const sticky = sticky_error(); sticky != cudaSuccess) return fail(sticky);
   return cudaSuccess;
 }
@@ -481,8 +503,8 @@ std::string describe(stream_state const& stream) {
 }
 
 void begin_operation(stream_state& stream, std::string const& description) {
+  // The clocks tick even with the race checker off: deferred execution orders work by them.
   auto& p = state();
-  if (p.race_checking == race_mode::off) return;
   merge(stream.clock, p.host_clock);
   // The legacy stream waits for all blocking streams of its device, and they wait for it (CUDA
   // Runtime API, "Stream synchronization behavior": legacy default stream).
@@ -497,6 +519,7 @@ void begin_operation(stream_state& stream, std::string const& description) {
 }
 
 void host_waits_for(vector_clock const& clock) {
+  run_until_complete(clock);
   merge(state().host_clock, clock);
 }
 

@@ -10,9 +10,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -79,6 +82,10 @@ struct node_state {
   // Memory nodes: the graph allocation's address and size.
   void* memory{};
   std::size_t memory_bytes{};
+  // Work outside a graph: a copy's staged pageable source, and what runs when the node has run
+  // (cudaFreeAsync gives the memory back then).
+  std::shared_ptr<void const> staging;
+  std::function<void()> completion;
 };
 
 struct conditional_handle_state {
@@ -157,6 +164,12 @@ struct device_state {
   std::unique_ptr<stream_state> legacy_stream;
 };
 
+// --- deferred execution ----------------------------------------------------------------------
+struct queued_work {
+  std::unique_ptr<node_state> node;
+  race_checker::operation operation;  // its stream, tick and what it is ordered after
+};
+
 // --- the whole simulated platform ------------------------------------------------------------
 struct platform {
   std::recursive_mutex mutex;
@@ -175,6 +188,12 @@ struct platform {
   std::map<std::pair<std::thread::id, int>, std::unique_ptr<stream_state>> per_thread_streams;
   race_checker races;
   race_mode race_checking{race_mode::abort};
+  // Deferred execution (execution_mode): work waiting to run, in the order it was enqueued, and
+  // the last tick of each stream's timeline that has run.
+  execution_mode execution{execution_mode::immediate};
+  std::deque<queued_work> queued;
+  std::map<timeline, unsigned long long> completed;
+  std::mt19937_64 interleaving;
   std::size_t races_reported{};
   vector_clock host_clock;  // what the host has seen complete (synchronizations)
 };
@@ -230,6 +249,19 @@ std::unique_ptr<graph_state> clone(graph_state const& graph);
 void end_capture(capture_state& capture);
 
 double now_ms() noexcept;
+
+// Deferred execution (see execution_mode in graphstep/sim/sim.hpp).
+// Whether work enqueued now to `stream` waits in the queue rather than running.
+bool defers(stream_state const& stream);
+// Whether everything `clock` names has run (a stream's or an event's work is complete).
+bool complete(vector_clock const& clock);
+// Runs queued work until `clock` is complete; the oldest queued operation is always ready, so
+// this ends.
+void run_until_complete(vector_clock const& clock);
+// Runs up to `operations` ready queued operations; returns how many ran.
+std::size_t run_ready(std::size_t operations, bool at_random);
+// In interleaved mode, a few ready operations at random (called at every runtime call).
+void interleave();
 
 // The race checker's side of the runtime: an operation starting on a stream (ordered after what
 // the host has seen and, by the legacy stream's rule, after the legacy or blocking streams), the
