@@ -1,8 +1,12 @@
 // Fused Linear + bias + GELU in TFLOP/s against its floor (the plain cuBLASLt GEMM: GELU should
 // be almost free) and its alternative (the same GEMM followed by separate bias/GELU kernels),
 // forward, backward through GELU, the weight gradient with its bias gradient, and the whole
-// backward of the two-layer MLP. Shapes: 4096³ (compute-bound), M=8192 N=4096 K=1024 (where the
-// epilogue's memory traffic shows), and the MLP of the design (batch 640, 4096 -> 2048 -> 1024).
+// backward of the two-layer MLP. The alternative is a fair one: its bias gradient splits the
+// rows across a grid that fills the GPU (the plan hands it the GEMM's workspace for the partial
+// sums), and `bias_gradient` below times that kernel alone against the one-pass form, whose
+// N/64 blocks leave most SMs idle at MLP widths. Shapes: 4096³ (compute-bound), M=8192 N=4096
+// K=1024 (where the epilogue's memory traffic shows), and the MLP of the design (batch 640, 4096 ->
+// 2048 -> 1024).
 //
 // Method (CUTLASS's measurement guidelines): plans are made and autotuned outside the timed
 // loop; operands hold random data (zeros would draw less power and flatter the clocks); enough
@@ -21,6 +25,7 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <random>
 #include <string>
@@ -262,10 +267,65 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
     sets.push_back(std::move(set));
   }
   std::size_t kernels = 0;
-  for (auto const& plan : sets.front()) kernels += 1 + plan.decision().kernels.size();
+  for (auto const& plan : sets.front()) kernels += plan.decision().kernels.size();
   time_rotating(state, sets, flops, stream);
-  state.SetLabel(std::string{gs::name(type)} + ", " + std::to_string(kernels) +
-                 " launches per backward, " + std::to_string(rotation) + " sets");
+  state.SetLabel(std::string{gs::name(type)} + ", " + std::to_string(problems.size()) +
+                 " GEMMs + " + std::to_string(kernels) + " epilogue kernels per backward, " +
+                 std::to_string(rotation) + " sets");
+}
+
+// The unfused path's bias gradient alone, db[N] = Σ_rows dz[M,N], in GB/s of dz read; range =
+// M, N. `sliced` gives it the workspace a plan gives it (rows split across the GPU, then the
+// slices added in order); otherwise one block per column tile walks all M rows.
+void bias_gradient(benchmark::State& state, bool sliced, gs::dtype type) {
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  std::int64_t const m = state.range(0);
+  std::int64_t const n = state.range(1);
+  gs::cuda::stream stream;
+  device_arena arena{type};
+  std::size_t const workspace_bytes = sliced ? go::bias_gradient_workspace_size(n) : 0;
+  void* workspace = sliced ? arena.raw(workspace_bytes) : nullptr;
+  std::size_t const dz_bytes = static_cast<std::size_t>(m * n) * gs::size_in_bytes(type);
+  int const rotation = rotation_for(dz_bytes);
+  std::vector<void*> dz;
+  std::vector<void*> db;
+  for (int i = 0; i < rotation; ++i) {
+    dz.push_back(arena.random(static_cast<std::size_t>(m * n)));
+    db.push_back(arena.raw(static_cast<std::size_t>(n) * gs::size_in_bytes(type)));
+  }
+  auto run = [&](std::size_t i) {
+    go::launch_bias_gradient(db[i % db.size()], dz[i % dz.size()], m, n, type, workspace,
+                             workspace_bytes, stream);
+  };
+  for (int i = 0; i < warm_up_runs; ++i) run(static_cast<std::size_t>(i));
+  stream.synchronize();
+  gs::cuda::timed_event start;
+  gs::cuda::timed_event stop;
+  std::size_t next = 0;
+  for (auto _ : state) {
+    start.record(stream);
+    for (int r = 0; r < runs_per_iteration; ++r) run(next++);
+    stop.record(stream);
+    stop.synchronize();
+    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3 /
+                           runs_per_iteration);
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(dz_bytes) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string{gs::name(type)} + (sliced ? ", rows sliced" : ", one pass") + ", " +
+                 std::to_string(rotation) + " sets");
+}
+
+void bias_gradient_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N"})
+      ->Args({640, 1024})  // the MLP's fc2 width
+      ->Args({640, 2048})  // its fc1 width
+      ->Args({640, 4096})
+      ->Args({8192, 1024})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Repetitions(5)
+      ->ReportAggregatesOnly(true);
 }
 
 void layer_shapes(benchmark::internal::Benchmark* b) {
@@ -329,3 +389,8 @@ BENCHMARK_CAPTURE(linear_gelu, wgrad_unfused_bf16, go::gemm_kind::backward_weigh
 BENCHMARK_CAPTURE(mlp_backward, fused_bf16, variant::fused, gs::dtype::bfloat16)->Apply(mlp_shapes);
 BENCHMARK_CAPTURE(mlp_backward, unfused_bf16, variant::unfused, gs::dtype::bfloat16)
     ->Apply(mlp_shapes);
+// The unfused path's bias gradient, rows sliced across the GPU against one pass.
+BENCHMARK_CAPTURE(bias_gradient, sliced_bf16, true, gs::dtype::bfloat16)
+    ->Apply(bias_gradient_shapes);
+BENCHMARK_CAPTURE(bias_gradient, one_pass_bf16, false, gs::dtype::bfloat16)
+    ->Apply(bias_gradient_shapes);

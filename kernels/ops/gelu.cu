@@ -23,13 +23,24 @@ constexpr int threads = 256;
 using detail::from_float;
 using detail::to_float;
 
+// Beyond |x| = 10 both forms have saturated in fp32: tanhf(√(2/π)(x + 0.044715x³)) and
+// erff(x/√2) round to ±1, and x·exp(−x²/2) is below 1e-21, so the formulas give x or −0 and
+// 1 or 0 there (to within 1e-21). Returning those directly keeps them where the formulas turn into
+// NaN: ±inf meets a zero factor (inf·0), and in GELU′ x·x overflows for |x| above ~1.8e19. NaN
+// falls through to the formula and stays NaN.
+constexpr float saturation = 10.0F;
+
 __device__ __forceinline__ float gelu(float x, bool erf_form) {
+  if (x > saturation) return x;
+  if (x < -saturation) return -0.0F;
   if (erf_form) return 0.5F * x * (1.0F + erff(x * 0.70710678118654752F));
   float const inner = 0.79788456080286536F * (x + 0.044715F * x * x * x);
   return 0.5F * x * (1.0F + tanhf(inner));
 }
 
 __device__ __forceinline__ float gelu_derivative(float x, bool erf_form) {
+  if (x > saturation) return 1.0F;
+  if (x < -saturation) return 0.0F;
   if (erf_form) {
     return 0.5F * (1.0F + erff(x * 0.70710678118654752F)) +
            x * expf(-0.5F * x * x) * 0.39894228040143268F;

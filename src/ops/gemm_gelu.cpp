@@ -11,7 +11,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -76,17 +75,12 @@ cublasLtEpilogue_t to_cublaslt(epilogue e) {
 }
 
 std::uint32_t alignment_of(void const* p) {
-  auto const address = reinterpret_cast<std::uintptr_t>(p);
-  std::uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
+  return ops::alignment_of(reinterpret_cast<std::uintptr_t>(p));
 }
 
-// Algorithms chosen per (device, kind and path, shape, element type and math, autotune, alignments,
-// workspace), shared by every plan of the process: a second plan of the same shape (another
-// layer, another bucket's capture) skips the heuristic query and the autotune.
-using algorithm_key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, int, int,
-                                 std::uint32_t, std::uint32_t, std::uint32_t, std::size_t>;
+// Algorithms chosen per algorithm_key (gemm_problem.hpp), shared by every plan of the process: a
+// second plan of the same shape and alignments (another layer, another bucket's capture) skips
+// the heuristic query and the autotune.
 std::mutex algorithm_mutex;
 std::map<algorithm_key, cublasLtMatmulAlgo_t>& algorithm_cache() {
   static std::map<algorithm_key, cublasLtMatmulAlgo_t> cache;
@@ -175,11 +169,15 @@ struct detail::lt_state {
           launch_gelu_backward(operands.out, operands.out, operands.pre_activation, p.m, p.k,
                                p.type, options.form, stream);
           break;
+        // The GEMM's workspace is free again once the GEMM is done, in stream order: the bias
+        // gradient keeps its partial sums there.
         case unfused_kernel::bias_gradient_of_out:
-          launch_bias_gradient(operands.bias_gradient, operands.out, p.m, p.k, p.type, stream);
+          launch_bias_gradient(operands.bias_gradient, operands.out, p.m, p.k, p.type, workspace,
+                               workspace_bytes, stream);
           break;
         case unfused_kernel::bias_gradient_of_lhs:
-          launch_bias_gradient(operands.bias_gradient, operands.lhs, p.m, p.n, p.type, stream);
+          launch_bias_gradient(operands.bias_gradient, operands.lhs, p.m, p.n, p.type, workspace,
+                               workspace_bytes, stream);
           break;
       }
     }
@@ -332,18 +330,8 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
   int device = 0;
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
   auto const key = [&] {
-    return algorithm_key{
-        device,
-        static_cast<int>(problem.kind) * 2 + (s.path.fused ? 1 : 0),
-        problem.m,
-        problem.n,
-        problem.k,
-        static_cast<int>(problem.type) * 2 + (problem.math == gemm_math::tf32 ? 1 : 0),
-        options.autotune_candidates,
-        alignment_of(s.a_ptr()),
-        alignment_of(s.b_ptr()),
-        alignment_of(operands.out),
-        workspace_bytes};
+    return algorithm_key_for(device, problem, s.path, addresses_of(problem, operands),
+                             options.autotune_candidates, workspace_bytes);
   };
   bool cached = false;
   {
@@ -363,7 +351,8 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
     s.describe();
     results = s.candidates(options.autotune_candidates);
   }
-  s.algorithm = results.size() > 1 ? s.fastest(results, stream) : results.front().algo;
+  // Autotuning times even a single candidate: it also proves that the candidate runs.
+  s.algorithm = options.autotune_candidates > 1 ? s.fastest(results, stream) : results.front().algo;
   {
     std::lock_guard const lock{algorithm_mutex};
     algorithm_cache().emplace(key(), s.algorithm);

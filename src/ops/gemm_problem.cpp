@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <tuple>
 
 namespace graphstep::ops {
 
@@ -268,6 +269,53 @@ path_decision decide_path(gemm_problem const& p, operand_addresses const& addres
   if (s.fused) return fused;
   GRAPHSTEP_EXPECTS(options.allow_unfused, s.reason);
   return unfused_path(p, s.reason);
+}
+
+std::uint32_t alignment_of(std::uintptr_t address) noexcept {
+  std::uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+namespace {
+auto tied(algorithm_key const& key) noexcept {
+  return std::tie(key.device, key.kind, key.gemm_epilogue, key.m, key.n, key.k, key.type, key.math,
+                  key.autotune_candidates, key.align_a, key.align_b, key.align_d, key.align_bias,
+                  key.align_aux, key.workspace_bytes);
+}
+}  // namespace
+
+bool operator<(algorithm_key const& lhs, algorithm_key const& rhs) noexcept {
+  return tied(lhs) < tied(rhs);
+}
+bool operator==(algorithm_key const& lhs, algorithm_key const& rhs) noexcept {
+  return tied(lhs) == tied(rhs);
+}
+
+algorithm_key algorithm_key_for(int device, gemm_problem const& problem, path_decision const& path,
+                                operand_addresses const& addresses, int autotune_candidates,
+                                std::size_t workspace_bytes) {
+  lt_call const c = map_to_cublaslt(problem);
+  // The epilogue's pointers count only when the GEMM itself uses them (the fused path).
+  bool const uses_bias = path.gemm_epilogue != epilogue::none && c.bias_length != 0;
+  bool const uses_aux = path.gemm_epilogue != epilogue::none && c.aux_ld != 0;
+  algorithm_key key;
+  key.device = device;
+  key.kind = problem.kind;
+  key.gemm_epilogue = path.gemm_epilogue;
+  key.m = problem.m;
+  key.n = problem.n;
+  key.k = problem.k;
+  key.type = problem.type;
+  key.math = problem.math;
+  key.autotune_candidates = autotune_candidates;
+  key.align_a = alignment_of(addresses.a);
+  key.align_b = alignment_of(addresses.b);
+  key.align_d = alignment_of(addresses.d);
+  key.align_bias = uses_bias ? alignment_of(addresses.bias) : 0;
+  key.align_aux = uses_aux ? alignment_of(addresses.aux) : 0;
+  key.workspace_bytes = workspace_bytes;
+  return key;
 }
 
 }  // namespace graphstep::ops

@@ -5,13 +5,27 @@
 
 namespace graphstep::ops::reference {
 
+namespace {
+// Beyond |x| = 40 both forms have saturated in fp64: tanh(√(2/π)(x + 0.044715x³)) and
+// erf(x/√2) round to ±1 and exp(−x²/2) underflows to 0, so the formulas give exactly x or −0
+// and 1 or 0 there. Returning those values directly keeps them where the formulas would turn
+// into NaN: x·x overflows for |x| above ~1e154, and ±inf meets a zero factor (inf·0).
+constexpr double saturation = 40.0;
+}  // namespace
+
 double gelu(double x, gelu_form form) {
+  if (std::isnan(x)) return x;
+  if (x > saturation) return x;
+  if (x < -saturation) return -0.0;
   if (form == gelu_form::erf) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   double const c = std::sqrt(2.0 / 3.14159265358979323846);
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
 double gelu_derivative(double x, gelu_form form) {
+  if (std::isnan(x)) return x;
+  if (x > saturation) return 1.0;
+  if (x < -saturation) return 0.0;
   double const pi = 3.14159265358979323846;
   if (form == gelu_form::erf) {
     return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +

@@ -100,9 +100,14 @@ float from_fp16(std::uint16_t h) {
   return float_of(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
 }
 
-double tolerance(gs::testing::gemm_numerics numerics) {
-  if (numerics.type != gs::dtype::float32) return 1e-2;
-  return numerics.math == go::gemm_math::tf32 ? 5e-4 : 1e-5;
+// Bounds from the arithmetic of a real GPU (tests/common/gemm_numerics.hpp): `through_gelu` when
+// the result passed through cuBLASLt's GELU or GELU′ epilogue.
+double bound(gs::testing::gemm_numerics numerics, bool through_gelu = false) {
+  return gs::testing::tolerance(numerics, through_gelu);
+}
+// Two GPU results against each other (fused against unfused): each carries its own error.
+double bound_between(gs::testing::gemm_numerics numerics, bool through_gelu = false) {
+  return gs::testing::tolerance(numerics, through_gelu) + gs::testing::tolerance(numerics, false);
 }
 
 // Device memory of one element type, `offset_bytes` past a 256-byte boundary (to test alignment).
@@ -191,19 +196,31 @@ double error_of(std::vector<double> const& got, std::vector<double> const& want)
   return ref::relative_error(got, want);
 }
 
-// Kernel nodes, and all nodes, of a graph.
-std::pair<std::size_t, std::size_t> count_nodes(cudaGraph_t graph) {
+// The nodes of a graph by type.
+struct node_counts {
+  std::size_t kernels{};
+  std::size_t memsets{};
+  std::size_t others{};  ///< host, memcpy, event, child graph, ...
+  [[nodiscard]] std::size_t total() const { return kernels + memsets + others; }
+};
+node_counts count_nodes(cudaGraph_t graph) {
   std::size_t count = 0;
   GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
   GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
-  std::size_t kernels = 0;
+  node_counts counts;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type{};
     GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
-    if (type == cudaGraphNodeTypeKernel) ++kernels;
+    if (type == cudaGraphNodeTypeKernel) {
+      ++counts.kernels;
+    } else if (type == cudaGraphNodeTypeMemset) {
+      ++counts.memsets;
+    } else {
+      ++counts.others;
+    }
   }
-  return {kernels, count};
+  return counts;
 }
 
 // A graph captured from `stream` with the plain runtime calls, owned until destruction.
@@ -337,9 +354,9 @@ TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
       std::vector<double> want = pre;
       if (go::uses_gelu(kind)) {
         for (auto& v : want) v = ref::gelu(v, go::gelu_form::tanh);
-        EXPECT_LT(error_of(z.download(), pre), tolerance(GetParam())) << what << " pre-activation";
+        EXPECT_LT(error_of(z.download(), pre), bound(GetParam())) << what << " pre-activation";
       }
-      EXPECT_LT(error_of(y.download(), want), tolerance(GetParam())) << what;
+      EXPECT_LT(error_of(y.download(), want), bound(GetParam(), go::uses_gelu(kind))) << what;
       // run() again gives the same result as the constructor's eager run.
       auto const first = y.download();
       y.poison();
@@ -401,18 +418,98 @@ TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
       want_dz1[i] *= ref::gelu_derivative(hz1[i], go::gelu_form::tanh);
     }
     auto const want_db1 = ref::column_sums(want_dz1, M, N1);
-    double const tol = tolerance(GetParam());
+    double const tol = bound(GetParam());
+    double const tol_gelu = bound(GetParam(), true);
     EXPECT_LT(error_of(dw2.download(), want_dw2), tol) << what << " dW2";
     EXPECT_LT(error_of(db2.download(), want_db2), tol) << what << " db2";
-    EXPECT_LT(error_of(dz1.download(), want_dz1), tol) << what << " dZ1";
-    EXPECT_LT(error_of(dz1_nobias.download(), want_dz1), tol) << what << " dZ1 (DGELU)";
-    EXPECT_LT(error_of(db1.download(), want_db1), tol) << what << " db1";
+    EXPECT_LT(error_of(dz1.download(), want_dz1), tol_gelu) << what << " dZ1";
+    EXPECT_LT(error_of(dz1_nobias.download(), want_dz1), tol_gelu) << what << " dZ1 (DGELU)";
+    EXPECT_LT(error_of(db1.download(), want_db1), tol_gelu) << what << " db1";
     auto const got_dz1 = dz1.download();  // what the GPU fed into fc1's gradients
     EXPECT_LT(error_of(dw1.download(), ref::matmul_atb(got_dz1, hx, M, N1, K)), tol)
         << what << " dW1";
     EXPECT_LT(error_of(dx.download(), ref::matmul_ab(got_dz1, hw1, M, K, N1)), tol)
         << what << " dX";
   }
+}
+
+// The forward's saved pre-activation is what the backward reads: fc1's Z1 from the
+// GELU_AUX_BIAS forward feeds fc2's DGELU_BGRAD, checked against the reference computed from
+// the inputs alone (the other backward tests upload a Z1 of their own).
+TEST_P(linear_gelu_gpu, forward_pre_activation_feeds_the_backward) {
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
+  std::mt19937 rng{29};
+  for (auto [m, k, n1, n2] : {std::tuple{64, 96, 128, 32}, std::tuple{33, 40, 72, 24}}) {
+    std::size_t const M = m, K = k, N1 = n1, N2 = n2;
+    std::string const what = std::string{gs::testing::short_name(GetParam())} +
+                             " M=" + std::to_string(m) + " K=" + std::to_string(k) +
+                             " N1=" + std::to_string(n1) + " N2=" + std::to_string(n2);
+    device_matrix x{type, M * K}, w1{type, N1 * K}, b1{type, N1}, z1{type, M * N1};
+    device_matrix a1{type, M * N1}, w2{type, N2 * N1}, dy2{type, M * N2}, dz1{type, M * N1};
+    device_matrix db1{type, N1};
+    auto const hx = x.upload(random(M * K, rng));
+    auto const hw1 = w1.upload(random(N1 * K, rng, 1.0 / std::sqrt(double(K))));
+    auto const hb1 = b1.upload(random(N1, rng));
+    auto const hw2 = w2.upload(random(N2 * N1, rng, 0.2));
+    auto const hdy2 = dy2.upload(random(M * N2, rng));
+    auto const forward =
+        plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
+             {x.get(), w1.get(), a1.get(), b1.get(), z1.get(), nullptr}, fallback());
+    auto const backward =
+        plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
+             {dy2.get(), w2.get(), dz1.get(), nullptr, z1.get(), db1.get()}, fallback());
+    sync();
+    auto pre = ref::matmul_abt(hx, hw1, M, N1, K);
+    for (std::size_t i = 0; i < M * N1; ++i) pre[i] += hb1[i % N1];
+    auto want_dz1 = ref::matmul_ab(hdy2, hw2, M, N1, N2);
+    for (std::size_t i = 0; i < M * N1; ++i) {
+      want_dz1[i] *= ref::gelu_derivative(pre[i], go::gelu_form::tanh);
+    }
+    // Z1 carries the forward's rounding into GELU′; GELU″ is below 1, so it adds no more than
+    // one more rounding, within the budget's three.
+    EXPECT_LT(error_of(z1.download(), pre), bound(GetParam())) << what << " Z1";
+    EXPECT_LT(error_of(dz1.download(), want_dz1), bound(GetParam(), true)) << what << " dZ1";
+    EXPECT_LT(error_of(db1.download(), ref::column_sums(want_dz1, M, N1)), bound(GetParam(), true))
+        << what << " db1";
+    // A forward run again (Z1 rewritten by the same values) leaves the backward's result alone.
+    auto const first = dz1.download();
+    z1.poison();
+    forward.run(*stream_);
+    backward.run(*stream_);
+    EXPECT_EQ(dz1.download(), first) << what;
+  }
+}
+
+// Autotuning times every candidate cuBLASLt offers and keeps the fastest that ran; the plan then
+// computes what the heuristic's first choice computes, eagerly and captured.
+TEST_P(linear_gelu_gpu, autotuned_plan_matches_the_reference_and_captures) {
+  gs::dtype const type = GetParam().type;
+  go::gemm_math const math = GetParam().math;
+  std::mt19937 rng{30};
+  int const m = 96, n = 128, k = 64;
+  std::size_t const M = m, N = n, K = k;
+  device_matrix x{type, M * K}, w{type, N * K}, b{type, N}, y{type, M * N}, z{type, M * N};
+  auto const hx = x.upload(random(M * K, rng));
+  auto const hw = w.upload(random(N * K, rng, 0.2));
+  auto const hb = b.upload(random(N, rng));
+  go::gemm_options tuned;
+  tuned.autotune_candidates = 4;
+  auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
+                      {x.get(), w.get(), y.get(), b.get(), z.get(), nullptr}, tuned);
+  EXPECT_TRUE(p.fused()) << p.unfused_reason();
+  auto pre = ref::matmul_abt(hx, hw, M, N, K);
+  for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
+  std::vector<double> want(M * N);
+  for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::tanh);
+  sync();
+  auto const eager = y.download();
+  EXPECT_LT(error_of(eager, want), bound(GetParam(), true));
+  EXPECT_LT(error_of(z.download(), pre), bound(GetParam()));
+  captured_graph const g{raw(), [&] { p.run(*stream_); }};
+  y.poison();
+  g.replay(raw());
+  EXPECT_EQ(y.download(), eager);
 }
 
 TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
@@ -436,8 +533,8 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   EXPECT_FALSE(unfused.fused());
   EXPECT_EQ(unfused.decision().kernels,
             std::vector<go::unfused_kernel>{go::unfused_kernel::bias_gelu});
-  EXPECT_LT(error_of(y2.download(), y1.download()), tolerance(GetParam()));
-  EXPECT_LT(error_of(z2.download(), z1.download()), tolerance(GetParam()));
+  EXPECT_LT(error_of(y2.download(), y1.download()), bound_between(GetParam(), true));
+  EXPECT_LT(error_of(z2.download(), z1.download()), bound_between(GetParam()));
 
   // Backward: dZ = (dY·W) ⊙ GELU′(Z) with db, and dW with db, fused and unfused.
   device_matrix dy{type, M * N}, dz1{type, M * K}, dz2{type, M * K}, zk{type, M * K};
@@ -454,10 +551,10 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   auto const u2 = plan(wgrad, {dy.get(), x.get(), dw2.get(), nullptr, nullptr, dbn2.get()}, forced);
   EXPECT_TRUE(f1.fused() && f2.fused()) << f1.unfused_reason() << f2.unfused_reason();
   EXPECT_FALSE(u1.fused() || u2.fused());
-  EXPECT_LT(error_of(dz2.download(), dz1.download()), tolerance(GetParam()));
-  EXPECT_LT(error_of(dbk2.download(), dbk1.download()), tolerance(GetParam()));
-  EXPECT_LT(error_of(dw2.download(), dw1.download()), tolerance(GetParam()));
-  EXPECT_LT(error_of(dbn2.download(), dbn1.download()), tolerance(GetParam()));
+  EXPECT_LT(error_of(dz2.download(), dz1.download()), bound_between(GetParam(), true));
+  EXPECT_LT(error_of(dbk2.download(), dbk1.download()), bound_between(GetParam(), true));
+  EXPECT_LT(error_of(dw2.download(), dw1.download()), bound_between(GetParam()));
+  EXPECT_LT(error_of(dbn2.download(), dbn1.download()), bound_between(GetParam()));
 }
 
 TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
@@ -480,7 +577,7 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
   std::vector<double> want(M * N);
   for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::erf);
-  EXPECT_LT(error_of(y.download(), want), tolerance(GetParam()));
+  EXPECT_LT(error_of(y.download(), want), bound(GetParam()));
   // The bias-only kind ignores the form and stays fused.
   auto const linear = plan({go::gemm_kind::forward_bias, m, n, k, type, math},
                            {x.get(), w.get(), y.get(), b.get(), nullptr, nullptr}, erf);
@@ -532,9 +629,10 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
   captured_graph const step{raw(), [&] {
                               for (auto const& p : plans) p.run(*stream_);
                             }};
-  auto const [kernels, nodes] = count_nodes(step.graph());
-  // At least one kernel per GEMM; a plain GEMM may add a split-K reduction.
-  EXPECT_GE(kernels, plans.size()) << nodes << " nodes";
+  auto const nodes = count_nodes(step.graph());
+  // At least one kernel per GEMM; a GEMM may add a split-K reduction or an epilogue kernel.
+  EXPECT_GE(nodes.kernels, plans.size()) << nodes.total() << " nodes";
+  EXPECT_EQ(nodes.others, 0U) << "host, copy or other nodes in a captured step";
   for (int replay = 0; replay < 2; ++replay) {
     for (auto* out : outputs) out->poison();
     step.replay(raw());
@@ -544,12 +642,19 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
   }
 }
 
-TEST_P(linear_gelu_gpu, captured_fused_forward_is_one_kernel_node) {
+// What cuBLASLt records for one fused GEMM is its own business: on sm_90 the fp32 (COMPUTE_32F)
+// epilogue may run as a separate kernel after the main one, and a split-K algorithm adds a
+// reduction kernel and sometimes a memset of its workspace (docs/design.md lists the counts).
+// What holds everywhere: device work only, at least one kernel, at most three kernels and one
+// memset, and the replay equals the eager run.
+TEST_P(linear_gelu_gpu, captured_fused_forward_is_a_few_kernel_nodes) {
   gs::dtype const type = GetParam().type;
   go::gemm_math const math = GetParam().math;
   std::mt19937 rng{26};
   for (auto [m, n, k] : {std::tuple{64, 128, 128}, std::tuple{640, 2048, 4096}}) {
     std::size_t const M = m, N = n, K = k;
+    std::string const what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                             " " + gs::testing::short_name(GetParam());
     device_matrix x{type, M * K}, w{type, N * K}, b{type, N}, y{type, M * N}, z{type, M * N};
     static_cast<void>(x.upload(random(M * K, rng)));
     static_cast<void>(w.upload(random(N * K, rng, 0.05)));
@@ -560,13 +665,14 @@ TEST_P(linear_gelu_gpu, captured_fused_forward_is_one_kernel_node) {
     sync();
     auto const eager = y.download();
     captured_graph const g{raw(), [&] { p.run(*stream_); }};
-    auto const [kernels, nodes] = count_nodes(g.graph());
-    EXPECT_EQ(kernels, 1U) << m << "x" << n << "x" << k << ": " << nodes
-                           << " nodes; the fused forward should be a single kernel";
-    EXPECT_EQ(nodes, 1U);
+    auto const nodes = count_nodes(g.graph());
+    EXPECT_GE(nodes.kernels, 1U) << what;
+    EXPECT_LE(nodes.kernels, 3U) << what << ": main, epilogue and split-K reduction at most";
+    EXPECT_LE(nodes.memsets, 1U) << what;
+    EXPECT_EQ(nodes.others, 0U) << what << ": no host, copy or other nodes";
     y.poison();
     g.replay(raw());
-    EXPECT_EQ(y.download(), eager);
+    EXPECT_EQ(y.download(), eager) << what;
   }
 }
 
@@ -618,8 +724,8 @@ TEST_P(linear_gelu_gpu, misaligned_operands_fall_back_or_fail_clearly) {
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
   std::vector<double> want(M * N);
   for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::tanh);
-  EXPECT_LT(error_of(y.download(), want), tolerance(GetParam()));
-  EXPECT_LT(error_of(z.download(), pre), tolerance(GetParam()));
+  EXPECT_LT(error_of(y.download(), want), bound(GetParam()));
+  EXPECT_LT(error_of(z.download(), pre), bound(GetParam()));
 }
 
 TEST_P(linear_gelu_gpu, bad_arguments_are_usage_errors) {
@@ -647,8 +753,10 @@ TEST_P(linear_gelu_gpu, bad_arguments_are_usage_errors) {
                                       {},
                                       *stream_}),
       gs::usage_error);  // misaligned workspace
+  // The plan runs once when made: its output must not alias its inputs.
+  device_matrix out{type, std::size_t{64}};
   auto p = plan({go::gemm_kind::forward, 8, 8, 8, type, math},
-                {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr});
+                {x.get(), x.get(), out.get(), nullptr, nullptr, nullptr});
   auto moved = std::move(p);
   EXPECT_THROW(p.run(*stream_), gs::usage_error);  // NOLINT(bugprone-use-after-move)
   EXPECT_FALSE(p.fused());                         // NOLINT(bugprone-use-after-move)
@@ -673,7 +781,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
       auto const hdz = dz.upload(random(M * N, rng));
       go::launch_bias_gradient(db.get(), dz.get(), m, n, type, *stream_);
       auto const first = db.download();
-      EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), tolerance(GetParam())) << what;
+      EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), bound(GetParam())) << what;
       db.poison();
       go::launch_bias_gradient(db.get(), dz.get(), m, n, type, *stream_);
       EXPECT_EQ(db.download(), first) << what << ": the bias gradient is not reproducible";
@@ -689,8 +797,8 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
           want_pre[i] = hy[i] + hb[i % N];
           want[i] = ref::gelu(want_pre[i], form);
         }
-        EXPECT_LT(error_of(pre.download(), want_pre), tolerance(GetParam())) << what;
-        EXPECT_LT(error_of(y.download(), want), tolerance(GetParam())) << what;
+        EXPECT_LT(error_of(pre.download(), want_pre), bound(GetParam())) << what;
+        EXPECT_LT(error_of(y.download(), want), bound(GetParam())) << what;
         // dz = dy ⊙ GELU′(pre), in place on dy.
         auto const hpre = pre.download();
         auto const hg = g.upload(random(M * N, rng));
@@ -698,7 +806,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
         std::vector<double> want_dz(M * N);
         for (std::size_t i = 0; i < M * N; ++i)
           want_dz[i] = hg[i] * ref::gelu_derivative(hpre[i], form);
-        EXPECT_LT(error_of(g.download(), want_dz), tolerance(GetParam())) << what;
+        EXPECT_LT(error_of(g.download(), want_dz), bound(GetParam())) << what;
       }
       // Bias only, without GELU and without saving.
       static_cast<void>(y.upload(hy));
@@ -706,7 +814,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
                            *stream_);
       std::vector<double> want_bias(M * N);
       for (std::size_t i = 0; i < M * N; ++i) want_bias[i] = hy[i] + hb[i % N];
-      EXPECT_LT(error_of(y.download(), want_bias), tolerance(GetParam())) << what;
+      EXPECT_LT(error_of(y.download(), want_bias), bound(GetParam())) << what;
     }
   }
   device_matrix any{type, 16};
@@ -717,6 +825,89 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
   EXPECT_THROW(go::launch_gelu_backward(any.get(), any.get(), nullptr, 4, 4, type,
                                         go::gelu_form::tanh, *stream_),
                gs::usage_error);
+}
+
+// GELU and GELU′ saturate instead of turning into NaN: at ±inf (inf·0 in the formula), and, for
+// GELU′, where x·x overflows fp32 (|x| > 1.8e19). Vectorized and scalar, both forms.
+TEST_P(linear_gelu_gpu, gelu_kernels_saturate_at_large_and_infinite_inputs) {
+  gs::dtype const type = GetParam().type;
+  double const inf = std::numeric_limits<double>::infinity();
+  // 3e38 and 2e19 become inf in fp16; bf16 and fp32 keep them finite (x·x overflows fp32).
+  std::vector<double> const inputs{inf,  -inf,  3e38,  -3e38, 2e19, -2e19, 1e6,  -1e6,
+                                   12.0, -12.0, 100.0, -100., 0.0,  1.0,   -1.0, 0.5};
+  std::size_t const n = inputs.size();
+  std::size_t const element = gs::size_in_bytes(type);
+  for (std::size_t offset : {std::size_t{0}, element}) {  // 16-byte aligned, then not
+    for (auto form : {go::gelu_form::tanh, go::gelu_form::erf}) {
+      std::string const what = std::string{gs::testing::short_name(GetParam())} +
+                               (form == go::gelu_form::erf ? " erf" : " tanh") +
+                               (offset != 0 ? " unaligned" : "");
+      device_matrix y{type, n, offset}, pre{type, n, offset}, g{type, n, offset};
+      auto const stored = y.upload(inputs);
+      static_cast<void>(g.upload(std::vector<double>(n, 1.0)));
+      go::launch_bias_gelu(y.get(), pre.get(), nullptr, 1, static_cast<std::int64_t>(n), type, true,
+                           form, *stream_);
+      go::launch_gelu_backward(g.get(), g.get(), pre.get(), 1, static_cast<std::int64_t>(n), type,
+                               form, *stream_);
+      auto const got = y.download();
+      auto const slope = g.download();
+      for (std::size_t i = 0; i < n; ++i) {
+        double const x = stored[i];
+        EXPECT_FALSE(std::isnan(got[i])) << what << ": GELU(" << x << ")";
+        EXPECT_FALSE(std::isnan(slope[i])) << what << ": GELU'(" << x << ")";
+        if (std::fabs(x) > 10.0) {
+          EXPECT_EQ(got[i], x > 0 ? x : 0.0) << what << ": GELU(" << x << ")";
+          EXPECT_EQ(slope[i], x > 0 ? 1.0 : 0.0) << what << ": GELU'(" << x << ")";
+        } else {
+          EXPECT_NEAR(got[i], ref::gelu(x, form), 1e-2) << what << ": GELU(" << x << ")";
+          EXPECT_NEAR(slope[i], ref::gelu_derivative(x, form), 1e-2)
+              << what << ": GELU'(" << x << ")";
+        }
+      }
+    }
+  }
+}
+
+// The bias gradient splits M across a 2-D grid and adds the slices in a second pass: against
+// the reference on shapes with M not a multiple of the slice or the row groups, N not a
+// multiple of the 64- or 32-column tile, M = 1, N = 1, aligned and not; the same bits on every
+// run; the same sums (to fp32 rounding) as the one-pass kernel without workspace.
+TEST_P(linear_gelu_gpu, bias_gradient_with_workspace_is_exact_and_reproducible) {
+  gs::dtype const type = GetParam().type;
+  std::mt19937 rng{31};
+  std::size_t const element = gs::size_in_bytes(type);
+  for (auto [m, n] :
+       {std::tuple{640, 1024}, std::tuple{1000, 72}, std::tuple{777, 130}, std::tuple{1, 64},
+        std::tuple{1, 1}, std::tuple{3000, 1}, std::tuple{4099, 8}, std::tuple{65, 4097}}) {
+    for (std::size_t offset : {std::size_t{0}, element}) {
+      std::size_t const M = m, N = n;
+      std::string const what = std::string{gs::testing::short_name(GetParam())} + " " +
+                               std::to_string(m) + "x" + std::to_string(n) +
+                               (offset != 0 ? " unaligned" : "");
+      std::size_t const bytes = go::bias_gradient_workspace_size(n);
+      void* workspace = nullptr;
+      GRAPHSTEP_CUDA_TRY(cudaMalloc(&workspace, bytes));
+      device_matrix dz{type, M * N, offset}, db{type, N}, one_pass{type, N};
+      auto const hdz = dz.upload(random(M * N, rng));
+      go::launch_bias_gradient(db.get(), dz.get(), m, n, type, workspace, bytes, *stream_);
+      auto const first = db.download();
+      EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), bound(GetParam())) << what;
+      for (int run = 0; run < 2; ++run) {
+        db.poison();
+        GRAPHSTEP_CUDA_TRY(cudaMemset(workspace, 0xFF, bytes));  // stale partials must not count
+        GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+        go::launch_bias_gradient(db.get(), dz.get(), m, n, type, workspace, bytes, *stream_);
+        EXPECT_EQ(db.download(), first) << what << ": not reproducible, run " << run;
+      }
+      go::launch_bias_gradient(one_pass.get(), dz.get(), m, n, type, *stream_);
+      EXPECT_LT(error_of(one_pass.download(), first), 2 * bound(GetParam())) << what;
+      GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(workspace));
+    }
+  }
+  device_matrix any{type, 16};
+  EXPECT_THROW(go::launch_bias_gradient(any.get(), any.get(), 4, 4, type, nullptr, 64, *stream_),
+               gs::usage_error);  // a size without a workspace
+  EXPECT_THROW(static_cast<void>(go::bias_gradient_workspace_size(0)), gs::usage_error);
 }
 
 INSTANTIATE_TEST_SUITE_P(precisions, linear_gelu_gpu,

@@ -178,6 +178,57 @@ TEST(gemm_path, alignment_is_read_from_real_pointer_values) {
   EXPECT_TRUE(go::can_fuse({go::gemm_kind::forward, 7, 5, 3, gs::dtype::float16}, odd).fused);
 }
 
+// The algorithm cache must not hand a plan an algorithm chosen for pointers with other
+// alignments: cuBLASLt's heuristic reads the bias and aux pointers from the descriptor.
+TEST(gemm_path, algorithm_key_tells_bias_and_aux_alignments_apart) {
+  go::operand_addresses const aligned{0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+  go::gemm_options const options;
+  auto const key = [&](go::gemm_problem const& p, go::operand_addresses const& at) {
+    return go::algorithm_key_for(0, p, go::decide_path(p, at, options), at, 1, 1U << 22);
+  };
+  for (auto kind : {go::gemm_kind::forward_bias_gelu, go::gemm_kind::backward_data_gelu}) {
+    go::gemm_problem const p{kind, 64, 128, 256, gs::dtype::bfloat16};
+    auto const base = key(p, aligned);
+    EXPECT_EQ(base, key(p, aligned));
+    EXPECT_EQ(base.align_bias, 256U);
+    EXPECT_EQ(base.align_aux, 256U);
+    go::operand_addresses bias_at_16 = aligned;
+    bias_at_16.bias += 16;  // still fusable, but no longer 32-byte aligned
+    go::operand_addresses aux_at_16 = aligned;
+    aux_at_16.aux += 16;
+    EXPECT_FALSE(base == key(p, bias_at_16)) << go::name(kind);
+    EXPECT_EQ(key(p, bias_at_16).align_bias, 16U);
+    EXPECT_FALSE(base == key(p, aux_at_16)) << go::name(kind);
+    EXPECT_EQ(key(p, aux_at_16).align_aux, 16U);
+    EXPECT_TRUE(base < key(p, bias_at_16) || key(p, bias_at_16) < base);
+  }
+  // A pointer the GEMM does not use does not split the cache: a stray bias on a kind without
+  // one, and the epilogue pointers of the unfused path (a plain GEMM).
+  go::gemm_problem const plain{go::gemm_kind::backward_data_dgelu, 64, 128, 256,
+                               gs::dtype::bfloat16};
+  go::operand_addresses stray = aligned;
+  stray.bias += 2;
+  EXPECT_EQ(key(plain, aligned), key(plain, stray));
+  go::gemm_problem const fwd{go::gemm_kind::forward_bias_gelu, 64, 128, 256, gs::dtype::bfloat16};
+  go::gemm_options forced;
+  forced.force_unfused = true;
+  go::operand_addresses moved = aligned;
+  moved.bias += 16;
+  moved.aux += 32;
+  auto const unfused_key = [&](go::operand_addresses const& at) {
+    return go::algorithm_key_for(0, fwd, go::decide_path(fwd, at, forced), at, 1, 1U << 22);
+  };
+  EXPECT_EQ(unfused_key(aligned), unfused_key(moved));
+  EXPECT_FALSE(unfused_key(aligned) == key(fwd, aligned));  // the path is part of the key
+  // Every other field counts too.
+  EXPECT_FALSE(key(fwd, aligned) == go::algorithm_key_for(1, fwd,
+                                                          go::decide_path(fwd, aligned, options),
+                                                          aligned, 1, 1U << 22));
+  EXPECT_EQ(go::alignment_of(0x30), 16U);
+  EXPECT_EQ(go::alignment_of(0x1000), 256U);
+  EXPECT_EQ(go::alignment_of(0x1002), 2U);
+}
+
 TEST(gemm_path, erf_form_and_forced_unfused) {
   go::gemm_options erf;
   erf.form = go::gelu_form::erf;

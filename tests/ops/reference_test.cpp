@@ -4,6 +4,10 @@
 
 #include <cmath>
 #include <graphstep/ops/reference.hpp>
+#include <limits>
+#include <random>
+
+#include "common/gemm_numerics.hpp"
 
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
@@ -70,6 +74,75 @@ TEST(gelu_reference, derivative_matches_finite_differences) {
       double const numeric = (ref::gelu(x + h, form) - ref::gelu(x - h, form)) / (2 * h);
       EXPECT_NEAR(ref::gelu_derivative(x, form), numeric, 1e-8) << "x = " << x;
     }
+  }
+}
+
+// The formulas give NaN at ±inf (inf·0) and, for GELU′, once x·x overflows (|x| > ~1e154 in
+// fp64); the reference saturates instead, and agrees with the formula where both are finite.
+TEST(gelu_reference, saturates_at_large_and_infinite_inputs) {
+  double const inf = std::numeric_limits<double>::infinity();
+  for (auto form : {go::gelu_form::tanh, go::gelu_form::erf}) {
+    EXPECT_EQ(ref::gelu(inf, form), inf);
+    EXPECT_EQ(ref::gelu(-inf, form), 0.0);
+    EXPECT_EQ(ref::gelu(1e200, form), 1e200);
+    EXPECT_EQ(ref::gelu(-1e200, form), 0.0);
+    EXPECT_EQ(ref::gelu_derivative(inf, form), 1.0);
+    EXPECT_EQ(ref::gelu_derivative(-inf, form), 0.0);
+    EXPECT_EQ(ref::gelu_derivative(1e200, form), 1.0);
+    EXPECT_EQ(ref::gelu_derivative(-1e200, form), 0.0);
+    EXPECT_TRUE(std::isnan(ref::gelu(std::nan(""), form)));
+    EXPECT_TRUE(std::isnan(ref::gelu_derivative(std::nan(""), form)));
+    // Continuous across the saturation point: both sides give the saturated value already.
+    for (double x : {39.0, 40.0, 41.0, 1e10}) {
+      EXPECT_EQ(ref::gelu(x, form), x) << x;
+      EXPECT_EQ(ref::gelu(-x, form), 0.0) << x;
+      EXPECT_EQ(ref::gelu_derivative(x, form), 1.0) << x;
+      EXPECT_NEAR(ref::gelu_derivative(-x, form), 0.0, 1e-300) << x;
+    }
+  }
+}
+
+// The GPU tests' bound for results through a fused GELU (gemm_numerics.hpp) must hold for
+// cuBLASLt's hardware tanh, off by up to 2^-11 relative: evaluate GELU and GELU′ with tanh off
+// by exactly that, in either direction on every element, over the tests' pre-activations.
+TEST(gelu_reference, gpu_tolerance_covers_the_hardware_tanh) {
+  double const c = std::sqrt(2.0 / 3.14159265358979323846);
+  double const off = std::ldexp(1.0, -11);
+  auto const t_of = [&](double x, double sign) {
+    return std::tanh(c * (x + 0.044715 * x * x * x)) * (1.0 + sign * off);
+  };
+  std::mt19937 rng{3};
+  std::uniform_real_distribution<double> pre{-2.0, 2.0};  // the backward tests' Z
+  std::normal_distribution<double> wide{0.0, 30.0};       // beyond any test's forward
+  for (double sign : {1.0, -1.0}) {
+    double forward_error = 0.0;
+    double forward_norm = 0.0;
+    double slope_error = 0.0;
+    double slope_norm = 0.0;
+    for (int i = 0; i < 100000; ++i) {
+      double const x = i % 2 == 0 ? pre(rng) : wide(rng);
+      double const t = t_of(x, sign);
+      double const want = ref::gelu(x, go::gelu_form::tanh);
+      double const got = 0.5 * x * (1.0 + t);
+      forward_error += (got - want) * (got - want);
+      forward_norm += want * want;
+      if (i % 2 == 0) {
+        double const slope =
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+        double const want_slope = ref::gelu_derivative(x, go::gelu_form::tanh);
+        slope_error += (slope - want_slope) * (slope - want_slope);
+        slope_norm += want_slope * want_slope;
+      }
+    }
+    double const forward = std::sqrt(forward_error / forward_norm);
+    double const slope = std::sqrt(slope_error / slope_norm);
+    for (auto numerics : graphstep::testing::all_gemm_numerics) {
+      EXPECT_LT(forward, graphstep::testing::budget_of(numerics).gelu);
+      EXPECT_LT(slope, graphstep::testing::budget_of(numerics).gelu);
+    }
+    // fp32 rounding alone would not cover it: the tanh term dominates the fp32 budget.
+    EXPECT_GT(forward, 10 * graphstep::testing::tolerance(
+                                {graphstep::dtype::float32, go::gemm_math::standard}, false));
   }
 }
 

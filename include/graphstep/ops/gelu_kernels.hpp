@@ -8,6 +8,7 @@
 /// remainder with scalar accesses, so any M, N and any element-aligned pointer works. Every
 /// launcher enqueues on `stream` only, allocates nothing, and is capturable.
 
+#include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
@@ -28,10 +29,27 @@ void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int6
 void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, std::int64_t m,
                           std::int64_t n, dtype type, gelu_form form, cuda::stream_view stream);
 
-/// @brief db[N] = Σ over the M rows of dz[M,N], accumulated in fp32 in a fixed order (the
-/// result is bitwise reproducible), stored in `type`.
-/// @throws usage_error (null pointers, non-positive sizes), cuda_error (launch failure)
+/// @brief db[N] = Σ over the M rows of dz[M,N], accumulated in fp32 in a fixed order (no
+/// atomics: the result is bitwise reproducible for one device and one workspace size), stored
+/// in `type`. The rows are split into slices across a 2-D grid of about two blocks per SM whose
+/// fp32 partial sums go to `workspace`, then a second kernel adds the slices of each column in
+/// order. With less workspace it uses fewer slices; with none, one pass of one block per column
+/// tile (as few as N/64 blocks: slow for narrow layers).
+/// `workspace` is device memory, 4-byte aligned, that no concurrent work uses; it is free again
+/// when the launch completes in stream order (a GEMM's workspace on the same stream serves).
+/// @throws usage_error (null pointers, non-positive sizes, a size without a workspace, a
+/// misaligned workspace), cuda_error (launch failure)
+void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
+                          void* workspace, std::size_t workspace_bytes, cuda::stream_view stream);
+
+/// @brief The bias gradient without workspace: one pass over whole columns.
+/// @throws as above
 void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
                           cuda::stream_view stream);
+
+/// @brief Workspace with which launch_bias_gradient uses all the slices it wants for any M and
+/// this N on the current device: (2 × SMs × 64 + N) fp32 values.
+/// @throws usage_error (non-positive N), cuda_error
+[[nodiscard]] std::size_t bias_gradient_workspace_size(std::int64_t n);
 
 }  // namespace graphstep::ops

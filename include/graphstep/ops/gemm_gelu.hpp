@@ -35,6 +35,11 @@ struct lt_state;
 }  // namespace detail
 
 /// @brief An owning cuBLASLt handle. Move-only; a moved-from handle's get() is null.
+///
+/// Lifetime: a gemm_plan keeps the raw handle and calls cublasLtMatmul with it on every run();
+/// the handle is "an opaque structure holding the cuBLASLt library context" (cuBLAS
+/// documentation, cublasLtCreate), which a destroyed handle no longer holds. So the handle must
+/// outlive every plan made with it.
 class cublaslt_handle {
  public:
   /// @brief Creates a handle (cublasLtCreate; needs no device).
@@ -79,6 +84,7 @@ class gemm_plan {
   [[nodiscard]] static std::size_t workspace_size();
 
   /// @brief Initializes the plan and runs it once on `stream` (which must not be capturing).
+  /// @param handle must outlive the plan: run() calls cublasLtMatmul with it
   /// @param workspace device memory of `workspace_bytes`, 256-byte aligned (from the pool); it
   /// must not be used by work running concurrently with this plan's runs
   /// @throws usage_error (unsupported without fallback, missing operands, a capturing stream,

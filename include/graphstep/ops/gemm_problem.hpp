@@ -168,6 +168,38 @@ struct path_decision {
                                                    std::size_t workspace_bytes,
                                                    std::string const& what);
 
+/// @brief The largest power of two, up to 256, that divides `address` (256 for null).
+[[nodiscard]] std::uint32_t alignment_of(std::uintptr_t address) noexcept;
+
+/// @brief Everything cuBLASLt's algorithm choice for a plan depends on, for the process-wide
+/// cache of chosen algorithms: device, kind, path (the epilogue set on the GEMM), shape,
+/// element type and math, autotune count, workspace, and the alignment of every pointer the
+/// heuristic sees. A/B/C/D alignments reach it through CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES;
+/// the bias and aux pointers it reads from the descriptor (CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+/// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER), so an algorithm chosen for a 256-byte aligned
+/// bias may need 16-byte vector loads another plan's bias cannot serve. Alignments of pointers
+/// the GEMM's epilogue does not use are 0, so they do not split the cache.
+struct algorithm_key {
+  int device{};
+  gemm_kind kind{gemm_kind::forward};
+  epilogue gemm_epilogue{epilogue::none};
+  std::int64_t m{}, n{}, k{};
+  dtype type{dtype::float32};
+  gemm_math math{gemm_math::standard};
+  int autotune_candidates{};
+  std::uint32_t align_a{}, align_b{}, align_d{}, align_bias{}, align_aux{};
+  std::size_t workspace_bytes{};
+};
+[[nodiscard]] bool operator<(algorithm_key const& lhs, algorithm_key const& rhs) noexcept;
+[[nodiscard]] bool operator==(algorithm_key const& lhs, algorithm_key const& rhs) noexcept;
+
+/// @brief The cache key of a plan on `device` taking `path` with operands at `addresses`.
+/// @throws usage_error (bad sizes, as map_to_cublaslt)
+[[nodiscard]] algorithm_key algorithm_key_for(int device, gemm_problem const& problem,
+                                              path_decision const& path,
+                                              operand_addresses const& addresses,
+                                              int autotune_candidates, std::size_t workspace_bytes);
+
 /// @brief Whether a kind's epilogue involves GELU (forward or derivative).
 [[nodiscard]] bool uses_gelu(gemm_kind kind) noexcept;
 

@@ -11,7 +11,11 @@
 
 namespace graphstep::ops::reference {
 
+/// @brief GELU in the given form. Saturates: GELU(x) = x for x > 40 (+inf included) and −0 for
+/// x < −40 (−inf included), where the formula itself has reached those values; NaN stays NaN.
 [[nodiscard]] double gelu(double x, gelu_form form);
+/// @brief GELU′ in the given form: 1 for x > 40, 0 for x < −40 (the formula would overflow in
+/// x·x or meet inf·0 there), NaN for NaN.
 [[nodiscard]] double gelu_derivative(double x, gelu_form form);
 
 /// @brief C[M,N] = A[M,K] · Bᵀ where B is [N,K] (the layout of a weight).
