@@ -29,6 +29,7 @@ __global__ void read_kernel(float const* x, float* out, int n) {
 class race_checker : public ::testing::Test {
  protected:
   void SetUp() override {
+    mode_before_ = gs::sim::current_race_mode();
     gs::sim::set_race_mode(gs::sim::race_mode::report);
     already_ = gs::sim::races().size();
     GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
@@ -42,6 +43,7 @@ class race_checker : public ::testing::Test {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(y_));
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(a_));
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(b_));
+    gs::sim::set_race_mode(mode_before_);  // later tests stop at their first race again
   }
   // Races are found when work runs: queued work (deferred execution) runs first, with no host
   // synchronization that would order it.
@@ -58,6 +60,7 @@ class race_checker : public ::testing::Test {
   float* x_{};
   float* y_{};
   std::size_t already_{};
+  gs::sim::race_mode mode_before_{};
 };
 
 TEST_F(race_checker, two_streams_writing_the_same_bytes_unordered_race) {

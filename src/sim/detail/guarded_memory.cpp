@@ -1,11 +1,12 @@
 #include "sim/detail/guarded_memory.hpp"
 
-#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <array>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,7 @@ constexpr std::size_t poison_limit = std::size_t{256} << 20;
 constexpr std::size_t quarantine_entries = 4096;
 
 std::size_t page_bytes() {
-  static std::size_t const page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  static auto const page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
 
@@ -95,8 +96,9 @@ bool inside_mapping(allocation const& a, std::uintptr_t address) {
   return a.mapping_bytes > 0 && address >= a.mapping && address < a.mapping + a.mapping_bytes;
 }
 
-// Describes a fault at `address` if it is one of the simulator's: in a guard page of a live
-// allocation, or in freed memory still in quarantine. Called with the platform lock held.
+// Describes a fault at `address` if it is one of the simulator's: host code in device memory, a
+// guard page of a live allocation, or freed memory still in quarantine. Called with the platform
+// lock held.
 bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char const* access) {
   char const* who = kernel_on_this_thread != nullptr ? kernel_on_this_thread : "host code";
   char const* prefix = kernel_on_this_thread != nullptr ? "kernel " : "";
@@ -137,17 +139,18 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
 
 void on_fault(int signal, siginfo_t* info, void* context) {
   auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  char text[512];
+  std::array<char, 512> text{};
   bool ours = false;
   auto& mutex = state().mutex;
   // Kernels run with the lock held by this thread (recursive); host code may fault while
   // another thread holds it, and then the fault is passed on unnamed.
   if (mutex.try_lock()) {
-    ours = describe_fault(address, text, sizeof text, write_fault(context) ? "write" : "read");
+    ours =
+        describe_fault(address, text.data(), text.size(), write_fault(context) ? "write" : "read");
     mutex.unlock();
   }
   if (ours) {
-    static_cast<void>(write(STDERR_FILENO, text, std::strlen(text)));
+    static_cast<void>(write(STDERR_FILENO, text.data(), std::strlen(text.data())));
     std::abort();
   }
   // Not ours: the handler installed before runs when the access faults again.

@@ -534,11 +534,14 @@ void forget_accesses(void const* address, std::size_t bytes) {
 void report_races() {
   auto& p = state();
   auto const& found = p.races.races();
+  bool const new_race = p.races_reported < found.size();
   for (; p.races_reported < found.size(); ++p.races_reported) {
     static_cast<void>(
         std::fprintf(stderr, "graphstep simulated device: %s\n", found[p.races_reported].c_str()));
   }
-  if (!found.empty() && p.race_checking == race_mode::abort) {
+  // Only a race found now stops the process: races reported while the mode was `report` stay
+  // in races() when a test sets `abort` again.
+  if (new_race && p.race_checking == race_mode::abort) {
     static_cast<void>(
         std::fprintf(stderr,
                      "graphstep simulated device: stopping at the first stream race (set "

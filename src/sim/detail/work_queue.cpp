@@ -23,18 +23,16 @@ unsigned long long completed_tick(timeline line) {
 
 // Its stream's previous operation has run, and so has everything its clock names.
 bool ready(queued_work const& work) {
-  for (auto const& [line, tick] : work.operation.clock) {
-    if (line == 0) continue;  // the host's own timeline: what it did has happened
-    if (line == work.operation.stream) {
-      if (completed_tick(line) + 1 < tick) return false;
-    } else if (completed_tick(line) < tick) {
-      return false;
-    }
-  }
-  return true;
+  return std::all_of(work.operation.clock.begin(), work.operation.clock.end(),
+                     [&](auto const& entry) {
+                       auto const [line, tick] = entry;
+                       if (line == 0) return true;  // the host's timeline: done when it was done
+                       if (line == work.operation.stream) return completed_tick(line) + 1 >= tick;
+                       return completed_tick(line) >= tick;
+                     });
 }
 
-void run(std::deque<queued_work>::iterator which) {
+void run(std::deque<queued_work>::iterator const& which) {
   auto& p = state();
   queued_work work = std::move(*which);
   p.queued.erase(which);
