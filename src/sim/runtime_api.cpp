@@ -863,16 +863,32 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return cudaSuccess;
 }
 
+namespace {
+
+// What cudaEventQuery and cudaEventSynchronize check first: the event, a capture that recorded
+// it, and the capture modes ("potentially unsafe" as a stream wait is, see wait_for).
+sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error) {
+  error = enter();
+  if (error != cudaSuccess) return nullptr;
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr)
+    error = cudaErrorInvalidResourceHandle;
+  else if (e->captured)
+    error = cudaErrorCapturedEvent;
+  else
+    error = sim::check_unsafe_call();
+  if (error == cudaSuccess) return e;
+  error = sim::fail(error);
+  return nullptr;
+}
+
+}  // namespace
+
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   sim::lock_guard const lock{sim::state().mutex};
-  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  sim::event_state* e = sim::find_event(event);
-  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
-  if (e->captured) return sim::fail(cudaErrorCapturedEvent);
-  // "Potentially unsafe" as a stream wait is (see wait_for).
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
-    return sim::fail(unsafe);
-  }
+  cudaError_t error = cudaSuccess;
+  sim::event_state* e = event_to_wait_for(event, error);
+  if (e == nullptr) return error;
   // cudaErrorNotReady "if all captured work has not yet been completed" (cudaEventQuery).
   if (!sim::complete(e->clock)) return cudaErrorNotReady;
   sim::host_waits_for(e->clock);  // complete: the host has seen the event's work
@@ -881,13 +897,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   sim::lock_guard const lock{sim::state().mutex};
-  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  sim::event_state* e = sim::find_event(event);
-  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
-  if (e->captured) return sim::fail(cudaErrorCapturedEvent);
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
-    return sim::fail(unsafe);
-  }
+  cudaError_t error = cudaSuccess;
+  sim::event_state* e = event_to_wait_for(event, error);
+  if (e == nullptr) return error;
   sim::host_waits_for(e->clock);  // runs queued work until the event's is done
   return sim::sticky_error() == cudaSuccess ? cudaSuccess : sim::fail(sim::sticky_error());
 }
