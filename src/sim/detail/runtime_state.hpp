@@ -171,7 +171,8 @@ struct queued_work {
 };
 
 // --- the whole simulated platform ------------------------------------------------------------
-struct platform {
+// The interleaving generator is seeded on purpose: a seed names one interleaving.
+struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   std::recursive_mutex mutex;
   std::vector<std::unique_ptr<device_state>> devices;
   std::map<std::uintptr_t, allocation> allocations;  // by base address
@@ -193,8 +194,8 @@ struct platform {
   execution_mode execution{execution_mode::immediate};
   std::deque<queued_work> queued;
   std::map<timeline, unsigned long long> completed;
-  // Seeded on purpose: a seed names one interleaving, so a failure can be replayed.
-  std::mt19937_64 interleaving;  // NOLINT(cert-msc32-c,cert-msc51-cpp)
+  // Seeded on purpose (execution_mode): a seed names one interleaving, so a failure replays.
+  std::mt19937_64 interleaving;
   std::size_t races_reported{};
   vector_clock host_clock;  // what the host has seen complete (synchronizations)
 };
