@@ -19,10 +19,6 @@ std::vector<std::string> races() {
   return detail::state().races.races();
 }
 
-}  // namespace graphstep::sim
-
-namespace graphstep::sim {
-
 void set_execution_mode(execution_mode mode, std::uint64_t seed) {
   detail::lock_guard const lock{detail::state().mutex};
   auto& p = detail::state();
