@@ -162,24 +162,33 @@ go::gemm_kind floor_kind(go::gemm_kind kind) {
 }
 
 // Times `sets` groups of plans, rotating, and reports TFLOP/s for `flops` per group run.
-void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_plan>> const& sets,
-                   double flops, gs::cuda::stream_view stream) {
-  auto run_set = [&](std::size_t i) {
-    for (auto const& plan : sets[i % sets.size()]) plan.run(stream);
-  };
-  for (int i = 0; i < warm_up_runs; ++i) run_set(static_cast<std::size_t>(i));
+// Times `run(i)` for i = 0, 1, 2, ...: a warm-up, then per iteration `runs_per_iteration` runs
+// between two events; the iteration time is the mean run.
+template <typename Run>
+void time_runs(benchmark::State& state, Run const& run, gs::cuda::stream_view stream) {
+  for (int i = 0; i < warm_up_runs; ++i) run(static_cast<std::size_t>(i));
   stream.synchronize();
   gs::cuda::timed_event start;
   gs::cuda::timed_event stop;
   std::size_t next = 0;
   for (auto _ : state) {
     start.record(stream);
-    for (int r = 0; r < runs_per_iteration; ++r) run_set(next++);
+    for (int r = 0; r < runs_per_iteration; ++r) run(next++);
     stop.record(stream);
     stop.synchronize();
     state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3 /
                            runs_per_iteration);
   }
+}
+
+void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_plan>> const& sets,
+                   double flops, gs::cuda::stream_view stream) {
+  time_runs(
+      state,
+      [&](std::size_t i) {
+        for (auto const& plan : sets[i % sets.size()]) plan.run(stream);
+      },
+      stream);
   state.counters["TFLOP/s"] =
       benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -297,19 +306,7 @@ void bias_gradient(benchmark::State& state, bool sliced, gs::dtype type) {
     go::launch_bias_gradient(db[i % db.size()], dz[i % dz.size()], m, n, type, workspace,
                              workspace_bytes, stream);
   };
-  for (int i = 0; i < warm_up_runs; ++i) run(static_cast<std::size_t>(i));
-  stream.synchronize();
-  gs::cuda::timed_event start;
-  gs::cuda::timed_event stop;
-  std::size_t next = 0;
-  for (auto _ : state) {
-    start.record(stream);
-    for (int r = 0; r < runs_per_iteration; ++r) run(next++);
-    stop.record(stream);
-    stop.synchronize();
-    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3 /
-                           runs_per_iteration);
-  }
+  time_runs(state, run, stream);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(dz_bytes) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string{gs::name(type)} + (sliced ? ", rows sliced" : ", one pass") + ", " +

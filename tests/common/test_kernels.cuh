@@ -18,6 +18,11 @@ __global__ void axpy_kernel(float* y, float const* x, float a, int n) {
   if (i < n) y[i] += a * x[i];
 }
 
+__global__ void copy_kernel(float const* from, float* to, int n) {
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) to[i] = from[i];
+}
+
 inline int blocks_for(int n) {
   return (n + 255) / 256;
 }

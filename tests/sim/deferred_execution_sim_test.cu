@@ -11,6 +11,8 @@
 #include <set>
 #include <vector>
 
+#include "common/test_kernels.cuh"
+
 namespace gs = graphstep;
 
 namespace {
@@ -18,11 +20,6 @@ namespace {
 __global__ void add_one(float* x, int n) {
   int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) x[i] += 1.0F;
-}
-
-__global__ void copy_values(float const* from, float* to, int n) {
-  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) to[i] = from[i];
 }
 
 class deferred_execution : public ::testing::Test {
@@ -90,7 +87,7 @@ TEST_F(deferred_execution, an_event_wait_holds_the_waiting_stream_back) {
   add_one<<<1, n, 0, a_>>>(x_, n);
   GRAPHSTEP_CUDA_TRY(cudaEventRecord(written, a_));
   GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, written, 0));
-  copy_values<<<1, n, 0, b_>>>(x_, y_, n);
+  gs::testing::copy_kernel<<<1, n, 0, b_>>>(x_, y_, n);
   // Waiting for b runs a's work first: the copy sees the increment.
   GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(b_));
   EXPECT_EQ(read(y_)[0], 1.0F);
@@ -132,7 +129,7 @@ TEST_F(deferred_execution, a_stream_ordered_free_gives_memory_back_when_the_stre
   GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(temporary, 0, bytes, a_));
   add_one<<<1, n, 0, a_>>>(temporary, n);  // still queued when the free is enqueued
-  copy_values<<<1, n, 0, a_>>>(temporary, y_, n);
+  gs::testing::copy_kernel<<<1, n, 0, a_>>>(temporary, y_, n);
   GRAPHSTEP_CUDA_TRY(cudaFreeAsync(temporary, a_));
   std::size_t free_queued = 0;
   GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_queued, &total));
@@ -192,7 +189,7 @@ TEST(interleaved_execution, seeds_complete_unordered_work_in_different_orders) {
     GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
     gs::sim::set_execution_mode(gs::sim::execution_mode::interleaved, seed);
     for (int i = 0; i < 4; ++i) add_one<<<1, n, 0, a>>>(x, n);
-    copy_values<<<1, n, 0, b>>>(x, y, n);  // no wait on a: unordered
+    gs::testing::copy_kernel<<<1, n, 0, b>>>(x, y, n);  // no wait on a: unordered
     GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
     gs::sim::set_execution_mode(gs::sim::execution_mode::immediate);
     float copied = 0.0F;
@@ -228,7 +225,7 @@ TEST(interleaved_execution, ordered_work_gives_the_same_result_on_every_seed) {
     for (int i = 0; i < 4; ++i) add_one<<<1, n, 0, a>>>(x, n);
     GRAPHSTEP_CUDA_TRY(cudaEventRecord(written, a));
     GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b, written, 0));
-    copy_values<<<1, n, 0, b>>>(x, y, n);
+    gs::testing::copy_kernel<<<1, n, 0, b>>>(x, y, n);
     float copied = 0.0F;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&copied, y, sizeof copied, cudaMemcpyDeviceToHost, b));
     gs::sim::set_execution_mode(gs::sim::execution_mode::immediate);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/test_kernels.cuh"
+
 namespace gs = graphstep;
 
 namespace {
@@ -19,11 +21,6 @@ namespace {
 __global__ void write_kernel(float* x, int n) {
   int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) x[i] = 1.0F;
-}
-
-__global__ void read_kernel(float const* x, float* out, int n) {
-  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) out[i] = x[i];
 }
 
 class race_checker : public ::testing::Test {
@@ -106,7 +103,7 @@ TEST_F(race_checker, disjoint_ranges_and_concurrent_reads_do_not_race) {
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_ + n / 2, 1, bytes / 2, b_));
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   std::vector<float> host(n);
-  read_kernel<<<n / 256, 256, 0, a_>>>(x_, y_, n);
+  gs::testing::copy_kernel<<<n / 256, 256, 0, a_>>>(x_, y_, n);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), x_, bytes, cudaMemcpyDeviceToHost, b_));
   EXPECT_TRUE(new_races().empty());
 }
