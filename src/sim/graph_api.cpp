@@ -620,7 +620,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   std::array<char, 48> name{};
   static_cast<void>(std::snprintf(name.data(), name.size(), "graph launch of executable %p",
                                   static_cast<void*>(e)));
-  if (sim::defers(*s)) {
+  // A graph holding a collective is queued even in immediate mode: it may wait for other ranks.
+  if (sim::defers(*s) || sim::waits_for_other_processes(*e->graph)) {
     // Queued: the launch runs the executable as it is now ("cudaGraphExecUpdate ... applies to
     // future launches"; a destroyed executable in flight is "freed asynchronously on
     // completion", cudaGraphExecDestroy), so it takes a copy.

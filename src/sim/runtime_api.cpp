@@ -26,7 +26,7 @@ cudaError_t enter() {
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess) {
     return sim::fail(sticky);
   }
-  sim::interleave();  // interleaved execution: queued work completes at random moments
+  sim::progress();  // queued work goes on (at random moments, in interleaved mode)
   return cudaSuccess;
 }
 
@@ -768,9 +768,10 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   // are not produced by capture here (a captured record is only a set of dependencies). A record
   // still queued completes first ("resources ... will be released automatically once the device
   // has completed event", cudaEventDestroy).
-  sim::run_until_complete(e->clock);
   sim::state().events.erase(e);
-  delete e;
+  // A record behind a collective still waiting for its peers keeps the event until the end of
+  // the process: the handle is gone, as on a GPU, and the queued record still has its target.
+  if (sim::run_without_waiting(e->clock)) delete e;
   return cudaSuccess;
 }
 

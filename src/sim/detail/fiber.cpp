@@ -63,7 +63,7 @@ std::size_t page_bytes() {
 
 }  // namespace
 
-fiber::fiber() {
+fiber::fiber(std::size_t stack_bytes) : stack_bytes_{stack_bytes} {
   std::size_t const guard = page_bytes();
   mapping_ = mmap(nullptr, guard + stack_bytes, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -72,7 +72,7 @@ fiber::fiber() {
 }
 
 fiber::~fiber() {
-  munmap(mapping_, page_bytes() + stack_bytes);
+  munmap(mapping_, page_bytes() + stack_bytes_);
 }
 
 void fiber::start(void (*entry)(void*), void* argument) {
@@ -83,12 +83,12 @@ void fiber::start(void (*entry)(void*), void* argument) {
 #if defined(GRAPHSTEP_SIM_ASAN)
   // The stack is reused: frames of its last run, which may have stopped at a barrier for good,
   // left their red zones poisoned.
-  ASAN_UNPOISON_MEMORY_REGION(bottom, stack_bytes);
+  ASAN_UNPOISON_MEMORY_REGION(bottom, stack_bytes_);
 #endif
 #if defined(__x86_64__)
   // The first switch pops six registers and returns into run_entry as if it had been called:
   // at its first instruction the stack pointer is 8 past a 16-byte boundary.
-  auto top = reinterpret_cast<std::uintptr_t>(bottom + stack_bytes) & ~std::uintptr_t{15};
+  auto top = reinterpret_cast<std::uintptr_t>(bottom + stack_bytes_) & ~std::uintptr_t{15};
   auto* slot = reinterpret_cast<void**>(top);
   *--slot = nullptr;                                     // run_entry's return address: never used
   *--slot = reinterpret_cast<void*>(&fiber::run_entry);  // where `ret` goes
@@ -97,7 +97,7 @@ void fiber::start(void (*entry)(void*), void* argument) {
 #else
   getcontext(&context_);
   context_.uc_stack.ss_sp = bottom;
-  context_.uc_stack.ss_size = stack_bytes;
+  context_.uc_stack.ss_size = stack_bytes_;
   context_.uc_link = &caller_;
   makecontext(&context_, &fiber::run_entry, 0);
 #endif
@@ -126,7 +126,7 @@ void fiber::resume() {
   running = this;
 #if defined(GRAPHSTEP_SIM_ASAN)
   __sanitizer_start_switch_fiber(&fake_stack_, static_cast<char*>(mapping_) + page_bytes(),
-                                 stack_bytes);
+                                 stack_bytes_);
 #endif
 #if defined(__x86_64__)
   graphstep_sim_switch(&caller_pointer_, stack_pointer_);

@@ -17,9 +17,10 @@ namespace graphstep::sim::detail {
 
 class fiber {
  public:
-  static constexpr std::size_t stack_bytes = std::size_t{256} << 10;
+  static constexpr std::size_t default_stack_bytes = std::size_t{256} << 10;
 
-  fiber();
+  /// The stack is reserved, not committed: pages are taken as they are touched.
+  explicit fiber(std::size_t stack_bytes = default_stack_bytes);
   fiber(fiber const&) = delete;
   fiber& operator=(fiber const&) = delete;
   fiber(fiber&&) = delete;
@@ -37,6 +38,7 @@ class fiber {
  private:
   static void run_entry();
 
+  std::size_t stack_bytes_;
   void* mapping_{};  // guard page + stack
 #if defined(__x86_64__)
   void* stack_pointer_{};   // where the fiber stopped

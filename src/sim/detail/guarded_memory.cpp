@@ -215,12 +215,14 @@ device_work::~device_work() {
 }
 
 host_code_inside_device_work::host_code_inside_device_work()
-    : depth_{std::exchange(device_work_depth, 0)} {
+    : depth_{std::exchange(device_work_depth, 0)},
+      kernel_{std::exchange(kernel_on_this_thread, nullptr)} {
   if (depth_ > 0) protect_all(false);
 }
 
 host_code_inside_device_work::~host_code_inside_device_work() {
   device_work_depth = depth_;
+  kernel_on_this_thread = kernel_;
   if (depth_ > 0) protect_all(true);
 }
 

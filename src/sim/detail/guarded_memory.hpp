@@ -51,8 +51,8 @@ class device_work {
   ~device_work();
 };
 
-/// Closes device memory while host code runs from inside device work (host nodes and
-/// cudaLaunchHostFunc), then opens it again.
+/// Closes device memory while host code runs from inside device work (host nodes,
+/// cudaLaunchHostFunc, the host going on while a collective is parked), then opens it again.
 class host_code_inside_device_work {
  public:
   host_code_inside_device_work();
@@ -64,6 +64,7 @@ class host_code_inside_device_work {
 
  private:
   int depth_;
+  char const* kernel_;
 };
 
 /// Names the kernel running on this thread in fault reports while it lives.

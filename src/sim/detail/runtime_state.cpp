@@ -410,11 +410,12 @@ cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
   node->owner = nullptr;
   node->device = stream.device;
   begin_operation(stream, description.empty() ? describe(*node) : std::move(description));
-  if (defers(stream)) {
+  if (defers(stream) || waits_for_other_processes(*node)) {
     auto& queued = state().queued;
-    queued.push_back(queued_work{std::move(node), state().races.current_operation()});
+    queued.push_back(queued_work{std::move(node), state().races.current_operation(), nullptr});
+    if (state().execution == execution_mode::immediate) progress();
     // A GPU's launch queue is bounded: when it is full the host waits for room.
-    if (queued.size() > queued_work_limit) run_ready(queued.size() - queued_work_limit, false);
+    run_until_at_most(queued_work_limit);
   } else {
     execute(*node);
     report_races();

@@ -10,7 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <atomic>
+#include <list>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 
 #include "graphstep/sim/kernel_task.hpp"
 #include "graphstep/sim/sim.hpp"
+#include "sim/detail/fiber.hpp"
 #include "sim/detail/race_checker.hpp"
 
 namespace graphstep::sim::detail {
@@ -165,15 +167,47 @@ struct device_state {
 };
 
 // --- deferred execution ----------------------------------------------------------------------
+// The fiber a waiting operation runs on, and what it waits for.
+struct parked_operation {
+  // A waiting kernel's host functions and graph nodes run on this stack: reserved generously,
+  // committed as touched.
+  fiber stack{std::size_t{8} << 20};
+  std::function<bool()> may_go_on;  // set while it is parked
+  std::atomic<std::uint32_t>* wake{};
+  std::uint32_t wake_seen{};
+  bool running{};
+};
+
 struct queued_work {
   std::unique_ptr<node_state> node;
   race_checker::operation operation;  // its stream, tick and what it is ordered after
+  // Work that waits for other processes (a collective whose peers have not joined) runs on a
+  // fiber of its own and parks there until it may go on; set once it has started.
+  std::unique_ptr<parked_operation> parked;
+};
+
+// The platform's lock: recursive, and able to let go of every level at once while a host
+// thread waits for another process (a collective's peers), so that the process's other threads
+// (a watchdog) keep making runtime calls meanwhile.
+class platform_mutex {
+ public:
+  void lock();
+  bool try_lock();
+  void unlock();
+  /// Releases every level this thread holds; returns how many, for reacquire.
+  [[nodiscard]] unsigned release_all();
+  void reacquire(unsigned depth);
+
+ private:
+  std::mutex mutex_;
+  std::atomic<std::thread::id> owner_{};
+  unsigned depth_{};  // guarded by mutex_
 };
 
 // --- the whole simulated platform ------------------------------------------------------------
 // The interleaving generator is seeded on purpose: a seed names one interleaving.
 struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
-  std::recursive_mutex mutex;
+  platform_mutex mutex;
   std::vector<std::unique_ptr<device_state>> devices;
   std::map<std::uintptr_t, allocation> allocations;  // by base address
   std::set<stream_state*> streams;
@@ -192,7 +226,7 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   // Deferred execution (execution_mode): work waiting to run, in the order it was enqueued, and
   // the last tick of each stream's timeline that has run.
   execution_mode execution{execution_mode::immediate};
-  std::deque<queued_work> queued;
+  std::list<queued_work> queued;
   std::map<timeline, unsigned long long> completed;
   // Seeded on purpose (execution_mode): a seed names one interleaving, so a failure replays.
   std::mt19937_64 interleaving;
@@ -201,7 +235,7 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
 };
 
 platform& state();
-using lock_guard = std::lock_guard<std::recursive_mutex>;
+using lock_guard = std::lock_guard<platform_mutex>;
 
 // Per host thread: the current device, the last error, the capture mode of
 // cudaThreadExchangeStreamCaptureMode, and whether a host function is running.
@@ -257,13 +291,30 @@ double now_ms() noexcept;
 bool defers(stream_state const& stream);
 // Whether everything `clock` names has run (a stream's or an event's work is complete).
 bool complete(vector_clock const& clock);
-// Runs queued work until `clock` is complete; the oldest queued operation is always ready, so
-// this ends.
+// Runs queued work until `clock` is complete. The oldest queued operation is always ready unless
+// it waits for another process; then the host waits too (as long as a GPU would).
 void run_until_complete(vector_clock const& clock);
-// Runs up to `operations` ready queued operations; returns how many ran.
+// Runs queued work until no more than `operations` are queued (a full launch queue: the host
+// waits for room).
+void run_until_at_most(std::size_t operations);
+// Runs queued work that can go on now until `clock` is complete or nothing can; returns whether
+// `clock` is complete (never waits for other processes).
+bool run_without_waiting(vector_clock const& clock);
+// Runs (or resumes) up to `operations` queued operations that can go on now; returns how many.
 std::size_t run_ready(std::size_t operations, bool at_random);
-// In interleaved mode, a few ready operations at random (called at every runtime call).
-void interleave();
+// Called at every runtime call: in immediate mode, everything queued that can go on now runs
+// (work waits in the queue only behind a parked collective); in interleaved mode, a few ready
+// operations at random.
+void progress();
+// Whether running `node` may wait for another process (it holds a collective).
+bool waits_for_other_processes(node_state const& node);
+bool waits_for_other_processes(graph_state const& graph);
+// Whether a kernel may wait for another process; set by the simulated NCCL when it is built.
+extern bool (*kernel_waits_for_other_processes)(kernel_task const& task);
+// Called by device work that must wait for other processes: parks the running operation until
+// `may_go_on()` holds (checked under the platform lock). `wake` is a word that changes when
+// another process makes progress (a futex word in shared memory), or null.
+void wait_for_other_processes(std::function<bool()> may_go_on, std::atomic<std::uint32_t>* wake);
 
 // The race checker's side of the runtime: an operation starting on a stream (ordered after what
 // the host has seen and, by the legacy stream's rule, after the legacy or blocking streams), the

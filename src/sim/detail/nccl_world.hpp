@@ -1,0 +1,93 @@
+#pragma once
+
+// The ranks of one simulated NCCL communicator and the data they exchange: a POSIX shared
+// memory segment named by the unique id, so that ranks may be threads of one process or
+// separate processes on this machine (launched by torchrun, mpirun or a test). The API layer
+// (sim/nccl_api.cpp) checks calls against nccl.h; this part rendezvouses, moves data and reduces.
+//
+// A collective moves its data in exchanges of at most one slot per rank. Exchange s of a rank:
+// wait until every rank has finished reading exchange s-1 (its slot is free), write its part and
+// publish `posted = s`, wait until every rank has posted s, compute its output from all slots,
+// publish `consumed = s`. A collective thus completes only once every rank has issued it, and
+// never before: NCCL has no timeout of its own (the NCCL documentation, "Fault tolerance", and
+// its source: src/init.cc, ncclCommAbort is the way out of a hung collective).
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace graphstep::sim::detail::nccl {
+
+/// What ranks do when a peer leaves (aborts, is destroyed, or its process dies) while they wait
+/// for it: NCCL's transports differ, so both are modelled (GRAPHSTEP_SIM_NCCL_PEER_FAILURE).
+enum class peer_failure {
+  hang,         ///< wait until this rank is aborted (shared memory and NVLink transports)
+  remote_error  ///< the collective ends and the asynchronous error becomes ncclRemoteError
+};
+[[nodiscard]] peer_failure peer_failure_mode();
+
+enum class collective_kind : std::uint32_t { all_reduce, reduce, reduce_scatter, all_gather, broadcast };
+[[nodiscard]] char const* name(collective_kind kind) noexcept;
+
+/// One collective as a rank issued it; every rank must issue the same (count, type, op, root).
+struct collective_call {
+  collective_kind kind{};
+  void const* send{};
+  void* receive{};
+  std::size_t count{};  ///< NCCL's count: per rank for all_gather and reduce_scatter
+  ncclDataType_t type{ncclFloat32};
+  ncclRedOp_t op{ncclSum};
+  int root{};
+};
+
+/// Bytes of one element; 0 for the types the simulator does not model (fp8).
+[[nodiscard]] std::size_t element_bytes(ncclDataType_t type) noexcept;
+
+class world;
+
+/// One rank's membership of a world.
+class rank_link {
+ public:
+  /// Opens (creating when first) the world the unique id names and joins it as `rank`.
+  /// Returns ncclInvalidUsage with `error` filled when the ranks disagree on the size or the rank
+  /// has joined already, ncclSystemError when shared memory fails.
+  static ncclResult_t join(ncclUniqueId const& id, int ranks, int rank,
+                           std::unique_ptr<rank_link>& out, std::string& error);
+  rank_link(rank_link const&) = delete;
+  rank_link& operator=(rank_link const&) = delete;
+  rank_link(rank_link&&) = delete;
+  rank_link& operator=(rank_link&&) = delete;
+  /// Leaves the world and unmaps it.
+  ~rank_link();
+  /// Peers that wait for this rank see it gone from now on (an abort).
+  void leave() noexcept;
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int ranks() const noexcept { return ranks_; }
+  /// Whether every rank has joined (the rendezvous of ncclCommInitRank is over).
+  [[nodiscard]] bool everyone_joined() const noexcept;
+  /// The word that changes whenever a rank joins, posts, consumes or leaves (a futex word).
+  [[nodiscard]] std::atomic<std::uint32_t>* wake_word() const noexcept;
+  /// Waits for a change of the wake word past `seen`, at most `timeout_ms`.
+  void wait_for_change(std::uint32_t seen, int timeout_ms) const noexcept;
+  /// A peer that left or whose process died, or -1.
+  [[nodiscard]] int departed_peer() const noexcept;
+
+  /// Runs one collective from this rank, parking the running operation while peers are missing.
+  /// Stops early (outputs unspecified) when `stop()` turns true; returns ncclRemoteError when a
+  /// peer left and the mode is remote_error, else ncclSuccess.
+  ncclResult_t run(collective_call const& call, std::atomic<bool> const& stop);
+
+ private:
+  rank_link(std::shared_ptr<world> shared, int rank, int ranks) noexcept;
+  std::shared_ptr<world> world_;
+  int rank_;
+  int ranks_;
+  std::uint64_t exchanges_{};  // exchanges this rank has completed
+};
+
+}  // namespace graphstep::sim::detail::nccl
