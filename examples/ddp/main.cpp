@@ -137,12 +137,6 @@ int run() {
 
 }  // namespace
 
-#if defined(GRAPHSTEP_CUDA_SIM)
-constexpr bool simulated_device = true;
-#else
-constexpr bool simulated_device = false;
-#endif
-
 int main(int argc, char** argv) {
 #if defined(GRAPHSTEP_WITH_MPI)
   MPI_Init(&argc, &argv);
@@ -153,10 +147,6 @@ int main(int argc, char** argv) {
   int status = 1;
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "ddp: no CUDA device visible; this example needs an NVIDIA GPU\n");
-  } else if (simulated_device) {
-    std::fprintf(stderr,
-                 "ddp: not run: it calls NCCL, which is not modelled on the simulated CUDA device "
-                 "yet\n");
   } else {
     try {
       status = run();

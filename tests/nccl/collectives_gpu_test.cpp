@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
@@ -177,19 +179,8 @@ TEST_F(nccl_test, watchdog_reports_a_step_past_its_deadline) {
   gn::watchdog dog{comms_.front(), std::chrono::milliseconds{100}, [&] { return now; }};
   EXPECT_TRUE(dog.poll());  // nothing outstanding
   // A step that cannot finish until the test releases it.
-  cudaStream_t blocked = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking));
-  volatile int* flag = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaHostAlloc(const_cast<int**>(&flag), sizeof(int), cudaHostAllocMapped));
-  *flag = 0;
-  GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
-      blocked,
-      [](void* f) {
-        while (*static_cast<volatile int*>(f) == 0) {
-        }
-      },
-      const_cast<int*>(flag)));
-  dog.launched(blocked, 7);
+  gs::testing::stalled_stream blocked;
+  dog.launched(blocked.get(), 7);
   EXPECT_FALSE(dog.poll());
   now += std::chrono::milliseconds{150};
   try {
@@ -199,10 +190,7 @@ TEST_F(nccl_test, watchdog_reports_a_step_past_its_deadline) {
     EXPECT_NE(std::string{e.what()}.find("step 7"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(comms_.front().view().aborted());
-  *flag = 1;
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(blocked));
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocked));
-  GRAPHSTEP_CUDA_TRY(cudaFreeHost(const_cast<int*>(flag)));
+  blocked.finish();
   float* x = upload({1.0F});
   try {
     gn::all_reduce(buffer(x, 1), buffer(x, 1), gn::reduce_op::sum, comms_.front().view(), *stream_);
@@ -282,4 +270,32 @@ TEST_F(nccl_test, background_watchdog_does_not_break_a_capture_on_another_thread
   dog.wait();
   EXPECT_FALSE(comm.aborted());
   EXPECT_EQ(download(x, n), std::vector<float>(n, 1.0F));
+}
+
+// ncclCommAbort and ncclCommDestroy on a blocking communicator wait until every graph that
+// captured its collectives is destroyed (NCCL's persistent references): an abort from a watchdog
+// or an owner released before the graphs must not wait for that.
+TEST_F(nccl_test, abort_and_release_return_while_a_graph_holds_the_collectives) {
+  std::size_t const n = 64;
+  float* x = upload(std::vector<float>(n, 2.0F));
+  auto const comm = comms_.front().view();
+  gn::warm_up(comm, *stream_);
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(g, *stream_, [&] {
+    gn::all_reduce(buffer(x, n), buffer(x, n), gn::reduce_op::sum, comm, *stream_);
+  });
+  g.replay(*stream_);
+  auto returns_in_time = [](std::function<void()> call) {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread{[call = std::move(call), done] {
+      call();
+      *done = true;
+    }}.detach();  // left behind if it hangs, so that the test reports instead of hanging
+    for (int i = 0; i < 500 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    return done->load();
+  };
+  EXPECT_TRUE(returns_in_time([&] { comms_.front().abort(); })) << "the abort waited for the graph";
+  EXPECT_TRUE(comm.aborted());
+  EXPECT_TRUE(returns_in_time([&] { comms_.clear(); })) << "the release waited for the graph";
+  stream_->synchronize();
 }

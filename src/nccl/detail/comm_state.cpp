@@ -1,6 +1,10 @@
 #include "comm_state.hpp"
 
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <thread>
 #include <unordered_map>
 
 namespace graphstep::nccl::detail {
@@ -65,17 +69,68 @@ comm_shape query_borrowed_shape(ncclComm_t handle) {
 
 }  // namespace
 
+namespace {
+
+// Releases under way on their own threads; the process waits for them at exit, a bounded time
+// (a release held up by a graph the program never destroyed must not hang the exit).
+class pending_releases {
+ public:
+  void wait_at_exit() {
+    std::unique_lock<std::mutex> lock{mutex_};
+    done_.wait_for(lock, std::chrono::seconds{5}, [this] { return count_ == 0; });
+  }
+  void started() {
+    std::lock_guard<std::mutex> const lock{mutex_};
+    ++count_;
+  }
+  void finished() {
+    std::lock_guard<std::mutex> const lock{mutex_};
+    if (--count_ == 0) done_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  int count_{};
+};
+
+pending_releases& releases() {
+  // Never destroyed: a release still under way after the wait at exit may yet finish.
+  static auto* const instance = [] {
+    auto* made = new pending_releases;  // NOLINT(cppcoreguidelines-owning-memory)
+    static_cast<void>(std::atexit([] { releases().wait_at_exit(); }));
+    return made;
+  }();
+  return *instance;
+}
+
+void release_now(ncclComm_t handle, bool abort) noexcept {
+  ncclResult_t const status = abort ? ncclCommAbort(handle) : ncclCommDestroy(handle);
+  if (status != ncclSuccess) {
+    static_cast<void>(std::fprintf(stderr, "graphstep: %s of a communicator failed: %s\n",
+                                   abort ? "ncclCommAbort" : "ncclCommDestroy",
+                                   ncclGetErrorString(status)));
+  }
+}
+
+}  // namespace
+
 void comm_deleter::operator()(pointer handle) const noexcept {
   if (handle == nullptr) return;
   ncclResult_t async_error = ncclSuccess;
   if (ncclCommGetAsyncError(handle, &async_error) != ncclSuccess) async_error = ncclSystemError;
   bool const in_error =
       abort_on_release || (async_error != ncclSuccess && async_error != ncclInProgress);
-  ncclResult_t const status = in_error ? ncclCommAbort(handle) : ncclCommDestroy(handle);
-  if (status != ncclSuccess) {
-    static_cast<void>(std::fprintf(stderr, "graphstep: %s of a communicator failed: %s\n",
-                                   in_error ? "ncclCommAbort" : "ncclCommDestroy",
-                                   ncclGetErrorString(status)));
+  auto& pending = releases();
+  try {
+    pending.started();
+    std::thread{[handle, in_error, &pending] {
+      release_now(handle, in_error);
+      pending.finished();
+    }}.detach();
+  } catch (std::exception const&) {
+    pending.finished();
+    release_now(handle, in_error);  // no thread to be had: release here
   }
 }
 
@@ -163,12 +218,7 @@ void comm_state::abort(std::string const& reason) noexcept {
   bool const locked = enqueue_mutex_.try_lock_for(std::chrono::seconds{2});
   if (!aborted_.exchange(true)) {
     forget();  // ncclCommAbort frees the communicator: NCCL may hand out its address again
-    if (ncclComm* const raw = handle_.exchange(nullptr); raw != nullptr) {
-      if (ncclResult_t const status = ncclCommAbort(raw); status != ncclSuccess) {
-        static_cast<void>(std::fprintf(stderr, "graphstep: ncclCommAbort failed: %s\n",
-                                       ncclGetErrorString(status)));
-      }
-    }
+    comm_deleter{true}(handle_.exchange(nullptr));
   }
   if (locked) enqueue_mutex_.unlock();
 }

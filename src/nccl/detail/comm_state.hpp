@@ -33,7 +33,12 @@ namespace graphstep::nccl::detail {
 
 /// Releases an owned communicator: `ncclCommDestroy`, or `ncclCommAbort` when an error was
 /// seen on it (a communicator in error cannot finish its work, so destroying it would wait
-/// forever).
+/// forever). The call runs on a thread of its own: on a blocking communicator both wait until
+/// every graph that captured one of its collectives is destroyed (NCCL counts captured plans as
+/// persistent references; src/init.cc, commDestroySync), and the thread that releases it (a
+/// watchdog, an owner going out of scope before the graphs) must never block on that.
+/// `ncclCommAbort` sets the abort flag its kernels poll before it waits, so a hung collective
+/// still ends at once. At exit the process waits a bounded time for releases under way.
 struct comm_deleter {
   using pointer = ncclComm_t;  // unique_ptr holds the handle itself
   bool abort_on_release{false};

@@ -1,0 +1,233 @@
+// NCCL with ranks as separate processes (1, 2 and 4), as a launcher starts them: every
+// collective against its definition, eager and captured, and a rank that never joins a captured
+// collective. Each rank is a child process; its checks print what failed and set its exit code.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/nccl.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/nccl_test.hpp"
+
+namespace gs = graphstep;
+namespace gn = graphstep::nccl;
+
+namespace {
+
+// The id rank 0 would send to the others; made before the ranks are forked.
+gn::unique_id_bytes& shared_unique_id() {
+  static gn::unique_id_bytes id{};
+  return id;
+}
+
+// One rank's view of its checks: a failure prints and makes the exit code non-zero.
+struct rank_checks {
+  int rank{};
+  int failures{};
+  void expect(bool holds, std::string const& what) {
+    if (holds) return;
+    ++failures;
+    static_cast<void>(std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str()));
+  }
+  void expect_values(std::vector<float> const& got, std::vector<float> const& want,
+                     std::string const& what) {
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (got.at(i) != want[i]) {
+        expect(false, what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) +
+                          ", expected " + std::to_string(want[i]));
+        return;
+      }
+    }
+  }
+};
+
+class ranks_test : public gs::testing::nccl_gpu_test {
+ protected:
+  // Runs `body(rank, checks)` in `ranks` child processes; each must exit 0 within the limit.
+  static void run_ranks(int ranks, std::function<void(int, rank_checks&)> const& body,
+                        std::chrono::seconds limit = std::chrono::seconds{60}) {
+    std::vector<pid_t> children;
+    for (int rank = 0; rank < ranks; ++rank) {
+      pid_t const child = fork();
+      ASSERT_GE(child, 0) << "fork failed";
+      if (child == 0) {
+        rank_checks checks{rank, 0};
+        try {
+          body(rank, checks);
+        } catch (std::exception const& e) {
+          checks.expect(false, std::string{"threw: "} + e.what());
+        }
+        std::fflush(stderr);
+        _exit(checks.failures == 0 ? 0 : 1);
+      }
+      children.push_back(child);
+    }
+    auto const deadline = std::chrono::steady_clock::now() + limit;
+    for (std::size_t rank = 0; rank < children.size(); ++rank) {
+      int status = 0;
+      while (waitpid(children[rank], &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          for (pid_t child : children) kill(child, SIGKILL);
+          waitpid(children[rank], &status, 0);
+          ADD_FAILURE() << "rank " << rank << " did not finish within " << limit.count() << " s";
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});
+      }
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "rank " << rank << " of " << children.size() << " failed (status " << status << ")";
+    }
+  }
+};
+
+std::vector<float> download(float const* device, std::size_t n, gs::cuda::stream_view stream) {
+  std::vector<float> host(n);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream.value()));
+  stream.synchronize();
+  return host;
+}
+
+float* upload(std::vector<float> const& host, gs::cuda::stream_view stream) {
+  void* device = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream.value()));
+  stream.synchronize();
+  return static_cast<float*>(device);
+}
+
+gn::buffer_view view(float* p, std::size_t n) {
+  return {p, n * sizeof(float), gs::dtype::float32};
+}
+
+// Rank r's element i: distinct per rank and element, exact in fp32 sums.
+float value(int rank, std::size_t i) {
+  return static_cast<float>(rank + 1) * 10.0F + static_cast<float>(i);
+}
+
+void every_collective(int ranks, int rank, rank_checks& checks) {
+  auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+  gs::cuda::stream stream;
+  std::size_t const n = 300'000;  // more than one exchange of the simulated transport
+  std::vector<float> mine(n);
+  for (std::size_t i = 0; i < n; ++i) mine[i] = value(rank, i);
+  float* send = upload(mine, stream);
+  float* receive = upload(std::vector<float>(n * static_cast<std::size_t>(ranks)), stream);
+  auto const r = static_cast<float>(ranks);
+  std::vector<float> sum(n);
+  std::vector<float> maximum(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int q = 0; q < ranks; ++q) sum[i] += value(q, i);
+    maximum[i] = value(ranks - 1, i);
+  }
+  gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
+  checks.expect_values(download(receive, n, stream), sum, "all_reduce sum");
+  gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::max, comm.view(), stream);
+  checks.expect_values(download(receive, n, stream), maximum, "all_reduce max");
+  gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::avg, comm.view(), stream);
+  auto const average = download(receive, n, stream);
+  for (std::size_t i = 0; i < n; i += 997) {
+    checks.expect(std::fabs(average[i] - sum[i] / r) <= 1e-5F * sum[i], "all_reduce avg");
+  }
+  // all_gather: rank q's block holds rank q's values.
+  std::size_t const block = n / static_cast<std::size_t>(ranks);
+  gn::all_gather(view(send, block), view(receive, block * static_cast<std::size_t>(ranks)),
+                 comm.view(), stream);
+  auto const gathered = download(receive, block * static_cast<std::size_t>(ranks), stream);
+  for (int q = 0; q < ranks; ++q) {
+    checks.expect(gathered[static_cast<std::size_t>(q) * block + 7] == value(q, 7),
+                  "all_gather block " + std::to_string(q));
+  }
+  // reduce_scatter: this rank receives the sums of its block.
+  gn::reduce_scatter(view(send, block * static_cast<std::size_t>(ranks)), view(receive, block),
+                     gn::reduce_op::sum, comm.view(), stream);
+  auto const scattered = download(receive, block, stream);
+  checks.expect(scattered[3] == sum[static_cast<std::size_t>(rank) * block + 3], "reduce_scatter");
+  // broadcast from the last rank.
+  gn::broadcast(view(send, n), view(receive, n), ranks - 1, comm.view(), stream);
+  auto const broadcast = download(receive, n, stream);
+  checks.expect(broadcast[11] == value(ranks - 1, 11), "broadcast");
+
+  // Captured: the graph reads its inputs at each replay.
+  gs::graphs::graph_exec graph;
+  gs::graphs::capture(graph, stream, [&] {
+    gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
+  });
+  gn::verify_captured_sequence(comm.view(), stream);
+  for (int replay = 1; replay <= 3; ++replay) {
+    std::vector<float> scaled = mine;
+    for (float& x : scaled) x *= static_cast<float>(replay);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(send, scaled.data(), n * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream.get()));
+    graph.replay(stream);
+    std::vector<float> want = sum;
+    for (float& x : want) x *= static_cast<float>(replay);
+    checks.expect_values(download(receive, n, stream), want,
+                         "captured all_reduce, replay " + std::to_string(replay));
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(send));
+  GRAPHSTEP_CUDA_TRY(cudaFree(receive));
+}
+
+}  // namespace
+
+TEST_F(ranks_test, every_collective_eager_and_captured_with_1_2_and_4_ranks) {
+  for (int ranks : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    shared_unique_id() = gn::nccl_comm::new_unique_id();
+    run_ranks(ranks, [ranks](int rank, rank_checks& checks) { every_collective(ranks, rank, checks); });
+  }
+}
+
+TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_others_in_time) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(ranks, [](int rank, rank_checks& checks) {
+    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+    gs::cuda::stream stream;
+    std::size_t const n = 1024;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    gn::warm_up(comm.view(), stream);
+    gs::graphs::graph_exec graph;
+    gs::graphs::capture(graph, stream, [&] {
+      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+    });
+    if (rank == 1) return;  // never replays: its peer's collective cannot complete
+    gn::watchdog_options options;
+    options.timeout = std::chrono::milliseconds{300};
+    options.background = true;
+    options.poll_interval = std::chrono::milliseconds{10};
+    gn::watchdog dog{comm.view(), options};
+    auto const started = std::chrono::steady_clock::now();
+    graph.replay(stream);
+    dog.launched(stream, 1);
+    try {
+      dog.wait();
+      checks.expect(false, "the hung step finished");
+    } catch (gs::nccl_error const& e) {
+      checks.expect(std::string{e.what()}.find("step 1") != std::string::npos, e.what());
+    }
+    auto const waited = std::chrono::steady_clock::now() - started;
+    checks.expect(waited < std::chrono::seconds{10},
+                  "the error took " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited)
+                                         .count()) +
+                      " ms");
+    // The aborted collective's kernel exited: the stream drains and tear-down finishes.
+    stream.synchronize();
+  });
+}
