@@ -22,11 +22,10 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <unistd.h>
-
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
@@ -93,7 +92,8 @@ namespace {
 
 std::mutex registry_mutex;
 std::set<ncclComm const*>& live_comms() {
-  static auto* const comms = new std::set<ncclComm const*>;  // NOLINT(cppcoreguidelines-owning-memory)
+  static auto* const comms =
+      new std::set<ncclComm const*>;  // NOLINT(cppcoreguidelines-owning-memory)
   return *comms;
 }
 
@@ -210,6 +210,7 @@ bool collective_may_wait(kernel_task const& task) {
   auto const* collective = dynamic_cast<collective_task const*>(&task);
   return collective != nullptr && collective->may_wait();
 }
+// NOLINTNEXTLINE(cert-err58-cpp,cppcoreguidelines-interfaces-global-init): sets a plain pointer
 [[maybe_unused]] bool const registered = [] {
   kernel_waits_for_other_processes = collective_may_wait;
   return true;
@@ -250,9 +251,9 @@ ncclResult_t launch(pending_launch const& pending) {
   cudaError_t const launched = std::exchange(this_thread().last_error, before);
   if (launched != cudaSuccess) {
     this_thread().last_error = launched;
-    return warn(ncclUnhandledCudaError, std::string{"nccl"} + name(pending.call.kind) +
-                                            ": launching the kernel failed: " +
-                                            cudaGetErrorString(launched));
+    return warn(ncclUnhandledCudaError,
+                std::string{"nccl"} + name(pending.call.kind) +
+                    ": launching the kernel failed: " + cudaGetErrorString(launched));
   }
   return ncclSuccess;
 }
@@ -296,10 +297,12 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
   bool const writes = call.kind != collective_kind::reduce || call.root == core->rank;
   for (auto const& [needed, pointer, bytes, role] :
        {std::tuple{reads, call.send, send_count * size, "send"},
-        std::tuple{writes, static_cast<void const*>(call.receive), receive_count * size, "receive"}}) {
+        std::tuple{writes, static_cast<void const*>(call.receive), receive_count * size,
+                   "receive"}}) {
     if (call.count > 0 && needed && !device_pointer(pointer, bytes)) {
-      return warn(ncclInvalidArgument, std::string{call_name} + ": the " + role + " buffer is not " +
-                                           std::to_string(bytes) + " bytes of device memory");
+      return warn(ncclInvalidArgument, std::string{call_name} + ": the " + role +
+                                           " buffer is not " + std::to_string(bytes) +
+                                           " bytes of device memory");
     }
   }
   if (call.count == 0) return ncclSuccess;  // nothing to move; NCCL returns at once
@@ -333,8 +336,8 @@ ncclResult_t finish_rendezvous(std::shared_ptr<comm_core> const& core) {
   return ncclInProgress;
 }
 
-ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId const& id, int rank,
-                       int device, bool blocking) {
+ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId const& id, int rank, int device,
+                       bool blocking) {
   if (comm == nullptr) return warn(ncclInvalidArgument, "ncclCommInitRank: comm is null");
   *comm = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks) {
@@ -403,9 +406,11 @@ char const* ncclGetErrorString(ncclResult_t result) {
   // The strings of NCCL's src/misc/utils.cc (ncclGetErrorString).
   switch (result) {
     case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
     case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
@@ -424,8 +429,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   std::random_device entropy;
   std::uint64_t const token = (std::uint64_t{entropy()} << 32U) ^ entropy();
   std::memset(id->internal, 0, sizeof id->internal);
-  static_cast<void>(std::snprintf(id->internal, sizeof id->internal,
-                                  "/graphstep-nccl-%d-%016llx", static_cast<int>(getpid()),
+  static_cast<void>(std::snprintf(id->internal, sizeof id->internal, "/graphstep-nccl-%d-%016llx",
+                                  static_cast<int>(getpid()),
                                   static_cast<unsigned long long>(token)));
   return ncclSuccess;
 }
@@ -434,7 +439,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
                                     ncclConfig_t* config) {
   bool blocking = true;
   if (config != nullptr) {
-    if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+    if (config->magic != 0xcafebeef ||
+        config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
       return sn::warn(ncclInvalidArgument,
                       "ncclCommInitRankConfig: the config was not set from "
                       "NCCL_CONFIG_INITIALIZER");
@@ -508,7 +514,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommCount(ncclComm_t const comm, int* count) {
+ncclResult_t ncclCommCount(ncclComm_t const comm,
+                           int* count) {  // NOLINT(misc-misplaced-const): as nccl.h
   auto const core = sn::core_of(comm);
   if (core == nullptr) return sn::invalid_comm("ncclCommCount");
   if (count == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommCount: count is null");
@@ -516,7 +523,8 @@ ncclResult_t ncclCommCount(ncclComm_t const comm, int* count) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommCuDevice(ncclComm_t const comm, int* device) {
+ncclResult_t ncclCommCuDevice(ncclComm_t const comm,
+                              int* device) {  // NOLINT(misc-misplaced-const): as nccl.h
   auto const core = sn::core_of(comm);
   if (core == nullptr) return sn::invalid_comm("ncclCommCuDevice");
   if (device == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommCuDevice: device is null");
@@ -524,7 +532,8 @@ ncclResult_t ncclCommCuDevice(ncclComm_t const comm, int* device) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommUserRank(ncclComm_t const comm, int* rank) {
+ncclResult_t ncclCommUserRank(ncclComm_t const comm,
+                              int* rank) {  // NOLINT(misc-misplaced-const): as nccl.h
   auto const core = sn::core_of(comm);
   if (core == nullptr) return sn::invalid_comm("ncclCommUserRank");
   if (rank == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommUserRank: rank is null");
@@ -540,9 +549,8 @@ ncclResult_t ncclAllReduce(void const* sendbuff, void* recvbuff, size_t count,
                    comm, stream);
 }
 
-ncclResult_t ncclReduce(void const* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+ncclResult_t ncclReduce(void const* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return sn::issue("ncclReduce",
                    {sn::collective_kind::reduce, sendbuff, recvbuff, count, datatype, op, root},
                    comm, stream);
@@ -561,8 +569,8 @@ ncclResult_t ncclAllGather(void const* sendbuff, void* recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return sn::issue(
       "ncclAllGather",
-      {sn::collective_kind::all_gather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0},
-      comm, stream);
+      {sn::collective_kind::all_gather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0}, comm,
+      stream);
 }
 
 ncclResult_t ncclBroadcast(void const* sendbuff, void* recvbuff, size_t count,
@@ -574,8 +582,8 @@ ncclResult_t ncclBroadcast(void const* sendbuff, void* recvbuff, size_t count,
       stream);
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
   return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 

@@ -95,8 +95,8 @@ class ranks_test : public gs::testing::nccl_gpu_test {
 
 std::vector<float> download(float const* device, std::size_t n, gs::cuda::stream_view stream) {
   std::vector<float> host(n);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
-                                     cudaMemcpyDeviceToHost, stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                     stream.value()));
   stream.synchronize();
   return host;
 }
@@ -189,7 +189,8 @@ TEST_F(ranks_test, every_collective_eager_and_captured_with_1_2_and_4_ranks) {
   for (int ranks : {1, 2, 4}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
     shared_unique_id() = gn::nccl_comm::new_unique_id();
-    run_ranks(ranks, [ranks](int rank, rank_checks& checks) { every_collective(ranks, rank, checks); });
+    run_ranks(ranks,
+              [ranks](int rank, rank_checks& checks) { every_collective(ranks, rank, checks); });
   }
 }
 
@@ -222,11 +223,11 @@ TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_other
       checks.expect(std::string{e.what()}.find("step 1") != std::string::npos, e.what());
     }
     auto const waited = std::chrono::steady_clock::now() - started;
-    checks.expect(waited < std::chrono::seconds{10},
-                  "the error took " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited)
-                                         .count()) +
-                      " ms");
+    checks.expect(
+        waited < std::chrono::seconds{10},
+        "the error took " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+            " ms");
     // The aborted collective's kernel exited: the stream drains and tear-down finishes.
     stream.synchronize();
   });

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -62,7 +63,7 @@ struct shared_header {
   std::atomic<std::int32_t> ranks;
   std::atomic<std::int32_t> joined;
   std::atomic<std::uint32_t> wake;
-  shared_rank rank[max_ranks];
+  std::array<shared_rank, max_ranks> rank;
 };
 
 std::size_t segment_bytes(int ranks) {
@@ -71,8 +72,8 @@ std::size_t segment_bytes(int ranks) {
 
 void wake_everyone(std::atomic<std::uint32_t>& word) {
   word.fetch_add(1);
-  static_cast<void>(syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE,
-                            INT_MAX, nullptr, nullptr, 0));
+  static_cast<void>(syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT_MAX,
+                            nullptr, nullptr, 0));
 }
 
 bool process_gone(std::int32_t pid) {
@@ -125,8 +126,8 @@ void reduce_typed(unsigned char const* const* parts, int ranks, std::size_t elem
 }
 
 // fp16 and bf16: each operation in fp32, rounded back to the type (as __hadd and __hmul round).
-void reduce_half(unsigned char const* const* parts, int ranks, std::size_t elements,
-                 ncclRedOp_t op, element_type type, unsigned char* out) {
+void reduce_half(unsigned char const* const* parts, int ranks, std::size_t elements, ncclRedOp_t op,
+                 element_type type, unsigned char* out) {
   auto round = [type](float value) {
     std::uint16_t bits = 0;
     store_element(&bits, type, 0, value);
@@ -144,8 +145,8 @@ void reduce_half(unsigned char const* const* parts, int ranks, std::size_t eleme
   }
 }
 
-void reduce(unsigned char const* const* parts, int ranks, std::size_t elements,
-            ncclDataType_t type, ncclRedOp_t op, unsigned char* out) {
+void reduce(unsigned char const* const* parts, int ranks, std::size_t elements, ncclDataType_t type,
+            ncclRedOp_t op, unsigned char* out) {
   switch (type) {
     case ncclInt8: reduce_typed<std::int8_t>(parts, ranks, elements, op, out); break;
     case ncclUint8: reduce_typed<std::uint8_t>(parts, ranks, elements, op, out); break;
@@ -188,7 +189,7 @@ class world {
 peer_failure peer_failure_mode() {
   char const* const value = std::getenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE");
   return value != nullptr && std::strcmp(value, "remote_error") == 0 ? peer_failure::remote_error
-                                                                      : peer_failure::hang;
+                                                                     : peer_failure::hang;
 }
 
 char const* name(collective_kind kind) noexcept {
@@ -228,25 +229,28 @@ ncclResult_t rank_link::join(ncclUniqueId const& id, int ranks, int rank,
   // ncclGetUniqueId writes a name for the segment (NUL-terminated) into the id.
   std::string const segment{id.internal, strnlen(id.internal, sizeof id.internal)};
   if (segment.rfind("/graphstep-nccl-", 0) != 0) {
-    error = "the ncclUniqueId was not made by ncclGetUniqueId (did every rank receive rank 0's "
-            "id intact?)";
+    error =
+        "the ncclUniqueId was not made by ncclGetUniqueId (did every rank receive rank 0's "
+        "id intact?)";
     return ncclInvalidArgument;
   }
   int const fd = shm_open(segment.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) {
-    error = "shm_open(" + segment + ") failed: " + std::strerror(errno);
+    error = "shm_open(" + segment +
+            ") failed: " + std::strerror(errno);  // NOLINT(concurrency-mt-unsafe)
     return ncclSystemError;
   }
   std::size_t const bytes = segment_bytes(ranks);
   struct stat status {};
-  bool const sized = fstat(fd, &status) == 0 &&
-                     (static_cast<std::size_t>(status.st_size) >= bytes ||
-                      ftruncate(fd, static_cast<off_t>(bytes)) == 0);
+  bool const sized =
+      fstat(fd, &status) == 0 && (static_cast<std::size_t>(status.st_size) >= bytes ||
+                                  ftruncate(fd, static_cast<off_t>(bytes)) == 0);
   void* const mapping =
       sized ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   int const saved_errno = errno;
   close(fd);
   if (mapping == MAP_FAILED) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): errors of one call, read at once
     error = "mapping the shared segment " + segment + " failed: " + std::strerror(saved_errno);
     return ncclSystemError;
   }
@@ -261,7 +265,8 @@ ncclResult_t rank_link::join(ncclUniqueId const& id, int ranks, int rank,
   }
   std::int32_t was = absent;
   if (!header.rank[rank].presence.compare_exchange_strong(was, joined)) {
-    error = "rank " + std::to_string(rank) + " of this unique id has joined already: every rank "
+    error = "rank " + std::to_string(rank) +
+            " of this unique id has joined already: every rank "
             "must pass a distinct rank";
     return ncclInvalidUsage;
   }
@@ -316,14 +321,16 @@ int rank_link::departed_peer() const noexcept {
 ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const& stop) {
   shared_header& header = world_->header();
   std::size_t const size = element_bytes(call.type);
-  std::size_t const ranks = static_cast<std::size_t>(ranks_);
-  std::size_t const me = static_cast<std::size_t>(rank_);
+  auto const ranks = static_cast<std::size_t>(ranks_);
+  auto const me = static_cast<std::size_t>(rank_);
+  if (size == 0) return ncclInvalidArgument;  // refused at the call
   // The elements one rank contributes; reduce_scatter contributes a block for every rank.
   std::size_t const contributed =
       call.kind == collective_kind::reduce_scatter ? call.count * ranks : call.count;
   std::size_t const per_exchange = slot_bytes / size;
   bool const remote_errors = peer_failure_mode() == peer_failure::remote_error;
-  exchange_header const mine{static_cast<std::uint32_t>(call.kind), static_cast<std::int32_t>(call.type),
+  exchange_header const mine{static_cast<std::uint32_t>(call.kind),
+                             static_cast<std::int32_t>(call.type),
                              static_cast<std::int32_t>(call.op), call.root, call.count};
   bool peer_left = false;
   // Parks until every rank's counter has reached `at_least`, this rank is aborted, or (in
@@ -374,35 +381,38 @@ ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const
       wait_for_other_processes([&] { return stop.load(); }, wake_word());
       return ncclSuccess;
     }
-    unsigned char const* parts[max_ranks];
-    for (std::size_t r = 0; r < ranks; ++r) parts[r] = world_->slot(static_cast<int>(r));
+    std::array<unsigned char const*, max_ranks> parts{};
+    for (std::size_t r = 0; r < ranks; ++r) parts.at(r) = world_->slot(static_cast<int>(r));
     auto* const out = static_cast<unsigned char*>(call.receive);
     switch (call.kind) {
       case collective_kind::all_reduce:
-        reduce(parts, ranks_, elements, call.type, call.op, out + first * size);
+        reduce(parts.data(), ranks_, elements, call.type, call.op, out + first * size);
         break;
       case collective_kind::reduce:
-        if (call.root == rank_) reduce(parts, ranks_, elements, call.type, call.op, out + first * size);
+        if (call.root == rank_)
+          reduce(parts.data(), ranks_, elements, call.type, call.op, out + first * size);
         break;
       case collective_kind::reduce_scatter: {
         // This rank's block of the contributions: [me·count, (me+1)·count).
         std::size_t const begin = std::max(first, me * call.count);
         std::size_t const end = std::min(first + elements, (me + 1) * call.count);
         if (begin < end) {
-          unsigned char const* shifted[max_ranks];
-          for (std::size_t r = 0; r < ranks; ++r) shifted[r] = parts[r] + (begin - first) * size;
-          reduce(shifted, ranks_, end - begin, call.type, call.op,
+          std::array<unsigned char const*, max_ranks> shifted{};
+          for (std::size_t r = 0; r < ranks; ++r)
+            shifted.at(r) = parts.at(r) + (begin - first) * size;
+          reduce(shifted.data(), ranks_, end - begin, call.type, call.op,
                  out + (begin - me * call.count) * size);
         }
         break;
       }
       case collective_kind::all_gather:
         for (std::size_t r = 0; r < ranks; ++r) {
-          std::memcpy(out + (r * call.count + first) * size, parts[r], elements * size);
+          std::memcpy(out + (r * call.count + first) * size, parts.at(r), elements * size);
         }
         break;
       case collective_kind::broadcast:
-        std::memcpy(out + first * size, parts[static_cast<std::size_t>(call.root)], elements * size);
+        std::memcpy(out + first * size, parts.at(static_cast<std::size_t>(call.root)),
+                    elements * size);
         break;
     }
     self.consumed.store(exchange, std::memory_order_release);

@@ -30,7 +30,13 @@ enum class peer_failure {
 };
 [[nodiscard]] peer_failure peer_failure_mode();
 
-enum class collective_kind : std::uint32_t { all_reduce, reduce, reduce_scatter, all_gather, broadcast };
+enum class collective_kind : std::uint32_t {
+  all_reduce,
+  reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast
+};
 [[nodiscard]] char const* name(collective_kind kind) noexcept;
 
 /// One collective as a rank issued it; every rank must issue the same (count, type, op, root).

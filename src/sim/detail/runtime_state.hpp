@@ -314,7 +314,8 @@ extern bool (*kernel_waits_for_other_processes)(kernel_task const& task);
 // Called by device work that must wait for other processes: parks the running operation until
 // `may_go_on()` holds (checked under the platform lock). `wake` is a word that changes when
 // another process makes progress (a futex word in shared memory), or null.
-void wait_for_other_processes(std::function<bool()> may_go_on, std::atomic<std::uint32_t>* wake);
+void wait_for_other_processes(std::function<bool()> const& may_go_on,
+                              std::atomic<std::uint32_t>* wake);
 
 // The race checker's side of the runtime: an operation starting on a stream (ordered after what
 // the host has seen and, by the legacy stream's rule, after the legacy or blocking streams), the

@@ -117,8 +117,8 @@ void wait_for_another_process() {
     // FUTEX_WAIT on a shared mapping (not _PRIVATE): woken by a peer's FUTEX_WAKE, or after the
     // timeout, which bounds how late an abort on this process's other threads is noticed.
     timespec const timeout{0, 2'000'000};
-    static_cast<void>(syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(wake), FUTEX_WAIT,
-                              seen, &timeout, nullptr, 0));
+    static_cast<void>(syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(wake), FUTEX_WAIT, seen,
+                              &timeout, nullptr, 0));
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds{1});
   }
@@ -132,7 +132,9 @@ bool (*kernel_waits_for_other_processes)(kernel_task const& task) = nullptr;
 bool waits_for_other_processes(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   return kernel_waits_for_other_processes != nullptr &&
          std::any_of(graph.nodes.begin(), graph.nodes.end(),
-                     [](auto const& node) { return waits_for_other_processes(*node); });
+                     [](auto const& node) {  // NOLINT(misc-no-recursion)
+                       return waits_for_other_processes(*node);
+                     });
 }
 
 bool waits_for_other_processes(node_state const& node) {  // NOLINT(misc-no-recursion)
@@ -140,7 +142,9 @@ bool waits_for_other_processes(node_state const& node) {  // NOLINT(misc-no-recu
   if (node.kernel != nullptr) return kernel_waits_for_other_processes(*node.kernel);
   if (node.child != nullptr && waits_for_other_processes(*node.child)) return true;
   return std::any_of(node.conditional.bodies.begin(), node.conditional.bodies.end(),
-                     [](auto const& body) { return waits_for_other_processes(*body); });
+                     [](auto const& body) {  // NOLINT(misc-no-recursion)
+                       return waits_for_other_processes(*body);
+                     });
 }
 
 void platform_mutex::lock() {
@@ -260,7 +264,8 @@ void progress() {
   run_ready(how_many(p.interleaving), true);
 }
 
-void wait_for_other_processes(std::function<bool()> may_go_on, std::atomic<std::uint32_t>* wake) {
+void wait_for_other_processes(std::function<bool()> const& may_go_on,
+                              std::atomic<std::uint32_t>* wake) {
   while (!may_go_on()) {
     parked_operation* const parked = current_parked;
     if (parked == nullptr) {
