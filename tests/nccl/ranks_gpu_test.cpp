@@ -56,6 +56,13 @@ struct rank_checks {
 
 class ranks_test : public gs::testing::nccl_gpu_test {
  protected:
+  void SetUp() override {
+    gs::testing::nccl_gpu_test::SetUp();
+    if (IsSkipped()) return;
+    // The CUDA runtime is not fork-safe once initialized (the fixture has queried the device):
+    // on a GPU, ranks as processes run through examples/ddp/launch_local.sh instead.
+    if (!gs::testing::simulated_device) GTEST_SKIP() << "forked ranks run on the simulated device";
+  }
   // Runs `body(rank, checks)` in `ranks` child processes; each must exit 0 within the limit.
   static void run_ranks(int ranks, std::function<void(int, rank_checks&)> const& body,
                         std::chrono::seconds limit = std::chrono::seconds{60}) {
