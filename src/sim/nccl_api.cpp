@@ -364,6 +364,15 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId const& id, int
   return result;
 }
 
+// ncclCommCount, ncclCommCuDevice and ncclCommUserRank: one fixed field of the communicator.
+ncclResult_t read_shape(ncclComm_t comm, int* out, int comm_core::*field, char const* call) {
+  auto const core = core_of(comm);
+  if (core == nullptr) return invalid_comm(call);
+  if (out == nullptr) return warn(ncclInvalidArgument, std::string{call} + ": the output is null");
+  *out = (*core).*field;
+  return ncclSuccess;
+}
+
 int current_device() {
   int device = 0;
   static_cast<void>(cudaGetDevice(&device));
@@ -514,31 +523,19 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommCount(ncclComm_t const comm,
-                           int* count) {  // NOLINT(misc-misplaced-const): as nccl.h
-  auto const core = sn::core_of(comm);
-  if (core == nullptr) return sn::invalid_comm("ncclCommCount");
-  if (count == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommCount: count is null");
-  *count = core->ranks;
-  return ncclSuccess;
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommCount(ncclComm_t const comm, int* count) {
+  return sn::read_shape(comm, count, &sn::comm_core::ranks, "ncclCommCount");
 }
 
-ncclResult_t ncclCommCuDevice(ncclComm_t const comm,
-                              int* device) {  // NOLINT(misc-misplaced-const): as nccl.h
-  auto const core = sn::core_of(comm);
-  if (core == nullptr) return sn::invalid_comm("ncclCommCuDevice");
-  if (device == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommCuDevice: device is null");
-  *device = core->device;
-  return ncclSuccess;
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommCuDevice(ncclComm_t const comm, int* device) {
+  return sn::read_shape(comm, device, &sn::comm_core::device, "ncclCommCuDevice");
 }
 
-ncclResult_t ncclCommUserRank(ncclComm_t const comm,
-                              int* rank) {  // NOLINT(misc-misplaced-const): as nccl.h
-  auto const core = sn::core_of(comm);
-  if (core == nullptr) return sn::invalid_comm("ncclCommUserRank");
-  if (rank == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommUserRank: rank is null");
-  *rank = core->rank;
-  return ncclSuccess;
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommUserRank(ncclComm_t const comm, int* rank) {
+  return sn::read_shape(comm, rank, &sn::comm_core::rank, "ncclCommUserRank");
 }
 
 ncclResult_t ncclAllReduce(void const* sendbuff, void* recvbuff, size_t count,

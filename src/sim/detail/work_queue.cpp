@@ -125,6 +125,15 @@ void wait_for_another_process() {
   p.mutex.reacquire(depth);
 }
 
+// Runs the first operation that can go on, or, when none can, waits for another process.
+void run_or_wait() {
+  if (auto const next = first_ready(); next != state().queued.end()) {
+    run(next);
+  } else {
+    wait_for_another_process();
+  }
+}
+
 }  // namespace
 
 bool (*kernel_waits_for_other_processes)(kernel_task const& task) = nullptr;
@@ -202,23 +211,11 @@ bool complete(vector_clock const& clock) {
 void run_until_complete(vector_clock const& clock) {
   // Everything an operation is ordered after was enqueued before it, so the oldest queued
   // operation is always ready, unless it is parked waiting for another process.
-  while (!complete(clock) && !state().queued.empty()) {
-    if (auto const next = first_ready(); next != state().queued.end()) {
-      run(next);
-    } else {
-      wait_for_another_process();
-    }
-  }
+  while (!complete(clock) && !state().queued.empty()) run_or_wait();
 }
 
 void run_until_at_most(std::size_t operations) {
-  while (state().queued.size() > operations) {
-    if (auto const next = first_ready(); next != state().queued.end()) {
-      run(next);
-    } else {
-      wait_for_another_process();
-    }
-  }
+  while (state().queued.size() > operations) run_or_wait();
 }
 
 bool run_without_waiting(vector_clock const& clock) {
