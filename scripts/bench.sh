@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite in one command: builds, runs graphstep_bench (GPU) and graphstep_cpu_bench,
 # the PyTorch comparison when PyTorch and a GPU are there, and writes JSON, report.md and plots
-# to bench/results/<UTC time>/ (or the directory given).
+# to bench/results/<UTC time>/ (or the directory given). BENCH_FILTER and BENCH_ARGS pass a
+# filter and further flags (say --benchmark_min_time=0.05) to graphstep_bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 run=${1:-bench/results/$(date -u +%Y%m%d-%H%M%S)}
@@ -22,7 +23,8 @@ cmake --build "${build}" --target graphstep_bench graphstep_cpu_bench || exit 1
 
 status=0
 if ! "${build}/bench/graphstep_bench" --benchmark_out="${run}/graphstep_bench.json" \
-     --benchmark_out_format=json ${BENCH_FILTER:+--benchmark_filter="${BENCH_FILTER}"}; then
+     --benchmark_out_format=json ${BENCH_FILTER:+--benchmark_filter="${BENCH_FILTER}"} \
+     ${BENCH_ARGS:-}; then
   echo "graphstep_bench did not run (see above: without a GPU it says 'no CUDA device visible')"
   status=1
 fi

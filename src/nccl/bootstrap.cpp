@@ -27,13 +27,13 @@ nccl_comm communicator_from_environment(bootstrap_options const& options) {
     throw usage_error{"communicator_from_environment: the MPI bootstrap is not built in"};
 #endif
   }
-  check_local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank), env.local_rank,
-                     cuda::device_count());
-  GRAPHSTEP_CUDA_TRY(cudaSetDevice(env.local_rank));
+  int const device =
+      local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank), env.local_rank,
+                   cuda::device_count(), env.ranks_may_share_a_gpu, loaded_nccl_version());
+  GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
   switch (env.bootstrap) {
     case bootstrap_kind::single_process: {
       ncclComm_t handle = nullptr;
-      int const device = env.local_rank;
       GRAPHSTEP_NCCL_TRY(ncclCommInitAll(&handle, 1, &device));
       return detail::comm_access::comm(detail::comm_state::create(handle, options.slot));
     }

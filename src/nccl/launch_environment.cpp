@@ -98,8 +98,14 @@ bool built_with_mpi() noexcept {
 #endif
 }
 
+bool ranks_may_share_a_gpu(environment_reader const& read) {
+  // NCCL reads its integer parameters with strtoll; any nonzero value switches this one on.
+  return read_int(read, "NCCL_MULTI_RANK_GPU_ENABLE").value_or(0) != 0;
+}
+
 launch_environment read_launch_environment(environment_reader const& read, bool mpi_available) {
   launch_environment env;
+  env.ranks_may_share_a_gpu = ranks_may_share_a_gpu(read);
   auto const comm_id = read("NCCL_COMM_ID");
   bool const has_comm_id = comm_id && !comm_id->empty();
   bool const from_torchrun = read_layout(read, torchrun, env);
@@ -145,11 +151,26 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
   return env;
 }
 
-void check_local_device(std::string const& who, int local_rank, int visible_devices) {
-  GRAPHSTEP_EXPECTS(local_rank < visible_devices,
-                    who + " but only " + std::to_string(visible_devices) +
-                        " GPU(s) are visible on this host: start at most one rank per visible "
-                        "GPU on each host, and check CUDA_VISIBLE_DEVICES");
+int local_device(std::string const& who, int local_rank, int visible_devices,
+                 bool ranks_may_share_a_gpu, int nccl_version) {
+  GRAPHSTEP_EXPECTS(visible_devices >= 1, who + " but no GPU is visible on this host");
+  if (local_rank < visible_devices) return local_rank;
+  std::string const too_many =
+      who + " but only " + std::to_string(visible_devices) + " GPU(s) are visible on this host: ";
+  GRAPHSTEP_EXPECTS(ranks_may_share_a_gpu,
+                    too_many +
+                        "start at most one rank per visible GPU on each host and check "
+                        "CUDA_VISIBLE_DEVICES, or set NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL 2.30 "
+                        "or later) to run several ranks on one GPU");
+  // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch.
+  GRAPHSTEP_EXPECTS(nccl_version >= first_nccl_version_with_multi_rank_gpus,
+                    too_many + "NCCL_MULTI_RANK_GPU_ENABLE is set, but the NCCL loaded (" +
+                        std::to_string(nccl_version / 10000) + "." +
+                        std::to_string(nccl_version / 100 % 100) + "." +
+                        std::to_string(nccl_version % 100) +
+                        ") refuses two ranks on one GPU: load NCCL 2.30 or later "
+                        "(LD_LIBRARY_PATH), or start at most one rank per visible GPU");
+  return local_rank % visible_devices;
 }
 
 void check_local_device_list(std::vector<int> const& devices) {

@@ -47,9 +47,10 @@ nccl_comm communicator_from_mpi(MPI_Comm comm, nccl_comm_options const& options)
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   int const local = local_rank(comm);
   cuda::require_device();
-  check_local_device("communicator_from_mpi: local rank " + std::to_string(local), local,
-                     cuda::device_count());
-  GRAPHSTEP_CUDA_TRY(cudaSetDevice(local));
+  int const device = local_device(
+      "communicator_from_mpi: local rank " + std::to_string(local), local, cuda::device_count(),
+      ranks_may_share_a_gpu(process_environment()), loaded_nccl_version());
+  GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
   unique_id_bytes root_id{};
   if (rank == 0) root_id = nccl_comm::new_unique_id();
   return nccl_comm::from_unique_id(broadcast_unique_id(comm, root_id), rank, size, options);

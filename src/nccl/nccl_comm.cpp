@@ -44,6 +44,12 @@ nccl_comm nccl_comm::from_environment() {
   return communicator_from_environment();
 }
 
+int loaded_nccl_version() {
+  int version = 0;
+  GRAPHSTEP_NCCL_TRY(ncclGetVersion(&version));
+  return version;
+}
+
 unique_id_bytes nccl_comm::new_unique_id() {
   ncclUniqueId id;
   GRAPHSTEP_NCCL_TRY(ncclGetUniqueId(&id));

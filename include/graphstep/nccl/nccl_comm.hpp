@@ -85,4 +85,8 @@ class nccl_comm {
   std::shared_ptr<detail::comm_state> state_;
 };
 
+/// @brief The version of the NCCL library this process loaded, as ncclGetVersion reports it
+/// (major * 10000 + minor * 100 + patch: 22807 for 2.28.7).
+[[nodiscard]] int loaded_nccl_version();
+
 }  // namespace graphstep::nccl
