@@ -186,17 +186,25 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph_out) {
   sim::stream_state* s = sim::find_stream(stream);
   if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
   if (graph_out == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // What an H100 with CUDA 13.0 answers where the documentation names no behaviour
+  // (docs/validation.md): a stream that is not capturing is cudaErrorIllegalState; a stream that
+  // joined the capture but did not begin it is cudaErrorStreamCaptureUnmatched and invalidates
+  // the capture; a non-Relaxed capture ended from another thread ("this call must be from the
+  // same thread as cudaStreamBeginCapture") is cudaErrorStreamCaptureWrongThread and is ended
+  // all the same, its graph discarded.
   sim::capture_state* capture = s->capture;
-  if (capture == nullptr) return sim::fail(cudaErrorInvalidValue);  // not capturing
-  if (capture->origin != s) return sim::fail(cudaErrorStreamCaptureUnmatched);
-  // Not Relaxed: "this call must be from the same thread as cudaStreamBeginCapture".
-  if (capture->mode != cudaStreamCaptureModeRelaxed &&
-      capture->thread != std::this_thread::get_id()) {
-    return sim::fail(cudaErrorStreamCaptureWrongThread);
+  if (capture == nullptr) return sim::fail(cudaErrorIllegalState);
+  if (capture->origin != s) {
+    sim::invalidate(*capture, cudaErrorStreamCaptureUnmatched);
+    return sim::fail(cudaErrorStreamCaptureUnmatched);
   }
-  cudaError_t result = capture->invalidated_by != cudaSuccess
-                           ? cudaErrorStreamCaptureInvalidated
-                           : (joined(*capture) ? cudaSuccess : cudaErrorStreamCaptureUnjoined);
+  bool const wrong_thread = capture->mode != cudaStreamCaptureModeRelaxed &&
+                            capture->thread != std::this_thread::get_id();
+  cudaError_t const result = capture->invalidated_by != cudaSuccess
+                                 ? cudaErrorStreamCaptureInvalidated
+                             : wrong_thread     ? cudaErrorStreamCaptureWrongThread
+                             : joined(*capture) ? cudaSuccess
+                                                : cudaErrorStreamCaptureUnjoined;
   sim::graph_state* graph = capture->graph;
   bool const owns_graph = capture->owns_graph;
   sim::end_capture(*capture);
@@ -557,6 +565,11 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
       cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
   if ((flags & ~known) != 0ULL) return sim::fail(cudaErrorInvalidValue);
   if (!bodies_valid(*g)) return sim::fail(cudaErrorInvalidValue);
+  // A "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 it fails and
+  // invalidates another thread's Global capture (docs/validation.md).
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
   auto created = std::make_unique<sim::exec_state>();
   created->graph = sim::clone(*g);
   created->device = g->device;
@@ -575,6 +588,10 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
   sim::exec_state* e = sim::find_exec(exec);
   if (e == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // Potentially unsafe, as cudaGraphInstantiate is; the executable stays alive on failure.
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
   sim::state().execs.erase(e);
   delete e;
   return cudaSuccess;

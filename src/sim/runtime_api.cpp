@@ -521,15 +521,10 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
   bool const pageable_source = !source_on_device && source_allocation == nullptr;
   bool const blocks_host =
       !(destination_on_device && source_on_device) && !(destination_on_device && pageable_source);
-  if (blocks_host) {
-    // A call that waits for the device is one the capture modes may prohibit
-    // (cudaThreadExchangeStreamCaptureMode: "potentially unsafe API calls"; the stricter
-    // reading of a list the documentation does not spell out).
-    if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-    if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
-      return sim::fail(unsafe);
-    }
-  }
+  // Not a "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 a
+  // synchronous copy or memset beside a capture of a non-blocking stream succeeds in every mode
+  // and leaves the capture intact (docs/validation.md). Beside a blocking stream's capture the
+  // legacy stream is unusable, which cudaMemcpyAsync checks.
   cudaError_t const copied = cudaMemcpyAsync(destination, source, bytes, kind, cudaStreamLegacy);
   if (copied == cudaSuccess && blocks_host) {
     sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
@@ -872,12 +867,23 @@ sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error) {
   error = enter();
   if (error != cudaSuccess) return nullptr;
   sim::event_state* e = sim::find_event(event);
-  if (e == nullptr)
+  if (e == nullptr) {
     error = cudaErrorInvalidResourceHandle;
-  else if (e->captured)
+  } else if (e->captured && e->capture != nullptr) {
+    // As an H100 with CUDA 13.0 answers (docs/validation.md): the first query or sync of an
+    // event recorded in a live capture gives cudaErrorCapturedEvent and invalidates the capture,
+    // in every capture mode; once that capture is invalidated, the event is an invalid value.
+    if (e->capture->invalidated_by != cudaSuccess) {
+      error = cudaErrorInvalidValue;
+    } else {
+      sim::invalidate(*e->capture, cudaErrorCapturedEvent);
+      error = cudaErrorCapturedEvent;
+    }
+  } else if (e->captured) {
     error = cudaErrorCapturedEvent;
-  else
+  } else {
     error = sim::check_unsafe_call();
+  }
   if (error == cudaSuccess) return e;
   error = sim::fail(error);
   return nullptr;
@@ -937,8 +943,10 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
     fail(cudaErrorInvalidResourceHandle);
     return;
   }
-  // Launch configuration limits: cudaErrorInvalidConfiguration (driver_types.h: "a kernel
-  // launch is requesting resources that can never be satisfied by the current device").
+  // Launch configuration limits. driver_types.h names cudaErrorInvalidConfiguration ("a kernel
+  // launch is requesting resources that can never be satisfied by the current device"), but an
+  // H100 with CUDA 13.0 answers cudaErrorInvalidValue for every such launch: too many threads,
+  // an empty or too large grid, too much shared memory (docs/validation.md).
   cudaDeviceProp const& p = state().devices[static_cast<std::size_t>(s->device)]->properties;
   dim3 const grid = task->grid();
   dim3 const block = task->block();
@@ -953,7 +961,7 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
                      threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
                      task->dynamic_shared_bytes() <= p.sharedMemPerBlock;
   if (!valid) {
-    fail(cudaErrorInvalidConfiguration);
+    fail(cudaErrorInvalidValue);
     return;
   }
   auto node = std::make_unique<node_state>();

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,6 +40,11 @@ class capture_rules : public graphstep::testing::gpu_test {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, x_, 1, cudaMemcpyDeviceToHost, stream_));
     GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
     return value;
+  }
+  static cudaStreamCaptureStatus capture_status(cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+    return status;
   }
   // Ends the capture on stream_, expecting `expected`; destroys a graph it returns.
   void end_expecting(cudaError_t expected) {
@@ -142,79 +148,73 @@ TEST_F(capture_rules, another_threads_unsafe_call_breaks_only_a_global_capture) 
 }
 
 // CUDA Programming Guide, "Prohibited and Unhandled Operations": "It is invalid to synchronize or
-// query the execution status of a stream which is being captured or a captured event".
+// query the execution status of a stream which is being captured or a captured event". On an
+// H100 with CUDA 13.0 (docs/validation.md) the first query or sync of a captured event is
+// cudaErrorCapturedEvent and invalidates the capture, even a Relaxed one; the event is then an
+// invalid value to wait for.
 TEST_F(capture_rules, waiting_for_a_capturing_stream_or_a_captured_event_is_refused) {
   cudaEvent_t event = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, stream_));
-  EXPECT_EQ(cudaEventQuery(event), cudaErrorCapturedEvent);
-  EXPECT_EQ(cudaEventSynchronize(event), cudaErrorCapturedEvent);
-  EXPECT_EQ(cudaStreamSynchronize(stream_), cudaErrorStreamCaptureUnsupported);
-  end_expecting(cudaErrorStreamCaptureInvalidated);
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(event));
-}
-
-// CUDA Programming Guide, "Cross-stream Dependencies and Events": a stream that waits on an
-// event recorded in a capture joins it (fork); work it records must be joined back to the origin
-// stream before the capture ends (driver_types.h: cudaErrorStreamCaptureUnjoined).
-TEST_F(capture_rules, a_fork_joins_the_capture_and_must_be_joined_back) {
-  cudaEvent_t fork = nullptr;
-  cudaEvent_t join = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  for (bool const rejoin : {true, false}) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes / 2, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(side_, fork, 0));
-    cudaStreamCaptureStatus status{};
-    unsigned long long origin_id = 0;
-    unsigned long long side_id = 0;
-    GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream_, &status, &origin_id));
-    GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(side_, &status, &side_id));
-    EXPECT_EQ(status, cudaStreamCaptureStatusActive);
-    EXPECT_EQ(side_id, origin_id) << "a forked stream is part of the same capture";
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_ + bytes / 2, 2, bytes / 2, side_));
-    if (rejoin) {
-      GRAPHSTEP_CUDA_TRY(cudaEventRecord(join, side_));
-      GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream_, join, 0));
-      cudaGraph_t graph = nullptr;
-      GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
-      std::size_t nodes = 0;
-      GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &nodes));
-      EXPECT_EQ(nodes, 2U) << "event records and waits are edges, not nodes";
-      GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
-      GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(side_, &status));
-      EXPECT_EQ(status, cudaStreamCaptureStatusNone) << "the end of capture ends the fork too";
+  for (bool query_first : {true, false}) {
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, stream_));
+    if (query_first) {
+      EXPECT_EQ(cudaEventQuery(event), cudaErrorCapturedEvent);
+      EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusInvalidated);
+      EXPECT_EQ(cudaEventSynchronize(event), cudaErrorInvalidValue);
     } else {
-      end_expecting(cudaErrorStreamCaptureUnjoined);
+      EXPECT_EQ(cudaEventSynchronize(event), cudaErrorCapturedEvent);
+      EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusInvalidated);
+      EXPECT_EQ(cudaEventQuery(event), cudaErrorInvalidValue);
     }
+    static_cast<void>(cudaGetLastError());
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaErrorStreamCaptureUnsupported);
+    end_expecting(cudaErrorStreamCaptureInvalidated);
   }
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(fork));
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(join));
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(event));
 }
 
 // driver_types.h: cudaErrorStreamCaptureUnmatched, "The capture was not initiated in this
 // stream"; cudaErrorStreamCaptureWrongThread for a non-relaxed capture ended on another thread.
+// What follows each, as an H100 with CUDA 13.0 shows (docs/validation.md): the unmatched end
+// invalidates the capture; the wrong thread's end ends it, so ending it again finds a stream
+// that is not capturing (cudaErrorIllegalState).
 TEST_F(capture_rules, a_capture_ends_on_its_own_stream_and_thread) {
   cudaEvent_t fork = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(side_, fork, 0));
+  auto end_on_another_thread = [&] {
+    cudaError_t ended = cudaSuccess;
+    std::thread other{[&] {
+      cudaGraph_t graph = nullptr;
+      ended = cudaStreamEndCapture(stream_, &graph);
+      static_cast<void>(cudaGetLastError());
+      if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
+    }};
+    other.join();
+    return ended;
+  };
   cudaGraph_t graph = nullptr;
-  EXPECT_EQ(cudaStreamEndCapture(side_, &graph), cudaErrorStreamCaptureUnmatched);
-  static_cast<void>(cudaGetLastError());
-  cudaError_t ended = cudaSuccess;
-  std::thread other{[&] {
-    cudaGraph_t ignored = nullptr;
-    ended = cudaStreamEndCapture(stream_, &ignored);
+  for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
+    GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(side_, fork, 0));
+    EXPECT_EQ(cudaStreamEndCapture(side_, &graph), cudaErrorStreamCaptureUnmatched);
     static_cast<void>(cudaGetLastError());
-  }};
-  other.join();
-  EXPECT_EQ(ended, cudaErrorStreamCaptureWrongThread);
-  end_expecting(cudaSuccess);
+    EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(end_on_another_thread(), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusNone);
+    EXPECT_EQ(capture_status(side_), cudaStreamCaptureStatusNone);
+
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
+    EXPECT_EQ(end_on_another_thread(), cudaErrorStreamCaptureWrongThread);
+    EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusNone);
+    EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), cudaErrorIllegalState);
+    EXPECT_EQ(graph, nullptr);
+    static_cast<void>(cudaGetLastError());
+  }
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  EXPECT_EQ(end_on_another_thread(), cudaSuccess);  // Relaxed: any thread may end it
+  EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusNone);
   GRAPHSTEP_CUDA_TRY(cudaEventDestroy(fork));
 }
 
@@ -326,6 +326,107 @@ TEST_F(capture_rules, graph_nodes_are_counted_and_listed) {
   GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(nodes[1], &type));
   EXPECT_EQ(type, cudaGraphNodeTypeMemcpy);
   GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+}
+
+// Which calls a thread in Global mode may make while another thread holds a Global capture, as an
+// H100 with CUDA 13.0 answers (docs/validation.md; cudaThreadExchangeStreamCaptureMode leaves the
+// "potentially unsafe" calls unlisted): instantiating or destroying an executable graph, an
+// allocation or a free fail with cudaErrorStreamCaptureUnsupported and invalidate the capture;
+// destroying a graph, an event or a stream does not. In Relaxed mode each of them succeeds.
+TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
+  cudaGraph_t template_graph = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(side_, cudaStreamCaptureModeGlobal));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 2, bytes, side_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(side_, &template_graph));
+  struct call {
+    char const* name;
+    bool unsafe;
+    cudaError_t (*run)(cudaGraph_t);
+  };
+  call const calls[] = {
+      {"cudaGraphInstantiate", true,
+       [](cudaGraph_t g) {
+         cudaGraphExec_t exec = nullptr;
+         cudaError_t const e = cudaGraphInstantiate(&exec, g, 0);
+         if (exec != nullptr) GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+         return e;
+       }},
+      {"cudaMalloc", true,
+       [](cudaGraph_t) {
+         void* p = nullptr;
+         cudaError_t const e = cudaMalloc(&p, 64);
+         if (p != nullptr) GRAPHSTEP_CUDA_TRY(cudaFree(p));
+         return e;
+       }},
+      {"cudaGraphDestroy", false,
+       [](cudaGraph_t g) {
+         cudaGraph_t clone = nullptr;
+         GRAPHSTEP_CUDA_TRY(cudaGraphClone(&clone, g));
+         return cudaGraphDestroy(clone);
+       }},
+      {"cudaEventDestroy", false,
+       [](cudaGraph_t) {
+         cudaEvent_t event = nullptr;
+         GRAPHSTEP_CUDA_TRY(cudaEventCreate(&event));
+         return cudaEventDestroy(event);
+       }},
+      {"cudaStreamDestroy", false,
+       [](cudaGraph_t) {
+         cudaStream_t stream = nullptr;
+         GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+         return cudaStreamDestroy(stream);
+       }},
+  };
+  for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeRelaxed}) {
+    for (call const& c : calls) {
+      SCOPED_TRACE(std::string{c.name} +
+                   (mode == cudaStreamCaptureModeGlobal ? " in Global mode" : " in Relaxed mode"));
+      GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+      cudaError_t result = cudaSuccess;
+      std::thread other{[&] {
+        cudaStreamCaptureMode exchanged = mode;
+        GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&exchanged));
+        result = c.run(template_graph);
+        static_cast<void>(cudaGetLastError());
+        GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&exchanged));
+      }};
+      other.join();
+      bool const refused = c.unsafe && mode == cudaStreamCaptureModeGlobal;
+      EXPECT_EQ(result, refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+      end_expecting(refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
+    }
+  }
+  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(template_graph));
+}
+
+// A synchronous copy or memset goes to the legacy stream. Beside a capture of a non-blocking
+// stream it runs at once, in every capture mode, and leaves the capture intact; beside a
+// blocking stream's capture it is cudaErrorStreamCaptureImplicit and invalidates it (an H100
+// with CUDA 13.0, docs/validation.md).
+TEST_F(capture_rules, synchronous_copies_run_beside_a_non_blocking_capture) {
+  cudaStream_t blocking = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                    cudaStreamCaptureModeRelaxed}) {
+    unsigned char host = 7;
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 9, bytes, stream_));  // captured, not run
+    EXPECT_EQ(cudaMemcpy(&host, x_, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(host, 0) << "the copy ran at once, before any captured work";
+    EXPECT_EQ(cudaMemset(x_ + 1, 3, 1), cudaSuccess);
+    EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusActive);
+    end_expecting(cudaSuccess);
+
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(blocking, mode));
+    EXPECT_EQ(cudaMemcpy(&host, x_, 1, cudaMemcpyDeviceToHost), cudaErrorStreamCaptureImplicit);
+    static_cast<void>(cudaGetLastError());
+    EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusInvalidated);
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
+    static_cast<void>(cudaGetLastError());
+  }
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
 }
 
 }  // namespace
