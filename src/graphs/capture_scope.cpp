@@ -36,8 +36,9 @@ char const* advice_for(cudaError_t code) {
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureUnsupported:
       return "a call inside the scope cannot be captured: a synchronization "
-             "(cudaStreamSynchronize, cudaDeviceSynchronize, cudaMemcpy to the host), a "
-             "cudaMalloc/cudaFree, or a host read of device data. Move it before the capture, "
+             "(cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize), a "
+             "cudaMalloc/cudaFree, or a synchronous cudaMemcpy beside a blocking stream's "
+             "capture. Move it before the capture, "
              "allocate from the graphstep::memory::memory_pool given to the scope, or use "
              "capture_mode::relaxed if the call is known to be safe";
     case cudaErrorStreamCaptureImplicit:

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/detail/relaxed_capture_mode.hpp"
 #include "graphs/detail/graph_state.hpp"
 
 namespace graphstep::graphs {
@@ -51,7 +52,13 @@ cudaGraph_t graph::native_handle() const noexcept {
 graph_exec graph::instantiate(unsigned long long flags) const {
   std::string const& what = name();  // checks that there is something to instantiate
   cudaGraphExec_t exec = nullptr;
-  cudaError_t const status = cudaGraphInstantiateWithFlags(&exec, native_handle(), flags);
+  cudaError_t status = cudaSuccess;
+  {
+    // Touches no capturing stream, but is "potentially unsafe" for the capture modes: Relaxed,
+    // so another thread's Global capture stays intact (docs/validation.md).
+    cuda::detail::relaxed_capture_mode const relaxed;
+    status = cudaGraphInstantiateWithFlags(&exec, native_handle(), flags);
+  }
   if (status != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
     throw capture_error{status, "graph '" + what +

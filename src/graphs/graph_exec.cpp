@@ -23,6 +23,9 @@ void expect_executable(graph_exec const& exec) {
 }  // namespace
 
 void detail::graph_exec_deleter::operator()(pointer handle) const noexcept {
+  // "Potentially unsafe": in Global mode it would fail beside another thread's Global capture,
+  // and break that capture (docs/validation.md).
+  cuda::detail::relaxed_capture_mode const relaxed;
   GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(handle));
 }
 

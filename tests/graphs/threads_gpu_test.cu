@@ -188,6 +188,28 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
   EXPECT_EQ(last, 1.0F);
 }
 
+// Instantiating an executable graph is as "potentially unsafe" as a free: under another thread's
+// Global capture it fails and breaks that capture unless made in Relaxed mode (an H100 with
+// CUDA 13.0, docs/validation.md). graphstep instantiates Relaxed, whatever the capture under way.
+TEST_P(teardown_during_capture_test, instantiating_leaves_another_threads_capture_intact) {
+  int const n = 1024;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
+  stream.synchronize();
+  gs::graphs::graph_exec first;
+  gs::graphs::capture(first, stream,
+                      [&] { add_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(x, 2.0F, n); });
+
+  capture_on_another_thread capture{GetParam(), x, n};
+  gs::graphs::graph_exec second = first.source().instantiate();
+  EXPECT_EQ(capture.finish(), "");
+  ASSERT_FALSE(capture.graph().empty());
+  second.replay(stream);
+  stream.synchronize();
+}
+
 INSTANTIATE_TEST_SUITE_P(modes, teardown_during_capture_test,
                          ::testing::Values(gs::graphs::capture_mode::global,
                                            gs::graphs::capture_mode::this_thread),

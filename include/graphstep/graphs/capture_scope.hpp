@@ -62,10 +62,11 @@ struct capture_options {
 /// Allocations from the `memory_pool` given here, made on the capturing stream or its forks,
 /// are served at addresses that stay fixed for the graph's life; the graph keeps that memory.
 ///
-/// If the capture is invalidated (a synchronization, a cudaMalloc, a host read of device data
-/// inside it) `end()` throws `capture_error` naming the scope, the stream and the CUDA reason;
-/// the partial graph is discarded, the pool memory of the failed capture is returned, the
-/// target stays empty and the stream is usable again. If the code inside the scope throws, the
+/// If the capture is invalidated (a synchronization, a cudaMalloc, a synchronous copy beside a
+/// blocking stream's capture; beside graphstep's non-blocking streams CUDA runs such a copy at
+/// once and reports nothing) `end()` throws `capture_error` naming the scope, the stream and the
+/// CUDA reason; the partial graph is discarded, the pool memory of the failed capture is returned,
+/// the target stays empty and the stream is usable again. If the code inside the scope throws, the
 /// destructor ends the capture the same way, silently, and the exception goes on.
 ///
 /// The destructor calls `end()` when it was not called and no exception is in flight, so it may
