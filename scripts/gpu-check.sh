@@ -169,7 +169,7 @@ if wants bench; then
   BUILD_DIR="${build}" timeout "${limit}" bash scripts/bench.sh "${results}/bench" \
     > "${results}/bench.txt" 2>&1
   log "- scripts/bench.sh: exit $? (bench/report.md, JSON and plots under ${results}/bench)"
-  grep -E "^\| (launch_overhead|mlp_training_step|gemm_gelu)" "${results}/bench/report.md" \
+  grep -E "^\| (launch_overhead|mlp_training_step|linear_gelu|mlp_backward)" "${results}/bench/report.md" \
     2>/dev/null | head -40 | tee -a "${summary}"
 fi
 
