@@ -16,7 +16,7 @@ bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients,
       gradients_{static_cast<unsigned char*>(gradients)},
       plan_{std::move(plan)},
       type_{type},
-      launched_(plan_.buckets.size(), false) {
+      made_ready_(plan_.buckets.size(), false) {
   GRAPHSTEP_EXPECTS(gradients != nullptr, "bucketed_all_reduce: the gradient buffer is null");
   GRAPHSTEP_EXPECTS(!plan_.buckets.empty(), "bucketed_all_reduce: the plan has no bucket");
   GRAPHSTEP_EXPECTS(gradient_bytes >= plan_.buffer_bytes,
@@ -35,19 +35,25 @@ void bucketed_all_reduce::bucket_ready(std::size_t index, cuda::stream_view comp
   GRAPHSTEP_EXPECTS(index < plan_.buckets.size(),
                     "bucketed_all_reduce: bucket " + std::to_string(index) + " of " +
                         std::to_string(plan_.buckets.size()) + " does not exist");
-  GRAPHSTEP_EXPECTS(!launched_[index], "bucketed_all_reduce: bucket " + std::to_string(index) +
-                                           " was launched twice before a join");
-  bucket const& b = plan_.buckets[index];
+  GRAPHSTEP_EXPECTS(!made_ready_[index], "bucketed_all_reduce: bucket " + std::to_string(index) +
+                                             " was made ready twice before a join");
   ready_[index].record(compute);
+  made_ready_[index] = true;
+  while (next_to_launch_ < made_ready_.size() && made_ready_[next_to_launch_]) {
+    launch(next_to_launch_++);
+  }
+}
+
+void bucketed_all_reduce::launch(std::size_t index) {
+  bucket const& b = plan_.buckets[index];
   comm_stream_.view().wait(ready_[index]);
   buffer_view const data{gradients_ + b.offset, b.bytes, type_};
   all_reduce(data, data, reduce_op::avg, comm_, comm_stream_);
-  launched_[index] = true;
 }
 
 void bucketed_all_reduce::all(cuda::stream_view compute) {
-  for (std::size_t i = 0; i < launched_.size(); ++i) {
-    if (!launched_[i]) bucket_ready(i, compute);
+  for (std::size_t i = 0; i < made_ready_.size(); ++i) {
+    if (!made_ready_[i]) bucket_ready(i, compute);
   }
   join(compute);
 }
@@ -55,7 +61,20 @@ void bucketed_all_reduce::all(cuda::stream_view compute) {
 void bucketed_all_reduce::join(cuda::stream_view compute) {
   done_.record(comm_stream_);
   compute.wait(done_);
-  std::fill(launched_.begin(), launched_.end(), false);
+  std::size_t waiting = made_ready_.size();
+  for (std::size_t i = next_to_launch_; i < made_ready_.size() && waiting == made_ready_.size();
+       ++i) {
+    if (made_ready_[i]) waiting = i;
+  }
+  std::size_t const missing = next_to_launch_;
+  std::fill(made_ready_.begin(), made_ready_.end(), false);
+  next_to_launch_ = 0;
+  GRAPHSTEP_EXPECTS(waiting == made_ready_.size(),
+                    "bucketed_all_reduce: bucket " + std::to_string(waiting) +
+                        " was made ready but never reduced: it waits for bucket " +
+                        std::to_string(missing) +
+                        ", which was not made ready before the join. Buckets are reduced in the "
+                        "plan's order; make every bucket ready, or call all()");
 }
 
 }  // namespace graphstep::nccl

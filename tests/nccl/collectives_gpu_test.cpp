@@ -5,17 +5,18 @@
 
 #include <atomic>
 #include <functional>
-#include <memory>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/nccl.hpp>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "common/error_message.hpp"
 #include "common/nccl_test.hpp"
 #include "nccl/detail/comm_state.hpp"
 
@@ -174,6 +175,24 @@ TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
   EXPECT_EQ(download(flat, n), values);
 }
 
+// A bucket made ready ahead of one that never is cannot be reduced (it would pair with another
+// bucket on the other ranks): the join says so, and the next step starts afresh.
+TEST_F(nccl_test, bucketed_all_reduce_join_names_a_bucket_left_waiting) {
+  auto plan = gn::plan_buckets({4096, 4096, 4096}, 4096, 4096, 256);
+  ASSERT_EQ(plan.buckets.size(), 3U);
+  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  float* flat = upload(std::vector<float>(n, 2.0F));
+  gn::bucketed_all_reduce reducer{comms_.front().view(), flat, plan, gs::dtype::float32};
+  reducer.bucket_ready(0, *stream_);
+  reducer.bucket_ready(2, *stream_);
+  std::string const what = gs::testing::message_of([&] { reducer.join(*stream_); });
+  EXPECT_NE(what.find("bucket 2 was made ready but never reduced: it waits for bucket 1"),
+            std::string::npos)
+      << what;
+  reducer.all(*stream_);  // every bucket again, in order
+  EXPECT_EQ(download(flat, n), std::vector<float>(n, 2.0F));
+}
+
 TEST_F(nccl_test, watchdog_reports_a_step_past_its_deadline) {
   auto now = std::chrono::steady_clock::now();
   gn::watchdog dog{comms_.front(), std::chrono::milliseconds{100}, [&] { return now; }};
@@ -291,7 +310,8 @@ TEST_F(nccl_test, abort_and_release_return_while_a_graph_holds_the_collectives) 
       call();
       *done = true;
     }}.detach();  // left behind if it hangs, so that the test reports instead of hanging
-    for (int i = 0; i < 500 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    for (int i = 0; i < 500 && !*done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
     return done->load();
   };
   EXPECT_TRUE(returns_in_time([&] { comms_.front().abort(); })) << "the abort waited for the graph";

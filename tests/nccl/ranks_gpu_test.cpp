@@ -239,3 +239,41 @@ TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_other
     stream.synchronize();
   });
 }
+
+// Buckets made ready in different orders on different ranks (backward need not finish them in
+// the same order everywhere) must still be reduced bucket with bucket: NCCL pairs collectives by
+// their order, so equal-sized buckets launched out of order would average the wrong data.
+TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_bucket) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(ranks, [](int rank, rank_checks& checks) {
+    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+    gs::cuda::stream stream;
+    std::size_t const n = 1024;  // per gradient; one bucket each, all of the same size
+    auto const plan = gn::plan_buckets({n * sizeof(float), n * sizeof(float), n * sizeof(float)},
+                                       n * sizeof(float), n * sizeof(float));
+    checks.expect(plan.buckets.size() == 3, "three buckets");
+    std::vector<float> mine(plan.buffer_bytes / sizeof(float), 0.0F);
+    for (std::size_t t = 0; t < 3; ++t) {
+      for (std::size_t i = 0; i < n; ++i)
+        mine[plan.offsets[t] / sizeof(float) + i] = value(rank, i) * static_cast<float>(t + 1);
+    }
+    float* gradients = upload(mine, stream);
+    gn::bucketed_all_reduce reducer{comm.view(), gradients, plan, gs::dtype::float32};
+    std::vector<std::size_t> const order =
+        rank == 0 ? std::vector<std::size_t>{2, 0, 1} : std::vector<std::size_t>{0, 1, 2};
+    for (std::size_t index : order) reducer.bucket_ready(index, stream);
+    reducer.join(stream);
+    auto const got = download(gradients, mine.size(), stream);
+    for (std::size_t t = 0; t < 3; ++t) {
+      std::vector<float> want(n);
+      for (std::size_t i = 0; i < n; ++i)
+        want[i] = (value(0, i) + value(1, i)) / 2.0F * static_cast<float>(t + 1);
+      std::vector<float> const bucket(
+          got.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4),
+          got.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4 + n));
+      checks.expect_values(bucket, want, "bucket " + std::to_string(t));
+    }
+    GRAPHSTEP_CUDA_TRY(cudaFree(gradients));
+  });
+}

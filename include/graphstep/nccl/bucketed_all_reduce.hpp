@@ -29,12 +29,18 @@ class bucketed_all_reduce {
   /// @brief As above, for a buffer known to hold plan.buffer_bytes.
   bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan, dtype type);
 
-  /// @brief Bucket `index` is complete on `compute`: average it across ranks.
-  /// @throws usage_error (index out of range, bucket launched twice before a join)
+  /// @brief Bucket `index` is complete on `compute`: average it across ranks. Buckets are
+  /// reduced in the plan's order on every rank, whatever order they are made ready in: NCCL
+  /// pairs the ranks' collectives by their order, so a bucket made ready before the ones ahead
+  /// of it waits for them (on the host: nothing is launched until they are ready too).
+  /// @throws usage_error (index out of range, bucket made ready twice before a join)
   void bucket_ready(std::size_t index, cuda::stream_view compute);
-  /// @brief Launches every bucket not yet launched, then joins.
+  /// @brief Makes every bucket not yet ready ready, then joins.
   void all(cuda::stream_view compute);
-  /// @brief `compute` waits for every launched bucket; the next step can launch them again.
+  /// @brief `compute` waits for every launched bucket; the next step can make them ready again.
+  /// @throws usage_error when a bucket was made ready but still waits for one ahead of it that
+  /// never was (its all-reduce would pair with another bucket on the other ranks); the state is
+  /// reset all the same
   void join(cuda::stream_view compute);
 
   [[nodiscard]] bucket_plan const& plan() const noexcept { return plan_; }
@@ -48,7 +54,10 @@ class bucketed_all_reduce {
   graphstep::cuda::stream comm_stream_;
   std::vector<cuda::event> ready_;
   cuda::event done_;
-  std::vector<bool> launched_;
+  std::vector<bool> made_ready_;
+  std::size_t next_to_launch_{0};  ///< the plan's order: buckets before it are launched
+
+  void launch(std::size_t index);
 };
 
 }  // namespace graphstep::nccl
