@@ -111,6 +111,17 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
   bool const from_torchrun = read_layout(read, torchrun, env);
   bool const from_mpirun =
       !from_torchrun && (read_layout(read, open_mpi, env) || read_layout(read, mpich, env));
+  // srun sets SLURM_STEP_NUM_TASKS in each task of a job step (a batch script, a single task,
+  // has none); several tasks with no rank layout would run as that many one-rank jobs.
+  if (!from_torchrun && !from_mpirun) {
+    int const step_tasks = read_int(read, "SLURM_STEP_NUM_TASKS").value_or(1);
+    GRAPHSTEP_EXPECTS(step_tasks <= 1,
+                      "this process is one of SLURM_STEP_NUM_TASKS=" + std::to_string(step_tasks) +
+                          " tasks started by srun, but RANK and WORLD_SIZE are not set: map "
+                          "Slurm's variables (RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS, "
+                          "LOCAL_RANK, MASTER_ADDR, MASTER_PORT; docs/distributed.md), or each "
+                          "task would train alone");
+  }
   if (has_comm_id) {
     env.bootstrap = bootstrap_kind::nccl_comm_id;
     return env;

@@ -61,6 +61,26 @@ TEST(launch_environment, no_launcher_is_a_single_process_and_nccl_comm_id_is_rec
   EXPECT_EQ(env.local_rank, 1) << "LOCAL_RANK defaults to RANK";
 }
 
+// srun starts every task with SLURM_STEP_NUM_TASKS; without RANK/WORLD_SIZE each would train
+// alone, N copies of a one-rank job. A batch script (no step variables) or one task is fine.
+TEST(launch_environment, an_unmapped_multi_task_srun_step_is_refused) {
+  std::string const what = usage_message({{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_PROCID", "3"}});
+  EXPECT_NE(what.find("SLURM_STEP_NUM_TASKS=8 tasks started by srun"), std::string::npos) << what;
+  EXPECT_NE(what.find("RANK=$SLURM_PROCID"), std::string::npos) << what;
+  EXPECT_EQ(
+      gn::read_launch_environment(fake({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}})).bootstrap,
+      gn::bootstrap_kind::single_process)
+      << "a batch script";
+  EXPECT_EQ(gn::read_launch_environment(fake({{"SLURM_STEP_NUM_TASKS", "1"}})).bootstrap,
+            gn::bootstrap_kind::single_process);
+  auto const mapped = gn::read_launch_environment(fake({{"SLURM_STEP_NUM_TASKS", "2"},
+                                                        {"RANK", "1"},
+                                                        {"WORLD_SIZE", "2"},
+                                                        {"MASTER_ADDR", "node0"},
+                                                        {"MASTER_PORT", "29500"}}));
+  EXPECT_EQ(mapped.bootstrap, gn::bootstrap_kind::rendezvous);
+}
+
 TEST(launch_environment, bad_values_name_the_variable) {
   EXPECT_NE(usage_message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK='x'"),
             std::string::npos);

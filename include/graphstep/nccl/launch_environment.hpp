@@ -63,8 +63,9 @@ using environment_reader = std::function<std::optional<std::string>(char const* 
 /// for a world of one.
 /// @throws usage_error naming the variable: not an integer, out of range (rank ≥ world size,
 /// local rank ≥ local world size, port outside 1..65535), one of RANK/WORLD_SIZE set without
-/// the other, MASTER_ADDR or MASTER_PORT missing for a multi-rank rendezvous, or a multi-rank
-/// mpirun job in a build without MPI and without NCCL_COMM_ID
+/// the other, MASTER_ADDR or MASTER_PORT missing for a multi-rank rendezvous, a multi-rank
+/// mpirun job in a build without MPI and without NCCL_COMM_ID, or a task of a multi-task srun
+/// step (SLURM_STEP_NUM_TASKS > 1) with no rank layout
 [[nodiscard]] launch_environment read_launch_environment(environment_reader const& read,
                                                          bool mpi_available = built_with_mpi());
 
