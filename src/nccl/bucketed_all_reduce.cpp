@@ -61,11 +61,10 @@ void bucketed_all_reduce::all(cuda::stream_view compute) {
 void bucketed_all_reduce::join(cuda::stream_view compute) {
   done_.record(comm_stream_);
   compute.wait(done_);
-  std::size_t waiting = made_ready_.size();
-  for (std::size_t i = next_to_launch_; i < made_ready_.size() && waiting == made_ready_.size();
-       ++i) {
-    if (made_ready_[i]) waiting = i;
-  }
+  // A bucket ready but not launched waits for one ahead of it that was never made ready.
+  auto const first_unlaunched = made_ready_.begin() + static_cast<std::ptrdiff_t>(next_to_launch_);
+  auto const waiting = static_cast<std::size_t>(
+      std::find(first_unlaunched, made_ready_.end(), true) - made_ready_.begin());
   std::size_t const missing = next_to_launch_;
   std::fill(made_ready_.begin(), made_ready_.end(), false);
   next_to_launch_ = 0;
