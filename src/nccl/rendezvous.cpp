@@ -1,29 +1,30 @@
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 #include <map>
-#include <system_error>
-#include <thread>
 #include <utility>
-#include <vector>
+
+#include "detail/socket.hpp"
 
 namespace graphstep::nccl {
 namespace {
 
-using clock = std::chrono::steady_clock;
+using clock = detail::socket_clock;
+using detail::bound_port;
+using detail::connect_before;
+using detail::listen_on;
+using detail::read_exactly;
+using detail::socket_fd;
+using detail::wait_for;
+using detail::write_all;
 
 constexpr std::uint32_t protocol_magic = 0x47535256;  // "GSRV"
 constexpr std::uint32_t protocol_version = 1;
@@ -42,87 +43,8 @@ struct hello {
   std::int32_t rank, world_size;
 };
 
-// Owns a socket descriptor.
-class socket_fd {
- public:
-  socket_fd() = default;
-  explicit socket_fd(int fd) : fd_{fd} {}
-  socket_fd(socket_fd&& other) noexcept : fd_{std::exchange(other.fd_, -1)} {}
-  socket_fd(socket_fd const&) = delete;
-  socket_fd& operator=(socket_fd const&) = delete;
-  socket_fd& operator=(socket_fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~socket_fd() { reset(); }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_{-1};
-};
-
 [[noreturn]] void fail(std::string const& what) {
   throw nccl_error{system_error, what};
-}
-
-std::string errno_text() {
-  return std::generic_category().message(errno);
-}
-
-int milliseconds_left(clock::time_point deadline) {
-  auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-  return static_cast<int>(std::max<long long>(0, left.count()));
-}
-
-// Waits until `fd` is readable (or writable); false at the deadline.
-bool wait_for(int fd, short events, clock::time_point deadline) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    int const ready = ::poll(&p, 1, milliseconds_left(deadline));
-    if (ready > 0) return true;
-    if (ready == 0) return false;
-    if (errno != EINTR) fail("rendezvous: poll failed: " + errno_text());
-  }
-}
-
-// Reads exactly `size` bytes; false on EOF, a reset connection or the deadline.
-bool read_exactly(int fd, void* buffer, std::size_t size, clock::time_point deadline) {
-  auto* at = static_cast<unsigned char*>(buffer);
-  while (size > 0) {
-    if (!wait_for(fd, POLLIN, deadline)) return false;
-    ssize_t const got = ::recv(fd, at, size, 0);
-    if (got == 0) return false;
-    if (got < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    at += got;
-    size -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
-bool write_all(int fd, void const* buffer, std::size_t size, clock::time_point deadline) {
-  auto const* at = static_cast<unsigned char const*>(buffer);
-  while (size > 0) {
-    if (!wait_for(fd, POLLOUT, deadline)) return false;
-    ssize_t const sent = ::send(fd, at, size, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    at += sent;
-    size -= static_cast<std::size_t>(sent);
-  }
-  return true;
 }
 
 void encode(hello const& h, unsigned char* out) {
@@ -150,22 +72,6 @@ void send_reply(int fd, reply_status status, unique_id_bytes const& id,
   static_cast<void>(write_all(fd, message.data(), message.size(), deadline));
 }
 
-sockaddr_in resolve(std::string const& address, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int const status = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
-  if (status != 0 || found == nullptr) {
-    fail("rendezvous: cannot resolve MASTER_ADDR '" + address + "': " + gai_strerror(status));
-  }
-  sockaddr_in result{};
-  std::memcpy(&result, found->ai_addr, sizeof result);
-  ::freeaddrinfo(found);
-  result.sin_port = htons(static_cast<std::uint16_t>(port));
-  return result;
-}
-
 }  // namespace
 
 rendezvous_server::rendezvous_server(int port, int world_size)
@@ -173,24 +79,13 @@ rendezvous_server::rendezvous_server(int port, int world_size)
   GRAPHSTEP_EXPECTS(port >= 0 && port <= 65535,
                     "rendezvous: port " + std::to_string(port) + " must lie in 0..65535");
   GRAPHSTEP_EXPECTS(world_size >= 1, "rendezvous: the world size must be at least 1");
-  socket_fd listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (listener.get() < 0) fail("rendezvous: cannot create a socket: " + errno_text());
-  int const yes = 1;
-  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    fail("rendezvous: rank 0 cannot listen on port " + std::to_string(port) + ": " + errno_text() +
+  std::string error;
+  socket_fd listener = listen_on(port, std::max(16, world_size), error);
+  if (!listener.valid()) {
+    fail("rendezvous: rank 0 cannot listen on port " + std::to_string(port) + ": " + error +
          ". Pick a free MASTER_PORT");
   }
-  if (::listen(listener.get(), std::max(16, world_size)) != 0) {
-    fail("rendezvous: listen failed: " + errno_text());
-  }
-  socklen_t length = sizeof address;
-  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
-  port_ = ntohs(address.sin_port);
+  port_ = bound_port(listener.get());
   listener_ = listener.release();
 }
 
@@ -273,29 +168,15 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
                     "rendezvous_join: rank " + std::to_string(rank) + " must lie in 1.." +
                         std::to_string(world_size - 1) + " (rank 0 serves)");
   auto const deadline = clock::now() + timeout;
-  sockaddr_in const target = resolve(address, port);
   std::string const where = address + ":" + std::to_string(port);
-  socket_fd connection;
   std::string last_error;
-  // Rank 0 may start later than this rank: retry until the deadline.
-  while (true) {
-    socket_fd attempt{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-    if (attempt.get() < 0) fail("rendezvous: cannot create a socket: " + errno_text());
-    if (::connect(attempt.get(), reinterpret_cast<sockaddr const*>(&target), sizeof target) == 0) {
-      connection = std::move(attempt);
-      break;
-    }
-    last_error = errno_text();
-    if (clock::now() + std::chrono::milliseconds{50} >= deadline) break;  // reported below
-    std::this_thread::sleep_for(std::chrono::milliseconds{50});
-  }
-  if (connection.get() < 0) {
+  // Rank 0 may start later than this rank: connect_before retries until the deadline.
+  socket_fd const connection = connect_before(address, port, deadline, last_error);
+  if (!connection.valid()) {
     fail("rendezvous: rank " + std::to_string(rank) + " could not reach rank 0 at " + where +
          " within " + std::to_string(timeout.count()) + " ms (" + last_error +
          "). Check MASTER_ADDR and MASTER_PORT, and that rank 0 is running");
   }
-  int const yes = 1;
-  ::setsockopt(connection.get(), IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
   std::array<unsigned char, 16> raw{};
   encode({protocol_magic, protocol_version, rank, world_size}, raw.data());
   if (!write_all(connection.get(), raw.data(), raw.size(), deadline)) {

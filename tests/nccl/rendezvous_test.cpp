@@ -93,6 +93,54 @@ TEST(rendezvous, a_wrong_port_fails_at_the_deadline) {
   EXPECT_NE(what.find("MASTER_PORT"), std::string::npos) << what;
 }
 
+TEST(rendezvous, a_join_keeps_its_deadline_when_rank_zeros_queue_is_full) {
+  // A listener that never accepts: once its queue is full, the kernel drops further connection
+  // requests and a blocking connect() retries them for a minute or more.
+  int const listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  socklen_t length = sizeof address;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::vector<int> queued;
+  for (int i = 0; i < 8; ++i) {
+    int const fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    static_cast<void>(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address));
+    queued.push_back(fd);
+  }
+  auto const started = std::chrono::steady_clock::now();
+  std::string const what = message_of<graphstep::nccl_error>([&] {
+    static_cast<void>(
+        gn::rendezvous_join("127.0.0.1", ntohs(address.sin_port), 1, 2, milliseconds{1000}));
+  });
+  auto const took = std::chrono::steady_clock::now() - started;
+  EXPECT_LT(took, std::chrono::seconds{3})
+      << "a 1 s join took " << std::chrono::duration<double>(took).count() << " s";
+  EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+  for (int const fd : queued) ::close(fd);
+  ::close(listener);
+}
+
+TEST(rendezvous, rank_zero_is_reached_over_ipv6) {
+  int const probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 loopback{};
+  loopback.sin6_family = AF_INET6;
+  loopback.sin6_addr = in6addr_loopback;
+  bool const has_ipv6 =
+      probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback) == 0;
+  if (probe >= 0) ::close(probe);
+  if (!has_ipv6) GTEST_SKIP() << "this host has no IPv6 loopback";
+  gn::rendezvous_server server{0, 2};
+  auto const id = make_id(21);
+  auto joined = std::async(std::launch::async, [&] {
+    return gn::rendezvous_join("::1", server.port(), 1, 2, milliseconds{5000});
+  });
+  server.serve(id, milliseconds{5000});
+  EXPECT_EQ(joined.get(), id);
+}
+
 TEST(rendezvous, a_mismatched_world_size_fails_on_both_sides) {
   gn::rendezvous_server server{0, 2};
   auto joiner = std::async(std::launch::async, [&] {

@@ -5,8 +5,9 @@
 ///
 /// Rank 0 listens on MASTER_ADDR:MASTER_PORT; every other rank connects (retrying until the
 /// deadline, so start order does not matter), says who it is, and receives the id once all
-/// ranks have arrived. Every wait has a deadline; every failure names what is wrong. Only the
-/// id travels here: NCCL itself moves the data. Plain C++ (POSIX sockets, IPv4).
+/// ranks have arrived. Every wait has a deadline, connecting included; every failure names what
+/// is wrong. Only the id travels here: NCCL itself moves the data. Plain C++ (POSIX sockets,
+/// IPv4 and IPv6; MASTER_ADDR is resolved again on each connection attempt).
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <chrono>

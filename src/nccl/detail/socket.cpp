@@ -1,0 +1,201 @@
+#include "socket.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <graphstep/error.hpp>
+#include <system_error>
+#include <thread>
+
+namespace graphstep::nccl::detail {
+namespace {
+
+constexpr int system_error = 2;  // ncclSystemError
+constexpr std::chrono::milliseconds retry_interval{50};
+// One connection attempt may wait this long before the next address or retry is tried.
+constexpr std::chrono::seconds attempt_limit{2};
+
+// One non-blocking connect to `address`, waited for until `until`; empty on failure.
+socket_fd connect_once(addrinfo const& address, socket_clock::time_point until,
+                       std::string& last_error) {
+  socket_fd attempt{
+      ::socket(address.ai_family, address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)};
+  if (!attempt.valid()) {
+    last_error = errno_text();
+    return {};
+  }
+  if (::connect(attempt.get(), address.ai_addr, address.ai_addrlen) != 0) {
+    if (errno != EINPROGRESS && errno != EINTR) {
+      last_error = errno_text();
+      return {};
+    }
+    if (!wait_for(attempt.get(), POLLOUT, until)) {
+      last_error = "the connection was not accepted in time (the listener's queue may be full)";
+      return {};
+    }
+    int status = 0;
+    socklen_t length = sizeof status;
+    ::getsockopt(attempt.get(), SOL_SOCKET, SO_ERROR, &status, &length);
+    if (status != 0) {
+      last_error = std::generic_category().message(status);
+      return {};
+    }
+  }
+  int const yes = 1;
+  ::setsockopt(attempt.get(), IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+  return attempt;
+}
+
+}  // namespace
+
+socket_fd& socket_fd::operator=(socket_fd&& other) noexcept {
+  if (this != &other) {
+    reset();
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void socket_fd::reset() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string errno_text() {
+  return std::generic_category().message(errno);
+}
+
+int milliseconds_left(socket_clock::time_point deadline) {
+  auto const left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - socket_clock::now());
+  return static_cast<int>(std::clamp<long long>(left.count(), 0, 1LL << 30));
+}
+
+bool wait_for(int fd, short events, socket_clock::time_point deadline) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    int const ready = ::poll(&p, 1, milliseconds_left(deadline));
+    if (ready > 0) return true;
+    if (ready == 0) return false;
+    if (errno != EINTR) throw nccl_error{system_error, "poll failed: " + errno_text()};
+  }
+}
+
+bool read_exactly(int fd, void* buffer, std::size_t size, socket_clock::time_point deadline) {
+  auto* at = static_cast<unsigned char*>(buffer);
+  while (size > 0) {
+    if (!wait_for(fd, POLLIN, deadline)) return false;
+    ssize_t const got = ::recv(fd, at, size, 0);
+    if (got == 0) return false;
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return false;
+    }
+    at += got;
+    size -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool write_all(int fd, void const* buffer, std::size_t size, socket_clock::time_point deadline) {
+  auto const* at = static_cast<unsigned char const*>(buffer);
+  while (size > 0) {
+    if (!wait_for(fd, POLLOUT, deadline)) return false;
+    ssize_t const sent = ::send(fd, at, size, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return false;
+    }
+    at += sent;
+    size -= static_cast<std::size_t>(sent);
+  }
+  return true;
+}
+
+socket_fd connect_before(std::string const& host, int port, socket_clock::time_point deadline,
+                         std::string& last_error) {
+  std::string const service = std::to_string(port);
+  while (true) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    // Resolved on every attempt: a name may appear in DNS after this rank starts.
+    int const status = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    if (status != 0) {
+      last_error = std::string{"cannot resolve '"} + host + "': " + ::gai_strerror(status);
+    }
+    for (addrinfo const* address = found; address != nullptr; address = address->ai_next) {
+      auto const until = std::min(deadline, socket_clock::now() + attempt_limit);
+      socket_fd connection = connect_once(*address, until, last_error);
+      if (connection.valid()) {
+        ::freeaddrinfo(found);
+        return connection;
+      }
+    }
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (socket_clock::now() + retry_interval >= deadline) return {};
+    std::this_thread::sleep_for(retry_interval);
+  }
+}
+
+socket_fd listen_on(int port, int backlog, std::string& error) {
+  int failure = 0;
+  auto bind_and_listen = [&](int family) -> socket_fd {
+    socket_fd listener{::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    if (!listener.valid()) {
+      failure = errno;
+      error = errno_text();
+      return {};
+    }
+    int const yes = 1;
+    ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    int bound = -1;
+    if (family == AF_INET6) {
+      int const no = 0;  // IPv4 clients too, as IPv4-mapped addresses
+      ::setsockopt(listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+      sockaddr_in6 address{};
+      address.sin6_family = AF_INET6;
+      address.sin6_addr = in6addr_any;
+      address.sin6_port = htons(static_cast<std::uint16_t>(port));
+      bound = ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+    } else {
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_addr.s_addr = htonl(INADDR_ANY);
+      address.sin_port = htons(static_cast<std::uint16_t>(port));
+      bound = ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+    }
+    if (bound != 0 || ::listen(listener.get(), backlog) != 0) {
+      failure = errno;
+      error = errno_text();
+      return {};
+    }
+    return listener;
+  };
+  socket_fd listener = bind_and_listen(AF_INET6);
+  // A host without IPv6 cannot create or bind the socket; a port in use is an answer.
+  if (!listener.valid() && failure != EADDRINUSE && failure != EACCES) {
+    listener = bind_and_listen(AF_INET);
+  }
+  return listener;
+}
+
+int bound_port(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6 const*>(&address)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<sockaddr_in const*>(&address)->sin_port);
+}
+
+}  // namespace graphstep::nccl::detail
