@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The full check, and what CI runs: build everything and run every test (GPU tests report
-# themselves skipped where no GPU is visible), everything again on the simulated CUDA device
-# (where the GPU tests run), the core alone without nvcc on the path, the CPU tests and the
-# simulated device's GPU tests again under AddressSanitizer and UndefinedBehaviorSanitizer,
-# clang-tidy over src/, and a
-# short fuzzing run of each target.
+# The full check, and what CI runs: PyTorch from PyPI for the torchrun tests, then build
+# everything and run every test (GPU tests report themselves skipped where no GPU is visible),
+# everything again on the simulated CUDA device (where the GPU tests run), the core alone
+# without nvcc on the path, the CPU tests and the simulated device's GPU tests again under
+# AddressSanitizer and UndefinedBehaviorSanitizer, clang-tidy over src/, and a short fuzzing
+# run of each target.
 # Usage: scripts/check.sh [fuzzing seconds per target, default 30]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,13 @@ run_step() {
   summary+=("$(printf '%-62s %5d s' "${name}" $((SECONDS - step_started)))")
 }
 
+# PyTorch from PyPI, for the tests that meet torchrun and its c10d store (no GPU needed). Where
+# it cannot be installed, those tests report themselves skipped.
+install_torch() {
+  scripts/install-torch.sh || echo "check.sh: torch could not be installed; the c10d store" \
+    "and torchrun tests will report themselves skipped" >&2
+}
+run_step "PyTorch from PyPI for the torchrun tests (scripts/install-torch.sh)" install_torch
 run_step "build and test (cmake --workflow --preset default)" cmake --workflow --preset default
 run_step "every test on the simulated CUDA device (cmake --workflow --preset sim)" \
   cmake --workflow --preset sim

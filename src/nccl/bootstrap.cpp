@@ -41,7 +41,8 @@ nccl_comm communicator_from_environment(bootstrap_options const& options) {
       // With NCCL_COMM_ID set, every rank's ncclGetUniqueId returns the same id.
       return nccl_comm::from_unique_id(nccl_comm::new_unique_id(), env.rank, env.world_size,
                                        comm_options);
-    case bootstrap_kind::rendezvous: {
+    case bootstrap_kind::rendezvous:
+    case bootstrap_kind::torchrun_store: {
       unique_id_bytes root_id{};
       if (env.rank == 0) root_id = nccl_comm::new_unique_id();
       unique_id_bytes const id = exchange_unique_id(env, root_id, options.rendezvous_timeout);

@@ -75,6 +75,7 @@ bool read_layout(environment_reader const& read, rank_variables const& names,
 char const* name(bootstrap_kind kind) noexcept {
   switch (kind) {
     case bootstrap_kind::rendezvous: return "rendezvous";
+    case bootstrap_kind::torchrun_store: return "torchrun_store";
     case bootstrap_kind::nccl_comm_id: return "nccl_comm_id";
     case bootstrap_kind::mpi: return "mpi";
     case bootstrap_kind::single_process: return "single_process";
@@ -159,6 +160,17 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
   if (port) env.master_port = *port;
   GRAPHSTEP_EXPECTS(env.master_port >= 1 && env.master_port <= 65535,
                     "MASTER_PORT=" + std::to_string(env.master_port) + " must lie in 1..65535");
+  // torchrun's agent serves a c10d store on MASTER_PORT and tells its workers so, as
+  // torch.distributed reads it (rendezvous.py: the variable equals str(True)).
+  if (read("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>{"True"}) {
+    env.bootstrap = bootstrap_kind::torchrun_store;
+    auto const run_id = read("TORCHELASTIC_RUN_ID");
+    if (run_id && !run_id->empty()) env.run_id = *run_id;
+    env.restart_count = read_int(read, "TORCHELASTIC_RESTART_COUNT").value_or(0);
+    GRAPHSTEP_EXPECTS(env.restart_count >= 0,
+                      "TORCHELASTIC_RESTART_COUNT=" + std::to_string(env.restart_count) +
+                          " must not be negative");
+  }
   return env;
 }
 
@@ -204,6 +216,10 @@ std::string describe(launch_environment const& env) {
   switch (env.bootstrap) {
     case bootstrap_kind::rendezvous:
       return text + "rendezvous at " + env.master_addr + ":" + std::to_string(env.master_port);
+    case bootstrap_kind::torchrun_store:
+      return text + "through torchrun's store at " + env.master_addr + ":" +
+             std::to_string(env.master_port) + " (run " + env.run_id + ", restart " +
+             std::to_string(env.restart_count) + ")";
     case bootstrap_kind::nccl_comm_id:
       return text + "bootstrap through NCCL_COMM_ID (ranks from " + env.rank_source + ")";
     case bootstrap_kind::mpi:

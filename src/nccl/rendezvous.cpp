@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "detail/socket.hpp"
 
@@ -211,10 +213,47 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
   return id;
 }
 
+unique_id_bytes exchange_unique_id_through_store(tcp_store& store, std::string const& key, int rank,
+                                                 unique_id_bytes const& root_id,
+                                                 std::chrono::milliseconds timeout) {
+  GRAPHSTEP_EXPECTS(
+      rank >= 0, "exchange_unique_id_through_store: rank " + std::to_string(rank) + " is negative");
+  if (rank == 0) {
+    store.set(key, {root_id.begin(), root_id.end()});
+    return root_id;
+  }
+  std::vector<std::uint8_t> value;
+  try {
+    value = store.get(key, timeout);
+  } catch (nccl_error const& e) {
+    fail("rendezvous: rank " + std::to_string(rank) +
+         " did not receive NCCL's id from rank 0 through the store at " + store.address() + " (" +
+         e.what() + "): rank 0 failed or was not started; see its log");
+  }
+  unique_id_bytes id{};
+  if (value.size() != id.size()) {
+    fail("rendezvous: the store at " + store.address() + " holds " + std::to_string(value.size()) +
+         " bytes under '" + key + "', not an NCCL id of " + std::to_string(id.size()));
+  }
+  std::copy(value.begin(), value.end(), id.begin());
+  return id;
+}
+
+std::string torchrun_store_key(launch_environment const& environment, int sequence) {
+  return "graphstep/" + environment.run_id + "/" + std::to_string(environment.restart_count) +
+         "/nccl_unique_id/" + std::to_string(sequence);
+}
+
 unique_id_bytes exchange_unique_id(launch_environment const& environment,
                                    unique_id_bytes const& root_id,
                                    std::chrono::milliseconds timeout) {
   if (environment.world_size == 1) return root_id;
+  if (environment.bootstrap == bootstrap_kind::torchrun_store) {
+    static std::atomic<int> exchanges{0};
+    std::string const key = torchrun_store_key(environment, exchanges++);
+    tcp_store store{environment.master_addr, environment.master_port, timeout};
+    return exchange_unique_id_through_store(store, key, environment.rank, root_id, timeout);
+  }
   if (environment.rank == 0) {
     rendezvous_server server{environment.master_port, environment.world_size};
     server.serve(root_id, timeout);

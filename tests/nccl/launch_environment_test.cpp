@@ -53,6 +53,37 @@ TEST(launch_environment, torchrun_variables) {
   EXPECT_EQ(gn::describe(env), "rank 3 of 4 (local 1 of 2), rendezvous at node0:29511");
 }
 
+TEST(launch_environment, torchruns_agent_store_carries_the_id) {
+  std::map<std::string, std::string> torchrun{{"RANK", "1"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"MASTER_ADDR", "localhost"},
+                                              {"MASTER_PORT", "38295"},
+                                              {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                              {"TORCHELASTIC_RUN_ID", "8e26ffbe"},
+                                              {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  auto const env = gn::read_launch_environment(fake(torchrun));
+  EXPECT_EQ(env.bootstrap, gn::bootstrap_kind::torchrun_store);
+  EXPECT_EQ(env.run_id, "8e26ffbe");
+  EXPECT_EQ(env.restart_count, 2);
+  EXPECT_EQ(gn::describe(env),
+            "rank 1 of 2 (local 1 of 2), through torchrun's store at localhost:38295 (run "
+            "8e26ffbe, restart 2)");
+  EXPECT_STREQ(gn::name(env.bootstrap), "torchrun_store");
+  // torch.distributed trusts the store only when the variable is exactly "True".
+  torchrun["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_EQ(gn::read_launch_environment(fake(torchrun)).bootstrap, gn::bootstrap_kind::rendezvous);
+  torchrun["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  torchrun["NCCL_COMM_ID"] = "node0:4000";
+  EXPECT_EQ(gn::read_launch_environment(fake(torchrun)).bootstrap,
+            gn::bootstrap_kind::nccl_comm_id);
+  torchrun.erase("NCCL_COMM_ID");
+  torchrun["TORCHELASTIC_RESTART_COUNT"] = "-1";
+  EXPECT_NE(usage_message(torchrun).find("TORCHELASTIC_RESTART_COUNT=-1"), std::string::npos);
+  torchrun["TORCHELASTIC_RESTART_COUNT"] = "one";
+  EXPECT_NE(usage_message(torchrun).find("TORCHELASTIC_RESTART_COUNT='one' is not an integer"),
+            std::string::npos);
+}
+
 TEST(launch_environment, no_launcher_is_a_single_process_and_nccl_comm_id_is_recognized) {
   EXPECT_EQ(gn::read_launch_environment(fake({})).bootstrap, gn::bootstrap_kind::single_process);
   auto const env = gn::read_launch_environment(

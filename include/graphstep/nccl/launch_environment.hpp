@@ -14,13 +14,15 @@ namespace graphstep::nccl {
 
 /// @brief How the communicator of this process will be set up.
 enum class bootstrap_kind {
-  rendezvous,     ///< RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: graphstep's TCP exchange
-  nccl_comm_id,   ///< NCCL_COMM_ID=host:port: NCCL bootstraps itself
-  mpi,            ///< started by mpirun, graphstep built with MPI: the id travels by MPI_Bcast
-  single_process  ///< no launcher variables: one process drives its local GPUs
+  rendezvous,      ///< RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: graphstep's TCP exchange
+  torchrun_store,  ///< the same under torchrun (TORCHELASTIC_USE_AGENT_STORE=True): the id
+                   ///< travels through the c10d store its agent serves at MASTER_PORT
+  nccl_comm_id,    ///< NCCL_COMM_ID=host:port: NCCL bootstraps itself
+  mpi,             ///< started by mpirun, graphstep built with MPI: the id travels by MPI_Bcast
+  single_process   ///< no launcher variables: one process drives its local GPUs
 };
 
-/// @brief "rendezvous", "nccl_comm_id", "mpi" or "single_process".
+/// @brief "rendezvous", "torchrun_store", "nccl_comm_id", "mpi" or "single_process".
 [[nodiscard]] char const* name(bootstrap_kind kind) noexcept;
 
 /// @brief RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as
@@ -35,6 +37,10 @@ struct launch_environment {
   bootstrap_kind bootstrap{bootstrap_kind::single_process};
   /// Where the rank layout came from: "RANK/WORLD_SIZE", "OMPI_COMM_WORLD_*", "PMI_*" or "none".
   std::string rank_source{"none"};
+  /// TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT: torchrun's job and how often its
+  /// agent restarted the workers; they name the keys of a `torchrun_store` exchange.
+  std::string run_id{"none"};
+  int restart_count{0};
   /// NCCL_MULTI_RANK_GPU_ENABLE is set: NCCL 2.30 and later then accept several ranks of one
   /// communicator on one GPU (see ranks_may_share_a_gpu()).
   bool ranks_may_share_a_gpu{false};
@@ -58,11 +64,13 @@ using environment_reader = std::function<std::optional<std::string>(char const* 
 /// The rank layout comes from RANK/WORLD_SIZE (torchrun and friends), else from the variables
 /// mpirun sets (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE for Open MPI; PMI_RANK/PMI_SIZE,
 /// MPI_LOCALRANKID/MPI_LOCALNRANKS for MPICH and Intel MPI), else the process is rank 0 of 1.
-/// The bootstrap is then, in this order: `nccl_comm_id` when NCCL_COMM_ID is set; `rendezvous`
-/// with RANK/WORLD_SIZE; `mpi` with mpirun's variables when `mpi_available`; `single_process`
-/// for a world of one.
+/// The bootstrap is then, in this order: `nccl_comm_id` when NCCL_COMM_ID is set;
+/// `torchrun_store` with RANK/WORLD_SIZE and TORCHELASTIC_USE_AGENT_STORE=True (torchrun's
+/// agent then already listens on MASTER_PORT); `rendezvous` with RANK/WORLD_SIZE; `mpi` with
+/// mpirun's variables when `mpi_available`; `single_process` for a world of one.
 /// @throws usage_error naming the variable: not an integer, out of range (rank ≥ world size,
-/// local rank ≥ local world size, port outside 1..65535), one of RANK/WORLD_SIZE set without
+/// local rank ≥ local world size, port outside 1..65535, a negative restart count), one of
+/// RANK/WORLD_SIZE set without
 /// the other, MASTER_ADDR or MASTER_PORT missing for a multi-rank rendezvous, a multi-rank
 /// mpirun job in a build without MPI and without NCCL_COMM_ID, or a task of a multi-task srun
 /// step (SLURM_STEP_NUM_TASKS > 1) with no rank layout

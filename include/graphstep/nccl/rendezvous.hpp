@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file nccl/rendezvous.hpp
-/// @brief Exchanges NCCL's 128-byte unique id between the ranks of a job over TCP.
+/// @brief Exchanges NCCL's 128-byte unique id between the ranks of a job over TCP: through
+/// graphstep's own rendezvous, or, under torchrun, through its agent's c10d store.
 ///
 /// Rank 0 listens on MASTER_ADDR:MASTER_PORT; every other rank connects (retrying until the
 /// deadline, so start order does not matter), says who it is, and receives the id once all
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <graphstep/nccl/launch_environment.hpp>
+#include <graphstep/nccl/tcp_store.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 #include <string>
 
@@ -54,8 +56,24 @@ class rendezvous_server {
     std::string const& address, int port, int rank, int world_size,
     std::chrono::milliseconds timeout = default_rendezvous_timeout);
 
-/// @brief Both sides in one call: rank 0 serves `root_id` (and returns it); other ranks join
-/// and return what rank 0 sent.
+/// @brief The id through a c10d store (torchrun's agent store): rank 0 sets `key` to
+/// `root_id` and returns it; other ranks wait for `key` until `timeout` and return its value.
+/// @throws nccl_error (the key did not appear by the deadline: rank 0 failed or was not
+/// started; the value is not an id; the store failed), usage_error (rank < 0)
+[[nodiscard]] unique_id_bytes exchange_unique_id_through_store(
+    tcp_store& store, std::string const& key, int rank, unique_id_bytes const& root_id,
+    std::chrono::milliseconds timeout = default_rendezvous_timeout);
+
+/// @brief The store key of the `sequence`th id a torchrun job exchanges:
+/// "graphstep/<TORCHELASTIC_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>/nccl_unique_id/<sequence>",
+/// fresh after each restart of the workers, which keep the agent's store.
+[[nodiscard]] std::string torchrun_store_key(launch_environment const& environment, int sequence);
+
+/// @brief Both sides in one call, by the environment's bootstrap. `rendezvous`: rank 0 serves
+/// `root_id` (and returns it); other ranks join and return what rank 0 sent. `torchrun_store`:
+/// through torchrun's store at MASTER_ADDR:MASTER_PORT, under `torchrun_store_key` with this
+/// process's count of such exchanges as the sequence (so every rank must make its
+/// communicators in the same order, as with any collective).
 [[nodiscard]] unique_id_bytes exchange_unique_id(
     launch_environment const& environment, unique_id_bytes const& root_id,
     std::chrono::milliseconds timeout = default_rendezvous_timeout);

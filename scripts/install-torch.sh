@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# PyTorch from PyPI in a virtual environment, for the tests that meet its c10d store and its
+# launcher torchrun (tests/nccl/tcp_store_test.cpp, the torchrun.* and example_ddp_*_torchrun
+# tests). They need no GPU: the torch wheel PyPI has for Linux imports and launches without a
+# driver. About 5 GB; nothing is done when the environment already has torch.
+# Usage: scripts/install-torch.sh [virtual environment, default third_party/torch-venv]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${1:-third_party/torch-venv}
+if [[ -x ${venv}/bin/python ]] && "${venv}/bin/python" -c "import torch.distributed.run" \
+  2>/dev/null; then
+  echo "install-torch.sh: ${venv} already has torch"
+  exit 0
+fi
+python3 -m venv "${venv}"
+# numpy only quiets torch's warning at import.
+"${venv}/bin/pip" install --quiet --disable-pip-version-check torch numpy
+"${venv}/bin/python" -c "import torch; print('install-torch.sh: torch', torch.__version__)"
