@@ -157,6 +157,7 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
                       "the host of rank 0");
   }
   if (addr && !addr->empty()) env.master_addr = *addr;
+  env.rendezvous_token = read("GRAPHSTEP_RENDEZVOUS_TOKEN").value_or("");
   if (port) env.master_port = *port;
   GRAPHSTEP_EXPECTS(env.master_port >= 1 && env.master_port <= 65535,
                     "MASTER_PORT=" + std::to_string(env.master_port) + " must lie in 1..65535");

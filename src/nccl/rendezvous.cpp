@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 #include <map>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -25,12 +27,17 @@ using detail::connect_before;
 using detail::listen_on;
 using detail::read_exactly;
 using detail::socket_fd;
-using detail::wait_for;
 using detail::write_all;
 
 constexpr std::uint32_t protocol_magic = 0x47535256;  // "GSRV"
-constexpr std::uint32_t protocol_version = 1;
+constexpr std::uint32_t protocol_version = 2;
 constexpr int system_error = 2;  // ncclSystemError
+// A client gets this long to introduce itself; others are served meanwhile.
+constexpr std::chrono::seconds hello_limit{5};
+// After the id went out, each rank's acknowledgement must come within this.
+constexpr std::chrono::seconds acknowledgement_limit{10};
+// A failing accept() (out of descriptors) is retried this often, not in a busy loop.
+constexpr std::chrono::milliseconds accept_retry{20};
 
 enum class reply_status : std::uint32_t {
   ok = 0,
@@ -38,46 +45,92 @@ enum class reply_status : std::uint32_t {
   duplicate_rank = 2,
   rank_out_of_range = 3,
   rendezvous_failed = 4,
+  token_mismatch = 5,
 };
 
+// A rank's introduction: magic, version, rank, world size, the job token's hash.
 struct hello {
   std::uint32_t magic, version;
   std::int32_t rank, world_size;
+  std::uint64_t token;
 };
+constexpr std::size_t hello_bytes = 24;
+// rank 0's answer: magic, status, then the id (zeros unless the status is ok).
+constexpr std::size_t reply_bytes = 8 + sizeof(unique_id_bytes);
+// A rank's acknowledgement of the id: magic, rank.
+constexpr std::size_t acknowledgement_bytes = 8;
 
 [[noreturn]] void fail(std::string const& what) {
   throw nccl_error{system_error, what};
 }
 
-void encode(hello const& h, unsigned char* out) {
-  std::array<std::uint32_t, 4> const words = {htonl(h.magic), htonl(h.version),
-                                              htonl(static_cast<std::uint32_t>(h.rank)),
-                                              htonl(static_cast<std::uint32_t>(h.world_size))};
-  std::memcpy(out, words.data(), sizeof words);
+std::uint32_t word_at(unsigned char const* in, std::size_t index) {
+  std::uint32_t word = 0;
+  std::memcpy(&word, in + 4 * index, sizeof word);
+  return ntohl(word);
+}
+
+void put_word(unsigned char* out, std::size_t index, std::uint32_t value) {
+  std::uint32_t const word = htonl(value);
+  std::memcpy(out + 4 * index, &word, sizeof word);
+}
+
+std::array<unsigned char, hello_bytes> encode(hello const& h) {
+  std::array<unsigned char, hello_bytes> out{};
+  put_word(out.data(), 0, h.magic);
+  put_word(out.data(), 1, h.version);
+  put_word(out.data(), 2, static_cast<std::uint32_t>(h.rank));
+  put_word(out.data(), 3, static_cast<std::uint32_t>(h.world_size));
+  put_word(out.data(), 4, static_cast<std::uint32_t>(h.token >> 32));
+  put_word(out.data(), 5, static_cast<std::uint32_t>(h.token));
+  return out;
 }
 
 hello decode(unsigned char const* in) {
-  std::array<std::uint32_t, 4> words{};
-  std::memcpy(words.data(), in, sizeof words);
-  return {ntohl(words[0]), ntohl(words[1]), static_cast<std::int32_t>(ntohl(words[2])),
-          static_cast<std::int32_t>(ntohl(words[3]))};
+  return {word_at(in, 0), word_at(in, 1), static_cast<std::int32_t>(word_at(in, 2)),
+          static_cast<std::int32_t>(word_at(in, 3)),
+          (std::uint64_t{word_at(in, 4)} << 32) | word_at(in, 5)};
 }
 
 void send_reply(int fd, reply_status status, unique_id_bytes const& id,
                 clock::time_point deadline) {
-  std::array<unsigned char, 8 + sizeof(unique_id_bytes)> message{};
-  std::array<std::uint32_t, 2> const head = {htonl(protocol_magic),
-                                             htonl(static_cast<std::uint32_t>(status))};
-  std::memcpy(message.data(), head.data(), sizeof head);
-  std::memcpy(message.data() + 8, id.data(), id.size());
+  std::array<unsigned char, reply_bytes> message{};
+  put_word(message.data(), 0, protocol_magic);
+  put_word(message.data(), 1, static_cast<std::uint32_t>(status));
+  // Only a rank that was let in learns the id.
+  if (status == reply_status::ok) std::memcpy(message.data() + 8, id.data(), id.size());
   // A client that went away cannot be told; the server reports the failure itself.
   static_cast<void>(write_all(fd, message.data(), message.size(), deadline));
 }
 
+// A connection whose hello is still arriving.
+struct pending_client {
+  socket_fd connection;
+  std::array<unsigned char, hello_bytes> received{};
+  std::size_t count{0};
+  clock::time_point until;
+};
+
+std::string rank_list(std::vector<int> const& ranks) {
+  std::string text;
+  for (int const r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
 }  // namespace
 
-rendezvous_server::rendezvous_server(int port, int world_size)
-    : port_{port}, world_size_{world_size} {
+std::uint64_t job_token_hash(std::string const& token) noexcept {
+  // FNV-1a, 64 bit: tells jobs apart; not a secret's protection on a network others can read.
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char const c : token) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+rendezvous_server::rendezvous_server(int port, int world_size, std::string const& job_token)
+    : port_{port}, world_size_{world_size}, token_{job_token_hash(job_token)} {
   GRAPHSTEP_EXPECTS(port >= 0 && port <= 65535,
                     "rendezvous: port " + std::to_string(port) + " must lie in 0..65535");
   GRAPHSTEP_EXPECTS(world_size >= 1, "rendezvous: the world size must be at least 1");
@@ -95,48 +148,35 @@ rendezvous_server::~rendezvous_server() {
   if (listener_ >= 0) ::close(listener_);
 }
 
-// NOLINTNEXTLINE(readability-make-member-function-const): serving consumes the listening socket
+// Serving consumes the listening socket, so it is not const.
+// NOLINTNEXTLINE(readability-make-member-function-const)
 void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::milliseconds timeout) {
   auto const deadline = clock::now() + timeout;
   std::map<int, socket_fd> arrived;  // rank -> connection
+  std::vector<pending_client> pending;
   int foreign = 0;
+  int other_jobs = 0;
+  std::string accept_error;
   auto refuse_all = [&](reply_status status) {
     for (auto& [rank, connection] : arrived) {
       send_reply(connection.get(), status, id, clock::now() + std::chrono::seconds{1});
     }
   };
-  while (static_cast<int>(arrived.size()) < world_size_ - 1) {
-    if (!wait_for(listener_, POLLIN, deadline)) {
-      std::string missing;
-      for (int r = 1; r < world_size_; ++r) {
-        if (arrived.count(r) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      }
-      refuse_all(reply_status::rendezvous_failed);
-      fail("rendezvous: rank(s) " + missing + " of " + std::to_string(world_size_) +
-           " did not arrive at port " + std::to_string(port_) + " within " +
-           std::to_string(timeout.count()) + " ms" +
-           (foreign > 0 ? " (" + std::to_string(foreign) +
-                              " connection(s) that did not speak the protocol were dropped)"
-                        : std::string{}) +
-           ". Check that every rank was started with the same MASTER_ADDR, MASTER_PORT and "
-           "WORLD_SIZE");
-    }
-    socket_fd connection{::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)};
-    if (connection.get() < 0) continue;
-    std::array<unsigned char, 16> raw{};
-    // A client gets a few seconds to introduce itself, so a silent one cannot stall everyone.
-    auto const hello_deadline = std::min(deadline, clock::now() + std::chrono::seconds{5});
-    if (!read_exactly(connection.get(), raw.data(), raw.size(), hello_deadline)) {
-      ++foreign;
-      continue;
-    }
-    hello const h = decode(raw.data());
+  // Checks a complete hello; true when the rank is in, false when the client was dropped.
+  auto admit = [&](pending_client& client) {
+    hello const h = decode(client.received.data());
     if (h.magic != protocol_magic || h.version != protocol_version) {
       ++foreign;
-      continue;
+      return;
+    }
+    if (h.token != token_) {  // another job, or a stranger: told, and kept out of this one
+      ++other_jobs;
+      send_reply(client.connection.get(), reply_status::token_mismatch, id,
+                 clock::now() + std::chrono::seconds{1});
+      return;
     }
     auto refuse = [&](reply_status status, std::string const& why) {
-      send_reply(connection.get(), status, id, clock::now() + std::chrono::seconds{1});
+      send_reply(client.connection.get(), status, id, clock::now() + std::chrono::seconds{1});
       refuse_all(reply_status::rendezvous_failed);
       throw usage_error{"rendezvous: " + why};
     };
@@ -157,15 +197,100 @@ void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::millisecon
                                                std::to_string(h.rank) +
                                                ": give every process its own RANK");
     }
-    arrived.emplace(h.rank, std::move(connection));
+    arrived.emplace(h.rank, std::move(client.connection));
+  };
+  while (static_cast<int>(arrived.size()) < world_size_ - 1) {
+    auto const now = clock::now();
+    if (now >= deadline) {
+      std::vector<int> missing;
+      for (int r = 1; r < world_size_; ++r) {
+        if (arrived.count(r) == 0) missing.push_back(r);
+      }
+      refuse_all(reply_status::rendezvous_failed);
+      std::string dropped;
+      if (foreign > 0) {
+        dropped += "; " + std::to_string(foreign) +
+                   " connection(s) that did not speak the protocol were dropped";
+      }
+      if (other_jobs > 0) {
+        dropped += "; " + std::to_string(other_jobs) +
+                   " client(s) with another job token (GRAPHSTEP_RENDEZVOUS_TOKEN) were refused";
+      }
+      if (!accept_error.empty()) dropped += "; accepting connections failed: " + accept_error;
+      fail("rendezvous: rank(s) " + rank_list(missing) + " of " + std::to_string(world_size_) +
+           " did not arrive at port " + std::to_string(port_) + " within " +
+           std::to_string(timeout.count()) + " ms" +
+           (dropped.empty() ? std::string{} : " (" + dropped.substr(2) + ")") +
+           ". Check that every rank was started with the same MASTER_ADDR, MASTER_PORT and "
+           "WORLD_SIZE");
+    }
+    // Wait for a new connection or more of a pending hello, whichever comes first; a client
+    // that stays silent is dropped at its own limit without holding up the others.
+    std::vector<pollfd> watched{{listener_, POLLIN, 0}};
+    auto wake = deadline;
+    for (auto const& client : pending) {
+      watched.push_back({client.connection.get(), POLLIN, 0});
+      wake = std::min(wake, client.until);
+    }
+    int const ready = ::poll(watched.data(), watched.size(), detail::milliseconds_left(wake));
+    if (ready < 0 && errno != EINTR) fail("rendezvous: poll failed: " + detail::errno_text());
+    if (ready > 0 && (watched[0].revents & POLLIN) != 0) {
+      socket_fd connection{::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)};
+      if (connection.valid()) {
+        pending.push_back({std::move(connection), {}, 0, clock::now() + hello_limit});
+      } else if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+        // Out of descriptors, say: the connection stays queued, so wait instead of spinning.
+        accept_error = detail::errno_text();
+        std::this_thread::sleep_for(accept_retry);
+      }
+    }
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto& client = pending[i];
+      if (i + 1 < watched.size() && (watched[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        ssize_t const got = ::recv(client.connection.get(), client.received.data() + client.count,
+                                   hello_bytes - client.count, 0);
+        if (got > 0) client.count += static_cast<std::size_t>(got);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+          ++foreign;  // closed before introducing itself
+          client.connection.reset();
+          continue;
+        }
+      }
+      if (client.count == hello_bytes) {
+        admit(client);
+        client.connection.reset();  // moved into `arrived`, or dropped
+      } else if (clock::now() >= client.until) {
+        ++foreign;
+        client.connection.reset();
+      }
+    }
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](pending_client const& c) { return !c.connection.valid(); }),
+                  pending.end());
   }
   for (auto& [rank, connection] : arrived) {
     send_reply(connection.get(), reply_status::ok, id, deadline);
   }
+  // A rank that registered and then left would otherwise pass as joined.
+  auto const acknowledged_by = clock::now() + acknowledgement_limit;
+  std::vector<int> silent;
+  for (auto& [rank, connection] : arrived) {
+    std::array<unsigned char, acknowledgement_bytes> ack{};
+    if (!read_exactly(connection.get(), ack.data(), ack.size(), acknowledged_by) ||
+        word_at(ack.data(), 0) != protocol_magic ||
+        static_cast<int>(word_at(ack.data(), 1)) != rank) {
+      silent.push_back(rank);
+    }
+  }
+  if (!silent.empty()) {
+    fail("rendezvous: rank(s) " + rank_list(silent) +
+         " registered but did not acknowledge NCCL's id (they exited or lost the connection): "
+         "see their logs");
+  }
 }
 
 unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, int world_size,
-                                std::chrono::milliseconds timeout) {
+                                std::chrono::milliseconds timeout, std::string const& job_token) {
   GRAPHSTEP_EXPECTS(rank >= 1 && rank < world_size,
                     "rendezvous_join: rank " + std::to_string(rank) + " must lie in 1.." +
                         std::to_string(world_size - 1) + " (rank 0 serves)");
@@ -179,23 +304,21 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
          " within " + std::to_string(timeout.count()) + " ms (" + last_error +
          "). Check MASTER_ADDR and MASTER_PORT, and that rank 0 is running");
   }
-  std::array<unsigned char, 16> raw{};
-  encode({protocol_magic, protocol_version, rank, world_size}, raw.data());
-  if (!write_all(connection.get(), raw.data(), raw.size(), deadline)) {
+  auto const introduction =
+      encode({protocol_magic, protocol_version, rank, world_size, job_token_hash(job_token)});
+  if (!write_all(connection.get(), introduction.data(), introduction.size(), deadline)) {
     fail("rendezvous: rank " + std::to_string(rank) + " could not talk to rank 0 at " + where);
   }
-  std::array<unsigned char, 8 + sizeof(unique_id_bytes)> reply{};
+  std::array<unsigned char, reply_bytes> reply{};
   if (!read_exactly(connection.get(), reply.data(), reply.size(), deadline)) {
     fail("rendezvous: rank " + std::to_string(rank) + " got no answer from rank 0 at " + where +
          " within " + std::to_string(timeout.count()) +
          " ms: other ranks may be missing, or rank 0 failed (see its log)");
   }
-  std::array<std::uint32_t, 2> head{};
-  std::memcpy(head.data(), reply.data(), sizeof head);
-  if (ntohl(head[0]) != protocol_magic) {
+  if (word_at(reply.data(), 0) != protocol_magic) {
     fail("rendezvous: the process at " + where + " is not a graphstep rank 0");
   }
-  switch (static_cast<reply_status>(ntohl(head[1]))) {
+  switch (static_cast<reply_status>(word_at(reply.data(), 1))) {
     case reply_status::ok: break;
     case reply_status::world_size_mismatch:
       throw usage_error{"rendezvous: rank 0 at " + where + " runs with another WORLD_SIZE than " +
@@ -206,8 +329,17 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
     case reply_status::rank_out_of_range:
       throw usage_error{"rendezvous: rank 0 refused rank " + std::to_string(rank) +
                         " as out of range"};
+    case reply_status::token_mismatch:
+      throw usage_error{"rendezvous: rank 0 at " + where +
+                        " serves a job with another GRAPHSTEP_RENDEZVOUS_TOKEN: give every rank "
+                        "of a job the same token, and each job its own MASTER_PORT"};
     default: fail("rendezvous: rank 0 at " + where + " gave up (another rank failed; see its log)");
   }
+  std::array<unsigned char, acknowledgement_bytes> ack{};
+  put_word(ack.data(), 0, protocol_magic);
+  put_word(ack.data(), 1, static_cast<std::uint32_t>(rank));
+  // Rank 0 checks the acknowledgement; if it cannot be sent, rank 0 names this rank.
+  static_cast<void>(write_all(connection.get(), ack.data(), ack.size(), deadline));
   unique_id_bytes id{};
   std::memcpy(id.data(), reply.data() + 8, id.size());
   return id;
@@ -255,12 +387,13 @@ unique_id_bytes exchange_unique_id(launch_environment const& environment,
     return exchange_unique_id_through_store(store, key, environment.rank, root_id, timeout);
   }
   if (environment.rank == 0) {
-    rendezvous_server server{environment.master_port, environment.world_size};
+    rendezvous_server server{environment.master_port, environment.world_size,
+                             environment.rendezvous_token};
     server.serve(root_id, timeout);
     return root_id;
   }
   return rendezvous_join(environment.master_addr, environment.master_port, environment.rank,
-                         environment.world_size, timeout);
+                         environment.world_size, timeout, environment.rendezvous_token);
 }
 
 }  // namespace graphstep::nccl

@@ -53,6 +53,16 @@ TEST(launch_environment, torchrun_variables) {
   EXPECT_EQ(gn::describe(env), "rank 3 of 4 (local 1 of 2), rendezvous at node0:29511");
 }
 
+TEST(launch_environment, the_rendezvous_token_is_read_and_kept_out_of_logs) {
+  auto const env = gn::read_launch_environment(fake({{"RANK", "0"},
+                                                     {"WORLD_SIZE", "2"},
+                                                     {"MASTER_ADDR", "node0"},
+                                                     {"MASTER_PORT", "29511"},
+                                                     {"GRAPHSTEP_RENDEZVOUS_TOKEN", "s3cret"}}));
+  EXPECT_EQ(env.rendezvous_token, "s3cret");
+  EXPECT_EQ(gn::describe(env).find("s3cret"), std::string::npos) << gn::describe(env);
+}
+
 TEST(launch_environment, torchruns_agent_store_carries_the_id) {
   std::map<std::string, std::string> torchrun{{"RANK", "1"},
                                               {"WORLD_SIZE", "2"},

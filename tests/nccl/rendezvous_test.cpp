@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +43,38 @@ int closed_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   ::close(fd);
   return ntohs(address.sin_port);
+}
+
+// A raw connection to a rendezvous port on loopback; -1 when it fails.
+int connect_raw(int port) {
+  int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A hello as graphstep's ranks send it (protocol version 2): magic, version, rank, world size,
+// job token hash, as big-endian 32-bit words.
+std::vector<unsigned char> hello_bytes(int rank, int world, std::uint64_t token) {
+  std::vector<std::uint32_t> const words{0x47535256,
+                                         2,
+                                         static_cast<std::uint32_t>(rank),
+                                         static_cast<std::uint32_t>(world),
+                                         static_cast<std::uint32_t>(token >> 32),
+                                         static_cast<std::uint32_t>(token)};
+  std::vector<unsigned char> bytes;
+  for (std::uint32_t const word : words) {
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      bytes.push_back(static_cast<unsigned char>(word >> shift));
+    }
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -141,6 +175,129 @@ TEST(rendezvous, rank_zero_is_reached_over_ipv6) {
   EXPECT_EQ(joined.get(), id);
 }
 
+TEST(rendezvous, a_silent_connection_does_not_hold_up_the_ranks_behind_it) {
+  gn::rendezvous_server server{0, 3};
+  int const silent = connect_raw(server.port());  // connects first, never says a word
+  ASSERT_GE(silent, 0);
+  auto const id = make_id(31);
+  std::vector<std::future<gn::unique_id_bytes>> ranks;
+  for (int rank : {1, 2}) {
+    ranks.push_back(std::async(std::launch::async, [&, rank] {
+      return gn::rendezvous_join("127.0.0.1", server.port(), rank, 3, milliseconds{10000});
+    }));
+  }
+  auto const started = std::chrono::steady_clock::now();
+  server.serve(id, milliseconds{10000});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{2})
+      << "the ranks waited behind the silent client";
+  for (auto& rank : ranks) EXPECT_EQ(rank.get(), id);
+  ::close(silent);
+}
+
+TEST(rendezvous, a_refused_client_is_not_sent_the_id) {
+  gn::rendezvous_server server{0, 2};
+  auto const id = make_id(41);
+  auto refused = std::async(std::launch::async, [&] {
+    int const fd = connect_raw(server.port());
+    auto const hello = hello_bytes(1, 5, gn::job_token_hash(""));  // another world size
+    ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+    std::vector<unsigned char> reply(8 + id.size());
+    std::size_t got = 0;
+    while (got < reply.size()) {
+      ssize_t const n = ::recv(fd, reply.data() + got, reply.size() - got, 0);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    reply.resize(got);
+    return reply;
+  });
+  EXPECT_THROW(server.serve(id, milliseconds{5000}), graphstep::usage_error);
+  auto const reply = refused.get();
+  ASSERT_EQ(reply.size(), 8 + id.size()) << "the refused client got no full reply";
+  for (std::size_t i = 8; i < reply.size(); ++i) {
+    ASSERT_EQ(reply[i], 0) << "the reply to a refused client carries the id (byte " << i - 8 << ")";
+  }
+}
+
+TEST(rendezvous, a_client_of_another_job_can_neither_take_a_rank_nor_abort_the_job) {
+  gn::rendezvous_server server{0, 2, "job-7"};
+  auto const id = make_id(51);
+  // Without the token: as rank 1, then with another world size (which would abort a job).
+  auto stranger = std::async(std::launch::async, [&] {
+    return message_of<graphstep::usage_error>([&] {
+      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}));
+    });
+  });
+  auto meddler = std::async(std::launch::async, [&] {
+    return message_of<graphstep::usage_error>([&] {
+      static_cast<void>(
+          gn::rendezvous_join("127.0.0.1", server.port(), 1, 9, milliseconds{5000}, "job-8"));
+    });
+  });
+  auto member = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds{300});
+    return gn::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}, "job-7");
+  });
+  server.serve(id, milliseconds{5000});
+  EXPECT_EQ(member.get(), id);
+  EXPECT_NE(stranger.get().find("another GRAPHSTEP_RENDEZVOUS_TOKEN"), std::string::npos);
+  EXPECT_NE(meddler.get().find("another GRAPHSTEP_RENDEZVOUS_TOKEN"), std::string::npos);
+}
+
+TEST(rendezvous, a_rank_that_registers_and_leaves_is_named) {
+  gn::rendezvous_server server{0, 3};
+  auto const id = make_id(61);
+  auto rank_two = std::async(std::launch::async, [&] {
+    return gn::rendezvous_join("127.0.0.1", server.port(), 2, 3, milliseconds{5000});
+  });
+  int const leaver = connect_raw(server.port());  // says it is rank 1, then exits
+  auto const hello = hello_bytes(1, 3, gn::job_token_hash(""));
+  ::send(leaver, hello.data(), hello.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(milliseconds{100});
+  ::close(leaver);
+  std::string const what =
+      message_of<graphstep::nccl_error>([&] { server.serve(id, milliseconds{5000}); });
+  EXPECT_NE(what.find("rank(s) 1 registered but did not acknowledge"), std::string::npos) << what;
+  EXPECT_EQ(rank_two.get(), id);
+}
+
+TEST(rendezvous, accept_failing_for_want_of_descriptors_ends_at_the_deadline) {
+  // In a child process whose descriptor limit leaves none for accept(): serving must give up
+  // at its deadline and say why, not spin on the ever-readable listener.
+  gn::rendezvous_server server{0, 2};
+  int const client = connect_raw(server.port());  // queued, waiting to be accepted
+  ASSERT_GE(client, 0);
+  pid_t const child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int const highest = ::dup(0);  // the lowest free descriptor
+    rlimit const limit{static_cast<rlim_t>(highest), static_cast<rlim_t>(highest)};
+    ::close(highest);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    try {
+      server.serve(make_id(71), milliseconds{500});
+    } catch (graphstep::nccl_error const& e) {
+      ::_exit(std::string{e.what()}.find("accepting connections failed") != std::string::npos ? 0
+                                                                                              : 2);
+    }
+    ::_exit(3);
+  }
+  int status = 0;
+  auto const started = std::chrono::steady_clock::now();
+  while (::waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - started > std::chrono::seconds{10}) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      FAIL() << "serving went on past its deadline while accept() failed";
+    }
+    std::this_thread::sleep_for(milliseconds{20});
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "no error naming the failed accept";
+  ::close(client);
+}
+
 TEST(rendezvous, a_mismatched_world_size_fails_on_both_sides) {
   gn::rendezvous_server server{0, 2};
   auto joiner = std::async(std::launch::async, [&] {
@@ -205,6 +362,20 @@ TEST(rendezvous, bad_arguments) {
   EXPECT_THROW(
       static_cast<void>(gn::rendezvous_join("no-such-host.invalid", 1, 1, 2, milliseconds{10})),
       graphstep::nccl_error);
+}
+
+TEST(rendezvous, exchange_presents_the_environments_token) {
+  gn::launch_environment env;
+  env.world_size = 2;
+  env.bootstrap = gn::bootstrap_kind::rendezvous;
+  env.rendezvous_token = "job-3";
+  gn::rendezvous_server server{0, 2, "job-3"};
+  env.master_port = server.port();
+  env.rank = 1;
+  auto joined = std::async(std::launch::async,
+                           [&] { return gn::exchange_unique_id(env, {}, milliseconds{5000}); });
+  server.serve(make_id(81), milliseconds{5000});
+  EXPECT_EQ(joined.get(), make_id(81));
 }
 
 TEST(rendezvous, exchange_with_one_rank_needs_no_network) {

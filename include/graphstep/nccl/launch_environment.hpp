@@ -37,6 +37,9 @@ struct launch_environment {
   bootstrap_kind bootstrap{bootstrap_kind::single_process};
   /// Where the rank layout came from: "RANK/WORLD_SIZE", "OMPI_COMM_WORLD_*", "PMI_*" or "none".
   std::string rank_source{"none"};
+  /// GRAPHSTEP_RENDEZVOUS_TOKEN: what every rank of this job presents at graphstep's
+  /// rendezvous, so clients of other jobs or strangers on MASTER_PORT are kept out (empty: none).
+  std::string rendezvous_token;
   /// TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT: torchrun's job and how often its
   /// agent restarted the workers; they name the keys of a `torchrun_store` exchange.
   std::string run_id{"none"};

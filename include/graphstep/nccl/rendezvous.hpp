@@ -12,6 +12,7 @@
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <chrono>
+#include <cstdint>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/tcp_store.hpp>
 #include <graphstep/nccl/unique_id.hpp>
@@ -22,12 +23,19 @@ namespace graphstep::nccl {
 /// @brief Default deadline of a rendezvous.
 inline constexpr std::chrono::milliseconds default_rendezvous_timeout{std::chrono::seconds{120}};
 
+/// @brief The hash of a job token that a rank presents to rank 0 (FNV-1a, 64 bit). It keeps
+/// the ranks of other jobs (and clients that do not know the token) out of this job; it is not
+/// a cryptographic protection against someone who can read the traffic.
+[[nodiscard]] std::uint64_t job_token_hash(std::string const& token) noexcept;
+
 /// @brief Rank 0's side: listens from construction, so the port is known before `serve`.
 class rendezvous_server {
  public:
   /// @param port 0 picks a free port (see `port()`)
+  /// @param job_token what every rank of the job presents (GRAPHSTEP_RENDEZVOUS_TOKEN); a
+  /// client with another one is refused and kept out, and cannot abort the job
   /// @throws nccl_error (the port cannot be bound: in use, or no permission), usage_error
-  rendezvous_server(int port, int world_size);
+  rendezvous_server(int port, int world_size, std::string const& job_token = {});
   ~rendezvous_server();
   rendezvous_server(rendezvous_server const&) = delete;
   rendezvous_server& operator=(rendezvous_server const&) = delete;
@@ -35,10 +43,15 @@ class rendezvous_server {
   /// @brief The port listened on.
   [[nodiscard]] int port() const noexcept { return port_; }
 
-  /// @brief Waits for ranks 1..world_size-1, checks them, and sends each `id`.
-  /// @throws nccl_error naming the ranks that did not arrive by the deadline; usage_error for a
-  /// rank that reports another world size, a duplicate rank or a rank out of range (that rank
-  /// is told too). Connections that do not speak the protocol are dropped and counted.
+  /// @brief Waits for ranks 1..world_size-1, checks them, sends each `id`, and waits for every
+  /// rank's acknowledgement. Clients introduce themselves concurrently: one that stays silent
+  /// is dropped after 5 s without holding up the others.
+  /// @throws nccl_error naming the ranks that did not arrive by the deadline (with the count of
+  /// dropped and refused clients, and why accepting failed if it did) or that did not
+  /// acknowledge the id; usage_error for a rank of this job that reports another world size, a
+  /// duplicate rank or a rank out of range (that rank is told too, and so are the others).
+  /// Connections that do not speak the protocol are dropped and counted; clients with another
+  /// job token are told so and counted. Only an admitted rank is sent the id.
   void serve(unique_id_bytes const& id,
              std::chrono::milliseconds timeout = default_rendezvous_timeout);
 
@@ -46,15 +59,18 @@ class rendezvous_server {
   int listener_{-1};
   int port_;
   int world_size_;
+  std::uint64_t token_;
 };
 
-/// @brief A non-zero rank's side: connects to rank 0 and returns the id it sends.
+/// @brief A non-zero rank's side: connects to rank 0, returns the id it sends, and acknowledges
+/// it.
 /// @throws nccl_error (rank 0 unreachable until the deadline — wrong address or port, or rank 0
 /// not started; no answer by the deadline; rank 0 closed the connection), usage_error (rank 0
-/// refused this rank: other world size, duplicate rank)
+/// refused this rank: other world size, duplicate rank, another job token)
 [[nodiscard]] unique_id_bytes rendezvous_join(
     std::string const& address, int port, int rank, int world_size,
-    std::chrono::milliseconds timeout = default_rendezvous_timeout);
+    std::chrono::milliseconds timeout = default_rendezvous_timeout,
+    std::string const& job_token = {});
 
 /// @brief The id through a c10d store (torchrun's agent store): rank 0 sets `key` to
 /// `root_id` and returns it; other ranks wait for `key` until `timeout` and return its value.
