@@ -264,8 +264,10 @@ TEST_F(nccl_test, background_watchdog_does_not_break_a_capture_on_another_thread
   options.poll_interval = std::chrono::milliseconds{1};
   gn::watchdog dog{comm, options};
   // A step outstanding on another stream keeps the thread querying events during the capture.
+  // It reduces a buffer of its own: nothing orders it before the replays, which write x.
   gs::cuda::stream other;
-  gn::all_reduce(buffer(x, n), buffer(x, n), gn::reduce_op::sum, comm, other);
+  float* outstanding = upload(std::vector<float>(n, 1.0F));
+  gn::all_reduce(buffer(outstanding, n), buffer(outstanding, n), gn::reduce_op::sum, comm, other);
   dog.launched(other, 1);
   for (int round = 0; round < 20; ++round) {
     gs::graphs::graph_exec g;
