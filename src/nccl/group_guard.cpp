@@ -1,17 +1,31 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <exception>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/group_guard.hpp>
 
 namespace graphstep::nccl {
 
-group_guard::group_guard() {
+group_guard::group_guard() : exceptions_at_start_{std::uncaught_exceptions()} {
   GRAPHSTEP_NCCL_TRY(ncclGroupStart());
 }
 
 group_guard::~group_guard() {
   if (!open_) return;
+  if (std::uncaught_exceptions() > exceptions_at_start_) {
+    // An exception leaves the group half issued. Launching that half would pair this rank's
+    // collectives with the peers' in another order; a call that fails inside a group makes
+    // ncclGroupEnd drop the whole group instead (NCCL's ncclGroupErrCheck, src/include/group.h,
+    // and ncclGroupEndInternal, src/group.cc), and a collective on no communicator fails at once
+    // (CommCheck in ncclEnqueueCheck). Its ncclInvalidArgument is the expected answer.
+    static_cast<void>(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, nullptr, nullptr));
+    static_cast<void>(ncclGroupEnd());
+    static_cast<void>(std::fprintf(stderr,
+                                   "graphstep: an exception left a group_guard's scope: the "
+                                   "group's collectives were dropped, not launched\n"));
+    return;
+  }
   if (ncclResult_t const status = ncclGroupEnd(); status != ncclSuccess) {
     static_cast<void>(
         std::fprintf(stderr, "graphstep: ncclGroupEnd failed: %s\n", ncclGetErrorString(status)));

@@ -222,13 +222,24 @@ struct pending_launch {
   cudaStream_t stream{};
 };
 
-// ncclGroupStart/ncclGroupEnd of this thread: held launches and rendezvous still to finish.
+// ncclGroupStart/ncclGroupEnd of this thread: held launches, rendezvous still to finish, and
+// the first error of a call inside the group.
 struct group_state {
   int depth{};
   std::vector<pending_launch> launches;
   std::vector<std::shared_ptr<comm_core>> joining;
+  ncclResult_t error{ncclSuccess};
 };
 thread_local group_state group;
+
+// NCCL keeps the error of a call that fails inside a group (ncclGroupErrCheck,
+// src/include/group.h, called on every collective's failure in ncclEnqueueCheck); the group's
+// ncclGroupEnd then returns that error and launches none of its collectives (src/group.cc:
+// ncclGroupEndInternal goes to groupCleanup).
+ncclResult_t group_checked(ncclResult_t result) {
+  if (group.depth > 0 && result != ncclSuccess && result != ncclInProgress) group.error = result;
+  return result;
+}
 
 // Launches a collective on its stream, as NCCL launches its kernel.
 ncclResult_t launch(pending_launch const& pending) {
@@ -263,8 +274,8 @@ bool device_pointer(void const* pointer, std::size_t bytes) {
   return device_range_valid(pointer, bytes);
 }
 
-ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_t comm,
-                   cudaStream_t stream) {
+ncclResult_t check_and_issue(char const* call_name, collective_call const& call, ncclComm_t comm,
+                             cudaStream_t stream) {
   std::shared_ptr<comm_core> core = core_of(comm);
   if (core == nullptr) return invalid_comm(call_name);
   if (core->async_error.load() == ncclInProgress) {
@@ -307,11 +318,18 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
   }
   if (call.count == 0) return ncclSuccess;  // nothing to move; NCCL returns at once
   pending_launch pending{std::move(core), call, stream};
-  if (group.depth > 0) {
+  // One rank: NCCL issues the copy at once, inside a group too (ncclLaunchOneRank in taskAppend,
+  // src/enqueue.cc).
+  if (group.depth > 0 && pending.core->ranks > 1) {
     group.launches.push_back(std::move(pending));
     return ncclSuccess;
   }
   return launch(pending);
+}
+
+ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_t comm,
+                   cudaStream_t stream) {
+  return group_checked(check_and_issue(call_name, call, comm, stream));
 }
 
 // Waits for every rank to join; a non-blocking communicator's wait runs in the background.
@@ -595,6 +613,12 @@ ncclResult_t ncclGroupEnd() {
     return sn::warn(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart to end");
   }
   if (--group.depth > 0) return ncclSuccess;
+  if (ncclResult_t const failed = std::exchange(group.error, ncclSuccess); failed != ncclSuccess) {
+    group.launches.clear();  // dropped, not launched
+    // Their initialization was dropped too: the communicators are unusable.
+    for (auto const& core : std::exchange(group.joining, {})) core->async_error = failed;
+    return failed;
+  }
   ncclResult_t result = ncclSuccess;
   auto const joining = std::exchange(group.joining, {});
   for (auto const& core : joining) {

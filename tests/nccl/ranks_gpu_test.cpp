@@ -2,6 +2,7 @@
 // collective against its definition, eager and captured, and a rank that never joins a captured
 // collective. Each rank is a child process; its checks print what failed and set its exit code.
 
+#include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/nccl.hpp>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -275,5 +277,62 @@ TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_
       checks.expect_values(bucket, want, "bucket " + std::to_string(t));
     }
     GRAPHSTEP_CUDA_TRY(cudaFree(gradients));
+  });
+}
+
+// NCCL's own rule, which group_guard relies on: a call that fails inside a group makes
+// ncclGroupEnd return its error and launch none of the group's collectives.
+TEST_F(ranks_test, a_call_that_fails_inside_a_group_drops_the_whole_group) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(ranks, [](int rank, rank_checks& checks) {
+    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+    gs::cuda::stream stream;
+    std::size_t const n = 1024;
+    float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
+    float* receive = upload(std::vector<float>(n, 0.0F), stream);
+    checks.expect(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+    checks.expect(ncclAllReduce(send, receive, n, ncclFloat32, ncclSum, comm.get(), stream.get()) ==
+                      ncclSuccess,
+                  "the valid all-reduce is queued");
+    checks.expect(ncclAllReduce(send, receive, n, ncclFloat32, ncclSum, nullptr, stream.get()) ==
+                      ncclInvalidArgument,
+                  "an all-reduce on no communicator fails");
+    checks.expect(ncclGroupEnd() == ncclInvalidArgument, "ncclGroupEnd returns the group's error");
+    stream.synchronize();
+    checks.expect_values(download(receive, n, stream), std::vector<float>(n, 0.0F),
+                         "the dropped group's all-reduce ran");
+    GRAPHSTEP_CUDA_TRY(cudaFree(send));
+    GRAPHSTEP_CUDA_TRY(cudaFree(receive));
+  });
+}
+
+// An exception that leaves a group_guard's scope between collectives: launching the group's
+// first part would pair this rank's collectives with its peers' in the wrong order. None of
+// them runs, and the communicator goes on in step.
+TEST_F(ranks_test, an_exception_inside_a_group_guard_launches_none_of_its_collectives) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(ranks, [](int rank, rank_checks& checks) {
+    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+    gs::cuda::stream stream;
+    std::size_t const n = 1024;
+    float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
+    float* receive = upload(std::vector<float>(n, 0.0F), stream);
+    try {
+      gn::group_guard group;
+      gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
+      throw std::runtime_error{"a failure between the group's collectives"};
+    } catch (std::runtime_error const&) {
+    }
+    stream.synchronize();
+    checks.expect_values(download(receive, n, stream), std::vector<float>(n, 0.0F),
+                         "the abandoned group's all-reduce ran");
+    gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
+    checks.expect_values(download(receive, n, stream),
+                         std::vector<float>(n, value(0, 0) + value(1, 0)),
+                         "the next all-reduce after the abandoned group");
+    GRAPHSTEP_CUDA_TRY(cudaFree(send));
+    GRAPHSTEP_CUDA_TRY(cudaFree(receive));
   });
 }

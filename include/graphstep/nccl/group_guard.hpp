@@ -14,6 +14,11 @@ class group_guard {
   /// @throws nccl_error
   group_guard();
   /// @brief Ends the group if `end()` was not called; a failure is reported, not thrown.
+  /// When an exception leaves the scope, the group is dropped instead: none of its
+  /// collectives is launched, since launching the part issued so far would pair this rank's
+  /// collectives with its peers' in another order. (The peers, which issued the whole group,
+  /// then wait: the watchdog or a deadline ends that.) With one rank, NCCL runs each
+  /// collective as a copy when it is called, so those have run already.
   ~group_guard();
   group_guard(group_guard const&) = delete;
   group_guard& operator=(group_guard const&) = delete;
@@ -23,6 +28,7 @@ class group_guard {
 
  private:
   bool open_{true};
+  int exceptions_at_start_;
 };
 
 }  // namespace graphstep::nccl
