@@ -1,11 +1,14 @@
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collectives.hpp>
 #include <optional>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -153,9 +156,35 @@ void warm_up(nccl_comm_view const& comm, cuda::stream_view stream) {
 
 namespace {
 
+// Waits for `stream` until `deadline`. A peer that never issues its part of the collective
+// would hold it forever: then the communicator is aborted, so the kernel exits and the stream
+// drains, and the wait throws.
+void wait_for_peers(nccl_comm_view const& comm, cuda::stream_view stream,
+                    std::chrono::steady_clock::time_point deadline,
+                    std::chrono::milliseconds timeout) {
+  while (true) {
+    cudaError_t const status = cudaStreamQuery(stream.value());
+    if (status == cudaSuccess) return;
+    if (status != cudaErrorNotReady) GRAPHSTEP_CUDA_TRY(status);
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds{200});
+  }
+  std::string const reason =
+      "verify_captured_sequence: rank " + std::to_string(comm.rank()) + " of " +
+      std::to_string(comm.size()) + ": the other ranks did not join the sequence check within " +
+      std::to_string(timeout.count()) +
+      " ms (a rank failed before it, or skipped it); the communicator was aborted";
+  detail::comm_access::state(comm).abort(reason);
+  stream.synchronize();
+  throw nccl_error{static_cast<int>(ncclRemoteError),
+                   reason + ". Create a new communicator (and capture again) to go on"};
+}
+
 // One eager all-gather of `per_rank` 64-bit words from every rank, through device memory.
 std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mine,
-                                            nccl_comm_view const& comm, cuda::stream_view stream) {
+                                            nccl_comm_view const& comm, cuda::stream_view stream,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            std::chrono::milliseconds timeout) {
   auto const ranks = static_cast<std::size_t>(comm.size());
   std::size_t const bytes = mine.size() * sizeof(std::uint64_t);
   std::vector<std::uint64_t> gathered(mine.size() * ranks);
@@ -169,6 +198,8 @@ std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mi
       [&](ncclComm_t handle) {
         return ncclAllGather(send, recv, mine.size(), ncclUint64, handle, stream.value());
       });
+  // Before the copy back: a copy into pageable memory blocks the host until the stream gets there.
+  wait_for_peers(comm, stream, deadline, timeout);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gathered.data(), recv, bytes * ranks, cudaMemcpyDeviceToHost,
                                      stream.value()));
   stream.synchronize();
@@ -177,15 +208,19 @@ std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mi
 
 }  // namespace
 
-void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stream) {
+void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stream,
+                              std::chrono::milliseconds timeout) {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "verify_captured_sequence: call it after the capture has ended");
+  GRAPHSTEP_EXPECTS(timeout.count() > 0, "verify_captured_sequence: the timeout must be positive");
+  auto const deadline = std::chrono::steady_clock::now() + timeout;
   auto& state = detail::comm_access::state(comm);
   state.throw_if_aborted("verify_captured_sequence");
   collective_log const log = state.take_captured();
   // Round 1: every rank's hash and count. Every rank sees the same table, so all of them take
   // the same decision about round 2 and no rank is left waiting in a collective.
-  auto const words = all_gather_words({log.hash(), log.records().size()}, comm, stream);
+  auto const words =
+      all_gather_words({log.hash(), log.records().size()}, comm, stream, deadline, timeout);
   std::vector<sequence_summary> summaries;
   for (std::size_t r = 0; r < words.size(); r += 2) summaries.push_back({words[r], words[r + 1]});
   if (differing_ranks(summaries).empty()) return;
@@ -193,7 +228,8 @@ void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stre
   std::size_t const length = prefixes_to_compare(summaries);
   std::optional<std::size_t> first;
   if (length > 0) {
-    auto const prefixes = all_gather_words(padded_prefixes(log, length), comm, stream);
+    auto const prefixes =
+        all_gather_words(padded_prefixes(log, length), comm, stream, deadline, timeout);
     first = first_difference(prefixes, summaries.size(), length);
   }
   expect_same_sequence(summaries, comm.rank(), log, first);

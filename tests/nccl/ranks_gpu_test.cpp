@@ -336,3 +336,42 @@ TEST_F(ranks_test, an_exception_inside_a_group_guard_launches_none_of_its_collec
     GRAPHSTEP_CUDA_TRY(cudaFree(receive));
   });
 }
+
+// A rank that never comes to the sequence check (it failed to capture, say) must not leave the
+// others waiting in its all-gather forever.
+TEST_F(ranks_test, a_rank_that_skips_the_sequence_check_fails_the_others_in_time) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(
+      ranks,
+      [](int rank, rank_checks& checks) {
+        auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+        gs::cuda::stream stream;
+        std::size_t const n = 256;
+        float* x = upload(std::vector<float>(n, 1.0F), stream);
+        gn::warm_up(comm.view(), stream);
+        gs::graphs::graph_exec graph;
+        gs::graphs::capture(graph, stream, [&] {
+          gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+        });
+        if (rank == 1) return;  // never checks
+        auto const started = std::chrono::steady_clock::now();
+        try {
+          gn::verify_captured_sequence(comm.view(), stream, std::chrono::milliseconds{300});
+          checks.expect(false, "the sequence check passed without its peer");
+        } catch (gs::nccl_error const& e) {
+          checks.expect(
+              std::string{e.what()}.find("did not join the sequence check") != std::string::npos,
+              e.what());
+        }
+        auto const waited = std::chrono::steady_clock::now() - started;
+        checks.expect(
+            waited < std::chrono::seconds{10},
+            "the error took " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+                " ms");
+        stream.synchronize();  // the aborted all-gather's kernel exited
+      },
+      std::chrono::seconds{30});
+}

@@ -5,6 +5,7 @@
 /// captured the same collectives. Each takes an `nccl_comm_view`: of an `nccl_comm`, or of a
 /// raw `ncclComm_t` made elsewhere.
 
+#include <chrono>
 #include <cstddef>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
@@ -50,12 +51,19 @@ void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view cons
 /// failure), cuda_error
 void warm_up(nccl_comm_view const& comm, cuda::stream_view stream);
 
+/// @brief How long `verify_captured_sequence` waits for the other ranks by default.
+inline constexpr std::chrono::milliseconds default_sequence_check_timeout{std::chrono::minutes{5}};
+
 /// @brief After a capture, exchanges the hash and count of the collectives each rank captured
 /// (one eager all-gather) and clears the log. Call it on every rank, outside the capture. When
 /// the sequences differ, a second all-gather of per-collective prefix hashes finds the first
-/// collective where they part (all ranks take this branch together, so none hangs).
+/// collective where they part (all ranks take this branch together, so none hangs). A rank
+/// that does not come (it failed before, say) cannot hold the others: at `timeout`, the
+/// communicator is aborted (its kernels exit) and the check throws.
 /// @throws nccl_error naming the ranks whose sequence differs, the counts and the first
-/// differing collective; usage_error (called during a capture)
-void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stream);
+/// differing collective, or, at the deadline, that the other ranks did not join (the
+/// communicator is then aborted); usage_error (called during a capture, non-positive timeout)
+void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stream,
+                              std::chrono::milliseconds timeout = default_sequence_check_timeout);
 
 }  // namespace graphstep::nccl
