@@ -1,16 +1,19 @@
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <mutex>
+#include <new>
 #include <sstream>
 
 #include "cuda/detail/device_wide_wait.hpp"
 #include "detail/address_text.hpp"
 #include "diagnostics/detail/capture_recorder.hpp"
+#include "graphs/detail/abandoned_captures.hpp"
 #include "graphs/detail/graph_state.hpp"
 
 namespace graphstep::graphs {
@@ -137,6 +140,11 @@ void capture_scope::begin(memory::memory_pool* pool) {
   if (began != cudaSuccess) registration_.reset();
   GRAPHSTEP_CUDA_TRY(began);
   active_ = true;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_) != cudaSuccess) {
+    capture_id_ = 0;  // unknown: nothing logged in it can be told apart later
+    static_cast<void>(cudaGetLastError());
+  }
   begin_thread_ = std::this_thread::get_id();
   if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
     start_diagnostics();
@@ -223,6 +231,7 @@ void capture_scope::join(cuda::stream_view side) {
 
 void capture_scope::abandon() noexcept {
   active_ = false;
+  detail::note_abandoned_capture(capture_id_);
   recorder_.reset();
   cudaGraph_t partial = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &partial);
@@ -255,6 +264,10 @@ void capture_scope::end() {
   // Every way out of here but a delivered graph returns the capture's pool memory: the one
   // place a failed end gives it back.
   on_scope_exit const give_back{[this] { pool_capture_.abandon(); }};
+  bool delivered = false;
+  on_scope_exit const discarded{[this, &delivered] {
+    if (!delivered) detail::note_abandoned_capture(capture_id_);
+  }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
@@ -277,6 +290,7 @@ void capture_scope::end() {
     memory = pool_capture_.commit();
   }
   deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
+  delivered = true;
 }
 
 void capture_scope::deliver(graph captured) {
@@ -295,4 +309,41 @@ void capture_scope::deliver(graph captured) {
   *std::get<graph_exec*>(target_) = std::move(exec);
 }
 
+namespace detail {
+namespace {
+
+struct abandoned_captures {
+  std::mutex mutex;
+  std::deque<unsigned long long> ids;  // oldest first
+};
+
+abandoned_captures& abandoned() {
+  static abandoned_captures registry;
+  return registry;
+}
+
+constexpr std::size_t abandoned_captures_kept = 4096;
+
+}  // namespace
+
+void note_abandoned_capture(unsigned long long capture_id) noexcept {
+  if (capture_id == 0) return;
+  auto& registry = abandoned();
+  std::lock_guard const lock{registry.mutex};
+  try {
+    registry.ids.push_back(capture_id);
+    if (registry.ids.size() > abandoned_captures_kept) registry.ids.pop_front();
+  } catch (std::bad_alloc const&) {
+    // Unrecorded, its collectives stay in the logs: a check may then report a difference.
+  }
+}
+
+bool capture_was_abandoned(unsigned long long capture_id) {
+  if (capture_id == 0) return false;
+  auto& registry = abandoned();
+  std::lock_guard const lock{registry.mutex};
+  return std::find(registry.ids.begin(), registry.ids.end(), capture_id) != registry.ids.end();
+}
+
+}  // namespace detail
 }  // namespace graphstep::graphs

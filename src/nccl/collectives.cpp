@@ -69,7 +69,14 @@ void enqueue(collective_record record, buffer_view const& send, buffer_view cons
   }
   state.enqueue(what, what, std::forward<Call>(call));
   if (capturing) {
-    state.captured(record);
+    // Tagged with its capture, so that a capture graphstep discards takes its records along.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long capture_id = 0;
+    if (cudaStreamGetCaptureInfo(stream.value(), &status, &capture_id) != cudaSuccess) {
+      capture_id = 0;
+      static_cast<void>(cudaGetLastError());
+    }
+    state.captured(record, capture_id);
   } else {
     state.ran_eagerly(record.kind);
   }

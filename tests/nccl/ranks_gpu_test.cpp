@@ -375,3 +375,36 @@ TEST_F(ranks_test, a_rank_that_skips_the_sequence_check_fails_the_others_in_time
       },
       std::chrono::seconds{30});
 }
+
+// A capture discarded on one rank (its body threw after a collective) leaves no trace in the
+// sequence check: its graph never runs, so only the captures that produced graphs count.
+TEST_F(ranks_test, a_discarded_capture_does_not_count_in_the_sequence_check) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(ranks, [](int rank, rank_checks& checks) {
+    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+    gs::cuda::stream stream;
+    std::size_t const n = 256;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    gn::warm_up(comm.view(), stream);
+    if (rank == 0) {
+      try {
+        gs::graphs::graph_exec discarded;
+        gs::graphs::capture(discarded, stream, [&] {
+          gn::all_gather(view(x, n / 2), view(x, n), comm.view(), stream);
+          throw std::runtime_error{"the step failed while it was being captured"};
+        });
+      } catch (std::runtime_error const&) {
+      }
+      checks.expect(comm.view().captured().records().empty(),
+                    "the discarded capture's collective is still logged");
+    }
+    gs::graphs::graph_exec graph;
+    gs::graphs::capture(graph, stream, [&] {
+      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+    });
+    gn::verify_captured_sequence(comm.view(), stream);
+    graph.replay(stream);
+    checks.expect_values(download(x, n, stream), std::vector<float>(n, 2.0F), "the replay");
+  });
+}

@@ -128,6 +128,7 @@ class capture_scope {
   capture_options options_;
   int uncaught_at_start_;
   bool active_{false};
+  unsigned long long capture_id_{0};  // CUDA's id of the capture, 0 before it begins
   graph_identity identity_;
   std::thread::id begin_thread_;
   memory::pool_capture pool_capture_;

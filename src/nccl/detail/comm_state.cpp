@@ -7,6 +7,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "graphs/detail/abandoned_captures.hpp"
+
 namespace graphstep::nccl::detail {
 namespace {
 
@@ -273,19 +275,27 @@ void comm_state::ran_eagerly(collective_kind kind) {
   warmed_up_.insert(static_cast<int>(kind));
 }
 
-void comm_state::captured(collective_record const& record) {
+void comm_state::captured(collective_record const& record, unsigned long long capture_id) {
   std::lock_guard<std::mutex> lock{log_mutex_};
-  captured_.record(record);
+  captured_.emplace_back(record, capture_id);
+}
+
+collective_log comm_state::kept_captured() const {
+  collective_log kept;
+  for (auto const& [record, capture_id] : captured_) {
+    if (!graphs::detail::capture_was_abandoned(capture_id)) kept.record(record);
+  }
+  return kept;
 }
 
 collective_log comm_state::captured() const {
   std::lock_guard<std::mutex> lock{log_mutex_};
-  return captured_;
+  return kept_captured();
 }
 
 collective_log comm_state::take_captured() {
   std::lock_guard<std::mutex> lock{log_mutex_};
-  collective_log taken = std::move(captured_);
+  collective_log taken = kept_captured();
   captured_.clear();
   return taken;
 }

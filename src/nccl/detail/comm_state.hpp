@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace graphstep::nccl::detail {
 
@@ -128,11 +129,12 @@ class comm_state {
   [[nodiscard]] bool warmed_up(collective_kind kind) const;
   /// A collective of `kind` ran eagerly.
   void ran_eagerly(collective_kind kind);
-  /// A collective was captured.
-  void captured(collective_record const& record);
-  /// The collectives captured since the last `take_captured`.
+  /// A collective was captured, in the capture with CUDA's id `capture_id`.
+  void captured(collective_record const& record, unsigned long long capture_id);
+  /// The collectives captured since the last `take_captured`, less those of captures graphstep
+  /// discarded since (their graphs never run).
   [[nodiscard]] collective_log captured() const;
-  /// The collectives captured so far; the log starts afresh.
+  /// The same; the log starts afresh.
   [[nodiscard]] collective_log take_captured();
 
  private:
@@ -152,7 +154,9 @@ class comm_state {
   mutable std::mutex failure_mutex_;
   std::string failure_;  // guarded by failure_mutex_; the first reason the communicator died
   mutable std::mutex log_mutex_;
-  collective_log captured_;  // guarded by log_mutex_
+  [[nodiscard]] collective_log kept_captured() const;  // with log_mutex_ held
+  // Guarded by log_mutex_: what was captured, and the capture each record belongs to.
+  std::vector<std::pair<collective_record, unsigned long long>> captured_;
   std::set<int> warmed_up_;  // guarded by log_mutex_; collective kinds already run eagerly
 };
 
