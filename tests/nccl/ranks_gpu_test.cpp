@@ -408,3 +408,40 @@ TEST_F(ranks_test, a_discarded_capture_does_not_count_in_the_sequence_check) {
     checks.expect_values(download(x, n, stream), std::vector<float>(n, 2.0F), "the replay");
   });
 }
+
+// Where NCCL's transport reports a peer that is gone (GRAPHSTEP_SIM_NCCL_PEER_FAILURE=
+// remote_error, as network transports do), the watchdog turns ncclRemoteError into an error at
+// once, long before its deadline.
+TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_deadline) {
+  int const ranks = 2;
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(ranks, [](int rank, rank_checks& checks) {
+    ::setenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE", "remote_error", 1);
+    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+    gs::cuda::stream stream;
+    std::size_t const n = 256;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    if (rank == 1) _exit(0);  // gone without a word, its communicator never destroyed
+    gn::watchdog_options options;
+    options.timeout = std::chrono::seconds{60};
+    options.background = true;
+    options.poll_interval = std::chrono::milliseconds{10};
+    gn::watchdog dog{comm.view(), options};
+    auto const started = std::chrono::steady_clock::now();
+    gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+    dog.launched(stream, 1);
+    try {
+      dog.wait();
+      checks.expect(false, "the step finished without its peer");
+    } catch (gs::nccl_error const& e) {
+      checks.expect(std::string{e.what()}.find("ncclRemoteError") != std::string::npos, e.what());
+    }
+    auto const waited = std::chrono::steady_clock::now() - started;
+    checks.expect(
+        waited < std::chrono::seconds{10},
+        "the error took " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+            " ms");
+    stream.synchronize();
+  });
+}

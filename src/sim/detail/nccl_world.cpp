@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <string>
 #include <type_traits>
 
 #include "sim/detail/matmul.hpp"
@@ -76,8 +78,20 @@ void wake_everyone(std::atomic<std::uint32_t>& word) {
                             nullptr, nullptr, 0));
 }
 
+// A process that exited is gone, reaped or not: until its parent waits for it, a zombie still
+// answers kill(pid, 0), so its state in /proc (proc(5): "Z", or "X" while it is reaped) decides.
 bool process_gone(std::int32_t pid) {
-  return pid > 0 && pid != getpid() && kill(pid, 0) == -1 && errno == ESRCH;
+  if (pid <= 0 || pid == getpid()) return false;
+  if (kill(pid, 0) == -1 && errno == ESRCH) return true;
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "pid (command) state ...": the command may hold spaces and parentheses; the state follows
+  // the last ')'.
+  auto const closing = line.rfind(')');
+  if (closing == std::string::npos || closing + 2 >= line.size()) return false;
+  char const state = line[closing + 2];
+  return state == 'Z' || state == 'X';
 }
 
 // --- arithmetic: as NCCL's kernels compute (src/device/reduce_kernel.h; ncclAvg is a sum of
