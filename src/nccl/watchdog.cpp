@@ -58,10 +58,6 @@ void watchdog::inspect() {
   if (state.aborted()) return;
   watchdog_observation seen;
   seen.rank = comm_.rank();
-  // A training thread stuck inside an NCCL call holds the communicator's lock; then the
-  // deadline alone decides this round.
-  ncclResult_t const async_error =
-      state.async_error(std::chrono::milliseconds{10}).value_or(ncclSuccess);
   try {
     while (!pending_.empty() && pending_.front().second.query()) {
       deadline_.finished(pending_.front().first);
@@ -72,6 +68,12 @@ void watchdog::inspect() {
     seen.stream_error_step = pending_.front().first;
     seen.stream_error = e.what();
   }
+  // Read after the steps' events: a collective that NCCL ends with an error (a peer gone) lets
+  // its step's event complete, and NCCL sets the error before its kernel exits, so a step seen
+  // finished here is checked against it. A training thread stuck inside an NCCL call holds the
+  // communicator's lock; then the deadline alone decides this round.
+  ncclResult_t const async_error =
+      state.async_error(std::chrono::milliseconds{10}).value_or(ncclSuccess);
   if (async_error == ncclInProgress) {
     seen.async = async_state::in_progress;
   } else if (async_error != ncclSuccess) {
