@@ -162,7 +162,7 @@ void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::millisecon
       send_reply(connection.get(), status, id, clock::now() + std::chrono::seconds{1});
     }
   };
-  // Checks a complete hello; true when the rank is in, false when the client was dropped.
+  // A complete hello: the rank is admitted, the client dropped, or the job refused (throws).
   auto admit = [&](pending_client& client) {
     hello const h = decode(client.received.data());
     if (h.magic != protocol_magic || h.version != protocol_version) {
