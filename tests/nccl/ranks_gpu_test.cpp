@@ -100,6 +100,22 @@ class ranks_test : public gs::testing::nccl_gpu_test {
           << "rank " << rank << " of " << children.size() << " failed (status " << status << ")";
     }
   }
+  // A job of `ranks` ranks with a fresh id: each rank makes its communicator and a stream, then
+  // runs `body`, whose locals go before them.
+  static void run_job(
+      int ranks,
+      std::function<void(int, gn::nccl_comm&, gs::cuda::stream&, rank_checks&)> const& body,
+      std::chrono::seconds limit = std::chrono::seconds{60}) {
+    shared_unique_id() = gn::nccl_comm::new_unique_id();
+    run_ranks(
+        ranks,
+        [&](int rank, rank_checks& checks) {
+          auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
+          gs::cuda::stream stream;
+          body(rank, comm, stream, checks);
+        },
+        limit);
+  }
 };
 
 std::vector<float> download(float const* device, std::size_t n, gs::cuda::stream_view stream) {
@@ -128,9 +144,8 @@ float value(int rank, std::size_t i) {
   return static_cast<float>(rank + 1) * 10.0F + static_cast<float>(i);
 }
 
-void every_collective(int ranks, int rank, rank_checks& checks) {
-  auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-  gs::cuda::stream stream;
+void every_collective(int ranks, int rank, gn::nccl_comm& comm, gs::cuda::stream& stream,
+                      rank_checks& checks) {
   std::size_t const n = 300'000;  // more than one exchange of the simulated transport
   std::vector<float> mine(n);
   for (std::size_t i = 0; i < n; ++i) mine[i] = value(rank, i);
@@ -197,18 +212,15 @@ void every_collective(int ranks, int rank, rank_checks& checks) {
 TEST_F(ranks_test, every_collective_eager_and_captured_with_1_2_and_4_ranks) {
   for (int ranks : {1, 2, 4}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
-    shared_unique_id() = gn::nccl_comm::new_unique_id();
-    run_ranks(ranks,
-              [ranks](int rank, rank_checks& checks) { every_collective(ranks, rank, checks); });
+    run_job(ranks,
+            [ranks](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+              every_collective(ranks, rank, comm, stream, checks);
+            });
   }
 }
 
 TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_others_in_time) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(ranks, [](int rank, rank_checks& checks) {
-    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-    gs::cuda::stream stream;
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 1024;
     float* x = upload(std::vector<float>(n, 1.0F), stream);
     gn::warm_up(comm.view(), stream);
@@ -246,11 +258,7 @@ TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_other
 // the same order everywhere) must still be reduced bucket with bucket: NCCL pairs collectives by
 // their order, so equal-sized buckets launched out of order would average the wrong data.
 TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_bucket) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(ranks, [](int rank, rank_checks& checks) {
-    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-    gs::cuda::stream stream;
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 1024;  // per gradient; one bucket each, all of the same size
     auto const plan = gn::plan_buckets({n * sizeof(float), n * sizeof(float), n * sizeof(float)},
                                        n * sizeof(float), n * sizeof(float));
@@ -283,11 +291,7 @@ TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_
 // NCCL's own rule, which group_guard relies on: a call that fails inside a group makes
 // ncclGroupEnd return its error and launch none of the group's collectives.
 TEST_F(ranks_test, a_call_that_fails_inside_a_group_drops_the_whole_group) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(ranks, [](int rank, rank_checks& checks) {
-    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-    gs::cuda::stream stream;
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 1024;
     float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
     float* receive = upload(std::vector<float>(n, 0.0F), stream);
@@ -311,11 +315,7 @@ TEST_F(ranks_test, a_call_that_fails_inside_a_group_drops_the_whole_group) {
 // first part would pair this rank's collectives with its peers' in the wrong order. None of
 // them runs, and the communicator goes on in step.
 TEST_F(ranks_test, an_exception_inside_a_group_guard_launches_none_of_its_collectives) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(ranks, [](int rank, rank_checks& checks) {
-    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-    gs::cuda::stream stream;
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 1024;
     float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
     float* receive = upload(std::vector<float>(n, 0.0F), stream);
@@ -340,13 +340,9 @@ TEST_F(ranks_test, an_exception_inside_a_group_guard_launches_none_of_its_collec
 // A rank that never comes to the sequence check (it failed to capture, say) must not leave the
 // others waiting in its all-gather forever.
 TEST_F(ranks_test, a_rank_that_skips_the_sequence_check_fails_the_others_in_time) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(
-      ranks,
-      [](int rank, rank_checks& checks) {
-        auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-        gs::cuda::stream stream;
+  run_job(
+      2,
+      [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
         std::size_t const n = 256;
         float* x = upload(std::vector<float>(n, 1.0F), stream);
         gn::warm_up(comm.view(), stream);
@@ -379,11 +375,7 @@ TEST_F(ranks_test, a_rank_that_skips_the_sequence_check_fails_the_others_in_time
 // A capture discarded on one rank (its body threw after a collective) leaves no trace in the
 // sequence check: its graph never runs, so only the captures that produced graphs count.
 TEST_F(ranks_test, a_discarded_capture_does_not_count_in_the_sequence_check) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(ranks, [](int rank, rank_checks& checks) {
-    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-    gs::cuda::stream stream;
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 256;
     float* x = upload(std::vector<float>(n, 1.0F), stream);
     gn::warm_up(comm.view(), stream);
@@ -413,12 +405,8 @@ TEST_F(ranks_test, a_discarded_capture_does_not_count_in_the_sequence_check) {
 // remote_error, as network transports do), the watchdog turns ncclRemoteError into an error at
 // once, long before its deadline.
 TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_deadline) {
-  int const ranks = 2;
-  shared_unique_id() = gn::nccl_comm::new_unique_id();
-  run_ranks(ranks, [](int rank, rank_checks& checks) {
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     ::setenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE", "remote_error", 1);
-    auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, ranks);
-    gs::cuda::stream stream;
     std::size_t const n = 256;
     float* x = upload(std::vector<float>(n, 1.0F), stream);
     if (rank == 1) _exit(0);  // gone without a word, its communicator never destroyed
