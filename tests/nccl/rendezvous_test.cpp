@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/loopback.hpp"
 
 namespace gn = graphstep::nccl;
 using std::chrono::milliseconds;
@@ -30,34 +31,10 @@ gn::unique_id_bytes make_id(unsigned char seed) {
   return id;
 }
 
+using graphstep::testing::closed_port;
+using graphstep::testing::connect_to_loopback;
+using graphstep::testing::loopback_address;
 using graphstep::testing::message_of;
-
-// A port nobody listens on: bind one, then close it.
-int closed_port() {
-  int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-// A raw connection to a rendezvous port on loopback; -1 when it fails.
-int connect_raw(int port) {
-  int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // A hello as graphstep's ranks send it (protocol version 2): magic, version, rank, world size,
 // job token hash, as big-endian 32-bit words.
@@ -131,9 +108,7 @@ TEST(rendezvous, a_join_keeps_its_deadline_when_rank_zeros_queue_is_full) {
   // A listener that never accepts: once its queue is full, the kernel drops further connection
   // requests and a blocking connect() retries them for a minute or more.
   int const listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in address = loopback_address(0);
   ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
   ASSERT_EQ(::listen(listener, 0), 0);
   socklen_t length = sizeof address;
@@ -177,7 +152,7 @@ TEST(rendezvous, rank_zero_is_reached_over_ipv6) {
 
 TEST(rendezvous, a_silent_connection_does_not_hold_up_the_ranks_behind_it) {
   gn::rendezvous_server server{0, 3};
-  int const silent = connect_raw(server.port());  // connects first, never says a word
+  int const silent = connect_to_loopback(server.port());  // connects first, never says a word
   ASSERT_GE(silent, 0);
   auto const id = make_id(31);
   std::vector<std::future<gn::unique_id_bytes>> ranks;
@@ -198,7 +173,7 @@ TEST(rendezvous, a_refused_client_is_not_sent_the_id) {
   gn::rendezvous_server server{0, 2};
   auto const id = make_id(41);
   auto refused = std::async(std::launch::async, [&] {
-    int const fd = connect_raw(server.port());
+    int const fd = connect_to_loopback(server.port());
     auto const hello = hello_bytes(1, 5, gn::job_token_hash(""));  // another world size
     ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
     std::vector<unsigned char> reply(8 + id.size());
@@ -251,7 +226,7 @@ TEST(rendezvous, a_rank_that_registers_and_leaves_is_named) {
   auto rank_two = std::async(std::launch::async, [&] {
     return gn::rendezvous_join("127.0.0.1", server.port(), 2, 3, milliseconds{5000});
   });
-  int const leaver = connect_raw(server.port());  // says it is rank 1, then exits
+  int const leaver = connect_to_loopback(server.port());  // says it is rank 1, then exits
   auto const hello = hello_bytes(1, 3, gn::job_token_hash(""));
   ::send(leaver, hello.data(), hello.size(), MSG_NOSIGNAL);
   std::this_thread::sleep_for(milliseconds{100});
@@ -270,7 +245,7 @@ TEST(rendezvous, accept_failing_for_want_of_descriptors_ends_at_the_deadline) {
                   "a pipe), which this test leaves none of";
 #endif
   gn::rendezvous_server server{0, 2};
-  int const client = connect_raw(server.port());  // queued, waiting to be accepted
+  int const client = connect_to_loopback(server.port());  // queued, waiting to be accepted
   ASSERT_GE(client, 0);
   pid_t const child = ::fork();
   ASSERT_GE(child, 0);
@@ -340,16 +315,12 @@ TEST(rendezvous, a_duplicate_rank_fails) {
 TEST(rendezvous, a_foreign_client_is_dropped_and_counted) {
   gn::rendezvous_server server{0, 2};
   std::thread foreign{[&] {
-    int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+    int const fd = connect_to_loopback(server.port());
+    if (fd >= 0) {
       char const garbage[] = "GET / HTTP/1.0\r\n\r\n";
       ::send(fd, garbage, sizeof garbage, MSG_NOSIGNAL);
+      ::close(fd);
     }
-    ::close(fd);
   }};
   foreign.join();
   std::string const what =

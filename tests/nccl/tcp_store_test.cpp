@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/loopback.hpp"
 
 namespace gn = graphstep::nccl;
 using graphstep::testing::message_of;
@@ -220,11 +221,7 @@ TEST_P(tcp_store_test, a_rank_zero_that_never_publishes_is_reported_in_time) {
 
 // Without PyTorch: what the client says when no store, or something else, answers.
 TEST(tcp_store, no_store_at_the_port_fails_at_the_deadline) {
-  int port = 0;
-  {
-    gn::rendezvous_server placeholder{0, 2};  // a free port, freed again
-    port = placeholder.port();
-  }
+  int const port = graphstep::testing::closed_port();
   auto const started = std::chrono::steady_clock::now();
   std::string const what = message_of<graphstep::nccl_error>([&] {
     gn::tcp_store{"127.0.0.1", port, milliseconds{300}};
