@@ -5,6 +5,14 @@
 //   (sim/detail/nccl_world.hpp). ncclCommInitRank blocks until every rank has joined
 //   (ncclCommInitRankConfig with blocking = 0 returns ncclInProgress and finishes in the
 //   background; ncclCommGetAsyncError answers ncclInProgress until then).
+// - A communicator whose last operation is still in progress is refused with
+//   ncclInvalidArgument by every call but ncclCommGetAsyncError, abort and destroy; one with an
+//   asynchronous error answers with that error (ncclCommEnsureReady, src/init.cc, called by
+//   ncclCommCount, ncclCommCuDevice, ncclCommUserRank and every collective).
+// - On a non-blocking communicator of several ranks, a collective (or the ncclGroupEnd of a
+//   group whose last communicator is non-blocking) returns ncclInProgress and launches on a
+//   thread of its own (src/group.cc: groupLaunchNonBlocking), so work issued before the
+//   communicator answers ncclSuccess may land after what the host does next.
 // - A collective is a kernel on the user's stream: it runs in stream order, is recorded as a
 //   kernel node while the stream is capturing and runs again at every replay, reading its inputs
 //   then. It completes only once every rank has issued it; meanwhile its stream waits behind it
@@ -28,6 +36,7 @@
 #include <array>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +45,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -56,13 +66,16 @@ struct comm_core {
   int ranks{};
   int device{};
   bool blocking{true};
-  std::atomic<bool> stop{false};  // the abort flag the kernels poll
-  bool running{};                 // a collective is under way (guarded by the platform lock)
+  std::atomic<bool> stop{false};            // the abort flag the kernels poll
+  std::atomic<std::uint32_t> connected{0};  // a bit per collective kind connected to the peers
+  bool running{};  // a collective is under way (guarded by the platform lock)
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   std::mutex mutex;
   std::condition_variable references_dropped;
   int persistent_references{};  // guarded by mutex: collectives held by graphs
   std::thread background;       // a non-blocking initialization or release
+  int launches_in_flight{};     // guarded by mutex: non-blocking launches still on their thread
+  std::condition_variable launches_done;
 
   comm_core() = default;
   comm_core(comm_core const&) = delete;
@@ -76,6 +89,12 @@ struct comm_core {
   void wait_for_graphs() {
     std::unique_lock<std::mutex> lock{mutex};
     references_dropped.wait(lock, [this] { return persistent_references == 0; });
+  }
+  // Abort and destroy join a non-blocking group's launch first (ncclCommEnsureReady joins the
+  // group job on an aborted communicator: ncclGroupJobAbort, src/group.cc).
+  void wait_for_launches() {
+    std::unique_lock<std::mutex> lock{mutex};
+    launches_done.wait(lock, [this] { return launches_in_flight == 0; });
   }
 };
 
@@ -182,8 +201,11 @@ class collective_task final : public kernel_task {
     ncclResult_t const result = core_->link->run(call_, core_->stop);
     core_->running = false;
     if (result == ncclRemoteError) {
-      ncclResult_t expected = ncclSuccess;
-      core_->async_error.compare_exchange_strong(expected, ncclRemoteError);
+      // Over success, or over a non-blocking launch still in progress (whose end keeps it).
+      ncclResult_t seen = core_->async_error.load();
+      while ((seen == ncclSuccess || seen == ncclInProgress) &&
+             !core_->async_error.compare_exchange_weak(seen, ncclRemoteError)) {
+      }
     }
   }
   [[nodiscard]] std::vector<pointer_argument> pointer_arguments() const override {
@@ -229,6 +251,9 @@ struct group_state {
   std::vector<pending_launch> launches;
   std::vector<std::shared_ptr<comm_core>> joining;
   ncclResult_t error{ncclSuccess};
+  // The last communicator to join decides (ncclGroupCommJoin sets ncclGroupBlocking,
+  // src/include/group.h).
+  bool blocking{true};
 };
 thread_local group_state group;
 
@@ -241,8 +266,30 @@ ncclResult_t group_checked(ncclResult_t result) {
   return result;
 }
 
+// The first collective of a kind connects to the peers first, blocking this host thread until
+// every rank has issued one (rank_link::offer_connection).
+ncclResult_t connect(pending_launch const& pending) {
+  comm_core& core = *pending.core;
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(pending.call.kind);
+  if (core.ranks == 1 || (core.connected.load() & bit) != 0) return ncclSuccess;
+  core.link->offer_connection(pending.call.kind);
+  ncclResult_t const connected = core.link->wait_connected(pending.call.kind, core.stop);
+  if (connected != ncclSuccess) {
+    return warn(
+        connected,
+        std::string{"nccl"} + name(pending.call.kind) + ": connecting to the " + "peers failed: " +
+            (connected == ncclRemoteError ? "a peer left" : "the communicator was aborted"));
+  }
+  core.connected.fetch_or(bit);
+  return ncclSuccess;
+}
+
 // Launches a collective on its stream, as NCCL launches its kernel.
 ncclResult_t launch(pending_launch const& pending) {
+  if (ncclResult_t const connected = connect(pending); connected != ncclSuccess) {
+    if (connected == ncclRemoteError) pending.core->async_error.store(ncclRemoteError);
+    return connected;
+  }
   lock_guard const lock{state().mutex};
   stream_state* const stream = find_stream(pending.stream);
   if (stream == nullptr) {
@@ -269,6 +316,58 @@ ncclResult_t launch(pending_launch const& pending) {
   return ncclSuccess;
 }
 
+// A non-blocking group's launch, on a thread of its own as NCCL's groupLaunchNonBlocking: each
+// communicator answers ncclInProgress until its collectives are on their streams.
+ncclResult_t launch_in_background(std::vector<pending_launch> launches) {
+  std::vector<std::shared_ptr<comm_core>> cores;
+  for (auto const& pending : launches) {
+    if (std::find(cores.begin(), cores.end(), pending.core) == cores.end()) {
+      cores.push_back(pending.core);
+    }
+  }
+  for (auto const& core : cores) {
+    core->async_error.store(ncclInProgress);
+    std::lock_guard<std::mutex> const lock{core->mutex};
+    ++core->launches_in_flight;
+  }
+  auto finish = [](std::vector<std::shared_ptr<comm_core>> const& done, ncclResult_t result) {
+    for (auto const& core : done) {
+      ncclResult_t expected = ncclInProgress;
+      core->async_error.compare_exchange_strong(expected, result);
+      std::lock_guard<std::mutex> const lock{core->mutex};
+      if (--core->launches_in_flight == 0) core->launches_done.notify_all();
+    }
+  };
+  try {
+    std::thread{[launches, cores, finish] {
+      ncclResult_t result = ncclSuccess;
+      for (auto const& pending : launches) {
+        if (ncclResult_t const launched = launch(pending);
+            launched != ncclSuccess && result == ncclSuccess) {
+          result = launched;
+        }
+      }
+      finish(cores, result);
+    }}.detach();
+  } catch (std::system_error const&) {
+    finish(cores, ncclSystemError);
+    return warn(ncclSystemError, "ncclGroupEnd: no thread could be started for the launch");
+  }
+  return ncclInProgress;
+}
+
+// NCCL's ncclCommEnsureReady (src/init.cc).
+ncclResult_t ensure_ready(comm_core const& core, char const* call) {
+  ncclResult_t const state = core.async_error.load();
+  if (state == ncclInProgress) {
+    return warn(ncclInvalidArgument,
+                std::string{call} +
+                    ": Attempt to use communicator before the previous operation returned "
+                    "ncclSuccess (poll ncclCommGetAsyncError until it does)");
+  }
+  return state;
+}
+
 bool device_pointer(void const* pointer, std::size_t bytes) {
   lock_guard const lock{state().mutex};
   return device_range_valid(pointer, bytes);
@@ -278,10 +377,8 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
                              cudaStream_t stream) {
   std::shared_ptr<comm_core> core = core_of(comm);
   if (core == nullptr) return invalid_comm(call_name);
-  if (core->async_error.load() == ncclInProgress) {
-    return warn(ncclInvalidUsage, std::string{call_name} +
-                                      ": the communicator is still initializing; poll "
-                                      "ncclCommGetAsyncError until it returns ncclSuccess");
+  if (ncclResult_t const ready = ensure_ready(*core, call_name); ready != ncclSuccess) {
+    return ready;
   }
   std::size_t const size = element_bytes(call.type);
   if (size == 0) {
@@ -320,10 +417,13 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
   pending_launch pending{std::move(core), call, stream};
   // One rank: NCCL issues the copy at once, inside a group too (ncclLaunchOneRank in taskAppend,
   // src/enqueue.cc).
-  if (group.depth > 0 && pending.core->ranks > 1) {
+  if (pending.core->ranks == 1) return launch(pending);
+  if (group.depth > 0) {
+    group.blocking = pending.core->blocking;
     group.launches.push_back(std::move(pending));
     return ncclSuccess;
   }
+  if (!pending.core->blocking) return launch_in_background({std::move(pending)});
   return launch(pending);
 }
 
@@ -387,6 +487,7 @@ ncclResult_t read_shape(ncclComm_t comm, int* out, int comm_core::*field, char c
   auto const core = core_of(comm);
   if (core == nullptr) return invalid_comm(call);
   if (out == nullptr) return warn(ncclInvalidArgument, std::string{call} + ": the output is null");
+  if (ncclResult_t const ready = ensure_ready(*core, call); ready != ncclSuccess) return ready;
   *out = (*core).*field;
   return ncclSuccess;
 }
@@ -406,6 +507,7 @@ ncclResult_t release(ncclComm_t comm, bool abort, char const* call) {
     core->stop.store(true);  // running and parked kernels exit
     core->link->leave();     // peers see this rank gone
   }
+  core->wait_for_launches();
   if (core->blocking) {
     core->wait_for_graphs();
     return ncclSuccess;
@@ -615,6 +717,7 @@ ncclResult_t ncclGroupEnd() {
   if (--group.depth > 0) return ncclSuccess;
   if (ncclResult_t const failed = std::exchange(group.error, ncclSuccess); failed != ncclSuccess) {
     group.launches.clear();  // dropped, not launched
+    group.blocking = true;
     // Their initialization was dropped too: the communicators are unusable.
     for (auto const& core : std::exchange(group.joining, {})) core->async_error = failed;
     return failed;
@@ -626,7 +729,17 @@ ncclResult_t ncclGroupEnd() {
       result = done;
     }
   }
-  auto const launches = std::exchange(group.launches, {});
+  auto launches = std::exchange(group.launches, {});
+  bool const blocking = std::exchange(group.blocking, true);
+  // Every communicator of the group offers its connections before any waits for its peers, as
+  // NCCL connects a group's communicators on threads of their own (ncclCollPreconnectFunc).
+  for (auto const& pending : launches) {
+    if (pending.core->ranks > 1) pending.core->link->offer_connection(pending.call.kind);
+  }
+  if (!launches.empty() && !blocking) {
+    ncclResult_t const launched = sn::launch_in_background(std::move(launches));
+    return result == ncclSuccess ? launched : result;
+  }
   for (auto const& pending : launches) {
     if (ncclResult_t const launched = sn::launch(pending);
         launched != ncclSuccess && result == ncclSuccess) {

@@ -53,8 +53,9 @@ struct exchange_header {
 struct shared_rank {
   std::atomic<std::int32_t> presence;
   std::atomic<std::int32_t> pid;
-  std::atomic<std::uint64_t> posted;    // the last exchange whose part this rank published
-  std::atomic<std::uint64_t> consumed;  // the last exchange this rank finished reading
+  std::atomic<std::uint64_t> posted;     // the last exchange whose part this rank published
+  std::atomic<std::uint64_t> consumed;   // the last exchange this rank finished reading
+  std::atomic<std::uint32_t> connected;  // a bit per collective kind this rank has offered
   exchange_header exchange;
 };
 
@@ -330,6 +331,32 @@ int rank_link::departed_peer() const noexcept {
     }
   }
   return -1;
+}
+
+void rank_link::offer_connection(collective_kind kind) noexcept {
+  shared_header& header = world_->header();
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(kind);
+  if ((header.rank[rank_].connected.fetch_or(bit) & bit) == 0) wake_everyone(header.wake);
+}
+
+ncclResult_t rank_link::wait_connected(collective_kind kind,
+                                       std::atomic<bool> const& stop) const noexcept {
+  shared_header const& header = world_->header();
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(kind);
+  bool const remote_errors = peer_failure_mode() == peer_failure::remote_error;
+  auto everyone = [&] {
+    for (int r = 0; r < ranks_; ++r) {
+      if ((header.rank[r].connected.load() & bit) == 0) return false;
+    }
+    return true;
+  };
+  while (true) {
+    std::uint32_t const seen = wake_word()->load();
+    if (everyone()) return ncclSuccess;
+    if (stop.load()) return ncclInternalError;
+    if (remote_errors && departed_peer() >= 0) return ncclRemoteError;
+    wait_for_change(seen, 10);
+  }
 }
 
 ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const& stop) {

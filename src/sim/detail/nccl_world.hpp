@@ -83,6 +83,18 @@ class rank_link {
   /// A peer that left or whose process died, or -1.
   [[nodiscard]] int departed_peer() const noexcept;
 
+  /// NCCL connects a communicator's peers when a collective first needs an algorithm
+  /// (NCCL_RUNTIME_CONNECT, on by default: ncclPrepareTasks in src/enqueue.cc, then
+  /// ncclCollPreconnect in src/group.cc), through its bootstrap network, on the host thread
+  /// that launches: that thread waits for the peers. Modelled per collective kind. This rank
+  /// offers the connection for `kind` (idempotent; a group offers all of its kinds first).
+  void offer_connection(collective_kind kind) noexcept;
+  /// Blocks the calling host thread until every rank has offered `kind`. Returns
+  /// ncclRemoteError when a peer left and the mode is remote_error, ncclInternalError when
+  /// `stop` turns true (an abort), else ncclSuccess.
+  [[nodiscard]] ncclResult_t wait_connected(collective_kind kind,
+                                            std::atomic<bool> const& stop) const noexcept;
+
   /// Runs one collective from this rank, parking the running operation while peers are missing.
   /// Stops early (outputs unspecified) when `stop()` turns true; returns ncclRemoteError when a
   /// peer left and the mode is remote_error, else ncclSuccess.
