@@ -22,7 +22,25 @@ void deadline_tracker::finished(std::int64_t step) noexcept {
   while (!outstanding_.empty() && outstanding_.front().step <= step) outstanding_.pop_front();
 }
 
+void deadline_tracker::call_in_progress(bool in_progress) {
+  if (!in_progress) {
+    in_progress_since_.reset();
+  } else if (!in_progress_since_) {
+    in_progress_since_ = now_();
+  }
+}
+
 std::optional<std::string> deadline_tracker::overdue(int rank) const {
+  if (in_progress_since_) {
+    auto const waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now_() - *in_progress_since_);
+    if (waited >= timeout_) {
+      return "rank " + std::to_string(rank) + ": an NCCL call has been in progress for " +
+             std::to_string(waited.count()) + " ms (deadline " + std::to_string(timeout_.count()) +
+             " ms): it waits for a peer that has not issued the same collective (it failed, is "
+             "stuck, or issues collectives in another order)";
+    }
+  }
   if (outstanding_.empty()) return std::nullopt;
   auto const waited =
       std::chrono::duration_cast<std::chrono::milliseconds>(now_() - outstanding_.front().since);

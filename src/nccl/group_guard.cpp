@@ -5,10 +5,29 @@
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/group_guard.hpp>
 
+#include "detail/comm_state.hpp"
+
 namespace graphstep::nccl {
+
+namespace {
+
+// ncclGroupEnd, and the wait for every member when a non-blocking group answers ncclInProgress
+// (NCCL then launches on a thread of its own: src/group.cc, groupLaunchNonBlocking).
+void end_group(char const* what) {
+  ncclResult_t const status = ncclGroupEnd();
+  auto const members = detail::group_members::close();
+  if (status == ncclInProgress) {
+    for (auto const& member : members) member->wait_until_ready(what, "ncclGroupEnd");
+    return;
+  }
+  GRAPHSTEP_NCCL_TRY(status);
+}
+
+}  // namespace
 
 group_guard::group_guard() : exceptions_at_start_{std::uncaught_exceptions()} {
   GRAPHSTEP_NCCL_TRY(ncclGroupStart());
+  detail::group_members::open();
 }
 
 group_guard::~group_guard() {
@@ -21,21 +40,23 @@ group_guard::~group_guard() {
     // (CommCheck in ncclEnqueueCheck). Its ncclInvalidArgument is the expected answer.
     static_cast<void>(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, nullptr, nullptr));
     static_cast<void>(ncclGroupEnd());
+    static_cast<void>(detail::group_members::close());
     static_cast<void>(std::fprintf(stderr,
                                    "graphstep: an exception left a group_guard's scope: the "
                                    "group's collectives were dropped, not launched\n"));
     return;
   }
-  if (ncclResult_t const status = ncclGroupEnd(); status != ncclSuccess) {
-    static_cast<void>(
-        std::fprintf(stderr, "graphstep: ncclGroupEnd failed: %s\n", ncclGetErrorString(status)));
+  try {
+    end_group("~group_guard");
+  } catch (std::exception const& e) {
+    static_cast<void>(std::fprintf(stderr, "graphstep: ending a group failed: %s\n", e.what()));
   }
 }
 
 void group_guard::end() {
   GRAPHSTEP_EXPECTS(open_, "group_guard::end was called twice");
   open_ = false;
-  GRAPHSTEP_NCCL_TRY(ncclGroupEnd());
+  end_group("group_guard::end");
 }
 
 }  // namespace graphstep::nccl

@@ -1,9 +1,14 @@
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bootstrap.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
+#include <memory>
+#include <string>
+#include <thread>
 
 #include "detail/comm_state.hpp"
 
@@ -21,6 +26,37 @@ unique_id_bytes from_nccl(ncclUniqueId const& id) {
   unique_id_bytes bytes;
   std::memcpy(bytes.data(), &id, sizeof id);
   return bytes;
+}
+
+// Polls a non-blocking initialization until every rank has joined, NCCL fails it, or the
+// timeout passes.
+void wait_for_initialization(ncclComm_t handle, int rank, int world_size,
+                             std::chrono::milliseconds timeout) {
+  auto const deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds{50};
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclResult_t const read = ncclCommGetAsyncError(handle, &state); read != ncclSuccess) {
+      state = read;
+    }
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      graphstep::detail::throw_nccl_error(static_cast<int>(state), ncclGetErrorString(state),
+                                          "ncclCommInitRankConfig (initialization)", __FILE__,
+                                          __LINE__);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds{5000});
+  }
+  throw nccl_error{static_cast<int>(ncclInProgress),
+                   "nccl_comm: rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+                       ": the other ranks did not all join the communicator within " +
+                       std::to_string(timeout.count()) +
+                       " ms; the initialization was aborted. Check that every rank started, "
+                       "that all of them use the same unique id and world size, and that they "
+                       "reach each other (NCCL_DEBUG=INFO shows the bootstrap); or allow more "
+                       "time with nccl_comm_options::init_timeout"};
 }
 
 }  // namespace
@@ -65,10 +101,23 @@ nccl_comm nccl_comm::from_unique_id(unique_id_bytes const& id, int rank, int wor
   GRAPHSTEP_EXPECTS(world_size >= 1 && rank >= 0 && rank < world_size,
                     "nccl_comm: rank " + std::to_string(rank) + " must lie in [0, " +
                         std::to_string(world_size) + ")");
+  GRAPHSTEP_EXPECTS(options.init_timeout.count() > 0,
+                    "nccl_comm: the init timeout must be positive, not " +
+                        std::to_string(options.init_timeout.count()) + " ms");
   cuda::require_device();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t handle = nullptr;
-  GRAPHSTEP_NCCL_TRY(ncclCommInitRank(&handle, world_size, to_nccl(id), rank));
-  return nccl_comm{detail::comm_state::create(handle, options.slot)};
+  ncclResult_t const started =
+      ncclCommInitRankConfig(&handle, world_size, to_nccl(id), rank, &config);
+  // Owned from here: a failure or a timeout below aborts it (the initialization too).
+  std::unique_ptr<ncclComm, detail::comm_deleter> guard{handle, detail::comm_deleter{true}};
+  if (started != ncclSuccess && started != ncclInProgress) {
+    graphstep::detail::throw_nccl_error(static_cast<int>(started), ncclGetErrorString(started),
+                                        "ncclCommInitRankConfig", __FILE__, __LINE__);
+  }
+  wait_for_initialization(handle, rank, world_size, options.init_timeout);
+  return nccl_comm{detail::comm_state::create(guard.release(), options.slot)};
 }
 
 std::vector<nccl_comm> nccl_comm::for_local_devices(std::vector<int> const& devices) {

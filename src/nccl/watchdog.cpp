@@ -74,6 +74,7 @@ void watchdog::inspect() {
   // communicator's lock; then the deadline alone decides this round.
   ncclResult_t const async_error =
       state.async_error(std::chrono::milliseconds{10}).value_or(ncclSuccess);
+  deadline_.call_in_progress(async_error == ncclInProgress);
   if (async_error == ncclInProgress) {
     seen.async = async_state::in_progress;
   } else if (async_error != ncclSuccess) {

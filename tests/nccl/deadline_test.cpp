@@ -28,6 +28,25 @@ TEST(deadline_tracker, times_out_only_past_the_deadline) {
   EXPECT_THROW(gn::deadline_tracker(std::chrono::milliseconds{0}), graphstep::usage_error);
 }
 
+TEST(deadline_tracker, a_call_in_progress_past_the_deadline_is_overdue) {
+  auto now = std::chrono::steady_clock::time_point{};
+  gn::deadline_tracker tracker{std::chrono::milliseconds{200}, [&] { return now; }};
+  tracker.call_in_progress(true);
+  now += std::chrono::milliseconds{150};
+  tracker.call_in_progress(true);  // still the same wait: measured from the first look
+  EXPECT_FALSE(tracker.overdue(1));
+  now += std::chrono::milliseconds{60};
+  auto const late = tracker.overdue(1);
+  ASSERT_TRUE(late);
+  EXPECT_NE(late->find("rank 1: an NCCL call has been in progress for 210 ms"), std::string::npos)
+      << *late;
+  tracker.call_in_progress(false);  // done: a later call starts afresh
+  EXPECT_FALSE(tracker.overdue(1));
+  tracker.call_in_progress(true);
+  now += std::chrono::milliseconds{199};
+  EXPECT_FALSE(tracker.overdue(1));
+}
+
 TEST(deadline_tracker, later_launches_do_not_hide_a_hung_step) {
   auto now = std::chrono::steady_clock::time_point{};
   gn::deadline_tracker tracker{std::chrono::milliseconds{100}, [&] { return now; }};

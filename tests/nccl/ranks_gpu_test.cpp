@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
@@ -402,13 +403,16 @@ TEST_F(ranks_test, a_discarded_capture_does_not_count_in_the_sequence_check) {
 }
 
 // Where NCCL's transport reports a peer that is gone (GRAPHSTEP_SIM_NCCL_PEER_FAILURE=
-// remote_error, as network transports do), the watchdog turns ncclRemoteError into an error at
-// once, long before its deadline.
+// remote_error, as network transports do), ncclRemoteError becomes an error at once, long
+// before the watchdog's deadline: from the call, or from the watchdog.
 TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_deadline) {
   run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     ::setenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE", "remote_error", 1);
     std::size_t const n = 256;
     float* x = upload(std::vector<float>(n, 1.0F), stream);
+    // Connected first: a peer gone before then fails the collective's call itself.
+    gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+    stream.synchronize();
     if (rank == 1) _exit(0);  // gone without a word, its communicator never destroyed
     gn::watchdog_options options;
     options.timeout = std::chrono::seconds{60};
@@ -416,9 +420,10 @@ TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_de
     options.poll_interval = std::chrono::milliseconds{10};
     gn::watchdog dog{comm.view(), options};
     auto const started = std::chrono::steady_clock::now();
-    gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
-    dog.launched(stream, 1);
     try {
+      // NCCL may report the error while the call still waits for its launch, or after.
+      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+      dog.launched(stream, 1);
       dog.wait();
       checks.expect(false, "the step finished without its peer");
     } catch (gs::nccl_error const& e) {
@@ -428,6 +433,162 @@ TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_de
     checks.expect(
         waited < std::chrono::seconds{10},
         "the error took " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+            " ms");
+    stream.synchronize();
+  });
+}
+
+// A rank that never creates its communicator: the others' creation fails within its timeout
+// instead of waiting forever (a non-blocking initialization, polled against the deadline).
+TEST_F(ranks_test, a_rank_that_never_joins_the_initialization_fails_the_others_in_time) {
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(3, [](int rank, rank_checks& checks) {
+    if (rank == 2) return;  // never joins
+    gn::nccl_comm_options options;
+    options.init_timeout = std::chrono::milliseconds{500};
+    auto const started = std::chrono::steady_clock::now();
+    try {
+      auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, 3, options);
+      checks.expect(false, "the communicator was made without rank 2");
+    } catch (gs::nccl_error const& e) {
+      checks.expect(std::string{e.what()}.find("did not all join the communicator within 500 ms") !=
+                        std::string::npos,
+                    e.what());
+    }
+    auto const waited = std::chrono::steady_clock::now() - started;
+    checks.expect(
+        waited < std::chrono::seconds{5},
+        "the error took " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+            " ms");
+  });
+}
+
+// NCCL connects the peers at a communicator's first collective, so that call waits while a
+// peer has not issued it. An abort from another thread ends the wait at once, and never frees
+// the communicator under the call: graphstep's communicator is non-blocking, so the call waits
+// with no lock held instead of inside NCCL.
+TEST_F(ranks_test, an_abort_from_another_thread_ends_a_call_waiting_for_a_peer_at_once) {
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds{3});  // never issues the collective
+      return;
+    }
+    std::size_t const n = 64;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    std::chrono::steady_clock::time_point aborted;
+    std::thread aborter{[&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds{300});
+      aborted = std::chrono::steady_clock::now();
+      comm.abort();
+    }};
+    try {
+      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+      checks.expect(false, "the collective was issued without its peer");
+    } catch (gs::nccl_error const& e) {
+      checks.expect(std::string{e.what()}.find("aborted by nccl_comm::abort") != std::string::npos,
+                    e.what());
+    }
+    auto const ended = std::chrono::steady_clock::now();
+    aborter.join();
+    checks.expect(
+        ended - aborted < std::chrono::milliseconds{1000},
+        "the call ended " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(ended - aborted).count()) +
+            " ms after the abort");
+    stream.synchronize();
+  });
+}
+
+// Plain NCCL with non-blocking communicators, as NCCL 2.28's source has them: initialization,
+// collectives outside a group and a group's end answer ncclInProgress; the communicator refuses
+// other calls until ncclCommGetAsyncError reports ncclSuccess (ncclCommEnsureReady).
+TEST_F(ranks_test, non_blocking_communicators_answer_in_progress_until_their_work_is_issued) {
+  shared_unique_id() = gn::nccl_comm::new_unique_id();
+  run_ranks(2, [](int rank, rank_checks& checks) {
+    auto wait_ready = [&](ncclComm_t comm, char const* what) {
+      ncclResult_t state = ncclInProgress;
+      auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+      while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+        checks.expect(ncclCommGetAsyncError(comm, &state) == ncclSuccess, "ncclCommGetAsyncError");
+      }
+      checks.expect(state == ncclSuccess,
+                    std::string{what} + " ended with " + ncclGetErrorString(state));
+    };
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds{300});
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclUniqueId id;
+    std::memcpy(&id, shared_unique_id().data(), sizeof id);
+    ncclResult_t const started = ncclCommInitRankConfig(&comm, 2, id, rank, &config);
+    checks.expect(started == ncclInProgress || started == ncclSuccess, "ncclCommInitRankConfig");
+    if (rank == 0) {
+      checks.expect(started == ncclInProgress, "rank 0's initialization finished without rank 1");
+      int count = 0;
+      checks.expect(ncclCommCount(comm, &count) == ncclInvalidArgument,
+                    "ncclCommCount answered while the initialization was under way");
+    }
+    wait_ready(comm, "the initialization");
+    int count = 0;
+    checks.expect(ncclCommCount(comm, &count) == ncclSuccess && count == 2, "ncclCommCount");
+    gs::cuda::stream stream;
+    std::size_t const n = 1000;
+    float* x = upload(std::vector<float>(n, static_cast<float>(rank + 1)), stream);
+    checks.expect(
+        ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, stream.get()) == ncclInProgress,
+        "ncclAllReduce on a non-blocking communicator did not answer ncclInProgress");
+    wait_ready(comm, "ncclAllReduce");
+    checks.expect_values(download(x, n, stream), std::vector<float>(n, 3.0F), "ncclAllReduce");
+    checks.expect(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+    checks.expect(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, stream.get()) == ncclSuccess,
+                  "ncclAllReduce inside a group");
+    checks.expect(ncclGroupEnd() == ncclInProgress, "a non-blocking group's end");
+    // A call before the group's launch is known to be done is refused.
+    ncclResult_t state = ncclInProgress;
+    checks.expect(ncclCommGetAsyncError(comm, &state) == ncclSuccess, "ncclCommGetAsyncError");
+    if (state == ncclInProgress) {
+      checks.expect(
+          ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, stream.get()) == ncclInvalidArgument,
+          "a collective was accepted while the group's launch was in progress");
+    }
+    wait_ready(comm, "the group");
+    checks.expect_values(download(x, n, stream), std::vector<float>(n, 6.0F), "the group");
+    GRAPHSTEP_CUDA_TRY(cudaFree(x));
+    checks.expect(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  });
+}
+
+// The watchdog's deadline covers a call that waits for a peer, not only launched steps: the
+// first collective of a kind waits until every rank has issued it.
+TEST_F(ranks_test, a_background_watchdog_ends_a_call_whose_peer_never_comes) {
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds{3});  // never issues the collective
+      return;
+    }
+    std::size_t const n = 64;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    gn::watchdog_options options;
+    options.timeout = std::chrono::milliseconds{400};
+    options.background = true;
+    options.poll_interval = std::chrono::milliseconds{20};
+    gn::watchdog dog{comm.view(), options};
+    auto const started = std::chrono::steady_clock::now();
+    try {
+      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+      checks.expect(false, "the collective was issued without its peer");
+    } catch (gs::nccl_error const& e) {
+      checks.expect(
+          std::string{e.what()}.find("an NCCL call has been in progress") != std::string::npos,
+          e.what());
+    }
+    auto const waited = std::chrono::steady_clock::now() - started;
+    checks.expect(
+        waited < std::chrono::milliseconds{2000},
+        "the call ended after " +
             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
             " ms");
     stream.synchronize();

@@ -33,8 +33,13 @@ class deadline_tracker {
   void finished(std::int64_t step) noexcept;
   /// @brief Every outstanding step finished.
   void finished() noexcept { outstanding_.clear(); }
-  /// @brief The description of the timeout when the oldest outstanding step has passed its
-  /// deadline: which rank, which step, how long, and how many steps wait behind it.
+  /// @brief Whether NCCL now answers ncclInProgress for the communicator: a call still waits
+  /// for its work to be issued (on a non-blocking communicator, the first collective of a kind
+  /// waits for every peer to issue it too). Measured from the first look that saw it.
+  void call_in_progress(bool in_progress);
+  /// @brief The description of the timeout when the oldest outstanding step, or a call in
+  /// progress, has passed its deadline: which rank, which step, how long, and how many steps
+  /// wait behind it.
   [[nodiscard]] std::optional<std::string> overdue(int rank) const;
   /// @brief The oldest outstanding step.
   [[nodiscard]] std::optional<std::int64_t> outstanding_step() const noexcept {
@@ -52,6 +57,7 @@ class deadline_tracker {
   std::chrono::milliseconds timeout_;
   watchdog_clock now_;
   std::deque<pending> outstanding_;
+  std::optional<std::chrono::steady_clock::time_point> in_progress_since_;
 };
 
 /// @brief NCCL's asynchronous state of a communicator, as ncclCommGetAsyncError reports it.

@@ -7,6 +7,7 @@
 
 #include <nccl.h>
 
+#include <chrono>
 #include <graphstep/nccl/nccl_comm_view.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 #include <memory>
@@ -14,17 +15,31 @@
 
 namespace graphstep::nccl {
 
+/// @brief How long creating a communicator waits, by default, for every rank to join.
+inline constexpr std::chrono::minutes default_init_timeout{10};
+
 /// @brief How a communicator is made.
 struct nccl_comm_options {
   /// Which of this rank's communicators this is (say 0 for data parallel, 1 for tensor
   /// parallel); recorded with every captured collective so sequences are compared per slot.
   int slot{0};
+  /// How long `from_unique_id` (and the bootstraps built on it) waits for every rank to join.
+  /// Past it the initialization is aborted and nccl_error thrown: a rank that never starts, or
+  /// one given another id, would otherwise hold the others forever. Must be positive.
+  std::chrono::milliseconds init_timeout{default_init_timeout};
 };
 
 /// @brief An owning NCCL communicator. Its destructor calls `ncclCommDestroy`, or
 /// `ncclCommAbort` once an error was seen on it, and never throws. Move-only; a moved-from
 /// communicator is empty. Views stay valid across moves; views left over after the destruction
 /// throw usage_error instead of reaching NCCL.
+///
+/// `from_unique_id` makes a non-blocking communicator (`ncclConfig_t::blocking = 0`), the kind
+/// NCCL documents for aborting "at any point, during initialization, communication or when
+/// finalizing" (user guide, Fault Tolerance): its initialization is bounded by
+/// `nccl_comm_options::init_timeout`, and graphstep's calls on it wait for NCCL's
+/// `ncclInProgress` with no lock held, so an abort from another thread (a watchdog) ends the
+/// wait at once and never frees the communicator under a call.
 ///
 /// One GPU per process is the model NCCL recommends with CUDA graphs. `for_local_devices`
 /// drives several GPUs from one process (for tests and small jobs); NCCL documents that
@@ -36,9 +51,12 @@ class nccl_comm {
   /// choose the bootstrap (see `<graphstep/nccl/bootstrap.hpp>`).
   /// @throws usage_error, nccl_error, no_device_error (as communicator_from_environment)
   [[nodiscard]] static nccl_comm from_environment();
-  /// @brief From an id every rank already has (e.g. broadcast by MPI), on the current device
-  /// (`ncclCommInitRank`).
-  /// @throws usage_error (rank outside [0, world_size)), nccl_error, no_device_error
+  /// @brief From an id every rank already has (e.g. broadcast by MPI), on the current device:
+  /// `ncclCommInitRankConfig` with `blocking = 0`, then a wait of at most
+  /// `options.init_timeout` for every rank to join.
+  /// @throws usage_error (rank outside [0, world_size); a timeout that is not positive),
+  /// nccl_error (NCCL fails; the ranks did not all join in time: the initialization is
+  /// aborted), no_device_error
   [[nodiscard]] static nccl_comm from_unique_id(unique_id_bytes const& id, int rank, int world_size,
                                                 nccl_comm_options const& options = {});
   /// @brief One communicator per listed local device, all in this process (`ncclCommInitAll`).

@@ -1,5 +1,6 @@
 #include "comm_state.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -215,8 +216,9 @@ void comm_state::abort(std::string const& reason) noexcept {
   } catch (...) {
     // Keeping the reason is best effort; the abort itself must happen.
   }
-  // A training-thread call that enqueues work holds the mutex for microseconds; one that is
-  // stuck inside NCCL can only be released by the abort itself, so do not wait for it forever.
+  // A call holds the mutex for microseconds: on graphstep's non-blocking communicators no NCCL
+  // call waits for peers. A call on a blocking communicator made elsewhere may be stuck inside
+  // NCCL, which only the abort itself releases, so do not wait for it forever.
   bool const locked = enqueue_mutex_.try_lock_for(std::chrono::seconds{2});
   if (!aborted_.exchange(true)) {
     forget();  // ncclCommAbort frees the communicator: NCCL may hand out its address again
@@ -251,6 +253,66 @@ void comm_state::throw_if_aborted(char const* what) const {
                       " of " + std::to_string(size()) +
                       ") was destroyed with its nccl_comm; a view must not outlive it"};
   }
+}
+
+void comm_state::fail(ncclResult_t status, char const* call_name) {
+  abort_on_release_.store(true);
+  graphstep::detail::throw_nccl_error(static_cast<int>(status), ncclGetErrorString(status),
+                                      call_name, __FILE__, __LINE__);
+}
+
+void comm_state::wait_until_ready(char const* what, char const* call_name) {
+  auto pause = std::chrono::microseconds{10};
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    {
+      std::lock_guard<std::timed_mutex> lock{enqueue_mutex_};
+      throw_if_aborted(what);
+      if (ncclResult_t const read = ncclCommGetAsyncError(handle_.load(), &state);
+          read != ncclSuccess) {
+        state = read;
+      }
+    }
+    if (state == ncclSuccess) {
+      joined_group();
+      return;
+    }
+    if (state != ncclInProgress) fail(state, call_name);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds{1000});
+  }
+}
+
+namespace {
+
+struct open_group {
+  int depth{};
+  std::vector<std::shared_ptr<comm_state>> members;
+};
+thread_local open_group this_threads_group;
+
+}  // namespace
+
+void group_members::open() {
+  ++this_threads_group.depth;
+}
+
+std::vector<std::shared_ptr<comm_state>> group_members::close() {
+  if (this_threads_group.depth == 0 || --this_threads_group.depth > 0) return {};
+  return std::exchange(this_threads_group.members, {});
+}
+
+void group_members::add(std::shared_ptr<comm_state> state) {
+  auto& members = this_threads_group.members;
+  if (this_threads_group.depth == 0 ||
+      std::find(members.begin(), members.end(), state) != members.end()) {
+    return;
+  }
+  members.push_back(std::move(state));
+}
+
+void comm_state::joined_group() {
+  if (this_threads_group.depth > 0) group_members::add(shared_from_this());
 }
 
 std::optional<ncclResult_t> comm_state::async_error(std::chrono::milliseconds wait) noexcept {

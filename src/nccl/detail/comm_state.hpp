@@ -53,7 +53,7 @@ struct comm_shape {
   int device{};
 };
 
-class comm_state {
+class comm_state : public std::enable_shared_from_this<comm_state> {
   struct key {
     explicit key() = default;
   };
@@ -102,8 +102,10 @@ class comm_state {
   void throw_if_aborted(char const* what) const;
 
   /// Calls `call(handle)` while holding the enqueue lock, which `abort` and `close` also take,
-  /// so a watchdog thread never frees the communicator under the call. A failed call marks the
-  /// communicator for an abort on release (it is in doubt).
+  /// so a watchdog thread never frees the communicator under the call. On a non-blocking
+  /// communicator the call may answer ncclInProgress: then this waits until NCCL reports the
+  /// work issued (see wait_until_ready). A failed call marks the communicator for an abort on
+  /// release (it is in doubt). Inside a group_guard, the communicator joins the guard's list.
   /// @throws nccl_error (aborted: see throw_if_aborted; the call failed: named `call_name`),
   /// usage_error (destroyed)
   template <typename Call>
@@ -114,12 +116,23 @@ class comm_state {
       throw_if_aborted(what);
       status = std::forward<Call>(call)(handle_.load());
     }
-    if (status != ncclSuccess && status != ncclInProgress) {
-      abort_on_release_.store(true);
-      graphstep::detail::throw_nccl_error(static_cast<int>(status), ncclGetErrorString(status),
-                                          call_name, __FILE__, __LINE__);
+    if (status == ncclInProgress) {
+      wait_until_ready(what, call_name);
+    } else if (status != ncclSuccess) {
+      fail(status, call_name);
+    } else {
+      joined_group();
     }
   }
+
+  /// Polls ncclCommGetAsyncError until the communicator's last operation is done. The enqueue
+  /// lock is held only for each poll, so an abort from another thread (a watchdog) can end the
+  /// wait at any point; NCCL documents non-blocking communicators as the way to abort "at any
+  /// point, during initialization, communication or when finalizing" (NCCL user guide, Fault
+  /// Tolerance). Unbounded otherwise: a peer that never issues its part holds it until then.
+  /// @throws nccl_error (aborted meanwhile; NCCL reports an error, named `call_name`),
+  /// usage_error (destroyed meanwhile)
+  void wait_until_ready(char const* what, char const* call_name);
 
   /// NCCL's asynchronous error, read only when the enqueue lock is free within `wait` (a call
   /// stuck inside NCCL holds it) and the communicator is alive; none otherwise.
@@ -139,6 +152,8 @@ class comm_state {
 
  private:
   static std::shared_ptr<comm_state> make_owned(ncclComm_t handle, int slot);
+  [[noreturn]] void fail(ncclResult_t status, char const* call_name);
+  void joined_group();     // inside an open group_guard on this thread: the guard waits for it
   void forget() noexcept;  // leaves the registry, if the entry for key_ is this state's
 
   ncclComm* const key_;  // the handle this state is registered under, kept after a release
@@ -158,6 +173,18 @@ class comm_state {
   // Guarded by log_mutex_: what was captured, and the capture each record belongs to.
   std::vector<std::pair<collective_record, unsigned long long>> captured_;
   std::set<int> warmed_up_;  // guarded by log_mutex_; collective kinds already run eagerly
+};
+
+/// The communicators whose collectives the innermost open group_guard of this thread issued:
+/// when its ncclGroupEnd answers ncclInProgress (a non-blocking group), each is waited for.
+class group_members {
+ public:
+  /// A group_guard opens (guards nest; the outermost one's ncclGroupEnd launches).
+  static void open();
+  /// The outermost guard closes: its members, each once; none for an inner guard.
+  [[nodiscard]] static std::vector<std::shared_ptr<comm_state>> close();
+  /// `state` issued a collective inside the open guard; nothing when no guard is open.
+  static void add(std::shared_ptr<comm_state> state);
 };
 
 /// The library's way to a handle's state and back; the public classes keep it private.
