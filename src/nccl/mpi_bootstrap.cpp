@@ -29,6 +29,16 @@ unique_id_bytes broadcast_unique_id(MPI_Comm comm, unique_id_bytes const& root_i
   return id;
 }
 
+unique_id_bytes bootstrap_unique_id(MPI_Comm comm, std::function<void()> const& prepare,
+                                    std::function<unique_id_bytes()> const& make_id) {
+  int rank = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  prepare();
+  unique_id_bytes root_id{};
+  if (rank == 0) root_id = make_id();
+  return broadcast_unique_id(comm, root_id);
+}
+
 int local_rank(MPI_Comm comm) {
   MPI_Comm host = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
@@ -46,14 +56,15 @@ nccl_comm communicator_from_mpi(MPI_Comm comm, nccl_comm_options const& options)
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   int const local = local_rank(comm);
-  cuda::require_device();
-  int const device = local_device(
-      "communicator_from_mpi: local rank " + std::to_string(local), local, cuda::device_count(),
-      ranks_may_share_a_gpu(process_environment()), loaded_nccl_version());
-  GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
-  unique_id_bytes root_id{};
-  if (rank == 0) root_id = nccl_comm::new_unique_id();
-  return nccl_comm::from_unique_id(broadcast_unique_id(comm, root_id), rank, size, options);
+  auto const select_device = [local] {
+    cuda::require_device();
+    int const device = local_device(
+        "communicator_from_mpi: local rank " + std::to_string(local), local, cuda::device_count(),
+        ranks_may_share_a_gpu(process_environment()), loaded_nccl_version());
+    GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
+  };
+  unique_id_bytes const id = bootstrap_unique_id(comm, select_device, nccl_comm::new_unique_id);
+  return nccl_comm::from_unique_id(id, rank, size, options);
 }
 
 }  // namespace graphstep::nccl

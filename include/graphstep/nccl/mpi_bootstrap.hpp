@@ -6,6 +6,7 @@
 
 #if defined(GRAPHSTEP_WITH_MPI)
 
+#include <functional>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 
@@ -23,6 +24,15 @@ namespace graphstep::nccl {
 /// @brief Rank 0's `root_id` on every rank of `comm` (MPI_Bcast).
 /// @throws nccl_error (an MPI failure)
 [[nodiscard]] unique_id_bytes broadcast_unique_id(MPI_Comm comm, unique_id_bytes const& root_id);
+
+/// @brief The steps of `communicator_from_mpi` up to the id, with what they do as arguments:
+/// every rank of `comm` runs `prepare` (there, selecting its GPU), rank 0 then runs `make_id`,
+/// and MPI broadcasts the id it returned.
+/// @return rank 0's id, on every rank
+/// @throws what `prepare` or `make_id` threw; nccl_error (an MPI failure)
+[[nodiscard]] unique_id_bytes bootstrap_unique_id(MPI_Comm comm,
+                                                  std::function<void()> const& prepare,
+                                                  std::function<unique_id_bytes()> const& make_id);
 
 /// @brief This process's rank among the ranks of `comm` on the same host.
 /// @throws nccl_error (an MPI failure)
