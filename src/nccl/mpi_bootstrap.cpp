@@ -5,10 +5,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <array>
+#include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
+#include <string>
+#include <type_traits>
 
 namespace graphstep::nccl {
 namespace {
@@ -19,6 +24,28 @@ void check_mpi(int status, char const* call) {
   int length = 0;
   MPI_Error_string(status, text, &length);
   throw nccl_error{2, std::string{call} + " failed: " + std::string{text, std::size_t(length)}};
+}
+
+// What rank 0 broadcasts: its id, or that it failed and why. One message of a fixed size, so
+// that every rank posts the same MPI_Bcast whatever happened on rank 0.
+struct root_message {
+  unsigned char failed{0};
+  unique_id_bytes id{};
+  std::array<char, 1024> reason{};  // NUL-terminated; the start of a longer reason
+};
+static_assert(std::is_trivially_copyable_v<root_message>, "root_message travels as bytes");
+
+void set_reason(root_message& message, std::exception_ptr const& failure) {
+  std::string reason = "an exception that is not a std::exception";
+  try {
+    std::rethrow_exception(failure);
+  } catch (std::exception const& e) {
+    reason = e.what();
+  } catch (...) {
+  }
+  std::size_t const length = std::min(reason.size(), message.reason.size() - 1);
+  std::copy_n(reason.data(), length, message.reason.data());
+  message.reason[length] = '\0';
 }
 
 }  // namespace
@@ -32,11 +59,49 @@ unique_id_bytes broadcast_unique_id(MPI_Comm comm, unique_id_bytes const& root_i
 unique_id_bytes bootstrap_unique_id(MPI_Comm comm, std::function<void()> const& prepare,
                                     std::function<unique_id_bytes()> const& make_id) {
   int rank = 0;
+  int size = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  prepare();
-  unique_id_bytes root_id{};
-  if (rank == 0) root_id = make_id();
-  return broadcast_unique_id(comm, root_id);
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  // Every rank takes part in both collectives below whatever failed here, and only then
+  // throws. A rank that left early would keep the others waiting: the non-root ranks wait in
+  // MPI_Bcast for rank 0's message, and although rank 0's MPI_Bcast usually returns without
+  // them, rank 0 would then wait in ncclCommInitRank for a rank that never comes (NCCL's
+  // blocking init has no timeout). It would also match its next collective on `comm` against
+  // these ones.
+  std::exception_ptr failure;
+  root_message message;
+  try {
+    prepare();
+    if (rank == 0) message.id = make_id();
+  } catch (...) {
+    failure = std::current_exception();
+    if (rank == 0) {
+      message.failed = 1;
+      set_reason(message, failure);
+    }
+  }
+  check_mpi(MPI_Bcast(&message, static_cast<int>(sizeof message), MPI_BYTE, 0, comm), "MPI_Bcast");
+  // Rank 0's message says nothing of the others: the lowest rank that failed, or `size`.
+  int const mine = failure ? rank : size;
+  int first_failed = size;
+  check_mpi(MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (failure) std::rethrow_exception(failure);
+  if (message.failed != 0) {
+    throw nccl_error{2,
+                     "MPI bootstrap: rank 0 failed to create the NCCL unique id, so no rank "
+                     "can join the communicator: " +
+                         std::string{message.reason.data()} +
+                         " (see rank 0's error, fix what it names and start the job again)"};
+  }
+  if (first_failed < size) {
+    std::string const failed = "rank " + std::to_string(first_failed);
+    throw nccl_error{2, "MPI bootstrap: " + failed +
+                            " failed before the NCCL unique id was shared (the lowest rank that "
+                            "failed), so no rank can join the communicator; this rank did not "
+                            "fail (see " +
+                            failed + "'s error, fix what it names and start the job again)"};
+  }
+  return message.id;
 }
 
 int local_rank(MPI_Comm comm) {
