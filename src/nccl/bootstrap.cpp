@@ -13,8 +13,9 @@ namespace graphstep::nccl {
 
 nccl_comm communicator_from_environment(bootstrap_options const& options) {
   launch_environment const env = read_launch_environment(process_environment());
-  cuda::require_device();
   nccl_comm_options const comm_options{options.slot};
+  // Under mpirun, communicator_from_mpi checks the device itself, where a rank without one
+  // fails every rank; checked here, that rank would leave the others waiting in MPI_Bcast.
   if (env.bootstrap == bootstrap_kind::mpi) {
 #if defined(GRAPHSTEP_WITH_MPI)
     int initialized = 0;
@@ -27,6 +28,7 @@ nccl_comm communicator_from_environment(bootstrap_options const& options) {
     throw usage_error{"communicator_from_environment: the MPI bootstrap is not built in"};
 #endif
   }
+  cuda::require_device();
   int const device =
       local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank), env.local_rank,
                    cuda::device_count(), env.ranks_may_share_a_gpu, loaded_nccl_version());
