@@ -339,7 +339,7 @@ ncclResult_t launch_in_background(std::vector<pending_launch> launches) {
     }
   };
   try {
-    std::thread{[launches, cores, finish] {
+    std::thread{[launches = std::move(launches), cores, finish] {
       ncclResult_t result = ncclSuccess;
       for (auto const& pending : launches) {
         if (ncclResult_t const launched = launch(pending);
