@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The full check, and what CI runs: PyTorch from PyPI for the torchrun tests, then build
-# everything and run every test (GPU tests report themselves skipped where no GPU is visible),
-# everything again on the simulated CUDA device (where the GPU tests run), the core alone
+# The full check, and what CI runs: PyTorch from PyPI for the torchrun tests, Open MPI for the
+# MPI bootstrap's test, then build everything and run every test (GPU tests report themselves
+# skipped where no GPU is visible), everything again on the simulated CUDA device (where the GPU
+# tests and the MPI bootstrap's test run), the core alone
 # without nvcc on the path, the CPU tests and the simulated device's GPU tests again under
 # AddressSanitizer and UndefinedBehaviorSanitizer, clang-tidy over src/, and a short fuzzing
 # run of each target.
@@ -29,6 +30,13 @@ install_torch() {
     "and torchrun tests will report themselves skipped" >&2
 }
 run_step "PyTorch from PyPI for the torchrun tests (scripts/install-torch.sh)" install_torch
+# Open MPI from Debian's packages, for the MPI bootstrap and its test in the sim build. Where it
+# cannot be installed, the sim build leaves the MPI bootstrap out.
+install_mpi() {
+  scripts/install-mpi.sh || echo "check.sh: Open MPI could not be installed; the sim build" \
+    "leaves the MPI bootstrap and its test out" >&2
+}
+run_step "Open MPI for the MPI bootstrap's test (scripts/install-mpi.sh)" install_mpi
 run_step "build and test (cmake --workflow --preset default)" cmake --workflow --preset default
 run_step "every test on the simulated CUDA device (cmake --workflow --preset sim)" \
   cmake --workflow --preset sim

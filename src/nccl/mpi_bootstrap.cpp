@@ -20,10 +20,11 @@ namespace {
 
 void check_mpi(int status, char const* call) {
   if (status == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
+  std::array<char, MPI_MAX_ERROR_STRING> text{};
   int length = 0;
-  MPI_Error_string(status, text, &length);
-  throw nccl_error{2, std::string{call} + " failed: " + std::string{text, std::size_t(length)}};
+  MPI_Error_string(status, text.data(), &length);
+  throw nccl_error{2, std::string{call} +
+                          " failed: " + std::string{text.data(), static_cast<std::size_t>(length)}};
 }
 
 // What rank 0 broadcasts: its id, or that it failed and why. One message of a fixed size, so
@@ -65,9 +66,9 @@ unique_id_bytes bootstrap_unique_id(MPI_Comm comm, std::function<void()> const& 
   // Every rank takes part in both collectives below whatever failed here, and only then
   // throws. A rank that left early would keep the others waiting: the non-root ranks wait in
   // MPI_Bcast for rank 0's message, and although rank 0's MPI_Bcast usually returns without
-  // them, rank 0 would then wait in ncclCommInitRank for a rank that never comes (NCCL's
-  // blocking init has no timeout). It would also match its next collective on `comm` against
-  // these ones.
+  // them, rank 0 would then wait in ncclCommInitRank for a rank that never comes (until
+  // nccl_comm_options::init_timeout, 10 minutes by default). It would also match its next
+  // collective on `comm` against these ones.
   std::exception_ptr failure;
   root_message message;
   try {

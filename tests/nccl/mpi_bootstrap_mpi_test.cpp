@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/bootstrap.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
 #include <mutex>
@@ -266,6 +268,26 @@ TEST(mpi_bootstrap, communicator_from_mpi_fails_every_rank_when_one_has_no_gpu) 
 }
 
 #endif
+
+// Under mpiexec, communicator_from_environment reads Open MPI's variables and takes the MPI
+// bootstrap: the build says it has MPI (built_with_mpi answers for the whole build, the core
+// included), so no rank refuses the launch, and the rank without a GPU fails every rank.
+TEST(mpi_bootstrap, communicator_from_environment_takes_the_mpi_bootstrap_under_mpiexec) {
+  EXPECT_TRUE(gn::built_with_mpi());
+  EXPECT_EQ(gn::read_launch_environment(gn::process_environment()).bootstrap,
+            gn::bootstrap_kind::mpi);
+  if (world_size() != 3) GTEST_SKIP() << "needs three ranks on two simulated GPUs";
+  hang_guard const guard{test_limit};
+  int const rank = world_rank();
+  auto const connect = [] { static_cast<void>(gn::communicator_from_environment()); };
+  if (rank == 2) {
+    EXPECT_THROW(connect(), gs::usage_error);
+  } else {
+    std::string const what = expect_nccl_error(connect).what();
+    EXPECT_NE(what.find("rank 2 failed"), std::string::npos) << what;
+  }
+  expect_ranks_in_step(MPI_COMM_WORLD);
+}
 
 int main(int argc, char** argv) {
 #if defined(GRAPHSTEP_CUDA_SIM)
