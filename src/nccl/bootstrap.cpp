@@ -13,7 +13,7 @@ namespace graphstep::nccl {
 
 nccl_comm communicator_from_environment(bootstrap_options const& options) {
   launch_environment const env = read_launch_environment(process_environment());
-  nccl_comm_options const comm_options{options.slot};
+  nccl_comm_options const comm_options{options.slot, options.init_timeout};
   // Under mpirun, communicator_from_mpi checks the device itself, where a rank without one
   // fails every rank; checked here, that rank would leave the others waiting in MPI_Bcast.
   if (env.bootstrap == bootstrap_kind::mpi) {

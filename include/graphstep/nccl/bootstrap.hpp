@@ -17,6 +17,9 @@ struct bootstrap_options {
   std::chrono::milliseconds rendezvous_timeout{default_rendezvous_timeout};
   /// The communicator's `nccl_comm_options::slot`.
   int slot{0};
+  /// The communicator's `nccl_comm_options::init_timeout`: how long NCCL's own initialization
+  /// waits for every rank, once the id has reached them.
+  std::chrono::milliseconds init_timeout{default_init_timeout};
 };
 
 /// @brief From the launcher's environment (see `read_launch_environment`): RANK/WORLD_SIZE/
