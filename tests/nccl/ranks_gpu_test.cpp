@@ -45,6 +45,21 @@ struct rank_checks {
     ++failures;
     static_cast<void>(std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str()));
   }
+  // `call` must throw nccl_error whose text holds `expected`, within `limit`; `returned` says
+  // what went wrong when it returns instead.
+  void expect_nccl_error_within(std::chrono::milliseconds limit, std::string const& expected,
+                                std::string const& returned, std::function<void()> const& call) {
+    auto const started = std::chrono::steady_clock::now();
+    try {
+      call();
+      expect(false, returned);
+    } catch (graphstep::nccl_error const& e) {
+      expect(std::string{e.what()}.find(expected) != std::string::npos, e.what());
+    }
+    auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started);
+    expect(waited < limit, "the error took " + std::to_string(waited.count()) + " ms");
+  }
   void expect_values(std::vector<float> const& got, std::vector<float> const& want,
                      std::string const& what) {
     for (std::size_t i = 0; i < want.size(); ++i) {
@@ -235,21 +250,12 @@ TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_other
     options.background = true;
     options.poll_interval = std::chrono::milliseconds{10};
     gn::watchdog dog{comm.view(), options};
-    auto const started = std::chrono::steady_clock::now();
-    graph.replay(stream);
-    dog.launched(stream, 1);
-    try {
-      dog.wait();
-      checks.expect(false, "the hung step finished");
-    } catch (gs::nccl_error const& e) {
-      checks.expect(std::string{e.what()}.find("step 1") != std::string::npos, e.what());
-    }
-    auto const waited = std::chrono::steady_clock::now() - started;
-    checks.expect(
-        waited < std::chrono::seconds{10},
-        "the error took " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
-            " ms");
+    checks.expect_nccl_error_within(std::chrono::seconds{10}, "step 1", "the hung step finished",
+                                    [&] {
+                                      graph.replay(stream);
+                                      dog.launched(stream, 1);
+                                      dog.wait();
+                                    });
     // The aborted collective's kernel exited: the stream drains and tear-down finishes.
     stream.synchronize();
   });
@@ -352,22 +358,11 @@ TEST_F(ranks_test, a_rank_that_skips_the_sequence_check_fails_the_others_in_time
           gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
         });
         if (rank == 1) return;  // never checks
-        auto const started = std::chrono::steady_clock::now();
-        try {
-          gn::verify_captured_sequence(comm.view(), stream, std::chrono::milliseconds{300});
-          checks.expect(false, "the sequence check passed without its peer");
-        } catch (gs::nccl_error const& e) {
-          checks.expect(
-              std::string{e.what()}.find("did not join the sequence check") != std::string::npos,
-              e.what());
-        }
-        auto const waited = std::chrono::steady_clock::now() - started;
-        checks.expect(
-            waited < std::chrono::seconds{10},
-            "the error took " +
-                std::to_string(
-                    std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
-                " ms");
+        checks.expect_nccl_error_within(std::chrono::seconds{10}, "did not join the sequence check",
+                                        "the sequence check passed without its peer", [&] {
+                                          gn::verify_captured_sequence(
+                                              comm.view(), stream, std::chrono::milliseconds{300});
+                                        });
         stream.synchronize();  // the aborted all-gather's kernel exited
       },
       std::chrono::seconds{30});
@@ -419,22 +414,13 @@ TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_de
     options.background = true;
     options.poll_interval = std::chrono::milliseconds{10};
     gn::watchdog dog{comm.view(), options};
-    auto const started = std::chrono::steady_clock::now();
-    try {
-      // NCCL may report the error while the call still waits for its launch, or after.
-      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
-      dog.launched(stream, 1);
-      dog.wait();
-      checks.expect(false, "the step finished without its peer");
-    } catch (gs::nccl_error const& e) {
-      checks.expect(std::string{e.what()}.find("ncclRemoteError") != std::string::npos, e.what());
-    }
-    auto const waited = std::chrono::steady_clock::now() - started;
-    checks.expect(
-        waited < std::chrono::seconds{10},
-        "the error took " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
-            " ms");
+    // NCCL may report the error while the call still waits for its launch, or after.
+    checks.expect_nccl_error_within(
+        std::chrono::seconds{10}, "ncclRemoteError", "the step finished without its peer", [&] {
+          gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+          dog.launched(stream, 1);
+          dog.wait();
+        });
     stream.synchronize();
   });
 }
@@ -447,21 +433,10 @@ TEST_F(ranks_test, a_rank_that_never_joins_the_initialization_fails_the_others_i
     if (rank == 2) return;  // never joins
     gn::nccl_comm_options options;
     options.init_timeout = std::chrono::milliseconds{500};
-    auto const started = std::chrono::steady_clock::now();
-    try {
-      auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, 3, options);
-      checks.expect(false, "the communicator was made without rank 2");
-    } catch (gs::nccl_error const& e) {
-      checks.expect(std::string{e.what()}.find("did not all join the communicator within 500 ms") !=
-                        std::string::npos,
-                    e.what());
-    }
-    auto const waited = std::chrono::steady_clock::now() - started;
-    checks.expect(
-        waited < std::chrono::seconds{5},
-        "the error took " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
-            " ms");
+    checks.expect_nccl_error_within(
+        std::chrono::seconds{5}, "did not all join the communicator within 500 ms",
+        "the communicator was made without rank 2",
+        [&] { auto comm = gn::nccl_comm::from_unique_id(shared_unique_id(), rank, 3, options); });
   });
 }
 
@@ -576,21 +551,10 @@ TEST_F(ranks_test, a_background_watchdog_ends_a_call_whose_peer_never_comes) {
     options.background = true;
     options.poll_interval = std::chrono::milliseconds{20};
     gn::watchdog dog{comm.view(), options};
-    auto const started = std::chrono::steady_clock::now();
-    try {
-      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
-      checks.expect(false, "the collective was issued without its peer");
-    } catch (gs::nccl_error const& e) {
-      checks.expect(
-          std::string{e.what()}.find("an NCCL call has been in progress") != std::string::npos,
-          e.what());
-    }
-    auto const waited = std::chrono::steady_clock::now() - started;
-    checks.expect(
-        waited < std::chrono::milliseconds{2000},
-        "the call ended after " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
-            " ms");
+    checks.expect_nccl_error_within(
+        std::chrono::seconds{2}, "an NCCL call has been in progress",
+        "the collective was issued without its peer",
+        [&] { gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream); });
     stream.synchronize();
   });
 }
