@@ -103,13 +103,14 @@ void watchdog::wait() {
 }
 
 void watchdog::watch() {
+  // The communicator's device first: any runtime call before it would use (and on a GPU
+  // create) device 0's primary context, as CUDA initializes device 0 for a thread that set none.
+  static_cast<void>(cudaSetDevice(comm_.device()));
   // Relaxed: this thread's calls must never count as the "unsafe call from another thread"
   // that invalidates a global-mode capture running on the training thread. It only queries
   // events and NCCL's error state; it issues no work and touches no capturing stream.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode));
-  // The communicator's device, so the thread does not create a context on device 0.
-  static_cast<void>(cudaSetDevice(comm_.device()));
   std::unique_lock<std::mutex> stop_lock{stop_mutex_};
   while (!stop_) {
     stop_signal_.wait_for(stop_lock, poll_interval_, [this] { return stop_; });

@@ -304,6 +304,7 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
       *mode != cudaStreamCaptureModeRelaxed) {
     return sim::fail(cudaErrorInvalidValue);
   }
+  sim::use_primary_context();
   std::swap(sim::this_thread().capture_mode, *mode);
   return cudaSuccess;
 }

@@ -241,6 +241,7 @@ cudaError_t cudaSetDevice(int device) {
     return sim::fail(cudaErrorInvalidDevice);
   }
   sim::this_thread().device = device;
+  sim::use_primary_context();
   return cudaSuccess;
 }
 

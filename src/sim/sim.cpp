@@ -14,6 +14,14 @@ race_mode current_race_mode() {
   return detail::state().race_checking;
 }
 
+std::size_t threads_that_used_device(int device) {
+  auto& devices = detail::state().devices;
+  if (device < 0 || static_cast<std::size_t>(device) >= devices.size()) return 0;
+  detail::device_state& state = *devices[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> const lock{state.context_mutex};
+  return state.context_threads.size();
+}
+
 std::vector<std::string> races() {
   detail::lock_guard const lock{detail::state().mutex};
   return detail::state().races.races();

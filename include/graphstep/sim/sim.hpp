@@ -61,4 +61,11 @@ std::size_t advance(std::size_t operations = 1);
 /// @brief How many operations wait in the queue.
 [[nodiscard]] std::size_t queued_operations();
 
+/// @brief How many host threads have used `device`'s primary context: made it current with
+/// cudaSetDevice, or made a runtime call that needed a context while it was current (device 0
+/// on a thread that never set one, where CUDA initializes device 0's context). A thread that
+/// touches device 0 by mistake costs a context's memory there on a GPU; 0 for a device that
+/// does not exist.
+[[nodiscard]] std::size_t threads_that_used_device(int device);
+
 }  // namespace graphstep::sim

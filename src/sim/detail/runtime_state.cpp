@@ -101,7 +101,26 @@ device_state* current_device() {
   auto& devices = state().devices;
   int const ordinal = this_thread().device;
   if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) return nullptr;
+  use_primary_context();
   return devices[static_cast<std::size_t>(ordinal)].get();
+}
+
+void use_primary_context() noexcept {
+  thread_state& me = this_thread();
+  auto& devices = state().devices;
+  if (me.device < 0 || static_cast<std::size_t>(me.device) >= devices.size() || me.device >= 32) {
+    return;
+  }
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(me.device);
+  if ((me.contexts_used & bit) != 0) return;
+  me.contexts_used |= bit;
+  device_state& device = *devices[static_cast<std::size_t>(me.device)];
+  try {
+    std::lock_guard<std::mutex> const lock{device.context_mutex};
+    device.context_threads.insert(std::this_thread::get_id());
+  } catch (...) {
+    me.contexts_used &= ~bit;  // not recorded; the next call tries again
+  }
 }
 
 cudaError_t sticky_error() noexcept {

@@ -8,11 +8,11 @@
 #include <cuda_runtime_api.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
-#include <list>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -164,6 +164,9 @@ struct device_state {
   std::size_t used_bytes{};
   cudaError_t sticky_error{cudaSuccess};
   std::unique_ptr<stream_state> legacy_stream;
+  // The host threads that have used this device's primary context (use_primary_context).
+  std::mutex context_mutex;
+  std::set<std::thread::id> context_threads;  // guarded by context_mutex
 };
 
 // --- deferred execution ----------------------------------------------------------------------
@@ -241,6 +244,7 @@ using lock_guard = std::lock_guard<platform_mutex>;
 // cudaThreadExchangeStreamCaptureMode, and whether a host function is running.
 struct thread_state {
   int device{};
+  std::uint32_t contexts_used{};  // a bit per device whose primary context this thread used
   cudaError_t last_error{cudaSuccess};
   cudaStreamCaptureMode capture_mode{cudaStreamCaptureModeGlobal};
   bool in_host_function{};
@@ -252,6 +256,14 @@ cudaError_t fail(cudaError_t error) noexcept;
 // The sticky error of the current device, or cudaSuccess.
 cudaError_t sticky_error() noexcept;
 device_state* current_device();
+// The thread uses its current device's primary context (device 0 on a thread that never set one):
+// "As of CUDA 12.0, the cudaInitDevice() and cudaSetDevice() calls initialize the runtime and
+// the primary context associated with the specified device. Absent these calls, the runtime
+// will implicitly use device 0 and self-initialize as needed to process other runtime API
+// requests" (CUDA C++ Programming Guide, "Initialization"). Which calls need it is not listed:
+// every call that reads the current device's state counts (current_device() records it), and
+// cudaThreadExchangeStreamCaptureMode too, the stricter reading.
+void use_primary_context() noexcept;
 
 // Resolves a stream handle (0 and cudaStreamLegacy are the legacy stream, cudaStreamPerThread the
 // thread's default stream); nullptr when the handle names no live stream.
