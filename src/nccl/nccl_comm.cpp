@@ -35,10 +35,7 @@ void wait_for_initialization(ncclComm_t handle, int rank, int world_size,
   auto const deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::microseconds{50};
   while (true) {
-    ncclResult_t state = ncclSuccess;
-    if (ncclResult_t const read = ncclCommGetAsyncError(handle, &state); read != ncclSuccess) {
-      state = read;
-    }
+    ncclResult_t const state = detail::async_result(handle);
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) {
       graphstep::detail::throw_nccl_error(static_cast<int>(state), ncclGetErrorString(state),

@@ -277,7 +277,7 @@ ncclResult_t connect(pending_launch const& pending) {
   if (connected != ncclSuccess) {
     return warn(
         connected,
-        std::string{"nccl"} + name(pending.call.kind) + ": connecting to the " + "peers failed: " +
+        std::string{"nccl"} + name(pending.call.kind) + ": connecting to the peers failed: " +
             (connected == ncclRemoteError ? "a peer left" : "the communicator was aborted"));
   }
   core.connected.fetch_or(bit);
@@ -316,6 +316,18 @@ ncclResult_t launch(pending_launch const& pending) {
   return ncclSuccess;
 }
 
+// Launches each in turn; the first failure, or ncclSuccess.
+ncclResult_t launch_all(std::vector<pending_launch> const& launches) {
+  ncclResult_t result = ncclSuccess;
+  for (auto const& pending : launches) {
+    if (ncclResult_t const launched = launch(pending);
+        launched != ncclSuccess && result == ncclSuccess) {
+      result = launched;
+    }
+  }
+  return result;
+}
+
 // A non-blocking group's launch, on a thread of its own as NCCL's groupLaunchNonBlocking: each
 // communicator answers ncclInProgress until its collectives are on their streams.
 ncclResult_t launch_in_background(std::vector<pending_launch> launches) {
@@ -340,14 +352,7 @@ ncclResult_t launch_in_background(std::vector<pending_launch> launches) {
   };
   try {
     std::thread{[launches = std::move(launches), cores, finish] {
-      ncclResult_t result = ncclSuccess;
-      for (auto const& pending : launches) {
-        if (ncclResult_t const launched = launch(pending);
-            launched != ncclSuccess && result == ncclSuccess) {
-          result = launched;
-        }
-      }
-      finish(cores, result);
+      finish(cores, launch_all(launches));
     }}.detach();
   } catch (std::system_error const&) {
     finish(cores, ncclSystemError);
@@ -435,11 +440,7 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
 // Waits for every rank to join; a non-blocking communicator's wait runs in the background.
 ncclResult_t finish_rendezvous(std::shared_ptr<comm_core> const& core) {
   auto wait = [](comm_core& c) {
-    while (!c.link->everyone_joined() && !c.stop.load()) {
-      std::uint32_t const seen = c.link->wake_word()->load();
-      if (c.link->everyone_joined()) break;
-      c.link->wait_for_change(seen, 10);
-    }
+    c.link->wait_until([&c] { return c.link->everyone_joined() || c.stop.load(); });
   };
   if (core->blocking) {
     wait(*core);
@@ -740,13 +741,8 @@ ncclResult_t ncclGroupEnd() {
     ncclResult_t const launched = sn::launch_in_background(std::move(launches));
     return result == ncclSuccess ? launched : result;
   }
-  for (auto const& pending : launches) {
-    if (ncclResult_t const launched = sn::launch(pending);
-        launched != ncclSuccess && result == ncclSuccess) {
-      result = launched;
-    }
-  }
-  return result;
+  ncclResult_t const launched = sn::launch_all(launches);
+  return result == ncclSuccess ? launched : result;
 }
 
 }  // extern "C"

@@ -261,6 +261,12 @@ void comm_state::fail(ncclResult_t status, char const* call_name) {
                                       call_name, __FILE__, __LINE__);
 }
 
+ncclResult_t async_result(ncclComm_t handle) noexcept {
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t const read = ncclCommGetAsyncError(handle, &state);
+  return read == ncclSuccess ? state : read;
+}
+
 void comm_state::wait_until_ready(char const* what, char const* call_name) {
   auto pause = std::chrono::microseconds{10};
   while (true) {
@@ -268,10 +274,7 @@ void comm_state::wait_until_ready(char const* what, char const* call_name) {
     {
       std::lock_guard<std::timed_mutex> lock{enqueue_mutex_};
       throw_if_aborted(what);
-      if (ncclResult_t const read = ncclCommGetAsyncError(handle_.load(), &state);
-          read != ncclSuccess) {
-        state = read;
-      }
+      state = async_result(handle_.load());
     }
     if (state == ncclSuccess) {
       joined_group();

@@ -46,6 +46,9 @@ struct comm_deleter {
   void operator()(pointer handle) const noexcept;
 };
 
+/// What ncclCommGetAsyncError answers for `handle`, or the query's own failure.
+[[nodiscard]] ncclResult_t async_result(ncclComm_t handle) noexcept;
+
 /// The rank, size and device NCCL reports for a communicator; fixed for its lifetime.
 struct comm_shape {
   int rank{};

@@ -350,13 +350,17 @@ ncclResult_t rank_link::wait_connected(collective_kind kind,
     }
     return true;
   };
-  while (true) {
-    std::uint32_t const seen = wake_word()->load();
-    if (everyone()) return ncclSuccess;
-    if (stop.load()) return ncclInternalError;
-    if (remote_errors && departed_peer() >= 0) return ncclRemoteError;
-    wait_for_change(seen, 10);
-  }
+  ncclResult_t result = ncclSuccess;
+  wait_until([&] {
+    if (everyone()) return true;
+    if (stop.load()) {
+      result = ncclInternalError;
+    } else if (remote_errors && departed_peer() >= 0) {
+      result = ncclRemoteError;
+    }
+    return result != ncclSuccess;
+  });
+  return result;
 }
 
 ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const& stop) {

@@ -78,8 +78,16 @@ class rank_link {
   [[nodiscard]] bool everyone_joined() const noexcept;
   /// The word that changes whenever a rank joins, posts, consumes or leaves (a futex word).
   [[nodiscard]] std::atomic<std::uint32_t>* wake_word() const noexcept;
-  /// Waits for a change of the wake word past `seen`, at most `timeout_ms`.
-  void wait_for_change(std::uint32_t seen, int timeout_ms) const noexcept;
+  /// Blocks the calling host thread until `done()` holds, checking it whenever the wake word
+  /// changes (and every 10 ms, for a peer whose process died without a word).
+  template <typename Done>
+  void wait_until(Done&& done) const noexcept {
+    while (true) {
+      std::uint32_t const seen = wake_word()->load();
+      if (done()) return;
+      wait_for_change(seen, 10);
+    }
+  }
   /// A peer that left or whose process died, or -1.
   [[nodiscard]] int departed_peer() const noexcept;
 
@@ -102,6 +110,7 @@ class rank_link {
 
  private:
   rank_link(std::shared_ptr<world> shared, int rank, int ranks) noexcept;
+  void wait_for_change(std::uint32_t seen, int timeout_ms) const noexcept;
   std::shared_ptr<world> world_;
   int rank_;
   int ranks_;

@@ -97,30 +97,35 @@ cudaError_t fail(cudaError_t error) noexcept {
   return error;
 }
 
-device_state* current_device() {
-  auto& devices = state().devices;
-  int const ordinal = this_thread().device;
-  if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) return nullptr;
-  use_primary_context();
-  return devices[static_cast<std::size_t>(ordinal)].get();
-}
+namespace {
 
-void use_primary_context() noexcept {
-  thread_state& me = this_thread();
-  auto& devices = state().devices;
-  if (me.device < 0 || static_cast<std::size_t>(me.device) >= devices.size() || me.device >= 32) {
-    return;
-  }
-  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(me.device);
+// Records, once per thread and device, that the thread used the device's primary context.
+void record_context_use(thread_state& me, device_state& device) noexcept {
+  if (device.ordinal >= 32) return;  // beyond the mask (the platform has at most 16 devices)
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(device.ordinal);
   if ((me.contexts_used & bit) != 0) return;
-  me.contexts_used |= bit;
-  device_state& device = *devices[static_cast<std::size_t>(me.device)];
   try {
     std::lock_guard<std::mutex> const lock{device.context_mutex};
     device.context_threads.insert(std::this_thread::get_id());
+    me.contexts_used |= bit;
   } catch (...) {
-    me.contexts_used &= ~bit;  // not recorded; the next call tries again
+    // Not recorded; the next call tries again.
   }
+}
+
+}  // namespace
+
+device_state* current_device() {
+  auto& devices = state().devices;
+  thread_state& me = this_thread();
+  if (me.device < 0 || static_cast<std::size_t>(me.device) >= devices.size()) return nullptr;
+  device_state* const device = devices[static_cast<std::size_t>(me.device)].get();
+  record_context_use(me, *device);
+  return device;
+}
+
+void use_primary_context() noexcept {
+  static_cast<void>(current_device());
 }
 
 cudaError_t sticky_error() noexcept {
