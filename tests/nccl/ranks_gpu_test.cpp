@@ -295,26 +295,46 @@ TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_
   });
 }
 
+namespace {
+
+// A group whose collectives `drop(send, receive, n)` issues and then drops: none of them runs,
+// and the communicator goes on in step (the next all-reduce sums both ranks).
+void expect_group_dropped(int rank, gn::nccl_comm& comm, gs::cuda::stream& stream,
+                          rank_checks& checks,
+                          std::function<void(float*, float*, std::size_t)> const& drop) {
+  std::size_t const n = 1024;
+  float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
+  float* receive = upload(std::vector<float>(n, 0.0F), stream);
+  drop(send, receive, n);
+  stream.synchronize();
+  checks.expect_values(download(receive, n, stream), std::vector<float>(n, 0.0F),
+                       "the dropped group's all-reduce ran");
+  gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
+  checks.expect_values(download(receive, n, stream),
+                       std::vector<float>(n, value(0, 0) + value(1, 0)),
+                       "the next all-reduce after the dropped group");
+  GRAPHSTEP_CUDA_TRY(cudaFree(send));
+  GRAPHSTEP_CUDA_TRY(cudaFree(receive));
+}
+
+}  // namespace
+
 // NCCL's own rule, which group_guard relies on: a call that fails inside a group makes
 // ncclGroupEnd return its error and launch none of the group's collectives.
 TEST_F(ranks_test, a_call_that_fails_inside_a_group_drops_the_whole_group) {
   run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
-    std::size_t const n = 1024;
-    float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
-    float* receive = upload(std::vector<float>(n, 0.0F), stream);
-    checks.expect(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
-    checks.expect(ncclAllReduce(send, receive, n, ncclFloat32, ncclSum, comm.get(), stream.get()) ==
-                      ncclSuccess,
-                  "the valid all-reduce is queued");
-    checks.expect(ncclAllReduce(send, receive, n, ncclFloat32, ncclSum, nullptr, stream.get()) ==
-                      ncclInvalidArgument,
-                  "an all-reduce on no communicator fails");
-    checks.expect(ncclGroupEnd() == ncclInvalidArgument, "ncclGroupEnd returns the group's error");
-    stream.synchronize();
-    checks.expect_values(download(receive, n, stream), std::vector<float>(n, 0.0F),
-                         "the dropped group's all-reduce ran");
-    GRAPHSTEP_CUDA_TRY(cudaFree(send));
-    GRAPHSTEP_CUDA_TRY(cudaFree(receive));
+    expect_group_dropped(
+        rank, comm, stream, checks, [&](float* send, float* receive, std::size_t n) {
+          checks.expect(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+          checks.expect(ncclAllReduce(send, receive, n, ncclFloat32, ncclSum, comm.get(),
+                                      stream.get()) == ncclSuccess,
+                        "the valid all-reduce is queued");
+          checks.expect(ncclAllReduce(send, receive, n, ncclFloat32, ncclSum, nullptr,
+                                      stream.get()) == ncclInvalidArgument,
+                        "an all-reduce on no communicator fails");
+          checks.expect(ncclGroupEnd() == ncclInvalidArgument,
+                        "ncclGroupEnd returns the group's error");
+        });
   });
 }
 
@@ -323,24 +343,16 @@ TEST_F(ranks_test, a_call_that_fails_inside_a_group_drops_the_whole_group) {
 // them runs, and the communicator goes on in step.
 TEST_F(ranks_test, an_exception_inside_a_group_guard_launches_none_of_its_collectives) {
   run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
-    std::size_t const n = 1024;
-    float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
-    float* receive = upload(std::vector<float>(n, 0.0F), stream);
-    try {
-      gn::group_guard group;
-      gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
-      throw std::runtime_error{"a failure between the group's collectives"};
-    } catch (std::runtime_error const&) {
-    }
-    stream.synchronize();
-    checks.expect_values(download(receive, n, stream), std::vector<float>(n, 0.0F),
-                         "the abandoned group's all-reduce ran");
-    gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum, comm.view(), stream);
-    checks.expect_values(download(receive, n, stream),
-                         std::vector<float>(n, value(0, 0) + value(1, 0)),
-                         "the next all-reduce after the abandoned group");
-    GRAPHSTEP_CUDA_TRY(cudaFree(send));
-    GRAPHSTEP_CUDA_TRY(cudaFree(receive));
+    expect_group_dropped(rank, comm, stream, checks,
+                         [&](float* send, float* receive, std::size_t n) {
+                           try {
+                             gn::group_guard group;
+                             gn::all_reduce(view(send, n), view(receive, n), gn::reduce_op::sum,
+                                            comm.view(), stream);
+                             throw std::runtime_error{"a failure between the group's collectives"};
+                           } catch (std::runtime_error const&) {
+                           }
+                         });
   });
 }
 
