@@ -78,7 +78,6 @@ basic_graph_cache<Policy>::actions(basic_graph_cache& cache) {
 template <typename Policy>
 std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bool instantiate,
                                                       cuda::stream_view stream) {
-  std::size_t const mapped_before = pool_.statistics().mapped_bytes;
   graphs::capture_options how = options_.lifecycle.capture;
   using detail::key_name;  // the integer buckets' name; shape keys bring theirs by lookup
   how.name += " bucket " + key_name(bucket);
@@ -99,8 +98,9 @@ std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bo
     captured_.erase(bucket);
     throw;
   }
-  std::size_t const grown = pool_.statistics().mapped_bytes - mapped_before;
-  return std::max(grown, pool_.bytes_held_by(id));
+  // The memory the graph keeps from every other use; graphs sharing the pool are each charged
+  // for what they share, so the budget bounds the pinned memory from above.
+  return pool_.bytes_pinned_by(id);
 }
 
 template <typename Policy>

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "common/error_message.hpp"
-#include "common/expected_failure.hpp"
 #include "common/gpu_test.hpp"
 #include "common/test_kernels.cuh"
 
@@ -126,9 +125,7 @@ TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
   std::printf("shared pool: %zu B, separate pools: %zu B, largest bucket: %zu B\n", shared_bytes,
               separate_bytes, largest);
   EXPECT_LT(shared_bytes, separate_bytes);
-  gs::testing::expect_failure_until_fixed(gs::testing::memory_pool_issue, [&] {
-    EXPECT_LE(shared_bytes, largest + (std::size_t{4} << 20));  // about the largest, not the sum
-  });
+  EXPECT_LE(shared_bytes, largest + (std::size_t{4} << 20));  // about the largest, not the sum
 }
 
 TEST_P(pool_test, growth_keeps_old_addresses_valid) {

@@ -123,15 +123,15 @@ TEST(graph_cache_core, warms_up_then_captures_then_replays) {
   EXPECT_EQ(core.captured_count(), 1U);
 }
 
-TEST(graph_cache_core, precapture_follows_the_order_and_warms_up_each_bucket) {
+TEST(graph_cache_core, precapture_warms_up_every_bucket_then_captures_them_in_order) {
   fake_device device;
   gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 1, 0, false};
   core.serve(4, fake_device::request_stream);  // warmed up already: not again
   core.precapture(gsch::bucket_policy{{1, 2, 4, 8}}.capture_order(), fake_device::request_stream);
   EXPECT_EQ(device.log,
-            (std::vector<std::string>{"eager 4", "eager 8", "capture+instantiate 8",
-                                      "capture+instantiate 4", "eager 2", "capture+instantiate 2",
-                                      "eager 1", "capture+instantiate 1"}));
+            (std::vector<std::string>{"eager 4", "eager 8", "eager 2", "eager 1",
+                                      "capture+instantiate 8", "capture+instantiate 4",
+                                      "capture+instantiate 2", "capture+instantiate 1"}));
   EXPECT_EQ(core.captured_count(), 4U);
   EXPECT_EQ(core.statistics().hits, 0U);
   core.precapture({8, 4}, fake_device::request_stream);  // nothing left to do

@@ -70,8 +70,10 @@ struct pool_statistics {
 /// shape bucket, captured largest first): each capture reuses memory the earlier ones freed,
 /// so N such graphs take about the memory of the largest, not the sum.
 ///
-/// Stream ordering: a block freed on stream A is reused at once by allocations on A; by other
-/// streams only after A's work up to the free is known to be done.
+/// Stream ordering: a block freed on stream A is reused at once by allocations on A; by another
+/// stream B once A's work up to the free is known to be done, or after B is made to wait for it
+/// (an eager request on B that nothing else serves; the host never waits). A capture on A may
+/// reuse blocks freed eagerly on A before it began: replay its graph on A, or after A's work.
 ///
 /// Planned mode: record the allocations of an eager warm-up step with `begin_trace` /
 /// `end_trace`, hand the trace to `plan_next_capture`, and the next capture into this pool
@@ -111,6 +113,10 @@ class memory_pool : public cuda::memory_resource {
   /// @brief Bytes in live blocks that belong to the graph with id `graph_id` (allocated in its
   /// capture, never freed): its outputs.
   [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph_id) const;
+  /// @brief Bytes that the graph with id `graph_id` keeps from eager use while it lives: every
+  /// block its capture allocated or freed, its outputs included. Graphs sharing the pool may
+  /// pin the same bytes, so these figures do not add up to the pool's size.
+  [[nodiscard]] std::size_t bytes_pinned_by(std::uint64_t graph_id) const;
 
   /// @brief Opens the pool's side of the capture that has begun on `stream` into the graph with
   /// id `graph_id` (`name` is used in messages): until it ends, `allocate` and `deallocate` on

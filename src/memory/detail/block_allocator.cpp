@@ -196,17 +196,19 @@ std::optional<block> block_allocator::allocate(std::size_t bytes, stream_id stre
                         std::to_string(alignment_) + ")");
   std::size_t const size = (bytes + alignment_ - 1) / alignment_ * alignment_;
   // Eligible free lists: this stream's and the released ones; blocks touched by a live graph
-  // only for a graph. The smallest fit over them, ties to the lowest address.
+  // only for a graph, and for a graph first: memory other graphs already pin is shared before
+  // memory that eager work could use. The smallest fit, ties to the lowest address.
   std::optional<std::pair<std::size_t, std::uintptr_t>> best;
-  for (stream_id tag : {stream, any_stream}) {
-    for (bool touched : {false, true}) {
-      if (touched && owner == no_graph) continue;
+  for (bool touched : {true, false}) {
+    if (touched && owner == no_graph) continue;
+    for (stream_id tag : {stream, any_stream}) {
       auto list = free_.find({tag, touched});
       if (list == free_.end()) continue;
       auto candidate = list->second.lower_bound({size, 0});
       if (candidate != list->second.end() && (!best || *candidate < *best)) best = *candidate;
+      if (stream == any_stream) break;
     }
-    if (stream == any_stream) break;
+    if (best) break;
   }
   std::uintptr_t address = 0;
   if (best) {
@@ -297,7 +299,7 @@ void block_allocator::take_run(std::uintptr_t start, std::size_t size) {
   index(first->first, first->second);
 }
 
-void block_allocator::deallocate(std::uintptr_t address, stream_id stream) {
+void block_allocator::deallocate(std::uintptr_t address, stream_id stream, graph_id freed_by) {
   auto found = blocks_.find(address);
   if (found == blocks_.end()) {
     auto containing = blocks_.upper_bound(address);
@@ -326,22 +328,34 @@ void block_allocator::deallocate(std::uintptr_t address, stream_id stream) {
   info.free = true;
   info.stream = stream;
   info.owner = no_graph;
+  if (freed_by != no_graph) {
+    auto at = std::lower_bound(info.touched.begin(), info.touched.end(), freed_by);
+    if (at == info.touched.end() || *at != freed_by) info.touched.insert(at, freed_by);
+  }
   in_use_ -= info.size;
   index(address, info);
   coalesce_at(found);
 }
 
-void block_allocator::release_stream(stream_id stream) {
-  if (stream == any_stream) return;
+void block_allocator::retag_stream(stream_id from, stream_id to) {
+  if (from == to || from == any_stream) return;
   bool changed = false;
   for (auto& [address, info] : blocks_) {
-    if (!info.free || info.stream != stream) continue;
+    if (!info.free || info.stream != from) continue;
     unindex(address, info);
-    info.stream = any_stream;
+    info.stream = to;
     index(address, info);
     changed = true;
   }
   if (changed) coalesce_all();
+}
+
+bool block_allocator::holds_free_blocks_of(stream_id stream) const {
+  return free_.count({stream, false}) > 0 || free_.count({stream, true}) > 0;
+}
+
+void block_allocator::release_stream(stream_id stream) {
+  retag_stream(stream, any_stream);
 }
 
 void block_allocator::release_graph(graph_id graph) {
@@ -369,6 +383,15 @@ void block_allocator::release_graph(graph_id graph) {
 std::size_t block_allocator::bytes_in_use_by(graph_id graph) const {
   auto found = graph_in_use_.find(graph);
   return found == graph_in_use_.end() ? 0 : found->second;
+}
+
+std::size_t block_allocator::bytes_marked_by(graph_id graph) const {
+  if (graph == no_graph) return 0;
+  std::size_t bytes = 0;
+  for (auto const& [address, info] : blocks_) {
+    if (std::binary_search(info.touched.begin(), info.touched.end(), graph)) bytes += info.size;
+  }
+  return bytes;
 }
 
 block_allocator::statistics block_allocator::stats() const {

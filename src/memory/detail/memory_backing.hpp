@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <memory>
 #include <string>
@@ -14,13 +15,8 @@ namespace graphstep::memory::detail {
 
 class memory_backing {
  public:
-  /// New device memory: a fresh region, or `bytes` more at the end of the region at `base`.
-  struct growth {
-    std::uintptr_t base{};
-    std::size_t bytes{};
-    bool extends_region{};
-  };
-  enum class growth_status { grown, address_range_full, device_out_of_memory };
+  using growth = pool_device::growth;
+  using growth_status = pool_device::growth_status;
 
   virtual ~memory_backing() = default;
   memory_backing() = default;

@@ -1,20 +1,18 @@
 #pragma once
 
-// The shared state behind a memory_pool handle. Graphs captured into the pool hold it through
-// a lease, so it lives until the last of them and the handle are gone.
+// The shared state behind a memory_pool handle: the pool's engine driven by CUDA. Graphs
+// captured into the pool hold it through a lease, so it lives until the last of them and the
+// handle are gone.
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
+#include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,6 +20,35 @@
 #include "memory/detail/memory_backing.hpp"
 
 namespace graphstep::memory::detail {
+
+// The engine's device on CUDA: memory from a backing, events recorded on the pool's device.
+class cuda_pool_device final : public pool_device {
+ public:
+  cuda_pool_device(int device, std::unique_ptr<memory_backing> backing);
+
+  growth_status grow(std::size_t bytes, growth& out) override;
+  [[nodiscard]] std::size_t granularity() const override { return backing_->granularity(); }
+  [[nodiscard]] std::size_t reserved_bytes() const override { return backing_->reserved_bytes(); }
+  [[nodiscard]] std::size_t mapped_bytes() const override { return backing_->mapped_bytes(); }
+  void record(event_id event, stream_id stream) override;
+  [[nodiscard]] bool complete(event_id event) override;
+  void wait(stream_id stream, event_id event) override;
+  void forget(event_id event) noexcept override;
+
+  /// Waits on the host for `event`.
+  void synchronize(event_id event) const;
+  [[nodiscard]] pool_backing kind() const noexcept { return backing_->kind(); }
+  /// Hands the memory over, to be given back later.
+  [[nodiscard]] std::shared_ptr<memory_backing> take_backing() noexcept {
+    return std::move(backing_);
+  }
+
+ private:
+  int device_;
+  std::shared_ptr<memory_backing> backing_;
+  std::unordered_map<event_id, cuda::event> events_;
+  std::vector<cuda::event> spare_events_;
+};
 
 class pool_state : public std::enable_shared_from_this<pool_state> {
  public:
@@ -49,43 +76,18 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   [[nodiscard]] pool_statistics statistics() const;
   [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph) const;
-  [[nodiscard]] pool_backing backing() const noexcept { return backing_->kind(); }
-  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] std::size_t bytes_pinned_by(std::uint64_t graph) const;
+  [[nodiscard]] pool_backing backing() const noexcept { return device_->kind(); }
+  [[nodiscard]] int device() const noexcept { return device_id_; }
 
   void begin_trace();
   memory::allocation_trace end_trace();
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:
-  struct capture_state {
-    std::uint64_t graph{};
-    std::string name;
-    cudaStream_t origin{};
-    std::set<cudaStream_t> streams;
-    std::optional<memory::planned_sequence> plan;
-    std::uintptr_t slab{};
-  };
-
-  std::uintptr_t allocate_block(std::size_t bytes, cudaStream_t stream, std::uint64_t owner);
-  [[nodiscard]] bool grow(std::size_t bytes, std::size_t requested);
-  [[nodiscard]] bool release_other_streams(cudaStream_t stream);
-  [[noreturn]] void throw_out_of_memory(std::size_t requested, std::string const& reason) const;
-  capture_state* capture_of(cudaStream_t stream);
-
-  mutable std::mutex mutex_;
-  pool_options options_;
-  int device_{};
-  std::unique_ptr<memory_backing> backing_;
-  detail::block_allocator blocks_;
-  std::size_t growths_{};
-  std::unordered_map<unsigned long long, capture_state> captures_;
-  std::set<std::uint64_t> live_graphs_;
-  // Last eager free on each stream, so a block freed there can be reused from another stream
-  // once that event has completed.
-  std::map<cudaStream_t, cuda::event> free_events_;
-  std::optional<memory::allocation_trace> trace_;
-  std::unordered_map<std::uintptr_t, std::size_t> traced_ids_;
-  std::optional<memory::allocation_trace> next_plan_;
+  int device_id_{};
+  std::unique_ptr<cuda_pool_device> device_;  // outlives the engine, which forgets its events
+  std::unique_ptr<pool_engine> engine_;
 };
 
 }  // namespace graphstep::memory::detail

@@ -43,7 +43,11 @@ struct block {
 ///   lives. A free block touched by a live graph never serves an eager allocation (the graph's
 ///   replays still write there), but may serve any graph (graphs that share a pool are
 ///   promised never to run at once). `release_graph(g)` frees g's remaining blocks and clears
-///   its marks.
+///   its marks. A block freed while graph g is being captured takes g's mark too: g's
+///   replays use it up to that free, whoever allocated it.
+/// - Sharing first: a graph's request is served from blocks other live graphs already touch
+///   whenever one fits, so graphs that share a pool pile onto the same memory and leave
+///   untouched memory to eager work.
 /// - Best fit: the smallest eligible free block that fits, ties to the lowest address; the
 ///   remainder of a split keeps the block's tag and marks. When no single block fits, a run
 ///   of adjacent eligible free blocks with different tags or marks may serve the request (the
@@ -78,13 +82,19 @@ class block_allocator {
   /// out-of-memory)
   /// @throws usage_error (0 bytes, a size that overflows when rounded up)
   [[nodiscard]] std::optional<block> allocate(std::size_t bytes, stream_id stream, graph_id owner);
-  /// @brief Frees the block that starts at `address`, ordered on `stream`.
+  /// @brief Frees the block that starts at `address`, ordered on `stream`; `freed_by` is the
+  /// graph being captured when the free is part of its capture (`no_graph`: an eager free).
   /// @throws usage_error (a double free; an address inside a block but not its start; an
   /// address this allocator never returned), the message says which
-  void deallocate(std::uintptr_t address, stream_id stream);
+  void deallocate(std::uintptr_t address, stream_id stream, graph_id freed_by = no_graph);
 
   /// @brief Blocks freed on `stream` become usable from every stream.
   void release_stream(stream_id stream);
+  /// @brief Blocks freed on `from` become usable from `to` alone (`to` has been ordered after
+  /// `from`'s work up to those frees).
+  void retag_stream(stream_id from, stream_id to);
+  /// @brief True when a free block is tagged `stream`.
+  [[nodiscard]] bool holds_free_blocks_of(stream_id stream) const;
   /// @brief Graph `graph` is gone: its remaining blocks are freed (usable from every stream),
   /// its marks cleared, so the memory may serve eager allocations again. Call it once the
   /// graph's last replay has finished.
@@ -92,6 +102,9 @@ class block_allocator {
 
   /// @brief Bytes of live blocks allocated for `graph` (0 for `no_graph`).
   [[nodiscard]] std::size_t bytes_in_use_by(graph_id graph) const;
+  /// @brief Bytes of every block marked by `graph`, free or not: the memory its replays use
+  /// and that eager requests cannot have while it lives (0 for `no_graph`). O(n).
+  [[nodiscard]] std::size_t bytes_marked_by(graph_id graph) const;
 
   /// @brief A snapshot of the allocator's sizes, in bytes.
   struct statistics {

@@ -101,8 +101,11 @@ class graph_cache_core {
     return served_by::capture;
   }
 
-  /// @brief Warms up and captures every bucket of `order` not captured yet, in that order
-  /// (largest first, so each capture reuses the memory of the larger ones). Replays nothing.
+  /// @brief Warms up every bucket of `order` not captured yet, then captures them, both in
+  /// that order (largest first, so each capture reuses the memory of the larger ones). The
+  /// warm-ups come first because they are eager: run between captures, each would need memory
+  /// no graph pins, beside the graphs'; run first, they share it and the first capture takes
+  /// it. Replays nothing.
   void precapture(std::vector<Key> const& order, Context const& context) {
     for (Key const& bucket : order) {
       state& s = entries_[bucket];
@@ -111,7 +114,10 @@ class graph_cache_core {
         ++stats_.eager_runs;
         actions_.run_eager(context, bucket);
       }
-      capture(context, bucket, s);
+    }
+    for (Key const& bucket : order) {
+      state& s = entries_[bucket];
+      if (!s.captured) capture(context, bucket, s);
     }
   }
 

@@ -1,0 +1,197 @@
+#pragma once
+
+/// @file memory/detail/pool_engine.hpp
+/// @brief Every decision of the memory pool, in plain C++, against a small device interface.
+///
+/// `memory_pool` is this engine driven by CUDA: its `pool_device` maps memory, records and
+/// queries events and makes streams wait. Tests drive the same engine with host addresses and
+/// events that complete when the test says, so the pool's scenarios run on any machine.
+/// graphstep_core: plain C++, includes no CUDA header.
+
+#include <cstddef>
+#include <cstdint>
+#include <graphstep/memory/allocation_plan.hpp>
+#include <graphstep/memory/detail/block_allocator.hpp>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace graphstep::memory::detail {
+
+/// @brief Opaque identity of a capture under way (the shell passes CUDA's capture id).
+using capture_id = std::uint64_t;
+/// @brief Identity of an event the engine asked the device to record; the engine never reuses
+/// one.
+using event_id = std::uint64_t;
+
+/// @brief What the engine needs of a device. Called with the engine's lock held.
+class pool_device {
+ public:
+  /// @brief New device memory: a fresh region, or `bytes` more at the end of the region at
+  /// `base`.
+  struct growth {
+    std::uintptr_t base{};
+    std::size_t bytes{};
+    bool extends_region{};
+  };
+  enum class growth_status { grown, address_range_full, device_out_of_memory };
+
+  pool_device() = default;
+  virtual ~pool_device() = default;
+  pool_device(pool_device const&) = delete;
+  pool_device& operator=(pool_device const&) = delete;
+  pool_device(pool_device&&) = delete;
+  pool_device& operator=(pool_device&&) = delete;
+
+  /// @brief Adds `bytes` (a multiple of the granularity) of memory.
+  virtual growth_status grow(std::size_t bytes, growth& out) = 0;
+  /// @brief Smallest unit of growth.
+  [[nodiscard]] virtual std::size_t granularity() const = 0;
+  /// @brief Address space held (equal to `mapped_bytes` where memory is not reserved ahead).
+  [[nodiscard]] virtual std::size_t reserved_bytes() const = 0;
+  /// @brief Memory actually backing the pool.
+  [[nodiscard]] virtual std::size_t mapped_bytes() const = 0;
+
+  /// @brief Records event `event` on `stream` after the work issued to it so far.
+  virtual void record(event_id event, stream_id stream) = 0;
+  /// @brief True once the work before `event` has completed.
+  [[nodiscard]] virtual bool complete(event_id event) = 0;
+  /// @brief Orders the work issued to `stream` from now on after `event`.
+  virtual void wait(stream_id stream, event_id event) = 0;
+  /// @brief The engine no longer needs `event`.
+  virtual void forget(event_id event) noexcept = 0;
+};
+
+/// @brief How the engine sizes its growth and what it may hold.
+struct pool_engine_options {
+  std::size_t alignment{256};                       ///< of every block, a power of two
+  std::size_t growth_bytes{std::size_t{32} << 20};  ///< smallest growth step
+  std::size_t budget_bytes{0};                      ///< most memory mapped; 0: no budget
+};
+
+/// @brief The pool's state machine: which block serves a request, when another stream's frees
+/// become usable, what a capture tags, what a graph's lease holds, what growth and the budget
+/// allow.
+///
+/// - Eager requests on stream S take blocks freed on S, or released to every stream. When none
+///   fits, frees on other streams whose last event has completed are released; then S is made
+///   to wait on the last free event of each stream that still holds free blocks, and those
+///   blocks become S's (never a host wait); then the pool grows.
+/// - A capture's frees are tagged with the capture and the stream they were issued on, so only
+///   later work of that stream in that capture reuses them; they are released when the capture
+///   ends (its streams are joined and a replay runs whole). A capture on stream S takes its own
+///   frees first, then blocks freed eagerly on S before it began (that work precedes the capture
+///   in S's order: a graph is replayed on S or after it), then released blocks; frees eagerly on
+///   other streams only once their events have completed, for it never waits on eager work.
+/// - Every block a capture allocates or frees is marked with its graph until the graph is
+///   released; a marked block never serves an eager request.
+/// - Growth asks the device for what the request lacks, rounded up to the granularity and to
+///   at least `growth_bytes`, and never past the budget.
+///
+/// Thread-safe: one lock around every call, the device's calls included.
+class pool_engine {
+ public:
+  /// @throws usage_error (alignment not a power of two, growth_bytes 0)
+  pool_engine(pool_engine_options const& options, pool_device& device);
+  pool_engine(pool_engine const&) = delete;
+  pool_engine& operator=(pool_engine const&) = delete;
+  pool_engine(pool_engine&&) = delete;
+  pool_engine& operator=(pool_engine&&) = delete;
+  /// @brief Forgets the events it still holds.
+  ~pool_engine();
+
+  /// @brief A block of at least `bytes` for work ordered on `stream`; `capture` is the capture
+  /// `stream` takes part in, if any.
+  /// @throws usage_error (0 bytes, a capture not begun here, planned-mode divergence),
+  /// out_of_memory (the message gives requested, in-use, mapped, reserved, budget and largest
+  /// free block)
+  [[nodiscard]] std::uintptr_t allocate(std::size_t bytes, stream_id stream,
+                                        std::optional<capture_id> capture);
+  /// @brief Frees the block at `address`, ordered on `stream` (in `capture`, if any).
+  /// @throws usage_error (double free, foreign address, a capture not begun here)
+  void deallocate(std::uintptr_t address, stream_id stream, std::optional<capture_id> capture);
+
+  /// @brief A capture into graph `graph` (`name` for messages) has begun on `origin`.
+  /// @throws usage_error (the capture already begun; graph `no_graph`), out_of_memory (a
+  /// planned capture's slab)
+  void begin_capture(capture_id capture, graph_id graph, std::string name, stream_id origin);
+  /// @brief True while `capture` is open here.
+  [[nodiscard]] bool capturing(capture_id capture) const;
+  /// @brief Empty when the capture may be kept; else what went wrong.
+  [[nodiscard]] std::string capture_problem(capture_id capture) const;
+  /// @brief Ends the capture. On success its graph holds its memory until `release_graph`; on
+  /// failure the memory returns at once. Returns the graph, or nullopt (failure, or unknown).
+  std::optional<graph_id> finish_capture(capture_id capture, bool success);
+  /// @brief The graph's last replay has finished: its memory returns to the pool.
+  void release_graph(graph_id graph) noexcept;
+
+  /// @brief A snapshot of the engine's sizes, in bytes.
+  struct statistics {
+    std::size_t reserved_bytes{};
+    std::size_t mapped_bytes{};
+    std::size_t bytes_in_use{};
+    std::size_t peak_bytes_in_use{};
+    std::size_t free_bytes{};
+    std::size_t largest_free_block{};
+    double fragmentation{};
+    std::size_t growths{};
+    std::size_t live_graphs{};
+  };
+  [[nodiscard]] statistics stats() const;
+  /// @brief Bytes in live blocks that graph `graph` allocated in its capture (its outputs).
+  [[nodiscard]] std::size_t bytes_held_by(graph_id graph) const;
+  /// @brief Bytes that graph `graph` keeps from eager use while it lives: every block its
+  /// capture allocated or freed, shared with other graphs or not.
+  [[nodiscard]] std::size_t bytes_pinned_by(graph_id graph) const;
+  /// @brief The events of eager frees whose blocks may still be in use by work on their stream:
+  /// wait for them before the pool's memory is given back.
+  [[nodiscard]] std::vector<event_id> pending_free_events() const;
+
+  void begin_trace();
+  [[nodiscard]] allocation_trace end_trace();
+  allocation_plan plan_next_capture(allocation_trace trace);
+
+  /// @brief The block bookkeeping, for tests and invariant checks.
+  [[nodiscard]] block_allocator const& blocks() const noexcept { return blocks_; }
+
+ private:
+  struct capture_state {
+    graph_id graph{};
+    std::string name;
+    stream_id origin{};
+    std::map<stream_id, stream_id> tags;  // captured stream -> its tag in this capture
+    std::optional<planned_sequence> plan;
+    std::uintptr_t slab{};
+  };
+
+  capture_state& capture_of(capture_id capture, stream_id stream);
+  stream_id tag_of(capture_state& capture, stream_id stream);
+  std::uintptr_t allocate_block(std::size_t bytes, stream_id tag, graph_id owner);
+  bool release_completed_streams(stream_id except);
+  bool take_other_streams(stream_id stream);
+  void note_eager_free(stream_id stream);
+  void grow(std::size_t bytes, std::size_t requested);
+  [[noreturn]] void throw_out_of_memory(std::size_t requested, std::string const& reason) const;
+
+  mutable std::mutex mutex_;
+  pool_engine_options options_;
+  pool_device& device_;
+  block_allocator blocks_;
+  std::size_t growths_{};
+  event_id next_event_{1};
+  stream_id next_capture_tag_{};
+  std::unordered_map<capture_id, capture_state> captures_;
+  std::set<graph_id> live_graphs_;
+  // The event recorded after the last eager free on each stream that still holds blocks freed
+  // there: once it completes, or once another stream waits on it, those blocks may move.
+  std::map<stream_id, event_id> free_events_;
+  std::optional<allocation_trace> trace_;
+  std::unordered_map<std::uintptr_t, std::size_t> traced_ids_;
+  std::optional<allocation_trace> next_plan_;
+};
+
+}  // namespace graphstep::memory::detail

@@ -1,0 +1,335 @@
+#include <algorithm>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/detail/pool_engine.hpp>
+#include <sstream>
+#include <utility>
+
+#include "detail/address_text.hpp"
+
+namespace graphstep::memory::detail {
+namespace {
+
+std::string bytes_text(std::size_t bytes) {
+  std::ostringstream out;
+  out << bytes << " B";
+  if (bytes >= (std::size_t{1} << 20)) {
+    out.precision(1);
+    out << std::fixed << " (" << static_cast<double>(bytes) / (1 << 20) << " MiB)";
+  }
+  return out.str();
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t unit) {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
+pool_engine::pool_engine(pool_engine_options const& options, pool_device& device)
+    : options_{options}, device_{device}, blocks_{options.alignment} {
+  GRAPHSTEP_EXPECTS(options.growth_bytes > 0,
+                    "pool_options::growth_bytes must be positive (it is the smallest growth step)");
+}
+
+pool_engine::~pool_engine() {
+  for (auto const& entry : free_events_) device_.forget(entry.second);
+}
+
+pool_engine::capture_state& pool_engine::capture_of(capture_id capture, stream_id stream) {
+  auto found = captures_.find(capture);
+  GRAPHSTEP_EXPECTS(found != captures_.end(),
+                    "memory_pool: stream " + graphstep::detail::hex_text(stream) +
+                        " is being captured, but not by a graphs::capture_scope given this pool. "
+                        "Pass this pool to the graphs::capture_scope, or allocate before the "
+                        "capture");
+  return found->second;
+}
+
+stream_id pool_engine::tag_of(capture_state& capture, stream_id stream) {
+  auto found = capture.tags.find(stream);
+  if (found != capture.tags.end()) return found->second;
+  // Tags count down from just below any_stream: stream identities are addresses, far below.
+  ++next_capture_tag_;
+  return capture.tags.emplace(stream, any_stream - next_capture_tag_).first->second;
+}
+
+std::uintptr_t pool_engine::allocate(std::size_t bytes, stream_id stream,
+                                     std::optional<capture_id> capture) {
+  GRAPHSTEP_EXPECTS(bytes > 0, "memory_pool::allocate: a request of 0 bytes; ask for at least 1");
+  std::lock_guard const lock{mutex_};
+  if (capture) {
+    capture_state& state = capture_of(*capture, stream);
+    stream_id const tag = tag_of(state, stream);
+    if (state.plan) return state.slab + state.plan->next_allocate(bytes);
+    if (auto found = blocks_.allocate(bytes, tag, state.graph)) return found->address;
+    // Then blocks freed eagerly on this stream: that work precedes the capture in its order.
+    if (auto found = blocks_.allocate(bytes, stream, state.graph)) return found->address;
+    return allocate_block(bytes, tag, state.graph);
+  }
+  std::uintptr_t const address = allocate_block(bytes, stream, no_graph);
+  if (trace_) traced_ids_[address] = trace_->record_allocate(bytes);
+  return address;
+}
+
+std::uintptr_t pool_engine::allocate_block(std::size_t bytes, stream_id tag, graph_id owner) {
+  if (auto found = blocks_.allocate(bytes, tag, owner)) return found->address;
+  if (release_completed_streams(tag)) {
+    if (auto found = blocks_.allocate(bytes, tag, owner)) return found->address;
+  }
+  // A capture never waits on eager work: its replays may run on any stream.
+  if (owner == no_graph && take_other_streams(tag)) {
+    if (auto found = blocks_.allocate(bytes, tag, owner)) return found->address;
+  }
+  grow(round_up(bytes, blocks_.alignment()), bytes);
+  if (auto found = blocks_.allocate(bytes, tag, owner)) return found->address;
+  throw_out_of_memory(bytes, "no block fits after growing the pool");
+}
+
+bool pool_engine::release_completed_streams(stream_id except) {
+  bool released = false;
+  for (auto it = free_events_.begin(); it != free_events_.end();) {
+    if (it->first == except || !device_.complete(it->second)) {
+      ++it;
+      continue;
+    }
+    blocks_.release_stream(it->first);
+    device_.forget(it->second);
+    it = free_events_.erase(it);
+    released = true;
+  }
+  return released;
+}
+
+bool pool_engine::take_other_streams(stream_id stream) {
+  bool taken = false;
+  for (auto it = free_events_.begin(); it != free_events_.end();) {
+    if (it->first == stream) {
+      ++it;
+      continue;
+    }
+    if (blocks_.holds_free_blocks_of(it->first)) {
+      device_.wait(stream, it->second);
+      blocks_.retag_stream(it->first, stream);
+      taken = true;
+    }
+    device_.forget(it->second);
+    it = free_events_.erase(it);
+  }
+  // What `stream` took is ordered on it now: its next free event must cover the wait.
+  if (taken) note_eager_free(stream);
+  return taken;
+}
+
+void pool_engine::note_eager_free(stream_id stream) {
+  event_id const event = next_event_++;
+  device_.record(event, stream);
+  auto [it, inserted] = free_events_.emplace(stream, event);
+  if (!inserted) {
+    device_.forget(it->second);
+    it->second = event;
+  }
+}
+
+void pool_engine::grow(std::size_t bytes, std::size_t requested) {
+  std::size_t const granularity = device_.granularity();
+  std::size_t step = round_up(std::max(bytes, options_.growth_bytes), granularity);
+  std::size_t const needed = round_up(bytes, granularity);
+  std::size_t const mapped = device_.mapped_bytes();
+  if (options_.budget_bytes > 0) {
+    std::size_t const room = options_.budget_bytes > mapped ? options_.budget_bytes - mapped : 0;
+    if (step > room) step = room / granularity * granularity;
+    if (step < needed) {
+      throw_out_of_memory(requested, "the pool's budget of " + bytes_text(options_.budget_bytes) +
+                                         " would be exceeded");
+    }
+  }
+  pool_device::growth grown;
+  switch (device_.grow(step, grown)) {
+    case pool_device::growth_status::grown: break;
+    case pool_device::growth_status::address_range_full:
+      throw_out_of_memory(requested, "the pool's reserved address range of " +
+                                         bytes_text(device_.reserved_bytes()) +
+                                         " is full; create it with a larger "
+                                         "pool_options::reserve_bytes");
+    case pool_device::growth_status::device_out_of_memory:
+      throw_out_of_memory(requested, "the device has no memory left for the pool to grow");
+  }
+  ++growths_;
+  if (grown.extends_region) {
+    blocks_.extend_region(grown.base, grown.bytes);
+  } else {
+    blocks_.add_region(grown.base, grown.bytes);
+  }
+}
+
+void pool_engine::throw_out_of_memory(std::size_t requested, std::string const& reason) const {
+  auto const stats = blocks_.stats();
+  out_of_memory::details const sizes{requested, stats.bytes_in_use, device_.reserved_bytes(),
+                                     options_.budget_bytes, stats.largest_free_block};
+  std::ostringstream message;
+  message << "memory_pool: cannot allocate " << bytes_text(requested) << ": " << reason
+          << ". In use " << bytes_text(stats.bytes_in_use) << ", mapped "
+          << bytes_text(device_.mapped_bytes()) << ", reserved "
+          << bytes_text(device_.reserved_bytes()) << ", budget "
+          << (options_.budget_bytes > 0 ? bytes_text(options_.budget_bytes) : "none")
+          << ", largest free block " << bytes_text(stats.largest_free_block)
+          << ". Free memory you no longer need, destroy graphs you no longer replay, raise the "
+             "budget, or let graphs that never run at once share one pool";
+  throw out_of_memory{sizes, message.str()};
+}
+
+void pool_engine::deallocate(std::uintptr_t address, stream_id stream,
+                             std::optional<capture_id> capture) {
+  GRAPHSTEP_EXPECTS(address != 0, "memory_pool::deallocate: a null pointer was passed");
+  std::lock_guard const lock{mutex_};
+  if (capture) {
+    capture_state& state = capture_of(*capture, stream);
+    stream_id const tag = tag_of(state, stream);
+    if (state.plan) {
+      GRAPHSTEP_EXPECTS(stream == state.origin,
+                        "memory_pool: planned capture '" + state.name +
+                            "' freed a block on a side stream; in planned mode free blocks on "
+                            "the capturing stream, after joining the side stream");
+      GRAPHSTEP_EXPECTS(address >= state.slab,
+                        "memory_pool: planned capture '" + state.name + "' freed " +
+                            graphstep::detail::hex_text(address) + ", which it did not allocate");
+      state.plan->deallocate(address - state.slab);
+      return;
+    }
+    blocks_.deallocate(address, tag, state.graph);
+    return;
+  }
+  blocks_.deallocate(address, stream);
+  if (trace_) {
+    if (auto traced = traced_ids_.find(address); traced != traced_ids_.end()) {
+      trace_->record_deallocate(traced->second);
+      traced_ids_.erase(traced);
+    }
+  }
+  note_eager_free(stream);
+}
+
+void pool_engine::begin_capture(capture_id capture, graph_id graph, std::string name,
+                                stream_id origin) {
+  GRAPHSTEP_EXPECTS(graph != no_graph, "memory_pool: a capture needs a graph id other than 0");
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(captures_.count(capture) == 0,
+                    "memory_pool: the capture of '" + name +
+                        "' was already opened on this pool; open each capture once");
+  capture_state state;
+  state.graph = graph;
+  state.name = std::move(name);
+  state.origin = origin;
+  stream_id const tag = tag_of(state, origin);
+  if (next_plan_) {
+    auto plan = plan_allocations(*next_plan_, blocks_.alignment());
+    std::size_t const slab_bytes = std::max<std::size_t>(plan.slab_bytes, 1);
+    state.slab = allocate_block(slab_bytes, tag, graph);
+    state.plan.emplace(std::move(*next_plan_), std::move(plan));
+    next_plan_.reset();
+  }
+  captures_.emplace(capture, std::move(state));
+}
+
+bool pool_engine::capturing(capture_id capture) const {
+  std::lock_guard const lock{mutex_};
+  return captures_.count(capture) > 0;
+}
+
+std::string pool_engine::capture_problem(capture_id capture) const {
+  std::lock_guard const lock{mutex_};
+  auto found = captures_.find(capture);
+  if (found == captures_.end() || !found->second.plan || found->second.plan->complete()) return {};
+  return "memory_pool: planned capture '" + found->second.name +
+         "' made fewer allocations than its warm-up step did; the captured step must allocate "
+         "exactly as the traced warm-up (trace a step that takes the same path as the capture)";
+}
+
+std::optional<graph_id> pool_engine::finish_capture(capture_id capture, bool success) {
+  std::lock_guard const lock{mutex_};
+  auto found = captures_.find(capture);
+  if (found == captures_.end()) return std::nullopt;
+  capture_state const state = std::move(found->second);
+  captures_.erase(found);
+  // Everything issued in the capture is joined into its origin before it ends, and a replay
+  // runs whole: what the capture freed is free for any stream (and marked with its graph).
+  for (auto const& entry : state.tags) blocks_.release_stream(entry.second);
+  if (!success) {
+    blocks_.release_graph(state.graph);
+    return std::nullopt;
+  }
+  live_graphs_.insert(state.graph);
+  return state.graph;
+}
+
+void pool_engine::release_graph(graph_id graph) noexcept {
+  std::lock_guard const lock{mutex_};
+  blocks_.release_graph(graph);
+  live_graphs_.erase(graph);
+}
+
+pool_engine::statistics pool_engine::stats() const {
+  std::lock_guard const lock{mutex_};
+  auto const blocks = blocks_.stats();
+  statistics out;
+  out.reserved_bytes = device_.reserved_bytes();
+  out.mapped_bytes = device_.mapped_bytes();
+  out.bytes_in_use = blocks.bytes_in_use;
+  out.peak_bytes_in_use = blocks.peak_bytes_in_use;
+  out.free_bytes = blocks.free_bytes;
+  out.largest_free_block = blocks.largest_free_block;
+  out.fragmentation = blocks.fragmentation;
+  out.growths = growths_;
+  out.live_graphs = live_graphs_.size();
+  return out;
+}
+
+std::size_t pool_engine::bytes_held_by(graph_id graph) const {
+  std::lock_guard const lock{mutex_};
+  return blocks_.bytes_in_use_by(graph);
+}
+
+std::size_t pool_engine::bytes_pinned_by(graph_id graph) const {
+  std::lock_guard const lock{mutex_};
+  return blocks_.bytes_marked_by(graph);
+}
+
+std::vector<event_id> pool_engine::pending_free_events() const {
+  std::lock_guard const lock{mutex_};
+  std::vector<event_id> events;
+  events.reserve(free_events_.size());
+  for (auto const& entry : free_events_) events.push_back(entry.second);
+  return events;
+}
+
+void pool_engine::begin_trace() {
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(!trace_,
+                    "memory_pool::begin_trace: a trace is already being recorded; "
+                    "call end_trace first");
+  trace_.emplace();
+  traced_ids_.clear();
+}
+
+allocation_trace pool_engine::end_trace() {
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(trace_,
+                    "memory_pool::end_trace: no trace is being recorded; call "
+                    "begin_trace before the warm-up step");
+  allocation_trace trace = std::move(*trace_);
+  trace_.reset();
+  traced_ids_.clear();
+  return trace;
+}
+
+allocation_plan pool_engine::plan_next_capture(allocation_trace trace) {
+  GRAPHSTEP_EXPECTS(trace.allocation_count() > 0,
+                    "memory_pool::plan_next_capture: the trace holds no allocation; record a "
+                    "warm-up step between begin_trace and end_trace");
+  auto plan = plan_allocations(trace, options_.alignment);
+  std::lock_guard const lock{mutex_};
+  next_plan_ = std::move(trace);
+  return plan;
+}
+
+}  // namespace graphstep::memory::detail

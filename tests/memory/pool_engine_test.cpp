@@ -1,0 +1,340 @@
+// The memory pool's decisions on the CPU: the same engine memory_pool runs, on a device whose
+// memory is address ranges and whose events complete when the test says.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/detail/pool_engine.hpp>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gm = graphstep::memory::detail;
+
+namespace {
+
+constexpr std::size_t mib = std::size_t{1} << 20;
+constexpr gm::stream_id stream_a = 0x1000;
+constexpr gm::stream_id stream_b = 0x2000;
+
+class test_device final : public gm::pool_device {
+ public:
+  explicit test_device(bool one_range = true) : one_range_{one_range} {}
+
+  growth_status grow(std::size_t bytes, growth& out) override {
+    grow_requests.push_back(bytes);
+    if (mapped_ + bytes > memory_left) return growth_status::device_out_of_memory;
+    out.bytes = bytes;
+    out.base = one_range_ ? base_ : base_ + 2 * mapped_;  // separate segments leave gaps
+    out.extends_region = one_range_ && mapped_ > 0;
+    mapped_ += bytes;
+    return growth_status::grown;
+  }
+  [[nodiscard]] std::size_t granularity() const override { return 2 * mib; }
+  [[nodiscard]] std::size_t reserved_bytes() const override { return mapped_; }
+  [[nodiscard]] std::size_t mapped_bytes() const override { return mapped_; }
+  void record(gm::event_id event, gm::stream_id stream) override {
+    ASSERT_EQ(events.count(event), 0U) << "event ids are never reused";
+    events[event] = {stream, false};
+  }
+  [[nodiscard]] bool complete(gm::event_id event) override { return events.at(event).second; }
+  void wait(gm::stream_id stream, gm::event_id event) override {
+    waits.emplace_back(stream, events.at(event).first);
+  }
+  void forget(gm::event_id event) noexcept override { events.erase(event); }
+
+  // The GPU catches up with everything recorded on `stream`.
+  void finish(gm::stream_id stream) {
+    for (auto& [id, event] : events) {
+      if (event.first == stream) event.second = true;
+    }
+  }
+
+  std::size_t memory_left{std::size_t{1} << 40};
+  std::vector<std::size_t> grow_requests;
+  std::map<gm::event_id, std::pair<gm::stream_id, bool>> events;  // stream, completed
+  std::vector<std::pair<gm::stream_id, gm::stream_id>> waits;     // waiter, waited-on stream
+
+ private:
+  bool one_range_;
+  std::uintptr_t base_{std::uintptr_t{1} << 40};
+  std::size_t mapped_{};
+};
+
+gm::pool_engine_options small_steps() {
+  gm::pool_engine_options options;
+  options.growth_bytes = 2 * mib;
+  return options;
+}
+
+// One step of a model at a bucket size: activations live to the end, temporaries die at once.
+void run_step(gm::pool_engine& pool, std::size_t rows, gm::stream_id stream,
+              std::optional<gm::capture_id> capture) {
+  std::vector<std::uintptr_t> live;
+  for (int layer = 0; layer < 4; ++layer) {
+    live.push_back(pool.allocate(rows * 4096, stream, capture));
+    std::uintptr_t const temp = pool.allocate(rows * 1024 + 512, stream, capture);
+    pool.deallocate(temp, stream, capture);
+  }
+  for (auto it = live.rbegin(); it != live.rend(); ++it) pool.deallocate(*it, stream, capture);
+}
+
+void capture_step(gm::pool_engine& pool, std::size_t rows, gm::graph_id graph,
+                  gm::capture_id capture) {
+  pool.begin_capture(capture, graph, "bucket " + std::to_string(rows), stream_a);
+  run_step(pool, rows, stream_a, capture);
+  ASSERT_EQ(pool.finish_capture(capture, true), graph);
+}
+
+// Mapped bytes for the buckets captured largest first, after every bucket's warm-up.
+std::size_t mapped_for_buckets(std::vector<std::size_t> buckets) {
+  std::sort(buckets.rbegin(), buckets.rend());
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  for (std::size_t rows : buckets) run_step(pool, rows, stream_a, std::nullopt);
+  gm::graph_id graph = 1;
+  for (std::size_t rows : buckets) {
+    capture_step(pool, rows, graph, 100 + graph);
+    ++graph;
+  }
+  pool.blocks().check_invariants();
+  return pool.stats().mapped_bytes;
+}
+
+std::size_t mapped_for_one(std::size_t rows) {
+  return mapped_for_buckets({rows});
+}
+
+}  // namespace
+
+TEST(pool_engine, bucket_graphs_share_the_memory_of_the_largest) {
+  std::vector<std::size_t> const buckets{1024, 512, 256, 128, 64, 32};
+  std::size_t const shared = mapped_for_buckets(buckets);
+  std::size_t const largest = mapped_for_one(1024);
+  std::size_t sum = 0;
+  for (std::size_t rows : buckets) sum += mapped_for_one(rows);
+  EXPECT_LE(static_cast<double>(shared), 1.1 * static_cast<double>(largest))
+      << "shared " << shared << " B, largest alone " << largest << " B, sum " << sum << " B";
+}
+
+TEST(pool_engine, thirty_log_normal_buckets_share_the_memory_of_the_largest) {
+  std::mt19937 rng{11};  // NOLINT(cert-msc32-c,cert-msc51-cpp): a fixed, reproducible set
+  std::lognormal_distribution<double> rows{5.0, 1.0};
+  std::vector<std::size_t> buckets(32);
+  for (std::size_t& bucket : buckets) bucket = static_cast<std::size_t>(rows(rng)) + 1;
+  std::size_t const largest = *std::max_element(buckets.begin(), buckets.end());
+  std::size_t const shared = mapped_for_buckets(buckets);
+  EXPECT_LE(static_cast<double>(shared), 1.1 * static_cast<double>(mapped_for_one(largest)));
+}
+
+TEST(pool_engine, a_graph_prefers_memory_other_graphs_pin_over_untouched_memory) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_capture(1, 1, "first", stream_a);
+  std::uintptr_t const first = pool.allocate(4 * mib, stream_a, std::optional<gm::capture_id>{1});
+  pool.deallocate(first, stream_a, std::optional<gm::capture_id>{1});
+  ASSERT_TRUE(pool.finish_capture(1, true));
+  std::uintptr_t const eager = pool.allocate(mib, stream_a, std::nullopt);
+  pool.deallocate(eager, stream_a, std::nullopt);  // untouched, free, a tighter fit
+  pool.begin_capture(2, 2, "second", stream_a);
+  EXPECT_EQ(pool.allocate(mib, stream_a, std::optional<gm::capture_id>{2}), first)
+      << "the second graph took memory eager work needs instead of the first graph's";
+  ASSERT_TRUE(pool.finish_capture(2, true));
+}
+
+TEST(pool_engine, warm_ups_between_captures_cost_one_warm_up_beside_the_largest_graph) {
+  std::vector<std::size_t> const buckets{1024, 512, 256, 128, 64, 32};
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  gm::graph_id graph = 1;
+  for (std::size_t rows : buckets) {  // as graph_cache::run meets them: warm up, capture
+    run_step(pool, rows, stream_a, std::nullopt);
+    capture_step(pool, rows, graph, 100 + graph);
+    ++graph;
+  }
+  std::size_t const one = mapped_for_one(1024);
+  EXPECT_LE(static_cast<double>(pool.stats().mapped_bytes), 2.1 * static_cast<double>(one))
+      << "each capture took the memory its warm-up had just freed";
+}
+
+TEST(pool_engine, growth_asks_what_the_request_lacks_rounded_to_the_granularity) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  static_cast<void>(pool.allocate(64 * mib, stream_a, std::nullopt));
+  ASSERT_EQ(device.grow_requests.size(), 1U);
+  EXPECT_EQ(device.grow_requests[0], 64 * mib) << "not 64 MiB + the alignment, rounded up";
+  static_cast<void>(pool.allocate(1, stream_a, std::nullopt));
+  EXPECT_EQ(device.grow_requests.back(), 2 * mib) << "at least growth_bytes";
+}
+
+TEST(pool_engine, another_stream_waits_on_the_free_instead_of_growing) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const block = pool.allocate(2 * mib, stream_a, std::nullopt);
+  pool.deallocate(block, stream_a, std::nullopt);
+  // Stream A's work is still running: B may have the block only after waiting for it.
+  EXPECT_EQ(pool.allocate(2 * mib, stream_b, std::nullopt), block);
+  EXPECT_EQ(device.waits,
+            (std::vector<std::pair<gm::stream_id, gm::stream_id>>{{stream_b, stream_a}}));
+  EXPECT_EQ(device.grow_requests.size(), 1U);
+  pool.blocks().check_invariants();
+}
+
+TEST(pool_engine, a_completed_free_is_reused_by_another_stream_without_a_wait) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const block = pool.allocate(2 * mib, stream_a, std::nullopt);
+  pool.deallocate(block, stream_a, std::nullopt);
+  device.finish(stream_a);
+  EXPECT_EQ(pool.allocate(2 * mib, stream_b, std::nullopt), block);
+  EXPECT_TRUE(device.waits.empty());
+  EXPECT_TRUE(pool.pending_free_events().empty());
+}
+
+TEST(pool_engine, blocks_taken_from_another_stream_pass_on_only_behind_the_takers_event) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  constexpr gm::stream_id stream_c = 0x3000;
+  std::uintptr_t const block = pool.allocate(mib, stream_a, std::nullopt);
+  std::uintptr_t const other = pool.allocate(mib, stream_a, std::nullopt);
+  pool.deallocate(block, stream_a, std::nullopt);
+  pool.deallocate(other, stream_a, std::nullopt);
+  static_cast<void>(pool.allocate(mib, stream_b, std::nullopt));  // B waits on A, takes both
+  device.waits.clear();
+  static_cast<void>(pool.allocate(mib, stream_c, std::nullopt));  // C must wait on B, not on A
+  EXPECT_EQ(device.waits,
+            (std::vector<std::pair<gm::stream_id, gm::stream_id>>{{stream_c, stream_b}}));
+}
+
+TEST(pool_engine, a_block_freed_in_a_capture_belongs_to_its_graph_though_allocated_eagerly) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const input = pool.allocate(mib, stream_a, std::nullopt);
+  pool.begin_capture(1, 7, "frees an input", stream_a);
+  pool.deallocate(input, stream_a, std::optional<gm::capture_id>{1});
+  ASSERT_TRUE(pool.finish_capture(1, true));
+  device.finish(stream_a);
+  EXPECT_EQ(pool.bytes_pinned_by(7), mib);
+  std::uintptr_t const eager = pool.allocate(mib, stream_a, std::nullopt);
+  EXPECT_NE(eager, input) << "the graph's replays still use the block up to its free";
+  pool.deallocate(eager, stream_a, std::nullopt);
+  pool.release_graph(7);
+  EXPECT_EQ(pool.bytes_pinned_by(7), 0U);
+  EXPECT_EQ(pool.allocate(mib, stream_a, std::nullopt), input);
+}
+
+TEST(pool_engine, the_end_of_a_capture_does_not_release_eager_frees_made_before_it) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const block = pool.allocate(2 * mib, stream_a, std::nullopt);
+  pool.deallocate(block, stream_a, std::nullopt);  // eager work on A still runs
+  pool.begin_capture(1, 1, "empty", stream_a);
+  ASSERT_TRUE(pool.finish_capture(1, true));
+  EXPECT_EQ(pool.allocate(2 * mib, stream_b, std::nullopt), block);
+  EXPECT_EQ(device.waits.size(), 1U) << "B took A's eager free without waiting for A";
+}
+
+TEST(pool_engine, a_capture_never_takes_another_streams_pending_eager_free) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const block = pool.allocate(2 * mib, stream_b, std::nullopt);
+  pool.deallocate(block, stream_b, std::nullopt);
+  pool.begin_capture(1, 1, "on A", stream_a);
+  std::uintptr_t const captured =
+      pool.allocate(2 * mib, stream_a, std::optional<gm::capture_id>{1});
+  EXPECT_NE(captured, block);
+  EXPECT_TRUE(device.waits.empty()) << "a capture must not wait on eager work";
+  device.finish(stream_b);
+  std::uintptr_t const later = pool.allocate(2 * mib, stream_a, std::optional<gm::capture_id>{1});
+  EXPECT_EQ(later, block) << "once B's work is done the block is free for anyone";
+  ASSERT_TRUE(pool.finish_capture(1, true));
+}
+
+TEST(pool_engine, a_side_streams_capture_free_is_not_reused_by_the_origin_in_that_capture) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_capture(1, 1, "fork", stream_a);
+  std::optional<gm::capture_id> const capture{1};
+  std::uintptr_t const side = pool.allocate(2 * mib, stream_b, capture);
+  pool.deallocate(side, stream_b, capture);
+  EXPECT_NE(pool.allocate(2 * mib, stream_a, capture), side) << "no order between the two";
+  EXPECT_EQ(pool.allocate(2 * mib, stream_b, capture), side) << "same stream, in order";
+  ASSERT_TRUE(pool.finish_capture(1, true));
+}
+
+TEST(pool_engine, a_failed_capture_returns_its_memory_at_once) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_capture(1, 3, "fails", stream_a);
+  std::uintptr_t const block = pool.allocate(mib, stream_a, std::optional<gm::capture_id>{1});
+  EXPECT_FALSE(pool.finish_capture(1, false));
+  EXPECT_EQ(pool.stats().bytes_in_use, 0U);
+  EXPECT_EQ(pool.stats().live_graphs, 0U);
+  EXPECT_EQ(pool.allocate(mib, stream_b, std::nullopt), block);
+}
+
+TEST(pool_engine, a_budget_refuses_growth_past_it_with_the_sizes) {
+  test_device device;
+  gm::pool_engine_options options = small_steps();
+  options.budget_bytes = 4 * mib;
+  gm::pool_engine pool{options, device};
+  static_cast<void>(pool.allocate(3 * mib, stream_a, std::nullopt));
+  try {
+    static_cast<void>(pool.allocate(2 * mib, stream_a, std::nullopt));
+    FAIL() << "grew past the budget";
+  } catch (graphstep::out_of_memory const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("budget of 4194304 B"), std::string::npos) << what;
+    EXPECT_EQ(e.sizes().budget, 4 * mib);
+  }
+  EXPECT_EQ(pool.stats().mapped_bytes, 4 * mib);
+}
+
+TEST(pool_engine, a_device_out_of_memory_is_reported_as_such) {
+  test_device device;
+  device.memory_left = 4 * mib;
+  gm::pool_engine pool{small_steps(), device};
+  try {
+    static_cast<void>(pool.allocate(8 * mib, stream_a, std::nullopt));
+    FAIL() << "no error";
+  } catch (graphstep::out_of_memory const& e) {
+    EXPECT_NE(std::string{e.what()}.find("no memory left"), std::string::npos) << e.what();
+  }
+}
+
+TEST(pool_engine, bad_requests_and_unknown_captures_are_refused_with_what_to_do) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  EXPECT_THROW(static_cast<void>(pool.allocate(0, stream_a, std::nullopt)), graphstep::usage_error);
+  try {
+    static_cast<void>(pool.allocate(8, stream_a, std::optional<gm::capture_id>{42}));
+    FAIL() << "no error";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("Pass this pool to the graphs::capture_scope"),
+              std::string::npos)
+        << e.what();
+  }
+  pool.begin_capture(1, 1, "once", stream_a);
+  EXPECT_THROW(pool.begin_capture(1, 2, "twice", stream_a), graphstep::usage_error);
+  EXPECT_THROW(pool.begin_capture(2, gm::no_graph, "no graph", stream_a), graphstep::usage_error);
+  EXPECT_THROW(pool.deallocate(0x1234, stream_a, std::nullopt), graphstep::usage_error);
+  gm::pool_engine_options zero_growth;
+  zero_growth.growth_bytes = 0;
+  EXPECT_THROW((gm::pool_engine{zero_growth, device}), graphstep::usage_error);
+}
+
+TEST(pool_engine, every_event_is_forgotten_when_the_engine_goes) {
+  test_device device;
+  {
+    gm::pool_engine pool{small_steps(), device};
+    std::uintptr_t const block = pool.allocate(mib, stream_a, std::nullopt);
+    pool.deallocate(block, stream_a, std::nullopt);
+    EXPECT_EQ(pool.pending_free_events().size(), 1U);
+  }
+  EXPECT_TRUE(device.events.empty());
+}
