@@ -231,11 +231,6 @@ void pool_engine::begin_capture(capture_id capture, graph_id graph, std::string 
   captures_.emplace(capture, std::move(state));
 }
 
-bool pool_engine::capturing(capture_id capture) const {
-  std::lock_guard const lock{mutex_};
-  return captures_.count(capture) > 0;
-}
-
 std::string pool_engine::capture_problem(capture_id capture) const {
   std::lock_guard const lock{mutex_};
   auto found = captures_.find(capture);

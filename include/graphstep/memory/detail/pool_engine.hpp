@@ -119,8 +119,6 @@ class pool_engine {
   /// @throws usage_error (the capture already begun; graph `no_graph`), out_of_memory (a
   /// planned capture's slab)
   void begin_capture(capture_id capture, graph_id graph, std::string name, stream_id origin);
-  /// @brief True while `capture` is open here.
-  [[nodiscard]] bool capturing(capture_id capture) const;
   /// @brief Empty when the capture may be kept; else what went wrong.
   [[nodiscard]] std::string capture_problem(capture_id capture) const;
   /// @brief Ends the capture. On success its graph holds its memory until `release_graph`; on
