@@ -12,6 +12,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/detail/block_allocator.hpp>
@@ -87,11 +88,11 @@ struct transformer_shape {
   bool fused_attention;
 };
 
-constexpr transformer_shape transformer_shapes[] = {
+constexpr std::array<transformer_shape, 3> transformer_shapes{{
     {8, 1024, 768, 12, 50304, false},   // GPT-2 small
     {4, 2048, 2048, 16, 50304, false},  // 1.3B
     {2, 4096, 4096, 32, 50304, true},   // 7B width, flash attention
-};
+}};
 
 // Records a training step of a transformer with gradient accumulation over microbatches, in a
 // one-forward-one-backward schedule: `in_flight` microbatches run forward before the first
@@ -298,12 +299,12 @@ class transformer_step {
 
   // Adam, one parameter at a time: fp32 temporaries for the update, then the gradient goes.
   void optimizer() {
-    for (std::size_t slot = 0; slot < gradients_.size(); ++slot) {
-      std::size_t const elements = trace_.bytes_of(gradients_[slot]) / element;
+    for (std::size_t const gradient : gradients_) {
+      std::size_t const elements = trace_.bytes_of(gradient) / element;
       std::size_t const update = allocate(elements * 4);
       release(allocate(elements * 4));  // the denominator
       release(update);
-      release(gradients_[slot]);
+      release(gradient);
     }
   }
 
@@ -402,9 +403,9 @@ void plan_training_step(benchmark::State& state) {
 // range(2): microbatches; range(3): microbatches in flight; range(4): 1 for ragged sequence
 // lengths.
 void plan_transformer_step(benchmark::State& state) {
-  transformer_step const step{transformer_shapes[state.range(0)], static_cast<int>(state.range(1)),
-                              static_cast<int>(state.range(2)), static_cast<int>(state.range(3)),
-                              state.range(4) != 0};
+  transformer_step const step{transformer_shapes.at(static_cast<std::size_t>(state.range(0))),
+                              static_cast<int>(state.range(1)), static_cast<int>(state.range(2)),
+                              static_cast<int>(state.range(3)), state.range(4) != 0};
   std::string name = "transformer";
   for (int i = 0; i < 5; ++i) name += " " + std::to_string(state.range(i));
   plan_and_report(state, step.trace(), name);
