@@ -83,7 +83,7 @@ constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 // all): nodes visited by the searches of a skyline trial; spans and sets visited by all the
 // gap trials together, with a floor that lets small traces run every gap trial.
 constexpr std::size_t skyline_budget = 64;
-constexpr std::size_t gap_budget = 8;
+constexpr std::size_t gap_budget = 6;
 constexpr std::size_t gap_budget_floor = std::size_t{1} << 22;
 
 // ---- Best fit in allocation order -----------------------------------------------------------
