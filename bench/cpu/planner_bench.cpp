@@ -1,7 +1,9 @@
 // The allocation planner on generated traces: planning time, and the footprint against the
 // lower bound (counter footprint_ratio = slab / peak of live bytes; 1.0 is optimal). The same
-// run reports greedy_by_size_ratio, the footprint of the classic greedy-by-size offset
-// assignment (TensorFlow Lite's arena planner strategy) on the same trace, as a baseline.
+// run reports, as baselines, the footprints of the classic greedy-by-size offset assignment
+// (TensorFlow Lite's arena planner strategy) on the same trace: greedy_by_size_ratio with each
+// tensor at the lowest offset that fits, greedy_by_size_smallest_gap_ratio in the smallest gap
+// that fits (as TensorFlow Lite places them).
 // Traces: synthetic layer stacks (5 allocations per layer) and transformer training steps
 // (layer norms, QKV, attention scores and probabilities, MLP with GELU, residuals, backward in
 // reverse, weight gradients kept to the optimizer, optimizer temporaries), up to 10^5
@@ -21,6 +23,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gm = graphstep::memory;
@@ -317,11 +320,16 @@ class transformer_step {
   gm::allocation_trace trace_;
 };
 
-// Greedy by size, the offset assignment of TensorFlow Lite's arena planner: tensors by size,
-// largest first (ties in allocation order), each at the lowest offset clear of every tensor
-// already placed whose lifetime meets its own. A plain O(n^2) scan over the placed tensors
-// kept sorted by offset. Returns the slab size.
-std::size_t greedy_by_size_slab(gm::allocation_trace const& trace, std::size_t alignment) {
+// Greedy by size, the offset assignment of TensorFlow Lite's arena planner (ArenaPlanner and
+// SimpleMemoryArena): tensors alive over the whole trace first, then by size, largest first (ties
+// in allocation order), each clear of every tensor already placed whose lifetime meets its own:
+// at the lowest such offset (`gap::lowest`), or in the smallest gap between those tensors that
+// holds it, else on top of them (`gap::smallest`, what TensorFlow Lite does). A plain O(n^2)
+// scan over the placed tensors kept sorted by offset. Returns the slab size.
+enum class gap : std::uint8_t { lowest, smallest };
+
+std::size_t greedy_by_size_slab(gm::allocation_trace const& trace, std::size_t alignment,
+                                gap rule) {
   struct tensor {
     std::size_t begin;
     std::size_t end;
@@ -337,10 +345,15 @@ std::size_t greedy_by_size_slab(gm::allocation_trace const& trace, std::size_t a
       tensors[events[i].id].end = i;
     }
   }
+  auto whole = [&](std::size_t id) {
+    return tensors[id].begin == 0 && tensors[id].end == events.size();
+  };
   std::vector<std::size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return tensors[a].size > tensors[b].size; });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (whole(a) != whole(b)) return whole(a);
+    return tensors[a].size > tensors[b].size;
+  });
   struct placed_tensor {
     std::size_t offset;
     std::size_t offset_end;
@@ -351,12 +364,19 @@ std::size_t greedy_by_size_slab(gm::allocation_trace const& trace, std::size_t a
   std::size_t slab = 0;
   for (std::size_t id : order) {
     tensor const& me = tensors[id];
-    std::size_t offset = 0;
+    std::size_t cursor = 0;  // the end of the conflicting tensors seen so far
+    std::size_t best = std::numeric_limits<std::size_t>::max();
+    std::size_t best_gap = std::numeric_limits<std::size_t>::max();
     for (placed_tensor const& other : placed) {
       if (other.begin >= me.end || me.begin >= other.end) continue;
-      if (other.offset >= offset + me.size) break;  // the gap below `other` holds it
-      offset = std::max(offset, other.offset_end);
+      if (other.offset >= cursor + me.size && other.offset - cursor < best_gap) {
+        best = cursor;
+        best_gap = other.offset - cursor;
+        if (rule == gap::lowest || best_gap == me.size) break;
+      }
+      cursor = std::max(cursor, other.offset_end);
     }
+    std::size_t const offset = best == std::numeric_limits<std::size_t>::max() ? cursor : best;
     slab = std::max(slab, offset + me.size);
     placed_tensor const block{offset, offset + me.size, me.begin, me.end};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), block,
@@ -368,8 +388,9 @@ std::size_t greedy_by_size_slab(gm::allocation_trace const& trace, std::size_t a
   return slab;
 }
 
-// Times plan_allocations on `trace` and reports its footprint next to greedy by size's (computed
-// once per trace name: the O(n^2) baseline takes seconds on the largest traces).
+// Times plan_allocations on `trace` and reports its footprint next to greedy by size's, with
+// the lowest gap (greedy_by_size_ratio) and the smallest gap (greedy_by_size_smallest_gap_ratio),
+// computed once per trace name: the O(n^2) baselines take seconds on the largest traces.
 void plan_and_report(benchmark::State& state, gm::allocation_trace const& trace,
                      std::string const& name) {
   gm::allocation_plan plan;
@@ -377,16 +398,21 @@ void plan_and_report(benchmark::State& state, gm::allocation_trace const& trace,
     plan = gm::plan_allocations(trace);
     benchmark::DoNotOptimize(plan.slab_bytes);
   }
-  static std::map<std::string, std::size_t> greedy_slabs;
+  static std::map<std::string, std::pair<std::size_t, std::size_t>> greedy_slabs;
   auto found = greedy_slabs.find(name);
   if (found == greedy_slabs.end()) {
-    found = greedy_slabs.emplace(name, greedy_by_size_slab(trace, plan.alignment)).first;
+    found = greedy_slabs
+                .emplace(name, std::pair{greedy_by_size_slab(trace, plan.alignment, gap::lowest),
+                                         greedy_by_size_slab(trace, plan.alignment, gap::smallest)})
+                .first;
   }
+  auto const peak = static_cast<double>(plan.peak_live_bytes);
   state.counters["allocations"] = static_cast<double>(trace.allocation_count());
   state.counters["footprint_ratio"] = plan.footprint_ratio();
-  state.counters["greedy_by_size_ratio"] =
-      static_cast<double>(found->second) / static_cast<double>(plan.peak_live_bytes);
-  state.counters["peak_live_GiB"] = static_cast<double>(plan.peak_live_bytes) / (1 << 30);
+  state.counters["greedy_by_size_ratio"] = static_cast<double>(found->second.first) / peak;
+  state.counters["greedy_by_size_smallest_gap_ratio"] =
+      static_cast<double>(found->second.second) / peak;
+  state.counters["peak_live_GiB"] = peak / (1 << 30);
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(trace.allocation_count()));
 }
 
