@@ -342,7 +342,8 @@ enum class fit : std::uint8_t { lowest, tightest };
 // `within_` sets of the nodes partitioning [first, last], and of the `covering_` sets of those
 // nodes' ancestors: a block meets [first, last] exactly when one of its nodes lies under, or
 // above, one of these. A query merges these O(log n) span sets in offset order up to the
-// answer, so it costs O(log n) per span it passes; `work()` counts the spans and sets visited.
+// answer, so it costs O(log n) per span it passes; `work()` counts the spans and sets visited
+// (and a quarter of the spans moved by insertions).
 class lifetime_index {
  public:
   explicit lifetime_index(std::size_t times) {
@@ -462,9 +463,9 @@ class lifetime_index {
   std::size_t work_{};
 };
 
-// Places allocations in `order`, each where `index.find` says. Returns the slab size; or, as
-// soon as the slab reaches `give_up_at` (the trial cannot beat a better one) or the index's work
-// passes `work_limit`, a size at least `give_up_at`.
+// Places allocations in `order`, each where `index.find` says. Returns the slab size; a size at
+// least `give_up_at` as soon as the slab reaches it (the trial cannot beat a better one); or
+// none once the index's work passes `work_limit`.
 std::size_t place(std::vector<lifetime> const& lives, std::vector<std::size_t> const& order,
                   fit rule, lifetime_index& index, std::vector<std::size_t>& offsets,
                   std::size_t give_up_at, std::size_t work_limit) {

@@ -75,8 +75,8 @@ struct allocation_plan {
 ///   sets of offset spans; a placement costs O(log n) per span it passes. The gap trials share
 ///   a budget of O(n log n) spans visited (at least 2^22), so all of them run on traces of about
 ///   10^4 allocations and they stop early on larger ones with many small holes.
-/// In all O(n log^2 n) time and O(n log n) memory, whatever the trace; 10^5 allocations of a
-/// transformer training step plan in well under a second on one core.
+/// In all O(n log^2 n) time and O(n log n) memory, whatever the trace: 10^5 allocations of a
+/// training step plan in under a second on one core.
 /// @throws usage_error (alignment not a power of two; sizes whose sum overflows)
 [[nodiscard]] allocation_plan plan_allocations(allocation_trace const& trace,
                                                std::size_t alignment = 256);
