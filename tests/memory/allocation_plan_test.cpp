@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error_message.hpp"
