@@ -73,8 +73,8 @@ struct allocation_plan {
 ///   (up to 4 096 allocations) the tightest, clear of the blocks already placed whose lifetimes
 ///   meet its own. A segment tree over allocation times gives those blocks as O(log n) merged
 ///   sets of offset spans; a placement costs O(log n) per span it passes. The gap trials share
-///   a budget of O(n log n) spans visited (at least 2^22), so all of them run on traces of about
-///   10^4 allocations and they stop early on larger ones with many small holes.
+///   a budget of O(n log n) spans visited (at least 2^22): all of them run on small traces,
+///   and they stop early on large ones with many small holes.
 /// In all O(n log^2 n) time and O(n log n) memory, whatever the trace: 10^5 allocations of a
 /// training step plan in under a second on one core.
 /// @throws usage_error (alignment not a power of two; sizes whose sum overflows)
