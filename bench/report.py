@@ -115,7 +115,9 @@ def main() -> int:
         if rows:
             lines += [f"## {prefix.rstrip('/')}", ""] + table(rows, counters) + [""]
     if cpu:
-        lines += ["## CPU", ""] + table(cpu, ["allocations", "footprint_ratio", "buckets",
+        lines += ["## CPU", ""] + table(cpu, ["allocations", "footprint_ratio",
+                                              "greedy_by_size_ratio",
+                                              "greedy_by_size_smallest_gap_ratio", "buckets",
                                               "pad_ratio"]) + [""]
     lines += ["## PyTorch comparison", ""]
     if "results" in torch:

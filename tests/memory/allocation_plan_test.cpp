@@ -1,13 +1,18 @@
-// The planner: traces with known optima, training-step traces within 5% of the lower bound,
-// divergence detection of planned captures, and bad input.
+// The planner: traces with known optima, training-step traces within 5% of the lower bound (up
+// to 10^5 allocations), plans of random traces checked against an independent brute-force
+// check, overlaps planted in plans, divergence detection of planned captures, and bad input.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error_message.hpp"
 
@@ -48,6 +53,190 @@ gm::allocation_trace training_step(std::vector<std::size_t> const& activation_by
   }
   t.record_deallocate(gradient);
   t.record_deallocate(input);
+  return t;
+}
+
+// A transformer training step with gradient accumulation in a pipeline schedule (two microbatches
+// in flight, one forward then one backward): each layer's forward pass keeps its layer-norm,
+// QKV, attention-probability, attention, residual, MLP pre-activation and GELU outputs and frees
+// its temporaries (raw scores, projections); the backward pass walks the layers in reverse and
+// frees each saved activation once used. Weight gradients come with the first microbatch and
+// stay to the optimizer (later microbatches add theirs through a temporary), which then steps
+// each parameter with an fp32 temporary. Sequence lengths differ between microbatches.
+class transformer_step {
+ public:
+  transformer_step(int layers, int microbatches, std::mt19937& rng)
+      : layers_{static_cast<std::size_t>(layers)} {
+    std::uniform_int_distribution<std::size_t> eighths{2, 8};
+    for (int m = 0; m < microbatches; ++m) sequences_.push_back(eighths(rng) * 256);
+    gradients_.assign(layers_ * 4, none);
+    std::size_t forwards = 0;
+    std::size_t const total = sequences_.size();
+    for (; forwards < std::min<std::size_t>(2, total); ++forwards) forward(forwards);
+    for (std::size_t backwards = 0; backwards < total; ++backwards) {
+      backward(backwards);
+      if (forwards < total) forward(forwards++);
+    }
+    for (std::size_t g : gradients_) {
+      trace_.record_deallocate(trace_.record_allocate(trace_.bytes_of(g) * 2));
+      trace_.record_deallocate(g);
+    }
+  }
+
+  [[nodiscard]] gm::allocation_trace const& trace() const noexcept { return trace_; }
+
+ private:
+  static constexpr std::size_t none = ~std::size_t{0};
+  static constexpr std::size_t hidden = 1024;
+  static constexpr std::size_t heads = 16;
+  static constexpr std::size_t batch = 2;
+  static constexpr std::size_t vocabulary = 32000;
+
+  struct saved_layer {
+    std::size_t input, ln1, qkv, probs, attention, residual, ln2, pre_gelu, gelu;
+  };
+  struct saved_microbatch {
+    std::vector<saved_layer> layers;
+    std::size_t output;
+    std::size_t logits;
+  };
+
+  std::size_t allocate(std::size_t bytes) { return trace_.record_allocate(bytes); }
+  void release(std::size_t id) { trace_.record_deallocate(id); }
+  void gradient(std::size_t slot, std::size_t bytes) {
+    if (gradients_[slot] == none) {
+      gradients_[slot] = allocate(bytes);
+    } else {
+      release(allocate(bytes));
+    }
+  }
+
+  void forward(std::size_t m) {
+    std::size_t const row = batch * sequences_[m] * hidden * 2;
+    std::size_t const scores = batch * heads * sequences_[m] * sequences_[m] * 2;
+    saved_microbatch saved{};
+    std::size_t x = allocate(row);  // the embedding
+    for (std::size_t l = 0; l < layers_; ++l) {
+      saved_layer s{};
+      s.input = x;
+      s.ln1 = allocate(row);
+      s.qkv = allocate(3 * row);
+      std::size_t const raw = allocate(scores);
+      s.probs = allocate(scores);
+      release(raw);
+      s.attention = allocate(row);
+      std::size_t const projection = allocate(row);
+      s.residual = allocate(row);
+      release(projection);
+      s.ln2 = allocate(row);
+      s.pre_gelu = allocate(4 * row);
+      s.gelu = allocate(4 * row);
+      std::size_t const down = allocate(row);
+      x = allocate(row);
+      release(down);
+      saved.layers.push_back(s);
+    }
+    saved.output = x;
+    saved.logits = allocate(batch * sequences_[m] * vocabulary * 2);
+    saved_.push_back(saved);
+  }
+
+  void backward(std::size_t m) {
+    saved_microbatch const& saved = saved_[m];
+    std::size_t const row = batch * sequences_[m] * hidden * 2;
+    std::size_t const scores = batch * heads * sequences_[m] * sequences_[m] * 2;
+    std::size_t const dlogits = allocate(batch * sequences_[m] * vocabulary * 2);
+    release(saved.logits);
+    std::size_t dy = allocate(row);
+    release(dlogits);
+    release(saved.output);
+    for (std::size_t l = layers_; l-- > 0;) {
+      saved_layer const& s = saved.layers[l];
+      gradient(4 * l, 4 * hidden * hidden * 2);  // MLP down
+      std::size_t const dgelu = allocate(4 * row);
+      release(s.gelu);
+      std::size_t const dpre = allocate(4 * row);
+      release(dgelu);
+      release(s.pre_gelu);
+      gradient(4 * l + 1, 4 * hidden * hidden * 2);  // MLP up
+      std::size_t const dln2 = allocate(row);
+      release(dpre);
+      release(s.ln2);
+      std::size_t const dresidual = allocate(row);
+      release(dln2);
+      release(s.residual);
+      release(dy);
+      gradient(4 * l + 2, hidden * hidden * 2);  // attention output
+      std::size_t const dattention = allocate(row);
+      release(s.attention);
+      std::size_t const dprobs = allocate(scores);
+      release(s.probs);
+      std::size_t const dqkv = allocate(3 * row);
+      release(dprobs);
+      release(dattention);
+      gradient(4 * l + 3, 3 * hidden * hidden * 2);  // QKV
+      std::size_t const dln1 = allocate(row);
+      release(dqkv);
+      release(s.qkv);
+      release(s.ln1);
+      dy = allocate(row);
+      release(dln1);
+      release(dresidual);
+      release(s.input);
+    }
+    release(dy);
+  }
+
+  std::size_t layers_;
+  std::vector<std::size_t> sequences_;
+  std::vector<std::size_t> gradients_;  // allocation id of each kept weight gradient
+  std::vector<saved_microbatch> saved_;
+  gm::allocation_trace trace_;
+};
+
+// An independent check of `plan` against `trace`, by brute force over every pair of
+// allocations: the first fault found, or "" for a sound plan.
+std::string brute_force_fault(gm::allocation_trace const& trace, gm::allocation_plan const& plan) {
+  std::size_t const n = trace.allocation_count();
+  std::vector<std::size_t> begin(n);
+  std::vector<std::size_t> end(n, trace.events().size());
+  for (std::size_t i = 0; i < trace.events().size(); ++i) {
+    auto const& e = trace.events()[i];
+    (e.what == gm::trace_event::kind::allocate ? begin : end)[e.id] = i;
+  }
+  for (std::size_t a = 0; a < n; ++a) {
+    if (plan.offsets[a] % plan.alignment != 0) return "misaligned #" + std::to_string(a);
+    if (plan.sizes[a] < trace.bytes_of(a)) return "undersized #" + std::to_string(a);
+    if (plan.offsets[a] + plan.sizes[a] > plan.slab_bytes) return "outside #" + std::to_string(a);
+    for (std::size_t b = a + 1; b < n; ++b) {
+      bool const together = begin[b] < end[a] && begin[a] < end[b];
+      bool const overlap = plan.offsets[a] < plan.offsets[b] + plan.sizes[b] &&
+                           plan.offsets[b] < plan.offsets[a] + plan.sizes[a];
+      if (together && overlap) return "overlap #" + std::to_string(a) + " #" + std::to_string(b);
+    }
+  }
+  return {};
+}
+
+// A random trace of at most `events` events: sizes from a few distinct ones, or spread over
+// four orders of magnitude; frees mostly of recent allocations, as in a step.
+gm::allocation_trace random_trace(std::mt19937& rng, int events) {
+  gm::allocation_trace t;
+  std::vector<std::size_t> open;
+  bool const few_sizes = rng() % 2 == 0;
+  for (int e = 0; e < events; ++e) {
+    if (open.empty() || rng() % 5 < 3) {
+      std::size_t const bytes = few_sizes ? std::size_t{1024} << (rng() % 4)
+                                          : 1 + rng() % (std::size_t{1} << (4 + rng() % 14));
+      open.push_back(t.record_allocate(bytes));
+    } else {
+      std::size_t const pick =
+          rng() % 3 == 0 ? rng() % open.size()
+                         : open.size() - 1 - rng() % std::min<std::size_t>(open.size(), 3);
+      t.record_deallocate(open[pick]);
+      open.erase(open.begin() + static_cast<std::ptrdiff_t>(pick));
+    }
+  }
   return t;
 }
 
@@ -201,6 +390,80 @@ TEST(allocation_plan, a_large_trace_plans_well_and_correctly) {
 }
 
 using graphstep::testing::message_of;
+
+TEST(allocation_plan, a_transformer_step_of_100000_allocations_plans_within_five_percent) {
+  std::mt19937 rng{17};
+  transformer_step const step{24, 168, rng};
+  gm::allocation_trace const& trace = step.trace();
+  ASSERT_GE(trace.allocation_count(), 100000U);
+  auto const plan = gm::plan_allocations(trace);
+  ASSERT_EQ(plan.offsets.size(), trace.allocation_count());
+  EXPECT_NO_THROW(gm::verify_plan(trace, plan));
+  std::printf("transformer step            %zu allocations  peak %zu B  slab %zu B  ratio %.4f\n",
+              trace.allocation_count(), plan.peak_live_bytes, plan.slab_bytes,
+              plan.footprint_ratio());
+  EXPECT_GE(plan.slab_bytes, plan.peak_live_bytes);
+  EXPECT_LE(plan.footprint_ratio(), 1.05);
+
+  // An overlap planted anywhere in the plan is caught: an allocation moved onto one alive with
+  // it, exactly or by a single alignment unit.
+  std::vector<std::size_t> open;  // allocations alive, in allocation order
+  std::vector<std::pair<std::size_t, std::size_t>> together;  // (earlier, later), both alive
+  for (auto const& e : trace.events()) {
+    if (e.what == gm::trace_event::kind::deallocate) {
+      open.erase(std::find(open.begin(), open.end(), e.id));
+      continue;
+    }
+    if (!open.empty() && e.id % 9973 == 0) together.emplace_back(open[e.id % open.size()], e.id);
+    open.push_back(e.id);
+  }
+  ASSERT_GE(together.size(), 5U);
+  for (auto const& [earlier, later] : together) {
+    auto planted = plan;
+    planted.offsets[later] = planted.offsets[earlier];
+    EXPECT_NE(message_of<graphstep::error>([&] { gm::verify_plan(trace, planted); })
+                  .find("allocation #" + std::to_string(later) + " and allocation #" +
+                        std::to_string(earlier) + " are alive at once and overlap"),
+              std::string::npos);
+    planted.offsets[later] = plan.offsets[earlier] + plan.sizes[earlier] - plan.alignment;
+    planted.slab_bytes = std::max(plan.slab_bytes, planted.offsets[later] + plan.sizes[later]);
+    EXPECT_NE(message_of<graphstep::error>([&] {
+                gm::verify_plan(trace, planted);
+              }).find("allocation #" + std::to_string(later) + " and "),
+              std::string::npos);
+  }
+}
+
+TEST(allocation_plan, plans_of_random_traces_agree_with_a_brute_force_check) {
+  std::mt19937 rng{7};
+  int planted_faults = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    auto const trace = random_trace(rng, 1 + static_cast<int>(rng() % 80));
+    std::size_t const alignment = std::size_t{1} << (rng() % 10);
+    auto const plan = gm::plan_allocations(trace, alignment);
+    ASSERT_EQ(brute_force_fault(trace, plan), "") << "trial " << trial;
+    ASSERT_NO_THROW(gm::verify_plan(trace, plan)) << "trial " << trial;
+    ASSERT_GE(plan.slab_bytes, plan.peak_live_bytes) << "trial " << trial;
+    // Move one allocation to another aligned offset: verify_plan must throw exactly when the
+    // brute-force check finds a fault.
+    if (trace.allocation_count() == 0) continue;
+    auto moved = plan;
+    std::size_t const id = rng() % trace.allocation_count();
+    std::size_t const other = rng() % trace.allocation_count();
+    moved.offsets[id] =
+        rng() % 2 == 0 ? plan.offsets[other] : plan.offsets[other] + alignment * (rng() % 4);
+    bool const faulty = !brute_force_fault(trace, moved).empty();
+    planted_faults += faulty ? 1 : 0;
+    bool threw = false;
+    try {
+      gm::verify_plan(trace, moved);
+    } catch (graphstep::error const&) {
+      threw = true;
+    }
+    ASSERT_EQ(threw, faulty) << "trial " << trial;
+  }
+  EXPECT_GE(planted_faults, 300) << "too few moves made faulty plans to test verify_plan";
+}
 
 TEST(allocation_plan, bad_traces_are_usage_errors) {
   gm::allocation_trace t;

@@ -60,19 +60,31 @@ struct allocation_plan {
 
 /// @brief Lays out `trace` so that allocations alive at the same time never overlap.
 ///
-/// Lifetimes run from an allocation's event to its free (or the end of the trace). The
-/// heuristic places allocations one by one in a chosen order (largest first; largest
-/// size x lifetime first), each at the lowest offset or in the tightest gap that overlaps
-/// nothing already placed whose lifetime meets its own, and keeps the smallest slab of these
-/// trials. A trial costs O(n^2) time in the worst case with a small constant (a linear scan of
-/// the placed blocks kept sorted by offset); 10^4 allocations plan in well under a second.
+/// Lifetimes run from an allocation's event to its free (or the end of the trace). Several
+/// heuristics run, cheapest first; the smallest slab wins, and one that reaches the lower bound
+/// (`peak_live_bytes`) ends the search:
+/// - best fit in allocation order, as an allocator would place the blocks: O(n log n);
+/// - two skyline trials: placed blocks pile up with no hole under the pile, and the lowest
+///   stretch of the pile takes the best unplaced block (by size x lifetime, then by size class
+///   and lifetime) whose lifetime fits inside it. O(n log n) steps, plus a pruned search of a
+///   segment tree per step, capped at O(n log n) nodes visited per trial;
+/// - gap trials, in four orders (largest size class first, by allocation time or lifetime;
+///   largest first; largest size x lifetime first): each allocation goes to the lowest gap, or
+///   (up to 4 096 allocations) the tightest, clear of the blocks already placed whose lifetimes
+///   meet its own. A segment tree over allocation times gives those blocks as O(log n) merged
+///   sets of offset spans; a placement costs O(log n) per span it passes. The gap trials share
+///   a budget of O(n log n) spans visited (at least 2^22): all of them run on small traces,
+///   and they stop early on large ones with many small holes.
+/// In all O(n log^2 n) time and O(n log n) memory, whatever the trace: 10^5 allocations of a
+/// training step plan in under a second on one core.
 /// @throws usage_error (alignment not a power of two; sizes whose sum overflows)
 [[nodiscard]] allocation_plan plan_allocations(allocation_trace const& trace,
                                                std::size_t alignment = 256);
 
 /// @brief Checks `plan` against `trace`: every offset aligned to `plan.alignment`, every block
 /// inside the slab and at least as large as its request, and no two allocations alive at
-/// once overlapping.
+/// once overlapping. One pass over the events with the live blocks ordered by offset:
+/// O(n log n).
 /// @throws error naming the first two overlapping allocations, or the misaligned, undersized
 /// or out-of-slab one (or a plan whose size differs from the trace's)
 void verify_plan(allocation_trace const& trace, allocation_plan const& plan);
