@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "graphs/detail/graph_state.hpp"
+#include "memory/detail/graph_lease.hpp"
 
 namespace graphstep::graphs {
 
@@ -101,11 +103,17 @@ void graph_exec::replay(cuda::stream_view stream) {
                         " but device " + std::to_string(current) +
                         " is current: make its device current (graphstep::cuda::device_guard) "
                         "before replaying it");
+  // A launch into a capturing stream becomes a node of that capture and runs nothing now.
+  bool const runs_now = !stream.is_capturing();
+  // Graphs sharing pool memory must never run at once: the pool orders this launch after theirs.
+  memory::detail::graph_lease const* const lease =
+      runs_now ? memory::detail::graph_lease::of(source_.state_->memory) : nullptr;
+  if (lease != nullptr) lease->before_replay(stream.value());
   GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
+  if (lease != nullptr) lease->after_replay(stream.value());
   // Launches of one executable run one after another, whatever their streams
-  // (cudaGraphLaunch), so an event after the latest covers them all. A launch into a capturing
-  // stream becomes a node of that capture and runs nothing now.
-  if (!stream.is_capturing()) {
+  // (cudaGraphLaunch), so an event after the latest covers them all.
+  if (runs_now) {
     if (!replayed_) replayed_.emplace();
     replayed_->record(stream);
   }

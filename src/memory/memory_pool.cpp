@@ -12,6 +12,7 @@
 
 #include "cuda/detail/device_wide_wait.hpp"
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "memory/detail/graph_lease.hpp"
 #include "memory/detail/pool_state.hpp"
 
 namespace graphstep::memory {
@@ -25,20 +26,6 @@ stream_id stream_key(cudaStream_t stream) {
 cudaStream_t stream_of(stream_id key) {
   return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(key));
 }
-
-// Keeps a graph's pool memory alive and hands it back when the graph dies.
-class graph_lease {
- public:
-  graph_lease(std::shared_ptr<pool_state> pool, std::uint64_t graph)
-      : pool_{std::move(pool)}, graph_{graph} {}
-  ~graph_lease() { pool_->release_graph(graph_); }
-  graph_lease(graph_lease const&) = delete;
-  graph_lease& operator=(graph_lease const&) = delete;
-
- private:
-  std::shared_ptr<pool_state> pool_;
-  std::uint64_t graph_;
-};
 
 // RAII NVTX range, so growth and captures show up in Nsight Systems.
 class nvtx_range {
@@ -84,11 +71,50 @@ std::optional<capture_id> capture_of(cudaStream_t stream) {
 
 }  // namespace
 
+namespace {
+// The deleter names a lease: `graph_lease::of` tells a pool's handle from any other by it.
+struct lease_deleter {
+  graph_lease* lease;
+  void operator()(void* /*unused*/) const noexcept {
+    delete lease;  // NOLINT(cppcoreguidelines-owning-memory): the handle owns the lease
+  }
+};
+}  // namespace
+
+std::shared_ptr<void> graph_lease::make(std::shared_ptr<pool_state> pool, std::uint64_t graph) {
+  // Owned by the handle's deleter from here, which also runs should the handle fail to form.
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory)
+  auto* const lease = new graph_lease(std::move(pool), graph);
+  return std::shared_ptr<void>{static_cast<void*>(lease), lease_deleter{lease}};
+}
+
+graph_lease* graph_lease::of(std::shared_ptr<void> const& memory) noexcept {
+  auto const* deleter = std::get_deleter<lease_deleter>(memory);
+  return deleter == nullptr ? nullptr : deleter->lease;
+}
+
+graph_lease::graph_lease(std::shared_ptr<pool_state> pool, std::uint64_t graph) noexcept
+    : pool_{std::move(pool)}, graph_{graph} {}
+
+graph_lease::~graph_lease() {
+  pool_->release_graph(graph_);
+}
+
+void graph_lease::before_replay(cudaStream_t stream) const {
+  pool_->before_replay(graph_, stream);
+}
+
+void graph_lease::after_replay(cudaStream_t stream) const {
+  pool_->after_replay(graph_, stream);
+}
+
 cuda_pool_device::cuda_pool_device(int device, std::unique_ptr<memory_backing> backing)
     : device_{device}, backing_{std::move(backing)} {}
 
 pool_device::growth_status cuda_pool_device::grow(std::size_t bytes, growth& out) {
   nvtx_range const range{"graphstep::memory::memory_pool grow"};
+  // cudaMalloc allocates on the current device, which may be another than the pool's.
+  cuda::device_guard const on_device{device_};
   return backing_->grow(bytes, out);
 }
 
@@ -164,6 +190,7 @@ pool_state::~pool_state() {
         stderr, "graphstep: memory_pool: waiting for freed blocks failed, continuing: %s\n",
         e.what()));
   }
+  engine_->drop_next_plan();  // its slab was never used
   bool const idle = engine_->stats().bytes_in_use == 0;
   engine_.reset();
   if (idle) return;
@@ -193,7 +220,15 @@ std::string pool_state::capture_problem(unsigned long long capture_id) const {
 std::shared_ptr<void> pool_state::finish_capture(unsigned long long capture_id, bool success) {
   auto const graph = engine_->finish_capture(capture_id, success);
   if (!graph) return nullptr;
-  return std::make_shared<graph_lease>(shared_from_this(), *graph);
+  return graph_lease::make(shared_from_this(), *graph);
+}
+
+void pool_state::before_replay(std::uint64_t graph, cudaStream_t stream) {
+  engine_->before_replay(graph, stream_key(stream));
+}
+
+void pool_state::after_replay(std::uint64_t graph, cudaStream_t stream) {
+  engine_->after_replay(graph, stream_key(stream));
 }
 
 void pool_state::release_graph(std::uint64_t graph) noexcept {
@@ -213,6 +248,7 @@ pool_statistics pool_state::statistics() const {
   out.fragmentation = stats.fragmentation;
   out.growths = stats.growths;
   out.live_graphs = stats.live_graphs;
+  out.ordered_replays = stats.ordered_replays;
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <graphstep/memory/detail/block_allocator.hpp>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/error_message.hpp"
 
@@ -424,5 +425,49 @@ TEST(block_allocator, any_stream_allocations_take_only_released_blocks) {
   ASSERT_TRUE(y);
   EXPECT_EQ(y->address, base + 1024) << "the block freed on stream a is not ordered yet";
   EXPECT_FALSE(a.allocate(1024, gm::detail::any_stream, gm::detail::no_graph));
+  a.check_invariants();
+}
+
+TEST(block_allocator, graphs_share_memory_where_their_marks_meet) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 4096);
+  constexpr gm::detail::graph_id graph_k = 9;
+  auto const x = a.allocate(1024, stream_a, graph_g);
+  ASSERT_TRUE(x);
+  a.deallocate(x->address, stream_a, graph_g);
+  a.release_stream(stream_a);
+  auto const y = a.allocate(1024, stream_a, graph_h);  // onto g's freed block
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->address, x->address);
+  auto const z = a.allocate(1024, stream_a, graph_k);  // untouched memory of its own
+  ASSERT_TRUE(z);
+  using graphs = std::vector<gm::detail::graph_id>;
+  EXPECT_EQ(a.graphs_sharing_memory_with(graph_g), (graphs{graph_g, graph_h}));
+  EXPECT_EQ(a.graphs_sharing_memory_with(graph_h), (graphs{graph_g, graph_h}));
+  EXPECT_EQ(a.graphs_sharing_memory_with(graph_k), (graphs{graph_k}));
+  EXPECT_TRUE(a.graphs_sharing_memory_with(gm::detail::no_graph).empty());
+  a.release_graph(graph_h);
+  EXPECT_EQ(a.graphs_sharing_memory_with(graph_g), (graphs{graph_g}));
+  a.check_invariants();
+}
+
+TEST(block_allocator, a_block_held_for_one_graph_passes_to_another) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 4096);
+  auto const held = a.allocate(1024, gm::detail::any_stream, graph_g);
+  ASSERT_TRUE(held);
+  a.transfer(held->address, graph_g, graph_h);
+  EXPECT_EQ(a.bytes_in_use_by(graph_g), 0U);
+  EXPECT_EQ(a.bytes_in_use_by(graph_h), 1024U);
+  EXPECT_EQ(a.bytes_marked_by(graph_g), 0U);
+  a.check_invariants();
+  using graphstep::testing::contains;
+  using graphstep::testing::message_of;
+  EXPECT_TRUE(contains(message_of([&] { a.transfer(held->address, graph_g, graph_h); }),
+                       "no live block of graph 7"));
+  EXPECT_TRUE(contains(
+      message_of([&] { a.transfer(held->address, graph_h, gm::detail::no_graph); }), "no_graph"));
+  a.release_graph(graph_h);
+  EXPECT_EQ(a.stats().bytes_in_use, 0U);
   a.check_invariants();
 }

@@ -128,6 +128,79 @@ TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
   EXPECT_LE(shared_bytes, largest + (std::size_t{4} << 20));  // about the largest, not the sum
 }
 
+TEST_P(pool_test, graphs_sharing_memory_replayed_on_two_streams_run_one_after_the_other) {
+  gs::memory::memory_pool pool{options()};
+  gs::cuda::stream other;
+  int const n = 1 << 16;
+  std::size_t const bytes = sizeof(float) * n;
+  auto* sums = static_cast<float*>(pool.allocate(2 * sizeof(float) * n, *stream_));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(sums, 0, 2 * bytes, stream_->get()));
+  stream_->synchronize();
+  // Each graph fills a scratch block with its own value and adds it to its own sums; the
+  // second capture reuses the block the first freed.
+  std::vector<float*> scratch;
+  auto capture_adding = [&](gs::graphs::graph_exec& g, float value, float* into) {
+    gs::graphs::capture(g, *stream_, pool, [&] {
+      auto* s = static_cast<float*>(pool.allocate(bytes, *stream_));
+      scratch.push_back(s);
+      fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(s, value, n);
+      axpy_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(into, s, 1.0F, n);
+      pool.deallocate(s, *stream_);
+    });
+  };
+  gs::graphs::graph_exec ones;
+  gs::graphs::graph_exec twos;
+  capture_adding(ones, 1.0F, sums);
+  capture_adding(twos, 2.0F, sums + n);
+  ASSERT_EQ(scratch[0], scratch[1]) << "the graphs do not share memory: nothing to check";
+  int const replays = 20;
+  for (int i = 0; i < replays; ++i) {
+    ones.replay(*stream_);
+    twos.replay(other);
+  }
+  // Only launches still running are waited for: how many depends on the device's pace.
+  EXPECT_LE(pool.statistics().ordered_replays, static_cast<std::size_t>(2 * replays - 1));
+  other.synchronize();
+  stream_->synchronize();
+  std::vector<float> host(2 * n);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(host.data(), sums, 2 * bytes, cudaMemcpyDeviceToHost, stream_->get()));
+  stream_->synchronize();
+  for (int i = 0; i < n; i += 997) {
+    ASSERT_EQ(host[i], 1.0F * replays) << "element " << i << " of the first graph's sums";
+    ASSERT_EQ(host[n + i], 2.0F * replays) << "element " << i << " of the second graph's sums";
+  }
+  pool.deallocate(sums, *stream_);
+}
+
+TEST_P(pool_test, a_pool_grows_on_its_own_device_whichever_is_current) {
+  if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  gs::memory::pool_options on_second = options();
+  on_second.device = 1;
+  gs::memory::memory_pool pool{on_second};
+  std::optional<gs::cuda::stream> own_stream;
+  {
+    gs::cuda::device_guard const on_second_device{1};
+    own_stream.emplace();
+  }
+  gs::cuda::device_guard const on_first_device{0};
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) {
+    blocks.push_back(pool.allocate(std::size_t{3} << 20, *own_stream));  // grows each time
+  }
+  cudaPointerAttributes attributes{};
+  for (void* block : blocks) {
+    GRAPHSTEP_CUDA_TRY(cudaPointerGetAttributes(&attributes, block));
+    EXPECT_EQ(attributes.device, 1) << "the pool grew on the current device, not its own";
+  }
+  int current = -1;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
+  EXPECT_EQ(current, 0) << "growing changed the current device";
+  for (void* block : blocks) pool.deallocate(block, *own_stream);
+  own_stream->synchronize();
+  EXPECT_GE(pool.statistics().growths, 2U);
+}
+
 TEST_P(pool_test, growth_keeps_old_addresses_valid) {
   gs::memory::memory_pool pool{options()};
   std::vector<float*> blocks;

@@ -338,3 +338,133 @@ TEST(pool_engine, every_event_is_forgotten_when_the_engine_goes) {
   }
   EXPECT_TRUE(device.events.empty());
 }
+
+namespace {
+
+// Two graphs captured one after the other on one stream: the second reuses what the first
+// freed, so their replays write the same memory.
+void capture_two_sharing_graphs(gm::pool_engine& pool) {
+  capture_step(pool, 256, 1, 101);
+  capture_step(pool, 256, 2, 102);
+  ASSERT_FALSE(pool.blocks().graphs_sharing_memory_with(1).empty());
+  ASSERT_EQ(pool.blocks().graphs_sharing_memory_with(1), (std::vector<gm::graph_id>{1, 2}));
+}
+
+void replay(gm::pool_engine& pool, gm::graph_id graph, gm::stream_id stream) {
+  pool.before_replay(graph, stream);
+  pool.after_replay(graph, stream);
+}
+
+}  // namespace
+
+TEST(pool_engine, graphs_sharing_memory_replayed_on_two_streams_never_run_at_once) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_two_sharing_graphs(pool);
+  replay(pool, 1, stream_a);
+  replay(pool, 2, stream_b);
+  ASSERT_EQ(device.waits.size(), 1U);
+  EXPECT_EQ(device.waits[0], std::make_pair(stream_b, stream_a)) << "B waits for A's replay";
+  replay(pool, 1, stream_a);  // and back: A waits for B's replay of the other graph
+  ASSERT_EQ(device.waits.size(), 2U);
+  EXPECT_EQ(device.waits[1], std::make_pair(stream_a, stream_b));
+  EXPECT_EQ(pool.stats().ordered_replays, 2U);
+}
+
+TEST(pool_engine, a_replay_waits_neither_on_its_own_stream_nor_for_a_completed_launch) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_two_sharing_graphs(pool);
+  replay(pool, 1, stream_a);
+  replay(pool, 2, stream_a);  // stream order already runs them one after the other
+  EXPECT_TRUE(device.waits.empty());
+  device.finish(stream_a);
+  replay(pool, 1, stream_b);
+  EXPECT_TRUE(device.waits.empty()) << "the launches on A have completed";
+  EXPECT_EQ(pool.stats().ordered_replays, 0U);
+}
+
+TEST(pool_engine, two_launches_of_one_graph_on_two_streams_are_ordered) {
+  // Two executables of one graph share all its memory; CUDA orders launches of one
+  // executable only.
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_step(pool, 256, 1, 101);
+  replay(pool, 1, stream_a);
+  replay(pool, 1, stream_b);
+  ASSERT_EQ(device.waits.size(), 1U);
+  EXPECT_EQ(device.waits[0], std::make_pair(stream_b, stream_a));
+}
+
+TEST(pool_engine, graphs_with_memory_of_their_own_replay_side_by_side) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  // Each capture keeps its one block: nothing is freed, so nothing is shared.
+  pool.begin_capture(101, 1, "first", stream_a);
+  static_cast<void>(pool.allocate(mib, stream_a, std::optional<gm::capture_id>{101}));
+  ASSERT_EQ(pool.finish_capture(101, true), 1U);
+  pool.begin_capture(102, 2, "second", stream_b);
+  static_cast<void>(pool.allocate(mib, stream_b, std::optional<gm::capture_id>{102}));
+  ASSERT_EQ(pool.finish_capture(102, true), 2U);
+  replay(pool, 1, stream_a);
+  replay(pool, 2, stream_b);
+  EXPECT_TRUE(device.waits.empty());
+}
+
+TEST(pool_engine, a_released_graph_is_waited_for_no_more_and_its_event_is_forgotten) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_two_sharing_graphs(pool);
+  replay(pool, 1, stream_a);
+  std::size_t const events_before = device.events.size();
+  pool.release_graph(1);
+  EXPECT_EQ(device.events.size(), events_before - 1);
+  replay(pool, 2, stream_b);
+  EXPECT_TRUE(device.waits.empty());
+  pool.before_replay(1, stream_b);  // unknown now: nothing to order
+  EXPECT_TRUE(device.waits.empty());
+}
+
+TEST(pool_engine, a_planned_capture_takes_its_slab_before_the_capture_begins) {
+  // Growing the pool (cudaMalloc, cuMemCreate) inside a capture is an unsafe call there.
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  graphstep::memory::allocation_trace trace;
+  std::size_t const big = trace.record_allocate(3 * mib);
+  std::size_t const small = trace.record_allocate(mib);
+  trace.record_deallocate(small);
+  trace.record_deallocate(big);
+  auto const plan = pool.plan_next_capture(trace);
+  std::size_t const growths = device.grow_requests.size();
+  EXPECT_GT(growths, 0U) << "the slab is taken when the plan is made";
+  EXPECT_GE(pool.stats().bytes_in_use, plan.slab_bytes);
+  pool.begin_capture(101, 1, "planned", stream_a);
+  std::optional<gm::capture_id> const capture{101};
+  std::uintptr_t const first = pool.allocate(3 * mib, stream_a, capture);
+  std::uintptr_t const second = pool.allocate(mib, stream_a, capture);
+  pool.deallocate(second, stream_a, capture);
+  pool.deallocate(first, stream_a, capture);
+  EXPECT_EQ(pool.capture_problem(101), "");
+  ASSERT_EQ(pool.finish_capture(101, true), 1U);
+  EXPECT_EQ(device.grow_requests.size(), growths) << "the capture grew the pool";
+  EXPECT_GE(pool.bytes_held_by(1), plan.slab_bytes) << "the slab is the graph's";
+  pool.release_graph(1);
+  EXPECT_EQ(pool.stats().bytes_in_use, 0U);
+  pool.blocks().check_invariants();
+}
+
+TEST(pool_engine, an_unused_plan_gives_its_slab_back_when_replaced_or_dropped) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  graphstep::memory::allocation_trace trace;
+  trace.record_deallocate(trace.record_allocate(mib));
+  static_cast<void>(pool.plan_next_capture(trace));
+  std::size_t const one_slab = pool.stats().bytes_in_use;
+  static_cast<void>(pool.plan_next_capture(trace));
+  EXPECT_EQ(pool.stats().bytes_in_use, one_slab) << "the first slab was not given back";
+  pool.drop_next_plan();
+  EXPECT_EQ(pool.stats().bytes_in_use, 0U);
+  EXPECT_THROW(pool.begin_capture(1, gm::pool_engine::planned_graph, "reserved id", stream_a),
+               graphstep::usage_error);
+  pool.blocks().check_invariants();
+}

@@ -91,6 +91,7 @@ class graph {
   [[nodiscard]] cudaGraph_t native_handle() const noexcept;
 
  private:
+  friend class graph_exec;  // a replay orders itself by the pool memory the graph holds
   explicit graph(std::shared_ptr<detail::graph_state const> state) noexcept;
   std::shared_ptr<detail::graph_state const> state_;
 };

@@ -54,6 +54,8 @@ struct pool_statistics {
   double fragmentation{};     ///< 1 - largest_free_block / free_bytes
   std::size_t growths{};      ///< times the pool mapped or allocated more memory
   std::size_t live_graphs{};  ///< graphs that hold memory of this pool
+  /// Replays made to wait for a replay, on another stream, of a graph sharing their memory.
+  std::size_t ordered_replays{};
 };
 
 /// @brief Device memory for captured graphs, at addresses that never move.
@@ -66,9 +68,14 @@ struct pool_statistics {
 /// capture the pool serves ordinary (eager) allocations, e.g. static inputs, and never hands
 /// them memory that a live graph may still write.
 ///
-/// Several graphs may share one pool when they never run at the same time (one graph per
-/// shape bucket, captured largest first): each capture reuses memory the earlier ones freed,
-/// so N such graphs take about the memory of the largest, not the sum.
+/// Several graphs may share one pool (one graph per shape bucket, captured largest first):
+/// each capture reuses memory the earlier ones freed, so N such graphs take about the memory
+/// of the largest, not the sum. Graphs that share memory never run at once: a replay
+/// (`graph_exec::replay`) on stream B first waits for the latest replay, on another stream,
+/// of each graph sharing its memory, unless that replay has completed
+/// (`pool_statistics::ordered_replays` counts these waits). Graphs meant to overlap on
+/// different streams overlap only where they share no memory: give them pools of their own.
+/// A replay launched into a capturing stream becomes part of that capture and is not ordered.
 ///
 /// Stream ordering: a block freed on stream A is reused at once by allocations on A; by another
 /// stream B once A's work up to the free is known to be done, or after B is made to wait for it
@@ -79,6 +86,9 @@ struct pool_statistics {
 /// `end_trace`, hand the trace to `plan_next_capture`, and the next capture into this pool
 /// serves every allocation at its planned offset in one slab of near-minimal size; a capture
 /// that allocates differently from the warm-up raises `usage_error` naming the allocation.
+/// The slab is taken by `plan_next_capture`, so the planned capture never grows the pool.
+/// Unplanned captures may grow it: growth runs in Relaxed capture mode, which lets
+/// `cudaMalloc` / `cuMemCreate` proceed beside captures on any thread.
 ///
 /// A `cuda::memory_resource`: a `cuda::device_buffer` given this pool takes its memory here,
 /// within the pool's budget and statistics.
@@ -134,8 +144,10 @@ class memory_pool : public cuda::memory_resource {
   /// @throws usage_error (not recording)
   [[nodiscard]] memory::allocation_trace end_trace();
   /// @brief Makes the next capture into this pool serve its allocations from a plan of
-  /// `trace` (see `memory::plan_allocations`); returns that plan.
-  /// @throws usage_error (empty trace)
+  /// `trace` (see `memory::plan_allocations`) and takes the plan's slab now, before the capture
+  /// begins; returns that plan. A plan no capture has used yet is replaced and its slab given
+  /// back.
+  /// @throws usage_error (empty trace), out_of_memory (no room for the slab)
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:

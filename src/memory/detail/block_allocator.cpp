@@ -380,6 +380,23 @@ void block_allocator::release_graph(graph_id graph) {
   if (changed) coalesce_all();
 }
 
+void block_allocator::transfer(std::uintptr_t address, graph_id from, graph_id to) {
+  GRAPHSTEP_EXPECTS(to != no_graph, "block_allocator::transfer: the new owner is no_graph");
+  auto found = blocks_.find(address);
+  GRAPHSTEP_EXPECTS(found != blocks_.end() && !found->second.free && found->second.owner == from &&
+                        from != no_graph,
+                    "block_allocator::transfer: no live block of graph " + std::to_string(from) +
+                        " starts at " + graphstep::detail::hex_text(address));
+  block_info& info = found->second;
+  info.touched.erase(std::lower_bound(info.touched.begin(), info.touched.end(), from));
+  auto const at = std::lower_bound(info.touched.begin(), info.touched.end(), to);
+  if (at == info.touched.end() || *at != to) info.touched.insert(at, to);
+  info.owner = to;
+  auto held = graph_in_use_.find(from);
+  if ((held->second -= info.size) == 0) graph_in_use_.erase(held);
+  graph_in_use_[to] += info.size;
+}
+
 std::size_t block_allocator::bytes_in_use_by(graph_id graph) const {
   auto found = graph_in_use_.find(graph);
   return found == graph_in_use_.end() ? 0 : found->second;
@@ -392,6 +409,18 @@ std::size_t block_allocator::bytes_marked_by(graph_id graph) const {
     if (std::binary_search(info.touched.begin(), info.touched.end(), graph)) bytes += info.size;
   }
   return bytes;
+}
+
+std::vector<graph_id> block_allocator::graphs_sharing_memory_with(graph_id graph) const {
+  std::vector<graph_id> sharing;
+  if (graph == no_graph) return sharing;
+  for (auto const& [address, info] : blocks_) {
+    if (!std::binary_search(info.touched.begin(), info.touched.end(), graph)) continue;
+    sharing.insert(sharing.end(), info.touched.begin(), info.touched.end());
+  }
+  std::sort(sharing.begin(), sharing.end());
+  sharing.erase(std::unique(sharing.begin(), sharing.end()), sharing.end());
+  return sharing;
 }
 
 block_allocator::statistics block_allocator::stats() const {

@@ -33,6 +33,7 @@ pool_engine::pool_engine(pool_engine_options const& options, pool_device& device
 
 pool_engine::~pool_engine() {
   for (auto const& entry : free_events_) device_.forget(entry.second);
+  for (auto const& entry : last_launches_) device_.forget(entry.second.event);
 }
 
 pool_engine::capture_state& pool_engine::capture_of(capture_id capture, stream_id stream) {
@@ -211,7 +212,8 @@ void pool_engine::deallocate(std::uintptr_t address, stream_id stream,
 
 void pool_engine::begin_capture(capture_id capture, graph_id graph, std::string name,
                                 stream_id origin) {
-  GRAPHSTEP_EXPECTS(graph != no_graph, "memory_pool: a capture needs a graph id other than 0");
+  GRAPHSTEP_EXPECTS(graph != no_graph && graph != planned_graph,
+                    "memory_pool: a capture needs a graph id other than 0 and 2^64 - 1");
   std::lock_guard const lock{mutex_};
   GRAPHSTEP_EXPECTS(captures_.count(capture) == 0,
                     "memory_pool: the capture of '" + name +
@@ -220,12 +222,12 @@ void pool_engine::begin_capture(capture_id capture, graph_id graph, std::string 
   state.graph = graph;
   state.name = std::move(name);
   state.origin = origin;
-  stream_id const tag = tag_of(state, origin);
+  static_cast<void>(tag_of(state, origin));
   if (next_plan_) {
-    auto plan = plan_allocations(*next_plan_, blocks_.alignment());
-    std::size_t const slab_bytes = std::max<std::size_t>(plan.slab_bytes, 1);
-    state.slab = allocate_block(slab_bytes, tag, graph);
-    state.plan.emplace(std::move(*next_plan_), std::move(plan));
+    // The slab was taken when the plan was made: nothing here grows the pool.
+    blocks_.transfer(next_plan_->slab, planned_graph, graph);
+    state.slab = next_plan_->slab;
+    state.plan.emplace(std::move(next_plan_->trace), std::move(next_plan_->plan));
     next_plan_.reset();
   }
   captures_.emplace(capture, std::move(state));
@@ -249,6 +251,7 @@ std::optional<graph_id> pool_engine::finish_capture(capture_id capture, bool suc
   // Everything issued in the capture is joined into its origin before it ends, and a replay
   // runs whole: what the capture freed is free for any stream (and marked with its graph).
   for (auto const& entry : state.tags) blocks_.release_stream(entry.second);
+  sharing_.clear();
   if (!success) {
     blocks_.release_graph(state.graph);
     return std::nullopt;
@@ -261,6 +264,44 @@ void pool_engine::release_graph(graph_id graph) noexcept {
   std::lock_guard const lock{mutex_};
   blocks_.release_graph(graph);
   live_graphs_.erase(graph);
+  sharing_.clear();
+  if (auto found = last_launches_.find(graph); found != last_launches_.end()) {
+    device_.forget(found->second.event);
+    last_launches_.erase(found);
+  }
+}
+
+void pool_engine::before_replay(graph_id graph, stream_id stream) {
+  std::lock_guard const lock{mutex_};
+  if (live_graphs_.count(graph) == 0) return;
+  auto cached = sharing_.find(graph);
+  if (cached == sharing_.end()) {
+    cached = sharing_.emplace(graph, blocks_.graphs_sharing_memory_with(graph)).first;
+  }
+  // A graph that marks no block shares nothing, not even with another executable of itself.
+  for (graph_id const other : cached->second) {
+    auto found = last_launches_.find(other);
+    if (found == last_launches_.end() || found->second.stream == stream) continue;
+    if (device_.complete(found->second.event)) {
+      device_.forget(found->second.event);
+      last_launches_.erase(found);
+      continue;
+    }
+    device_.wait(stream, found->second.event);
+    ++ordered_replays_;
+  }
+}
+
+void pool_engine::after_replay(graph_id graph, stream_id stream) {
+  std::lock_guard const lock{mutex_};
+  if (live_graphs_.count(graph) == 0) return;
+  event_id const event = next_event_++;
+  device_.record(event, stream);
+  auto [found, inserted] = last_launches_.try_emplace(graph, launch{stream, event});
+  if (!inserted) {
+    device_.forget(found->second.event);
+    found->second = {stream, event};
+  }
 }
 
 pool_engine::statistics pool_engine::stats() const {
@@ -276,6 +317,7 @@ pool_engine::statistics pool_engine::stats() const {
   out.fragmentation = blocks.fragmentation;
   out.growths = growths_;
   out.live_graphs = live_graphs_.size();
+  out.ordered_replays = ordered_replays_;
   return out;
 }
 
@@ -323,8 +365,24 @@ allocation_plan pool_engine::plan_next_capture(allocation_trace trace) {
                     "warm-up step between begin_trace and end_trace");
   auto plan = plan_allocations(trace, options_.alignment);
   std::lock_guard const lock{mutex_};
-  next_plan_ = std::move(trace);
+  if (next_plan_) {
+    blocks_.release_graph(planned_graph);
+    next_plan_.reset();
+  }
+  // Taken now, before the capture begins: growing the pool (cudaMalloc, cuMemCreate) inside a
+  // capture is an unsafe call there. Memory released to every stream, so the graph may be
+  // replayed on any stream.
+  std::size_t const slab_bytes = std::max<std::size_t>(plan.slab_bytes, 1);
+  std::uintptr_t const slab = allocate_block(slab_bytes, any_stream, planned_graph);
+  next_plan_.emplace(next_plan{std::move(trace), plan, slab});
   return plan;
+}
+
+void pool_engine::drop_next_plan() noexcept {
+  std::lock_guard const lock{mutex_};
+  if (!next_plan_) return;
+  blocks_.release_graph(planned_graph);
+  next_plan_.reset();
 }
 
 }  // namespace graphstep::memory::detail

@@ -73,6 +73,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// dies; on failure its memory is returned at once and the result is empty.
   std::shared_ptr<void> finish_capture(unsigned long long capture_id, bool success);
   void release_graph(std::uint64_t graph) noexcept;
+  /// Orders launches of graphs that share memory (pool_engine::before_replay, after_replay).
+  void before_replay(std::uint64_t graph, cudaStream_t stream);
+  void after_replay(std::uint64_t graph, cudaStream_t stream);
 
   [[nodiscard]] pool_statistics statistics() const;
   [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph) const;

@@ -99,12 +99,19 @@ class block_allocator {
   /// its marks cleared, so the memory may serve eager allocations again. Call it once the
   /// graph's last replay has finished.
   void release_graph(graph_id graph);
+  /// @brief The live block at `address`, allocated for graph `from`, now belongs to graph `to`
+  /// instead: it takes `to`'s mark and drops `from`'s (a block held for a graph not yet known).
+  /// @throws usage_error (no live block of `from` starts at `address`; `to` is `no_graph`)
+  void transfer(std::uintptr_t address, graph_id from, graph_id to);
 
   /// @brief Bytes of live blocks allocated for `graph` (0 for `no_graph`).
   [[nodiscard]] std::size_t bytes_in_use_by(graph_id graph) const;
   /// @brief Bytes of every block marked by `graph`, free or not: the memory its replays use
   /// and that eager requests cannot have while it lives (0 for `no_graph`). O(n).
   [[nodiscard]] std::size_t bytes_marked_by(graph_id graph) const;
+  /// @brief Every graph whose marks meet `graph`'s on some block, `graph` itself included
+  /// when it marks any block; sorted. Their replays write the same memory. O(n).
+  [[nodiscard]] std::vector<graph_id> graphs_sharing_memory_with(graph_id graph) const;
 
   /// @brief A snapshot of the allocator's sizes, in bytes.
   struct statistics {

@@ -91,6 +91,11 @@ struct pool_engine_options {
 ///   released; a marked block never serves an eager request.
 /// - Growth asks the device for what the request lacks, rounded up to the granularity and to
 ///   at least `growth_bytes`, and never past the budget.
+/// - Graphs whose marks meet write the same memory, so they must never run at once: before a
+///   graph is launched on stream S, S waits for the latest launch of each such graph (itself
+///   included) made on another stream that may still run.
+/// - A planned capture's slab is taken when the plan is made, before any capture begins, so
+///   the capture itself never grows the pool.
 ///
 /// Thread-safe: one lock around every call, the device's calls included.
 class pool_engine {
@@ -115,9 +120,9 @@ class pool_engine {
   /// @throws usage_error (double free, foreign address, a capture not begun here)
   void deallocate(std::uintptr_t address, stream_id stream, std::optional<capture_id> capture);
 
-  /// @brief A capture into graph `graph` (`name` for messages) has begun on `origin`.
-  /// @throws usage_error (the capture already begun; graph `no_graph`), out_of_memory (a
-  /// planned capture's slab)
+  /// @brief A capture into graph `graph` (`name` for messages) has begun on `origin`. A plan
+  /// made by `plan_next_capture` goes to this capture, with its slab.
+  /// @throws usage_error (the capture already begun; graph `no_graph` or `planned_graph`)
   void begin_capture(capture_id capture, graph_id graph, std::string name, stream_id origin);
   /// @brief Empty when the capture may be kept; else what went wrong.
   [[nodiscard]] std::string capture_problem(capture_id capture) const;
@@ -126,6 +131,14 @@ class pool_engine {
   std::optional<graph_id> finish_capture(capture_id capture, bool success);
   /// @brief The graph's last replay has finished: its memory returns to the pool.
   void release_graph(graph_id graph) noexcept;
+
+  /// @brief Graph `graph` is about to be launched on `stream`: `stream` is made to wait for
+  /// the latest launch, on another stream, of every graph that shares memory with it, unless
+  /// that launch has completed. Unknown or released graphs are not ordered.
+  void before_replay(graph_id graph, stream_id stream);
+  /// @brief Graph `graph` was launched on `stream`: later launches of graphs that share its
+  /// memory on other streams wait for this one.
+  void after_replay(graph_id graph, stream_id stream);
 
   /// @brief A snapshot of the engine's sizes, in bytes.
   struct statistics {
@@ -138,6 +151,7 @@ class pool_engine {
     double fragmentation{};
     std::size_t growths{};
     std::size_t live_graphs{};
+    std::size_t ordered_replays{};  ///< launches made to wait for another stream's launch
   };
   [[nodiscard]] statistics stats() const;
   /// @brief Bytes in live blocks that graph `graph` allocated in its capture (its outputs).
@@ -151,7 +165,15 @@ class pool_engine {
 
   void begin_trace();
   [[nodiscard]] allocation_trace end_trace();
+  /// @brief Plans the next capture from `trace` and takes its slab now, outside any capture; a
+  /// plan not yet used is replaced, its slab given back.
+  /// @throws usage_error (an empty trace), out_of_memory (the slab)
   allocation_plan plan_next_capture(allocation_trace trace);
+  /// @brief Gives back the slab of a plan no capture has used.
+  void drop_next_plan() noexcept;
+
+  /// @brief The graph that holds a planned slab until its capture begins.
+  static constexpr graph_id planned_graph = ~graph_id{0};
 
   /// @brief The block bookkeeping, for tests and invariant checks.
   [[nodiscard]] block_allocator const& blocks() const noexcept { return blocks_; }
@@ -189,7 +211,22 @@ class pool_engine {
   std::map<stream_id, event_id> free_events_;
   std::optional<allocation_trace> trace_;
   std::unordered_map<std::uintptr_t, std::size_t> traced_ids_;
-  std::optional<allocation_trace> next_plan_;
+  struct next_plan {
+    allocation_trace trace;
+    allocation_plan plan;
+    std::uintptr_t slab{};
+  };
+  std::optional<next_plan> next_plan_;
+  struct launch {
+    stream_id stream{};
+    event_id event{};
+  };
+  // The latest launch of each live graph, until it is known to have completed.
+  std::map<graph_id, launch> last_launches_;
+  // Graphs sharing memory with each graph, cleared whenever marks change (captures end,
+  // graphs are released).
+  std::map<graph_id, std::vector<graph_id>> sharing_;
+  std::size_t ordered_replays_{};
 };
 
 }  // namespace graphstep::memory::detail

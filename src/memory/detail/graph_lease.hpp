@@ -1,0 +1,42 @@
+#pragma once
+
+// A graph's hold on its pool memory: keeps the memory until the graph and its executables are
+// gone, and orders the graph's replays after those of graphs that share the memory.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace graphstep::memory::detail {
+
+class pool_state;
+
+class graph_lease {
+ public:
+  /// The memory handle a capture hands its graph (`graph::adopt`'s `memory`).
+  [[nodiscard]] static std::shared_ptr<void> make(std::shared_ptr<pool_state> pool,
+                                                  std::uint64_t graph);
+  /// The lease behind a graph's memory handle; null when the handle is empty or did not come
+  /// from a pool (a graph may adopt any handle).
+  [[nodiscard]] static graph_lease* of(std::shared_ptr<void> const& memory) noexcept;
+
+  graph_lease(std::shared_ptr<pool_state> pool, std::uint64_t graph) noexcept;
+  ~graph_lease();
+  graph_lease(graph_lease const&) = delete;
+  graph_lease& operator=(graph_lease const&) = delete;
+  graph_lease(graph_lease&&) = delete;
+  graph_lease& operator=(graph_lease&&) = delete;
+
+  /// Before the graph is launched on `stream` (not a capturing one): `stream` waits for launches
+  /// of graphs sharing its memory on other streams.
+  void before_replay(cudaStream_t stream) const;
+  /// After the graph was launched on `stream`.
+  void after_replay(cudaStream_t stream) const;
+
+ private:
+  std::shared_ptr<pool_state> pool_;
+  std::uint64_t graph_;
+};
+
+}  // namespace graphstep::memory::detail
