@@ -1,5 +1,6 @@
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
@@ -39,9 +40,11 @@ class nvtx_range {
 std::unique_ptr<memory_backing> make_backing(pool_options const& options, int device) {
   std::string why_not;
   switch (options.backing) {
-    case pool_backing::device_malloc: return make_device_malloc_backing(device);
+    case pool_backing::device_malloc:
+      return make_device_malloc_backing(device, options.peer_devices);
     case pool_backing::virtual_memory: {
-      auto backing = make_virtual_memory_backing(device, options.reserve_bytes, why_not);
+      auto backing =
+          make_virtual_memory_backing(device, options.reserve_bytes, options.peer_devices, why_not);
       if (!backing) {
         throw usage_error{"memory_pool: virtual memory backing requested but " + why_not +
                           ": use pool_backing::automatic or pool_backing::device_malloc"};
@@ -50,14 +53,38 @@ std::unique_ptr<memory_backing> make_backing(pool_options const& options, int de
     }
     case pool_backing::automatic: break;
   }
-  auto backing = make_virtual_memory_backing(device, options.reserve_bytes, why_not);
+  auto backing =
+      make_virtual_memory_backing(device, options.reserve_bytes, options.peer_devices, why_not);
   if (backing) return backing;
   static_cast<void>(std::fprintf(
       stderr,
       "graphstep: memory_pool falls back to cudaMalloc segments: %s. Addresses still never "
       "move; growth adds segments instead of extending one range\n",
       why_not.c_str()));
-  return make_device_malloc_backing(device);
+  return make_device_malloc_backing(device, options.peer_devices);
+}
+
+// Each peer a device other than the pool's, named once, and able to reach the pool's device.
+void expect_peers_reach(std::vector<int> const& peers, int device) {
+  int const count = cuda::device_count();
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    int const peer = peers[i];
+    std::string const which = "pool_options::peer_devices: device " + std::to_string(peer);
+    GRAPHSTEP_EXPECTS(peer >= 0 && peer < count,
+                      which + " does not exist (" + std::to_string(count) + " visible)");
+    GRAPHSTEP_EXPECTS(peer != device, which + " is the pool's own device; list only others");
+    GRAPHSTEP_EXPECTS(std::find(peers.begin(), peers.begin() + static_cast<std::ptrdiff_t>(i),
+                                peer) == peers.begin() + static_cast<std::ptrdiff_t>(i),
+                      which + " is listed twice");
+    int reaches = 0;
+    // Whether kernels on the peer (the accessing device) reach the pool's device's memory.
+    int const accessing = peer;
+    int const holding = device;
+    GRAPHSTEP_CUDA_TRY(cudaDeviceCanAccessPeer(&reaches, accessing, holding));
+    GRAPHSTEP_EXPECTS(reaches == 1, which + " cannot access device " + std::to_string(device) +
+                                        " directly (cudaDeviceCanAccessPeer): copy the data "
+                                        "there instead, or use a pool on that device");
+  }
 }
 
 // The capture `stream` takes part in, if any.
@@ -168,6 +195,7 @@ pool_state::pool_state(pool_options const& options) {
                         std::to_string(options.alignment) + "; use 256 (what CUDA guarantees)");
   cuda::require_device();
   device_id_ = options.device >= 0 ? options.device : cuda::current_device();
+  expect_peers_reach(options.peer_devices, device_id_);
   cuda::device_guard const on_device{device_id_};
   device_ = std::make_unique<cuda_pool_device>(device_id_, make_backing(options, device_id_));
   pool_engine_options engine_options;

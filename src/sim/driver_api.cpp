@@ -229,8 +229,8 @@ CUresult CUDAAPI mem_map(CUdeviceptr address, std::size_t bytes, std::size_t off
                       it->second.file, 0);
   if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   auto const base = static_cast<std::uintptr_t>(address);
-  sim::allocation mapped_range{
-      base, bytes, sim::memory_kind::virtual_reservation, it->second.device, nullptr};
+  sim::allocation mapped_range{base, bytes, sim::memory_kind::virtual_reservation,
+                               it->second.device, nullptr};
   mapped_range.device_protection = PROT_NONE;  // until cuMemSetAccess
   sim::state().allocations[base] = mapped_range;
   sim::forget_accesses(reinterpret_cast<void const*>(address), bytes);
@@ -263,19 +263,31 @@ CUresult CUDAAPI mem_set_access(CUdeviceptr address, std::size_t bytes,
       static_cast<std::uintptr_t>(address) + bytes > owner->base + owner->bytes) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  int protection = PROT_NONE;
+  // "Set the access flags for each location specified in desc" (cuMemSetAccess in cuda.h):
+  // devices not listed keep what they had.
+  std::map<int, int> access = owner->access_by_device;
   for (std::size_t i = 0; i < count; ++i) {
-    if (descriptors[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
-      return CUDA_ERROR_INVALID_VALUE;
+    CUmemAccessDesc const& granted = descriptors[i];
+    if (granted.location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (granted.location.id < 0 ||
+        static_cast<std::size_t>(granted.location.id) >= sim::state().devices.size()) {
+      return CUDA_ERROR_INVALID_DEVICE;
     }
-    if (descriptors[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
-      protection = PROT_READ | PROT_WRITE;
-    } else if (descriptors[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ) {
-      protection |= PROT_READ;
+    switch (granted.flags) {
+      case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+        access[granted.location.id] = PROT_READ | PROT_WRITE;
+        break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READ: access[granted.location.id] = PROT_READ; break;
+      case CU_MEM_ACCESS_FLAGS_PROT_NONE: access.erase(granted.location.id); break;
+      default: return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  // Device work gets this access; host code none (guarded_memory.hpp).
+  int protection = PROT_NONE;
+  for (auto const& entry : access) protection |= entry.second;
+  // Device work gets this access, narrowed to each kernel's device while it runs; host code
+  // none (guarded_memory.hpp).
   sim::allocation& mapped = sim::state().allocations.at(owner->base);
+  mapped.access_by_device = std::move(access);
   mapped.device_protection = protection;
   sim::apply_protection(mapped);
   return CUDA_SUCCESS;

@@ -197,6 +197,8 @@ cudaError_t cudaPeekAtLastError() {
   X(cudaErrorGraphExecUpdateFailure,                                                              \
     "the graph update was not performed because it included changes which violated constraints "  \
     "specific to instantiated graph update")                                                      \
+  X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                          \
+  X(cudaErrorPeerAccessNotEnabled, "peer access has not been enabled")                            \
   X(cudaErrorUnknown, "unknown error")
 
 char const* cudaGetErrorName(cudaError_t error) {
@@ -242,6 +244,47 @@ cudaError_t cudaSetDevice(int device) {
   }
   sim::this_thread().device = device;
   sim::use_primary_context();
+  return cudaSuccess;
+}
+
+// Every pair of simulated devices can reach each other, as GPUs on one NVLink or NVSwitch do;
+// a device is not its own peer (cudaDeviceCanAccessPeer gives 0 for it on a GPU).
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (can_access == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const count = sim::state().devices.size();
+  if (device < 0 || peer < 0 || static_cast<std::size_t>(device) >= count ||
+      static_cast<std::size_t>(peer) >= count) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  *can_access = device != peer ? 1 : 0;
+  return cudaSuccess;
+}
+
+// "All allocations from peerDevice will immediately be accessible by the current device",
+// one way only (cudaDeviceEnablePeerAccess): kernels on the current device may then touch the
+// peer's cudaMalloc memory. Mapped virtual memory needs cuMemSetAccess instead.
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  int const device = sim::this_thread().device;
+  if (flags != 0) return sim::fail(cudaErrorInvalidValue);
+  if (peer < 0 || static_cast<std::size_t>(peer) >= sim::state().devices.size() || peer == device) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  if (!sim::state().peer_access.emplace(device, peer).second) {
+    return sim::fail(cudaErrorPeerAccessAlreadyEnabled);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (peer < 0 || static_cast<std::size_t>(peer) >= sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  if (sim::state().peer_access.erase({sim::this_thread().device, peer}) == 0) {
+    return sim::fail(cudaErrorPeerAccessNotEnabled);
+  }
   return cudaSuccess;
 }
 

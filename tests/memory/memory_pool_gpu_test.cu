@@ -201,6 +201,41 @@ TEST_P(pool_test, a_pool_grows_on_its_own_device_whichever_is_current) {
   EXPECT_GE(pool.statistics().growths, 2U);
 }
 
+TEST_P(pool_test, peer_devices_may_use_the_pools_memory) {
+  if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  gs::memory::pool_options shared_with_second = options();
+  shared_with_second.device = 0;
+  shared_with_second.peer_devices = {1};
+  gs::memory::memory_pool pool{shared_with_second};
+  int const n = 4096;
+  auto* data = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+  stream_->synchronize();
+  {
+    // A kernel on device 1 writes the pool's memory on device 0: without the grant it faults.
+    gs::cuda::device_guard const on_second_device{1};
+    gs::cuda::stream second;
+    fill_kernel<<<blocks_for(n), 256, 0, second.get()>>>(data, 5.0F, n);
+    second.synchronize();
+  }
+  EXPECT_EQ(read(data + n - 1), 5.0F);
+  pool.deallocate(data, *stream_);
+}
+
+TEST_P(pool_test, bad_peer_devices_are_usage_errors_that_say_which) {
+  gs::memory::pool_options bad = options();
+  bad.device = 0;
+  bad.peer_devices = {99};
+  EXPECT_NE(message_of([&] { gs::memory::memory_pool pool{bad}; }).find("device 99 does not exist"),
+            std::string::npos);
+  bad.peer_devices = {0};
+  EXPECT_NE(message_of([&] { gs::memory::memory_pool pool{bad}; }).find("the pool's own device"),
+            std::string::npos);
+  if (gs::cuda::device_count() < 2) return;
+  bad.peer_devices = {1, 1};
+  EXPECT_NE(message_of([&] { gs::memory::memory_pool pool{bad}; }).find("listed twice"),
+            std::string::npos);
+}
+
 TEST_P(pool_test, growth_keeps_old_addresses_valid) {
   gs::memory::memory_pool pool{options()};
   std::vector<float*> blocks;

@@ -140,3 +140,28 @@ TEST(kernel_faults, a_host_function_reading_device_memory_is_named) {
 }
 
 }  // namespace
+
+// A kernel reaches another device's cudaMalloc memory only once peer access is enabled from its
+// device (cudaDeviceEnablePeerAccess), as on a GPU.
+void write_from_device_1_into_memory_of_device_0(bool enable_peer_access) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) std::exit(0);
+  float* data = nullptr;
+  if (cudaSetDevice(0) != cudaSuccess || cudaMalloc(&data, elements * sizeof(float)) != cudaSuccess)
+    std::exit(100);
+  if (cudaSetDevice(1) != cudaSuccess) std::exit(101);
+  if (enable_peer_access && cudaDeviceEnablePeerAccess(0, 0) != cudaSuccess) std::exit(102);
+  write_at<<<1, 32>>>(data, 10);
+  std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
+}
+
+TEST(kernel_faults, a_kernel_on_another_device_without_peer_access_is_named) {
+  EXPECT_DEATH(write_from_device_1_into_memory_of_device_0(false),
+               "kernel write_at on device 1: write of memory of device 0 at 0x[0-9a-f]+, offset "
+               "40 in the 4000-byte device allocation at 0x[0-9a-f]+, which device 1 may not "
+               "access: enable peer access");
+}
+
+TEST(kernel_faults, peer_access_lets_a_kernel_reach_another_devices_memory) {
+  EXPECT_EXIT(write_from_device_1_into_memory_of_device_0(true), ::testing::ExitedWithCode(0), "");
+}

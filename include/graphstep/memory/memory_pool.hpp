@@ -11,6 +11,7 @@
 #include <graphstep/memory/pool_capture.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace graphstep::memory {
 
@@ -40,6 +41,12 @@ struct pool_options {
   std::size_t growth_bytes{std::size_t{32} << 20};
   /// Device of the pool; -1 means the current device.
   int device{-1};
+  /// Other devices whose kernels may use the pool's memory too (an output read on another GPU);
+  /// each must be able to reach the pool's device (`cudaDeviceCanAccessPeer`). Virtual memory
+  /// grants them access to each mapped chunk (`cuMemSetAccess`); device_malloc enables peer
+  /// access from each to the pool's device (`cudaDeviceEnablePeerAccess`, for every allocation
+  /// of that device, and left enabled). By default only the pool's own device may use it.
+  std::vector<int> peer_devices{};
 };
 
 /// @brief A snapshot of a pool's memory, in bytes.

@@ -25,14 +25,21 @@ std::size_t round_up(std::size_t bytes, std::size_t unit) {
 
 class virtual_memory_backing final : public memory_backing {
  public:
-  virtual_memory_backing(int device, CUdevice cu_device, std::size_t granularity,
-                         std::size_t reserve_bytes)
+  virtual_memory_backing(int device, CUdevice cu_device, std::vector<CUdevice> const& peers,
+                         std::size_t granularity, std::size_t reserve_bytes)
       : device_{device},
         granularity_{granularity},
         reserved_{round_up(reserve_bytes, granularity)} {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = cu_device;
+    // Mapped memory is accessible to no device until cuMemSetAccess names it, its own included.
+    for (CUdevice const reader : peers) {
+      CUmemAccessDesc& access = access_.emplace_back();
+      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access.location.id = reader;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
     CUdeviceptr base = 0;
     GRAPHSTEP_CU_TRY(
         cuda::detail::driver().mem_address_reserve(&base, reserved_, granularity_, 0, 0));
@@ -86,10 +93,7 @@ class virtual_memory_backing final : public memory_backing {
       report(api.mem_release(handle), "cuMemRelease");
       GRAPHSTEP_CU_TRY(mapped);
     }
-    CUmemAccessDesc access{};
-    access.location = prop_.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (CUresult const allowed = api.mem_set_access(at, step, &access, 1);
+    if (CUresult const allowed = api.mem_set_access(at, step, access_.data(), access_.size());
         allowed != CUDA_SUCCESS) {
       report(api.mem_unmap(at, step), "cuMemUnmap");
       report(api.mem_release(handle), "cuMemRelease");
@@ -105,6 +109,7 @@ class virtual_memory_backing final : public memory_backing {
   int device_;
   std::size_t granularity_;
   CUmemAllocationProp prop_{};
+  std::vector<CUmemAccessDesc> access_;  // the pool's device, then its peers
   CUdeviceptr base_{};
   std::size_t reserved_{};
   std::size_t mapped_{};
@@ -113,7 +118,17 @@ class virtual_memory_backing final : public memory_backing {
 
 class device_malloc_backing final : public memory_backing {
  public:
-  explicit device_malloc_backing(int device) : device_{device} {}
+  device_malloc_backing(int device, std::vector<int> const& peers) : device_{device} {
+    for (int const peer : peers) {
+      cuda::device_guard const on_peer{peer};
+      cudaError_t const enabled = cudaDeviceEnablePeerAccess(device, 0);
+      if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
+        static_cast<void>(cudaGetLastError());  // enabled before, by this pool or another
+        continue;
+      }
+      GRAPHSTEP_CUDA_TRY(enabled);
+    }
+  }
 
   device_malloc_backing(device_malloc_backing const&) = delete;
   device_malloc_backing& operator=(device_malloc_backing const&) = delete;
@@ -156,6 +171,7 @@ class device_malloc_backing final : public memory_backing {
 }  // namespace
 
 std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
+                                                            std::vector<int> const& peers,
                                                             std::string& why_not) {
   auto const& api = cuda::detail::driver();
   if (!api.complete()) {
@@ -184,11 +200,17 @@ std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::siz
     GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
     reserve_bytes = total_bytes;
   }
-  return std::make_unique<virtual_memory_backing>(device, cu_device, granularity, reserve_bytes);
+  std::vector<CUdevice> readers{cu_device};
+  for (int const peer : peers) {
+    GRAPHSTEP_CU_TRY(api.device_get(&readers.emplace_back(), peer));
+  }
+  return std::make_unique<virtual_memory_backing>(device, cu_device, readers, granularity,
+                                                  reserve_bytes);
 }
 
-std::unique_ptr<memory_backing> make_device_malloc_backing(int device) {
-  return std::make_unique<device_malloc_backing>(device);
+std::unique_ptr<memory_backing> make_device_malloc_backing(int device,
+                                                           std::vector<int> const& peers) {
+  return std::make_unique<device_malloc_backing>(device, peers);
 }
 
 }  // namespace graphstep::memory::detail

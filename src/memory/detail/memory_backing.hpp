@@ -10,6 +10,7 @@
 #include <graphstep/memory/memory_pool.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace graphstep::memory::detail {
 
@@ -35,11 +36,14 @@ class memory_backing {
   virtual growth_status do_grow(std::size_t bytes, growth& out) = 0;
 };
 
-/// Virtual memory (cuMemAddressReserve + cuMemCreate/cuMemMap). Returns null, with the reason
-/// in `why_not`, where the driver or the device does not support it.
+/// Virtual memory (cuMemAddressReserve + cuMemCreate/cuMemMap), readable and writable from
+/// `device` and `peers`. Returns null, with the reason in `why_not`, where the driver or the
+/// device does not support it.
 std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
+                                                            std::vector<int> const& peers,
                                                             std::string& why_not);
-/// cudaMalloc segments.
-std::unique_ptr<memory_backing> make_device_malloc_backing(int device);
+/// cudaMalloc segments; enables peer access to `device` from each of `peers`.
+std::unique_ptr<memory_backing> make_device_malloc_backing(int device,
+                                                           std::vector<int> const& peers);
 
 }  // namespace graphstep::memory::detail

@@ -44,6 +44,7 @@ std::deque<allocation>& quarantine() {
 }
 
 thread_local char const* kernel_on_this_thread = nullptr;
+thread_local int kernel_device_on_this_thread = -1;
 // Nesting of device_work (graph launches run nodes that run nodes); guarded by the platform lock.
 int device_work_depth = 0;
 
@@ -103,6 +104,19 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
   char const* who = kernel_on_this_thread != nullptr ? kernel_on_this_thread : "host code";
   char const* prefix = kernel_on_this_thread != nullptr ? "kernel " : "";
   for (auto const& [base, a] : state().allocations) {
+    if (is_device_memory(a) && kernel_on_this_thread != nullptr && address >= a.base &&
+        address < a.base + a.bytes && !accessible_from(a, kernel_device_on_this_thread)) {
+      static_cast<void>(std::snprintf(
+          text, size,
+          "graphstep simulated device: kernel %s on device %d: %s of memory of device %d at "
+          "0x%" PRIxPTR ", offset %" PRIuPTR " in the %zu-byte %s at 0x%" PRIxPTR
+          ", which device %d may not access: enable peer access (cudaDeviceEnablePeerAccess) or, "
+          "for mapped virtual memory, grant it with cuMemSetAccess (a GPU reports "
+          "cudaErrorIllegalAddress)\n",
+          kernel_on_this_thread, kernel_device_on_this_thread, access, a.device, address,
+          address - a.base, a.bytes, kind_name(a.kind), a.base, kernel_device_on_this_thread));
+      return true;
+    }
     if (is_device_memory(a) && kernel_on_this_thread == nullptr && device_work_depth == 0 &&
         address >= a.base && address < a.base + a.bytes) {
       static_cast<void>(std::snprintf(
@@ -246,12 +260,38 @@ void retire_guarded(allocation const& freed) {
   }
 }
 
-running_kernel::running_kernel(char const* name) noexcept : outer_{kernel_on_this_thread} {
+bool accessible_from(allocation const& a, int device) {
+  switch (a.kind) {
+    case memory_kind::pinned_host: return true;
+    case memory_kind::virtual_reservation: {
+      auto const granted = a.access_by_device.find(device);
+      return granted != a.access_by_device.end() && granted->second != PROT_NONE;
+    }
+    case memory_kind::device:
+    case memory_kind::graph: break;
+  }
+  return a.device == device || state().peer_access.count({device, a.device}) > 0;
+}
+
+running_kernel::running_kernel(char const* name, int device)
+    : outer_{kernel_on_this_thread}, outer_device_{kernel_device_on_this_thread} {
   kernel_on_this_thread = name;
+  kernel_device_on_this_thread = device;
+  for (auto const& [base, a] : state().allocations) {
+    if (!is_device_memory(a) || accessible_from(a, device)) continue;
+    install_fault_handler();  // memory mapped by the driver entry points made none yet
+    closed_.push_back(base);
+    protect(a, false);
+  }
 }
 
 running_kernel::~running_kernel() {
+  for (std::uintptr_t const base : closed_) {
+    auto found = state().allocations.find(base);
+    if (found != state().allocations.end()) apply_protection(found->second);
+  }
   kernel_on_this_thread = outer_;
+  kernel_device_on_this_thread = outer_device_;
 }
 
 }  // namespace graphstep::sim::detail

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "sim/detail/runtime_state.hpp"
 
@@ -70,7 +71,10 @@ class host_code_inside_device_work {
 /// Names the kernel running on this thread in fault reports while it lives.
 class running_kernel {
  public:
-  explicit running_kernel(char const* name) noexcept;
+  /// While a kernel runs on `device`, device memory it may not access is closed: another
+  /// device's cudaMalloc memory without peer access, mapped virtual memory that cuMemSetAccess
+  /// did not grant `device`. Call with the platform lock held, inside device work.
+  running_kernel(char const* name, int device);
   running_kernel(running_kernel const&) = delete;
   running_kernel& operator=(running_kernel const&) = delete;
   running_kernel(running_kernel&&) = delete;
@@ -79,6 +83,11 @@ class running_kernel {
 
  private:
   char const* outer_;
+  int outer_device_;
+  std::vector<std::uintptr_t> closed_;  // bases of the allocations closed to this kernel
 };
+
+/// Whether a kernel on `device` may access allocation `a`.
+[[nodiscard]] bool accessible_from(allocation const& a, int device);
 
 }  // namespace graphstep::sim::detail

@@ -274,7 +274,8 @@ void run_host_function(cudaHostFn_t function, void* data) {
 
 void run_kernel(kernel_task const& task, int device) {
   try {
-    running_kernel const named{task.name()};  // for reports of out-of-bounds accesses
+    // Names the kernel in fault reports; closes memory its device may not access.
+    running_kernel const named{task.name(), device};
     task.run();
   } catch (kernel_fault const& fault) {
     // A fault in a kernel corrupts the context: every later call returns the error

@@ -47,6 +47,9 @@ struct allocation {
   // What device work may do with device memory (mmap protections): read and write, or what
   // cuMemSetAccess granted to mapped virtual memory (nothing until it is called).
   int device_protection{PROT_READ | PROT_WRITE};
+  // Mapped virtual memory: what cuMemSetAccess granted each device (absent: no access). A
+  // kernel on another device faults on it, as on a GPU.
+  std::map<int, int> access_by_device{};
 };
 
 // --- graphs ----------------------------------------------------------------------------------
@@ -213,6 +216,9 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   platform_mutex mutex;
   std::vector<std::unique_ptr<device_state>> devices;
   std::map<std::uintptr_t, allocation> allocations;  // by base address
+  // (device, peer): kernels on `device` may access `peer`'s cudaMalloc memory
+  // (cudaDeviceEnablePeerAccess made while `device` was current).
+  std::set<std::pair<int, int>> peer_access;
   std::set<stream_state*> streams;
   std::set<event_state*> events;
   std::set<graph_state*> graphs;
