@@ -10,7 +10,6 @@
 #include <new>
 #include <sstream>
 
-#include "cuda/detail/device_wide_wait.hpp"
 #include "detail/address_text.hpp"
 #include "diagnostics/detail/capture_recorder.hpp"
 #include "graphs/detail/abandoned_captures.hpp"
@@ -135,10 +134,7 @@ void capture_scope::begin(memory::memory_pool* pool) {
   identity_.name = options_.name;
   identity_.id = next_graph_id();
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&identity_.device));
-  registration_ = cuda::detail::register_capture(identity_.device);
-  cudaError_t const began = cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode));
-  if (began != cudaSuccess) registration_.reset();
-  GRAPHSTEP_CUDA_TRY(began);
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
   active_ = true;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_) != cudaSuccess) {
@@ -235,7 +231,6 @@ void capture_scope::abandon() noexcept {
   recorder_.reset();
   cudaGraph_t partial = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &partial);
-  registration_.reset();
   if (ended == cudaSuccess && partial != nullptr) {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
   }
@@ -271,7 +266,6 @@ void capture_scope::end() {
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
-  registration_.reset();
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());

@@ -7,11 +7,12 @@
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "cuda/detail/device_wide_wait.hpp"
 #include "cuda/detail/relaxed_capture_mode.hpp"
 #include "memory/detail/graph_lease.hpp"
 #include "memory/detail/pool_state.hpp"
@@ -182,6 +183,19 @@ void cuda_pool_device::forget(event_id event) noexcept {
   }
 }
 
+void cuda_pool_device::keep_mapped_forever() noexcept {
+  // Reachable from here until the process ends, so leak checkers do not count it.
+  static auto* const kept =
+      new std::vector<std::unique_ptr<memory_backing>>;  // NOLINT(cppcoreguidelines-owning-memory)
+  static std::mutex mutex;
+  std::lock_guard const lock{mutex};
+  try {
+    kept->push_back(std::move(backing_));
+  } catch (std::bad_alloc const&) {
+    static_cast<void>(backing_.release());  // unreachable then, but still mapped
+  }
+}
+
 void cuda_pool_device::synchronize(event_id event) const {
   cuda::detail::relaxed_capture_mode const relaxed;
   events_.at(event).synchronize();
@@ -208,8 +222,7 @@ pool_state::pool_state(pool_options const& options) {
 pool_state::~pool_state() {
   // Blocks given back eagerly were freed in stream order: the last free on each stream covers
   // them. Graphs' memory is idle too, for each graph_exec waits for its replays before it lets
-  // go of its lease. A block never given back may still be used on any stream: only a
-  // device-wide wait covers it, deferred while a capture is under way on the device.
+  // go of its lease.
   try {
     cuda::device_guard const on_device{device_id_};
     for (event_id const event : engine_->pending_free_events()) device_->synchronize(event);
@@ -219,11 +232,19 @@ pool_state::~pool_state() {
         e.what()));
   }
   engine_->drop_next_plan();  // its slab was never used
-  bool const idle = engine_->stats().bytes_in_use == 0;
+  std::size_t const never_given_back = engine_->stats().bytes_in_use;
   engine_.reset();
-  if (idle) return;
-  std::shared_ptr<memory_backing> backing = device_->take_backing();
-  cuda::detail::after_device_idle(device_id_, [backing]() mutable { backing.reset(); });
+  if (never_given_back == 0) return;
+  // A block never given back may still be used by work on any stream, which nothing short of a
+  // device-wide wait covers, and that would break every capture under way on the device. The
+  // memory stays mapped instead, for the life of the process.
+  static_cast<void>(std::fprintf(
+      stderr,
+      "graphstep: a memory_pool was destroyed with %zu bytes never deallocated; its memory "
+      "stays mapped, since work on some stream may still use them. Deallocate every block "
+      "before the pool's last user goes\n",
+      never_given_back));
+  device_->keep_mapped_forever();
 }
 
 void* pool_state::allocate(std::size_t bytes, cudaStream_t stream) {

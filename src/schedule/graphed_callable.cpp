@@ -77,6 +77,10 @@ graphed_callable::graphed_callable(tensor_callable forward, tensor_callable back
   // The callables are run only here (warm-up and capture), so binding `tensors` is safe.
   build([&](cuda::stream_view s) { forward(tensors, s); },
         [&](cuda::stream_view s) { backward(tensors, s); }, pool, stream, lifecycle);
+  // Released after the graphs, which wait for their latest replays: every use known here is
+  // over by then, so the release needs no stream of the caller's, which may be gone.
+  stream.synchronize();
+  for (auto& buffer : owned_) buffer.set_stream(cuda::stream_view{cudaStreamPerThread});
 }
 
 void graphed_callable::build(callable const& forward, callable const& backward,

@@ -13,6 +13,10 @@
 #include <graphstep/memory/memory_pool.hpp>
 #include <optional>
 
+#if defined(GRAPHSTEP_CUDA_SIM)
+#include <graphstep/sim/sim.hpp>
+#endif
+
 namespace graphstep::testing {
 
 /// Built for the simulated CUDA device (graphstep::cuda_sim): the runtime, graphstep's kernels and
@@ -52,6 +56,35 @@ class stream_pool_test : public gpu_test {
   }
   std::optional<cuda::stream> stream_;
   std::optional<memory::memory_pool> pool_;
+};
+
+/// @brief For its lifetime, work stays queued until the host waits for it, as on a busy GPU: on
+/// the simulated device, whose default runs work as it is enqueued, the deferred execution mode;
+/// on a GPU, nothing. Completion then is never what orders two streams by chance.
+class queued_work {
+ public:
+  queued_work() {
+#if defined(GRAPHSTEP_CUDA_SIM)
+    previous_ = sim::current_execution_mode();
+    if (previous_ == sim::execution_mode::immediate) {
+      sim::set_execution_mode(sim::execution_mode::deferred);
+    }
+#endif
+  }
+  ~queued_work() {
+#if defined(GRAPHSTEP_CUDA_SIM)
+    if (previous_ == sim::execution_mode::immediate) sim::set_execution_mode(previous_);
+#endif
+  }
+  queued_work(queued_work const&) = delete;
+  queued_work& operator=(queued_work const&) = delete;
+  queued_work(queued_work&&) = delete;
+  queued_work& operator=(queued_work&&) = delete;
+
+ private:
+#if defined(GRAPHSTEP_CUDA_SIM)
+  sim::execution_mode previous_{sim::execution_mode::immediate};
+#endif
 };
 
 }  // namespace graphstep::testing

@@ -141,6 +141,48 @@ class capture_on_another_thread {
   std::thread worker_;
 };
 
+// A capture begun with the CUDA API itself, which graphstep cannot see, held open on a thread
+// of its own while the test tears things down on another.
+class raw_capture_on_another_thread {
+ public:
+  raw_capture_on_another_thread(cudaStreamCaptureMode mode, float* x, int n)
+      : worker_{[this, mode, x, n] { run(mode, x, n); }} {
+    began_.get_future().wait();
+  }
+  raw_capture_on_another_thread(raw_capture_on_another_thread const&) = delete;
+  raw_capture_on_another_thread& operator=(raw_capture_on_another_thread const&) = delete;
+  raw_capture_on_another_thread(raw_capture_on_another_thread&&) = delete;
+  raw_capture_on_another_thread& operator=(raw_capture_on_another_thread&&) = delete;
+  ~raw_capture_on_another_thread() {
+    if (worker_.joinable()) finish();
+  }
+
+  // Lets the capture issue its kernel and end; returns the name of what ending it returned.
+  std::string finish() {
+    may_end_.set_value();
+    worker_.join();
+    return cudaGetErrorName(ended_);
+  }
+
+ private:
+  void run(cudaStreamCaptureMode mode, float* x, int n) {
+    ended_ = cudaStreamBeginCapture(stream_.get(), mode);
+    began_.set_value();
+    if (ended_ != cudaSuccess) return;
+    may_end_.get_future().wait();
+    add_kernel<<<(n + 255) / 256, 256, 0, stream_.get()>>>(x, 1.0F, n);
+    cudaGraph_t graph = nullptr;
+    ended_ = cudaStreamEndCapture(stream_.get(), &graph);
+    if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
+  }
+
+  gs::cuda::stream stream_;
+  std::promise<void> began_;
+  std::promise<void> may_end_;
+  cudaError_t ended_{cudaSuccess};
+  std::thread worker_;
+};
+
 class teardown_during_capture_test
     : public gs::testing::gpu_test,
       public ::testing::WithParamInterface<gs::graphs::capture_mode> {};
@@ -173,11 +215,10 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
 
   capture_on_another_thread capture{GetParam(), x, n};
   replayed.reset();  // waits for its replay
-  buffer.reset();    // its block goes back to the pool once the device is idle
-  pool.reset();      // a block still held: the memory goes once the device is idle
+  buffer.reset();    // its block goes back to the pool in stream order
+  pool.reset();      // a block still held: its memory stays mapped
   EXPECT_EQ(capture.finish(), "");
 
-  // The deferred releases ran when the capture ended.
   EXPECT_LT(kept_pool.statistics().bytes_in_use, in_use_with_buffer);
   ASSERT_FALSE(capture.graph().empty());
   capture.graph().replay(capture.stream());
@@ -186,6 +227,35 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
                                      capture.stream().get()));
   capture.stream().synchronize();
   EXPECT_EQ(last, 1.0F);
+}
+
+// graphstep's teardown waits on events, never on the device: a device-wide wait would break a
+// capture begun with the CUDA API, which graphstep cannot see and so cannot wait for.
+TEST_P(teardown_during_capture_test, tearing_down_leaves_a_capture_made_with_the_cuda_api_intact) {
+  int const n = 1024;
+  gs::cuda::stream stream;
+  gs::cuda::stream other;
+  gs::memory::memory_pool kept_pool;
+  auto* x = static_cast<float*>(kept_pool.allocate(sizeof(float) * n, stream));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
+  stream.synchronize();
+
+  auto pool = std::make_unique<gs::memory::memory_pool>();
+  void* held_block = pool->allocate(sizeof(float) * n, stream);  // never given back
+  static_cast<void>(held_block);
+  auto buffer = std::make_unique<gs::memory::static_buffer>(kept_pool, std::vector<std::int64_t>{n},
+                                                            gs::dtype::float32, stream);
+  buffer->copy_from_device(x, sizeof(float) * n, gs::dtype::float32, other);
+  auto const in_use_with_buffer = kept_pool.statistics().bytes_in_use;
+
+  raw_capture_on_another_thread capture{GetParam() == gs::graphs::capture_mode::global
+                                            ? cudaStreamCaptureModeGlobal
+                                            : cudaStreamCaptureModeThreadLocal,
+                                        x, n};
+  buffer.reset();  // back to the pool on `stream`, after the copy on `other`
+  pool.reset();    // a block still held: its memory stays mapped
+  EXPECT_EQ(capture.finish(), "cudaSuccess");
+  EXPECT_LT(kept_pool.statistics().bytes_in_use, in_use_with_buffer);
 }
 
 // Instantiating an executable graph is as "potentially unsafe" as a free: under another thread's

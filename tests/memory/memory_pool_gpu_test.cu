@@ -2,7 +2,9 @@
 // growth, budgets, planned mode and teardown in any order. Every test runs on both backings.
 
 #include <graphstep/graphstep.hpp>
+#include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "common/error_message.hpp"
@@ -247,6 +249,22 @@ TEST_P(pool_test, growth_keeps_old_addresses_valid) {
   EXPECT_GE(pool.statistics().growths, 2U);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(read(blocks[i]), static_cast<float>(i));
   for (float* p : blocks) pool.deallocate(p, *stream_);
+}
+
+// Work on some stream may still use a block never deallocated when the pool's last user goes:
+// its memory stays mapped, and stderr says how much. The kernel runs only after the pool is
+// gone (queued work), so unmapped memory would fault it.
+TEST_P(pool_test, a_pool_that_dies_with_a_block_never_deallocated_keeps_its_memory) {
+  gs::testing::queued_work const queued;
+  int const n = 1024;
+  auto pool = std::make_unique<gs::memory::memory_pool>(options());
+  auto* kept = static_cast<float*>(pool->allocate(sizeof(float) * n, *stream_));
+  fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(kept, 7.0F, n);
+  ::testing::internal::CaptureStderr();
+  pool.reset();
+  std::string const said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(read(kept + n - 1), 7.0F);
+  EXPECT_NE(said.find("4096 bytes never deallocated"), std::string::npos) << said;
 }
 
 TEST_P(pool_test, budget_exceeded_is_out_of_memory_with_sizes) {

@@ -3,6 +3,7 @@
 
 #include <graphstep/graphstep.hpp>
 #include <graphstep/memory/static_buffer.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ __global__ void double_kernel(float* y, float const* x, int n) {
 }
 
 class buffer_test : public gs::testing::gpu_test {};
+
+// Elements of a float buffer half as large as what a new pool maps at its first growth, so that
+// two such buffers fill it and a third allocation of that size must take a freed one.
+std::int64_t half_a_growth(gs::cuda::stream_view stream) {
+  gs::memory::memory_pool probe;
+  probe.deallocate(probe.allocate(sizeof(float), stream), stream);
+  return static_cast<std::int64_t>(probe.statistics().mapped_bytes / 2 / sizeof(float));
+}
 
 using gs::testing::message_of;
 
@@ -82,4 +91,83 @@ TEST_F(buffer_test, a_buffer_keeps_the_pool_memory_alive) {
   pool.reset();
   kept.copy_from_host(std::vector<float>(256, 4.0F), stream);
   EXPECT_EQ(kept.to_host(stream), std::vector<float>(256, 4.0F));
+}
+
+// The block goes back in stream order on the buffer's stream, after the buffer's own copies on
+// other streams: whoever takes it next on a third stream is ordered after both. The race
+// checker of the simulated device reports the third stream's write otherwise.
+TEST_F(buffer_test, the_release_waits_for_copies_on_other_streams) {
+  gs::testing::queued_work const queued;
+  gs::cuda::stream stream;
+  gs::cuda::stream copier;
+  gs::cuda::stream third;
+  gs::memory::memory_pool pool;
+  std::int64_t const n = half_a_growth(stream);
+  gs::memory::static_buffer source{pool, {n}, gs::dtype::float32, stream};
+  source.copy_from_host(std::vector<float>(static_cast<std::size_t>(n), 3.0F), stream);
+  stream.synchronize();
+  auto buffer = std::make_unique<gs::memory::static_buffer>(pool, std::vector<std::int64_t>{n},
+                                                            gs::dtype::float32, stream);
+  void* const address = buffer->data();
+  buffer->copy_from(source, copier);
+  buffer.reset();
+  void* taken = pool.allocate(sizeof(float) * static_cast<std::size_t>(n), third);
+  ASSERT_EQ(taken, address);  // the same block, or the test shows nothing
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemsetAsync(taken, 0, sizeof(float) * static_cast<std::size_t>(n), third.get()));
+  third.synchronize();
+  pool.deallocate(taken, third);
+}
+
+// Work the buffer cannot see — a kernel on another stream — is ordered before the release by
+// naming its stream after it.
+TEST_F(buffer_test, a_recorded_use_on_another_stream_orders_the_release) {
+  gs::testing::queued_work const queued;
+  gs::cuda::stream stream;
+  gs::cuda::stream worker;
+  gs::cuda::stream third;
+  gs::memory::memory_pool pool;
+  std::int64_t const n = half_a_growth(stream);
+  gs::memory::static_buffer x{pool, {n}, gs::dtype::float32, stream};
+  x.copy_from_host(std::vector<float>(static_cast<std::size_t>(n), 1.0F), stream);
+  stream.synchronize();
+  auto y = std::make_unique<gs::memory::static_buffer>(pool, std::vector<std::int64_t>{n},
+                                                       gs::dtype::float32, stream);
+  void* const address = y->data();
+  auto const count = static_cast<int>(n);
+  double_kernel<<<(count + 255) / 256, 256, 0, worker.get()>>>(
+      static_cast<float*>(y->data()), static_cast<float const*>(x.data()), count);
+  y->record_use(worker);
+  y.reset();
+  void* taken = pool.allocate(sizeof(float) * static_cast<std::size_t>(n), third);
+  ASSERT_EQ(taken, address);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemsetAsync(taken, 0, sizeof(float) * static_cast<std::size_t>(n), third.get()));
+  third.synchronize();
+  pool.deallocate(taken, third);
+  worker.synchronize();
+}
+
+// The release moves to another stream before the buffer's own stream is destroyed.
+TEST_F(buffer_test, the_release_moves_to_another_stream) {
+  gs::memory::memory_pool pool;
+  gs::cuda::stream lasting;
+  std::unique_ptr<gs::memory::static_buffer> buffer;
+  {
+    gs::cuda::stream brief;
+    buffer = std::make_unique<gs::memory::static_buffer>(pool, std::vector<std::int64_t>{256},
+                                                         gs::dtype::float32, brief);
+    buffer->copy_from_host(std::vector<float>(256, 2.0F), brief);
+    brief.synchronize();
+    buffer->set_stream(lasting);
+  }
+  EXPECT_EQ(buffer->stream(), gs::cuda::stream_view{lasting});
+  EXPECT_EQ(buffer->to_host(lasting), std::vector<float>(256, 2.0F));
+  auto const in_use = pool.statistics().bytes_in_use;
+  buffer.reset();
+  EXPECT_LT(pool.statistics().bytes_in_use, in_use);
+  gs::memory::static_buffer moved{pool, {4}, gs::dtype::float32, lasting};
+  gs::memory::static_buffer into = std::move(moved);
+  EXPECT_NE(message_of([&] { moved.record_use(lasting); }).find("moved from"),  // NOLINT
+            std::string::npos);
 }

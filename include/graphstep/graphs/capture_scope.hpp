@@ -136,8 +136,6 @@ class capture_scope {
   std::vector<cuda::event> fork_events_;
   std::unique_ptr<diagnostics::detail::capture_recorder> recorder_;
   std::optional<diagnostics::capture_diagnosis> diagnosis_;
-  // Held while the stream captures: graphstep defers device-wide waits until it is dropped.
-  std::shared_ptr<void> registration_;
 };
 
 /// @brief A graph or an executable graph: what a capture can fill.

@@ -109,7 +109,10 @@ class memory_pool : public cuda::memory_resource {
   memory_pool& operator=(memory_pool&& other) noexcept;
   memory_pool(memory_pool const&) = delete;
   memory_pool& operator=(memory_pool const&) = delete;
-  /// @brief Releases the pool's handle; memory held by live graphs stays until they die.
+  /// @brief Releases the pool's handle; memory held by live graphs and `static_buffer`s stays
+  /// until they die. When the last of them goes, the memory is given back; memory with blocks
+  /// never deallocated stays mapped instead, for the life of the process (work on some stream
+  /// may still use them), and stderr says how many bytes.
   ~memory_pool() override;
 
   /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/memory/memory_pool.hpp>
@@ -23,8 +24,16 @@ namespace graphstep::memory {
 [[nodiscard]] std::string describe(std::vector<std::int64_t> const& shape, dtype type);
 
 /// @brief A device buffer of `shape` and `type` from `pool`. It keeps the pool's memory alive,
-/// so it may outlive the pool handle. Destruction waits for the device before returning the
-/// block (work on any stream may still read it). Move-only; a moved-from buffer is empty.
+/// so it may outlive the pool handle. Move-only; a moved-from buffer is empty.
+///
+/// Stream ordering: the block is allocated on `stream()` (the stream given to the constructor)
+/// and goes back to the pool in stream order on `stream()` when the buffer dies, after the
+/// buffer's own copies on other streams (it records an event after each and the release waits
+/// for them). Other work that uses the buffer on another stream — a kernel, a graph replayed
+/// there — must be ordered before the release: name that stream with `record_use` after the
+/// work, or move the release there with `set_stream`. Nothing waits for the whole device, so
+/// releasing a buffer never breaks a capture under way on any thread. The stream must outlive
+/// the buffer, or be replaced with `set_stream` first.
 ///
 /// Copies check that the bytes and the type match the buffer. Copies from or to host memory
 /// refuse to run inside a capture: the graph would record the host address and read whatever
@@ -61,6 +70,18 @@ class static_buffer {
   /// @brief float32 convenience: copies and synchronizes.
   [[nodiscard]] std::vector<float> to_host(cuda::stream_view stream) const;
 
+  /// @brief The stream the block goes back to the pool on.
+  [[nodiscard]] cuda::stream_view stream() const noexcept { return stream_; }
+  /// @brief Releases the block on `stream` instead: call it before `stream()` is destroyed.
+  /// Enqueues nothing: the work on the old stream that uses the buffer must be ordered before
+  /// `stream`'s next work (an event, or a synchronization), or named with `record_use` first.
+  void set_stream(cuda::stream_view stream) noexcept { stream_ = stream; }
+  /// @brief The release waits for the work issued to `stream` so far (an event recorded now):
+  /// call it after the last work on another stream that uses the buffer. Inside a capture it
+  /// records nothing: replays of the graph are ordered by the stream they are replayed on.
+  /// @throws cuda_error; usage_error on a moved-from buffer
+  void record_use(cuda::stream_view stream) const;
+
  private:
   void release() noexcept;
   void expect(std::size_t bytes, dtype type, char const* what) const;
@@ -70,6 +91,9 @@ class static_buffer {
   std::size_t bytes_{};
   std::vector<std::int64_t> shape_;
   dtype type_{dtype::float32};
+  cuda::stream_view stream_;
+  // Recorded after uses on other streams; the release waits for those not yet complete.
+  mutable std::vector<cuda::event> uses_elsewhere_;
 };
 
 }  // namespace graphstep::memory

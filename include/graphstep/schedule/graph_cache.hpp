@@ -71,8 +71,8 @@ class basic_graph_cache {
   /// @throws usage_error (no step, negative warm-up)
   basic_graph_cache(Policy policy, step_function step, memory::memory_pool& pool,
                     graph_cache_options options = {});
-  /// @brief In template mode, waits for the device first: the shared executable may still run
-  /// work whose memory belongs to another bucket's graph.
+  /// @brief In template mode, waits for each executable's latest replay first: the shared
+  /// executable may still run work whose memory belongs to another bucket's graph.
   ~basic_graph_cache();
   basic_graph_cache(basic_graph_cache const&) = delete;
   basic_graph_cache& operator=(basic_graph_cache const&) = delete;

@@ -54,6 +54,9 @@ struct graphed_specs {
 };
 
 /// @brief A forward and a backward callable replayed as two graphs. Move-only.
+///
+/// The buffers it allocates go back to the pool when it dies, once its graphs' latest replays
+/// have finished; work of the caller's on other streams that reads them must be done by then.
 class graphed_callable {
  public:
   using callable = std::function<void(cuda::stream_view stream)>;

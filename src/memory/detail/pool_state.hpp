@@ -38,14 +38,12 @@ class cuda_pool_device final : public pool_device {
   /// Waits on the host for `event`.
   void synchronize(event_id event) const;
   [[nodiscard]] pool_backing kind() const noexcept { return backing_->kind(); }
-  /// Hands the memory over, to be given back later.
-  [[nodiscard]] std::shared_ptr<memory_backing> take_backing() noexcept {
-    return std::move(backing_);
-  }
+  /// Keeps the memory mapped for the life of the process: it is never given back.
+  void keep_mapped_forever() noexcept;
 
  private:
   int device_;
-  std::shared_ptr<memory_backing> backing_;
+  std::unique_ptr<memory_backing> backing_;
   std::unordered_map<event_id, cuda::event> events_;
   std::vector<cuda::event> spare_events_;
 };
@@ -53,7 +51,8 @@ class cuda_pool_device final : public pool_device {
 class pool_state : public std::enable_shared_from_this<pool_state> {
  public:
   explicit pool_state(pool_options const& options);
-  /// Waits for the work that may still use the pool's memory, then gives the memory back.
+  /// Waits for the frees still in flight, then gives the memory back; memory with blocks never
+  /// deallocated stays mapped.
   ~pool_state();
   pool_state(pool_state const&) = delete;
   pool_state& operator=(pool_state const&) = delete;
