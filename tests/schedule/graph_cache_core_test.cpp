@@ -166,6 +166,12 @@ TEST(graph_cache_core, a_graph_larger_than_the_budget_is_a_usage_error) {
   } catch (graphstep::usage_error const& e) {
     EXPECT_NE(std::string{e.what()}.find("raise the budget"), std::string::npos) << e.what();
   }
+  // Refused, the graph is released, not kept uncharged for the next request to replay.
+  EXPECT_FALSE(core.is_captured(8));
+  EXPECT_TRUE(device.captured.empty());
+  EXPECT_TRUE(core.bytes_by_bucket().empty());
+  EXPECT_THROW(core.serve(8, fake_device::request_stream), graphstep::usage_error);
+  EXPECT_TRUE(device.executed.empty());
 }
 
 TEST(graph_cache_core, the_template_is_switched_by_update_and_only_when_needed) {

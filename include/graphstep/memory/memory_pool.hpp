@@ -61,7 +61,8 @@ struct pool_statistics {
   double fragmentation{};     ///< 1 - largest_free_block / free_bytes
   std::size_t growths{};      ///< times the pool mapped or allocated more memory
   std::size_t live_graphs{};  ///< graphs that hold memory of this pool
-  /// Replays made to wait for a replay, on another stream, of a graph sharing their memory.
+  /// Waits made before replays: one per replay, on another stream, of a graph sharing the
+  /// replayed graph's memory that had not finished (a replay may wait on several).
   std::size_t ordered_replays{};
 };
 

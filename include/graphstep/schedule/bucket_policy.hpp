@@ -70,7 +70,7 @@ struct cache_statistics {
   std::uint64_t updates{};          ///< executables derived by update instead of instantiation
   std::uint64_t update_refusals{};  ///< updates CUDA refused; those buckets were instantiated
   std::uint64_t eager_runs{};       ///< warm-up runs (part of the misses)
-  double capture_seconds{};
+  double capture_seconds{};         ///< in captures, each with its instantiation when it had one
   std::int64_t requested_elements{};
   std::int64_t padded_elements{};
   /// @brief Padding as a fraction of all elements processed.

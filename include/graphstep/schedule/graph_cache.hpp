@@ -51,9 +51,10 @@ struct graph_cache_options {
   /// Warm-up runs and capture of each bucket; its graphs are named
   /// "<lifecycle.capture.name> bucket <bucket>".
   graphs::lifecycle_options lifecycle{};
-  /// Total memory charged to cached graphs, each the pool memory it pins
-  /// (`memory_pool::bytes_pinned_by`; shared memory is charged to every graph sharing it, so
-  /// the budget bounds the pinned memory from above); 0: no budget.
+  /// Total memory charged to cached graphs, each the pool memory it pins when it is captured
+  /// (`memory_pool::bytes_pinned_by`; shared memory is charged to every graph sharing it); 0:
+  /// no budget. In `update_template` mode the template bucket is never evicted and not charged,
+  /// so the budget bounds the other buckets only.
   std::size_t budget_bytes{0};
   bucket_instantiation instantiation{bucket_instantiation::each_bucket};
 };

@@ -176,7 +176,18 @@ class graph_cache_core {
       template_holds_ = bucket;
       return;
     }
-    for (Key const& victim : budget_.insert(bucket, bytes)) evict(victim);
+    std::vector<Key> victims;
+    try {
+      victims = budget_.insert(bucket, bytes);
+    } catch (...) {
+      // Refused: the graph goes, else the next request would replay it uncharged.
+      actions_.release(bucket);
+      s.captured = false;
+      s.own_executable = false;
+      s.bytes = 0;
+      throw;
+    }
+    for (Key const& victim : victims) evict(victim);
   }
 
   void replay(Context const& context, Key const& bucket, state& s) {
