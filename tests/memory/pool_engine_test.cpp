@@ -9,8 +9,10 @@
 #include <graphstep/error.hpp>
 #include <graphstep/memory/detail/pool_engine.hpp>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -467,4 +469,106 @@ TEST(pool_engine, an_unused_plan_gives_its_slab_back_when_replaced_or_dropped) {
   EXPECT_THROW(pool.begin_capture(1, gm::pool_engine::planned_graph, "reserved id", stream_a),
                graphstep::usage_error);
   pool.blocks().check_invariants();
+}
+
+// A capture on A takes blocks freed eagerly on A before it began: that work precedes the
+// capture in A's order, so neither a wait nor growth is needed.
+TEST(pool_engine, a_capture_reuses_what_its_stream_freed_eagerly_before_it_began) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const eager = pool.allocate(2 * mib, stream_a, std::nullopt);
+  pool.deallocate(eager, stream_a, std::nullopt);  // its event never completes here
+  pool.begin_capture(1, 1, "after eager work", stream_a);
+  std::uintptr_t const captured = pool.allocate(2 * mib, stream_a, gm::capture_id{1});
+  EXPECT_EQ(captured, eager);
+  EXPECT_TRUE(device.waits.empty());
+  EXPECT_EQ(device.grow_requests.size(), 1U);
+  pool.deallocate(captured, stream_a, gm::capture_id{1});
+  ASSERT_EQ(pool.finish_capture(1, true), gm::graph_id{1});
+  pool.blocks().check_invariants();
+}
+
+// Planned mode through the engine: the trace of an eager step plans the capture of the same
+// step, which follows it without a problem and without growing the pool.
+TEST(pool_engine, a_traced_warm_up_plans_a_capture_that_follows_it) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_trace();
+  EXPECT_THROW(pool.begin_trace(), graphstep::usage_error);
+  run_step(pool, 64, stream_a, std::nullopt);
+  graphstep::memory::allocation_trace trace = pool.end_trace();
+  EXPECT_EQ(trace.allocation_count(), 8U);  // 4 layers: an activation and a temporary each
+  EXPECT_THROW(static_cast<void>(pool.end_trace()), graphstep::usage_error);
+  static_cast<void>(pool.plan_next_capture(std::move(trace)));
+  std::size_t const growths = device.grow_requests.size();
+  pool.begin_capture(1, 1, "planned", stream_a);
+  run_step(pool, 64, stream_a, gm::capture_id{1});
+  EXPECT_EQ(pool.capture_problem(1), "");
+  ASSERT_EQ(pool.finish_capture(1, true), gm::graph_id{1});
+  EXPECT_EQ(device.grow_requests.size(), growths);
+  pool.blocks().check_invariants();
+}
+
+TEST(pool_engine, a_plan_without_allocations_or_room_for_its_slab_is_refused) {
+  test_device device;
+  gm::pool_engine_options options = small_steps();
+  options.budget_bytes = 2 * mib;
+  gm::pool_engine pool{options, device};
+  EXPECT_THROW(static_cast<void>(pool.plan_next_capture(graphstep::memory::allocation_trace{})),
+               graphstep::usage_error);
+  graphstep::memory::allocation_trace too_large;
+  static_cast<void>(too_large.record_allocate(4 * mib));
+  EXPECT_THROW(static_cast<void>(pool.plan_next_capture(std::move(too_large))),
+               graphstep::out_of_memory);
+  EXPECT_EQ(pool.stats().bytes_in_use, 0U);
+}
+
+TEST(pool_engine, statistics_count_growths_and_live_graphs) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  EXPECT_EQ(pool.stats().growths, 0U);
+  std::uintptr_t const block = pool.allocate(3 * mib, stream_a, std::nullopt);
+  EXPECT_EQ(pool.stats().growths, 1U);
+  EXPECT_EQ(pool.stats().mapped_bytes, 4 * mib);
+  pool.deallocate(block, stream_a, std::nullopt);
+  capture_step(pool, 64, 1, 1);
+  EXPECT_EQ(pool.stats().live_graphs, 1U);
+  pool.release_graph(1);
+  EXPECT_EQ(pool.stats().live_graphs, 0U);
+}
+
+// growth_bytes is the smallest step, rounded up to the device's granularity.
+TEST(pool_engine, the_smallest_growth_step_is_rounded_up_to_the_granularity) {
+  test_device device;
+  gm::pool_engine_options options = small_steps();
+  options.growth_bytes = 3 * mib;
+  gm::pool_engine pool{options, device};
+  pool.deallocate(pool.allocate(1, stream_a, std::nullopt), stream_a, std::nullopt);
+  EXPECT_EQ(device.grow_requests, (std::vector<std::size_t>{4 * mib}));
+}
+
+// One lock around every call: threads that allocate and free on their own streams at once
+// leave the blocks consistent and nothing in use.
+TEST(pool_engine, threads_allocating_at_once_leave_the_blocks_consistent) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  auto work = [&pool](gm::stream_id stream) {
+    std::mt19937 rng{static_cast<unsigned>(stream)};  // NOLINT(cert-msc32-c,cert-msc51-cpp)
+    std::uniform_int_distribution<std::size_t> bytes{1, 512 * 1024};
+    std::vector<std::uintptr_t> held;
+    for (int i = 0; i < 2000; ++i) {
+      held.push_back(pool.allocate(bytes(rng), stream, std::nullopt));
+      if (held.size() > 8) {
+        pool.deallocate(held.front(), stream, std::nullopt);
+        held.erase(held.begin());
+      }
+    }
+    for (std::uintptr_t const block : held) pool.deallocate(block, stream, std::nullopt);
+  };
+  std::thread first{work, stream_a};
+  std::thread second{work, stream_b};
+  first.join();
+  second.join();
+  pool.blocks().check_invariants();
+  EXPECT_EQ(pool.stats().bytes_in_use, 0U);
 }
