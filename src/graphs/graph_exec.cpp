@@ -38,6 +38,7 @@ graph_exec::graph_exec(cudaGraphExec_t handle, graph source) noexcept
 
 graph_exec::graph_exec(graph_exec&& other) noexcept
     : source_{std::move(other.source_)},
+      updated_from_{std::exchange(other.updated_from_, std::nullopt)},
       replays_{std::exchange(other.replays_, 0)},
       replayed_{std::exchange(other.replayed_, std::nullopt)},
       generation_{std::move(other.generation_)},
@@ -47,6 +48,7 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
   if (this != &other) {
     release();
     source_ = std::move(other.source_);
+    updated_from_ = std::exchange(other.updated_from_, std::nullopt);
     replays_ = std::exchange(other.replays_, 0);
     replayed_ = std::exchange(other.replayed_, std::nullopt);
     generation_ = std::move(other.generation_);
@@ -68,6 +70,7 @@ void graph_exec::release() noexcept {
   }
   exec_.reset();
   source_ = graph{};
+  updated_from_.reset();
   replays_ = 0;
   replayed_.reset();
   generation_.reset();
@@ -103,11 +106,21 @@ void graph_exec::replay(cuda::stream_view stream) {
                         " but device " + std::to_string(current) +
                         " is current: make its device current (graphstep::cuda::device_guard) "
                         "before replaying it");
+  // The work it runs: its own, or that of the graph it was last updated from.
+  std::shared_ptr<detail::graph_state const> work = source_.state_;
+  if (updated_from_) {
+    work = updated_from_->lock();
+    GRAPHSTEP_EXPECTS(work != nullptr,
+                      "graph '" + name() +
+                          "' was updated to run the work of a graph that has since been "
+                          "destroyed, whose memory may already be reused: update it from a "
+                          "live graph before replaying it");
+  }
   // A launch into a capturing stream becomes a node of that capture and runs nothing now.
   bool const runs_now = !stream.is_capturing();
   // Graphs sharing pool memory must never run at once: the pool orders this launch after theirs.
   memory::detail::graph_lease const* const lease =
-      runs_now ? memory::detail::graph_lease::of(source_.state_->memory) : nullptr;
+      runs_now ? memory::detail::graph_lease::of(work->memory) : nullptr;
   if (lease != nullptr) lease->before_replay(stream.value());
   GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
   if (lease != nullptr) lease->after_replay(stream.value());
@@ -142,6 +155,11 @@ bool graph_exec::update(graph const& source) {
   if (status != cudaSuccess) {
     static_cast<void>(cudaGetLastError());  // refused: the executable is unchanged
     return false;
+  }
+  if (source.state_ == source_.state_) {
+    updated_from_.reset();
+  } else {
+    updated_from_ = source.state_;
   }
   return true;
 }

@@ -175,6 +175,54 @@ TEST_P(pool_test, graphs_sharing_memory_replayed_on_two_streams_run_one_after_th
   pool.deallocate(sums, *stream_);
 }
 
+// An executable updated to run another graph's work is ordered by that graph's memory, not by
+// the memory of the graph it was made from (a graph cache's template, switched between
+// buckets). Queued work: the replays are still running when the next one is made.
+TEST_P(pool_test, an_updated_executable_is_ordered_by_the_memory_of_the_work_it_runs) {
+  gs::testing::queued_work const queued;
+  gs::memory::memory_pool pool{options()};
+  gs::cuda::stream other;
+  int const n = 1 << 16;
+  std::size_t const bytes = sizeof(float) * n;
+  auto capture_fill = [&](auto& target, float value, bool keep) {
+    float* block = nullptr;
+    gs::graphs::capture(target, *stream_, pool, [&] {
+      block = static_cast<float*>(pool.allocate(bytes, *stream_));
+      fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(block, value, n);
+      if (!keep) pool.deallocate(block, *stream_);
+    });
+    return block;
+  };
+  gs::graphs::graph_exec made_from_a;
+  gs::graphs::graph b;
+  gs::graphs::graph_exec c;
+  float* const a_output = capture_fill(made_from_a, 1.0F, true);  // A keeps its block
+  float* const b_scratch = capture_fill(b, 2.0F, false);
+  float* const c_scratch = capture_fill(c, 3.0F, false);
+  ASSERT_EQ(b_scratch, c_scratch) << "B and C do not share memory: nothing to check";
+  ASSERT_NE(a_output, b_scratch) << "A shares B's memory: the old order would hold by chance";
+  ASSERT_TRUE(made_from_a.update(b));
+  made_from_a.replay(*stream_);  // B's work
+  c.replay(other);               // writes B's scratch: the race checker reports it unless ordered
+  if (gs::testing::simulated_device) {
+    EXPECT_EQ(pool.statistics().ordered_replays, 1U);
+  }
+  other.synchronize();
+  stream_->synchronize();
+
+  // The graph whose work it runs gone, the executable refuses to run that work.
+  {
+    gs::graphs::graph brief;
+    static_cast<void>(capture_fill(brief, 4.0F, false));
+    ASSERT_TRUE(made_from_a.update(brief));
+  }
+  EXPECT_NE(message_of([&] { made_from_a.replay(*stream_); }).find("has since been destroyed"),
+            std::string::npos);
+  ASSERT_TRUE(made_from_a.update(made_from_a.source()));
+  made_from_a.replay(*stream_);
+  EXPECT_EQ(read(a_output + n - 1), 1.0F);
+}
+
 TEST_P(pool_test, a_pool_grows_on_its_own_device_whichever_is_current) {
   if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   gs::memory::pool_options on_second = options();

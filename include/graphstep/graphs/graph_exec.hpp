@@ -68,6 +68,8 @@ class graph_exec {
   /// refuses; the caller then instantiates `source` instead. `source` keeps the memory that
   /// work touches: keep it alive for as long as this executable may run that work (a graph
   /// cache keeps every bucket's graph), and let it die only once such replays have finished.
+  /// Replays are then ordered by `source`'s pool memory (see `memory::memory_pool`), and refused
+  /// once `source` is gone, until the next update.
   /// @throws usage_error (this executable or `source` is empty)
   [[nodiscard]] bool update(graph const& source);
 
@@ -101,6 +103,9 @@ class graph_exec {
   void release() noexcept;
 
   graph source_;
+  // After an update to another graph's work: that graph, not kept alive (its owner keeps it);
+  // a replay orders itself by its memory, and refuses once it is gone.
+  std::optional<std::weak_ptr<detail::graph_state const>> updated_from_;
   std::uint64_t replays_{};
   // Recorded after each replay outside a capture; made on the first, so moves stay noexcept.
   std::optional<cuda::event> replayed_;
