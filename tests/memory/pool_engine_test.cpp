@@ -30,6 +30,7 @@ class test_device final : public gm::pool_device {
 
   growth_status grow(std::size_t bytes, growth& out) override {
     grow_requests.push_back(bytes);
+    if (mapped_ + bytes > range_left) return growth_status::address_range_full;
     if (mapped_ + bytes > memory_left) return growth_status::device_out_of_memory;
     out.bytes = bytes;
     out.base = one_range_ ? base_ : base_ + 2 * mapped_;  // separate segments leave gaps
@@ -58,6 +59,7 @@ class test_device final : public gm::pool_device {
   }
 
   std::size_t memory_left{std::size_t{1} << 40};
+  std::size_t range_left{std::size_t{1} << 40};  // the reserved address range
   std::vector<std::size_t> grow_requests;
   std::map<gm::event_id, std::pair<gm::stream_id, bool>> events;  // stream, completed
   std::vector<std::pair<gm::stream_id, gm::stream_id>> waits;     // waiter, waited-on stream
@@ -293,6 +295,9 @@ TEST(pool_engine, a_budget_refuses_growth_past_it_with_the_sizes) {
     std::string const what = e.what();
     EXPECT_NE(what.find("budget of 4194304 B"), std::string::npos) << what;
     EXPECT_EQ(e.sizes().budget, 4 * mib);
+    EXPECT_EQ(e.sizes().requested, 2 * mib);
+    EXPECT_EQ(e.sizes().in_use, 3 * mib);
+    EXPECT_EQ(e.sizes().largest_free, mib);
   }
   EXPECT_EQ(pool.stats().mapped_bytes, 4 * mib);
 }
@@ -307,6 +312,45 @@ TEST(pool_engine, a_device_out_of_memory_is_reported_as_such) {
   } catch (graphstep::out_of_memory const& e) {
     EXPECT_NE(std::string{e.what()}.find("no memory left"), std::string::npos) << e.what();
   }
+}
+
+TEST(pool_engine, a_full_address_range_says_to_reserve_more) {
+  test_device device;
+  device.range_left = 4 * mib;
+  gm::pool_engine pool{small_steps(), device};
+  try {
+    static_cast<void>(pool.allocate(8 * mib, stream_a, std::nullopt));
+    FAIL() << "no error";
+  } catch (graphstep::out_of_memory const& e) {
+    EXPECT_NE(std::string{e.what()}.find("pool_options::reserve_bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The cudaMalloc fallback: segments that are never adjacent. Sharing, stream order and the
+// invariants hold there too.
+TEST(pool_engine, separate_segments_share_and_order_as_one_range_does) {
+  test_device device{false};
+  gm::pool_engine pool{small_steps(), device};
+  for (std::size_t rows : {512, 128, 32}) run_step(pool, rows, stream_a, std::nullopt);
+  gm::graph_id graph = 1;
+  for (std::size_t rows : {512, 128, 32}) {
+    capture_step(pool, rows, graph, 100 + graph);
+    ++graph;
+  }
+  pool.blocks().check_invariants();
+  std::size_t const shared = pool.stats().mapped_bytes;
+  test_device alone_device{false};
+  gm::pool_engine alone{small_steps(), alone_device};
+  run_step(alone, 512, stream_a, std::nullopt);
+  capture_step(alone, 512, 1, 101);
+  EXPECT_LE(static_cast<double>(shared), 1.1 * static_cast<double>(alone.stats().mapped_bytes));
+  std::uintptr_t const freed = pool.allocate(3 * mib, stream_a, std::nullopt);
+  pool.deallocate(freed, stream_a, std::nullopt);
+  EXPECT_EQ(pool.allocate(3 * mib, stream_b, std::nullopt), freed);
+  EXPECT_EQ(device.waits,
+            (std::vector<std::pair<gm::stream_id, gm::stream_id>>{{stream_b, stream_a}}));
+  pool.blocks().check_invariants();
 }
 
 TEST(pool_engine, bad_requests_and_unknown_captures_are_refused_with_what_to_do) {

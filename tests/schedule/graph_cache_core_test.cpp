@@ -31,6 +31,7 @@ struct fake_device {
   std::vector<std::int64_t> executed;  // the work each eager run or replay did
   std::vector<std::string> log;
   bool idle{true};
+  int idle_waits{};  // device-wide waits asked for
   // The stream each eager run, capture, instantiation and replay was handed, in order.
   std::vector<int> streams;
   static constexpr int request_stream = 7;
@@ -95,7 +96,10 @@ struct fake_device {
       executable_runs.erase(b);
       log.push_back("release " + std::to_string(b));
     };
-    a.wait_idle = [this] { idle = true; };
+    a.wait_idle = [this] {
+      idle = true;
+      ++idle_waits;
+    };
     return a;
   }
 };
@@ -189,6 +193,7 @@ TEST(graph_cache_core, the_template_is_switched_by_update_and_only_when_needed) 
   EXPECT_EQ(core.statistics().updates, 3U);
   EXPECT_EQ(core.statistics().update_refusals, 0U);
   EXPECT_TRUE(core.refused_buckets().empty());
+  EXPECT_EQ(device.idle_waits, 0) << "switching the template waits for nothing";
 }
 
 TEST(graph_cache_core, a_refused_update_instantiates_that_bucket_and_is_reported) {
