@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/train/loss_scale.hpp>
+#include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/multi_tensor.hpp>
 #include <graphstep/train/optimizer_options.hpp>
@@ -37,6 +39,15 @@ void launch_sgd(tensor_slot const* slots, train::tensor_chunk const* chunks,
 void launch_adam(tensor_slot const* slots, train::tensor_chunk const* chunks,
                  std::size_t chunk_count, optimizer_device_state const* state,
                  train::adam_options const& options, cuda::stream_view stream);
+
+/// Resets the state's all_finite flag to 1, then multiplies every gradient by the state's
+/// inv_scale, clearing the flag on an inf or NaN (one launch for every tensor).
+void launch_unscale(train::scaled_gradient const* gradients, train::tensor_chunk const* chunks,
+                    std::size_t chunk_count, train::loss_scale_state* state,
+                    cuda::stream_view stream);
+/// One thread applies train::update_loss_scale to the state.
+void launch_update_loss_scale(train::loss_scale_state* state,
+                              train::loss_scale_options const& options, cuda::stream_view stream);
 
 /// Blocks of the first pass of the loss; the partial sums buffer needs this many floats.
 [[nodiscard]] unsigned mse_partial_blocks(std::size_t count) noexcept;

@@ -1,0 +1,100 @@
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/multi_tensor.hpp>
+#include <string>
+#include <vector>
+
+#include "train/train_kernels.hpp"
+
+namespace graphstep::train {
+namespace {
+
+// Checked before anything is allocated.
+std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gradients,
+                                         loss_scale_options const& options,
+                                         cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!gradients.empty(), "loss_scaler: no gradient was given");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "loss_scaler: construct it before the capture; it allocates and uploads "
+                    "its state, which a capture cannot record");
+  validate(options);
+  std::vector<std::size_t> counts;
+  for (std::size_t i = 0; i < gradients.size(); ++i) {
+    GRAPHSTEP_EXPECTS(gradients[i].data != nullptr,
+                      "loss_scaler: gradient " + std::to_string(i) + " has a null pointer");
+    counts.push_back(gradients[i].count);
+  }
+  return plan_chunks(counts);  // refuses an empty tensor
+}
+
+template <typename T>
+void upload(cuda::device_buffer const& device, T const* host, std::size_t count,
+            cuda::stream_view stream) {
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count, cudaMemcpyHostToDevice,
+                                     stream.value()));
+}
+
+}  // namespace
+
+loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
+                         loss_scale_options const& options, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
+    : loss_scaler{gradients, checked_chunks(gradients, options, stream), options, stream,
+                  resource} {}
+
+loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
+                         std::vector<tensor_chunk> const& chunks, loss_scale_options const& options,
+                         cuda::stream_view stream, cuda::memory_resource& resource)
+    : options_{options},
+      chunk_count_{chunks.size()},
+      state_{sizeof(loss_scale_state), stream, resource},
+      slots_{sizeof(scaled_gradient) * gradients.size(), stream, resource},
+      chunks_{sizeof(tensor_chunk) * chunks.size(), stream, resource} {
+  loss_scale_state const initial = initial_loss_scale(options);
+  upload(state_, &initial, 1, stream);
+  upload(slots_, gradients.data(), gradients.size(), stream);
+  upload(chunks_, chunks.data(), chunks.size(), stream);
+  // The host copies go away on return, and every stream may use the memory (its allocation
+  // was ordered on `stream`).
+  stream.synchronize();
+}
+
+void loss_scaler::unscale(cuda::stream_view stream) const {
+  detail::launch_unscale(static_cast<scaled_gradient const*>(slots_.data()),
+                         static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
+                         stream);
+}
+
+void loss_scaler::update(cuda::stream_view stream) const {
+  detail::launch_update_loss_scale(state(), options_, stream);
+}
+
+float const* loss_scaler::scale() const noexcept {
+  return &state()->scale;
+}
+
+unsigned int const* loss_scaler::all_finite() const noexcept {
+  static_assert(sizeof(unsigned int) == sizeof(std::uint32_t));
+  return reinterpret_cast<unsigned int const*>(&state()->all_finite);
+}
+
+loss_scale_state loss_scaler::read(cuda::stream_view stream) const {
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "loss_scaler::read inside a capture would record the host address: read "
+                    "the state after the replay");
+  loss_scale_state host{};
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(&host, state(), sizeof host, cudaMemcpyDeviceToHost, stream.value()));
+  stream.synchronize();
+  return host;
+}
+
+loss_scale_state* loss_scaler::state() const noexcept {
+  return static_cast<loss_scale_state*>(state_.data());
+}
+
+}  // namespace graphstep::train
