@@ -184,12 +184,15 @@ void cuda_pool_device::forget(event_id event) noexcept {
 }
 
 void cuda_pool_device::keep_mapped_forever() noexcept {
-  // Reachable from here until the process ends, so leak checkers do not count it.
-  static auto* const kept =
-      new std::vector<std::unique_ptr<memory_backing>>;  // NOLINT(cppcoreguidelines-owning-memory)
+  // Never destroyed (the driver may be gone by then), and reachable from here until the process
+  // ends, so leak checkers do not count it.
+  static std::vector<std::unique_ptr<memory_backing>>* kept = nullptr;
   static std::mutex mutex;
   std::lock_guard const lock{mutex};
   try {
+    if (kept == nullptr) {
+      kept = new std::vector<std::unique_ptr<memory_backing>>;  // NOLINT(*-owning-memory)
+    }
     kept->push_back(std::move(backing_));
   } catch (std::bad_alloc const&) {
     static_cast<void>(backing_.release());  // unreachable then, but still mapped
