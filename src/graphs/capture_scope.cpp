@@ -14,6 +14,7 @@
 #include "diagnostics/detail/capture_recorder.hpp"
 #include "graphs/detail/abandoned_captures.hpp"
 #include "graphs/detail/graph_state.hpp"
+#include "graphs/detail/legacy_stream_guard.hpp"
 
 namespace graphstep::graphs {
 
@@ -39,14 +40,16 @@ char const* advice_for(cudaError_t code) {
     case cudaErrorStreamCaptureUnsupported:
       return "a call inside the scope cannot be captured: a synchronization "
              "(cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize), a "
-             "cudaMalloc/cudaFree, or a synchronous cudaMemcpy beside a blocking stream's "
-             "capture. Move it before the capture, "
-             "allocate from the graphstep::memory::memory_pool given to the scope, or use "
-             "capture_mode::relaxed if the call is known to be safe";
+             "cudaMalloc/cudaFree, or work issued to the legacy default stream (a cudaMemset "
+             "or cudaMemcpy without a stream, a kernel launched without one; refused while "
+             "capture_options::refuse_legacy_stream is on, else it would run once and be "
+             "missing from every replay). Issue the work to the captured stream, move the call "
+             "before the capture, allocate from the graphstep::memory::memory_pool given to the "
+             "scope, or use capture_mode::relaxed if the call is known to be safe";
     case cudaErrorStreamCaptureImplicit:
-      return "work was issued to the legacy default stream while capturing, which would "
-             "synchronize with the capture: issue it to a non-blocking stream "
-             "(graphstep::cuda::stream) instead";
+      return "work was issued to the legacy default stream while capturing (a cudaMemset or "
+             "cudaMemcpy without a stream, a kernel launched without one): it would run once "
+             "instead of in every replay. Issue it to the captured stream";
     case cudaErrorStreamCaptureUnjoined:
       return "work forked to a side stream was not joined back into the capturing stream: "
              "record an event on the side stream and make the capturing stream wait on it "
@@ -134,8 +137,19 @@ void capture_scope::begin(memory::memory_pool* pool) {
   identity_.name = options_.name;
   identity_.id = next_graph_id();
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&identity_.device));
+  if (options_.refuse_legacy_stream) {
+    legacy_guard_ = std::make_unique<detail::legacy_stream_guard>(identity_.device);
+  }
   GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
   active_ = true;
+  if (legacy_guard_) {
+    try {
+      legacy_guard_->enter(stream_.value());
+    } catch (...) {
+      abandon();
+      throw;
+    }
+  }
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_) != cudaSuccess) {
     capture_id_ = 0;  // unknown: nothing logged in it can be told apart later
@@ -229,6 +243,8 @@ void capture_scope::abandon() noexcept {
   active_ = false;
   detail::note_abandoned_capture(capture_id_);
   recorder_.reset();
+  if (legacy_guard_) legacy_guard_->leave(stream_.value());
+  legacy_guard_.reset();
   cudaGraph_t partial = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &partial);
   if (ended == cudaSuccess && partial != nullptr) {
@@ -264,6 +280,8 @@ void capture_scope::end() {
     if (!delivered) detail::note_abandoned_capture(capture_id_);
   }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
+  if (legacy_guard_) legacy_guard_->leave(stream_.value());
+  legacy_guard_.reset();
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};

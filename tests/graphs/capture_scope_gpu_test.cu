@@ -224,8 +224,15 @@ TEST_F(capture_test, host_read_inside_capture_is_a_capture_error) {
   EXPECT_TRUE(g.empty());
   GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
 
-  gs::graphs::capture(g, *stream_, read_after_a_fill(stream_->get()),
-                      {gs::graphs::capture_mode::global, "host read beside"});
+  // Beside a non-blocking stream CUDA runs the copy at once, before the captured fill; by
+  // default graphstep refuses it (refuse_legacy_stream), since replays would lack it.
+  EXPECT_THROW(gs::graphs::capture(g, *stream_, read_after_a_fill(stream_->get()),
+                                   {gs::graphs::capture_mode::global, "host read beside"}),
+               gs::capture_error);
+  EXPECT_TRUE(g.empty());
+  gs::graphs::capture_options allowed{gs::graphs::capture_mode::global, "host read allowed"};
+  allowed.refuse_legacy_stream = false;
+  gs::graphs::capture(g, *stream_, read_after_a_fill(stream_->get()), allowed);
   EXPECT_EQ(host, 0.0F) << "the copy ran at once, before the captured fill";
   EXPECT_FALSE(g.empty());
   expect_stream_usable(*stream_);

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <graphstep/graphstep.hpp>
+#include <string>
 #include <thread>
 
 #include "common/error_message.hpp"
@@ -155,6 +156,42 @@ TEST_F(misuse_test, legacy_stream_work_breaks_the_capture_of_a_blocking_stream) 
   GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
 }
 
+// The trap of a trainer's step captured on a graphstep (non-blocking) stream: a cudaMemset
+// without a stream inside the scope. CUDA alone runs it once, at once, and every replay leaves
+// the buffer as the last replay did; graphstep refuses it by default, saying where to issue it.
+TEST_F(misuse_test, a_legacy_stream_memset_inside_the_capture_of_a_graphstep_stream_is_refused) {
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  auto* accumulated = static_cast<float*>(pool.allocate(sizeof(float), stream));
+  gs::graphs::graph_exec step;
+  cudaError_t zeroed = cudaSuccess;
+  auto const zero_then_add = [&] {
+    zeroed = cudaMemset(accumulated, 0, sizeof(float));  // the legacy stream, not `stream`
+    increment_kernel<<<1, 1, 0, stream.get()>>>(accumulated);
+  };
+  std::string message;
+  try {
+    gs::graphs::capture(step, stream, pool, zero_then_add, {{}, "zero then add"});
+  } catch (gs::capture_error const& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(zeroed, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(zeroed);
+  EXPECT_NE(message.find("legacy default stream"), std::string::npos) << message;
+  EXPECT_NE(message.find("Issue"), std::string::npos) << message;
+  EXPECT_TRUE(step.empty());
+  EXPECT_FALSE(gs::cuda::stream_view{stream}.is_capturing());
+
+  // Issued to the captured stream, the zeroing is part of every replay.
+  gs::graphs::capture(step, stream, pool, [&] {
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(accumulated, 0, sizeof(float), stream.get()));
+    increment_kernel<<<1, 1, 0, stream.get()>>>(accumulated);
+  });
+  for (int i = 0; i < 3; ++i) step.replay(stream);
+  stream.synchronize();
+  EXPECT_EQ(read(accumulated), 1.0F);
+  pool.deallocate(accumulated, stream);
+}
+
 TEST_F(misuse_test, waiting_on_an_event_recorded_outside_the_capture_breaks_it) {
   gs::cuda::stream stream;
   gs::cuda::stream producer;
@@ -196,8 +233,9 @@ TEST_F(misuse_test, ending_a_capture_on_another_thread_is_a_usage_error_and_the_
 }
 
 // The same rule across threads: another thread's legacy-stream launch breaks a global-mode
-// capture of a blocking stream; a non-blocking stream (graphstep::cuda::stream) is not affected,
-// and the other thread's work runs at once, outside the graph.
+// capture of a blocking stream. A non-blocking stream (graphstep::cuda::stream) alone is not
+// affected, and the other thread's work runs at once, outside the graph; graphstep refuses it by
+// default (refuse_legacy_stream), which only turning that off allows.
 TEST_F(misuse_test, another_threads_legacy_stream_work_breaks_only_a_blocking_capture) {
   cudaStream_t blocking = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
@@ -216,18 +254,28 @@ TEST_F(misuse_test, another_threads_legacy_stream_work_breaks_only_a_blocking_ca
     other.join();
     return launched;
   };
-  for (cudaStream_t captured : {blocking, non_blocking.get()}) {
+  struct attempt_kind {
+    cudaStream_t captured;
+    bool refuse_legacy_stream;
+  };
+  for (auto const [captured, refuse] :
+       {attempt_kind{blocking, false}, attempt_kind{non_blocking.get(), true},
+        attempt_kind{non_blocking.get(), false}}) {
     gs::graphs::graph_exec g;
     cudaError_t launched = cudaSuccess;
+    gs::graphs::capture_options options{gs::graphs::capture_mode::global,
+                                        "legacy stream from another thread"};
+    options.refuse_legacy_stream = refuse;
     auto const attempt = [&] {
-      gs::graphs::capture(g, captured,
-                          [&] {
-                            increment_kernel<<<1, 1, 0, captured>>>(x);
-                            launched = legacy_launch_from_another_thread();
-                          },
-                          {gs::graphs::capture_mode::global, "legacy stream from another thread"});
+      gs::graphs::capture(
+          g, captured,
+          [&] {
+            increment_kernel<<<1, 1, 0, captured>>>(x);
+            launched = legacy_launch_from_another_thread();
+          },
+          options);
     };
-    if (captured == blocking) {
+    if (captured == blocking || refuse) {
       EXPECT_THROW(attempt(), gs::capture_error);
       EXPECT_EQ(launched, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(launched);
       EXPECT_TRUE(g.empty());

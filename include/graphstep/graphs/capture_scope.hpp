@@ -30,6 +30,10 @@ class capture_recorder;
 
 namespace graphstep::graphs {
 
+namespace detail {
+class legacy_stream_guard;
+}
+
 /// @brief How a capture is made.
 struct capture_options {
   capture_mode mode{capture_mode::this_thread};
@@ -48,6 +52,14 @@ struct capture_options {
   /// warnings (on stderr, and in `capture_scope::diagnosis()`). Slows every CUDA call while
   /// capturing. Setting GRAPHSTEP_CAPTURE_DIAGNOSTICS=1 turns it on for every capture.
   bool diagnose{false};
+  /// Work issued to the legacy default stream while capturing — a `cudaMemset` or `cudaMemcpy`
+  /// without a stream, a kernel launched without one — is not recorded: beside a non-blocking
+  /// stream CUDA runs it once, at once, and every replay lacks it, silently. On by default:
+  /// a blocking stream of graphstep's joins the capture while it runs, so CUDA refuses such
+  /// work (the call returns cudaErrorStreamCaptureImplicit) and the capture ends with a
+  /// `capture_error` saying so. This refuses every use of the device's legacy stream meanwhile,
+  /// on any thread: turn it off when another thread must use the legacy stream during the capture.
+  bool refuse_legacy_stream{true};
 };
 
 /// @brief Why capture diagnostics cannot run in this process (CUPTI not found, or not
@@ -135,6 +147,7 @@ class capture_scope {
   std::vector<cudaStream_t> forked_;
   std::vector<cuda::event> fork_events_;
   std::unique_ptr<diagnostics::detail::capture_recorder> recorder_;
+  std::unique_ptr<detail::legacy_stream_guard> legacy_guard_;  // refuse_legacy_stream
   std::optional<diagnostics::capture_diagnosis> diagnosis_;
 };
 
