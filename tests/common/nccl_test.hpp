@@ -14,10 +14,6 @@
 
 #include "common/gpu_test.hpp"
 
-#if defined(GRAPHSTEP_CUDA_SIM)
-#include <graphstep/sim/sim.hpp>
-#endif
-
 namespace graphstep::testing {
 
 /// A GPU test that calls NCCL: skipped where no device is visible.
@@ -62,10 +58,6 @@ class nccl_buffer_test : public nccl_gpu_test {
 class stalled_stream {
  public:
   stalled_stream() {
-#if defined(GRAPHSTEP_CUDA_SIM)
-    previous_mode_ = sim::current_execution_mode();
-    sim::set_execution_mode(sim::execution_mode::deferred);
-#endif
     GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
         stream_,
@@ -79,9 +71,6 @@ class stalled_stream {
     released_ = 1;
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamSynchronize(stream_));
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(stream_));
-#if defined(GRAPHSTEP_CUDA_SIM)
-    sim::set_execution_mode(previous_mode_);
-#endif
   }
   stalled_stream(stalled_stream const&) = delete;
   stalled_stream& operator=(stalled_stream const&) = delete;
@@ -96,11 +85,9 @@ class stalled_stream {
   [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
 
  private:
+  queued_work const queued_;  // first: deferred before the stream's work, restored after it
   cudaStream_t stream_{};
   std::atomic<int> released_{0};
-#if defined(GRAPHSTEP_CUDA_SIM)
-  sim::execution_mode previous_mode_{};
-#endif
 };
 
 }  // namespace graphstep::testing
