@@ -258,9 +258,12 @@ TEST_F(misuse_test, another_threads_legacy_stream_work_breaks_only_a_blocking_ca
     cudaStream_t captured;
     bool refuse_legacy_stream;
   };
-  for (auto const [captured, refuse] :
+  for (attempt_kind const kind :
        {attempt_kind{blocking, false}, attempt_kind{non_blocking.get(), true},
         attempt_kind{non_blocking.get(), false}}) {
+    // Named copies: a lambda may not capture a structured binding before C++20.
+    cudaStream_t const captured = kind.captured;
+    bool const refuse = kind.refuse_legacy_stream;
     gs::graphs::graph_exec g;
     cudaError_t launched = cudaSuccess;
     gs::graphs::capture_options options{gs::graphs::capture_mode::global,
