@@ -244,9 +244,9 @@ void capture_scope::abandon() noexcept {
   detail::note_abandoned_capture(capture_id_);
   recorder_.reset();
   if (legacy_guard_) legacy_guard_->leave(stream_.value());
-  legacy_guard_.reset();
   cudaGraph_t partial = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &partial);
+  legacy_guard_.reset();  // its stream left the capture with the end, not with the join
   if (ended == cudaSuccess && partial != nullptr) {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
   }
@@ -281,9 +281,11 @@ void capture_scope::end() {
   }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   if (legacy_guard_) legacy_guard_->leave(stream_.value());
-  legacy_guard_.reset();
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
+  // Back for another capture only now: a joined stream stays in the capture until it ends, and
+  // another thread's capture taking it before then would merge the two.
+  legacy_guard_.reset();
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
