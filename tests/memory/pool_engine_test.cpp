@@ -616,24 +616,3 @@ TEST(pool_engine, threads_allocating_at_once_leave_the_blocks_consistent) {
   pool.blocks().check_invariants();
   EXPECT_EQ(pool.stats().bytes_in_use, 0U);
 }
-
-// What a graph pins never outgrows what it pinned when captured (what the graph cache
-// charges), even after a later graph took its freed block together with untouched memory.
-TEST(pool_engine, a_graph_pins_no_more_than_at_its_capture_after_a_later_one_goes) {
-  test_device device;
-  gm::pool_engine pool{small_steps(), device};
-  pool.begin_capture(1, 1, "first", stream_a);
-  pool.deallocate(pool.allocate(mib, stream_a, gm::capture_id{1}), stream_a, gm::capture_id{1});
-  ASSERT_EQ(pool.finish_capture(1, true), gm::graph_id{1});
-  std::size_t const charged = pool.bytes_pinned_by(1);
-  EXPECT_EQ(charged, mib);
-  pool.begin_capture(2, 2, "second", stream_a);
-  pool.deallocate(pool.allocate(2 * mib, stream_a, gm::capture_id{2}), stream_a, gm::capture_id{2});
-  ASSERT_EQ(pool.finish_capture(2, true), gm::graph_id{2});
-  EXPECT_EQ(device.grow_requests.size(), 1U) << "the second graph spans the first's memory";
-  EXPECT_EQ(pool.bytes_pinned_by(2), 2 * mib);
-  pool.release_graph(2);
-  EXPECT_EQ(pool.bytes_pinned_by(1), charged);
-  EXPECT_EQ(pool.allocate(mib, stream_a, std::nullopt), (std::uintptr_t{1} << 40) + mib)
-      << "the memory the first graph never touched serves eager work";
-}
