@@ -275,14 +275,10 @@ void block_allocator::take_run(std::uintptr_t start, std::size_t size) {
   auto first = blocks_.find(start);
   unindex(first->first, first->second);
   std::size_t total = first->second.size;
-  std::vector<std::pair<std::size_t, std::vector<graph_id>>> parts{{0, first->second.touched}};
-  bool marks_differ = false;
   while (total < size) {
     auto next = std::next(first);
     block_info& right = next->second;
     unindex(next->first, right);
-    marks_differ = marks_differ || right.touched != parts.front().second;
-    parts.emplace_back(total, right.touched);
     first->second.touched = merged_marks(first->second.touched, right.touched);
     if (total + right.size > size) {
       // Split the last block: its remainder keeps its own tag and marks.
@@ -299,29 +295,8 @@ void block_allocator::take_run(std::uintptr_t start, std::size_t size) {
     }
   }
   first->second.size = total;
-  if (marks_differ) first->second.parts = std::move(parts);
   // mark_used unindexes the block; keep the index consistent until then.
   index(first->first, first->second);
-}
-
-void block_allocator::restore_parts(block_map::iterator at, std::vector<graph_id> const& whole) {
-  std::uintptr_t const start = at->first;
-  auto parts = std::move(at->second.parts);
-  at->second.parts.clear();
-  unindex(start, at->second);
-  block_info const freed = at->second;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    std::size_t const end = i + 1 < parts.size() ? parts[i + 1].first : freed.size;
-    block_info part = freed;
-    part.size = end - parts[i].first;
-    part.touched = merged_marks(parts[i].second, whole);
-    index(start + parts[i].first, part);
-    if (i == 0) {
-      at->second = std::move(part);
-    } else {
-      blocks_.emplace(start + parts[i].first, std::move(part));
-    }
-  }
 }
 
 void block_allocator::deallocate(std::uintptr_t address, stream_id stream, graph_id freed_by) {
@@ -350,24 +325,16 @@ void block_allocator::deallocate(std::uintptr_t address, stream_id stream, graph
     held->second -= info.size;
     if (held->second == 0) graph_in_use_.erase(held);
   }
-  // The graphs that used the whole block: its owner and the capture that frees it.
-  std::vector<graph_id> whole;
-  if (info.owner != no_graph) whole.push_back(info.owner);
-  if (freed_by != no_graph) whole = merged_marks(whole, {freed_by});
   info.free = true;
   info.stream = stream;
   info.owner = no_graph;
-  info.touched = merged_marks(info.touched, whole);
+  if (freed_by != no_graph) {
+    auto at = std::lower_bound(info.touched.begin(), info.touched.end(), freed_by);
+    if (at == info.touched.end() || *at != freed_by) info.touched.insert(at, freed_by);
+  }
   in_use_ -= info.size;
   index(address, info);
-  if (info.parts.empty()) {
-    coalesce_at(found);
-    return;
-  }
-  std::vector<std::uintptr_t> starts;
-  for (auto const& part : info.parts) starts.push_back(address + part.first);
-  restore_parts(found, whole);
-  for (std::uintptr_t const start : starts) coalesce_at(blocks_.find(start));
+  coalesce_at(found);
 }
 
 void block_allocator::retag_stream(stream_id from, stream_id to) {
@@ -394,29 +361,21 @@ void block_allocator::release_stream(stream_id stream) {
 void block_allocator::release_graph(graph_id graph) {
   if (graph == no_graph) return;
   bool changed = false;
-  std::vector<std::uintptr_t> runs_freed;
   for (auto& [address, info] : blocks_) {
     auto const mark = std::lower_bound(info.touched.begin(), info.touched.end(), graph);
     if (mark == info.touched.end() || *mark != graph) continue;  // an owner is always marked
     if (info.free) unindex(address, info);
     info.touched.erase(mark);
-    for (auto& part : info.parts) {
-      auto const in_part = std::lower_bound(part.second.begin(), part.second.end(), graph);
-      if (in_part != part.second.end() && *in_part == graph) part.second.erase(in_part);
-    }
     if (!info.free && info.owner == graph) {
       // The graph's outputs: freed with it. Its replays are over, so any stream may reuse them.
       info.free = true;
       info.owner = no_graph;
       info.stream = any_stream;
       in_use_ -= info.size;
-      if (!info.parts.empty()) runs_freed.push_back(address);
     }
     if (info.free) index(address, info);
     changed = true;
   }
-  // After the loop: splitting adds blocks to the map it walks.
-  for (std::uintptr_t const address : runs_freed) restore_parts(blocks_.find(address), {});
   graph_in_use_.erase(graph);
   if (changed) coalesce_all();
 }
@@ -519,16 +478,6 @@ void block_allocator::check_invariants() const {
           std::binary_search(info.touched.begin(), info.touched.end(), no_graph)) {
         fail_invariant("the graph set of the block at " + graphstep::detail::hex_text(at) +
                        " is not sorted, unique and free of no_graph");
-      }
-      for (std::size_t i = 0; i < info.parts.size(); ++i) {
-        auto const& [offset, marks] = info.parts[i];
-        bool const ordered = i == 0 ? offset == 0 : offset > info.parts[i - 1].first;
-        if (info.free || !ordered || offset >= info.size ||
-            !std::includes(info.touched.begin(), info.touched.end(), marks.begin(), marks.end())) {
-          fail_invariant("the parts of the block at " + graphstep::detail::hex_text(at) +
-                         " are not those of a used block: from 0, rising, inside it, marked by "
-                         "the block");
-        }
       }
       if (info.free) {
         auto list = free_.find({info.stream, !info.touched.empty()});

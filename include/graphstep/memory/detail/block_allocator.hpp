@@ -51,9 +51,7 @@ struct block {
 /// - Best fit: the smallest eligible free block that fits, ties to the lowest address; the
 ///   remainder of a split keeps the block's tag and marks. When no single block fits, a run
 ///   of adjacent eligible free blocks with different tags or marks may serve the request (the
-///   block takes the union of their marks while it is used); remainders keep their own. Freed,
-///   each part of the run gets its own marks back, with those of the graphs that used the
-///   whole block, so a graph never comes to pin memory it did not touch.
+///   block takes the union of their marks); remainders keep their own.
 /// - Adjacent free blocks of one region merge when they have the same stream tag and the same
 ///   set of graphs, at once and again whenever tags or marks change; regions never merge.
 ///
@@ -145,9 +143,6 @@ class block_allocator {
     stream_id stream{any_stream};   // free blocks: where they may be reused
     graph_id owner{no_graph};       // used blocks: the graph that allocated them
     std::vector<graph_id> touched;  // sorted: live graphs whose replays write this range
-    // A used block taken as a run of blocks with different marks: where each part begins and
-    // its marks then, so that freeing the block gives each part its own marks back.
-    std::vector<std::pair<std::size_t, std::vector<graph_id>>> parts;
   };
   using block_map = std::map<std::uintptr_t, block_info>;
   using index_key = std::pair<stream_id, bool>;  // (stream tag, touched by a graph)
@@ -164,9 +159,6 @@ class block_allocator {
   [[nodiscard]] std::optional<std::uintptr_t> find_run(std::size_t size, stream_id stream,
                                                        graph_id owner) const;
   void take_run(std::uintptr_t start, std::size_t size);
-  // Splits the block at `at`, just freed, into its parts, each with its own marks and
-  // `whole` (the graphs that used the whole block), indexed; the caller coalesces.
-  void restore_parts(block_map::iterator at, std::vector<graph_id> const& whole);
   void mark_used(std::uintptr_t address, block_info& info, graph_id owner);
   [[nodiscard]] std::size_t usable(std::size_t bytes) const noexcept;
 
