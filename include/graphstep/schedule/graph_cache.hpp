@@ -54,7 +54,7 @@ struct graph_cache_options {
   /// Total memory charged to cached graphs, each the pool memory it pins when it is captured
   /// (`memory_pool::bytes_pinned_by`; shared memory is charged to every graph sharing it); 0:
   /// no budget. In `update_template` mode the template bucket is never evicted and not charged,
-  /// so the budget bounds the other buckets only.
+  /// so the budget counts the other buckets only.
   std::size_t budget_bytes{0};
   bucket_instantiation instantiation{bucket_instantiation::each_bucket};
 };
