@@ -180,11 +180,7 @@ class graph_cache_core {
     try {
       victims = budget_.insert(bucket, bytes);
     } catch (...) {
-      // Refused: the graph goes, else the next request would replay it uncharged.
-      actions_.release(bucket);
-      s.captured = false;
-      s.own_executable = false;
-      s.bytes = 0;
+      drop(bucket, s);  // refused: else the next request would replay it uncharged
       throw;
     }
     for (Key const& victim : victims) evict(victim);
@@ -223,10 +219,15 @@ class graph_cache_core {
       actions_.wait_idle();
       if (template_holds_ == bucket) template_holds_.reset();
     }
+    drop(bucket, found->second);
+  }
+
+  // The graph of `bucket` goes: released, uncharged, captured again on its next request.
+  void drop(Key const& bucket, state& s) {
     actions_.release(bucket);
-    found->second.captured = false;
-    found->second.own_executable = false;
-    found->second.bytes = 0;
+    s.captured = false;
+    s.own_executable = false;
+    s.bytes = 0;
     budget_.erase(bucket);
   }
 
