@@ -29,8 +29,10 @@
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/graphs/output_guard.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
+#include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/static_buffer.hpp>
+#include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
