@@ -27,6 +27,7 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/conditional.hpp>
 #include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/kernel_node.hpp>
 #include <graphstep/graphs/output_guard.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/host_readback.hpp>

@@ -155,6 +155,7 @@ void capture_scope::begin(memory::memory_pool* pool) {
     capture_id_ = 0;  // unknown: nothing logged in it can be told apart later
     static_cast<void>(cudaGetLastError());
   }
+  identity_.capture_sequence = capture_id_;
   begin_thread_ = std::this_thread::get_id();
   if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
     start_diagnostics();

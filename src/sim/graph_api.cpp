@@ -375,6 +375,83 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) 
 
 namespace {
 
+// The registered graph whose top-level nodes include `node`, or null: a node handle is only
+// dereferenced once found there (a destroyed graph's nodes are gone with it).
+sim::graph_state* graph_holding(cudaGraphNode_t node) {
+  for (sim::graph_state* graph : sim::state().graphs) {
+    for (auto const& candidate : graph->nodes) {
+      if (reinterpret_cast<cudaGraphNode_t>(candidate.get()) == node) return graph;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto* n = reinterpret_cast<sim::node_state*>(node);
+  if (n->type != cudaGraphNodeTypeKernel) return sim::fail(cudaErrorInvalidValue);
+  // A library's kernels (cuBLASLt, NCCL) run here from a model of what they compute, not from
+  // parameters a caller could read: refused rather than answered with made-up ones.
+  if (!n->kernel->arguments_modelled()) return sim::fail(cudaErrorNotSupported);
+  n->kernel_arguments_out = n->kernel->argument_addresses();
+  *params = cudaKernelNodeParams{};
+  params->func = const_cast<void*>(n->kernel->function());
+  params->gridDim = n->kernel->grid();
+  params->blockDim = n->kernel->block();
+  params->sharedMemBytes = static_cast<unsigned>(n->kernel->dynamic_shared_bytes());
+  params->kernelParams = n->kernel_arguments_out.empty() ? nullptr : n->kernel_arguments_out.data();
+  params->extra = nullptr;
+  return cudaSuccess;
+}
+
+// "The node is identified by the corresponding node node in the non-executable graph, from
+// which the executable graph was instantiated ... The modifications only affect future launches
+// of hGraphExec. Already enqueued or running launches of hGraphExec are not affected by this
+// call. node is also not modified by this call." (cudaGraphExecKernelNodeSetParams). Queued
+// launches run a copy of the executable (cudaGraphLaunch here), so they keep the old launch.
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::graph_state* original = graph_holding(node);
+  if (original == nullptr || original != e->instantiated_from) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::size_t index = 0;
+  while (reinterpret_cast<cudaGraphNode_t>(original->nodes[index].get()) != node) ++index;
+  sim::node_state& target = *e->graph->nodes[index];
+  if (target.type != cudaGraphNodeTypeKernel) return sim::fail(cudaErrorInvalidValue);
+  // The docs let func change (within its context). A kernel runs here from its source, reached
+  // through the launch that captured it: another function, or arguments packed in `extra`,
+  // cannot be built from raw parameters, and are refused rather than run wrongly.
+  if (params->func != target.kernel->function() || params->extra != nullptr ||
+      !target.kernel->arguments_modelled()) {
+    std::fprintf(stderr,
+                 "graphstep simulated device: cudaGraphExecKernelNodeSetParams with another "
+                 "function, with extra, or on a library's kernel is not modelled\n");
+    return sim::fail(cudaErrorNotSupported);
+  }
+  if (params->kernelParams == nullptr && !target.kernel->argument_addresses().empty()) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::shared_ptr<graphstep::sim::kernel_task const> relaunched = target.kernel->with_arguments(
+      params->kernelParams, params->gridDim, params->blockDim, params->sharedMemBytes);
+  if (!sim::launch_configuration_valid(*sim::state().devices[static_cast<std::size_t>(e->device)],
+                                       *relaunched)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  target.kernel = std::move(relaunched);
+  return cudaSuccess;
+}
+
+namespace {
+
 cudaError_t add_node(sim::graph_state& graph, cudaGraphNode_t const* dependencies,
                      std::size_t count, std::unique_ptr<sim::node_state> node,
                      cudaGraphNode_t* out) {
@@ -574,6 +651,7 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   auto created = std::make_unique<sim::exec_state>();
   created->graph = sim::clone(*g);
   created->device = g->device;
+  created->instantiated_from = g;
   *exec = reinterpret_cast<cudaGraphExec_t>(created.get());
   sim::state().execs.insert(created.release());
   return cudaSuccess;

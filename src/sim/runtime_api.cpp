@@ -979,6 +979,26 @@ cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEve
 
 namespace graphstep::sim::detail {
 
+bool launch_configuration_valid(device_state const& device, kernel_task const& task) {
+  // Launch configuration limits. driver_types.h names cudaErrorInvalidConfiguration ("a kernel
+  // launch is requesting resources that can never be satisfied by the current device"), but an
+  // H100 with CUDA 13.0 answers cudaErrorInvalidValue for every such launch: too many threads,
+  // an empty or too large grid, too much shared memory (docs/validation.md).
+  cudaDeviceProp const& p = device.properties;
+  dim3 const grid = task.grid();
+  dim3 const block = task.block();
+  unsigned long long const threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+  return grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && block.x >= 1 && block.y >= 1 &&
+         block.z >= 1 && grid.x <= static_cast<unsigned>(p.maxGridSize[0]) &&
+         grid.y <= static_cast<unsigned>(p.maxGridSize[1]) &&
+         grid.z <= static_cast<unsigned>(p.maxGridSize[2]) &&
+         block.x <= static_cast<unsigned>(p.maxThreadsDim[0]) &&
+         block.y <= static_cast<unsigned>(p.maxThreadsDim[1]) &&
+         block.z <= static_cast<unsigned>(p.maxThreadsDim[2]) &&
+         threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
+         task.dynamic_shared_bytes() <= p.sharedMemPerBlock;
+}
+
 void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task) noexcept {
   lock_guard const lock{state().mutex};
   if (enter() != cudaSuccess) return;
@@ -987,24 +1007,7 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
     fail(cudaErrorInvalidResourceHandle);
     return;
   }
-  // Launch configuration limits. driver_types.h names cudaErrorInvalidConfiguration ("a kernel
-  // launch is requesting resources that can never be satisfied by the current device"), but an
-  // H100 with CUDA 13.0 answers cudaErrorInvalidValue for every such launch: too many threads,
-  // an empty or too large grid, too much shared memory (docs/validation.md).
-  cudaDeviceProp const& p = state().devices[static_cast<std::size_t>(s->device)]->properties;
-  dim3 const grid = task->grid();
-  dim3 const block = task->block();
-  unsigned long long const threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
-  bool const valid = grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && block.x >= 1 && block.y >= 1 &&
-                     block.z >= 1 && grid.x <= static_cast<unsigned>(p.maxGridSize[0]) &&
-                     grid.y <= static_cast<unsigned>(p.maxGridSize[1]) &&
-                     grid.z <= static_cast<unsigned>(p.maxGridSize[2]) &&
-                     block.x <= static_cast<unsigned>(p.maxThreadsDim[0]) &&
-                     block.y <= static_cast<unsigned>(p.maxThreadsDim[1]) &&
-                     block.z <= static_cast<unsigned>(p.maxThreadsDim[2]) &&
-                     threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
-                     task->dynamic_shared_bytes() <= p.sharedMemPerBlock;
-  if (!valid) {
+  if (!launch_configuration_valid(*state().devices[static_cast<std::size_t>(s->device)], *task)) {
     fail(cudaErrorInvalidValue);
     return;
   }

@@ -43,6 +43,9 @@ struct graph_identity {
   std::string name{"graph"};
   int device{-1};
   std::uint64_t id{};
+  /// CUDA's id of the capture sequence it came from (`cudaStreamGetCaptureInfo`); 0 when it was
+  /// built with the graph API or the id is not known.
+  std::uint64_t capture_sequence{};
 };
 
 /// @brief A process-unique graph id (never 0, which means "no graph" to the pool).

@@ -51,6 +51,18 @@ class kernel_task {
   /// configuration (cudaGraphExecKernelNodeSetParams keeps arguments but may change dims).
   [[nodiscard]] virtual std::shared_ptr<kernel_task const> with_configuration(
       dim3 grid, dim3 block, std::size_t dynamic_shared_bytes) const = 0;
+  /// The address of each argument's copy, in parameter order (cudaGraphKernelNodeGetParams'
+  /// kernelParams); empty for a task whose parameters are not modelled (a library's kernels).
+  [[nodiscard]] virtual bool arguments_modelled() const noexcept { return false; }
+  [[nodiscard]] virtual std::vector<void*> argument_addresses() const { return {}; }
+  /// A fresh task that launches the same kernel under `grid`, `block` and `dynamic_shared_bytes`
+  /// with the arguments `arguments[i]` points to (cudaGraphExecKernelNodeSetParams'
+  /// kernelParams, copied now); null for a task whose parameters are not modelled.
+  [[nodiscard]] virtual std::shared_ptr<kernel_task const> with_arguments(
+      void* const* /*arguments*/, dim3 /*grid*/, dim3 /*block*/,
+      std::size_t /*dynamic_shared_bytes*/) const {
+    return nullptr;
+  }
 
   [[nodiscard]] dim3 grid() const noexcept { return grid_; }
   [[nodiscard]] dim3 block() const noexcept { return block_; }

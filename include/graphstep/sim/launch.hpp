@@ -88,8 +88,32 @@ class kernel_launch final : public kernel_task {
     return std::make_shared<kernel_launch>(
         function_, name_, launch_config{grid, block, dynamic_shared_bytes}, arguments_);
   }
+  [[nodiscard]] bool arguments_modelled() const noexcept override { return true; }
+  [[nodiscard]] std::vector<void*> argument_addresses() const override {
+    std::vector<void*> out;
+    // The node owns these copies; CUDA hands out its own storage the same way.
+    std::apply(
+        [&](auto const&... value) {
+          (out.push_back(const_cast<void*>(static_cast<void const*>(&value))), ...);
+        },
+        arguments_);
+    return out;
+  }
+  [[nodiscard]] std::shared_ptr<kernel_task const> with_arguments(
+      void* const* arguments, dim3 grid, dim3 block,
+      std::size_t dynamic_shared_bytes) const override {
+    return std::make_shared<kernel_launch>(
+        function_, name_, launch_config{grid, block, dynamic_shared_bytes},
+        read(arguments, std::index_sequence_for<Parameters...>{}));
+  }
 
  private:
+  // Each parameter's value, read as its own type from where `arguments` points.
+  template <std::size_t... Index>
+  static values read(void* const* arguments, std::index_sequence<Index...> /*unused*/) {
+    return values{*static_cast<std::tuple_element_t<Index, values> const*>(arguments[Index])...};
+  }
+
   function_type function_;
   char const* name_;
   values arguments_;

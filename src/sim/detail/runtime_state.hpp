@@ -75,6 +75,8 @@ struct node_state {
   int device{};  // where work run outside a graph runs
   std::vector<node_state*> dependencies;
   std::shared_ptr<kernel_task const> kernel;
+  // cudaGraphKernelNodeGetParams' kernelParams: the addresses of the kernel's argument copies.
+  std::vector<void*> kernel_arguments_out;
   cudaMemsetParams memset{};
   memcpy_params copy{};
   cudaHostFn_t host_function{};
@@ -112,6 +114,9 @@ struct graph_state {
 
 struct exec_state {
   std::unique_ptr<graph_state> graph;
+  // The graph it was instantiated from: its nodes name the executable's nodes
+  // (cudaGraphExecKernelNodeSetParams). It may be destroyed first; look it up before use.
+  graph_state const* instantiated_from{};
   int device{};
   vector_clock launches;  // what the next launch is ordered after (the previous launches)
 };
@@ -300,6 +305,8 @@ void execute(node_state const& node);
 void execute_graph(graph_state const& graph);
 
 std::unique_ptr<graph_state> clone(graph_state const& graph);
+// Whether a launch of `task` fits the device's limits.
+bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
 
 double now_ms() noexcept;

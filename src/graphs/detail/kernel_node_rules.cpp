@@ -1,0 +1,58 @@
+#include <graphstep/graphs/detail/kernel_node_rules.hpp>
+#include <string>
+
+namespace graphstep::graphs::detail {
+
+namespace {
+constexpr char const* right_after = ": call it inside the capture, right after the launch";
+
+std::string text(std::array<unsigned, 3> const& extents) {
+  return "(" + std::to_string(extents[0]) + ", " + std::to_string(extents[1]) + ", " +
+         std::to_string(extents[2]) + ")";
+}
+}  // namespace
+
+std::string why_not_the_launch(last_capture const& last) {
+  std::string const who = "kernel_node::last_captured: ";
+  if (!last.active) return who + "the stream is not capturing" + right_after;
+  if (last.nodes == 0) return who + "nothing has been captured on this stream yet" + right_after;
+  if (last.nodes > 1) {
+    return who + "the stream's next work would follow " + std::to_string(last.nodes) +
+           " nodes (branches joined here), not one launch" + right_after +
+           ", on the stream it was made on";
+  }
+  if (last.node_type != "kernel") {
+    return who + "the last work captured on this stream is a " + last.node_type +
+           " node, not a kernel launch" + right_after;
+  }
+  if (!last.same_function) {
+    return who +
+           "the last kernel captured on this stream launches another function than the one "
+           "given: pass the kernel just launched";
+  }
+  return {};
+}
+
+std::string why_not_this_executable(std::uint64_t node_capture, std::uint64_t exec_capture,
+                                    std::string const& exec_name) {
+  if (node_capture == exec_capture && node_capture != 0) return {};
+  return "kernel_node::set: this node was captured into another graph than '" + exec_name +
+         "' (capture sequence " + std::to_string(node_capture) + ", '" + exec_name +
+         "' comes from " +
+         (exec_capture == 0 ? std::string{"no known capture"}
+                            : "capture sequence " + std::to_string(exec_capture)) +
+         "): take the node in the capture of the executable it updates";
+}
+
+std::string why_not_these_dimensions(std::array<unsigned, 3> const& grid,
+                                     std::array<unsigned, 3> const& block) {
+  for (unsigned extent : grid) {
+    if (extent == 0) return "kernel_node::set: the grid " + text(grid) + " has an empty extent";
+  }
+  for (unsigned extent : block) {
+    if (extent == 0) return "kernel_node::set: the block " + text(block) + " has an empty extent";
+  }
+  return {};
+}
+
+}  // namespace graphstep::graphs::detail
