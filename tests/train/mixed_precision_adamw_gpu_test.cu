@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <graphstep/graphstep.hpp>
+#include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/reference.hpp>
@@ -330,15 +331,77 @@ TEST_F(mixed_adamw_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
   bad.max_grad_norm = -1.0F;
   EXPECT_NE(refused({{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, bad).find("max_grad_norm"),
             std::string::npos);
-  gt::mixed_precision_adamw const optimizer{
+  gt::mixed_precision_adamw optimizer{
       {{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, {}, {}, {}, *stream_};
   EXPECT_NE(message_of([&] { (void)optimizer.master_weights(1); }).find("tensor 1 does not exist"),
             std::string::npos);
   gs::graphs::graph_exec g;
   std::string inside;
+  std::string schedule_inside;
   gs::graphs::capture(g, *stream_, [&] {
     inside = refused({{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, {});
+    schedule_inside = message_of([&] { optimizer.set_schedule({}, *stream_); });
     optimizer.step(*stream_);
   });
   EXPECT_NE(inside.find("construct it before the capture"), std::string::npos) << inside;
+  EXPECT_NE(schedule_inside.find("call it between replays"), std::string::npos) << schedule_inside;
+}
+
+// With fp32 gradients a loss_scaler unscales them and its found-finite flag drives the skip,
+// all in one captured step (unscale, step, update): a step with an inf gradient leaves the
+// weights and the step count alone while the scale backs off, and the next step is the
+// reference's second, under a schedule replaced between replays.
+TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
+  std::mt19937 rng{24};
+  std::size_t const n = 3000;
+  host_tensor h{as_floats(random_bf16(n, 1.0F, rng)), as_floats(random_bf16(n, 1.0F, rng)),
+                std::vector<float>(n, 0.0F), std::vector<float>(n, 0.0F)};
+  float* weight = upload(h.master);
+  float* gradient = upload(std::vector<float>(n, 0.0F));
+  gt::loss_scale_options scale_options;
+  scale_options.init_scale = 1024.0F;
+  gt::loss_scaler const scaler{{{gradient, n}}, scale_options, *stream_};
+  gt::mixed_adamw_options const options;
+  gt::lr_schedule schedule;
+  schedule.base = 1e-2F;
+  gt::mixed_precision_adamw optimizer{{{weight, gradient, n, gs::dtype::float32, 0}},
+                                      {{0.01F, 1.0F}},
+                                      options,
+                                      schedule,
+                                      {nullptr, scaler.all_finite()},
+                                      *stream_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] {
+    scaler.unscale(*stream_);
+    optimizer.step(*stream_);
+    scaler.update(*stream_);
+  });
+  auto const scaled = [&](float scale) {  // exact: the scales are powers of two
+    std::vector<float> g(n);
+    for (std::size_t i = 0; i < n; ++i) g[i] = h.gradient[i] * scale;
+    return g;
+  };
+  overwrite(gradient, scaled(1024.0F));
+  step.replay(*stream_);
+  gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, {0.01F, 1.0F},
+                                  scalars(options, schedule, 1, 1.0F, 1.0F));
+  EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
+
+  auto overflowed = scaled(1024.0F);
+  overflowed[7] = std::numeric_limits<float>::infinity();
+  overwrite(gradient, overflowed);
+  step.replay(*stream_);
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 1);
+  EXPECT_EQ(scaler.read(*stream_).scale, 512.0F);
+  EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
+
+  schedule.base = 5e-3F;
+  optimizer.set_schedule(schedule, *stream_);
+  overwrite(gradient, scaled(512.0F));
+  step.replay(*stream_);
+  gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, {0.01F, 1.0F},
+                                  scalars(options, schedule, 2, 1.0F, 1.0F));
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 2);
+  EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
+  EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master));
 }
