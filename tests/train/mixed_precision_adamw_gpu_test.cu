@@ -17,6 +17,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/error_message.hpp"
@@ -25,6 +26,9 @@
 namespace gs = graphstep;
 namespace gt = graphstep::train;
 using gs::testing::message_of;
+
+static_assert(std::is_nothrow_move_constructible_v<gt::mixed_precision_adamw>);
+static_assert(!std::is_copy_constructible_v<gt::mixed_precision_adamw>);
 
 namespace {
 
