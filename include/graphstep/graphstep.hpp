@@ -49,6 +49,8 @@
 #include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/mixed_precision.hpp>
+#include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/mse_loss.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <graphstep/train/philox.hpp>

@@ -22,3 +22,49 @@ void validate(adam_options const& options) {
 }
 
 }  // namespace graphstep::train
+
+namespace graphstep::train {
+
+void validate(mixed_adamw_options const& options) {
+  GRAPHSTEP_EXPECTS(options.beta1 >= 0.0F && options.beta1 < 1.0F,
+                    "mixed_adamw_options: beta1 must lie in [0, 1)");
+  GRAPHSTEP_EXPECTS(options.beta2 >= 0.0F && options.beta2 < 1.0F,
+                    "mixed_adamw_options: beta2 must lie in [0, 1)");
+  GRAPHSTEP_EXPECTS(options.epsilon > 0.0F && std::isfinite(options.epsilon),
+                    "mixed_adamw_options: epsilon must be positive and finite");
+  GRAPHSTEP_EXPECTS(options.max_grad_norm >= 0.0F && std::isfinite(options.max_grad_norm),
+                    "mixed_adamw_options: max_grad_norm must be finite and non-negative "
+                    "(0 turns clipping off)");
+  GRAPHSTEP_EXPECTS(options.clip_epsilon > 0.0F && std::isfinite(options.clip_epsilon),
+                    "mixed_adamw_options: clip_epsilon must be positive and finite");
+}
+
+std::vector<parameter_group> plan_parameter_groups(
+    std::vector<parameter_group> const& groups, std::vector<std::uint32_t> const& group_of_tensor) {
+  GRAPHSTEP_EXPECTS(!groups.empty(),
+                    "parameter groups: no group was given; pass one group for a single "
+                    "weight decay and learning rate");
+  GRAPHSTEP_EXPECTS(!group_of_tensor.empty(), "parameter groups: no tensor was given");
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    GRAPHSTEP_EXPECTS(groups[g].weight_decay >= 0.0F && std::isfinite(groups[g].weight_decay),
+                      "parameter groups: group " + std::to_string(g) +
+                          " has a negative or non-finite weight_decay; use 0 for no decay");
+    GRAPHSTEP_EXPECTS(groups[g].lr_multiplier >= 0.0F && std::isfinite(groups[g].lr_multiplier),
+                      "parameter groups: group " + std::to_string(g) +
+                          " has a negative or non-finite lr_multiplier; use 1 for the "
+                          "schedule's rate, 0 to freeze the group");
+  }
+  std::vector<parameter_group> per_tensor;
+  per_tensor.reserve(group_of_tensor.size());
+  for (std::size_t t = 0; t < group_of_tensor.size(); ++t) {
+    std::uint32_t const g = group_of_tensor[t];
+    GRAPHSTEP_EXPECTS(g < groups.size(), "parameter groups: tensor " + std::to_string(t) +
+                                             " names group " + std::to_string(g) + " but only " +
+                                             std::to_string(groups.size()) +
+                                             " groups were given (numbered from 0)");
+    per_tensor.push_back(groups[g]);
+  }
+  return per_tensor;
+}
+
+}  // namespace graphstep::train

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdint>
 #include <graphstep/error.hpp>
+#include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 #include <graphstep/train/reference.hpp>
 #include <limits>
@@ -38,6 +39,55 @@ void adam_step(std::vector<double>& param, std::vector<double> const& grad,
     double const denominator = std::sqrt(exp_avg_sq[i] / correction2) + options.epsilon;
     param[i] -= lr * (exp_avg[i] / correction1) / denominator;
   }
+}
+
+float bias_correction(float beta, std::int64_t step) {
+  double power = 1.0;
+  for (std::int64_t s = 0; s < step; ++s) power *= static_cast<double>(beta);
+  return static_cast<float>(1.0 - power);
+}
+
+void mixed_adamw_step(std::vector<float>& master, std::vector<float>& exp_avg,
+                      std::vector<float>& exp_avg_sq, std::vector<float> const& gradient,
+                      mixed_adamw_options const& options, parameter_group const& group,
+                      mixed_adamw_scalars const& scalars) {
+  float const lr = scalars.lr * group.lr_multiplier;
+  float const decay = 1.0F - lr * group.weight_decay;
+  float const step_size = lr / scalars.bias_correction1;
+  for (std::size_t i = 0; i < master.size(); ++i) {
+    float g = gradient[i] * scalars.inv_loss_scale;
+    g = g * scalars.clip_factor;
+    float value = master[i] * decay;
+    float const m = options.beta1 * exp_avg[i] + (1.0F - options.beta1) * g;
+    float const v = options.beta2 * exp_avg_sq[i] + ((1.0F - options.beta2) * g) * g;
+    float const denominator = std::sqrt(v) / scalars.sqrt_bias_correction2 + options.epsilon;
+    value = value - step_size * (m / denominator);
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    master[i] = value;
+  }
+}
+
+std::vector<std::uint16_t> to_bfloat16(std::vector<float> const& master, bool stochastic,
+                                       std::uint64_t seed, std::int64_t step,
+                                       std::uint64_t first_element) {
+  std::vector<std::uint16_t> bits(master.size());
+  for (std::size_t i = 0; i < master.size(); ++i) {
+    bits[i] = stochastic
+                  ? bfloat16_stochastic(
+                        master[i], stochastic_rounding_bits(seed, static_cast<std::uint64_t>(step),
+                                                            first_element + i))
+                  : bfloat16_nearest_even(master[i]);
+  }
+  return bits;
+}
+
+double global_norm(std::vector<std::vector<float>> const& gradients, double inv_loss_scale) {
+  double sum = 0.0;
+  for (auto const& tensor : gradients) {
+    for (float g : tensor) sum += (g * inv_loss_scale) * (g * inv_loss_scale);
+  }
+  return std::sqrt(sum);
 }
 
 double mse(std::vector<double> const& prediction, std::vector<double> const& target,

@@ -3,10 +3,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/train/lr_schedule.hpp>
+#include <string>
+
+#include "common/error_message.hpp"
 
 namespace gt = graphstep::train;
+using graphstep::testing::message_of;
 
 TEST(lr_schedule, shapes) {
   gt::lr_schedule s;
@@ -49,4 +56,61 @@ TEST(lr_schedule, validation) {
   EXPECT_THROW(gt::validate(s), graphstep::usage_error);
   s.final_fraction = 0.0F;
   EXPECT_NO_THROW(gt::validate(s));
+}
+
+// WSD against its definition written out here: warm-up base·s/W, base through T − D, then
+// floor + (base − floor)·(1 − sqrt((s − (T − D)) / D)) up to T, the floor after.
+TEST(lr_schedule, warmup_stable_decay_at_its_boundaries) {
+  double const base = 0.5;
+  double const fraction = 0.1;
+  std::int64_t const warmup = 4;
+  std::int64_t const total = 40;
+  std::int64_t const decay = 16;
+  auto const expected = [&](std::int64_t step) {
+    double const floor = base * fraction;
+    if (step <= warmup) return base * static_cast<double>(step) / static_cast<double>(warmup);
+    if (step <= total - decay) return base;
+    double const progress =
+        static_cast<double>(std::min(step, total) - (total - decay)) / static_cast<double>(decay);
+    return floor + (base - floor) * (1.0 - std::sqrt(progress));
+  };
+  gt::lr_schedule s;
+  s.shape = gt::lr_shape::warmup_stable_decay;
+  s.base = static_cast<float>(base);
+  s.final_fraction = static_cast<float>(fraction);
+  s.warmup_steps = warmup;
+  s.total_steps = total;
+  s.decay_steps = decay;
+  ASSERT_NO_THROW(gt::validate(s));
+  for (std::int64_t step : {0, 1, 3, 4, 5, 23, 24, 25, 28, 32, 39, 40, 41, 1000}) {
+    EXPECT_NEAR(s.at(step), expected(step), 1e-6) << "step " << step;
+  }
+  EXPECT_EQ(s.at(0), 0.0F);                // before the first step of a warm-up
+  EXPECT_EQ(s.at(warmup), s.base);         // the warm-up ends at base
+  EXPECT_EQ(s.at(total - decay), s.base);  // the last stable step
+  EXPECT_LT(s.at(total - decay + 1), s.base);
+  EXPECT_NEAR(s.at(total - decay / 4 * 3), 0.05 + 0.45 * 0.5, 1e-6);  // a quarter in: sqrt = 1/2
+  EXPECT_EQ(s.at(total), s.at(total + 100));  // the floor holds after total_steps
+
+  s.warmup_steps = 0;  // no warm-up: step 0 and step 1 already get base
+  EXPECT_EQ(s.at(0), s.base);
+  EXPECT_EQ(s.at(1), s.base);
+  s.decay_steps = total;  // decay from the first step on
+  EXPECT_NEAR(s.at(1), 0.05 + 0.45 * (1.0 - std::sqrt(1.0 / 40.0)), 1e-6);
+}
+
+TEST(lr_schedule, warmup_stable_decay_validation_says_what_to_change) {
+  gt::lr_schedule s;
+  s.shape = gt::lr_shape::warmup_stable_decay;
+  s.warmup_steps = 10;
+  s.total_steps = 100;
+  s.decay_steps = 0;
+  EXPECT_NE(message_of([&] { gt::validate(s); }).find("decay_steps >= 1"), std::string::npos);
+  s.decay_steps = 91;
+  EXPECT_NE(message_of([&] { gt::validate(s); }).find("shorten the warm-up or the decay"),
+            std::string::npos);
+  s.decay_steps = 90;
+  EXPECT_NO_THROW(gt::validate(s));
+  s.total_steps = 10;
+  EXPECT_THROW(gt::validate(s), graphstep::usage_error);
 }

@@ -4,6 +4,10 @@
 /// @brief Hyperparameters of the optimizers that do not change from step to step.
 /// graphstep_core: plain C++, includes no CUDA header.
 
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
 namespace graphstep::train {
 
 /// @brief SGD as in PyTorch: optional momentum (with dampening, optionally Nesterov) and L2
@@ -24,10 +28,43 @@ struct adam_options {
   bool decoupled_weight_decay{false};
 };
 
+/// @brief AdamW over fp32 master weights (`mixed_precision_adamw`), with PyTorch's AdamW
+/// formula (torch.optim.AdamW documentation); weight decay and the learning-rate multiplier
+/// come from each tensor's `parameter_group`.
+struct mixed_adamw_options {
+  float beta1{0.9F};
+  float beta2{0.999F};
+  float epsilon{1e-8F};
+  /// Global-norm clipping as torch.nn.utils.clip_grad_norm_: the gradients are multiplied by
+  /// min(1, max_grad_norm / (norm + clip_epsilon)). 0 turns clipping off.
+  float max_grad_norm{0.0F};
+  float clip_epsilon{1e-6F};  ///< clip_grad_norm_'s 1e-6
+  /// Rounds the new bf16 weights stochastically instead of to nearest even (see
+  /// train/mixed_precision.hpp for the random bits); bf16 tensors only.
+  bool stochastic_rounding{false};
+  std::uint64_t seed{0};  ///< Philox key of the stochastic rounding
+};
+
+/// @brief The hyperparameters a tensor takes from its group, as in PyTorch's param_groups
+/// (for example no weight decay on biases and norms).
+struct parameter_group {
+  float weight_decay{0.0F};   ///< decoupled (AdamW) decay
+  float lr_multiplier{1.0F};  ///< the group's learning rate is the schedule's times this
+};
+
 /// @brief Throws usage_error naming the bad hyperparameter (negative momentum, Nesterov without
 /// momentum or with dampening, betas outside [0, 1), non-positive epsilon, negative decay).
 void validate(sgd_options const& options);
 /// @copydoc validate(sgd_options const&)
 void validate(adam_options const& options);
+/// @brief Throws usage_error naming the bad hyperparameter (betas outside [0, 1), epsilon not
+/// positive, max_grad_norm negative or not finite, clip_epsilon not positive).
+void validate(mixed_adamw_options const& options);
+
+/// @brief The group of each tensor, checked: `groups[group_of_tensor[t]]` for every tensor t.
+/// @throws usage_error (no group, no tensor, a weight decay or lr multiplier that is negative
+/// or not finite, a tensor naming a group that does not exist)
+[[nodiscard]] std::vector<parameter_group> plan_parameter_groups(
+    std::vector<parameter_group> const& groups, std::vector<std::uint32_t> const& group_of_tensor);
 
 }  // namespace graphstep::train

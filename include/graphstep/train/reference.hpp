@@ -12,6 +12,8 @@ namespace graphstep::train {
 
 struct sgd_options;
 struct adam_options;
+struct mixed_adamw_options;
+struct parameter_group;
 
 namespace reference {
 
@@ -28,6 +30,40 @@ void adam_step(std::vector<double>& param, std::vector<double> const& grad,
                std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
                adam_options const& options, double lr, std::int64_t step,
                double inv_loss_scale = 1.0);
+
+/// @brief The per-step values of a mixed-precision AdamW step that do not depend on the element.
+struct mixed_adamw_scalars {
+  float lr;                     ///< the schedule's rate of the step (before the group multiplier)
+  float bias_correction1;       ///< 1 − beta1^step
+  float sqrt_bias_correction2;  ///< sqrt(1 − beta2^step)
+  float inv_loss_scale;         ///< gradients are multiplied by it first
+  float clip_factor;            ///< then by it
+};
+
+/// @brief 1 − beta^step in fp32, beta^step being the product of `step` fp64 factors beta (how
+/// the optimizer keeps it in device memory, one factor per step taken).
+[[nodiscard]] float bias_correction(float beta, std::int64_t step);
+
+/// @brief One AdamW step (torch.optim.AdamW's formula, `_single_tensor_adam` with decoupled
+/// decay) on fp32 master weights, in fp32, one operation at a time in this order:
+/// g = grad · inv_loss_scale · clip_factor; lr' = lr · lr_multiplier;
+/// master ·= 1 − lr' · weight_decay; m = β1 m + (1 − β1) g; v = β2 v + ((1 − β2) g) g;
+/// master −= (lr' / bias_correction1) · (m / (sqrt(v) / sqrt_bias_correction2 + ε)).
+void mixed_adamw_step(std::vector<float>& master, std::vector<float>& exp_avg,
+                      std::vector<float>& exp_avg_sq, std::vector<float> const& gradient,
+                      mixed_adamw_options const& options, parameter_group const& group,
+                      mixed_adamw_scalars const& scalars);
+
+/// @brief The bf16 bits of every master weight: to nearest even, or stochastically with the
+/// bits of train::stochastic_rounding_bits(seed, step, first_element + i).
+[[nodiscard]] std::vector<std::uint16_t> to_bfloat16(std::vector<float> const& master,
+                                                     bool stochastic, std::uint64_t seed,
+                                                     std::int64_t step,
+                                                     std::uint64_t first_element);
+
+/// @brief sqrt(Σ (g · inv_loss_scale)²) over every element of every tensor, in fp64.
+[[nodiscard]] double global_norm(std::vector<std::vector<float>> const& gradients,
+                                 double inv_loss_scale = 1.0);
 
 /// @brief Mean squared error and its gradient 2·(prediction − target)/n.
 double mse(std::vector<double> const& prediction, std::vector<double> const& target,

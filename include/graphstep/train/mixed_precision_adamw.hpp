@@ -1,0 +1,106 @@
+#pragma once
+
+/// @file train/mixed_precision_adamw.hpp
+/// @brief `mixed_precision_adamw`: AdamW over bf16, fp16 or fp32 model weights with fp32 master
+/// weights, parameter groups, global-norm clipping and loss-scale handling decided on the
+/// device, and optional stochastic rounding; its step can be captured into a graph.
+
+#include <cstddef>
+#include <cstdint>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/memory_resource.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/optimizer_options.hpp>
+#include <vector>
+
+namespace graphstep::train {
+
+/// @brief One model tensor: its weights and gradient, both of `type`, in device memory at
+/// addresses that stay fixed (static buffers of the captured step), and its parameter group.
+struct mixed_parameter {
+  void* value;
+  void const* gradient;
+  std::size_t count;
+  dtype type{dtype::bfloat16};
+  std::uint32_t group{0};  ///< index into the groups given to the optimizer
+};
+
+/// @brief Device values the step reads for the loss scale; either may be null.
+struct gradient_scaling {
+  /// The loss scale the gradients carry (e.g. `loss_scaler::scale()`): they are multiplied by
+  /// its inverse before clipping. Null when they are unscaled already (e.g. by
+  /// `loss_scaler::unscale`).
+  float const* loss_scale{nullptr};
+  /// A found-finite flag (e.g. `loss_scaler::all_finite()`): when it reads 0 the whole step is
+  /// skipped on the device, the step count included, as GradScaler skips `optimizer.step()`.
+  unsigned int const* all_finite{nullptr};
+};
+
+namespace detail {
+struct mixed_adamw_plan;  // what the constructor checks and plans before it allocates
+}
+
+/// @brief AdamW with fp32 master weights (torch.optim.AdamW's formula, decoupled decay).
+///
+/// Each step, all capturable, on one stream: (with clipping) one multi-tensor launch computes
+/// per-chunk sums of squares of the unscaled gradients; one single-block launch sums them in a
+/// fixed order into the global norm, decides whether the step is skipped (the `all_finite` flag
+/// is 0, or clipping is on and the norm is not finite), and if not advances the device step
+/// count and writes the step's learning rate, bias corrections, inverse loss scale and clip
+/// factor to device memory; one multi-tensor launch updates the fp32 master weights and the
+/// fp32 moments and writes the rounded model weights. Nothing of a step is frozen at capture:
+/// every replay reads its own step's values.
+///
+/// The master weights start as the model weights converted to fp32 at construction. Its
+/// buffers come from `resource` and go back to it on the constructor's stream: that stream and
+/// the resource must outlive the optimizer (see `cuda::device_buffer`). Move-only.
+class mixed_precision_adamw {
+ public:
+  /// @throws usage_error (no tensor, null pointers, an empty tensor, bad options, groups or
+  /// schedule, stochastic rounding with an fp16 tensor, a capturing stream), out_of_memory,
+  /// no_device_error, cuda_error
+  mixed_precision_adamw(std::vector<mixed_parameter> const& parameters,
+                        std::vector<parameter_group> const& groups,
+                        mixed_adamw_options const& options, lr_schedule const& schedule,
+                        gradient_scaling const& scaling, cuda::stream_view stream,
+                        cuda::memory_resource& resource = cuda::default_resource());
+
+  /// @brief Enqueues one step on `stream`; capturable.
+  /// @throws cuda_error
+  void step(cuda::stream_view stream) const;
+  /// @brief Replaces the schedule from the next step on. Not during a capture.
+  /// @throws usage_error (invalid schedule, capturing stream), cuda_error
+  void set_schedule(lr_schedule const& schedule, cuda::stream_view stream);
+
+  /// @brief Steps taken, skipped ones not counted (synchronizes `stream`).
+  [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const;
+  /// @brief The global norm of the last step's unscaled gradients, before clipping (0 when
+  /// clipping is off; synchronizes `stream`).
+  [[nodiscard]] float last_gradient_norm(cuda::stream_view stream) const;
+  /// @brief The fp32 master weights of tensor `tensor`, in device memory.
+  /// @throws usage_error (no such tensor)
+  [[nodiscard]] float const* master_weights(std::size_t tensor) const;
+
+ private:
+  mixed_precision_adamw(detail::mixed_adamw_plan const& plan,
+                        std::vector<mixed_parameter> const& parameters,
+                        mixed_adamw_options const& options, lr_schedule const& schedule,
+                        gradient_scaling const& scaling, cuda::stream_view stream,
+                        cuda::memory_resource& resource);
+  template <typename T>
+  T read(std::size_t offset, cuda::stream_view stream) const;
+
+  mixed_adamw_options options_;
+  gradient_scaling scaling_;
+  std::size_t chunk_count_{};
+  std::vector<std::size_t> first_element_;  // of each tensor among all elements
+  cuda::device_buffer state_;               // detail::mixed_adamw_device_state
+  cuda::device_buffer slots_;               // detail::mixed_tensor_slot, one per tensor
+  cuda::device_buffer chunks_;              // tensor_chunk
+  cuda::device_buffer partials_;            // float, one per chunk: sums of squares
+  cuda::device_buffer buffers_;             // float: master, exp_avg, exp_avg_sq of all elements
+};
+
+}  // namespace graphstep::train

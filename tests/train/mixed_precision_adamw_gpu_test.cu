@@ -1,0 +1,411 @@
+// The mixed-precision AdamW on a device against the fp32 host reference (train/reference.hpp):
+// bit for bit over captured replays with parameter groups and a loss scale; within a stated
+// bound with global-norm clipping; skipped steps on a found-inf flag and on a non-finite norm;
+// stochastic rounding that replays identically for one seed; and what it refuses.
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <graphstep/graphstep.hpp>
+#include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/mixed_precision.hpp>
+#include <graphstep/train/mixed_precision_adamw.hpp>
+#include <graphstep/train/reference.hpp>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+namespace gt = graphstep::train;
+using gs::testing::message_of;
+
+static_assert(std::is_nothrow_move_constructible_v<gt::mixed_precision_adamw>);
+static_assert(!std::is_copy_constructible_v<gt::mixed_precision_adamw>);
+
+namespace {
+
+class mixed_adamw_test : public gs::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gs::testing::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+  }
+  void TearDown() override {
+    for (void* p : allocations_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(p));
+  }
+  template <typename T>
+  T* upload(std::vector<T> const& host) {
+    void* device = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, sizeof(T) * host.size()));
+    allocations_.push_back(device);
+    gs::testing::copy_to_device(device, host.data(), sizeof(T) * host.size());
+    return static_cast<T*>(device);
+  }
+  template <typename T>
+  std::vector<T> download(T const* device, std::size_t n) {
+    std::vector<T> host(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, sizeof(T) * n, cudaMemcpyDeviceToHost,
+                                       stream_->get()));
+    stream_->synchronize();
+    return host;
+  }
+  template <typename T>
+  void overwrite(T* device, std::vector<T> const& host) {
+    gs::testing::copy_to_device(device, host.data(), sizeof(T) * host.size());
+  }
+  // bf16 values in [-range, range), as bits and as the floats they hold.
+  static std::vector<std::uint16_t> random_bf16(std::size_t n, float range, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist{-range, range};
+    std::vector<std::uint16_t> bits(n);
+    for (auto& b : bits) b = gt::bfloat16_nearest_even(dist(rng));
+    return bits;
+  }
+  static std::vector<float> as_floats(std::vector<std::uint16_t> const& bits) {
+    std::vector<float> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = gt::bfloat16_to_float(bits[i]);
+    return values;
+  }
+  static std::vector<std::uint32_t> bits_of(std::vector<float> const& values) {
+    std::vector<std::uint32_t> bits(values.size());
+    std::memcpy(bits.data(), values.data(), sizeof(float) * values.size());
+    return bits;
+  }
+  static gt::reference::mixed_adamw_scalars scalars(gt::mixed_adamw_options const& options,
+                                                    gt::lr_schedule const& schedule,
+                                                    std::int64_t step, float inv_loss_scale,
+                                                    float clip_factor) {
+    return {schedule.at(step), gt::reference::bias_correction(options.beta1, step),
+            std::sqrt(gt::reference::bias_correction(options.beta2, step)), inv_loss_scale,
+            clip_factor};
+  }
+  std::optional<gs::cuda::stream> stream_;
+  std::vector<void*> allocations_;
+};
+
+// One host tensor mirrored by the reference.
+struct host_tensor {
+  std::vector<float> master;
+  std::vector<float> gradient;
+  std::vector<float> m;
+  std::vector<float> v;
+};
+
+}  // namespace
+
+// bf16, fp16 and fp32 tensors in two groups (decay 0.1 at the full rate; no decay at half the
+// rate), gradients carrying a loss scale of 8 read from device memory, a warm-up schedule:
+// every replay of the captured step gives exactly the reference's master weights, and the
+// model weights are those rounded to nearest even.
+TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_groups) {
+  std::mt19937 rng{21};
+  std::vector<std::size_t> const sizes{5, 70000, 1000, 333};
+  std::vector<gs::dtype> const types{gs::dtype::bfloat16, gs::dtype::bfloat16, gs::dtype::float16,
+                                     gs::dtype::float32};
+  std::vector<std::uint32_t> const group_of{0, 1, 0, 1};
+  std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}, {0.0F, 0.5F}};
+  std::vector<gt::mixed_parameter> parameters;
+  std::vector<host_tensor> host;
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    auto const weight_bits = random_bf16(sizes[t], 1.0F, rng);
+    auto const grad_bits = random_bf16(sizes[t], 8.0F, rng);  // loss scale 8
+    host_tensor h{as_floats(weight_bits), as_floats(grad_bits), std::vector<float>(sizes[t], 0.0F),
+                  std::vector<float>(sizes[t], 0.0F)};
+    void* value = nullptr;
+    void const* gradient = nullptr;
+    if (types[t] == gs::dtype::bfloat16) {
+      value = upload(weight_bits);
+      gradient = upload(grad_bits);
+    } else if (types[t] == gs::dtype::float16) {
+      std::vector<__half> w(sizes[t]), g(sizes[t]);
+      for (std::size_t i = 0; i < sizes[t]; ++i) {
+        w[i] = __float2half(h.master[i]);  // the host keeps the values fp16 holds
+        g[i] = __float2half(h.gradient[i]);
+        h.master[i] = __half2float(w[i]);
+        h.gradient[i] = __half2float(g[i]);
+      }
+      value = upload(w);
+      gradient = upload(g);
+    } else {
+      value = upload(h.master);
+      gradient = upload(h.gradient);
+    }
+    parameters.push_back({value, gradient, sizes[t], types[t], group_of[t]});
+    host.push_back(std::move(h));
+  }
+  float* loss_scale = upload(std::vector<float>{8.0F});
+  gt::mixed_adamw_options const options;
+  gt::lr_schedule schedule;
+  schedule.shape = gt::lr_shape::linear_warmup;
+  schedule.base = 1e-2F;
+  schedule.warmup_steps = 3;
+  gt::mixed_precision_adamw optimizer{parameters, groups, options, schedule, {loss_scale, nullptr},
+                                      *stream_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
+  for (std::int64_t s = 1; s <= 5; ++s) {
+    step.replay(*stream_);
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      auto& h = host[t];
+      gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, groups[group_of[t]],
+                                      scalars(options, schedule, s, 0.125F, 1.0F));
+      auto const master = download(optimizer.master_weights(t), sizes[t]);
+      ASSERT_EQ(bits_of(master), bits_of(h.master)) << "step " << s << ", tensor " << t;
+      if (types[t] == gs::dtype::bfloat16) {
+        EXPECT_EQ(download(static_cast<std::uint16_t const*>(parameters[t].value), sizes[t]),
+                  gt::reference::to_bfloat16(h.master, false, 0, s, 0))
+            << "step " << s << ", tensor " << t;
+      } else if (types[t] == gs::dtype::float16) {
+        auto const got = download(static_cast<__half const*>(parameters[t].value), sizes[t]);
+        for (std::size_t i = 0; i < sizes[t]; ++i) {
+          __half const want = __float2half(h.master[i]);
+          ASSERT_EQ(std::memcmp(&got[i], &want, sizeof want), 0) << "step " << s << ", " << i;
+        }
+      } else {
+        EXPECT_EQ(bits_of(download(static_cast<float const*>(parameters[t].value), sizes[t])),
+                  bits_of(h.master));
+      }
+    }
+  }
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 5);
+}
+
+// Clipping to max_norm 0.5 with the norm computed in the graph (within 1e-5 of the fp64 norm;
+// the master weights within 2e-6 of the reference fed that norm's clip factor), a step the
+// found-inf flag skips, a step skipped for a NaN gradient, and the next finite step resuming
+// as the reference's second step.
+TEST_F(mixed_adamw_test, clipping_on_the_device_and_skipped_steps) {
+  std::mt19937 rng{22};
+  std::size_t const n = 50000;
+  auto const weight_bits = random_bf16(n, 1.0F, rng);
+  auto const grad_bits = random_bf16(n, 1.0F, rng);
+  host_tensor h{as_floats(weight_bits), as_floats(grad_bits), std::vector<float>(n, 0.0F),
+                std::vector<float>(n, 0.0F)};
+  auto* weight = upload(weight_bits);
+  auto* gradient = upload(grad_bits);
+  auto* all_finite = upload(std::vector<unsigned int>{1U});
+  gt::mixed_adamw_options options;
+  options.max_grad_norm = 0.5F;
+  gt::lr_schedule schedule;
+  schedule.base = 1e-2F;
+  gt::mixed_precision_adamw optimizer{{{weight, gradient, n, gs::dtype::bfloat16, 0}},
+                                      {{0.01F, 1.0F}},
+                                      options,
+                                      schedule,
+                                      {nullptr, all_finite},
+                                      *stream_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
+  double const norm = gt::reference::global_norm({h.gradient});
+  ASSERT_GT(norm, 10.0);  // the clip is active
+  auto const reference_step = [&](std::int64_t s) {
+    float const clip = gt::gradient_clip_factor(static_cast<float>(norm), options.max_grad_norm,
+                                                options.clip_epsilon);
+    gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, {0.01F, 1.0F},
+                                    scalars(options, schedule, s, 1.0F, clip));
+  };
+  auto const expect_master_near_reference = [&](char const* when) {
+    auto const master = download(optimizer.master_weights(0), n);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < n; ++i)
+      worst = std::max(worst, std::fabs(static_cast<double>(master[i]) - h.master[i]));
+    EXPECT_LT(worst, 2e-6) << when;
+  };
+
+  step.replay(*stream_);
+  reference_step(1);
+  EXPECT_NEAR(optimizer.last_gradient_norm(*stream_), norm, 1e-5 * norm);
+  expect_master_near_reference("after step 1");
+  auto const master_after_1 = download(optimizer.master_weights(0), n);
+  auto const weight_after_1 = download(weight, n);
+
+  overwrite(all_finite, std::vector<unsigned int>{0U});  // the scaler found an inf
+  step.replay(*stream_);
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 1);
+  EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(master_after_1));
+  EXPECT_EQ(download(weight, n), weight_after_1);
+
+  overwrite(all_finite, std::vector<unsigned int>{1U});
+  auto with_nan = grad_bits;
+  with_nan[n / 2] = 0x7FC0;  // a bf16 NaN: the norm is NaN, so clipping cannot scale the step
+  overwrite(gradient, with_nan);
+  step.replay(*stream_);
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 1);
+  EXPECT_TRUE(std::isnan(optimizer.last_gradient_norm(*stream_)));
+  EXPECT_EQ(download(weight, n), weight_after_1);
+
+  overwrite(gradient, grad_bits);
+  step.replay(*stream_);
+  reference_step(2);
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 2);
+  expect_master_near_reference("after step 2");
+}
+
+// Stochastic rounding: an eager optimizer and a replayed one with the same seed write the same
+// bits every step, the reference's bits for the device's master weights; the pattern changes
+// from step to step and with the seed.
+TEST_F(mixed_adamw_test, stochastic_rounding_replays_deterministically_for_a_seed) {
+  std::mt19937 rng{23};
+  std::vector<std::size_t> const sizes{1001, 20000};
+  gt::mixed_adamw_options options;
+  options.stochastic_rounding = true;
+  options.seed = 0xC0FFEEULL;
+  gt::lr_schedule schedule;
+  schedule.base = 1e-3F;
+  std::vector<gt::mixed_parameter> eager_parameters;
+  std::vector<gt::mixed_parameter> graphed_parameters;
+  std::vector<gt::mixed_parameter> other_seed_parameters;
+  for (std::size_t n : sizes) {
+    auto const w = random_bf16(n, 1.0F, rng);
+    auto const g = random_bf16(n, 1.0F, rng);
+    auto const* grad = upload(g);
+    eager_parameters.push_back({upload(w), grad, n, gs::dtype::bfloat16, 0});
+    graphed_parameters.push_back({upload(w), grad, n, gs::dtype::bfloat16, 0});
+    other_seed_parameters.push_back({upload(w), grad, n, gs::dtype::bfloat16, 0});
+  }
+  std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}};
+  gt::mixed_precision_adamw eager{eager_parameters, groups, options, schedule, {}, *stream_};
+  gt::mixed_precision_adamw graphed{graphed_parameters, groups, options, schedule, {}, *stream_};
+  gt::mixed_adamw_options other_seed_options = options;
+  other_seed_options.seed += 1;
+  gt::mixed_precision_adamw other_seed{
+      other_seed_parameters, groups, other_seed_options, schedule, {}, *stream_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] { graphed.step(*stream_); });
+  std::vector<std::uint16_t> previous_rounding;
+  for (std::int64_t s = 1; s <= 3; ++s) {
+    eager.step(*stream_);
+    step.replay(*stream_);
+    other_seed.step(*stream_);
+    std::uint64_t first_element = 0;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      auto const* value = static_cast<std::uint16_t const*>(graphed_parameters[t].value);
+      auto const got = download(value, sizes[t]);
+      EXPECT_EQ(download(static_cast<std::uint16_t const*>(eager_parameters[t].value), sizes[t]),
+                got)
+          << "step " << s << ", tensor " << t;
+      auto const master = download(graphed.master_weights(t), sizes[t]);
+      EXPECT_EQ(got, gt::reference::to_bfloat16(master, true, options.seed, s, first_element))
+          << "step " << s << ", tensor " << t;
+      auto const other =
+          download(static_cast<std::uint16_t const*>(other_seed_parameters[t].value), sizes[t]);
+      EXPECT_NE(other, got) << "another seed rounds otherwise";
+      first_element += sizes[t];
+    }
+    // The same master weights rounded with the bits of the previous step differ: every step
+    // draws new bits.
+    auto const master = download(graphed.master_weights(1), sizes[1]);
+    auto const now = gt::reference::to_bfloat16(master, true, options.seed, s, sizes[0]);
+    auto const earlier = gt::reference::to_bfloat16(master, true, options.seed, s - 1, sizes[0]);
+    EXPECT_NE(now, earlier);
+  }
+}
+
+TEST_F(mixed_adamw_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
+  auto* data = upload(std::vector<std::uint16_t>(16, 0x3F80));
+  gt::mixed_adamw_options stochastic;
+  stochastic.stochastic_rounding = true;
+  auto const refused = [&](std::vector<gt::mixed_parameter> const& parameters,
+                           std::vector<gt::parameter_group> const& groups,
+                           gt::mixed_adamw_options const& options) {
+    return message_of(
+        [&] { gt::mixed_precision_adamw{parameters, groups, options, {}, {}, *stream_}; });
+  };
+  EXPECT_NE(refused({}, {{}}, {}).find("no parameter"), std::string::npos);
+  EXPECT_NE(refused({{data, nullptr, 16, gs::dtype::bfloat16, 0}}, {{}}, {})
+                .find("parameter 0 has a null value or gradient"),
+            std::string::npos);
+  EXPECT_NE(refused({{data, data, 16, gs::dtype::float16, 0}}, {{}}, stochastic)
+                .find("stochastic rounding is implemented for bfloat16"),
+            std::string::npos);
+  EXPECT_NE(
+      refused({{data, data, 16, gs::dtype::bfloat16, 1}}, {{}}, {}).find("tensor 0 names group 1"),
+      std::string::npos);
+  EXPECT_NE(refused({{data, data, 0, gs::dtype::bfloat16, 0}}, {{}}, {}).find("no element"),
+            std::string::npos);
+  gt::mixed_adamw_options bad;
+  bad.max_grad_norm = -1.0F;
+  EXPECT_NE(refused({{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, bad).find("max_grad_norm"),
+            std::string::npos);
+  gt::mixed_precision_adamw optimizer{
+      {{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, {}, {}, {}, *stream_};
+  EXPECT_NE(message_of([&] { (void)optimizer.master_weights(1); }).find("tensor 1 does not exist"),
+            std::string::npos);
+  gs::graphs::graph_exec g;
+  std::string inside;
+  std::string schedule_inside;
+  gs::graphs::capture(g, *stream_, [&] {
+    inside = refused({{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, {});
+    schedule_inside = message_of([&] { optimizer.set_schedule({}, *stream_); });
+    optimizer.step(*stream_);
+  });
+  EXPECT_NE(inside.find("construct it before the capture"), std::string::npos) << inside;
+  EXPECT_NE(schedule_inside.find("call it between replays"), std::string::npos) << schedule_inside;
+}
+
+// With fp32 gradients a loss_scaler unscales them and its found-finite flag drives the skip,
+// all in one captured step (unscale, step, update): a step with an inf gradient leaves the
+// weights and the step count alone while the scale backs off, and the next step is the
+// reference's second, under a schedule replaced between replays.
+TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
+  std::mt19937 rng{24};
+  std::size_t const n = 3000;
+  host_tensor h{as_floats(random_bf16(n, 1.0F, rng)), as_floats(random_bf16(n, 1.0F, rng)),
+                std::vector<float>(n, 0.0F), std::vector<float>(n, 0.0F)};
+  float* weight = upload(h.master);
+  float* gradient = upload(std::vector<float>(n, 0.0F));
+  gt::loss_scale_options scale_options;
+  scale_options.init_scale = 1024.0F;
+  gt::loss_scaler const scaler{{{gradient, n}}, scale_options, *stream_};
+  gt::mixed_adamw_options const options;
+  gt::lr_schedule schedule;
+  schedule.base = 1e-2F;
+  gt::mixed_precision_adamw optimizer{{{weight, gradient, n, gs::dtype::float32, 0}},
+                                      {{0.01F, 1.0F}},
+                                      options,
+                                      schedule,
+                                      {nullptr, scaler.all_finite()},
+                                      *stream_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] {
+    scaler.unscale(*stream_);
+    optimizer.step(*stream_);
+    scaler.update(*stream_);
+  });
+  auto const scaled = [&](float scale) {  // exact: the scales are powers of two
+    std::vector<float> g(n);
+    for (std::size_t i = 0; i < n; ++i) g[i] = h.gradient[i] * scale;
+    return g;
+  };
+  overwrite(gradient, scaled(1024.0F));
+  step.replay(*stream_);
+  gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, {0.01F, 1.0F},
+                                  scalars(options, schedule, 1, 1.0F, 1.0F));
+  EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
+
+  auto overflowed = scaled(1024.0F);
+  overflowed[7] = std::numeric_limits<float>::infinity();
+  overwrite(gradient, overflowed);
+  step.replay(*stream_);
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 1);
+  EXPECT_EQ(scaler.read(*stream_).scale, 512.0F);
+  EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
+
+  schedule.base = 5e-3F;
+  optimizer.set_schedule(schedule, *stream_);
+  overwrite(gradient, scaled(512.0F));
+  step.replay(*stream_);
+  gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, {0.01F, 1.0F},
+                                  scalars(options, schedule, 2, 1.0F, 1.0F));
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 2);
+  EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
+  EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master));
+}
