@@ -297,6 +297,7 @@ void capture_scope::end() {
                                    (report.empty() ? "" : "\n" + report)};
   }
   static_cast<void>(finish_diagnostics(cudaSuccess));
+  warn_if_empty(owned.get());
   std::shared_ptr<void> memory;
   if (pool_capture_.open()) {
     if (std::string problem = pool_capture_.problem(); !problem.empty()) {
@@ -306,6 +307,21 @@ void capture_scope::end() {
   }
   deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
   delivered = true;
+}
+
+void capture_scope::warn_if_empty(cudaGraph_t captured) const {
+  std::size_t nodes = 0;
+  if (cudaGraphGetNodes(captured, nullptr, &nodes) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return;
+  }
+  // An empty graph is legal, and almost always a mistake: the work went elsewhere.
+  if (nodes == 0) {
+    std::fprintf(stderr,
+                 "graphstep: warning: %s recorded no work: was it issued to another stream than "
+                 "the capturing one (or one not forked into it), or on another device?\n",
+                 describe().c_str());
+  }
 }
 
 void capture_scope::deliver(graph captured) {

@@ -61,6 +61,12 @@ graph_exec::~graph_exec() {
   release();
 }
 
+void graph_exec::reset() noexcept {
+  // Outputs read after a reset are as stale as after another replay.
+  if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
+  release();
+}
+
 void graph_exec::release() noexcept {
   if (replayed_) {
     // A replay may still be running; its memory must not be handed out before it ends. Not a

@@ -4,6 +4,7 @@
 
 #include <graphstep/graphstep.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/gpu_test.hpp"
@@ -126,4 +127,58 @@ TEST_F(graph_exec_test, replaying_on_the_legacy_default_stream_is_a_usage_error)
                       [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
   EXPECT_THROW(exec.replay(cudaStreamLegacy), gs::usage_error);
   EXPECT_EQ(exec.replay_count(), 0U) << "nothing was launched";
+}
+
+// PyTorch's CUDAGraph.reset(), then a capture into the same object.
+TEST_F(graph_exec_test, a_reset_executable_or_graph_is_captured_into_again) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::graphs::graph_exec exec;
+  gs::graphs::capture(exec, *stream_, *pool_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
+  exec.replay(*stream_);
+  gs::graphs::output_guard const guard = exec.guard_output("x");
+  EXPECT_NO_THROW(guard.check());
+  exec.reset();
+  EXPECT_TRUE(exec.empty());
+  EXPECT_THROW(guard.check(), gs::usage_error) << "outputs read after a reset are stale";
+  exec.reset();  // resetting an empty executable does nothing
+  gs::graphs::capture(exec, *stream_, *pool_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 2.0F, 1); });
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 2.0F);
+
+  gs::graphs::graph kept;
+  gs::graphs::capture(kept, *stream_, *pool_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 3.0F, 1); });
+  gs::graphs::graph_exec made = kept.instantiate();
+  kept.reset();
+  EXPECT_TRUE(kept.empty());
+  made.replay(*stream_);  // the executable kept the work
+  EXPECT_EQ(read(x), 3.0F);
+  gs::graphs::capture(kept, *stream_, *pool_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 4.0F, 1); });
+  kept.instantiate().replay(*stream_);
+  EXPECT_EQ(read(x), 4.0F);
+}
+
+// PyTorch warns "The CUDA Graph is empty": the work almost always went to another stream.
+TEST_F(graph_exec_test, a_capture_that_records_nothing_is_warned_about) {
+  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  gs::cuda::stream other;
+  gs::graphs::graph_exec empty_step;
+  gs::graphs::capture_options named;
+  named.name = "misdirected";
+  testing::internal::CaptureStderr();
+  gs::graphs::capture(
+      empty_step, *stream_, *pool_, [&] { fill_kernel<<<1, 32, 0, other.get()>>>(x, 1.0F, 1); },
+      named);
+  std::string const warned = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("'misdirected'"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("recorded no work"), std::string::npos) << warned;
+  other.synchronize();
+  gs::graphs::graph_exec step;
+  testing::internal::CaptureStderr();
+  gs::graphs::capture(step, *stream_, *pool_,
+                      [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }

@@ -133,6 +133,7 @@ class capture_scope {
   [[nodiscard]] std::string finish_diagnostics(int outcome);
   void abandon() noexcept;
   void deliver(graph captured);
+  void warn_if_empty(cudaGraph_t captured) const;
   [[nodiscard]] std::string describe() const;
 
   target_type target_;

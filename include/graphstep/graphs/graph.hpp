@@ -76,6 +76,10 @@ class graph {
 
   /// @brief True for a default-constructed or moved-from graph.
   [[nodiscard]] bool empty() const noexcept { return state_ == nullptr; }
+  /// @brief Lets go of the captured work and leaves the graph empty, to capture into again.
+  /// Executables made from it keep the work and its memory.
+  /// @post `empty()`
+  void reset() noexcept { state_.reset(); }
   /// @brief Makes the executable graph (`cudaGraphInstantiateWithFlags`).
   /// @throws usage_error (empty graph), capture_error (CUDA refused the instantiation)
   [[nodiscard]] graph_exec instantiate(unsigned long long flags = 0) const;

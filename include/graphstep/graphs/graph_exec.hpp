@@ -50,6 +50,11 @@ class graph_exec {
 
   /// @brief True when there is nothing to replay (default-constructed or moved-from).
   [[nodiscard]] bool empty() const noexcept { return exec_ == nullptr; }
+  /// @brief Destroys the executable as the destructor does (waiting for its latest replay) and
+  /// leaves it empty, to capture into again (PyTorch's `CUDAGraph.reset()`). Output guards
+  /// taken from it stay valid and fail their check from now on.
+  /// @post `empty()`
+  void reset() noexcept;
   /// @brief Enqueues the whole graph on `stream`.
   /// @throws usage_error (empty executable, legacy default stream, wrong device), cuda_error
   void replay(cuda::stream_view stream);
