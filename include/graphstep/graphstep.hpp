@@ -26,6 +26,7 @@
 #include <graphstep/graphs/capture_mode.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/conditional.hpp>
+#include <graphstep/graphs/external_events.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/graphs/kernel_node.hpp>
 #include <graphstep/graphs/output_guard.hpp>

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "sim/detail/runtime_state.hpp"
 
@@ -690,6 +691,35 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
   return cudaSuccess;  // nothing to stage on the host
 }
 
+namespace {
+
+// The events a graph's nodes wait for (wait_external) and record (record_external), nested
+// graphs included.
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+void collect_events(sim::graph_state const& graph, std::vector<sim::event_state*>& waited,
+                    std::vector<sim::event_state*>& recorded) {
+  for (auto const& node : graph.nodes) {
+    if (node->type == cudaGraphNodeTypeWaitEvent) waited.push_back(node->event);
+    if (node->type == cudaGraphNodeTypeEventRecord) recorded.push_back(node->event);
+    if (node->child) collect_events(*node->child, waited, recorded);
+    for (auto const& body : node->conditional.bodies) collect_events(*body, waited, recorded);
+  }
+}
+
+// A launch records its events as cudaEventRecord would at the launch: later waits and queries
+// see this launch's work ("the most recently captured state at the time of the API call").
+void records_at_launch(std::vector<sim::event_state*> const& recorded,
+                       sim::vector_clock const& clock) {
+  for (sim::event_state* event : recorded) {
+    event->clock = clock;
+    event->captured = false;
+    event->capture = nullptr;
+    event->capture_nodes.clear();
+  }
+}
+
+}  // namespace
+
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
@@ -713,6 +743,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   // "Each launch is ordered behind both any previous work in stream and any previous launches
   // of graphExec" (cudaGraphLaunch).
   sim::merge(s->clock, e->launches);
+  // Event nodes order the launch against other work. Nodes of one launch share its timeline,
+  // so a wait node orders the whole launch after the event's work, and a record node marks the
+  // event complete when the whole launch is (a waiter racing with nodes after the record is
+  // not reported: docs/simulator.md).
+  std::vector<sim::event_state*> waited;
+  std::vector<sim::event_state*> recorded;
+  collect_events(*e->graph, waited, recorded);
+  for (sim::event_state* event : waited) sim::merge(s->clock, event->clock);
   std::array<char, 48> name{};
   static_cast<void>(std::snprintf(name.data(), name.size(), "graph launch of executable %p",
                                   static_cast<void*>(e)));
@@ -725,12 +763,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     node->child = sim::clone(*e->graph);
     cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
     e->launches = s->clock;
+    records_at_launch(recorded, s->clock);
     return submitted;
   }
   if (cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
       submitted != cudaSuccess) {
     return submitted;
   }
+  records_at_launch(recorded, s->clock);
   sim::execute_graph(*e->graph);
   e->launches = s->clock;
   sim::report_races();

@@ -846,6 +846,32 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+// cudaEventRecordExternal: "Event is captured in the graph as an external event node when
+// performing stream capture" (cudaEventRecordWithFlags); outside a capture the flag is invalid
+// (CU_EVENT_RECORD_EXTERNAL, cuda.h), as cudaEventWaitExternal is for a wait.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if (flags == cudaEventRecordDefault) return cudaEventRecord(event, stream);
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (flags != cudaEventRecordExternal) return sim::fail(cudaErrorInvalidValue);
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (e->device != s->device) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (s->capture == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture->invalidated_by != cudaSuccess) {
+    return sim::fail(cudaErrorStreamCaptureInvalidated);
+  }
+  // A node of the graph: every launch records the event; the event itself stays an ordinary
+  // one, not a capture's.
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeEventRecord;
+  node->event = e;
+  return sim::submit(*s, std::move(node));
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
