@@ -40,10 +40,11 @@ void launch_adam(tensor_slot const* slots, train::tensor_chunk const* chunks,
                  std::size_t chunk_count, optimizer_device_state const* state,
                  train::adam_options const& options, cuda::stream_view stream);
 
-/// Resets the state's all_finite flag to 1, then multiplies every gradient by the state's
-/// inv_scale, clearing the flag on an inf or NaN (one launch for every tensor).
+/// Resets the state's all_finite flag to 1, then clears it on an inf or NaN in any gradient
+/// and, when `unscale`, multiplies every gradient by the state's inv_scale in place, rounding
+/// fp16 and bf16 ones to nearest even (one launch for every tensor).
 void launch_unscale(train::scaled_gradient const* gradients, train::tensor_chunk const* chunks,
-                    std::size_t chunk_count, train::loss_scale_state* state,
+                    std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
                     cuda::stream_view stream);
 /// One thread applies train::update_loss_scale to the state.
 void launch_update_loss_scale(train::loss_scale_state* state,

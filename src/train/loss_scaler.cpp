@@ -1,7 +1,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/multi_tensor.hpp>
@@ -24,8 +26,17 @@ std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gra
   validate(options);
   std::vector<std::size_t> counts;
   for (std::size_t i = 0; i < gradients.size(); ++i) {
-    GRAPHSTEP_EXPECTS(gradients[i].data != nullptr,
-                      "loss_scaler: gradient " + std::to_string(i) + " has a null pointer");
+    auto const& g = gradients[i];
+    std::string const which = "loss_scaler: gradient " + std::to_string(i);
+    GRAPHSTEP_EXPECTS(g.data != nullptr, which + " has a null pointer");
+    GRAPHSTEP_EXPECTS(
+        g.type == dtype::float32 || g.type == dtype::float16 || g.type == dtype::bfloat16,
+        which + " has an unknown dtype (" + std::to_string(static_cast<int>(g.type)) +
+            "); use float32, float16 or bfloat16");
+    GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(g.data) % size_in_bytes(g.type) == 0,
+                      which + " is not aligned to the " + std::to_string(size_in_bytes(g.type)) +
+                          " bytes of its dtype " + name(g.type) +
+                          "; pass the address of its first element");
     counts.push_back(gradients[i].count);
   }
   return plan_chunks(counts);  // refuses an empty tensor
@@ -66,7 +77,13 @@ loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
 void loss_scaler::unscale(cuda::stream_view stream) const {
   detail::launch_unscale(static_cast<scaled_gradient const*>(slots_.data()),
                          static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
-                         stream);
+                         true, stream);
+}
+
+void loss_scaler::check(cuda::stream_view stream) const {
+  detail::launch_unscale(static_cast<scaled_gradient const*>(slots_.data()),
+                         static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
+                         false, stream);
 }
 
 void loss_scaler::update(cuda::stream_view stream) const {

@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/train/loss_scale.hpp>
+#include <graphstep/train/mixed_precision.hpp>
 #include <limits>
 #include <string>
 #include <vector>
@@ -82,6 +84,37 @@ TEST(loss_scale, is_finite_tells_inf_and_nan_apart_from_every_finite_value) {
   EXPECT_FALSE(gt::detail::is_finite(std::numeric_limits<float>::infinity()));
   EXPECT_FALSE(gt::detail::is_finite(-std::numeric_limits<float>::infinity()));
   EXPECT_FALSE(gt::detail::is_finite(std::numeric_limits<float>::quiet_NaN()));
+}
+
+// Every bf16 pattern: the bit test agrees with the fp32 value the pattern holds.
+TEST(loss_scale, bfloat16_is_finite_agrees_with_the_value_of_every_pattern) {
+  int non_finite = 0;
+  for (std::uint32_t bits = 0; bits <= 0xFFFFU; ++bits) {
+    auto const b = static_cast<std::uint16_t>(bits);
+    bool const finite = std::isfinite(gt::bfloat16_to_float(b));
+    ASSERT_EQ(gt::detail::bfloat16_is_finite(b), finite) << std::hex << bits;
+    non_finite += finite ? 0 : 1;
+  }
+  EXPECT_EQ(non_finite, 2 * 128);  // sign × 7 fraction bits under the all-ones exponent
+}
+
+// fp16 (IEEE binary16: 1 sign, 5 exponent, 10 fraction bits): 65504 is the largest finite
+// value, 0x7C00 is inf, and exactly the 2 × 2^10 patterns with the all-ones exponent are inf or
+// NaN.
+TEST(loss_scale, float16_is_finite_refuses_exactly_inf_and_nan) {
+  EXPECT_TRUE(gt::detail::float16_is_finite(0x7BFFU));   // 65504
+  EXPECT_TRUE(gt::detail::float16_is_finite(0xFBFFU));   // -65504
+  EXPECT_TRUE(gt::detail::float16_is_finite(0x0001U));   // the smallest subnormal
+  EXPECT_TRUE(gt::detail::float16_is_finite(0x8000U));   // -0
+  EXPECT_FALSE(gt::detail::float16_is_finite(0x7C00U));  // inf
+  EXPECT_FALSE(gt::detail::float16_is_finite(0xFC00U));  // -inf
+  EXPECT_FALSE(gt::detail::float16_is_finite(0x7E00U));  // a quiet NaN
+  EXPECT_FALSE(gt::detail::float16_is_finite(0x7C01U));  // a signalling NaN
+  int non_finite = 0;
+  for (std::uint32_t bits = 0; bits <= 0xFFFFU; ++bits) {
+    non_finite += gt::detail::float16_is_finite(static_cast<std::uint16_t>(bits)) ? 0 : 1;
+  }
+  EXPECT_EQ(non_finite, 2 * 1024);
 }
 
 TEST(loss_scale, validation_names_the_bad_option) {

@@ -2,10 +2,12 @@
 // GradScaler test (test_graph_grad_scaling, test/test_cuda.py) with the unscale, the skipped
 // optimizer step and the scale's update inside the graph; and what the scaler refuses.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/train/loss_scaler.hpp>
 #include <limits>
@@ -27,6 +29,21 @@ __global__ void scaled_backward_kernel(float* gradient, float const* input, floa
                                        int n) {
   int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) gradient[i] = __half2float(__float2half(input[i] * *scale));
+}
+
+// The same backward with the gradient stored in fp16, as a model whose gradients are fp16.
+__global__ void scaled_half_backward_kernel(__half* gradient, float const* input,
+                                            float const* scale, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) gradient[i] = __float2half(input[i] * *scale);
+}
+
+template <typename T>
+std::uint16_t bits_of(T x) {
+  static_assert(sizeof(T) == sizeof(std::uint16_t));
+  std::uint16_t bits{};
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
 }
 
 class loss_scaler_test : public gs::testing::gpu_test {
@@ -55,6 +72,25 @@ class loss_scaler_test : public gs::testing::gpu_test {
                                        cudaMemcpyDeviceToHost, stream_->get()));
     stream_->synchronize();
     return host;
+  }
+  template <typename T>
+  T* upload(std::vector<T> const& host) {
+    auto* device = static_cast<T*>(pool_->allocate(sizeof(T) * host.size(), *stream_));
+    blocks_.push_back(device);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), sizeof(T) * host.size(),
+                                       cudaMemcpyHostToDevice, stream_->get()));
+    stream_->synchronize();
+    return device;
+  }
+  template <typename T>
+  std::vector<std::uint16_t> download_bits(T const* device, std::size_t n) {
+    std::vector<T> host(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, sizeof(T) * n, cudaMemcpyDeviceToHost,
+                                       stream_->get()));
+    stream_->synchronize();
+    std::vector<std::uint16_t> bits(n);
+    for (std::size_t i = 0; i < n; ++i) bits[i] = bits_of(host[i]);
+    return bits;
   }
   std::optional<gs::cuda::stream> stream_;
   std::optional<gs::memory::memory_pool> pool_;
@@ -109,6 +145,126 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence) {
   EXPECT_EQ(optimizer.steps_taken(*stream_), 2);
 }
 
+// The same sequence with fp16 gradients that `check` leaves scaled: they read what PyTorch's
+// test reads before its unscale (20, inf, 10, inf), and the flag and the scale follow them.
+TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence_with_checked_fp16_gradients) {
+  int const n = 100;
+  auto const count = static_cast<std::size_t>(n);
+  auto* gradient = upload(std::vector<__half>(count, __float2half(0.0F)));
+  float* input = fill(count, 1.0F);
+  gt::loss_scale_options options;
+  options.init_scale = 4.0F;
+  gt::loss_scaler scaler{{{gradient, count, gs::dtype::float16}}, options, *stream_, *pool_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, *pool_, [&] {
+    scaled_half_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);
+    scaler.check(*stream_);
+    scaler.update(*stream_);
+  });
+  float const inf = std::numeric_limits<float>::infinity();
+  std::vector<float> const inputs{5.0F, 20000.0F, 5.0F, 40000.0F};
+  std::vector<float> const scales{4.0F, 2.0F, 2.0F, 1.0F};
+  std::vector<std::int32_t> const trackers{1, 0, 1, 0};
+  std::vector<float> const gradients{20.0F, inf, 10.0F, inf};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<float> const batch(count, inputs[i]);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(input, batch.data(), sizeof(float) * count,
+                                       cudaMemcpyHostToDevice, stream_->get()));
+    step.replay(*stream_);
+    gt::loss_scale_state const state = scaler.read(*stream_);
+    EXPECT_EQ(state.scale, scales[i]) << "step " << i;
+    EXPECT_EQ(state.growth_tracker, trackers[i]) << "step " << i;
+    EXPECT_EQ(state.all_finite, std::isinf(gradients[i]) ? 0U : 1U) << "step " << i;
+    EXPECT_EQ(download_bits(gradient, count),
+              std::vector<std::uint16_t>(count, bits_of(__float2half(gradients[i]))))
+        << "step " << i;
+  }
+}
+
+// fp32, fp16 and bf16 gradients in one scaler, the fp16 one across chunk boundaries. `check`
+// finds an inf in fp16 and a NaN in bf16 and changes no bit; `unscale` by a power of two gives
+// the exact quotients, except an fp16 quotient below fp16's range, which becomes 0; by a scale
+// that is no power of two, each element is the quotient rounded to its type.
+TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are_or_unscaled_in_place) {
+  std::size_t const n16 = 70001;
+  std::vector<__half> half_host(n16);
+  for (std::size_t i = 0; i < n16; ++i) {
+    half_host[i] = __float2half(static_cast<float>(static_cast<int>(i % 511) - 255) * 4.0F);
+  }
+  half_host[n16 - 1] = __float2half(1.0F / 1024.0F);  // 2^-10 / 2^16 = 2^-26: below fp16's range
+  std::vector<__nv_bfloat16> bf16_host{__float2bfloat16(-256.0F), __float2bfloat16(3.0F),
+                                       __float2bfloat16(0.5F), __float2bfloat16(1.0F / 1024.0F),
+                                       __float2bfloat16(65536.0F)};
+  auto* half_data = upload(half_host);
+  auto* bf16_data = upload(bf16_host);
+  float* fp32_data = fill(3, 96.0F);
+  gt::loss_scale_options options;
+  options.init_scale = 65536.0F;
+  gt::loss_scaler scaler{{{fp32_data, 3},
+                          {half_data, n16, gs::dtype::float16},
+                          {bf16_data, bf16_host.size(), gs::dtype::bfloat16}},
+                         options,
+                         *stream_,
+                         *pool_};
+  auto const half_bits = [&] { return download_bits(half_data, n16); };
+  auto const bf16_bits = [&] { return download_bits(bf16_data, bf16_host.size()); };
+  std::vector<std::uint16_t> half_before;
+  for (__half h : half_host) half_before.push_back(bits_of(h));
+  std::vector<std::uint16_t> bf16_before;
+  for (__nv_bfloat16 b : bf16_host) bf16_before.push_back(bits_of(b));
+
+  __half const half_inf = __float2half(std::numeric_limits<float>::infinity());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(half_data + 65536, &half_inf, sizeof half_inf,
+                                     cudaMemcpyHostToDevice, stream_->get()));
+  scaler.check(*stream_);
+  EXPECT_EQ(scaler.read(*stream_).all_finite, 0U) << "an fp16 inf in the second chunk";
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(half_data + 65536, &half_host[65536], sizeof(__half),
+                                     cudaMemcpyHostToDevice, stream_->get()));
+  scaler.check(*stream_);
+  EXPECT_EQ(scaler.read(*stream_).all_finite, 1U);
+  __nv_bfloat16 const bf16_nan = __float2bfloat16(std::numeric_limits<float>::quiet_NaN());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bf16_data + 2, &bf16_nan, sizeof bf16_nan,
+                                     cudaMemcpyHostToDevice, stream_->get()));
+  scaler.check(*stream_);
+  EXPECT_EQ(scaler.read(*stream_).all_finite, 0U) << "a bf16 NaN";
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bf16_data + 2, &bf16_host[2], sizeof(__nv_bfloat16),
+                                     cudaMemcpyHostToDevice, stream_->get()));
+  scaler.check(*stream_);
+  EXPECT_EQ(scaler.read(*stream_).all_finite, 1U);
+  EXPECT_EQ(half_bits(), half_before) << "check writes no gradient";
+  EXPECT_EQ(bf16_bits(), bf16_before);
+  EXPECT_EQ(download(fp32_data, 3), std::vector<float>(3, 96.0F));
+
+  scaler.unscale(*stream_);
+  EXPECT_EQ(scaler.read(*stream_).all_finite, 1U);
+  EXPECT_EQ(download(fp32_data, 3), std::vector<float>(3, 96.0F / 65536.0F));
+  auto const half_after = half_bits();
+  for (std::size_t i = 0; i + 1 < n16; ++i) {
+    float const want = static_cast<float>(static_cast<int>(i % 511) - 255) * 4.0F / 65536.0F;
+    ASSERT_EQ(half_after[i], bits_of(__float2half(want))) << i;
+    ASSERT_EQ(__half2float(__float2half(want)), want) << i << ": the quotient is an fp16 value";
+  }
+  EXPECT_EQ(half_after[n16 - 1], bits_of(__float2half(0.0F))) << "2^-26 underflows in fp16";
+  std::vector<std::uint16_t> bf16_want;
+  for (float const want : {-256.0F, 3.0F, 0.5F, 1.0F / 1024.0F, 65536.0F}) {
+    bf16_want.push_back(bits_of(__float2bfloat16(want / 65536.0F)));  // exact: bf16 keeps 2^-26
+  }
+  EXPECT_EQ(bf16_bits(), bf16_want);
+
+  // A scale of 3: the quotients are rounded to the nearest fp16 and bf16 values.
+  gt::loss_scale_options thirds;
+  thirds.init_scale = 3.0F;
+  std::vector<__half> const ones_host(4, __float2half(1.0F));
+  std::vector<__nv_bfloat16> const tens_host(4, __float2bfloat16(10.0F));
+  auto* ones = upload(ones_host);
+  auto* tens = upload(tens_host);
+  gt::loss_scaler const by_three{
+      {{ones, 4, gs::dtype::float16}, {tens, 4, gs::dtype::bfloat16}}, thirds, *stream_, *pool_};
+  by_three.unscale(*stream_);
+  EXPECT_EQ(download_bits(ones, 4), std::vector<std::uint16_t>(4, 0x3555U));  // 0.33325195
+  EXPECT_EQ(download_bits(tens, 4), std::vector<std::uint16_t>(4, 0x4055U));  // 3.328125
+}
+
 // One launch unscales every tensor, across chunk boundaries; a NaN in the last tensor clears
 // the flag, and the next unscale of finite gradients sets it again.
 TEST_F(loss_scaler_test, one_unscale_covers_every_tensor_and_finds_a_nan) {
@@ -154,6 +310,19 @@ TEST_F(loss_scaler_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
             }).find("gradient 1 has a null pointer"),
             std::string::npos);
   EXPECT_THROW((gt::loss_scaler{{{gradient, 0}}, {}, *stream_}), gs::usage_error);
+  EXPECT_NE(message_of([&] {
+              gt::loss_scaler{{{gradient, 16, static_cast<gs::dtype>(7)}}, {}, *stream_};
+            }).find("gradient 0 has an unknown dtype (7); use float32, float16 or bfloat16"),
+            std::string::npos);
+  auto* const bytes = reinterpret_cast<unsigned char*>(gradient);
+  EXPECT_NE(message_of([&] {
+              gt::loss_scaler{{{bytes + 2, 8, gs::dtype::float32}}, {}, *stream_};
+            }).find("gradient 0 is not aligned to the 4 bytes of its dtype float32"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              gt::loss_scaler{{{gradient, 16}, {bytes + 1, 8, gs::dtype::float16}}, {}, *stream_};
+            }).find("gradient 1 is not aligned to the 2 bytes of its dtype float16"),
+            std::string::npos);
   gt::loss_scale_options bad;
   bad.backoff_factor = 2.0F;
   EXPECT_NE(message_of([&] {

@@ -3,6 +3,7 @@
 // bound with global-norm clipping; skipped steps on a found-inf flag and on a non-finite norm;
 // stochastic rounding that replays identically for one seed; and what it refuses.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -31,6 +32,20 @@ static_assert(std::is_nothrow_move_constructible_v<gt::mixed_precision_adamw>);
 static_assert(!std::is_copy_constructible_v<gt::mixed_precision_adamw>);
 
 namespace {
+
+// A backward pass whose gradients are fp16 or bf16: the true gradient times the device loss
+// scale, rounded to nearest (inf where the product exceeds the type's range), as autocast's
+// backward writes them.
+__global__ void scaled_backward_kernel(void* gradient, bool bfloat16, float const* input,
+                                       float const* scale, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  if (bfloat16) {
+    static_cast<__nv_bfloat16*>(gradient)[i] = __float2bfloat16(input[i] * *scale);
+  } else {
+    static_cast<__half*>(gradient)[i] = __float2half(input[i] * *scale);
+  }
+}
 
 class mixed_adamw_test : public gs::testing::gpu_test {
  protected:
@@ -87,6 +102,8 @@ class mixed_adamw_test : public gs::testing::gpu_test {
             std::sqrt(gt::reference::bias_correction(options.beta2, step)), inv_loss_scale,
             clip_factor};
   }
+  template <typename T>
+  void checked_half_gradients_skip_overflowing_steps(gs::dtype type, float overflowing);
   std::optional<gs::cuda::stream> stream_;
   std::vector<void*> allocations_;
 };
@@ -408,4 +425,113 @@ TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
   EXPECT_EQ(optimizer.steps_taken(*stream_), 2);
   EXPECT_EQ(bits_of(download(weight, n)), bits_of(h.master));
   EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master));
+}
+
+// fp16 or bf16 weights and gradients trained in one captured step: backward (gradients scaled
+// by the device scale, rounded to T), `loss_scaler::check`, the optimizer step unscaling them in
+// fp32 as it reads them, the scale's update. A step whose scaled gradients overflow leaves the
+// master weights, the model weights and the step count alone and backs the scale off by the
+// backoff factor; the finite steps before and after are the reference's, bit for bit, and
+// growth after two finite steps changes the scale that the next step unscales by.
+template <typename T>
+void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype type,
+                                                                     float overflowing) {
+  std::mt19937 rng{25};
+  int const n = 3000;
+  auto const count = static_cast<std::size_t>(n);
+  std::uniform_int_distribution<int> numerator{-256, 256};
+  std::vector<float> truth(count);  // k / 256: times any scale used here, exact in fp16 and bf16
+  for (float& g : truth) g = static_cast<float>(numerator(rng)) / 256.0F;
+  host_tensor h{as_floats(random_bf16(count, 1.0F, rng)), truth, std::vector<float>(count, 0.0F),
+                std::vector<float>(count, 0.0F)};
+  std::vector<T> weights(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {
+      weights[i] = __float2half(h.master[i]);
+      h.master[i] = __half2float(weights[i]);  // the host keeps the values fp16 holds
+    } else {
+      weights[i] = __float2bfloat16(h.master[i]);  // exact: they are bf16 values
+    }
+  }
+  T* weight = upload(weights);
+  T* gradient = upload(std::vector<T>(count));
+  float* input = upload(truth);
+  gt::loss_scale_options scale_options;
+  scale_options.init_scale = 1024.0F;
+  scale_options.backoff_factor = 0.25F;
+  scale_options.growth_interval = 2;
+  gt::loss_scaler const scaler{{{gradient, count, type}}, scale_options, *stream_};
+  gt::mixed_adamw_options const options;
+  gt::parameter_group const group{0.01F, 1.0F};
+  gt::lr_schedule schedule;
+  schedule.base = 1e-2F;
+  gt::mixed_precision_adamw optimizer{
+      {{weight, gradient, count, type, 0}},  {group}, options, schedule,
+      {scaler.scale(), scaler.all_finite()}, *stream_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] {
+    scaled_backward_kernel<<<(n + 255) / 256, 256, 0, stream_->get()>>>(
+        gradient, type == gs::dtype::bfloat16, input, scaler.scale(), n);
+    scaler.check(*stream_);
+    optimizer.step(*stream_);
+    scaler.update(*stream_);
+  });
+  auto const model_bits = [&] {
+    auto const got = download(weight, count);
+    std::vector<std::uint16_t> bits(count);
+    std::memcpy(bits.data(), got.data(), sizeof(T) * count);
+    return bits;
+  };
+  auto const rounded_master = [&] {
+    std::vector<std::uint16_t> bits(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if constexpr (std::is_same_v<T, __half>) {
+        __half const w = __float2half(h.master[i]);
+        std::memcpy(&bits[i], &w, sizeof w);
+      } else {
+        __nv_bfloat16 const w = __float2bfloat16(h.master[i]);
+        std::memcpy(&bits[i], &w, sizeof w);
+      }
+    }
+    return bits;
+  };
+  auto const finite_step = [&](std::int64_t taken, float scale_after, char const* when) {
+    step.replay(*stream_);
+    gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, group,
+                                    scalars(options, schedule, taken, 1.0F, 1.0F));
+    EXPECT_EQ(optimizer.steps_taken(*stream_), taken) << when;
+    EXPECT_EQ(bits_of(download(optimizer.master_weights(0), count)), bits_of(h.master)) << when;
+    EXPECT_EQ(model_bits(), rounded_master()) << when;
+    gt::loss_scale_state const state = scaler.read(*stream_);
+    EXPECT_EQ(state.all_finite, 1U) << when;
+    EXPECT_EQ(state.scale, scale_after) << when;
+  };
+
+  finite_step(1, 1024.0F, "step 1, scale 1024");
+  auto const master_before = download(optimizer.master_weights(0), count);
+  auto const model_before = model_bits();
+  auto overflowed = truth;
+  overflowed[7] = overflowing;  // times 1024: beyond the type's range, so the gradient is inf
+  overwrite(input, overflowed);
+  step.replay(*stream_);
+  gt::loss_scale_state const backed_off = scaler.read(*stream_);
+  EXPECT_EQ(backed_off.all_finite, 0U);
+  EXPECT_EQ(backed_off.scale, 1024.0F * scale_options.backoff_factor);
+  EXPECT_EQ(backed_off.growth_tracker, 0);
+  EXPECT_EQ(optimizer.steps_taken(*stream_), 1) << "the overflowing step is skipped";
+  EXPECT_EQ(bits_of(download(optimizer.master_weights(0), count)), bits_of(master_before));
+  EXPECT_EQ(model_bits(), model_before);
+
+  overwrite(input, truth);
+  finite_step(2, 256.0F, "step 2, scale 256");
+  finite_step(3, 512.0F, "step 3, scale 256, grown after it");
+  finite_step(4, 512.0F, "step 4, scale 512");
+}
+
+TEST_F(mixed_adamw_test, fp16_gradients_checked_by_a_loss_scaler_skip_overflowing_steps) {
+  checked_half_gradients_skip_overflowing_steps<__half>(gs::dtype::float16, 100.0F);
+}
+
+TEST_F(mixed_adamw_test, bf16_gradients_checked_by_a_loss_scaler_skip_overflowing_steps) {
+  checked_half_gradients_skip_overflowing_steps<__nv_bfloat16>(gs::dtype::bfloat16, 1e38F);
 }

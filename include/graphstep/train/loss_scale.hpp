@@ -26,7 +26,7 @@ struct loss_scale_state {
   float scale;                  ///< what the loss (and so every gradient) is multiplied by
   float inv_scale;              ///< 1 / scale: what the gradients are unscaled by
   std::int32_t growth_tracker;  ///< finite steps in a row since the scale last changed
-  std::uint32_t all_finite;     ///< 1 when the last gradients unscaled were all finite, else 0
+  std::uint32_t all_finite;     ///< 1 when the last gradients checked were all finite, else 0
 };
 
 /// @brief The state a scaler starts in.
@@ -39,6 +39,14 @@ namespace detail {
 /// for both and 0 for every finite x.
 GRAPHSTEP_HOST_DEVICE inline bool is_finite(float x) {
   return x - x == 0.0F;
+}
+/// False for an fp16 bit pattern that is inf or NaN: its five exponent bits are all set.
+GRAPHSTEP_HOST_DEVICE inline bool float16_is_finite(std::uint16_t bits) {
+  return (bits & 0x7C00U) != 0x7C00U;
+}
+/// False for a bf16 bit pattern that is inf or NaN: its eight exponent bits are all set.
+GRAPHSTEP_HOST_DEVICE inline bool bfloat16_is_finite(std::uint16_t bits) {
+  return (bits & 0x7F80U) != 0x7F80U;
 }
 }  // namespace detail
 
