@@ -114,3 +114,40 @@ TEST(lr_schedule, warmup_stable_decay_validation_says_what_to_change) {
   s.total_steps = 10;
   EXPECT_THROW(gt::validate(s), graphstep::usage_error);
 }
+
+// The cosine and linear decays at every step against their definitions written out here:
+// warm-up base·s/W, then with p = (min(s, T) − W) / (T − W), cosine floor + (base − floor)·
+// (1 + cos πp)/2 and linear floor + (base − floor)·(1 − p); without a warm-up, step 0 gets base.
+TEST(lr_schedule, every_step_of_the_cosine_and_linear_decays_follows_its_formula) {
+  double const pi = std::acos(-1.0);
+  double const base = 0.3;
+  double const fraction = 0.2;
+  std::int64_t const total = 50;
+  for (std::int64_t const warmup : {std::int64_t{0}, std::int64_t{7}}) {
+    for (gt::lr_shape const shape : {gt::lr_shape::warmup_cosine, gt::lr_shape::warmup_linear}) {
+      gt::lr_schedule s;
+      s.shape = shape;
+      s.base = static_cast<float>(base);
+      s.final_fraction = static_cast<float>(fraction);
+      s.warmup_steps = warmup;
+      s.total_steps = total;
+      ASSERT_NO_THROW(gt::validate(s));
+      double const floor = base * fraction;
+      for (std::int64_t step = 0; step <= total + 10; ++step) {
+        double expected = 0.0;
+        if (warmup > 0 && step <= warmup) {
+          expected = base * static_cast<double>(step) / static_cast<double>(warmup);
+        } else {
+          double const p =
+              static_cast<double>(std::max(std::min(step, total) - warmup, std::int64_t{0})) /
+              static_cast<double>(total - warmup);
+          expected = shape == gt::lr_shape::warmup_cosine
+                         ? floor + (base - floor) * 0.5 * (1.0 + std::cos(pi * p))
+                         : floor + (base - floor) * (1.0 - p);
+        }
+        EXPECT_NEAR(s.at(step), expected, 1e-6)
+            << "warm-up " << warmup << ", shape " << static_cast<int>(shape) << ", step " << step;
+      }
+    }
+  }
+}

@@ -25,7 +25,7 @@ namespace graphstep::memory {
 /// (usage_error) after. A copy into a reused slot is ordered after the copy it replaces, on
 /// whichever streams they run. Enqueueing refuses a capturing stream: read results after the
 /// replay, on the replay stream. Events and streams are those of the device current at
-/// construction.
+/// construction. Move-only; not thread-safe (one thread enqueues and reads).
 ///
 /// @tparam T trivially copyable
 template <typename T>

@@ -35,6 +35,8 @@ namespace graphstep::memory {
 /// ordered against uploads as any device memory must. Uploads refuse a capturing stream (a
 /// captured copy would replay the slot's contents of the moment, not the next step's values).
 ///
+/// Move-only; not thread-safe (one thread uploads).
+///
 /// @tparam T trivially copyable: an integer, a float, a plain struct of them
 template <typename T>
 class step_input {
