@@ -64,9 +64,15 @@ class rng_fill_test : public gs::testing::stream_pool_test {
     mask_ = allocate<std::uint8_t>(n_mask);
   }
 
+  void TearDown() override {
+    if (stream_) stream_->synchronize();
+    for (void* pointer : allocated_) pool_->deallocate(pointer, *stream_);
+  }
+
   template <typename T>
   T* allocate(std::size_t n) {
-    return static_cast<T*>(pool_->allocate(n * sizeof(T), *stream_));
+    allocated_.push_back(pool_->allocate(n * sizeof(T), *stream_));
+    return static_cast<T*>(allocated_.back());
   }
 
   template <typename T>
@@ -127,6 +133,7 @@ class rng_fill_test : public gs::testing::stream_pool_test {
   float* normal_{};
   float* bernoulli_{};
   std::uint8_t* mask_{};
+  std::vector<void*> allocated_;
 };
 
 }  // namespace
