@@ -1,4 +1,4 @@
-// The capture-safe generator's device side: the offset advance and dropout.
+// The capture-safe generator's device side: the offset advance, the fills and dropout.
 
 #include <cuda_runtime_api.h>
 
@@ -6,6 +6,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/philox.hpp>
+#include <graphstep/train/random_fill.hpp>
 
 #include "train/rng_kernels.hpp"
 
@@ -40,6 +41,25 @@ __global__ void dropout_forward_kernel(float* y, std::uint8_t* mask, float const
   }
 }
 
+// Thread t writes elements 4t..4t+3 from the Philox block at position offset + base + t.
+template <typename T, typename Transform>
+__global__ void fill_kernel(T* out, std::size_t n, philox_args rng, Transform transform) {
+  std::uint64_t const seed = rng.state[0];
+  std::uint64_t const offset = rng.state[1];
+  std::size_t const blocks = (n + 3) / 4;
+  for (std::size_t t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; t < blocks;
+       t += std::size_t{gridDim.x} * blockDim.x) {
+    T values[4];
+    transform(train::philox_at(seed, offset + rng.base + t), values);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      std::size_t const i = 4 * t + j;
+      if (i >= n) break;
+      out[i] = values[j];
+    }
+  }
+}
+
 __global__ void dropout_backward_kernel(float* dx, std::uint8_t const* mask, float const* dy,
                                         std::size_t n, float scale) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
@@ -53,7 +73,35 @@ unsigned grid_for(std::size_t work) {
   return static_cast<unsigned>(blocks == 0 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
 }
 
+template <typename T, typename Transform>
+void launch_fill(T* out, std::size_t n, philox_args rng, Transform transform,
+                 cuda::stream_view stream) {
+  fill_kernel<T, Transform>
+      <<<grid_for((n + 3) / 4), threads, 0, stream.value()>>>(out, n, rng, transform);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+}
+
 }  // namespace
+
+void launch_uniform(float* out, std::size_t n, float low, float high, philox_args rng,
+                    cuda::stream_view stream) {
+  launch_fill(out, n, rng, train::uniform_transform{low, high}, stream);
+}
+
+void launch_normal(float* out, std::size_t n, float mean, float stddev, philox_args rng,
+                   cuda::stream_view stream) {
+  launch_fill(out, n, rng, train::normal_transform{mean, stddev}, stream);
+}
+
+void launch_bernoulli(float* out, std::size_t n, float p, philox_args rng,
+                      cuda::stream_view stream) {
+  launch_fill(out, n, rng, train::bernoulli_transform<float>{p}, stream);
+}
+
+void launch_bernoulli(std::uint8_t* out, std::size_t n, float p, philox_args rng,
+                      cuda::stream_view stream) {
+  launch_fill(out, n, rng, train::bernoulli_transform<std::uint8_t>{p}, stream);
+}
 
 void launch_advance_offset(std::uint64_t* state, std::uint64_t counters, cuda::stream_view stream) {
   advance_offset_kernel<<<1, 1, 0, stream.value()>>>(state, counters);

@@ -6,6 +6,8 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/detail/rng_state.hpp>
+#include <graphstep/train/random_fill.hpp>
+#include <string>
 #include <utility>
 
 #include "train/rng_kernels.hpp"
@@ -23,7 +25,7 @@ cuda::device_buffer state_buffer(cuda::stream_view stream, cuda::memory_resource
 
 capture_safe_rng::capture_safe_rng(std::uint64_t seed, cuda::stream_view stream,
                                    cuda::memory_resource& resource)
-    : state_{state_buffer(stream, resource)} {
+    : state_{state_buffer(stream, resource)}, seed_{seed} {
   std::array<std::uint64_t, 2> const initial = {seed, 0};
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state(), initial.data(), sizeof initial,
                                      cudaMemcpyHostToDevice, stream.value()));
@@ -32,9 +34,12 @@ capture_safe_rng::capture_safe_rng(std::uint64_t seed, cuda::stream_view stream,
 
 capture_safe_rng::~capture_safe_rng() = default;
 capture_safe_rng::capture_safe_rng(capture_safe_rng&& other) noexcept
-    : state_{std::move(other.state_)}, step_reserved_{std::exchange(other.step_reserved_, 0)} {}
+    : state_{std::move(other.state_)},
+      seed_{other.seed_},
+      step_reserved_{std::exchange(other.step_reserved_, 0)} {}
 capture_safe_rng& capture_safe_rng::operator=(capture_safe_rng&& other) noexcept {
   state_ = std::move(other.state_);
+  seed_ = other.seed_;
   step_reserved_ = std::exchange(other.step_reserved_, 0);
   return *this;
 }
@@ -53,6 +58,56 @@ philox_args capture_safe_rng::reserve(std::uint64_t counters) {
 void capture_safe_rng::end_step(cuda::stream_view stream) {
   detail::launch_advance_offset(state(), step_reserved_, stream);
   step_reserved_ = 0;
+}
+
+void capture_safe_rng::uniform(float* out, std::size_t n, float low, float high,
+                               cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::uniform: out is a null pointer");
+  detail::check_uniform_arguments(low, high);
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_uniform(out, n, low, high, args, stream);
+}
+
+void capture_safe_rng::normal(float* out, std::size_t n, float mean, float stddev,
+                              cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::normal: out is a null pointer");
+  detail::check_normal_arguments(mean, stddev);
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_normal(out, n, mean, stddev, args, stream);
+}
+
+void capture_safe_rng::bernoulli(float* out, std::size_t n, float p, cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::bernoulli: out is a null pointer");
+  detail::check_bernoulli_arguments(p);
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_bernoulli(out, n, p, args, stream);
+}
+
+void capture_safe_rng::bernoulli(std::uint8_t* out, std::size_t n, float p,
+                                 cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::bernoulli: out is a null pointer");
+  detail::check_bernoulli_arguments(p);
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_bernoulli(out, n, p, args, stream);
+}
+
+void capture_safe_rng::set_seed(std::uint64_t seed, cuda::stream_view stream) {
+  std::uint64_t* const device = state();
+  if (stream.is_capturing()) {
+    GRAPHSTEP_EXPECTS(seed == seed_, "capture_safe_rng::set_seed: seed " + std::to_string(seed) +
+                                         " differs from the seed in use, " + std::to_string(seed_) +
+                                         ", inside a capture; set it before the capture or "
+                                         "between replays");
+    return;  // the seed in use: nothing to record (the offset is not reset)
+  }
+  GRAPHSTEP_EXPECTS(step_reserved_ == 0,
+                    "capture_safe_rng::set_seed: a step reserved numbers but has not ended; set "
+                    "the seed between steps");
+  std::array<std::uint64_t, 2> const words = {seed, 0};
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
+  stream.synchronize();
+  seed_ = seed;
 }
 
 std::vector<std::byte> capture_safe_rng::save(cuda::stream_view stream) const {
@@ -78,6 +133,7 @@ void capture_safe_rng::restore(std::vector<std::byte> const& bytes, cuda::stream
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
   stream.synchronize();
+  seed_ = state.seed;
 }
 
 }  // namespace graphstep::train

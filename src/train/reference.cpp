@@ -4,8 +4,11 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <graphstep/train/philox.hpp>
+#include <graphstep/train/random_fill.hpp>
 #include <graphstep/train/reference.hpp>
 #include <limits>
+#include <vector>
 
 namespace graphstep::train::reference {
 
@@ -101,6 +104,39 @@ double mse(std::vector<double> const& prediction, std::vector<double> const& tar
     if (gradient != nullptr) (*gradient)[i] = 2.0 * difference / n;
   }
   return sum / n;
+}
+
+namespace {
+// Element 4t + j takes word j of the block at position + t, as the device fill does.
+template <typename T, typename Transform>
+std::vector<T> fill(std::uint64_t seed, std::uint64_t position, std::size_t n,
+                    Transform const& transform) {
+  std::vector<T> out(n);
+  for (std::size_t t = 0; 4 * t < n; ++t) {
+    T values[4];
+    transform(philox_at(seed, position + t), values);
+    for (std::size_t j = 0; j < 4 && 4 * t + j < n; ++j) out[4 * t + j] = values[j];
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<float> uniform_fill(std::uint64_t seed, std::uint64_t position, std::size_t n,
+                                float low, float high) {
+  detail::check_uniform_arguments(low, high);
+  return fill<float>(seed, position, n, uniform_transform{low, high});
+}
+
+std::vector<float> normal_fill(std::uint64_t seed, std::uint64_t position, std::size_t n,
+                               float mean, float stddev) {
+  detail::check_normal_arguments(mean, stddev);
+  return fill<float>(seed, position, n, normal_transform{mean, stddev});
+}
+
+std::vector<std::uint8_t> bernoulli_fill(std::uint64_t seed, std::uint64_t position, std::size_t n,
+                                         float p) {
+  detail::check_bernoulli_arguments(p);
+  return fill<std::uint8_t>(seed, position, n, bernoulli_transform<std::uint8_t>{p});
 }
 
 }  // namespace graphstep::train::reference

@@ -2,7 +2,8 @@
 
 /// @file train/capture_safe_rng.hpp
 /// @brief Randomness that stays random under replay: a Philox generator whose seed and offset
-/// live in device memory and are advanced by the graph itself, and dropout built on it.
+/// live in device memory and are advanced by the graph itself, its uniform, normal and
+/// Bernoulli fills, and dropout built on it.
 ///
 /// A kernel that drew its random numbers from a seed and offset passed by value at capture
 /// would draw the same numbers on every replay (the same dropout mask every step). Here each
@@ -11,12 +12,17 @@
 /// `end_step` enqueues a kernel that advances that offset by everything the step reserved.
 /// Captured, the advance is part of the graph: every replay draws new numbers, and a run is
 /// reproducible from its seed — eager and graphed runs with one seed draw the same numbers.
+///
+/// The fills (`uniform`, `normal`, `bernoulli`: PyTorch's `rand`/`uniform_`, `randn`/`normal_`,
+/// `bernoulli`) reserve their counters themselves and draw through the transforms of
+/// train/random_fill.hpp, which state each interval's ends and what is exact on a GPU.
 
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/train/random_fill.hpp>
 #include <vector>
 
 namespace graphstep::train {
@@ -28,6 +34,10 @@ struct philox_args {
 };
 
 /// @brief The generator. Construct before capture. Move-only.
+///
+/// Stream order: the fills and `end_step` are enqueued on the stream given to them and read or
+/// advance the device state when they run; `set_seed`, `save` and `restore` synchronize their
+/// stream, so work enqueued earlier on other streams must be ordered before them by the caller.
 ///
 /// Its device state comes from `resource` (a `memory::memory_pool` counts it in its budget)
 /// and goes back to it on `stream`, the stream given to the constructor: that stream and the
@@ -50,6 +60,39 @@ class capture_safe_rng {
   /// and starts a new step. Capturable: call it at the end of the captured step.
   void end_step(cuda::stream_view stream);
 
+  /// @brief Fills `out`, n fp32 values in device memory, with values uniform in [low, high)
+  /// (all `low` when low == high), like `torch.Tensor.uniform_(low, high)`. Reserves
+  /// `fill_counters(n)` counters of the current step, only once the arguments are accepted.
+  /// Capturable: each replay draws new values.
+  /// @throws usage_error (null `out`; bounds not finite, low > high, or high − low overflowing),
+  /// cuda_error
+  void uniform(float* out, std::size_t n, float low, float high, cuda::stream_view stream);
+  /// @brief Fills `out` with normal values of mean `mean` and standard deviation `stddev` (all
+  /// `mean` when stddev == 0), like `torch.Tensor.normal_(mean, std)`; as `uniform` otherwise.
+  /// @throws usage_error (null `out`; mean not finite; stddev negative or not finite),
+  /// cuda_error
+  void normal(float* out, std::size_t n, float mean, float stddev, cuda::stream_view stream);
+  /// @brief Fills `out` with 1.0 with probability p and 0.0 otherwise (p = 0: all 0, p = 1:
+  /// all 1), like `torch.bernoulli`; as `uniform` otherwise.
+  /// @throws usage_error (null `out`, p outside [0, 1]), cuda_error
+  void bernoulli(float* out, std::size_t n, float p, cuda::stream_view stream);
+  /// @brief As above, with bytes 1 and 0: the same draws as the float overload.
+  void bernoulli(std::uint8_t* out, std::size_t n, float p, cuda::stream_view stream);
+
+  /// @brief Starts the generator over with `seed` and offset 0, as a newly constructed one
+  /// (`torch.cuda.manual_seed`).
+  ///
+  /// Outside a capture it writes the device state (synchronizing `stream`), between steps.
+  /// Inside a capture of `stream` only the seed already in use is accepted, and then nothing
+  /// is recorded and nothing changes: the offset is not reset, so replays go on drawing new
+  /// numbers (PyTorch's rule for `manual_seed` during capture). To reseed a graphed run, call
+  /// it between replays.
+  /// @throws usage_error (a different seed inside a capture, naming both seeds; outside a
+  /// capture, between reserve and end_step), cuda_error
+  void set_seed(std::uint64_t seed, cuda::stream_view stream);
+  /// @brief The seed in use: the constructor's, or the last `set_seed` or `restore`.
+  [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+
   /// @brief The state {seed, offset} as bytes, for a checkpoint (synchronizes `stream`).
   /// @throws usage_error (between reserve and end_step, when the state is mid-step)
   [[nodiscard]] std::vector<std::byte> save(cuda::stream_view stream) const;
@@ -61,6 +104,7 @@ class capture_safe_rng {
   [[nodiscard]] std::uint64_t* state() const;
 
   cuda::device_buffer state_;  // device: {seed, offset}
+  std::uint64_t seed_{};       // the host's copy of the device seed
   std::uint64_t step_reserved_{};
 };
 

@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file train/reference.hpp
-/// @brief fp64 reference implementations of the optimizers and the loss, for tests.
+/// @brief fp64 reference implementations of the optimizers and the loss, and the host's
+/// recomputation of the capture-safe generator's fills, for tests.
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
@@ -68,6 +69,21 @@ void mixed_adamw_step(std::vector<float>& master, std::vector<float>& exp_avg,
 /// @brief Mean squared error and its gradient 2·(prediction − target)/n.
 double mse(std::vector<double> const& prediction, std::vector<double> const& target,
            std::vector<double>* gradient);
+
+/// @brief What `capture_safe_rng::uniform` draws for n elements with `seed` when its first
+/// Philox block is at `position` (the device offset plus the fill's base), with the transforms
+/// of train/random_fill.hpp.
+/// @throws usage_error (the arguments `capture_safe_rng::uniform` refuses)
+[[nodiscard]] std::vector<float> uniform_fill(std::uint64_t seed, std::uint64_t position,
+                                              std::size_t n, float low, float high);
+/// @brief What `capture_safe_rng::normal` draws (see `uniform_fill`).
+/// @throws usage_error (the arguments `capture_safe_rng::normal` refuses)
+[[nodiscard]] std::vector<float> normal_fill(std::uint64_t seed, std::uint64_t position,
+                                             std::size_t n, float mean, float stddev);
+/// @brief What `capture_safe_rng::bernoulli` draws, as 0 and 1 (see `uniform_fill`).
+/// @throws usage_error (the arguments `capture_safe_rng::bernoulli` refuses)
+[[nodiscard]] std::vector<std::uint8_t> bernoulli_fill(std::uint64_t seed, std::uint64_t position,
+                                                       std::size_t n, float p);
 
 }  // namespace reference
 }  // namespace graphstep::train

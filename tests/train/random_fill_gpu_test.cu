@@ -1,0 +1,341 @@
+// The capture-safe generator's fills and set_seed on a device: each fill equals the host
+// reference, replays draw new values equal to the eager draws with the same seed, the device's
+// draws have the right moments, and a seed may be set inside a capture only if it is the one
+// in use.
+//
+// Uniform and Bernoulli values are compared with the host reference bitwise everywhere. Normal
+// values are bitwise equal on the simulated device (its kernels call the host's logf, sinf and
+// cosf); on a GPU, CUDA's logf (1 ulp), sinf and cosf (2 ulp) differ from the host's in the last
+// bits, so there they are compared within 16 ulp of |std·z| plus one ulp of the value (see
+// train/random_fill.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <graphstep/graphstep.hpp>
+#include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/random_fill.hpp>
+#include <graphstep/train/reference.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+namespace gr = graphstep::train;
+
+namespace {
+
+// The device's normal value against the host's, as the file comment states.
+::testing::AssertionResult normal_matches(float device, float host, float mean) {
+  if (gs::testing::simulated_device) {
+    if (device == host) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << device << " != " << host << " (bitwise)";
+  }
+  double const magnitude = std::abs(double{host} - mean);  // |std·z|
+  double const ulp_of_value =
+      std::nextafter(std::abs(host), INFINITY) - static_cast<double>(std::abs(host));
+  double const bound = 16.0 * magnitude * std::ldexp(1.0, -23) + ulp_of_value;
+  if (std::abs(double{device} - host) <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << device << " vs " << host << ": beyond " << bound;
+}
+
+class rng_fill_test : public gs::testing::stream_pool_test {
+ protected:
+  // Element counts that leave a partial Philox block at the end of every fill but one.
+  static constexpr std::size_t n_uniform = 10001;
+  static constexpr std::size_t n_normal = 10003;
+  static constexpr std::size_t n_bernoulli = 10002;
+  static constexpr std::size_t n_mask = 10000;
+  static constexpr float low = -1.5F, high = 2.5F, mean = 0.5F, stddev = 3.0F, p = 0.3F;
+
+  struct draws {
+    std::vector<float> uniform, normal, bernoulli;
+    std::vector<std::uint8_t> mask;
+  };
+
+  void SetUp() override {
+    gs::testing::stream_pool_test::SetUp();
+    if (IsSkipped()) return;
+    uniform_ = allocate<float>(n_uniform);
+    normal_ = allocate<float>(n_normal);
+    bernoulli_ = allocate<float>(n_bernoulli);
+    mask_ = allocate<std::uint8_t>(n_mask);
+  }
+
+  void TearDown() override {
+    if (stream_) stream_->synchronize();
+    for (void* pointer : allocated_) pool_->deallocate(pointer, *stream_);
+  }
+
+  template <typename T>
+  T* allocate(std::size_t n) {
+    allocated_.push_back(pool_->allocate(n * sizeof(T), *stream_));
+    return static_cast<T*>(allocated_.back());
+  }
+
+  template <typename T>
+  std::vector<T> read(T const* device, std::size_t n) {
+    std::vector<T> host(n);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost,
+                                       stream_->get()));
+    stream_->synchronize();
+    return host;
+  }
+
+  // One step: the four fills, then the offset advance.
+  void step(gr::capture_safe_rng& rng) {
+    rng.uniform(uniform_, n_uniform, low, high, *stream_);
+    rng.normal(normal_, n_normal, mean, stddev, *stream_);
+    rng.bernoulli(bernoulli_, n_bernoulli, p, *stream_);
+    rng.bernoulli(mask_, n_mask, p, *stream_);
+    rng.end_step(*stream_);
+  }
+
+  draws read_step() {
+    return {read(uniform_, n_uniform), read(normal_, n_normal), read(bernoulli_, n_bernoulli),
+            read(mask_, n_mask)};
+  }
+
+  // Counters one step reserves, and the host's recomputation of the step at `offset`.
+  static std::uint64_t step_counters() {
+    return gr::fill_counters(n_uniform) + gr::fill_counters(n_normal) +
+           gr::fill_counters(n_bernoulli) + gr::fill_counters(n_mask);
+  }
+  static draws reference_step(std::uint64_t seed, std::uint64_t offset) {
+    std::uint64_t base = offset;
+    draws expected;
+    expected.uniform = gr::reference::uniform_fill(seed, base, n_uniform, low, high);
+    base += gr::fill_counters(n_uniform);
+    expected.normal = gr::reference::normal_fill(seed, base, n_normal, mean, stddev);
+    base += gr::fill_counters(n_normal);
+    for (std::uint8_t bit : gr::reference::bernoulli_fill(seed, base, n_bernoulli, p)) {
+      expected.bernoulli.push_back(bit);
+    }
+    base += gr::fill_counters(n_bernoulli);
+    expected.mask = gr::reference::bernoulli_fill(seed, base, n_mask, p);
+    return expected;
+  }
+
+  static void expect_equal(draws const& got, draws const& expected, std::string const& where) {
+    EXPECT_EQ(got.uniform, expected.uniform) << where;
+    EXPECT_EQ(got.bernoulli, expected.bernoulli) << where;
+    EXPECT_EQ(got.mask, expected.mask) << where;
+    ASSERT_EQ(got.normal.size(), expected.normal.size());
+    for (std::size_t i = 0; i < got.normal.size(); ++i) {
+      ASSERT_TRUE(normal_matches(got.normal[i], expected.normal[i], mean))
+          << where << ", normal element " << i;
+    }
+  }
+
+  float* uniform_{};
+  float* normal_{};
+  float* bernoulli_{};
+  std::uint8_t* mask_{};
+  std::vector<void*> allocated_;
+};
+
+}  // namespace
+
+TEST_F(rng_fill_test, each_fill_equals_the_host_reference) {
+  gr::capture_safe_rng rng{2024, *stream_};
+  step(rng);
+  expect_equal(read_step(), reference_step(2024, 0), "eager step 0");
+}
+
+TEST_F(rng_fill_test, replays_draw_new_values_equal_to_the_eager_draws_of_the_same_seed) {
+  constexpr int steps = 3;
+  std::vector<draws> eager;
+  {
+    gr::capture_safe_rng rng{77, *stream_};
+    for (int i = 0; i < steps; ++i) {
+      step(rng);
+      eager.push_back(read_step());
+    }
+  }
+  EXPECT_NE(eager[0].uniform, eager[1].uniform) << "each step must draw new values";
+  EXPECT_NE(eager[0].normal, eager[1].normal);
+  EXPECT_NE(eager[0].mask, eager[1].mask);
+  gr::capture_safe_rng rng{77, *stream_};
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(g, *stream_, [&] { step(rng); });
+  for (int i = 0; i < steps; ++i) {
+    g.replay(*stream_);
+    auto const got = read_step();
+    std::string const where = "replay " + std::to_string(i);
+    // Bitwise: the same kernels at the same Philox positions, on GPUs too.
+    EXPECT_EQ(got.uniform, eager[static_cast<std::size_t>(i)].uniform) << where;
+    EXPECT_EQ(got.normal, eager[static_cast<std::size_t>(i)].normal) << where;
+    EXPECT_EQ(got.bernoulli, eager[static_cast<std::size_t>(i)].bernoulli) << where;
+    EXPECT_EQ(got.mask, eager[static_cast<std::size_t>(i)].mask) << where;
+    expect_equal(got, reference_step(77, static_cast<std::uint64_t>(i) * step_counters()), where);
+  }
+}
+
+TEST_F(rng_fill_test, device_draws_have_the_right_moments) {
+  // Tolerances of five standard errors over n draws.
+  constexpr std::size_t n = std::size_t{1} << 18;
+  float* out = allocate<float>(n);
+  gr::capture_safe_rng rng{5, *stream_};
+  auto mean_and_variance = [](std::vector<float> const& v) {
+    double sum = 0.0, squares = 0.0;
+    for (float x : v) sum += x;
+    double const m = sum / static_cast<double>(v.size());
+    for (float x : v) squares += (x - m) * (x - m);
+    return std::pair<double, double>{m, squares / static_cast<double>(v.size())};
+  };
+  double const root_n = std::sqrt(static_cast<double>(n));
+
+  rng.uniform(out, n, low, high, *stream_);
+  auto const uniform = read(out, n);
+  EXPECT_TRUE(
+      std::all_of(uniform.begin(), uniform.end(), [](float x) { return x >= low && x < high; }));
+  auto const [uniform_mean, uniform_variance] = mean_and_variance(uniform);
+  double const width = high - low;
+  EXPECT_NEAR(uniform_mean, (low + high) / 2.0, 5 * width / std::sqrt(12.0) / root_n);
+  // Standard error of the variance: width² · sqrt(1/80 − 1/144) / √n.
+  EXPECT_NEAR(uniform_variance, width * width / 12.0,
+              5 * width * width * std::sqrt(1.0 / 80 - 1.0 / 144) / root_n);
+
+  rng.normal(out, n, mean, stddev, *stream_);
+  auto const normal = read(out, n);
+  auto const [normal_mean, normal_variance] = mean_and_variance(normal);
+  EXPECT_NEAR(normal_mean, mean, 5 * stddev / root_n);
+  EXPECT_NEAR(normal_variance, stddev * stddev, 5 * stddev * stddev * std::sqrt(2.0) / root_n);
+
+  rng.bernoulli(out, n, p, *stream_);
+  auto const bits = read(out, n);
+  std::size_t ones = 0;
+  for (float x : bits) {
+    ASSERT_TRUE(x == 0.0F || x == 1.0F) << x;
+    ones += x == 1.0F;
+  }
+  EXPECT_NEAR(static_cast<double>(ones) / n, p, 5 * std::sqrt(p * (1.0 - p)) / root_n);
+
+  rng.bernoulli(out, n, 0.0F, *stream_);
+  for (float x : read(out, n)) ASSERT_EQ(x, 0.0F);
+  rng.bernoulli(out, n, 1.0F, *stream_);
+  for (float x : read(out, n)) ASSERT_EQ(x, 1.0F);
+  rng.end_step(*stream_);
+}
+
+TEST_F(rng_fill_test, refused_arguments_reserve_nothing) {
+  gr::capture_safe_rng rng{31, *stream_};
+  using gs::testing::message_of;
+  EXPECT_NE(message_of([&] { rng.uniform(nullptr, 4, 0.0F, 1.0F, *stream_); }).find("null"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              rng.uniform(uniform_, 4, 1.0F, 0.0F, *stream_);
+            }).find("capture_safe_rng::uniform: low must not exceed high"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              rng.normal(normal_, 4, 0.0F, -1.0F, *stream_);
+            }).find("capture_safe_rng::normal: std must be finite and >= 0"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              rng.bernoulli(bernoulli_, 4, 1.5F, *stream_);
+            }).find("capture_safe_rng::bernoulli: p must lie in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              rng.bernoulli(mask_, 4, -0.5F, *stream_);
+            }).find("capture_safe_rng::bernoulli: p must lie in [0, 1]"),
+            std::string::npos);
+  // Nothing was reserved: the step draws from position 0 still.
+  step(rng);
+  expect_equal(read_step(), reference_step(31, 0), "after the refused calls");
+}
+
+TEST_F(rng_fill_test, set_seed_outside_a_capture_starts_over_as_a_new_generator) {
+  gr::capture_safe_rng rng{1, *stream_};
+  EXPECT_EQ(rng.seed(), 1U);
+  step(rng);
+  step(rng);
+  rng.set_seed(2, *stream_);
+  EXPECT_EQ(rng.seed(), 2U);
+  step(rng);
+  expect_equal(read_step(), reference_step(2, 0), "after set_seed(2)");
+  // restore brings back the saved seed, and the host's copy of it.
+  auto const saved = rng.save(*stream_);
+  rng.set_seed(3, *stream_);
+  rng.restore(saved, *stream_);
+  EXPECT_EQ(rng.seed(), 2U);
+  step(rng);
+  expect_equal(read_step(), reference_step(2, step_counters()), "after restore");
+  // Mid-step, outside a capture: refused.
+  rng.uniform(uniform_, n_uniform, low, high, *stream_);
+  EXPECT_NE(gs::testing::message_of([&] { rng.set_seed(4, *stream_); }).find("between steps"),
+            std::string::npos);
+  rng.end_step(*stream_);
+}
+
+TEST_F(rng_fill_test, set_seed_with_the_seed_in_use_inside_a_capture_records_nothing) {
+  std::vector<draws> eager;
+  {
+    gr::capture_safe_rng rng{9, *stream_};
+    for (int i = 0; i < 2; ++i) {
+      step(rng);
+      eager.push_back(read_step());
+    }
+  }
+  gr::capture_safe_rng rng{8, *stream_};
+  rng.set_seed(9, *stream_);  // outside: takes effect
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(g, *stream_, [&] {
+    rng.set_seed(9, *stream_);  // the seed in use: accepted, the offset is not reset
+    step(rng);
+  });
+  for (int i = 0; i < 2; ++i) {
+    g.replay(*stream_);
+    auto const got = read_step();
+    EXPECT_EQ(got.uniform, eager[static_cast<std::size_t>(i)].uniform) << "replay " << i;
+    EXPECT_EQ(got.normal, eager[static_cast<std::size_t>(i)].normal) << "replay " << i;
+    EXPECT_EQ(got.mask, eager[static_cast<std::size_t>(i)].mask) << "replay " << i;
+  }
+}
+
+TEST_F(rng_fill_test, another_seed_inside_a_capture_is_refused_and_the_capture_stays_usable) {
+  std::vector<draws> eager;
+  {
+    gr::capture_safe_rng rng{12, *stream_};
+    step(rng);
+    eager.push_back(read_step());
+  }
+  gr::capture_safe_rng rng{12, *stream_};
+  gs::graphs::graph_exec g;
+  std::string what;
+  gs::graphs::capture(g, *stream_, [&] {
+    rng.uniform(uniform_, n_uniform, low, high, *stream_);
+    what = gs::testing::message_of([&] { rng.set_seed(13, *stream_); });
+    rng.normal(normal_, n_normal, mean, stddev, *stream_);
+    rng.bernoulli(bernoulli_, n_bernoulli, p, *stream_);
+    rng.bernoulli(mask_, n_mask, p, *stream_);
+    rng.end_step(*stream_);
+  });
+  EXPECT_NE(what.find("seed 13 differs from the seed in use, 12"), std::string::npos) << what;
+  EXPECT_NE(what.find("set it before the capture"), std::string::npos) << what;
+  EXPECT_EQ(rng.seed(), 12U);
+  g.replay(*stream_);
+  auto const got = read_step();
+  EXPECT_EQ(got.uniform, eager[0].uniform);
+  EXPECT_EQ(got.normal, eager[0].normal);
+  EXPECT_EQ(got.mask, eager[0].mask);
+}
+
+TEST_F(rng_fill_test, another_seed_thrown_out_of_a_capture_discards_it_cleanly) {
+  gr::capture_safe_rng rng{21, *stream_};
+  gs::graphs::graph_exec g;
+  EXPECT_THROW(gs::graphs::capture(g, *stream_,
+                                   [&] {
+                                     rng.set_seed(22, *stream_);
+                                     step(rng);
+                                   }),
+               gs::usage_error);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(stream_->view().is_capturing());
+  // The generator and the stream go on: set the seed before the capture, then capture.
+  rng.set_seed(22, *stream_);
+  gs::graphs::capture(g, *stream_, [&] { step(rng); });
+  g.replay(*stream_);
+  expect_equal(read_step(), reference_step(22, 0), "the capture after the refused one");
+}
