@@ -12,6 +12,7 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <optional>
+#include <vector>
 
 #if defined(GRAPHSTEP_CUDA_SIM)
 #include <graphstep/sim/sim.hpp>
@@ -36,6 +37,17 @@ inline constexpr bool simulated_device = false;
 inline void copy_to_device(void* device, void const* host, std::size_t bytes) {
   GRAPHSTEP_CUDA_TRY(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+}
+
+/// Copies `count` elements of device memory to the host in the order of `stream`, and waits for
+/// them.
+template <typename T>
+std::vector<T> copy_to_host(T const* device, std::size_t count, cuda::stream_view stream) {
+  std::vector<T> values(count);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(values.data(), device, count * sizeof(T),
+                                     cudaMemcpyDeviceToHost, stream.value()));
+  stream.synchronize();
+  return values;
 }
 
 class gpu_test : public ::testing::Test {

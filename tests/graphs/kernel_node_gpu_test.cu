@@ -30,15 +30,6 @@ using fill_node = gs::graphs::kernel_node<float*, float, int>;
 using gs::testing::contains;
 using gs::testing::message_of;
 
-template <typename T>
-std::vector<T> download(T const* device, std::size_t count, gs::cuda::stream_view stream) {
-  std::vector<T> values(count);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(values.data(), device, count * sizeof(T),
-                                     cudaMemcpyDeviceToHost, stream.value()));
-  stream.synchronize();
-  return values;
-}
-
 unsigned blocks_for(int n, unsigned threads) {
   return (static_cast<unsigned>(n) + threads - 1) / threads;
 }
@@ -65,7 +56,7 @@ TEST_F(kernel_node_test, each_replay_launches_the_grid_and_arguments_set_before_
     node->set(step, gs::graphs::launch_dims{dim3{blocks_for(n, 64)}, dim3{64}}, out, value, n);
     step.replay(*stream_);
     std::fill(expected.begin(), expected.begin() + n, value);
-    ASSERT_EQ(download(out, capacity, *stream_), expected) << "n = " << n;
+    ASSERT_EQ(gs::testing::copy_to_host(out, capacity, *stream_), expected) << "n = " << n;
   }
 }
 
@@ -85,7 +76,7 @@ TEST_F(kernel_node_test, replays_already_queued_keep_the_launch_they_had) {
   step.replay(*stream_);
   node->set(step, gs::graphs::launch_dims{dim3{1}, dim3{32}}, slots + 1, 2);
   step.replay(*stream_);
-  EXPECT_EQ(download(slots, 2, *stream_), (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(gs::testing::copy_to_host(slots, 2, *stream_), (std::vector<std::int32_t>{1, 2}));
 }
 
 TEST_F(kernel_node_test, the_node_must_be_the_launch_just_captured) {
@@ -133,7 +124,7 @@ TEST_F(kernel_node_test, the_node_must_be_the_launch_just_captured) {
   gs::graphs::capture(g, *stream_, *pool_,
                       [&] { fill_kernel<<<1, n, 0, stream_->get()>>>(out, 5.0F, n); });
   g.replay(*stream_);
-  EXPECT_EQ(download(out, n, *stream_), std::vector<float>(n, 5.0F));
+  EXPECT_EQ(gs::testing::copy_to_host(out, n, *stream_), std::vector<float>(n, 5.0F));
 }
 
 TEST_F(kernel_node_test, a_node_sets_only_executables_of_its_capture_and_launches_that_can_run) {
@@ -165,5 +156,5 @@ TEST_F(kernel_node_test, a_node_sets_only_executables_of_its_capture_and_launche
   EXPECT_THROW(node->set(first, gs::graphs::launch_dims{dim3{1}, dim3{4096}}, out, 2.0F, n),
                gs::cuda_error);
   first.replay(*stream_);
-  EXPECT_EQ(download(out, n, *stream_), std::vector<float>(n, 1.0F));
+  EXPECT_EQ(gs::testing::copy_to_host(out, n, *stream_), std::vector<float>(n, 1.0F));
 }

@@ -42,15 +42,6 @@ class step_input_test : public gs::testing::gpu_test {};
 using gs::testing::contains;
 using gs::testing::message_of;
 
-template <typename T>
-std::vector<T> to_host(T const* device, std::size_t count, gs::cuda::stream_view stream) {
-  std::vector<T> values(count);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(values.data(), device, count * sizeof(T),
-                                     cudaMemcpyDeviceToHost, stream.value()));
-  stream.synchronize();
-  return values;
-}
-
 }  // namespace
 
 TEST_F(step_input_test, every_replay_reads_the_values_uploaded_before_it) {
@@ -76,7 +67,8 @@ TEST_F(step_input_test, every_replay_reads_the_values_uploaded_before_it) {
     tokens.upload(batch, stream);
     constants.set(step_constants{lr, k}, stream);
     step.replay(stream);
-    std::vector<float> const result = to_host(static_cast<float*>(out.data()), n, stream);
+    std::vector<float> const result =
+        gs::testing::copy_to_host(static_cast<float*>(out.data()), n, stream);
     for (int i = 0; i < n; ++i) {
       ASSERT_EQ(result[static_cast<std::size_t>(i)],
                 static_cast<float>(batch[static_cast<std::size_t>(i)]) * lr + static_cast<float>(k))
@@ -88,7 +80,7 @@ TEST_F(step_input_test, every_replay_reads_the_values_uploaded_before_it) {
 TEST_F(step_input_test, an_input_reads_zeros_before_its_first_upload) {
   gs::cuda::stream stream;
   gs::memory::step_input<std::int64_t> counts{17, stream};
-  EXPECT_EQ(to_host(counts.data(), 17, stream), std::vector<std::int64_t>(17, 0));
+  EXPECT_EQ(gs::testing::copy_to_host(counts.data(), 17, stream), std::vector<std::int64_t>(17, 0));
 }
 
 // Uploads queued behind replays that have not run: each replay must still see its own step's
@@ -117,7 +109,9 @@ TEST_F(step_input_test, uploads_queued_behind_replays_keep_their_own_values) {
       step.replay(stream);
       expected.insert(expected.end(), batch.begin(), batch.end());
     }
-    EXPECT_EQ(to_host(static_cast<std::int32_t*>(log.data()), expected.size(), stream), expected);
+    EXPECT_EQ(
+        gs::testing::copy_to_host(static_cast<std::int32_t*>(log.data()), expected.size(), stream),
+        expected);
   }
 }
 
@@ -131,7 +125,8 @@ TEST_F(step_input_test, a_slot_filled_in_place_is_uploaded_once) {
   slot[1] = 2.0F;
   slot[2] = 3.0F;
   weights.upload_staged(stream);
-  EXPECT_EQ(to_host(weights.data(), 3, stream), (std::vector<float>{1.0F, 2.0F, 3.0F}));
+  EXPECT_EQ(gs::testing::copy_to_host(weights.data(), 3, stream),
+            (std::vector<float>{1.0F, 2.0F, 3.0F}));
   // Its contents went out: uploading them again without staging is refused, not resent stale.
   EXPECT_PRED2(contains, message_of([&] { weights.upload_staged(stream); }),
                "its contents are stale");
@@ -159,7 +154,7 @@ TEST_F(step_input_test, uploads_inside_a_capture_are_refused_and_leave_the_input
       }),
       "construct it before the capture");
   tokens.upload(std::vector<std::int32_t>(8, 9), stream);
-  EXPECT_EQ(to_host(tokens.data(), 8, stream), std::vector<std::int32_t>(8, 9));
+  EXPECT_EQ(gs::testing::copy_to_host(tokens.data(), 8, stream), std::vector<std::int32_t>(8, 9));
 }
 
 TEST_F(step_input_test, bad_uploads_say_what_was_wrong) {
@@ -185,5 +180,5 @@ TEST_F(step_input_test, bad_uploads_say_what_was_wrong) {
                }),
                "moved from");
   moved.upload(std::vector<std::int32_t>(8, 2), stream);
-  EXPECT_EQ(to_host(moved.data(), 8, stream), std::vector<std::int32_t>(8, 2));
+  EXPECT_EQ(gs::testing::copy_to_host(moved.data(), 8, stream), std::vector<std::int32_t>(8, 2));
 }
