@@ -317,10 +317,11 @@ void capture_scope::warn_if_empty(cudaGraph_t captured) const {
   }
   // An empty graph is legal, and almost always a mistake: the work went elsewhere.
   if (nodes == 0) {
-    std::fprintf(stderr,
-                 "graphstep: warning: %s recorded no work: was it issued to another stream than "
-                 "the capturing one (or one not forked into it), or on another device?\n",
-                 describe().c_str());
+    static_cast<void>(std::fprintf(
+        stderr,
+        "graphstep: warning: %s recorded no work: was it issued to another stream than "
+        "the capturing one (or one not forked into it), or on another device?\n",
+        describe().c_str()));
   }
 }
 

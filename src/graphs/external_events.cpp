@@ -16,13 +16,13 @@ cudaEvent_t checked(cuda::event const& e) {
 // The external flags are "invalid when used outside of capture" (CU_EVENT_RECORD_EXTERNAL,
 // CU_EVENT_WAIT_EXTERNAL in cuda.h): outside a capture the plain calls do the same thing.
 void record_external(cuda::event const& e, cuda::stream_view stream) {
-  cudaEvent_t const handle = checked(e);
+  cudaEvent_t handle = checked(e);
   unsigned const flags = stream.is_capturing() ? cudaEventRecordExternal : cudaEventRecordDefault;
   GRAPHSTEP_CUDA_TRY(cudaEventRecordWithFlags(handle, stream.value(), flags));
 }
 
 void wait_external(cuda::stream_view stream, cuda::event const& e) {
-  cudaEvent_t const handle = checked(e);
+  cudaEvent_t handle = checked(e);
   unsigned const flags = stream.is_capturing() ? cudaEventWaitExternal : cudaEventWaitDefault;
   GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream.value(), handle, flags));
 }

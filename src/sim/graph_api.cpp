@@ -433,9 +433,10 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode
   // cannot be built from raw parameters, and are refused rather than run wrongly.
   if (params->func != target.kernel->function() || params->extra != nullptr ||
       !target.kernel->arguments_modelled()) {
-    std::fprintf(stderr,
-                 "graphstep simulated device: cudaGraphExecKernelNodeSetParams with another "
-                 "function, with extra, or on a library's kernel is not modelled\n");
+    static_cast<void>(std::fprintf(
+        stderr,
+        "graphstep simulated device: cudaGraphExecKernelNodeSetParams with another function, "
+        "with extra, or on a library's kernel is not modelled\n"));
     return sim::fail(cudaErrorNotSupported);
   }
   if (params->kernelParams == nullptr && !target.kernel->argument_addresses().empty()) {

@@ -113,7 +113,7 @@ std::vector<T> fill(std::uint64_t seed, std::uint64_t position, std::size_t n,
                     Transform const& transform) {
   std::vector<T> out(n);
   for (std::size_t t = 0; 4 * t < n; ++t) {
-    T values[4];
+    T values[4];  // NOLINT(modernize-avoid-c-arrays): the transforms take device-style arrays
     transform(philox_at(seed, position + t), values);
     for (std::size_t j = 0; j < 4 && 4 * t + j < n; ++j) out[4 * t + j] = values[j];
   }

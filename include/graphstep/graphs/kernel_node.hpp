@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
@@ -69,9 +70,9 @@ class kernel_node {
     std::tuple<std::decay_t<Params>...> values{std::forward<Args>(args)...};
     std::apply(
         [&](auto&... value) {
-          void* pointers[] = {static_cast<void*>(&value)..., nullptr};
+          std::array<void*, sizeof...(Params) + 1> pointers{static_cast<void*>(&value)..., nullptr};
           detail::set_kernel_launch(exec, node_, reinterpret_cast<void const*>(kernel_), dims,
-                                    pointers);
+                                    pointers.data());
         },
         values);
   }

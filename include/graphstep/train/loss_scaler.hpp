@@ -20,8 +20,8 @@ namespace graphstep::train {
 /// element type, that the scaler checks for inf and NaN and, with `unscale`, unscales in place.
 /// `{float_pointer, count}` names an fp32 tensor as before.
 struct scaled_gradient {
-  void* data;
-  std::size_t count;
+  void* data{};
+  std::size_t count{};
   dtype type{dtype::float32};
 };
 

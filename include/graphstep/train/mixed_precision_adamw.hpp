@@ -20,9 +20,9 @@ namespace graphstep::train {
 /// @brief One model tensor: its weights and gradient, both of `type`, in device memory at
 /// addresses that stay fixed (static buffers of the captured step), and its parameter group.
 struct mixed_parameter {
-  void* value;
-  void const* gradient;
-  std::size_t count;
+  void* value{};
+  void const* gradient{};
+  std::size_t count{};
   dtype type{dtype::bfloat16};
   std::uint32_t group{0};  ///< index into the groups given to the optimizer
 };

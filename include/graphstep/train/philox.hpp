@@ -12,7 +12,9 @@
 namespace graphstep::train {
 
 struct philox_block {
-  std::uint32_t word[4];
+  // A C array, not std::array: device code uses it, where std::array's members are host
+  // functions (without --expt-relaxed-constexpr).
+  std::uint32_t word[4];  // NOLINT(modernize-avoid-c-arrays)
 };
 
 namespace detail {
@@ -37,7 +39,10 @@ GRAPHSTEP_HOST_DEVICE inline philox_block philox4x32_10(philox_block counter, st
       key0 += w0;
       key1 += w1;
     }
-    std::uint32_t hi0, lo0, hi1, lo1;
+    std::uint32_t hi0 = 0;
+    std::uint32_t lo0 = 0;
+    std::uint32_t hi1 = 0;
+    std::uint32_t lo1 = 0;
     detail::mulhilo(m0, c.word[0], hi0, lo0);
     detail::mulhilo(m1, c.word[2], hi1, lo1);
     c = philox_block{{hi1 ^ c.word[1] ^ key0, lo1, hi0 ^ c.word[3] ^ key1, lo0}};

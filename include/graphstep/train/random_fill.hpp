@@ -69,6 +69,7 @@ GRAPHSTEP_HOST_DEVICE inline void standard_normal_pair(std::uint32_t first, std:
 struct uniform_transform {
   float low;
   float high;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): device code, where std::array is host-only
   GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, float (&out)[4]) const {
     for (int j = 0; j < 4; ++j) out[j] = uniform_from_bits(bits.word[j], low, high);
   }
@@ -78,8 +79,9 @@ struct uniform_transform {
 struct normal_transform {
   float mean;
   float stddev;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): device code, where std::array is host-only
   GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, float (&out)[4]) const {
-    float z[4];
+    float z[4];  // NOLINT(modernize-avoid-c-arrays): device code
     standard_normal_pair(bits.word[0], bits.word[1], z[0], z[1]);
     standard_normal_pair(bits.word[2], bits.word[3], z[2], z[3]);
     for (int j = 0; j < 4; ++j) out[j] = std::fma(stddev, z[j], mean);
@@ -90,6 +92,7 @@ struct normal_transform {
 template <typename T>
 struct bernoulli_transform {
   float p;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): device code, where std::array is host-only
   GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, T (&out)[4]) const {
     for (int j = 0; j < 4; ++j) out[j] = to_unit_float(bits.word[j]) < p ? T{1} : T{0};
   }

@@ -113,8 +113,8 @@ input_staging::input_staging(std::size_t bytes, std::size_t depth, cuda::stream_
 }
 
 input_staging::~input_staging() = default;
-input_staging::input_staging(input_staging&&) noexcept = default;
-input_staging& input_staging::operator=(input_staging&&) noexcept = default;
+input_staging::input_staging(input_staging&& other) noexcept = default;
+input_staging& input_staging::operator=(input_staging&& other) noexcept = default;
 
 void* input_staging::device() const noexcept {
   return state_ ? state_->memory.data() : nullptr;
@@ -177,8 +177,8 @@ readback_staging::readback_staging(std::size_t bytes, std::size_t depth, char co
     : state_{std::make_unique<state>(bytes, depth, owner)} {}
 
 readback_staging::~readback_staging() = default;
-readback_staging::readback_staging(readback_staging&&) noexcept = default;
-readback_staging& readback_staging::operator=(readback_staging&&) noexcept = default;
+readback_staging::readback_staging(readback_staging&& other) noexcept = default;
+readback_staging& readback_staging::operator=(readback_staging&& other) noexcept = default;
 
 std::size_t readback_staging::bytes() const noexcept {
   return state_ ? state_->slots.bytes : 0;

@@ -20,8 +20,8 @@ class input_staging {
   input_staging(std::size_t bytes, std::size_t depth, cuda::stream_view stream,
                 cuda::memory_resource& resource, char const* owner);
   ~input_staging();
-  input_staging(input_staging&&) noexcept;
-  input_staging& operator=(input_staging&&) noexcept;
+  input_staging(input_staging&& other) noexcept;
+  input_staging& operator=(input_staging&& other) noexcept;
   input_staging(input_staging const&) = delete;
   input_staging& operator=(input_staging const&) = delete;
 
@@ -53,8 +53,8 @@ class readback_staging {
   /// @throws usage_error (zero bytes, depth 0), no_device_error, cuda_error
   readback_staging(std::size_t bytes, std::size_t depth, char const* owner);
   ~readback_staging();
-  readback_staging(readback_staging&&) noexcept;
-  readback_staging& operator=(readback_staging&&) noexcept;
+  readback_staging(readback_staging&& other) noexcept;
+  readback_staging& operator=(readback_staging&& other) noexcept;
   readback_staging(readback_staging const&) = delete;
   readback_staging& operator=(readback_staging const&) = delete;
 
