@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "train/detail/upload_table.hpp"
 #include "train/train_kernels.hpp"
 
 namespace graphstep::train {
@@ -42,13 +43,6 @@ std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gra
   return plan_chunks(counts);  // refuses an empty tensor
 }
 
-template <typename T>
-void upload(cuda::device_buffer const& device, T const* host, std::size_t count,
-            cuda::stream_view stream) {
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count, cudaMemcpyHostToDevice,
-                                     stream.value()));
-}
-
 }  // namespace
 
 loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
@@ -66,9 +60,9 @@ loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
       slots_{sizeof(scaled_gradient) * gradients.size(), stream, resource},
       chunks_{sizeof(tensor_chunk) * chunks.size(), stream, resource} {
   loss_scale_state const initial = initial_loss_scale(options);
-  upload(state_, &initial, 1, stream);
-  upload(slots_, gradients.data(), gradients.size(), stream);
-  upload(chunks_, chunks.data(), chunks.size(), stream);
+  detail::upload_table(state_, &initial, 1, stream);
+  detail::upload_table(slots_, gradients.data(), gradients.size(), stream);
+  detail::upload_table(chunks_, chunks.data(), chunks.size(), stream);
   // The host copies go away on return, and every stream may use the memory (its allocation
   // was ordered on `stream`).
   stream.synchronize();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "train/detail/upload_table.hpp"
 #include "train/mixed_adamw_kernels.hpp"
 
 namespace graphstep::train {
@@ -15,13 +16,6 @@ namespace {
 
 using detail::mixed_adamw_device_state;
 using detail::mixed_tensor_slot;
-
-template <typename T>
-void upload(cuda::device_buffer const& device, T const* host, std::size_t count,
-            cuda::stream_view stream) {
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count, cudaMemcpyHostToDevice,
-                                     stream.value()));
-}
 
 }  // namespace
 
@@ -109,9 +103,9 @@ mixed_precision_adamw::mixed_precision_adamw(
   mixed_adamw_device_state host_state;
   host_state.seed = options.seed;
   host_state.schedule = schedule;
-  upload(slots_, slots.data(), slots.size(), stream);
-  upload(chunks_, plan.chunks.data(), plan.chunks.size(), stream);
-  upload(state_, &host_state, 1, stream);
+  detail::upload_table(slots_, slots.data(), slots.size(), stream);
+  detail::upload_table(chunks_, plan.chunks.data(), plan.chunks.size(), stream);
+  detail::upload_table(state_, &host_state, 1, stream);
   detail::launch_mixed_master_init(static_cast<mixed_tensor_slot const*>(slots_.data()),
                                    static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_,
                                    stream);
