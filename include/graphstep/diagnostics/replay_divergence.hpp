@@ -1,0 +1,218 @@
+#pragma once
+
+/// @file diagnostics/replay_divergence.hpp
+/// @brief The decisions of `verify_replay`, in plain C++: how two copies of a watched region
+/// differ, how a launch recorded at capture differs from the one the step makes now, the order
+/// in which a graph's nodes run one prefix at a time, which graphs can be bisected, and the
+/// report that names the first node whose effect differs.
+///
+/// The snapshots, the eager run, the fresh capture and the prefix replays live in the CUDA
+/// shell (diagnostics/verify_replay.hpp).
+/// graphstep_core: plain C++, includes no CUDA header.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace graphstep::diagnostics {
+
+/// @brief How a watched region's bytes are read when two copies of it differ.
+enum class region_element : unsigned char { raw_bytes, int32, float32, float16, bfloat16 };
+
+/// @brief Bytes of one element (1 for raw bytes).
+[[nodiscard]] std::size_t element_bytes(region_element element) noexcept;
+/// @brief "bytes", "int32", "float32", "float16" or "bfloat16".
+[[nodiscard]] char const* element_name(region_element element) noexcept;
+
+/// @brief Which run changed a region that ended up different.
+enum class written_by : unsigned char {
+  both,         ///< both runs changed it, to different values
+  eager_only,   ///< the eager step wrote it; the replay left it as it was
+  replay_only,  ///< the replay wrote it; the eager step left it as it was
+};
+
+/// @brief How one watched region differs between two runs that started from the same bytes.
+struct region_difference {
+  std::string name;
+  std::size_t bytes{};
+  region_element element{region_element::raw_bytes};
+  std::size_t first_offset{};        ///< byte offset of the first differing element
+  std::size_t differing_elements{};  ///< elements whose bytes differ
+  /// Largest |a - b| and |a - b| / max(|a|, |b|) over the differing elements (numeric elements
+  /// only; infinite where one side is NaN or infinite and the other is not the same).
+  double max_abs_difference{};
+  double max_rel_difference{};
+  written_by writer{written_by::both};
+};
+
+/// @brief Compares a region after two runs (`first`, `second`) that both began from `before`.
+/// `first` plays the eager step and `second` the replay in `written_by`. Elements are compared
+/// by their bytes: NaNs with equal bits are equal, +0 and -0 differ.
+/// @return nothing when the bytes are identical.
+/// @throws usage_error when `bytes` is not a whole number of elements
+[[nodiscard]] std::optional<region_difference> compare_region(
+    std::string_view name, region_element element, unsigned char const* before,
+    unsigned char const* first, unsigned char const* second, std::size_t bytes);
+
+/// @brief A captured node's type, as far as bisection cares.
+enum class node_kind : unsigned char {
+  kernel,
+  memset,
+  memcpy,
+  empty,
+  event_record,
+  event_wait,
+  memory_allocation,
+  memory_free,
+  host_function,
+  child_graph,
+  conditional,
+  other,
+};
+[[nodiscard]] char const* kind_name(node_kind kind) noexcept;
+
+/// @brief A grid or block size.
+struct launch_dims {
+  unsigned x{1};
+  unsigned y{1};
+  unsigned z{1};
+  friend bool operator==(launch_dims const& a, launch_dims const& b) noexcept {
+    return a.x == b.x && a.y == b.y && a.z == b.z;
+  }
+  friend bool operator!=(launch_dims const& a, launch_dims const& b) noexcept { return !(a == b); }
+};
+
+/// @brief What a node does, read from CUDA (cudaGraphKernelNodeGetParams and kin).
+struct node_description {
+  node_kind kind{node_kind::other};
+  // Kernel nodes. CUDA may not report a library's kernel parameters: `parameters_known` is then
+  // false and only the kind and position are compared.
+  bool parameters_known{false};
+  std::uintptr_t function{};
+  std::string kernel_name;  ///< from cudaFuncGetName; empty when unknown
+  launch_dims grid;
+  launch_dims block;
+  std::size_t shared_bytes{};
+  std::vector<std::vector<unsigned char>> arguments;  ///< each parameter's bytes, in order
+  // Memset nodes.
+  std::uintptr_t destination{};
+  unsigned value{};
+  std::size_t element_size{};
+  std::size_t width{};
+  std::size_t height{};
+  std::size_t pitch{};
+};
+
+/// @brief One way a node recorded at capture differs from the one the step records now.
+struct launch_change {
+  enum class what : unsigned char {
+    node_type,       ///< another kind of node at this position
+    kernel,          ///< another kernel function ("chosen at capture")
+    grid,            ///< another grid size ("chosen at capture" from a host value)
+    block,           ///< another block size
+    shared_memory,   ///< other dynamic shared memory
+    argument_count,  ///< another number of parameters
+    argument,        ///< a parameter's bytes ("frozen host value", or another buffer)
+    memset,          ///< a memset's destination, value or shape
+  };
+  what kind{what::argument};
+  std::size_t argument{};  ///< the parameter's index, for `argument`
+  std::string at_capture;  ///< the value recorded at capture, as text
+  std::string now;         ///< the value the step gives now, as text
+};
+[[nodiscard]] char const* change_name(launch_change::what kind) noexcept;
+
+/// @brief How `now` differs from `at_capture`; empty when they launch the same work with the
+/// same bytes (or when CUDA reported neither's parameters).
+[[nodiscard]] std::vector<launch_change> compare_launches(node_description const& at_capture,
+                                                          node_description const& now);
+
+/// @brief The value of one kernel parameter as text: its bytes in hex, and what a 4-byte value
+/// reads as (int, float) or an 8-byte one (address, double).
+[[nodiscard]] std::string argument_text(std::vector<unsigned char> const& bytes);
+
+/// @brief An order in which a graph's nodes can run one after another: every node after all of
+/// its dependencies, ties kept in the order the nodes are listed. `dependencies[i]` holds the
+/// indices of the nodes node i depends on.
+/// @throws usage_error when an index is out of range or the dependencies form a cycle
+[[nodiscard]] std::vector<std::size_t> execution_order(
+    std::vector<std::vector<std::size_t>> const& dependencies);
+
+/// @brief Why a graph's nodes cannot be run one prefix at a time (by disabling the nodes after
+/// the prefix, which CUDA allows for kernel, memset and memcpy nodes only), or "" when they can.
+/// Host functions, child graphs and conditional nodes would run in every prefix.
+[[nodiscard]] std::string bisection_refusal(std::vector<node_kind> const& kinds);
+
+/// @brief Whether a kernel is one of NCCL's collectives (its names begin with "nccl"): such a
+/// step waits for its peers, so it cannot be run alone on one rank.
+[[nodiscard]] bool is_collective_kernel(std::string_view kernel_name) noexcept;
+
+/// @brief The first position at which the two node lists stop pairing up (another kind of
+/// node, another kernel), or the shorter length when one is a prefix of the other; `nullopt`
+/// when they pair up all the way.
+[[nodiscard]] std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a,
+                                                        std::vector<node_description> const& b);
+
+/// @brief What most likely made the replay differ, as named in the report.
+enum class divergence_cause : unsigned char {
+  none,                  ///< the replay matches the eager step
+  capture_fails_now,     ///< capturing the step again fails (its error is in the report)
+  work_outside_capture,  ///< the eager step differs from a fresh capture of itself
+  different_kernel,      ///< a node launches another kernel now
+  launch_configuration,  ///< a grid, block or shared-memory size chosen at capture
+  frozen_argument,       ///< a parameter frozen at capture (a host value, a buffer)
+  changed_structure,     ///< the step records other nodes now
+  same_launches,         ///< every launch is the same, yet the results differ
+};
+[[nodiscard]] char const* cause_name(divergence_cause cause) noexcept;
+
+/// @brief A node whose launch differs between the graph and a fresh capture.
+struct changed_node {
+  std::size_t position{};  ///< in execution order, from 0
+  node_description at_capture;
+  node_description now;
+  std::vector<launch_change> changes;
+};
+
+/// @brief The first node after which the watched memory differs between the graph and a fresh
+/// capture, each run one prefix at a time from the same snapshot.
+struct divergent_node {
+  std::size_t position{};
+  node_description at_capture;
+  node_description now;
+  std::vector<launch_change> changes;
+  std::vector<region_difference> regions;
+};
+
+/// @brief What `verify_replay` found.
+struct replay_report {
+  /// The eager step against the graph's replay, region by region; empty when identical.
+  std::vector<region_difference> differences;
+  /// The message of the error a fresh capture of the step raised, or "".
+  std::string capture_failure;
+  /// The eager step against a replay of a fresh capture of it: work the step issues outside
+  /// the capture (the legacy default stream, a stream that is not joined) shows up here.
+  std::vector<region_difference> outside_capture;
+  std::size_t nodes_at_capture{};
+  std::size_t nodes_now{};
+  /// Where the node lists stop pairing up, if they do.
+  std::optional<std::size_t> first_unpaired;
+  /// Every paired node whose launch differs.
+  std::vector<changed_node> changed;
+  /// The first node whose effect on the watched memory differs, when bisection ran and found
+  /// one.
+  std::optional<divergent_node> first_divergent;
+  /// Why bisection did not run, or "".
+  std::string bisection_skipped;
+
+  [[nodiscard]] bool identical() const noexcept { return differences.empty(); }
+  /// @brief The most likely cause, from everything above.
+  [[nodiscard]] divergence_cause cause() const noexcept;
+  /// @brief The report as text: "identical", or each difference, the cause and the node.
+  [[nodiscard]] std::string describe() const;
+};
+
+}  // namespace graphstep::diagnostics

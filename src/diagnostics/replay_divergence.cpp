@@ -1,0 +1,447 @@
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <graphstep/diagnostics/replay_divergence.hpp>
+#include <graphstep/error.hpp>
+#include <limits>
+#include <sstream>
+
+namespace graphstep::diagnostics {
+
+namespace {
+
+// IEEE 754 binary16 and bfloat16 bit patterns as float (every value is exact in binary32).
+float float16_value(std::uint16_t bits) noexcept {
+  int const sign = (bits & 0x8000U) != 0U ? -1 : 1;
+  int const exponent = static_cast<int>((bits >> 10U) & 0x1FU);
+  auto const mantissa = static_cast<float>(bits & 0x3FFU);
+  if (exponent == 0x1F) {
+    return mantissa == 0.0F ? static_cast<float>(sign) * std::numeric_limits<float>::infinity()
+                            : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (exponent == 0) return static_cast<float>(sign) * std::ldexp(mantissa, -24);  // subnormal
+  return static_cast<float>(sign) * std::ldexp(1024.0F + mantissa, exponent - 25);
+}
+
+float bfloat16_value(std::uint16_t bits) noexcept {
+  std::uint32_t const widened = std::uint32_t{bits} << 16U;
+  float value{};
+  std::memcpy(&value, &widened, sizeof value);
+  return value;
+}
+
+// The element at `at` as a double, for the numeric kinds.
+double element_value(region_element element, unsigned char const* at) noexcept {
+  switch (element) {
+    case region_element::int32: {
+      std::int32_t value{};
+      std::memcpy(&value, at, sizeof value);
+      return value;
+    }
+    case region_element::float32: {
+      float value{};
+      std::memcpy(&value, at, sizeof value);
+      return value;
+    }
+    case region_element::float16:
+    case region_element::bfloat16: {
+      std::uint16_t bits{};
+      std::memcpy(&bits, at, sizeof bits);
+      return element == region_element::float16 ? float16_value(bits) : bfloat16_value(bits);
+    }
+    case region_element::raw_bytes: return *at;
+  }
+  return 0.0;
+}
+
+std::string hex_of(std::uintptr_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << value;
+  return out.str();
+}
+
+std::string dims_text(launch_dims const& d) {
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+}
+
+std::string memset_text(node_description const& n) {
+  return "destination " + hex_of(n.destination) + ", value " + std::to_string(n.value) + ", " +
+         std::to_string(n.width) + " x " + std::to_string(n.height) + " elements of " +
+         std::to_string(n.element_size) + " bytes, pitch " + std::to_string(n.pitch);
+}
+
+std::string node_text(node_description const& n) {
+  if (n.kind != node_kind::kernel) {
+    return n.kind == node_kind::memset ? "memset (" + memset_text(n) + ")" : kind_name(n.kind);
+  }
+  if (!n.parameters_known) return "kernel (its parameters are not reported by CUDA)";
+  std::string text = "kernel " + (n.kernel_name.empty() ? hex_of(n.function) : n.kernel_name) +
+                     " <<<grid " + dims_text(n.grid) + ", block " + dims_text(n.block);
+  if (n.shared_bytes != 0) text += ", " + std::to_string(n.shared_bytes) + " B shared";
+  return text + ">>>";
+}
+
+void describe_region(std::ostringstream& out, region_difference const& d, char const* first,
+                     char const* second) {
+  out << "  " << d.name << " (" << d.bytes << " bytes of " << element_name(d.element)
+      << "): " << d.differing_elements << " element" << (d.differing_elements == 1 ? "" : "s")
+      << " differ, the first at byte " << d.first_offset;
+  if (d.element != region_element::raw_bytes) {
+    out << "; largest difference " << d.max_abs_difference << " (relative " << d.max_rel_difference
+        << ")";
+  }
+  switch (d.writer) {
+    case written_by::eager_only:
+      out << "; the " << first << " wrote it, the " << second << " left it unchanged";
+      break;
+    case written_by::replay_only:
+      out << "; the " << second << " wrote it, the " << first << " left it unchanged";
+      break;
+    case written_by::both: break;
+  }
+  out << '\n';
+}
+
+void describe_changes(std::ostringstream& out, std::vector<launch_change> const& changes) {
+  for (auto const& c : changes) {
+    out << "      " << change_name(c.kind);
+    if (c.kind == launch_change::what::argument) out << ' ' << c.argument;
+    out << ": " << c.at_capture << " at capture, " << c.now << " now\n";
+  }
+}
+
+divergence_cause cause_of(std::vector<launch_change> const& changes) noexcept {
+  auto const has = [&](std::initializer_list<launch_change::what> kinds) {
+    return std::any_of(changes.begin(), changes.end(), [&](launch_change const& c) {
+      return std::find(kinds.begin(), kinds.end(), c.kind) != kinds.end();
+    });
+  };
+  using what = launch_change::what;
+  if (has({what::node_type, what::kernel})) return divergence_cause::different_kernel;
+  if (has({what::grid, what::block, what::shared_memory})) {
+    return divergence_cause::launch_configuration;
+  }
+  if (has({what::argument, what::argument_count, what::memset})) {
+    return divergence_cause::frozen_argument;
+  }
+  return divergence_cause::same_launches;
+}
+
+}  // namespace
+
+std::size_t element_bytes(region_element element) noexcept {
+  switch (element) {
+    case region_element::int32:
+    case region_element::float32: return 4;
+    case region_element::float16:
+    case region_element::bfloat16: return 2;
+    case region_element::raw_bytes: return 1;
+  }
+  return 1;
+}
+
+char const* element_name(region_element element) noexcept {
+  switch (element) {
+    case region_element::raw_bytes: return "bytes";
+    case region_element::int32: return "int32";
+    case region_element::float32: return "float32";
+    case region_element::float16: return "float16";
+    case region_element::bfloat16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+std::optional<region_difference> compare_region(std::string_view name, region_element element,
+                                                unsigned char const* before,
+                                                unsigned char const* first,
+                                                unsigned char const* second, std::size_t bytes) {
+  std::size_t const size = element_bytes(element);
+  if (bytes % size != 0) {
+    throw usage_error("the watched region \"" + std::string{name} + "\" holds " +
+                      std::to_string(bytes) + " bytes, not a whole number of " +
+                      element_name(element) + " elements: give its size in bytes of whole " +
+                      "elements, or watch it as raw bytes");
+  }
+  if (bytes == 0 || std::memcmp(first, second, bytes) == 0) return std::nullopt;
+  region_difference d;
+  d.name = std::string{name};
+  d.bytes = bytes;
+  d.element = element;
+  bool first_wrote = false;
+  bool second_wrote = false;
+  bool found = false;
+  for (std::size_t at = 0; at < bytes; at += size) {
+    first_wrote = first_wrote || std::memcmp(before + at, first + at, size) != 0;
+    second_wrote = second_wrote || std::memcmp(before + at, second + at, size) != 0;
+    if (std::memcmp(first + at, second + at, size) == 0) continue;
+    if (!found) d.first_offset = at;
+    found = true;
+    ++d.differing_elements;
+    if (element == region_element::raw_bytes) continue;
+    double const a = element_value(element, first + at);
+    double const b = element_value(element, second + at);
+    double const abs = std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::infinity()
+                       : std::isinf(a) || std::isinf(b)
+                           ? (a == b ? 0.0 : std::numeric_limits<double>::infinity())
+                           : std::fabs(a - b);
+    double const scale = std::max(std::fabs(a), std::fabs(b));
+    double const rel = std::isinf(abs) ? abs : scale == 0.0 ? 0.0 : abs / scale;
+    d.max_abs_difference = std::max(d.max_abs_difference, abs);
+    d.max_rel_difference = std::max(d.max_rel_difference, rel);
+  }
+  d.writer = first_wrote && !second_wrote   ? written_by::eager_only
+             : second_wrote && !first_wrote ? written_by::replay_only
+                                            : written_by::both;
+  return d;
+}
+
+char const* kind_name(node_kind kind) noexcept {
+  switch (kind) {
+    case node_kind::kernel: return "kernel";
+    case node_kind::memset: return "memset";
+    case node_kind::memcpy: return "memcpy";
+    case node_kind::empty: return "empty node";
+    case node_kind::event_record: return "event record";
+    case node_kind::event_wait: return "event wait";
+    case node_kind::memory_allocation: return "memory allocation";
+    case node_kind::memory_free: return "memory free";
+    case node_kind::host_function: return "host function";
+    case node_kind::child_graph: return "child graph";
+    case node_kind::conditional: return "conditional node";
+    case node_kind::other: return "other node";
+  }
+  return "node";
+}
+
+char const* change_name(launch_change::what kind) noexcept {
+  using what = launch_change::what;
+  switch (kind) {
+    case what::node_type: return "node type";
+    case what::kernel: return "kernel";
+    case what::grid: return "grid";
+    case what::block: return "block";
+    case what::shared_memory: return "dynamic shared memory";
+    case what::argument_count: return "number of parameters";
+    case what::argument: return "parameter";
+    case what::memset: return "memset";
+  }
+  return "launch";
+}
+
+std::string argument_text(std::vector<unsigned char> const& bytes) {
+  std::ostringstream out;
+  out << "0x";
+  // Little-endian: the most significant byte last in memory, first in the text.
+  for (auto it = bytes.rbegin(); it != bytes.rend(); ++it) {
+    std::array<char, 3> digits{};
+    static_cast<void>(std::snprintf(digits.data(), digits.size(), "%02x", *it));
+    out << digits.data();
+  }
+  if (bytes.size() == 4) {
+    std::int32_t as_int{};
+    float as_float{};
+    std::memcpy(&as_int, bytes.data(), 4);
+    std::memcpy(&as_float, bytes.data(), 4);
+    out << " (int " << as_int << ", float " << as_float << ")";
+  } else if (bytes.size() == 8) {
+    double as_double{};
+    std::memcpy(&as_double, bytes.data(), 8);
+    out << " (an address, or double " << as_double << ")";
+  }
+  return out.str();
+}
+
+std::vector<launch_change> compare_launches(node_description const& at_capture,
+                                            node_description const& now) {
+  using what = launch_change::what;
+  std::vector<launch_change> changes;
+  if (at_capture.kind != now.kind) {
+    changes.push_back({what::node_type, 0, kind_name(at_capture.kind), kind_name(now.kind)});
+    return changes;
+  }
+  if (at_capture.kind == node_kind::memset) {
+    if (at_capture.destination != now.destination || at_capture.value != now.value ||
+        at_capture.element_size != now.element_size || at_capture.width != now.width ||
+        at_capture.height != now.height || at_capture.pitch != now.pitch) {
+      changes.push_back({what::memset, 0, memset_text(at_capture), memset_text(now)});
+    }
+    return changes;
+  }
+  if (at_capture.kind != node_kind::kernel || !at_capture.parameters_known ||
+      !now.parameters_known) {
+    return changes;
+  }
+  if (at_capture.function != now.function) {
+    changes.push_back({what::kernel, 0, node_text(at_capture), node_text(now)});
+    return changes;
+  }
+  if (at_capture.grid != now.grid) {
+    changes.push_back({what::grid, 0, dims_text(at_capture.grid), dims_text(now.grid)});
+  }
+  if (at_capture.block != now.block) {
+    changes.push_back({what::block, 0, dims_text(at_capture.block), dims_text(now.block)});
+  }
+  if (at_capture.shared_bytes != now.shared_bytes) {
+    changes.push_back({what::shared_memory, 0, std::to_string(at_capture.shared_bytes) + " B",
+                       std::to_string(now.shared_bytes) + " B"});
+  }
+  if (at_capture.arguments.size() != now.arguments.size()) {
+    changes.push_back({what::argument_count, 0, std::to_string(at_capture.arguments.size()),
+                       std::to_string(now.arguments.size())});
+    return changes;
+  }
+  for (std::size_t i = 0; i < now.arguments.size(); ++i) {
+    if (at_capture.arguments[i] != now.arguments[i]) {
+      changes.push_back({what::argument, i, argument_text(at_capture.arguments[i]),
+                         argument_text(now.arguments[i])});
+    }
+  }
+  return changes;
+}
+
+std::vector<std::size_t> execution_order(
+    std::vector<std::vector<std::size_t>> const& dependencies) {
+  std::size_t const n = dependencies.size();
+  std::vector<std::size_t> waiting(n, 0);
+  std::vector<std::vector<std::size_t>> dependents(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t d : dependencies[i]) {
+      if (d >= n || d == i) {
+        throw usage_error("node " + std::to_string(i) + " depends on node " + std::to_string(d) +
+                          (d == i ? ", itself" : ", which is not in the graph") +
+                          ": the graph's edges are inconsistent");
+      }
+      ++waiting[i];
+      dependents[d].push_back(i);
+    }
+  }
+  // Kahn's algorithm, always taking the first ready node in listed order.
+  std::vector<std::size_t> order;
+  order.reserve(n);
+  std::vector<bool> done(n, false);
+  while (order.size() < n) {
+    std::size_t next = n;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!done[i] && waiting[i] == 0) {
+        next = i;
+        break;
+      }
+    }
+    if (next == n) {
+      throw usage_error("the graph's dependencies form a cycle: no order runs its nodes");
+    }
+    done[next] = true;
+    order.push_back(next);
+    for (std::size_t d : dependents[next]) --waiting[d];
+  }
+  return order;
+}
+
+std::string bisection_refusal(std::vector<node_kind> const& kinds) {
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    node_kind const k = kinds[i];
+    if (k == node_kind::host_function || k == node_kind::child_graph ||
+        k == node_kind::conditional || k == node_kind::other) {
+      return std::string{"node "} + std::to_string(i) + " is a " + kind_name(k) +
+             ", which CUDA cannot disable (only kernel, memset and memcpy nodes can be), so it "
+             "would run in every prefix; the whole-step comparison above still holds";
+    }
+  }
+  return {};
+}
+
+bool is_collective_kernel(std::string_view kernel_name) noexcept {
+  return kernel_name.substr(0, 4) == "nccl";
+}
+
+std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a,
+                                          std::vector<node_description> const& b) {
+  std::size_t const common = std::min(a.size(), b.size());
+  for (std::size_t i = 0; i < common; ++i) {
+    if (a[i].kind != b[i].kind) return i;
+  }
+  if (a.size() != b.size()) return common;
+  return std::nullopt;
+}
+
+char const* cause_name(divergence_cause cause) noexcept {
+  switch (cause) {
+    case divergence_cause::none: return "none: the replay matches the eager step";
+    case divergence_cause::capture_fails_now: return "capturing the step now fails";
+    case divergence_cause::work_outside_capture:
+      return "work outside the capture: the eager step differs from a fresh capture of itself "
+             "(the legacy default stream, a stream that was not joined, a host write)";
+    case divergence_cause::different_kernel:
+      return "a kernel chosen at capture: the step launches another one now";
+    case divergence_cause::launch_configuration:
+      return "a launch configuration chosen at capture: the step launches another grid, block "
+             "or shared-memory size now";
+    case divergence_cause::frozen_argument:
+      return "a parameter frozen at capture: a host value or a buffer the step passes "
+             "differently now";
+    case divergence_cause::changed_structure: return "the step records other work now";
+    case divergence_cause::same_launches:
+      return "every launch is the same, yet the results differ (memory the step reads that is "
+             "not watched or not restored, a race, nondeterministic kernels)";
+  }
+  return "unknown";
+}
+
+divergence_cause replay_report::cause() const noexcept {
+  if (differences.empty()) return divergence_cause::none;
+  if (!capture_failure.empty()) return divergence_cause::capture_fails_now;
+  if (!outside_capture.empty()) return divergence_cause::work_outside_capture;
+  if (first_divergent && !first_divergent->changes.empty()) {
+    return cause_of(first_divergent->changes);
+  }
+  if (!changed.empty()) return cause_of(changed.front().changes);
+  if (first_unpaired) return divergence_cause::changed_structure;
+  return divergence_cause::same_launches;
+}
+
+std::string replay_report::describe() const {
+  std::ostringstream out;
+  if (identical()) {
+    out << "identical: the replay leaves every watched region as the eager step does\n";
+    return out.str();
+  }
+  out << "the replay differs from the eager step in " << differences.size() << " watched region"
+      << (differences.size() == 1 ? "" : "s") << ":\n";
+  for (auto const& d : differences) describe_region(out, d, "eager step", "replay");
+  out << "cause: " << cause_name(cause()) << '\n';
+  if (!capture_failure.empty()) out << "capturing the step now fails: " << capture_failure << '\n';
+  if (!outside_capture.empty()) {
+    out << "the eager step against a fresh capture of it:\n";
+    for (auto const& d : outside_capture) describe_region(out, d, "eager step", "fresh capture");
+  }
+  if (first_unpaired) {
+    out << "the graph holds " << nodes_at_capture << " nodes, a fresh capture " << nodes_now
+        << "; they stop pairing up at node " << *first_unpaired << '\n';
+  }
+  if (first_divergent) {
+    out << "first node whose effect differs: node " << first_divergent->position << ", "
+        << node_text(first_divergent->at_capture) << '\n';
+    if (first_divergent->changes.empty()) {
+      out << "    it launches the same work as a fresh capture; the memory it reads differs\n";
+    } else {
+      out << "    against the step now:\n";
+      describe_changes(out, first_divergent->changes);
+    }
+    out << "    after it, the graph and a fresh capture differ in:\n";
+    for (auto const& d : first_divergent->regions) {
+      describe_region(out, d, "graph", "fresh capture");
+    }
+  }
+  for (auto const& c : changed) {
+    if (first_divergent && c.position == first_divergent->position) continue;
+    out << "node " << c.position << " also launches differently now: " << node_text(c.at_capture)
+        << '\n';
+    describe_changes(out, c.changes);
+  }
+  if (!bisection_skipped.empty()) out << "no bisection: " << bisection_skipped << '\n';
+  return out.str();
+}
+
+}  // namespace graphstep::diagnostics
