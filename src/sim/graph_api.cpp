@@ -387,7 +387,135 @@ sim::graph_state* graph_holding(cudaGraphNode_t node) {
   return nullptr;
 }
 
+// The executable's node that `node`, a node of the graph `exec` was instantiated from, names;
+// null for a node of another graph.
+sim::node_state* node_of_exec(sim::exec_state& exec, cudaGraphNode_t node) {
+  sim::graph_state* original = graph_holding(node);
+  if (original == nullptr || original != exec.instantiated_from) return nullptr;
+  std::size_t index = 0;
+  while (reinterpret_cast<cudaGraphNode_t>(original->nodes[index].get()) != node) ++index;
+  return exec.graph->nodes[index].get();
+}
+
 }  // namespace
+
+// "clonedGraph must have been cloned from originalGraph via cudaGraphClone. originalNode must
+// have been in originalGraph at the time of the call to cudaGraphClone, and the corresponding
+// cloned node in clonedGraph must not have been removed" (cudaGraphNodeFindInClone).
+cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t* found, cudaGraphNode_t original,
+                                     cudaGraph_t cloned) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(cloned);
+  if (found == nullptr || g == nullptr || original == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (auto const& node : g->nodes) {
+    if (reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(node->cloned_from)) ==
+        original) {
+      *found = reinterpret_cast<cudaGraphNode_t>(node.get());
+      return cudaSuccess;
+    }
+  }
+  return sim::fail(cudaErrorInvalidValue);
+}
+
+// "Removes node from its graph. This operation also severs any dependencies of other nodes on
+// node and vice versa. Dependencies cannot be removed from graphs which contain allocation or
+// free nodes" (cudaGraphDestroyNode): such a graph refuses, as does one being captured into.
+cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = graph_holding(node);
+  if (g == nullptr || g->capture != nullptr) return sim::fail(cudaErrorInvalidValue);
+  bool const memory_nodes = std::any_of(g->nodes.begin(), g->nodes.end(), [](auto const& n) {
+    return n->type == cudaGraphNodeTypeMemAlloc || n->type == cudaGraphNodeTypeMemFree;
+  });
+  if (memory_nodes) return sim::fail(cudaErrorInvalidValue);
+  auto* doomed = reinterpret_cast<sim::node_state*>(node);
+  for (auto const& other : g->nodes) {
+    auto& deps = other->dependencies;
+    deps.erase(std::remove(deps.begin(), deps.end(), doomed), deps.end());
+  }
+  for (auto const& body : doomed->conditional.bodies) {
+    sim::state().graphs.erase(body.get());
+    unregister_bodies(*body);
+  }
+  g->nodes.erase(std::find_if(g->nodes.begin(), g->nodes.end(),
+                              [&](auto const& n) { return n.get() == doomed; }));
+  return cudaSuccess;
+}
+
+// "Returns a list of node's dependencies ... If pNumDependencies is higher than the actual
+// number of dependencies, the remaining entries in pDependencies will be set to NULL ... If
+// edgeData is non-NULL, then pDependencies must be as well" (cudaGraphNodeGetDependencies).
+// Every edge here carries the default (zero) edge data.
+cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* dependencies,
+                                         cudaGraphEdgeData* edge_data, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (count == nullptr || graph_holding(node) == nullptr ||
+      (edge_data != nullptr && dependencies == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const& held = reinterpret_cast<sim::node_state const*>(node)->dependencies;
+  if (dependencies == nullptr) {
+    *count = held.size();
+    return cudaSuccess;
+  }
+  std::size_t const wanted = *count;
+  for (std::size_t i = 0; i < wanted; ++i) {
+    dependencies[i] = i < held.size() ? reinterpret_cast<cudaGraphNode_t>(held[i]) : nullptr;
+    if (edge_data != nullptr) edge_data[i] = cudaGraphEdgeData{};
+  }
+  *count = std::min(wanted, held.size());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, cudaMemsetParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const* n = reinterpret_cast<sim::node_state const*>(node);
+  if (n->type != cudaGraphNodeTypeMemset) return sim::fail(cudaErrorInvalidValue);
+  *params = n->memset;
+  return cudaSuccess;
+}
+
+// "Disabled nodes are functionally equivalent to empty nodes until they are reenabled ... The
+// node is identified by the corresponding node hNode in the non-executable graph, from which the
+// executable graph was instantiated ... The modifications only affect future launches of
+// hGraphExec ... Currently only kernel, memset and memcpy nodes are supported"
+// (cudaGraphNodeSetEnabled). Queued launches run a copy of the executable, so they keep theirs.
+cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                    unsigned int enabled) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (target == nullptr ||
+      (target->type != cudaGraphNodeTypeKernel && target->type != cudaGraphNodeTypeMemset &&
+       target->type != cudaGraphNodeTypeMemcpy)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  target->disabled = enabled == 0U;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                    unsigned int* enabled) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (enabled == nullptr || target == nullptr ||
+      (target->type != cudaGraphNodeTypeKernel && target->type != cudaGraphNodeTypeMemset &&
+       target->type != cudaGraphNodeTypeMemcpy)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  *enabled = target->disabled ? 0U : 1U;
+  return cudaSuccess;
+}
 
 cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
   sim::lock_guard const lock{sim::state().mutex};
@@ -420,14 +548,11 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::exec_state* e = sim::find_exec(exec);
   if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
-  sim::graph_state* original = graph_holding(node);
-  if (original == nullptr || original != e->instantiated_from) {
+  sim::node_state* found = node_of_exec(*e, node);
+  if (found == nullptr || found->type != cudaGraphNodeTypeKernel) {
     return sim::fail(cudaErrorInvalidValue);
   }
-  std::size_t index = 0;
-  while (reinterpret_cast<cudaGraphNode_t>(original->nodes[index].get()) != node) ++index;
-  sim::node_state& target = *e->graph->nodes[index];
-  if (target.type != cudaGraphNodeTypeKernel) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state& target = *found;
   // The docs let func change (within its context). A kernel runs here from its source, reached
   // through the launch that captured it: another function, or arguments packed in `extra`,
   // cannot be built from raw parameters, and are refused rather than run wrongly.
@@ -887,8 +1012,14 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
     info->errorNode = reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(where));
     return sim::fail(cudaErrorGraphExecUpdateFailure);
   }
-  // The executable takes the new parameters; its topology (and identity) stay.
-  e->graph = sim::clone(*g);
+  // The executable takes the new parameters; its topology (and identity) stay, and so does
+  // each node's enabled state, which is not a parameter (cudaGraphNodeSetEnabled: "Existing
+  // node parameters are not affected by disabling/enabling the node").
+  std::unique_ptr<sim::graph_state> updated = sim::clone(*g);
+  for (std::size_t i = 0; i < updated->nodes.size(); ++i) {
+    updated->nodes[i]->disabled = e->graph->nodes[i]->disabled;
+  }
+  e->graph = std::move(updated);
   return cudaSuccess;
 }
 

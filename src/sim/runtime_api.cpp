@@ -1003,6 +1003,33 @@ cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEve
 
 // --- kernel launches ---------------------------------------------------------------------------
 
+// "Returns in **name the function name associated with the symbol func ... If func is not a
+// device entry function, then it is assumed to be a cudaKernel_t" (cudaFuncGetName). Here the
+// name is the one written at the launch, and a function is known once it has been launched:
+// any other is refused (cudaErrorInvalidDeviceFunction) rather than read as a cudaKernel_t.
+cudaError_t cudaFuncGetName(char const** name, void const* func) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (name == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const found = sim::state().functions.find(func);
+  if (found == sim::state().functions.end()) return sim::fail(cudaErrorInvalidDeviceFunction);
+  *name = found->second.name.c_str();
+  return cudaSuccess;
+}
+
+// "paramIndex must be less than the number of parameters that func takes"; past the last one
+// the call answers cudaErrorInvalidValue (cudaFuncGetParamInfo).
+cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_t* offset,
+                                 std::size_t* size) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (offset == nullptr || size == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const found = sim::state().functions.find(func);
+  if (found == sim::state().functions.end()) return sim::fail(cudaErrorInvalidDeviceFunction);
+  if (index >= found->second.parameters.size()) return sim::fail(cudaErrorInvalidValue);
+  *offset = found->second.parameters[index].offset;
+  *size = found->second.parameters[index].size;
+  return cudaSuccess;
+}
+
 namespace graphstep::sim::detail {
 
 bool launch_configuration_valid(device_state const& device, kernel_task const& task) {
@@ -1036,6 +1063,10 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
   if (!launch_configuration_valid(*state().devices[static_cast<std::size_t>(s->device)], *task)) {
     fail(cudaErrorInvalidValue);
     return;
+  }
+  if (task->arguments_modelled()) {
+    state().functions.try_emplace(task->function(),
+                                  launched_function{task->name(), task->parameter_layout()});
   }
   auto node = std::make_unique<node_state>();
   node->type = cudaGraphNodeTypeKernel;

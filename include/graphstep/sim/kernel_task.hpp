@@ -27,6 +27,12 @@ struct pointer_argument {
   bool read_only{};
 };
 
+/// @brief One kernel parameter's place in the device-side parameter layout.
+struct parameter_slot {
+  std::size_t offset{};
+  std::size_t size{};
+};
+
 /// @brief A launch with its configuration and a copy of its arguments.
 class kernel_task {
  public:
@@ -55,6 +61,9 @@ class kernel_task {
   /// kernelParams); empty for a task whose parameters are not modelled (a library's kernels).
   [[nodiscard]] virtual bool arguments_modelled() const noexcept { return false; }
   [[nodiscard]] virtual std::vector<void*> argument_addresses() const { return {}; }
+  /// Where each parameter lies in the device-side parameter layout (cudaFuncGetParamInfo):
+  /// offsets in parameter order, each aligned to its type; empty where not modelled.
+  [[nodiscard]] virtual std::vector<parameter_slot> parameter_layout() const { return {}; }
   /// A fresh task that launches the same kernel under `grid`, `block` and `dynamic_shared_bytes`
   /// with the arguments `arguments[i]` points to (cudaGraphExecKernelNodeSetParams'
   /// kernelParams, copied now); null for a task whose parameters are not modelled.

@@ -99,6 +99,20 @@ class kernel_launch final : public kernel_task {
         arguments_);
     return out;
   }
+  [[nodiscard]] std::vector<parameter_slot> parameter_layout() const override {
+    // Each parameter at the next offset aligned to its type, as a struct of the parameters
+    // would lay them out (what cudaFuncGetParamInfo reports on a GPU for these types).
+    std::vector<parameter_slot> out;
+    std::size_t end = 0;
+    auto const place = [&](std::size_t size, std::size_t alignment) {
+      std::size_t const offset = (end + alignment - 1) / alignment * alignment;
+      out.push_back(parameter_slot{offset, size});
+      end = offset + size;
+    };
+    (place(sizeof(std::decay_t<Parameters>), alignof(std::decay_t<Parameters>)), ...);
+    static_cast<void>(place);  // a kernel without parameters places none
+    return out;
+  }
   [[nodiscard]] std::shared_ptr<kernel_task const> with_arguments(
       void* const* arguments, dim3 grid, dim3 block,
       std::size_t dynamic_shared_bytes) const override {

@@ -343,6 +343,7 @@ std::string describe(node_state const& node) {
 
 // Graphs nest (child graphs, conditional bodies): execution recurses with them.
 void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
+  if (node.disabled) return;            // an empty node (cudaGraphNodeSetEnabled)
   device_work const running;
   record_accesses(node);
   int const device = node.owner != nullptr ? node.owner->device : node.device;
@@ -460,7 +461,9 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
   for (auto const& node : graph.nodes) {
     auto twin = std::make_unique<node_state>();
     twin->type = node->type;
+    twin->disabled = node->disabled;
     twin->owner = copy.get();
+    twin->cloned_from = node.get();
     for (node_state const* dependency : node->dependencies) {
       twin->dependencies.push_back(mapped.at(dependency));
     }

@@ -71,7 +71,12 @@ struct conditional_params {
 
 struct node_state {
   cudaGraphNodeType type{cudaGraphNodeTypeEmpty};
+  // An executable's kernel, memset or memcpy node disabled by cudaGraphNodeSetEnabled:
+  // "functionally equivalent to empty nodes until they are reenabled".
+  bool disabled{};
   graph_state* owner{};
+  // The node this one was cloned from (cudaGraphNodeFindInClone); compared, never followed.
+  node_state const* cloned_from{};
   int device{};  // where work run outside a graph runs
   std::vector<node_state*> dependencies;
   std::shared_ptr<kernel_task const> kernel;
@@ -93,6 +98,11 @@ struct node_state {
   // (cudaFreeAsync gives the memory back then).
   std::shared_ptr<void const> staging;
   std::function<void()> completion;
+};
+
+struct launched_function {
+  std::string name;
+  std::vector<parameter_slot> parameters;
 };
 
 struct conditional_handle_state {
@@ -233,6 +243,10 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   unsigned long long next_capture_id{1};
   unsigned long long next_stream_id{1};
   unsigned long long next_conditional{1};
+  // Kernel functions launched so far, with the name written at the launch and the parameter
+  // layout (cudaFuncGetName, cudaFuncGetParamInfo). A GPU knows every kernel of a loaded
+  // module; here a function is known from its first launch.
+  std::map<void const*, launched_function> functions;
   // cudaStreamPerThread of each (thread, device); blocking streams, kept for the process.
   std::map<std::pair<std::thread::id, int>, std::unique_ptr<stream_state>> per_thread_streams;
   race_checker races;

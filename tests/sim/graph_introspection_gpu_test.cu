@@ -1,0 +1,189 @@
+// Reading a graph back and running part of it: a node's dependencies, a memset node's
+// parameters, a kernel's name and parameter layout, and nodes of an executable disabled and
+// enabled again. On the simulated device they check its model against the documentation; on a
+// GPU the same tests check the tests.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+
+namespace {
+
+__global__ void add_one(int* value) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) *value += 1;
+}
+
+__global__ void layout_probe(char tag, double weight, int count, int* out) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) *out = tag + count + static_cast<int>(weight);
+}
+
+class graph_introspection : public gs::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gpu_test::SetUp();
+    if (IsSkipped()) return;
+    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&value_, sizeof(int)));
+    GRAPHSTEP_CUDA_TRY(cudaMemset(value_, 0, sizeof(int)));
+    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  }
+  void TearDown() override {
+    if (exec_ != nullptr) static_cast<void>(cudaGraphExecDestroy(exec_));
+    if (graph_ != nullptr) static_cast<void>(cudaGraphDestroy(graph_));
+    if (value_ != nullptr) static_cast<void>(cudaFree(value_));
+    if (stream_ != nullptr) static_cast<void>(cudaStreamDestroy(stream_));
+  }
+
+  // memset(value, 0) → add_one → add_one, captured and instantiated.
+  void capture_three_nodes() {
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(value_, 0, sizeof(int), stream_));
+    add_one<<<1, 32, 0, stream_>>>(value_);
+    add_one<<<1, 32, 0, stream_>>>(value_);
+    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph_));
+    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
+    std::size_t count = 3;
+    nodes_.resize(count);
+    GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph_, nodes_.data(), &count));
+    ASSERT_EQ(count, 3U);
+  }
+
+  cudaGraphNode_t node_of_type(cudaGraphNodeType wanted, int skip = 0) {
+    for (cudaGraphNode_t node : nodes_) {
+      cudaGraphNodeType type{};
+      GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+      if (type == wanted && skip-- == 0) return node;
+    }
+    return nullptr;
+  }
+
+  int replay() {
+    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    int host = -1;
+    GRAPHSTEP_CUDA_TRY(cudaMemcpy(&host, value_, sizeof host, cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+  cudaStream_t stream_{};
+  int* value_{};
+  cudaGraph_t graph_{};
+  cudaGraphExec_t exec_{};
+  std::vector<cudaGraphNode_t> nodes_;
+};
+
+}  // namespace
+
+TEST_F(graph_introspection, a_nodes_dependencies_are_listed_and_padded_with_null) {
+  capture_three_nodes();
+  cudaGraphNode_t const memset = node_of_type(cudaGraphNodeTypeMemset);
+  cudaGraphNode_t const first = node_of_type(cudaGraphNodeTypeKernel, 0);
+  cudaGraphNode_t const second = node_of_type(cudaGraphNodeTypeKernel, 1);
+  std::size_t count = 0;
+  ASSERT_EQ(cudaGraphNodeGetDependencies(memset, nullptr, nullptr, &count), cudaSuccess);
+  EXPECT_EQ(count, 0U);
+  ASSERT_EQ(cudaGraphNodeGetDependencies(second, nullptr, nullptr, &count), cudaSuccess);
+  ASSERT_EQ(count, 1U);
+  // "If pNumDependencies is higher than the actual number of dependencies, the remaining
+  // entries in pDependencies will be set to NULL".
+  std::vector<cudaGraphNode_t> found(3, memset);
+  std::vector<cudaGraphEdgeData> edges(3);
+  count = 3;
+  ASSERT_EQ(cudaGraphNodeGetDependencies(second, found.data(), edges.data(), &count), cudaSuccess);
+  EXPECT_EQ(count, 1U);
+  EXPECT_EQ(found[0], first);
+  EXPECT_EQ(found[1], nullptr);
+  EXPECT_EQ(edges[0].type, cudaGraphDependencyTypeDefault);
+  // "If edgeData is non-NULL, then pDependencies must be as well."
+  EXPECT_EQ(cudaGraphNodeGetDependencies(second, nullptr, edges.data(), &count),
+            cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}
+
+TEST_F(graph_introspection, a_memset_nodes_parameters_read_back) {
+  capture_three_nodes();
+  cudaMemsetParams params{};
+  ASSERT_EQ(cudaGraphMemsetNodeGetParams(node_of_type(cudaGraphNodeTypeMemset), &params),
+            cudaSuccess);
+  EXPECT_EQ(params.dst, static_cast<void*>(value_));
+  EXPECT_EQ(params.value, 0U);
+  EXPECT_EQ(params.width * params.elementSize, sizeof(int));
+  EXPECT_EQ(cudaGraphMemsetNodeGetParams(node_of_type(cudaGraphNodeTypeKernel), &params),
+            cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}
+
+TEST_F(graph_introspection, a_kernels_name_and_parameter_layout_read_back) {
+  int* out = value_;
+  layout_probe<<<1, 32, 0, stream_>>>('a', 1.0, 2, out);
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  auto const* function = reinterpret_cast<void const*>(&layout_probe);
+  char const* name = nullptr;
+  ASSERT_EQ(cudaFuncGetName(&name, function), cudaSuccess);
+  ASSERT_NE(name, nullptr);
+  EXPECT_NE(std::string{name}.find("layout_probe"), std::string::npos) << name;
+  // char, double, int, pointer: each at the next offset aligned to its size.
+  std::vector<std::size_t> const offsets{0, 8, 16, 24};
+  std::vector<std::size_t> const sizes{1, 8, 4, 8};
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    std::size_t offset = 0;
+    std::size_t size = 0;
+    ASSERT_EQ(cudaFuncGetParamInfo(function, i, &offset, &size), cudaSuccess) << i;
+    EXPECT_EQ(offset, offsets[i]) << "parameter " << i;
+    EXPECT_EQ(size, sizes[i]) << "parameter " << i;
+  }
+  std::size_t offset = 0;
+  std::size_t size = 0;
+  // "paramIndex must be less than the number of parameters that func takes."
+  EXPECT_NE(cudaFuncGetParamInfo(function, 4, &offset, &size), cudaSuccess);
+  static_cast<void>(cudaGetLastError());
+  EXPECT_EQ(cudaFuncGetName(nullptr, function), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}
+
+// "Disabled nodes are functionally equivalent to empty nodes until they are reenabled"
+// (cudaGraphNodeSetEnabled).
+TEST_F(graph_introspection, disabled_nodes_do_nothing_until_enabled_again) {
+  capture_three_nodes();
+  cudaGraphNode_t const second = node_of_type(cudaGraphNodeTypeKernel, 1);
+  EXPECT_EQ(replay(), 2);
+  ASSERT_EQ(cudaGraphNodeSetEnabled(exec_, second, 0), cudaSuccess);
+  unsigned enabled = 1;
+  ASSERT_EQ(cudaGraphNodeGetEnabled(exec_, second, &enabled), cudaSuccess);
+  EXPECT_EQ(enabled, 0U);
+  EXPECT_EQ(replay(), 1);
+  // A disabled memset leaves the value: the kernel adds to what the last replay left.
+  ASSERT_EQ(cudaGraphNodeSetEnabled(exec_, node_of_type(cudaGraphNodeTypeMemset), 0), cudaSuccess);
+  EXPECT_EQ(replay(), 2);
+  ASSERT_EQ(cudaGraphNodeSetEnabled(exec_, second, 1), cudaSuccess);
+  ASSERT_EQ(cudaGraphNodeSetEnabled(exec_, node_of_type(cudaGraphNodeTypeMemset), 1), cudaSuccess);
+  EXPECT_EQ(replay(), 2);
+}
+
+TEST_F(graph_introspection, only_kernel_memset_and_memcpy_nodes_of_the_source_graph_toggle) {
+  capture_three_nodes();
+  cudaGraphNode_t empty = nullptr;
+  ASSERT_EQ(cudaGraphAddEmptyNode(&empty, graph_, nullptr, 0), cudaSuccess);
+  cudaGraphExec_t with_empty = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&with_empty, graph_, 0), cudaSuccess);
+  // "Currently only kernel, memset and memcpy nodes are supported."
+  EXPECT_EQ(cudaGraphNodeSetEnabled(with_empty, empty, 0), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+  // The node must come from the graph the executable was instantiated from.
+  cudaGraph_t other = nullptr;
+  ASSERT_EQ(cudaGraphClone(&other, graph_), cudaSuccess);
+  std::size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(other, nullptr, &count), cudaSuccess);
+  std::vector<cudaGraphNode_t> other_nodes(count);
+  ASSERT_EQ(cudaGraphGetNodes(other, other_nodes.data(), &count), cudaSuccess);
+  EXPECT_EQ(cudaGraphNodeSetEnabled(exec_, other_nodes[0], 0), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+  static_cast<void>(cudaGraphDestroy(other));
+  static_cast<void>(cudaGraphExecDestroy(with_empty));
+}
