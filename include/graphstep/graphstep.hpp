@@ -21,6 +21,8 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/diagnostics/capture_trace.hpp>
+#include <graphstep/diagnostics/replay_divergence.hpp>
+#include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_mode.hpp>

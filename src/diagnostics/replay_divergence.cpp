@@ -107,7 +107,10 @@ void describe_region(std::ostringstream& out, region_difference const& d, char c
 void describe_changes(std::ostringstream& out, std::vector<launch_change> const& changes) {
   for (auto const& c : changes) {
     out << "      " << change_name(c.kind);
-    if (c.kind == launch_change::what::argument) out << ' ' << c.argument;
+    if (c.kind == launch_change::what::argument ||
+        c.kind == launch_change::what::unwatched_buffer) {
+      out << ' ' << c.argument;
+    }
     out << ": " << c.at_capture << " at capture, " << c.now << " now\n";
   }
 }
@@ -123,6 +126,7 @@ divergence_cause cause_of(std::vector<launch_change> const& changes) noexcept {
   if (has({what::grid, what::block, what::shared_memory})) {
     return divergence_cause::launch_configuration;
   }
+  // Moved unwatched buffers alone name no cause: a pool's temporaries move with every capture.
   if (has({what::argument, what::argument_count, what::memset})) {
     return divergence_cause::frozen_argument;
   }
@@ -225,6 +229,7 @@ char const* change_name(launch_change::what kind) noexcept {
     case what::shared_memory: return "dynamic shared memory";
     case what::argument_count: return "number of parameters";
     case what::argument: return "parameter";
+    case what::unwatched_buffer: return "parameter (unwatched device memory)";
     case what::memset: return "memset";
   }
   return "launch";
@@ -292,8 +297,21 @@ std::vector<launch_change> compare_launches(node_description const& at_capture,
                        std::to_string(now.arguments.size())});
     return changes;
   }
+  bool const sets_condition =
+      at_capture.kernel_name.find("set_condition_kernel") != std::string::npos;
+  auto const role = [](node_description const& n, std::size_t i) {
+    return i < n.argument_roles.size() ? n.argument_roles[i] : argument_role::value;
+  };
   for (std::size_t i = 0; i < now.arguments.size(); ++i) {
+    if (sets_condition && i == 0) continue;  // the graph's own conditional handle
     if (at_capture.arguments[i] != now.arguments[i]) {
+      bool const moved = role(at_capture, i) == argument_role::other_device_memory &&
+                         role(now, i) == argument_role::other_device_memory;
+      if (moved) {
+        changes.push_back({what::unwatched_buffer, i, argument_text(at_capture.arguments[i]),
+                           argument_text(now.arguments[i])});
+        continue;
+      }
       changes.push_back({what::argument, i, argument_text(at_capture.arguments[i]),
                          argument_text(now.arguments[i])});
     }
@@ -339,17 +357,48 @@ std::vector<std::size_t> execution_order(
   return order;
 }
 
-std::string bisection_refusal(std::vector<node_kind> const& kinds) {
-  for (std::size_t i = 0; i < kinds.size(); ++i) {
-    node_kind const k = kinds[i];
-    if (k == node_kind::host_function || k == node_kind::child_graph ||
-        k == node_kind::conditional || k == node_kind::other) {
-      return std::string{"node "} + std::to_string(i) + " is a " + kind_name(k) +
-             ", which CUDA cannot disable (only kernel, memset and memcpy nodes can be), so it "
-             "would run in every prefix; the whole-step comparison above still holds";
-    }
+bisection_plan plan_bisection(std::vector<node_kind> const& kinds) {
+  auto const is = [&](std::initializer_list<node_kind> wanted) {
+    return [wanted](node_kind k) {
+      return std::find(wanted.begin(), wanted.end(), k) != wanted.end();
+    };
+  };
+  auto const whole = std::find_if(kinds.begin(), kinds.end(),
+                                  is({node_kind::host_function, node_kind::child_graph,
+                                      node_kind::conditional, node_kind::other}));
+  if (whole == kinds.end()) return {bisection_method::disable_nodes, {}};
+  auto const memory = std::find_if(kinds.begin(), kinds.end(),
+                                   is({node_kind::memory_allocation, node_kind::memory_free}));
+  if (memory == kinds.end()) return {bisection_method::prefix_graphs, {}};
+  return {bisection_method::refused,
+          std::string{"node "} + std::to_string(whole - kinds.begin()) + " is a " +
+              kind_name(*whole) +
+              ", which CUDA cannot disable (only kernel, memset and memcpy "
+              "nodes can be), and node " +
+              std::to_string(memory - kinds.begin()) + " is a " + kind_name(*memory) +
+              ", so CUDA cannot remove nodes from the graph either; the "
+              "whole-step comparison above still holds"};
+}
+
+std::optional<std::uintptr_t> condition_flag(std::vector<node_description> const& nodes,
+                                             std::size_t position) {
+  if (position >= nodes.size() || nodes[position].kind != node_kind::conditional) {
+    return std::nullopt;
   }
-  return {};
+  for (std::size_t i = position; i-- > 0;) {
+    node_description const& n = nodes[i];
+    if (n.kind != node_kind::kernel ||
+        n.kernel_name.find("set_condition_kernel") == std::string::npos) {
+      continue;
+    }
+    if (n.arguments.size() != 2 || n.arguments[1].size() != sizeof(std::uint64_t)) {
+      return std::nullopt;
+    }
+    std::uint64_t address{};
+    std::memcpy(&address, n.arguments[1].data(), sizeof address);
+    return static_cast<std::uintptr_t>(address);
+  }
+  return std::nullopt;
 }
 
 bool is_collective_kernel(std::string_view kernel_name) noexcept {
@@ -382,6 +431,12 @@ char const* cause_name(divergence_cause cause) noexcept {
       return "a parameter frozen at capture: a host value or a buffer the step passes "
              "differently now";
     case divergence_cause::changed_structure: return "the step records other work now";
+    case divergence_cause::condition:
+      return "a conditional node decides otherwise: the flag it reads differs when each graph "
+             "reaches it";
+    case divergence_cause::inside_nested_graph:
+      return "inside a conditional node's body or a child graph, whose launches CUDA 13.0 does "
+             "not report node by node; its condition agrees";
     case divergence_cause::same_launches:
       return "every launch is the same, yet the results differ (memory the step reads that is "
              "not watched or not restored, a race, nondeterministic kernels)";
@@ -393,8 +448,18 @@ divergence_cause replay_report::cause() const noexcept {
   if (differences.empty()) return divergence_cause::none;
   if (!capture_failure.empty()) return divergence_cause::capture_fails_now;
   if (!outside_capture.empty()) return divergence_cause::work_outside_capture;
-  if (first_divergent && !first_divergent->changes.empty()) {
-    return cause_of(first_divergent->changes);
+  if (first_divergent) {
+    if (divergence_cause const c = cause_of(first_divergent->changes);
+        c != divergence_cause::same_launches) {
+      return c;
+    }
+  }
+  if (first_divergent && (first_divergent->at_capture.kind == node_kind::conditional ||
+                          first_divergent->at_capture.kind == node_kind::child_graph)) {
+    bool const decided_otherwise =
+        first_divergent->condition_at_capture && first_divergent->condition_now &&
+        *first_divergent->condition_at_capture != *first_divergent->condition_now;
+    return decided_otherwise ? divergence_cause::condition : divergence_cause::inside_nested_graph;
   }
   if (!changed.empty()) return cause_of(changed.front().changes);
   if (first_unpaired) return divergence_cause::changed_structure;
@@ -429,10 +494,19 @@ std::string replay_report::describe() const {
       out << "    against the step now:\n";
       describe_changes(out, first_divergent->changes);
     }
+    if (first_divergent->condition_at_capture && first_divergent->condition_now) {
+      out << "    its condition's flag: " << *first_divergent->condition_at_capture
+          << " in the graph, " << *first_divergent->condition_now << " in a fresh capture\n";
+    }
     out << "    after it, the graph and a fresh capture differ in:\n";
     for (auto const& d : first_divergent->regions) {
       describe_region(out, d, "graph", "fresh capture");
     }
+  }
+  if (moved_buffers_only > 0) {
+    out << moved_buffers_only << " node" << (moved_buffers_only == 1 ? "" : "s")
+        << " differ only in addresses of unwatched device memory (a pool places temporaries "
+           "anew in every capture); not listed\n";
   }
   for (auto const& c : changed) {
     if (first_divergent && c.position == first_divergent->position) continue;

@@ -151,6 +151,45 @@ TEST(replay_divergence, launches_differ_by_argument_grid_and_kernel) {
   EXPECT_EQ(type[0].kind, gd::launch_change::what::node_type);
 }
 
+TEST(replay_divergence, unwatched_buffers_that_moved_are_told_apart_from_other_arguments) {
+  auto const a = bytes_of(std::vector<std::uint64_t>{0x7f0000001000});
+  auto const b = bytes_of(std::vector<std::uint64_t>{0x7f0000009000});
+  auto at_capture = kernel(0x1000, {a});
+  auto now = kernel(0x1000, {b});
+  at_capture.argument_roles = {gd::argument_role::other_device_memory};
+  now.argument_roles = {gd::argument_role::other_device_memory};
+  auto const moved = gd::compare_launches(at_capture, now);
+  ASSERT_EQ(moved.size(), 1U);
+  EXPECT_EQ(moved[0].kind, gd::launch_change::what::unwatched_buffer);
+  now.argument_roles = {gd::argument_role::watched_memory};
+  EXPECT_EQ(gd::compare_launches(at_capture, now).at(0).kind, gd::launch_change::what::argument);
+
+  // A moved temporary alone names no cause.
+  gd::replay_report report;
+  std::vector<unsigned char> const zero(4, 0);
+  std::vector<unsigned char> const one{1, 0, 0, 0};
+  report.differences.push_back(
+      *gd::compare_region("w", gd::region_element::int32, zero.data(), zero.data(), one.data(), 4));
+  gd::divergent_node node;
+  node.at_capture = at_capture;
+  node.now = at_capture;
+  node.changes = moved;
+  report.first_divergent = node;
+  EXPECT_EQ(report.cause(), gd::divergence_cause::same_launches);
+}
+
+TEST(replay_divergence, a_graphs_own_conditional_handle_is_not_compared) {
+  auto const handle_then = bytes_of(std::vector<std::uint64_t>{1});
+  auto const handle_now = bytes_of(std::vector<std::uint64_t>{2});
+  auto const flag = bytes_of(std::vector<std::uint64_t>{0x7f0000002000});
+  auto setter_then = kernel(0x3000, {handle_then, flag});
+  auto setter_now = kernel(0x3000, {handle_now, flag});
+  setter_then.kernel_name = setter_now.kernel_name = "set_condition_kernel";
+  EXPECT_TRUE(gd::compare_launches(setter_then, setter_now).empty());
+  setter_then.kernel_name = setter_now.kernel_name = "user_kernel";
+  EXPECT_EQ(gd::compare_launches(setter_then, setter_now).size(), 1U);
+}
+
 TEST(replay_divergence, kernels_whose_parameters_cuda_hides_compare_by_kind_only) {
   auto hidden = kernel(0x1000, {});
   hidden.parameters_known = false;
@@ -191,15 +230,35 @@ TEST(replay_divergence, execution_order_follows_dependencies_and_keeps_listed_or
   EXPECT_TRUE(gd::execution_order({}).empty());
 }
 
-TEST(replay_divergence, only_graphs_of_disableable_nodes_are_bisected) {
+TEST(replay_divergence, bisection_disables_nodes_or_runs_prefix_graphs_or_is_refused) {
   using k = gd::node_kind;
-  EXPECT_EQ(gd::bisection_refusal({k::kernel, k::memset, k::memcpy, k::empty, k::event_record,
-                                   k::event_wait, k::memory_allocation, k::memory_free}),
-            "");
-  auto const refusal = gd::bisection_refusal({k::kernel, k::host_function});
-  EXPECT_TRUE(contains(refusal, "node 1 is a host function")) << refusal;
-  EXPECT_FALSE(gd::bisection_refusal({k::conditional}).empty());
-  EXPECT_FALSE(gd::bisection_refusal({k::child_graph}).empty());
+  EXPECT_EQ(gd::plan_bisection({k::kernel, k::memset, k::memcpy, k::empty, k::event_record,
+                                k::event_wait, k::memory_allocation, k::memory_free})
+                .method,
+            gd::bisection_method::disable_nodes);
+  for (k whole : {k::host_function, k::child_graph, k::conditional, k::other}) {
+    EXPECT_EQ(gd::plan_bisection({k::kernel, whole}).method, gd::bisection_method::prefix_graphs)
+        << gd::kind_name(whole);
+  }
+  auto const refused = gd::plan_bisection({k::kernel, k::conditional, k::memory_allocation});
+  EXPECT_EQ(refused.method, gd::bisection_method::refused);
+  EXPECT_TRUE(contains(refused.refusal, "node 1 is a conditional node")) << refused.refusal;
+  EXPECT_TRUE(contains(refused.refusal, "node 2 is a memory allocation")) << refused.refusal;
+}
+
+TEST(replay_divergence, a_conditionals_flag_is_the_argument_of_its_setter) {
+  std::uint64_t const flag = 0x7f0000002000;
+  auto setter = kernel(0x3000, {bytes_of(std::vector<std::uint64_t>{42}),
+                                bytes_of(std::vector<std::uint64_t>{flag})});
+  setter.kernel_name = "graphstep::graphs::set_condition_kernel";
+  gd::node_description conditional;
+  conditional.kind = gd::node_kind::conditional;
+  auto const other = kernel(0x1000, {});
+  EXPECT_EQ(gd::condition_flag({other, setter, other, conditional}, 3), flag);
+  EXPECT_FALSE(gd::condition_flag({other, setter, other, conditional}, 2).has_value())
+      << "not a conditional node";
+  EXPECT_FALSE(gd::condition_flag({other, conditional}, 1).has_value()) << "no setter";
+  EXPECT_FALSE(gd::condition_flag({conditional}, 5).has_value());
 }
 
 TEST(replay_divergence, collective_kernels_are_named_by_nccls_prefix) {
@@ -244,6 +303,19 @@ TEST(replay_divergence, the_report_names_the_cause_from_what_was_found) {
   std::string const text = report.describe();
   EXPECT_TRUE(contains(text, "first node whose effect differs: node 2, kernel scale")) << text;
   EXPECT_TRUE(contains(text, "parameter 0")) << text;
+
+  gd::divergent_node nested;
+  nested.position = 4;
+  nested.at_capture.kind = gd::node_kind::conditional;
+  nested.now.kind = gd::node_kind::conditional;
+  nested.condition_at_capture = 1U;
+  nested.condition_now = 1U;
+  report.first_divergent = nested;
+  EXPECT_EQ(report.cause(), gd::divergence_cause::inside_nested_graph);
+  report.first_divergent->condition_now = 0U;
+  EXPECT_EQ(report.cause(), gd::divergence_cause::condition);
+  EXPECT_TRUE(contains(report.describe(), "flag: 1 in the graph, 0 in a fresh capture"))
+      << report.describe();
 
   report.outside_capture = report.differences;
   EXPECT_EQ(report.cause(), gd::divergence_cause::work_outside_capture);

@@ -41,11 +41,11 @@ def cases(text):
     for paragraph in re.split(r"\n\s*\n", text):
         if paragraph.lstrip().startswith("```"):
             in_code = not in_code if paragraph.count("```") % 2 else in_code
-            if found:
+            if found and found[-1] is not None:  # code right after a heading belongs to no case
                 found[-1][1] += "\n\n" + paragraph
             continue
         if in_code:
-            if found:
+            if found and found[-1] is not None:
                 found[-1][1] += "\n\n" + paragraph
             continue
         if paragraph.startswith("#"):

@@ -85,6 +85,13 @@ struct launch_dims {
   friend bool operator!=(launch_dims const& a, launch_dims const& b) noexcept { return !(a == b); }
 };
 
+/// @brief What a kernel parameter's value is, as far as the device knows it.
+enum class argument_role : unsigned char {
+  value,                ///< not an address of device memory
+  watched_memory,       ///< an address inside a watched region
+  other_device_memory,  ///< an address of device memory nobody watches (a pool's temporaries)
+};
+
 /// @brief What a node does, read from CUDA (cudaGraphKernelNodeGetParams and kin).
 struct node_description {
   node_kind kind{node_kind::other};
@@ -97,6 +104,7 @@ struct node_description {
   launch_dims block;
   std::size_t shared_bytes{};
   std::vector<std::vector<unsigned char>> arguments;  ///< each parameter's bytes, in order
+  std::vector<argument_role> argument_roles;          ///< one per argument; missing ones are values
   // Memset nodes.
   std::uintptr_t destination{};
   unsigned value{};
@@ -116,7 +124,10 @@ struct launch_change {
     shared_memory,   ///< other dynamic shared memory
     argument_count,  ///< another number of parameters
     argument,        ///< a parameter's bytes ("frozen host value", or another buffer)
-    memset,          ///< a memset's destination, value or shape
+    /// Another address of unwatched device memory: a temporary the pool places anew in every
+    /// capture, or a buffer of the step's that nobody watches.
+    unwatched_buffer,
+    memset,  ///< a memset's destination, value or shape
   };
   what kind{what::argument};
   std::size_t argument{};  ///< the parameter's index, for `argument`
@@ -126,7 +137,9 @@ struct launch_change {
 [[nodiscard]] char const* change_name(launch_change::what kind) noexcept;
 
 /// @brief How `now` differs from `at_capture`; empty when they launch the same work with the
-/// same bytes (or when CUDA reported neither's parameters).
+/// same bytes (or when CUDA reported neither's parameters). The conditional handle that
+/// graphstep's set_condition_kernel takes first is the graph's own, new in every capture, and
+/// is not compared.
 [[nodiscard]] std::vector<launch_change> compare_launches(node_description const& at_capture,
                                                           node_description const& now);
 
@@ -141,10 +154,27 @@ struct launch_change {
 [[nodiscard]] std::vector<std::size_t> execution_order(
     std::vector<std::vector<std::size_t>> const& dependencies);
 
-/// @brief Why a graph's nodes cannot be run one prefix at a time (by disabling the nodes after
-/// the prefix, which CUDA allows for kernel, memset and memcpy nodes only), or "" when they can.
-/// Host functions, child graphs and conditional nodes would run in every prefix.
-[[nodiscard]] std::string bisection_refusal(std::vector<node_kind> const& kinds);
+/// @brief How a graph's nodes are run one prefix at a time.
+enum class bisection_method : unsigned char {
+  /// Disable the nodes after the prefix in one executable (cudaGraphNodeSetEnabled): CUDA
+  /// allows it for kernel, memset and memcpy nodes, and the graph holds no other node that
+  /// does work (empty, event and memory nodes do none of their own).
+  disable_nodes,
+  /// Instantiate a copy of the graph without the nodes after the prefix (cudaGraphClone,
+  /// cudaGraphDestroyNode), for graphs with host functions, child graphs or conditional nodes;
+  /// each runs whole, and a host function runs once in every prefix that holds it.
+  prefix_graphs,
+  /// Neither: the graph holds a node CUDA cannot disable and memory nodes, from whose graphs
+  /// CUDA cannot remove nodes.
+  refused,
+};
+
+/// @brief The method for a graph whose nodes are of `kinds`, and for `refused` the reason.
+struct bisection_plan {
+  bisection_method method{bisection_method::disable_nodes};
+  std::string refusal;
+};
+[[nodiscard]] bisection_plan plan_bisection(std::vector<node_kind> const& kinds);
 
 /// @brief Whether a kernel is one of NCCL's collectives (its names begin with "nccl"): such a
 /// step waits for its peers, so it cannot be run alone on one rank.
@@ -156,6 +186,13 @@ struct launch_change {
 [[nodiscard]] std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a,
                                                         std::vector<node_description> const& b);
 
+/// @brief The device address of the flag that decides the conditional node at `position`, when
+/// graphstep's `capture_if`/`capture_while` made it: the flag parameter of the nearest earlier
+/// kernel that hands a flag to a conditional handle (set_condition_kernel). `nullopt` for any
+/// other node, or a conditional node set some other way.
+[[nodiscard]] std::optional<std::uintptr_t> condition_flag(
+    std::vector<node_description> const& nodes, std::size_t position);
+
 /// @brief What most likely made the replay differ, as named in the report.
 enum class divergence_cause : unsigned char {
   none,                  ///< the replay matches the eager step
@@ -165,6 +202,8 @@ enum class divergence_cause : unsigned char {
   launch_configuration,  ///< a grid, block or shared-memory size chosen at capture
   frozen_argument,       ///< a parameter frozen at capture (a host value, a buffer)
   changed_structure,     ///< the step records other nodes now
+  condition,             ///< a conditional node's flag differs when the graphs reach it
+  inside_nested_graph,   ///< inside a conditional node's body or a child graph
   same_launches,         ///< every launch is the same, yet the results differ
 };
 [[nodiscard]] char const* cause_name(divergence_cause cause) noexcept;
@@ -185,6 +224,10 @@ struct divergent_node {
   node_description now;
   std::vector<launch_change> changes;
   std::vector<region_difference> regions;
+  /// For a conditional node of `capture_if`/`capture_while`: its flag when each graph reached
+  /// it (the condition it decided on).
+  std::optional<unsigned> condition_at_capture;
+  std::optional<unsigned> condition_now;
 };
 
 /// @brief What `verify_replay` found.
@@ -200,8 +243,10 @@ struct replay_report {
   std::size_t nodes_now{};
   /// Where the node lists stop pairing up, if they do.
   std::optional<std::size_t> first_unpaired;
-  /// Every paired node whose launch differs.
+  /// Every paired node whose launch differs, other than in unwatched buffers alone.
   std::vector<changed_node> changed;
+  /// Paired nodes whose launches differ only in addresses of unwatched device memory.
+  std::size_t moved_buffers_only{};
   /// The first node whose effect on the watched memory differs, when bisection ran and found
   /// one.
   std::optional<divergent_node> first_divergent;

@@ -1,0 +1,88 @@
+#pragma once
+
+/// @file diagnostics/verify_replay.hpp
+/// @brief `verify_replay`: does replaying a captured step compute what running the step
+/// eagerly computes now, and if not, which node is the first to differ and why.
+///
+/// A debugging tool, not for the training loop: it runs the step several times and copies the
+/// watched memory to the host between runs.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/diagnostics/replay_divergence.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace graphstep::memory {
+class memory_pool;
+}
+
+namespace graphstep::diagnostics {
+
+/// @brief Device memory the step reads or writes at the same address in every run: its
+/// parameters, optimizer state, inputs and outputs (static buffers, `step_input`s, buffers of
+/// your own). Memory the step allocates anew each run cannot be compared and is not watched.
+struct watched_region {
+  std::string name;
+  void* address{};
+  std::size_t bytes{};
+  region_element element{region_element::raw_bytes};
+};
+
+/// @brief A region of `count` elements of `T` at `device_pointer`, read as float32 or int32
+/// where `T` is one (set `element` yourself for 16-bit floats), else as raw bytes.
+template <typename T>
+[[nodiscard]] watched_region watch(std::string name, T* device_pointer, std::size_t count) {
+  using value = std::remove_cv_t<T>;
+  region_element const element = std::is_same_v<value, float>          ? region_element::float32
+                                 : std::is_same_v<value, std::int32_t> ? region_element::int32
+                                                                       : region_element::raw_bytes;
+  return watched_region{std::move(name),
+                        const_cast<void*>(static_cast<void const*>(device_pointer)),
+                        count * sizeof(T), element};
+}
+
+/// @brief How `verify_replay` captures the step again.
+struct verify_options {
+  /// For the fresh capture of the step: the options the graph was captured with (mode, name,
+  /// `refuse_legacy_stream`).
+  graphs::capture_options capture{};
+  /// The pool the graph's capture allocated from, if any: the fresh capture allocates from it.
+  memory::memory_pool* pool{nullptr};
+  /// Find the first node whose effect differs when the results differ (runs the graph and the
+  /// fresh capture once per node).
+  bool bisect{true};
+};
+
+/// @brief Runs `step(stream)` eagerly and replays `graph`, each from the same contents of the
+/// watched regions, and compares the regions. When they differ, it also captures the step
+/// again and compares that capture with `graph`: node by node (kernel, grid, block, shared
+/// memory, each parameter's bytes, memsets), the eager step against a replay of the fresh
+/// capture (work outside the capture), and, with `options.bisect`, both graphs one prefix of
+/// nodes at a time from the same contents (CUDA's cudaGraphNodeSetEnabled), to name the first
+/// node after which the watched memory differs.
+///
+/// The step is called twice (eagerly, then under capture) and must issue the same work each
+/// time for the same host state. The watched regions are restored to their contents before the
+/// call when it returns; other memory the step writes is written by every run. The device is
+/// synchronized between runs (cudaDeviceSynchronize: work the step leaves on other streams
+/// counts as the eager step's), so no other thread may be capturing meanwhile.
+/// @throws usage_error (an empty graph; a legacy or capturing stream; a region that is null,
+/// empty, not whole elements, overlapping another or named twice; no region; a graph holding
+/// NCCL collectives, which need their peers: verify each rank's step with its collectives
+/// replaced, or compare ranks' results instead), cuda_error, and whatever `step` throws
+[[nodiscard]] replay_report verify_replay(cuda::stream_view stream,
+                                          std::function<void(cuda::stream_view)> const& step,
+                                          graphs::graph const& graph,
+                                          std::vector<watched_region> const& regions,
+                                          verify_options const& options = {});
+
+}  // namespace graphstep::diagnostics

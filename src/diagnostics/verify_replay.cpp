@@ -1,0 +1,447 @@
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/diagnostics/verify_replay.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace graphstep::diagnostics {
+
+namespace {
+
+using contents = std::vector<std::vector<unsigned char>>;  // one host copy per region
+
+// More parameters than any kernel takes (CUDA's limit is 32,764 bytes of them).
+constexpr std::size_t parameter_limit = 32764;
+
+node_kind kind_of(cudaGraphNodeType type) noexcept {
+  switch (type) {
+    case cudaGraphNodeTypeKernel: return node_kind::kernel;
+    case cudaGraphNodeTypeMemset: return node_kind::memset;
+    case cudaGraphNodeTypeMemcpy: return node_kind::memcpy;
+    case cudaGraphNodeTypeEmpty: return node_kind::empty;
+    case cudaGraphNodeTypeEventRecord: return node_kind::event_record;
+    case cudaGraphNodeTypeWaitEvent: return node_kind::event_wait;
+    case cudaGraphNodeTypeMemAlloc: return node_kind::memory_allocation;
+    case cudaGraphNodeTypeMemFree: return node_kind::memory_free;
+    case cudaGraphNodeTypeHost: return node_kind::host_function;
+    case cudaGraphNodeTypeGraph: return node_kind::child_graph;
+    case cudaGraphNodeTypeConditional: return node_kind::conditional;
+    default: return node_kind::other;
+  }
+}
+
+bool can_disable(node_kind kind) noexcept {
+  // "Currently only kernel, memset and memcpy nodes are supported" (cudaGraphNodeSetEnabled).
+  return kind == node_kind::kernel || kind == node_kind::memset || kind == node_kind::memcpy;
+}
+
+// A query CUDA may refuse (a library kernel's parameters, a name it does not know): the
+// refusal is an answer here, so it must not linger as the thread's last error.
+bool answered(cudaError_t status) noexcept {
+  if (status == cudaSuccess) return true;
+  static_cast<void>(cudaGetLastError());
+  return false;
+}
+
+void describe_kernel(cudaGraphNode_t node, node_description& out) {
+  cudaKernelNodeParams params{};
+  if (!answered(cudaGraphKernelNodeGetParams(node, &params))) return;
+  out.function = reinterpret_cast<std::uintptr_t>(params.func);
+  out.grid = {params.gridDim.x, params.gridDim.y, params.gridDim.z};
+  out.block = {params.blockDim.x, params.blockDim.y, params.blockDim.z};
+  out.shared_bytes = params.sharedMemBytes;
+  char const* name = nullptr;
+  if (answered(cudaFuncGetName(&name, params.func)) && name != nullptr) out.kernel_name = name;
+  for (std::size_t i = 0; i < parameter_limit; ++i) {
+    std::size_t offset = 0;
+    std::size_t size = 0;
+    if (!answered(cudaFuncGetParamInfo(params.func, i, &offset, &size))) break;
+    // Arguments packed in `extra` rather than kernelParams cannot be read one by one.
+    if (params.kernelParams == nullptr) return;
+    auto const* first = static_cast<unsigned char const*>(params.kernelParams[i]);
+    out.arguments.emplace_back(first, first + size);
+  }
+  out.parameters_known = true;
+}
+
+node_description describe(cudaGraphNode_t node) {
+  node_description out;
+  cudaGraphNodeType type{};
+  GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+  out.kind = kind_of(type);
+  if (out.kind == node_kind::kernel) describe_kernel(node, out);
+  if (out.kind == node_kind::memset) {
+    cudaMemsetParams params{};
+    GRAPHSTEP_CUDA_TRY(cudaGraphMemsetNodeGetParams(node, &params));
+    out.destination = reinterpret_cast<std::uintptr_t>(params.dst);
+    out.value = params.value;
+    out.element_size = params.elementSize;
+    out.width = params.width;
+    out.height = params.height;
+    out.pitch = params.pitch;
+  }
+  return out;
+}
+
+// A graph's nodes in an order they can run one after another, and what each does.
+struct ordered_graph {
+  std::vector<cudaGraphNode_t> nodes;
+  std::vector<node_description> descriptions;
+};
+
+// Whether each 8-byte argument is an address of device memory, watched or not.
+void classify_arguments(node_description& node, std::vector<watched_region> const& regions) {
+  node.argument_roles.assign(node.arguments.size(), argument_role::value);
+  for (std::size_t i = 0; i < node.arguments.size(); ++i) {
+    if (node.arguments[i].size() != sizeof(void*)) continue;
+    void const* address = nullptr;
+    std::memcpy(&address, node.arguments[i].data(), sizeof address);
+    cudaPointerAttributes attributes{};
+    if (!answered(cudaPointerGetAttributes(&attributes, address)) ||
+        (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)) {
+      continue;
+    }
+    auto const at = reinterpret_cast<std::uintptr_t>(address);
+    bool const watched = std::any_of(regions.begin(), regions.end(), [&](auto const& r) {
+      auto const begin = reinterpret_cast<std::uintptr_t>(r.address);
+      return at >= begin && at < begin + r.bytes;
+    });
+    node.argument_roles[i] =
+        watched ? argument_role::watched_memory : argument_role::other_device_memory;
+  }
+}
+
+ordered_graph order_nodes(cudaGraph_t graph, std::vector<watched_region> const& regions) {
+  std::size_t count = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> listed(count);
+  if (count > 0) GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, listed.data(), &count));
+  std::unordered_map<cudaGraphNode_t, std::size_t> index;
+  for (std::size_t i = 0; i < listed.size(); ++i) index[listed[i]] = i;
+  std::vector<std::vector<std::size_t>> dependencies(listed.size());
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    std::size_t n = 0;
+    GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetDependencies(listed[i], nullptr, nullptr, &n));
+    std::vector<cudaGraphNode_t> found(n);
+    if (n > 0)
+      GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetDependencies(listed[i], found.data(), nullptr, &n));
+    for (cudaGraphNode_t d : found) dependencies[i].push_back(index.at(d));
+  }
+  ordered_graph out;
+  for (std::size_t i : execution_order(dependencies)) {
+    out.nodes.push_back(listed[i]);
+    out.descriptions.push_back(describe(listed[i]));
+    classify_arguments(out.descriptions.back(), regions);
+  }
+  return out;
+}
+
+void check_regions(std::vector<watched_region> const& regions) {
+  GRAPHSTEP_EXPECTS(!regions.empty(),
+                    "verify_replay needs at least one watched region: the device memory the "
+                    "step writes (its outputs, parameters, optimizer state)");
+  std::set<std::string> names;
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> spans;
+  for (auto const& r : regions) {
+    std::string const what = "the watched region \"" + r.name + "\"";
+    GRAPHSTEP_EXPECTS(!r.name.empty(), "every watched region needs a name for the report");
+    GRAPHSTEP_EXPECTS(names.insert(r.name).second, what + " is named twice: name each once");
+    GRAPHSTEP_EXPECTS(r.address != nullptr, what + " has a null address");
+    GRAPHSTEP_EXPECTS(r.bytes > 0, what + " is empty: give its size in bytes");
+    GRAPHSTEP_EXPECTS(r.bytes % element_bytes(r.element) == 0,
+                      what + " holds " + std::to_string(r.bytes) + " bytes, not a whole number " +
+                          "of " + element_name(r.element) + " elements");
+    auto const begin = reinterpret_cast<std::uintptr_t>(r.address);
+    spans.emplace_back(begin, begin + r.bytes);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i) {
+    GRAPHSTEP_EXPECTS(spans[i].first >= spans[i - 1].second,
+                      "two watched regions overlap: restoring one would overwrite the other; "
+                      "watch each byte once");
+  }
+}
+
+class region_copies {
+ public:
+  region_copies(cuda::stream_view stream, std::vector<watched_region> const& regions)
+      : stream_{stream}, regions_{regions} {}
+
+  [[nodiscard]] std::vector<watched_region> const& regions() const noexcept { return regions_; }
+
+  [[nodiscard]] contents read() const {
+    contents out;
+    for (auto const& r : regions_) {
+      out.emplace_back(r.bytes);
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(out.back().data(), r.address, r.bytes, cudaMemcpyDefault,
+                                         stream_.value()));
+    }
+    stream_.synchronize();
+    return out;
+  }
+
+  void write(contents const& from) const {
+    for (std::size_t i = 0; i < regions_.size(); ++i) {
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(regions_[i].address, from[i].data(), regions_[i].bytes,
+                                         cudaMemcpyDefault, stream_.value()));
+    }
+    stream_.synchronize();
+  }
+
+  [[nodiscard]] std::vector<region_difference> compare(contents const& before,
+                                                       contents const& first,
+                                                       contents const& second) const {
+    std::vector<region_difference> out;
+    for (std::size_t i = 0; i < regions_.size(); ++i) {
+      auto const& r = regions_[i];
+      if (auto d = compare_region(r.name, r.element, before[i].data(), first[i].data(),
+                                  second[i].data(), r.bytes)) {
+        out.push_back(std::move(*d));
+      }
+    }
+    return out;
+  }
+
+ private:
+  cuda::stream_view stream_;
+  std::vector<watched_region> const& regions_;
+};
+
+// Lets the first `enabled` nodes (in execution order) run, and every node CUDA cannot disable.
+void enable_prefix(cudaGraphExec_t exec, ordered_graph const& g, std::size_t enabled) {
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!can_disable(g.descriptions[i].kind)) continue;
+    GRAPHSTEP_CUDA_TRY(cudaGraphNodeSetEnabled(exec, g.nodes[i], i < enabled ? 1U : 0U));
+  }
+}
+
+struct graph_deleter {
+  void operator()(cudaGraph_t graph) const noexcept {
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(graph));
+  }
+};
+struct exec_deleter {
+  void operator()(cudaGraphExec_t exec) const noexcept {
+    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec));
+  }
+};
+
+// Runs a copy of `source` that holds only its first `kept` nodes (in execution order).
+void run_prefix_graph(cudaGraph_t source, ordered_graph const& g, std::size_t kept,
+                      cuda::stream_view stream) {
+  cudaGraph_t raw = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphClone(&raw, source));
+  std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, graph_deleter> const copy{raw};
+  for (std::size_t i = g.nodes.size(); i-- > kept;) {
+    cudaGraphNode_t cloned = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaGraphNodeFindInClone(&cloned, g.nodes[i], copy.get()));
+    GRAPHSTEP_CUDA_TRY(cudaGraphDestroyNode(cloned));
+  }
+  cudaGraphExec_t exec = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, copy.get(), 0));
+  std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, exec_deleter> const owned{exec};
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream.value()));
+  stream.synchronize();
+}
+
+// Runs `graph` with its first k nodes (in execution order), by the method chosen.
+std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::graph const& graph,
+                                               ordered_graph const& g, cuda::stream_view stream) {
+  if (method == bisection_method::disable_nodes) {
+    auto exec = std::make_shared<graphs::graph_exec>(graph.instantiate());
+    return [exec, &g, stream](std::size_t k) {
+      enable_prefix(exec->native_handle(), g, k);
+      exec->replay(stream);
+    };
+  }
+  return [&graph, &g, stream](std::size_t k) {
+    run_prefix_graph(graph.native_handle(), g, k, stream);
+  };
+}
+
+// The value of the flag `address` (an unsigned int in device memory).
+unsigned read_flag(std::uintptr_t address, cuda::stream_view stream) {
+  unsigned value = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, reinterpret_cast<void const*>(address), sizeof value,
+                                     cudaMemcpyDefault, stream.value()));
+  stream.synchronize();
+  return value;
+}
+
+void bisect(replay_report& report, cuda::stream_view stream, region_copies const& copies,
+            contents const& before, graphs::graph const& graph, graphs::graph const& fresh,
+            ordered_graph const& then, ordered_graph const& now, std::size_t paired) {
+  if (paired == 0) {
+    report.bisection_skipped = "the graphs have no node in common to compare";
+    return;
+  }
+  std::vector<node_kind> kinds;
+  for (auto const& d : then.descriptions) kinds.push_back(d.kind);
+  for (auto const& d : now.descriptions) kinds.push_back(d.kind);
+  bisection_plan const plan = plan_bisection(kinds);
+  if (plan.method == bisection_method::refused) {
+    report.bisection_skipped = plan.refusal;
+    return;
+  }
+  auto const run_then = prefix_runner(plan.method, graph, then, stream);
+  auto const run_now = prefix_runner(plan.method, fresh, now, stream);
+  // The flags of capture_if/capture_while nodes, read just before each graph reaches them.
+  std::optional<unsigned> then_flag;
+  std::optional<unsigned> now_flag;
+  for (std::size_t k = 1; k <= paired; ++k) {
+    auto const run = [&](std::function<void(std::size_t)> const& runner, ordered_graph const& g,
+                         std::optional<unsigned>& flag) {
+      copies.write(before);
+      runner(k);
+      GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+      contents out = copies.read();
+      flag.reset();
+      if (auto const address = condition_flag(g.descriptions, k))
+        flag = read_flag(*address, stream);
+      return out;
+    };
+    std::optional<unsigned> const then_reached = then_flag;
+    std::optional<unsigned> const now_reached = now_flag;
+    contents const a = run(run_then, then, then_flag);
+    contents const b = run(run_now, now, now_flag);
+    if (auto regions = copies.compare(before, a, b); !regions.empty()) {
+      divergent_node node;
+      node.position = k - 1;
+      node.at_capture = then.descriptions[k - 1];
+      node.now = now.descriptions[k - 1];
+      node.changes = compare_launches(node.at_capture, node.now);
+      node.regions = std::move(regions);
+      node.condition_at_capture = then_reached;
+      node.condition_now = now_reached;
+      report.first_divergent = std::move(node);
+      return;
+    }
+  }
+}
+
+// The eager step against the replay and, when they differ, against a fresh capture.
+void compare_runs(replay_report& report, cuda::stream_view stream,
+                  std::function<void(cuda::stream_view)> const& step, graphs::graph const& graph,
+                  region_copies const& copies, contents const& before, ordered_graph const& then,
+                  verify_options const& options) {
+  step(stream);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  contents const eager = copies.read();
+  copies.write(before);
+  {
+    graphs::graph_exec exec = graph.instantiate();
+    exec.replay(stream);
+    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  }
+  report.differences = copies.compare(before, eager, copies.read());
+  if (report.identical()) return;
+
+  // Capture the step as it is now, to compare with what was captured then.
+  copies.write(before);
+  graphs::graph fresh;
+  try {
+    auto const body = [&] { step(stream); };
+    if (options.pool != nullptr) {
+      graphs::capture(fresh, stream, *options.pool, body, options.capture);
+    } else {
+      graphs::capture(fresh, stream, body, options.capture);
+    }
+  } catch (error const& e) {
+    report.capture_failure = e.what();
+    return;
+  }
+  // Work the capture did not record (the legacy stream beside a relaxed capture) ran at once.
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  copies.write(before);
+  {
+    graphs::graph_exec exec = fresh.instantiate();
+    exec.replay(stream);
+    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  }
+  report.outside_capture = copies.compare(before, eager, copies.read());
+
+  ordered_graph const now = order_nodes(fresh.native_handle(), copies.regions());
+  report.nodes_now = now.nodes.size();
+  report.first_unpaired = first_unpaired(then.descriptions, now.descriptions);
+  std::size_t const paired = report.first_unpaired.value_or(then.nodes.size());
+  for (std::size_t i = 0; i < paired; ++i) {
+    auto changes = compare_launches(then.descriptions[i], now.descriptions[i]);
+    bool const moved_only = std::all_of(changes.begin(), changes.end(), [](auto const& c) {
+      return c.kind == launch_change::what::unwatched_buffer;
+    });
+    if (changes.empty()) continue;
+    if (moved_only) {
+      ++report.moved_buffers_only;
+    } else {
+      report.changed.push_back({i, then.descriptions[i], now.descriptions[i], std::move(changes)});
+    }
+  }
+  if (options.bisect) {
+    bisect(report, stream, copies, before, graph, fresh, then, now, paired);
+  } else {
+    report.bisection_skipped = "turned off (verify_options::bisect)";
+  }
+}
+
+// The watched regions end as they began, also when a run fails; a failure to restore them is
+// reported, not thrown over the error on its way out.
+void restore_after_failure(region_copies const& copies, contents const& before) noexcept {
+  try {
+    copies.write(before);
+  } catch (std::exception const& e) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep: verify_replay could not restore the watched regions: %s\n", e.what()));
+  }
+}
+
+}  // namespace
+
+replay_report verify_replay(cuda::stream_view stream,
+                            std::function<void(cuda::stream_view)> const& step,
+                            graphs::graph const& graph, std::vector<watched_region> const& regions,
+                            verify_options const& options) {
+  GRAPHSTEP_EXPECTS(!graph.empty(), "verify_replay needs a captured graph; this one is empty");
+  GRAPHSTEP_EXPECTS(static_cast<bool>(step), "verify_replay needs the step to run eagerly");
+  GRAPHSTEP_EXPECTS(!stream.is_legacy_default(),
+                    "verify_replay runs the step on the stream it was captured from: pass that "
+                    "stream, not the legacy default stream");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "verify_replay runs the step eagerly: call it outside any capture");
+  check_regions(regions);
+  ordered_graph const then = order_nodes(graph.native_handle(), regions);
+  for (auto const& d : then.descriptions) {
+    GRAPHSTEP_EXPECTS(!is_collective_kernel(d.kernel_name),
+                      "graph \"" + graph.name() + "\" holds the NCCL kernel " + d.kernel_name +
+                          ", which waits for its peers: verify_replay runs one rank's step "
+                          "alone; verify a step without its collectives on each rank, or compare "
+                          "the ranks' results");
+  }
+
+  region_copies const copies{stream, regions};
+  contents const before = copies.read();
+  replay_report report;
+  report.nodes_at_capture = then.nodes.size();
+  try {
+    compare_runs(report, stream, step, graph, copies, before, then, options);
+  } catch (...) {
+    restore_after_failure(copies, before);
+    throw;
+  }
+  copies.write(before);
+  return report;
+}
+
+}  // namespace graphstep::diagnostics

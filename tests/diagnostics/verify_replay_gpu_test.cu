@@ -1,0 +1,382 @@
+// verify_replay on planted failures: a host scalar frozen at capture, a grid chosen from a host
+// value, a memset on the legacy stream, an output the next replay overwrites, a conditional
+// node's flag or body; each is found, named by node and cause; a faithful graph is reported
+// identical; graphs with host functions are bisected too; and each refusal.
+
+#include <cstdint>
+#include <graphstep/diagnostics/verify_replay.hpp>
+#include <graphstep/graphstep.hpp>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+namespace gd = graphstep::diagnostics;
+
+namespace {
+
+__global__ void scale_kernel(float* out, float const* in, float factor, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i] * factor;
+}
+
+__global__ void accumulate_kernel(float* into, float const* from, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) into[i] += from[i];
+}
+
+__global__ void sum_kernel(float* total, float const* values, int n) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float sum = 0.0F;
+    for (int i = 0; i < n; ++i) sum += values[i];
+    *total = sum;
+  }
+}
+
+__global__ void set_flag_kernel(unsigned* flag, unsigned value) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) *flag = value;
+}
+
+constexpr int n = 256;
+constexpr unsigned threads = 64;
+
+unsigned blocks_for(int count) {
+  return (static_cast<unsigned>(count) + threads - 1) / threads;
+}
+
+using gs::testing::contains;
+using gs::testing::message_of;
+
+// A small training step: y = x * factor; w += y; loss = sum(w).
+class verify_replay_test : public gs::testing::stream_pool_test {
+ protected:
+  void SetUp() override {
+    stream_pool_test::SetUp();
+    if (IsSkipped()) return;
+    x_ = allocate(n);
+    y_ = allocate(n);
+    w_ = allocate(n);
+    loss_ = allocate(1);
+    std::vector<float> values(n);
+    std::iota(values.begin(), values.end(), 1.0F);
+    gs::testing::copy_to_device(x_, values.data(), n * sizeof(float));
+    gs::testing::copy_to_device(w_, values.data(), n * sizeof(float));
+  }
+
+  float* allocate(std::size_t count) {
+    auto* p = static_cast<float*>(pool_->allocate(count * sizeof(float), *stream_));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, count * sizeof(float), stream_->get()));
+    stream_->synchronize();
+    return p;
+  }
+
+  void step(gs::cuda::stream_view s) {
+    scale_kernel<<<blocks_for(active_), threads, 0, s.value()>>>(y_, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, y_, n);
+    sum_kernel<<<1, 32, 0, s.value()>>>(loss_, w_, n);
+  }
+
+  gs::graphs::graph capture_step(gs::graphs::capture_options options = {}) {
+    gs::graphs::graph g;
+    gs::graphs::capture(
+        g, *stream_, [&] { step(*stream_); }, std::move(options));
+    return g;
+  }
+
+  [[nodiscard]] std::vector<gd::watched_region> regions() const {
+    return {gd::watch("y", y_, n), gd::watch("w", w_, n), gd::watch("loss", loss_, 1)};
+  }
+
+  gd::replay_report verify(gs::graphs::graph const& g, gd::verify_options const& options = {}) {
+    return gd::verify_replay(
+        *stream_, [&](gs::cuda::stream_view s) { step(s); }, g, regions(), options);
+  }
+
+  float* x_{};
+  float* y_{};
+  float* w_{};
+  float* loss_{};
+  float factor_{2.0F};
+  int active_{n};
+};
+
+gd::region_difference const* find(std::vector<gd::region_difference> const& found,
+                                  std::string const& name) {
+  for (auto const& d : found) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_F(verify_replay_test, a_faithful_graph_is_identical_and_the_regions_are_restored) {
+  auto const g = capture_step();
+  auto const w_before = gs::testing::copy_to_host(w_, n, *stream_);
+  auto const report = verify(g);
+  EXPECT_TRUE(report.identical()) << report.describe();
+  EXPECT_EQ(report.cause(), gd::divergence_cause::none);
+  EXPECT_TRUE(contains(report.describe(), "identical")) << report.describe();
+  EXPECT_EQ(gs::testing::copy_to_host(w_, n, *stream_), w_before);
+}
+
+// The learning-rate bug: a host scalar passed by value is frozen into the kernel node.
+TEST_F(verify_replay_test, names_the_node_whose_host_scalar_was_frozen_at_capture) {
+  auto const g = capture_step();
+  factor_ = 3.0F;
+  auto const report = verify(g);
+  ASSERT_FALSE(report.identical());
+  EXPECT_NE(find(report.differences, "w"), nullptr) << report.describe();
+  EXPECT_NE(find(report.differences, "loss"), nullptr) << report.describe();
+  EXPECT_TRUE(report.capture_failure.empty()) << report.capture_failure;
+  EXPECT_TRUE(report.outside_capture.empty()) << report.describe();
+  EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
+  ASSERT_TRUE(report.first_divergent.has_value()) << report.describe();
+  auto const& node = *report.first_divergent;
+  EXPECT_EQ(node.position, 0U);
+  EXPECT_TRUE(contains(node.at_capture.kernel_name, "scale_kernel")) << node.at_capture.kernel_name;
+  ASSERT_EQ(node.changes.size(), 1U) << report.describe();
+  EXPECT_EQ(node.changes[0].kind, gd::launch_change::what::argument);
+  EXPECT_EQ(node.changes[0].argument, 2U);
+  EXPECT_TRUE(contains(node.changes[0].at_capture, "float 2")) << node.changes[0].at_capture;
+  EXPECT_TRUE(contains(node.changes[0].now, "float 3")) << node.changes[0].now;
+  EXPECT_NE(find(node.regions, "y"), nullptr) << report.describe();
+  ASSERT_EQ(report.changed.size(), 1U) << report.describe();
+  EXPECT_TRUE(contains(report.describe(), "first node whose effect differs: node 0"))
+      << report.describe();
+}
+
+// A grid sized from a host value at capture covers fewer elements than the step does now.
+TEST_F(verify_replay_test, names_a_grid_chosen_from_a_host_value_at_capture) {
+  active_ = 64;
+  auto const g = capture_step();
+  active_ = n;
+  auto const report = verify(g);
+  ASSERT_FALSE(report.identical());
+  EXPECT_EQ(report.cause(), gd::divergence_cause::launch_configuration) << report.describe();
+  ASSERT_TRUE(report.first_divergent.has_value()) << report.describe();
+  EXPECT_EQ(report.first_divergent->position, 0U);
+  ASSERT_EQ(report.first_divergent->changes.size(), 1U) << report.describe();
+  auto const& change = report.first_divergent->changes[0];
+  EXPECT_EQ(change.kind, gd::launch_change::what::grid);
+  EXPECT_EQ(change.at_capture, "(1, 1, 1)");
+  EXPECT_EQ(change.now, "(4, 1, 1)");
+  auto const* y = find(report.differences, "y");
+  ASSERT_NE(y, nullptr) << report.describe();
+  EXPECT_EQ(y->first_offset, 64 * sizeof(float)) << "the first element the capture's grid missed";
+}
+
+// The node that differs is named even when earlier nodes agree: here the second kernel reads
+// a buffer chosen on the host, and the first one is the same.
+TEST_F(verify_replay_test, names_a_later_node_and_not_the_ones_that_agree) {
+  float* other = allocate(n);
+  float* source = y_;
+  gs::graphs::graph g;
+  auto const body = [&](gs::cuda::stream_view s) {
+    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(y_, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, source, n);
+    sum_kernel<<<1, 32, 0, s.value()>>>(loss_, w_, n);
+  };
+  gs::graphs::capture(g, *stream_, [&] { body(*stream_); });
+  source = other;  // the step reads another buffer now; the graph still reads y
+  auto const report = gd::verify_replay(*stream_, body, g, regions());
+  ASSERT_TRUE(report.first_divergent.has_value()) << report.describe();
+  EXPECT_EQ(report.first_divergent->position, 1U) << report.describe();
+  ASSERT_EQ(report.first_divergent->changes.size(), 1U);
+  EXPECT_EQ(report.first_divergent->changes[0].argument, 1U);
+  EXPECT_TRUE(contains(report.first_divergent->changes[0].at_capture, "an address"));
+  EXPECT_EQ(find(report.first_divergent->regions, "y"), nullptr) << "node 0 agrees";
+  EXPECT_NE(find(report.first_divergent->regions, "w"), nullptr) << report.describe();
+}
+
+// Double-buffered outputs: the loop swaps the buffer the step writes after each step, but the
+// graph froze the first one, so each replay overwrites the output the loop still reads.
+TEST_F(verify_replay_test, names_an_output_the_next_replay_overwrites) {
+  float* buffers[2] = {allocate(n), allocate(n)};  // NOLINT: two device pointers
+  int current = 0;
+  auto const body = [&](gs::cuda::stream_view s) {
+    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(buffers[current], x_, factor_, n);
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { body(*stream_); });
+  current = 1;  // the loop moves on; the last step's output in buffer 0 is still in use
+  auto const report = gd::verify_replay(
+      *stream_, body, g,
+      {gd::watch("output 0", buffers[0], n), gd::watch("output 1", buffers[1], n)});
+  auto const* kept = find(report.differences, "output 0");
+  ASSERT_NE(kept, nullptr) << report.describe();
+  EXPECT_EQ(kept->writer, gd::written_by::replay_only);
+  auto const* missed = find(report.differences, "output 1");
+  ASSERT_NE(missed, nullptr) << report.describe();
+  EXPECT_EQ(missed->writer, gd::written_by::eager_only);
+  EXPECT_TRUE(contains(report.describe(), "the replay wrote it, the eager step left it unchanged"))
+      << report.describe();
+  EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
+  ASSERT_TRUE(report.first_divergent.has_value());
+  EXPECT_EQ(report.first_divergent->changes.at(0).argument, 0U);
+}
+
+// A cudaMemset without a stream goes to the legacy stream: beside a non-blocking stream's
+// capture CUDA runs it once, at capture, and the graph lacks it. (The step waits for it on the
+// host, so that its eager run is ordered; a relaxed capture allows the wait.)
+TEST_F(verify_replay_test, names_a_memset_on_the_legacy_stream) {
+  gs::cuda::event const zeroed;
+  auto const body = [&](gs::cuda::stream_view s) {
+    GRAPHSTEP_CUDA_TRY(cudaMemset(y_, 0, n * sizeof(float)));  // the planted defect
+    zeroed.record(cudaStreamLegacy);
+    zeroed.synchronize();
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(y_, x_, n);
+  };
+  gs::graphs::capture_options allowed;
+  allowed.refuse_legacy_stream = false;
+  allowed.mode = gs::graphs::capture_mode::relaxed;  // lets the step wait for it
+  gs::graphs::graph g;
+  gs::graphs::capture(
+      g, *stream_, [&] { body(*stream_); }, allowed);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(y_, w_, n * sizeof(float), cudaMemcpyDeviceToDevice));
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+
+  // Captured again as graphstep captures by default, the step is refused, naming the stream.
+  auto const refused = gd::verify_replay(*stream_, body, g, regions());
+  ASSERT_FALSE(refused.identical());
+  EXPECT_EQ(refused.cause(), gd::divergence_cause::capture_fails_now) << refused.describe();
+  EXPECT_TRUE(contains(refused.capture_failure, "legacy")) << refused.capture_failure;
+
+  // Captured again as it was captured, the eager step differs from a capture of itself.
+  gd::verify_options as_captured;
+  as_captured.capture = allowed;
+  auto const outside = gd::verify_replay(*stream_, body, g, regions(), as_captured);
+  EXPECT_EQ(outside.cause(), gd::divergence_cause::work_outside_capture) << outside.describe();
+  EXPECT_NE(find(outside.outside_capture, "y"), nullptr) << outside.describe();
+  EXPECT_TRUE(outside.changed.empty()) << "the captured launches are the same";
+}
+
+// Temporaries of CUDA's graph allocations (cudaMallocAsync while capturing) move with every
+// capture: their addresses are not taken for the cause, the frozen scalar beside them is.
+TEST_F(verify_replay_test, temporaries_placed_anew_in_every_capture_are_not_the_cause) {
+  auto const allocating_step = [&](gs::cuda::stream_view s) {
+    float* scaled = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.value()));
+    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(scaled, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, scaled, n);
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.value()));
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
+  factor_ = 7.0F;
+  auto const report = gd::verify_replay(*stream_, allocating_step, g, regions());
+  EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
+  ASSERT_EQ(report.changed.size(), 1U) << report.describe();
+  EXPECT_EQ(report.changed[0].changes.size(), 2U) << "the scalar, and the moved output";
+  ASSERT_TRUE(report.first_divergent.has_value()) << report.describe();
+  EXPECT_EQ(report.first_divergent->position, 2U) << "the first node that writes watched memory";
+  EXPECT_EQ(report.moved_buffers_only, 1U) << report.describe();
+  EXPECT_TRUE(contains(report.describe(), "only in addresses of unwatched device memory"))
+      << report.describe();
+}
+
+TEST_F(verify_replay_test, bisection_can_be_turned_off) {
+  auto const g = capture_step();
+  factor_ = 5.0F;
+  gd::verify_options quick;
+  quick.bisect = false;
+  auto const report = verify(g, quick);
+  EXPECT_FALSE(report.first_divergent.has_value());
+  EXPECT_TRUE(contains(report.bisection_skipped, "turned off")) << report.bisection_skipped;
+  EXPECT_EQ(report.changed.size(), 1U) << "launches are still compared";
+  EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
+}
+
+// A host function cannot be disabled: the graph is bisected through copies of its prefixes.
+TEST_F(verify_replay_test, a_graph_with_a_host_function_is_bisected_through_prefix_graphs) {
+  int calls = 0;
+  auto const host_step = [&](gs::cuda::stream_view s) {
+    GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
+        s.value(), [](void* count) { ++*static_cast<int*>(count); }, &calls));
+    step(s);
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { host_step(*stream_); });
+  factor_ = 5.0F;
+  auto const report = gd::verify_replay(*stream_, host_step, g, regions());
+  EXPECT_TRUE(report.bisection_skipped.empty()) << report.bisection_skipped;
+  ASSERT_TRUE(report.first_divergent.has_value()) << report.describe();
+  EXPECT_EQ(report.first_divergent->position, 1U) << "after the host function";
+  EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
+  EXPECT_GT(calls, 2) << "the host function ran in each prefix that holds it";
+}
+
+// The step decides on the device whether to scale: the node that differs is the conditional
+// node, and the report gives the flag each graph reached it with.
+TEST_F(verify_replay_test, names_a_conditional_node_and_the_flag_it_decided_on) {
+  auto* flag = static_cast<unsigned*>(pool_->allocate(sizeof(unsigned), *stream_));
+  unsigned enabled = 1;
+  // Conditional nodes exist only in graphs: run eagerly, the step reads the flag on the host.
+  auto const conditional_step = [&](gs::cuda::stream_view s) {
+    set_flag_kernel<<<1, 32, 0, s.value()>>>(flag, enabled);
+    auto const body = [&](gs::cuda::stream_view on) {
+      scale_kernel<<<blocks_for(n), threads, 0, on.value()>>>(y_, x_, factor_, n);
+    };
+    if (s.is_capturing()) {
+      gs::graphs::capture_if(s, flag, body);
+    } else if (gs::testing::copy_to_host(flag, 1, s)[0] != 0) {
+      body(s);
+    }
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { conditional_step(*stream_); });
+
+  // A host value frozen into the body: the condition agrees, the body does not.
+  factor_ = 4.0F;
+  auto const body = gd::verify_replay(*stream_, conditional_step, g, regions());
+  ASSERT_TRUE(body.first_divergent.has_value()) << body.describe();
+  EXPECT_EQ(body.first_divergent->at_capture.kind, gd::node_kind::conditional);
+  EXPECT_EQ(body.first_divergent->condition_at_capture, 1U);
+  EXPECT_EQ(body.first_divergent->condition_now, 1U);
+  EXPECT_EQ(body.cause(), gd::divergence_cause::inside_nested_graph) << body.describe();
+
+  // A host value frozen into the flag: the conditional node decides otherwise.
+  factor_ = 2.0F;
+  enabled = 0;
+  auto const decided = gd::verify_replay(*stream_, conditional_step, g, regions());
+  ASSERT_TRUE(decided.first_divergent.has_value()) << decided.describe();
+  EXPECT_EQ(decided.first_divergent->at_capture.kind, gd::node_kind::conditional);
+  EXPECT_EQ(decided.first_divergent->condition_at_capture, 1U);
+  EXPECT_EQ(decided.first_divergent->condition_now, 0U);
+  EXPECT_EQ(decided.cause(), gd::divergence_cause::condition) << decided.describe();
+  ASSERT_EQ(decided.changed.size(), 1U) << "the flag's kernel is launched with another value";
+  EXPECT_EQ(decided.changed[0].position, 0U);
+  EXPECT_TRUE(contains(decided.describe(), "flag: 1 in the graph, 0 in a fresh capture"))
+      << decided.describe();
+}
+
+TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
+  auto const g = capture_step();
+  auto const run = [&](std::vector<gd::watched_region> const& watched) {
+    return message_of([&] {
+      static_cast<void>(gd::verify_replay(
+          *stream_, [&](gs::cuda::stream_view s) { step(s); }, g, watched));
+    });
+  };
+  EXPECT_TRUE(contains(run({}), "at least one watched region"));
+  EXPECT_TRUE(contains(run({gd::watch("w", w_, n), gd::watch("w", y_, n)}), "named twice"));
+  EXPECT_TRUE(contains(run({gd::watch("w", w_, n), gd::watch("part", w_ + 1, 4)}), "overlap"));
+  EXPECT_TRUE(contains(run({gd::watched_region{"null", nullptr, 4}}), "null address"));
+  EXPECT_TRUE(contains(run({gd::watched_region{"empty", w_, 0}}), "is empty"));
+  EXPECT_TRUE(
+      contains(run({gd::watched_region{"odd", w_, 6, gd::region_element::float32}}), "6 bytes"));
+  auto const eager = [&](gs::cuda::stream_view s) { step(s); };
+  EXPECT_TRUE(contains(message_of([&] {
+                         static_cast<void>(
+                             gd::verify_replay(cudaStreamLegacy, eager, g, regions()));
+                       }),
+                       "legacy default stream"));
+  gs::graphs::graph const empty;
+  EXPECT_TRUE(contains(
+      message_of([&] { static_cast<void>(gd::verify_replay(*stream_, eager, empty, regions())); }),
+      "empty"));
+}
