@@ -3,9 +3,13 @@
 // (forward, backward, optimizer, RNG advance) captured into one graph.
 //
 //   mlp_train [--mode eager|graphed|both] [--steps N] [--batch N] [--precision fp32|tf32]
-//             [--unfused] [--seed S] [--print-every N]
+//             [--unfused] [--seed S] [--print-every N] [--verify]
 //
 // "both" runs eager and graphed from the same seed and checks that their losses agree.
+// --verify (graphed) checks the captured step with diagnostics::verify_replay before training,
+// and times it against one eager step: once as it should be used (the generator restored before
+// each run), and once without restoring it, so that the replay differs and the whole analysis
+// (fresh capture, node comparison, bisection) runs.
 
 #include <graphstep/graphstep.hpp>
 
@@ -14,8 +18,10 @@
 #include <graphstep/nccl.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,12 +41,14 @@ struct settings : mlp_example::mlp_settings {
   std::string mode{"both"};
   int steps{200};
   int print_every{20};
+  bool verify{false};
 };
 
 [[noreturn]] void usage(std::string const& problem) {
   std::fprintf(stderr,
                "mlp_train: %s\nusage: mlp_train [--mode eager|graphed|both] [--steps N] "
-               "[--batch N] [--precision fp32|tf32] [--unfused] [--seed S] [--print-every N]\n",
+               "[--batch N] [--precision fp32|tf32] [--unfused] [--seed S] [--print-every N] "
+               "[--verify]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -85,11 +93,72 @@ settings parse(int argc, char** argv) {
       s.seed = static_cast<std::uint64_t>(positive(value(), "--seed"));
     } else if (arg == "--print-every") {
       s.print_every = positive(value(), "--print-every");
+    } else if (arg == "--verify") {
+      s.verify = true;
     } else {
       usage("unknown argument '" + arg + "'");
     }
   }
   return s;
+}
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// verify_replay on the captured step, timed against one eager step (median of 5, each followed
+// by a full synchronization). The model's state is left as it was.
+bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view stream,
+            gs::memory::memory_pool& pool, gs::graphs::capture_options const& capture) {
+  auto const weights = model.watched();
+  std::vector<std::vector<std::byte>> saved_weights;
+  for (auto const& r : weights) {
+    saved_weights.emplace_back(r.bytes);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(saved_weights.back().data(), r.address, r.bytes,
+                                       cudaMemcpyDeviceToHost, stream.value()));
+  }
+  auto const saved_rng = model.rng().save(stream);
+  auto const restore = [&](gs::cuda::stream_view s) {
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights[i].address, saved_weights[i].data(),
+                                         weights[i].bytes, cudaMemcpyHostToDevice, s.value()));
+    }
+    model.rng().restore(saved_rng, s);
+  };
+  std::vector<double> eager;
+  for (int i = 0; i < 5; ++i) {
+    auto const start = std::chrono::steady_clock::now();
+    model.step();
+    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+    eager.push_back(milliseconds_since(start));
+  }
+  restore(stream);
+  std::sort(eager.begin(), eager.end());
+  double const eager_ms = eager[eager.size() / 2];
+
+  gs::diagnostics::verify_options options;
+  options.capture = capture;
+  options.pool = &pool;
+  options.before_each_run = [&](gs::cuda::stream_view s) { model.rng().restore(saved_rng, s); };
+  auto const run = [&](gs::diagnostics::verify_options const& o, char const* what) {
+    auto const start = std::chrono::steady_clock::now();
+    auto report = gs::diagnostics::verify_replay(
+        stream, [&](gs::cuda::stream_view) { model.step(); }, captured, weights, o);
+    double const ms = milliseconds_since(start);
+    std::printf(
+        "[verify] %s: %.1f ms, %.1f eager steps (one eager step: %.2f ms, median of "
+        "5)\n%s",
+        what, ms, ms / eager_ms, eager_ms, report.describe().c_str());
+    return report;
+  };
+  bool const identical = run(options, "generator restored before each run").identical();
+  gs::diagnostics::verify_options drifting = options;
+  drifting.before_each_run = nullptr;
+  static_cast<void>(run(drifting, "generator not restored, so the replay draws other masks"));
+  restore(stream);
+  stream.synchronize();
+  return identical;
 }
 
 std::vector<float> train(settings const& s, bool graphed) {
@@ -120,9 +189,15 @@ std::vector<float> train(settings const& s, bool graphed) {
   // connect and libraries initialize here, never inside a capture.
   model.step();
   if (graphed) {
-    step.emplace();
-    gs::graphs::capture(*step, stream, pool, [&] { model.step(); },
-                        {gs::graphs::capture_mode::this_thread, "mlp_train step"});
+    gs::graphs::capture_options const options{gs::graphs::capture_mode::this_thread,
+                                              "mlp_train step"};
+    gs::graphs::graph captured;
+    gs::graphs::capture(
+        captured, stream, pool, [&] { model.step(); }, options);
+    if (s.verify && !verify(model, captured, stream, pool, options)) {
+      throw gs::usage_error("the captured step does not replay what the eager step computes");
+    }
+    step.emplace(captured.instantiate());
     auto const nodes = step->node_counts();
     std::printf("[graphed] one graph per step: %zu nodes (%zu kernels)\n", nodes.total,
                 nodes.kernel);

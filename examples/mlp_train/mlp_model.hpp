@@ -66,8 +66,8 @@ class mlp {
     db1_ = db2_ + gradient_counts_[1];
     dw1_ = db1_ + gradient_counts_[2];
     loss_ = buffer(1);
-    mask1_ = static_cast<std::uint8_t*>(pool_.allocate(m * hidden, stream));
-    mask2_ = static_cast<std::uint8_t*>(pool_.allocate(m * d_out, stream));
+    mask1_ = static_cast<std::uint8_t*>(allocate(m * hidden));
+    mask2_ = static_cast<std::uint8_t*>(allocate(m * d_out));
 
     // Weights like PyTorch's default initialization; data: the target is a fixed linear map of
     // the input, so the loss can fall.
@@ -85,7 +85,7 @@ class mlp {
     upload(target_, target);
 
     std::size_t const ws = go::gemm_plan::workspace_size();
-    void* workspace = pool_.allocate(ws, stream);
+    void* workspace = allocate(ws);
     int const b = s.batch;
     go::gemm_options forward_options;
     forward_options.force_unfused = s.unfused;
@@ -110,6 +110,14 @@ class mlp {
                                             {b2_, db2_, std::size_t(d_out)}},
                  gt::sgd_options{}, schedule, stream);
     stream.synchronize();
+  }
+
+  mlp(mlp const&) = delete;
+  mlp& operator=(mlp const&) = delete;
+  mlp(mlp&&) = delete;
+  mlp& operator=(mlp&&) = delete;
+  ~mlp() {
+    for (void* p : allocations_) pool_.deallocate(p, stream_);
   }
 
   void step() {
@@ -145,14 +153,30 @@ class mlp {
   /// The flat gradient buffer and its tensors' element counts, in backward order.
   [[nodiscard]] float* gradients() const { return gradients_; }
   [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const { return gradient_counts_; }
+  /// The memory a step reads and changes that `verify_replay` compares: the weights, the
+  /// gradients and the loss. The generator's state is restored through `rng()` instead.
+  [[nodiscard]] std::vector<gs::diagnostics::watched_region> watched() const {
+    std::size_t total = 0;
+    for (std::size_t count : gradient_counts_) total += count;
+    return {gs::diagnostics::watch("fc1 weight", w1_, std::size_t(hidden) * d_in),
+            gs::diagnostics::watch("fc1 bias", b1_, hidden),
+            gs::diagnostics::watch("fc2 weight", w2_, std::size_t(d_out) * hidden),
+            gs::diagnostics::watch("fc2 bias", b2_, d_out),
+            gs::diagnostics::watch("gradients", gradients_, total),
+            gs::diagnostics::watch("loss", loss_, 1)};
+  }
+  [[nodiscard]] gs::train::capture_safe_rng& rng() { return rng_; }
   /// Runs between the backward pass and the optimizer (e.g. averaging gradients across ranks).
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
 
  private:
-  float* buffer(std::size_t n) {
-    return static_cast<float*>(pool_.allocate(n * sizeof(float), stream_));
+  float* buffer(std::size_t n) { return static_cast<float*>(allocate(n * sizeof(float))); }
+  // Pool memory the model gives back when it goes.
+  void* allocate(std::size_t bytes) {
+    allocations_.push_back(pool_.allocate(bytes, stream_));
+    return allocations_.back();
   }
   void upload(float* device, std::vector<float> const& host) {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
@@ -176,6 +200,7 @@ class mlp {
   gs::memory::memory_pool& pool_;
   gs::cuda::stream_view stream_;
   gs::train::capture_safe_rng rng_;
+  std::vector<void*> allocations_;
   std::vector<std::size_t> gradient_counts_;
   float* gradients_{};
   std::function<void(gs::cuda::stream_view)> after_backward_;

@@ -107,10 +107,7 @@ void describe_region(std::ostringstream& out, region_difference const& d, char c
 void describe_changes(std::ostringstream& out, std::vector<launch_change> const& changes) {
   for (auto const& c : changes) {
     out << "      " << change_name(c.kind);
-    if (c.kind == launch_change::what::argument ||
-        c.kind == launch_change::what::unwatched_buffer) {
-      out << ' ' << c.argument;
-    }
+    if (c.kind == launch_change::what::argument) out << ' ' << c.argument;
     out << ": " << c.at_capture << " at capture, " << c.now << " now\n";
   }
 }
@@ -126,7 +123,6 @@ divergence_cause cause_of(std::vector<launch_change> const& changes) noexcept {
   if (has({what::grid, what::block, what::shared_memory})) {
     return divergence_cause::launch_configuration;
   }
-  // Moved unwatched buffers alone name no cause: a pool's temporaries move with every capture.
   if (has({what::argument, what::argument_count, what::memset})) {
     return divergence_cause::frozen_argument;
   }
@@ -229,7 +225,6 @@ char const* change_name(launch_change::what kind) noexcept {
     case what::shared_memory: return "dynamic shared memory";
     case what::argument_count: return "number of parameters";
     case what::argument: return "parameter";
-    case what::unwatched_buffer: return "parameter (unwatched device memory)";
     case what::memset: return "memset";
   }
   return "launch";
@@ -297,26 +292,31 @@ std::vector<launch_change> compare_launches(node_description const& at_capture,
                        std::to_string(now.arguments.size())});
     return changes;
   }
-  bool const sets_condition =
-      at_capture.kernel_name.find("set_condition_kernel") != std::string::npos;
-  auto const role = [](node_description const& n, std::size_t i) {
-    return i < n.argument_roles.size() ? n.argument_roles[i] : argument_role::value;
-  };
   for (std::size_t i = 0; i < now.arguments.size(); ++i) {
-    if (sets_condition && i == 0) continue;  // the graph's own conditional handle
-    if (at_capture.arguments[i] != now.arguments[i]) {
-      bool const moved = role(at_capture, i) == argument_role::other_device_memory &&
-                         role(now, i) == argument_role::other_device_memory;
-      if (moved) {
-        changes.push_back({what::unwatched_buffer, i, argument_text(at_capture.arguments[i]),
-                           argument_text(now.arguments[i])});
-        continue;
-      }
+    bool const unstable = i < now.unstable_arguments.size() && now.unstable_arguments[i];
+    if (!unstable && at_capture.arguments[i] != now.arguments[i]) {
       changes.push_back({what::argument, i, argument_text(at_capture.arguments[i]),
                          argument_text(now.arguments[i])});
     }
   }
   return changes;
+}
+
+std::size_t mark_unstable_arguments(node_description& now, node_description const& again) {
+  if (now.kind != node_kind::kernel || again.kind != node_kind::kernel || !now.parameters_known ||
+      !again.parameters_known || now.function != again.function ||
+      now.arguments.size() != again.arguments.size()) {
+    return 0;
+  }
+  now.unstable_arguments.resize(now.arguments.size(), false);
+  std::size_t marked = 0;
+  for (std::size_t i = 0; i < now.arguments.size(); ++i) {
+    if (now.arguments[i] != again.arguments[i] && !now.unstable_arguments[i]) {
+      now.unstable_arguments[i] = true;
+      ++marked;
+    }
+  }
+  return marked;
 }
 
 std::vector<std::size_t> execution_order(
@@ -418,6 +418,11 @@ std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a
 char const* cause_name(divergence_cause cause) noexcept {
   switch (cause) {
     case divergence_cause::none: return "none: the replay matches the eager step";
+    case divergence_cause::unreproducible_eager:
+      return "the eager step itself computes differently from the same watched memory: it reads "
+             "state that is neither watched nor restored (a generator's offset, a step count; "
+             "watch it, or restore it in verify_options::before_each_run), or it is "
+             "nondeterministic";
     case divergence_cause::capture_fails_now: return "capturing the step now fails";
     case divergence_cause::work_outside_capture:
       return "work outside the capture: the eager step differs from a fresh capture of itself "
@@ -446,6 +451,7 @@ char const* cause_name(divergence_cause cause) noexcept {
 
 divergence_cause replay_report::cause() const noexcept {
   if (differences.empty()) return divergence_cause::none;
+  if (!eager_unreproducible.empty()) return divergence_cause::unreproducible_eager;
   if (!capture_failure.empty()) return divergence_cause::capture_fails_now;
   if (!outside_capture.empty()) return divergence_cause::work_outside_capture;
   if (first_divergent) {
@@ -476,6 +482,12 @@ std::string replay_report::describe() const {
       << (differences.size() == 1 ? "" : "s") << ":\n";
   for (auto const& d : differences) describe_region(out, d, "eager step", "replay");
   out << "cause: " << cause_name(cause()) << '\n';
+  if (!eager_unreproducible.empty()) {
+    out << "a second eager run against the first:\n";
+    for (auto const& d : eager_unreproducible) {
+      describe_region(out, d, "first eager run", "second eager run");
+    }
+  }
   if (!capture_failure.empty()) out << "capturing the step now fails: " << capture_failure << '\n';
   if (!outside_capture.empty()) {
     out << "the eager step against a fresh capture of it:\n";
@@ -503,10 +515,10 @@ std::string replay_report::describe() const {
       describe_region(out, d, "graph", "fresh capture");
     }
   }
-  if (moved_buffers_only > 0) {
-    out << moved_buffers_only << " node" << (moved_buffers_only == 1 ? "" : "s")
-        << " differ only in addresses of unwatched device memory (a pool places temporaries "
-           "anew in every capture); not listed\n";
+  if (unstable_arguments > 0) {
+    out << unstable_arguments << " parameter" << (unstable_arguments == 1 ? "" : "s")
+        << " differ between two captures of the step (padding, addresses placed anew in every "
+           "capture, conditional handles); not compared\n";
   }
   for (auto const& c : changed) {
     if (first_divergent && c.position == first_divergent->position) continue;

@@ -102,29 +102,7 @@ struct ordered_graph {
   std::vector<node_description> descriptions;
 };
 
-// Whether each 8-byte argument is an address of device memory, watched or not.
-void classify_arguments(node_description& node, std::vector<watched_region> const& regions) {
-  node.argument_roles.assign(node.arguments.size(), argument_role::value);
-  for (std::size_t i = 0; i < node.arguments.size(); ++i) {
-    if (node.arguments[i].size() != sizeof(void*)) continue;
-    void const* address = nullptr;
-    std::memcpy(&address, node.arguments[i].data(), sizeof address);
-    cudaPointerAttributes attributes{};
-    if (!answered(cudaPointerGetAttributes(&attributes, address)) ||
-        (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)) {
-      continue;
-    }
-    auto const at = reinterpret_cast<std::uintptr_t>(address);
-    bool const watched = std::any_of(regions.begin(), regions.end(), [&](auto const& r) {
-      auto const begin = reinterpret_cast<std::uintptr_t>(r.address);
-      return at >= begin && at < begin + r.bytes;
-    });
-    node.argument_roles[i] =
-        watched ? argument_role::watched_memory : argument_role::other_device_memory;
-  }
-}
-
-ordered_graph order_nodes(cudaGraph_t graph, std::vector<watched_region> const& regions) {
+ordered_graph order_nodes(cudaGraph_t graph) {
   std::size_t count = 0;
   GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> listed(count);
@@ -144,7 +122,6 @@ ordered_graph order_nodes(cudaGraph_t graph, std::vector<watched_region> const& 
   for (std::size_t i : execution_order(dependencies)) {
     out.nodes.push_back(listed[i]);
     out.descriptions.push_back(describe(listed[i]));
-    classify_arguments(out.descriptions.back(), regions);
   }
   return out;
 }
@@ -177,8 +154,9 @@ void check_regions(std::vector<watched_region> const& regions) {
 
 class region_copies {
  public:
-  region_copies(cuda::stream_view stream, std::vector<watched_region> const& regions)
-      : stream_{stream}, regions_{regions} {}
+  region_copies(cuda::stream_view stream, std::vector<watched_region> const& regions,
+                std::function<void(cuda::stream_view)> const& before_each_run)
+      : stream_{stream}, regions_{regions}, before_each_run_{before_each_run} {}
 
   [[nodiscard]] std::vector<watched_region> const& regions() const noexcept { return regions_; }
 
@@ -193,11 +171,13 @@ class region_copies {
     return out;
   }
 
-  void write(contents const& from) const {
+  // Puts the watched regions back to `from`, and whatever else the caller restores.
+  void restore(contents const& from) const {
     for (std::size_t i = 0; i < regions_.size(); ++i) {
       GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(regions_[i].address, from[i].data(), regions_[i].bytes,
                                          cudaMemcpyDefault, stream_.value()));
     }
+    if (before_each_run_) before_each_run_(stream_);
     stream_.synchronize();
   }
 
@@ -218,6 +198,7 @@ class region_copies {
  private:
   cuda::stream_view stream_;
   std::vector<watched_region> const& regions_;
+  std::function<void(cuda::stream_view)> const& before_each_run_;
 };
 
 // Lets the first `enabled` nodes (in execution order) run, and every node CUDA cannot disable.
@@ -304,7 +285,7 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
   for (std::size_t k = 1; k <= paired; ++k) {
     auto const run = [&](std::function<void(std::size_t)> const& runner, ordered_graph const& g,
                          std::optional<unsigned>& flag) {
-      copies.write(before);
+      copies.restore(before);
       runner(k);
       GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
       contents out = copies.read();
@@ -332,15 +313,28 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
   }
 }
 
+// Captures what `step` issues now, as the graph was captured.
+void capture_step(graphs::graph& into, cuda::stream_view stream,
+                  std::function<void(cuda::stream_view)> const& step,
+                  verify_options const& options) {
+  auto const body = [&] { step(stream); };
+  if (options.pool != nullptr) {
+    graphs::capture(into, stream, *options.pool, body, options.capture);
+  } else {
+    graphs::capture(into, stream, body, options.capture);
+  }
+}
+
 // The eager step against the replay and, when they differ, against a fresh capture.
 void compare_runs(replay_report& report, cuda::stream_view stream,
                   std::function<void(cuda::stream_view)> const& step, graphs::graph const& graph,
                   region_copies const& copies, contents const& before, ordered_graph const& then,
                   verify_options const& options) {
+  if (options.before_each_run) options.before_each_run(stream);
   step(stream);
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   contents const eager = copies.read();
-  copies.write(before);
+  copies.restore(before);
   {
     graphs::graph_exec exec = graph.instantiate();
     exec.replay(stream);
@@ -349,23 +343,29 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
   report.differences = copies.compare(before, eager, copies.read());
   if (report.identical()) return;
 
-  // Capture the step as it is now, to compare with what was captured then.
-  copies.write(before);
+  // Whatever follows compares runs from the watched memory: it means something only if the
+  // eager step computes the same from it twice.
+  copies.restore(before);
+  step(stream);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  report.eager_unreproducible = copies.compare(before, eager, copies.read());
+  if (!report.eager_unreproducible.empty()) return;
+
+  // Capture the step as it is now, to compare with what was captured then; and once more, to
+  // tell parameters that differ in every capture (padding, addresses placed anew) from the rest.
+  copies.restore(before);
   graphs::graph fresh;
+  graphs::graph again;
   try {
-    auto const body = [&] { step(stream); };
-    if (options.pool != nullptr) {
-      graphs::capture(fresh, stream, *options.pool, body, options.capture);
-    } else {
-      graphs::capture(fresh, stream, body, options.capture);
-    }
+    capture_step(fresh, stream, step, options);
+    capture_step(again, stream, step, options);
   } catch (error const& e) {
     report.capture_failure = e.what();
     return;
   }
   // Work the capture did not record (the legacy stream beside a relaxed capture) ran at once.
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  copies.write(before);
+  copies.restore(before);
   {
     graphs::graph_exec exec = fresh.instantiate();
     exec.replay(stream);
@@ -373,19 +373,20 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
   }
   report.outside_capture = copies.compare(before, eager, copies.read());
 
-  ordered_graph const now = order_nodes(fresh.native_handle(), copies.regions());
+  ordered_graph now = order_nodes(fresh.native_handle());
+  ordered_graph const repeated = order_nodes(again.native_handle());
+  if (!first_unpaired(now.descriptions, repeated.descriptions)) {
+    for (std::size_t i = 0; i < now.descriptions.size(); ++i) {
+      report.unstable_arguments +=
+          mark_unstable_arguments(now.descriptions[i], repeated.descriptions[i]);
+    }
+  }
   report.nodes_now = now.nodes.size();
   report.first_unpaired = first_unpaired(then.descriptions, now.descriptions);
   std::size_t const paired = report.first_unpaired.value_or(then.nodes.size());
   for (std::size_t i = 0; i < paired; ++i) {
     auto changes = compare_launches(then.descriptions[i], now.descriptions[i]);
-    bool const moved_only = std::all_of(changes.begin(), changes.end(), [](auto const& c) {
-      return c.kind == launch_change::what::unwatched_buffer;
-    });
-    if (changes.empty()) continue;
-    if (moved_only) {
-      ++report.moved_buffers_only;
-    } else {
+    if (!changes.empty()) {
       report.changed.push_back({i, then.descriptions[i], now.descriptions[i], std::move(changes)});
     }
   }
@@ -400,7 +401,7 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
 // reported, not thrown over the error on its way out.
 void restore_after_failure(region_copies const& copies, contents const& before) noexcept {
   try {
-    copies.write(before);
+    copies.restore(before);
   } catch (std::exception const& e) {
     static_cast<void>(std::fprintf(
         stderr, "graphstep: verify_replay could not restore the watched regions: %s\n", e.what()));
@@ -421,7 +422,7 @@ replay_report verify_replay(cuda::stream_view stream,
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "verify_replay runs the step eagerly: call it outside any capture");
   check_regions(regions);
-  ordered_graph const then = order_nodes(graph.native_handle(), regions);
+  ordered_graph const then = order_nodes(graph.native_handle());
   for (auto const& d : then.descriptions) {
     GRAPHSTEP_EXPECTS(!is_collective_kernel(d.kernel_name),
                       "graph \"" + graph.name() + "\" holds the NCCL kernel " + d.kernel_name +
@@ -430,7 +431,7 @@ replay_report verify_replay(cuda::stream_view stream,
                           "the ranks' results");
   }
 
-  region_copies const copies{stream, regions};
+  region_copies const copies{stream, regions, options.before_each_run};
   contents const before = copies.read();
   replay_report report;
   report.nodes_at_capture = then.nodes.size();
@@ -440,7 +441,7 @@ replay_report verify_replay(cuda::stream_view stream,
     restore_after_failure(copies, before);
     throw;
   }
-  copies.write(before);
+  copies.restore(before);
   return report;
 }
 

@@ -151,43 +151,27 @@ TEST(replay_divergence, launches_differ_by_argument_grid_and_kernel) {
   EXPECT_EQ(type[0].kind, gd::launch_change::what::node_type);
 }
 
-TEST(replay_divergence, unwatched_buffers_that_moved_are_told_apart_from_other_arguments) {
-  auto const a = bytes_of(std::vector<std::uint64_t>{0x7f0000001000});
-  auto const b = bytes_of(std::vector<std::uint64_t>{0x7f0000009000});
-  auto at_capture = kernel(0x1000, {a});
-  auto now = kernel(0x1000, {b});
-  at_capture.argument_roles = {gd::argument_role::other_device_memory};
-  now.argument_roles = {gd::argument_role::other_device_memory};
-  auto const moved = gd::compare_launches(at_capture, now);
-  ASSERT_EQ(moved.size(), 1U);
-  EXPECT_EQ(moved[0].kind, gd::launch_change::what::unwatched_buffer);
-  now.argument_roles = {gd::argument_role::watched_memory};
-  EXPECT_EQ(gd::compare_launches(at_capture, now).at(0).kind, gd::launch_change::what::argument);
-
-  // A moved temporary alone names no cause.
-  gd::replay_report report;
-  std::vector<unsigned char> const zero(4, 0);
-  std::vector<unsigned char> const one{1, 0, 0, 0};
-  report.differences.push_back(
-      *gd::compare_region("w", gd::region_element::int32, zero.data(), zero.data(), one.data(), 4));
-  gd::divergent_node node;
-  node.at_capture = at_capture;
-  node.now = at_capture;
-  node.changes = moved;
-  report.first_divergent = node;
-  EXPECT_EQ(report.cause(), gd::divergence_cause::same_launches);
-}
-
-TEST(replay_divergence, a_graphs_own_conditional_handle_is_not_compared) {
-  auto const handle_then = bytes_of(std::vector<std::uint64_t>{1});
-  auto const handle_now = bytes_of(std::vector<std::uint64_t>{2});
-  auto const flag = bytes_of(std::vector<std::uint64_t>{0x7f0000002000});
-  auto setter_then = kernel(0x3000, {handle_then, flag});
-  auto setter_now = kernel(0x3000, {handle_now, flag});
-  setter_then.kernel_name = setter_now.kernel_name = "set_condition_kernel";
-  EXPECT_TRUE(gd::compare_launches(setter_then, setter_now).empty());
-  setter_then.kernel_name = setter_now.kernel_name = "user_kernel";
-  EXPECT_EQ(gd::compare_launches(setter_then, setter_now).size(), 1U);
+TEST(replay_divergence, parameters_two_captures_disagree_on_are_not_compared) {
+  auto const scalar_then = bytes_of(std::vector<float>{0.1F});
+  auto const scalar_now = bytes_of(std::vector<float>{0.2F});
+  auto const padded_a = bytes_of(std::vector<std::uint64_t>{0x11, 0xaa00000000000000});
+  auto const padded_b = bytes_of(std::vector<std::uint64_t>{0x11, 0xbb00000000000000});
+  auto const at_capture = kernel(0x1000, {padded_a, scalar_then});
+  auto now = kernel(0x1000, {padded_b, scalar_now});
+  EXPECT_EQ(gd::compare_launches(at_capture, now).size(), 2U);
+  auto const again = kernel(0x1000, {padded_a, scalar_now});
+  EXPECT_EQ(gd::mark_unstable_arguments(now, again), 1U);
+  EXPECT_EQ(gd::mark_unstable_arguments(now, again), 0U) << "marked once";
+  auto const changes = gd::compare_launches(at_capture, now);
+  ASSERT_EQ(changes.size(), 1U);
+  EXPECT_EQ(changes[0].argument, 1U) << "the scalar, not the unstable struct";
+  // Only the same kernel with as many parameters is compared.
+  auto const other = kernel(0x2000, {padded_a, scalar_now});
+  auto fresh = kernel(0x1000, {padded_b, scalar_now});
+  EXPECT_EQ(gd::mark_unstable_arguments(fresh, other), 0U);
+  gd::node_description memset;
+  memset.kind = gd::node_kind::memset;
+  EXPECT_EQ(gd::mark_unstable_arguments(fresh, memset), 0U);
 }
 
 TEST(replay_divergence, kernels_whose_parameters_cuda_hides_compare_by_kind_only) {
@@ -322,4 +306,7 @@ TEST(replay_divergence, the_report_names_the_cause_from_what_was_found) {
   report.capture_failure = "cudaErrorStreamCaptureImplicit";
   EXPECT_EQ(report.cause(), gd::divergence_cause::capture_fails_now);
   EXPECT_TRUE(contains(report.describe(), "cudaErrorStreamCaptureImplicit"));
+  report.eager_unreproducible = report.differences;
+  EXPECT_EQ(report.cause(), gd::divergence_cause::unreproducible_eager);
+  EXPECT_TRUE(contains(report.describe(), "a second eager run against the first"));
 }

@@ -85,13 +85,6 @@ struct launch_dims {
   friend bool operator!=(launch_dims const& a, launch_dims const& b) noexcept { return !(a == b); }
 };
 
-/// @brief What a kernel parameter's value is, as far as the device knows it.
-enum class argument_role : unsigned char {
-  value,                ///< not an address of device memory
-  watched_memory,       ///< an address inside a watched region
-  other_device_memory,  ///< an address of device memory nobody watches (a pool's temporaries)
-};
-
 /// @brief What a node does, read from CUDA (cudaGraphKernelNodeGetParams and kin).
 struct node_description {
   node_kind kind{node_kind::other};
@@ -104,7 +97,10 @@ struct node_description {
   launch_dims block;
   std::size_t shared_bytes{};
   std::vector<std::vector<unsigned char>> arguments;  ///< each parameter's bytes, in order
-  std::vector<argument_role> argument_roles;          ///< one per argument; missing ones are values
+  /// Parameters whose bytes differ between two captures of the same step: a struct's padding,
+  /// an address CUDA places anew in every capture, a graph's own conditional handle. Their
+  /// bytes tell nothing and are not compared; missing entries are stable.
+  std::vector<bool> unstable_arguments;
   // Memset nodes.
   std::uintptr_t destination{};
   unsigned value{};
@@ -124,10 +120,7 @@ struct launch_change {
     shared_memory,   ///< other dynamic shared memory
     argument_count,  ///< another number of parameters
     argument,        ///< a parameter's bytes ("frozen host value", or another buffer)
-    /// Another address of unwatched device memory: a temporary the pool places anew in every
-    /// capture, or a buffer of the step's that nobody watches.
-    unwatched_buffer,
-    memset,  ///< a memset's destination, value or shape
+    memset,          ///< a memset's destination, value or shape
   };
   what kind{what::argument};
   std::size_t argument{};  ///< the parameter's index, for `argument`
@@ -137,11 +130,15 @@ struct launch_change {
 [[nodiscard]] char const* change_name(launch_change::what kind) noexcept;
 
 /// @brief How `now` differs from `at_capture`; empty when they launch the same work with the
-/// same bytes (or when CUDA reported neither's parameters). The conditional handle that
-/// graphstep's set_condition_kernel takes first is the graph's own, new in every capture, and
-/// is not compared.
+/// same bytes (or when CUDA reported neither's parameters). Parameters `now` marks unstable are
+/// not compared.
 [[nodiscard]] std::vector<launch_change> compare_launches(node_description const& at_capture,
                                                           node_description const& now);
+
+/// @brief Marks in `now` the parameters whose bytes differ in `again`, a second capture of the
+/// same step made right after; returns how many it marked. Nodes of other kinds or kernels are
+/// left alone.
+std::size_t mark_unstable_arguments(node_description& now, node_description const& again);
 
 /// @brief The value of one kernel parameter as text: its bytes in hex, and what a 4-byte value
 /// reads as (int, float) or an 8-byte one (address, double).
@@ -196,6 +193,7 @@ struct bisection_plan {
 /// @brief What most likely made the replay differ, as named in the report.
 enum class divergence_cause : unsigned char {
   none,                  ///< the replay matches the eager step
+  unreproducible_eager,  ///< two eager runs from the same watched memory differ
   capture_fails_now,     ///< capturing the step again fails (its error is in the report)
   work_outside_capture,  ///< the eager step differs from a fresh capture of itself
   different_kernel,      ///< a node launches another kernel now
@@ -243,10 +241,13 @@ struct replay_report {
   std::size_t nodes_now{};
   /// Where the node lists stop pairing up, if they do.
   std::optional<std::size_t> first_unpaired;
-  /// Every paired node whose launch differs, other than in unwatched buffers alone.
+  /// Every paired node whose launch differs.
   std::vector<changed_node> changed;
-  /// Paired nodes whose launches differ only in addresses of unwatched device memory.
-  std::size_t moved_buffers_only{};
+  /// Parameters left out of the comparison because two captures of the step disagree on them.
+  std::size_t unstable_arguments{};
+  /// A second eager run against the first, from the same watched memory: when they differ the
+  /// step reads state that is neither watched nor restored, and nothing further is compared.
+  std::vector<region_difference> eager_unreproducible;
   /// The first node whose effect on the watched memory differs, when bisection ran and found
   /// one.
   std::optional<divergent_node> first_divergent;

@@ -60,6 +60,10 @@ struct verify_options {
   /// Find the first node whose effect differs when the results differ (runs the graph and the
   /// fresh capture once per node).
   bool bisect{true};
+  /// Called on the stream before every run and at the end, after the watched regions are put
+  /// back: restores state the step changes that no region holds, e.g. a
+  /// `train::capture_safe_rng`'s `restore` of a `save` taken before the call.
+  std::function<void(cuda::stream_view)> before_each_run;
 };
 
 /// @brief Runs `step(stream)` eagerly and replays `graph`, each from the same contents of the
@@ -70,11 +74,15 @@ struct verify_options {
 /// nodes at a time from the same contents (CUDA's cudaGraphNodeSetEnabled), to name the first
 /// node after which the watched memory differs.
 ///
-/// The step is called twice (eagerly, then under capture) and must issue the same work each
-/// time for the same host state. The watched regions are restored to their contents before the
-/// call when it returns; other memory the step writes is written by every run. The device is
-/// synchronized between runs (cudaDeviceSynchronize: work the step leaves on other streams
-/// counts as the eager step's), so no other thread may be capturing meanwhile.
+/// The step is called once eagerly when the results agree; when they differ, once more
+/// eagerly (a step that computes differently from the same watched memory is reported as such)
+/// and twice under capture (parameters two captures disagree on, like a struct's padding, are
+/// not compared). It must issue the same work each time for the same host state. Every run starts
+/// from the watched regions' contents at the call (and `options.before_each_run`), and they are put
+/// back when it returns; other memory the step writes is written by every run, so state it reads
+/// and changes must be watched or restored by `before_each_run`. The device is synchronized between
+/// runs (cudaDeviceSynchronize: work the step leaves on other streams counts as the eager step's),
+/// so no other thread may be capturing meanwhile.
 /// @throws usage_error (an empty graph; a legacy or capturing stream; a region that is null,
 /// empty, not whole elements, overlapping another or named twice; no region; a graph holding
 /// NCCL collectives, which need their peers: verify each rank's step with its collectives
