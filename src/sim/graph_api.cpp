@@ -397,6 +397,17 @@ sim::node_state* node_of_exec(sim::exec_state& exec, cudaGraphNode_t node) {
   return exec.graph->nodes[index].get();
 }
 
+// The executable's node `node` names, if CUDA lets it be disabled: "Currently only kernel,
+// memset and memcpy nodes are supported" (cudaGraphNodeSetEnabled); else null.
+sim::node_state* toggleable_node(cudaGraphExec_t exec, cudaGraphNode_t node) {
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  bool const supported = target != nullptr && (target->type == cudaGraphNodeTypeKernel ||
+                                               target->type == cudaGraphNodeTypeMemset ||
+                                               target->type == cudaGraphNodeTypeMemcpy);
+  return supported ? target : nullptr;
+}
+
 }  // namespace
 
 // "clonedGraph must have been cloned from originalGraph via cudaGraphClone. originalNode must
@@ -491,13 +502,8 @@ cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
                                     unsigned int enabled) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  sim::exec_state* e = sim::find_exec(exec);
-  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
-  if (target == nullptr ||
-      (target->type != cudaGraphNodeTypeKernel && target->type != cudaGraphNodeTypeMemset &&
-       target->type != cudaGraphNodeTypeMemcpy)) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
+  sim::node_state* target = toggleable_node(exec, node);
+  if (target == nullptr) return sim::fail(cudaErrorInvalidValue);
   target->disabled = enabled == 0U;
   return cudaSuccess;
 }
@@ -506,13 +512,8 @@ cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
                                     unsigned int* enabled) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  sim::exec_state* e = sim::find_exec(exec);
-  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
-  if (enabled == nullptr || target == nullptr ||
-      (target->type != cudaGraphNodeTypeKernel && target->type != cudaGraphNodeTypeMemset &&
-       target->type != cudaGraphNodeTypeMemcpy)) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
+  sim::node_state* target = toggleable_node(exec, node);
+  if (enabled == nullptr || target == nullptr) return sim::fail(cudaErrorInvalidValue);
   *enabled = target->disabled ? 0U : 1U;
   return cudaSuccess;
 }
