@@ -68,7 +68,12 @@ void describe_kernel(cudaGraphNode_t node, node_description& out) {
   for (std::size_t i = 0; i < parameter_limit; ++i) {
     std::size_t offset = 0;
     std::size_t size = 0;
-    if (!answered(cudaFuncGetParamInfo(params.func, i, &offset, &size))) break;
+    cudaError_t const status = cudaFuncGetParamInfo(params.func, i, &offset, &size);
+    if (!answered(status)) {
+      // cudaErrorInvalidValue past the last parameter; anything else: the layout is unknown.
+      if (status == cudaErrorInvalidValue) break;
+      return;
+    }
     // Arguments packed in `extra` rather than kernelParams cannot be read one by one.
     if (params.kernelParams == nullptr) return;
     auto const* first = static_cast<unsigned char const*>(params.kernelParams[i]);
@@ -157,8 +162,6 @@ class region_copies {
   region_copies(cuda::stream_view stream, std::vector<watched_region> const& regions,
                 std::function<void(cuda::stream_view)> const& before_each_run)
       : stream_{stream}, regions_{regions}, before_each_run_{before_each_run} {}
-
-  [[nodiscard]] std::vector<watched_region> const& regions() const noexcept { return regions_; }
 
   [[nodiscard]] contents read() const {
     contents out;

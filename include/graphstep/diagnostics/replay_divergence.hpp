@@ -138,7 +138,8 @@ struct launch_change {
 /// @brief Marks in `now` the parameters whose bytes differ in `again`, a second capture of the
 /// same step made right after; returns how many it marked. Nodes of other kinds or kernels are
 /// left alone.
-std::size_t mark_unstable_arguments(node_description& now, node_description const& again);
+[[nodiscard]] std::size_t mark_unstable_arguments(node_description& now,
+                                                  node_description const& again);
 
 /// @brief The value of one kernel parameter as text: its bytes in hex, and what a 4-byte value
 /// reads as (int, float) or an 8-byte one (address, double).
@@ -178,8 +179,8 @@ struct bisection_plan {
 [[nodiscard]] bool is_collective_kernel(std::string_view kernel_name) noexcept;
 
 /// @brief The first position at which the two node lists stop pairing up (another kind of
-/// node, another kernel), or the shorter length when one is a prefix of the other; `nullopt`
-/// when they pair up all the way.
+/// node; another kernel at a paired position is a launch change, not a break), or the shorter
+/// length when one is a prefix of the other; `nullopt` when they pair up all the way.
 [[nodiscard]] std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a,
                                                         std::vector<node_description> const& b);
 
