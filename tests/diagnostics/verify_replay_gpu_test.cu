@@ -393,6 +393,78 @@ TEST_F(verify_replay_test, names_a_conditional_node_and_the_flag_it_decided_on) 
       << decided.describe();
 }
 
+// A step forked onto a side stream and joined, with memset and memcpy nodes: the node that
+// differs is found on either branch, and a memset's frozen value is named as such.
+TEST_F(verify_replay_test, finds_the_node_across_side_streams_memsets_and_copies) {
+  gs::cuda::stream side;
+  gs::cuda::event forked;
+  gs::cuda::event joined;
+  int fill = 0;
+  auto const forked_step = [&](gs::cuda::stream_view s) {
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(loss_, fill, sizeof(float), s.value()));
+    forked.record(s);
+    side.view().wait(forked);
+    scale_kernel<<<blocks_for(n), threads, 0, side.get()>>>(y_, x_, factor_, n);
+    joined.record(side);
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(w_, x_, n * sizeof(float), cudaMemcpyDeviceToDevice, s.value()));
+    s.wait(joined);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, y_, n);
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { forked_step(*stream_); });
+
+  factor_ = 6.0F;  // the side stream's kernel
+  auto const side_report = gd::verify_replay(*stream_, forked_step, g, regions());
+  ASSERT_TRUE(side_report.first_divergent.has_value()) << side_report.describe();
+  EXPECT_TRUE(contains(side_report.first_divergent->at_capture.kernel_name, "scale_kernel"))
+      << side_report.describe();
+  EXPECT_EQ(side_report.cause(), gd::divergence_cause::frozen_argument);
+
+  factor_ = 2.0F;
+  fill = 0x01;  // the memset's value
+  auto const memset_report = gd::verify_replay(*stream_, forked_step, g, regions());
+  ASSERT_TRUE(memset_report.first_divergent.has_value()) << memset_report.describe();
+  EXPECT_EQ(memset_report.first_divergent->position, 0U);
+  ASSERT_EQ(memset_report.first_divergent->changes.size(), 1U) << memset_report.describe();
+  EXPECT_EQ(memset_report.first_divergent->changes[0].kind, gd::launch_change::what::memset);
+  EXPECT_TRUE(contains(memset_report.first_divergent->changes[0].now, "value 1"))
+      << memset_report.describe();
+  EXPECT_EQ(memset_report.cause(), gd::divergence_cause::frozen_argument);
+}
+
+// cuBLASLt's kernels run in the step: bisection runs through them, and the node that differs
+// after them is named. (The simulated device does not report a library kernel's parameters, so
+// they are compared by kind there; a GPU reports them.)
+TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differs) {
+  constexpr int rows = 16;
+  std::size_t const workspace_bytes = gs::ops::gemm_plan::workspace_size();
+  void* workspace = allocate<unsigned char>(workspace_bytes);
+  float* product = allocate(rows * rows);
+  gs::ops::cublaslt_handle const handle;
+  gs::ops::gemm_plan const gemm{handle,
+                                {gs::ops::gemm_kind::forward, rows, rows, rows, gs::dtype::float32},
+                                {x_, w_, product, nullptr, nullptr, nullptr},
+                                workspace,
+                                workspace_bytes,
+                                {},
+                                *stream_};
+  auto const gemm_step = [&](gs::cuda::stream_view s) {
+    gemm.run(s);
+    scale_kernel<<<blocks_for(rows * rows), threads, 0, s.value()>>>(y_, product, factor_,
+                                                                     rows * rows);
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { gemm_step(*stream_); });
+  factor_ = 0.5F;
+  auto const report = gd::verify_replay(*stream_, gemm_step, g, regions());
+  ASSERT_TRUE(report.first_divergent.has_value()) << report.describe();
+  EXPECT_TRUE(contains(report.first_divergent->at_capture.kernel_name, "scale_kernel"))
+      << report.describe();
+  EXPECT_GE(report.first_divergent->position, 1U) << "after the GEMM's kernels";
+  EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
+}
+
 TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
   auto const g = capture_step();
   auto const run = [&](std::vector<gd::watched_region> const& watched) {
