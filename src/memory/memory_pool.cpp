@@ -304,6 +304,21 @@ pool_statistics pool_state::statistics() const {
   return out;
 }
 
+std::vector<pool_segment> pool_state::snapshot() const {
+  std::vector<pool_segment> out;
+  for (auto const& region : engine_->snapshot()) {
+    pool_segment segment;
+    segment.base = reinterpret_cast<void*>(region.base);
+    segment.bytes = region.bytes;
+    for (auto const& b : region.blocks) {
+      segment.blocks.push_back(pool_block{reinterpret_cast<void*>(b.address), b.size, !b.free,
+                                          b.owner, b.free && b.any_stream, b.touched});
+    }
+    out.push_back(std::move(segment));
+  }
+  return out;
+}
+
 std::size_t pool_state::bytes_held_by(std::uint64_t graph) const {
   return engine_->bytes_held_by(graph);
 }
@@ -354,6 +369,18 @@ void memory_pool::do_deallocate(void* pointer, std::size_t /*bytes*/, cuda::stre
 }
 pool_statistics memory_pool::statistics() const {
   return checked(state_).statistics();
+}
+std::vector<pool_segment> memory_pool::snapshot() const {
+  return checked(state_).snapshot();
+}
+std::vector<pool_block> memory_pool::live_allocations() const {
+  std::vector<pool_block> live;
+  for (auto& segment : checked(state_).snapshot()) {
+    for (auto& block : segment.blocks) {
+      if (block.live) live.push_back(std::move(block));
+    }
+  }
+  return live;
 }
 std::size_t memory_pool::bytes_held_by(std::uint64_t graph_id) const {
   return checked(state_).bytes_held_by(graph_id);

@@ -347,6 +347,48 @@ TEST(block_allocator, regions_never_merge) {
   EXPECT_FALSE(a.owns(base - 1));
 }
 
+TEST(block_allocator, a_snapshot_lists_every_segment_and_block_with_its_state) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 2048);
+  a.add_region(base + 4096, 4096);  // larger: best fit serves every request from the first
+  auto const eager = a.allocate(256, stream_a, gm::detail::no_graph);
+  auto const output = a.allocate(512, stream_a, graph_g);
+  auto const freed = a.allocate(256, stream_b, gm::detail::no_graph);
+  ASSERT_TRUE(eager && output && freed);
+  a.deallocate(freed->address, stream_b);  // free, but only stream b may reuse it yet
+  auto const segments = a.snapshot();
+  ASSERT_EQ(segments.size(), 2U);
+  EXPECT_EQ(segments[0].base, base);
+  EXPECT_EQ(segments[0].bytes, 2048U);
+  EXPECT_EQ(segments[1].base, base + 4096);
+  ASSERT_EQ(segments[1].blocks.size(), 1U);
+  EXPECT_TRUE(segments[1].blocks[0].free);
+  EXPECT_TRUE(segments[1].blocks[0].any_stream);
+  std::size_t live = 0;
+  std::size_t tiled = 0;
+  std::uintptr_t next = base;
+  for (auto const& b : segments[0].blocks) {
+    EXPECT_EQ(b.address, next) << "blocks tile the segment in address order";
+    next += b.size;
+    tiled += b.size;
+    if (!b.free) live += b.size;
+    if (b.address == output->address) {
+      EXPECT_FALSE(b.free);
+      EXPECT_EQ(b.owner, graph_g);
+      EXPECT_EQ(b.touched, std::vector<gm::detail::graph_id>{graph_g});
+    }
+    if (b.address == eager->address) {
+      EXPECT_EQ(b.owner, gm::detail::no_graph);
+    }
+    if (b.address == freed->address) {
+      EXPECT_TRUE(b.free);
+      EXPECT_FALSE(b.any_stream);
+    }
+  }
+  EXPECT_EQ(tiled, 2048U);
+  EXPECT_EQ(live, a.stats().bytes_in_use);
+}
+
 TEST(block_allocator, growth_extends_a_free_tail_in_place) {
   gm::detail::block_allocator a{256};
   a.add_region(base, 1024);

@@ -92,6 +92,64 @@ TEST_P(pool_test, captured_allocations_keep_their_addresses_across_replays) {
   for (void* p : eager) pool.deallocate(p, *stream_);
 }
 
+// torch.cuda.memory_snapshot(): segments tiled by blocks, each live block with the graph that
+// allocated it; a graph's outputs stay live until the graph goes.
+TEST_P(pool_test, a_snapshot_shows_segments_blocks_and_who_holds_them) {
+  gs::memory::memory_pool pool{options()};
+  std::size_t const bytes = 4096;
+  void* eager = pool.allocate(bytes, *stream_);
+  void* output = nullptr;
+  void* scratch = nullptr;
+  std::uint64_t graph_id = 0;
+  {
+    gs::graphs::graph_exec g;
+    gs::graphs::capture(g, *stream_, pool, [&] {
+      output = pool.allocate(bytes, *stream_);
+      scratch = pool.allocate(2 * bytes, *stream_);
+      fill_kernel<<<blocks_for(1024), 256, 0, stream_->get()>>>(static_cast<float*>(scratch), 1.0F,
+                                                                1024);
+      pool.deallocate(scratch, *stream_);
+    });
+    graph_id = g.id();
+    auto const segments = pool.snapshot();
+    ASSERT_FALSE(segments.empty());
+    std::size_t live_bytes = 0;
+    std::size_t segment_bytes = 0;
+    bool scratch_reserved = false;
+    for (auto const& segment : segments) {
+      segment_bytes += segment.bytes;
+      auto next = address(segment.base);
+      for (auto const& b : segment.blocks) {
+        EXPECT_EQ(address(b.address), next) << "blocks tile their segment";
+        next += b.bytes;
+        if (b.live) live_bytes += b.bytes;
+        if (b.address == scratch) {
+          EXPECT_FALSE(b.live);
+          scratch_reserved = b.reserved_for == std::vector<std::uint64_t>{graph_id};
+        }
+      }
+    }
+    EXPECT_TRUE(scratch_reserved) << "the graph's freed scratch stays its own";
+    EXPECT_EQ(live_bytes, pool.statistics().bytes_in_use);
+    EXPECT_LE(segment_bytes, pool.statistics().mapped_bytes);
+    auto const live = pool.live_allocations();
+    ASSERT_EQ(live.size(), 2U);
+    for (auto const& b : live) {
+      EXPECT_GE(b.bytes, bytes);
+      EXPECT_TRUE(b.address == eager || b.address == output);
+      EXPECT_EQ(b.graph, b.address == output ? graph_id : 0U);
+    }
+  }
+  stream_->synchronize();
+  auto const after = pool.live_allocations();
+  ASSERT_EQ(after.size(), 1U) << "the output went with its graph";
+  EXPECT_EQ(after[0].address, eager);
+  for (auto const& segment : pool.snapshot()) {
+    for (auto const& b : segment.blocks) EXPECT_TRUE(b.reserved_for.empty());
+  }
+  pool.deallocate(eager, *stream_);
+}
+
 TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
   std::vector<int> const buckets{8192, 4096, 2048, 1024, 512};  // largest first
   auto capture_all = [&](gs::memory::memory_pool* shared) {

@@ -66,6 +66,29 @@ struct pool_statistics {
   std::size_t ordered_replays{};
 };
 
+/// @brief One block of a pool segment, as `memory_pool::snapshot` reports it.
+struct pool_block {
+  void* address{};
+  std::size_t bytes{};
+  bool live{};  ///< allocated and not deallocated yet
+  /// A live block's allocator: the id (`graph::id()`) of the graph whose capture allocated it,
+  /// or 0 for an eager allocation.
+  std::uint64_t graph{};
+  /// A free block: any stream may take it now; else only the stream that freed it, until that
+  /// stream's work is ordered before the others'.
+  bool any_stream{};
+  /// Live graphs whose replays write this range: eager allocations never get it meanwhile.
+  std::vector<std::uint64_t> reserved_for;
+};
+
+/// @brief A range of device memory the pool holds, tiled by its blocks in address order
+/// (PyTorch's `torch.cuda.memory_snapshot()` segments).
+struct pool_segment {
+  void* base{};
+  std::size_t bytes{};
+  std::vector<pool_block> blocks;
+};
+
 /// @brief Device memory for captured graphs, at addresses that never move.
 ///
 /// Inside a `capture_scope` given this pool, `allocate` and `deallocate` on the capturing
@@ -131,6 +154,13 @@ class memory_pool : public cuda::memory_resource {
 
   /// @throws usage_error (moved-from pool)
   [[nodiscard]] pool_statistics statistics() const;
+  /// @brief Every segment of the pool and every block in it, free or live, in address order.
+  /// Taken under the pool's lock: a consistent picture at one moment.
+  /// @throws usage_error (moved-from pool)
+  [[nodiscard]] std::vector<pool_segment> snapshot() const;
+  /// @brief The live blocks, in address order: eager allocations and graphs' outputs.
+  /// @throws usage_error (moved-from pool)
+  [[nodiscard]] std::vector<pool_block> live_allocations() const;
   /// @brief Bytes in live blocks that belong to the graph with id `graph_id` (allocated in its
   /// capture, never freed): its outputs.
   [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph_id) const;

@@ -440,6 +440,24 @@ block_allocator::statistics block_allocator::stats() const {
   return s;
 }
 
+std::vector<block_allocator::region_record> block_allocator::snapshot() const {
+  std::vector<region_record> out;
+  for (auto const& [base, bytes] : regions_) {
+    region_record region;
+    region.base = base;
+    for (auto it = blocks_.lower_bound(base); it != blocks_.end() && it->second.region == base;
+         ++it) {
+      block_info const& info = it->second;
+      region.blocks.push_back(block_record{it->first, info.size, info.free,
+                                           info.free ? no_graph : info.owner,
+                                           info.free && info.stream == any_stream, info.touched});
+      region.bytes += info.size;
+    }
+    out.push_back(std::move(region));
+  }
+  return out;
+}
+
 void block_allocator::check_invariants() const {
   std::size_t used = 0;
   std::size_t indexed = 0;

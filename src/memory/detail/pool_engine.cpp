@@ -304,6 +304,11 @@ void pool_engine::after_replay(graph_id graph, stream_id stream) {
   }
 }
 
+std::vector<block_allocator::region_record> pool_engine::snapshot() const {
+  std::lock_guard const lock{mutex_};
+  return blocks_.snapshot();
+}
+
 pool_engine::statistics pool_engine::stats() const {
   std::lock_guard const lock{mutex_};
   auto const blocks = blocks_.stats();

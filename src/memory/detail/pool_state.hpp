@@ -77,6 +77,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void after_replay(std::uint64_t graph, cudaStream_t stream);
 
   [[nodiscard]] pool_statistics statistics() const;
+  [[nodiscard]] std::vector<pool_segment> snapshot() const;
   [[nodiscard]] std::size_t bytes_held_by(std::uint64_t graph) const;
   [[nodiscard]] std::size_t bytes_pinned_by(std::uint64_t graph) const;
   [[nodiscard]] pool_backing backing() const noexcept { return device_->kind(); }

@@ -126,6 +126,23 @@ class block_allocator {
   };
   /// @brief The current sizes.
   [[nodiscard]] statistics stats() const;
+  /// @brief One block, as `snapshot` reports it.
+  struct block_record {
+    std::uintptr_t address{};
+    std::size_t size{};
+    bool free{true};
+    graph_id owner{no_graph};       ///< a live block's allocator: a graph, or no_graph (eager)
+    bool any_stream{true};          ///< a free block: reusable from every stream now
+    std::vector<graph_id> touched;  ///< live graphs whose replays write this range
+  };
+  /// @brief One region and the blocks that tile it, in address order.
+  struct region_record {
+    std::uintptr_t base{};
+    std::size_t bytes{};  ///< the aligned bytes its blocks tile
+    std::vector<block_record> blocks;
+  };
+  /// @brief Every region and block, in address order (O(n)).
+  [[nodiscard]] std::vector<region_record> snapshot() const;
   /// @brief The alignment of every block's address and size.
   [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
   /// @brief True when `address` lies inside a region.

@@ -156,6 +156,8 @@ class pool_engine {
   [[nodiscard]] statistics stats() const;
   /// @brief Bytes in live blocks that graph `graph` allocated in its capture (its outputs).
   [[nodiscard]] std::size_t bytes_held_by(graph_id graph) const;
+  /// @brief Every region (segment) of the pool and its blocks, in address order.
+  [[nodiscard]] std::vector<block_allocator::region_record> snapshot() const;
   /// @brief Bytes that graph `graph` keeps from eager use while it lives: every block its
   /// capture allocated or freed, shared with other graphs or not.
   [[nodiscard]] std::size_t bytes_pinned_by(graph_id graph) const;
