@@ -7,11 +7,13 @@
 #include <functional>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
+#include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/nccl.hpp>
 #include <memory>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -60,6 +62,29 @@ TEST_F(nccl_test, one_rank_communicator) {
   EXPECT_TRUE(moved.view() == view) << "views survive a move";
   EXPECT_THROW(static_cast<void>(comms_.front().view()), gs::usage_error);
   comms_.front() = std::move(moved);
+}
+
+// verify_replay runs one rank's step alone, so a graph holding NCCL's kernels is refused
+// before anything runs: on several ranks the eager step would wait for its peers. The simulated
+// device does not report a library kernel's name, so the refusal is checked on a GPU.
+TEST_F(nccl_test, verify_replay_refuses_a_graph_holding_collectives) {
+  GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("reading NCCL's kernel names from a graph");
+  std::size_t const n = 256;
+  float* send = upload(std::vector<float>(n, 1.0F));
+  float* recv = upload(std::vector<float>(n, 0.0F));
+  auto comm = comms_.front().view();
+  gn::warm_up(comm, *stream_);
+  auto const step = [&](gs::cuda::stream_view s) {
+    gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, s);
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { step(*stream_); });
+  std::string const message = gs::testing::message_of([&] {
+    static_cast<void>(gs::diagnostics::verify_replay(*stream_, step, g,
+                                                     {gs::diagnostics::watch("recv", recv, n)}));
+  });
+  EXPECT_NE(message.find("NCCL kernel"), std::string::npos) << message;
+  EXPECT_EQ(download(recv, n), std::vector<float>(n, 0.0F)) << "nothing ran";
 }
 
 TEST_F(nccl_test, one_rank_all_reduce_is_a_copy_eager_and_captured) {
