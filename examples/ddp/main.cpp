@@ -32,12 +32,13 @@ int run() {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
 
-  // Parameter tensors (1 MiB each), listed in the order backward produces their gradients.
-  std::size_t const elements = std::size_t{1} << 18;
+  // Parameter tensors (256 KiB each), listed in the order backward produces their gradients;
+  // buckets of two tensors after a first bucket of one.
+  std::size_t const elements = std::size_t{1} << 16;
   std::vector<std::size_t> const counts(4, elements);
   std::vector<std::size_t> bytes;
   for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
-  auto const plan = gn::plan_buckets(bytes, std::size_t{2} << 20, std::size_t{1} << 20);
+  auto const plan = gn::plan_buckets(bytes, std::size_t{512} << 10, std::size_t{256} << 10);
   auto* gradients = static_cast<float*>(pool.allocate(plan.buffer_bytes, stream));
   auto* loss = static_cast<float*>(pool.allocate(sizeof(float) * counts.size(), stream));
   std::vector<float*> params;
