@@ -5,14 +5,17 @@
 #include <cstring>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/train/mixed_precision.hpp>
 #include <limits>
 #include <sstream>
+
+#include "detail/address_text.hpp"
 
 namespace graphstep::diagnostics {
 
 namespace {
 
-// IEEE 754 binary16 and bfloat16 bit patterns as float (every value is exact in binary32).
+// An IEEE 754 binary16 bit pattern as float (every value is exact in binary32).
 float float16_value(std::uint16_t bits) noexcept {
   int const sign = (bits & 0x8000U) != 0U ? -1 : 1;
   int const exponent = static_cast<int>((bits >> 10U) & 0x1FU);
@@ -23,13 +26,6 @@ float float16_value(std::uint16_t bits) noexcept {
   }
   if (exponent == 0) return static_cast<float>(sign) * std::ldexp(mantissa, -24);  // subnormal
   return static_cast<float>(sign) * std::ldexp(1024.0F + mantissa, exponent - 25);
-}
-
-float bfloat16_value(std::uint16_t bits) noexcept {
-  std::uint32_t const widened = std::uint32_t{bits} << 16U;
-  float value{};
-  std::memcpy(&value, &widened, sizeof value);
-  return value;
 }
 
 // The element at `at` as a double, for the numeric kinds.
@@ -49,17 +45,12 @@ double element_value(region_element element, unsigned char const* at) noexcept {
     case region_element::bfloat16: {
       std::uint16_t bits{};
       std::memcpy(&bits, at, sizeof bits);
-      return element == region_element::float16 ? float16_value(bits) : bfloat16_value(bits);
+      return element == region_element::float16 ? float16_value(bits)
+                                                : train::bfloat16_to_float(bits);
     }
     case region_element::raw_bytes: return *at;
   }
   return 0.0;
-}
-
-std::string hex_of(std::uintptr_t value) {
-  std::ostringstream out;
-  out << "0x" << std::hex << value;
-  return out.str();
 }
 
 std::string dims_text(launch_dims const& d) {
@@ -67,9 +58,10 @@ std::string dims_text(launch_dims const& d) {
 }
 
 std::string memset_text(node_description const& n) {
-  return "destination " + hex_of(n.destination) + ", value " + std::to_string(n.value) + ", " +
-         std::to_string(n.width) + " x " + std::to_string(n.height) + " elements of " +
-         std::to_string(n.element_size) + " bytes, pitch " + std::to_string(n.pitch);
+  return "destination " + graphstep::detail::hex_text(n.destination) + ", value " +
+         std::to_string(n.value) + ", " + std::to_string(n.width) + " x " +
+         std::to_string(n.height) + " elements of " + std::to_string(n.element_size) +
+         " bytes, pitch " + std::to_string(n.pitch);
 }
 
 std::string node_text(node_description const& n) {
@@ -77,8 +69,10 @@ std::string node_text(node_description const& n) {
     return n.kind == node_kind::memset ? "memset (" + memset_text(n) + ")" : kind_name(n.kind);
   }
   if (!n.parameters_known) return "kernel (its parameters are not reported by CUDA)";
-  std::string text = "kernel " + (n.kernel_name.empty() ? hex_of(n.function) : n.kernel_name) +
-                     " <<<grid " + dims_text(n.grid) + ", block " + dims_text(n.block);
+  std::string text =
+      "kernel " +
+      (n.kernel_name.empty() ? graphstep::detail::hex_text(n.function) : n.kernel_name) +
+      " <<<grid " + dims_text(n.grid) + ", block " + dims_text(n.block);
   if (n.shared_bytes != 0) text += ", " + std::to_string(n.shared_bytes) + " B shared";
   return text + ">>>";
 }
@@ -355,6 +349,10 @@ std::vector<std::size_t> execution_order(
     for (std::size_t d : dependents[next]) --waiting[d];
   }
   return order;
+}
+
+bool can_disable(node_kind kind) noexcept {
+  return kind == node_kind::kernel || kind == node_kind::memset || kind == node_kind::memcpy;
 }
 
 bisection_plan plan_bisection(std::vector<node_kind> const& kinds) {

@@ -43,11 +43,6 @@ node_kind kind_of(cudaGraphNodeType type) noexcept {
   }
 }
 
-bool can_disable(node_kind kind) noexcept {
-  // "Currently only kernel, memset and memcpy nodes are supported" (cudaGraphNodeSetEnabled).
-  return kind == node_kind::kernel || kind == node_kind::memset || kind == node_kind::memcpy;
-}
-
 // A query CUDA may refuse (a library kernel's parameters, a name it does not know): the
 // refusal is an answer here, so it must not linger as the thread's last error.
 bool answered(cudaError_t status) noexcept {

@@ -167,6 +167,10 @@ enum class bisection_method : unsigned char {
   refused,
 };
 
+/// @brief Whether CUDA can disable a node of this kind in an executable: "Currently only
+/// kernel, memset and memcpy nodes are supported" (cudaGraphNodeSetEnabled).
+[[nodiscard]] bool can_disable(node_kind kind) noexcept;
+
 /// @brief The method for a graph whose nodes are of `kinds`, and for `refused` the reason.
 struct bisection_plan {
   bisection_method method{bisection_method::disable_nodes};
