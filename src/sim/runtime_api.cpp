@@ -840,6 +840,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
     return submitted;
   }
+  // "Captures in event the contents of stream at the time of this call" (cudaEventRecord): from
+  // this call on the event is an ordinary one, whenever the record itself runs.
+  e->captured = false;
   e->capture = nullptr;
   e->capture_nodes.clear();
   e->clock = s->clock;

@@ -161,6 +161,47 @@ TEST_F(deferred_execution, a_queued_launch_runs_the_executable_as_it_was_launche
   GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(capturing));
 }
 
+// cudaEventRecord "captures in event the contents of stream at the time of this call": an event
+// last recorded in a capture is an ordinary event again from the call that records it outside
+// one, not from the moment that record runs, and a record that runs later does not undo a
+// capture's record made in between.
+TEST_F(deferred_execution, an_events_capture_state_follows_the_order_of_its_records) {
+  cudaEvent_t event{};
+  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  cudaStream_t capturing{};
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking));
+  auto const capture_a_record = [&] {
+    cudaGraph_t graph{};
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeThreadLocal));
+    add_one<<<1, n, 0, capturing>>>(x_, n);
+    GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, capturing));
+    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(capturing, &graph));
+    GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  };
+
+  capture_a_record();
+  add_one<<<1, n, 0, a_>>>(x_, n);
+  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, a_));  // queued behind the launch
+  EXPECT_EQ(gs::sim::queued_operations(), 2U);
+  EXPECT_EQ(cudaStreamWaitEvent(b_, event, 0), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(event), cudaErrorNotReady);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(b_));
+  EXPECT_EQ(cudaEventQuery(event), cudaSuccess);
+
+  add_one<<<1, n, 0, a_>>>(x_, n);
+  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, a_));
+  capture_a_record();  // recorded in a capture after the queued record was issued
+  while (gs::sim::advance() > 0) {
+  }
+  EXPECT_EQ(cudaEventQuery(event), cudaErrorCapturedEvent);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(a_));
+  EXPECT_EQ(read(x_)[0], 2.0F);  // the captures' launches never ran
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(capturing));
+  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(event));
+}
+
 TEST_F(deferred_execution, the_queue_is_bounded_as_a_gpus_launch_queue_is) {
   for (int i = 0; i < 3000; ++i) add_one<<<1, n, 0, a_>>>(x_, n);
   EXPECT_LE(gs::sim::queued_operations(), 1024U);

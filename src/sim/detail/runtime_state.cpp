@@ -367,8 +367,9 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
       break;
     case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;
     case cudaGraphNodeTypeEventRecord:
+      // Whether the event is a capture's was decided when the record was issued (cudaEventRecord,
+      // cudaGraphLaunch): a capture may have recorded it since.
       node.event->recorded = true;
-      node.event->captured = false;
       node.event->milliseconds = now_ms();
       break;
     case cudaGraphNodeTypeGraph: execute_graph(*node.child); break;
