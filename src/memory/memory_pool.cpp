@@ -1,6 +1,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
@@ -146,6 +147,12 @@ pool_device::growth_status cuda_pool_device::grow(std::size_t bytes, growth& out
   return backing_->grow(bytes, out);
 }
 
+std::size_t cuda_pool_device::shrink(std::uintptr_t base, std::size_t region_bytes,
+                                     std::size_t free_bytes) {
+  nvtx_range const range{"graphstep::memory::memory_pool trim"};
+  return backing_->shrink(base, region_bytes, free_bytes);
+}
+
 void cuda_pool_device::record(event_id event, stream_id stream) {
   // Events belong to the pool's device: the stream they are recorded on is that device's.
   cuda::device_guard const on_device{device_};
@@ -199,12 +206,14 @@ void cuda_pool_device::keep_mapped_forever() noexcept {
   }
 }
 
-void cuda_pool_device::synchronize(event_id event) const {
+void cuda_pool_device::synchronize(event_id event) {
   cuda::detail::relaxed_capture_mode const relaxed;
   events_.at(event).synchronize();
 }
 
 pool_state::pool_state(pool_options const& options) {
+  static std::atomic<std::uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   GRAPHSTEP_EXPECTS(options.growth_bytes > 0,
                     "pool_options::growth_bytes must be positive (it is the smallest growth step)");
   GRAPHSTEP_EXPECTS(options.alignment > 0 && (options.alignment & (options.alignment - 1)) == 0,
@@ -301,7 +310,17 @@ pool_statistics pool_state::statistics() const {
   out.growths = stats.growths;
   out.live_graphs = stats.live_graphs;
   out.ordered_replays = stats.ordered_replays;
+  out.trimmed_bytes = stats.trimmed_bytes;
   return out;
+}
+
+void pool_state::keep_after_graph(void* output) {
+  engine_->keep_after_graph(reinterpret_cast<std::uintptr_t>(output));
+}
+
+std::size_t pool_state::trim() {
+  cuda::device_guard const on_device{device_id_};
+  return engine_->trim();
 }
 
 std::vector<pool_segment> pool_state::snapshot() const {
@@ -312,7 +331,8 @@ std::vector<pool_segment> pool_state::snapshot() const {
     segment.bytes = region.bytes;
     for (auto const& b : region.blocks) {
       segment.blocks.push_back(pool_block{reinterpret_cast<void*>(b.address), b.size, !b.free,
-                                          b.owner, b.free && b.any_stream, b.touched});
+                                          b.owner, b.free && b.any_stream, b.touched,
+                                          b.kept_after_graph});
     }
     out.push_back(std::move(segment));
   }
@@ -399,6 +419,15 @@ pool_capture memory_pool::open_capture(cuda::stream_view stream, std::uint64_t g
                         "' is not capturing; begin the capture first");
   state.begin_capture(capture_id, graph_id, std::move(name), stream.value());
   return pool_capture{state_, capture_id};
+}
+void memory_pool::keep_after_graph(void* output) {
+  checked(state_).keep_after_graph(output);
+}
+std::size_t memory_pool::trim() {
+  return checked(state_).trim();
+}
+std::uint64_t memory_pool::id() const {
+  return checked(state_).id();
 }
 pool_backing memory_pool::backing() const {
   return checked(state_).backing();

@@ -513,3 +513,104 @@ TEST(block_allocator, a_block_held_for_one_graph_passes_to_another) {
   EXPECT_EQ(a.stats().bytes_in_use, 0U);
   a.check_invariants();
 }
+
+TEST(block_allocator, a_kept_output_becomes_an_eager_block_when_its_graph_goes) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 4096);
+  auto const kept = a.allocate(1024, stream_a, graph_g);
+  auto const dropped = a.allocate(1024, stream_a, graph_g);
+  auto const freed_first = a.allocate(1024, stream_a, graph_g);
+  ASSERT_TRUE(kept && dropped && freed_first);
+  a.keep_after_graph(kept->address);
+  a.keep_after_graph(freed_first->address);
+  a.deallocate(freed_first->address, stream_a, graph_g);  // freeing it undoes the request
+  a.check_invariants();
+  a.release_graph(graph_g);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().bytes_in_use, 1024U);
+  EXPECT_EQ(a.bytes_in_use_by(graph_g), 0U);
+  EXPECT_EQ(a.bytes_marked_by(graph_g), 0U);
+  auto const regions = a.snapshot();
+  ASSERT_EQ(regions.size(), 1U);
+  ASSERT_FALSE(regions[0].blocks.empty());
+  auto const& first = regions[0].blocks[0];
+  EXPECT_EQ(first.address, kept->address);
+  EXPECT_FALSE(first.free);
+  EXPECT_EQ(first.owner, gm::detail::no_graph);
+  EXPECT_FALSE(first.kept_after_graph);
+  // The rest went back with the graph and serves eager work; the kept block is freed as any
+  // eager one.
+  a.release_stream(stream_a);
+  auto const eager = a.allocate(3072, stream_b, gm::detail::no_graph);
+  ASSERT_TRUE(eager);
+  EXPECT_EQ(eager->address, kept->address + 1024);
+  a.deallocate(kept->address, stream_b);
+  a.deallocate(eager->address, stream_b);
+  EXPECT_EQ(a.stats().bytes_in_use, 0U);
+  a.check_invariants();
+}
+
+TEST(block_allocator, only_a_graphs_live_block_can_be_kept_after_it) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 4096);
+  auto const eager = a.allocate(1024, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(eager);
+  using graphstep::testing::contains;
+  using graphstep::testing::message_of;
+  EXPECT_TRUE(
+      contains(message_of([&] { a.keep_after_graph(eager->address); }), "is an eager allocation"));
+  EXPECT_TRUE(contains(message_of([&] { a.keep_after_graph(eager->address + 1024); }),
+                       "no live block starts at"));
+  EXPECT_TRUE(
+      contains(message_of([&] { a.keep_after_graph(base + 65536); }), "no live block starts at"));
+  a.check_invariants();
+}
+
+TEST(block_allocator, a_free_tail_leaves_the_region_and_the_rest_stays) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 8192);
+  auto const head = a.allocate(2048, stream_a, gm::detail::no_graph);
+  auto const tail = a.allocate(6144, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(head && tail);
+  a.deallocate(tail->address, stream_a);
+  // Freed on a stream, not yet released: no other stream may have it, so it stays.
+  ASSERT_EQ(a.free_tails().size(), 1U);
+  EXPECT_EQ(a.free_tails()[0].free_bytes, 0U);
+  a.release_stream(stream_a);
+  EXPECT_EQ(a.free_tails()[0].free_bytes, 6144U);
+  EXPECT_EQ(a.free_tails()[0].bytes, 8192U);
+  a.shrink_region(base, 4096);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().region_bytes, 4096U);
+  EXPECT_EQ(a.free_tails()[0].free_bytes, 2048U);
+  EXPECT_FALSE(a.owns(base + 4096));
+  using graphstep::testing::contains;
+  using graphstep::testing::message_of;
+  EXPECT_TRUE(contains(message_of([&] { a.shrink_region(base, 4096); }), "not all free"));
+  EXPECT_TRUE(contains(message_of([&] { a.shrink_region(base + 256, 256); }), "no region starts"));
+  EXPECT_TRUE(contains(message_of([&] { a.shrink_region(base, 0); }), "cannot take 0 bytes"));
+  // Growth after a shrink continues at the new end.
+  a.extend_region(base, 4096);
+  a.check_invariants();
+  EXPECT_EQ(a.free_tails()[0].free_bytes, 6144U);
+  a.deallocate(head->address, stream_a);
+  a.release_stream(stream_a);
+  a.shrink_region(base, 8192);  // the whole region goes
+  a.check_invariants();
+  EXPECT_TRUE(a.free_tails().empty());
+  EXPECT_EQ(a.stats().region_bytes, 0U);
+  a.add_region(base, 4096);  // and the range may come back
+  a.check_invariants();
+}
+
+TEST(block_allocator, memory_a_live_graph_may_write_never_leaves) {
+  gm::detail::block_allocator a{256};
+  a.add_region(base, 4096);
+  auto const x = a.allocate(4096, stream_a, graph_g);
+  ASSERT_TRUE(x);
+  a.deallocate(x->address, stream_a, graph_g);
+  a.release_stream(stream_a);
+  EXPECT_EQ(a.free_tails()[0].free_bytes, 0U) << "one free block, marked by the graph";
+  a.release_graph(graph_g);
+  EXPECT_EQ(a.free_tails()[0].free_bytes, 4096U);
+}

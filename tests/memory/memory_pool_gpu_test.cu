@@ -476,6 +476,21 @@ TEST_P(pool_test, allocating_in_a_capture_not_given_this_pool_is_a_usage_error) 
   EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
 }
 
+// PyTorch lets a capture into one pool free another pool's tensor; here it is refused, since
+// the other pool would give the block to eager work while the graph's replays still read it.
+TEST_P(pool_test, freeing_another_pools_block_inside_a_capture_is_a_usage_error) {
+  gs::memory::memory_pool other{options()};
+  gs::memory::memory_pool pool{options()};
+  void* block = other.allocate(1024, *stream_);
+  gs::graphs::graph_exec g;
+  std::string const what = message_of(
+      [&] { gs::graphs::capture(g, *stream_, pool, [&] { other.deallocate(block, *stream_); }); });
+  EXPECT_NE(what.find("free this pool's blocks outside the capture"), std::string::npos) << what;
+  EXPECT_TRUE(g.empty());
+  EXPECT_EQ(other.statistics().bytes_in_use, 1024U) << "the block is still allocated";
+  other.deallocate(block, *stream_);
+}
+
 TEST_P(pool_test, a_moved_from_pool_is_a_usage_error) {
   gs::memory::memory_pool pool{options()};
   gs::memory::memory_pool moved{std::move(pool)};
@@ -548,6 +563,112 @@ TEST_P(pool_test, teardown_in_any_order_leaks_nothing) {
   std::size_t free_after = 0;
   GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
   EXPECT_EQ(free_after, free_before);
+}
+
+// PyTorch reads a graph's output after deleting the graph; here the output is kept on request
+// and becomes an ordinary block, while the graph's other outputs go with it.
+TEST_P(pool_test, an_output_kept_after_its_graph_outlives_it) {
+  gs::memory::memory_pool pool{options()};
+  int const n = 1024;
+  float* kept = nullptr;
+  float* dropped = nullptr;
+  {
+    gs::graphs::graph_exec g;
+    gs::graphs::capture(g, *stream_, pool, [&] {
+      kept = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+      dropped = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+      fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(kept, 0.0F, n);
+      fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(dropped, 0.0F, n);
+      axpy_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(kept, dropped, 1.0F, n);
+    });
+    pool.keep_after_graph(kept);
+    auto const live = pool.live_allocations();
+    ASSERT_EQ(live.size(), 2U);
+    EXPECT_EQ(live[0].kept_after_graph, live[0].address == kept);
+    EXPECT_EQ(live[1].kept_after_graph, live[1].address == kept);
+    for (int i = 0; i < 3; ++i) g.replay(*stream_);
+    EXPECT_TRUE(gs::testing::contains(message_of([&] { pool.keep_after_graph(kept + 1); }),
+                                      "no live block starts at"));
+  }
+  // The graph is gone: its output stays, an eager block of the pool now.
+  EXPECT_EQ(read(kept), 0.0F);
+  auto const live = pool.live_allocations();
+  ASSERT_EQ(live.size(), 1U);
+  EXPECT_EQ(live[0].address, kept);
+  EXPECT_EQ(live[0].graph, 0U);
+  EXPECT_EQ(pool.statistics().bytes_in_use, sizeof(float) * n);
+  EXPECT_EQ(pool.statistics().live_graphs, 0U);
+  pool.deallocate(kept, *stream_);
+  EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
+}
+
+// torch.cuda.empty_cache(): what no block uses goes back to the device; live blocks stay where
+// they are, and the pool grows again when it must.
+TEST_P(pool_test, trim_gives_unused_memory_back_and_the_pool_grows_again) {
+  gs::memory::memory_pool pool{options()};
+  std::size_t const mib = std::size_t{1} << 20;
+  auto* stays = static_cast<float*>(pool.allocate(2 * mib, *stream_));
+  auto* goes = static_cast<float*>(pool.allocate(4 * mib, *stream_));
+  int const n = static_cast<int>(4 * mib / sizeof(float));
+  fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(goes, 2.0F, n);
+  fill_kernel<<<1, 256, 0, stream_->get()>>>(stays, 3.0F, 256);
+  pool.deallocate(goes, *stream_);  // its kernel may still run: trim waits for it
+  std::size_t const mapped = pool.statistics().mapped_bytes;
+  std::size_t device_free_before = 0;
+  std::size_t device_total = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&device_free_before, &device_total));
+  EXPECT_EQ(pool.trim(), 4 * mib);
+  std::size_t device_free_after = 0;
+  GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&device_free_after, &device_total));
+  EXPECT_EQ(device_free_after - device_free_before, 4 * mib);
+  EXPECT_EQ(pool.statistics().mapped_bytes, mapped - 4 * mib);
+  EXPECT_EQ(pool.statistics().trimmed_bytes, 4 * mib);
+  EXPECT_EQ(read(stays), 3.0F);
+  auto* again = static_cast<float*>(pool.allocate(4 * mib, *stream_));
+  fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(again, 5.0F, n);
+  EXPECT_EQ(read(again + n - 1), 5.0F);
+  EXPECT_EQ(pool.statistics().growths, 3U);
+  pool.deallocate(again, *stream_);
+  pool.deallocate(stays, *stream_);
+  EXPECT_EQ(pool.trim(), mapped);  // everything: no block is live
+  EXPECT_EQ(pool.statistics().mapped_bytes, 0U);
+}
+
+TEST_P(pool_test, trim_keeps_a_live_graphs_memory_and_is_refused_inside_a_capture) {
+  gs::memory::memory_pool pool{options()};
+  int const n = 1024;
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(g, *stream_, pool, [&] {
+    auto* temp = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+    fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(temp, 1.0F, n);
+    pool.deallocate(temp, *stream_);
+    EXPECT_NE(message_of([&] {
+                static_cast<void>(pool.trim());
+              }).find("a capture into this pool is under way"),
+              std::string::npos);
+  });
+  std::size_t const mapped = pool.statistics().mapped_bytes;
+  EXPECT_EQ(pool.trim(), 0U) << "the graph's replays write that memory";
+  g.replay(*stream_);
+  stream_->synchronize();
+  g.reset();
+  EXPECT_EQ(pool.trim(), mapped);
+  EXPECT_EQ(pool.statistics().mapped_bytes, 0U);
+}
+
+// torch.cuda.graph_pool_handle(): an identity per pool, kept across moves.
+TEST_P(pool_test, each_pool_has_an_identity_that_moves_with_it) {
+  gs::memory::memory_pool first{options()};
+  gs::memory::memory_pool second{options()};
+  EXPECT_NE(first.id(), second.id());
+  EXPECT_NE(first.id(), 0U);
+  std::uint64_t const id = first.id();
+  gs::memory::memory_pool moved{std::move(first)};
+  EXPECT_EQ(moved.id(), id);
+  EXPECT_NE(message_of([&] {
+              static_cast<void>(first.id());  // NOLINT(bugprone-use-after-move)
+            }).find("moved from"),
+            std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(backings, pool_test,

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error_message.hpp"
+
 namespace gm = graphstep::memory::detail;
 
 namespace {
@@ -33,10 +35,30 @@ class test_device final : public gm::pool_device {
     if (mapped_ + bytes > range_left) return growth_status::address_range_full;
     if (mapped_ + bytes > memory_left) return growth_status::device_out_of_memory;
     out.bytes = bytes;
-    out.base = one_range_ ? base_ : base_ + 2 * mapped_;  // separate segments leave gaps
+    out.base = one_range_ ? base_ : next_segment_;
     out.extends_region = one_range_ && mapped_ > 0;
+    next_segment_ += 2 * bytes;  // separate segments leave gaps
     mapped_ += bytes;
+    growths_.push_back(bytes);
     return growth_status::grown;
+  }
+  // As the backings do: the last growths of one range go whole, newest first; a segment goes
+  // only whole.
+  std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                     std::size_t free_bytes) override {
+    shrink_requests.emplace_back(base, free_bytes);
+    std::size_t given_back = 0;
+    if (one_range_) {
+      EXPECT_EQ(region_bytes, mapped_);
+      while (!growths_.empty() && given_back + growths_.back() <= free_bytes) {
+        given_back += growths_.back();
+        growths_.pop_back();
+      }
+    } else if (free_bytes >= region_bytes) {
+      given_back = region_bytes;
+    }
+    mapped_ -= given_back;
+    return given_back;
   }
   [[nodiscard]] std::size_t granularity() const override { return 2 * mib; }
   [[nodiscard]] std::size_t reserved_bytes() const override { return mapped_; }
@@ -50,6 +72,10 @@ class test_device final : public gm::pool_device {
     waits.emplace_back(stream, events.at(event).first);
   }
   void forget(gm::event_id event) noexcept override { events.erase(event); }
+  void synchronize(gm::event_id event) override {
+    events.at(event).second = true;
+    ++host_waits;
+  }
 
   // The GPU catches up with everything recorded on `stream`.
   void finish(gm::stream_id stream) {
@@ -61,13 +87,17 @@ class test_device final : public gm::pool_device {
   std::size_t memory_left{std::size_t{1} << 40};
   std::size_t range_left{std::size_t{1} << 40};  // the reserved address range
   std::vector<std::size_t> grow_requests;
-  std::map<gm::event_id, std::pair<gm::stream_id, bool>> events;  // stream, completed
-  std::vector<std::pair<gm::stream_id, gm::stream_id>> waits;     // waiter, waited-on stream
+  std::map<gm::event_id, std::pair<gm::stream_id, bool>> events;        // stream, completed
+  std::vector<std::pair<gm::stream_id, gm::stream_id>> waits;           // waiter, waited-on stream
+  std::vector<std::pair<std::uintptr_t, std::size_t>> shrink_requests;  // base, free bytes
+  std::size_t host_waits{};
 
  private:
   bool one_range_;
   std::uintptr_t base_{std::uintptr_t{1} << 40};
+  std::uintptr_t next_segment_{base_};
   std::size_t mapped_{};
+  std::vector<std::size_t> growths_;
 };
 
 gm::pool_engine_options small_steps() {
@@ -615,4 +645,84 @@ TEST(pool_engine, threads_allocating_at_once_leave_the_blocks_consistent) {
   second.join();
   pool.blocks().check_invariants();
   EXPECT_EQ(pool.stats().bytes_in_use, 0U);
+}
+
+TEST(pool_engine, trim_gives_back_the_free_end_in_whole_growths_and_the_pool_grows_again) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const kept = pool.allocate(2 * mib, stream_a, std::nullopt);
+  std::uintptr_t const big = pool.allocate(4 * mib, stream_a, std::nullopt);  // a second growth
+  ASSERT_EQ(pool.stats().mapped_bytes, 6 * mib);
+  pool.deallocate(big, stream_a, std::nullopt);
+  // The free is in flight on stream a: trim waits for it on the host, then gives it back.
+  EXPECT_EQ(pool.trim(), 4 * mib);
+  EXPECT_EQ(device.host_waits, 1U);
+  EXPECT_EQ(pool.stats().mapped_bytes, 2 * mib);
+  EXPECT_EQ(pool.stats().trimmed_bytes, 4 * mib);
+  EXPECT_EQ(pool.stats().free_bytes, 0U);
+  pool.blocks().check_invariants();
+  EXPECT_EQ(pool.trim(), 0U) << "nothing left to give back";
+  // The range grows again where it ended; the kept block never moved.
+  std::uintptr_t const again = pool.allocate(mib, stream_b, std::nullopt);
+  EXPECT_EQ(again, kept + 2 * mib);
+  pool.deallocate(again, stream_b, std::nullopt);
+  pool.deallocate(kept, stream_a, std::nullopt);
+  // All of it free: every growth goes, and the range starts over at its base.
+  std::uintptr_t const head = pool.allocate(3 * mib, stream_a, std::nullopt);
+  pool.deallocate(head, stream_a, std::nullopt);
+  EXPECT_EQ(pool.trim(), 4 * mib);
+  EXPECT_EQ(pool.stats().mapped_bytes, 0U);
+  EXPECT_EQ(pool.allocate(mib, stream_a, std::nullopt), kept) << "the range starts over";
+  pool.blocks().check_invariants();
+}
+
+TEST(pool_engine, trim_keeps_what_a_live_graph_may_write_and_refuses_during_a_capture) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_capture(1, 5, "step", stream_a);
+  std::optional<gm::capture_id> const capture{1};
+  std::uintptr_t const temp = pool.allocate(2 * mib, stream_a, capture);
+  pool.deallocate(temp, stream_a, capture);
+  using graphstep::testing::contains;
+  using graphstep::testing::message_of;
+  EXPECT_TRUE(contains(message_of([&] { static_cast<void>(pool.trim()); }),
+                       "a capture into this pool is under way"));
+  ASSERT_EQ(pool.finish_capture(1, true), 5U);
+  EXPECT_EQ(pool.trim(), 0U) << "the graph's replays still write there";
+  EXPECT_EQ(pool.stats().mapped_bytes, 2 * mib);
+  pool.release_graph(5);
+  EXPECT_EQ(pool.trim(), 2 * mib);
+  pool.blocks().check_invariants();
+}
+
+TEST(pool_engine, trim_gives_back_whole_free_segments_only) {
+  test_device device{false};
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const first = pool.allocate(2 * mib, stream_a, std::nullopt);
+  std::uintptr_t const second = pool.allocate(2 * mib, stream_a, std::nullopt);
+  std::uintptr_t const half = pool.allocate(mib, stream_a, std::nullopt);  // a third segment
+  ASSERT_EQ(pool.stats().mapped_bytes, 6 * mib);
+  pool.deallocate(second, stream_a, std::nullopt);
+  EXPECT_EQ(pool.trim(), 2 * mib);
+  EXPECT_EQ(pool.stats().mapped_bytes, 4 * mib);
+  pool.blocks().check_invariants();
+  static_cast<void>(first);
+  static_cast<void>(half);
+}
+
+TEST(pool_engine, a_kept_output_outlives_its_graph_as_an_eager_block) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_capture(1, 5, "step", stream_a);
+  std::optional<gm::capture_id> const capture{1};
+  std::uintptr_t const output = pool.allocate(mib, stream_a, capture);
+  std::uintptr_t const other = pool.allocate(mib, stream_a, capture);
+  ASSERT_EQ(pool.finish_capture(1, true), 5U);
+  pool.keep_after_graph(output);
+  pool.release_graph(5);
+  EXPECT_EQ(pool.stats().bytes_in_use, mib);
+  EXPECT_EQ(pool.bytes_held_by(5), 0U);
+  EXPECT_EQ(pool.allocate(mib, stream_b, std::nullopt), other) << "the other output went back";
+  pool.deallocate(output, stream_b, std::nullopt);
+  pool.blocks().check_invariants();
 }

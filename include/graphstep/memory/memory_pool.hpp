@@ -64,6 +64,7 @@ struct pool_statistics {
   /// Waits made before replays: one per replay, on another stream, of a graph sharing the
   /// replayed graph's memory that had not finished (a replay may wait on several).
   std::size_t ordered_replays{};
+  std::size_t trimmed_bytes{};  ///< given back to the device by `trim`, in all
 };
 
 /// @brief One block of a pool segment, as `memory_pool::snapshot` reports it.
@@ -79,6 +80,8 @@ struct pool_block {
   bool any_stream{};
   /// Live graphs whose replays write this range: eager allocations never get it meanwhile.
   std::vector<std::uint64_t> reserved_for;
+  /// A graph's output that `memory_pool::keep_after_graph` keeps past its graph.
+  bool kept_after_graph{};
 };
 
 /// @brief A range of device memory the pool holds, tiled by its blocks in address order
@@ -151,6 +154,30 @@ class memory_pool : public cuda::memory_resource {
   /// `deallocate(pointer, bytes, stream)` of `cuda::memory_resource` too (the pool knows each
   /// block's size and ignores `bytes`).
   using cuda::memory_resource::deallocate;
+
+  /// @brief The graph output at `output` (a block the graph's capture allocated and did not
+  /// free) stays allocated when its graph is destroyed, as PyTorch's outputs outlive their
+  /// graph: once the graph's last replay is over the block becomes an ordinary eager
+  /// allocation, until `deallocate`. Until then it is the graph's output, which every replay
+  /// rewrites. Deallocating it earlier undoes the request.
+  /// @throws usage_error (moved-from pool; no live block of this pool starts at `output`; an
+  /// eager allocation, which outlives every graph already)
+  void keep_after_graph(void* output);
+
+  /// @brief Gives unused memory back to the device (PyTorch's `torch.cuda.empty_cache()`):
+  /// every free range at the end of a segment that no live graph may write and no stream may
+  /// still use, in whole units of growth — chunks of the reserved range mapped as the pool
+  /// grew (virtual_memory; the address range stays reserved), whole cudaMalloc segments
+  /// (device_malloc). Live blocks never move. Waits on the host for the eager frees still in
+  /// flight first. Returns the bytes given back (`pool_statistics::trimmed_bytes` adds them up).
+  /// @throws usage_error (moved-from pool; a capture into this pool under way), cuda_error,
+  /// cuda_driver_error
+  std::size_t trim();
+
+  /// @brief This pool's identity, unique in the process and kept across moves (PyTorch's
+  /// `graph_pool_handle()`): graphs captured with the same pool share its memory.
+  /// @throws usage_error (moved-from pool)
+  [[nodiscard]] std::uint64_t id() const;
 
   /// @throws usage_error (moved-from pool)
   [[nodiscard]] pool_statistics statistics() const;

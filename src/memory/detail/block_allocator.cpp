@@ -328,6 +328,7 @@ void block_allocator::deallocate(std::uintptr_t address, stream_id stream, graph
   info.free = true;
   info.stream = stream;
   info.owner = no_graph;
+  info.kept_after_graph = false;
   if (freed_by != no_graph) {
     auto at = std::lower_bound(info.touched.begin(), info.touched.end(), freed_by);
     if (at == info.touched.end() || *at != freed_by) info.touched.insert(at, freed_by);
@@ -366,7 +367,10 @@ void block_allocator::release_graph(graph_id graph) {
     if (mark == info.touched.end() || *mark != graph) continue;  // an owner is always marked
     if (info.free) unindex(address, info);
     info.touched.erase(mark);
-    if (!info.free && info.owner == graph) {
+    if (!info.free && info.owner == graph && info.kept_after_graph) {
+      info.owner = no_graph;  // an eager allocation from now on: its user frees it
+      info.kept_after_graph = false;
+    } else if (!info.free && info.owner == graph) {
       // The graph's outputs: freed with it. Its replays are over, so any stream may reuse them.
       info.free = true;
       info.owner = no_graph;
@@ -395,6 +399,74 @@ void block_allocator::transfer(std::uintptr_t address, graph_id from, graph_id t
   auto held = graph_in_use_.find(from);
   if ((held->second -= info.size) == 0) graph_in_use_.erase(held);
   graph_in_use_[to] += info.size;
+}
+
+void block_allocator::keep_after_graph(std::uintptr_t address) {
+  auto found = blocks_.find(address);
+  GRAPHSTEP_EXPECTS(found != blocks_.end() && !found->second.free,
+                    "block_allocator::keep_after_graph: no live block starts at " +
+                        graphstep::detail::hex_text(address) +
+                        "; pass an address that allocate returned and that is not freed");
+  GRAPHSTEP_EXPECTS(found->second.owner != no_graph,
+                    "block_allocator::keep_after_graph: the block at " +
+                        graphstep::detail::hex_text(address) +
+                        " is an eager allocation, which no graph's release frees; only a "
+                        "graph's output needs keeping");
+  found->second.kept_after_graph = true;
+}
+
+std::vector<block_allocator::region_tail> block_allocator::free_tails() const {
+  std::vector<region_tail> out;
+  for (auto const& [base, bytes] : regions_) {
+    std::size_t tail = 0;
+    auto const end = blocks_.lower_bound(base + usable(bytes));
+    if (end != blocks_.begin()) {
+      auto const last = std::prev(end);
+      block_info const& info = last->second;
+      if (info.region == base && info.free && info.stream == any_stream && info.touched.empty())
+        tail = info.size;
+    }
+    out.push_back(region_tail{base, bytes, tail});
+  }
+  return out;
+}
+
+void block_allocator::shrink_region(std::uintptr_t base, std::size_t bytes) {
+  auto region = regions_.find(base);
+  GRAPHSTEP_EXPECTS(region != regions_.end(),
+                    "block_allocator::shrink_region: no region starts "
+                    "at " +
+                        graphstep::detail::hex_text(base));
+  GRAPHSTEP_EXPECTS(bytes > 0 && bytes <= region->second,
+                    "block_allocator::shrink_region: cannot take " + std::to_string(bytes) +
+                        " bytes off the region at " + graphstep::detail::hex_text(base) + " of " +
+                        std::to_string(region->second));
+  std::size_t const aligned = usable(region->second);
+  std::size_t const removed = aligned - usable(region->second - bytes);
+  std::size_t tail = 0;
+  for (region_tail const& candidate : free_tails()) {
+    if (candidate.base == base) tail = candidate.free_bytes;
+  }
+  GRAPHSTEP_EXPECTS(removed <= tail, "block_allocator::shrink_region: the last " +
+                                         std::to_string(bytes) + " bytes of the region at " +
+                                         graphstep::detail::hex_text(base) +
+                                         " are not all free and unmarked");
+  if (removed > 0) {
+    auto last = std::prev(blocks_.lower_bound(base + aligned));
+    unindex(last->first, last->second);
+    last->second.size -= removed;
+    if (last->second.size == 0) {
+      blocks_.erase(last);
+    } else {
+      index(last->first, last->second);
+    }
+    region_bytes_ -= removed;
+  }
+  if (bytes == region->second) {
+    regions_.erase(region);
+  } else {
+    region->second -= bytes;
+  }
 }
 
 std::size_t block_allocator::bytes_in_use_by(graph_id graph) const {
@@ -448,9 +520,9 @@ std::vector<block_allocator::region_record> block_allocator::snapshot() const {
     for (auto it = blocks_.lower_bound(base); it != blocks_.end() && it->second.region == base;
          ++it) {
       block_info const& info = it->second;
-      region.blocks.push_back(block_record{it->first, info.size, info.free,
-                                           info.free ? no_graph : info.owner,
-                                           info.free && info.stream == any_stream, info.touched});
+      region.blocks.push_back(block_record{
+          it->first, info.size, info.free, info.free ? no_graph : info.owner,
+          info.free && info.stream == any_stream, info.touched, info.kept_after_graph});
       region.bytes += info.size;
     }
     out.push_back(std::move(region));
@@ -503,8 +575,9 @@ void block_allocator::check_invariants() const {
           fail_invariant("the free block at " + graphstep::detail::hex_text(at) +
                          " is missing from the free index");
         }
-        if (info.owner != no_graph)
-          fail_invariant("the free block at " + graphstep::detail::hex_text(at) + " has an owner");
+        if (info.owner != no_graph || info.kept_after_graph)
+          fail_invariant("the free block at " + graphstep::detail::hex_text(at) +
+                         " has an owner or is kept after one");
         ++indexed;
         if (previous != nullptr && mergeable(*previous, info)) {
           fail_invariant("the free block at " + graphstep::detail::hex_text(at) +
@@ -512,6 +585,10 @@ void block_allocator::check_invariants() const {
         }
       } else {
         used += info.size;
+        if (info.kept_after_graph && info.owner == no_graph) {
+          fail_invariant("the eager block at " + graphstep::detail::hex_text(at) +
+                         " is kept after a graph");
+        }
         if (info.owner != no_graph) {
           by_graph[info.owner] += info.size;
           if (!std::binary_search(info.touched.begin(), info.touched.end(), info.owner)) {

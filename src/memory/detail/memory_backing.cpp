@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_guard.hpp>
@@ -60,6 +61,28 @@ class virtual_memory_backing final : public memory_backing {
       offset += chunk.bytes;
     }
     report(api.mem_address_free(base_, reserved_), "cuMemAddressFree");
+  }
+
+  // cuMemUnmap takes "the entire contiguous address range that was mapped to", so the last
+  // chunks go whole, the newest first.
+  std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                     std::size_t free_bytes) override {
+    GRAPHSTEP_EXPECTS(base == base_ && region_bytes == mapped_,
+                      "virtual memory backing: shrink names a range it does not map");
+    cuda::device_guard const on_device{device_};
+    relaxed_capture_mode const relaxed;
+    auto const& api = cuda::detail::driver();
+    std::size_t given_back = 0;
+    while (!chunks_.empty() && given_back + chunks_.back().bytes <= free_bytes) {
+      chunk const last = chunks_.back();
+      CUdeviceptr const at = base_ + mapped_ - last.bytes;
+      GRAPHSTEP_CU_TRY(api.mem_unmap(at, last.bytes));
+      chunks_.pop_back();
+      mapped_ -= last.bytes;
+      given_back += last.bytes;
+      report(api.mem_release(last.handle), "cuMemRelease");
+    }
+    return given_back;
   }
 
   [[nodiscard]] std::size_t granularity() const noexcept override { return granularity_; }
@@ -136,6 +159,24 @@ class device_malloc_backing final : public memory_backing {
     cuda::device_guard const on_device{device_};
     relaxed_capture_mode const relaxed;
     for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(segment));
+  }
+
+  // A segment goes only whole: cudaFree takes what cudaMalloc returned.
+  std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                     std::size_t free_bytes) override {
+    if (free_bytes < region_bytes) return 0;
+    auto const found = std::find(segments_.begin(), segments_.end(),
+                                 reinterpret_cast<void*>(base));  // NOLINT(*-no-int-to-ptr)
+    GRAPHSTEP_EXPECTS(found != segments_.end(),
+                      "device_malloc backing: shrink names a segment it does not hold");
+    cuda::device_guard const on_device{device_};
+    {
+      relaxed_capture_mode const relaxed;
+      GRAPHSTEP_CUDA_TRY(cudaFree(*found));
+    }
+    segments_.erase(found);
+    mapped_ -= region_bytes;
+    return region_bytes;
   }
 
   [[nodiscard]] std::size_t granularity() const noexcept override { return std::size_t{2} << 20; }

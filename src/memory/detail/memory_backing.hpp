@@ -26,6 +26,11 @@ class memory_backing {
 
   /// Adds at least `bytes` (rounded up to the granularity) of device memory.
   growth_status grow(std::size_t bytes, growth& out) { return do_grow(bytes, out); }
+  /// Gives back whole units of growth at the end of the region at `base` (`region_bytes`
+  /// long), at most `free_bytes` of them; returns the bytes given back. The caller has waited
+  /// for every use of that memory.
+  virtual std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                             std::size_t free_bytes) = 0;
   /// Smallest unit of growth.
   [[nodiscard]] virtual std::size_t granularity() const noexcept = 0;
   [[nodiscard]] virtual std::size_t reserved_bytes() const noexcept = 0;

@@ -41,8 +41,8 @@ pool_engine::capture_state& pool_engine::capture_of(capture_id capture, stream_i
   GRAPHSTEP_EXPECTS(found != captures_.end(),
                     "memory_pool: stream " + graphstep::detail::hex_text(stream) +
                         " is being captured, but not by a graphs::capture_scope given this pool. "
-                        "Pass this pool to the graphs::capture_scope, or allocate before the "
-                        "capture");
+                        "Pass this pool to the graphs::capture_scope, or allocate and free this "
+                        "pool's blocks outside the capture");
   return found->second;
 }
 
@@ -304,6 +304,31 @@ void pool_engine::after_replay(graph_id graph, stream_id stream) {
   }
 }
 
+void pool_engine::keep_after_graph(std::uintptr_t address) {
+  std::lock_guard const lock{mutex_};
+  blocks_.keep_after_graph(address);
+}
+
+std::size_t pool_engine::trim() {
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(captures_.empty(),
+                    "memory_pool::trim: a capture into this pool is under way; its allocations "
+                    "may still need the memory. Trim after the capture ends");
+  // Eager frees still in flight: their blocks may be in use until their streams get there.
+  for (auto const& entry : free_events_) device_.synchronize(entry.second);
+  release_completed_streams(any_stream);
+  std::size_t given_back = 0;
+  for (block_allocator::region_tail const& region : blocks_.free_tails()) {
+    if (region.free_bytes == 0) continue;
+    std::size_t const bytes = device_.shrink(region.base, region.bytes, region.free_bytes);
+    if (bytes == 0) continue;
+    blocks_.shrink_region(region.base, bytes);
+    given_back += bytes;
+  }
+  trimmed_bytes_ += given_back;
+  return given_back;
+}
+
 std::vector<block_allocator::region_record> pool_engine::snapshot() const {
   std::lock_guard const lock{mutex_};
   return blocks_.snapshot();
@@ -323,6 +348,7 @@ pool_engine::statistics pool_engine::stats() const {
   out.growths = growths_;
   out.live_graphs = live_graphs_.size();
   out.ordered_replays = ordered_replays_;
+  out.trimmed_bytes = trimmed_bytes_;
   return out;
 }
 

@@ -27,6 +27,8 @@ class cuda_pool_device final : public pool_device {
   cuda_pool_device(int device, std::unique_ptr<memory_backing> backing);
 
   growth_status grow(std::size_t bytes, growth& out) override;
+  std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                     std::size_t free_bytes) override;
   [[nodiscard]] std::size_t granularity() const override { return backing_->granularity(); }
   [[nodiscard]] std::size_t reserved_bytes() const override { return backing_->reserved_bytes(); }
   [[nodiscard]] std::size_t mapped_bytes() const override { return backing_->mapped_bytes(); }
@@ -34,9 +36,7 @@ class cuda_pool_device final : public pool_device {
   [[nodiscard]] bool complete(event_id event) override;
   void wait(stream_id stream, event_id event) override;
   void forget(event_id event) noexcept override;
-
-  /// Waits on the host for `event`.
-  void synchronize(event_id event) const;
+  void synchronize(event_id event) override;
   [[nodiscard]] pool_backing kind() const noexcept { return backing_->kind(); }
   /// Keeps the memory mapped for the life of the process: it is never given back.
   void keep_mapped_forever() noexcept;
@@ -72,6 +72,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// dies; on failure its memory is returned at once and the result is empty.
   std::shared_ptr<void> finish_capture(unsigned long long capture_id, bool success);
   void release_graph(std::uint64_t graph) noexcept;
+  void keep_after_graph(void* output);
+  std::size_t trim();
   /// Orders launches of graphs that share memory (pool_engine::before_replay, after_replay).
   void before_replay(std::uint64_t graph, cudaStream_t stream);
   void after_replay(std::uint64_t graph, cudaStream_t stream);
@@ -82,12 +84,14 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] std::size_t bytes_pinned_by(std::uint64_t graph) const;
   [[nodiscard]] pool_backing backing() const noexcept { return device_->kind(); }
   [[nodiscard]] int device() const noexcept { return device_id_; }
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
 
   void begin_trace();
   memory::allocation_trace end_trace();
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:
+  std::uint64_t id_{};
   int device_id_{};
   std::unique_ptr<cuda_pool_device> device_;  // outlives the engine, which forgets its events
   std::unique_ptr<pool_engine> engine_;

@@ -104,6 +104,27 @@ class block_allocator {
   /// @throws usage_error (no live block of `from` starts at `address`; `to` is `no_graph`)
   void transfer(std::uintptr_t address, graph_id from, graph_id to);
 
+  /// @brief The live block at `address`, allocated for a graph, stays allocated when that graph
+  /// is released: `release_graph` makes it an eager allocation instead of freeing it (a graph's
+  /// output read after the graph is gone). Freeing the block first drops the request.
+  /// @throws usage_error (no live block starts at `address`; an eager allocation, which
+  /// outlives every graph already)
+  void keep_after_graph(std::uintptr_t address);
+
+  /// @brief A region and the bytes at its end that may leave the pool.
+  struct region_tail {
+    std::uintptr_t base{};
+    std::size_t bytes{};       ///< the region's size, as added and extended
+    std::size_t free_bytes{};  ///< its last block when free, usable from every stream and
+                               ///< touched by no graph; else 0
+  };
+  /// @brief Every region's free tail, in address order.
+  [[nodiscard]] std::vector<region_tail> free_tails() const;
+  /// @brief Takes the last `bytes` off the region at `base`; with `bytes` equal to the
+  /// region's size the region goes. They must lie in its free tail (`free_tails`).
+  /// @throws usage_error (no region starts at `base`, 0 bytes, more than the free tail)
+  void shrink_region(std::uintptr_t base, std::size_t bytes);
+
   /// @brief Bytes of live blocks allocated for `graph` (0 for `no_graph`).
   [[nodiscard]] std::size_t bytes_in_use_by(graph_id graph) const;
   /// @brief Bytes of every block marked by `graph`, free or not: the memory its replays use
@@ -134,6 +155,7 @@ class block_allocator {
     graph_id owner{no_graph};       ///< a live block's allocator: a graph, or no_graph (eager)
     bool any_stream{true};          ///< a free block: reusable from every stream now
     std::vector<graph_id> touched;  ///< live graphs whose replays write this range
+    bool kept_after_graph{};        ///< a graph's output that `keep_after_graph` keeps
   };
   /// @brief One region and the blocks that tile it, in address order.
   struct region_record {
@@ -160,6 +182,7 @@ class block_allocator {
     stream_id stream{any_stream};   // free blocks: where they may be reused
     graph_id owner{no_graph};       // used blocks: the graph that allocated them
     std::vector<graph_id> touched;  // sorted: live graphs whose replays write this range
+    bool kept_after_graph{};        // used blocks: become eager when their owner is released
   };
   using block_map = std::map<std::uintptr_t, block_info>;
   using index_key = std::pair<stream_id, bool>;  // (stream tag, touched by a graph)

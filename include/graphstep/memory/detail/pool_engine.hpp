@@ -56,12 +56,21 @@ class pool_device {
   /// @brief Memory actually backing the pool.
   [[nodiscard]] virtual std::size_t mapped_bytes() const = 0;
 
+  /// @brief Gives back memory at the end of the region at `base`, `region_bytes` long, that no
+  /// block uses: at most its last `free_bytes`, in whole units of growth (a mapping goes whole).
+  /// Returns the bytes given back, taken from the region's end; all of `region_bytes` when the
+  /// region goes.
+  virtual std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                             std::size_t free_bytes) = 0;
+
   /// @brief Records event `event` on `stream` after the work issued to it so far.
   virtual void record(event_id event, stream_id stream) = 0;
   /// @brief True once the work before `event` has completed.
   [[nodiscard]] virtual bool complete(event_id event) = 0;
   /// @brief Orders the work issued to `stream` from now on after `event`.
   virtual void wait(stream_id stream, event_id event) = 0;
+  /// @brief Waits on the host until the work before `event` has completed.
+  virtual void synchronize(event_id event) = 0;
   /// @brief The engine no longer needs `event`.
   virtual void forget(event_id event) noexcept = 0;
 };
@@ -129,8 +138,20 @@ class pool_engine {
   /// @brief Ends the capture. On success its graph holds its memory until `release_graph`; on
   /// failure the memory returns at once. Returns the graph, or nullopt (failure, or unknown).
   std::optional<graph_id> finish_capture(capture_id capture, bool success);
-  /// @brief The graph's last replay has finished: its memory returns to the pool.
+  /// @brief The graph's last replay has finished: its memory returns to the pool, but for the
+  /// outputs kept by `keep_after_graph`, which become eager allocations.
   void release_graph(graph_id graph) noexcept;
+  /// @brief The graph's output at `address` outlives the graph: when the graph is released it
+  /// becomes an eager allocation, freed by `deallocate` like any other.
+  /// @throws usage_error (no live block starts there; an eager allocation)
+  void keep_after_graph(std::uintptr_t address);
+
+  /// @brief Gives the device back the memory no block uses and no live graph may write: the
+  /// free end of each region, in whole units of growth. Waits on the host for the eager frees
+  /// still in flight first (their blocks become usable from every stream). Returns the bytes
+  /// given back.
+  /// @throws usage_error (a capture into the pool is under way)
+  std::size_t trim();
 
   /// @brief Graph `graph` is about to be launched on `stream`: `stream` is made to wait for
   /// the latest launch, on another stream, of every graph that shares memory with it, unless
@@ -152,6 +173,7 @@ class pool_engine {
     std::size_t growths{};
     std::size_t live_graphs{};
     std::size_t ordered_replays{};  ///< launches made to wait for another stream's launch
+    std::size_t trimmed_bytes{};    ///< given back by `trim`, in all
   };
   [[nodiscard]] statistics stats() const;
   /// @brief Bytes in live blocks that graph `graph` allocated in its capture (its outputs).
@@ -204,6 +226,7 @@ class pool_engine {
   pool_device& device_;
   block_allocator blocks_;
   std::size_t growths_{};
+  std::size_t trimmed_bytes_{};
   event_id next_event_{1};
   stream_id next_capture_tag_{};
   std::unordered_map<capture_id, capture_state> captures_;
