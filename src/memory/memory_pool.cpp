@@ -318,6 +318,14 @@ void pool_state::keep_after_graph(void* output) {
   engine_->keep_after_graph(reinterpret_cast<std::uintptr_t>(output));
 }
 
+void pool_state::record_use(void* pointer, cudaStream_t stream) {
+  GRAPHSTEP_EXPECTS(!capture_of(stream),
+                    "memory_pool::record_use: the stream is capturing; inside a capture, order "
+                    "a side stream's use with graphs::capture_scope::join (or an event) instead");
+  cuda::device_guard const on_device{device_id_};
+  engine_->record_use(reinterpret_cast<std::uintptr_t>(pointer), stream_key(stream));
+}
+
 std::size_t pool_state::trim() {
   cuda::device_guard const on_device{device_id_};
   return engine_->trim();
@@ -422,6 +430,9 @@ pool_capture memory_pool::open_capture(cuda::stream_view stream, std::uint64_t g
 }
 void memory_pool::keep_after_graph(void* output) {
   checked(state_).keep_after_graph(output);
+}
+void memory_pool::record_use(void* pointer, cuda::stream_view stream) {
+  checked(state_).record_use(pointer, stream.value());
 }
 std::size_t memory_pool::trim() {
   return checked(state_).trim();

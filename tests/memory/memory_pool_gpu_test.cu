@@ -602,6 +602,40 @@ TEST_P(pool_test, an_output_kept_after_its_graph_outlives_it) {
   EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
 }
 
+// Tensor.record_stream: a block read on a side stream and freed on its own stream is reused
+// there at once, and the new writes wait for the side stream's read. Without the recorded use
+// the simulated device's race checker stops the test at the write.
+TEST_P(pool_test, a_recorded_use_orders_the_reuse_after_the_other_streams_work) {
+  gs::memory::memory_pool pool{options()};
+  gs::cuda::stream side;
+  gs::cuda::event written;
+  int const n = 4096;
+  auto* x = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+  auto* y = static_cast<float*>(pool.allocate(sizeof(float) * n, side));
+  fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(x, 1.0F, n);
+  written.record(*stream_);
+  side.view().wait(written);
+  gs::testing::copy_kernel<<<blocks_for(n), 256, 0, side.get()>>>(x, y, n);
+  pool.record_use(x, side);
+  pool.deallocate(x, *stream_);
+  auto* z = static_cast<float*>(pool.allocate(sizeof(float) * n, *stream_));
+  EXPECT_EQ(z, x) << "the freeing stream reuses the block at once";
+  fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(z, 9.0F, n);
+  side.synchronize();
+  stream_->synchronize();
+  float copied = 0.0F;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(&copied, y + n - 1, sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(copied, 1.0F);
+  EXPECT_NE(message_of([&] { pool.record_use(x + 1, side); }).find("no live block"),
+            std::string::npos);
+  gs::graphs::graph_exec g;
+  std::string const capturing = message_of(
+      [&] { gs::graphs::capture(g, *stream_, pool, [&] { pool.record_use(z, *stream_); }); });
+  EXPECT_NE(capturing.find("the stream is capturing"), std::string::npos) << capturing;
+  pool.deallocate(z, *stream_);
+  pool.deallocate(y, side);
+}
+
 // torch.cuda.empty_cache(): what no block uses goes back to the device; live blocks stay where
 // they are, and the pool grows again when it must.
 TEST_P(pool_test, trim_gives_unused_memory_back_and_the_pool_grows_again) {

@@ -726,3 +726,50 @@ TEST(pool_engine, a_kept_output_outlives_its_graph_as_an_eager_block) {
   pool.deallocate(output, stream_b, std::nullopt);
   pool.blocks().check_invariants();
 }
+
+TEST(pool_engine, a_free_waits_for_the_uses_recorded_on_other_streams) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const block = pool.allocate(mib, stream_a, std::nullopt);
+  pool.record_use(block, stream_b);
+  pool.record_use(block, stream_b);  // the latest use on a stream replaces the earlier
+  pool.record_use(block, stream_a);  // its own stream is ordered already
+  pool.deallocate(block, stream_a, std::nullopt);
+  EXPECT_EQ(device.waits,
+            (std::vector<std::pair<gm::stream_id, gm::stream_id>>{{stream_a, stream_b}}));
+  EXPECT_EQ(device.host_waits, 0U);
+  EXPECT_EQ(pool.allocate(mib, stream_a, std::nullopt), block) << "stream a reuses it at once";
+  using graphstep::testing::contains;
+  using graphstep::testing::message_of;
+  EXPECT_TRUE(contains(message_of([&] { pool.record_use(block + 256, stream_b); }),
+                       "no live block of this pool starts at"));
+  pool.deallocate(block, stream_a, std::nullopt);
+  EXPECT_TRUE(contains(message_of([&] { pool.record_use(block, stream_b); }),
+                       "no live block of this pool starts at"));
+  // Every use event was forgotten with its free: only the free events remain.
+  EXPECT_EQ(device.events.size(), 1U);
+}
+
+TEST(pool_engine, a_capture_or_a_graphs_release_waits_for_recorded_uses_on_the_host) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::uintptr_t const input = pool.allocate(mib, stream_a, std::nullopt);
+  pool.record_use(input, stream_b);
+  pool.begin_capture(1, 5, "step", stream_a);
+  std::optional<gm::capture_id> const capture{1};
+  pool.deallocate(input, stream_a, capture);  // a capture may not wait on eager work
+  EXPECT_EQ(device.host_waits, 1U);
+  std::uintptr_t const output = pool.allocate(mib, stream_a, capture);
+  std::uintptr_t const kept = pool.allocate(mib, stream_a, capture);
+  ASSERT_EQ(pool.finish_capture(1, true), 5U);
+  pool.record_use(output, stream_b);
+  pool.record_use(kept, stream_b);
+  pool.keep_after_graph(kept);
+  pool.release_graph(5);
+  EXPECT_EQ(device.host_waits, 2U) << "the output goes back; the kept block stays live";
+  EXPECT_TRUE(device.waits.empty());
+  pool.deallocate(kept, stream_a, std::nullopt);
+  EXPECT_EQ(device.waits,
+            (std::vector<std::pair<gm::stream_id, gm::stream_id>>{{stream_a, stream_b}}));
+  pool.blocks().check_invariants();
+}

@@ -164,6 +164,16 @@ class memory_pool : public cuda::memory_resource {
   /// eager allocation, which outlives every graph already)
   void keep_after_graph(void* output);
 
+  /// @brief The work issued to `stream` up to this call uses the live block at `pointer`
+  /// (PyTorch's `Tensor.record_stream`): however the block is freed later, its memory is not
+  /// reused before that work is done. An eager `deallocate` on another stream makes that stream
+  /// wait for it (`cudaStreamWaitEvent`, no host wait); a free inside a capture, and the
+  /// release of the graph whose output it is, wait for it on the host. Work issued to `stream`
+  /// after the call is not covered: record again after it.
+  /// @throws usage_error (moved-from pool; no live block of this pool starts at `pointer`;
+  /// `stream` capturing: order a side stream's use with a join instead), cuda_error
+  void record_use(void* pointer, cuda::stream_view stream);
+
   /// @brief Gives unused memory back to the device (PyTorch's `torch.cuda.empty_cache()`):
   /// every free range at the end of a segment that no live graph may write and no stream may
   /// still use, in whole units of growth — chunks of the reserved range mapped as the pool

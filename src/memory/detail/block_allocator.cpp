@@ -512,6 +512,20 @@ block_allocator::statistics block_allocator::stats() const {
   return s;
 }
 
+std::optional<block_allocator::block_record> block_allocator::block_at(
+    std::uintptr_t address) const {
+  auto found = blocks_.find(address);
+  if (found == blocks_.end()) return std::nullopt;
+  block_info const& info = found->second;
+  return block_record{address,
+                      info.size,
+                      info.free,
+                      info.free ? no_graph : info.owner,
+                      info.free && info.stream == any_stream,
+                      info.touched,
+                      info.kept_after_graph};
+}
+
 std::vector<block_allocator::region_record> block_allocator::snapshot() const {
   std::vector<region_record> out;
   for (auto const& [base, bytes] : regions_) {

@@ -33,6 +33,9 @@ pool_engine::pool_engine(pool_engine_options const& options, pool_device& device
 
 pool_engine::~pool_engine() {
   for (auto const& entry : free_events_) device_.forget(entry.second);
+  for (auto const& block : uses_) {
+    for (auto const& entry : block.second) device_.forget(entry.second);
+  }
   for (auto const& entry : last_launches_) device_.forget(entry.second.event);
 }
 
@@ -179,12 +182,45 @@ void pool_engine::throw_out_of_memory(std::size_t requested, std::string const& 
   throw out_of_memory{sizes, message.str()};
 }
 
+void pool_engine::record_use(std::uintptr_t address, stream_id stream) {
+  std::lock_guard const lock{mutex_};
+  auto const block = blocks_.block_at(address);
+  GRAPHSTEP_EXPECTS(block && !block->free,
+                    "memory_pool::record_use: no live block of this pool starts at " +
+                        graphstep::detail::hex_text(address) +
+                        "; pass an address that allocate returned and that is not freed");
+  event_id const event = next_event_++;
+  device_.record(event, stream);
+  auto [it, inserted] = uses_[address].emplace(stream, event);
+  if (!inserted) {
+    device_.forget(it->second);
+    it->second = event;
+  }
+}
+
+void pool_engine::order_free_after_uses(std::uintptr_t address, stream_id stream, bool on_host) {
+  auto used = uses_.find(address);
+  if (used == uses_.end()) return;
+  for (auto const& [user, event] : used->second) {
+    if (on_host) {
+      device_.synchronize(event);
+    } else if (user != stream) {
+      device_.wait(stream, event);
+    }
+  }
+  for (auto const& entry : used->second) device_.forget(entry.second);
+  uses_.erase(used);
+}
+
 void pool_engine::deallocate(std::uintptr_t address, stream_id stream,
                              std::optional<capture_id> capture) {
   GRAPHSTEP_EXPECTS(address != 0, "memory_pool::deallocate: a null pointer was passed");
   std::lock_guard const lock{mutex_};
+  // A block with recorded uses is live (its free erases them): a double or foreign free never
+  // finds uses to wait for.
   if (capture) {
     capture_state& state = capture_of(*capture, stream);
+    order_free_after_uses(address, stream, true);
     stream_id const tag = tag_of(state, stream);
     if (state.plan) {
       GRAPHSTEP_EXPECTS(stream == state.origin,
@@ -200,6 +236,7 @@ void pool_engine::deallocate(std::uintptr_t address, stream_id stream,
     blocks_.deallocate(address, tag, state.graph);
     return;
   }
+  order_free_after_uses(address, stream, false);
   blocks_.deallocate(address, stream);
   if (trace_) {
     if (auto traced = traced_ids_.find(address); traced != traced_ids_.end()) {
@@ -262,6 +299,18 @@ std::optional<graph_id> pool_engine::finish_capture(capture_id capture, bool suc
 
 void pool_engine::release_graph(graph_id graph) noexcept {
   std::lock_guard const lock{mutex_};
+  // The graph's outputs go back with it: uses recorded on other streams must be over first.
+  for (auto it = uses_.begin(); it != uses_.end();) {
+    auto const block = blocks_.block_at(it->first);
+    auto const next = std::next(it);
+    if (block && !block->free && block->owner == graph && !block->kept_after_graph) {
+      try {
+        order_free_after_uses(it->first, any_stream, true);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): a failed wait leaves a sticky device error
+      }
+    }
+    it = next;
+  }
   blocks_.release_graph(graph);
   live_graphs_.erase(graph);
   sharing_.clear();

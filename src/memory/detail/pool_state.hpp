@@ -73,6 +73,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::shared_ptr<void> finish_capture(unsigned long long capture_id, bool success);
   void release_graph(std::uint64_t graph) noexcept;
   void keep_after_graph(void* output);
+  void record_use(void* pointer, cudaStream_t stream);
   std::size_t trim();
   /// Orders launches of graphs that share memory (pool_engine::before_replay, after_replay).
   void before_replay(std::uint64_t graph, cudaStream_t stream);

@@ -163,6 +163,8 @@ class block_allocator {
     std::size_t bytes{};  ///< the aligned bytes its blocks tile
     std::vector<block_record> blocks;
   };
+  /// @brief The block that starts at `address`, free or live; nullopt when none does.
+  [[nodiscard]] std::optional<block_record> block_at(std::uintptr_t address) const;
   /// @brief Every region and block, in address order (O(n)).
   [[nodiscard]] std::vector<region_record> snapshot() const;
   /// @brief The alignment of every block's address and size.

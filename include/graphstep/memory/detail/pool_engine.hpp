@@ -146,6 +146,13 @@ class pool_engine {
   /// @throws usage_error (no live block starts there; an eager allocation)
   void keep_after_graph(std::uintptr_t address);
 
+  /// @brief The work issued to `stream` so far uses the live block at `address` (PyTorch's
+  /// `record_stream`): the block's free is ordered after that work. An eager free makes its
+  /// stream wait for it; a free inside a capture, which may not wait on eager work, and the
+  /// release of a graph whose output it is wait for it on the host.
+  /// @throws usage_error (no live block starts at `address`)
+  void record_use(std::uintptr_t address, stream_id stream);
+
   /// @brief Gives the device back the memory no block uses and no live graph may write: the
   /// free end of each region, in whole units of growth. Waits on the host for the eager frees
   /// still in flight first (their blocks become usable from every stream). Returns the bytes
@@ -218,6 +225,7 @@ class pool_engine {
   bool release_completed_streams(stream_id except);
   bool take_other_streams(stream_id stream);
   void note_eager_free(stream_id stream);
+  void order_free_after_uses(std::uintptr_t address, stream_id stream, bool on_host);
   void grow(std::size_t bytes, std::size_t requested);
   [[noreturn]] void throw_out_of_memory(std::size_t requested, std::string const& reason) const;
 
@@ -234,6 +242,8 @@ class pool_engine {
   // The event recorded after the last eager free on each stream that still holds blocks freed
   // there: once it completes, or once another stream waits on it, those blocks may move.
   std::map<stream_id, event_id> free_events_;
+  // Live blocks used on other streams (record_use): the latest use event on each stream.
+  std::map<std::uintptr_t, std::map<stream_id, event_id>> uses_;
   std::optional<allocation_trace> trace_;
   std::unordered_map<std::uintptr_t, std::size_t> traced_ids_;
   struct next_plan {
