@@ -1,13 +1,17 @@
 // The capture-safe generator's device side: the offset advance, the fills and dropout.
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/philox.hpp>
 #include <graphstep/train/random_fill.hpp>
 
+#include "ops/element_conversion.cuh"
 #include "train/rng_kernels.hpp"
 
 namespace graphstep::train {
@@ -81,6 +85,29 @@ void launch_fill(T* out, std::size_t n, philox_args rng, Transform transform,
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
+// Round to nearest even with CUDA's conversions, as the other kernels store fp16 and bf16.
+template <typename T>
+struct nearest_even {
+  using type = T;
+  __device__ static T round(float x) { return ops::detail::from_float<T>(x); }
+  __device__ static float widen(T x) { return ops::detail::to_float(x); }
+};
+
+// The fp32 transform `Transform` rounded to `type` (float16 or bfloat16, checked by the caller).
+template <typename Transform>
+void launch_rounded_fill(void* out, dtype type, std::size_t n, philox_args rng, Transform transform,
+                         cuda::stream_view stream) {
+  if (type == dtype::float16) {
+    using rounding = nearest_even<__half>;
+    launch_fill(static_cast<__half*>(out), n, rng,
+                train::rounded_transform<rounding, Transform>{transform}, stream);
+  } else {
+    using rounding = nearest_even<__nv_bfloat16>;
+    launch_fill(static_cast<__nv_bfloat16*>(out), n, rng,
+                train::rounded_transform<rounding, Transform>{transform}, stream);
+  }
+}
+
 }  // namespace
 
 void launch_uniform(float* out, std::size_t n, float low, float high, philox_args rng,
@@ -101,6 +128,21 @@ void launch_bernoulli(float* out, std::size_t n, float p, philox_args rng,
 void launch_bernoulli(std::uint8_t* out, std::size_t n, float p, philox_args rng,
                       cuda::stream_view stream) {
   launch_fill(out, n, rng, train::bernoulli_transform<std::uint8_t>{p}, stream);
+}
+
+void launch_uniform(void* out, dtype type, std::size_t n, float low, float high, philox_args rng,
+                    cuda::stream_view stream) {
+  launch_rounded_fill(out, type, n, rng, train::uniform_transform{low, high}, stream);
+}
+
+void launch_normal(void* out, dtype type, std::size_t n, float mean, float stddev, philox_args rng,
+                   cuda::stream_view stream) {
+  launch_rounded_fill(out, type, n, rng, train::normal_transform{mean, stddev}, stream);
+}
+
+void launch_bernoulli(void* out, dtype type, std::size_t n, float p, philox_args rng,
+                      cuda::stream_view stream) {
+  launch_rounded_fill(out, type, n, rng, train::bernoulli_transform<float>{p}, stream);
 }
 
 void launch_advance_offset(std::uint64_t* state, std::uint64_t counters, cuda::stream_view stream) {

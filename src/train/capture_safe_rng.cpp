@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/detail/rng_state.hpp>
@@ -89,6 +90,44 @@ void capture_safe_rng::bernoulli(std::uint8_t* out, std::size_t n, float p,
   detail::check_bernoulli_arguments(p);
   philox_args const args = reserve(fill_counters(n));
   if (n != 0) detail::launch_bernoulli(out, n, p, args, stream);
+}
+
+// The 16-bit fills check like the fp32 ones, then reserve as many counters as the fp32 fill of
+// n elements, so that each draws the fp32 fill's words.
+void capture_safe_rng::uniform(void* out, dtype type, std::size_t n, float low, float high,
+                               cuda::stream_view stream) {
+  detail::check_fill_output("uniform", out, type);
+  detail::check_uniform_arguments(low, high, type);
+  if (type == dtype::float32) {
+    uniform(static_cast<float*>(out), n, low, high, stream);
+    return;
+  }
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_uniform(out, type, n, low, high, args, stream);
+}
+
+void capture_safe_rng::normal(void* out, dtype type, std::size_t n, float mean, float stddev,
+                              cuda::stream_view stream) {
+  detail::check_fill_output("normal", out, type);
+  detail::check_normal_arguments(mean, stddev);
+  if (type == dtype::float32) {
+    normal(static_cast<float*>(out), n, mean, stddev, stream);
+    return;
+  }
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_normal(out, type, n, mean, stddev, args, stream);
+}
+
+void capture_safe_rng::bernoulli(void* out, dtype type, std::size_t n, float p,
+                                 cuda::stream_view stream) {
+  detail::check_fill_output("bernoulli", out, type);
+  detail::check_bernoulli_arguments(p);
+  if (type == dtype::float32) {
+    bernoulli(static_cast<float*>(out), n, p, stream);
+    return;
+  }
+  philox_args const args = reserve(fill_counters(n));
+  if (n != 0) detail::launch_bernoulli(out, type, n, p, args, stream);
 }
 
 void capture_safe_rng::set_seed(std::uint64_t seed, cuda::stream_view stream) {

@@ -1,19 +1,26 @@
 // The capture-safe generator's fills and set_seed on a device: each fill equals the host
 // reference, replays draw new values equal to the eager draws with the same seed, the device's
 // draws have the right moments, and a seed may be set inside a capture only if it is the one
-// in use.
+// in use. fp16 and bf16 fills equal the fp32 fills of the same state rounded to nearest even,
+// with a uniform value that rounds to `high` given as `low`.
 //
 // Uniform and Bernoulli values are compared with the host reference bitwise everywhere. Normal
 // values are bitwise equal on the simulated device (its kernels call the host's logf, sinf and
 // cosf); on a GPU, CUDA's logf (1 ulp), sinf and cosf (2 ulp) differ from the host's in the last
 // bits, so there they are compared within 16 ulp of |std·z| plus one ulp of the value (see
-// train/random_fill.hpp).
+// train/random_fill.hpp). The fp16 and bf16 fills are compared with the device's own fp32 fills,
+// so bitwise everywhere.
+
+#include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <graphstep/dtype.hpp>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <graphstep/train/reference.hpp>
 #include <string>
@@ -39,6 +46,29 @@ namespace {
   double const bound = 16.0 * magnitude * std::ldexp(1.0, -23) + ulp_of_value;
   if (std::abs(double{device} - host) <= bound) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << device << " vs " << host << ": beyond " << bound;
+}
+
+// The bits of x rounded to nearest even in `type` (float16 or bfloat16): CUDA's host conversion
+// for fp16, the library's for bf16 (the kernels use CUDA's device conversions for both).
+std::uint16_t rounded_bits(gs::dtype type, float x) {
+  if (type == gs::dtype::bfloat16) return gr::bfloat16_nearest_even(x);
+  __half_raw const raw = __float2half_rn(x);
+  return raw.x;
+}
+
+float widened(gs::dtype type, std::uint16_t bits) {
+  if (type == gs::dtype::bfloat16) return gr::bfloat16_to_float(bits);
+  __half_raw raw{};
+  raw.x = bits;
+  return __half2float(__half{raw});
+}
+
+// What a 16-bit uniform fill stores where the fp32 fill of the same state drew `value`: the value
+// rounded, and `low` rounded where that is `high` rounded (PyTorch's uniform_kernel).
+std::uint16_t expected_uniform(gs::dtype type, float value, float low, float high) {
+  std::uint16_t const rounded = rounded_bits(type, value);
+  return widened(type, rounded) == widened(type, rounded_bits(type, high)) ? rounded_bits(type, low)
+                                                                           : rounded;
 }
 
 class rng_fill_test : public gs::testing::stream_pool_test {
@@ -338,4 +368,158 @@ TEST_F(rng_fill_test, another_seed_thrown_out_of_a_capture_discards_it_cleanly) 
   gs::graphs::capture(g, *stream_, [&] { step(rng); });
   g.replay(*stream_);
   expect_equal(read_step(), reference_step(22, 0), "the capture after the refused one");
+}
+
+// --- fp16 and bf16 fills ------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t n_16 = 1001;  // a partial Philox block at the end
+constexpr std::array<gs::dtype, 2> sixteen_bit_types{gs::dtype::float16, gs::dtype::bfloat16};
+}  // namespace
+
+TEST_F(rng_fill_test, half_and_bfloat16_fills_are_the_fp32_fills_rounded_to_nearest_even) {
+  constexpr std::size_t n_after = 8;
+  float* wide = allocate<float>(3 * n_16);
+  float* wide_after = allocate<float>(n_after);
+  auto* narrow = allocate<std::uint16_t>(3 * n_16);
+  float* narrow_after = allocate<float>(n_after);
+  for (gs::dtype const type : sixteen_bit_types) {
+    SCOPED_TRACE(gs::name(type));
+    gr::capture_safe_rng fp32{41, *stream_};
+    fp32.uniform(wide, n_16, low, high, *stream_);
+    fp32.normal(wide + n_16, n_16, mean, stddev, *stream_);
+    fp32.bernoulli(wide + 2 * n_16, n_16, p, *stream_);
+    fp32.uniform(wide_after, n_after, 0.0F, 1.0F, *stream_);
+    fp32.end_step(*stream_);
+    gr::capture_safe_rng rounded{41, *stream_};
+    rounded.uniform(narrow, type, n_16, low, high, *stream_);
+    rounded.normal(narrow + n_16, type, n_16, mean, stddev, *stream_);
+    rounded.bernoulli(narrow + 2 * n_16, type, n_16, p, *stream_);
+    // The same counters were reserved: the next fill (here fp32 through the dtype overload)
+    // draws what the fp32 generator's next fill drew.
+    rounded.uniform(narrow_after, gs::dtype::float32, n_after, 0.0F, 1.0F, *stream_);
+    rounded.end_step(*stream_);
+
+    auto const expected = read(wide, 3 * n_16);
+    auto const got = read(narrow, 3 * n_16);
+    std::uint16_t const one = rounded_bits(type, 1.0F);
+    for (std::size_t i = 0; i < n_16; ++i) {
+      ASSERT_EQ(got[i], expected_uniform(type, expected[i], low, high)) << "uniform " << i;
+      ASSERT_EQ(got[n_16 + i], rounded_bits(type, expected[n_16 + i])) << "normal " << i;
+      ASSERT_TRUE(got[2 * n_16 + i] == 0 || got[2 * n_16 + i] == one) << "bernoulli " << i;
+      ASSERT_EQ(got[2 * n_16 + i], expected[2 * n_16 + i] == 1.0F ? one : 0) << "bernoulli " << i;
+    }
+    EXPECT_EQ(read(narrow_after, n_after), read(wide_after, n_after));
+  }
+}
+
+TEST_F(rng_fill_test, a_half_or_bfloat16_uniform_value_that_rounds_to_high_is_low) {
+  // Four ulps of the type above 1: an eighth of the fp32 values round up to `high`.
+  constexpr std::size_t n = 256;
+  float* wide = allocate<float>(n);
+  auto* narrow = allocate<std::uint16_t>(n);
+  for (gs::dtype const type : sixteen_bit_types) {
+    SCOPED_TRACE(gs::name(type));
+    float const ulp = type == gs::dtype::float16 ? 0x1p-10F : 0x1p-7F;
+    float const bound_low = 1.0F;
+    float const bound_high = 1.0F + 4 * ulp;
+    gr::capture_safe_rng fp32{17, *stream_};
+    fp32.uniform(wide, n, bound_low, bound_high, *stream_);
+    gr::capture_safe_rng rounded{17, *stream_};
+    rounded.uniform(narrow, type, n, bound_low, bound_high, *stream_);
+    auto const values = read(wide, n);
+    auto const got = read(narrow, n);
+    std::size_t reached_high = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_LT(values[i], bound_high);
+      float const value = widened(type, got[i]);
+      ASSERT_TRUE(value >= bound_low && value < bound_high) << value << " at " << i;
+      if (rounded_bits(type, values[i]) == rounded_bits(type, bound_high)) {
+        ++reached_high;
+        ASSERT_EQ(got[i], rounded_bits(type, bound_low)) << i;
+      } else {
+        ASSERT_EQ(got[i], rounded_bits(type, values[i])) << i;
+      }
+    }
+    EXPECT_GE(reached_high, 1U) << "no value rounded to high: the rule was not exercised";
+    fp32.end_step(*stream_);
+    rounded.end_step(*stream_);
+  }
+}
+
+TEST_F(rng_fill_test, half_and_bfloat16_replays_draw_new_values_equal_to_the_eager_fills) {
+  constexpr int steps = 3;
+  auto* out = allocate<std::uint16_t>(6 * n_16);
+  auto fills = [&](gr::capture_safe_rng& rng) {
+    std::uint16_t* next = out;
+    for (gs::dtype const type : sixteen_bit_types) {
+      rng.uniform(next, type, n_16, low, high, *stream_);
+      rng.normal(next + n_16, type, n_16, mean, stddev, *stream_);
+      rng.bernoulli(next + 2 * n_16, type, n_16, p, *stream_);
+      next += 3 * n_16;
+    }
+    rng.end_step(*stream_);
+  };
+  std::vector<std::vector<std::uint16_t>> eager;
+  {
+    gr::capture_safe_rng rng{63, *stream_};
+    for (int i = 0; i < steps; ++i) {
+      fills(rng);
+      eager.push_back(read(out, 6 * n_16));
+    }
+  }
+  EXPECT_NE(eager[0], eager[1]) << "each step must draw new values";
+  gr::capture_safe_rng rng{63, *stream_};
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(g, *stream_, [&] { fills(rng); });
+  for (int i = 0; i < steps; ++i) {
+    g.replay(*stream_);
+    EXPECT_EQ(read(out, 6 * n_16), eager[static_cast<std::size_t>(i)]) << "replay " << i;
+  }
+}
+
+TEST_F(rng_fill_test, refused_half_and_bfloat16_arguments_say_why_and_reserve_nothing) {
+  gr::capture_safe_rng rng{29, *stream_};
+  auto* out = allocate<std::uint16_t>(8);
+  using gs::testing::message_of;
+  auto const refusal = [](auto&& call, char const* says) {
+    std::string const what = message_of(call);
+    EXPECT_NE(what.find(says), std::string::npos) << what;
+  };
+  auto const fp16 = gs::dtype::float16;
+  auto const bf16 = gs::dtype::bfloat16;
+  auto const not_a_dtype = static_cast<gs::dtype>(7);
+  void* const odd = reinterpret_cast<char*>(out) + 1;
+  refusal([&] { rng.uniform(nullptr, fp16, 4, 0.0F, 1.0F, *stream_); },
+          "capture_safe_rng::uniform: out is a null pointer");
+  refusal([&] { rng.normal(nullptr, bf16, 4, 0.0F, 1.0F, *stream_); },
+          "capture_safe_rng::normal: out is a null pointer");
+  refusal([&] { rng.bernoulli(nullptr, fp16, 4, 0.5F, *stream_); },
+          "capture_safe_rng::bernoulli: out is a null pointer");
+  refusal([&] { rng.uniform(out, not_a_dtype, 4, 0.0F, 1.0F, *stream_); },
+          "capture_safe_rng::uniform: type is not a dtype (7)");
+  refusal([&] { rng.normal(out, not_a_dtype, 4, 0.0F, 1.0F, *stream_); },
+          "capture_safe_rng::normal: type is not a dtype (7)");
+  refusal([&] { rng.bernoulli(out, not_a_dtype, 4, 0.5F, *stream_); },
+          "capture_safe_rng::bernoulli: type is not a dtype (7)");
+  refusal([&] { rng.uniform(odd, bf16, 4, 0.0F, 1.0F, *stream_); },
+          "capture_safe_rng::uniform: out is not aligned to the 2 bytes of a bfloat16 element");
+  refusal([&] { rng.uniform(out, fp16, 4, 1.0F, 0.0F, *stream_); },
+          "capture_safe_rng::uniform: low must not exceed high");
+  refusal([&] { rng.uniform(out, fp16, 4, 0.0F, 70000.0F, *stream_); },
+          "capture_safe_rng::uniform: low and high must lie within the finite range of float16");
+  refusal([&] { rng.uniform(out, bf16, 4, -3.4e38F, 0.0F, *stream_); },
+          "capture_safe_rng::uniform: low and high must lie within the finite range of bfloat16");
+  refusal([&] { rng.normal(out, bf16, 4, 0.0F, -1.0F, *stream_); },
+          "capture_safe_rng::normal: std must be finite and >= 0");
+  refusal([&] { rng.bernoulli(out, fp16, 4, 1.5F, *stream_); },
+          "capture_safe_rng::bernoulli: p must lie in [0, 1]");
+  // Nothing was reserved: a fill draws from position 0 still.
+  rng.uniform(out, fp16, 8, 0.0F, 1.0F, *stream_);
+  rng.end_step(*stream_);
+  auto const expected = gr::reference::uniform_fill(29, 0, 8, 0.0F, 1.0F);
+  auto const got = read(out, 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(got[i], expected_uniform(fp16, expected[i], 0.0F, 1.0F)) << i;
+  }
 }

@@ -1,5 +1,6 @@
 // The capture-safe generator's fill transforms and their host references: the distributions'
-// moments over many draws, the ends of each interval, the layout of words in elements, and the
+// moments over many draws, the ends of each interval, the layout of words in elements, the
+// rounding of the 16-bit fills (run here with the library's bf16 conversions), and the
 // arguments refused with a usage_error.
 //
 // Tolerances are five standard errors of the statistic over the number of draws, so a correct
@@ -7,9 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/philox.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <graphstep/train/reference.hpp>
@@ -50,6 +54,24 @@ moments moments_of(std::vector<float> const& values) {
   m4 /= n;
   return {mean, m2, m3 / std::pow(m2, 1.5), m4 / (m2 * m2)};
 }
+
+// bf16 rounding on the host, to run the 16-bit transforms here (the kernels use CUDA's).
+struct bfloat16_nearest {
+  using type = std::uint16_t;
+  static std::uint16_t round(float x) { return gr::bfloat16_nearest_even(x); }
+  static float widen(std::uint16_t bits) { return gr::bfloat16_to_float(bits); }
+};
+
+// The fp32 transform's values and the bf16 transform's, for the block at `position`.
+// NOLINTBEGIN(modernize-avoid-c-arrays): the transforms take device-style arrays
+template <typename Transform>
+void both(Transform const& fp32, std::uint64_t position, float (&wide)[4],
+          std::uint16_t (&narrow)[4]) {
+  auto const bits = gr::philox_at(3, position);
+  fp32(bits, wide);
+  gr::rounded_transform<bfloat16_nearest, Transform>{fp32}(bits, narrow);
+}
+// NOLINTEND(modernize-avoid-c-arrays)
 
 float constexpr infinity = std::numeric_limits<float>::infinity();
 float constexpr not_a_number = std::numeric_limits<float>::quiet_NaN();
@@ -228,5 +250,100 @@ TEST(random_fill, bad_bernoulli_probabilities_are_usage_errors) {
         message_of([&] { static_cast<void>(gr::reference::bernoulli_fill(1, 0, 4, p)); });
     EXPECT_NE(what.find("capture_safe_rng::bernoulli: p must lie in [0, 1]"), std::string::npos)
         << "p = " << p << ": " << what;
+  }
+}
+
+TEST(random_fill, rounded_fills_are_the_fp32_values_rounded_to_nearest_even) {
+  // 0x3F80 is bf16's 1.0. [0, 1) in bf16: fp32 values from 1 − 2^-9 round up to 1 (high).
+  std::size_t reached_high = 0;
+  for (std::uint64_t position = 0; position < 4096; ++position) {
+    float wide[4];            // NOLINT(modernize-avoid-c-arrays): the transforms' signature
+    std::uint16_t narrow[4];  // NOLINT(modernize-avoid-c-arrays)
+    both(gr::normal_transform{0.5F, 3.0F}, position, wide, narrow);
+    for (int j = 0; j < 4; ++j) ASSERT_EQ(narrow[j], gr::bfloat16_nearest_even(wide[j]));
+    both(gr::bernoulli_transform<float>{0.3F}, position, wide, narrow);
+    for (int j = 0; j < 4; ++j) ASSERT_EQ(narrow[j], wide[j] == 1.0F ? 0x3F80 : 0x0000);
+    both(gr::uniform_transform{0.0F, 1.0F}, position, wide, narrow);
+    for (int j = 0; j < 4; ++j) {
+      ASSERT_LT(gr::bfloat16_to_float(narrow[j]), 1.0F);
+      if (gr::bfloat16_nearest_even(wide[j]) == 0x3F80) {
+        ++reached_high;
+        ASSERT_EQ(narrow[j], 0x0000);  // low
+      } else {
+        ASSERT_EQ(narrow[j], gr::bfloat16_nearest_even(wide[j]));
+      }
+    }
+  }
+  EXPECT_GT(reached_high, 0U);  // about 16384 / 512 = 32
+}
+
+TEST(random_fill, a_rounded_uniform_value_that_reaches_high_is_low) {
+  float const ulp = 0x1p-7F;  // of bf16 at 1
+  auto const rounded = [](float value, float low, float high) {
+    return gr::rounded_uniform<bfloat16_nearest>(value, low, high);
+  };
+  // Below the midpoint: 1; at it: a tie, to even (1); above it: high, given as low.
+  EXPECT_EQ(rounded(1.0F + 0x1p-9F, 1.0F, 1.0F + ulp), 0x3F80);
+  EXPECT_EQ(rounded(1.0F + ulp / 2, 1.0F, 1.0F + ulp), 0x3F80);
+  EXPECT_EQ(rounded(1.0F + ulp / 2 + 0x1p-20F, 0.5F, 1.0F + ulp), 0x3F00);  // 0.5
+  // Bounds that are not bf16 values compare rounded: 1.003 rounds to 1 (high), given as 0.5.
+  EXPECT_EQ(rounded(1.0F, 0.5F, 1.003F), 0x3F00);
+  // A tiny negative value rounds to -0, which equals a high of +0 as PyTorch compares.
+  EXPECT_EQ(rounded(-0x1p-140F, -1.0F, 0.0F), 0xBF80);  // -1
+  // low == high: low.
+  EXPECT_EQ(rounded(2.5F, 2.5F, 2.5F), gr::bfloat16_nearest_even(2.5F));
+}
+
+TEST(random_fill, bad_fill_outputs_are_usage_errors) {
+  alignas(4) std::array<std::uint16_t, 4> const storage{};
+  std::uint16_t const* const buffer = storage.data();
+  for (auto const type :
+       {graphstep::dtype::float32, graphstep::dtype::float16, graphstep::dtype::bfloat16}) {
+    EXPECT_NO_THROW(gr::detail::check_fill_output("uniform", buffer, type));
+  }
+  EXPECT_NE(message_of([] {
+              gr::detail::check_fill_output("normal", nullptr, graphstep::dtype::float16);
+            }).find("capture_safe_rng::normal: out is a null pointer"),
+            std::string::npos);
+  std::string const what = message_of([&] {
+    gr::detail::check_fill_output("bernoulli", buffer, static_cast<graphstep::dtype>(3));
+  });
+  EXPECT_NE(what.find("capture_safe_rng::bernoulli: type is not a dtype (3); use float32, "
+                      "float16 or bfloat16"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(message_of([&] {
+              gr::detail::check_fill_output("uniform", buffer + 1, graphstep::dtype::float32);
+            }).find("capture_safe_rng::uniform: out is not aligned to the 4 bytes of a float32"),
+            std::string::npos);
+  auto const* odd = reinterpret_cast<unsigned char const*>(buffer) + 1;
+  EXPECT_NE(message_of([&] {
+              gr::detail::check_fill_output("uniform", odd, graphstep::dtype::float16);
+            }).find("out is not aligned to the 2 bytes of a float16 element"),
+            std::string::npos);
+}
+
+TEST(random_fill, uniform_bounds_must_be_finite_in_the_output_type) {
+  using graphstep::dtype;
+  float const largest_bfloat16 = gr::bfloat16_to_float(0x7F7F);
+  // The largest finite values are accepted, and a width beyond them (computed in fp32).
+  EXPECT_NO_THROW(gr::detail::check_uniform_arguments(-65504.0F, 65504.0F, dtype::float16));
+  EXPECT_NO_THROW(gr::detail::check_uniform_arguments(0.0F, largest_bfloat16, dtype::bfloat16));
+  EXPECT_NO_THROW(gr::detail::check_uniform_arguments(0.0F, largest, dtype::float32));
+  struct bounds {
+    float low, high;
+    dtype type;
+    char const* says;
+  };
+  for (auto const& b : {bounds{0.0F, 65505.0F, dtype::float16, "finite range of float16"},
+                        bounds{-70000.0F, 0.0F, dtype::float16, "finite range of float16"},
+                        bounds{0.0F, largest, dtype::bfloat16, "finite range of bfloat16"},
+                        bounds{-largest, 0.0F, dtype::bfloat16, "finite range of bfloat16"},
+                        bounds{not_a_number, 1.0F, dtype::float16, "must be finite"},
+                        bounds{1.0F, 0.0F, dtype::bfloat16, "pass the smaller bound first"}}) {
+    std::string const what =
+        message_of([&] { gr::detail::check_uniform_arguments(b.low, b.high, b.type); });
+    EXPECT_NE(what.find("capture_safe_rng::uniform: "), std::string::npos) << what;
+    EXPECT_NE(what.find(b.says), std::string::npos) << b.low << ", " << b.high << ": " << what;
   }
 }

@@ -15,13 +15,16 @@
 ///
 /// The fills (`uniform`, `normal`, `bernoulli`: PyTorch's `rand`/`uniform_`, `randn`/`normal_`,
 /// `bernoulli`) reserve their counters themselves and draw through the transforms of
-/// train/random_fill.hpp, which state each interval's ends and what is exact on a GPU.
+/// train/random_fill.hpp, which state each interval's ends and what is exact on a GPU. They
+/// write fp32, or fp16 and bf16 (a `void*` and a `dtype`): a 16-bit fill is the fp32 fill of the
+/// same state rounded to nearest even, as PyTorch computes these fills in fp32 and casts.
 
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <vector>
 
@@ -78,6 +81,29 @@ class capture_safe_rng {
   void bernoulli(float* out, std::size_t n, float p, cuda::stream_view stream);
   /// @brief As above, with bytes 1 and 0: the same draws as the float overload.
   void bernoulli(std::uint8_t* out, std::size_t n, float p, cuda::stream_view stream);
+
+  /// @brief Fills n elements of `type` at `out` (float32, float16 or bfloat16) with values
+  /// uniform in [low, high), like `uniform_` on a tensor of that type. An fp16 or bf16 value is
+  /// the fp32 overload's value (same seed, same offset, same counters reserved) rounded to
+  /// nearest even, except that one rounding to `high` is given as `low` (PyTorch's rule; see
+  /// `rounded_uniform` in train/random_fill.hpp), so values lie in [low, high) with both
+  /// bounds rounded to that type. float32 is the fp32 overload.
+  /// @throws usage_error (null `out`, `type` no dtype, `out` not aligned to an element; the
+  /// bounds the fp32 overload refuses, or a bound beyond the largest finite value of `type`),
+  /// cuda_error
+  void uniform(void* out, dtype type, std::size_t n, float low, float high,
+               cuda::stream_view stream);
+  /// @brief Normal values, like `normal_` on a tensor of `type`: fp16 and bf16 values are the
+  /// fp32 overload's rounded to nearest even (beyond the type's range, an infinity).
+  /// @throws usage_error (null `out`, `type` no dtype, `out` not aligned to an element; the
+  /// arguments the fp32 overload refuses), cuda_error
+  void normal(void* out, dtype type, std::size_t n, float mean, float stddev,
+              cuda::stream_view stream);
+  /// @brief 1 with probability p, else 0, like `bernoulli_` on a tensor of `type`: exactly 1
+  /// and 0 in every type, from the fp32 overload's draws.
+  /// @throws usage_error (null `out`, `type` no dtype, `out` not aligned to an element, p
+  /// outside [0, 1]), cuda_error
+  void bernoulli(void* out, dtype type, std::size_t n, float p, cuda::stream_view stream);
 
   /// @brief Starts the generator over with `seed` and offset 0, as a newly constructed one
   /// (`torch.cuda.manual_seed`).

@@ -22,6 +22,12 @@
 /// - **bernoulli(p)**: 1 when `to_unit_float(word)` < p, else 0: p = 0 gives only zeros, p = 1
 ///   only ones (u never reaches 1).
 ///
+/// fp16 and bf16 output (`rounded_transform`): each value is the fp32 fill's, computed from the
+/// same words, rounded to nearest even, as PyTorch computes these fills in fp32 and casts. A
+/// uniform value that rounds to `high` (rounded) becomes `low` (rounded), PyTorch's rule for
+/// the reduced types, so it stays below `high`; Bernoulli values are exactly 0 or 1; a normal
+/// value beyond the type's range becomes an infinity, as PyTorch's cast gives.
+///
 /// Exactness: the uniform and Bernoulli transforms use only correctly rounded operations (a
 /// conversion, a product by a power of two, a subtraction, an fma, a comparison), so host and
 /// device give the same bits. The normal transform calls log, sqrt, cos and sin: sqrt is
@@ -33,9 +39,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/detail/host_device.hpp>
 #include <graphstep/train/philox.hpp>
+#include <string>
 
 namespace graphstep::train {
 
@@ -98,7 +106,68 @@ struct bernoulli_transform {
   }
 };
 
+/// @brief What a uniform fill to a 16-bit type stores for the fp32 fill's value `value` (of
+/// `uniform_from_bits(bits, low, high)`): `value` rounded, or `low` rounded where that equals
+/// `high` rounded. PyTorch's CUDA `uniform_kernel` (aten/src/ATen/native/cuda/
+/// DistributionTemplates.h) casts to the reduced type first and then returns
+/// `value == to ? from : value`, since a value below `to` in fp32 may round up to it; so every
+/// value lies in [round(low), round(high)), or is round(low) when those are equal.
+///
+/// `Rounding` names the type: `Rounding::type` is stored, `Rounding::round(float)` rounds to
+/// nearest even, `Rounding::widen(type)` gives its exact float (the kernels use CUDA's
+/// conversions; kernels/train/rng.cu).
+template <typename Rounding>
+GRAPHSTEP_HOST_DEVICE typename Rounding::type rounded_uniform(float value, float low, float high) {
+  auto const rounded = Rounding::round(value);
+  // Compared as floats, as PyTorch compares: -0 rounded from below equals a `high` of +0.
+  bool const reaches_high = Rounding::widen(rounded) == Rounding::widen(Rounding::round(high));
+  return reaches_high ? Rounding::round(low) : rounded;
+}
+
+/// @brief The values of the fp32 transform `Transform`, rounded to `Rounding::type` to nearest
+/// even (see `rounded_uniform` for the uniform rule).
+template <typename Rounding, typename Transform>
+struct rounded_transform {
+  Transform fp32;
+  using type = typename Rounding::type;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): device code, where std::array is host-only
+  GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, type (&out)[4]) const {
+    float values[4];  // NOLINT(modernize-avoid-c-arrays): device code
+    fp32(bits, values);
+    for (int j = 0; j < 4; ++j) out[j] = Rounding::round(values[j]);
+  }
+};
+
+/// @brief Uniform values rounded, with a value that reaches `high` given as `low`.
+template <typename Rounding>
+struct rounded_transform<Rounding, uniform_transform> {
+  uniform_transform fp32;
+  using type = typename Rounding::type;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): device code, where std::array is host-only
+  GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, type (&out)[4]) const {
+    float values[4];  // NOLINT(modernize-avoid-c-arrays): device code
+    fp32(bits, values);
+    for (int j = 0; j < 4; ++j) {
+      out[j] = rounded_uniform<Rounding>(values[j], fp32.low, fp32.high);
+    }
+  }
+};
+
 namespace detail {
+
+/// @brief Refuses a null `out`, a `type` that is no `dtype` value, and an `out` not aligned to
+/// an element of `type`; `fill` names the fill in the message.
+/// @throws usage_error
+inline void check_fill_output(char const* fill, void const* out, dtype type) {
+  std::string const which = std::string{"capture_safe_rng::"} + fill;
+  GRAPHSTEP_EXPECTS(out != nullptr, which + ": out is a null pointer");
+  GRAPHSTEP_EXPECTS(type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16,
+                    which + ": type is not a dtype (" + std::to_string(static_cast<int>(type)) +
+                        "); use float32, float16 or bfloat16");
+  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(out) % size_in_bytes(type) == 0,
+                    which + ": out is not aligned to the " + std::to_string(size_in_bytes(type)) +
+                        " bytes of a " + name(type) + " element");
+}
 
 /// @brief Refuses bounds that are not finite, low > high, or a width high − low that overflows.
 /// @throws usage_error
@@ -111,6 +180,21 @@ inline void check_uniform_arguments(float low, float high) {
   GRAPHSTEP_EXPECTS(std::isfinite(high - low),
                     "capture_safe_rng::uniform: high - low overflows a float; draw in a "
                     "narrower interval and scale the result");
+}
+
+/// @brief As above, and for fp16 and bf16 output bounds beyond the largest finite value of the
+/// type, which PyTorch's `uniform_` refuses too ("from is out of bounds for Half"): values near
+/// them would round to an infinity. The width may exceed that value: it is computed in fp32.
+/// @throws usage_error
+inline void check_uniform_arguments(float low, float high, dtype type) {
+  check_uniform_arguments(low, high);
+  if (type == dtype::float32) return;
+  bool const half = type == dtype::float16;
+  float const largest = half ? 65504.0F : 0x1.fep127F;  // (2 − 2^-10)·2^15, (2 − 2^-7)·2^127
+  GRAPHSTEP_EXPECTS(-largest <= low && high <= largest,
+                    std::string{"capture_safe_rng::uniform: low and high must lie within the "
+                                "finite range of "} +
+                        name(type) + " (magnitude at most " + (half ? "65504" : "3.3895e38") + ")");
 }
 
 /// @brief Refuses a mean that is not finite and a standard deviation that is negative or not
