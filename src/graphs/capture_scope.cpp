@@ -159,16 +159,23 @@ void capture_scope::begin(memory::memory_pool* pool) {
   begin_thread_ = std::this_thread::get_id();
   if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
     start_diagnostics();
-  if (pool != nullptr) {
-    try {
-      pool_capture_ = pool->open_capture(stream_, identity_.id, options_.name);
-    } catch (usage_error const& e) {
-      abandon();  // never leave the stream capturing
-      throw usage_error{describe() + ": " + e.what()};
-    } catch (...) {
-      abandon();
-      throw;
+  try {
+    if (pool != nullptr) pool_capture_ = pool->open_capture(stream_, identity_.id, options_.name);
+    if (memory::memory_pool* const host = options_.host_pool; host != nullptr) {
+      GRAPHSTEP_EXPECTS(host != pool,
+                        "capture_options::host_pool is the capture's pool too; give the "
+                        "device pool as the pool and the pinned_host pool as host_pool");
+      GRAPHSTEP_EXPECTS(host->backing() == memory::pool_backing::pinned_host,
+                        "capture_options::host_pool must be a pool_backing::pinned_host pool; "
+                        "a device pool goes in as the capture's pool");
+      host_pool_capture_ = host->open_capture(stream_, identity_.id, options_.name);
     }
+  } catch (usage_error const& e) {
+    abandon();  // never leave the stream capturing
+    throw usage_error{describe() + ": " + e.what()};
+  } catch (...) {
+    abandon();
+    throw;
   }
 }
 
@@ -253,6 +260,7 @@ void capture_scope::abandon() noexcept {
   }
   static_cast<void>(cudaGetLastError());
   pool_capture_.abandon();
+  host_pool_capture_.abandon();
 }
 
 void capture_scope::end() {
@@ -275,7 +283,10 @@ void capture_scope::end() {
   active_ = false;
   // Every way out of here but a delivered graph returns the capture's pool memory: the one
   // place a failed end gives it back.
-  on_scope_exit const give_back{[this] { pool_capture_.abandon(); }};
+  on_scope_exit const give_back{[this] {
+    pool_capture_.abandon();
+    host_pool_capture_.abandon();
+  }};
   bool delivered = false;
   on_scope_exit const discarded{[this, &delivered] {
     if (!delivered) detail::note_abandoned_capture(capture_id_);
@@ -298,12 +309,16 @@ void capture_scope::end() {
   }
   static_cast<void>(finish_diagnostics(cudaSuccess));
   warn_if_empty(owned.get());
-  std::shared_ptr<void> memory;
-  if (pool_capture_.open()) {
-    if (std::string problem = pool_capture_.problem(); !problem.empty()) {
+  for (memory::pool_capture const* side : {&pool_capture_, &host_pool_capture_}) {
+    if (!side->open()) continue;
+    if (std::string problem = side->problem(); !problem.empty()) {
       throw usage_error{describe() + ": " + problem};
     }
-    memory = pool_capture_.commit();
+  }
+  std::shared_ptr<void> memory;
+  if (host_pool_capture_.open()) memory = host_pool_capture_.commit();
+  if (pool_capture_.open()) {
+    memory = memory ? pool_capture_.commit_with(std::move(memory)) : pool_capture_.commit();
   }
   deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
   delivered = true;

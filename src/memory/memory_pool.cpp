@@ -44,6 +44,11 @@ std::unique_ptr<memory_backing> make_backing(pool_options const& options, int de
   switch (options.backing) {
     case pool_backing::device_malloc:
       return make_device_malloc_backing(device, options.peer_devices);
+    case pool_backing::pinned_host:
+      GRAPHSTEP_EXPECTS(options.peer_devices.empty(),
+                        "pool_options::peer_devices: a pinned_host pool is portable to every "
+                        "device already; leave peer_devices empty");
+      return make_pinned_host_backing(device);
     case pool_backing::virtual_memory: {
       auto backing =
           make_virtual_memory_backing(device, options.reserve_bytes, options.peer_devices, why_not);
@@ -130,11 +135,19 @@ graph_lease::~graph_lease() {
 }
 
 void graph_lease::before_replay(cudaStream_t stream) const {
-  pool_->before_replay(graph_, stream);
+  for (graph_lease const* lease = this; lease != nullptr; lease = of(lease->also_)) {
+    lease->pool_->before_replay(lease->graph_, stream);
+  }
 }
 
 void graph_lease::after_replay(cudaStream_t stream) const {
-  pool_->after_replay(graph_, stream);
+  for (graph_lease const* lease = this; lease != nullptr; lease = of(lease->also_)) {
+    lease->pool_->after_replay(lease->graph_, stream);
+  }
+}
+
+void graph_lease::hold_also(std::shared_ptr<void> other) noexcept {
+  also_ = std::move(other);
 }
 
 cuda_pool_device::cuda_pool_device(int device, std::unique_ptr<memory_backing> backing)
@@ -228,6 +241,9 @@ pool_state::pool_state(pool_options const& options) {
   engine_options.alignment = options.alignment;
   engine_options.growth_bytes = options.growth_bytes;
   engine_options.budget_bytes = options.budget_bytes;
+  // PyTorch's host allocator never reuses a pinned block a capture used, for the same reason:
+  // the host wrote it while capturing, and the replay reads what was written then.
+  engine_options.graphs_share_memory = options.backing != pool_backing::pinned_host;
   engine_ = std::make_unique<pool_engine>(engine_options, *device_);
 }
 

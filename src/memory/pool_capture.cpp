@@ -2,6 +2,7 @@
 #include <graphstep/memory/pool_capture.hpp>
 #include <utility>
 
+#include "memory/detail/graph_lease.hpp"
 #include "memory/detail/pool_state.hpp"
 
 namespace graphstep::memory {
@@ -35,6 +36,17 @@ std::shared_ptr<void> pool_capture::commit() {
   GRAPHSTEP_EXPECTS(open(), "pool_capture::commit: the capture was already ended");
   std::shared_ptr<detail::pool_state> const state = std::move(state_);
   return state->finish_capture(capture_id_, true);
+}
+
+std::shared_ptr<void> pool_capture::commit_with(std::shared_ptr<void> other_lease) {
+  GRAPHSTEP_EXPECTS(detail::graph_lease::of(other_lease) != nullptr,
+                    "pool_capture::commit_with: the other lease is not one a pool_capture's "
+                    "commit returned");
+  std::shared_ptr<void> lease = commit();
+  if (detail::graph_lease* const own = detail::graph_lease::of(lease)) {
+    own->hold_also(std::move(other_lease));
+  }
+  return lease;
 }
 
 void pool_capture::abandon() noexcept {

@@ -614,3 +614,25 @@ TEST(block_allocator, memory_a_live_graph_may_write_never_leaves) {
   a.release_graph(graph_g);
   EXPECT_EQ(a.free_tails()[0].free_bytes, 4096U);
 }
+
+TEST(block_allocator, without_sharing_memory_a_graph_marked_serves_nobody_until_it_goes) {
+  gm::detail::block_allocator a{256, false};
+  a.add_region(base, 4096);
+  auto const x = a.allocate(1024, stream_a, graph_g);
+  ASSERT_TRUE(x);
+  a.deallocate(x->address, stream_a, graph_g);
+  auto const again = a.allocate(1024, stream_a, graph_g);  // the same capture, later
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->address, x->address);
+  a.release_stream(stream_a);
+  auto const other = a.allocate(1024, stream_a, graph_h);  // another graph
+  ASSERT_TRUE(other);
+  EXPECT_NE(other->address, x->address);
+  EXPECT_TRUE(a.graphs_sharing_memory_with(graph_h) == std::vector<gm::detail::graph_id>{graph_h});
+  EXPECT_FALSE(a.allocate(2048, stream_a, graph_h)) << "only the marked 1024 bytes are free";
+  a.release_graph(graph_g);  // its marked block and its output come back
+  auto const eager = a.allocate(2048, stream_a, gm::detail::no_graph);
+  ASSERT_TRUE(eager);
+  EXPECT_EQ(eager->address, x->address);
+  a.check_invariants();
+}

@@ -1,8 +1,10 @@
 // The memory pool on a device: fixed addresses across replays, graph-private memory, sharing,
 // growth, budgets, planned mode and teardown in any order. Every test runs on both backings.
 
+#include <algorithm>
 #include <graphstep/graphstep.hpp>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -703,6 +705,116 @@ TEST_P(pool_test, each_pool_has_an_identity_that_moves_with_it) {
               static_cast<void>(first.id());  // NOLINT(bugprone-use-after-move)
             }).find("moved from"),
             std::string::npos);
+}
+
+namespace {
+class pinned_pool_test : public gs::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gs::testing::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+  }
+  static gs::memory::pool_options pinned() {
+    gs::memory::pool_options o;
+    o.backing = gs::memory::pool_backing::pinned_host;
+    return o;
+  }
+  std::optional<gs::cuda::stream> stream_;
+};
+}  // namespace
+
+// PyTorch's caching host allocator in a capture: a pinned block that a captured copy reads is
+// never handed to other data while the graph lives, though the capture freed it, neither to
+// eager work nor to the capture's later requests. Without the host pool's capture side, the
+// eager block below would be the same block, and the replay would copy 9s.
+TEST_F(pinned_pool_test, a_captured_copy_keeps_its_pinned_block_while_the_graph_lives) {
+  gs::memory::memory_pool pool;
+  gs::memory::memory_pool host{pinned()};
+  EXPECT_EQ(host.backing(), gs::memory::pool_backing::pinned_host);
+  int const n = 256;
+  std::size_t const bytes = sizeof(float) * n;
+  auto* out = static_cast<float*>(pool.allocate(bytes, *stream_));
+  auto* second_out = static_cast<float*>(pool.allocate(bytes, *stream_));
+  float* staged = nullptr;
+  float* second_staged = nullptr;
+  gs::graphs::graph_exec g;
+  gs::graphs::capture_options options;
+  options.host_pool = &host;
+  gs::graphs::capture(
+      g, *stream_, pool,
+      [&] {
+        staged = static_cast<float*>(host.allocate(bytes, *stream_));
+        std::fill(staged, staged + n, 7.0F);  // built on the host while capturing, once
+        GRAPHSTEP_CUDA_TRY(
+            cudaMemcpyAsync(out, staged, bytes, cudaMemcpyHostToDevice, stream_->get()));
+        host.deallocate(staged, *stream_);
+        // Not even this capture takes the block again: the replay reads what it held then.
+        second_staged = static_cast<float*>(host.allocate(bytes, *stream_));
+        std::fill(second_staged, second_staged + n, 8.0F);
+        GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(second_out, second_staged, bytes, cudaMemcpyHostToDevice,
+                                           stream_->get()));
+        host.deallocate(second_staged, *stream_);
+      },
+      options);
+  EXPECT_GE(host.bytes_pinned_by(g.id()), bytes);
+  auto* eager = static_cast<float*>(host.allocate(bytes, *stream_));
+  EXPECT_NE(eager, staged);
+  std::fill(eager, eager + n, 9.0F);
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(out, 0, bytes, stream_->get()));
+  g.replay(*stream_);
+  std::vector<float> copied(n);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(copied.data(), out, bytes, cudaMemcpyDeviceToHost, stream_->get()));
+  stream_->synchronize();
+  EXPECT_EQ(copied.front(), 7.0F);
+  EXPECT_EQ(copied.back(), 7.0F);
+  EXPECT_NE(second_staged, staged);
+  float second = 0.0F;
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(&second, second_out, sizeof(float), cudaMemcpyDeviceToHost, stream_->get()));
+  stream_->synchronize();
+  EXPECT_EQ(second, 8.0F);
+  std::uint64_t const id = g.id();
+  g.reset();
+  EXPECT_EQ(host.bytes_pinned_by(id), 0U) << "the graph's pinned memory is the pool's again";
+  host.deallocate(eager, *stream_);
+  pool.deallocate(out, *stream_);
+  pool.deallocate(second_out, *stream_);
+  std::size_t const mapped = host.statistics().mapped_bytes;
+  EXPECT_GT(mapped, 0U);
+  EXPECT_EQ(host.trim(), mapped);
+  EXPECT_EQ(host.statistics().mapped_bytes, 0U);
+}
+
+TEST_F(pinned_pool_test, a_host_pool_that_is_not_pinned_or_is_the_pool_is_a_usage_error) {
+  gs::memory::memory_pool pool;
+  gs::memory::memory_pool host{pinned()};
+  gs::graphs::graph_exec g;
+  gs::graphs::capture_options options;
+  options.host_pool = &pool;
+  std::string const same = message_of([&] {
+    gs::graphs::capture(
+        g, *stream_, pool, [] {}, options);
+  });
+  EXPECT_NE(same.find("host_pool is the capture's pool too"), std::string::npos) << same;
+  gs::memory::memory_pool other;
+  options.host_pool = &other;
+  std::string const device = message_of([&] {
+    gs::graphs::capture(
+        g, *stream_, pool, [] {}, options);
+  });
+  EXPECT_NE(device.find("must be a pool_backing::pinned_host pool"), std::string::npos) << device;
+  EXPECT_FALSE(gs::cuda::stream_view{*stream_}.is_capturing());
+  EXPECT_TRUE(g.empty());
+  if (gs::cuda::device_count() > 1) {
+    gs::memory::pool_options with_peers = pinned();
+    with_peers.peer_devices = {1};
+    EXPECT_NE(message_of([&] {
+                gs::memory::memory_pool refused{with_peers};
+              }).find("portable to every device already"),
+              std::string::npos);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(backings, pool_test,

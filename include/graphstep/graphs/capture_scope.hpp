@@ -60,6 +60,13 @@ struct capture_options {
   /// `capture_error` saying so. This refuses every use of the device's legacy stream meanwhile,
   /// on any thread: turn it off when another thread must use the legacy stream during the capture.
   bool refuse_legacy_stream{true};
+  /// A `memory::pool_backing::pinned_host` pool for the page-locked host blocks the step copies
+  /// through (PyTorch's caching host allocator in a capture): its allocations and frees on the
+  /// captured streams serve this graph, and every block the capture allocated or freed stays
+  /// the graph's while it lives, so a replay's copy never reads a block recycled for other
+  /// data. Graphs sharing it are ordered as graphs sharing a device pool are. Not owned; null
+  /// for none.
+  memory::memory_pool* host_pool{nullptr};
 };
 
 /// @brief Why capture diagnostics cannot run in this process (CUPTI not found, or not
@@ -145,6 +152,7 @@ class capture_scope {
   graph_identity identity_;
   std::thread::id begin_thread_;
   memory::pool_capture pool_capture_;
+  memory::pool_capture host_pool_capture_;  // capture_options::host_pool's side
   std::vector<cudaStream_t> forked_;
   std::vector<cuda::event> fork_events_;
   std::unique_ptr<diagnostics::detail::capture_recorder> recorder_;

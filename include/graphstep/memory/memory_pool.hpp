@@ -21,11 +21,16 @@ namespace detail {
 class pool_state;
 }
 
-/// @brief Where a pool's device memory comes from.
+/// @brief Where a pool's memory comes from.
 enum class pool_backing {
   automatic,       ///< virtual memory where the device supports it, else device_malloc
   virtual_memory,  ///< one reserved address range, physical memory mapped in as it grows
   device_malloc,   ///< cudaMalloc segments (growth adds a segment; old addresses never move)
+  /// Page-locked host memory (cudaHostAlloc segments, portable to every device) for
+  /// asynchronous copies to and from the host, under the same rules as device blocks: a block a
+  /// capture allocated or freed is kept for its graph while the graph lives. Give it to a
+  /// capture as `graphs::capture_options::host_pool`. Never chosen by `automatic`.
+  pinned_host,
 };
 
 /// @brief How a pool is made.

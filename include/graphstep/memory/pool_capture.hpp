@@ -41,6 +41,11 @@ class pool_capture {
   /// as the graph and its executables live); blocks still allocated are the graph's outputs.
   /// @throws usage_error (not open)
   [[nodiscard]] std::shared_ptr<void> commit();
+  /// @brief As `commit`, for a capture given two pools: the lease returned also holds
+  /// `other_lease` (the other pool's, from its `commit`), and the graph's replays are ordered
+  /// by the memory of both.
+  /// @throws usage_error (not open; `other_lease` not a pool's lease)
+  [[nodiscard]] std::shared_ptr<void> commit_with(std::shared_ptr<void> other_lease);
   /// @brief Ends a failed capture: its memory returns to the pool at once.
   void abandon() noexcept;
 

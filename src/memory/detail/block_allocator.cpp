@@ -24,7 +24,8 @@ std::vector<graph_id> merged_marks(std::vector<graph_id> const& a, std::vector<g
 
 }  // namespace
 
-block_allocator::block_allocator(std::size_t alignment) : alignment_{alignment} {
+block_allocator::block_allocator(std::size_t alignment, bool graphs_share_memory)
+    : alignment_{alignment}, graphs_share_memory_{graphs_share_memory} {
   GRAPHSTEP_EXPECTS(alignment > 0 && (alignment & (alignment - 1)) == 0,
                     "block_allocator: the alignment must be a power of two, not " +
                         std::to_string(alignment) + "; use 256 (what CUDA guarantees)");
@@ -58,9 +59,10 @@ bool block_allocator::mergeable(block_info const& a, block_info const& b) noexce
   return a.free && b.free && a.region == b.region && a.stream == b.stream && a.touched == b.touched;
 }
 
-bool block_allocator::eligible(block_info const& info, stream_id stream, graph_id owner) noexcept {
+bool block_allocator::eligible(block_info const& info, stream_id stream,
+                               graph_id owner) const noexcept {
   return info.free && (info.stream == stream || info.stream == any_stream) &&
-         (owner != no_graph || info.touched.empty());
+         ((owner != no_graph && graphs_share_memory_) || info.touched.empty());
 }
 
 void block_allocator::merge_right(block_map::iterator left) {
@@ -200,7 +202,7 @@ std::optional<block> block_allocator::allocate(std::size_t bytes, stream_id stre
   // memory that eager work could use. The smallest fit, ties to the lowest address.
   std::optional<std::pair<std::size_t, std::uintptr_t>> best;
   for (bool touched : {true, false}) {
-    if (touched && owner == no_graph) continue;
+    if (touched && (owner == no_graph || !graphs_share_memory_)) continue;
     for (stream_id tag : {stream, any_stream}) {
       auto list = free_.find({tag, touched});
       if (list == free_.end()) continue;

@@ -33,10 +33,14 @@ class graph_lease {
   void before_replay(cudaStream_t stream) const;
   /// After the graph was launched on `stream`.
   void after_replay(cudaStream_t stream) const;
+  /// The graph holds memory of a second pool too (a capture given two): that lease lives as
+  /// long as this one, and the graph's replays are ordered by both pools.
+  void hold_also(std::shared_ptr<void> other) noexcept;
 
  private:
   std::shared_ptr<pool_state> pool_;
   std::uint64_t graph_;
+  std::shared_ptr<void> also_;
 };
 
 }  // namespace graphstep::memory::detail

@@ -209,7 +209,73 @@ class device_malloc_backing final : public memory_backing {
   std::vector<void*> segments_;
 };
 
+// Page-locked host segments: a captured copy from one reads it at every replay, which the
+// engine's graph marks protect as they do device blocks.
+class pinned_host_backing final : public memory_backing {
+ public:
+  explicit pinned_host_backing(int device) : device_{device} {}
+  pinned_host_backing(pinned_host_backing const&) = delete;
+  pinned_host_backing& operator=(pinned_host_backing const&) = delete;
+  ~pinned_host_backing() override {
+    cuda::device_guard const on_device{device_};
+    relaxed_capture_mode const relaxed;
+    for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFreeHost(segment));
+  }
+
+  // A segment goes only whole: cudaFreeHost takes what cudaHostAlloc returned.
+  std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
+                     std::size_t free_bytes) override {
+    if (free_bytes < region_bytes) return 0;
+    auto const found = std::find(segments_.begin(), segments_.end(),
+                                 reinterpret_cast<void*>(base));  // NOLINT(*-no-int-to-ptr)
+    GRAPHSTEP_EXPECTS(found != segments_.end(),
+                      "pinned host backing: shrink names a segment it does not hold");
+    cuda::device_guard const on_device{device_};
+    {
+      relaxed_capture_mode const relaxed;
+      GRAPHSTEP_CUDA_TRY(cudaFreeHost(*found));
+    }
+    segments_.erase(found);
+    mapped_ -= region_bytes;
+    return region_bytes;
+  }
+
+  // Pinning works by pages, and staging pools are small: 64 KiB steps.
+  [[nodiscard]] std::size_t granularity() const noexcept override { return std::size_t{64} << 10; }
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept override { return mapped_; }
+  [[nodiscard]] std::size_t mapped_bytes() const noexcept override { return mapped_; }
+  [[nodiscard]] pool_backing kind() const noexcept override { return pool_backing::pinned_host; }
+
+ private:
+  growth_status do_grow(std::size_t bytes, growth& out) override {
+    std::size_t const step = round_up(bytes, granularity());
+    void* segment = nullptr;
+    cudaError_t status = cudaSuccess;
+    {
+      relaxed_capture_mode const relaxed;
+      status = cudaHostAlloc(&segment, step, cudaHostAllocPortable);
+    }
+    if (status == cudaErrorMemoryAllocation) {
+      static_cast<void>(cudaGetLastError());
+      return growth_status::device_out_of_memory;
+    }
+    GRAPHSTEP_CUDA_TRY(status);
+    segments_.push_back(segment);
+    mapped_ += step;
+    out = {reinterpret_cast<std::uintptr_t>(segment), step, false};
+    return growth_status::grown;
+  }
+
+  int device_;
+  std::size_t mapped_{};
+  std::vector<void*> segments_;
+};
+
 }  // namespace
+
+std::unique_ptr<memory_backing> make_pinned_host_backing(int device) {
+  return std::make_unique<pinned_host_backing>(device);
+}
 
 std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
                                                             std::vector<int> const& peers,

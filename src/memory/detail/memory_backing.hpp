@@ -47,6 +47,8 @@ class memory_backing {
 std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
                                                             std::vector<int> const& peers,
                                                             std::string& why_not);
+/// Page-locked host segments (cudaHostAlloc, portable), allocated with `device` current.
+std::unique_ptr<memory_backing> make_pinned_host_backing(int device);
 /// cudaMalloc segments; enables peer access to `device` from each of `peers`.
 std::unique_ptr<memory_backing> make_device_malloc_backing(int device,
                                                            std::vector<int> const& peers);

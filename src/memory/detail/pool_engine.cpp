@@ -26,7 +26,7 @@ std::size_t round_up(std::size_t bytes, std::size_t unit) {
 }  // namespace
 
 pool_engine::pool_engine(pool_engine_options const& options, pool_device& device)
-    : options_{options}, device_{device}, blocks_{options.alignment} {
+    : options_{options}, device_{device}, blocks_{options.alignment, options.graphs_share_memory} {
   GRAPHSTEP_EXPECTS(options.growth_bytes > 0,
                     "pool_options::growth_bytes must be positive (it is the smallest growth step)");
 }

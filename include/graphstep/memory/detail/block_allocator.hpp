@@ -60,9 +60,11 @@ struct block {
 /// `release_stream`, `release_graph` and `check_invariants` take O(n).
 class block_allocator {
  public:
-  /// @brief An allocator with no region yet.
+  /// @brief An allocator with no region yet. With `graphs_share_memory` false, memory marked by
+  /// a live graph serves no request at all, not even that graph's own later ones: for host
+  /// memory that the host fills while capturing, which a replay reads as it was then.
   /// @throws usage_error (alignment not a power of two)
-  explicit block_allocator(std::size_t alignment = 256);
+  explicit block_allocator(std::size_t alignment = 256, bool graphs_share_memory = true);
 
   /// @brief Adds the region [base, base + bytes), disjoint from every other region. Its
   /// aligned part (bytes rounded down to the alignment) becomes one free block usable from
@@ -193,8 +195,8 @@ class block_allocator {
   void index(std::uintptr_t address, block_info const& info);
   void unindex(std::uintptr_t address, block_info const& info);
   [[nodiscard]] static bool mergeable(block_info const& a, block_info const& b) noexcept;
-  [[nodiscard]] static bool eligible(block_info const& info, stream_id stream,
-                                     graph_id owner) noexcept;
+  [[nodiscard]] bool eligible(block_info const& info, stream_id stream,
+                              graph_id owner) const noexcept;
   void merge_right(block_map::iterator left);
   void coalesce_at(block_map::iterator it);
   void coalesce_all();
@@ -205,6 +207,7 @@ class block_allocator {
   [[nodiscard]] std::size_t usable(std::size_t bytes) const noexcept;
 
   std::size_t alignment_;
+  bool graphs_share_memory_;
   std::map<std::uintptr_t, std::size_t> regions_;  // base -> bytes (before rounding down)
   block_map blocks_;                               // tiles the aligned part of every region
   std::map<index_key, size_index> free_;           // free blocks by tag, then (size, address)

@@ -80,6 +80,9 @@ struct pool_engine_options {
   std::size_t alignment{256};                       ///< of every block, a power of two
   std::size_t growth_bytes{std::size_t{32} << 20};  ///< smallest growth step
   std::size_t budget_bytes{0};                      ///< most memory mapped; 0: no budget
+  /// Whether graphs reuse memory other live graphs (or their own capture) marked; off for
+  /// pinned host memory, which the host fills while capturing and a replay reads as it was.
+  bool graphs_share_memory{true};
 };
 
 /// @brief The pool's state machine: which block serves a request, when another stream's frees
