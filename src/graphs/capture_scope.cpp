@@ -245,6 +245,10 @@ void capture_scope::join(cuda::stream_view side) {
   joined.record(side);
   stream_.wait(joined);
   forked_.erase(found);
+  // The capturing stream is ordered after the side's frees: it may take those blocks now.
+  for (memory::pool_capture* side_of_pool : {&pool_capture_, &host_pool_capture_}) {
+    if (side_of_pool->open()) side_of_pool->join(side, stream_);
+  }
 }
 
 void capture_scope::abandon() noexcept {

@@ -290,6 +290,10 @@ void pool_state::begin_capture(unsigned long long capture_id, std::uint64_t grap
   engine_->begin_capture(capture_id, graph, std::move(name), stream_key(origin));
 }
 
+void pool_state::join(unsigned long long capture_id, cudaStream_t side, cudaStream_t into) {
+  engine_->join(capture_id, stream_key(side), stream_key(into));
+}
+
 std::string pool_state::capture_problem(unsigned long long capture_id) const {
   return engine_->capture_problem(capture_id);
 }

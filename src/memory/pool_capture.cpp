@@ -32,6 +32,11 @@ std::string pool_capture::problem() const {
   return state_->capture_problem(capture_id_);
 }
 
+void pool_capture::join(cuda::stream_view side, cuda::stream_view into) {
+  GRAPHSTEP_EXPECTS(open(), "pool_capture::join: the capture was already ended");
+  state_->join(capture_id_, side.value(), into.value());
+}
+
 std::shared_ptr<void> pool_capture::commit() {
   GRAPHSTEP_EXPECTS(open(), "pool_capture::commit: the capture was already ended");
   std::shared_ptr<detail::pool_state> const state = std::move(state_);

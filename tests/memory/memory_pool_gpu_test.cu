@@ -507,6 +507,38 @@ TEST_P(pool_test, a_moved_from_pool_is_a_usage_error) {
   moved.deallocate(p, *stream_);
 }
 
+// PyTorch reuses a side stream's free on the capturing stream once the side stream is joined;
+// capture_scope::join tells the pool so.
+TEST_P(pool_test, a_side_streams_free_serves_the_capturing_stream_after_the_join) {
+  gs::memory::memory_pool pool{options()};
+  gs::cuda::stream side;
+  int const n = 1024;
+  std::size_t const bytes = sizeof(float) * n;
+  auto* out = static_cast<float*>(pool.allocate(bytes, *stream_));
+  float* side_block = nullptr;
+  float* after_join = nullptr;
+  gs::graphs::graph_exec g;
+  {
+    gs::graphs::capture_scope scope{g, *stream_, pool};
+    scope.fork(side);
+    side_block = static_cast<float*>(pool.allocate(bytes, side));
+    fill_kernel<<<blocks_for(n), 256, 0, side.get()>>>(side_block, 2.0F, n);
+    axpy_kernel<<<blocks_for(n), 256, 0, side.get()>>>(out, side_block, 1.0F, n);
+    pool.deallocate(side_block, side);
+    scope.join(side);
+    after_join = static_cast<float*>(pool.allocate(bytes, *stream_));
+    fill_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(after_join, 5.0F, n);
+    axpy_kernel<<<blocks_for(n), 256, 0, stream_->get()>>>(out, after_join, 1.0F, n);
+    pool.deallocate(after_join, *stream_);
+    scope.end();
+  }
+  EXPECT_EQ(after_join, side_block);
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(out, 0, bytes, stream_->get()));
+  g.replay(*stream_);
+  EXPECT_EQ(read(out), 7.0F);
+  pool.deallocate(out, *stream_);
+}
+
 TEST_P(pool_test, planned_mode_refuses_a_free_on_a_side_stream) {
   gs::memory::memory_pool pool{options()};
   pool.begin_trace();

@@ -773,3 +773,17 @@ TEST(pool_engine, a_capture_or_a_graphs_release_waits_for_recorded_uses_on_the_h
             (std::vector<std::pair<gm::stream_id, gm::stream_id>>{{stream_a, stream_b}}));
   pool.blocks().check_invariants();
 }
+
+TEST(pool_engine, a_side_streams_capture_free_serves_the_origin_after_a_join) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  pool.begin_capture(1, 1, "fork", stream_a);
+  std::optional<gm::capture_id> const capture{1};
+  std::uintptr_t const side = pool.allocate(2 * mib, stream_b, capture);
+  pool.deallocate(side, stream_b, capture);
+  pool.join(1, stream_b, stream_a);
+  EXPECT_EQ(pool.allocate(2 * mib, stream_a, capture), side) << "ordered by the join";
+  pool.join(1, 0x3000, stream_a);  // a stream that freed nothing: nothing to move
+  ASSERT_TRUE(pool.finish_capture(1, true));
+  pool.blocks().check_invariants();
+}

@@ -6,6 +6,7 @@
 /// memory, or gives the memory back.
 
 #include <cstdint>
+#include <graphstep/cuda/stream_view.hpp>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,12 @@ class pool_capture {
 
   /// @brief True until `commit` or `abandon`.
   [[nodiscard]] bool open() const noexcept { return state_ != nullptr; }
+  /// @brief `side`, a stream of this capture, was joined into `into`, which now waits for all
+  /// of `side`'s work: blocks the capture freed on `side` may serve `into` from now on
+  /// (`graphs::capture_scope::join` says so; a join made with CUDA's events alone leaves them
+  /// to `side` until the capture ends).
+  /// @throws usage_error (not open)
+  void join(cuda::stream_view side, cuda::stream_view into);
   /// @brief Empty when the captured graph may be kept; else why not (a planned capture that
   /// made fewer allocations than its warm-up).
   /// @throws usage_error (not open)

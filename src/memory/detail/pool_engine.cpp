@@ -270,6 +270,14 @@ void pool_engine::begin_capture(capture_id capture, graph_id graph, std::string 
   captures_.emplace(capture, std::move(state));
 }
 
+void pool_engine::join(capture_id capture, stream_id side, stream_id into) {
+  std::lock_guard const lock{mutex_};
+  capture_state& state = capture_of(capture, side);
+  auto const side_tag = state.tags.find(side);
+  if (side_tag == state.tags.end() || state.plan) return;  // nothing freed there
+  blocks_.retag_stream(side_tag->second, tag_of(state, into));
+}
+
 std::string pool_engine::capture_problem(capture_id capture) const {
   std::lock_guard const lock{mutex_};
   auto found = captures_.find(capture);

@@ -65,6 +65,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// A capture with CUDA id `capture_id` into graph `graph` has begun.
   void begin_capture(unsigned long long capture_id, std::uint64_t graph, std::string name,
                      cudaStream_t origin);
+  void join(unsigned long long capture_id, cudaStream_t side, cudaStream_t into);
   /// Empty when the capture may be kept; else what went wrong (a planned capture that made
   /// fewer allocations than its warm-up).
   [[nodiscard]] std::string capture_problem(unsigned long long capture_id) const;

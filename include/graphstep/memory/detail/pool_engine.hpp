@@ -95,7 +95,8 @@ struct pool_engine_options {
 ///   blocks become S's (never a host wait); then the pool grows.
 /// - A capture's frees are tagged with the capture and the stream they were issued on, so only
 ///   later work of that stream in that capture reuses them; they are released when the capture
-///   ends (its streams are joined and a replay runs whole). A capture on stream S takes its own
+///   ends (its streams are joined and a replay runs whole), or move to the stream a side stream
+///   is joined into (`join`). A capture on stream S takes its own
 ///   frees first, then blocks freed eagerly on S before it began (that work precedes the capture
 ///   in S's order: a graph is replayed on S or after it), then released blocks; frees eagerly on
 ///   other streams only once their events have completed, for it never waits on eager work.
@@ -136,6 +137,10 @@ class pool_engine {
   /// made by `plan_next_capture` goes to this capture, with its slab.
   /// @throws usage_error (the capture already begun; graph `no_graph` or `planned_graph`)
   void begin_capture(capture_id capture, graph_id graph, std::string name, stream_id origin);
+  /// @brief Stream `side` of capture `capture` was joined into `into` (which waits for all of
+  /// `side`'s work so far): what the capture freed on `side` is usable on `into` from now on.
+  /// @throws usage_error (a capture not begun here)
+  void join(capture_id capture, stream_id side, stream_id into);
   /// @brief Empty when the capture may be kept; else what went wrong.
   [[nodiscard]] std::string capture_problem(capture_id capture) const;
   /// @brief Ends the capture. On success its graph holds its memory until `release_graph`; on
