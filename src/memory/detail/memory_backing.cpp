@@ -139,59 +139,61 @@ class virtual_memory_backing final : public memory_backing {
   std::vector<chunk> chunks_;
 };
 
-class device_malloc_backing final : public memory_backing {
+// Separate segments, each from one allocation call and given back only whole (cudaFree and
+// cudaFreeHost take what cudaMalloc and cudaHostAlloc returned): cudaMalloc segments, or
+// page-locked host segments, which a captured copy reads at every replay as the engine's
+// graph marks allow.
+class segment_backing final : public memory_backing {
  public:
-  device_malloc_backing(int device, std::vector<int> const& peers) : device_{device} {
-    for (int const peer : peers) {
-      cuda::device_guard const on_peer{peer};
-      cudaError_t const enabled = cudaDeviceEnablePeerAccess(device, 0);
-      if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
-        static_cast<void>(cudaGetLastError());  // enabled before, by this pool or another
-        continue;
-      }
-      GRAPHSTEP_CUDA_TRY(enabled);
-    }
-  }
+  using allocate_call = cudaError_t (*)(void** segment, std::size_t bytes);
+  using release_call = cudaError_t (*)(void* segment);
 
-  device_malloc_backing(device_malloc_backing const&) = delete;
-  device_malloc_backing& operator=(device_malloc_backing const&) = delete;
-  ~device_malloc_backing() override {
+  segment_backing(int device, pool_backing kind, std::size_t granularity, allocate_call allocate,
+                  release_call release)
+      : device_{device},
+        kind_{kind},
+        granularity_{granularity},
+        allocate_{allocate},
+        release_{release} {}
+
+  segment_backing(segment_backing const&) = delete;
+  segment_backing& operator=(segment_backing const&) = delete;
+  ~segment_backing() override {
     cuda::device_guard const on_device{device_};
     relaxed_capture_mode const relaxed;
-    for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(segment));
+    for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(release_(segment));
   }
 
-  // A segment goes only whole: cudaFree takes what cudaMalloc returned.
   std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
                      std::size_t free_bytes) override {
     if (free_bytes < region_bytes) return 0;
     auto const found = std::find(segments_.begin(), segments_.end(),
                                  reinterpret_cast<void*>(base));  // NOLINT(*-no-int-to-ptr)
     GRAPHSTEP_EXPECTS(found != segments_.end(),
-                      "device_malloc backing: shrink names a segment it does not hold");
+                      "memory_pool: shrink names a segment the backing does not hold");
     cuda::device_guard const on_device{device_};
     {
       relaxed_capture_mode const relaxed;
-      GRAPHSTEP_CUDA_TRY(cudaFree(*found));
+      GRAPHSTEP_CUDA_TRY(release_(*found));
     }
     segments_.erase(found);
     mapped_ -= region_bytes;
     return region_bytes;
   }
 
-  [[nodiscard]] std::size_t granularity() const noexcept override { return std::size_t{2} << 20; }
+  [[nodiscard]] std::size_t granularity() const noexcept override { return granularity_; }
   [[nodiscard]] std::size_t reserved_bytes() const noexcept override { return mapped_; }
   [[nodiscard]] std::size_t mapped_bytes() const noexcept override { return mapped_; }
-  [[nodiscard]] pool_backing kind() const noexcept override { return pool_backing::device_malloc; }
+  [[nodiscard]] pool_backing kind() const noexcept override { return kind_; }
 
  private:
   growth_status do_grow(std::size_t bytes, growth& out) override {
-    std::size_t const step = round_up(bytes, granularity());
+    std::size_t const step = round_up(bytes, granularity_);
     void* segment = nullptr;
     cudaError_t status = cudaSuccess;
     {
       relaxed_capture_mode const relaxed;
-      status = cudaMalloc(&segment, step);
+      status = allocate_(&segment, step);
     }
     if (status == cudaErrorMemoryAllocation) {
       static_cast<void>(cudaGetLastError());
@@ -205,68 +207,10 @@ class device_malloc_backing final : public memory_backing {
   }
 
   int device_;
-  std::size_t mapped_{};
-  std::vector<void*> segments_;
-};
-
-// Page-locked host segments: a captured copy from one reads it at every replay, which the
-// engine's graph marks protect as they do device blocks.
-class pinned_host_backing final : public memory_backing {
- public:
-  explicit pinned_host_backing(int device) : device_{device} {}
-  pinned_host_backing(pinned_host_backing const&) = delete;
-  pinned_host_backing& operator=(pinned_host_backing const&) = delete;
-  ~pinned_host_backing() override {
-    cuda::device_guard const on_device{device_};
-    relaxed_capture_mode const relaxed;
-    for (void* segment : segments_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFreeHost(segment));
-  }
-
-  // A segment goes only whole: cudaFreeHost takes what cudaHostAlloc returned.
-  std::size_t shrink(std::uintptr_t base, std::size_t region_bytes,
-                     std::size_t free_bytes) override {
-    if (free_bytes < region_bytes) return 0;
-    auto const found = std::find(segments_.begin(), segments_.end(),
-                                 reinterpret_cast<void*>(base));  // NOLINT(*-no-int-to-ptr)
-    GRAPHSTEP_EXPECTS(found != segments_.end(),
-                      "pinned host backing: shrink names a segment it does not hold");
-    cuda::device_guard const on_device{device_};
-    {
-      relaxed_capture_mode const relaxed;
-      GRAPHSTEP_CUDA_TRY(cudaFreeHost(*found));
-    }
-    segments_.erase(found);
-    mapped_ -= region_bytes;
-    return region_bytes;
-  }
-
-  // Pinning works by pages, and staging pools are small: 64 KiB steps.
-  [[nodiscard]] std::size_t granularity() const noexcept override { return std::size_t{64} << 10; }
-  [[nodiscard]] std::size_t reserved_bytes() const noexcept override { return mapped_; }
-  [[nodiscard]] std::size_t mapped_bytes() const noexcept override { return mapped_; }
-  [[nodiscard]] pool_backing kind() const noexcept override { return pool_backing::pinned_host; }
-
- private:
-  growth_status do_grow(std::size_t bytes, growth& out) override {
-    std::size_t const step = round_up(bytes, granularity());
-    void* segment = nullptr;
-    cudaError_t status = cudaSuccess;
-    {
-      relaxed_capture_mode const relaxed;
-      status = cudaHostAlloc(&segment, step, cudaHostAllocPortable);
-    }
-    if (status == cudaErrorMemoryAllocation) {
-      static_cast<void>(cudaGetLastError());
-      return growth_status::device_out_of_memory;
-    }
-    GRAPHSTEP_CUDA_TRY(status);
-    segments_.push_back(segment);
-    mapped_ += step;
-    out = {reinterpret_cast<std::uintptr_t>(segment), step, false};
-    return growth_status::grown;
-  }
-
-  int device_;
+  pool_backing kind_;
+  std::size_t granularity_;
+  allocate_call allocate_;
+  release_call release_;
   std::size_t mapped_{};
   std::vector<void*> segments_;
 };
@@ -274,9 +218,14 @@ class pinned_host_backing final : public memory_backing {
 }  // namespace
 
 std::unique_ptr<memory_backing> make_pinned_host_backing(int device) {
-  return std::make_unique<pinned_host_backing>(device);
+  // Pinning works by pages, and staging pools are small: 64 KiB steps.
+  return std::make_unique<segment_backing>(
+      device, pool_backing::pinned_host, std::size_t{64} << 10,
+      [](void** segment, std::size_t bytes) {
+        return cudaHostAlloc(segment, bytes, cudaHostAllocPortable);
+      },
+      [](void* segment) { return cudaFreeHost(segment); });
 }
-
 std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::size_t reserve_bytes,
                                                             std::vector<int> const& peers,
                                                             std::string& why_not) {
@@ -317,7 +266,18 @@ std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::siz
 
 std::unique_ptr<memory_backing> make_device_malloc_backing(int device,
                                                            std::vector<int> const& peers) {
-  return std::make_unique<device_malloc_backing>(device, peers);
+  for (int const peer : peers) {
+    cuda::device_guard const on_peer{peer};
+    cudaError_t const enabled = cudaDeviceEnablePeerAccess(device, 0);
+    if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
+      static_cast<void>(cudaGetLastError());  // enabled before, by this pool or another
+      continue;
+    }
+    GRAPHSTEP_CUDA_TRY(enabled);
+  }
+  return std::make_unique<segment_backing>(
+      device, pool_backing::device_malloc, std::size_t{2} << 20,
+      [](void** segment, std::size_t bytes) { return cudaMalloc(segment, bytes); },
+      [](void* segment) { return cudaFree(segment); });
 }
-
 }  // namespace graphstep::memory::detail
