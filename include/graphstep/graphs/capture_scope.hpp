@@ -63,9 +63,9 @@ struct capture_options {
   /// A `memory::pool_backing::pinned_host` pool for the page-locked host blocks the step copies
   /// through (PyTorch's caching host allocator in a capture): its allocations and frees on the
   /// captured streams serve this graph, and every block the capture allocated or freed stays
-  /// the graph's while it lives, so a replay's copy never reads a block recycled for other
-  /// data. Graphs sharing it are ordered as graphs sharing a device pool are. Not owned; null
-  /// for none.
+  /// the graph's while it lives (no other graph and no later request of this capture takes
+  /// it), so a replay's copy never reads a block recycled for other data. Not owned; null for
+  /// none.
   memory::memory_pool* host_pool{nullptr};
 };
 

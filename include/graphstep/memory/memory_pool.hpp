@@ -27,9 +27,11 @@ enum class pool_backing {
   virtual_memory,  ///< one reserved address range, physical memory mapped in as it grows
   device_malloc,   ///< cudaMalloc segments (growth adds a segment; old addresses never move)
   /// Page-locked host memory (cudaHostAlloc segments, portable to every device) for
-  /// asynchronous copies to and from the host, under the same rules as device blocks: a block a
-  /// capture allocated or freed is kept for its graph while the graph lives. Give it to a
-  /// capture as `graphs::capture_options::host_pool`. Never chosen by `automatic`.
+  /// asynchronous copies to and from the host. A block a capture allocated or freed is kept for
+  /// its graph while the graph lives and, unlike device memory, serves no other graph and no
+  /// later request of that capture: the host filled it while capturing, and each replay copies
+  /// what it held then. Give it to a capture as `graphs::capture_options::host_pool`. Never
+  /// chosen by `automatic`.
   pinned_host,
 };
 
@@ -183,8 +185,9 @@ class memory_pool : public cuda::memory_resource {
   /// every free range at the end of a segment that no live graph may write and no stream may
   /// still use, in whole units of growth — chunks of the reserved range mapped as the pool
   /// grew (virtual_memory; the address range stays reserved), whole cudaMalloc segments
-  /// (device_malloc). Live blocks never move. Waits on the host for the eager frees still in
-  /// flight first. Returns the bytes given back (`pool_statistics::trimmed_bytes` adds them up).
+  /// (device_malloc), whole cudaHostAlloc segments (pinned_host). Live blocks never move. Waits on
+  /// the host for the eager frees still in flight first. Returns the bytes given back
+  /// (`pool_statistics::trimmed_bytes` adds them up).
   /// @throws usage_error (moved-from pool; a capture into this pool under way), cuda_error,
   /// cuda_driver_error
   std::size_t trim();
