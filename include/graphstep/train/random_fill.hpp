@@ -44,6 +44,7 @@
 #include <graphstep/train/detail/host_device.hpp>
 #include <graphstep/train/philox.hpp>
 #include <string>
+#include <type_traits>
 
 namespace graphstep::train {
 
@@ -125,7 +126,7 @@ GRAPHSTEP_HOST_DEVICE typename Rounding::type rounded_uniform(float value, float
 }
 
 /// @brief The values of the fp32 transform `Transform`, rounded to `Rounding::type` to nearest
-/// even (see `rounded_uniform` for the uniform rule).
+/// even; uniform values by `rounded_uniform`'s rule.
 template <typename Rounding, typename Transform>
 struct rounded_transform {
   Transform fp32;
@@ -134,21 +135,12 @@ struct rounded_transform {
   GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, type (&out)[4]) const {
     float values[4];  // NOLINT(modernize-avoid-c-arrays): device code
     fp32(bits, values);
-    for (int j = 0; j < 4; ++j) out[j] = Rounding::round(values[j]);
-  }
-};
-
-/// @brief Uniform values rounded, with a value that reaches `high` given as `low`.
-template <typename Rounding>
-struct rounded_transform<Rounding, uniform_transform> {
-  uniform_transform fp32;
-  using type = typename Rounding::type;
-  // NOLINTNEXTLINE(modernize-avoid-c-arrays): device code, where std::array is host-only
-  GRAPHSTEP_HOST_DEVICE void operator()(philox_block const& bits, type (&out)[4]) const {
-    float values[4];  // NOLINT(modernize-avoid-c-arrays): device code
-    fp32(bits, values);
     for (int j = 0; j < 4; ++j) {
-      out[j] = rounded_uniform<Rounding>(values[j], fp32.low, fp32.high);
+      if constexpr (std::is_same_v<Transform, uniform_transform>) {
+        out[j] = rounded_uniform<Rounding>(values[j], fp32.low, fp32.high);
+      } else {
+        out[j] = Rounding::round(values[j]);
+      }
     }
   }
 };
