@@ -417,18 +417,19 @@ void block_allocator::keep_after_graph(std::uintptr_t address) {
   found->second.kept_after_graph = true;
 }
 
+std::size_t block_allocator::free_tail(std::uintptr_t base, std::size_t bytes) const {
+  auto const end = blocks_.lower_bound(base + usable(bytes));
+  if (end == blocks_.begin()) return 0;
+  block_info const& last = std::prev(end)->second;
+  bool const may_leave =
+      last.region == base && last.free && last.stream == any_stream && last.touched.empty();
+  return may_leave ? last.size : 0;
+}
+
 std::vector<block_allocator::region_tail> block_allocator::free_tails() const {
   std::vector<region_tail> out;
   for (auto const& [base, bytes] : regions_) {
-    std::size_t tail = 0;
-    auto const end = blocks_.lower_bound(base + usable(bytes));
-    if (end != blocks_.begin()) {
-      auto const last = std::prev(end);
-      block_info const& info = last->second;
-      if (info.region == base && info.free && info.stream == any_stream && info.touched.empty())
-        tail = info.size;
-    }
-    out.push_back(region_tail{base, bytes, tail});
+    out.push_back(region_tail{base, bytes, free_tail(base, bytes)});
   }
   return out;
 }
@@ -445,14 +446,10 @@ void block_allocator::shrink_region(std::uintptr_t base, std::size_t bytes) {
                         std::to_string(region->second));
   std::size_t const aligned = usable(region->second);
   std::size_t const removed = aligned - usable(region->second - bytes);
-  std::size_t tail = 0;
-  for (region_tail const& candidate : free_tails()) {
-    if (candidate.base == base) tail = candidate.free_bytes;
-  }
-  GRAPHSTEP_EXPECTS(removed <= tail, "block_allocator::shrink_region: the last " +
-                                         std::to_string(bytes) + " bytes of the region at " +
-                                         graphstep::detail::hex_text(base) +
-                                         " are not all free and unmarked");
+  GRAPHSTEP_EXPECTS(removed <= free_tail(base, region->second),
+                    "block_allocator::shrink_region: the last " + std::to_string(bytes) +
+                        " bytes of the region at " + graphstep::detail::hex_text(base) +
+                        " are not all free and unmarked");
   if (removed > 0) {
     auto last = std::prev(blocks_.lower_bound(base + aligned));
     unindex(last->first, last->second);

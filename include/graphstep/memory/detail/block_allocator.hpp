@@ -205,6 +205,7 @@ class block_allocator {
   void take_run(std::uintptr_t start, std::size_t size);
   void mark_used(std::uintptr_t address, block_info& info, graph_id owner);
   [[nodiscard]] std::size_t usable(std::size_t bytes) const noexcept;
+  [[nodiscard]] std::size_t free_tail(std::uintptr_t base, std::size_t bytes) const;
 
   std::size_t alignment_;
   bool graphs_share_memory_;
