@@ -29,15 +29,7 @@ std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gra
   for (std::size_t i = 0; i < gradients.size(); ++i) {
     auto const& g = gradients[i];
     std::string const which = "loss_scaler: gradient " + std::to_string(i);
-    GRAPHSTEP_EXPECTS(g.data != nullptr, which + " has a null pointer");
-    GRAPHSTEP_EXPECTS(
-        g.type == dtype::float32 || g.type == dtype::float16 || g.type == dtype::bfloat16,
-        which + " has an unknown dtype (" + std::to_string(static_cast<int>(g.type)) +
-            "); use float32, float16 or bfloat16");
-    GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(g.data) % size_in_bytes(g.type) == 0,
-                      which + " is not aligned to the " + std::to_string(size_in_bytes(g.type)) +
-                          " bytes of its dtype " + name(g.type) +
-                          "; pass the address of its first element");
+    ::graphstep::detail::expect_typed_buffer(which, g.data, g.type);
     counts.push_back(gradients[i].count);
   }
   return plan_chunks(counts);  // refuses an empty tensor

@@ -307,7 +307,7 @@ TEST_F(loss_scaler_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
             std::string::npos);
   EXPECT_NE(message_of([&] {
               gt::loss_scaler{{{gradient, 16}, {nullptr, 16}}, {}, *stream_};
-            }).find("gradient 1 has a null pointer"),
+            }).find("gradient 1 is a null pointer"),
             std::string::npos);
   EXPECT_THROW((gt::loss_scaler{{{gradient, 0}}, {}, *stream_}), gs::usage_error);
   EXPECT_NE(message_of([&] {

@@ -497,13 +497,13 @@ TEST_F(rng_fill_test, refused_half_and_bfloat16_arguments_say_why_and_reserve_no
   refusal([&] { rng.bernoulli(nullptr, fp16, 4, 0.5F, *stream_); },
           "capture_safe_rng::bernoulli: out is a null pointer");
   refusal([&] { rng.uniform(out, not_a_dtype, 4, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::uniform: type is not a dtype (7)");
+          "capture_safe_rng::uniform: out has an unknown dtype (7)");
   refusal([&] { rng.normal(out, not_a_dtype, 4, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::normal: type is not a dtype (7)");
+          "capture_safe_rng::normal: out has an unknown dtype (7)");
   refusal([&] { rng.bernoulli(out, not_a_dtype, 4, 0.5F, *stream_); },
-          "capture_safe_rng::bernoulli: type is not a dtype (7)");
+          "capture_safe_rng::bernoulli: out has an unknown dtype (7)");
   refusal([&] { rng.uniform(odd, bf16, 4, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::uniform: out is not aligned to the 2 bytes of a bfloat16 element");
+          "capture_safe_rng::uniform: out is not aligned to the 2 bytes of its dtype bfloat16");
   refusal([&] { rng.uniform(out, fp16, 4, 1.0F, 0.0F, *stream_); },
           "capture_safe_rng::uniform: low must not exceed high");
   refusal([&] { rng.uniform(out, fp16, 4, 0.0F, 70000.0F, *stream_); },

@@ -308,18 +308,19 @@ TEST(random_fill, bad_fill_outputs_are_usage_errors) {
   std::string const what = message_of([&] {
     gr::detail::check_fill_output("bernoulli", buffer, static_cast<graphstep::dtype>(3));
   });
-  EXPECT_NE(what.find("capture_safe_rng::bernoulli: type is not a dtype (3); use float32, "
+  EXPECT_NE(what.find("capture_safe_rng::bernoulli: out has an unknown dtype (3); use float32, "
                       "float16 or bfloat16"),
             std::string::npos)
       << what;
-  EXPECT_NE(message_of([&] {
-              gr::detail::check_fill_output("uniform", buffer + 1, graphstep::dtype::float32);
-            }).find("capture_safe_rng::uniform: out is not aligned to the 4 bytes of a float32"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([&] {
+        gr::detail::check_fill_output("uniform", buffer + 1, graphstep::dtype::float32);
+      }).find("capture_safe_rng::uniform: out is not aligned to the 4 bytes of its dtype float32"),
+      std::string::npos);
   auto const* odd = reinterpret_cast<unsigned char const*>(buffer) + 1;
   EXPECT_NE(message_of([&] {
               gr::detail::check_fill_output("uniform", odd, graphstep::dtype::float16);
-            }).find("out is not aligned to the 2 bytes of a float16 element"),
+            }).find("out is not aligned to the 2 bytes of its dtype float16"),
             std::string::npos);
 }
 

@@ -151,14 +151,8 @@ namespace detail {
 /// an element of `type`; `fill` names the fill in the message.
 /// @throws usage_error
 inline void check_fill_output(char const* fill, void const* out, dtype type) {
-  std::string const which = std::string{"capture_safe_rng::"} + fill;
-  GRAPHSTEP_EXPECTS(out != nullptr, which + ": out is a null pointer");
-  GRAPHSTEP_EXPECTS(type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16,
-                    which + ": type is not a dtype (" + std::to_string(static_cast<int>(type)) +
-                        "); use float32, float16 or bfloat16");
-  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(out) % size_in_bytes(type) == 0,
-                    which + ": out is not aligned to the " + std::to_string(size_in_bytes(type)) +
-                        " bytes of a " + name(type) + " element");
+  ::graphstep::detail::expect_typed_buffer(std::string{"capture_safe_rng::"} + fill + ": out", out,
+                                           type);
 }
 
 /// @brief Refuses bounds that are not finite, low > high, or a width high − low that overflows.
