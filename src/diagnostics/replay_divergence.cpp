@@ -355,48 +355,94 @@ bool can_disable(node_kind kind) noexcept {
   return kind == node_kind::kernel || kind == node_kind::memset || kind == node_kind::memcpy;
 }
 
-bisection_plan plan_bisection(std::vector<node_kind> const& kinds) {
-  auto const is = [&](std::initializer_list<node_kind> wanted) {
-    return [wanted](node_kind k) {
-      return std::find(wanted.begin(), wanted.end(), k) != wanted.end();
-    };
+namespace {
+
+bool is_condition_setter(node_description const& n) noexcept {
+  return n.kind == node_kind::kernel &&
+         n.kernel_name.find("set_condition_kernel") != std::string::npos &&
+         n.arguments.size() == 2 && n.arguments[1].size() == sizeof(std::uint64_t);
+}
+
+// The first node of `nodes` that runs whole in every prefix that holds it: one CUDA cannot
+// disable and that does work of its own, but for a conditional node whose setter can switch
+// it off.
+std::optional<std::size_t> first_whole(std::vector<node_description> const& nodes) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    switch (nodes[i].kind) {
+      case node_kind::host_function:
+      case node_kind::child_graph:
+      case node_kind::other: return i;
+      case node_kind::conditional:
+        if (!condition_setter(nodes, i)) return i;
+        break;
+      default: break;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::size_t> first_of(std::vector<node_description> const& nodes,
+                                    std::initializer_list<node_kind> kinds) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (std::find(kinds.begin(), kinds.end(), nodes[i].kind) != kinds.end()) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bisection_plan plan_bisection(std::vector<node_description> const& then,
+                              std::vector<node_description> const& now) {
+  struct found {
+    std::size_t position;
+    node_kind kind;
+    char const* graph;
   };
-  auto const whole = std::find_if(kinds.begin(), kinds.end(),
-                                  is({node_kind::host_function, node_kind::child_graph,
-                                      node_kind::conditional, node_kind::other}));
-  if (whole == kinds.end()) return {bisection_method::disable_nodes, {}};
-  auto const memory = std::find_if(kinds.begin(), kinds.end(),
-                                   is({node_kind::memory_allocation, node_kind::memory_free}));
-  if (memory == kinds.end()) return {bisection_method::prefix_graphs, {}};
+  auto const first = [&](auto const& in_one) -> std::optional<found> {
+    if (auto i = in_one(then)) return found{*i, then[*i].kind, "the graph"};
+    if (auto i = in_one(now)) return found{*i, now[*i].kind, "the fresh capture"};
+    return std::nullopt;
+  };
+  auto const whole = first(first_whole);
+  if (!whole) return {bisection_method::disable_nodes, {}};
+  auto const blocking = first([](std::vector<node_description> const& nodes) {
+    return first_of(nodes,
+                    {node_kind::memory_allocation, node_kind::memory_free, node_kind::conditional});
+  });
+  if (!blocking) return {bisection_method::prefix_graphs, {}};
+  auto const name = [](found const& f) {
+    return std::string{"node "} + std::to_string(f.position) + " of " + f.graph + " is a " +
+           kind_name(f.kind);
+  };
+  std::string const why = blocking->kind == node_kind::conditional
+                              ? ", and CUDA 13.0 copies no graph that holds one (cudaGraphClone "
+                                "answers cudaErrorNotSupported)"
+                              : ", so CUDA cannot remove nodes from a copy of the graph either";
   return {bisection_method::refused,
-          std::string{"node "} + std::to_string(whole - kinds.begin()) + " is a " +
-              kind_name(*whole) +
-              ", which CUDA cannot disable (only kernel, memset and memcpy "
-              "nodes can be), and node " +
-              std::to_string(memory - kinds.begin()) + " is a " + kind_name(*memory) +
-              ", so CUDA cannot remove nodes from the graph either; the "
-              "whole-step comparison above still holds"};
+          name(*whole) +
+              ", which CUDA cannot disable (only kernel, memset and memcpy nodes can be, and "
+              "conditional nodes that capture_if/capture_while made), and " +
+              name(*blocking) + why + "; the whole-step comparison above still holds"};
+}
+
+std::optional<std::size_t> condition_setter(std::vector<node_description> const& nodes,
+                                            std::size_t position) {
+  if (position >= nodes.size() || nodes[position].kind != node_kind::conditional) {
+    return std::nullopt;
+  }
+  for (std::size_t d : nodes[position].dependencies) {
+    if (d < nodes.size() && is_condition_setter(nodes[d])) return d;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::uintptr_t> condition_flag(std::vector<node_description> const& nodes,
                                              std::size_t position) {
-  if (position >= nodes.size() || nodes[position].kind != node_kind::conditional) {
-    return std::nullopt;
-  }
-  for (std::size_t i = position; i-- > 0;) {
-    node_description const& n = nodes[i];
-    if (n.kind != node_kind::kernel ||
-        n.kernel_name.find("set_condition_kernel") == std::string::npos) {
-      continue;
-    }
-    if (n.arguments.size() != 2 || n.arguments[1].size() != sizeof(std::uint64_t)) {
-      return std::nullopt;
-    }
-    std::uint64_t address{};
-    std::memcpy(&address, n.arguments[1].data(), sizeof address);
-    return static_cast<std::uintptr_t>(address);
-  }
-  return std::nullopt;
+  auto const setter = condition_setter(nodes, position);
+  if (!setter) return std::nullopt;
+  std::uint64_t address{};
+  std::memcpy(&address, nodes[*setter].arguments[1].data(), sizeof address);
+  return static_cast<std::uintptr_t>(address);
 }
 
 bool is_collective_kernel(std::string_view kernel_name) noexcept {

@@ -1,6 +1,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -118,10 +119,15 @@ ordered_graph order_nodes(cudaGraph_t graph) {
       GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetDependencies(listed[i], found.data(), nullptr, &n));
     for (cudaGraphNode_t d : found) dependencies[i].push_back(index.at(d));
   }
+  std::vector<std::size_t> const order = execution_order(dependencies);
+  std::vector<std::size_t> position(order.size());
+  for (std::size_t p = 0; p < order.size(); ++p) position[order[p]] = p;
   ordered_graph out;
-  for (std::size_t i : execution_order(dependencies)) {
+  for (std::size_t i : order) {
     out.nodes.push_back(listed[i]);
     out.descriptions.push_back(describe(listed[i]));
+    for (std::size_t d : dependencies[i])
+      out.descriptions.back().dependencies.push_back(position[d]);
   }
   return out;
 }
@@ -199,10 +205,39 @@ class region_copies {
   std::function<void(cuda::stream_view)> const& before_each_run_;
 };
 
+// Points the kernel that sets a conditional node's handle at `flag` (an unsigned int in device
+// memory), keeping its handle.
+void set_condition_flag(cudaGraphExec_t exec, ordered_graph const& g, std::size_t setter,
+                        void const* flag) {
+  cudaKernelNodeParams params{};
+  GRAPHSTEP_CUDA_TRY(cudaGraphKernelNodeGetParams(g.nodes[setter], &params));
+  std::vector<unsigned char> handle = g.descriptions[setter].arguments[0];
+  std::array<void*, 2> arguments{handle.data(), &flag};
+  params.kernelParams = arguments.data();
+  params.extra = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecKernelNodeSetParams(exec, g.nodes[setter], &params));
+}
+
 // Lets the first `enabled` nodes (in execution order) run, and every node CUDA cannot disable.
-void enable_prefix(cudaGraphExec_t exec, ordered_graph const& g, std::size_t enabled) {
+// A conditional node after them is switched off through its setter, which reads `zero` instead
+// of its flag; the setter itself always runs, since the handle keeps its value between launches.
+void enable_prefix(cudaGraphExec_t exec, ordered_graph const& g, std::size_t enabled,
+                   void const* zero) {
+  std::vector<bool> setter(g.nodes.size(), false);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!can_disable(g.descriptions[i].kind)) continue;
+    auto const s = condition_setter(g.descriptions, i);
+    if (!s) continue;
+    setter[*s] = true;
+    void const* flag = nullptr;
+    if (i < enabled) {
+      std::memcpy(&flag, g.descriptions[*s].arguments[1].data(), sizeof flag);
+    } else {
+      flag = zero;
+    }
+    set_condition_flag(exec, g, *s, flag);
+  }
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!can_disable(g.descriptions[i].kind) || setter[i]) continue;
     GRAPHSTEP_CUDA_TRY(cudaGraphNodeSetEnabled(exec, g.nodes[i], i < enabled ? 1U : 0U));
   }
 }
@@ -238,11 +273,12 @@ void run_prefix_graph(cudaGraph_t source, ordered_graph const& g, std::size_t ke
 
 // Runs `graph` with its first k nodes (in execution order), by the method chosen.
 std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::graph const& graph,
-                                               ordered_graph const& g, cuda::stream_view stream) {
+                                               ordered_graph const& g, cuda::stream_view stream,
+                                               void const* zero) {
   if (method == bisection_method::disable_nodes) {
     auto exec = std::make_shared<graphs::graph_exec>(graph.instantiate());
-    return [exec, &g, stream](std::size_t k) {
-      enable_prefix(exec->native_handle(), g, k);
+    return [exec, &g, stream, zero](std::size_t k) {
+      enable_prefix(exec->native_handle(), g, k, zero);
       exec->replay(stream);
     };
   }
@@ -250,6 +286,31 @@ std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::
     run_prefix_graph(graph.native_handle(), g, k, stream);
   };
 }
+
+// An unsigned int 0 in device memory, for switching conditional nodes off; cleared on
+// `stream`, whose graphs read it (a cudaMemset on the legacy stream would not be ordered before
+// them when `stream` is non-blocking).
+class device_zero {
+ public:
+  explicit device_zero(cuda::stream_view stream) {
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&value_, sizeof(unsigned)));
+    cudaError_t cleared = cudaMemsetAsync(value_, 0, sizeof(unsigned), stream.value());
+    if (cleared == cudaSuccess) cleared = cudaStreamSynchronize(stream.value());
+    if (cleared != cudaSuccess) {
+      GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(value_));
+      GRAPHSTEP_CUDA_TRY(cleared);
+    }
+  }
+  device_zero(device_zero const&) = delete;
+  device_zero& operator=(device_zero const&) = delete;
+  device_zero(device_zero&&) = delete;
+  device_zero& operator=(device_zero&&) = delete;
+  ~device_zero() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(value_)); }
+  [[nodiscard]] void const* get() const noexcept { return value_; }
+
+ private:
+  void* value_{nullptr};
+};
 
 // The value of the flag `address` (an unsigned int in device memory).
 unsigned read_flag(std::uintptr_t address, cuda::stream_view stream) {
@@ -267,16 +328,14 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
     report.bisection_skipped = "the graphs have no node in common to compare";
     return;
   }
-  std::vector<node_kind> kinds;
-  for (auto const& d : then.descriptions) kinds.push_back(d.kind);
-  for (auto const& d : now.descriptions) kinds.push_back(d.kind);
-  bisection_plan const plan = plan_bisection(kinds);
+  bisection_plan const plan = plan_bisection(then.descriptions, now.descriptions);
   if (plan.method == bisection_method::refused) {
     report.bisection_skipped = plan.refusal;
     return;
   }
-  auto const run_then = prefix_runner(plan.method, graph, then, stream);
-  auto const run_now = prefix_runner(plan.method, fresh, now, stream);
+  device_zero const zero{stream};
+  auto const run_then = prefix_runner(plan.method, graph, then, stream, zero.get());
+  auto const run_now = prefix_runner(plan.method, fresh, now, stream, zero.get());
   // The flags of capture_if/capture_while nodes, read just before each graph reaches them.
   std::optional<unsigned> then_flag;
   std::optional<unsigned> now_flag;

@@ -214,35 +214,91 @@ TEST(replay_divergence, execution_order_follows_dependencies_and_keeps_listed_or
   EXPECT_TRUE(gd::execution_order({}).empty());
 }
 
-TEST(replay_divergence, bisection_disables_nodes_or_runs_prefix_graphs_or_is_refused) {
-  using k = gd::node_kind;
-  EXPECT_EQ(gd::plan_bisection({k::kernel, k::memset, k::memcpy, k::empty, k::event_record,
-                                k::event_wait, k::memory_allocation, k::memory_free})
-                .method,
-            gd::bisection_method::disable_nodes);
-  for (k whole : {k::host_function, k::child_graph, k::conditional, k::other}) {
-    EXPECT_EQ(gd::plan_bisection({k::kernel, whole}).method, gd::bisection_method::prefix_graphs)
-        << gd::kind_name(whole);
+namespace {
+
+std::vector<gd::node_description> nodes_of(std::initializer_list<gd::node_kind> kinds) {
+  std::vector<gd::node_description> nodes;
+  for (gd::node_kind k : kinds) {
+    nodes.emplace_back();
+    nodes.back().kind = k;
   }
-  auto const refused = gd::plan_bisection({k::kernel, k::conditional, k::memory_allocation});
-  EXPECT_EQ(refused.method, gd::bisection_method::refused);
-  EXPECT_TRUE(contains(refused.refusal, "node 1 is a conditional node")) << refused.refusal;
-  EXPECT_TRUE(contains(refused.refusal, "node 2 is a memory allocation")) << refused.refusal;
+  return nodes;
 }
 
-TEST(replay_divergence, a_conditionals_flag_is_the_argument_of_its_setter) {
-  std::uint64_t const flag = 0x7f0000002000;
+// capture_if's two nodes: the kernel that hands `flag` to the handle, and the conditional node
+// depending on it.
+void add_capture_if(std::vector<gd::node_description>& nodes, std::uint64_t flag) {
   auto setter = kernel(0x3000, {bytes_of(std::vector<std::uint64_t>{42}),
                                 bytes_of(std::vector<std::uint64_t>{flag})});
   setter.kernel_name = "graphstep::graphs::set_condition_kernel";
-  gd::node_description conditional;
-  conditional.kind = gd::node_kind::conditional;
-  auto const other = kernel(0x1000, {});
-  EXPECT_EQ(gd::condition_flag({other, setter, other, conditional}, 3), flag);
-  EXPECT_FALSE(gd::condition_flag({other, setter, other, conditional}, 2).has_value())
-      << "not a conditional node";
-  EXPECT_FALSE(gd::condition_flag({other, conditional}, 1).has_value()) << "no setter";
-  EXPECT_FALSE(gd::condition_flag({conditional}, 5).has_value());
+  nodes.push_back(setter);
+  nodes.emplace_back();
+  nodes.back().kind = gd::node_kind::conditional;
+  nodes.back().dependencies = {nodes.size() - 2};
+}
+
+}  // namespace
+
+TEST(replay_divergence, bisection_disables_nodes_or_runs_prefix_graphs_or_is_refused) {
+  using k = gd::node_kind;
+  auto const plain = nodes_of({k::kernel, k::memset, k::memcpy, k::empty, k::event_record,
+                               k::event_wait, k::memory_allocation, k::memory_free});
+  EXPECT_EQ(gd::plan_bisection(plain, plain).method, gd::bisection_method::disable_nodes);
+  auto with_capture_if = nodes_of({k::kernel});
+  add_capture_if(with_capture_if, 0x7f0000002000);
+  EXPECT_EQ(gd::plan_bisection(with_capture_if, with_capture_if).method,
+            gd::bisection_method::disable_nodes)
+      << "capture_if's conditional node is switched off through its setter";
+  for (k whole : {k::host_function, k::child_graph, k::other}) {
+    auto const nodes = nodes_of({k::kernel, whole});
+    EXPECT_EQ(gd::plan_bisection(nodes, nodes).method, gd::bisection_method::prefix_graphs)
+        << gd::kind_name(whole);
+  }
+
+  // A conditional node set some other way runs whole, and CUDA copies no graph holding one.
+  auto const raw_conditional = nodes_of({k::kernel, k::conditional});
+  auto const unset = gd::plan_bisection(raw_conditional, raw_conditional);
+  EXPECT_EQ(unset.method, gd::bisection_method::refused);
+  EXPECT_TRUE(contains(unset.refusal, "node 1 of the graph is a conditional node"))
+      << unset.refusal;
+  EXPECT_TRUE(contains(unset.refusal, "cudaErrorNotSupported")) << unset.refusal;
+
+  // A host function in the fresh capture needs copies; the graph's conditional node forbids them.
+  auto const hosted = nodes_of({k::kernel, k::host_function});
+  auto const mixed = gd::plan_bisection(with_capture_if, hosted);
+  EXPECT_EQ(mixed.method, gd::bisection_method::refused);
+  EXPECT_TRUE(contains(mixed.refusal, "node 1 of the fresh capture is a host function"))
+      << mixed.refusal;
+  EXPECT_TRUE(contains(mixed.refusal, "node 2 of the graph is a conditional node"))
+      << mixed.refusal;
+
+  auto const allocating = nodes_of({k::kernel, k::child_graph, k::memory_allocation});
+  auto const refused = gd::plan_bisection(allocating, allocating);
+  EXPECT_EQ(refused.method, gd::bisection_method::refused);
+  EXPECT_TRUE(contains(refused.refusal, "node 1 of the graph is a child graph")) << refused.refusal;
+  EXPECT_TRUE(contains(refused.refusal, "node 2 of the graph is a memory allocation"))
+      << refused.refusal;
+}
+
+TEST(replay_divergence, a_conditionals_flag_is_the_argument_of_the_setter_it_depends_on) {
+  std::uint64_t const flag = 0x7f0000002000;
+  std::uint64_t const other_flag = 0x7f0000003000;
+  auto nodes = std::vector<gd::node_description>{kernel(0x1000, {})};
+  add_capture_if(nodes, flag);        // setter 1, conditional 2
+  add_capture_if(nodes, other_flag);  // setter 3, conditional 4
+  EXPECT_EQ(gd::condition_setter(nodes, 2), 1U);
+  EXPECT_EQ(gd::condition_flag(nodes, 2), flag);
+  EXPECT_EQ(gd::condition_flag(nodes, 4), other_flag);
+  // Concurrent branches: both setters run before both conditional nodes.
+  std::swap(nodes[2], nodes[3]);
+  nodes[3].dependencies = {1};
+  nodes[4].dependencies = {2};
+  EXPECT_EQ(gd::condition_flag(nodes, 3), flag);
+  EXPECT_EQ(gd::condition_flag(nodes, 4), other_flag);
+  EXPECT_FALSE(gd::condition_flag(nodes, 1).has_value()) << "not a conditional node";
+  nodes[4].dependencies = {0};
+  EXPECT_FALSE(gd::condition_flag(nodes, 4).has_value()) << "no setter among its dependencies";
+  EXPECT_FALSE(gd::condition_flag(nodes, 9).has_value());
 }
 
 TEST(replay_divergence, collective_kernels_are_named_by_nccls_prefix) {

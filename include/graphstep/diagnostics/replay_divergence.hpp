@@ -108,6 +108,8 @@ struct node_description {
   std::size_t width{};
   std::size_t height{};
   std::size_t pitch{};
+  /// The positions (in execution order) of the nodes this one depends on.
+  std::vector<std::size_t> dependencies;
 };
 
 /// @brief One way a node recorded at capture differs from the one the step records now.
@@ -156,14 +158,17 @@ struct launch_change {
 enum class bisection_method : unsigned char {
   /// Disable the nodes after the prefix in one executable (cudaGraphNodeSetEnabled): CUDA
   /// allows it for kernel, memset and memcpy nodes, and the graph holds no other node that
-  /// does work (empty, event and memory nodes do none of their own).
+  /// does work (empty, event and memory nodes do none of their own). A conditional node that
+  /// graphstep's capture_if/capture_while made is switched off by pointing the kernel that
+  /// sets its handle at a zero flag (cudaGraphExecKernelNodeSetParams).
   disable_nodes,
   /// Instantiate a copy of the graph without the nodes after the prefix (cudaGraphClone,
-  /// cudaGraphDestroyNode), for graphs with host functions, child graphs or conditional nodes;
-  /// each runs whole, and a host function runs once in every prefix that holds it.
+  /// cudaGraphDestroyNode), for graphs with host functions or child graphs; each runs whole,
+  /// and a host function runs once in every prefix that holds it.
   prefix_graphs,
-  /// Neither: the graph holds a node CUDA cannot disable and memory nodes, from whose graphs
-  /// CUDA cannot remove nodes.
+  /// Neither: the graph holds a node CUDA cannot disable, and memory nodes (from whose graphs
+  /// CUDA cannot remove nodes) or conditional nodes (CUDA 13.0 copies no graph that holds one:
+  /// cudaGraphClone answers cudaErrorNotSupported).
   refused,
 };
 
@@ -171,12 +176,14 @@ enum class bisection_method : unsigned char {
 /// kernel, memset and memcpy nodes are supported" (cudaGraphNodeSetEnabled).
 [[nodiscard]] bool can_disable(node_kind kind) noexcept;
 
-/// @brief The method for a graph whose nodes are of `kinds`, and for `refused` the reason.
+/// @brief The method for the graph at capture (`then`) and its fresh capture (`now`), and for
+/// `refused` the reason, naming the node and the graph that holds it.
 struct bisection_plan {
   bisection_method method{bisection_method::disable_nodes};
   std::string refusal;
 };
-[[nodiscard]] bisection_plan plan_bisection(std::vector<node_kind> const& kinds);
+[[nodiscard]] bisection_plan plan_bisection(std::vector<node_description> const& then,
+                                            std::vector<node_description> const& now);
 
 /// @brief Whether a kernel is one of NCCL's collectives (its names begin with "nccl"): such a
 /// step waits for its peers, so it cannot be run alone on one rank.
@@ -188,10 +195,14 @@ struct bisection_plan {
 [[nodiscard]] std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a,
                                                         std::vector<node_description> const& b);
 
-/// @brief The device address of the flag that decides the conditional node at `position`, when
-/// graphstep's `capture_if`/`capture_while` made it: the flag parameter of the nearest earlier
-/// kernel that hands a flag to a conditional handle (set_condition_kernel). `nullopt` for any
-/// other node, or a conditional node set some other way.
+/// @brief The position of the kernel that hands a flag to the conditional node at `position`:
+/// the set_condition_kernel launch it depends on, as graphstep's `capture_if`/`capture_while`
+/// records it. `nullopt` for any other node, or a conditional node set some other way.
+[[nodiscard]] std::optional<std::size_t> condition_setter(
+    std::vector<node_description> const& nodes, std::size_t position);
+
+/// @brief The device address of the flag that decides the conditional node at `position`: the
+/// flag parameter of its condition_setter. `nullopt` when it has none.
 [[nodiscard]] std::optional<std::uintptr_t> condition_flag(
     std::vector<node_description> const& nodes, std::size_t position);
 
