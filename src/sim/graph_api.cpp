@@ -345,6 +345,14 @@ cudaError_t cudaGraphClone(cudaGraph_t* clone_out, cudaGraph_t original) {
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::graph_state* g = sim::find_graph(original);
   if (clone_out == nullptr || g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // "Cloning is not supported for graphs which contain memory allocation nodes, memory free
+  // nodes, or conditional nodes" (cudaGraphClone); observed on an H100, driver 580.159.04,
+  // CUDA 13.0, for a conditional node: cudaErrorNotSupported. Such a node anywhere in the
+  // graph's tree counts.
+  if (contains_type(*g, {cudaGraphNodeTypeConditional, cudaGraphNodeTypeMemAlloc,
+                         cudaGraphNodeTypeMemFree})) {
+    return sim::fail(cudaErrorNotSupported);
+  }
   *clone_out = reinterpret_cast<cudaGraph_t>(register_graph(sim::clone(*g)));
   return cudaSuccess;
 }
@@ -657,6 +665,10 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* node, cudaGraph_t graph,
   sim::graph_state* g = sim::find_graph(graph);
   sim::graph_state* c = sim::find_graph(child);
   if (g == nullptr || c == nullptr || g == c) return sim::fail(cudaErrorInvalidValue);
+  // "If childGraph contains allocation nodes, free nodes, or conditional nodes, this call will
+  // return an error" (the only error listed: cudaErrorInvalidValue); "The graph must not
+  // contain conditional nodes" (cudaChildGraphNodeParams::graph, for cudaGraphAddNode).
+  if (contains_type(*c, {cudaGraphNodeTypeConditional})) return sim::fail(cudaErrorInvalidValue);
   // "The node executes an embedded child graph. The child graph is cloned in this call."
   auto created = std::make_unique<sim::node_state>();
   created->type = cudaGraphNodeTypeGraph;

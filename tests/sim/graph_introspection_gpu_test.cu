@@ -71,6 +71,22 @@ class graph_introspection : public gs::testing::gpu_test {
     return host;
   }
 
+  // graph_ built by hand: an empty node, then an IF node whose body is left empty.
+  void build_graph_with_conditional_node() {
+    GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph_, 0));
+    cudaGraphNode_t empty = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaGraphAddEmptyNode(&empty, graph_, nullptr, 0));
+    cudaGraphConditionalHandle handle{};
+    GRAPHSTEP_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph_, 0, 0));
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = cudaGraphCondTypeIf;
+    params.conditional.size = 1;
+    cudaGraphNode_t conditional = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaGraphAddNode(&conditional, graph_, &empty, nullptr, 1, &params));
+  }
+
   cudaStream_t stream_{};
   int* value_{};
   cudaGraph_t graph_{};
@@ -186,4 +202,79 @@ TEST_F(graph_introspection, only_kernel_memset_and_memcpy_nodes_of_the_source_gr
   static_cast<void>(cudaGetLastError());
   static_cast<void>(cudaGraphDestroy(other));
   static_cast<void>(cudaGraphExecDestroy(with_empty));
+}
+
+// "Cloning is not supported for graphs which contain memory allocation nodes, memory free
+// nodes, or conditional nodes" (cudaGraphClone); an H100 with CUDA 13.0 answers
+// cudaErrorNotSupported.
+TEST_F(graph_introspection, a_graph_holding_a_conditional_node_cannot_be_cloned) {
+  // Without a conditional node, a graph holding a child graph clones.
+  cudaGraph_t plain = nullptr;
+  ASSERT_EQ(cudaGraphCreate(&plain, 0), cudaSuccess);
+  cudaGraphNode_t empty = nullptr;
+  ASSERT_EQ(cudaGraphAddEmptyNode(&empty, plain, nullptr, 0), cudaSuccess);
+  cudaGraph_t outer = nullptr;
+  ASSERT_EQ(cudaGraphCreate(&outer, 0), cudaSuccess);
+  cudaGraphNode_t child = nullptr;
+  ASSERT_EQ(cudaGraphAddChildGraphNode(&child, outer, nullptr, 0, plain), cudaSuccess);
+  cudaGraph_t cloned = nullptr;
+  ASSERT_EQ(cudaGraphClone(&cloned, outer), cudaSuccess);
+  ASSERT_NE(cloned, nullptr);
+  std::size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(cloned, nullptr, &count), cudaSuccess);
+  EXPECT_EQ(count, 1U);
+  static_cast<void>(cudaGraphDestroy(cloned));
+  static_cast<void>(cudaGraphDestroy(outer));
+  static_cast<void>(cudaGraphDestroy(plain));
+
+  build_graph_with_conditional_node();
+  cudaGraph_t untouched = graph_;  // any value the call must not overwrite
+  cudaGraph_t refused = untouched;
+  EXPECT_EQ(cudaGraphClone(&refused, graph_), cudaErrorNotSupported);
+  EXPECT_EQ(refused, untouched);
+  static_cast<void>(cudaGetLastError());
+}
+
+// The same note forbids cloning graphs with memory allocation and free nodes; the error CUDA
+// gives is not documented, cudaErrorNotSupported as for conditional nodes is assumed.
+TEST_F(graph_introspection, a_graph_holding_memory_nodes_cannot_be_cloned) {
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  void* temporary = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&temporary, 256, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(temporary, stream_));
+  cudaGraph_t allocating = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &allocating));
+  cudaGraph_t refused = allocating;
+  EXPECT_EQ(cudaGraphClone(&refused, allocating), cudaErrorNotSupported);
+  EXPECT_EQ(refused, allocating);
+  static_cast<void>(cudaGetLastError());
+  static_cast<void>(cudaGraphDestroy(allocating));
+}
+
+// "If childGraph contains allocation nodes, free nodes, or conditional nodes, this call will
+// return an error" (cudaGraphAddChildGraphNode, whose only error listed is
+// cudaErrorInvalidValue); "The graph must not contain conditional nodes"
+// (cudaChildGraphNodeParams::graph, for cudaGraphAddNode).
+TEST_F(graph_introspection, a_graph_holding_a_conditional_node_cannot_become_a_child_graph) {
+  build_graph_with_conditional_node();
+  cudaGraph_t parent = nullptr;
+  ASSERT_EQ(cudaGraphCreate(&parent, 0), cudaSuccess);
+  cudaGraphNode_t untouched = nullptr;  // a node of graph_: any value the calls must not overwrite
+  std::size_t one = 1;
+  ASSERT_EQ(cudaGraphGetNodes(graph_, &untouched, &one), cudaSuccess);
+  ASSERT_NE(untouched, nullptr);
+  cudaGraphNode_t node = untouched;
+  EXPECT_EQ(cudaGraphAddChildGraphNode(&node, parent, nullptr, 0, graph_), cudaErrorInvalidValue);
+  EXPECT_EQ(node, untouched);
+  static_cast<void>(cudaGetLastError());
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeGraph;
+  params.graph.graph = graph_;
+  EXPECT_EQ(cudaGraphAddNode(&node, parent, nullptr, nullptr, 0, &params), cudaErrorInvalidValue);
+  EXPECT_EQ(node, untouched);
+  static_cast<void>(cudaGetLastError());
+  std::size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(parent, nullptr, &count), cudaSuccess);
+  EXPECT_EQ(count, 0U);
+  static_cast<void>(cudaGraphDestroy(parent));
 }
