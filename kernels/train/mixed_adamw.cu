@@ -25,42 +25,22 @@ namespace {
 
 constexpr int block_threads = 256;
 
-// Rounded fp32 operations that are never fused (a host compiler does not contract without
-// FMA instructions in its target either).
+// Rounded fp32 operations that are never fused into a multiply-add, so that the update rounds
+// as the host reference does.
 __device__ __forceinline__ float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
 }
 __device__ __forceinline__ float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
 }
 __device__ __forceinline__ float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
   return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
 }
 __device__ __forceinline__ float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
 }
 __device__ __forceinline__ float sqrt_rn(float a) {
-#if defined(__CUDA_ARCH__)
   return __fsqrt_rn(a);
-#else
-  return sqrtf(a);
-#endif
 }
 
 __device__ __forceinline__ float load(void const* data, std::int32_t type, std::uint64_t at) {

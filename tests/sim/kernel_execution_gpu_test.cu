@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -66,6 +67,11 @@ __global__ void round_trip_narrow(float const* in, float* half_out, float* bf16_
   if (i >= n) return;
   half_out[i] = __half2float(__float2half(in[i]));
   bf16_out[i] = __bfloat162float(__float2bfloat16(in[i]));
+}
+
+__global__ void gradient_step(float const* w, float const* g, float lr, float* out, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = w[i] - lr * g[i];
 }
 
 __global__ void store_value(int* out, int value) {
@@ -185,6 +191,29 @@ TEST_F(kernel_execution, dynamic_shared_memory_has_the_size_of_the_launch) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(reversed[static_cast<std::size_t>(i)], n - 1 - i);
   GRAPHSTEP_CUDA_TRY(cudaFree(in));
   GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+// nvcc fuses w - lr * g into one FMA (--fmad defaults to true): the product is not rounded
+// before the subtraction. On the simulated device kernels are fused the same way where the host
+// has an FMA unit.
+TEST_F(kernel_execution, a_multiply_and_add_fuse_into_one_rounding_as_nvcc_compiles_them) {
+#if defined(GRAPHSTEP_CUDA_SIM) && !defined(GRAPHSTEP_SIM_FMA)
+  GTEST_SKIP() << "this build's simulated kernels round each multiply and add apart: a Debug "
+                  "build, or a host without an FMA unit (GRAPHSTEP_SIM_FMA off)";
+#endif
+  float const w = 0.5F;
+  float const g = 5.0F;
+  float const lr = 0.1F;
+  float* device = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, 3 * sizeof(float)));
+  graphstep::testing::copy_to_device(device, &w, sizeof w);
+  graphstep::testing::copy_to_device(device + 1, &g, sizeof g);
+  gradient_step<<<1, 1>>>(device, device + 1, lr, device + 2, 1);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  float const fused = read_back(device + 2, 1)[0];
+  EXPECT_EQ(fused, std::fma(-lr, g, w)) << "one rounding: -7.45e-09";
+  EXPECT_NE(fused, w - lr * g) << "two roundings (host code, no contraction): 0";
+  GRAPHSTEP_CUDA_TRY(cudaFree(device));
 }
 
 TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {

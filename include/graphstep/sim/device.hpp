@@ -270,6 +270,24 @@ inline float __saturatef(float x) {
 inline float __fmaf_rn(float a, float b, float c) {
   return std::fma(a, b, c);
 }
+// The rounded operations nvcc never merges into a multiply-add ("\note_nofma",
+// crt/device_functions.h): kept out of line, so that each rounds on its own wherever it is
+// called from a kernel compiled with contraction on (GRAPHSTEP_SIM_FMA).
+[[gnu::noinline]] inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+[[gnu::noinline]] inline float __fsub_rn(float a, float b) {
+  return a - b;
+}
+[[gnu::noinline]] inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+[[gnu::noinline]] inline float __fdiv_rn(float a, float b) {
+  return a / b;
+}
+[[gnu::noinline]] inline float __fsqrt_rn(float a) {
+  return std::sqrt(a);
+}
 template <typename T>
 T __ldg(T const* address) {
   return *address;
@@ -308,5 +326,21 @@ inline int __ffs(int x) {
 inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
   ::graphstep::sim::detail::set_conditional_from_device(handle, value);
 }
+
+// nvcc contracts a floating-point multiply and add into one fused multiply-add by default
+// ("--fmad: ... Default value: true", nvcc --help; the CUDA C++ Best Practices Guide, "Fused
+// multiply-add"), and host code is compiled without it. Kernels here are compiled for the
+// host's FMA unit with contraction on, so that a test expecting separately rounded arithmetic
+// fails here as it does on a GPU (0.5 - 0.1f * 5 is -7.45e-09 fused, 0 unfused). GCC contracts
+// inside a kernel and what it inlines there, in optimized builds; elsewhere a result may round
+// as without FMA, which the GPU would not do.
+#if defined(GRAPHSTEP_SIM_FMA)
+#undef __global__
+#if defined(__x86_64__)
+#define __global__ __attribute__((target("fma"), optimize("fp-contract=fast")))
+#else
+#define __global__ __attribute__((optimize("fp-contract=fast")))
+#endif
+#endif
 
 // NOLINTEND(bugprone-reserved-identifier,cert-dcl*,readability-non-const-parameter)
