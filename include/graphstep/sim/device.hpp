@@ -328,8 +328,9 @@ inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned 
 }
 
 // nvcc contracts a floating-point multiply and add into one fused multiply-add by default
-// ("--fmad: ... Default value: true", nvcc --help; the CUDA C++ Best Practices Guide, "Fused
-// multiply-add"), and host code is compiled without it. Kernels here are compiled for the
+// (nvcc --help: "--fmad ... enables (disables) the contraction of floating-point multiplies and
+// adds/subtracts into floating-point multiply-add operations ... Default value: true"), and
+// host code is compiled without it. Kernels here are compiled for the
 // host's FMA unit with contraction on, so that a test expecting separately rounded arithmetic
 // fails here as it does on a GPU (0.5 - 0.1f * 5 is -7.45e-09 fused, 0 unfused). GCC contracts
 // inside a kernel and what it inlines there, in optimized builds; elsewhere a result may round
