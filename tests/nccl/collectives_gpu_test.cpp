@@ -37,12 +37,34 @@ static_assert(!std::is_copy_constructible_v<gn::group_guard>);
 
 namespace {
 
+// An all-reduce as a step, and its capture.
+struct captured_all_reduce {
+  float* recv;
+  std::function<void(gs::cuda::stream_view)> step;
+  gs::graphs::graph graph;
+};
+
 class nccl_test : public gs::testing::nccl_buffer_test {
  protected:
   void SetUp() override {
     gs::testing::nccl_buffer_test::SetUp();
     if (IsSkipped()) return;
     comms_ = gn::nccl_comm::for_local_devices({0});
+  }
+  // A sum all-reduce of `n` floats (each 1.5) on the first communicator, warmed up and captured.
+  captured_all_reduce capture_all_reduce(std::size_t n) {
+    float* send = upload(std::vector<float>(n, 1.5F));
+    float* recv = upload(std::vector<float>(n, 0.0F));
+    auto const comm = comms_.front().view();
+    gn::warm_up(comm, *stream_);
+    captured_all_reduce out{recv,
+                            [send, recv, n, comm](gs::cuda::stream_view s) {
+                              gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::sum,
+                                             comm, s);
+                            },
+                            {}};
+    gs::graphs::capture(out.graph, *stream_, [&] { out.step(*stream_); });
+    return out;
   }
   std::vector<gn::nccl_comm> comms_;
 };
@@ -95,19 +117,11 @@ bool holds_nccl_kernel(gs::graphs::graph const& graph) {
 // verify_replay checks it like any other step.
 TEST_F(nccl_test, verify_replay_checks_a_one_rank_collective_like_any_step) {
   std::size_t const n = 256;
-  float* send = upload(std::vector<float>(n, 1.5F));
-  float* recv = upload(std::vector<float>(n, 0.0F));
-  auto comm = comms_.front().view();
-  gn::warm_up(comm, *stream_);
-  auto const step = [&](gs::cuda::stream_view s) {
-    gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, s);
-  };
-  gs::graphs::graph g;
-  gs::graphs::capture(g, *stream_, [&] { step(*stream_); });
-  auto const report =
-      gs::diagnostics::verify_replay(*stream_, step, g, {gs::diagnostics::watch("recv", recv, n)});
+  captured_all_reduce const reduce = capture_all_reduce(n);
+  auto const report = gs::diagnostics::verify_replay(
+      *stream_, reduce.step, reduce.graph, {gs::diagnostics::watch("recv", reduce.recv, n)});
   EXPECT_TRUE(report.identical()) << report.describe();
-  EXPECT_EQ(download(recv, n), std::vector<float>(n, 0.0F)) << "the regions are restored";
+  EXPECT_EQ(download(reduce.recv, n), std::vector<float>(n, 0.0F)) << "the regions are restored";
 }
 
 // verify_replay runs one rank's step alone, so a graph holding NCCL's kernels is refused
@@ -117,25 +131,17 @@ TEST_F(nccl_test, verify_replay_checks_a_one_rank_collective_like_any_step) {
 TEST_F(nccl_test, verify_replay_refuses_a_graph_holding_collectives) {
   GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("reading NCCL's kernel names from a graph");
   std::size_t const n = 256;
-  float* send = upload(std::vector<float>(n, 1.0F));
-  float* recv = upload(std::vector<float>(n, 0.0F));
-  auto comm = comms_.front().view();
-  gn::warm_up(comm, *stream_);
-  auto const step = [&](gs::cuda::stream_view s) {
-    gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, s);
-  };
-  gs::graphs::graph g;
-  gs::graphs::capture(g, *stream_, [&] { step(*stream_); });
-  if (!holds_nccl_kernel(g)) {
-    GTEST_SKIP() << "NCCL recorded this " << comm.size()
+  captured_all_reduce const reduce = capture_all_reduce(n);
+  if (!holds_nccl_kernel(reduce.graph)) {
+    GTEST_SKIP() << "NCCL recorded this " << comms_.front().view().size()
                  << "-rank all-reduce without a kernel of its own (a copy): nothing to refuse";
   }
   std::string const message = gs::testing::message_of([&] {
-    static_cast<void>(gs::diagnostics::verify_replay(*stream_, step, g,
-                                                     {gs::diagnostics::watch("recv", recv, n)}));
+    static_cast<void>(gs::diagnostics::verify_replay(
+        *stream_, reduce.step, reduce.graph, {gs::diagnostics::watch("recv", reduce.recv, n)}));
   });
   EXPECT_NE(message.find("NCCL kernel"), std::string::npos) << message;
-  EXPECT_EQ(download(recv, n), std::vector<float>(n, 0.0F)) << "nothing ran";
+  EXPECT_EQ(download(reduce.recv, n), std::vector<float>(n, 0.0F)) << "nothing ran";
 }
 
 TEST_F(nccl_test, one_rank_all_reduce_is_a_copy_eager_and_captured) {
