@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
@@ -287,31 +288,6 @@ std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::
   };
 }
 
-// An unsigned int 0 in device memory, for switching conditional nodes off; cleared on
-// `stream`, whose graphs read it (a cudaMemset on the legacy stream would not be ordered before
-// them when `stream` is non-blocking).
-class device_zero {
- public:
-  explicit device_zero(cuda::stream_view stream) {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&value_, sizeof(unsigned)));
-    cudaError_t cleared = cudaMemsetAsync(value_, 0, sizeof(unsigned), stream.value());
-    if (cleared == cudaSuccess) cleared = cudaStreamSynchronize(stream.value());
-    if (cleared != cudaSuccess) {
-      GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(value_));
-      GRAPHSTEP_CUDA_TRY(cleared);
-    }
-  }
-  device_zero(device_zero const&) = delete;
-  device_zero& operator=(device_zero const&) = delete;
-  device_zero(device_zero&&) = delete;
-  device_zero& operator=(device_zero&&) = delete;
-  ~device_zero() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(value_)); }
-  [[nodiscard]] void const* get() const noexcept { return value_; }
-
- private:
-  void* value_{nullptr};
-};
-
 // The value of the flag `address` (an unsigned int in device memory).
 unsigned read_flag(std::uintptr_t address, cuda::stream_view stream) {
   unsigned value = 0;
@@ -333,9 +309,11 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
     report.bisection_skipped = plan.refusal;
     return;
   }
-  device_zero const zero{stream};
-  auto const run_then = prefix_runner(plan.method, graph, then, stream, zero.get());
-  auto const run_now = prefix_runner(plan.method, fresh, now, stream, zero.get());
+  // An unsigned int 0 for switching conditional nodes off, cleared on the stream that runs them.
+  cuda::device_buffer const zero{sizeof(unsigned), stream};
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(zero.data(), 0, zero.size(), stream.value()));
+  auto const run_then = prefix_runner(plan.method, graph, then, stream, zero.data());
+  auto const run_now = prefix_runner(plan.method, fresh, now, stream, zero.data());
   // The flags of capture_if/capture_while nodes, read just before each graph reaches them.
   std::optional<unsigned> then_flag;
   std::optional<unsigned> now_flag;
