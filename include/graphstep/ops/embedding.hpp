@@ -1,0 +1,44 @@
+#pragma once
+
+/// @file ops/embedding.hpp
+/// @brief Token + position embedding of a language model, forward and backward. fp32, fp16 or
+/// bf16 tables; fp32 math. Every launcher enqueues on `stream` only, allocates nothing, and is
+/// capturable. The backward is bitwise reproducible: each gradient row is summed by one owner
+/// in increasing token position, with no floating-point atomics.
+///
+/// A token id outside [0, vocab) cannot be reported from the device without stopping it; the
+/// forward writes a row of NaN for it (so the loss turns NaN, and an optimizer that skips
+/// non-finite steps skips it) and the backward ignores it.
+
+#include <cstdint>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+
+namespace graphstep::ops {
+
+/// @brief The sizes of one embedding call.
+struct embedding_shape {
+  std::int64_t batch{};
+  std::int64_t sequence{};  ///< T: rows of the position table used
+  std::int64_t vocab{};     ///< rows of the token table that ids may name
+  std::int64_t channels{};  ///< C
+};
+
+/// @brief out[b·T + t, :] = token_table[tokens[b·T + t], :] + position_table[t, :]; out is
+/// [B·T, C], token_table [vocab, C] (or more rows), position_table [T, C] (or more rows).
+/// @throws usage_error (null or misaligned pointers, non-positive sizes, more than 2³⁰
+/// positions or 65535·256 channels), cuda_error
+void launch_embedding_forward(void* out, std::int32_t const* tokens, void const* token_table,
+                              void const* position_table, embedding_shape const& shape, dtype type,
+                              cuda::stream_view stream);
+
+/// @brief token_gradient[v, :] gets Σ over positions p with tokens[p] = v of dout[p, :], summed
+/// in increasing p, added to what it holds when `accumulate_tokens` (a tied output projection
+/// wrote its part first) or else written (rows of ids that do not occur are then zeroed);
+/// position_gradient[t, :] = Σ_b dout[b·T + t, :] in increasing b (overwritten).
+/// @throws usage_error (as the forward), cuda_error
+void launch_embedding_backward(void* token_gradient, void* position_gradient, void const* dout,
+                               std::int32_t const* tokens, embedding_shape const& shape,
+                               bool accumulate_tokens, dtype type, cuda::stream_view stream);
+
+}  // namespace graphstep::ops
