@@ -133,7 +133,7 @@ fi
 if wants examples; then
   log ""
   log "## examples"
-  for example in wrap_existing mlp_train bucketed_shapes conv_block ddp; do  # also ctest tests
+  for example in wrap_existing mlp_train bucketed_shapes conv_block ddp transformer_lm; do  # also ctest tests
     binary=$(find "${build}/examples" -maxdepth 2 -type f -name "${example}" | head -1)
     [[ -z "${binary}" ]] && { log "- ${example}: not built"; continue; }
     timeout 600 "${binary}" > "${results}/${example}.txt" 2>&1
@@ -180,7 +180,7 @@ if wants bench; then
   BUILD_DIR="${build}" timeout "${limit}" bash scripts/bench.sh "${results}/bench" \
     > "${results}/bench.txt" 2>&1
   log "- scripts/bench.sh: exit $? (bench/report.md, JSON and plots under ${results}/bench)"
-  grep -E "^\| (launch_overhead|mlp_training_step|linear_gelu|mlp_backward)" "${results}/bench/report.md" \
+  grep -E "^\| (launch_overhead|mlp_training_step|linear_gelu|mlp_backward|launch_bound|compute_bound)" "${results}/bench/report.md" \
     2>/dev/null | head -40 | tee -a "${summary}"
 fi
 

@@ -1,0 +1,339 @@
+// transformer_lm: a GPT-2-style decoder language model (token + position embedding, pre-norm
+// blocks of causal self-attention and a GELU MLP, tied output projection, cross-entropy)
+// trained with bf16 weights, fp32 master weights and AdamW with gradient clipping, eagerly or
+// with the whole step (forward, backward, clipping, optimizer) captured once into one graph and
+// replayed. The data is one batch of random token sequences made in the program.
+//
+//   transformer_lm [--mode eager|graphed|both] [--steps N] [--layers N] [--width N]
+//                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
+//                  [--print-every N] [--check-gradients]
+//
+// "both" trains eager and graphed from the same seed and checks that every step's loss is the
+// same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
+// cuBLASLt runs the same algorithm for the same plan.
+//
+// Launched as several ranks (torchrun's variables: RANK, WORLD_SIZE, ...), it trains data
+// parallel: every rank starts from the same weights with its own batch, the gradients are
+// averaged across the ranks in buckets inside the step (and inside its graph), and at the end
+// every rank checks that its weights are those of rank 0, bit for bit.
+//
+// --check-gradients runs one forward and backward pass and compares the loss and every
+// gradient tensor with the same model computed in fp64 on the host from graphstep's reference
+// ops (reference_model.hpp), from the same bf16 weights and tokens.
+
+#include <graphstep/graphstep.hpp>
+
+#include "reference_model.hpp"
+#include "transformer_model.hpp"
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+#include <graphstep/nccl.hpp>
+#endif
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gs = graphstep;
+namespace go = graphstep::ops;
+
+namespace {
+
+using transformer_example::transformer;
+
+struct settings : transformer_example::transformer_config {
+  std::string mode{"both"};
+  int steps{20};
+  int print_every{5};
+  bool check_gradients{false};
+};
+
+[[noreturn]] void usage(std::string const& problem) {
+  std::fprintf(stderr,
+               "transformer_lm: %s\nusage: transformer_lm [--mode eager|graphed|both] "
+               "[--steps N] [--layers N] [--width N] [--heads N] [--batch N] [--sequence N] "
+               "[--vocab N] [--seed S] [--print-every N] [--check-gradients]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int positive(char const* text, char const* what) {
+  char* end = nullptr;
+  long const value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value <= 0 || value > 10000000) {
+    usage(std::string{what} + " must be a positive integer, not '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+settings parse(int argc, char** argv) {
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    std::string const arg = argv[i];
+    auto value = [&]() -> char const* {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--mode") {
+      s.mode = value();
+      if (s.mode != "eager" && s.mode != "graphed" && s.mode != "both") {
+        usage("--mode must be eager, graphed or both");
+      }
+    } else if (arg == "--steps") {
+      s.steps = positive(value(), "--steps");
+    } else if (arg == "--layers") {
+      s.layers = positive(value(), "--layers");
+    } else if (arg == "--width") {
+      s.channels = positive(value(), "--width");
+    } else if (arg == "--heads") {
+      s.heads = positive(value(), "--heads");
+    } else if (arg == "--batch") {
+      s.batch = positive(value(), "--batch");
+    } else if (arg == "--sequence") {
+      s.sequence = positive(value(), "--sequence");
+    } else if (arg == "--vocab") {
+      s.vocab = positive(value(), "--vocab");
+    } else if (arg == "--seed") {
+      s.seed = static_cast<std::uint64_t>(positive(value(), "--seed"));
+    } else if (arg == "--print-every") {
+      s.print_every = positive(value(), "--print-every");
+    } else if (arg == "--check-gradients") {
+      s.check_gradients = true;
+    } else {
+      usage("unknown argument '" + arg + "'");
+    }
+  }
+  if (auto const problem = s.problem(); !problem.empty()) usage(problem);
+  return s;
+}
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+// Whether every rank's weights are rank 0's, bit for bit (after the gradients were averaged at
+// every step, they must be).
+bool weights_agree_across_ranks(transformer const& model, gs::nccl::nccl_comm_view comm,
+                                gs::cuda::stream_view stream) {
+  std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
+  gs::cuda::device_buffer rank0{bytes, stream};
+  gs::nccl::buffer_view const mine{model.parameters(), bytes, gs::dtype::bfloat16};
+  gs::nccl::broadcast(mine, {rank0.data(), bytes, gs::dtype::bfloat16}, 0, comm, stream);
+  std::vector<std::uint8_t> theirs(bytes);
+  std::vector<std::uint8_t> ours(bytes);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(theirs.data(), rank0.data(), bytes, cudaMemcpyDeviceToHost, stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(ours.data(), model.parameters(), bytes, cudaMemcpyDeviceToHost,
+                                     stream.value()));
+  stream.synchronize();
+  return theirs == ours;
+}
+#endif
+
+std::vector<float> train(settings const& base, bool graphed) {
+  char const* const mode = graphed ? "graphed" : "eager";
+  settings s = base;
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+  // First: the communicator makes the rank's device current, and the stream, the pool and
+  // every buffer belong to the device current when they are made.
+  std::optional<gs::nccl::nccl_comm> comm;
+  std::optional<gs::nccl::bucketed_all_reduce> reducer;
+  char const* const world = std::getenv("WORLD_SIZE");
+  if (world != nullptr && std::atoi(world) > 1) {
+    comm.emplace(gs::nccl::nccl_comm::from_environment());
+    s.data_stream = comm->view().rank();
+  }
+#endif
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  go::cublaslt_handle handle;
+  transformer model{s, pool, stream, handle};
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+  if (comm) {
+    // Buckets over the model's own layout: its slots are contiguous, so offsets agree.
+    std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
+    auto plan = gs::nccl::plan_buckets(model.slot_bytes(), gs::nccl::default_bucket_bytes,
+                                       gs::nccl::default_first_bucket_bytes, 2);
+    reducer.emplace(comm->view(), model.gradients(), bytes, plan, gs::dtype::bfloat16);
+    model.set_after_backward([&](gs::cuda::stream_view st) { reducer->all(st); });
+    std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
+                comm->view().rank(), comm->view().size(), plan.buckets.size());
+  }
+#endif
+  std::printf(
+      "[%s] %d layers, width %d, %d heads, batch %d x sequence %d, vocabulary %d "
+      "(%d padded): %.2fM parameters; attention: plain CUDA kernels; GELU %s\n",
+      mode, s.layers, s.channels, s.heads, s.batch, s.sequence, s.vocab, s.padded_vocab(),
+      static_cast<double>(model.parameter_count()) / 1e6,
+      model.fused_gelu() ? "fused into fc1's GEMM" : "as a separate kernel");
+
+  std::vector<float> losses;
+  std::optional<gs::graphs::graph_exec> step;
+  if (graphed) {
+    // The first step runs eagerly in both modes (so their losses stay comparable), and
+    // cuBLASLt and the kernels are loaded before the capture.
+    model.step();
+    losses.push_back(model.loss());
+    std::printf("[graphed] step     1/%d  loss %.6f  (eager, before the capture)\n", s.steps,
+                static_cast<double>(losses.back()));
+    auto const start = std::chrono::steady_clock::now();
+    gs::graphs::graph captured;
+    gs::graphs::capture(captured, stream, pool, [&] { model.step(); },
+                        {gs::graphs::capture_mode::this_thread, "transformer_lm step"});
+    double const capture_ms = milliseconds_since(start);
+    auto const instantiate_start = std::chrono::steady_clock::now();
+    step.emplace(captured.instantiate());
+    double const instantiate_ms = milliseconds_since(instantiate_start);
+    auto const nodes = step->node_counts();
+    std::printf(
+        "[graphed] one graph per step: %zu nodes (%zu kernels); capture %.1f ms, "
+        "instantiate %.1f ms\n",
+        nodes.total, nodes.kernel, capture_ms, instantiate_ms);
+  }
+  auto const start = std::chrono::steady_clock::now();
+  int const first = static_cast<int>(losses.size()) + 1;
+  for (int i = first; i <= s.steps; ++i) {
+    if (graphed) {
+      step->replay(stream);
+    } else {
+      model.step();
+    }
+    losses.push_back(model.loss());
+    if (i % s.print_every == 0 || i == first || i == s.steps) {
+      std::printf("[%s] step %5d/%d  loss %.6f  %.1f ms/step\n", mode, i, s.steps,
+                  static_cast<double>(losses.back()),
+                  milliseconds_since(start) / static_cast<double>(i - first + 1));
+    }
+  }
+  auto const memory = pool.statistics();
+  std::printf("[%s] pool: %.1f MiB in use at the peak, %.1f MiB mapped\n", mode,
+              static_cast<double>(memory.peak_bytes_in_use) / (1 << 20),
+              static_cast<double>(memory.mapped_bytes) / (1 << 20));
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+  if (comm && !weights_agree_across_ranks(model, comm->view(), stream)) {
+    throw gs::usage_error("rank " + std::to_string(comm->view().rank()) +
+                          "'s weights differ from rank 0's after training");
+  }
+  if (comm) std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
+#endif
+  return losses;
+}
+
+// One forward and backward pass against the fp64 host model from the same bf16 weights.
+// Every activation and gradient of the device step is stored in bf16 (8 significant bits), and
+// each layer rounds several times on the way forward and back: the gradients are expected
+// within a few percent in norm, while a wrong operand, a missing term or a misplaced tensor is
+// off by its whole size.
+bool check_gradients(settings const& s) {
+  constexpr double loss_bound = 1e-2;
+  constexpr double gradient_bound = 5e-2;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  go::cublaslt_handle handle;
+  transformer model{s, pool, stream, handle};
+  model.forward_backward();
+  float const loss = model.loss();
+  std::size_t const count = model.parameter_count();
+  std::vector<std::uint16_t> weights(count);
+  std::vector<std::uint16_t> gradients(count);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights.data(), model.parameters(),
+                                     count * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
+                                     stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gradients.data(), model.gradients(),
+                                     count * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
+                                     stream.get()));
+  stream.synchronize();
+  auto const to_double = [](std::vector<std::uint16_t> const& bits) {
+    std::vector<double> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      values[i] = gs::train::bfloat16_to_float(bits[i]);
+    }
+    return values;
+  };
+  auto const want = transformer_example::reference_step(
+      s, model.tensors(), to_double(weights), model.input_tokens(), model.target_tokens());
+  std::vector<double> const got = to_double(gradients);
+
+  double const loss_error = std::fabs(static_cast<double>(loss) - want.loss) / want.loss;
+  bool ok = loss_error <= loss_bound;
+  std::printf("[check] loss %.6f, fp64 reference %.6f: relative difference %.2e (bound %.0e)\n",
+              static_cast<double>(loss), want.loss, loss_error, loss_bound);
+  double worst = 0.0;
+  std::string worst_name;
+  for (auto const& t : model.tensors()) {
+    auto const slice = [&](std::vector<double> const& v) {
+      return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                                 v.begin() + static_cast<std::ptrdiff_t>(t.offset + t.count));
+    };
+    double const error = go::reference::relative_error(slice(got), slice(want.gradients));
+    if (!(error <= gradient_bound)) {
+      ok = false;
+      std::fprintf(stderr, "[check] %s: gradient off by %.3g (relative, bound %.0e)\n",
+                   t.name.c_str(), error, gradient_bound);
+    }
+    if (!(error <= worst)) {
+      worst = error;
+      worst_name = t.name;
+    }
+  }
+  std::printf(
+      "[check] %zu gradient tensors against the fp64 reference: worst relative error "
+      "%.2e (%s), bound %.0e: %s\n",
+      model.tensors().size(), worst, worst_name.c_str(), gradient_bound, ok ? "ok" : "FAILED");
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  settings const s = parse(argc, argv);
+  if (gs::cuda::device_count() == 0) {
+    std::fprintf(stderr,
+                 "transformer_lm: no CUDA device visible; this example needs an NVIDIA GPU, or "
+                 "a build for the simulated device (cmake --preset sim)\n");
+    return 1;
+  }
+#if defined(GRAPHSTEP_CUDA_SIM)
+  std::printf("transformer_lm: running on the simulated CUDA device (no GPU)\n");
+#endif
+  try {
+    if (s.check_gradients) return check_gradients(s) ? 0 : 1;
+    std::vector<float> eager;
+    std::vector<float> graphed;
+    if (s.mode != "graphed") eager = train(s, false);
+    if (s.mode != "eager") graphed = train(s, true);
+    auto const& losses = graphed.empty() ? eager : graphed;
+    for (float loss : losses) {
+      if (!std::isfinite(loss)) {
+        std::fprintf(stderr, "transformer_lm: a loss is not finite\n");
+        return 1;
+      }
+    }
+    bool const learned = losses.size() < 2 || losses.back() < losses.front();
+    int mismatches = 0;
+    if (!eager.empty() && !graphed.empty()) {
+      for (std::size_t i = 0; i < eager.size(); ++i) {
+        if (std::memcmp(&eager[i], &graphed[i], sizeof(float)) != 0) {
+          if (mismatches++ == 0) {
+            std::fprintf(stderr, "transformer_lm: step %zu: eager loss %.9g, graphed %.9g\n", i + 1,
+                         static_cast<double>(eager[i]), static_cast<double>(graphed[i]));
+          }
+        }
+      }
+      std::printf("eager and graphed losses %s\n",
+                  mismatches == 0 ? "are the same bit for bit at every step" : "differ");
+    }
+    if (!learned) std::fprintf(stderr, "transformer_lm: the loss did not fall\n");
+    return mismatches == 0 && learned ? 0 : 1;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "transformer_lm: %s\n", e.what());
+    return 1;
+  }
+}
