@@ -1,0 +1,599 @@
+// Causal attention on cuDNN's fused attention (ops/attention_cudnn.hpp), through the cuDNN
+// frontend's graph API. Without GRAPHSTEP_WITH_CUDNN_SDPA (no frontend or cuDNN at configure
+// time, or the simulated device) only the argument checks are compiled, and every path that
+// would need cuDNN says what is missing.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/ops/attention_cudnn.hpp>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+#include <dlfcn.h>
+
+#include <cmath>
+#include <memory>
+#include <unordered_map>
+
+// The frontend reaches cuDNN through symbols it looks up in the library opened below
+// (cudnn_dlhandle), and the CUDA runtime through libcudart.so.12 or .13, opened by name (the one
+// graphstep runs on, when it is the shared runtime; CUDNN_FRONTEND_CUDART_LIB_NAME chooses
+// otherwise): nothing links libcudnn, so graphstep's binaries start where cuDNN is absent, and
+// its package names no cuDNN path.
+#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
+// The frontend's JSON (de)serialization is not used here, and costs much of its compile time.
+#define CUDNN_FRONTEND_SKIP_JSON_LIB 1
+// With the two macros above the frontend's inline functions differ from those of any other copy
+// of it in the same program (PyTorch's, a user's): a namespace of their own keeps the two apart.
+#define cudnn_frontend graphstep_cudnn_frontend
+#include <cudnn_frontend.h>
+
+// The library handle the frontend looks cuDNN's symbols up in (open_cudnn() sets it).
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+}  // namespace cudnn_frontend
+#endif
+
+namespace graphstep::ops {
+
+namespace {
+
+// "cuDNN attention (bfloat16, B=2 T=64 H=4 D=64)": the prefix of every message.
+std::string describe(attention_shape const& shape, dtype type) {
+  return std::string{"cuDNN attention ("} + name(type) + ", B=" + std::to_string(shape.batch) +
+         " T=" + std::to_string(shape.sequence) + " H=" + std::to_string(shape.heads) +
+         " D=" + std::to_string(shape.head_dim) + ")";
+}
+
+// Contract violations throw; constraints of cuDNN's kernels are reported, not thrown.
+void check_contract(attention_shape const& s, cudnn_attention_operands const& o,
+                    std::string const& what) {
+  GRAPHSTEP_EXPECTS(s.batch > 0 && s.sequence > 0 && s.heads > 0 && s.head_dim > 0,
+                    what + ": batch, sequence, heads and head_dim must be positive");
+  // qkv holds B·T·3·H·D elements, addressed through int64 strides and byte offsets.
+  constexpr auto limit = static_cast<double>(std::numeric_limits<std::int32_t>::max());
+  GRAPHSTEP_EXPECTS(static_cast<double>(s.batch) * static_cast<double>(s.sequence) *
+                            static_cast<double>(s.heads) * static_cast<double>(s.head_dim) * 3.0 <
+                        limit * limit,
+                    what + ": the layer is too large to index");
+  GRAPHSTEP_EXPECTS(o.qkv != nullptr && o.out != nullptr && o.logsumexp != nullptr,
+                    what + ": qkv, out and logsumexp are required");
+  GRAPHSTEP_EXPECTS((o.dout == nullptr) == (o.dqkv == nullptr),
+                    what +
+                        ": give dout and dqkv together (a plan with a backward) or neither (a "
+                        "forward-only plan)");
+}
+
+// The frontend tells cuDNN that every tensor, logsumexp included, is 16-byte aligned when it
+// chooses an engine (Tensor_attributes::default_alignment), and cuDNN's kernels move q, k, v, o
+// and their gradients in 16-byte vectors; the frontend checks only those pointers, and only when
+// it executes.
+constexpr std::uintptr_t operand_alignment = 16;
+
+support misaligned(char const* operand, void const* pointer, std::string const& what) {
+  return {false, what + ": " + operand + " at " +
+                     std::to_string(reinterpret_cast<std::uintptr_t>(pointer)) +
+                     " is not 16-byte aligned, as cuDNN's fused attention needs; take it from the "
+                     "memory pool, or use the plain kernels of ops/attention.hpp"};
+}
+
+// The constraints that the arguments alone decide: no CUDA or cuDNN call.
+support check_arguments(attention_shape const& s, dtype type, cudnn_attention_operands const& o,
+                        std::string const& what) {
+  if (type != dtype::bfloat16 && type != dtype::float16) {
+    return {false, what + ": cuDNN's fused attention takes bfloat16 or float16 data, not " +
+                       name(type) +
+                       "; run this layer on the plain kernels of ops/attention.hpp "
+                       "(launch_causal_attention_forward and _backward)"};
+  }
+  // A multiple of 8 keeps every head's slice of a row, and the row itself, 16-byte aligned; 256
+  // is the largest head dimension of cuDNN's 16-bit fused attention on any architecture
+  // (cuDNN frontend documentation, "Attention", support matrix).
+  if (s.head_dim % 8 != 0 || s.head_dim > 256) {
+    return {false, what + ": head_dim " + std::to_string(s.head_dim) +
+                       " is not supported: cuDNN's fused attention needs a multiple of 8, at most "
+                       "256"};
+  }
+  for (auto const& [operand, pointer] : {std::pair<char const*, void const*>{"qkv", o.qkv},
+                                         {"out", o.out},
+                                         {"logsumexp", o.logsumexp},
+                                         {"dout", o.dout},
+                                         {"dqkv", o.dqkv}}) {
+    if (reinterpret_cast<std::uintptr_t>(pointer) % operand_alignment != 0) {
+      return misaligned(operand, pointer, what);
+    }
+  }
+  return {};
+}
+
+// What a call writes must not share memory with what it reads or writes besides (cuDNN reads its
+// inputs while it writes), as the plain kernels require too. After check_arguments: the type is a
+// 16-bit one.
+void check_disjoint(attention_shape const& s, dtype type, cudnn_attention_operands const& o,
+                    std::string const& what) {
+  struct extent {
+    char const* name;
+    std::uintptr_t begin, end;
+  };
+  auto const rows = static_cast<std::uintptr_t>(s.batch) * static_cast<std::uintptr_t>(s.sequence);
+  auto const row = static_cast<std::uintptr_t>(s.heads) * static_cast<std::uintptr_t>(s.head_dim) *
+                   size_in_bytes(type);
+  auto const at = [](char const* name, void const* p, std::uintptr_t bytes) {
+    auto const begin = reinterpret_cast<std::uintptr_t>(p);
+    return extent{name, begin, begin + bytes};
+  };
+  extent const qkv = at("qkv", o.qkv, rows * 3 * row);
+  extent const out = at("out", o.out, rows * row);
+  extent const lse =
+      at("logsumexp", o.logsumexp, rows * static_cast<std::uintptr_t>(s.heads) * sizeof(float));
+  extent const dout = at("dout", o.dout, rows * row);
+  extent const dqkv = at("dqkv", o.dqkv, rows * 3 * row);
+  std::vector<std::pair<extent, extent>> pairs{{out, qkv}, {lse, qkv}, {lse, out}};
+  if (o.dqkv != nullptr) {
+    pairs.insert(pairs.end(), {{dqkv, qkv}, {dqkv, out}, {dqkv, lse}, {dqkv, dout}});
+  }
+  for (auto const& [written, other] : pairs) {
+    GRAPHSTEP_EXPECTS(written.end <= other.begin || other.end <= written.begin,
+                      what + ": " + written.name + " overlaps " + other.name +
+                          "; what a call writes must have memory of its own");
+  }
+}
+
+// Where the path is not built: what is missing, and what to do.
+[[maybe_unused]] std::string not_built_reason() {
+#if defined(GRAPHSTEP_CUDA_SIM)
+  return "cuDNN's fused attention is not modelled on the simulated CUDA device, so the cuDNN "
+         "attention path is not built for it; use the plain kernels of ops/attention.hpp";
+#else
+  return "graphstep was built without the cuDNN attention path (GRAPHSTEP_WITH_CUDNN_SDPA): the "
+         "cuDNN frontend's headers or cuDNN were not found at configure time; run "
+         "scripts/install-cudnn-frontend.sh (or set CUDNN_FRONTEND_HOME, and CUDNN_HOME where "
+         "cuDNN is not beside the CUDA toolkit), then configure again";
+#endif
+}
+
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+
+namespace fe = cudnn_frontend;
+
+// cuDNN, opened once for the process. The soname of the major version the headers describe comes
+// first (the loader's search, LD_LIBRARY_PATH included); then the library found at configure
+// time.
+struct cudnn_library {
+  void* handle{};
+  std::size_t version{};
+  std::string error;
+};
+
+cudnn_library open_cudnn() {
+  cudnn_library library;
+  std::string const soname = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+  void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string tried = soname;
+  if (handle == nullptr) {
+    char const* text = dlerror();
+    tried += std::string{" ("} + (text != nullptr ? text : "not found") + ")";
+#if defined(GRAPHSTEP_CUDNN_LIBRARY_PATH)
+    handle = dlopen(GRAPHSTEP_CUDNN_LIBRARY_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      text = dlerror();
+      tried += std::string{", "} + GRAPHSTEP_CUDNN_LIBRARY_PATH + " (" +
+               (text != nullptr ? text : "not found") + ")";
+    }
+#endif
+  }
+  if (handle == nullptr) {
+    library.error = "cuDNN could not be loaded: tried " + tried + "; install cuDNN " +
+                    std::to_string(CUDNN_MAJOR) + " or put its directory on LD_LIBRARY_PATH";
+    return library;
+  }
+  // Set before the frontend's first call: each of its entry points looks its symbol up once.
+  fe::cudnn_dlhandle = handle;
+  try {
+    library.version = fe::detail::get_backend_version();
+  } catch (std::exception const& e) {
+    library.error =
+        std::string{"cuDNN was loaded but does not answer cudnnGetVersion: "} + e.what();
+    return library;
+  }
+  library.handle = handle;
+  return library;
+}
+
+cudnn_library const& cudnn() {
+  static cudnn_library const library = open_cudnn();
+  return library;
+}
+
+// cuDNN 9.0 is the first version whose fused attention takes every option used here (causal
+// masking through the diagonal band, Stats, deterministic backward) in bfloat16 and float16.
+constexpr std::size_t minimum_cudnn_version = 90000;
+
+std::string version_text(std::size_t version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+// Calls cuDNN through the frontend's entry points; a failure throws cudnn_error, and so does an
+// entry point that cannot be found (the frontend throws std::runtime_error then).
+template <typename Call>
+void cudnn_try(Call&& call, char const* text, char const* file, int line) {
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  try {
+    status = call();
+  } catch (std::exception const& e) {
+    throw cudnn_error{
+        static_cast<int>(CUDNN_STATUS_NOT_INITIALIZED),
+        std::string{file} + ":" + std::to_string(line) + ": " + text + ": " + e.what()};
+  }
+  if (status != CUDNN_STATUS_SUCCESS) {
+    graphstep::detail::throw_cudnn_error(static_cast<int>(status),
+                                         fe::detail::get_error_string(status), text, file, line);
+  }
+}
+#define GRAPHSTEP_CUDNN_FE_TRY(call) cudnn_try([&] { return (call); }, #call, __FILE__, __LINE__)
+
+// Tensor ids of the two graphs' variant packs.
+enum uid : std::int64_t {
+  q_uid = 1,
+  k_uid,
+  v_uid,
+  o_uid,
+  stats_uid,
+  do_uid,
+  dq_uid,
+  dk_uid,
+  dv_uid
+};
+
+// The layouts of ops/attention.hpp in cuDNN's [B,H,T,D] order. qkv rows interleave q, k and v of
+// every head (cuDNN's packed "BS3HD" layout): head h of token t of row b is at
+// (b·T + t)·3HD + h·D, k and v H·D and 2·H·D further; out rows are [B·T, H·D]; Stats is [B,H,T].
+struct layouts {
+  std::vector<std::int64_t> dim, qkv_stride, out_stride, stats_dim, stats_stride;
+  std::int64_t head_row{};  // H·D: from q to k, and from k to v, in elements
+
+  explicit layouts(attention_shape const& s) {
+    std::int64_t const b = s.batch;
+    std::int64_t const t = s.sequence;
+    std::int64_t const h = s.heads;
+    std::int64_t const d = s.head_dim;
+    head_row = h * d;
+    dim = {b, h, t, d};
+    qkv_stride = {t * 3 * head_row, d, 3 * head_row, 1};
+    out_stride = {t * head_row, d, head_row, 1};
+    stats_dim = {b, h, t, 1};
+    stats_stride = {h * t, t, 1, 1};
+  }
+};
+
+fe::DataType_t io_type(dtype type) {
+  return type == dtype::bfloat16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
+}
+
+std::shared_ptr<fe::graph::Graph> new_graph(dtype type) {
+  auto graph = std::make_shared<fe::graph::Graph>();
+  // fp32 softmax and accumulation: the 16-bit type is storage only, as in ops/attention.hpp.
+  graph->set_io_data_type(io_type(type))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return graph;
+}
+
+std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph& graph, char const* name,
+                                                    std::int64_t id,
+                                                    std::vector<std::int64_t> const& dim,
+                                                    std::vector<std::int64_t> const& stride) {
+  return graph.tensor(
+      fe::graph::Tensor_attributes().set_name(name).set_uid(id).set_dim(dim).set_stride(stride));
+}
+
+// Position t attends to 0..t: the diagonal band's right bound 0, counted from the top left
+// (query i sees key j ≤ i), which is what set_causal_mask(true) sets, spelled out.
+template <typename Attributes>
+void causal(Attributes& attributes, attention_shape const& s) {
+  attributes.set_attn_scale(static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim))))
+      .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+      .set_diagonal_band_right_bound(0);
+}
+
+std::shared_ptr<fe::graph::Graph> forward_graph(attention_shape const& s, dtype type) {
+  layouts const l{s};
+  auto graph = new_graph(type);
+  auto q = input(*graph, "q", q_uid, l.dim, l.qkv_stride);
+  auto k = input(*graph, "k", k_uid, l.dim, l.qkv_stride);
+  auto v = input(*graph, "v", v_uid, l.dim, l.qkv_stride);
+  auto attributes =
+      fe::graph::SDPA_attributes().set_name("causal_attention").set_generate_stats(true);
+  causal(attributes, s);
+  auto [o, stats] = graph->sdpa(q, k, v, attributes);
+  o->set_output(true).set_uid(o_uid).set_dim(l.dim).set_stride(l.out_stride);
+  stats->set_output(true)
+      .set_uid(stats_uid)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim(l.stats_dim)
+      .set_stride(l.stats_stride);
+  return graph;
+}
+
+std::shared_ptr<fe::graph::Graph> backward_graph(attention_shape const& s, dtype type,
+                                                 cudnn_attention_options const& options) {
+  layouts const l{s};
+  auto graph = new_graph(type);
+  auto q = input(*graph, "q", q_uid, l.dim, l.qkv_stride);
+  auto k = input(*graph, "k", k_uid, l.dim, l.qkv_stride);
+  auto v = input(*graph, "v", v_uid, l.dim, l.qkv_stride);
+  auto o = input(*graph, "o", o_uid, l.dim, l.out_stride);
+  auto d_o = input(*graph, "dout", do_uid, l.dim, l.out_stride);
+  auto stats = input(*graph, "logsumexp", stats_uid, l.stats_dim, l.stats_stride);
+  stats->set_data_type(fe::DataType_t::FLOAT);
+  auto attributes = fe::graph::SDPA_backward_attributes()
+                        .set_name("causal_attention_backward")
+                        .set_deterministic_algorithm(options.deterministic);
+  causal(attributes, s);
+  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, attributes);
+  dq->set_output(true).set_uid(dq_uid).set_dim(l.dim).set_stride(l.qkv_stride);
+  dk->set_output(true).set_uid(dk_uid).set_dim(l.dim).set_stride(l.qkv_stride);
+  dv->set_output(true).set_uid(dv_uid).set_dim(l.dim).set_stride(l.qkv_stride);
+  return graph;
+}
+
+// The frontend's steps from a described graph to an execution plan; the first that fails says
+// why, with the frontend's message. check_support() is where cuDNN refuses a layer it has no
+// engine for.
+void build(fe::graph::Graph& graph, cudnnHandle_t handle, std::string const& what) {
+  auto const expect = [&what](fe::error_t result, char const* step) {
+    GRAPHSTEP_EXPECTS(result.is_good(), what + ": cuDNN cannot run it (" + step +
+                                            "): " + result.get_message() +
+                                            "; use the plain kernels of ops/attention.hpp");
+  };
+  try {
+    expect(graph.validate(), "validate");
+    expect(graph.build_operation_graph(handle), "build_operation_graph");
+    expect(graph.create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans");
+    expect(graph.check_support(), "check_support");
+    expect(graph.build_plans(), "build_plans");
+  } catch (graphstep::error const&) {
+    throw;
+  } catch (fe::cudnnException& e) {
+    throw cudnn_error{static_cast<int>(e.getCudnnStatus()),
+                      what + ": building cuDNN's graph failed: " + e.what()};
+  } catch (std::exception const& e) {
+    throw cudnn_error{static_cast<int>(CUDNN_STATUS_INTERNAL_ERROR),
+                      what + ": building cuDNN's graph failed: " + e.what()};
+  }
+}
+
+std::size_t workspace_of(fe::graph::Graph const& graph, std::string const& what) {
+  std::int64_t bytes = 0;
+  fe::error_t result = graph.get_workspace_size(bytes);
+  if (result.is_bad() || bytes < 0) {
+    throw cudnn_error{static_cast<int>(CUDNN_STATUS_INTERNAL_ERROR),
+                      what + ": cuDNN's workspace size query failed: " + result.get_message()};
+  }
+  return static_cast<std::size_t>(bytes);
+}
+
+void* offset(void const* base, std::int64_t elements, dtype type) {
+  // The variant pack takes non-const pointers; cuDNN only reads the inputs.
+  return const_cast<unsigned char*>(static_cast<unsigned char const*>(base)) +
+         elements * static_cast<std::int64_t>(size_in_bytes(type));
+}
+
+using variant_pack = std::unordered_map<std::int64_t, void*>;
+
+#endif  // GRAPHSTEP_WITH_CUDNN_SDPA
+
+}  // namespace
+
+struct detail::cudnn_attention_state {
+  attention_shape shape;
+  std::string what;
+  void* workspace{};
+  std::size_t workspace_needed{};
+  bool has_backward{};
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  cudnnHandle_t handle{};
+  std::shared_ptr<fe::graph::Graph> forward;
+  std::shared_ptr<fe::graph::Graph> backward;
+  variant_pack forward_pack;
+  variant_pack backward_pack;
+
+  // cudnnSetStream and one graph execution (with, before cuDNN 9.6, a memset of the backward's
+  // dQ accumulator): no allocation, no copy from the host (the frontend makes those for ALiBi
+  // slopes and padding masks only), no synchronization.
+  void run(fe::graph::Graph const& graph, variant_pack pack, cuda::stream_view stream,
+           char const* direction) const {
+    GRAPHSTEP_EXPECTS(workspace_needed == 0 || workspace != nullptr,
+                      what + ": " + direction + "() needs a workspace of " +
+                          std::to_string(workspace_needed) +
+                          " bytes: call set_workspace() with memory from the pool first");
+    GRAPHSTEP_CUDNN_FE_TRY(fe::detail::set_stream(handle, stream.value()));
+    fe::error_t result;
+    try {
+      result = graph.execute(handle, pack, workspace);
+    } catch (std::exception const& e) {
+      throw cudnn_error{static_cast<int>(CUDNN_STATUS_EXECUTION_FAILED),
+                        what + ": " + direction + "(): " + e.what()};
+    }
+    if (result.is_bad()) {
+      throw cudnn_error{
+          static_cast<int>(CUDNN_STATUS_EXECUTION_FAILED),
+          what + ": " + direction + "(): cuDNN did not enqueue the graph: " + result.get_message()};
+    }
+  }
+#endif
+};
+
+void detail::cudnn_handle_deleter::operator()(pointer handle) const noexcept {
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  try {
+    if (cudnnStatus_t const s = fe::detail::destroy_handle(handle); s != CUDNN_STATUS_SUCCESS) {
+      static_cast<void>(std::fprintf(stderr, "graphstep: cudnnDestroy failed (%s)\n",
+                                     fe::detail::get_error_string(s)));
+    }
+  } catch (std::exception const& e) {
+    static_cast<void>(std::fprintf(stderr, "graphstep: cudnnDestroy failed (%s)\n", e.what()));
+  }
+#else
+  static_cast<void>(handle);  // no handle is ever made without cuDNN
+#endif
+}
+
+support cudnn_attention_available() {
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  cudnn_library const& library = cudnn();
+  if (library.handle == nullptr) return {false, library.error};
+  if (library.version < minimum_cudnn_version) {
+    return {false, "cuDNN " + version_text(library.version) +
+                       " was loaded; fused attention as used here needs cuDNN " +
+                       version_text(minimum_cudnn_version) + " or newer"};
+  }
+  return {};
+#else
+  return {false, not_built_reason()};
+#endif
+}
+
+cudnn_handle::cudnn_handle() {
+  support const available = cudnn_attention_available();
+  GRAPHSTEP_EXPECTS(available.fused, "cudnn_handle: " + available.reason);
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  cudnnHandle_t handle = nullptr;
+  GRAPHSTEP_CUDNN_FE_TRY(fe::detail::create_handle(&handle));
+  handle_.reset(handle);
+#endif
+}
+
+support cudnn_attention_plan::can_implement(attention_shape const& shape, dtype type,
+                                            cudnn_attention_operands const& operands) {
+  std::string const what = describe(shape, type);
+  check_contract(shape, operands, what);
+  if (support arguments = check_arguments(shape, type, operands, what); !arguments.fused) {
+    return arguments;
+  }
+  check_disjoint(shape, type, operands, what);
+  if (support available = cudnn_attention_available(); !available.fused) {
+    available.reason = what + ": " + available.reason;
+    return available;
+  }
+  int device = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  int major = 0;
+  int minor = 0;
+  GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major < 8) {
+    return {false, what + ": device " + std::to_string(device) + " has compute capability " +
+                       std::to_string(major) + "." + std::to_string(minor) +
+                       "; cuDNN's fused attention needs 8.0 (Ampere) or newer"};
+  }
+  return {};
+}
+
+cudnn_attention_plan::cudnn_attention_plan(cudnn_handle const& handle, attention_shape const& shape,
+                                           dtype type, cudnn_attention_operands const& operands,
+                                           cudnn_attention_options const& options)
+    : state_{std::make_unique<detail::cudnn_attention_state>()} {
+  auto& s = *state_;
+  s.what = describe(shape, type);
+  GRAPHSTEP_EXPECTS(handle.get() != nullptr, s.what + ": the cuDNN handle was moved from");
+  support const supported = can_implement(shape, type, operands);
+  GRAPHSTEP_EXPECTS(supported.fused, supported.reason);
+  s.shape = shape;
+  s.has_backward = operands.dqkv != nullptr;
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  s.handle = handle.get();
+  layouts const l{shape};
+  void* const q = const_cast<void*>(operands.qkv);
+  s.forward_pack = {{q_uid, q},
+                    {k_uid, offset(q, l.head_row, type)},
+                    {v_uid, offset(q, 2 * l.head_row, type)},
+                    {o_uid, operands.out},
+                    {stats_uid, operands.logsumexp}};
+  s.forward = forward_graph(shape, type);
+  build(*s.forward, s.handle, s.what + " forward");
+  s.workspace_needed = workspace_of(*s.forward, s.what);
+  if (s.has_backward) {
+    s.backward_pack = s.forward_pack;
+    s.backward_pack.insert({{do_uid, const_cast<void*>(operands.dout)},
+                            {dq_uid, operands.dqkv},
+                            {dk_uid, offset(operands.dqkv, l.head_row, type)},
+                            {dv_uid, offset(operands.dqkv, 2 * l.head_row, type)}});
+    s.backward = backward_graph(shape, type, options);
+    build(*s.backward, s.handle, s.what + " backward");
+    s.workspace_needed = std::max(s.workspace_needed, workspace_of(*s.backward, s.what));
+  }
+#else
+  static_cast<void>(options);  // unreachable: can_implement() refused above
+#endif
+}
+
+cudnn_attention_plan::~cudnn_attention_plan() = default;
+cudnn_attention_plan::cudnn_attention_plan(cudnn_attention_plan&&) noexcept = default;
+cudnn_attention_plan& cudnn_attention_plan::operator=(cudnn_attention_plan&&) noexcept = default;
+
+namespace {
+char const* const moved_from =
+    "cudnn_attention_plan: this plan was moved from; use the plan it was moved to";
+}  // namespace
+
+std::size_t cudnn_attention_plan::workspace_size() const {
+  GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
+  return state_->workspace_needed;
+}
+
+void cudnn_attention_plan::set_workspace(void* workspace, std::size_t workspace_bytes) {
+  GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
+  auto& s = *state_;
+  GRAPHSTEP_EXPECTS(workspace_bytes == 0 || workspace != nullptr,
+                    s.what + ": a workspace size was given without a workspace pointer");
+  GRAPHSTEP_EXPECTS(workspace_bytes >= s.workspace_needed,
+                    s.what + ": the workspace has " + std::to_string(workspace_bytes) +
+                        " bytes; workspace_size() is " + std::to_string(s.workspace_needed));
+  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(workspace) % 256 == 0,
+                    s.what + ": the workspace must be 256-byte aligned (take it from the pool)");
+  s.workspace = workspace;
+}
+
+void cudnn_attention_plan::forward(cuda::stream_view stream) const {
+  GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  state_->run(*state_->forward, state_->forward_pack, stream, "forward");
+#else
+  static_cast<void>(stream);   // unreachable: no plan is made without cuDNN
+#endif
+}
+
+void cudnn_attention_plan::backward(cuda::stream_view stream) const {
+  GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
+  GRAPHSTEP_EXPECTS(state_->has_backward,
+                    state_->what +
+                        ": this plan was made without dout and dqkv, so it has no backward; "
+                        "make the plan with them");
+#if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
+  state_->run(*state_->backward, state_->backward_pack, stream, "backward");
+#else
+  static_cast<void>(stream);   // unreachable: no plan is made without cuDNN
+#endif
+}
+
+bool cudnn_attention_plan::has_backward() const noexcept {
+  return state_ != nullptr && state_->has_backward;
+}
+
+attention_shape const& cudnn_attention_plan::shape() const {
+  GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
+  return state_->shape;
+}
+
+}  // namespace graphstep::ops
