@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark suite in one command: builds, runs graphstep_bench (GPU) and graphstep_cpu_bench,
-# the PyTorch comparison when PyTorch and a GPU are there, and writes JSON, report.md and plots
-# to bench/results/<UTC time>/ (or the directory given). BENCH_FILTER and BENCH_ARGS pass a
-# filter and further flags (say --benchmark_min_time=0.05) to graphstep_bench.
+# the PyTorch comparisons (the MLP step, the transformer step) when PyTorch and a GPU are there,
+# and writes JSON, report.md and plots to bench/results/<UTC time>/ (or the directory given).
+# BENCH_FILTER and BENCH_ARGS pass a filter and further flags (say --benchmark_min_time=0.05) to
+# graphstep_bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 run=${1:-bench/results/$(date -u +%Y%m%d-%H%M%S)}
@@ -31,6 +32,8 @@ fi
 "${build}/bench/graphstep_cpu_bench" --benchmark_out="${run}/graphstep_cpu_bench.json" \
   --benchmark_out_format=json || status=1
 python3 bench/compare/pytorch_mlp.py > "${run}/pytorch.json" || status=1
+# Eager, torch.cuda.graph and torch.compile (whose compilation, untimed, comes first).
+python3 bench/compare/pytorch_transformer.py > "${run}/pytorch_transformer.json" || status=1
 
 if ! python3 -c "import matplotlib" 2>/dev/null; then
   python3 -m pip install --quiet matplotlib 2>/dev/null ||
