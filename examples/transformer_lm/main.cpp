@@ -6,7 +6,7 @@
 //
 //   transformer_lm [--mode eager|graphed|both] [--steps N] [--layers N] [--width N]
 //                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
-//                  [--print-every N] [--check-gradients]
+//                  [--attention auto|plain|cudnn] [--print-every N] [--check-gradients]
 //
 // "both" trains eager and graphed from the same seed and checks that every step's loss is the
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
@@ -57,7 +57,8 @@ struct settings : transformer_example::transformer_config {
   std::fprintf(stderr,
                "transformer_lm: %s\nusage: transformer_lm [--mode eager|graphed|both] "
                "[--steps N] [--layers N] [--width N] [--heads N] [--batch N] [--sequence N] "
-               "[--vocab N] [--seed S] [--print-every N] [--check-gradients]\n",
+               "[--vocab N] [--seed S] [--attention auto|plain|cudnn] [--print-every N] "
+               "[--check-gradients]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -100,6 +101,17 @@ settings parse(int argc, char** argv) {
       s.vocab = positive(value(), "--vocab");
     } else if (arg == "--seed") {
       s.seed = static_cast<std::uint64_t>(positive(value(), "--seed"));
+    } else if (arg == "--attention") {
+      std::string const path = value();
+      if (path == "auto") {
+        s.attention = transformer_example::attention_path::automatic;
+      } else if (path == "plain") {
+        s.attention = transformer_example::attention_path::plain;
+      } else if (path == "cudnn") {
+        s.attention = transformer_example::attention_path::cudnn;
+      } else {
+        usage("--attention must be auto, plain or cudnn");
+      }
     } else if (arg == "--print-every") {
       s.print_every = positive(value(), "--print-every");
     } else if (arg == "--check-gradients") {
@@ -169,9 +181,9 @@ std::vector<float> train(settings const& base, bool graphed) {
 #endif
   std::printf(
       "[%s] %d layers, width %d, %d heads, batch %d x sequence %d, vocabulary %d "
-      "(%d padded): %.2fM parameters; attention: plain CUDA kernels; GELU %s\n",
+      "(%d padded): %.2fM parameters; attention: %s; GELU %s\n",
       mode, s.layers, s.channels, s.heads, s.batch, s.sequence, s.vocab, s.padded_vocab(),
-      static_cast<double>(model.parameter_count()) / 1e6,
+      static_cast<double>(model.parameter_count()) / 1e6, model.attention_description().c_str(),
       model.fused_gelu() ? "fused into fc1's GEMM" : "as a separate kernel");
 
   std::vector<float> losses;

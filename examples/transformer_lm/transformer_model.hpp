@@ -9,12 +9,14 @@
 // step; it allocates nothing and synchronizes nothing, so it can be captured. Shared by
 // examples/transformer_lm and the transformer benchmark.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/ops/attention.hpp>
+#include <graphstep/ops/attention_cudnn.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
 #include <graphstep/ops/embedding.hpp>
 #include <graphstep/ops/layer_norm.hpp>
@@ -30,6 +32,10 @@ namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace gt = graphstep::train;
 
+// Which attention runs: cuDNN's fused attention where this build has it and cuDNN takes the
+// layer, else the plain kernels (automatic); or one of them, refused when it cannot run.
+enum class attention_path { automatic, plain, cudnn };
+
 struct transformer_config {
   int layers{12};
   int channels{768};
@@ -40,6 +46,7 @@ struct transformer_config {
   std::uint64_t seed{1337};  // of the weights, the same on every rank
   int data_stream{0};        // which batch of tokens: ranks of a data-parallel run differ
   float learning_rate{3e-4F};
+  attention_path attention{attention_path::automatic};
 
   // The output projection's vocabulary rounded up to a multiple of 64 (GPT-2's 50257 becomes
   // 50304), which keeps its GEMMs on aligned fast paths; the extra rows are never a token.
@@ -81,7 +88,7 @@ class transformer {
   transformer(transformer_config const& c, gs::memory::memory_pool& pool,
               gs::cuda::stream_view stream, go::cublaslt_handle const& handle)
       : c_{c}, pool_{pool}, stream_{stream} {
-    if (auto const p = c.problem(); !p.empty()) throw gs::usage_error("transformer_lm: " + p);
+    if (auto const p = c.problem(); !p.empty()) throw gs::usage_error(p);
     std::size_t const rows = tokens_per_step();
     std::size_t const C = channels();
     std::size_t const vp = static_cast<std::size_t>(c.padded_vocab());
@@ -132,6 +139,7 @@ class transformer {
     cross_entropy_workspace_ = allocate(cross_entropy_workspace_bytes_);
 
     initialize_weights_and_data();
+    plan_attention();
     plan_gemms(handle);
     make_optimizer();
     stream.synchronize();
@@ -185,6 +193,8 @@ class transformer {
     return bytes;
   }
   [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
+  // Which attention runs, and why the plain kernels where cuDNN's was possible but not taken.
+  [[nodiscard]] std::string const& attention_description() const { return attention_; }
   [[nodiscard]] float const* loss_buffer() const { return loss_; }
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
@@ -207,6 +217,7 @@ class transformer {
     std::uint16_t *ln1{}, *qkv{}, *attention{}, *residual_mid{}, *ln2{}, *fc1_pre{}, *fc1_out{};
     float *ln1_mean{}, *ln1_rstd{}, *ln2_mean{}, *ln2_rstd{}, *logsumexp{};
     std::optional<go::gemm_plan> qkv_gemm, proj, fc1, fc2;
+    std::optional<go::cudnn_attention_plan> attention_plan;  // when cuDNN's attention runs
     std::optional<go::gemm_plan> fc2_weight_grad, fc2_data_grad, fc1_weight_grad, fc1_data_grad,
         proj_weight_grad, proj_data_grad, qkv_weight_grad, qkv_data_grad;
   };
@@ -308,6 +319,38 @@ class transformer {
     host_targets_ = std::move(targets);
   }
 
+  // cuDNN's fused attention for every layer, or the plain kernels (see attention_path).
+  void plan_attention() {
+    attention_ = "plain CUDA kernels";
+    if (c_.attention == attention_path::plain) return;
+    auto refuse = [&](std::string const& reason) {
+      if (c_.attention == attention_path::cudnn) {
+        throw gs::usage_error("cuDNN's attention cannot run: " + reason);
+      }
+      attention_ += " (cuDNN's fused attention: " + reason + ")";
+    };
+    if (auto const available = go::cudnn_attention_available(); !available.fused) {
+      return refuse(available.reason);
+    }
+    std::vector<go::cudnn_attention_operands> operands;
+    for (auto& a : layers_) {
+      operands.push_back({a.qkv, a.attention, a.logsumexp, d_attention_, d_qkv_});
+      auto const support =
+          go::cudnn_attention_plan::can_implement(attention_shape_, bf16, operands.back());
+      if (!support.fused) return refuse(support.reason);
+    }
+    cudnn_.emplace();
+    std::size_t workspace_bytes = 0;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      layers_[l].attention_plan.emplace(*cudnn_, attention_shape_, bf16, operands[l]);
+      workspace_bytes = std::max(workspace_bytes, layers_[l].attention_plan->workspace_size());
+    }
+    // One workspace for every layer: they run one after another on one stream.
+    void* workspace = workspace_bytes == 0 ? nullptr : allocate(workspace_bytes);
+    for (auto& a : layers_) a.attention_plan->set_workspace(workspace, workspace_bytes);
+    attention_ = "cuDNN fused attention";
+  }
+
   void plan_gemms(go::cublaslt_handle const& handle) {
     std::int64_t const m = rows();
     std::int64_t const C = c_.channels;
@@ -398,8 +441,12 @@ class transformer {
                                     value(p.ln1_weight), value(p.ln1_bias), m, C,
                                     layer_norm_epsilon, bf16, stream_);
       a.qkv_gemm->run(stream_);
-      go::launch_causal_attention_forward(a.attention, a.logsumexp, a.qkv, attention_shape_, bf16,
-                                          stream_);
+      if (a.attention_plan) {
+        a.attention_plan->forward(stream_);
+      } else {
+        go::launch_causal_attention_forward(a.attention, a.logsumexp, a.qkv, attention_shape_, bf16,
+                                            stream_);
+      }
       a.proj->run(stream_);
       go::launch_add(a.residual_mid, residual_[l], projection_, m * C, bf16, stream_);
       go::launch_layer_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual_mid,
@@ -442,9 +489,13 @@ class transformer {
                           a.ln2_rstd, true);
       a.proj_weight_grad->run(stream_);
       a.proj_data_grad->run(stream_);
-      go::launch_causal_attention_backward(d_qkv_, d_attention_, a.qkv, a.attention, a.logsumexp,
-                                           attention_shape_, bf16, attention_workspace_,
-                                           attention_workspace_bytes_, stream_);
+      if (a.attention_plan) {
+        a.attention_plan->backward(stream_);
+      } else {
+        go::launch_causal_attention_backward(d_qkv_, d_attention_, a.qkv, a.attention, a.logsumexp,
+                                             attention_shape_, bf16, attention_workspace_,
+                                             attention_workspace_bytes_, stream_);
+      }
       a.qkv_weight_grad->run(stream_);
       a.qkv_data_grad->run(stream_);
       layer_norm_backward(d_residual_, p.ln1_weight, p.ln1_bias, residual_[l], a.ln1_mean,
@@ -492,6 +543,8 @@ class transformer {
 
   // residual_[l] is the input of layer l; residual_.back() the last layer's output.
   std::vector<std::uint16_t*> residual_;
+  // Before the layers, whose attention plans use it: members are destroyed in reverse order.
+  std::optional<go::cudnn_handle> cudnn_;
   std::vector<layer_activations> layers_;
   std::uint16_t *lnf_{}, *logits_{}, *projection_{};
   float *lnf_mean_{}, *lnf_rstd_{};
@@ -510,6 +563,7 @@ class transformer {
   void* cross_entropy_workspace_{};
   std::size_t cross_entropy_workspace_bytes_{};
   std::optional<go::gemm_plan> logits_gemm_, logits_weight_grad_, logits_data_grad_;
+  std::string attention_;
   std::optional<gt::mixed_precision_adamw> optimizer_;
 };
 
