@@ -33,15 +33,19 @@
 #include <utility>
 #include <vector>
 
+#include "common/captured_graph.hpp"
 #include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
 #include "common/handle_traits.hpp"
+#include "common/typed_device_values.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
+using gs::testing::captured_graph;
 using gs::testing::contains;
 using gs::testing::message_of;
+using gs::testing::unit_roundoff;
 
 static_assert(gs::testing::is_move_only_v<go::cudnn_handle>);
 static_assert(gs::testing::is_move_only_v<go::cudnn_attention_plan>);
@@ -413,11 +417,6 @@ double relative_error(std::vector<double> const& got, std::vector<double> const&
   return std::sqrt(error / norm);
 }
 
-// The unit roundoff of the storage type: 2^-8 (bf16), 2^-11 (fp16).
-double unit_roundoff(gs::dtype type) {
-  return type == gs::dtype::bfloat16 ? 0x1p-8 : 0x1p-11;
-}
-
 // The forward's error on a real GPU: flash attention rounds the probabilities to the storage
 // type before P·V (≤ u/2 of each, against an fp32 row sum) and rounds the output (≤ u/2); with
 // |v| ≤ 1 that is ≤ u in all. 2u leaves a factor 2 for fp32 accumulation and exp2 approximations.
@@ -449,41 +448,6 @@ std::vector<double> part_of(std::vector<double> const& qkv, go::attention_shape 
   }
   return values;
 }
-
-// A graph captured from `stream` with the plain runtime calls, owned until destruction.
-class captured_graph {
- public:
-  template <typename Work>
-  captured_graph(cudaStream_t stream, cudaStreamCaptureMode mode, Work&& work) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, mode));
-    try {
-      work();
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      static_cast<void>(cudaStreamEndCapture(stream, &broken));
-      if (broken != nullptr) static_cast<void>(cudaGraphDestroy(broken));
-      throw;
-    }
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
-  }
-  ~captured_graph() {
-    if (exec_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec_));
-    if (graph_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(graph_));
-  }
-  captured_graph(captured_graph const&) = delete;
-  captured_graph& operator=(captured_graph const&) = delete;
-  captured_graph(captured_graph&&) = delete;
-  captured_graph& operator=(captured_graph&&) = delete;
-  void replay(cudaStream_t stream) const {
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
-  }
-
- private:
-  cudaGraph_t graph_{};
-  cudaGraphExec_t exec_{};
-};
 
 // Skipped on the simulated device (no cuDNN there), without a GPU, and on GPUs older than
 // sm_80; a build with the cuDNN path must find cuDNN.

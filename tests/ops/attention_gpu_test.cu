@@ -6,8 +6,6 @@
 // replay against eager. Capture uses the plain CUDA calls so that this test depends only on the
 // op itself.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -16,145 +14,30 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/reference.hpp>
-#include <limits>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/captured_graph.hpp"
 #include "common/gpu_test.hpp"
+#include "common/stream_test.hpp"
+#include "common/typed_device_values.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
+using gs::testing::captured_graph;
+using gs::testing::device_values;
+using gs::testing::error_of;
+using gs::testing::random_values;
+using gs::testing::unit_roundoff;
 
 namespace {
-
-// Device memory of one element type. Values are rounded to the storage type on upload, and the
-// rounded values returned, so that the reference sees exactly what the GPU sees.
-class device_array {
- public:
-  device_array(gs::dtype type, std::size_t elements) : type_{type}, elements_{elements} {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&data_, std::max<std::size_t>(bytes(), 1)));
-    poison();
-  }
-  ~device_array() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(data_)); }
-  device_array(device_array const&) = delete;
-  device_array& operator=(device_array const&) = delete;
-  device_array(device_array&&) = delete;
-  device_array& operator=(device_array&&) = delete;
-
-  [[nodiscard]] void* get() const { return data_; }
-  [[nodiscard]] float* floats() const { return static_cast<float*>(data_); }
-  [[nodiscard]] std::size_t bytes() const { return elements_ * gs::size_in_bytes(type_); }
-
-  // All bits set: NaN in fp32, fp16 and bf16, so an element the GPU never wrote shows up.
-  // cudaMemset runs on the legacy stream: wait for it before the test's stream touches the data.
-  void poison() const {
-    GRAPHSTEP_CUDA_TRY(cudaMemset(data_, 0xFF, bytes()));
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  }
-
-  std::vector<double> upload(std::vector<double> values) const {
-    std::vector<unsigned char> raw(bytes());
-    for (std::size_t i = 0; i < elements_; ++i) {
-      auto const f = static_cast<float>(values[i]);
-      switch (type_) {
-        case gs::dtype::float32:
-          values[i] = f;
-          std::memcpy(&raw[i * 4], &f, 4);
-          break;
-        case gs::dtype::float16: {
-          __half const h = __float2half_rn(f);
-          values[i] = __half2float(h);
-          std::memcpy(&raw[i * 2], &h, 2);
-          break;
-        }
-        case gs::dtype::bfloat16: {
-          __nv_bfloat16 const h = __float2bfloat16_rn(f);
-          values[i] = __bfloat162float(h);
-          std::memcpy(&raw[i * 2], &h, 2);
-          break;
-        }
-      }
-    }
-    gs::testing::copy_to_device(data_, raw.data(), raw.size());
-    return values;
-  }
-
-  [[nodiscard]] std::vector<unsigned char> raw() const {
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-    std::vector<unsigned char> bytes_out(bytes());
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpy(bytes_out.data(), data_, bytes_out.size(), cudaMemcpyDeviceToHost));
-    return bytes_out;
-  }
-
-  [[nodiscard]] std::vector<double> download() const {
-    auto const r = raw();
-    std::vector<double> values(elements_);
-    for (std::size_t i = 0; i < elements_; ++i) {
-      switch (type_) {
-        case gs::dtype::float32: {
-          float f = 0.0F;
-          std::memcpy(&f, &r[i * 4], 4);
-          values[i] = f;
-          break;
-        }
-        case gs::dtype::float16: {
-          __half h{};
-          std::memcpy(&h, &r[i * 2], 2);
-          values[i] = __half2float(h);
-          break;
-        }
-        case gs::dtype::bfloat16: {
-          __nv_bfloat16 h{};
-          std::memcpy(&h, &r[i * 2], 2);
-          values[i] = __bfloat162float(h);
-          break;
-        }
-      }
-    }
-    return values;
-  }
-
- private:
-  gs::dtype type_;
-  std::size_t elements_;
-  void* data_{};
-};
-
-std::vector<double> random_values(std::size_t n, std::mt19937& rng, double scale = 1.0) {
-  std::uniform_real_distribution<double> dist{-scale, scale};
-  std::vector<double> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-// Relative Frobenius error, or infinity when the output kept a poisoned element.
-double error_of(std::vector<double> const& got, std::vector<double> const& want) {
-  if (std::any_of(got.begin(), got.end(), [](double x) { return !std::isfinite(x); })) {
-    return std::numeric_limits<double>::infinity();
-  }
-  return ref::relative_error(got, want);
-}
-
-// Unit roundoff of the storage type: 2^-p for p significant bits.
-double unit_roundoff(gs::dtype type) {
-  switch (type) {
-    case gs::dtype::float32: return std::ldexp(1.0, -24);
-    case gs::dtype::float16: return std::ldexp(1.0, -11);
-    case gs::dtype::bfloat16: return std::ldexp(1.0, -8);
-  }
-  return 1.0;
-}
 
 // Bounds on the relative Frobenius error, from the arithmetic and the storage type.
 //
@@ -239,9 +122,9 @@ struct attention_buffers {
 
   go::attention_shape shape;
   std::size_t rows, width;
-  device_array qkv, out, dout, dqkv, logsumexp;
+  device_values qkv, out, dout, dqkv, logsumexp;
   std::size_t workspace_bytes;
-  device_array workspace;
+  device_values workspace;
 };
 
 // max |q_t·k_t'|/√D over t' ≤ t, every batch row and head.
@@ -279,15 +162,9 @@ std::vector<double> part_of(std::vector<double> const& g, std::size_t rows, std:
   return p;
 }
 
-class attention_gpu : public gs::testing::gpu_test,
+class attention_gpu : public gs::testing::stream_test,
                       public ::testing::WithParamInterface<gs::dtype> {
  protected:
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-  }
-
   // Runs forward and backward on `qkv_values` and compares out, logsumexp, dq, dk and dv with
   // the reference.
   void check_against_reference(shape_case const& s, std::vector<double> const& qkv_values,
@@ -321,55 +198,6 @@ class attention_gpu : public gs::testing::gpu_test,
           << what << " " << names[part];
     }
   }
-
-  std::optional<gs::cuda::stream> stream_;
-};
-
-// A graph captured from `stream` with the plain runtime calls, owned until destruction.
-class captured_graph {
- public:
-  template <typename Work>
-  captured_graph(cudaStream_t stream, Work&& work) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      work();
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      static_cast<void>(cudaStreamEndCapture(stream, &broken));
-      if (broken != nullptr) static_cast<void>(cudaGraphDestroy(broken));
-      throw;
-    }
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
-  }
-  ~captured_graph() {
-    if (exec_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec_));
-    if (graph_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(graph_));
-  }
-  captured_graph(captured_graph const&) = delete;
-  captured_graph& operator=(captured_graph const&) = delete;
-  captured_graph(captured_graph&&) = delete;
-  captured_graph& operator=(captured_graph&&) = delete;
-
-  void replay(cudaStream_t stream) const {
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
-  }
-  [[nodiscard]] std::size_t kernel_nodes() const {
-    std::size_t count = 0;
-    GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph_, nullptr, &count));
-    std::vector<cudaGraphNode_t> nodes(count);
-    GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph_, nodes.data(), &count));
-    return static_cast<std::size_t>(std::count_if(nodes.begin(), nodes.end(), [](auto node) {
-      cudaGraphNodeType type{};
-      GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
-      return type == cudaGraphNodeTypeKernel;
-    }));
-  }
-
- private:
-  cudaGraph_t graph_{};
-  cudaGraphExec_t exec_{};
 };
 
 }  // namespace
@@ -381,7 +209,7 @@ TEST_P(attention_gpu, forward_and_backward_match_the_reference) {
     auto const width = static_cast<std::size_t>(s.heads * s.head_dim);
     // Inputs in ±1.5 give scores with a standard deviation of 0.75 (D·0.75²/D): softmaxes
     // neither flat nor one-hot.
-    auto const qkv = random_values(rows * 3 * width, rng, 1.5);
+    auto const qkv = random_values(rows * 3 * width, rng, -1.5, 1.5);
     auto const dout = random_values(rows * width, rng);
     check_against_reference(s, qkv, dout, bounds_for(GetParam(), s.sequence, s.head_dim));
   }
@@ -478,7 +306,7 @@ TEST_P(attention_gpu, a_larger_workspace_gives_the_same_result) {
   buffers.backward(type, *stream_);
   stream_->synchronize();
   auto const dqkv = buffers.dqkv.raw();
-  device_array large{gs::dtype::float32, 4 * buffers.workspace_bytes / sizeof(float)};
+  device_values large{gs::dtype::float32, 4 * buffers.workspace_bytes / sizeof(float)};
   buffers.dqkv.poison();
   go::launch_causal_attention_backward(buffers.dqkv.get(), buffers.dout.get(), buffers.qkv.get(),
                                        buffers.out.get(), buffers.logsumexp.floats(), buffers.shape,

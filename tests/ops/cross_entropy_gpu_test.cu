@@ -14,8 +14,6 @@
 // 2 · (u · |want| + that spacing + 1e-5 · (p + onehot) · |scale / M|). Padded columns must be
 // exactly zero.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -23,163 +21,30 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
 #include <graphstep/ops/reference.hpp>
-#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/stream_test.hpp"
+#include "common/typed_device_values.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
+using gs::testing::device_array;
+using gs::testing::device_values;
+using gs::testing::underflow;
+using gs::testing::unit_roundoff;
 
 namespace {
-
-// Device memory of one element type, `offset_bytes` past a 256-byte boundary (to take the
-// scalar path). Values are rounded to the storage type on upload, so the reference sees exactly
-// what the GPU sees.
-class device_values {
- public:
-  device_values(gs::dtype type, std::size_t count, std::size_t offset_bytes = 0)
-      : type_{type}, count_{count} {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&base_, bytes() + offset_bytes + 256));
-    data_ = static_cast<unsigned char*>(base_) + offset_bytes;
-    poison();
-  }
-  ~device_values() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(base_)); }
-  device_values(device_values const&) = delete;
-  device_values& operator=(device_values const&) = delete;
-  device_values(device_values&&) = delete;
-  device_values& operator=(device_values&&) = delete;
-
-  [[nodiscard]] void* get() const { return data_; }
-  [[nodiscard]] std::size_t bytes() const { return count_ * gs::size_in_bytes(type_); }
-
-  // All bits set: NaN in fp32, fp16 and bf16, so an element the GPU never wrote shows up.
-  void poison() {
-    GRAPHSTEP_CUDA_TRY(cudaMemset(data_, 0xFF, bytes()));
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  }
-
-  std::vector<double> upload(std::vector<double> values) {
-    std::vector<unsigned char> raw(bytes());
-    for (std::size_t i = 0; i < count_; ++i) {
-      auto const f = static_cast<float>(values[i]);
-      if (type_ == gs::dtype::float32) {
-        values[i] = f;
-        std::memcpy(&raw[i * 4], &f, 4);
-      } else if (type_ == gs::dtype::float16) {
-        __half const h = __float2half_rn(f);
-        values[i] = __half2float(h);
-        std::memcpy(&raw[i * 2], &h, 2);
-      } else {
-        __nv_bfloat16 const h = __float2bfloat16_rn(f);
-        values[i] = __bfloat162float(h);
-        std::memcpy(&raw[i * 2], &h, 2);
-      }
-    }
-    gs::testing::copy_to_device(data_, raw.data(), raw.size());
-    return values;
-  }
-
-  [[nodiscard]] std::vector<unsigned char> raw() const {
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-    std::vector<unsigned char> raw(bytes());
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(raw.data(), data_, raw.size(), cudaMemcpyDeviceToHost));
-    return raw;
-  }
-
-  [[nodiscard]] std::vector<double> download() const {
-    auto const bytes = raw();
-    std::vector<double> values(count_);
-    for (std::size_t i = 0; i < count_; ++i) {
-      if (type_ == gs::dtype::float32) {
-        float f = 0.0F;
-        std::memcpy(&f, &bytes[i * 4], 4);
-        values[i] = f;
-      } else if (type_ == gs::dtype::float16) {
-        __half h{};
-        std::memcpy(&h, &bytes[i * 2], 2);
-        values[i] = __half2float(h);
-      } else {
-        __nv_bfloat16 h{};
-        std::memcpy(&h, &bytes[i * 2], 2);
-        values[i] = __bfloat162float(h);
-      }
-    }
-    return values;
-  }
-
- private:
-  gs::dtype type_;
-  std::size_t count_;
-  void* base_{};
-  void* data_{};
-};
-
-// Device memory for plain values (targets, the loss, the workspace), poisoned like the above.
-template <typename T>
-class device_array {
- public:
-  explicit device_array(std::size_t count) : count_{count} { allocate(); }
-  explicit device_array(std::vector<T> const& values) : count_{values.size()} {
-    allocate();
-    gs::testing::copy_to_device(data_, values.data(), bytes());
-  }
-  ~device_array() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(data_)); }
-  device_array(device_array const&) = delete;
-  device_array& operator=(device_array const&) = delete;
-  device_array(device_array&&) = delete;
-  device_array& operator=(device_array&&) = delete;
-  [[nodiscard]] T* get() const { return data_; }
-  [[nodiscard]] std::size_t bytes() const { return count_ * sizeof(T); }
-  [[nodiscard]] std::vector<T> download() const {
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-    std::vector<T> values(count_);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(values.data(), data_, bytes(), cudaMemcpyDeviceToHost));
-    return values;
-  }
-
- private:
-  void allocate() {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&data_, bytes()));
-    GRAPHSTEP_CUDA_TRY(cudaMemset(data_, 0xFF, bytes()));
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  }
-
-  std::size_t count_;
-  T* data_{};
-};
-
-double unit_roundoff(gs::dtype type) {
-  switch (type) {
-    case gs::dtype::float32: return std::ldexp(1.0, -24);
-    case gs::dtype::float16: return std::ldexp(1.0, -11);
-    case gs::dtype::bfloat16: return std::ldexp(1.0, -8);
-  }
-  return 0.0;
-}
-
-// Half the spacing of the subnormals: the absolute rounding error near zero (fp16's 2^-24
-// matters for small probabilities and sums that cancel).
-double underflow(gs::dtype type) {
-  switch (type) {
-    case gs::dtype::float32: return std::ldexp(1.0, -150);
-    case gs::dtype::float16: return std::ldexp(1.0, -25);
-    case gs::dtype::bfloat16: return std::ldexp(1.0, -134);
-  }
-  return 0.0;
-}
 
 struct problem {
   std::int64_t rows, vocab, padded_vocab;
@@ -248,16 +113,7 @@ void expect_gradient_close(std::vector<double> const& got, std::vector<double> c
   }
 }
 
-class cross_entropy_gpu : public gs::testing::gpu_test {
- protected:
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-  }
-  void sync() const { stream_->synchronize(); }
-  std::optional<gs::cuda::stream> stream_;
-};
+using cross_entropy_gpu = gs::testing::stream_test;
 
 }  // namespace
 
@@ -376,8 +232,7 @@ TEST_F(cross_entropy_gpu, same_bytes_on_every_run_and_from_a_captured_graph) {
     };
     auto const run = [&](auto&& launch) {
       logits.upload(h_logits);
-      GRAPHSTEP_CUDA_TRY(cudaMemset(loss.get(), 0xFF, sizeof(float)));
-      GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+      loss.poison();
       launch();
       sync();
       return std::pair{logits.raw(), loss.download()};

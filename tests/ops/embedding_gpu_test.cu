@@ -13,8 +13,6 @@
 // subnormal spacing near zero, which matters for fp16); the tests allow twice that, with n the
 // number of positions plus one (the accumulated value). Where nothing is added, exactly zero.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -22,160 +20,35 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/ops/embedding.hpp>
 #include <graphstep/ops/reference.hpp>
-#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/stream_test.hpp"
+#include "common/typed_device_values.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
+using gs::testing::device_array;
+using gs::testing::device_values;
+using gs::testing::random_values;
+using gs::testing::underflow;
+using gs::testing::unit_roundoff;
 
 namespace {
-
-// Device memory of one element type, `offset_bytes` past a 256-byte boundary (to take the
-// scalar path). Values are rounded to the storage type on upload, so the reference sees exactly
-// what the GPU sees.
-class device_values {
- public:
-  device_values(gs::dtype type, std::size_t count, std::size_t offset_bytes = 0)
-      : type_{type}, count_{count} {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&base_, bytes() + offset_bytes + 256));
-    data_ = static_cast<unsigned char*>(base_) + offset_bytes;
-    poison();
-  }
-  ~device_values() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(base_)); }
-  device_values(device_values const&) = delete;
-  device_values& operator=(device_values const&) = delete;
-  device_values(device_values&&) = delete;
-  device_values& operator=(device_values&&) = delete;
-
-  [[nodiscard]] void* get() const { return data_; }
-  [[nodiscard]] std::size_t bytes() const { return count_ * gs::size_in_bytes(type_); }
-
-  // All bits set: NaN in fp32, fp16 and bf16, so an element the GPU never wrote shows up.
-  void poison() {
-    GRAPHSTEP_CUDA_TRY(cudaMemset(data_, 0xFF, bytes()));
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  }
-
-  std::vector<double> upload(std::vector<double> values) {
-    std::vector<unsigned char> raw(bytes());
-    for (std::size_t i = 0; i < count_; ++i) {
-      auto const f = static_cast<float>(values[i]);
-      if (type_ == gs::dtype::float32) {
-        values[i] = f;
-        std::memcpy(&raw[i * 4], &f, 4);
-      } else if (type_ == gs::dtype::float16) {
-        __half const h = __float2half_rn(f);
-        values[i] = __half2float(h);
-        std::memcpy(&raw[i * 2], &h, 2);
-      } else {
-        __nv_bfloat16 const h = __float2bfloat16_rn(f);
-        values[i] = __bfloat162float(h);
-        std::memcpy(&raw[i * 2], &h, 2);
-      }
-    }
-    gs::testing::copy_to_device(data_, raw.data(), raw.size());
-    return values;
-  }
-
-  [[nodiscard]] std::vector<unsigned char> raw() const {
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-    std::vector<unsigned char> raw(bytes());
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(raw.data(), data_, raw.size(), cudaMemcpyDeviceToHost));
-    return raw;
-  }
-
-  [[nodiscard]] std::vector<double> download() const {
-    auto const bytes = raw();
-    std::vector<double> values(count_);
-    for (std::size_t i = 0; i < count_; ++i) {
-      if (type_ == gs::dtype::float32) {
-        float f = 0.0F;
-        std::memcpy(&f, &bytes[i * 4], 4);
-        values[i] = f;
-      } else if (type_ == gs::dtype::float16) {
-        __half h{};
-        std::memcpy(&h, &bytes[i * 2], 2);
-        values[i] = __half2float(h);
-      } else {
-        __nv_bfloat16 h{};
-        std::memcpy(&h, &bytes[i * 2], 2);
-        values[i] = __bfloat162float(h);
-      }
-    }
-    return values;
-  }
-
- private:
-  gs::dtype type_;
-  std::size_t count_;
-  void* base_{};
-  void* data_{};
-};
-
-// Token ids on the device, `offset_bytes` past a 256-byte boundary (4: the scalar id scan).
-class device_ids {
- public:
-  explicit device_ids(std::vector<std::int32_t> const& ids, std::size_t offset_bytes = 0) {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&base_, ids.size() * sizeof(std::int32_t) + offset_bytes));
-    data_ = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(base_) + offset_bytes);
-    gs::testing::copy_to_device(data_, ids.data(), ids.size() * sizeof(std::int32_t));
-  }
-  ~device_ids() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(base_)); }
-  device_ids(device_ids const&) = delete;
-  device_ids& operator=(device_ids const&) = delete;
-  device_ids(device_ids&&) = delete;
-  device_ids& operator=(device_ids&&) = delete;
-  [[nodiscard]] std::int32_t const* get() const { return data_; }
-
- private:
-  void* base_{};
-  std::int32_t* data_{};
-};
-
-std::vector<double> random(std::size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<double> dist{-1.0, 1.0};
-  std::vector<double> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<double> absolute(std::vector<double> v) {
   for (auto& x : v) x = std::fabs(x);
   return v;
-}
-
-double unit_roundoff(gs::dtype type) {
-  switch (type) {
-    case gs::dtype::float32: return std::ldexp(1.0, -24);
-    case gs::dtype::float16: return std::ldexp(1.0, -11);
-    case gs::dtype::bfloat16: return std::ldexp(1.0, -8);
-  }
-  return 0.0;
-}
-
-// Half the spacing of the subnormals: the absolute rounding error near zero (fp16's 2^-24
-// matters for small probabilities and sums that cancel).
-double underflow(gs::dtype type) {
-  switch (type) {
-    case gs::dtype::float32: return std::ldexp(1.0, -150);
-    case gs::dtype::float16: return std::ldexp(1.0, -25);
-    case gs::dtype::bfloat16: return std::ldexp(1.0, -134);
-  }
-  return 0.0;
 }
 
 // Every element within u·|want| + terms·2^-24·magnitude (twice that, for slack; see the top of
@@ -233,16 +106,7 @@ constexpr std::array<problem, 5> problems{{
 constexpr std::array<gs::dtype, 3> types{gs::dtype::float32, gs::dtype::float16,
                                          gs::dtype::bfloat16};
 
-class embedding_gpu : public gs::testing::gpu_test {
- protected:
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-  }
-  void sync() const { stream_->synchronize(); }
-  std::optional<gs::cuda::stream> stream_;
-};
+using embedding_gpu = gs::testing::stream_test;
 
 }  // namespace
 
@@ -256,12 +120,12 @@ TEST_F(embedding_gpu, forward_matches_the_reference) {
       auto const V = static_cast<std::size_t>(p.vocab);
       auto const T = static_cast<std::size_t>(p.sequence);
       auto const ids = random_ids(n, static_cast<std::int32_t>(V), rng);
-      device_ids tokens{ids, p.offset_bytes};
+      device_array<std::int32_t> tokens{ids, p.offset_bytes};
       device_values table{type, V * C, p.offset_bytes};
       device_values positions{type, T * C, p.offset_bytes};
       device_values out{type, n * C, p.offset_bytes};
-      auto const h_table = table.upload(random(V * C, rng));
-      auto const h_positions = positions.upload(random(T * C, rng));
+      auto const h_table = table.upload(random_values(V * C, rng));
+      auto const h_positions = positions.upload(random_values(T * C, rng));
       go::launch_embedding_forward(out.get(), tokens.get(), table.get(), positions.get(), p.shape(),
                                    type, *stream_);
       sync();
@@ -281,12 +145,12 @@ TEST_F(embedding_gpu, forward_writes_nan_rows_for_ids_outside_the_vocabulary) {
     std::size_t const n = p.positions();
     std::size_t const C = 24;
     auto const ids = random_ids(n, 9, rng, {{1, -1}, {4, 9}, {7, 0x7FFFFFFF}, {11, -77}});
-    device_ids tokens{ids};
+    device_array<std::int32_t> tokens{ids};
     device_values table{type, 9 * C};
     device_values positions{type, 6 * C};
     device_values out{type, n * C};
-    auto const h_table = table.upload(random(9 * C, rng));
-    auto const h_positions = positions.upload(random(6 * C, rng));
+    auto const h_table = table.upload(random_values(9 * C, rng));
+    auto const h_positions = positions.upload(random_values(6 * C, rng));
     go::launch_embedding_forward(out.get(), tokens.get(), table.get(), positions.get(), p.shape(),
                                  type, *stream_);
     auto const got = out.download();
@@ -321,13 +185,13 @@ TEST_F(embedding_gpu, backward_matches_the_reference_written_and_accumulated) {
         // Ids outside the vocabulary are ignored: one below, one at vocab.
         auto const ids = random_ids(n, static_cast<std::int32_t>(V), rng,
                                     {{0, static_cast<std::int32_t>(V)}, {n - 1, -1}});
-        device_ids tokens{ids, p.offset_bytes};
+        device_array<std::int32_t> tokens{ids, p.offset_bytes};
         device_values dout{type, n * C, p.offset_bytes};
         device_values token_gradient{type, V * C, p.offset_bytes};
         device_values position_gradient{type, T * C, p.offset_bytes};
-        auto const h_dout = dout.upload(random(n * C, rng));
+        auto const h_dout = dout.upload(random_values(n * C, rng));
         std::vector<double> old(V * C, 0.0);
-        if (accumulate) old = token_gradient.upload(random(V * C, rng));
+        if (accumulate) old = token_gradient.upload(random_values(V * C, rng));
         go::launch_embedding_backward(token_gradient.get(), position_gradient.get(), dout.get(),
                                       tokens.get(), p.shape(), accumulate, type, *stream_);
         sync();
@@ -363,11 +227,11 @@ TEST_F(embedding_gpu, backward_of_an_id_repeated_thousands_of_times) {
   ids[0] = 3;  // the frequent id starts later than the first position
   for (gs::dtype type : {gs::dtype::float32, gs::dtype::bfloat16}) {
     std::string const what = std::string{gs::name(type)} + " repeated id";
-    device_ids tokens{ids};
+    device_array<std::int32_t> tokens{ids};
     device_values dout{type, n * C};
     device_values token_gradient{type, V * C};
     device_values position_gradient{type, T * C};
-    auto const h_dout = dout.upload(random(n * C, rng));
+    auto const h_dout = dout.upload(random_values(n * C, rng));
     go::launch_embedding_backward(token_gradient.get(), position_gradient.get(), dout.get(),
                                   tokens.get(), {4, 600, 7, 8}, false, type, *stream_);
     auto const want = ref::embedding_backward(h_dout, ids, B, T, V, C);
@@ -394,16 +258,16 @@ TEST_F(embedding_gpu, same_bytes_on_every_run_and_from_a_captured_graph) {
       std::string const what = std::string{gs::name(type)} + (accumulate ? " accumulated" : "");
       go::embedding_shape const shape{3, 6, 5, 40};
       auto const ids = random_ids(n, static_cast<std::int32_t>(V), rng, {{5, -3}});
-      device_ids tokens{ids};
+      device_array<std::int32_t> tokens{ids};
       device_values table{type, V * C};
       device_values positions{type, T * C};
       device_values out{type, n * C};
       device_values dout{type, n * C};
       device_values token_gradient{type, V * C};
       device_values position_gradient{type, T * C};
-      auto const h_table = table.upload(random(V * C, rng));
-      positions.upload(random(T * C, rng));
-      dout.upload(random(n * C, rng));
+      auto const h_table = table.upload(random_values(V * C, rng));
+      positions.upload(random_values(T * C, rng));
+      dout.upload(random_values(n * C, rng));
       auto const step = [&] {
         go::launch_embedding_forward(out.get(), tokens.get(), table.get(), positions.get(), shape,
                                      type, *stream_);

@@ -5,164 +5,54 @@
 // with NaN before each run; dx accumulated onto a residual gradient; the same bytes on a second
 // run, with more workspace, and from a captured graph.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/layer_norm.hpp>
 #include <graphstep/ops/reference.hpp>
-#include <limits>
-#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/captured_graph.hpp"
 #include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
+#include "common/stream_test.hpp"
+#include "common/typed_device_values.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 namespace ref = graphstep::ops::reference;
+using gs::testing::captured_graph;
+using gs::testing::device_values;
+using gs::testing::error_of;
+using gs::testing::random_values;
+using gs::testing::unit_roundoff;
 
 namespace {
 
-// Device memory of one element type, `offset_bytes` past a 256-byte boundary (to take the
-// scalar path). Values are rounded to the storage type on upload, so the reference sees exactly
-// what the GPU sees.
-class device_values {
- public:
-  device_values(gs::dtype type, std::size_t count, std::size_t offset_bytes = 0)
-      : type_{type}, count_{count} {
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&base_, bytes() + offset_bytes + 256));
-    data_ = static_cast<unsigned char*>(base_) + offset_bytes;
-    poison();
-  }
-  ~device_values() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(base_)); }
-  device_values(device_values const&) = delete;
-  device_values& operator=(device_values const&) = delete;
-  device_values(device_values&&) = delete;
-  device_values& operator=(device_values&&) = delete;
-
-  [[nodiscard]] void* get() const { return data_; }
-  [[nodiscard]] float* floats() const { return static_cast<float*>(data_); }
-  [[nodiscard]] std::size_t bytes() const { return count_ * gs::size_in_bytes(type_); }
-
-  // All bits set: NaN in fp32, fp16 and bf16, so an element the GPU never wrote shows up.
-  void poison() {
-    GRAPHSTEP_CUDA_TRY(cudaMemset(data_, 0xFF, bytes()));
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  }
-
-  std::vector<double> upload(std::vector<double> values) {
-    std::vector<unsigned char> raw(bytes());
-    for (std::size_t i = 0; i < count_; ++i) {
-      auto const f = static_cast<float>(values[i]);
-      if (type_ == gs::dtype::float32) {
-        values[i] = f;
-        std::memcpy(&raw[i * 4], &f, 4);
-      } else if (type_ == gs::dtype::float16) {
-        __half const h = __float2half_rn(f);
-        values[i] = __half2float(h);
-        std::memcpy(&raw[i * 2], &h, 2);
-      } else {
-        __nv_bfloat16 const h = __float2bfloat16_rn(f);
-        values[i] = __bfloat162float(h);
-        std::memcpy(&raw[i * 2], &h, 2);
-      }
-    }
-    gs::testing::copy_to_device(data_, raw.data(), raw.size());
-    return values;
-  }
-
-  [[nodiscard]] std::vector<unsigned char> raw() const {
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-    std::vector<unsigned char> raw(bytes());
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(raw.data(), data_, raw.size(), cudaMemcpyDeviceToHost));
-    return raw;
-  }
-
-  [[nodiscard]] std::vector<double> download() const {
-    auto const bytes = raw();
-    std::vector<double> values(count_);
-    std::size_t const size = gs::size_in_bytes(type_);
-    for (std::size_t i = 0; i < count_; ++i) values[i] = value_of(&bytes[i * size]);
-    return values;
-  }
-
- private:
-  [[nodiscard]] double value_of(unsigned char const* p) const {
-    if (type_ == gs::dtype::float32) {
-      float f = 0.0F;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    if (type_ == gs::dtype::float16) {
-      __half h{};
-      std::memcpy(&h, p, 2);
-      return __half2float(h);
-    }
-    __nv_bfloat16 h{};
-    std::memcpy(&h, p, 2);
-    return __bfloat162float(h);
-  }
-
-  gs::dtype type_;
-  std::size_t count_;
-  void* base_{};
-  void* data_{};
-};
-
-std::vector<double> random(std::size_t n, std::mt19937& rng, double low, double high) {
-  std::uniform_real_distribution<double> dist{low, high};
-  std::vector<double> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
 // Rows spread over [−2.5, 2.5] around means up to ±10, so the mean matters.
 std::vector<double> random_rows(std::size_t m, std::size_t n, std::mt19937& rng) {
-  auto v = random(m * n, rng, -2.5, 2.5);
-  auto const offsets = random(m, rng, -10.0, 10.0);
+  auto v = random_values(m * n, rng, -2.5, 2.5);
+  auto const offsets = random_values(m, rng, -10.0, 10.0);
   for (std::size_t i = 0; i < m * n; ++i) v[i] += offsets[i / n];
   return v;
 }
 
-// Relative error (Frobenius), or infinity when the output kept a poisoned element.
-double error_of(std::vector<double> const& got, std::vector<double> const& want) {
-  if (std::any_of(got.begin(), got.end(), [](double v) { return std::isnan(v); })) {
-    return std::numeric_limits<double>::infinity();
-  }
-  return ref::relative_error(got, want);
-}
-
-// The unit roundoff u = 2^-p of the storage type (p = 24, 11, 8 significand bits): each stored
-// result is rounded once, off by at most u relative to itself, so rounding alone gives a
-// relative Frobenius error of at most u (measured: about 0.4·u for fp16 and bf16).
-double unit_roundoff(gs::dtype type) {
-  switch (type) {
-    case gs::dtype::float32: return std::ldexp(1.0, -24);
-    case gs::dtype::float16: return std::ldexp(1.0, -11);
-    case gs::dtype::bfloat16: return std::ldexp(1.0, -8);
-  }
-  return 1.0;
-}
-
-// Plus the fp32 arithmetic before that rounding: the row sums (up to 35 terms per lane, then 5
-// shuffle levels) and the column sums of dγ and dβ (up to 9 rows per warp, 8 warps, 9 slices),
-// each addition off by up to 2^-24 of its running magnitude: at most about 1e-6 relative here
-// (measured: below 6e-7 in fp32). 1e-5 leaves room for that without hiding a wrong or missing
-// term, which is off by 1e-2 or more.
+// Each stored result is rounded once, off by at most u = unit_roundoff(type) relative to itself,
+// so rounding alone gives a relative Frobenius error of at most u (measured: about 0.4·u for fp16
+// and bf16). Plus the fp32 arithmetic before that rounding: the row sums (up to 35 terms per
+// lane, then 5 shuffle levels) and the column sums of dγ and dβ (up to 9 rows per warp, 8 warps,
+// 9 slices), each addition off by up to 2^-24 of its running magnitude: at most about 1e-6
+// relative here (measured: below 6e-7 in fp32). 1e-5 leaves room for that without hiding a wrong
+// or missing term, which is off by 1e-2 or more.
 double bound(gs::dtype type) {
   return unit_roundoff(type) + 1e-5;
 }
@@ -176,41 +66,6 @@ struct shape {
 std::string name_of(gs::dtype type, shape s, char const* what = "") {
   return std::string{gs::name(type)} + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + what;
 }
-
-// A graph captured from `stream` with the plain runtime calls, owned until destruction.
-class captured_graph {
- public:
-  template <typename Work>
-  captured_graph(cudaStream_t stream, Work&& work) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      work();
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      static_cast<void>(cudaStreamEndCapture(stream, &broken));
-      if (broken != nullptr) static_cast<void>(cudaGraphDestroy(broken));
-      throw;
-    }
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
-  }
-  ~captured_graph() {
-    if (exec_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec_));
-    if (graph_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(graph_));
-  }
-  captured_graph(captured_graph const&) = delete;
-  captured_graph& operator=(captured_graph const&) = delete;
-  captured_graph(captured_graph&&) = delete;
-  captured_graph& operator=(captured_graph&&) = delete;
-  void replay(cudaStream_t stream) const {
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
-  }
-
- private:
-  cudaGraph_t graph_{};
-  cudaGraphExec_t exec_{};
-};
 
 // One problem's buffers on the device, inputs uploaded (rounded to the storage type).
 struct layer_norm_problem {
@@ -230,9 +85,9 @@ struct layer_norm_problem {
         workspace_bytes{go::layer_norm_backward_workspace_size(m(), n())},
         workspace{gs::dtype::float32, workspace_bytes / sizeof(float)} {
     hx = x.upload(random_rows(s.m, s.n, rng));
-    hgamma = gamma.upload(random(s.n, rng, 0.5, 1.5));
-    hbeta = beta.upload(random(s.n, rng, -0.5, 0.5));
-    hdy = dy.upload(random(s.m * s.n, rng, -1.0, 1.0));
+    hgamma = gamma.upload(random_values(s.n, rng, 0.5, 1.5));
+    hbeta = beta.upload(random_values(s.n, rng, -0.5, 0.5));
+    hdy = dy.upload(random_values(s.m * s.n, rng));
   }
   [[nodiscard]] std::int64_t m() const { return static_cast<std::int64_t>(size.m); }
   [[nodiscard]] std::int64_t n() const { return static_cast<std::int64_t>(size.n); }
@@ -259,29 +114,13 @@ struct layer_norm_problem {
   std::vector<double> hx, hgamma, hbeta, hdy;
 };
 
-class layer_norm_gpu : public gs::testing::gpu_test,
+class layer_norm_gpu : public gs::testing::stream_test,
                        public ::testing::WithParamInterface<gs::dtype> {
  protected:
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-  }
   [[nodiscard]] gs::cuda::stream_view stream() const { return stream_->view(); }
-  void sync() const { stream_->synchronize(); }
-
-  std::optional<gs::cuda::stream> stream_;
 };
 
-class layer_norm_gpu_fp32 : public gs::testing::gpu_test {
- protected:
-  void SetUp() override {
-    gs::testing::gpu_test::SetUp();
-    if (IsSkipped()) return;
-    stream_.emplace();
-  }
-  std::optional<gs::cuda::stream> stream_;
-};
+using layer_norm_gpu_fp32 = gs::testing::stream_test;
 
 // Widths not a multiple of 32 or of the vector (40, 77), GPT-2's 768 with few rows, a single
 // column, rows beyond the registers (1100: re-read from memory), 70 rows (9 row slices).
@@ -327,7 +166,7 @@ TEST_F(layer_norm_gpu_fp32, forward_keeps_the_variance_of_rows_far_from_zero) {
     device_values y{gs::dtype::float32, s.m * s.n};
     device_values mean{gs::dtype::float32, s.m};
     device_values rstd{gs::dtype::float32, s.m};
-    auto values = random(s.m * s.n, rng, -1.0, 1.0);
+    auto values = random_values(s.m * s.n, rng);
     for (auto& v : values) v += 1000.0;
     auto const hx = x.upload(values);
     auto const hgamma = gamma.upload(std::vector<double>(s.n, 1.0));
@@ -370,7 +209,7 @@ TEST_P(layer_norm_gpu, backward_matches_the_reference_and_accumulates_into_dx) {
     EXPECT_LT(error_of(p.dbeta.download(), want.dbeta), bound(type)) << what << " dbeta";
 
     // Onto a residual gradient already in dx: dx = residual + the gradient, rounded once.
-    auto const residual = p.dx.upload(random(s.m * s.n, rng, -1.0, 1.0));
+    auto const residual = p.dx.upload(random_values(s.m * s.n, rng));
     p.dgamma.poison();
     p.dbeta.poison();
     p.backward(true, stream());
@@ -425,8 +264,8 @@ TEST_P(layer_norm_gpu, launchers_are_capturable_and_replay_the_eager_bytes) {
   shape const s{20, 77};
   layer_norm_problem p{type, s, rng};
   device_values residual{type, s.m * s.n};
-  auto const h_residual = random(s.m * s.n, rng, -1.0, 1.0);
-  auto const h_dx = random(s.m * s.n, rng, -1.0, 1.0);
+  auto const h_residual = random_values(s.m * s.n, rng);
+  auto const h_dx = random_values(s.m * s.n, rng);
   auto const run = [&] {
     p.forward(stream());
     go::launch_add(residual.get(), residual.get(), p.y.get(), p.m() * p.n(), type, stream());
@@ -469,8 +308,8 @@ TEST_P(layer_norm_gpu, add_is_the_rounded_fp32_sum_in_place_or_not) {
       device_values a{type, count, offset};
       device_values b{type, count};
       device_values out{type, count};
-      auto const ha = a.upload(random(count, rng, -4.0, 4.0));
-      auto const hb = b.upload(random(count, rng, -4.0, 4.0));
+      auto const ha = a.upload(random_values(count, rng, -4.0, 4.0));
+      auto const hb = b.upload(random_values(count, rng, -4.0, 4.0));
       std::vector<double> sums(count);
       for (std::size_t i = 0; i < count; ++i) {
         sums[i] = static_cast<float>(ha[i]) + static_cast<float>(hb[i]);
