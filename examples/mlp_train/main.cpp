@@ -162,16 +162,22 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
 }
 
 std::vector<float> train(settings const& s, bool graphed) {
+#if defined(MLP_TRAIN_WITH_NCCL)
+  // Launched with several ranks (RANK/WORLD_SIZE...): average the gradients across them. The
+  // communicator comes first: it makes the rank's device current, and the stream, the pool and
+  // the model belong to the device current when they are made.
+  std::optional<graphstep::nccl::nccl_comm> comm;
+  std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
+  if (char const* world = std::getenv("WORLD_SIZE"); world != nullptr && std::atoi(world) > 1) {
+    comm.emplace(graphstep::nccl::nccl_comm::from_environment());
+  }
+#endif
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   go::cublaslt_handle handle;
   mlp model{s, pool, stream, handle};
 #if defined(MLP_TRAIN_WITH_NCCL)
-  // Launched with several ranks (RANK/WORLD_SIZE...): average the gradients across them.
-  std::optional<graphstep::nccl::nccl_comm> comm;
-  std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
-  if (char const* world = std::getenv("WORLD_SIZE"); world != nullptr && std::atoi(world) > 1) {
-    comm.emplace(graphstep::nccl::nccl_comm::from_environment());
+  if (comm) {
     std::vector<std::size_t> bytes;
     for (std::size_t count : model.gradient_counts()) bytes.push_back(count * sizeof(float));
     // The gradients are contiguous: no alignment padding between them.
