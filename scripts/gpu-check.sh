@@ -18,6 +18,8 @@
 #                      runs. NCCL 2.30 and later run several ranks on one GPU
 #                      (NCCL_MULTI_RANK_GPU_ENABLE=1), which the `ranks` phase needs.
 #
+# The cuDNN attention path needs the cuDNN frontend's headers in third_party/cudnn-frontend
+# (scripts/install-cudnn-frontend.sh fetches them; carry them to a machine without PyPI).
 # Dependencies are found where they are: installed CMake packages first, then third_party/
 # (made by scripts/vendor-deps.sh on a build machine), then NCCL_SOURCE, then NCCL from
 # PyTorch's Python packages (nvidia-nccl-cu*). What is missing is skipped and named in the
@@ -92,6 +94,15 @@ if [[ -z "${CUDNN_HOME:-}" && ! -f /usr/local/cuda/include/cudnn.h ]]; then
     [[ -e "${cudnn_dir}/lib/libcudnn.so" ]] || ln -sf libcudnn.so.9 "${cudnn_dir}/lib/libcudnn.so" 2>/dev/null || true
     export LD_LIBRARY_PATH=${cudnn_dir}/lib:${LD_LIBRARY_PATH:-}
   fi
+fi
+
+# The cuDNN frontend's headers for the cuDNN attention path: fetched from PyPI where it can be
+# reached, else used as carried in third_party/cudnn-frontend; without them the plain attention
+# kernels run alone.
+if scripts/install-cudnn-frontend.sh > "${results}/cudnn-frontend.txt" 2>&1; then
+  log "- cuDNN frontend: $(cat third_party/cudnn-frontend/VERSION 2>/dev/null) (cuDNN attention path built)"
+else
+  log "- cuDNN frontend: not found (cudnn-frontend.txt); the cuDNN attention path is not built"
 fi
 
 prefix_path=""
