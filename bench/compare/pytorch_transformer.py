@@ -174,7 +174,9 @@ def run_mode(torch, name: str, mode: str, device, steps: int, warmup: int) -> di
         # Gradients are kept (and zeroed in place) where the step is captured: the graph's
         # backward writes into the same tensors on every replay.
         optimizer.zero_grad(set_to_none=(mode != "graphed"))
-        with torch.autocast(device.type, dtype=torch.bfloat16):
+        # Autocast caches its casts across calls; a captured region must not (the documentation
+        # of torch.cuda.make_graphed_callables asks for cache_enabled=False with graphs).
+        with torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=(mode != "graphed")):
             loss = forward(tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
