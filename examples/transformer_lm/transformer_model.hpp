@@ -149,10 +149,7 @@ class transformer {
   transformer& operator=(transformer const&) = delete;
   transformer(transformer&&) = delete;
   transformer& operator=(transformer&&) = delete;
-  ~transformer() {
-    optimizer_.reset();
-    for (void* p : allocations_) pool_.deallocate(p, stream_);
-  }
+  ~transformer() = default;
 
   // One training step: forward, loss, backward, (hook: e.g. gradient all-reduce), clip + AdamW.
   void step() {
@@ -510,9 +507,10 @@ class transformer {
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
   // back when the model goes.
   void* allocate(std::size_t bytes) {
-    allocations_.push_back(pool_.allocate(bytes, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(allocations_.back(), 0, bytes, stream_.value()));
-    return allocations_.back();
+    allocations_.pointers.push_back(pool_.allocate(bytes, stream_));
+    void* const p = allocations_.pointers.back();
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.value()));
+    return p;
   }
   std::uint16_t* buffer(std::size_t count) {
     return static_cast<std::uint16_t*>(allocate(count * sizeof(std::uint16_t)));
@@ -524,10 +522,24 @@ class transformer {
     stream_.synchronize();  // the host buffer goes when this returns
   }
 
+  // The model's pool memory, given back when it goes: declared first, so destroyed last (after
+  // the plans and the optimizer that use it), and also when the constructor throws.
+  struct pool_allocations {
+    gs::memory::memory_pool& pool;
+    gs::cuda::stream_view stream;
+    std::vector<void*> pointers;
+    pool_allocations(gs::memory::memory_pool& p, gs::cuda::stream_view s) : pool{p}, stream{s} {}
+    pool_allocations(pool_allocations const&) = delete;
+    pool_allocations& operator=(pool_allocations const&) = delete;
+    ~pool_allocations() {
+      for (void* p : pointers) pool.deallocate(p, stream);
+    }
+  };
+
   transformer_config c_;
   gs::memory::memory_pool& pool_;
   gs::cuda::stream_view stream_;
-  std::vector<void*> allocations_;
+  pool_allocations allocations_{pool_, stream_};
   std::function<void(gs::cuda::stream_view)> after_backward_;
 
   std::size_t parameter_count_{};
