@@ -12,6 +12,8 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
 
+#include "step_timing.hpp"
+
 namespace gs = graphstep;
 
 namespace {
@@ -26,26 +28,6 @@ void launch_tiny(gs::cuda::stream_view stream, float* x, int kernels) {
 
 enum class mode { eager, raw_graph, replay };
 
-template <typename Enqueue>
-void time_steps(benchmark::State& state, gs::cuda::stream_view stream, Enqueue&& enqueue) {
-  gs::cuda::timed_event start;
-  gs::cuda::timed_event stop;
-  for (int i = 0; i < 10; ++i) enqueue();  // warm-up, outside the timed loop
-  stream.synchronize();
-  double host_seconds = 0.0;
-  for (auto _ : state) {
-    start.record(stream);
-    auto const host_start = std::chrono::steady_clock::now();
-    enqueue();
-    host_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
-    stop.record(stream);
-    stop.synchronize();
-    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3);
-  }
-  state.counters["host_us"] = benchmark::Counter(host_seconds * 1e6 / state.iterations());
-}
-
 void launch_overhead(benchmark::State& state, mode how) {
   int const kernels = static_cast<int>(state.range(0));
   gs::cuda::stream stream;
@@ -53,7 +35,9 @@ void launch_overhead(benchmark::State& state, mode how) {
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream.get()));  // ordered before use
   switch (how) {
-    case mode::eager: time_steps(state, stream, [&] { launch_tiny(stream, x, kernels); }); break;
+    case mode::eager:
+      bench::time_steps(state, stream, 10, [&] { launch_tiny(stream, x, kernels); });
+      break;
     case mode::raw_graph: {
       cudaGraph_t raw = nullptr;
       cudaGraphExec_t exec = nullptr;
@@ -62,7 +46,8 @@ void launch_overhead(benchmark::State& state, mode how) {
       GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream.get(), &raw));
       GRAPHSTEP_CUDA_TRY(cudaGraphInstantiateWithFlags(&exec, raw, 0));
       GRAPHSTEP_CUDA_TRY(cudaGraphUpload(exec, stream.get()));
-      time_steps(state, stream, [&] { GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream.get())); });
+      bench::time_steps(state, stream, 10,
+                        [&] { GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream.get())); });
       GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
       GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(raw));
       break;
@@ -70,7 +55,7 @@ void launch_overhead(benchmark::State& state, mode how) {
     case mode::replay: {
       gs::graphs::graph_exec step;
       gs::graphs::capture(step, stream, [&] { launch_tiny(stream, x, kernels); });
-      time_steps(state, stream, [&] { step.replay(stream); });
+      bench::time_steps(state, stream, 10, [&] { step.replay(stream); });
       break;
     }
   }

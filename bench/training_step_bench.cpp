@@ -4,11 +4,11 @@
 
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <graphstep/graphstep.hpp>
 #include <optional>
 
 #include "mlp_model.hpp"
+#include "step_timing.hpp"
 
 namespace gs = graphstep;
 
@@ -33,22 +33,7 @@ void mlp_training_step(benchmark::State& state, bool graphed) {
       model.step();
     }
   };
-  for (int i = 0; i < 5; ++i) issue();  // warm-up
-  stream.synchronize();
-  gs::cuda::timed_event start;
-  gs::cuda::timed_event stop;
-  double host_seconds = 0.0;
-  for (auto _ : state) {
-    start.record(stream);
-    auto const host_start = std::chrono::steady_clock::now();
-    issue();
-    host_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
-    stop.record(stream);
-    stop.synchronize();
-    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3);
-  }
-  state.counters["host_us"] = host_seconds * 1e6 / static_cast<double>(state.iterations());
+  bench::time_steps(state, stream, 5, issue);
   state.counters["batch"] = settings.batch;
   state.SetLabel(model.fused() ? "fused GELU" : "unfused GELU");
 }

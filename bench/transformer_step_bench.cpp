@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "step_timing.hpp"
 #include "transformer_model.hpp"
 
 namespace gs = graphstep;
@@ -57,23 +58,8 @@ void transformer_step(benchmark::State& state, bool graphed, transformer_config 
       model.step();
     }
   };
-  for (int i = 0; i < 3; ++i) issue();  // warm-up
-  stream.synchronize();
-  gs::cuda::timed_event start;
-  gs::cuda::timed_event stop;
-  double host_seconds = 0.0;
-  for (auto _ : state) {
-    start.record(stream);
-    auto const host_start = std::chrono::steady_clock::now();
-    issue();
-    host_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
-    stop.record(stream);
-    stop.synchronize();
-    state.SetIterationTime(gs::cuda::timed_event::elapsed_ms(start, stop) / 1e3);
-  }
+  bench::time_steps(state, stream, 3, issue);
   auto const memory = pool.statistics();
-  state.counters["host_us"] = host_seconds * 1e6 / static_cast<double>(state.iterations());
   state.counters["layers"] = c.layers;
   state.counters["width"] = c.channels;
   state.counters["heads"] = c.heads;
