@@ -51,6 +51,9 @@ class captured_graph {
     GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
   }
 
+  /// The captured graph, still owned here (for inspecting its nodes).
+  [[nodiscard]] cudaGraph_t graph() const { return graph_; }
+
   /// The kernel nodes the capture recorded: how many launches the op made.
   [[nodiscard]] std::size_t kernel_nodes() const {
     std::size_t count = 0;

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/captured_graph.hpp"
 #include "common/gemm_numerics.hpp"
 #include "common/gpu_test.hpp"
 
@@ -223,39 +224,7 @@ node_counts count_nodes(cudaGraph_t graph) {
   return counts;
 }
 
-// A graph captured from `stream` with the plain runtime calls, owned until destruction.
-class captured_graph {
- public:
-  template <typename Work>
-  captured_graph(cudaStream_t stream, Work&& work) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      work();
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      static_cast<void>(cudaStreamEndCapture(stream, &broken));
-      if (broken != nullptr) static_cast<void>(cudaGraphDestroy(broken));
-      throw;
-    }
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
-  }
-  ~captured_graph() {
-    if (exec_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec_));
-    if (graph_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(graph_));
-  }
-  captured_graph(captured_graph const&) = delete;
-  captured_graph& operator=(captured_graph const&) = delete;
-  void replay(cudaStream_t stream) const {
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
-  }
-  [[nodiscard]] cudaGraph_t graph() const { return graph_; }
-
- private:
-  cudaGraph_t graph_{};
-  cudaGraphExec_t exec_{};
-};
+using gs::testing::captured_graph;
 
 class linear_gelu_gpu : public gs::testing::gpu_test,
                         public ::testing::WithParamInterface<gs::testing::gemm_numerics> {
