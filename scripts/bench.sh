@@ -3,7 +3,8 @@
 # the PyTorch comparisons (the MLP step, the transformer step) when PyTorch and a GPU are there,
 # and writes JSON, report.md and plots to bench/results/<UTC time>/ (or the directory given).
 # BENCH_FILTER and BENCH_ARGS pass a filter and further flags (say --benchmark_min_time=0.05) to
-# graphstep_bench.
+# graphstep_bench; BENCH_COMPARE names the PyTorch comparisons that run (default: "mlp
+# transformer"; empty: none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 run=${1:-bench/results/$(date -u +%Y%m%d-%H%M%S)}
@@ -31,9 +32,14 @@ if ! "${build}/bench/graphstep_bench" --benchmark_out="${run}/graphstep_bench.js
 fi
 "${build}/bench/graphstep_cpu_bench" --benchmark_out="${run}/graphstep_cpu_bench.json" \
   --benchmark_out_format=json || status=1
-python3 bench/compare/pytorch_mlp.py > "${run}/pytorch.json" || status=1
-# Eager, torch.cuda.graph and torch.compile (whose compilation, untimed, comes first).
-python3 bench/compare/pytorch_transformer.py > "${run}/pytorch_transformer.json" || status=1
+compare=" ${BENCH_COMPARE-mlp transformer} "
+if [[ "${compare}" == *" mlp "* ]]; then
+  python3 bench/compare/pytorch_mlp.py > "${run}/pytorch.json" || status=1
+fi
+if [[ "${compare}" == *" transformer "* ]]; then
+  # Eager, torch.cuda.graph and torch.compile (whose compilation, untimed, comes first).
+  python3 bench/compare/pytorch_transformer.py > "${run}/pytorch_transformer.json" || status=1
+fi
 
 if ! python3 -c "import matplotlib" 2>/dev/null; then
   python3 -m pip install --quiet matplotlib 2>/dev/null ||

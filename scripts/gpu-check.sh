@@ -8,6 +8,15 @@
 #   GPU_CHECK_PHASES   which phases run after the build, in this order (default: all of
 #                      "tests examples ranks bench sanitizer"); a machine that only lends the
 #                      GPU for a few minutes at a time runs them one or two per call
+#   GPU_CHECK_TARGETS  the build targets (default: all); a short lease builds only what its
+#                      phases run
+#   GPU_CHECK_TESTS    a ctest regular expression (-R): only the tests it matches run in the
+#                      `tests` phase (default: every test)
+#   GPU_CHECK_EXAMPLES the examples the `examples` phase runs (default: all of "wrap_existing
+#                      mlp_train bucketed_shapes conv_block ddp transformer_lm")
+#   BENCH_FILTER, BENCH_COMPARE
+#                      passed to scripts/bench.sh in the `bench` phase: a graphstep_bench
+#                      filter, and which PyTorch comparisons run (default: "mlp transformer")
 #   GPU_CHECK_LIMIT    seconds each long step (ctest, a benchmark run, one sanitizer tool) may
 #                      take before it is stopped (default 1800)
 #   GPU_CHECK_SANITIZER_TOOLS, GPU_CHECK_SANITIZER_FILTER
@@ -116,10 +125,12 @@ if ! cmake -S . -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   log "configure FAILED (see configure.txt)"; tail -30 "${results}/configure.txt"; exit 1
 fi
 start=${SECONDS}
-if ! cmake --build "${build}" -j "${jobs}" > "${results}/build.txt" 2>&1; then
+targets=()
+for target in ${GPU_CHECK_TARGETS:-}; do targets+=(--target "${target}"); done
+if ! cmake --build "${build}" -j "${jobs}" "${targets[@]}" > "${results}/build.txt" 2>&1; then
   log "build FAILED (see build.txt)"; grep -m 20 -E "error|Error" "${results}/build.txt"; exit 1
 fi
-log "build: ok ($((SECONDS - start)) s)"
+log "build${GPU_CHECK_TARGETS:+ of ${GPU_CHECK_TARGETS}}: ok ($((SECONDS - start)) s)"
 status=0
 
 if wants tests; then
@@ -130,8 +141,9 @@ if wants tests; then
   export GRAPHSTEP_SOAK_SECONDS=${GRAPHSTEP_SOAK_SECONDS:-60}
   export GRAPHSTEP_SOAK_REPLAYS=${GRAPHSTEP_SOAK_REPLAYS:-1000000}
   start=${SECONDS}
+  [[ -n "${GPU_CHECK_TESTS:-}" ]] && log "- only the tests matching '${GPU_CHECK_TESTS}'"
   timeout "${limit}" ctest --test-dir "${build}" -j 4 --timeout 600 --output-on-failure \
-        --output-junit "$(pwd)/${results}/ctest.xml" > "${results}/ctest.txt" 2>&1
+        ${GPU_CHECK_TESTS:+-R "${GPU_CHECK_TESTS}"} --output-junit "$(pwd)/${results}/ctest.xml" > "${results}/ctest.txt" 2>&1
   ctest_rc=$?
   total=$(grep -oE "out of [0-9]+" "${results}/ctest.txt" | tail -1 | grep -oE "[0-9]+")
   failed=$(grep -oE "[0-9]+ tests failed" "${results}/ctest.txt" | tail -1 | grep -oE "^[0-9]+")
@@ -144,7 +156,8 @@ fi
 if wants examples; then
   log ""
   log "## examples"
-  for example in wrap_existing mlp_train bucketed_shapes conv_block ddp transformer_lm; do  # also ctest tests
+  # Each is also run by ctest tests; here with its defaults, at full size.
+  for example in ${GPU_CHECK_EXAMPLES:-wrap_existing mlp_train bucketed_shapes conv_block ddp transformer_lm}; do
     binary=$(find "${build}/examples" -maxdepth 2 -type f -name "${example}" | head -1)
     [[ -z "${binary}" ]] && { log "- ${example}: not built"; continue; }
     timeout 600 "${binary}" > "${results}/${example}.txt" 2>&1
