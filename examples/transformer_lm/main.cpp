@@ -6,7 +6,8 @@
 //
 //   transformer_lm [--mode eager|graphed|both] [--steps N] [--layers N] [--width N]
 //                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
-//                  [--attention auto|plain|cudnn] [--print-every N] [--check-gradients]
+//                  [--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N]
+//                  [--check-gradients]
 //
 // "both" trains eager and graphed from the same seed and checks that every step's loss is the
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
@@ -14,8 +15,10 @@
 //
 // Launched as several ranks (torchrun's variables: RANK, WORLD_SIZE, ...), it trains data
 // parallel: every rank starts from the same weights with its own batch, the gradients are
-// averaged across the ranks in buckets inside the step (and inside its graph), and at the end
-// every rank checks that its weights are those of rank 0, bit for bit.
+// averaged across the ranks in buckets of --bucket-kib (default 25 MiB, the first at most 1 MiB)
+// inside the step (and inside its graph), each bucket as soon as the backward has finished its
+// gradients, while the backward goes on; at the end every rank checks that its weights are those
+// of rank 0, bit for bit.
 //
 // --check-gradients runs one forward and backward pass and compares the loss and every
 // gradient tensor with the same model computed in fp64 on the host from graphstep's reference
@@ -29,6 +32,7 @@
 #include <graphstep/nccl.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -51,6 +55,7 @@ struct settings : transformer_example::transformer_config {
   int steps{20};
   int print_every{5};
   bool check_gradients{false};
+  std::size_t bucket_kib{std::size_t{25} * 1024};  // of the gradient all-reduce (PyTorch DDP's 25 MiB)
 };
 
 [[noreturn]] void usage(std::string const& problem) {
@@ -58,7 +63,7 @@ struct settings : transformer_example::transformer_config {
                "transformer_lm: %s\nusage: transformer_lm [--mode eager|graphed|both] "
                "[--steps N] [--layers N] [--width N] [--heads N] [--batch N] [--sequence N] "
                "[--vocab N] [--seed S] [--attention auto|plain|cudnn] [--print-every N] "
-               "[--check-gradients]\n",
+               "[--bucket-kib N] [--check-gradients]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -114,6 +119,8 @@ settings parse(int argc, char** argv) {
       }
     } else if (arg == "--print-every") {
       s.print_every = positive(value(), "--print-every");
+    } else if (arg == "--bucket-kib") {
+      s.bucket_kib = static_cast<std::size_t>(positive(value(), "--bucket-kib"));
     } else if (arg == "--check-gradients") {
       s.check_gradients = true;
     } else {
@@ -168,13 +175,32 @@ std::vector<float> train(settings const& base, bool graphed) {
   go::cublaslt_handle handle;
   transformer model{s, pool, stream, handle};
 #if defined(TRANSFORMER_LM_WITH_NCCL)
+  // Where each bucket ends in the gradient buffer; how many are launched in this step, and how
+  // many of those while the backward was still running (in the first step).
+  std::vector<std::size_t> bucket_ends;
+  std::size_t launched = 0;
+  std::optional<std::size_t> launched_during_backward;
   if (comm) {
-    // Buckets over the model's own layout: its slots are contiguous, so offsets agree.
+    // Buckets over the model's own layout: its slots are contiguous and in the order the
+    // backward finishes them, so offsets agree and each bucket is complete once the backward
+    // has passed its end.
     std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
-    auto plan = gs::nccl::plan_buckets(model.slot_bytes(), gs::nccl::default_bucket_bytes,
-                                       gs::nccl::default_first_bucket_bytes, 2);
+    std::size_t const bucket_bytes = s.bucket_kib * std::size_t{1024};
+    auto plan =
+        gs::nccl::plan_buckets(model.slot_bytes(), bucket_bytes,
+                               std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes), 2);
+    for (auto const& b : plan.buckets) bucket_ends.push_back(b.offset + b.bytes);
     reducer.emplace(comm->view(), model.gradients(), bytes, plan, gs::dtype::bfloat16);
-    model.set_after_backward([&](gs::cuda::stream_view st) { reducer->all(st); });
+    model.set_gradients_finished([&](std::size_t finished, gs::cuda::stream_view st) {
+      while (launched < bucket_ends.size() && bucket_ends[launched] <= finished) {
+        reducer->bucket_ready(launched++, st);
+      }
+    });
+    model.set_after_backward([&](gs::cuda::stream_view st) {
+      if (!launched_during_backward) launched_during_backward = launched;
+      reducer->all(st);  // the rest, then the optimizer's stream waits for every bucket
+      launched = 0;
+    });
     std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
                 comm->view().rank(), comm->view().size(), plan.buckets.size());
   }
@@ -233,7 +259,11 @@ std::vector<float> train(settings const& base, bool graphed) {
     throw gs::usage_error("rank " + std::to_string(comm->view().rank()) +
                           "'s weights differ from rank 0's after training");
   }
-  if (comm) std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
+  if (comm) {
+    std::printf("[%s] %zu of %zu buckets were reduced while the backward ran\n", mode,
+                launched_during_backward.value_or(0), bucket_ends.size());
+    std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
+  }
 #endif
   return losses;
 }

@@ -21,6 +21,7 @@
 #include <graphstep/ops/embedding.hpp>
 #include <graphstep/ops/layer_norm.hpp>
 #include <graphstep/train/mixed_precision.hpp>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <string>
@@ -180,12 +181,12 @@ class transformer {
   // average the gradients in buckets, and compare the weights across ranks).
   [[nodiscard]] void* parameters() const { return parameters_; }
   [[nodiscard]] void* gradients() const { return gradients_; }
-  // Bytes of each tensor's slot in those buffers, in buffer order (slots are contiguous).
+  // Bytes of each tensor's slot in those buffers, in buffer order (slots are contiguous, and
+  // in the order the backward finishes the gradients: see set_gradients_finished).
   [[nodiscard]] std::vector<std::size_t> slot_bytes() const {
     std::vector<std::size_t> bytes;
-    for (std::size_t i = 0; i < tensors_.size(); ++i) {
-      std::size_t const end = i + 1 < tensors_.size() ? tensors_[i + 1].offset : parameter_count_;
-      bytes.push_back((end - tensors_[i].offset) * sizeof(std::uint16_t));
+    for (std::size_t const i : buffer_order_) {
+      bytes.push_back(slot_elements(tensors_[i]) * sizeof(std::uint16_t));
     }
     return bytes;
   }
@@ -196,9 +197,17 @@ class transformer {
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
-  // Every tensor, in buffer order: token embedding, position embedding, each layer's ln1
+  // Called in the backward each time more gradients are final for this step, with their extent:
+  // the gradient buffer's first `bytes` bytes, once the work issued to the stream so far has run
+  // (after the final norm and after each layer). A data-parallel run starts reducing those
+  // gradients there, while the backward goes on.
+  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+    gradients_finished_ = std::move(hook);
+  }
+  // Every tensor, in model order: token embedding, position embedding, each layer's ln1
   // weight and bias, qkv weight and bias, proj weight and bias, ln2 weight and bias, fc1
-  // weight and bias, fc2 weight and bias, then the final norm's weight and bias.
+  // weight and bias, fc2 weight and bias, then the final norm's weight and bias. Their offsets
+  // follow the backward's order instead (layout_parameters).
   [[nodiscard]] std::vector<tensor> const& tensors() const { return tensors_; }
   // The batch: input tokens and next-token targets, [batch, sequence] each.
   [[nodiscard]] std::vector<std::int32_t> const& input_tokens() const { return host_tokens_; }
@@ -225,39 +234,86 @@ class transformer {
   [[nodiscard]] std::size_t channels() const { return static_cast<std::size_t>(c_.channels); }
   [[nodiscard]] std::int64_t rows() const { return static_cast<std::int64_t>(tokens_per_step()); }
 
-  // Every tensor starts on a 64-element (128-byte) boundary, so each is aligned for the
-  // 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
-  tensor add_tensor(std::string name, std::size_t count, bool decays) {
-    tensor t{std::move(name), parameter_count_, count, decays};
-    tensors_.push_back(t);
-    parameter_count_ += (count + 63) / 64 * 64;
-    return t;
+  // Each tensor's slot: its elements rounded up to 64 (128 bytes), so every tensor is aligned
+  // for the 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
+  [[nodiscard]] static std::size_t slot_elements(tensor const& t) {
+    return (t.count + 63) / 64 * 64;
   }
+
+  // The tensors are declared in model order (tensors()), and laid out in the buffers in the order
+  // the backward finishes their gradients: the final norm's first, then each layer from the last
+  // (fc2, fc1, ln2, proj, qkv, ln1), the embeddings last (the embedding backward finishes the
+  // tied token table's gradient). So the gradients the backward has finished are always a prefix
+  // of the gradient buffer, and a data-parallel run's buckets can be reduced as it goes.
   void layout_parameters() {
     std::size_t const C = channels();
-    token_embedding_ =
-        add_tensor("token embedding", static_cast<std::size_t>(c_.padded_vocab()) * C, true);
-    position_embedding_ =
-        add_tensor("position embedding", static_cast<std::size_t>(c_.sequence) * C, true);
+    auto declare = [this](std::string name, std::size_t count, bool decays) {
+      tensors_.push_back({std::move(name), 0, count, decays});
+    };
+    declare("token embedding", static_cast<std::size_t>(c_.padded_vocab()) * C, true);
+    declare("position embedding", static_cast<std::size_t>(c_.sequence) * C, true);
     for (int l = 0; l < c_.layers; ++l) {
       std::string const n = "layer " + std::to_string(l) + " ";
+      declare(n + "ln1 weight", C, false);
+      declare(n + "ln1 bias", C, false);
+      declare(n + "qkv weight", 3 * C * C, true);
+      declare(n + "qkv bias", 3 * C, false);
+      declare(n + "proj weight", C * C, true);
+      declare(n + "proj bias", C, false);
+      declare(n + "ln2 weight", C, false);
+      declare(n + "ln2 bias", C, false);
+      declare(n + "fc1 weight", 4 * C * C, true);
+      declare(n + "fc1 bias", 4 * C, false);
+      declare(n + "fc2 weight", 4 * C * C, true);
+      declare(n + "fc2 bias", C, false);
+    }
+    declare("final norm weight", C, false);
+    declare("final norm bias", C, false);
+
+    // Indices into tensors_: the embeddings, then 12 per layer in the order declared above.
+    constexpr std::size_t per_layer = 12;
+    auto const layer_tensor = [](std::size_t l, std::size_t k) { return 2 + l * per_layer + k; };
+    std::size_t const final_norm = tensors_.size() - 2;
+    buffer_order_ = {final_norm, final_norm + 1};
+    for (std::size_t l = layers_count(); l-- > 0;) {
+      // fc2 weight and bias, fc1, ln2, proj, qkv, ln1: as backward() reaches them.
+      for (std::size_t const k :
+           std::initializer_list<std::size_t>{10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1}) {
+        buffer_order_.push_back(layer_tensor(l, k));
+      }
+    }
+    buffer_order_.push_back(1);
+    buffer_order_.push_back(0);
+    for (std::size_t const i : buffer_order_) {
+      tensors_[i].offset = parameter_count_;
+      parameter_count_ += slot_elements(tensors_[i]);
+    }
+
+    token_embedding_ = tensors_[0];
+    position_embedding_ = tensors_[1];
+    for (std::size_t l = 0; l < layers_count(); ++l) {
       layer_parameters p;
-      p.ln1_weight = add_tensor(n + "ln1 weight", C, false);
-      p.ln1_bias = add_tensor(n + "ln1 bias", C, false);
-      p.qkv_weight = add_tensor(n + "qkv weight", 3 * C * C, true);
-      p.qkv_bias = add_tensor(n + "qkv bias", 3 * C, false);
-      p.proj_weight = add_tensor(n + "proj weight", C * C, true);
-      p.proj_bias = add_tensor(n + "proj bias", C, false);
-      p.ln2_weight = add_tensor(n + "ln2 weight", C, false);
-      p.ln2_bias = add_tensor(n + "ln2 bias", C, false);
-      p.fc1_weight = add_tensor(n + "fc1 weight", 4 * C * C, true);
-      p.fc1_bias = add_tensor(n + "fc1 bias", 4 * C, false);
-      p.fc2_weight = add_tensor(n + "fc2 weight", 4 * C * C, true);
-      p.fc2_bias = add_tensor(n + "fc2 bias", C, false);
+      p.ln1_weight = tensors_[layer_tensor(l, 0)];
+      p.ln1_bias = tensors_[layer_tensor(l, 1)];
+      p.qkv_weight = tensors_[layer_tensor(l, 2)];
+      p.qkv_bias = tensors_[layer_tensor(l, 3)];
+      p.proj_weight = tensors_[layer_tensor(l, 4)];
+      p.proj_bias = tensors_[layer_tensor(l, 5)];
+      p.ln2_weight = tensors_[layer_tensor(l, 6)];
+      p.ln2_bias = tensors_[layer_tensor(l, 7)];
+      p.fc1_weight = tensors_[layer_tensor(l, 8)];
+      p.fc1_bias = tensors_[layer_tensor(l, 9)];
+      p.fc2_weight = tensors_[layer_tensor(l, 10)];
+      p.fc2_bias = tensors_[layer_tensor(l, 11)];
       layer_parameters_.push_back(p);
     }
-    lnf_weight_ = add_tensor("final norm weight", C, false);
-    lnf_bias_ = add_tensor("final norm bias", C, false);
+    lnf_weight_ = tensors_[final_norm];
+    lnf_bias_ = tensors_[final_norm + 1];
+  }
+  [[nodiscard]] std::size_t layers_count() const { return static_cast<std::size_t>(c_.layers); }
+  // Bytes from the gradient buffer's start to the end of t's slot.
+  [[nodiscard]] static std::size_t finished_through(tensor const& t) {
+    return (t.offset + slot_elements(t)) * sizeof(std::uint16_t);
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
@@ -475,6 +531,7 @@ class transformer {
     logits_data_grad_->run(stream_);
     layer_norm_backward(d_residual_, lnf_weight_, lnf_bias_, residual_.back(), lnf_mean_, lnf_rstd_,
                         false);
+    finished(finished_through(lnf_bias_));
     for (std::size_t l = layers_.size(); l-- > 0;) {
       auto& a = layers_[l];
       auto const& p = layer_parameters_[l];
@@ -497,11 +554,16 @@ class transformer {
       a.qkv_data_grad->run(stream_);
       layer_norm_backward(d_residual_, p.ln1_weight, p.ln1_bias, residual_[l], a.ln1_mean,
                           a.ln1_rstd, true);
+      finished(finished_through(p.ln1_bias));
     }
     // The embedding's part of the tied token table is added to the output projection's.
     go::launch_embedding_backward(grad(token_embedding_), grad(position_embedding_), d_residual_,
                                   tokens_, {c_.batch, c_.sequence, c_.vocab, c_.channels}, true,
                                   bf16, stream_);
+  }
+
+  void finished(std::size_t bytes) {
+    if (gradients_finished_) gradients_finished_(bytes, stream_);
   }
 
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
@@ -541,9 +603,11 @@ class transformer {
   gs::cuda::stream_view stream_;
   pool_allocations allocations_{pool_, stream_};
   std::function<void(gs::cuda::stream_view)> after_backward_;
+  std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 
   std::size_t parameter_count_{};
   std::vector<tensor> tensors_;
+  std::vector<std::size_t> buffer_order_;  // indices into tensors_, by offset
   tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;
   std::vector<layer_parameters> layer_parameters_;
   std::uint16_t* parameters_{};
