@@ -33,8 +33,11 @@ __global__ void row_max_kernel(float* out, float const* y, int rows, int cols) {
 int run(gsch::bucket_instantiation how) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
-  auto* input = static_cast<float*>(pool.allocate(sizeof(float) * largest * features, stream));
-  auto* output = static_cast<float*>(pool.allocate(sizeof(float) * largest, stream));
+  // The static input and output, given back to the pool when they go (before the pool).
+  gs::memory::static_buffer input_buffer{pool, {largest, features}, gs::dtype::float32, stream};
+  gs::memory::static_buffer output_buffer{pool, {largest}, gs::dtype::float32, stream};
+  auto* input = static_cast<float*>(input_buffer.data());
+  auto* output = static_cast<float*>(output_buffer.data());
   std::vector<float> host_input(std::size_t(largest) * features);
   std::mt19937 rng{3};
   std::uniform_real_distribution<float> dist{-1.0F, 1.0F};

@@ -12,10 +12,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/nccl.hpp>
 #include <vector>
+
+#include "../common/data_parallel_launch.hpp"
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
@@ -39,16 +42,24 @@ int run() {
   std::vector<std::size_t> bytes;
   for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
   auto const plan = gn::plan_buckets(bytes, std::size_t{512} << 10, std::size_t{256} << 10);
-  auto* gradients = static_cast<float*>(pool.allocate(plan.buffer_bytes, stream));
-  auto* loss = static_cast<float*>(pool.allocate(sizeof(float) * counts.size(), stream));
+  // Every buffer from the pool, given back when it goes (before the pool: declared after it).
+  std::vector<gs::memory::static_buffer> storage;
+  storage.reserve(2 * counts.size() + 3);
+  auto floats = [&](std::size_t n) {
+    storage.emplace_back(pool, std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
+                         gs::dtype::float32, stream);
+    return static_cast<float*>(storage.back().data());
+  };
+  float* const gradients = floats((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
+  float* const loss = floats(counts.size());
   std::vector<float*> params;
   std::vector<float*> targets;
   std::vector<gt::mse_loss> losses;
   std::vector<gt::parameter> parameters;
   for (std::size_t t = 0; t < counts.size(); ++t) {
     std::size_t const n = counts[t];
-    params.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
-    targets.push_back(static_cast<float*>(pool.allocate(n * sizeof(float), stream)));
+    params.push_back(floats(n));
+    targets.push_back(floats(n));
     std::vector<float> const zeros(n, 0.0F);
     std::vector<float> const target(n, 1.0F + 0.5F * static_cast<float>(view.rank()));
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(params[t], zeros.data(), n * sizeof(float),
@@ -116,7 +127,7 @@ int run() {
   double sum = 0.0;
   for (float v : values) sum += v;
   float const mine = static_cast<float>(sum / static_cast<double>(values.size()));
-  auto* checks = static_cast<float*>(pool.allocate(sizeof(float) * (view.size() + 1), stream));
+  float* const checks = floats(static_cast<std::size_t>(view.size()) + 1);
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(checks, &mine, sizeof mine, cudaMemcpyHostToDevice, stream.get()));
   gn::all_gather({checks, sizeof(float), gs::dtype::float32},
@@ -139,24 +150,15 @@ int run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if defined(GRAPHSTEP_WITH_MPI)
-  MPI_Init(&argc, &argv);
-#else
-  static_cast<void>(argc);
-  static_cast<void>(argv);
-#endif
-  int status = 1;
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "ddp: no CUDA device visible; this example needs an NVIDIA GPU\n");
-  } else {
-    try {
-      status = run();
-    } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
-      std::fprintf(stderr, "ddp: %s\n", e.what());
-    }
+    return 1;
   }
-#if defined(GRAPHSTEP_WITH_MPI)
-  MPI_Finalize();
-#endif
-  return status;
+  try {
+    examples::data_parallel_launch const launch{argc, argv};  // MPI, when mpirun started it
+    return run();
+  } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
+    std::fprintf(stderr, "ddp: %s\n", e.what());
+    return 1;
+  }
 }

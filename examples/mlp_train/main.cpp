@@ -15,7 +15,7 @@
 
 #include "mlp_model.hpp"
 #if defined(MLP_TRAIN_WITH_NCCL)
-#include <graphstep/nccl.hpp>
+#include "../common/data_parallel_launch.hpp"
 #endif
 
 #include <algorithm>
@@ -42,6 +42,7 @@ struct settings : mlp_example::mlp_settings {
   int steps{200};
   int print_every{20};
   bool verify{false};
+  bool data_parallel{false};  // the launcher started several ranks
 };
 
 [[noreturn]] void usage(std::string const& problem) {
@@ -163,14 +164,12 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
 
 std::vector<float> train(settings const& s, bool graphed) {
 #if defined(MLP_TRAIN_WITH_NCCL)
-  // Launched with several ranks (RANK/WORLD_SIZE...): average the gradients across them. The
+  // Launched as several ranks (torchrun, mpirun, ...): average the gradients across them. The
   // communicator comes first: it makes the rank's device current, and the stream, the pool and
   // the model belong to the device current when they are made.
   std::optional<graphstep::nccl::nccl_comm> comm;
   std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
-  if (char const* world = std::getenv("WORLD_SIZE"); world != nullptr && std::atoi(world) > 1) {
-    comm.emplace(graphstep::nccl::nccl_comm::from_environment());
-  }
+  if (s.data_parallel) comm.emplace(graphstep::nccl::nccl_comm::from_environment());
 #endif
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
@@ -233,12 +232,16 @@ std::vector<float> train(settings const& s, bool graphed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  settings const s = parse(argc, argv);
+  settings s = parse(argc, argv);
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "mlp_train: no CUDA device visible; this example needs an NVIDIA GPU\n");
     return 1;
   }
   try {
+#if defined(MLP_TRAIN_WITH_NCCL)
+    examples::data_parallel_launch const launch{argc, argv};
+    s.data_parallel = launch.several_ranks();
+#endif
     std::vector<float> eager;
     std::vector<float> graphed;
     if (s.mode != "graphed") eager = train(s, false);

@@ -13,7 +13,7 @@
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
 // cuBLASLt runs the same algorithm for the same plan.
 //
-// Launched as several ranks (torchrun's variables: RANK, WORLD_SIZE, ...), it trains data
+// Launched as several ranks (by torchrun, mpirun, or RANK, WORLD_SIZE, ...), it trains data
 // parallel: every rank starts from the same weights with its own batch, the gradients are
 // averaged across the ranks in buckets of --bucket-kib (default 25 MiB, the first at most 1 MiB)
 // inside the step (and inside its graph), each bucket as soon as the backward has finished its
@@ -29,7 +29,7 @@
 #include "reference_model.hpp"
 #include "transformer_model.hpp"
 #if defined(TRANSFORMER_LM_WITH_NCCL)
-#include <graphstep/nccl.hpp>
+#include "../common/data_parallel_launch.hpp"
 #endif
 
 #include <algorithm>
@@ -55,7 +55,9 @@ struct settings : transformer_example::transformer_config {
   int steps{20};
   int print_every{5};
   bool check_gradients{false};
-  std::size_t bucket_kib{std::size_t{25} * 1024};  // of the gradient all-reduce (PyTorch DDP's 25 MiB)
+  std::size_t bucket_kib{std::size_t{25} *
+                         1024};  // of the gradient all-reduce (PyTorch DDP's 25 MiB)
+  bool data_parallel{false};     // the launcher started several ranks
 };
 
 [[noreturn]] void usage(std::string const& problem) {
@@ -164,8 +166,7 @@ std::vector<float> train(settings const& base, bool graphed) {
   // every buffer belong to the device current when they are made.
   std::optional<gs::nccl::nccl_comm> comm;
   std::optional<gs::nccl::bucketed_all_reduce> reducer;
-  char const* const world = std::getenv("WORLD_SIZE");
-  if (world != nullptr && std::atoi(world) > 1) {
+  if (s.data_parallel) {
     comm.emplace(gs::nccl::nccl_comm::from_environment());
     s.data_stream = comm->view().rank();
   }
@@ -335,7 +336,7 @@ bool check_gradients(settings const& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  settings const s = parse(argc, argv);
+  settings s = parse(argc, argv);
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr,
                  "transformer_lm: no CUDA device visible; this example needs an NVIDIA GPU, or "
@@ -346,6 +347,10 @@ int main(int argc, char** argv) {
   std::printf("transformer_lm: running on the simulated CUDA device (no GPU)\n");
 #endif
   try {
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+    examples::data_parallel_launch const launch{argc, argv};
+    s.data_parallel = launch.several_ranks();
+#endif
     if (s.check_gradients) return check_gradients(s) ? 0 : 1;
     std::vector<float> eager;
     std::vector<float> graphed;

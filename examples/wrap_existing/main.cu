@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <graphstep/graphstep.hpp>
 #include <random>
@@ -96,14 +97,21 @@ int run() {
   gs::memory::memory_pool pool;
   cublasHandle_t blas = nullptr;
   GRAPHSTEP_CUBLAS_TRY(cublasCreate(&blas));
+  // Static buffers from the pool: the graph reads and writes these addresses on every replay.
+  // Each gives its memory back to the pool when it goes (before the pool: declared after it).
+  std::vector<gs::memory::static_buffer> storage;
+  storage.reserve(8);
+  auto buffer = [&](std::size_t n) {
+    storage.emplace_back(pool, std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
+                         gs::dtype::float32, stream);
+    return static_cast<float*>(storage.back().data());
+  };
   // cuBLAS may allocate its workspace lazily; give it one from the pool so capture never has to.
   std::size_t const workspace_bytes = std::size_t{4} << 20;
-  void* workspace = pool.allocate(workspace_bytes, stream);
-  GRAPHSTEP_CUBLAS_TRY(cublasSetWorkspace(blas, workspace, workspace_bytes));
+  GRAPHSTEP_CUBLAS_TRY(
+      cublasSetWorkspace(blas, buffer(workspace_bytes / sizeof(float)), workspace_bytes));
 
-  // Static buffers: the graph reads and writes these addresses on every replay.
   layer_buffers b{};
-  auto buffer = [&](std::size_t n) { return static_cast<float*>(pool.allocate(n * 4, stream)); };
   b.input = buffer(std::size_t(batch) * in);
   b.scaled = buffer(std::size_t(batch) * in);
   b.weight = buffer(std::size_t(out) * in);
