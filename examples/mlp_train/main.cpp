@@ -13,6 +13,7 @@
 
 #include <graphstep/graphstep.hpp>
 
+#include "../common/command_line.hpp"
 #include "mlp_model.hpp"
 #if defined(MLP_TRAIN_WITH_NCCL)
 #include "../common/data_parallel_launch.hpp"
@@ -45,59 +46,43 @@ struct settings : mlp_example::mlp_settings {
   bool data_parallel{false};  // the launcher started several ranks
 };
 
-[[noreturn]] void usage(std::string const& problem) {
-  std::fprintf(stderr,
-               "mlp_train: %s\nusage: mlp_train [--mode eager|graphed|both] [--steps N] "
-               "[--batch N] [--precision fp32|tf32] [--unfused] [--seed S] [--print-every N] "
-               "[--verify]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-int positive(char const* text, char const* what) {
-  char* end = nullptr;
-  long const value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value <= 0 || value > 1000000) {
-    usage(std::string{what} + " must be a positive integer, not '" + text + "'");
-  }
-  return static_cast<int>(value);
-}
-
 settings parse(int argc, char** argv) {
+  examples::command_line args{argc, argv, "mlp_train",
+                              "[--mode eager|graphed|both] [--steps N] [--batch N] "
+                              "[--precision fp32|tf32] [--unfused] [--seed S] [--print-every N] "
+                              "[--verify]"};
+  constexpr int limit = 1000000;
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    std::string const arg = argv[i];
-    auto value = [&]() -> char const* {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
+  while (args.next()) {
+    std::string const arg = args.flag();
     if (arg == "--mode") {
-      s.mode = value();
+      s.mode = args.value();
       if (s.mode != "eager" && s.mode != "graphed" && s.mode != "both") {
-        usage("--mode must be eager, graphed or both");
+        args.fail("--mode must be eager, graphed or both");
       }
     } else if (arg == "--steps") {
-      s.steps = positive(value(), "--steps");
+      s.steps = args.positive(limit);
     } else if (arg == "--batch") {
-      s.batch = positive(value(), "--batch");
+      s.batch = args.positive(limit);
     } else if (arg == "--precision") {
-      std::string const p = value();
-      if (p == "fp32")
+      std::string const p = args.value();
+      if (p == "fp32") {
         s.math = go::gemm_math::standard;
-      else if (p == "tf32")
+      } else if (p == "tf32") {
         s.math = go::gemm_math::tf32;
-      else
-        usage("--precision must be fp32 or tf32");
+      } else {
+        args.fail("--precision must be fp32 or tf32");
+      }
     } else if (arg == "--unfused") {
       s.unfused = true;
     } else if (arg == "--seed") {
-      s.seed = static_cast<std::uint64_t>(positive(value(), "--seed"));
+      s.seed = static_cast<std::uint64_t>(args.positive(limit));
     } else if (arg == "--print-every") {
-      s.print_every = positive(value(), "--print-every");
+      s.print_every = args.positive(limit);
     } else if (arg == "--verify") {
       s.verify = true;
     } else {
-      usage("unknown argument '" + arg + "'");
+      args.fail("unknown argument '" + arg + "'");
     }
   }
   return s;

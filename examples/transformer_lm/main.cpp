@@ -26,6 +26,7 @@
 
 #include <graphstep/graphstep.hpp>
 
+#include "../common/command_line.hpp"
 #include "reference_model.hpp"
 #include "transformer_model.hpp"
 #if defined(TRANSFORMER_LM_WITH_NCCL)
@@ -60,56 +61,39 @@ struct settings : transformer_example::transformer_config {
   bool data_parallel{false};     // the launcher started several ranks
 };
 
-[[noreturn]] void usage(std::string const& problem) {
-  std::fprintf(stderr,
-               "transformer_lm: %s\nusage: transformer_lm [--mode eager|graphed|both] "
-               "[--steps N] [--layers N] [--width N] [--heads N] [--batch N] [--sequence N] "
-               "[--vocab N] [--seed S] [--attention auto|plain|cudnn] [--print-every N] "
-               "[--bucket-kib N] [--check-gradients]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-int positive(char const* text, char const* what) {
-  char* end = nullptr;
-  long const value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value <= 0 || value > 10000000) {
-    usage(std::string{what} + " must be a positive integer, not '" + text + "'");
-  }
-  return static_cast<int>(value);
-}
-
 settings parse(int argc, char** argv) {
+  examples::command_line args{argc, argv, "transformer_lm",
+                              "[--mode eager|graphed|both] [--steps N] [--layers N] [--width N] "
+                              "[--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S] "
+                              "[--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N] "
+                              "[--check-gradients]"};
+  constexpr int limit = 10000000;
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    std::string const arg = argv[i];
-    auto value = [&]() -> char const* {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
+  while (args.next()) {
+    std::string const arg = args.flag();
     if (arg == "--mode") {
-      s.mode = value();
+      s.mode = args.value();
       if (s.mode != "eager" && s.mode != "graphed" && s.mode != "both") {
-        usage("--mode must be eager, graphed or both");
+        args.fail("--mode must be eager, graphed or both");
       }
     } else if (arg == "--steps") {
-      s.steps = positive(value(), "--steps");
+      s.steps = args.positive(limit);
     } else if (arg == "--layers") {
-      s.layers = positive(value(), "--layers");
+      s.layers = args.positive(limit);
     } else if (arg == "--width") {
-      s.channels = positive(value(), "--width");
+      s.channels = args.positive(limit);
     } else if (arg == "--heads") {
-      s.heads = positive(value(), "--heads");
+      s.heads = args.positive(limit);
     } else if (arg == "--batch") {
-      s.batch = positive(value(), "--batch");
+      s.batch = args.positive(limit);
     } else if (arg == "--sequence") {
-      s.sequence = positive(value(), "--sequence");
+      s.sequence = args.positive(limit);
     } else if (arg == "--vocab") {
-      s.vocab = positive(value(), "--vocab");
+      s.vocab = args.positive(limit);
     } else if (arg == "--seed") {
-      s.seed = static_cast<std::uint64_t>(positive(value(), "--seed"));
+      s.seed = static_cast<std::uint64_t>(args.positive(limit));
     } else if (arg == "--attention") {
-      std::string const path = value();
+      std::string const path = args.value();
       if (path == "auto") {
         s.attention = transformer_example::attention_path::automatic;
       } else if (path == "plain") {
@@ -117,19 +101,19 @@ settings parse(int argc, char** argv) {
       } else if (path == "cudnn") {
         s.attention = transformer_example::attention_path::cudnn;
       } else {
-        usage("--attention must be auto, plain or cudnn");
+        args.fail("--attention must be auto, plain or cudnn");
       }
     } else if (arg == "--print-every") {
-      s.print_every = positive(value(), "--print-every");
+      s.print_every = args.positive(limit);
     } else if (arg == "--bucket-kib") {
-      s.bucket_kib = static_cast<std::size_t>(positive(value(), "--bucket-kib"));
+      s.bucket_kib = static_cast<std::size_t>(args.positive(limit));
     } else if (arg == "--check-gradients") {
       s.check_gradients = true;
     } else {
-      usage("unknown argument '" + arg + "'");
+      args.fail("unknown argument '" + arg + "'");
     }
   }
-  if (auto const problem = s.problem(); !problem.empty()) usage(problem);
+  if (auto const problem = s.problem(); !problem.empty()) args.fail(problem);
   return s;
 }
 
