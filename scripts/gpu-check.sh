@@ -195,6 +195,17 @@ if wants ranks; then
     rc=$?
     log "- examples/ddp, 2 ranks under torchrun: exit ${rc} ($(grep -v '^W' "${results}/ddp-2-ranks-torchrun.txt" | tail -1))"
     [[ ${rc} -eq 0 ]] || status=1
+    # The transformer step with its gradient buckets reduced while the backward runs.
+    lm=$(find "${build}/examples" -maxdepth 2 -type f -name transformer_lm | head -1)
+    if [[ -n "${lm}" ]]; then
+      NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=${NCCL_MAX_CTAS:-4} \
+        timeout "${limit}" bash examples/ddp/launch_local.sh 2 "${lm}" --mode both --steps 20 \
+        --layers 4 --width 256 --heads 4 --batch 4 --sequence 128 --vocab 1000 \
+        --bucket-kib 256 > "${results}/transformer_lm-2-ranks.txt" 2>&1
+      rc=$?
+      log "- examples/transformer_lm, 2 ranks on one GPU: exit ${rc} ($(grep -m1 "buckets were reduced" "${results}/transformer_lm-2-ranks.txt"))"
+      [[ ${rc} -eq 0 ]] || status=1
+    fi
   fi
 fi
 
