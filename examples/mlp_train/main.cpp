@@ -154,6 +154,7 @@ std::vector<float> train(settings const& s, bool graphed) {
   // the model belong to the device current when they are made.
   std::optional<graphstep::nccl::nccl_comm> comm;
   std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
+  std::optional<std::size_t> launched_during_backward;  // buckets, in the first step
   if (s.data_parallel) comm.emplace(graphstep::nccl::nccl_comm::from_environment());
 #endif
   gs::cuda::stream stream;
@@ -168,7 +169,15 @@ std::vector<float> train(settings const& s, bool graphed) {
     auto plan = graphstep::nccl::plan_buckets(bytes, graphstep::nccl::default_bucket_bytes,
                                               graphstep::nccl::default_first_bucket_bytes, 4);
     reducer.emplace(comm->view(), model.gradients(), plan, gs::dtype::float32);
-    model.set_after_backward([&](gs::cuda::stream_view st) { reducer->all(st); });
+    // Each bucket is reduced as soon as the backward has finished it (fc2's first), the rest
+    // before the update.
+    model.set_gradients_finished([&](std::size_t finished, gs::cuda::stream_view st) {
+      reducer->ready_through(finished, st);
+    });
+    model.set_after_backward([&](gs::cuda::stream_view st) {
+      if (!launched_during_backward) launched_during_backward = reducer->buckets_ready();
+      reducer->all(st);
+    });
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
                 graphed ? "graphed" : "eager", comm->view().rank(), comm->view().size(),
                 plan.buckets.size());
@@ -211,6 +220,13 @@ std::vector<float> train(settings const& s, bool graphed) {
                   s.steps, losses.back(), i / seconds);
     }
   }
+#if defined(MLP_TRAIN_WITH_NCCL)
+  if (reducer) {
+    std::printf("[%s] %zu of %zu buckets were reduced while the backward ran\n",
+                graphed ? "graphed" : "eager", launched_during_backward.value_or(0),
+                reducer->plan().buckets.size());
+  }
+#endif
   return losses;
 }
 

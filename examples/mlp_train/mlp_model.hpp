@@ -131,6 +131,10 @@ class mlp {
     mse_->forward_backward(y2_, target_, dy2_, loss_, stream_);
     gs::train::dropout_backward(dy_, mask2_, dy2_, m * d_out, p2, stream_);
     fc2_wgrad_->run(stream_);
+    // fc2's weight and bias gradients, the first two in the gradient buffer, are final.
+    if (gradients_finished_) {
+      gradients_finished_((gradient_counts_[0] + gradient_counts_[1]) * sizeof(float), stream_);
+    }
     fc2_dgrad_->run(stream_);
     gs::train::dropout_backward(dd1_, mask1_, dd1_, m * hidden, p1, stream_);
     go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, f32, go::gelu_form::tanh, stream_);
@@ -170,6 +174,12 @@ class mlp {
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
+  /// Called in the backward when the gradient buffer's first `bytes` bytes are final for this
+  /// step (the buffer holds the gradients in the order the backward finishes them), so a
+  /// data-parallel run can reduce them while the backward goes on.
+  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+    gradients_finished_ = std::move(hook);
+  }
 
  private:
   float* buffer(std::size_t n) { return static_cast<float*>(allocate(n * sizeof(float))); }
@@ -204,6 +214,7 @@ class mlp {
   std::vector<std::size_t> gradient_counts_;
   float* gradients_{};
   std::function<void(gs::cuda::stream_view)> after_backward_;
+  std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
   float *x_, *target_, *w1_, *b1_, *z1_, *a1_, *d1_, *w2_, *b2_, *y_, *y2_, *dy2_, *dy_, *dd1_,
       *dw1_, *db1_, *dw2_, *db2_, *loss_;
   std::uint8_t *mask1_, *mask2_;

@@ -160,10 +160,7 @@ std::vector<float> train(settings const& base, bool graphed) {
   go::cublaslt_handle handle;
   transformer model{s, pool, stream, handle};
 #if defined(TRANSFORMER_LM_WITH_NCCL)
-  // Where each bucket ends in the gradient buffer; how many are launched in this step, and how
-  // many of those while the backward was still running (in the first step).
-  std::vector<std::size_t> bucket_ends;
-  std::size_t launched = 0;
+  // How many buckets were reduced while the backward was still running (in the first step).
   std::optional<std::size_t> launched_during_backward;
   if (comm) {
     // Buckets over the model's own layout: its slots are contiguous and in the order the
@@ -174,17 +171,13 @@ std::vector<float> train(settings const& base, bool graphed) {
     auto plan =
         gs::nccl::plan_buckets(model.slot_bytes(), bucket_bytes,
                                std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes), 2);
-    for (auto const& b : plan.buckets) bucket_ends.push_back(b.offset + b.bytes);
     reducer.emplace(comm->view(), model.gradients(), bytes, plan, gs::dtype::bfloat16);
     model.set_gradients_finished([&](std::size_t finished, gs::cuda::stream_view st) {
-      while (launched < bucket_ends.size() && bucket_ends[launched] <= finished) {
-        reducer->bucket_ready(launched++, st);
-      }
+      reducer->ready_through(finished, st);
     });
     model.set_after_backward([&](gs::cuda::stream_view st) {
-      if (!launched_during_backward) launched_during_backward = launched;
+      if (!launched_during_backward) launched_during_backward = reducer->buckets_ready();
       reducer->all(st);  // the rest, then the optimizer's stream waits for every bucket
-      launched = 0;
     });
     std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
                 comm->view().rank(), comm->view().size(), plan.buckets.size());
@@ -246,7 +239,7 @@ std::vector<float> train(settings const& base, bool graphed) {
   }
   if (comm) {
     std::printf("[%s] %zu of %zu buckets were reduced while the backward ran\n", mode,
-                launched_during_backward.value_or(0), bucket_ends.size());
+                launched_during_backward.value_or(0), reducer->plan().buckets.size());
     std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
   }
 #endif

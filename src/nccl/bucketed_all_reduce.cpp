@@ -44,6 +44,17 @@ void bucketed_all_reduce::bucket_ready(std::size_t index, cuda::stream_view comp
   }
 }
 
+void bucketed_all_reduce::ready_through(std::size_t bytes, cuda::stream_view compute) {
+  for (std::size_t i = 0; i < plan_.buckets.size(); ++i) {
+    bucket const& b = plan_.buckets[i];
+    if (!made_ready_[i] && b.offset + b.bytes <= bytes) bucket_ready(i, compute);
+  }
+}
+
+std::size_t bucketed_all_reduce::buckets_ready() const noexcept {
+  return static_cast<std::size_t>(std::count(made_ready_.begin(), made_ready_.end(), true));
+}
+
 void bucketed_all_reduce::launch(std::size_t index) {
   bucket const& b = plan_.buckets[index];
   comm_stream_.view().wait(ready_[index]);

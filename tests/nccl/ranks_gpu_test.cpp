@@ -295,6 +295,57 @@ TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_
   });
 }
 
+// ready_through(bytes) reduces exactly the buckets a finished prefix of the buffer covers, once
+// each: the rest keep each rank's own values until a later call or all() covers them.
+TEST_F(ranks_test, ready_through_reduces_the_buckets_a_finished_prefix_covers) {
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+    std::size_t const n = 1024;  // per gradient; one bucket each
+    auto const plan = gn::plan_buckets({n * sizeof(float), n * sizeof(float), n * sizeof(float)},
+                                       n * sizeof(float), n * sizeof(float));
+    checks.expect(plan.buckets.size() == 3, "three buckets");
+    std::vector<float> mine(plan.buffer_bytes / sizeof(float), 0.0F);
+    for (std::size_t t = 0; t < 3; ++t) {
+      for (std::size_t i = 0; i < n; ++i) {
+        mine[plan.offsets[t] / sizeof(float) + i] = value(rank, i) * static_cast<float>(t + 1);
+      }
+    }
+    float* gradients = upload(mine, stream);
+    gn::bucketed_all_reduce reducer{comm.view(), gradients, plan, gs::dtype::float32};
+    auto const bucket = [&](std::vector<float> const& all, std::size_t t) {
+      auto const first = all.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4);
+      return std::vector<float>(first, first + static_cast<std::ptrdiff_t>(n));
+    };
+    auto const averaged = [&](std::size_t t) {
+      std::vector<float> want(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        want[i] = (value(0, i) + value(1, i)) / 2.0F * static_cast<float>(t + 1);
+      }
+      return want;
+    };
+    std::size_t const first_end = plan.buckets[0].offset + plan.buckets[0].bytes;
+    std::size_t const second_end = plan.buckets[1].offset + plan.buckets[1].bytes;
+    reducer.ready_through(0, stream);
+    checks.expect(reducer.buckets_ready() == 0, "nothing finished, nothing ready");
+    reducer.ready_through(first_end, stream);
+    reducer.ready_through(second_end - 1, stream);  // the second not yet finished
+    reducer.ready_through(first_end, stream);       // the same extent again
+    checks.expect(reducer.buckets_ready() == 1, "only the first bucket ready");
+    reducer.join(stream);
+    auto got = download(gradients, mine.size(), stream);
+    checks.expect_values(bucket(got, 0), averaged(0), "bucket 0, covered");
+    checks.expect_values(bucket(got, 1), bucket(mine, 1), "bucket 1, not covered");
+    checks.expect_values(bucket(got, 2), bucket(mine, 2), "bucket 2, not covered");
+    reducer.ready_through(plan.buffer_bytes + 4096, stream);  // past the end: all of them
+    checks.expect(reducer.buckets_ready() == 3, "every bucket ready");
+    reducer.join(stream);
+    got = download(gradients, mine.size(), stream);
+    for (std::size_t t = 0; t < 3; ++t) {
+      checks.expect_values(bucket(got, t), averaged(t), "bucket " + std::to_string(t));
+    }
+    GRAPHSTEP_CUDA_TRY(cudaFree(gradients));
+  });
+}
+
 namespace {
 
 // A group whose collectives `drop(send, receive, n)` issues and then drops: none of them runs,

@@ -35,6 +35,13 @@ class bucketed_all_reduce {
   /// of it waits for them (on the host: nothing is launched until they are ready too).
   /// @throws usage_error (index out of range, bucket made ready twice before a join)
   void bucket_ready(std::size_t index, cuda::stream_view compute);
+  /// @brief Makes ready every bucket not ready yet that lies within the buffer's first `bytes`
+  /// bytes. For gradients laid out in the order the backward finishes them (the plan's order),
+  /// call it with the extent the backward has finished so far: each bucket is reduced as soon as
+  /// the backward has passed its end. The same extent again makes nothing ready.
+  void ready_through(std::size_t bytes, cuda::stream_view compute);
+  /// @brief Buckets made ready since the last join.
+  [[nodiscard]] std::size_t buckets_ready() const noexcept;
   /// @brief Makes every bucket not yet ready ready, then joins.
   void all(cuda::stream_view compute);
   /// @brief `compute` waits for every launched bucket; the next step can make them ready again.
