@@ -164,6 +164,8 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
     stream.synchronize();
   }
   state.counters["host_us"] = host / static_cast<double>(state.iterations());
+  pool.deallocate(mask, stream);
+  pool.deallocate(x, stream);
 }
 
 }  // namespace
