@@ -14,6 +14,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/pool_blocks.hpp"
+
 #if defined(GRAPHSTEP_CUDA_SIM)
 #include <graphstep/sim/sim.hpp>
 #endif
@@ -65,9 +67,11 @@ class stream_pool_test : public gpu_test {
     if (IsSkipped()) return;
     stream_.emplace();
     pool_.emplace();
+    blocks_.emplace(*pool_, *stream_);
   }
   std::optional<cuda::stream> stream_;
   std::optional<memory::memory_pool> pool_;
+  std::optional<pool_blocks> blocks_;  ///< the test's buffers from pool_, given back at the end
 };
 
 /// @brief For its lifetime, work stays queued until the host waits for it, as on a busy GPU: on

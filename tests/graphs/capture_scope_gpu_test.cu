@@ -64,14 +64,13 @@ void routine(cublasHandle_t blas, cudaStream_t stream, float const* a, float con
 
 TEST_F(capture_test, replay_equals_eager_for_kernels_cublas_memcpy_memset) {
   int const n = 64;
-  std::size_t const bytes = sizeof(float) * n * n;
-  auto* a = static_cast<float*>(pool_->allocate(bytes, *stream_));
-  auto* b = static_cast<float*>(pool_->allocate(bytes, *stream_));
-  auto* c = static_cast<float*>(pool_->allocate(bytes, *stream_));
-  auto* d = static_cast<float*>(pool_->allocate(bytes, *stream_));
+  float* a = blocks_->get(std::size_t{n} * n);
+  float* b = blocks_->get(std::size_t{n} * n);
+  float* c = blocks_->get(std::size_t{n} * n);
+  float* d = blocks_->get(std::size_t{n} * n);
   cublasHandle_t blas = nullptr;
   GRAPHSTEP_CUBLAS_TRY(cublasCreate(&blas));
-  void* workspace = pool_->allocate(std::size_t{4} << 20, *stream_);
+  void* workspace = blocks_->get<unsigned char>(std::size_t{4} << 20);
   GRAPHSTEP_CUBLAS_TRY(cublasSetWorkspace(blas, workspace, std::size_t{4} << 20));
 
   std::mt19937 rng{1};
@@ -110,8 +109,8 @@ TEST_F(capture_test, replay_equals_eager_for_kernels_cublas_memcpy_memset) {
 
 TEST_F(capture_test, side_stream_fork_join_is_captured) {
   int const n = 1 << 12;
-  auto* x = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
-  auto* y = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+  auto* x = blocks_->get(n);
+  auto* y = blocks_->get(n);
   gs::cuda::stream side;
   gs::graphs::graph_exec g;
   {
@@ -131,7 +130,7 @@ TEST_F(capture_test, side_stream_fork_join_is_captured) {
 TEST_F(capture_test, unjoined_fork_is_a_capture_error_and_the_streams_stay_usable) {
   gs::cuda::stream side;
   gs::graphs::graph_exec g;
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   try {
     gs::graphs::capture_scope scope{
         g, *stream_, *pool_, {gs::graphs::capture_mode::this_thread, "unjoined"}};
@@ -153,7 +152,7 @@ TEST_F(capture_test, a_raw_unjoined_fork_is_reported_by_cuda) {
   gs::cuda::stream side;
   gs::cuda::event fork;
   gs::graphs::graph_exec g;
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   EXPECT_THROW(gs::graphs::capture(g, *stream_,
                                    [&] {
                                      fork.record(*stream_);
@@ -205,7 +204,7 @@ TEST_F(capture_test, cuda_malloc_inside_global_capture_is_a_capture_error) {
 // docs/validation.md): the host reads the data as it was before the captured work, and no
 // error says so. capture_diagnostics warns of such legacy-stream work.
 TEST_F(capture_test, host_read_inside_capture_is_a_capture_error) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream_->get()));
   stream_->synchronize();
   cudaStream_t blocking = nullptr;
@@ -271,7 +270,7 @@ TEST_F(capture_test, capturing_into_a_full_graph_is_a_usage_error) {
 
 TEST_F(capture_test, moved_from_graph_replay_is_a_usage_error) {
   gs::graphs::graph_exec g;
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 5.0F, 1); });
   gs::graphs::graph_exec moved = std::move(g);
   EXPECT_THROW(g.replay(*stream_), gs::usage_error);  // NOLINT: testing the moved-from state
@@ -281,7 +280,7 @@ TEST_F(capture_test, moved_from_graph_replay_is_a_usage_error) {
 
 TEST_F(capture_test, dot_export_writes_a_graphviz_file) {
   gs::graphs::graph_exec g;
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
   std::string const path = ::testing::TempDir() + "graphstep_capture_test.dot";
   g.write_dot(path, true);
@@ -292,7 +291,7 @@ TEST_F(capture_test, dot_export_writes_a_graphviz_file) {
 
 TEST_F(capture_test, many_replays_do_not_grow_device_or_host_memory) {
   int const n = 256;
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+  float* x = blocks_->get(n);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream_->get()));  // not zero yet
   gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_, *pool_, [&] {

@@ -10,6 +10,7 @@
 
 #include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
+#include "common/pool_blocks.hpp"
 
 namespace gs = graphstep;
 namespace gt = graphstep::train;
@@ -28,10 +29,11 @@ class conditional_test : public gs::testing::gpu_test {};
 TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_not_finite) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
+  gs::testing::pool_blocks blocks{pool, stream};
   std::size_t const n = 4096;
-  auto* param = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
-  auto* grad = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
-  auto* finite = static_cast<unsigned int*>(pool.allocate(sizeof(unsigned int), stream));
+  float* param = blocks.get(n);
+  float* grad = blocks.get(n);
+  auto* finite = blocks.get<unsigned int>(1);
   std::vector<float> const ones(n, 1.0F);
   graphstep::testing::copy_to_device(param, ones.data(), sizeof(float) * n);
   graphstep::testing::copy_to_device(grad, ones.data(), sizeof(float) * n);
@@ -67,8 +69,9 @@ TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_n
 TEST_F(conditional_test, a_device_decided_loop_runs_until_its_flag_clears) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
-  auto* remaining = static_cast<unsigned int*>(pool.allocate(sizeof(unsigned int), stream));
-  auto* counter = static_cast<float*>(pool.allocate(sizeof(float), stream));
+  gs::testing::pool_blocks blocks{pool, stream};
+  auto* remaining = blocks.get<unsigned int>(1);
+  float* counter = blocks.get(1);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(counter, 0, sizeof(float), stream.get()));
   gs::graphs::graph_exec loop;
   gs::graphs::capture(loop, stream, [&] {

@@ -40,8 +40,8 @@ class external_events_test : public gs::testing::stream_pool_test {
 // of the simulated device reports B's read of x otherwise.
 TEST_F(external_events_test, one_graph_signals_another_on_another_stream_at_every_replay) {
   gs::testing::queued_work const queued;
-  auto* x = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
-  auto* y = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
+  auto* x = blocks_->get<std::int32_t>(1);
+  auto* y = blocks_->get<std::int32_t>(1);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(std::int32_t), stream_->get()));
   stream_->synchronize();
   gs::cuda::event done;
@@ -72,8 +72,8 @@ TEST_F(external_events_test, one_graph_signals_another_on_another_stream_at_ever
 // Eager work on another stream waits for the point of the replay where the event was recorded.
 TEST_F(external_events_test, eager_work_waits_for_an_event_a_replay_records) {
   gs::testing::queued_work const queued;
-  auto* x = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
-  auto* y = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
+  auto* x = blocks_->get<std::int32_t>(1);
+  auto* y = blocks_->get<std::int32_t>(1);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(std::int32_t), stream_->get()));
   stream_->synchronize();
   gs::cuda::event done;
@@ -93,7 +93,7 @@ TEST_F(external_events_test, eager_work_waits_for_an_event_a_replay_records) {
 }
 
 TEST_F(external_events_test, timing_events_recorded_in_a_graph_time_each_replay) {
-  auto* x = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
+  auto* x = blocks_->get<std::int32_t>(1);
   gs::cuda::timed_event start;
   gs::cuda::timed_event end;
   gs::graphs::graph_exec step;
@@ -113,8 +113,8 @@ TEST_F(external_events_test, timing_events_recorded_in_a_graph_time_each_replay)
 }
 
 TEST_F(external_events_test, outside_a_capture_they_are_a_plain_record_and_wait) {
-  auto* x = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
-  auto* y = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
+  auto* x = blocks_->get<std::int32_t>(1);
+  auto* y = blocks_->get<std::int32_t>(1);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(std::int32_t), stream_->get()));
   gs::cuda::event done;
   increment_kernel<<<1, 32, 0, stream_->get()>>>(x);

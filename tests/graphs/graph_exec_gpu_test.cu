@@ -29,7 +29,7 @@ class graph_exec_test : public gs::testing::stream_pool_test {
 }  // namespace
 
 TEST_F(graph_exec_test, a_graph_captured_uninstantiated_runs_once_instantiated) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream_->get()));
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 7.0F, 1); });
@@ -61,7 +61,7 @@ TEST_F(graph_exec_test, an_executable_outlives_the_graph_it_was_made_from) {
 }
 
 TEST_F(graph_exec_test, an_update_runs_the_other_graphs_work_and_a_new_topology_is_refused) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::graphs::graph_exec exec;
   gs::graphs::capture(exec, *stream_,
                       [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
@@ -82,7 +82,7 @@ TEST_F(graph_exec_test, an_update_runs_the_other_graphs_work_and_a_new_topology_
 }
 
 TEST_F(graph_exec_test, a_graph_built_with_the_graph_api_is_adopted) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   cudaGraph_t raw = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&raw, 0));
   cudaMemsetParams memset{};
@@ -104,7 +104,7 @@ TEST_F(graph_exec_test, a_graph_built_with_the_graph_api_is_adopted) {
 }
 
 TEST_F(graph_exec_test, moving_an_executable_moves_its_identity_and_replays) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::graphs::graph_exec a;
   gs::graphs::capture(
       a, *stream_, [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 9.0F, 1); },
@@ -121,7 +121,7 @@ TEST_F(graph_exec_test, moving_an_executable_moves_its_identity_and_replays) {
 }
 
 TEST_F(graph_exec_test, replaying_on_the_legacy_default_stream_is_a_usage_error) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::graphs::graph_exec exec;
   gs::graphs::capture(exec, *stream_,
                       [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
@@ -131,7 +131,7 @@ TEST_F(graph_exec_test, replaying_on_the_legacy_default_stream_is_a_usage_error)
 
 // PyTorch's CUDAGraph.reset(), then a capture into the same object.
 TEST_F(graph_exec_test, a_reset_executable_or_graph_is_captured_into_again) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::graphs::graph_exec exec;
   gs::graphs::capture(exec, *stream_, *pool_,
                       [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
@@ -163,7 +163,7 @@ TEST_F(graph_exec_test, a_reset_executable_or_graph_is_captured_into_again) {
 
 // PyTorch warns "The CUDA Graph is empty": the work almost always went to another stream.
 TEST_F(graph_exec_test, a_capture_that_records_nothing_is_warned_about) {
-  float* x = static_cast<float*>(pool_->allocate(sizeof(float), *stream_));
+  float* x = blocks_->get(1);
   gs::cuda::stream other;
   gs::graphs::graph_exec empty_step;
   gs::graphs::capture_options named;

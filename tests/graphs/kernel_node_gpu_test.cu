@@ -40,7 +40,7 @@ unsigned blocks_for(int n, unsigned threads) {
 // blocks it needs, not the maximum grid.
 TEST_F(kernel_node_test, each_replay_launches_the_grid_and_arguments_set_before_it) {
   int const capacity = 1000;
-  auto* out = static_cast<float*>(pool_->allocate(sizeof(float) * capacity, *stream_));
+  auto* out = blocks_->get(capacity);
   gs::graphs::graph_exec step;
   std::optional<fill_node> node;
   gs::graphs::capture(step, *stream_, *pool_, [&] {
@@ -64,7 +64,7 @@ TEST_F(kernel_node_test, each_replay_launches_the_grid_and_arguments_set_before_
 // (cudaGraphExecKernelNodeSetParams).
 TEST_F(kernel_node_test, replays_already_queued_keep_the_launch_they_had) {
   gs::testing::queued_work const queued;
-  auto* slots = static_cast<std::int32_t*>(pool_->allocate(2 * sizeof(std::int32_t), *stream_));
+  auto* slots = blocks_->get<std::int32_t>(2);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(slots, 0, 2 * sizeof(std::int32_t), stream_->get()));
   gs::graphs::graph_exec step;
   std::optional<gs::graphs::kernel_node<std::int32_t*, std::int32_t>> node;
@@ -81,8 +81,8 @@ TEST_F(kernel_node_test, replays_already_queued_keep_the_launch_they_had) {
 
 TEST_F(kernel_node_test, the_node_must_be_the_launch_just_captured) {
   int const n = 64;
-  auto* out = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
-  auto* slot = static_cast<std::int32_t*>(pool_->allocate(sizeof(std::int32_t), *stream_));
+  auto* out = blocks_->get(n);
+  auto* slot = blocks_->get<std::int32_t>(1);
   EXPECT_PRED2(contains, message_of([&] {
                  static_cast<void>(fill_node::last_captured(*stream_, fill_kernel));
                }),
@@ -129,7 +129,7 @@ TEST_F(kernel_node_test, the_node_must_be_the_launch_just_captured) {
 
 TEST_F(kernel_node_test, a_node_sets_only_executables_of_its_capture_and_launches_that_can_run) {
   int const n = 64;
-  auto* out = static_cast<float*>(pool_->allocate(sizeof(float) * n, *stream_));
+  auto* out = blocks_->get(n);
   gs::graphs::graph_exec first;
   std::optional<fill_node> node;
   gs::graphs::capture(first, *stream_, *pool_, [&] {

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "common/gpu_test.hpp"
+#include "common/pool_blocks.hpp"
 #include "common/process_memory.hpp"
 
 namespace gs = graphstep;
@@ -34,13 +35,14 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
   if (char const* env = std::getenv("GRAPHSTEP_SOAK_SECONDS")) seconds = std::atof(env);
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
+  gs::testing::pool_blocks blocks{pool, stream};
   int const largest = 512;
-  auto* input = static_cast<float*>(pool.allocate(sizeof(float) * largest * 256, stream));
-  auto* output = static_cast<float*>(pool.allocate(sizeof(float) * largest * 256, stream));
+  float* input = blocks.get(std::size_t(largest) * 256);
+  float* output = blocks.get(std::size_t(largest) * 256);
   std::vector<float> const ones(std::size_t(largest) * 256, 1.0F);
   graphstep::testing::copy_to_device(input, ones.data(), ones.size() * sizeof(float));
   gs::train::capture_safe_rng rng{5, stream};
-  auto* mask = static_cast<std::uint8_t*>(pool.allocate(std::size_t(largest) * 256, stream));
+  auto* mask = blocks.get<std::uint8_t>(std::size_t(largest) * 256);
   auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
     int const n = static_cast<int>(bucket) * 256;
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, s));
@@ -95,11 +97,12 @@ TEST_F(soak_test, a_million_replays_of_a_training_step_do_not_grow_memory) {
   }
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
+  gs::testing::pool_blocks blocks{pool, stream};
   int const n = 1 << 12;
-  auto* param = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
-  auto* grad = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
-  auto* loss = static_cast<float*>(pool.allocate(sizeof(float), stream));
-  auto* target = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
+  float* param = blocks.get(n);
+  float* grad = blocks.get(n);
+  float* loss = blocks.get(1);
+  float* target = blocks.get(n);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(param, 0, sizeof(float) * n, stream.get()));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(target, 0, sizeof(float) * n, stream.get()));
   gs::train::mse_loss mse{static_cast<std::size_t>(n), stream};

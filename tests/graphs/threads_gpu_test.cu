@@ -77,6 +77,7 @@ TEST_F(threads_test, threads_capture_and_replay_their_own_graphs_concurrently) {
     GRAPHSTEP_CUDA_TRY(
         cudaMemcpyAsync(result, x + n - 1, sizeof(float), cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
+    pool.deallocate(x, stream);
   };
   float first = 0.0F;
   float second = 0.0F;
@@ -216,8 +217,11 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
   capture_on_another_thread capture{GetParam(), x, n};
   replayed.reset();  // waits for its replay
   buffer.reset();    // its block goes back to the pool in stream order
-  pool.reset();      // a block still held: its memory stays mapped
+  ::testing::internal::CaptureStderr();
+  pool.reset();  // a block still held: its memory stays mapped, and the pool says so
+  std::string const said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(capture.finish(), "");
+  EXPECT_NE(said.find("4096 bytes never deallocated"), std::string::npos) << said;
 
   EXPECT_LT(kept_pool.statistics().bytes_in_use, in_use_with_buffer);
   ASSERT_FALSE(capture.graph().empty());
@@ -227,6 +231,7 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
                                      capture.stream().get()));
   capture.stream().synchronize();
   EXPECT_EQ(last, 1.0F);
+  kept_pool.deallocate(x, stream);
 }
 
 // graphstep's teardown waits on events, never on the device: a device-wide wait would break a
@@ -253,9 +258,13 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_a_capture_made_with_the
                                             : cudaStreamCaptureModeThreadLocal,
                                         x, n};
   buffer.reset();  // back to the pool on `stream`, after the copy on `other`
-  pool.reset();    // a block still held: its memory stays mapped
+  ::testing::internal::CaptureStderr();
+  pool.reset();  // a block still held: its memory stays mapped, and the pool says so
+  std::string const said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(capture.finish(), "cudaSuccess");
+  EXPECT_NE(said.find("4096 bytes never deallocated"), std::string::npos) << said;
   EXPECT_LT(kept_pool.statistics().bytes_in_use, in_use_with_buffer);
+  kept_pool.deallocate(x, stream);
 }
 
 // Instantiating an executable graph is as "potentially unsafe" as a free: under another thread's
@@ -278,6 +287,7 @@ TEST_P(teardown_during_capture_test, instantiating_leaves_another_threads_captur
   ASSERT_FALSE(capture.graph().empty());
   second.replay(stream);
   stream.synchronize();
+  pool.deallocate(x, stream);
 }
 
 INSTANTIATE_TEST_SUITE_P(modes, teardown_during_capture_test,

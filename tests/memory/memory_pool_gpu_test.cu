@@ -92,6 +92,7 @@ TEST_P(pool_test, captured_allocations_keep_their_addresses_across_replays) {
   EXPECT_EQ(read(out), 40000.0F);
   EXPECT_EQ(pool.bytes_held_by(g.id()), held);
   for (void* p : eager) pool.deallocate(p, *stream_);
+  pool.deallocate(out, *stream_);
 }
 
 // torch.cuda.memory_snapshot(): segments tiled by blocks, each live block with the graph that
@@ -177,6 +178,8 @@ TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
     if (shared != nullptr) mapped = shared->statistics().mapped_bytes;
     for (auto& p : own) mapped += p.statistics().mapped_bytes;
     for (auto& g : graphs) g.replay(*stream_);
+    // From the first pool (own grows, so no pointer into it is kept).
+    (shared != nullptr ? *shared : own.front()).deallocate(out, *stream_);
     stream_->synchronize();
     return mapped;
   };
@@ -433,6 +436,7 @@ TEST_P(pool_test, planned_mode_serves_the_warm_up_layout) {
   g.replay(*stream_);
   g.replay(*stream_);
   EXPECT_EQ(read(out), 6.0F);
+  pool.deallocate(out, *stream_);
 }
 
 TEST_P(pool_test, planned_mode_names_the_diverging_allocation) {

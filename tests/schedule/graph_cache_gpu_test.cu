@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/pool_blocks.hpp"
 
 namespace gs = graphstep;
 namespace gsch = graphstep::schedule;
@@ -64,7 +65,8 @@ class schedule_test : public gs::testing::gpu_test,
     gs::memory::pool_options small_steps;
     small_steps.growth_bytes = std::size_t{2} << 20;
     pool_.emplace(small_steps);
-    out_ = static_cast<float*>(pool_->allocate(sizeof(float) * largest, *stream_));
+    blocks_.emplace(*pool_, *stream_);
+    out_ = blocks_->get(largest);
   }
   std::vector<float> read(int rows) {
     std::vector<float> host(static_cast<std::size_t>(rows));
@@ -78,6 +80,7 @@ class schedule_test : public gs::testing::gpu_test,
   }
   std::optional<gs::cuda::stream> stream_;
   std::optional<gs::memory::memory_pool> pool_;
+  std::optional<gs::testing::pool_blocks> blocks_;
   float* out_{};
 };
 
@@ -119,7 +122,8 @@ TEST_P(schedule_test, all_buckets_take_about_the_memory_of_the_largest) {
   gs::memory::pool_options small_steps;
   small_steps.growth_bytes = std::size_t{2} << 20;
   gs::memory::memory_pool alone{small_steps};
-  float* out = static_cast<float*>(alone.allocate(sizeof(float) * largest, *stream_));
+  gs::testing::pool_blocks alone_blocks{alone, *stream_};
+  float* out = alone_blocks.get(largest);
   gsch::graph_cache one{gsch::bucket_policy{{largest}}, model{alone, out}, alone, {}};
   one.precapture(*stream_);
   std::size_t sum_of_buckets = 0;
@@ -147,7 +151,8 @@ TEST_P(schedule_test, a_budget_evicts_the_least_recently_used) {
   probe.precapture(*stream_);
   // A budget for about two graphs of the largest size.
   gs::memory::memory_pool pool;
-  float* out = static_cast<float*>(pool.allocate(sizeof(float) * largest, *stream_));
+  gs::testing::pool_blocks blocks{pool, *stream_};
+  float* out = blocks.get(largest);
   options.budget_bytes = std::max<std::size_t>(2 * probe.bytes_of(largest), 1);
   gsch::graph_cache cache{gsch::bucket_policy{{64, 128, 192, 256}}, model{pool, out}, pool,
                           options};

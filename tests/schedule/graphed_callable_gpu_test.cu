@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/pool_blocks.hpp"
 
 namespace gs = graphstep;
 
@@ -29,7 +30,8 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   float const w = 0.7F;
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
-  auto buffer = [&] { return static_cast<float*>(pool.allocate(sizeof(float) * n, stream)); };
+  gs::testing::pool_blocks blocks{pool, stream};
+  auto buffer = [&] { return blocks.get(n); };
   float* x = buffer();
   float* y = buffer();
   float* dy = buffer();

@@ -5,6 +5,7 @@
 #include <graphstep/schedule/replay_scheduler.hpp>
 
 #include "common/gpu_test.hpp"
+#include "common/pool_blocks.hpp"
 
 namespace gs = graphstep;
 namespace gsch = graphstep::schedule;
@@ -25,10 +26,11 @@ TEST_F(replay_scheduler_test, segments_run_in_order_across_streams) {
   gs::cuda::stream compute;
   gs::cuda::stream side;
   gs::memory::memory_pool pool;
-  auto* input = static_cast<float*>(pool.allocate(sizeof(float) * n, compute));
-  auto* a = static_cast<float*>(pool.allocate(sizeof(float) * n, compute));
-  auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n, compute));
-  auto* out = static_cast<float*>(pool.allocate(sizeof(float) * n, compute));
+  gs::testing::pool_blocks blocks{pool, compute};
+  float* input = blocks.get(n);
+  float* a = blocks.get(n);
+  float* b = blocks.get(n);
+  float* out = blocks.get(n);
   std::vector<float> const ones(n, 1.0F);
   graphstep::testing::copy_to_device(input, ones.data(), sizeof(float) * n);
   float host_bias = 0.0F;  // host logic: changes every step, so that segment stays eager

@@ -17,9 +17,9 @@ class rng_test : public gs::testing::stream_pool_test {
   void SetUp() override {
     gs::testing::stream_pool_test::SetUp();
     if (IsSkipped()) return;
-    x_ = static_cast<float*>(pool_->allocate(n_ * sizeof(float), *stream_));
-    y_ = static_cast<float*>(pool_->allocate(n_ * sizeof(float), *stream_));
-    mask_ = static_cast<std::uint8_t*>(pool_->allocate(n_, *stream_));
+    x_ = blocks_->get(n_);
+    y_ = blocks_->get(n_);
+    mask_ = blocks_->get<std::uint8_t>(n_);
     std::vector<float> const ones(n_, 1.0F);
     graphstep::testing::copy_to_device(x_, ones.data(), n_ * sizeof(float));
   }
@@ -102,7 +102,7 @@ TEST_F(rng_test, save_and_restore_reproduce_a_step) {
 TEST_F(rng_test, dropout_backward_uses_the_mask) {
   gs::train::capture_safe_rng rng{3, *stream_};
   step(rng);
-  float* dx = static_cast<float*>(pool_->allocate(n_ * sizeof(float), *stream_));
+  float* dx = blocks_->get(n_);
   gs::train::dropout_backward(dx, mask_, x_, n_, p_, *stream_);
   std::vector<float> host(n_);
   GRAPHSTEP_CUDA_TRY(
