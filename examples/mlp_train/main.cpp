@@ -16,6 +16,8 @@
 #include "../common/command_line.hpp"
 #include "mlp_model.hpp"
 #if defined(MLP_TRAIN_WITH_NCCL)
+#include <graphstep/nccl.hpp>
+
 #include "../common/data_parallel_launch.hpp"
 #endif
 
@@ -24,7 +26,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <random>

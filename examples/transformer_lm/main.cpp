@@ -30,6 +30,8 @@
 #include "reference_model.hpp"
 #include "transformer_model.hpp"
 #if defined(TRANSFORMER_LM_WITH_NCCL)
+#include <graphstep/nccl.hpp>
+
 #include "../common/data_parallel_launch.hpp"
 #endif
 
@@ -38,7 +40,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -56,9 +57,9 @@ struct settings : transformer_example::transformer_config {
   int steps{20};
   int print_every{5};
   bool check_gradients{false};
-  std::size_t bucket_kib{std::size_t{25} *
-                         1024};  // of the gradient all-reduce (PyTorch DDP's 25 MiB)
-  bool data_parallel{false};     // the launcher started several ranks
+  // Bucket size of the gradient all-reduce: PyTorch DDP's 25 MiB.
+  std::size_t bucket_kib{std::size_t{25} * 1024};
+  bool data_parallel{false};  // the launcher started several ranks
 };
 
 settings parse(int argc, char** argv) {
