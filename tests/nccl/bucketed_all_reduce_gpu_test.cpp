@@ -3,13 +3,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdint>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/nccl.hpp>
 #include <vector>
 
 #include "common/gpu_test.hpp"
 #include "common/nccl_test.hpp"
+#include "common/pool_blocks.hpp"
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;
@@ -19,9 +19,7 @@ namespace {
 
 // Two parameter tensors fitted to fixed targets by MSE; their gradients share one flat buffer.
 struct replica {
-  gs::memory::memory_pool& pool;
-  std::vector<gs::memory::static_buffer>
-      storage;  // every buffer below, back to the pool at the end
+  gs::testing::pool_blocks blocks;  // every buffer below, back to the pool at the end
   gn::bucket_plan plan;
   std::vector<float*> params;
   std::vector<float*> targets;
@@ -33,17 +31,12 @@ struct replica {
 
   replica(gs::memory::memory_pool& p, gn::nccl_comm_view comm,
           std::vector<std::size_t> const& counts, gs::cuda::stream_view stream)
-      : pool{p} {
+      : blocks{p, stream} {
     std::vector<std::size_t> bytes;
     for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
     plan = gn::plan_buckets(bytes, 64 * 1024, 16 * 1024, 256);
-    auto floats = [&](std::size_t n) {
-      storage.emplace_back(pool, std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
-                           gs::dtype::float32, stream);
-      return static_cast<float*>(storage.back().data());
-    };
-    gradients = floats((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
-    loss = floats(1);
+    gradients = blocks.get((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
+    loss = blocks.get(1);
     std::vector<gt::parameter> parameters;
     for (std::size_t t = 0; t < counts.size(); ++t) {
       std::size_t const n = counts[t];
@@ -53,8 +46,8 @@ struct replica {
         init[i] = static_cast<float>((i * 7 + t) % 13) * 0.1F;
         goal[i] = static_cast<float>((i * 3 + t) % 5) * 0.2F;
       }
-      params.push_back(floats(n));
-      targets.push_back(floats(n));
+      params.push_back(blocks.get(n));
+      targets.push_back(blocks.get(n));
       graphstep::testing::copy_to_device(params.back(), init.data(), n * sizeof(float));
       graphstep::testing::copy_to_device(targets.back(), goal.data(), n * sizeof(float));
       losses.emplace_back(n, stream);
