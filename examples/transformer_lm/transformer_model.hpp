@@ -184,10 +184,12 @@ class transformer {
   // Bytes of each tensor's slot in those buffers, in buffer order (slots are contiguous, and
   // in the order the backward finishes the gradients: see set_gradients_finished).
   [[nodiscard]] std::vector<std::size_t> slot_bytes() const {
+    std::vector<tensor const*> by_offset;
+    for (auto const& t : tensors_) by_offset.push_back(&t);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](tensor const* a, tensor const* b) { return a->offset < b->offset; });
     std::vector<std::size_t> bytes;
-    for (std::size_t const i : buffer_order_) {
-      bytes.push_back(slot_elements(tensors_[i]) * sizeof(std::uint16_t));
-    }
+    for (tensor const* t : by_offset) bytes.push_back(slot_elements(*t) * sizeof(std::uint16_t));
     return bytes;
   }
   [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
@@ -240,77 +242,60 @@ class transformer {
     return (t.count + 63) / 64 * 64;
   }
 
-  // The tensors are declared in model order (tensors()), and laid out in the buffers in the order
+  // The tensors are listed in model order (tensors()), and laid out in the buffers in the order
   // the backward finishes their gradients: the final norm's first, then each layer from the last
   // (fc2, fc1, ln2, proj, qkv, ln1), the embeddings last (the embedding backward finishes the
   // tied token table's gradient). So the gradients the backward has finished are always a prefix
   // of the gradient buffer, and a data-parallel run's buckets can be reduced as it goes.
   void layout_parameters() {
     std::size_t const C = channels();
-    auto declare = [this](std::string name, std::size_t count, bool decays) {
-      tensors_.push_back({std::move(name), 0, count, decays});
-    };
-    declare("token embedding", static_cast<std::size_t>(c_.padded_vocab()) * C, true);
-    declare("position embedding", static_cast<std::size_t>(c_.sequence) * C, true);
+    token_embedding_ = {"token embedding", 0, static_cast<std::size_t>(c_.padded_vocab()) * C,
+                        true};
+    position_embedding_ = {"position embedding", 0, static_cast<std::size_t>(c_.sequence) * C,
+                           true};
     for (int l = 0; l < c_.layers; ++l) {
       std::string const n = "layer " + std::to_string(l) + " ";
-      declare(n + "ln1 weight", C, false);
-      declare(n + "ln1 bias", C, false);
-      declare(n + "qkv weight", 3 * C * C, true);
-      declare(n + "qkv bias", 3 * C, false);
-      declare(n + "proj weight", C * C, true);
-      declare(n + "proj bias", C, false);
-      declare(n + "ln2 weight", C, false);
-      declare(n + "ln2 bias", C, false);
-      declare(n + "fc1 weight", 4 * C * C, true);
-      declare(n + "fc1 bias", 4 * C, false);
-      declare(n + "fc2 weight", 4 * C * C, true);
-      declare(n + "fc2 bias", C, false);
+      layer_parameters& p = layer_parameters_.emplace_back();
+      p.ln1_weight = {n + "ln1 weight", 0, C, false};
+      p.ln1_bias = {n + "ln1 bias", 0, C, false};
+      p.qkv_weight = {n + "qkv weight", 0, 3 * C * C, true};
+      p.qkv_bias = {n + "qkv bias", 0, 3 * C, false};
+      p.proj_weight = {n + "proj weight", 0, C * C, true};
+      p.proj_bias = {n + "proj bias", 0, C, false};
+      p.ln2_weight = {n + "ln2 weight", 0, C, false};
+      p.ln2_bias = {n + "ln2 bias", 0, C, false};
+      p.fc1_weight = {n + "fc1 weight", 0, 4 * C * C, true};
+      p.fc1_bias = {n + "fc1 bias", 0, 4 * C, false};
+      p.fc2_weight = {n + "fc2 weight", 0, 4 * C * C, true};
+      p.fc2_bias = {n + "fc2 bias", 0, C, false};
     }
-    declare("final norm weight", C, false);
-    declare("final norm bias", C, false);
+    lnf_weight_ = {"final norm weight", 0, C, false};
+    lnf_bias_ = {"final norm bias", 0, C, false};
 
-    // Indices into tensors_: the embeddings, then 12 per layer in the order declared above.
-    constexpr std::size_t per_layer = 12;
-    auto const layer_tensor = [](std::size_t l, std::size_t k) { return 2 + l * per_layer + k; };
-    std::size_t const final_norm = tensors_.size() - 2;
-    buffer_order_ = {final_norm, final_norm + 1};
-    for (std::size_t l = layers_count(); l-- > 0;) {
-      // fc2 weight and bias, fc1, ln2, proj, qkv, ln1: as backward() reaches them.
-      for (std::size_t const k :
-           std::initializer_list<std::size_t>{10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1}) {
-        buffer_order_.push_back(layer_tensor(l, k));
+    auto place = [this](tensor& t) {
+      t.offset = parameter_count_;
+      parameter_count_ += slot_elements(t);
+    };
+    place(lnf_weight_);
+    place(lnf_bias_);
+    for (auto p = layer_parameters_.rbegin(); p != layer_parameters_.rend(); ++p) {
+      for (tensor* t : {&p->fc2_weight, &p->fc2_bias, &p->fc1_weight, &p->fc1_bias, &p->ln2_weight,
+                        &p->ln2_bias, &p->proj_weight, &p->proj_bias, &p->qkv_weight, &p->qkv_bias,
+                        &p->ln1_weight, &p->ln1_bias}) {
+        place(*t);
       }
     }
-    buffer_order_.push_back(1);
-    buffer_order_.push_back(0);
-    for (std::size_t const i : buffer_order_) {
-      tensors_[i].offset = parameter_count_;
-      parameter_count_ += slot_elements(tensors_[i]);
-    }
+    place(position_embedding_);
+    place(token_embedding_);
 
-    token_embedding_ = tensors_[0];
-    position_embedding_ = tensors_[1];
-    for (std::size_t l = 0; l < layers_count(); ++l) {
-      layer_parameters p;
-      p.ln1_weight = tensors_[layer_tensor(l, 0)];
-      p.ln1_bias = tensors_[layer_tensor(l, 1)];
-      p.qkv_weight = tensors_[layer_tensor(l, 2)];
-      p.qkv_bias = tensors_[layer_tensor(l, 3)];
-      p.proj_weight = tensors_[layer_tensor(l, 4)];
-      p.proj_bias = tensors_[layer_tensor(l, 5)];
-      p.ln2_weight = tensors_[layer_tensor(l, 6)];
-      p.ln2_bias = tensors_[layer_tensor(l, 7)];
-      p.fc1_weight = tensors_[layer_tensor(l, 8)];
-      p.fc1_bias = tensors_[layer_tensor(l, 9)];
-      p.fc2_weight = tensors_[layer_tensor(l, 10)];
-      p.fc2_bias = tensors_[layer_tensor(l, 11)];
-      layer_parameters_.push_back(p);
+    tensors_ = {token_embedding_, position_embedding_};
+    for (auto const& p : layer_parameters_) {
+      tensors_.insert(tensors_.end(), {p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias,
+                                       p.proj_weight, p.proj_bias, p.ln2_weight, p.ln2_bias,
+                                       p.fc1_weight, p.fc1_bias, p.fc2_weight, p.fc2_bias});
     }
-    lnf_weight_ = tensors_[final_norm];
-    lnf_bias_ = tensors_[final_norm + 1];
+    tensors_.insert(tensors_.end(), {lnf_weight_, lnf_bias_});
   }
-  [[nodiscard]] std::size_t layers_count() const { return static_cast<std::size_t>(c_.layers); }
   // Bytes from the gradient buffer's start to the end of t's slot.
   [[nodiscard]] static std::size_t finished_through(tensor const& t) {
     return (t.offset + slot_elements(t)) * sizeof(std::uint16_t);
@@ -607,7 +592,6 @@ class transformer {
 
   std::size_t parameter_count_{};
   std::vector<tensor> tensors_;
-  std::vector<std::size_t> buffer_order_;  // indices into tensors_, by offset
   tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;
   std::vector<layer_parameters> layer_parameters_;
   std::uint16_t* parameters_{};
