@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # clang-tidy over the library's C++ sources (src/**/*.cpp; the .cu kernels are not checked), with
-# the checks of .clang-tidy. Every finding is an error: the script exits non-zero on any.
+# the checks of .clang-tidy. Every finding is an error: the script exits non-zero on any. A file
+# found clean before is checked again only when its preprocessed input, its compile command, the
+# configuration or the tool changed (GRAPHSTEP_TIDY_CACHE, default ~/.cache/graphstep/tidy).
 # It reads the compile_commands.json of a build directory, configuring that directory with the
 # default preset first when it has none.
 # Usage: scripts/tidy.sh [build directory, default build]
@@ -21,21 +23,19 @@ find_tool() {
   return 1
 }
 
-if ! find_tool clang-tidy clang-tidy-14 >/dev/null || ! find_tool run-clang-tidy run-clang-tidy-14 \
-    run-clang-tidy.py >/dev/null; then
+if ! find_tool clang-tidy clang-tidy-14 >/dev/null; then
   if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "tidy.sh: clang-tidy not found; installing it (apt-get install -y clang-tidy)"
     apt-get install -y clang-tidy >/dev/null || {
       apt-get update >/dev/null && apt-get install -y clang-tidy >/dev/null
     }
   else
-    echo "tidy.sh: clang-tidy and run-clang-tidy are required but not installed;" \
+    echo "tidy.sh: clang-tidy is required but not installed;" \
          "install them with: sudo apt-get install clang-tidy" >&2
     exit 2
   fi
 fi
 clang_tidy=$(find_tool clang-tidy clang-tidy-14)
-run_clang_tidy=$(find_tool run-clang-tidy run-clang-tidy-14 run-clang-tidy.py)
 
 if [[ ! -f "${build_dir}/compile_commands.json" ]]; then
   if [[ "${build_dir}" != build ]]; then
@@ -71,32 +71,17 @@ if [[ -n "${unbuilt}" ]]; then
   sed -e "s|^${root}/|  |" <<<"${unbuilt}"
 fi
 
-# run-clang-tidy takes regular expressions: one alternation of the exact paths.
-pattern=$(printf '%s\n' "${files[@]}" | sed -e 's/[][\.*^$+?(){}|]/\\&/g' -e 's/.*/^&$/' |
-          paste -sd '|')
+# Files found clean before, with the same input, configuration and tool, are not checked again
+# (scripts/lib/tidy_cached.py): the cache lives outside the checkout and every clone shares it.
+cache_dir=${GRAPHSTEP_TIDY_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/graphstep/tidy}
 jobs=$(nproc)
-log=$(mktemp)
-trap 'rm -f "${log}" "${log}.plain"' EXIT
-
 status=0
-"${run_clang_tidy}" -clang-tidy-binary "${clang_tidy}" -p "${build_dir}" -j "${jobs}" -quiet \
-  "${pattern}" >"${log}" 2>&1 || status=$?
-# run-clang-tidy always asks for colour: keep it for a terminal, strip it for logs and counting.
-sed -r 's/\x1b\[[0-9;]*m//g' "${log}" >"${log}.plain"
-shown=${log}.plain
-[[ -t 1 ]] && shown=${log}
-# Drop the per-file command lines and the "N warnings generated" chatter; keep the findings.
-noise='(^|m)([^ ]*clang-tidy(-[0-9]+)? |[0-9]+ warnings? (and [0-9]+ errors? )?generated\.'
-noise+='|Suppressed [0-9]+ warnings|Use -header-filter=|Use -system-headers)'
-grep -v -E "${noise}" \
-  "${shown}" || true
-
-# grep finds nothing in a clean run; under pipefail that must not end the script.
-findings=$({ grep -E ': (warning|error): ' "${log}.plain" || true; } | sort -u | wc -l)
-if [[ ${status} -eq 0 && ${findings} -ne 0 ]]; then status=1; fi
+result=$(python3 scripts/lib/tidy_cached.py "${clang_tidy}" "${build_dir}" "${root}" "${cache_dir}" \
+  "${jobs}" "${files[@]}") || status=$?
+echo "${result}"
 echo
-echo "tidy.sh: $("${clang_tidy}" --version | grep -o 'version [0-9.]*'), ${#files[@]} files," \
-     "${jobs} jobs, $((SECONDS - started)) s: ${findings} finding(s)"
+echo "tidy.sh: $("${clang_tidy}" --version | grep -o 'version [0-9.]*'), $(tail -n 1 <<<"${result}")," \
+     "${jobs} jobs, $((SECONDS - started)) s"
 if [[ ${status} -ne 0 ]]; then
   echo "tidy.sh: FAILED" >&2
   exit 1
