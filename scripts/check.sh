@@ -1,27 +1,85 @@
 #!/usr/bin/env bash
-# The full check, and what CI runs: PyTorch from PyPI for the torchrun tests, Open MPI for the
-# MPI bootstrap's test, then build everything and run every test (GPU tests report themselves
-# skipped where no GPU is visible), everything again on the simulated CUDA device (where the GPU
-# tests and the MPI bootstrap's test run), the core alone
-# without nvcc on the path, the CPU tests and the simulated device's GPU tests again under
-# AddressSanitizer and UndefinedBehaviorSanitizer, clang-tidy over src/, and a short fuzzing
-# run of each target.
+# The full check, and what CI runs (CONTRIBUTING.md walks through it): the tools it needs, then
+# every build and test in the order below, stopping at the first failure. It ends with each
+# step's time and the number of tests it ran, so that a change that makes CI slower or drops
+# tests shows.
+#
+# Every build compiles through ccache (scripts/install-ccache.sh), and clang-tidy keeps the files
+# it found clean in a cache of its own (scripts/tidy.sh): a second run on the same machine, from
+# any clone, recompiles and re-checks only what changed. Tests run in parallel, one per core
+# (GRAPHSTEP_CHECK_JOBS to change it); the ones that must run alone are marked RUN_SERIAL.
 # Usage: scripts/check.sh [fuzzing seconds per target, default 30]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/machine.sh
 fuzz_seconds=${1:-30}
+jobs=${GRAPHSTEP_CHECK_JOBS:-$(nproc)}
 started=${SECONDS}
 declare -a summary
+total_tests=0
 
+# Each step's detail for the summary: the tests its ctest runs counted (run_tests), or a line of
+# its own (step_detail).
+step_tests=0
+step_skipped=0
+step_detail=
 run_step() {
   local name=$1
   shift
   local step_started=${SECONDS}
+  step_tests=0
+  step_skipped=0
+  step_detail=
   echo
   echo "==== ${name}"
   "$@"
-  summary+=("$(printf '%-62s %5d s' "${name}" $((SECONDS - step_started)))")
+  if [[ -z "${step_detail}" && ${step_tests} -gt 0 ]]; then
+    step_detail="${step_tests} tests, ${step_skipped} skipped"
+  fi
+  total_tests=$((total_tests + step_tests))
+  summary+=("$(printf '%-76s %5d s  %s' "${name}" $((SECONDS - step_started)) "${step_detail}")")
 }
+
+# ctest with the given arguments, in parallel; the tests it ran and skipped count to the step.
+run_tests() {
+  local log
+  log=$(mktemp)
+  local status=0
+  ctest -j "${jobs}" "$@" 2>&1 | tee "${log}" || status=$?
+  local ran skipped
+  ran=$(sed -n 's/.*tests* failed out of \([0-9][0-9]*\).*/\1/p' "${log}" | tail -n 1)
+  skipped=$(grep -c ' (Skipped)$' "${log}" || true)
+  rm -f "${log}"
+  step_tests=$((step_tests + ${ran:-0}))
+  step_skipped=$((step_skipped + skipped))
+  return "${status}"
+}
+
+# A preset's configure, build and tests: `cmake --workflow --preset <name>`, with the tests in
+# parallel. Extra arguments go to the configure step.
+workflow() {
+  local preset=$1
+  shift
+  cmake --preset "${preset}" "$@"
+  cmake --build --preset "${preset}"
+  run_tests --preset "${preset}"
+}
+
+# ccache's counters, to report what this run found in the cache.
+cache_counters() {
+  command -v ccache >/dev/null 2>&1 || return 0
+  ccache --print-stats 2>/dev/null |
+    awk '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ { c[$1] = $2 }
+         END { print c["direct_cache_hit"] + c["preprocessed_cache_hit"], c["cache_miss"] + 0 }'
+}
+
+install_ccache() {
+  scripts/install-ccache.sh || echo "check.sh: ccache could not be installed; every build" \
+    "compiles from scratch" >&2
+  step_detail="$(command -v ccache >/dev/null && ccache --version | head -n 1)"
+}
+run_step "ccache, the compiler cache (scripts/install-ccache.sh)" install_ccache
+read -r hits_before misses_before _ <<<"$(cache_counters) 0 0"
 
 # PyTorch from PyPI, for the tests that meet torchrun and its c10d store (no GPU needed). Where
 # it cannot be installed, those tests report themselves skipped.
@@ -37,9 +95,30 @@ install_mpi() {
     "leaves the MPI bootstrap and its test out" >&2
 }
 run_step "Open MPI for the MPI bootstrap's test (scripts/install-mpi.sh)" install_mpi
-run_step "build and test (cmake --workflow --preset default)" cmake --workflow --preset default
-run_step "every test on the simulated CUDA device (cmake --workflow --preset sim)" \
-  cmake --workflow --preset sim
+
+# The default configuration (the ci preset: its tests, examples and benchmarks compiled by nvcc
+# for one architecture, which proves they compile for a GPU). Its GPU tests run where a GPU is
+# visible, for that GPU's architecture; elsewhere they run in the next step, on the simulated
+# device, and here only the tests that need no device.
+default_build() {
+  if gpu_visible; then
+    workflow ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES=native
+  else
+    cmake --preset ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES=90
+    cmake --build --preset ci
+    echo "check.sh: no GPU visible: the GPU tests (label gpu) are built but not run here; they" \
+         "run in the next step, on the simulated CUDA device"
+    run_tests --preset ci --label-exclude gpu
+  fi
+}
+run_step "build and test (--preset ci: the default preset, tests for one arch)" default_build
+
+simulated_device() {
+  workflow sim
+  run_tests --preset sim-interleaved
+}
+run_step "every test on the simulated CUDA device (--preset sim, sim-interleaved)" \
+  simulated_device
 
 # graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build.
 core_only() {
@@ -60,19 +139,41 @@ core_only() {
     return 1
   fi
   env PATH="${path_without_cuda}" cmake --build build-core
-  env PATH="${path_without_cuda}" ctest --test-dir build-core -j "$(nproc)" --output-on-failure \
-    --no-tests=error
+  PATH="${path_without_cuda}" run_tests --test-dir build-core --output-on-failure --no-tests=error
 }
 run_step "graphstep_core without nvcc on the path (build-core)" core_only
-run_step "CPU tests under ASan + UBSan (cmake --workflow --preset sanitize)" \
-  cmake --workflow --preset sanitize
+run_step "CPU tests under ASan + UBSan (--preset sanitize)" workflow sanitize
 # The tests that count resident host pages are left out: ASan's quarantine holds freed memory.
 run_step "GPU tests on the simulated device under ASan + UBSan (--preset sim-sanitize)" \
-  cmake --workflow --preset sim-sanitize
-run_step "clang-tidy over src/ (scripts/tidy.sh build-sim: every source, the simulator's too)" \
-  scripts/tidy.sh build-sim
-run_step "fuzzing, ${fuzz_seconds} s per target (scripts/fuzz.sh)" scripts/fuzz.sh "${fuzz_seconds}"
+  workflow sim-sanitize
+
+tidy() {
+  local log
+  log=$(mktemp)
+  local status=0
+  scripts/tidy.sh build-sim 2>&1 | tee "${log}" || status=$?
+  step_detail=$(sed -n 's/^tidy\.sh: .* \([0-9][0-9]* files (.*)\).*/\1/p' "${log}" | tail -n 1)
+  rm -f "${log}"
+  return "${status}"
+}
+run_step "clang-tidy over src/ (scripts/tidy.sh build-sim)" tidy
+fuzz() {
+  local log
+  log=$(mktemp)
+  local status=0
+  scripts/fuzz.sh "${fuzz_seconds}" 2>&1 | tee "${log}" || status=$?
+  step_detail="$(grep -c '^== ' "${log}" || true) targets, ${fuzz_seconds} s each"
+  rm -f "${log}"
+  return "${status}"
+}
+run_step "fuzzing, ${fuzz_seconds} s per target (scripts/fuzz.sh)" fuzz
 
 echo
-echo "==== every check passed in $((SECONDS - started)) s"
+echo "==== every check passed in $((SECONDS - started)) s (${jobs} test jobs)"
 printf '  %s\n' "${summary[@]}"
+echo "  ${total_tests} tests in all"
+read -r hits_after misses_after _ <<<"$(cache_counters) 0 0"
+if command -v ccache >/dev/null 2>&1; then
+  echo "  ccache: $((hits_after - hits_before)) compilations from the cache," \
+       "$((misses_after - misses_before)) compiled"
+fi

@@ -4,9 +4,10 @@
 # Usage: scripts/example.sh [example, default bucketed_shapes] [arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/machine.sh
 example=${1:-bucketed_shapes}
 shift || true
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+if gpu_visible; then
   preset=default
   build_dir=build
 else

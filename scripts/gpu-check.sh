@@ -35,6 +35,7 @@
 # summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/machine.sh
 results=${1:-${OUT:-gpu-check-results}}
 mkdir -p "${results}"
 summary=${results}/summary.md
@@ -187,10 +188,10 @@ if wants ranks; then
       log "- examples/ddp, ${ranks} ranks on one GPU: exit ${rc} ($(tail -1 "${results}/ddp-${ranks}-ranks.txt"))"
       [[ ${rc} -eq 0 ]] || status=1
     done
-    # The same under a real torchrun (the machine's PyTorch, or third_party/torch-venv): the id
+    # The same under a real torchrun (the machine's PyTorch, or scripts/install-torch.sh's): the id
     # then travels through its agent's store.
     NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=${NCCL_MAX_CTAS:-4} \
-      timeout "${limit}" bash examples/ddp/launch_torchrun.sh third_party/torch-venv standalone 2 \
+      timeout "${limit}" bash examples/ddp/launch_torchrun.sh "${torch_venv}" standalone 2 \
       "${ddp}" > "${results}/ddp-2-ranks-torchrun.txt" 2>&1
     rc=$?
     log "- examples/ddp, 2 ranks under torchrun: exit ${rc} ($(grep -v '^W' "${results}/ddp-2-ranks-torchrun.txt" | tail -1))"

@@ -2,11 +2,13 @@
 # PyTorch from PyPI in a virtual environment, for the tests that meet its c10d store and its
 # launcher torchrun (tests/nccl/tcp_store_test.cpp, the torchrun.* and example_ddp_*_torchrun
 # tests). They need no GPU: the torch wheel PyPI has for Linux imports and launches without a
-# driver. About 5 GB; nothing is done when the environment already has torch.
-# Usage: scripts/install-torch.sh [virtual environment, default third_party/torch-venv]
+# driver. About 5 GB, outside the checkout (shared by every clone); nothing is done when the
+# environment already has torch.
+# Usage: scripts/install-torch.sh [virtual environment, default ~/.cache/graphstep/torch-venv]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=${1:-third_party/torch-venv}
+source scripts/lib/machine.sh
+venv=${1:-${torch_venv}}
 if [[ -x ${venv}/bin/python ]] && "${venv}/bin/python" -c "import torch.distributed.run" \
   2>/dev/null; then
   echo "install-torch.sh: ${venv} already has torch"
