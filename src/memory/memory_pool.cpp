@@ -233,6 +233,11 @@ pool_state::pool_state(pool_options const& options) {
                     "pool_options::alignment must be a power of two, not " +
                         std::to_string(options.alignment) + "; use 256 (what CUDA guarantees)");
   cuda::require_device();
+  int const count = cuda::device_count();
+  GRAPHSTEP_EXPECTS(options.device >= -1 && options.device < count,
+                    "pool_options::device is " + std::to_string(options.device) +
+                        ", but the devices are numbered 0 to " + std::to_string(count - 1) +
+                        "; give one of them, or -1 for the current device");
   device_id_ = options.device >= 0 ? options.device : cuda::current_device();
   expect_peers_reach(options.peer_devices, device_id_);
   cuda::device_guard const on_device{device_id_};

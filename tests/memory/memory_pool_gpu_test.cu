@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <graphstep/graphstep.hpp>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -347,6 +348,43 @@ TEST_P(pool_test, bad_peer_devices_are_usage_errors_that_say_which) {
   bad.peer_devices = {1, 1};
   EXPECT_NE(message_of([&] { gs::memory::memory_pool pool{bad}; }).find("listed twice"),
             std::string::npos);
+}
+
+TEST_P(pool_test, a_device_that_does_not_exist_is_a_usage_error_that_says_which) {
+  gs::memory::pool_options bad = options();
+  for (int const device : {-2, gs::cuda::device_count()}) {
+    bad.device = device;
+    std::string const message = message_of([&] { gs::memory::memory_pool pool{bad}; });
+    EXPECT_NE(message.find("pool_options::device is " + std::to_string(device)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("-1 for the current device"), std::string::npos) << message;
+  }
+}
+
+TEST_P(pool_test, sizes_past_any_address_space_are_usage_errors_that_say_which) {
+  std::size_t const largest = std::numeric_limits<std::size_t>::max();
+  gs::memory::pool_options bad = options();
+  bad.growth_bytes = largest;
+  EXPECT_NE(message_of([&] { gs::memory::memory_pool pool{bad}; })
+                .find("pool_options::growth_bytes of " + std::to_string(largest) + " bytes"),
+            std::string::npos);
+  if (GetParam() == gs::memory::pool_backing::virtual_memory) {
+    bad = options();
+    bad.reserve_bytes = largest;
+    EXPECT_NE(message_of([&] { gs::memory::memory_pool pool{bad}; })
+                  .find("pool_options::reserve_bytes of " + std::to_string(largest) + " bytes"),
+              std::string::npos);
+  }
+  gs::memory::memory_pool pool{options()};
+  for (std::size_t const bytes : {largest, largest - (std::size_t{2} << 20), largest / 2 + 1}) {
+    std::string const message = message_of([&] {
+      static_cast<void>(pool.allocate(bytes, *stream_));
+    });
+    EXPECT_NE(message.find("a request of " + std::to_string(bytes) + " bytes"), std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(pool.statistics().mapped_bytes, 0U) << "nothing was mapped for the refused requests";
 }
 
 TEST_P(pool_test, growth_keeps_old_addresses_valid) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/detail/pool_engine.hpp>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -402,6 +403,38 @@ TEST(pool_engine, bad_requests_and_unknown_captures_are_refused_with_what_to_do)
   gm::pool_engine_options zero_growth;
   zero_growth.growth_bytes = 0;
   EXPECT_THROW((gm::pool_engine{zero_growth, device}), graphstep::usage_error);
+}
+
+TEST(pool_engine, sizes_past_any_address_space_are_refused_before_they_are_rounded) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  std::size_t const largest = std::numeric_limits<std::size_t>::max();
+  for (std::size_t const bytes : {largest, largest - 2 * mib, largest / 2 + 1}) {
+    try {
+      static_cast<void>(pool.allocate(bytes, stream_a, std::nullopt));
+      FAIL() << "no error for " << bytes;
+    } catch (graphstep::usage_error const& e) {
+      EXPECT_NE(std::string{e.what()}.find("a request of " + std::to_string(bytes) + " bytes"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(device.grow_requests.empty()) << "the pool grew for a refused request";
+  gm::pool_engine_options huge_growth;
+  huge_growth.growth_bytes = largest;
+  try {
+    gm::pool_engine refused{huge_growth, device};
+    FAIL() << "no error";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("pool_options::growth_bytes of " +
+                                         std::to_string(largest) + " bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  // The largest request that is not refused is served or reported as out of memory.
+  device.memory_left = 4 * mib;
+  EXPECT_THROW(static_cast<void>(pool.allocate(largest / 2, stream_a, std::nullopt)),
+               graphstep::out_of_memory);
 }
 
 TEST(pool_engine, every_event_is_forgotten_when_the_engine_goes) {

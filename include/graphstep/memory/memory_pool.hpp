@@ -39,6 +39,7 @@ enum class pool_backing {
 struct pool_options {
   pool_backing backing{pool_backing::automatic};
   /// Virtual address range reserved up front (virtual_memory); 0 means the device's memory size.
+  /// At most half the address space, as every size the pool takes.
   std::size_t reserve_bytes{0};
   /// The most device memory the pool may map or allocate; 0 means no budget.
   std::size_t budget_bytes{0};
@@ -46,7 +47,7 @@ struct pool_options {
   std::size_t alignment{256};
   /// Smallest growth step; rounded up to the allocation granularity.
   std::size_t growth_bytes{std::size_t{32} << 20};
-  /// Device of the pool; -1 means the current device.
+  /// Device of the pool, 0 to cudaGetDeviceCount() - 1; -1 means the current device.
   int device{-1};
   /// Other devices whose kernels may use the pool's memory too (an output read on another GPU);
   /// each must be able to reach the pool's device (`cudaDeviceCanAccessPeer`). Virtual memory
@@ -150,8 +151,9 @@ class memory_pool : public cuda::memory_resource {
   ~memory_pool() override;
 
   /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.
-  /// @throws usage_error (zero bytes, moved-from pool, stream capturing into a graph that was
-  /// not started with this pool, planned-mode divergence), out_of_memory (budget or device
+  /// @throws usage_error (zero bytes or more than half the address space, moved-from pool,
+  /// stream capturing into a graph that was not started with this pool, planned-mode
+  /// divergence), out_of_memory (budget or device
   /// exhausted: the message gives requested, in-use, reserved, budget and largest free block)
   [[nodiscard]] void* allocate(std::size_t bytes, cuda::stream_view stream);
 

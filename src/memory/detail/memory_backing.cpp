@@ -7,6 +7,8 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/memory/detail/pool_engine.hpp>
+#include <string>
 #include <vector>
 
 #include "cuda/detail/driver_api.hpp"
@@ -250,6 +252,11 @@ std::unique_ptr<memory_backing> make_virtual_memory_backing(int device, std::siz
   std::size_t granularity = 0;
   GRAPHSTEP_CU_TRY(api.mem_get_allocation_granularity(&granularity, &prop,
                                                       CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  GRAPHSTEP_EXPECTS(reserve_bytes <= largest_pool_size,
+                    "pool_options::reserve_bytes of " + std::to_string(reserve_bytes) +
+                        " bytes is more address space than any device can reserve (a negative "
+                        "size converted to size_t?); give the range the pool may grow to, or 0 "
+                        "for the device's memory size");
   if (reserve_bytes == 0) {
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;

@@ -29,6 +29,10 @@ pool_engine::pool_engine(pool_engine_options const& options, pool_device& device
     : options_{options}, device_{device}, blocks_{options.alignment, options.graphs_share_memory} {
   GRAPHSTEP_EXPECTS(options.growth_bytes > 0,
                     "pool_options::growth_bytes must be positive (it is the smallest growth step)");
+  GRAPHSTEP_EXPECTS(options.growth_bytes <= largest_pool_size,
+                    "pool_options::growth_bytes of " + std::to_string(options.growth_bytes) +
+                        " bytes is more than any device holds (a negative size converted to "
+                        "size_t?); give the smallest step the pool grows by, e.g. 32 MiB");
 }
 
 pool_engine::~pool_engine() {
@@ -60,6 +64,10 @@ stream_id pool_engine::tag_of(capture_state& capture, stream_id stream) {
 std::uintptr_t pool_engine::allocate(std::size_t bytes, stream_id stream,
                                      std::optional<capture_id> capture) {
   GRAPHSTEP_EXPECTS(bytes > 0, "memory_pool::allocate: a request of 0 bytes; ask for at least 1");
+  GRAPHSTEP_EXPECTS(bytes <= largest_pool_size,
+                    "memory_pool::allocate: a request of " + std::to_string(bytes) +
+                        " bytes is more than any device holds (a negative size converted to "
+                        "size_t?); check how the size is computed");
   std::lock_guard const lock{mutex_};
   if (capture) {
     capture_state& state = capture_of(*capture, stream);

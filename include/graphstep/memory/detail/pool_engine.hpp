@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/detail/block_allocator.hpp>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,11 @@ class pool_device {
   /// @brief The engine no longer needs `event`.
   virtual void forget(event_id event) noexcept = 0;
 };
+
+/// @brief The largest size the pool takes, in a request or an option: half the address space.
+/// No device holds that much, so a larger size is a computation gone wrong (a negative number
+/// converted to `std::size_t`), and rounding it up to a granularity would overflow.
+inline constexpr std::size_t largest_pool_size = std::numeric_limits<std::size_t>::max() / 2;
 
 /// @brief How the engine sizes its growth and what it may hold.
 struct pool_engine_options {
