@@ -151,6 +151,7 @@ rendezvous_server::~rendezvous_server() {
 // Serving consumes the listening socket, so it is not const.
 // NOLINTNEXTLINE(readability-make-member-function-const)
 void rendezvous_server::serve(unique_id_bytes const& id, std::chrono::milliseconds timeout) {
+  detail::expect_positive_timeout(timeout, "rendezvous_server::serve");
   auto const deadline = clock::now() + timeout;
   std::map<int, socket_fd> arrived;  // rank -> connection
   std::vector<pending_client> pending;
@@ -294,6 +295,7 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
   GRAPHSTEP_EXPECTS(rank >= 1 && rank < world_size,
                     "rendezvous_join: rank " + std::to_string(rank) + " must lie in 1.." +
                         std::to_string(world_size - 1) + " (rank 0 serves)");
+  detail::expect_positive_timeout(timeout, "rendezvous_join");
   auto const deadline = clock::now() + timeout;
   std::string const where = address + ":" + std::to_string(port);
   std::string last_error;
@@ -350,6 +352,7 @@ unique_id_bytes exchange_unique_id_through_store(tcp_store& store, std::string c
                                                  std::chrono::milliseconds timeout) {
   GRAPHSTEP_EXPECTS(
       rank >= 0, "exchange_unique_id_through_store: rank " + std::to_string(rank) + " is negative");
+  detail::expect_positive_timeout(timeout, "exchange_unique_id_through_store");
   if (rank == 0) {
     store.set(key, {root_id.begin(), root_id.end()});
     return root_id;
@@ -379,6 +382,9 @@ std::string torchrun_store_key(launch_environment const& environment, int sequen
 unique_id_bytes exchange_unique_id(launch_environment const& environment,
                                    unique_id_bytes const& root_id,
                                    std::chrono::milliseconds timeout) {
+  // Checked for one process too: the same program then fails alike when it is launched wide.
+  detail::expect_positive_timeout(timeout,
+                                  "exchange_unique_id (bootstrap_options::rendezvous_timeout)");
   if (environment.world_size == 1) return root_id;
   if (environment.bootstrap == bootstrap_kind::torchrun_store) {
     static std::atomic<int> exchanges{0};

@@ -88,6 +88,7 @@ tcp_store::tcp_store(std::string const& host, int port, std::chrono::millisecond
     : address_{host + ":" + std::to_string(port)}, io_timeout_{timeout} {
   GRAPHSTEP_EXPECTS(port >= 1 && port <= 65535,
                     "tcp_store: port " + std::to_string(port) + " must lie in 1..65535");
+  detail::expect_positive_timeout(timeout, "tcp_store");
   std::string last_error;
   detail::socket_fd connection =
       detail::connect_before(host, port, clock::now() + timeout, last_error);

@@ -13,6 +13,7 @@
 #include <future>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
+#include <graphstep/nccl/tcp_store.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,30 @@ TEST(rendezvous, a_missing_rank_is_named_at_the_deadline) {
       message_of<graphstep::nccl_error>([&] { server.serve(make_id(1), milliseconds{300}); });
   EXPECT_NE(what.find("rank(s) 2 of 3 did not arrive"), std::string::npos) << what;
   EXPECT_NE(one.get().find("gave up"), std::string::npos) << "rank 1 is told, not left hanging";
+}
+
+TEST(rendezvous, a_timeout_with_no_time_in_it_is_a_usage_error_that_says_so) {
+  for (milliseconds const timeout : {milliseconds{0}, milliseconds{-1}}) {
+    std::string const expected = "a timeout of " + std::to_string(timeout.count()) + " ms";
+    gn::rendezvous_server server{0, 2};
+    std::vector<std::string> const messages{
+        message_of([&] { server.serve(make_id(1), timeout); }),
+        message_of([&] {
+          static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 2, timeout));
+        }),
+        message_of([&] {
+          gn::launch_environment environment;
+          environment.world_size = 2;
+          environment.rank = 1;
+          environment.bootstrap = gn::bootstrap_kind::rendezvous;
+          static_cast<void>(gn::exchange_unique_id(environment, make_id(1), timeout));
+        }),
+        message_of([&] { gn::tcp_store store{"127.0.0.1", server.port(), timeout}; })};
+    for (std::string const& what : messages) {
+      EXPECT_NE(what.find(expected), std::string::npos) << what;
+      EXPECT_NE(what.find("give a positive time"), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(rendezvous, a_wrong_port_fails_at_the_deadline) {

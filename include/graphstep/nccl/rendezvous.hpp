@@ -49,7 +49,8 @@ class rendezvous_server {
   /// @throws nccl_error naming the ranks that did not arrive by the deadline (with the count of
   /// dropped and refused clients, and why accepting failed if it did) or that did not
   /// acknowledge the id; usage_error for a rank of this job that reports another world size, a
-  /// duplicate rank or a rank out of range (that rank is told too, and so are the others).
+  /// duplicate rank or a rank out of range (that rank is told too, and so are the others), and
+  /// for a timeout that is not positive.
   /// Connections that do not speak the protocol are dropped and counted; clients with another
   /// job token are told so and counted. Only an admitted rank is sent the id.
   void serve(unique_id_bytes const& id,
@@ -66,7 +67,8 @@ class rendezvous_server {
 /// it.
 /// @throws nccl_error (rank 0 unreachable until the deadline — wrong address or port, or rank 0
 /// not started; no answer by the deadline; rank 0 closed the connection), usage_error (rank 0
-/// refused this rank: other world size, duplicate rank, another job token)
+/// refused this rank: other world size, duplicate rank, another job token; a timeout that is not
+/// positive)
 [[nodiscard]] unique_id_bytes rendezvous_join(
     std::string const& address, int port, int rank, int world_size,
     std::chrono::milliseconds timeout = default_rendezvous_timeout,
@@ -75,7 +77,8 @@ class rendezvous_server {
 /// @brief The id through a c10d store (torchrun's agent store): rank 0 sets `key` to
 /// `root_id` and returns it; other ranks wait for `key` until `timeout` and return its value.
 /// @throws nccl_error (the key did not appear by the deadline: rank 0 failed or was not
-/// started; the value is not an id; the store failed), usage_error (rank < 0)
+/// started; the value is not an id; the store failed), usage_error (rank < 0, a timeout that is
+/// not positive)
 [[nodiscard]] unique_id_bytes exchange_unique_id_through_store(
     tcp_store& store, std::string const& key, int rank, unique_id_bytes const& root_id,
     std::chrono::milliseconds timeout = default_rendezvous_timeout);
@@ -90,6 +93,8 @@ class rendezvous_server {
 /// through torchrun's store at MASTER_ADDR:MASTER_PORT, under `torchrun_store_key` with this
 /// process's count of such exchanges as the sequence (so every rank must make its
 /// communicators in the same order, as with any collective).
+/// @throws what the call of the environment's bootstrap throws; usage_error for a timeout that
+/// is not positive, for one process too
 [[nodiscard]] unique_id_bytes exchange_unique_id(
     launch_environment const& environment, unique_id_bytes const& root_id,
     std::chrono::milliseconds timeout = default_rendezvous_timeout);

@@ -33,7 +33,7 @@ class tcp_store {
   /// `timeout` also bounds each later call's exchange with the store (not `get`'s and
   /// `wait`'s waiting for a key, which take their own).
   /// @throws nccl_error (no store reachable at host:port by the deadline; the peer does not
-  /// answer as a TCPStore), usage_error (port outside 1..65535)
+  /// answer as a TCPStore), usage_error (port outside 1..65535, a timeout that is not positive)
   tcp_store(std::string const& host, int port, std::chrono::milliseconds timeout);
   ~tcp_store();
   tcp_store(tcp_store&& other) noexcept;

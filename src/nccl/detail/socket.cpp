@@ -72,6 +72,13 @@ std::string errno_text() {
   return std::generic_category().message(errno);
 }
 
+void expect_positive_timeout(std::chrono::milliseconds timeout, std::string const& what) {
+  GRAPHSTEP_EXPECTS(timeout.count() > 0,
+                    what + ": a timeout of " + std::to_string(timeout.count()) +
+                        " ms leaves no time to wait; give a positive time (ranks started "
+                        "together usually meet within seconds; the default is 120 s)");
+}
+
 int milliseconds_left(socket_clock::time_point deadline) {
   auto const left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - socket_clock::now());

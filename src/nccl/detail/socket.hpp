@@ -34,6 +34,11 @@ class socket_fd {
 /// strerror of errno, thread-safe.
 [[nodiscard]] std::string errno_text();
 
+/// Refuses a timeout with no time in it (0 or negative): `what` is the call and the option, as
+/// the user wrote them.
+/// @throws usage_error naming `what`, the timeout and what to give instead
+void expect_positive_timeout(std::chrono::milliseconds timeout, std::string const& what);
+
 /// Milliseconds from now to `deadline`, at least 0: a poll timeout.
 [[nodiscard]] int milliseconds_left(socket_clock::time_point deadline);
 
