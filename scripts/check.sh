@@ -18,41 +18,38 @@ started=${SECONDS}
 declare -a summary
 total_tests=0
 
-# Each step's detail for the summary: the tests its ctest runs counted (run_tests), or a line of
-# its own (step_detail).
-step_tests=0
-step_skipped=0
+# Each step's line in the summary: its time, and the tests its ctest runs ran and skipped, read
+# from the step's log (or a detail the step sets itself, step_detail).
+step_log=
 step_detail=
 run_step() {
   local name=$1
   shift
   local step_started=${SECONDS}
-  step_tests=0
-  step_skipped=0
+  step_log=$(mktemp)
   step_detail=
   echo
   echo "==== ${name}"
   "$@"
-  if [[ -z "${step_detail}" && ${step_tests} -gt 0 ]]; then
-    step_detail="${step_tests} tests, ${step_skipped} skipped"
+  local ran skipped
+  ran=$(awk '/tests? failed out of/ { n += $NF } END { print n + 0 }' "${step_log}")
+  skipped=$(grep -c ' (Skipped)$' "${step_log}" || true)
+  rm -f "${step_log}"
+  if [[ -z "${step_detail}" && ${ran} -gt 0 ]]; then
+    step_detail="${ran} tests, ${skipped} skipped"
   fi
-  total_tests=$((total_tests + step_tests))
+  total_tests=$((total_tests + ran))
   summary+=("$(printf '%-76s %5d s  %s' "${name}" $((SECONDS - step_started)) "${step_detail}")")
 }
 
-# ctest with the given arguments, in parallel; the tests it ran and skipped count to the step.
+# Runs a command with its output shown and kept in the step's log, for the summary to read.
+logged() {
+  "$@" 2>&1 | tee -a "${step_log}"
+}
+
+# ctest with the given arguments, in parallel.
 run_tests() {
-  local log
-  log=$(mktemp)
-  local status=0
-  ctest -j "${jobs}" "$@" 2>&1 | tee "${log}" || status=$?
-  local ran skipped
-  ran=$(sed -n 's/.*tests* failed out of \([0-9][0-9]*\).*/\1/p' "${log}" | tail -n 1)
-  skipped=$(grep -c ' (Skipped)$' "${log}" || true)
-  rm -f "${log}"
-  step_tests=$((step_tests + ${ran:-0}))
-  step_skipped=$((step_skipped + skipped))
-  return "${status}"
+  logged ctest -j "${jobs}" "$@"
 }
 
 # A preset's configure, build and tests: `cmake --workflow --preset <name>`, with the tests in
@@ -101,15 +98,17 @@ run_step "Open MPI for the MPI bootstrap's test (scripts/install-mpi.sh)" instal
 # visible, for that GPU's architecture; elsewhere they run in the next step, on the simulated
 # device, and here only the tests that need no device.
 default_build() {
-  if gpu_visible; then
-    workflow ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES=native
-  else
-    cmake --preset ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES=90
-    cmake --build --preset ci
+  local architectures=native
+  local test_filter=()
+  if ! gpu_visible; then
+    architectures=90
+    test_filter=(--label-exclude gpu)
     echo "check.sh: no GPU visible: the GPU tests (label gpu) are built but not run here; they" \
          "run in the next step, on the simulated CUDA device"
-    run_tests --preset ci --label-exclude gpu
   fi
+  cmake --preset ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES="${architectures}"
+  cmake --build --preset ci
+  run_tests --preset ci "${test_filter[@]}"
 }
 run_step "build and test (--preset ci: the default preset, tests for one arch)" default_build
 
@@ -148,23 +147,13 @@ run_step "GPU tests on the simulated device under ASan + UBSan (--preset sim-san
   workflow sim-sanitize
 
 tidy() {
-  local log
-  log=$(mktemp)
-  local status=0
-  scripts/tidy.sh build-sim 2>&1 | tee "${log}" || status=$?
-  step_detail=$(sed -n 's/^tidy\.sh: .* \([0-9][0-9]* files (.*)\).*/\1/p' "${log}" | tail -n 1)
-  rm -f "${log}"
-  return "${status}"
+  logged scripts/tidy.sh build-sim
+  step_detail=$(sed -n 's/^tidy\.sh: .* \([0-9][0-9]* files (.*)\).*/\1/p' "${step_log}" | tail -n 1)
 }
 run_step "clang-tidy over src/ (scripts/tidy.sh build-sim)" tidy
 fuzz() {
-  local log
-  log=$(mktemp)
-  local status=0
-  scripts/fuzz.sh "${fuzz_seconds}" 2>&1 | tee "${log}" || status=$?
-  step_detail="$(grep -c '^== ' "${log}" || true) targets, ${fuzz_seconds} s each"
-  rm -f "${log}"
-  return "${status}"
+  logged scripts/fuzz.sh "${fuzz_seconds}"
+  step_detail="$(grep -c '^== ' "${step_log}" || true) targets, ${fuzz_seconds} s each"
 }
 run_step "fuzzing, ${fuzz_seconds} s per target (scripts/fuzz.sh)" fuzz
 

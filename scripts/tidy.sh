@@ -8,6 +8,7 @@
 # Usage: scripts/tidy.sh [build directory, default build]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/machine.sh
 root=$(pwd)
 build_dir=${1:-build}
 started=${SECONDS}
@@ -24,14 +25,10 @@ find_tool() {
 }
 
 if ! find_tool clang-tidy clang-tidy-14 >/dev/null; then
-  if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    echo "tidy.sh: clang-tidy not found; installing it (apt-get install -y clang-tidy)"
-    apt-get install -y clang-tidy >/dev/null || {
-      apt-get update >/dev/null && apt-get install -y clang-tidy >/dev/null
-    }
-  else
+  echo "tidy.sh: clang-tidy not found; trying apt-get install -y clang-tidy"
+  if ! apt_install clang-tidy; then
     echo "tidy.sh: clang-tidy is required but not installed;" \
-         "install them with: sudo apt-get install clang-tidy" >&2
+         "install it with: sudo apt-get install clang-tidy" >&2
     exit 2
   fi
 fi
@@ -73,7 +70,7 @@ fi
 
 # Files found clean before, with the same input, configuration and tool, are not checked again
 # (scripts/lib/tidy_cached.py): the cache lives outside the checkout and every clone shares it.
-cache_dir=${GRAPHSTEP_TIDY_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/graphstep/tidy}
+cache_dir=${GRAPHSTEP_TIDY_CACHE:-${graphstep_cache}/tidy}
 jobs=$(nproc)
 status=0
 result=$(python3 scripts/lib/tidy_cached.py "${clang_tidy}" "${build_dir}" "${root}" "${cache_dir}" \

@@ -153,8 +153,8 @@ class memory_pool : public cuda::memory_resource {
   /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.
   /// @throws usage_error (zero bytes or more than half the address space, moved-from pool,
   /// stream capturing into a graph that was not started with this pool, planned-mode
-  /// divergence), out_of_memory (budget or device
-  /// exhausted: the message gives requested, in-use, reserved, budget and largest free block)
+  /// divergence), out_of_memory (budget or device exhausted: the message gives requested,
+  /// in-use, reserved, budget and largest free block)
   [[nodiscard]] void* allocate(std::size_t bytes, cuda::stream_view stream);
 
   /// @brief Returns a block obtained from `allocate`, ordered on `stream`.
