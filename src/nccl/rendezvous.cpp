@@ -298,27 +298,65 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
   detail::expect_positive_timeout(timeout, "rendezvous_join");
   auto const deadline = clock::now() + timeout;
   std::string const where = address + ":" + std::to_string(port);
+  std::string const this_rank = "rendezvous: rank " + std::to_string(rank);
   std::string last_error;
   // Rank 0 may start later than this rank: connect_before retries until the deadline.
   socket_fd const connection = connect_before(address, port, deadline, last_error);
   if (!connection.valid()) {
-    fail("rendezvous: rank " + std::to_string(rank) + " could not reach rank 0 at " + where +
-         " within " + std::to_string(timeout.count()) + " ms (" + last_error +
+    fail(this_rank + " could not reach rank 0 at " + where + " within " +
+         std::to_string(timeout.count()) + " ms (" + last_error +
          "). Check MASTER_ADDR and MASTER_PORT, and that rank 0 is running");
   }
+  std::string const what_to_check =
+      "that MASTER_ADDR and MASTER_PORT point at rank 0 and that no other program listens on "
+      "port " +
+      std::to_string(port);
+  // Not retried: rank 0 listens from its server's construction and holds every connection
+  // until it answers, so a rank that comes too early is refused (and retried above), never
+  // accepted and then dropped or answered with something else. A peer that does either is
+  // another program (or a rank 0 that failed), and retrying would only hide it until the
+  // deadline.
+  auto stranger = [&](std::string const& what) {
+    fail(this_rank + " connected to " + where +
+         " (MASTER_ADDR:MASTER_PORT), but the process there " + what + ". Check " + what_to_check);
+  };
+  std::string const closed_early =
+      "closed the connection without answering: it is not graphstep's rank 0 (or is one of "
+      "another graphstep version), or rank 0 failed (see its log)";
   auto const introduction =
       encode({protocol_magic, protocol_version, rank, world_size, job_token_hash(job_token)});
-  if (!write_all(connection.get(), introduction.data(), introduction.size(), deadline)) {
-    fail("rendezvous: rank " + std::to_string(rank) + " could not talk to rank 0 at " + where);
-  }
+  // A peer that closed at once may make this fail; what it answered before, read below, says
+  // more.
+  static_cast<void>(
+      write_all(connection.get(), introduction.data(), introduction.size(), deadline));
   std::array<unsigned char, reply_bytes> reply{};
-  if (!read_exactly(connection.get(), reply.data(), reply.size(), deadline)) {
-    fail("rendezvous: rank " + std::to_string(rank) + " got no answer from rank 0 at " + where +
-         " within " + std::to_string(timeout.count()) +
-         " ms: other ranks may be missing, or rank 0 failed (see its log)");
+  std::array<unsigned char, sizeof protocol_magic> magic{};
+  put_word(magic.data(), 0, protocol_magic);
+  // The magic alone first, so that a stranger is named as soon as it answers, however short
+  // its answer and whether or not it then closes.
+  std::size_t received = 0;
+  auto const opened =
+      detail::read_exactly(connection.get(), reply.data(), magic.size(), deadline, received);
+  if (std::memcmp(reply.data(), magic.data(), received) != 0) {
+    // Whatever more it sent already, to show who it is.
+    ssize_t const more =
+        ::recv(connection.get(), reply.data() + received, reply.size() - received, MSG_DONTWAIT);
+    if (more > 0) received += static_cast<std::size_t>(more);
+    stranger("answered " + detail::quoted_bytes(reply.data(), received) +
+             ", which is not graphstep's rendezvous protocol: another program listens there");
   }
-  if (word_at(reply.data(), 0) != protocol_magic) {
-    fail("rendezvous: the process at " + where + " is not a graphstep rank 0");
+  if (opened == detail::read_end::closed) stranger(closed_early);
+  if (opened == detail::read_end::timed_out) {
+    fail(this_rank + " got no answer from " + where + " (MASTER_ADDR:MASTER_PORT) within " +
+         std::to_string(timeout.count()) +
+         " ms: other ranks may be missing, or rank 0 failed (see its log), or the process there "
+         "is not graphstep's rank 0 (rank 0 then reports rank " +
+         std::to_string(rank) + " as missing): check " + what_to_check);
+  }
+  if (!read_exactly(connection.get(), reply.data() + magic.size(), reply.size() - magic.size(),
+                    deadline)) {
+    fail(this_rank + ": rank 0 at " + where +
+         " broke off its answer (it failed or was stopped: see its log)");
   }
   switch (static_cast<reply_status>(word_at(reply.data(), 1))) {
     case reply_status::ok: break;

@@ -1,6 +1,8 @@
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/tcp_store.hpp>
@@ -89,29 +91,59 @@ tcp_store::tcp_store(std::string const& host, int port, std::chrono::millisecond
   GRAPHSTEP_EXPECTS(port >= 1 && port <= 65535,
                     "tcp_store: port " + std::to_string(port) + " must lie in 1..65535");
   detail::expect_positive_timeout(timeout, "tcp_store");
+  // One deadline for connecting and for the store's first answer: the call ends by `timeout`.
+  auto const deadline = clock::now() + timeout;
   std::string last_error;
-  detail::socket_fd connection =
-      detail::connect_before(host, port, clock::now() + timeout, last_error);
+  detail::socket_fd connection = detail::connect_before(host, port, deadline, last_error);
   if (!connection.valid()) {
     fail("tcp_store: no store answered at " + address_ + " within " +
          std::to_string(timeout.count()) + " ms (" + last_error +
          "). Under torchrun, MASTER_ADDR and MASTER_PORT name its agent's store: check that "
          "the agent still runs");
   }
-  fd_ = connection.release();
-  send_bytes(request{command::validate}.integer(validation_magic).bytes());
   // A store echoes a ping's number; anything else is not a TCPStore (or one older than the
   // ping, PyTorch 2.4).
   std::uint32_t const nonce = std::random_device{}();
-  send_bytes(request{command::ping}.integer(nonce).bytes());
-  std::uint32_t echoed = 0;
-  auto const deadline = clock::now() + timeout;
-  if (!detail::read_exactly(fd_, &echoed, sizeof echoed, deadline) || echoed != nonce) {
-    ::close(std::exchange(fd_, -1));
-    fail("tcp_store: the process at " + address_ +
-         " does not answer as a c10d TCPStore (PyTorch 2.4 or later): check MASTER_ADDR and "
-         "MASTER_PORT");
+  std::vector<std::uint8_t> introduction =
+      request{command::validate}.integer(validation_magic).bytes();
+  std::vector<std::uint8_t> const ping = request{command::ping}.integer(nonce).bytes();
+  introduction.insert(introduction.end(), ping.begin(), ping.end());
+  // A peer that closed at once may make this fail; what it answered before, read below, says
+  // more.
+  static_cast<void>(
+      detail::write_all(connection.get(), introduction.data(), introduction.size(), deadline));
+  // The echo, or the first bytes of something else: 16 to show, and one to tell if there was
+  // more.
+  std::array<unsigned char, 17> answer{};
+  std::size_t received = 0;
+  auto const answered =
+      detail::read_exactly(connection.get(), answer.data(), sizeof nonce, deadline, received);
+  if (answered == detail::read_end::complete &&
+      std::memcmp(answer.data(), &nonce, sizeof nonce) == 0) {
+    fd_ = connection.release();
+    return;
   }
+  // Not retried: a store that is starting refuses connections (connect_before retries those)
+  // until it listens, and then answers every ping; a peer that closes or answers something
+  // else is another program, and retrying would only hide it until the deadline.
+  std::string what;
+  if (std::memcmp(answer.data(), &nonce, received) != 0) {
+    // Whatever more it sent already, to show who it is.
+    ssize_t const more =
+        ::recv(connection.get(), answer.data() + received, answer.size() - received, MSG_DONTWAIT);
+    if (more > 0) received += static_cast<std::size_t>(more);
+    what = "it answered its ping with " + detail::quoted_bytes(answer.data(), received);
+  } else if (answered == detail::read_end::closed) {
+    what = "it closed the connection without answering its ping";
+  } else {
+    what = "it did not answer its ping within " + std::to_string(timeout.count()) + " ms";
+  }
+  fail("tcp_store: the process at " + address_ +
+       " (MASTER_ADDR:MASTER_PORT) does not answer as a c10d TCPStore (PyTorch 2.4 or later): " +
+       what +
+       ". Check that MASTER_ADDR and MASTER_PORT point at the store (under torchrun, its "
+       "agent's) and that no other program listens on port " +
+       std::to_string(port));
 }
 
 tcp_store::~tcp_store() {

@@ -10,12 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <future>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/rendezvous.hpp>
 #include <graphstep/nccl/tcp_store.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/error_message.hpp"
@@ -32,10 +34,23 @@ gn::unique_id_bytes make_id(unsigned char seed) {
   return id;
 }
 
+using graphstep::testing::catch_as;
 using graphstep::testing::closed_port;
 using graphstep::testing::connect_to_loopback;
+using graphstep::testing::contains;
 using graphstep::testing::loopback_address;
+using graphstep::testing::loopback_stranger;
 using graphstep::testing::message_of;
+
+// Rank 1 of 2 joins whatever listens at 127.0.0.1:`port`; the error it ends with, and how long
+// it took.
+std::pair<graphstep::nccl_error, std::chrono::steady_clock::duration> join_failure(
+    int port, milliseconds timeout) {
+  auto const started = std::chrono::steady_clock::now();
+  auto error = catch_as<graphstep::nccl_error>(
+      [&] { static_cast<void>(gn::rendezvous_join("127.0.0.1", port, 1, 2, timeout)); });
+  return {error, std::chrono::steady_clock::now() - started};
+}
 
 // A hello as graphstep's ranks send it (protocol version 2): magic, version, rank, world size,
 // job token hash, as big-endian 32-bit words.
@@ -127,6 +142,54 @@ TEST(rendezvous, a_wrong_port_fails_at_the_deadline) {
   });
   EXPECT_NE(what.find("could not reach rank 0"), std::string::npos) << what;
   EXPECT_NE(what.find("MASTER_PORT"), std::string::npos) << what;
+}
+
+TEST(rendezvous, a_stranger_that_closes_at_once_is_named_at_once) {
+  loopback_stranger stranger{"", loopback_stranger::then::close};
+  std::string const port = std::to_string(stranger.port());
+  auto const [error, took] = join_failure(stranger.port(), milliseconds{5000});
+  std::string const what = error.what();
+  EXPECT_EQ(error.code(), 2) << "ncclSystemError, as for any connection that fails";
+  EXPECT_LT(took, std::chrono::seconds{1}) << "waited for the deadline: " << what;
+  EXPECT_TRUE(contains(what, "127.0.0.1:" + port + " (MASTER_ADDR:MASTER_PORT)")) << what;
+  EXPECT_TRUE(contains(what, "closed the connection without answering")) << what;
+  EXPECT_TRUE(contains(what, "Check that MASTER_ADDR and MASTER_PORT point at rank 0")) << what;
+  EXPECT_TRUE(contains(what, "no other program listens on port " + port)) << what;
+  EXPECT_FALSE(contains(what, "within")) << "reported as a timeout: " << what;
+}
+
+TEST(rendezvous, a_stranger_that_answers_garbage_is_named_at_once) {
+  // An HTTP server answers and closes; an SSH server greets and waits.
+  for (auto const& [answer, after] :
+       {std::pair{std::string{"HTTP/1.0 400 Bad Request\r\n\r\n"}, loopback_stranger::then::close},
+        std::pair{std::string{"SSH-2.0-OpenSSH_9.6\r\n"}, loopback_stranger::then::hold}}) {
+    loopback_stranger stranger{answer, after};
+    std::string const port = std::to_string(stranger.port());
+    auto const [error, took] = join_failure(stranger.port(), milliseconds{5000});
+    std::string const what = error.what();
+    EXPECT_EQ(error.code(), 2);
+    EXPECT_LT(took, std::chrono::seconds{1}) << "waited for the deadline: " << what;
+    EXPECT_TRUE(contains(what, "127.0.0.1:" + port + " (MASTER_ADDR:MASTER_PORT)")) << what;
+    EXPECT_TRUE(contains(what, "not graphstep's rendezvous protocol")) << what;
+    EXPECT_TRUE(contains(what, answer.substr(0, 8))) << "the bytes are shown: " << what;
+    EXPECT_TRUE(contains(what, "Check that MASTER_ADDR and MASTER_PORT point at rank 0")) << what;
+    EXPECT_TRUE(contains(what, "no other program listens on port " + port)) << what;
+  }
+}
+
+TEST(rendezvous, a_silent_stranger_is_named_at_the_deadline) {
+  loopback_stranger stranger{"", loopback_stranger::then::hold};
+  std::string const port = std::to_string(stranger.port());
+  auto const [error, took] = join_failure(stranger.port(), milliseconds{300});
+  std::string const what = error.what();
+  EXPECT_EQ(error.code(), 2);
+  EXPECT_GE(took, milliseconds{300}) << "gave up before the deadline: " << what;
+  EXPECT_LT(took, std::chrono::milliseconds{1500}) << what;
+  EXPECT_TRUE(contains(what, "127.0.0.1:" + port + " (MASTER_ADDR:MASTER_PORT)")) << what;
+  EXPECT_TRUE(contains(what, "no answer")) << what;
+  EXPECT_TRUE(contains(what, "within 300 ms")) << what;
+  EXPECT_TRUE(contains(what, "check that MASTER_ADDR and MASTER_PORT point at rank 0")) << what;
+  EXPECT_TRUE(contains(what, "no other program listens on port " + port)) << what;
 }
 
 TEST(rendezvous, a_join_keeps_its_deadline_when_rank_zeros_queue_is_full) {

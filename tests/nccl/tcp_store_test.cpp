@@ -16,12 +16,16 @@
 #include <graphstep/nccl/tcp_store.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/error_message.hpp"
 #include "common/loopback.hpp"
 
 namespace gn = graphstep::nccl;
+using graphstep::testing::catch_as;
+using graphstep::testing::contains;
+using graphstep::testing::loopback_stranger;
 using graphstep::testing::message_of;
 using std::chrono::milliseconds;
 
@@ -107,6 +111,15 @@ std::string hex(std::vector<std::uint8_t> const& bytes) {
     text += digits[b & 15];
   }
   return text;
+}
+
+// A client of whatever listens at 127.0.0.1:`port`; the error it ends with, and how long it
+// took.
+std::pair<graphstep::nccl_error, std::chrono::steady_clock::duration> connect_failure(
+    int port, milliseconds timeout) {
+  auto const started = std::chrono::steady_clock::now();
+  auto error = catch_as<graphstep::nccl_error>([&] { gn::tcp_store{"127.0.0.1", port, timeout}; });
+  return {error, std::chrono::steady_clock::now() - started};
 }
 
 class tcp_store_test : public ::testing::TestWithParam<char const*> {
@@ -240,6 +253,55 @@ TEST(tcp_store, a_peer_that_is_not_a_store_is_named) {
   });
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{3});
   EXPECT_NE(what.find("does not answer as a c10d TCPStore"), std::string::npos) << what;
+}
+
+TEST(tcp_store, a_stranger_that_closes_at_once_is_named_at_once) {
+  loopback_stranger stranger{"", loopback_stranger::then::close};
+  std::string const port = std::to_string(stranger.port());
+  auto const [error, took] = connect_failure(stranger.port(), milliseconds{5000});
+  std::string const what = error.what();
+  EXPECT_EQ(error.code(), 2) << "ncclSystemError, as for any connection that fails";
+  EXPECT_LT(took, std::chrono::seconds{1}) << "waited for the deadline: " << what;
+  EXPECT_TRUE(contains(what, "127.0.0.1:" + port + " (MASTER_ADDR:MASTER_PORT)")) << what;
+  EXPECT_TRUE(contains(what, "does not answer as a c10d TCPStore")) << what;
+  EXPECT_TRUE(contains(what, "closed the connection without answering")) << what;
+  EXPECT_TRUE(contains(what, "Check that MASTER_ADDR and MASTER_PORT point at the store")) << what;
+  EXPECT_TRUE(contains(what, "no other program listens on port " + port)) << what;
+}
+
+TEST(tcp_store, a_stranger_that_answers_garbage_is_named_at_once) {
+  // An HTTP server answers and closes; an SSH server greets and waits.
+  for (auto const& [answer, after] :
+       {std::pair{std::string{"HTTP/1.0 400 Bad Request\r\n\r\n"}, loopback_stranger::then::close},
+        std::pair{std::string{"SSH-2.0-OpenSSH_9.6\r\n"}, loopback_stranger::then::hold}}) {
+    loopback_stranger stranger{answer, after};
+    std::string const port = std::to_string(stranger.port());
+    auto const [error, took] = connect_failure(stranger.port(), milliseconds{5000});
+    std::string const what = error.what();
+    EXPECT_EQ(error.code(), 2);
+    EXPECT_LT(took, std::chrono::seconds{1}) << "waited for the deadline: " << what;
+    EXPECT_TRUE(contains(what, "127.0.0.1:" + port + " (MASTER_ADDR:MASTER_PORT)")) << what;
+    EXPECT_TRUE(contains(what, "does not answer as a c10d TCPStore")) << what;
+    EXPECT_TRUE(contains(what, answer.substr(0, 4))) << "the bytes are shown: " << what;
+    EXPECT_TRUE(contains(what, "Check that MASTER_ADDR and MASTER_PORT point at the store"))
+        << what;
+    EXPECT_TRUE(contains(what, "no other program listens on port " + port)) << what;
+  }
+}
+
+TEST(tcp_store, a_silent_stranger_is_named_at_the_deadline) {
+  loopback_stranger stranger{"", loopback_stranger::then::hold};
+  std::string const port = std::to_string(stranger.port());
+  auto const [error, took] = connect_failure(stranger.port(), milliseconds{300});
+  std::string const what = error.what();
+  EXPECT_EQ(error.code(), 2);
+  EXPECT_GE(took, milliseconds{300}) << "gave up before the deadline: " << what;
+  EXPECT_LT(took, milliseconds{1500}) << what;
+  EXPECT_TRUE(contains(what, "127.0.0.1:" + port + " (MASTER_ADDR:MASTER_PORT)")) << what;
+  EXPECT_TRUE(contains(what, "does not answer as a c10d TCPStore")) << what;
+  EXPECT_TRUE(contains(what, "within 300 ms")) << what;
+  EXPECT_TRUE(contains(what, "Check that MASTER_ADDR and MASTER_PORT point at the store")) << what;
+  EXPECT_TRUE(contains(what, "no other program listens on port " + port)) << what;
 }
 
 TEST(tcp_store, bad_arguments) {

@@ -66,9 +66,10 @@ class rendezvous_server {
 /// @brief A non-zero rank's side: connects to rank 0, returns the id it sends, and acknowledges
 /// it.
 /// @throws nccl_error (rank 0 unreachable until the deadline — wrong address or port, or rank 0
-/// not started; no answer by the deadline; rank 0 closed the connection), usage_error (rank 0
-/// refused this rank: other world size, duplicate rank, another job token; a timeout that is not
-/// positive)
+/// not started; no answer by the deadline; at once when the peer closes the connection without
+/// answering or answers with something that is not the protocol — another program listens
+/// there, or rank 0 failed), usage_error (rank 0 refused this rank: other world size, duplicate
+/// rank, another job token; a timeout that is not positive)
 [[nodiscard]] unique_id_bytes rendezvous_join(
     std::string const& address, int port, int rank, int world_size,
     std::chrono::milliseconds timeout = default_rendezvous_timeout,

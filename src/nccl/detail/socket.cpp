@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <graphstep/error.hpp>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
@@ -80,8 +81,9 @@ void expect_positive_timeout(std::chrono::milliseconds timeout, std::string cons
 }
 
 int milliseconds_left(socket_clock::time_point deadline) {
-  auto const left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - socket_clock::now());
+  // Rounded up: a poll woken a fraction of a millisecond early would end a wait before its
+  // deadline.
+  auto const left = std::chrono::ceil<std::chrono::milliseconds>(deadline - socket_clock::now());
   return static_cast<int>(std::clamp<long long>(left.count(), 0, 1LL << 30));
 }
 
@@ -95,20 +97,42 @@ bool wait_for(int fd, short events, socket_clock::time_point deadline) {
   }
 }
 
-bool read_exactly(int fd, void* buffer, std::size_t size, socket_clock::time_point deadline) {
-  auto* at = static_cast<unsigned char*>(buffer);
-  while (size > 0) {
-    if (!wait_for(fd, POLLIN, deadline)) return false;
-    ssize_t const got = ::recv(fd, at, size, 0);
-    if (got == 0) return false;
+read_end read_exactly(int fd, void* buffer, std::size_t size, socket_clock::time_point deadline,
+                      std::size_t& received) {
+  auto* const at = static_cast<unsigned char*>(buffer);
+  received = 0;
+  while (received < size) {
+    if (!wait_for(fd, POLLIN, deadline)) return read_end::timed_out;
+    ssize_t const got = ::recv(fd, at + received, size - received, 0);
+    if (got == 0) return read_end::closed;
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
+      return read_end::closed;
     }
-    at += got;
-    size -= static_cast<std::size_t>(got);
+    received += static_cast<std::size_t>(got);
   }
-  return true;
+  return read_end::complete;
+}
+
+bool read_exactly(int fd, void* buffer, std::size_t size, socket_clock::time_point deadline) {
+  std::size_t received = 0;
+  return read_exactly(fd, buffer, size, deadline, received) == read_end::complete;
+}
+
+std::string quoted_bytes(void const* bytes, std::size_t size, std::size_t limit) {
+  constexpr std::string_view digits = "0123456789abcdef";
+  auto const* const at = static_cast<unsigned char const*>(bytes);
+  std::string text = "\"";
+  for (std::size_t i = 0; i < std::min(size, limit); ++i) {
+    if (at[i] >= 0x20 && at[i] < 0x7f && at[i] != '"' && at[i] != '\\') {
+      text += static_cast<char>(at[i]);
+    } else {
+      text += "\\x";
+      text += digits[at[i] >> 4];
+      text += digits[at[i] & 15];
+    }
+  }
+  return text + (size > limit ? "\"..." : "\"");
 }
 
 bool write_all(int fd, void const* buffer, std::size_t size, socket_clock::time_point deadline) {

@@ -46,9 +46,24 @@ void expect_positive_timeout(std::chrono::milliseconds timeout, std::string cons
 /// @throws nccl_error when poll itself fails
 [[nodiscard]] bool wait_for(int fd, short events, socket_clock::time_point deadline);
 
+/// How a read of a fixed number of bytes ended.
+enum class read_end {
+  complete,   // every byte arrived
+  closed,     // the peer closed or reset the connection first
+  timed_out,  // the deadline passed first
+};
+
+/// Reads exactly `size` bytes and says how that ended; `received` is the number that arrived.
+[[nodiscard]] read_end read_exactly(int fd, void* buffer, std::size_t size,
+                                    socket_clock::time_point deadline, std::size_t& received);
+
 /// Reads exactly `size` bytes; false on end of stream, a reset connection or the deadline.
 [[nodiscard]] bool read_exactly(int fd, void* buffer, std::size_t size,
                                 socket_clock::time_point deadline);
+
+/// Up to `limit` of `size` bytes that a peer sent, quoted for a message, the unprintable ones
+/// as \xNN, with "..." when there were more: what a stranger answered tells who it is.
+[[nodiscard]] std::string quoted_bytes(void const* bytes, std::size_t size, std::size_t limit = 16);
 
 /// Writes all `size` bytes; false on a closed connection or the deadline.
 [[nodiscard]] bool write_all(int fd, void const* buffer, std::size_t size,
