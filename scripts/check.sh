@@ -150,7 +150,7 @@ tidy() {
   logged scripts/tidy.sh build-sim
   step_detail=$(sed -n 's/^tidy\.sh: .* \([0-9][0-9]* files (.*)\).*/\1/p' "${step_log}" | tail -n 1)
 }
-run_step "clang-tidy over src/ (scripts/tidy.sh build-sim)" tidy
+run_step "clang-tidy over src/ and sim/src/ (scripts/tidy.sh build-sim)" tidy
 fuzz() {
   logged scripts/fuzz.sh "${fuzz_seconds}"
   step_detail="$(grep -c '^== ' "${step_log}" || true) targets, ${fuzz_seconds} s each"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# clang-tidy over the library's C++ sources (src/**/*.cpp; the .cu kernels are not checked), with
+# clang-tidy over the C++ sources of the library and of the simulated device (src/**/*.cpp and
+# sim/src/**/*.cpp; the .cu kernels are not checked), with
 # the checks of .clang-tidy. Every finding is an error: the script exits non-zero on any. A file
 # found clean before is checked again only when its preprocessed input, its compile command, the
 # configuration or the tool changed (GRAPHSTEP_TIDY_CACHE, default ~/.cache/graphstep/tidy).
@@ -44,25 +45,26 @@ if [[ ! -f "${build_dir}/compile_commands.json" ]]; then
   cmake --preset default -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
 fi
 
-# The translation units to check: the compilation database's entries for src/**/*.cpp. Sources
-# that this configuration does not build (src/nccl/ without NCCL) have no entry and are skipped.
+# The translation units to check: the compilation database's entries for src/**/*.cpp and
+# sim/src/**/*.cpp. Sources that this configuration does not build (src/nccl/ without NCCL) have
+# no entry and are skipped.
 mapfile -t files < <(python3 - "${build_dir}/compile_commands.json" "${root}" <<'EOF'
 import json, os, sys
 database, root = sys.argv[1], os.path.realpath(sys.argv[2])
-source_dir = os.path.join(root, "src") + os.sep
+source_dirs = tuple(os.path.join(root, d) + os.sep for d in ("src", os.path.join("sim", "src")))
 seen = set()
 for entry in json.load(open(database)):
     path = os.path.realpath(os.path.join(entry.get("directory", ""), entry["file"]))
-    if path.startswith(source_dir) and path.endswith(".cpp") and path not in seen:
+    if path.startswith(source_dirs) and path.endswith(".cpp") and path not in seen:
         seen.add(path)
         print(path)
 EOF
 )
 if [[ ${#files[@]} -eq 0 ]]; then
-  echo "tidy.sh: no src/**/*.cpp entries in ${build_dir}/compile_commands.json" >&2
+  echo "tidy.sh: no src/**/*.cpp or sim/src/**/*.cpp entries in ${build_dir}/compile_commands.json" >&2
   exit 2
 fi
-unbuilt=$(comm -23 <(find "${root}/src" -name '*.cpp' | sort) <(printf '%s\n' "${files[@]}" | sort))
+unbuilt=$(comm -23 <(find "${root}/src" "${root}/sim/src" -name '*.cpp' | sort) <(printf '%s\n' "${files[@]}" | sort))
 if [[ -n "${unbuilt}" ]]; then
   echo "tidy.sh: not built in ${build_dir}, so not checked:"
   sed -e "s|^${root}/|  |" <<<"${unbuilt}"

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <cstdio>
 #include <graphstep/error.hpp>
 #include <sstream>

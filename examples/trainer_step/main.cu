@@ -41,7 +41,7 @@ __global__ void residual_kernel(float* residual, float* prediction_gradient,
   int const d = static_cast<int>(threadIdx.x);
   int const t = tokens[r];
   float const prediction =
-      gs::train::bfloat16_to_float(embedding[t * dim + d]) + gs::train::bfloat16_to_float(bias[d]);
+      gs::bfloat16_to_float(embedding[t * dim + d]) + gs::bfloat16_to_float(bias[d]);
   float const difference = prediction - target[t * dim + d];
   residual[r * dim + d] = difference;
   prediction_gradient[r * dim + d] = 2.0F * difference * normalizer;
@@ -76,7 +76,7 @@ __global__ void embedding_gradient_kernel(std::uint16_t* gradient, float const* 
   for (int r = 0; r < scalars->rows; ++r) {
     if (tokens[r] == v) g += prediction_gradient[r * dim + d];
   }
-  gradient[i] = gs::train::bfloat16_nearest_even(g);
+  gradient[i] = gs::bfloat16_nearest_even(g);
 }
 
 __global__ void bias_gradient_kernel(std::uint16_t* gradient, float const* prediction_gradient,
@@ -84,7 +84,7 @@ __global__ void bias_gradient_kernel(std::uint16_t* gradient, float const* predi
   int const d = static_cast<int>(threadIdx.x);
   float g = 0.0F;
   for (int r = 0; r < scalars->rows; ++r) g += prediction_gradient[r * dim + d];
-  gradient[d] = gs::train::bfloat16_nearest_even(g);
+  gradient[d] = gs::bfloat16_nearest_even(g);
 }
 
 using residual_node =
@@ -171,7 +171,7 @@ int run() {
   std::vector<float> target_host(vocab * dim);
   for (float& t : target_host) t = normal(random);
   std::vector<std::uint16_t> initial(vocab * dim);
-  for (std::uint16_t& w : initial) w = gs::train::bfloat16_nearest_even(normal(random));
+  for (std::uint16_t& w : initial) w = gs::bfloat16_nearest_even(normal(random));
   gs::cuda::device_buffer target{target_host.size() * sizeof(float), stream, pool};
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(target.data(), target_host.data(), target.size(),
                                      cudaMemcpyHostToDevice, stream.get()));

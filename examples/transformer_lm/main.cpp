@@ -22,12 +22,12 @@
 //
 // --check-gradients runs one forward and backward pass and compares the loss and every
 // gradient tensor with the same model computed in fp64 on the host from graphstep's reference
-// ops (reference_model.hpp), from the same bf16 weights and tokens.
+// ops (models/transformer_reference.hpp), from the same bf16 weights and tokens.
 
 #include <graphstep/graphstep.hpp>
 
 #include "../common/command_line.hpp"
-#include "reference_model.hpp"
+#include "transformer_reference.hpp"
 #include "transformer_model.hpp"
 #if defined(TRANSFORMER_LM_WITH_NCCL)
 #include <graphstep/nccl.hpp>
@@ -274,7 +274,7 @@ bool check_gradients(settings const& s) {
   auto const to_double = [](std::vector<std::uint16_t> const& bits) {
     std::vector<double> values(bits.size());
     for (std::size_t i = 0; i < bits.size(); ++i) {
-      values[i] = gs::train::bfloat16_to_float(bits[i]);
+      values[i] = gs::bfloat16_to_float(bits[i]);
     }
     return values;
   };

@@ -45,13 +45,13 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 
 namespace graphstep::ops {
 namespace {
 
-using detail::from_float;
-using detail::to_float;
+using graphstep::detail::from_float;
+using graphstep::detail::to_float;
 
 constexpr float log2_e = 1.4426950408889634F;
 constexpr float ln_2 = 0.69314718055994531F;

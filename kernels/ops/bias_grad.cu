@@ -31,7 +31,7 @@
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <string>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 
 namespace graphstep::ops {
 namespace {
@@ -39,8 +39,8 @@ namespace {
 constexpr int threads = 256;
 constexpr int blocks_per_sm = 2;
 
-using detail::from_float;
-using detail::to_float;
+using graphstep::detail::from_float;
+using graphstep::detail::to_float;
 
 // `width` elements of T loaded as one transaction (16 bytes when width = 16 / sizeof(T)).
 template <typename T, int width>

@@ -25,13 +25,13 @@
 #include <graphstep/ops/cross_entropy.hpp>
 #include <string>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 
 namespace graphstep::ops {
 namespace {
 
-using detail::from_float;
-using detail::to_float;
+using graphstep::detail::from_float;
+using graphstep::detail::to_float;
 
 constexpr int threads = 512;        // per row: 50304 bf16 logits are 12 or 13 packs a thread
 constexpr int mean_threads = 1024;  // the single block that adds the row losses

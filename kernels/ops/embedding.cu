@@ -27,13 +27,13 @@
 #include <graphstep/ops/embedding.hpp>
 #include <string>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 
 namespace graphstep::ops {
 namespace {
 
-using detail::from_float;
-using detail::to_float;
+using graphstep::detail::from_float;
+using graphstep::detail::to_float;
 
 constexpr int threads = 256;  // the element-wise kernels
 // Token gradient blocks: one pack per thread, at most this many threads (then more tiles).

@@ -13,15 +13,15 @@
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <type_traits>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 
 namespace graphstep::ops {
 namespace {
 
 constexpr int threads = 256;
 
-using detail::from_float;
-using detail::to_float;
+using graphstep::detail::from_float;
+using graphstep::detail::to_float;
 
 // Beyond |x| = 10 both forms have saturated in fp32: tanhf(√(2/π)(x + 0.044715x³)) and
 // erff(x/√2) round to ±1, and x·exp(−x²/2) is below 1e-21, so the formulas give x or −0 and

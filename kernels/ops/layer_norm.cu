@@ -37,7 +37,7 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 
 namespace graphstep::ops {
 namespace {
@@ -53,8 +53,8 @@ constexpr int max_cached = 8;
 // Rows whose statistics one block of the wide backward keeps in shared memory (16 KiB).
 constexpr std::int64_t max_rows_per_slice = 1024;
 
-using detail::from_float;
-using detail::to_float;
+using graphstep::detail::from_float;
+using graphstep::detail::to_float;
 
 // `width` elements of T loaded as one transaction (16 bytes when width = 16 / sizeof(T)).
 template <typename T, int width>

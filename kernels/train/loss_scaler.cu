@@ -14,7 +14,7 @@
 #include <graphstep/error.hpp>
 #include <type_traits>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 #include "train/train_kernels.hpp"
 
 namespace graphstep::train::detail {
@@ -43,7 +43,7 @@ __device__ bool unscale_16(void* tensor, train::tensor_chunk const& chunk, float
     } else {
       finite = finite && train::detail::bfloat16_is_finite(bits);
     }
-    if (unscale) data[i] = ops::detail::from_float<T>(ops::detail::to_float(g) * inv_scale);
+    if (unscale) data[i] = graphstep::detail::from_float<T>(graphstep::detail::to_float(g) * inv_scale);
   }
   return finite;
 }

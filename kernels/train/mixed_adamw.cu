@@ -17,7 +17,7 @@
 #include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 #include "train/mixed_adamw_kernels.hpp"
 
 namespace graphstep::train::detail {
@@ -46,9 +46,9 @@ __device__ __forceinline__ float sqrt_rn(float a) {
 __device__ __forceinline__ float load(void const* data, std::int32_t type, std::uint64_t at) {
   switch (static_cast<dtype>(type)) {
     case dtype::float32: return static_cast<float const*>(data)[at];
-    case dtype::float16: return ops::detail::to_float(static_cast<__half const*>(data)[at]);
+    case dtype::float16: return graphstep::detail::to_float(static_cast<__half const*>(data)[at]);
     case dtype::bfloat16:
-      return train::bfloat16_to_float(static_cast<std::uint16_t const*>(data)[at]);
+      return graphstep::bfloat16_to_float(static_cast<std::uint16_t const*>(data)[at]);
   }
   return 0.0F;
 }
@@ -155,16 +155,16 @@ __global__ void adamw_kernel(mixed_tensor_slot const* slots, train::tensor_chunk
     switch (static_cast<dtype>(slot.type)) {
       case dtype::float32: static_cast<float*>(slot.value)[at] = value; break;
       case dtype::float16:
-        static_cast<__half*>(slot.value)[at] = ops::detail::from_float<__half>(value);
+        static_cast<__half*>(slot.value)[at] = graphstep::detail::from_float<__half>(value);
         break;
       case dtype::bfloat16:
         if (options.stochastic_rounding) {
           std::uint32_t const bits =
               train::stochastic_rounding_bits(seed, step, slot.first_element + at);
-          static_cast<std::uint16_t*>(slot.value)[at] = train::bfloat16_stochastic(value, bits);
+          static_cast<std::uint16_t*>(slot.value)[at] = graphstep::bfloat16_stochastic(value, bits);
         } else {
           static_cast<__nv_bfloat16*>(slot.value)[at] =
-              ops::detail::from_float<__nv_bfloat16>(value);
+              graphstep::detail::from_float<__nv_bfloat16>(value);
         }
         break;
     }

@@ -11,7 +11,7 @@
 #include <graphstep/train/philox.hpp>
 #include <graphstep/train/random_fill.hpp>
 
-#include "ops/element_conversion.cuh"
+#include "detail/element_conversion.cuh"
 #include "train/rng_kernels.hpp"
 
 namespace graphstep::train {
@@ -89,8 +89,8 @@ void launch_fill(T* out, std::size_t n, philox_args rng, Transform transform,
 template <typename T>
 struct nearest_even {
   using type = T;
-  __device__ static T round(float x) { return ops::detail::from_float<T>(x); }
-  __device__ static float widen(T x) { return ops::detail::to_float(x); }
+  __device__ static T round(float x) { return graphstep::detail::from_float<T>(x); }
+  __device__ static float widen(T x) { return graphstep::detail::to_float(x); }
 };
 
 // The fp32 transform `Transform` rounded to `type` (float16 or bfloat16, checked by the caller).

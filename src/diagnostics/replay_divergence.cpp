@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -5,7 +6,7 @@
 #include <cstring>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/train/mixed_precision.hpp>
+#include <graphstep/dtype_conversion.hpp>
 #include <limits>
 #include <sstream>
 
@@ -46,7 +47,7 @@ double element_value(region_element element, unsigned char const* at) noexcept {
       std::uint16_t bits{};
       std::memcpy(&bits, at, sizeof bits);
       return element == region_element::float16 ? float16_value(bits)
-                                                : train::bfloat16_to_float(bits);
+                                                : bfloat16_to_float(bits);
     }
     case region_element::raw_bytes: return *at;
   }

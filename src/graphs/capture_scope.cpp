@@ -11,14 +11,38 @@
 #include <sstream>
 
 #include "detail/address_text.hpp"
-#include "diagnostics/detail/capture_recorder.hpp"
-#include "graphs/detail/abandoned_captures.hpp"
+#include "graphs/detail/capture_recorder.hpp"
 #include "graphs/detail/graph_state.hpp"
 #include "graphs/detail/legacy_stream_guard.hpp"
 
 namespace graphstep::graphs {
 
 namespace {
+
+// The captures graphstep discarded, by CUDA's capture id, oldest first.
+struct abandoned_captures {
+  std::mutex mutex;
+  std::deque<std::uint64_t> ids;
+};
+
+abandoned_captures& abandoned() {
+  static abandoned_captures registry;
+  return registry;
+}
+
+constexpr std::size_t abandoned_captures_kept = 4096;
+
+void note_abandoned_capture(std::uint64_t capture_id) noexcept {
+  if (capture_id == 0) return;
+  auto& registry = abandoned();
+  std::lock_guard const lock{registry.mutex};
+  try {
+    registry.ids.push_back(capture_id);
+    if (registry.ids.size() > abandoned_captures_kept) registry.ids.pop_front();
+  } catch (std::bad_alloc const&) {
+    // Unrecorded, its collectives stay in the logs: a check may then report a difference.
+  }
+}
 
 cudaStreamCaptureMode to_cuda(capture_mode mode) {
   switch (mode) {
@@ -86,7 +110,7 @@ class on_scope_exit {
 }  // namespace
 
 std::string capture_diagnostics_unavailable_reason() {
-  return diagnostics::detail::capture_diagnostics_unavailable_reason();
+  return detail::capture_diagnostics_unavailable_reason();
 }
 
 capture_scope::capture_scope(graph_exec& target, cuda::stream_view stream, capture_options options)
@@ -157,7 +181,7 @@ void capture_scope::begin(memory::memory_pool* pool) {
   }
   identity_.capture_sequence = capture_id_;
   begin_thread_ = std::this_thread::get_id();
-  if (options_.diagnose || diagnostics::detail::diagnostics_requested_by_environment())
+  if (options_.diagnose || detail::diagnostics_requested_by_environment())
     start_diagnostics();
   try {
     if (pool != nullptr) pool_capture_ = pool->open_capture(stream_, identity_.id, options_.name);
@@ -181,7 +205,7 @@ void capture_scope::begin(memory::memory_pool* pool) {
 
 void capture_scope::start_diagnostics() {
   try {
-    recorder_ = std::make_unique<diagnostics::detail::capture_recorder>(
+    recorder_ = std::make_unique<detail::capture_recorder>(
         stream_.value(), options_.mode, options_.name);
   } catch (error const& e) {
     if (options_.diagnose) {
@@ -253,7 +277,7 @@ void capture_scope::join(cuda::stream_view side) {
 
 void capture_scope::abandon() noexcept {
   active_ = false;
-  detail::note_abandoned_capture(capture_id_);
+  note_abandoned_capture(capture_id_);
   recorder_.reset();
   if (legacy_guard_) legacy_guard_->leave(stream_.value());
   cudaGraph_t partial = nullptr;
@@ -293,7 +317,7 @@ void capture_scope::end() {
   }};
   bool delivered = false;
   on_scope_exit const discarded{[this, &delivered] {
-    if (!delivered) detail::note_abandoned_capture(capture_id_);
+    if (!delivered) note_abandoned_capture(capture_id_);
   }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   if (legacy_guard_) legacy_guard_->leave(stream_.value());
@@ -319,7 +343,7 @@ void capture_scope::end() {
       throw usage_error{describe() + ": " + problem};
     }
   }
-  std::shared_ptr<void> memory;
+  memory::pool_lease memory;
   if (host_pool_capture_.open()) memory = host_pool_capture_.commit();
   if (pool_capture_.open()) {
     memory = memory ? pool_capture_.commit_with(std::move(memory)) : pool_capture_.commit();
@@ -360,41 +384,11 @@ void capture_scope::deliver(graph captured) {
   *std::get<graph_exec*>(target_) = std::move(exec);
 }
 
-namespace detail {
-namespace {
 
-struct abandoned_captures {
-  std::mutex mutex;
-  std::deque<unsigned long long> ids;  // oldest first
-};
-
-abandoned_captures& abandoned() {
-  static abandoned_captures registry;
-  return registry;
-}
-
-constexpr std::size_t abandoned_captures_kept = 4096;
-
-}  // namespace
-
-void note_abandoned_capture(unsigned long long capture_id) noexcept {
-  if (capture_id == 0) return;
+bool capture_was_abandoned(std::uint64_t capture_sequence) {
+  if (capture_sequence == 0) return false;
   auto& registry = abandoned();
   std::lock_guard const lock{registry.mutex};
-  try {
-    registry.ids.push_back(capture_id);
-    if (registry.ids.size() > abandoned_captures_kept) registry.ids.pop_front();
-  } catch (std::bad_alloc const&) {
-    // Unrecorded, its collectives stay in the logs: a check may then report a difference.
-  }
+  return std::find(registry.ids.begin(), registry.ids.end(), capture_sequence) != registry.ids.end();
 }
-
-bool capture_was_abandoned(unsigned long long capture_id) {
-  if (capture_id == 0) return false;
-  auto& registry = abandoned();
-  std::lock_guard const lock{registry.mutex};
-  return std::find(registry.ids.begin(), registry.ids.end(), capture_id) != registry.ids.end();
-}
-
-}  // namespace detail
 }  // namespace graphstep::graphs

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <graphstep/graphs/conditional_support.hpp>
 #include <string>
 

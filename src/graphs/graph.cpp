@@ -27,7 +27,7 @@ graph::~graph() = default;
 graph::graph(std::shared_ptr<detail::graph_state const> state) noexcept
     : state_{std::move(state)} {}
 
-graph graph::adopt(cudaGraph_t handle, graph_identity identity, std::shared_ptr<void> memory) {
+graph graph::adopt(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory) {
   GRAPHSTEP_EXPECTS(handle != nullptr,
                     "graph::adopt: the cudaGraph_t of '" + identity.name + "' is null");
   if (identity.id == 0) identity.id = next_graph_id();

@@ -6,7 +6,6 @@
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
 #include "graphs/detail/graph_state.hpp"
-#include "memory/detail/graph_lease.hpp"
 
 namespace graphstep::graphs {
 
@@ -125,11 +124,9 @@ void graph_exec::replay(cuda::stream_view stream) {
   // A launch into a capturing stream becomes a node of that capture and runs nothing now.
   bool const runs_now = !stream.is_capturing();
   // Graphs sharing pool memory must never run at once: the pool orders this launch after theirs.
-  memory::detail::graph_lease const* const lease =
-      runs_now ? memory::detail::graph_lease::of(work->memory) : nullptr;
-  if (lease != nullptr) lease->before_replay(stream.value());
+  if (runs_now) work->memory.before_replay(stream);
   GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
-  if (lease != nullptr) lease->after_replay(stream.value());
+  if (runs_now) work->memory.after_replay(stream);
   // Launches of one executable run one after another, whatever their streams
   // (cudaGraphLaunch), so an event after the latest covers them all.
   if (runs_now) {

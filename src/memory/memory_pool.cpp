@@ -105,28 +105,6 @@ std::optional<capture_id> capture_of(cudaStream_t stream) {
 
 }  // namespace
 
-namespace {
-// The deleter names a lease: `graph_lease::of` tells a pool's handle from any other by it.
-struct lease_deleter {
-  graph_lease* lease;
-  void operator()(void* /*unused*/) const noexcept {
-    delete lease;  // NOLINT(cppcoreguidelines-owning-memory): the handle owns the lease
-  }
-};
-}  // namespace
-
-std::shared_ptr<void> graph_lease::make(std::shared_ptr<pool_state> pool, std::uint64_t graph) {
-  // Owned by the handle's deleter from here, which also runs should the handle fail to form.
-  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory)
-  auto* const lease = new graph_lease(std::move(pool), graph);
-  return std::shared_ptr<void>{static_cast<void*>(lease), lease_deleter{lease}};
-}
-
-graph_lease* graph_lease::of(std::shared_ptr<void> const& memory) noexcept {
-  auto const* deleter = std::get_deleter<lease_deleter>(memory);
-  return deleter == nullptr ? nullptr : deleter->lease;
-}
-
 graph_lease::graph_lease(std::shared_ptr<pool_state> pool, std::uint64_t graph) noexcept
     : pool_{std::move(pool)}, graph_{graph} {}
 
@@ -135,18 +113,18 @@ graph_lease::~graph_lease() {
 }
 
 void graph_lease::before_replay(cudaStream_t stream) const {
-  for (graph_lease const* lease = this; lease != nullptr; lease = of(lease->also_)) {
+  for (graph_lease const* lease = this; lease != nullptr; lease = lease->also_.get()) {
     lease->pool_->before_replay(lease->graph_, stream);
   }
 }
 
 void graph_lease::after_replay(cudaStream_t stream) const {
-  for (graph_lease const* lease = this; lease != nullptr; lease = of(lease->also_)) {
+  for (graph_lease const* lease = this; lease != nullptr; lease = lease->also_.get()) {
     lease->pool_->after_replay(lease->graph_, stream);
   }
 }
 
-void graph_lease::hold_also(std::shared_ptr<void> other) noexcept {
+void graph_lease::hold_also(std::shared_ptr<graph_lease> other) noexcept {
   also_ = std::move(other);
 }
 
@@ -303,10 +281,10 @@ std::string pool_state::capture_problem(unsigned long long capture_id) const {
   return engine_->capture_problem(capture_id);
 }
 
-std::shared_ptr<void> pool_state::finish_capture(unsigned long long capture_id, bool success) {
+std::shared_ptr<graph_lease> pool_state::finish_capture(unsigned long long capture_id, bool success) {
   auto const graph = engine_->finish_capture(capture_id, success);
   if (!graph) return nullptr;
-  return graph_lease::make(shared_from_this(), *graph);
+  return std::make_shared<graph_lease>(shared_from_this(), *graph);
 }
 
 void pool_state::before_replay(std::uint64_t graph, cudaStream_t stream) {

@@ -37,20 +37,29 @@ void pool_capture::join(cuda::stream_view side, cuda::stream_view into) {
   state_->join(capture_id_, side.value(), into.value());
 }
 
-std::shared_ptr<void> pool_capture::commit() {
-  GRAPHSTEP_EXPECTS(open(), "pool_capture::commit: the capture was already ended");
-  std::shared_ptr<detail::pool_state> const state = std::move(state_);
-  return state->finish_capture(capture_id_, true);
+pool_lease::pool_lease(std::shared_ptr<detail::graph_lease> lease) noexcept
+    : lease_{std::move(lease)} {}
+
+void pool_lease::before_replay(cuda::stream_view stream) const {
+  if (lease_) lease_->before_replay(stream.value());
 }
 
-std::shared_ptr<void> pool_capture::commit_with(std::shared_ptr<void> other_lease) {
-  GRAPHSTEP_EXPECTS(detail::graph_lease::of(other_lease) != nullptr,
-                    "pool_capture::commit_with: the other lease is not one a pool_capture's "
-                    "commit returned");
-  std::shared_ptr<void> lease = commit();
-  if (detail::graph_lease* const own = detail::graph_lease::of(lease)) {
-    own->hold_also(std::move(other_lease));
-  }
+void pool_lease::after_replay(cuda::stream_view stream) const {
+  if (lease_) lease_->after_replay(stream.value());
+}
+
+pool_lease pool_capture::commit() {
+  GRAPHSTEP_EXPECTS(open(), "pool_capture::commit: the capture was already ended");
+  std::shared_ptr<detail::pool_state> const state = std::move(state_);
+  return pool_lease{state->finish_capture(capture_id_, true)};
+}
+
+pool_lease pool_capture::commit_with(pool_lease other_lease) {
+  GRAPHSTEP_EXPECTS(static_cast<bool>(other_lease),
+                    "pool_capture::commit_with: the other lease is empty; give the lease the "
+                    "other pool's commit returned, or call commit()");
+  pool_lease lease = commit();
+  if (lease.lease_) lease.lease_->hold_also(std::move(other_lease.lease_));
   return lease;
 }
 

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <string>

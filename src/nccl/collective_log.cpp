@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <algorithm>
 #include <cstdint>
 #include <graphstep/dtype.hpp>

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <cerrno>
 #include <cstdlib>
 #include <graphstep/error.hpp>

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>

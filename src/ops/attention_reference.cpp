@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 // fp64 reference of ops/attention.hpp; see ops/reference.hpp.
 //
 // Written from the definitions, one (batch row, head, query) at a time, so that it shares no

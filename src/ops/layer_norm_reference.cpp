@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 // fp64 reference of ops/layer_norm.hpp; see ops/reference.hpp.
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 // fp64 reference math of the fused layer; see ops/reference.hpp.
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <algorithm>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>

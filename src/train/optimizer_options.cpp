@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <cmath>
 #include <graphstep/error.hpp>
 #include <graphstep/train/optimizer_options.hpp>

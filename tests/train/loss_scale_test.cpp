@@ -91,7 +91,7 @@ TEST(loss_scale, bfloat16_is_finite_agrees_with_the_value_of_every_pattern) {
   int non_finite = 0;
   for (std::uint32_t bits = 0; bits <= 0xFFFFU; ++bits) {
     auto const b = static_cast<std::uint16_t>(bits);
-    bool const finite = std::isfinite(gt::bfloat16_to_float(b));
+    bool const finite = std::isfinite(graphstep::bfloat16_to_float(b));
     ASSERT_EQ(gt::detail::bfloat16_is_finite(b), finite) << std::hex << bits;
     non_finite += finite ? 0 : 1;
   }

@@ -81,12 +81,12 @@ class mixed_adamw_test : public gs::testing::gpu_test {
   static std::vector<std::uint16_t> random_bf16(std::size_t n, float range, std::mt19937& rng) {
     std::uniform_real_distribution<float> dist{-range, range};
     std::vector<std::uint16_t> bits(n);
-    for (auto& b : bits) b = gt::bfloat16_nearest_even(dist(rng));
+    for (auto& b : bits) b = graphstep::bfloat16_nearest_even(dist(rng));
     return bits;
   }
   static std::vector<float> as_floats(std::vector<std::uint16_t> const& bits) {
     std::vector<float> values(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = gt::bfloat16_to_float(bits[i]);
+    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = graphstep::bfloat16_to_float(bits[i]);
     return values;
   }
   static std::vector<std::uint32_t> bits_of(std::vector<float> const& values) {

@@ -48,22 +48,22 @@ bool contains(std::string const& text, std::string const& part) {
 }  // namespace
 
 TEST(mixed_precision, nearest_even_picks_the_nearer_neighbour_and_breaks_ties_to_even) {
-  EXPECT_EQ(gt::bfloat16_nearest_even(1.0F), 0x3F80);
-  EXPECT_EQ(gt::bfloat16_nearest_even(from_bits(0x3F808000U)), 0x3F80);  // tie, 0x3F80 even
-  EXPECT_EQ(gt::bfloat16_nearest_even(from_bits(0x3F818000U)), 0x3F82);  // tie, 0x3F82 even
-  EXPECT_EQ(gt::bfloat16_nearest_even(from_bits(0x3F808001U)), 0x3F81);  // just above the tie
-  EXPECT_EQ(gt::bfloat16_nearest_even(from_bits(0xBF808001U)), 0xBF81);  // negative
-  EXPECT_EQ(gt::bfloat16_nearest_even(from_bits(0x7F7FFFFFU)), 0x7F80);  // fp32 max → inf
+  EXPECT_EQ(graphstep::bfloat16_nearest_even(1.0F), 0x3F80);
+  EXPECT_EQ(graphstep::bfloat16_nearest_even(from_bits(0x3F808000U)), 0x3F80);  // tie, 0x3F80 even
+  EXPECT_EQ(graphstep::bfloat16_nearest_even(from_bits(0x3F818000U)), 0x3F82);  // tie, 0x3F82 even
+  EXPECT_EQ(graphstep::bfloat16_nearest_even(from_bits(0x3F808001U)), 0x3F81);  // just above the tie
+  EXPECT_EQ(graphstep::bfloat16_nearest_even(from_bits(0xBF808001U)), 0xBF81);  // negative
+  EXPECT_EQ(graphstep::bfloat16_nearest_even(from_bits(0x7F7FFFFFU)), 0x7F80);  // fp32 max → inf
   EXPECT_TRUE(std::isnan(
-      gt::bfloat16_to_float(gt::bfloat16_nearest_even(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isnan(gt::bfloat16_to_float(gt::bfloat16_nearest_even(from_bits(0x7F800001U)))));
+      graphstep::bfloat16_to_float(graphstep::bfloat16_nearest_even(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(graphstep::bfloat16_to_float(graphstep::bfloat16_nearest_even(from_bits(0x7F800001U)))));
   std::mt19937 rng{1};
   std::uniform_real_distribution<float> dist{-1000.0F, 1000.0F};
   for (int i = 0; i < 100000; ++i) {
     float const x = dist(rng);
     double const down = bf16_toward_zero(x);
     double const up = bf16_away_from_zero(x);
-    double const got = gt::bfloat16_to_float(gt::bfloat16_nearest_even(x));
+    double const got = graphstep::bfloat16_to_float(graphstep::bfloat16_nearest_even(x));
     double const best = std::fabs(x - down) <= std::fabs(up - x) ? down : up;
     if (std::fabs(x - down) != std::fabs(up - x)) {
       ASSERT_EQ(got, best) << x;
@@ -73,16 +73,16 @@ TEST(mixed_precision, nearest_even_picks_the_nearer_neighbour_and_breaks_ties_to
 
 TEST(mixed_precision, stochastic_rounding_picks_a_neighbour_and_keeps_bf16_values) {
   float const x = from_bits(0x3F80C000U);  // 3/4 of the way from 0x3F80 to 0x3F81
-  EXPECT_EQ(gt::bfloat16_stochastic(x, 0U), 0x3F80);
-  EXPECT_EQ(gt::bfloat16_stochastic(x, 0x3FFFU), 0x3F80);
-  EXPECT_EQ(gt::bfloat16_stochastic(x, 0x4000U), 0x3F81);
-  EXPECT_EQ(gt::bfloat16_stochastic(x, 0xFFFFU), 0x3F81);
-  EXPECT_EQ(gt::bfloat16_stochastic(-x, 0xFFFFU), 0xBF81);  // away from zero, as for +x
+  EXPECT_EQ(graphstep::bfloat16_stochastic(x, 0U), 0x3F80);
+  EXPECT_EQ(graphstep::bfloat16_stochastic(x, 0x3FFFU), 0x3F80);
+  EXPECT_EQ(graphstep::bfloat16_stochastic(x, 0x4000U), 0x3F81);
+  EXPECT_EQ(graphstep::bfloat16_stochastic(x, 0xFFFFU), 0x3F81);
+  EXPECT_EQ(graphstep::bfloat16_stochastic(-x, 0xFFFFU), 0xBF81);  // away from zero, as for +x
   for (std::uint32_t r : {0U, 0x1234U, 0xFFFFU, 0xFFFFFFFFU}) {
-    EXPECT_EQ(gt::bfloat16_stochastic(1.5F, r), 0x3FC0);  // exactly bf16: unchanged
-    EXPECT_EQ(gt::bfloat16_stochastic(std::numeric_limits<float>::infinity(), r), 0x7F80);
+    EXPECT_EQ(graphstep::bfloat16_stochastic(1.5F, r), 0x3FC0);  // exactly bf16: unchanged
+    EXPECT_EQ(graphstep::bfloat16_stochastic(std::numeric_limits<float>::infinity(), r), 0x7F80);
     EXPECT_TRUE(
-        std::isnan(gt::bfloat16_to_float(gt::bfloat16_stochastic(from_bits(0x7F800001U), r))));
+        std::isnan(graphstep::bfloat16_to_float(graphstep::bfloat16_stochastic(from_bits(0x7F800001U), r))));
   }
 }
 
@@ -99,7 +99,7 @@ TEST(mixed_precision, stochastic_rounding_is_unbiased) {
     std::uint64_t ups = 0;
     for (std::uint64_t e = 0; e < n; ++e) {
       double const r =
-          gt::bfloat16_to_float(gt::bfloat16_stochastic(x, gt::stochastic_rounding_bits(42, 7, e)));
+          graphstep::bfloat16_to_float(graphstep::bfloat16_stochastic(x, gt::stochastic_rounding_bits(42, 7, e)));
       ASSERT_TRUE(r == down || r == up) << x << " rounded to " << r;
       sum += r;
       ups += r == up ? 1 : 0;
@@ -218,7 +218,7 @@ TEST(mixed_precision, the_fp32_reference_step_follows_the_fp64_adamw) {
   for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(master[i], want[i], 2e-6) << i;
   auto const nearest = gt::reference::to_bfloat16(master, false, 0, 5, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    ASSERT_LE(std::fabs(gt::bfloat16_to_float(nearest[i]) - master[i]),
+    ASSERT_LE(std::fabs(graphstep::bfloat16_to_float(nearest[i]) - master[i]),
               std::fabs(master[i]) / 256.0 + 1e-30)
         << i;
   }

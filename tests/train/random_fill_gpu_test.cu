@@ -51,13 +51,13 @@ namespace {
 // The bits of x rounded to nearest even in `type` (float16 or bfloat16): CUDA's host conversion
 // for fp16, the library's for bf16 (the kernels use CUDA's device conversions for both).
 std::uint16_t rounded_bits(gs::dtype type, float x) {
-  if (type == gs::dtype::bfloat16) return gr::bfloat16_nearest_even(x);
+  if (type == gs::dtype::bfloat16) return graphstep::bfloat16_nearest_even(x);
   __half_raw const raw = __float2half_rn(x);
   return raw.x;
 }
 
 float widened(gs::dtype type, std::uint16_t bits) {
-  if (type == gs::dtype::bfloat16) return gr::bfloat16_to_float(bits);
+  if (type == gs::dtype::bfloat16) return graphstep::bfloat16_to_float(bits);
   __half_raw raw{};
   raw.x = bits;
   return __half2float(__half{raw});

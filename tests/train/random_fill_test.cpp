@@ -58,8 +58,8 @@ moments moments_of(std::vector<float> const& values) {
 // bf16 rounding on the host, to run the 16-bit transforms here (the kernels use CUDA's).
 struct bfloat16_nearest {
   using type = std::uint16_t;
-  static std::uint16_t round(float x) { return gr::bfloat16_nearest_even(x); }
-  static float widen(std::uint16_t bits) { return gr::bfloat16_to_float(bits); }
+  static std::uint16_t round(float x) { return graphstep::bfloat16_nearest_even(x); }
+  static float widen(std::uint16_t bits) { return graphstep::bfloat16_to_float(bits); }
 };
 
 // The fp32 transform's values and the bf16 transform's, for the block at `position`.
@@ -260,17 +260,17 @@ TEST(random_fill, rounded_fills_are_the_fp32_values_rounded_to_nearest_even) {
     float wide[4];            // NOLINT(modernize-avoid-c-arrays): the transforms' signature
     std::uint16_t narrow[4];  // NOLINT(modernize-avoid-c-arrays)
     both(gr::normal_transform{0.5F, 3.0F}, position, wide, narrow);
-    for (int j = 0; j < 4; ++j) ASSERT_EQ(narrow[j], gr::bfloat16_nearest_even(wide[j]));
+    for (int j = 0; j < 4; ++j) ASSERT_EQ(narrow[j], graphstep::bfloat16_nearest_even(wide[j]));
     both(gr::bernoulli_transform<float>{0.3F}, position, wide, narrow);
     for (int j = 0; j < 4; ++j) ASSERT_EQ(narrow[j], wide[j] == 1.0F ? 0x3F80 : 0x0000);
     both(gr::uniform_transform{0.0F, 1.0F}, position, wide, narrow);
     for (int j = 0; j < 4; ++j) {
-      ASSERT_LT(gr::bfloat16_to_float(narrow[j]), 1.0F);
-      if (gr::bfloat16_nearest_even(wide[j]) == 0x3F80) {
+      ASSERT_LT(graphstep::bfloat16_to_float(narrow[j]), 1.0F);
+      if (graphstep::bfloat16_nearest_even(wide[j]) == 0x3F80) {
         ++reached_high;
         ASSERT_EQ(narrow[j], 0x0000);  // low
       } else {
-        ASSERT_EQ(narrow[j], gr::bfloat16_nearest_even(wide[j]));
+        ASSERT_EQ(narrow[j], graphstep::bfloat16_nearest_even(wide[j]));
       }
     }
   }
@@ -291,7 +291,7 @@ TEST(random_fill, a_rounded_uniform_value_that_reaches_high_is_low) {
   // A tiny negative value rounds to -0, which equals a high of +0 as PyTorch compares.
   EXPECT_EQ(rounded(-0x1p-140F, -1.0F, 0.0F), 0xBF80);  // -1
   // low == high: low.
-  EXPECT_EQ(rounded(2.5F, 2.5F, 2.5F), gr::bfloat16_nearest_even(2.5F));
+  EXPECT_EQ(rounded(2.5F, 2.5F, 2.5F), graphstep::bfloat16_nearest_even(2.5F));
 }
 
 TEST(random_fill, bad_fill_outputs_are_usage_errors) {
@@ -326,7 +326,7 @@ TEST(random_fill, bad_fill_outputs_are_usage_errors) {
 
 TEST(random_fill, uniform_bounds_must_be_finite_in_the_output_type) {
   using graphstep::dtype;
-  float const largest_bfloat16 = gr::bfloat16_to_float(0x7F7F);
+  float const largest_bfloat16 = graphstep::bfloat16_to_float(0x7F7F);
   // The largest finite values are accepted, and a width beyond them (computed in fp32).
   EXPECT_NO_THROW(gr::detail::check_uniform_arguments(-65504.0F, 65504.0F, dtype::float16));
   EXPECT_NO_THROW(gr::detail::check_uniform_arguments(0.0F, largest_bfloat16, dtype::bfloat16));

@@ -7,7 +7,7 @@
 
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/diagnostics/capture_trace.hpp>
+#include <graphstep/graphs/capture_trace.hpp>
 #include <graphstep/graphs/capture_mode.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
@@ -24,7 +24,7 @@
 namespace graphstep::memory {
 class memory_pool;
 }
-namespace graphstep::diagnostics::detail {
+namespace graphstep::graphs::detail {
 class capture_recorder;
 }
 
@@ -72,6 +72,13 @@ struct capture_options {
 /// @brief Why capture diagnostics cannot run in this process (CUPTI not found, or not
 /// loadable), or "" when they can. `GRAPHSTEP_CUPTI_LIBRARY` names the library to load.
 [[nodiscard]] std::string capture_diagnostics_unavailable_reason();
+
+/// @brief True when graphstep discarded the capture whose CUDA id is `capture_sequence`
+/// (`cudaStreamGetCaptureInfo`; `graph_identity::capture_sequence`): its body threw, or ending
+/// or instantiating it failed. What a library logged during that capture (the collectives a
+/// communicator recorded) was never part of a graph and can be left out of later checks. The
+/// most recent 4096 discarded captures are remembered; 0 (no capture) never was one.
+[[nodiscard]] bool capture_was_abandoned(std::uint64_t capture_sequence);
 
 /// @brief Records everything issued to `stream` — and to side streams forked from it — from
 /// construction to `end()` or the end of the scope, into an empty target: a `graph_exec`
@@ -127,7 +134,7 @@ class capture_scope {
   /// @brief The capturing stream.
   [[nodiscard]] cuda::stream_view stream() const noexcept { return stream_; }
   /// @brief What capture diagnostics found, once the capture ended (empty when they were off).
-  [[nodiscard]] std::optional<diagnostics::capture_diagnosis> const& diagnosis() const noexcept {
+  [[nodiscard]] std::optional<capture_diagnosis> const& diagnosis() const noexcept {
     return diagnosis_;
   }
 
@@ -155,9 +162,9 @@ class capture_scope {
   memory::pool_capture host_pool_capture_;  // capture_options::host_pool's side
   std::vector<cudaStream_t> forked_;
   std::vector<cuda::event> fork_events_;
-  std::unique_ptr<diagnostics::detail::capture_recorder> recorder_;
+  std::unique_ptr<detail::capture_recorder> recorder_;
   std::unique_ptr<detail::legacy_stream_guard> legacy_guard_;  // refuse_legacy_stream
-  std::optional<diagnostics::capture_diagnosis> diagnosis_;
+  std::optional<capture_diagnosis> diagnosis_;
 };
 
 /// @brief A graph or an executable graph: what a capture can fill.

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/memory/pool_capture.hpp>
 #include <memory>
 #include <string>
 
@@ -68,11 +69,11 @@ class graph {
   ~graph();
 
   /// @brief Takes ownership of `handle`; `memory` (from `memory::pool_capture::commit`, or
-  /// null) keeps the pool memory the nodes use for as long as the graph or an executable of it
+  /// empty) keeps the pool memory the nodes use for as long as the graph or an executable of it
   /// lives.
   /// @throws usage_error (null handle)
   [[nodiscard]] static graph adopt(cudaGraph_t handle, graph_identity identity,
-                                   std::shared_ptr<void> memory = nullptr);
+                                   memory::pool_lease memory = {});
 
   /// @brief True for a default-constructed or moved-from graph.
   [[nodiscard]] bool empty() const noexcept { return state_ == nullptr; }

@@ -14,7 +14,32 @@ namespace graphstep::memory {
 
 namespace detail {
 class pool_state;
+class graph_lease;
 }  // namespace detail
+
+/// @brief A graph's hold on the pool memory its capture used, from `pool_capture::commit`.
+///
+/// Copies share one hold: every block the capture touched stays reserved for the graph until
+/// the last copy dies (a graph and its executables keep one each). Replays of graphs that share
+/// memory are ordered by it (`graphs::graph_exec::replay` calls `before_replay` and
+/// `after_replay` around its launch). A default-constructed lease holds nothing.
+class pool_lease {
+ public:
+  pool_lease() noexcept = default;
+
+  /// @brief True when it holds pool memory.
+  [[nodiscard]] explicit operator bool() const noexcept { return lease_ != nullptr; }
+  /// @brief Before the graph is launched on `stream` (not a capturing one): `stream` waits for
+  /// the launches of graphs sharing this memory on other streams. No-op when empty.
+  void before_replay(cuda::stream_view stream) const;
+  /// @brief After the graph was launched on `stream`. No-op when empty.
+  void after_replay(cuda::stream_view stream) const;
+
+ private:
+  friend class pool_capture;  // makes them
+  explicit pool_lease(std::shared_ptr<detail::graph_lease> lease) noexcept;
+  std::shared_ptr<detail::graph_lease> lease_;
+};
 
 /// @brief The pool's side of one capture, from `memory_pool::open_capture`.
 ///
@@ -47,12 +72,12 @@ class pool_capture {
   /// touched reserved for its graph until the last holder of the lease dies (hold it as long
   /// as the graph and its executables live); blocks still allocated are the graph's outputs.
   /// @throws usage_error (not open)
-  [[nodiscard]] std::shared_ptr<void> commit();
+  [[nodiscard]] pool_lease commit();
   /// @brief As `commit`, for a capture given two pools: the lease returned also holds
   /// `other_lease` (the other pool's, from its `commit`), and the graph's replays are ordered
   /// by the memory of both.
-  /// @throws usage_error (not open; `other_lease` not a pool's lease)
-  [[nodiscard]] std::shared_ptr<void> commit_with(std::shared_ptr<void> other_lease);
+  /// @throws usage_error (not open; `other_lease` empty)
+  [[nodiscard]] pool_lease commit_with(pool_lease other_lease);
   /// @brief Ends a failed capture: its memory returns to the pool at once.
   void abandon() noexcept;
 

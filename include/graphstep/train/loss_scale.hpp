@@ -5,7 +5,7 @@
 /// CPU tests share. graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstdint>
-#include <graphstep/train/detail/host_device.hpp>
+#include <graphstep/detail/host_device.hpp>
 
 namespace graphstep::train {
 

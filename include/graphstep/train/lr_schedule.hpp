@@ -10,7 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <graphstep/train/detail/host_device.hpp>
+#include <graphstep/detail/host_device.hpp>
 
 namespace graphstep::train {
 

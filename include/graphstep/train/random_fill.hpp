@@ -41,7 +41,7 @@
 #include <cstdint>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/train/detail/host_device.hpp>
+#include <graphstep/detail/host_device.hpp>
 #include <graphstep/train/philox.hpp>
 #include <string>
 #include <type_traits>

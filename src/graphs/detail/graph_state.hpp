@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <graphstep/graphs/graph.hpp>
+#include <graphstep/memory/pool_capture.hpp>
 #include <memory>
 
 namespace graphstep::graphs::detail {
@@ -18,7 +19,7 @@ struct graph_deleter {
 struct graph_state {
   graph_identity identity;
   // Declared before the handle, so it is released after it: the memory outlives the work.
-  std::shared_ptr<void> memory;
+  memory::pool_lease memory;
   std::unique_ptr<cudaGraph_t, graph_deleter> handle;
 };
 

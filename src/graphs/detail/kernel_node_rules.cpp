@@ -1,3 +1,4 @@
+// graphstep_core: plain C++, includes no CUDA header.
 #include <graphstep/graphs/detail/kernel_node_rules.hpp>
 #include <string>
 

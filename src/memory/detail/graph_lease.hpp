@@ -14,13 +14,6 @@ class pool_state;
 
 class graph_lease {
  public:
-  /// The memory handle a capture hands its graph (`graph::adopt`'s `memory`).
-  [[nodiscard]] static std::shared_ptr<void> make(std::shared_ptr<pool_state> pool,
-                                                  std::uint64_t graph);
-  /// The lease behind a graph's memory handle; null when the handle is empty or did not come
-  /// from a pool (a graph may adopt any handle).
-  [[nodiscard]] static graph_lease* of(std::shared_ptr<void> const& memory) noexcept;
-
   graph_lease(std::shared_ptr<pool_state> pool, std::uint64_t graph) noexcept;
   ~graph_lease();
   graph_lease(graph_lease const&) = delete;
@@ -35,12 +28,12 @@ class graph_lease {
   void after_replay(cudaStream_t stream) const;
   /// The graph holds memory of a second pool too (a capture given two): that lease lives as
   /// long as this one, and the graph's replays are ordered by both pools.
-  void hold_also(std::shared_ptr<void> other) noexcept;
+  void hold_also(std::shared_ptr<graph_lease> other) noexcept;
 
  private:
   std::shared_ptr<pool_state> pool_;
   std::uint64_t graph_;
-  std::shared_ptr<void> also_;
+  std::shared_ptr<graph_lease> also_;
 };
 
 }  // namespace graphstep::memory::detail

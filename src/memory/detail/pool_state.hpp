@@ -21,6 +21,8 @@
 
 namespace graphstep::memory::detail {
 
+class graph_lease;
+
 // The engine's device on CUDA: memory from a backing, events recorded on the pool's device.
 class cuda_pool_device final : public pool_device {
  public:
@@ -71,7 +73,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] std::string capture_problem(unsigned long long capture_id) const;
   /// Ends the capture. On success the graph gets a lease that keeps its memory until the graph
   /// dies; on failure its memory is returned at once and the result is empty.
-  std::shared_ptr<void> finish_capture(unsigned long long capture_id, bool success);
+  std::shared_ptr<graph_lease> finish_capture(unsigned long long capture_id, bool success);
   void release_graph(std::uint64_t graph) noexcept;
   void keep_after_graph(void* output);
   void record_use(void* pointer, cudaStream_t stream);

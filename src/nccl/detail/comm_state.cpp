@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <thread>
 #include <unordered_map>
-
-#include "graphs/detail/abandoned_captures.hpp"
 
 namespace graphstep::nccl::detail {
 namespace {
@@ -348,7 +347,7 @@ void comm_state::captured(collective_record const& record, unsigned long long ca
 collective_log comm_state::kept_captured() const {
   collective_log kept;
   for (auto const& [record, capture_id] : captured_) {
-    if (!graphs::detail::capture_was_abandoned(capture_id)) kept.record(record);
+    if (!graphs::capture_was_abandoned(capture_id)) kept.record(record);
   }
   return kept;
 }

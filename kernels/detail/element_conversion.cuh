@@ -1,0 +1,36 @@
+#pragma once
+
+// Conversions between the storage types of the kernels (fp32, fp16, bf16) and the fp32 they
+// compute in. Internal to kernels/; shared by every component's kernels.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace graphstep::detail {
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+
+}  // namespace graphstep::detail

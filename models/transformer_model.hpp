@@ -1,0 +1,630 @@
+#pragma once
+
+// A GPT-2-style decoder language model as static buffers, GEMM plans and an optimizer:
+// token + position embedding, pre-norm blocks (layer norm, causal self-attention through one
+// fused qkv projection, output projection, residual; layer norm, fc1 + GELU fused into its
+// GEMM, fc2, residual), a final layer norm, the output projection tied to the token embedding,
+// and cross-entropy. bf16 weights, activations and gradients with fp32 math and fp32 master
+// weights in the AdamW (global-norm clipping on the device). `step()` issues one whole training
+// step; it allocates nothing and synchronizes nothing, so it can be captured. Shared by
+// examples/transformer_lm and the transformer benchmark.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <graphstep/graphstep.hpp>
+#include <graphstep/ops/attention.hpp>
+#include <graphstep/ops/attention_cudnn.hpp>
+#include <graphstep/ops/cross_entropy.hpp>
+#include <graphstep/ops/embedding.hpp>
+#include <graphstep/ops/layer_norm.hpp>
+#include <graphstep/train/mixed_precision.hpp>
+#include <initializer_list>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace transformer_example {
+
+namespace gs = graphstep;
+namespace go = graphstep::ops;
+namespace gt = graphstep::train;
+
+// Which attention runs: cuDNN's fused attention where this build has it and cuDNN takes the
+// layer, else the plain kernels (automatic); or one of them, refused when it cannot run.
+enum class attention_path { automatic, plain, cudnn };
+
+struct transformer_config {
+  int layers{12};
+  int channels{768};
+  int heads{12};
+  int batch{1};
+  int sequence{128};
+  int vocab{50257};
+  std::uint64_t seed{1337};  // of the weights, the same on every rank
+  int data_stream{0};        // which batch of tokens: ranks of a data-parallel run differ
+  float learning_rate{3e-4F};
+  attention_path attention{attention_path::automatic};
+
+  // The output projection's vocabulary rounded up to a multiple of 64 (GPT-2's 50257 becomes
+  // 50304), which keeps its GEMMs on aligned fast paths; the extra rows are never a token.
+  [[nodiscard]] int padded_vocab() const { return (vocab + 63) / 64 * 64; }
+  [[nodiscard]] int head_dim() const { return channels / heads; }
+
+  // Says what is wrong with a configuration, or nothing.
+  [[nodiscard]] std::string problem() const {
+    if (layers <= 0 || channels <= 0 || heads <= 0 || batch <= 0 || sequence <= 0 || vocab <= 1) {
+      return "layers, width, heads, batch and sequence must be positive and the vocabulary "
+             "larger than 1";
+    }
+    if (channels % heads != 0) {
+      return "the width (" + std::to_string(channels) + ") must be a multiple of the heads (" +
+             std::to_string(heads) + ")";
+    }
+    if (head_dim() % 8 != 0 || head_dim() > 256) {
+      return "width / heads (the head dimension, " + std::to_string(head_dim()) +
+             ") must be a multiple of 8 and at most 256";
+    }
+    return {};
+  }
+};
+
+constexpr gs::dtype bf16 = gs::dtype::bfloat16;
+constexpr float layer_norm_epsilon = 1e-5F;
+
+// One tensor of the model: where it lies in the parameter buffer (and, at the same offset, in
+// the gradient buffer).
+struct tensor {
+  std::string name;
+  std::size_t offset{};  // elements into the buffer
+  std::size_t count{};
+  bool decays{};  // weight decay for matrices and embeddings, none for biases and norms
+};
+
+class transformer {
+ public:
+  transformer(transformer_config const& c, gs::memory::memory_pool& pool,
+              gs::cuda::stream_view stream, go::cublaslt_handle const& handle)
+      : c_{c}, pool_{pool}, stream_{stream} {
+    if (auto const p = c.problem(); !p.empty()) throw gs::usage_error(p);
+    std::size_t const rows = tokens_per_step();
+    std::size_t const C = channels();
+    std::size_t const vp = static_cast<std::size_t>(c.padded_vocab());
+    layout_parameters();
+
+    parameters_ = buffer(parameter_count_);
+    gradients_ = buffer(parameter_count_);
+    tokens_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
+    targets_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
+    loss_ = static_cast<float*>(allocate(sizeof(float)));
+
+    layers_.resize(static_cast<std::size_t>(c.layers));
+    residual_.push_back(buffer(rows * C));  // the embedding's output
+    for (auto& a : layers_) {
+      a.ln1 = buffer(rows * C);
+      a.ln1_mean = floats(rows);
+      a.ln1_rstd = floats(rows);
+      a.qkv = buffer(rows * 3 * C);
+      a.attention = buffer(rows * C);
+      a.logsumexp = floats(static_cast<std::size_t>(c.batch) * c.heads * c.sequence);
+      a.residual_mid = buffer(rows * C);
+      a.ln2 = buffer(rows * C);
+      a.ln2_mean = floats(rows);
+      a.ln2_rstd = floats(rows);
+      a.fc1_pre = buffer(rows * 4 * C);
+      a.fc1_out = buffer(rows * 4 * C);
+      residual_.push_back(buffer(rows * C));
+    }
+    lnf_ = buffer(rows * C);
+    lnf_mean_ = floats(rows);
+    lnf_rstd_ = floats(rows);
+    logits_ = buffer(rows * vp);
+    projection_ = buffer(rows * C);
+    d_residual_ = buffer(rows * C);
+    d_normed_ = buffer(rows * C);
+    d_attention_ = buffer(rows * C);
+    d_qkv_ = buffer(rows * 3 * C);
+    d_fc1_ = buffer(rows * 4 * C);
+
+    attention_shape_ = {c.batch, c.sequence, c.heads, c.head_dim()};
+    cross_entropy_shape_ = {static_cast<std::int64_t>(rows), c.vocab, c.padded_vocab()};
+    layer_norm_workspace_bytes_ =
+        go::layer_norm_backward_workspace_size(static_cast<std::int64_t>(rows), c.channels);
+    layer_norm_workspace_ = allocate(layer_norm_workspace_bytes_);
+    attention_workspace_bytes_ = go::attention_backward_workspace_size(attention_shape_);
+    attention_workspace_ = allocate(attention_workspace_bytes_);
+    cross_entropy_workspace_bytes_ = go::cross_entropy_workspace_size(cross_entropy_shape_);
+    cross_entropy_workspace_ = allocate(cross_entropy_workspace_bytes_);
+
+    initialize_weights_and_data();
+    plan_attention();
+    plan_gemms(handle);
+    make_optimizer();
+    stream.synchronize();
+  }
+
+  transformer(transformer const&) = delete;
+  transformer& operator=(transformer const&) = delete;
+  transformer(transformer&&) = delete;
+  transformer& operator=(transformer&&) = delete;
+  ~transformer() = default;
+
+  // One training step: forward, loss, backward, (hook: e.g. gradient all-reduce), clip + AdamW.
+  void step() {
+    forward_backward();
+    if (after_backward_) after_backward_(stream_);
+    optimizer_->step(stream_);
+  }
+
+  // The loss and every gradient of the current weights, without changing them.
+  void forward_backward() {
+    forward();
+    backward();
+  }
+
+  // The loss of the last step (synchronizes the stream).
+  float loss() {
+    float value = 0.0F;
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.value()));
+    stream_.synchronize();
+    return value;
+  }
+
+  // Elements of the parameter buffer, and of the gradient buffer (each tensor starts on a
+  // 64-element boundary; the gaps are zero).
+  [[nodiscard]] std::size_t parameter_count() const { return parameter_count_; }
+  // All parameters and all gradients, bf16, each in one buffer (so a data-parallel run can
+  // average the gradients in buckets, and compare the weights across ranks).
+  [[nodiscard]] void* parameters() const { return parameters_; }
+  [[nodiscard]] void* gradients() const { return gradients_; }
+  // Bytes of each tensor's slot in those buffers, in buffer order (slots are contiguous, and
+  // in the order the backward finishes the gradients: see set_gradients_finished).
+  [[nodiscard]] std::vector<std::size_t> slot_bytes() const {
+    std::vector<tensor const*> by_offset;
+    for (auto const& t : tensors_) by_offset.push_back(&t);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](tensor const* a, tensor const* b) { return a->offset < b->offset; });
+    std::vector<std::size_t> bytes;
+    for (tensor const* t : by_offset) bytes.push_back(slot_elements(*t) * sizeof(std::uint16_t));
+    return bytes;
+  }
+  [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
+  // Which attention runs, and why the plain kernels where cuDNN's was possible but not taken.
+  [[nodiscard]] std::string const& attention_description() const { return attention_; }
+  [[nodiscard]] float const* loss_buffer() const { return loss_; }
+  void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
+    after_backward_ = std::move(hook);
+  }
+  // Called in the backward each time more gradients are final for this step, with their extent:
+  // the gradient buffer's first `bytes` bytes, once the work issued to the stream so far has run
+  // (after the final norm and after each layer). A data-parallel run starts reducing those
+  // gradients there, while the backward goes on.
+  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+    gradients_finished_ = std::move(hook);
+  }
+  // Every tensor, in model order: token embedding, position embedding, each layer's ln1
+  // weight and bias, qkv weight and bias, proj weight and bias, ln2 weight and bias, fc1
+  // weight and bias, fc2 weight and bias, then the final norm's weight and bias. Their offsets
+  // follow the backward's order instead (layout_parameters).
+  [[nodiscard]] std::vector<tensor> const& tensors() const { return tensors_; }
+  // The batch: input tokens and next-token targets, [batch, sequence] each.
+  [[nodiscard]] std::vector<std::int32_t> const& input_tokens() const { return host_tokens_; }
+  [[nodiscard]] std::vector<std::int32_t> const& target_tokens() const { return host_targets_; }
+
+ private:
+  struct layer_parameters {
+    tensor ln1_weight, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias, ln2_weight, ln2_bias,
+        fc1_weight, fc1_bias, fc2_weight, fc2_bias;
+  };
+  // What a layer keeps from its forward for its backward, and its GEMMs.
+  struct layer_activations {
+    std::uint16_t *ln1{}, *qkv{}, *attention{}, *residual_mid{}, *ln2{}, *fc1_pre{}, *fc1_out{};
+    float *ln1_mean{}, *ln1_rstd{}, *ln2_mean{}, *ln2_rstd{}, *logsumexp{};
+    std::optional<go::gemm_plan> qkv_gemm, proj, fc1, fc2;
+    std::optional<go::cudnn_attention_plan> attention_plan;  // when cuDNN's attention runs
+    std::optional<go::gemm_plan> fc2_weight_grad, fc2_data_grad, fc1_weight_grad, fc1_data_grad,
+        proj_weight_grad, proj_data_grad, qkv_weight_grad, qkv_data_grad;
+  };
+
+  [[nodiscard]] std::size_t tokens_per_step() const {
+    return static_cast<std::size_t>(c_.batch) * static_cast<std::size_t>(c_.sequence);
+  }
+  [[nodiscard]] std::size_t channels() const { return static_cast<std::size_t>(c_.channels); }
+  [[nodiscard]] std::int64_t rows() const { return static_cast<std::int64_t>(tokens_per_step()); }
+
+  // Each tensor's slot: its elements rounded up to 64 (128 bytes), so every tensor is aligned
+  // for the 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
+  [[nodiscard]] static std::size_t slot_elements(tensor const& t) {
+    return (t.count + 63) / 64 * 64;
+  }
+
+  // The tensors are listed in model order (tensors()), and laid out in the buffers in the order
+  // the backward finishes their gradients: the final norm's first, then each layer from the last
+  // (fc2, fc1, ln2, proj, qkv, ln1), the embeddings last (the embedding backward finishes the
+  // tied token table's gradient). So the gradients the backward has finished are always a prefix
+  // of the gradient buffer, and a data-parallel run's buckets can be reduced as it goes.
+  void layout_parameters() {
+    std::size_t const C = channels();
+    token_embedding_ = {"token embedding", 0, static_cast<std::size_t>(c_.padded_vocab()) * C,
+                        true};
+    position_embedding_ = {"position embedding", 0, static_cast<std::size_t>(c_.sequence) * C,
+                           true};
+    for (int l = 0; l < c_.layers; ++l) {
+      std::string const n = "layer " + std::to_string(l) + " ";
+      layer_parameters& p = layer_parameters_.emplace_back();
+      p.ln1_weight = {n + "ln1 weight", 0, C, false};
+      p.ln1_bias = {n + "ln1 bias", 0, C, false};
+      p.qkv_weight = {n + "qkv weight", 0, 3 * C * C, true};
+      p.qkv_bias = {n + "qkv bias", 0, 3 * C, false};
+      p.proj_weight = {n + "proj weight", 0, C * C, true};
+      p.proj_bias = {n + "proj bias", 0, C, false};
+      p.ln2_weight = {n + "ln2 weight", 0, C, false};
+      p.ln2_bias = {n + "ln2 bias", 0, C, false};
+      p.fc1_weight = {n + "fc1 weight", 0, 4 * C * C, true};
+      p.fc1_bias = {n + "fc1 bias", 0, 4 * C, false};
+      p.fc2_weight = {n + "fc2 weight", 0, 4 * C * C, true};
+      p.fc2_bias = {n + "fc2 bias", 0, C, false};
+    }
+    lnf_weight_ = {"final norm weight", 0, C, false};
+    lnf_bias_ = {"final norm bias", 0, C, false};
+
+    auto place = [this](tensor& t) {
+      t.offset = parameter_count_;
+      parameter_count_ += slot_elements(t);
+    };
+    place(lnf_weight_);
+    place(lnf_bias_);
+    for (auto p = layer_parameters_.rbegin(); p != layer_parameters_.rend(); ++p) {
+      for (tensor* t : {&p->fc2_weight, &p->fc2_bias, &p->fc1_weight, &p->fc1_bias, &p->ln2_weight,
+                        &p->ln2_bias, &p->proj_weight, &p->proj_bias, &p->qkv_weight, &p->qkv_bias,
+                        &p->ln1_weight, &p->ln1_bias}) {
+        place(*t);
+      }
+    }
+    place(position_embedding_);
+    place(token_embedding_);
+
+    tensors_ = {token_embedding_, position_embedding_};
+    for (auto const& p : layer_parameters_) {
+      tensors_.insert(tensors_.end(), {p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias,
+                                       p.proj_weight, p.proj_bias, p.ln2_weight, p.ln2_bias,
+                                       p.fc1_weight, p.fc1_bias, p.fc2_weight, p.fc2_bias});
+    }
+    tensors_.insert(tensors_.end(), {lnf_weight_, lnf_bias_});
+  }
+  // Bytes from the gradient buffer's start to the end of t's slot.
+  [[nodiscard]] static std::size_t finished_through(tensor const& t) {
+    return (t.offset + slot_elements(t)) * sizeof(std::uint16_t);
+  }
+  [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
+  [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
+
+  // Weights as GPT-2 initializes them (normal, σ = 0.02; biases zero; norms one and zero); the
+  // data is one fixed batch of random token sequences, the targets each input shifted by one,
+  // so the loss falls from about ln(vocab) as the model learns the batch.
+  void initialize_weights_and_data() {
+    std::mt19937_64 rng{c_.seed};
+    std::normal_distribution<float> normal{0.0F, 0.02F};
+    std::vector<std::uint16_t> host(parameter_count_, 0);
+    auto fill_normal = [&](tensor const& t) {
+      for (std::size_t i = 0; i < t.count; ++i) {
+        host[t.offset + i] = graphstep::bfloat16_nearest_even(normal(rng));
+      }
+    };
+    auto fill_ones = [&](tensor const& t) {
+      for (std::size_t i = 0; i < t.count; ++i) {
+        host[t.offset + i] = graphstep::bfloat16_nearest_even(1.0F);
+      }
+    };
+    // The padded rows of the token table stay zero: no token selects them.
+    fill_normal({"", token_embedding_.offset, static_cast<std::size_t>(c_.vocab) * channels()});
+    fill_normal(position_embedding_);
+    for (auto const& p : layer_parameters_) {
+      fill_ones(p.ln1_weight);
+      fill_normal(p.qkv_weight);
+      fill_normal(p.proj_weight);
+      fill_ones(p.ln2_weight);
+      fill_normal(p.fc1_weight);
+      fill_normal(p.fc2_weight);
+    }
+    fill_ones(lnf_weight_);
+    upload(parameters_, host.data(), host.size() * sizeof(std::uint16_t));
+
+    std::seed_seq data_seed{static_cast<std::uint32_t>(c_.seed),
+                            static_cast<std::uint32_t>(c_.seed >> 32U),
+                            static_cast<std::uint32_t>(c_.data_stream)};
+    rng.seed(data_seed);
+    std::size_t const rows = tokens_per_step();
+    std::uniform_int_distribution<std::int32_t> token{0, c_.vocab - 1};
+    std::vector<std::int32_t> inputs(rows);
+    std::vector<std::int32_t> targets(rows);
+    for (int b = 0; b < c_.batch; ++b) {
+      std::int32_t previous = token(rng);
+      for (int t = 0; t < c_.sequence; ++t) {
+        std::size_t const i = static_cast<std::size_t>(b) * c_.sequence + t;
+        inputs[i] = previous;
+        previous = token(rng);
+        targets[i] = previous;
+      }
+    }
+    upload(tokens_, inputs.data(), rows * sizeof(std::int32_t));
+    upload(targets_, targets.data(), rows * sizeof(std::int32_t));
+    host_tokens_ = std::move(inputs);
+    host_targets_ = std::move(targets);
+  }
+
+  // cuDNN's fused attention for every layer, or the plain kernels (see attention_path).
+  void plan_attention() {
+    attention_ = "plain CUDA kernels";
+    if (c_.attention == attention_path::plain) return;
+    auto refuse = [&](std::string const& reason) {
+      if (c_.attention == attention_path::cudnn) {
+        throw gs::usage_error("cuDNN's attention cannot run: " + reason);
+      }
+      attention_ += " (cuDNN's fused attention: " + reason + ")";
+    };
+    if (auto const available = go::cudnn_attention_available(); !available.fused) {
+      return refuse(available.reason);
+    }
+    std::vector<go::cudnn_attention_operands> operands;
+    for (auto& a : layers_) {
+      operands.push_back({a.qkv, a.attention, a.logsumexp, d_attention_, d_qkv_});
+      auto const support =
+          go::cudnn_attention_plan::can_implement(attention_shape_, bf16, operands.back());
+      if (!support.fused) return refuse(support.reason);
+    }
+    cudnn_.emplace();
+    std::size_t workspace_bytes = 0;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      layers_[l].attention_plan.emplace(*cudnn_, attention_shape_, bf16, operands[l]);
+      workspace_bytes = std::max(workspace_bytes, layers_[l].attention_plan->workspace_size());
+    }
+    // One workspace for every layer: they run one after another on one stream.
+    void* workspace = workspace_bytes == 0 ? nullptr : allocate(workspace_bytes);
+    for (auto& a : layers_) a.attention_plan->set_workspace(workspace, workspace_bytes);
+    attention_ = "cuDNN fused attention";
+  }
+
+  void plan_gemms(go::cublaslt_handle const& handle) {
+    std::int64_t const m = rows();
+    std::int64_t const C = c_.channels;
+    std::int64_t const vp = c_.padded_vocab();
+    workspace_bytes_ = go::gemm_plan::workspace_size();
+    workspace_ = allocate(workspace_bytes_);
+    auto plan = [&](go::gemm_kind kind, std::int64_t n, std::int64_t k,
+                    go::gemm_operands const& operands, std::optional<go::gemm_plan>& into) {
+      // GELU or a bias epilogue that cuBLASLt cannot fuse for these operands runs as kernels.
+      go::gemm_options options;
+      options.allow_unfused = true;
+      into.emplace(handle, go::gemm_problem{kind, m, n, k, bf16, go::gemm_math::standard}, operands,
+                   workspace_, workspace_bytes_, options, stream_);
+    };
+    using kind = go::gemm_kind;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      auto& a = layers_[l];
+      auto const& p = layer_parameters_[l];
+      plan(kind::forward_bias, 3 * C, C,
+           {a.ln1, value(p.qkv_weight), a.qkv, value(p.qkv_bias), nullptr, nullptr}, a.qkv_gemm);
+      plan(kind::forward_bias, C, C,
+           {a.attention, value(p.proj_weight), projection_, value(p.proj_bias), nullptr, nullptr},
+           a.proj);
+      plan(kind::forward_bias_gelu, 4 * C, C,
+           {a.ln2, value(p.fc1_weight), a.fc1_out, value(p.fc1_bias), a.fc1_pre, nullptr}, a.fc1);
+      plan(kind::forward_bias, C, 4 * C,
+           {a.fc1_out, value(p.fc2_weight), projection_, value(p.fc2_bias), nullptr, nullptr},
+           a.fc2);
+      plan(kind::backward_weight_bias, C, 4 * C,
+           {d_residual_, a.fc1_out, grad(p.fc2_weight), nullptr, nullptr, grad(p.fc2_bias)},
+           a.fc2_weight_grad);
+      // Through fc2 into fc1's pre-activation, GELU′ and fc1's bias gradient in the epilogue.
+      plan(kind::backward_data_gelu, C, 4 * C,
+           {d_residual_, value(p.fc2_weight), d_fc1_, nullptr, a.fc1_pre, grad(p.fc1_bias)},
+           a.fc2_data_grad);
+      plan(kind::backward_weight, 4 * C, C,
+           {d_fc1_, a.ln2, grad(p.fc1_weight), nullptr, nullptr, nullptr}, a.fc1_weight_grad);
+      plan(kind::backward_data, 4 * C, C,
+           {d_fc1_, value(p.fc1_weight), d_normed_, nullptr, nullptr, nullptr}, a.fc1_data_grad);
+      plan(kind::backward_weight_bias, C, C,
+           {d_residual_, a.attention, grad(p.proj_weight), nullptr, nullptr, grad(p.proj_bias)},
+           a.proj_weight_grad);
+      plan(kind::backward_data, C, C,
+           {d_residual_, value(p.proj_weight), d_attention_, nullptr, nullptr, nullptr},
+           a.proj_data_grad);
+      plan(kind::backward_weight_bias, 3 * C, C,
+           {d_qkv_, a.ln1, grad(p.qkv_weight), nullptr, nullptr, grad(p.qkv_bias)},
+           a.qkv_weight_grad);
+      plan(kind::backward_data, 3 * C, C,
+           {d_qkv_, value(p.qkv_weight), d_normed_, nullptr, nullptr, nullptr}, a.qkv_data_grad);
+    }
+    // The tied output projection: logits = lnf · wteᵀ over the padded vocabulary.
+    plan(kind::forward, vp, C, {lnf_, value(token_embedding_), logits_, nullptr, nullptr, nullptr},
+         logits_gemm_);
+    plan(kind::backward_weight, vp, C,
+         {logits_, lnf_, grad(token_embedding_), nullptr, nullptr, nullptr}, logits_weight_grad_);
+    plan(kind::backward_data, vp, C,
+         {logits_, value(token_embedding_), d_normed_, nullptr, nullptr, nullptr},
+         logits_data_grad_);
+  }
+
+  void make_optimizer() {
+    std::vector<gt::mixed_parameter> parameters;
+    for (auto const& t : tensors_) {
+      parameters.push_back({value(t), grad(t), t.count, bf16, t.decays ? 0U : 1U});
+    }
+    gt::mixed_adamw_options options;
+    options.beta1 = 0.9F;
+    options.beta2 = 0.95F;
+    options.epsilon = 1e-8F;
+    options.max_grad_norm = 1.0F;
+    gt::lr_schedule schedule;
+    schedule.base = c_.learning_rate;
+    optimizer_.emplace(parameters, std::vector<gt::parameter_group>{{0.1F, 1.0F}, {0.0F, 1.0F}},
+                       options, schedule, gt::gradient_scaling{}, stream_, pool_);
+  }
+
+  void forward() {
+    std::int64_t const m = rows();
+    std::int64_t const C = c_.channels;
+    go::launch_embedding_forward(residual_.front(), tokens_, value(token_embedding_),
+                                 value(position_embedding_), {c_.batch, c_.sequence, c_.vocab, C},
+                                 bf16, stream_);
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      auto& a = layers_[l];
+      auto const& p = layer_parameters_[l];
+      go::launch_layer_norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual_[l],
+                                    value(p.ln1_weight), value(p.ln1_bias), m, C,
+                                    layer_norm_epsilon, bf16, stream_);
+      a.qkv_gemm->run(stream_);
+      if (a.attention_plan) {
+        a.attention_plan->forward(stream_);
+      } else {
+        go::launch_causal_attention_forward(a.attention, a.logsumexp, a.qkv, attention_shape_, bf16,
+                                            stream_);
+      }
+      a.proj->run(stream_);
+      go::launch_add(a.residual_mid, residual_[l], projection_, m * C, bf16, stream_);
+      go::launch_layer_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual_mid,
+                                    value(p.ln2_weight), value(p.ln2_bias), m, C,
+                                    layer_norm_epsilon, bf16, stream_);
+      a.fc1->run(stream_);
+      a.fc2->run(stream_);
+      go::launch_add(residual_[l + 1], a.residual_mid, projection_, m * C, bf16, stream_);
+    }
+    go::launch_layer_norm_forward(lnf_, lnf_mean_, lnf_rstd_, residual_.back(), value(lnf_weight_),
+                                  value(lnf_bias_), m, C, layer_norm_epsilon, bf16, stream_);
+    logits_gemm_->run(stream_);
+    // The loss and its gradient, written over the logits.
+    go::launch_cross_entropy_forward_backward(
+        loss_, logits_, logits_, targets_, cross_entropy_shape_, 1.0F, bf16,
+        cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
+  }
+
+  void layer_norm_backward(void* d_input, tensor const& weight, tensor const& bias,
+                           void const* input, float const* mean, float const* rstd,
+                           bool accumulate) {
+    go::launch_layer_norm_backward(d_input, grad(weight), grad(bias), d_normed_, input,
+                                   value(weight), mean, rstd, rows(), c_.channels, accumulate, bf16,
+                                   layer_norm_workspace_, layer_norm_workspace_bytes_, stream_);
+  }
+
+  void backward() {
+    logits_weight_grad_->run(stream_);  // writes the token table's gradient first
+    logits_data_grad_->run(stream_);
+    layer_norm_backward(d_residual_, lnf_weight_, lnf_bias_, residual_.back(), lnf_mean_, lnf_rstd_,
+                        false);
+    finished(finished_through(lnf_bias_));
+    for (std::size_t l = layers_.size(); l-- > 0;) {
+      auto& a = layers_[l];
+      auto const& p = layer_parameters_[l];
+      a.fc2_weight_grad->run(stream_);
+      a.fc2_data_grad->run(stream_);
+      a.fc1_weight_grad->run(stream_);
+      a.fc1_data_grad->run(stream_);
+      layer_norm_backward(d_residual_, p.ln2_weight, p.ln2_bias, a.residual_mid, a.ln2_mean,
+                          a.ln2_rstd, true);
+      a.proj_weight_grad->run(stream_);
+      a.proj_data_grad->run(stream_);
+      if (a.attention_plan) {
+        a.attention_plan->backward(stream_);
+      } else {
+        go::launch_causal_attention_backward(d_qkv_, d_attention_, a.qkv, a.attention, a.logsumexp,
+                                             attention_shape_, bf16, attention_workspace_,
+                                             attention_workspace_bytes_, stream_);
+      }
+      a.qkv_weight_grad->run(stream_);
+      a.qkv_data_grad->run(stream_);
+      layer_norm_backward(d_residual_, p.ln1_weight, p.ln1_bias, residual_[l], a.ln1_mean,
+                          a.ln1_rstd, true);
+      finished(finished_through(p.ln1_bias));
+    }
+    // The embedding's part of the tied token table is added to the output projection's.
+    go::launch_embedding_backward(grad(token_embedding_), grad(position_embedding_), d_residual_,
+                                  tokens_, {c_.batch, c_.sequence, c_.vocab, c_.channels}, true,
+                                  bf16, stream_);
+  }
+
+  void finished(std::size_t bytes) {
+    if (gradients_finished_) gradients_finished_(bytes, stream_);
+  }
+
+  // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
+  // back when the model goes.
+  void* allocate(std::size_t bytes) {
+    allocations_.pointers.push_back(pool_.allocate(bytes, stream_));
+    void* const p = allocations_.pointers.back();
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.value()));
+    return p;
+  }
+  std::uint16_t* buffer(std::size_t count) {
+    return static_cast<std::uint16_t*>(allocate(count * sizeof(std::uint16_t)));
+  }
+  float* floats(std::size_t count) { return static_cast<float*>(allocate(count * sizeof(float))); }
+  void upload(void* device, void const* host, std::size_t bytes) {
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.value()));
+    stream_.synchronize();  // the host buffer goes when this returns
+  }
+
+  // The model's pool memory, given back when it goes: declared first, so destroyed last (after
+  // the plans and the optimizer that use it), and also when the constructor throws.
+  struct pool_allocations {
+    gs::memory::memory_pool& pool;
+    gs::cuda::stream_view stream;
+    std::vector<void*> pointers;
+    pool_allocations(gs::memory::memory_pool& p, gs::cuda::stream_view s) : pool{p}, stream{s} {}
+    pool_allocations(pool_allocations const&) = delete;
+    pool_allocations& operator=(pool_allocations const&) = delete;
+    ~pool_allocations() {
+      for (void* p : pointers) pool.deallocate(p, stream);
+    }
+  };
+
+  transformer_config c_;
+  gs::memory::memory_pool& pool_;
+  gs::cuda::stream_view stream_;
+  pool_allocations allocations_{pool_, stream_};
+  std::function<void(gs::cuda::stream_view)> after_backward_;
+  std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
+
+  std::size_t parameter_count_{};
+  std::vector<tensor> tensors_;
+  tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;
+  std::vector<layer_parameters> layer_parameters_;
+  std::uint16_t* parameters_{};
+  std::uint16_t* gradients_{};
+  std::int32_t* tokens_{};
+  std::int32_t* targets_{};
+  std::vector<std::int32_t> host_tokens_, host_targets_;
+  float* loss_{};
+
+  // residual_[l] is the input of layer l; residual_.back() the last layer's output.
+  std::vector<std::uint16_t*> residual_;
+  // Before the layers, whose attention plans use it: members are destroyed in reverse order.
+  std::optional<go::cudnn_handle> cudnn_;
+  std::vector<layer_activations> layers_;
+  std::uint16_t *lnf_{}, *logits_{}, *projection_{};
+  float *lnf_mean_{}, *lnf_rstd_{};
+  // Gradients flowing back, shared by the layers: the residual stream's, a layer norm's
+  // output's, the attention output's, qkv's and fc1's pre-activation's.
+  std::uint16_t *d_residual_{}, *d_normed_{}, *d_attention_{}, *d_qkv_{}, *d_fc1_{};
+
+  go::attention_shape attention_shape_{};
+  go::cross_entropy_shape cross_entropy_shape_{};
+  void* workspace_{};
+  std::size_t workspace_bytes_{};
+  void* layer_norm_workspace_{};
+  std::size_t layer_norm_workspace_bytes_{};
+  void* attention_workspace_{};
+  std::size_t attention_workspace_bytes_{};
+  void* cross_entropy_workspace_{};
+  std::size_t cross_entropy_workspace_bytes_{};
+  std::optional<go::gemm_plan> logits_gemm_, logits_weight_grad_, logits_data_grad_;
+  std::string attention_;
+  std::optional<gt::mixed_precision_adamw> optimizer_;
+};
+
+}  // namespace transformer_example

@@ -1,0 +1,71 @@
+#pragma once
+
+/// @file
+/// @brief Controls of the simulated CUDA device (graphstep::cuda_sim), for tests and CI.
+///
+/// A program linked to graphstep::cuda_sim instead of CUDA::cudart runs its CUDA runtime calls
+/// and its kernels (built through graphstep_cuda_sim_sources) on the CPU. The platform's shape
+/// comes from the environment: GRAPHSTEP_SIM_DEVICES (devices, default 1),
+/// GRAPHSTEP_SIM_MEMORY_MIB (memory per device, default 16384), GRAPHSTEP_SIM_RACE_CHECK
+/// (`abort`, the default: the first stream race ends the process; `report`: races are printed
+/// and kept for races(); `off`) and GRAPHSTEP_SIM_EXECUTION (`immediate`, the default,
+/// `deferred`, or `interleaved:<seed>`; see execution_mode). sim/docs/simulator.md lists what is
+/// modelled.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace graphstep::sim {
+
+/// @brief What the stream-race checker does with an unordered conflicting pair of accesses.
+enum class race_mode {
+  abort,   ///< print both operations and end the process
+  report,  ///< print both operations and go on; races() returns them
+  off      ///< do not track accesses
+};
+
+/// @brief Sets the race checker's mode for the rest of the process.
+void set_race_mode(race_mode mode);
+/// @brief The race checker's mode.
+[[nodiscard]] race_mode current_race_mode();
+/// @brief Every race found so far, one line each: both operations, their streams, the range.
+[[nodiscard]] std::vector<std::string> races();
+
+/// @brief When work enqueued to a stream (outside a capture) runs.
+///
+/// Whatever the mode, work runs in an order CUDA allows: after everything it is ordered after
+/// (stream order, event waits, the legacy stream's rule, earlier launches of the same
+/// executable). Only the moment differs, and with it what queries see.
+enum class execution_mode {
+  /// At once, when it is enqueued (a GPU that is always idle and infinitely fast).
+  immediate,
+  /// Queued; it runs only when the host waits for it (a synchronization, a blocking copy,
+  /// cudaFree) or when advance() runs it. cudaStreamQuery and cudaEventQuery answer
+  /// cudaErrorNotReady while it waits: the not-yet-complete paths a GPU takes.
+  deferred,
+  /// Deferred, and at every runtime call a few queued operations whose dependencies are complete
+  /// run, chosen at random from a seeded generator: another order of completion on each seed.
+  interleaved
+};
+
+/// @brief Sets the execution mode (and the seed of `interleaved`). Work queued before a switch
+/// to `immediate` runs first.
+void set_execution_mode(execution_mode mode, std::uint64_t seed = 0);
+/// @brief The execution mode.
+[[nodiscard]] execution_mode current_execution_mode();
+/// @brief Runs up to `operations` queued operations whose dependencies are complete (the oldest
+/// first; in `interleaved` mode, chosen at random), as a GPU would advance. Returns how many ran.
+std::size_t advance(std::size_t operations = 1);
+/// @brief How many operations wait in the queue.
+[[nodiscard]] std::size_t queued_operations();
+
+/// @brief How many host threads have used `device`'s primary context: made it current with
+/// cudaSetDevice, or made a runtime call that needed a context while it was current (device 0
+/// on a thread that never set one, where CUDA initializes device 0's context). A thread that
+/// touches device 0 by mistake costs a context's memory there on a GPU; 0 for a device that
+/// does not exist.
+[[nodiscard]] std::size_t threads_that_used_device(int device);
+
+}  // namespace graphstep::sim

@@ -1,0 +1,297 @@
+#include "detail/guarded_memory.hpp"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <array>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <utility>
+
+namespace graphstep::sim::detail {
+namespace {
+
+// cudaMalloc returns memory "suitably aligned for any kind of variable": 256 bytes on every GPU
+// (cudaMalloc in cuda_runtime_api.h; the CUDA Programming Guide's "Device Memory Accesses").
+constexpr std::size_t allocation_alignment = 256;
+// Larger allocations are not filled with 0xFF: touching every page of them costs the host more
+// than the check is worth.
+constexpr std::size_t poison_limit = std::size_t{256} << 20;
+// How many freed allocations stay inaccessible. Each is one kernel mapping (the default limit is
+// 65 530 per process), so the quarantine holds the most recent ones, not all.
+constexpr std::size_t quarantine_entries = 4096;
+
+std::size_t page_bytes() {
+  static auto const page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t unit) {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+// Read by the fault handler: kept for the whole process, guarded by the platform lock.
+std::deque<allocation>& quarantine() {
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): never destroyed, like the platform
+  static auto* const retired = new std::deque<allocation>;
+  return *retired;
+}
+
+thread_local char const* kernel_on_this_thread = nullptr;
+thread_local int kernel_device_on_this_thread = -1;
+// Nesting of device_work (graph launches run nodes that run nodes); guarded by the platform lock.
+int device_work_depth = 0;
+
+bool is_device_memory(allocation const& a) {
+  return a.kind == memory_kind::device || a.kind == memory_kind::graph ||
+         a.kind == memory_kind::virtual_reservation;
+}
+
+// The pages that hold an allocation's bytes: between the guard pages, or the mapped range.
+std::pair<std::uintptr_t, std::size_t> data_pages(allocation const& a) {
+  if (a.mapping_bytes > 0) return {a.mapping + page_bytes(), a.mapping_bytes - 2 * page_bytes()};
+  return {a.base, a.bytes};
+}
+
+void protect(allocation const& a, bool open) {
+  auto const [start, bytes] = data_pages(a);
+  static_cast<void>(
+      mprotect(reinterpret_cast<void*>(start), bytes, open ? a.device_protection : PROT_NONE));
+}
+
+void protect_all(bool open) {
+  for (auto const& entry : state().allocations) {
+    if (is_device_memory(entry.second)) protect(entry.second, open);
+  }
+}
+struct sigaction previous_action {};
+
+char const* kind_name(memory_kind kind) {
+  switch (kind) {
+    case memory_kind::pinned_host: return "pinned host allocation";
+    case memory_kind::graph: return "graph allocation";
+    case memory_kind::virtual_reservation: return "mapped virtual memory";
+    case memory_kind::device: break;
+  }
+  return "device allocation";
+}
+
+bool write_fault(void const* context) {
+#if defined(__x86_64__)
+  // Bit 1 of the page-fault error code: the access was a write.
+  auto const* user = static_cast<ucontext_t const*>(context);
+  return (user->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+  static_cast<void>(context);
+  return false;
+#endif
+}
+
+bool inside_mapping(allocation const& a, std::uintptr_t address) {
+  return a.mapping_bytes > 0 && address >= a.mapping && address < a.mapping + a.mapping_bytes;
+}
+
+// Describes a fault at `address` if it is one of the simulator's: host code in device memory, a
+// guard page of a live allocation, or freed memory still in quarantine. Called with the platform
+// lock held.
+bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char const* access) {
+  char const* who = kernel_on_this_thread != nullptr ? kernel_on_this_thread : "host code";
+  char const* prefix = kernel_on_this_thread != nullptr ? "kernel " : "";
+  for (auto const& [base, a] : state().allocations) {
+    if (is_device_memory(a) && kernel_on_this_thread != nullptr && address >= a.base &&
+        address < a.base + a.bytes && !accessible_from(a, kernel_device_on_this_thread)) {
+      static_cast<void>(std::snprintf(
+          text, size,
+          "graphstep simulated device: kernel %s on device %d: %s of memory of device %d at "
+          "0x%" PRIxPTR ", offset %" PRIuPTR " in the %zu-byte %s at 0x%" PRIxPTR
+          ", which device %d may not access: enable peer access (cudaDeviceEnablePeerAccess) or, "
+          "for mapped virtual memory, grant it with cuMemSetAccess (a GPU reports "
+          "cudaErrorIllegalAddress)\n",
+          kernel_on_this_thread, kernel_device_on_this_thread, access, a.device, address,
+          address - a.base, a.bytes, kind_name(a.kind), a.base, kernel_device_on_this_thread));
+      return true;
+    }
+    if (is_device_memory(a) && kernel_on_this_thread == nullptr && device_work_depth == 0 &&
+        address >= a.base && address < a.base + a.bytes) {
+      static_cast<void>(std::snprintf(
+          text, size,
+          "graphstep simulated device: host code: %s of device memory at 0x%" PRIxPTR
+          ", offset %" PRIuPTR " in the %zu-byte %s at 0x%" PRIxPTR
+          ": device memory is not accessible from the host (a GPU faults too); copy it with "
+          "cudaMemcpy, or use pinned host memory\n",
+          access, address, address - a.base, a.bytes, kind_name(a.kind), a.base));
+      return true;
+    }
+    if (!inside_mapping(a, address)) continue;
+    auto const offset = static_cast<std::intptr_t>(address - a.base);
+    static_cast<void>(std::snprintf(
+        text, size,
+        "graphstep simulated device: %s%s: out-of-bounds %s at 0x%" PRIxPTR ", offset %" PRIdPTR
+        " in the %zu-byte %s at 0x%" PRIxPTR
+        " (a GPU reports cudaErrorIllegalAddress; compute-sanitizer's memcheck names it)\n",
+        prefix, who, access, address, offset, a.bytes, kind_name(a.kind), a.base));
+    return true;
+  }
+  for (auto it = quarantine().rbegin(); it != quarantine().rend(); ++it) {
+    if (!inside_mapping(*it, address)) continue;
+    static_cast<void>(
+        std::snprintf(text, size,
+                      "graphstep simulated device: %s%s: %s at 0x%" PRIxPTR
+                      " after free: inside the freed %zu-byte %s at 0x%" PRIxPTR
+                      " (a GPU reports cudaErrorIllegalAddress or reads stale memory)\n",
+                      prefix, who, access, address, it->bytes, kind_name(it->kind), it->base));
+    return true;
+  }
+  return false;
+}
+
+void on_fault(int signal, siginfo_t* info, void* context) {
+  auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  std::array<char, 512> text{};
+  bool ours = false;
+  auto& mutex = state().mutex;
+  // Kernels run with the lock held by this thread (recursive); host code may fault while
+  // another thread holds it, and then the fault is passed on unnamed.
+  if (mutex.try_lock()) {
+    ours =
+        describe_fault(address, text.data(), text.size(), write_fault(context) ? "write" : "read");
+    mutex.unlock();
+  }
+  if (ours) {
+    static_cast<void>(write(STDERR_FILENO, text.data(), std::strlen(text.data())));
+    std::abort();
+  }
+  // Not ours: the handler installed before runs when the access faults again.
+  static_cast<void>(sigaction(signal, &previous_action, nullptr));
+}
+
+void install_fault_handler() {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    static_cast<void>(sigaction(SIGSEGV, &action, &previous_action));
+  });
+}
+
+}  // namespace
+
+allocation map_guarded(std::size_t bytes, memory_kind kind, int device) {
+  install_fault_handler();
+  std::size_t const page = page_bytes();
+  std::size_t const aligned = round_up(bytes, allocation_alignment);
+  std::size_t const span = round_up(aligned, page);
+  // A guard page on each side: the one after catches overruns, the one before keeps the
+  // allocation from touching a neighbour's accessible pages.
+  std::size_t const mapping_bytes = span + 2 * page;
+  void* mapping =
+      mmap(nullptr, mapping_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) return {};
+  auto const start = reinterpret_cast<std::uintptr_t>(mapping);
+  if (mprotect(reinterpret_cast<void*>(start + page), span, PROT_READ | PROT_WRITE) != 0) {
+    munmap(mapping, mapping_bytes);
+    return {};
+  }
+  allocation a;
+  a.base = start + page + (span - aligned);  // ends where the trailing guard page begins
+  a.bytes = bytes;
+  a.kind = kind;
+  a.device = device;
+  a.mapping = start;
+  a.mapping_bytes = mapping_bytes;
+  if (bytes <= poison_limit) std::memset(reinterpret_cast<void*>(a.base), 0xFF, bytes);
+  if (is_device_memory(a)) apply_protection(a);
+  return a;
+}
+
+bool device_work_running() noexcept {
+  return device_work_depth > 0;
+}
+
+void apply_protection(allocation const& a) {
+  if (is_device_memory(a)) protect(a, device_work_running());
+}
+
+device_work::device_work() {
+  if (device_work_depth++ == 0) protect_all(true);
+}
+
+device_work::~device_work() {
+  if (--device_work_depth == 0) protect_all(false);
+}
+
+host_code_inside_device_work::host_code_inside_device_work()
+    : depth_{std::exchange(device_work_depth, 0)},
+      kernel_{std::exchange(kernel_on_this_thread, nullptr)} {
+  if (depth_ > 0) protect_all(false);
+}
+
+host_code_inside_device_work::~host_code_inside_device_work() {
+  device_work_depth = depth_;
+  kernel_on_this_thread = kernel_;
+  if (depth_ > 0) protect_all(true);
+}
+
+void retire_guarded(allocation const& freed) {
+  if (freed.mapping_bytes == 0) return;
+  // Replacing the pages drops their contents; the addresses stay reserved and inaccessible.
+  void* const replaced =
+      mmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (replaced == MAP_FAILED) {
+    munmap(reinterpret_cast<void*>(freed.mapping), freed.mapping_bytes);
+    return;
+  }
+  auto& retired = quarantine();
+  retired.push_back(freed);
+  retired.back().backing.reset();
+  if (retired.size() > quarantine_entries) {
+    allocation const& oldest = retired.front();
+    munmap(reinterpret_cast<void*>(oldest.mapping), oldest.mapping_bytes);
+    retired.pop_front();
+  }
+}
+
+bool accessible_from(allocation const& a, int device) {
+  switch (a.kind) {
+    case memory_kind::pinned_host: return true;
+    case memory_kind::virtual_reservation: {
+      auto const granted = a.access_by_device.find(device);
+      return granted != a.access_by_device.end() && granted->second != PROT_NONE;
+    }
+    case memory_kind::device:
+    case memory_kind::graph: break;
+  }
+  return a.device == device || state().peer_access.count({device, a.device}) > 0;
+}
+
+running_kernel::running_kernel(char const* name, int device)
+    : outer_{kernel_on_this_thread}, outer_device_{kernel_device_on_this_thread} {
+  kernel_on_this_thread = name;
+  kernel_device_on_this_thread = device;
+  for (auto const& [base, a] : state().allocations) {
+    if (!is_device_memory(a) || accessible_from(a, device)) continue;
+    install_fault_handler();  // memory mapped by the driver entry points made none yet
+    closed_.push_back(base);
+    protect(a, false);
+  }
+}
+
+running_kernel::~running_kernel() {
+  for (std::uintptr_t const base : closed_) {
+    auto found = state().allocations.find(base);
+    if (found != state().allocations.end()) apply_protection(found->second);
+  }
+  kernel_on_this_thread = outer_;
+  kernel_device_on_this_thread = outer_device_;
+}
+
+}  // namespace graphstep::sim::detail

@@ -1,0 +1,93 @@
+#pragma once
+
+// Memory the simulated runtime hands out (cudaMalloc, cudaMallocHost, graph allocations), laid
+// out so that the faults compute-sanitizer's memcheck reports on a GPU fault here too:
+//   - each allocation ends where an inaccessible guard page begins, so an access past its end
+//     (beyond the 256-byte alignment slack) faults;
+//   - freed memory stays reserved and inaccessible for a while (a quarantine of the most
+//     recently freed allocations), so an access after cudaFree faults instead of reading
+//     whatever the next allocation put there.
+//   - device memory is accessible only while device work runs (a kernel, a memset or memcpy, a
+//     graph launch): host code that dereferences a device pointer faults, as it does on a GPU.
+//     Work runs under the platform lock, one operation at a time, so while one thread runs
+//     device work another thread's host code may still read device memory unnoticed.
+// A fault inside a guard page, a freed allocation or closed device memory is reported with the
+// kernel that made it, the allocation and the distance from it, and ends the process (on a GPU the
+// kernel fails with cudaErrorIllegalAddress; see sim/docs/simulator.md). Any other fault goes to the
+// handler that was installed before (the default one, or a sanitizer's).
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "detail/runtime_state.hpp"
+
+namespace graphstep::sim::detail {
+
+/// Maps `bytes` (> 0) of guarded memory filled with 0xFF bytes (cudaMalloc does not clear
+/// memory). Returns the allocation to register, or base == 0 when the host is out of memory.
+[[nodiscard]] allocation map_guarded(std::size_t bytes, memory_kind kind, int device);
+
+/// Makes a live allocation inaccessible and keeps its addresses reserved for a while (the oldest
+/// retired allocations are unmapped once the quarantine is full). Call with the platform lock
+/// held, after it left `platform::allocations`.
+void retire_guarded(allocation const& freed);
+
+/// Whether device memory is open to device work now: memory made now gets that protection.
+[[nodiscard]] bool device_work_running() noexcept;
+
+/// Sets a device allocation's pages to what device work may do if it is running, else to no
+/// access. Call after changing `device_protection`, or for memory made outside a window.
+void apply_protection(allocation const& a);
+
+/// Opens device memory while device work runs on this thread (the outermost one opens and
+/// closes; call with the platform lock held).
+class device_work {
+ public:
+  device_work();
+  device_work(device_work const&) = delete;
+  device_work& operator=(device_work const&) = delete;
+  device_work(device_work&&) = delete;
+  device_work& operator=(device_work&&) = delete;
+  ~device_work();
+};
+
+/// Closes device memory while host code runs from inside device work (host nodes,
+/// cudaLaunchHostFunc, the host going on while a collective is parked), then opens it again.
+class host_code_inside_device_work {
+ public:
+  host_code_inside_device_work();
+  host_code_inside_device_work(host_code_inside_device_work const&) = delete;
+  host_code_inside_device_work& operator=(host_code_inside_device_work const&) = delete;
+  host_code_inside_device_work(host_code_inside_device_work&&) = delete;
+  host_code_inside_device_work& operator=(host_code_inside_device_work&&) = delete;
+  ~host_code_inside_device_work();
+
+ private:
+  int depth_;
+  char const* kernel_;
+};
+
+/// Names the kernel running on this thread in fault reports while it lives.
+class running_kernel {
+ public:
+  /// While a kernel runs on `device`, device memory it may not access is closed: another
+  /// device's cudaMalloc memory without peer access, mapped virtual memory that cuMemSetAccess
+  /// did not grant `device`. Call with the platform lock held, inside device work.
+  running_kernel(char const* name, int device);
+  running_kernel(running_kernel const&) = delete;
+  running_kernel& operator=(running_kernel const&) = delete;
+  running_kernel(running_kernel&&) = delete;
+  running_kernel& operator=(running_kernel&&) = delete;
+  ~running_kernel();
+
+ private:
+  char const* outer_;
+  int outer_device_;
+  std::vector<std::uintptr_t> closed_;  // bases of the allocations closed to this kernel
+};
+
+/// Whether a kernel on `device` may access allocation `a`.
+[[nodiscard]] bool accessible_from(allocation const& a, int device);
+
+}  // namespace graphstep::sim::detail

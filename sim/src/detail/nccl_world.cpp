@@ -1,0 +1,470 @@
+#include "detail/nccl_world.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <type_traits>
+
+#include "detail/matmul.hpp"
+#include "detail/runtime_state.hpp"
+
+namespace graphstep::sim::detail::nccl {
+namespace {
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "the shared counters must be lock-free to live in memory shared between processes");
+
+constexpr int max_ranks = 64;
+// Bytes one rank contributes to one exchange: larger collectives take several exchanges.
+constexpr std::size_t slot_bytes = std::size_t{1} << 20;
+constexpr std::uint32_t world_magic = 0x4E43434CU;  // "NCCL"
+
+enum rank_presence : std::int32_t { absent = 0, joined = 1, departed = 2 };
+
+// What an exchange's ranks must agree on; written before `posted` is published.
+struct exchange_header {
+  std::uint32_t kind{};
+  std::int32_t type{};
+  std::int32_t op{};
+  std::int32_t root{};
+  std::uint64_t count{};
+  bool operator==(exchange_header const& other) const noexcept {
+    return kind == other.kind && type == other.type && op == other.op && root == other.root &&
+           count == other.count;
+  }
+};
+
+struct shared_rank {
+  std::atomic<std::int32_t> presence;
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint64_t> posted;     // the last exchange whose part this rank published
+  std::atomic<std::uint64_t> consumed;   // the last exchange this rank finished reading
+  std::atomic<std::uint32_t> connected;  // a bit per collective kind this rank has offered
+  exchange_header exchange;
+};
+
+// The segment begins with this header; the ranks' slots follow. Zero-filled by ftruncate, which
+// is every field's starting value.
+struct shared_header {
+  std::atomic<std::uint32_t> magic;
+  std::atomic<std::int32_t> ranks;
+  std::atomic<std::int32_t> joined;
+  std::atomic<std::uint32_t> wake;
+  std::array<shared_rank, max_ranks> rank;
+};
+
+std::size_t segment_bytes(int ranks) {
+  return sizeof(shared_header) + static_cast<std::size_t>(ranks) * slot_bytes;
+}
+
+void wake_everyone(std::atomic<std::uint32_t>& word) {
+  word.fetch_add(1);
+  static_cast<void>(syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT_MAX,
+                            nullptr, nullptr, 0));
+}
+
+// A process that exited is gone, reaped or not: until its parent waits for it, a zombie still
+// answers kill(pid, 0), so its state in /proc (proc(5): "Z", or "X" while it is reaped) decides.
+bool process_gone(std::int32_t pid) {
+  if (pid <= 0 || pid == getpid()) return false;
+  if (kill(pid, 0) == -1 && errno == ESRCH) return true;
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "pid (command) state ...": the command may hold spaces and parentheses; the state follows
+  // the last ')'.
+  auto const closing = line.rfind(')');
+  if (closing == std::string::npos || closing + 2 >= line.size()) return false;
+  char const state = line[closing + 2];
+  return state == 'Z' || state == 'X';
+}
+
+// --- arithmetic: as NCCL's kernels compute (src/device/reduce_kernel.h; ncclAvg is a sum of
+// inputs premultiplied by 1/nranks for floating types and a sum divided by nranks for integers,
+// src/enqueue.cc). Ranks are combined in rank order, each step rounded to the element type.
+
+template <typename T>
+T combine(T a, T b, ncclRedOp_t op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case ncclProd: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+      case ncclMax: return std::max(a, b);
+      case ncclMin: return std::min(a, b);
+      default: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));  // wraps, as a GPU
+    }
+  } else {
+    switch (op) {
+      case ncclProd: return a * b;
+      case ncclMax: return a < b ? b : a;
+      case ncclMin: return b < a ? b : a;
+      default: return a + b;
+    }
+  }
+}
+
+template <typename T>
+void reduce_typed(unsigned char const* const* parts, int ranks, std::size_t elements,
+                  ncclRedOp_t op, unsigned char* out) {
+  for (std::size_t i = 0; i < elements; ++i) {
+    auto read = [&](int r) {
+      T value;
+      std::memcpy(&value, parts[r] + i * sizeof(T), sizeof(T));
+      if constexpr (std::is_floating_point_v<T>) {
+        if (op == ncclAvg) value *= static_cast<T>(1.0 / ranks);
+      }
+      return value;
+    };
+    T acc = read(0);
+    for (int r = 1; r < ranks; ++r) acc = combine(acc, read(r), op);
+    if constexpr (std::is_integral_v<T>) {
+      if (op == ncclAvg) acc = static_cast<T>(acc / static_cast<T>(ranks));
+    }
+    std::memcpy(out + i * sizeof(T), &acc, sizeof(T));
+  }
+}
+
+// fp16 and bf16: each operation in fp32, rounded back to the type (as __hadd and __hmul round).
+void reduce_half(unsigned char const* const* parts, int ranks, std::size_t elements, ncclRedOp_t op,
+                 element_type type, unsigned char* out) {
+  auto round = [type](float value) {
+    std::uint16_t bits = 0;
+    store_element(&bits, type, 0, value);
+    return load_element(&bits, type, 0);
+  };
+  float const scale = round(static_cast<float>(1.0 / ranks));
+  for (std::size_t i = 0; i < elements; ++i) {
+    auto read = [&](int r) {
+      float const value = load_element(parts[r], type, static_cast<std::int64_t>(i));
+      return op == ncclAvg ? round(value * scale) : value;
+    };
+    float acc = read(0);
+    for (int r = 1; r < ranks; ++r) acc = round(combine(acc, read(r), op));
+    store_element(out, type, static_cast<std::int64_t>(i), acc);
+  }
+}
+
+void reduce(unsigned char const* const* parts, int ranks, std::size_t elements, ncclDataType_t type,
+            ncclRedOp_t op, unsigned char* out) {
+  switch (type) {
+    case ncclInt8: reduce_typed<std::int8_t>(parts, ranks, elements, op, out); break;
+    case ncclUint8: reduce_typed<std::uint8_t>(parts, ranks, elements, op, out); break;
+    case ncclInt32: reduce_typed<std::int32_t>(parts, ranks, elements, op, out); break;
+    case ncclUint32: reduce_typed<std::uint32_t>(parts, ranks, elements, op, out); break;
+    case ncclInt64: reduce_typed<std::int64_t>(parts, ranks, elements, op, out); break;
+    case ncclUint64: reduce_typed<std::uint64_t>(parts, ranks, elements, op, out); break;
+    case ncclFloat32: reduce_typed<float>(parts, ranks, elements, op, out); break;
+    case ncclFloat64: reduce_typed<double>(parts, ranks, elements, op, out); break;
+    case ncclFloat16: reduce_half(parts, ranks, elements, op, element_type::float16, out); break;
+    case ncclBfloat16: reduce_half(parts, ranks, elements, op, element_type::bfloat16, out); break;
+    default: break;  // refused at the call
+  }
+}
+
+}  // namespace
+
+// The mapping of one world's segment, shared by the ranks of this process that joined it.
+class world {
+ public:
+  world(void* mapping, std::size_t bytes) noexcept : mapping_{mapping}, bytes_{bytes} {}
+  world(world const&) = delete;
+  world& operator=(world const&) = delete;
+  world(world&&) = delete;
+  world& operator=(world&&) = delete;
+  ~world() { munmap(mapping_, bytes_); }
+  [[nodiscard]] shared_header& header() const noexcept {
+    return *static_cast<shared_header*>(mapping_);
+  }
+  [[nodiscard]] unsigned char* slot(int rank) const noexcept {
+    return static_cast<unsigned char*>(mapping_) + sizeof(shared_header) +
+           static_cast<std::size_t>(rank) * slot_bytes;
+  }
+
+ private:
+  void* mapping_;
+  std::size_t bytes_;
+};
+
+peer_failure peer_failure_mode() {
+  char const* const value = std::getenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE");
+  return value != nullptr && std::strcmp(value, "remote_error") == 0 ? peer_failure::remote_error
+                                                                     : peer_failure::hang;
+}
+
+char const* name(collective_kind kind) noexcept {
+  switch (kind) {
+    case collective_kind::all_reduce: return "AllReduce";
+    case collective_kind::reduce: return "Reduce";
+    case collective_kind::reduce_scatter: return "ReduceScatter";
+    case collective_kind::all_gather: return "AllGather";
+    case collective_kind::broadcast: return "Broadcast";
+  }
+  return "?";
+}
+
+std::size_t element_bytes(ncclDataType_t type) noexcept {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+ncclResult_t rank_link::join(ncclUniqueId const& id, int ranks, int rank,
+                             std::unique_ptr<rank_link>& out, std::string& error) {
+  if (ranks > max_ranks) {
+    error = "the simulated NCCL models at most " + std::to_string(max_ranks) + " ranks, not " +
+            std::to_string(ranks);
+    return ncclInvalidArgument;
+  }
+  // ncclGetUniqueId writes a name for the segment (NUL-terminated) into the id.
+  std::string const segment{id.internal, strnlen(id.internal, sizeof id.internal)};
+  if (segment.rfind("/graphstep-nccl-", 0) != 0) {
+    error =
+        "the ncclUniqueId was not made by ncclGetUniqueId (did every rank receive rank 0's "
+        "id intact?)";
+    return ncclInvalidArgument;
+  }
+  int const fd = shm_open(segment.c_str(), O_CREAT | O_RDWR, 0600);
+  if (fd < 0) {
+    error = "shm_open(" + segment +
+            ") failed: " + std::strerror(errno);  // NOLINT(concurrency-mt-unsafe)
+    return ncclSystemError;
+  }
+  std::size_t const bytes = segment_bytes(ranks);
+  struct stat status {};
+  bool const sized =
+      fstat(fd, &status) == 0 && (static_cast<std::size_t>(status.st_size) >= bytes ||
+                                  ftruncate(fd, static_cast<off_t>(bytes)) == 0);
+  void* const mapping =
+      sized ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  int const saved_errno = errno;
+  close(fd);
+  if (mapping == MAP_FAILED) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): errors of one call, read at once
+    error = "mapping the shared segment " + segment + " failed: " + std::strerror(saved_errno);
+    return ncclSystemError;
+  }
+  auto shared = std::make_shared<world>(mapping, bytes);
+  shared_header& header = shared->header();
+  std::int32_t expected = 0;
+  if (!header.ranks.compare_exchange_strong(expected, ranks) && expected != ranks) {
+    error = "rank " + std::to_string(rank) + " was told of " + std::to_string(ranks) +
+            " ranks, but another rank of the same unique id of " + std::to_string(expected) +
+            ": every rank must pass the same nranks";
+    return ncclInvalidUsage;
+  }
+  std::int32_t was = absent;
+  if (!header.rank[rank].presence.compare_exchange_strong(was, joined)) {
+    error = "rank " + std::to_string(rank) +
+            " of this unique id has joined already: every rank "
+            "must pass a distinct rank";
+    return ncclInvalidUsage;
+  }
+  header.magic.store(world_magic);
+  header.rank[rank].pid.store(static_cast<std::int32_t>(getpid()));
+  if (header.joined.fetch_add(1) + 1 == ranks) {
+    shm_unlink(segment.c_str());  // every rank has it mapped: the name is no longer needed
+  }
+  wake_everyone(header.wake);
+  out.reset(new rank_link{std::move(shared), rank, ranks});
+  return ncclSuccess;
+}
+
+rank_link::rank_link(std::shared_ptr<world> shared, int rank, int ranks) noexcept
+    : world_{std::move(shared)}, rank_{rank}, ranks_{ranks} {}
+
+rank_link::~rank_link() {
+  leave();
+}
+
+void rank_link::leave() noexcept {
+  shared_header& header = world_->header();
+  if (header.rank[rank_].presence.exchange(departed) != departed) wake_everyone(header.wake);
+}
+
+bool rank_link::everyone_joined() const noexcept {
+  return world_->header().joined.load() >= ranks_;
+}
+
+std::atomic<std::uint32_t>* rank_link::wake_word() const noexcept {
+  return &world_->header().wake;
+}
+
+void rank_link::wait_for_change(std::uint32_t seen, int timeout_ms) const noexcept {
+  timespec const timeout{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1'000'000};
+  static_cast<void>(syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(wake_word()), FUTEX_WAIT,
+                            seen, &timeout, nullptr, 0));
+}
+
+int rank_link::departed_peer() const noexcept {
+  shared_header const& header = world_->header();
+  for (int r = 0; r < ranks_; ++r) {
+    if (r == rank_) continue;
+    std::int32_t const presence = header.rank[r].presence.load();
+    if (presence == departed || (presence == joined && process_gone(header.rank[r].pid.load()))) {
+      return r;
+    }
+  }
+  return -1;
+}
+
+void rank_link::offer_connection(collective_kind kind) noexcept {
+  shared_header& header = world_->header();
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(kind);
+  if ((header.rank[rank_].connected.fetch_or(bit) & bit) == 0) wake_everyone(header.wake);
+}
+
+ncclResult_t rank_link::wait_connected(collective_kind kind,
+                                       std::atomic<bool> const& stop) const noexcept {
+  shared_header const& header = world_->header();
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(kind);
+  bool const remote_errors = peer_failure_mode() == peer_failure::remote_error;
+  auto everyone = [&] {
+    for (int r = 0; r < ranks_; ++r) {
+      if ((header.rank[r].connected.load() & bit) == 0) return false;
+    }
+    return true;
+  };
+  ncclResult_t result = ncclSuccess;
+  wait_until([&] {
+    if (everyone()) return true;
+    if (stop.load()) {
+      result = ncclInternalError;
+    } else if (remote_errors && departed_peer() >= 0) {
+      result = ncclRemoteError;
+    }
+    return result != ncclSuccess;
+  });
+  return result;
+}
+
+ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const& stop) {
+  shared_header& header = world_->header();
+  std::size_t const size = element_bytes(call.type);
+  auto const ranks = static_cast<std::size_t>(ranks_);
+  auto const me = static_cast<std::size_t>(rank_);
+  if (size == 0) return ncclInvalidArgument;  // refused at the call
+  // The elements one rank contributes; reduce_scatter contributes a block for every rank.
+  std::size_t const contributed =
+      call.kind == collective_kind::reduce_scatter ? call.count * ranks : call.count;
+  std::size_t const per_exchange = slot_bytes / size;
+  bool const remote_errors = peer_failure_mode() == peer_failure::remote_error;
+  exchange_header const mine{static_cast<std::uint32_t>(call.kind),
+                             static_cast<std::int32_t>(call.type),
+                             static_cast<std::int32_t>(call.op), call.root, call.count};
+  bool peer_left = false;
+  // Parks until every rank's counter has reached `at_least`, this rank is aborted, or (in
+  // remote_error mode) a peer left.
+  auto wait_for_all = [&](std::atomic<std::uint64_t> shared_rank::*counter,
+                          std::uint64_t at_least) {
+    auto everyone = [&] {
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if ((header.rank[r].*counter).load(std::memory_order_acquire) < at_least) return false;
+      }
+      return true;
+    };
+    wait_for_other_processes(
+        [&] {
+          if (everyone() || stop.load()) return true;
+          peer_left = remote_errors && departed_peer() >= 0;
+          return peer_left;
+        },
+        wake_word());
+    return everyone() && !stop.load();
+  };
+  for (std::size_t first = 0; first < contributed; first += per_exchange) {
+    std::size_t const elements = std::min(per_exchange, contributed - first);
+    std::uint64_t const exchange = exchanges_ + 1;
+    if (!wait_for_all(&shared_rank::consumed, exchange - 1)) break;  // this rank's slot is free
+    shared_rank& self = header.rank[me];
+    self.exchange = mine;
+    bool const sends = call.kind != collective_kind::broadcast || call.root == rank_;
+    if (sends) {
+      std::memcpy(world_->slot(rank_), static_cast<unsigned char const*>(call.send) + first * size,
+                  elements * size);
+    }
+    self.posted.store(exchange, std::memory_order_release);
+    wake_everyone(header.wake);
+    if (!wait_for_all(&shared_rank::posted, exchange)) break;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (header.rank[r].exchange == mine) continue;
+      exchange_header const& theirs = header.rank[r].exchange;
+      static_cast<void>(std::fprintf(
+          stderr,
+          "graphstep simulated NCCL: rank %d runs %s(count %llu, type %d, op %d, root %d) while "
+          "rank %zu runs %s(count %llu, type %d, op %d, root %d) at the same point: collectives "
+          "must be issued in the same order with the same arguments on every rank; this one "
+          "hangs, as it may on a GPU, until the communicator is aborted\n",
+          rank_, name(call.kind), static_cast<unsigned long long>(call.count), call.type, call.op,
+          call.root, r, name(static_cast<collective_kind>(theirs.kind)),
+          static_cast<unsigned long long>(theirs.count), theirs.type, theirs.op, theirs.root));
+      wait_for_other_processes([&] { return stop.load(); }, wake_word());
+      return ncclSuccess;
+    }
+    std::array<unsigned char const*, max_ranks> parts{};
+    for (std::size_t r = 0; r < ranks; ++r) parts.at(r) = world_->slot(static_cast<int>(r));
+    auto* const out = static_cast<unsigned char*>(call.receive);
+    switch (call.kind) {
+      case collective_kind::all_reduce:
+        reduce(parts.data(), ranks_, elements, call.type, call.op, out + first * size);
+        break;
+      case collective_kind::reduce:
+        if (call.root == rank_)
+          reduce(parts.data(), ranks_, elements, call.type, call.op, out + first * size);
+        break;
+      case collective_kind::reduce_scatter: {
+        // This rank's block of the contributions: [me·count, (me+1)·count).
+        std::size_t const begin = std::max(first, me * call.count);
+        std::size_t const end = std::min(first + elements, (me + 1) * call.count);
+        if (begin < end) {
+          std::array<unsigned char const*, max_ranks> shifted{};
+          for (std::size_t r = 0; r < ranks; ++r)
+            shifted.at(r) = parts.at(r) + (begin - first) * size;
+          reduce(shifted.data(), ranks_, end - begin, call.type, call.op,
+                 out + (begin - me * call.count) * size);
+        }
+        break;
+      }
+      case collective_kind::all_gather:
+        for (std::size_t r = 0; r < ranks; ++r) {
+          std::memcpy(out + (r * call.count + first) * size, parts.at(r), elements * size);
+        }
+        break;
+      case collective_kind::broadcast:
+        std::memcpy(out + first * size, parts.at(static_cast<std::size_t>(call.root)),
+                    elements * size);
+        break;
+    }
+    self.consumed.store(exchange, std::memory_order_release);
+    wake_everyone(header.wake);
+    exchanges_ = exchange;
+  }
+  return peer_left ? ncclRemoteError : ncclSuccess;
+}
+
+}  // namespace graphstep::sim::detail::nccl

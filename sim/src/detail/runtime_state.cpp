@@ -1,0 +1,584 @@
+#include "detail/runtime_state.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "detail/environment.hpp"
+#include "detail/guarded_memory.hpp"
+
+namespace graphstep::sim::detail {
+
+namespace {
+
+// How many operations deferred execution keeps queued before the host waits for the oldest
+// (a GPU's queue of pending launches holds about a thousand).
+constexpr std::size_t queued_work_limit = 1024;
+
+void fill_properties(cudaDeviceProp& p, int ordinal) {
+  static_cast<void>(std::snprintf(p.name, sizeof p.name, "graphstep simulated device %d", ordinal));
+  // An H100-like device, so that code choosing paths by capability takes the sm_90 ones.
+  p.major = 9;
+  p.minor = 0;
+  p.totalGlobalMem = simulated_memory_bytes();
+  p.sharedMemPerBlock = std::size_t{48} << 10;
+  p.sharedMemPerBlockOptin = std::size_t{227} << 10;
+  p.sharedMemPerMultiprocessor = std::size_t{228} << 10;
+  p.regsPerBlock = 65536;
+  p.regsPerMultiprocessor = 65536;
+  p.warpSize = 32;
+  p.maxThreadsPerBlock = 1024;
+  p.maxThreadsDim[0] = 1024;
+  p.maxThreadsDim[1] = 1024;
+  p.maxThreadsDim[2] = 64;
+  p.maxGridSize[0] = 0x7fffffff;
+  p.maxGridSize[1] = 65535;
+  p.maxGridSize[2] = 65535;
+  p.multiProcessorCount = 132;
+  p.maxThreadsPerMultiProcessor = 2048;
+  p.maxBlocksPerMultiProcessor = 32;
+  p.totalConstMem = std::size_t{64} << 10;
+  p.memPitch = 0x7fffffff;
+  p.textureAlignment = 512;
+  p.l2CacheSize = 50 * 1024 * 1024;
+  p.concurrentKernels = 1;
+  p.asyncEngineCount = 2;
+  p.unifiedAddressing = 1;
+  p.memoryBusWidth = 5120;
+  p.pciDeviceID = ordinal;
+  p.memoryPoolsSupported = 1;
+  p.managedMemory = 0;
+  p.canMapHostMemory = 1;
+  p.integrated = 0;
+}
+
+void populate(platform& p) {
+  p.race_checking = initial_race_mode();
+  execution_setting const execution = initial_execution();
+  p.execution = execution.mode;
+  p.interleaving.seed(execution.seed);
+  int const count = simulated_device_count();
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    auto device = std::make_unique<device_state>();
+    device->ordinal = ordinal;
+    fill_properties(device->properties, ordinal);
+    device->legacy_stream = std::make_unique<stream_state>();
+    device->legacy_stream->device = ordinal;
+    device->legacy_stream->legacy = true;
+    device->legacy_stream->id = p.next_stream_id++;
+    p.devices.push_back(std::move(device));
+  }
+}
+
+}  // namespace
+
+platform& state() {
+  // Never destroyed: static destructors of other libraries may still call CUDA at exit.
+  static platform* const instance = [] {
+    auto* created = new platform;
+    populate(*created);
+    return created;
+  }();
+  return *instance;
+}
+
+thread_state& this_thread() {
+  thread_local thread_state instance;
+  return instance;
+}
+
+cudaError_t fail(cudaError_t error) noexcept {
+  if (error != cudaSuccess) this_thread().last_error = error;
+  return error;
+}
+
+namespace {
+
+// Records, once per thread and device, that the thread used the device's primary context.
+void record_context_use(thread_state& me, device_state& device) noexcept {
+  if (device.ordinal >= 32) return;  // beyond the mask (the platform has at most 16 devices)
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(device.ordinal);
+  if ((me.contexts_used & bit) != 0) return;
+  try {
+    std::lock_guard<std::mutex> const lock{device.context_mutex};
+    device.context_threads.insert(std::this_thread::get_id());
+    me.contexts_used |= bit;
+  } catch (...) {
+    // Not recorded; the next call tries again.
+  }
+}
+
+}  // namespace
+
+device_state* current_device() {
+  auto& devices = state().devices;
+  thread_state& me = this_thread();
+  if (me.device < 0 || static_cast<std::size_t>(me.device) >= devices.size()) return nullptr;
+  device_state* const device = devices[static_cast<std::size_t>(me.device)].get();
+  record_context_use(me, *device);
+  return device;
+}
+
+void use_primary_context() noexcept {
+  static_cast<void>(current_device());
+}
+
+cudaError_t sticky_error() noexcept {
+  device_state const* device = current_device();
+  return device == nullptr ? cudaSuccess : device->sticky_error;
+}
+
+stream_state* find_stream(cudaStream_t stream) {
+  auto& p = state();
+  if (stream == nullptr || stream == cudaStreamLegacy) {
+    device_state* device = current_device();
+    return device == nullptr ? nullptr : device->legacy_stream.get();
+  }
+  if (stream == cudaStreamPerThread) {
+    int const device = this_thread().device;
+    auto& slot = p.per_thread_streams[{std::this_thread::get_id(), device}];
+    if (!slot) {
+      // The per-thread default stream is blocking: it synchronizes with the legacy stream
+      // (cudaStreamPerThread in driver_types.h; CUDA Programming Guide, "Default Stream").
+      slot = std::make_unique<stream_state>();
+      slot->device = device;
+      slot->per_thread = true;
+      slot->id = p.next_stream_id++;
+    }
+    return slot.get();
+  }
+  auto* candidate = reinterpret_cast<stream_state*>(stream);
+  return p.streams.count(candidate) != 0 ? candidate : nullptr;
+}
+
+event_state* find_event(cudaEvent_t event) {
+  auto* candidate = reinterpret_cast<event_state*>(event);
+  return state().events.count(candidate) != 0 ? candidate : nullptr;
+}
+
+graph_state* find_graph(cudaGraph_t graph) {
+  auto* candidate = reinterpret_cast<graph_state*>(graph);
+  return state().graphs.count(candidate) != 0 ? candidate : nullptr;
+}
+
+exec_state* find_exec(cudaGraphExec_t exec) {
+  auto* candidate = reinterpret_cast<exec_state*>(exec);
+  return state().execs.count(candidate) != 0 ? candidate : nullptr;
+}
+
+allocation const* find_allocation(void const* address) {
+  auto const& allocations = state().allocations;
+  auto const where = reinterpret_cast<std::uintptr_t>(address);
+  auto it = allocations.upper_bound(where);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  allocation const& candidate = it->second;
+  return where < candidate.base + candidate.bytes ? &candidate : nullptr;
+}
+
+// A device range a copy or memset touches must lie inside live memory: one allocation, or
+// virtual memory mapped without a gap (cuMemMap of adjacent chunks makes one range). A GPU faults
+// or corrupts memory otherwise; here the call fails with cudaErrorInvalidValue.
+bool device_range_valid(void const* address, std::size_t bytes) {
+  allocation const* owner = find_allocation(address);
+  if (owner == nullptr) return false;
+  std::uintptr_t const end = reinterpret_cast<std::uintptr_t>(address) + bytes;
+  while (end > owner->base + owner->bytes) {
+    if (owner->kind != memory_kind::virtual_reservation) return false;
+    allocation const* next =
+        find_allocation(reinterpret_cast<void const*>(owner->base + owner->bytes));
+    if (next == nullptr || next->kind != memory_kind::virtual_reservation) return false;
+    owner = next;
+  }
+  return true;
+}
+
+void invalidate(capture_state& capture, cudaError_t reason) {
+  if (capture.invalidated_by == cudaSuccess) capture.invalidated_by = reason;
+}
+
+cudaError_t check_unsafe_call() {
+  // cudaThreadExchangeStreamCaptureMode (cuda_runtime_api.h): under Global, a thread may not make
+  // potentially unsafe calls while it has a capture not begun in Relaxed mode, or while another
+  // thread has a capture begun in Global mode; under ThreadLocal only its own captures count;
+  // under Relaxed nothing is prohibited. The offending captures are invalidated.
+  auto const& me = this_thread();
+  if (me.capture_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+  std::thread::id const thread = std::this_thread::get_id();
+  bool prohibited = false;
+  for (capture_state* capture : state().captures) {
+    bool const own = capture->thread == thread && capture->mode != cudaStreamCaptureModeRelaxed;
+    bool const others = me.capture_mode == cudaStreamCaptureModeGlobal &&
+                        capture->thread != thread && capture->mode == cudaStreamCaptureModeGlobal;
+    if (own || others) {
+      invalidate(*capture, cudaErrorStreamCaptureUnsupported);
+      prohibited = true;
+    }
+  }
+  return prohibited ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+cudaError_t check_device_wide_sync(int device) {
+  bool any = false;
+  for (capture_state* capture : state().captures) {
+    if (capture->device != device) continue;
+    invalidate(*capture, cudaErrorStreamCaptureUnsupported);
+    any = true;
+  }
+  return any ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+double now_ms() noexcept {
+  using clock = std::chrono::steady_clock;
+  static clock::time_point const origin = clock::now();
+  return std::chrono::duration<double, std::milli>(clock::now() - origin).count();
+}
+
+namespace {
+
+// The legacy stream waits for, and is waited for by, every blocking stream of its device; a
+// blocking stream that is capturing cannot be waited for, so the call fails and the capture is
+// invalidated (cudaErrorStreamCaptureImplicit in driver_types.h; CUDA Programming Guide,
+// "Prohibited and Unhandled Operations": "any attempted use of the legacy stream is invalid").
+cudaError_t check_legacy_use(stream_state const& stream) {
+  if (!stream.legacy) return cudaSuccess;
+  bool implicit = false;
+  for (capture_state* capture : state().captures) {
+    if (capture->device != stream.device) continue;
+    for (stream_state const* member : capture->streams) {
+      if (member->blocking()) {
+        invalidate(*capture, cudaErrorStreamCaptureImplicit);
+        implicit = true;
+        break;
+      }
+    }
+  }
+  return implicit ? cudaErrorStreamCaptureImplicit : cudaSuccess;
+}
+
+void run_host_function(cudaHostFn_t function, void* data) {
+  // Host functions must not call CUDA (cudaLaunchHostFunc in cuda_runtime_api.h): the simulator
+  // refuses every call made from one with cudaErrorNotPermitted.
+  auto& me = this_thread();
+  bool const outer = me.in_host_function;
+  me.in_host_function = true;
+  host_code_inside_device_work const closed;  // host code: device memory is closed to it
+  function(data);
+  me.in_host_function = outer;
+}
+
+void run_kernel(kernel_task const& task, int device) {
+  try {
+    // Names the kernel in fault reports; closes memory its device may not access.
+    running_kernel const named{task.name(), device};
+    task.run();
+  } catch (kernel_fault const& fault) {
+    // A fault in a kernel corrupts the context: every later call returns the error
+    // (cudaErrorLaunchFailure and cudaErrorIllegalAddress in driver_types.h).
+    static_cast<void>(std::fprintf(stderr, "graphstep simulated device: kernel %s faulted: %s\n",
+                                   task.name(), fault.what()));
+    state().devices[static_cast<std::size_t>(device)]->sticky_error = fault.code();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+bool tracked(void const* address) {
+  return find_allocation(address) != nullptr;
+}
+
+void record_accesses(node_state const& node) {
+  auto& p = state();
+  if (p.race_checking == race_mode::off) return;
+  switch (node.type) {
+    case cudaGraphNodeTypeKernel:
+      for (pointer_argument const& argument : node.kernel->pointer_arguments()) {
+        if (tracked(argument.address)) p.races.access(argument.address, 1, !argument.read_only);
+      }
+      break;
+    case cudaGraphNodeTypeMemset: {
+      auto const* row = static_cast<unsigned char const*>(node.memset.dst);
+      for (std::size_t y = 0; y < std::max<std::size_t>(node.memset.height, 1); ++y) {
+        p.races.access(row, node.memset.width * node.memset.elementSize, true);
+        row += node.memset.pitch;
+      }
+      break;
+    }
+    case cudaGraphNodeTypeMemFree:
+      // cudaFreeAsync outside a graph writes the whole allocation, on its stream: another
+      // stream's unordered use of the memory before it is handed out again is a race.
+      if (node.owner == nullptr) p.races.access(node.memory, node.memory_bytes, true);
+      break;
+    case cudaGraphNodeTypeMemcpy:
+      if (tracked(node.copy.source)) p.races.access(node.copy.source, node.copy.bytes, false);
+      if (tracked(node.copy.destination)) {
+        p.races.access(node.copy.destination, node.copy.bytes, true);
+      }
+      break;
+    default: break;
+  }
+}
+
+std::string describe(node_state const& node) {
+  switch (node.type) {
+    case cudaGraphNodeTypeKernel: return std::string{"kernel "} + node.kernel->name();
+    case cudaGraphNodeTypeMemset:
+      return "memset of " + std::to_string(node.memset.width) + " bytes";
+    case cudaGraphNodeTypeMemcpy: return "memcpy of " + std::to_string(node.copy.bytes) + " bytes";
+    case cudaGraphNodeTypeHost: return "host function";
+    case cudaGraphNodeTypeEventRecord: return "event record";
+    case cudaGraphNodeTypeMemFree: return "cudaFreeAsync";
+    default: return "operation";
+  }
+}
+
+}  // namespace
+
+// Graphs nest (child graphs, conditional bodies): execution recurses with them.
+void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
+  if (node.disabled) return;            // an empty node (cudaGraphNodeSetEnabled)
+  device_work const running;
+  record_accesses(node);
+  int const device = node.owner != nullptr ? node.owner->device : node.device;
+  if (state().devices[static_cast<std::size_t>(device)]->sticky_error != cudaSuccess) return;
+  switch (node.type) {
+    case cudaGraphNodeTypeKernel: run_kernel(*node.kernel, device); break;
+    case cudaGraphNodeTypeMemset: {
+      auto* row = static_cast<unsigned char*>(node.memset.dst);
+      for (std::size_t y = 0; y < std::max<std::size_t>(node.memset.height, 1); ++y) {
+        for (std::size_t x = 0; x < node.memset.width; ++x) {
+          unsigned const value = node.memset.value;
+          std::memcpy(row + x * node.memset.elementSize, &value, node.memset.elementSize);
+        }
+        row += node.memset.pitch;
+      }
+      break;
+    }
+    case cudaGraphNodeTypeMemcpy:
+      if (node.copy.bytes > 0)
+        std::memmove(node.copy.destination, node.copy.source, node.copy.bytes);
+      break;
+    case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;
+    case cudaGraphNodeTypeEventRecord:
+      // Whether the event is a capture's was decided when the record was issued (cudaEventRecord,
+      // cudaGraphLaunch): a capture may have recorded it since.
+      node.event->recorded = true;
+      node.event->milliseconds = now_ms();
+      break;
+    case cudaGraphNodeTypeGraph: execute_graph(*node.child); break;
+    case cudaGraphNodeTypeConditional: {
+      auto const& handle = state().conditionals.at(node.conditional.handle);
+      auto const& bodies = node.conditional.bodies;
+      switch (node.conditional.type) {
+        case cudaGraphCondTypeIf:
+          if (handle->value != 0) {
+            execute_graph(*bodies[0]);
+          } else if (bodies.size() > 1) {
+            execute_graph(*bodies[1]);
+          }
+          break;
+        case cudaGraphCondTypeWhile:
+          // The body runs while the value is non-zero, checked before each pass.
+          while (handle->value != 0 &&
+                 state().devices[static_cast<std::size_t>(device)]->sticky_error == cudaSuccess) {
+            execute_graph(*bodies[0]);
+          }
+          break;
+        case cudaGraphCondTypeSwitch:
+          if (handle->value < bodies.size()) execute_graph(*bodies[handle->value]);
+          break;
+        default: break;
+      }
+      break;
+    }
+    case cudaGraphNodeTypeWaitEvent:
+    case cudaGraphNodeTypeEmpty:
+    case cudaGraphNodeTypeMemAlloc:
+    case cudaGraphNodeTypeMemFree:
+    default: break;
+  }
+  if (node.completion) node.completion();
+}
+
+void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
+  // Nodes are stored in creation order, which is a topological order: a node's dependencies
+  // must exist before it is added (cudaGraphAddDependencies may add edges later; those still
+  // point from an earlier to a later node or are refused).
+  for (auto const& handle : graph.conditionals) {
+    if (handle->assign_default) handle->value = handle->default_value;
+  }
+  device_work const running;  // open once for the whole launch, not once per node
+  for (auto const& node : graph.nodes) execute(*node);
+}
+
+cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
+                   std::string description) {
+  if (this_thread().in_host_function) return fail(cudaErrorNotPermitted);
+  if (cudaError_t const sticky = sticky_error(); sticky != cudaSuccess) return fail(sticky);
+  if (capture_state* capture = stream.capture; capture != nullptr) {
+    if (capture->invalidated_by != cudaSuccess) return fail(cudaErrorStreamCaptureInvalidated);
+    node->owner = capture->graph;
+    node->dependencies = stream.capture_dependencies;
+    node_state* added = node.get();
+    capture->graph->nodes.push_back(std::move(node));
+    stream.capture_dependencies.assign(1, added);
+    return cudaSuccess;
+  }
+  if (cudaError_t const implicit = check_legacy_use(stream); implicit != cudaSuccess) {
+    return fail(implicit);
+  }
+  node->owner = nullptr;
+  node->device = stream.device;
+  begin_operation(stream, description.empty() ? describe(*node) : std::move(description));
+  if (defers(stream) || waits_for_other_processes(*node)) {
+    auto& queued = state().queued;
+    queued.push_back(queued_work{std::move(node), state().races.current_operation(), nullptr});
+    if (state().execution == execution_mode::immediate) progress();
+    // A GPU's launch queue is bounded: when it is full the host waits for room.
+    run_until_at_most(queued_work_limit);
+  } else {
+    execute(*node);
+    report_races();
+    unsigned long long& done = state().completed[stream.id];
+    done = std::max(done, stream.clock[stream.id]);
+  }
+  if (cudaError_t const sticky = sticky_error(); sticky != cudaSuccess) return fail(sticky);
+  return cudaSuccess;
+}
+
+std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-no-recursion)
+  auto copy = std::make_unique<graph_state>();
+  copy->device = graph.device;
+  copy->allocations = graph.allocations;
+  copy->conditionals = graph.conditionals;
+  std::unordered_map<node_state const*, node_state*> mapped;
+  for (auto const& node : graph.nodes) {
+    auto twin = std::make_unique<node_state>();
+    twin->type = node->type;
+    twin->disabled = node->disabled;
+    twin->owner = copy.get();
+    twin->cloned_from = node.get();
+    for (node_state const* dependency : node->dependencies) {
+      twin->dependencies.push_back(mapped.at(dependency));
+    }
+    twin->kernel = node->kernel;
+    twin->memset = node->memset;
+    twin->copy = node->copy;
+    twin->host_function = node->host_function;
+    twin->host_data = node->host_data;
+    twin->event = node->event;
+    if (node->child) twin->child = clone(*node->child);
+    twin->conditional.handle = node->conditional.handle;
+    twin->conditional.type = node->conditional.type;
+    for (auto const& body : node->conditional.bodies) {
+      twin->conditional.bodies.push_back(clone(*body));
+    }
+    twin->memory = node->memory;
+    twin->memory_bytes = node->memory_bytes;
+    mapped[node.get()] = twin.get();
+    copy->nodes.push_back(std::move(twin));
+  }
+  return copy;
+}
+
+void end_capture(capture_state& capture) {
+  for (stream_state* member : capture.streams) {
+    member->capture = nullptr;
+    member->capture_dependencies.clear();
+  }
+  capture.graph->capture = nullptr;
+  // Events recorded in the capture stay captured events (cudaErrorCapturedEvent) until they are
+  // recorded again outside a capture.
+  for (event_state* event : state().events) {
+    if (event->capture == &capture) event->capture = nullptr;
+  }
+  state().captures.erase(&capture);
+}
+
+}  // namespace graphstep::sim::detail
+
+namespace graphstep::sim::detail {
+
+namespace {
+
+template <typename Visit>
+void for_each_stream_of(int device, Visit visit) {
+  auto& p = state();
+  visit(*p.devices[static_cast<std::size_t>(device)]->legacy_stream);
+  for (stream_state* s : p.streams) {
+    if (s->device == device) visit(*s);
+  }
+  for (auto& entry : p.per_thread_streams) {
+    if (entry.second->device == device) visit(*entry.second);
+  }
+}
+
+}  // namespace
+
+std::string describe(stream_state const& stream) {
+  if (stream.legacy) return "the legacy stream of device " + std::to_string(stream.device);
+  if (stream.per_thread)
+    return "a per-thread default stream (id " + std::to_string(stream.id) + ")";
+  std::array<char, 32> address{};
+  static_cast<void>(
+      std::snprintf(address.data(), address.size(), "%p", static_cast<void const*>(&stream)));
+  return std::string{"stream "} + address.data() + " (id " + std::to_string(stream.id) + ")";
+}
+
+void begin_operation(stream_state& stream, std::string const& description) {
+  // The clocks tick even with the race checker off: deferred execution orders work by them.
+  auto& p = state();
+  merge(stream.clock, p.host_clock);
+  // The legacy stream waits for all blocking streams of its device, and they wait for it (CUDA
+  // Runtime API, "Stream synchronization behavior": legacy default stream).
+  if (stream.legacy) {
+    for_each_stream_of(stream.device, [&](stream_state const& other) {
+      if (&other != &stream && other.blocking()) merge(stream.clock, other.clock);
+    });
+  } else if (stream.blocking()) {
+    merge(stream.clock, p.devices[static_cast<std::size_t>(stream.device)]->legacy_stream->clock);
+  }
+  p.races.begin_operation(stream.id, stream.clock, description + " on " + describe(stream));
+}
+
+void host_waits_for(vector_clock const& clock) {
+  run_until_complete(clock);
+  merge(state().host_clock, clock);
+}
+
+void host_waits_for_device(int device) {
+  for_each_stream_of(device, [](stream_state const& s) { host_waits_for(s.clock); });
+}
+
+void forget_accesses(void const* address, std::size_t bytes) {
+  state().races.forget(address, bytes);
+}
+
+void report_races() {
+  auto& p = state();
+  auto const& found = p.races.races();
+  bool const new_race = p.races_reported < found.size();
+  for (; p.races_reported < found.size(); ++p.races_reported) {
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep simulated device: %s\n", found[p.races_reported].c_str()));
+  }
+  // Only a race found now stops the process: races reported while the mode was `report` stay
+  // in races() when a test sets `abort` again.
+  if (new_race && p.race_checking == race_mode::abort) {
+    static_cast<void>(
+        std::fprintf(stderr,
+                     "graphstep simulated device: stopping at the first stream race (set "
+                     "GRAPHSTEP_SIM_RACE_CHECK=report to go on, off to stop checking)\n"));
+    static_cast<void>(std::fflush(stderr));
+    std::abort();
+  }
+}
+
+}  // namespace graphstep::sim::detail

@@ -1,0 +1,369 @@
+#pragma once
+
+// The simulated device's state: devices, memory, streams, events, graphs and captures, behind one
+// lock. Work runs on the host, in stream order, at the moment it is enqueued (the default
+// execution mode, see sim/docs/simulator.md): a GPU may run it later, never earlier, so every rule
+// about what a capture records or refuses is checked exactly as a GPU would check it.
+
+#include <cuda_runtime_api.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "graphstep/sim/kernel_task.hpp"
+#include "graphstep/sim/sim.hpp"
+#include "detail/fiber.hpp"
+#include "detail/race_checker.hpp"
+
+namespace graphstep::sim::detail {
+
+// --- memory ----------------------------------------------------------------------------------
+enum class memory_kind { device, pinned_host, graph, virtual_reservation };
+
+struct allocation {
+  std::uintptr_t base{};
+  std::size_t bytes{};
+  memory_kind kind{memory_kind::device};
+  int device{};
+  // Graph allocations belong to a graph (cudaMallocAsync while capturing); their backing lives as
+  // long as the graph, its copies and its executables do.
+  std::shared_ptr<void> backing;
+  // The host mapping around the allocation, guard pages included (guarded_memory.hpp); empty for
+  // virtual memory mapped by the driver entry points.
+  std::uintptr_t mapping{};
+  std::size_t mapping_bytes{};
+  // What device work may do with device memory (mmap protections): read and write, or what
+  // cuMemSetAccess granted to mapped virtual memory (nothing until it is called).
+  int device_protection{PROT_READ | PROT_WRITE};
+  // Mapped virtual memory: what cuMemSetAccess granted each device (absent: no access). A
+  // kernel on another device faults on it, as on a GPU.
+  std::map<int, int> access_by_device{};
+};
+
+// --- graphs ----------------------------------------------------------------------------------
+struct graph_state;
+struct event_state;
+
+struct memcpy_params {
+  void* destination{};
+  void const* source{};
+  std::size_t bytes{};
+  cudaMemcpyKind kind{cudaMemcpyDefault};
+};
+
+struct conditional_params {
+  cudaGraphConditionalHandle handle{};
+  cudaGraphConditionalNodeType type{cudaGraphCondTypeIf};
+  std::vector<std::unique_ptr<graph_state>> bodies;
+};
+
+struct node_state {
+  cudaGraphNodeType type{cudaGraphNodeTypeEmpty};
+  // An executable's kernel, memset or memcpy node disabled by cudaGraphNodeSetEnabled:
+  // "functionally equivalent to empty nodes until they are reenabled".
+  bool disabled{};
+  graph_state* owner{};
+  // The node this one was cloned from (cudaGraphNodeFindInClone); compared, never followed.
+  node_state const* cloned_from{};
+  int device{};  // where work run outside a graph runs
+  std::vector<node_state*> dependencies;
+  std::shared_ptr<kernel_task const> kernel;
+  // cudaGraphKernelNodeGetParams' kernelParams: the addresses of the kernel's argument copies.
+  std::vector<void*> kernel_arguments_out;
+  cudaMemsetParams memset{};
+  memcpy_params copy{};
+  cudaHostFn_t host_function{};
+  void* host_data{};
+  event_state* event{};
+  std::unique_ptr<graph_state> child;
+  conditional_params conditional;
+  // cudaConditionalNodeParams::phGraph_out points here ("valid for the lifetime of the node").
+  std::vector<cudaGraph_t> conditional_outputs;
+  // Memory nodes: the graph allocation's address and size.
+  void* memory{};
+  std::size_t memory_bytes{};
+  // Work outside a graph: a copy's staged pageable source, and what runs when the node has run
+  // (cudaFreeAsync gives the memory back then).
+  std::shared_ptr<void const> staging;
+  std::function<void()> completion;
+};
+
+struct launched_function {
+  std::string name;
+  std::vector<parameter_slot> parameters;
+};
+
+struct conditional_handle_state {
+  unsigned default_value{};
+  bool assign_default{};
+  unsigned value{};
+};
+
+struct graph_state {
+  int device{};
+  std::vector<std::unique_ptr<node_state>> nodes;
+  // Graph allocations made while capturing into this graph (kept alive by every copy).
+  std::vector<std::shared_ptr<void>> allocations;
+  // Conditional handles created for this graph; shared with the executables.
+  std::vector<std::shared_ptr<conditional_handle_state>> conditionals;
+  // The capture that is building this graph, if any (its nodes may only be read when it ends).
+  struct capture_state* capture{};
+};
+
+struct exec_state {
+  std::unique_ptr<graph_state> graph;
+  // The graph it was instantiated from: its nodes name the executable's nodes
+  // (cudaGraphExecKernelNodeSetParams). It may be destroyed first; look it up before use.
+  graph_state const* instantiated_from{};
+  int device{};
+  vector_clock launches;  // what the next launch is ordered after (the previous launches)
+};
+
+// --- streams, events, captures ---------------------------------------------------------------
+struct stream_state;
+
+struct capture_state {
+  unsigned long long id{};
+  graph_state* graph{};
+  bool owns_graph{};
+  cudaStreamCaptureMode mode{cudaStreamCaptureModeGlobal};
+  std::thread::id thread;
+  stream_state* origin{};
+  std::set<stream_state*> streams;
+  // The last nodes of forked streams destroyed before the capture ended: still to be joined.
+  std::vector<node_state*> orphans;
+  // The first error that invalidated the capture; cudaSuccess while it is valid.
+  cudaError_t invalidated_by{cudaSuccess};
+  int device{};
+};
+
+struct stream_state {
+  int device{};
+  unsigned flags{};
+  int priority{};
+  unsigned long long id{};
+  bool legacy{};
+  bool per_thread{};
+  capture_state* capture{};
+  std::vector<node_state*> capture_dependencies;
+  // cudaStreamGetCaptureInfo hands out this array; it stays valid until the next call.
+  std::vector<cudaGraphNode_t> dependencies_out;
+  vector_clock clock;  // the race checker's view of what this stream's next work follows
+  [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0U; }
+};
+
+struct event_state {
+  unsigned flags{};
+  int device{};
+  bool recorded{};
+  // Last recorded in a capturing stream: queries and syncs fail with cudaErrorCapturedEvent.
+  bool captured{};
+  capture_state* capture{};
+  std::vector<node_state*> capture_nodes;
+  double milliseconds{};  // host clock when the recorded work completed
+  vector_clock clock;     // what work waiting on the event is ordered after
+};
+
+struct device_state {
+  int ordinal{};
+  cudaDeviceProp properties{};
+  std::size_t used_bytes{};
+  cudaError_t sticky_error{cudaSuccess};
+  std::unique_ptr<stream_state> legacy_stream;
+  // The host threads that have used this device's primary context (use_primary_context).
+  std::mutex context_mutex;
+  std::set<std::thread::id> context_threads;  // guarded by context_mutex
+};
+
+// --- deferred execution ----------------------------------------------------------------------
+// The fiber a waiting operation runs on, and what it waits for.
+struct parked_operation {
+  // A waiting kernel's host functions and graph nodes run on this stack: reserved generously,
+  // committed as touched.
+  fiber stack{std::size_t{8} << 20};
+  std::function<bool()> may_go_on;  // set while it is parked
+  std::atomic<std::uint32_t>* wake{};
+  std::uint32_t wake_seen{};
+  bool running{};
+};
+
+struct queued_work {
+  std::unique_ptr<node_state> node;
+  race_checker::operation operation;  // its stream, tick and what it is ordered after
+  // Work that waits for other processes (a collective whose peers have not joined) runs on a
+  // fiber of its own and parks there until it may go on; set once it has started.
+  std::unique_ptr<parked_operation> parked;
+};
+
+// The platform's lock: recursive, and able to let go of every level at once while a host
+// thread waits for another process (a collective's peers), so that the process's other threads
+// (a watchdog) keep making runtime calls meanwhile.
+class platform_mutex {
+ public:
+  void lock();
+  bool try_lock();
+  void unlock();
+  /// Releases every level this thread holds; returns how many, for reacquire.
+  [[nodiscard]] unsigned release_all();
+  void reacquire(unsigned depth);
+
+ private:
+  std::mutex mutex_;
+  std::atomic<std::thread::id> owner_{};
+  unsigned depth_{};  // guarded by mutex_
+};
+
+// --- the whole simulated platform ------------------------------------------------------------
+// The interleaving generator is seeded on purpose: a seed names one interleaving.
+struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
+  platform_mutex mutex;
+  std::vector<std::unique_ptr<device_state>> devices;
+  std::map<std::uintptr_t, allocation> allocations;  // by base address
+  // (device, peer): kernels on `device` may access `peer`'s cudaMalloc memory
+  // (cudaDeviceEnablePeerAccess made while `device` was current).
+  std::set<std::pair<int, int>> peer_access;
+  std::set<stream_state*> streams;
+  std::set<event_state*> events;
+  std::set<graph_state*> graphs;
+  std::set<exec_state*> execs;
+  std::set<capture_state*> captures;
+  std::map<cudaGraphConditionalHandle, std::shared_ptr<conditional_handle_state>> conditionals;
+  unsigned long long next_capture_id{1};
+  unsigned long long next_stream_id{1};
+  unsigned long long next_conditional{1};
+  // Kernel functions launched so far, with the name written at the launch and the parameter
+  // layout (cudaFuncGetName, cudaFuncGetParamInfo). A GPU knows every kernel of a loaded
+  // module; here a function is known from its first launch.
+  std::map<void const*, launched_function> functions;
+  // cudaStreamPerThread of each (thread, device); blocking streams, kept for the process.
+  std::map<std::pair<std::thread::id, int>, std::unique_ptr<stream_state>> per_thread_streams;
+  race_checker races;
+  race_mode race_checking{race_mode::abort};
+  // Deferred execution (execution_mode): work waiting to run, in the order it was enqueued, and
+  // the last tick of each stream's timeline that has run.
+  execution_mode execution{execution_mode::immediate};
+  std::list<queued_work> queued;
+  std::map<timeline, unsigned long long> completed;
+  // Seeded on purpose (execution_mode): a seed names one interleaving, so a failure replays.
+  std::mt19937_64 interleaving;
+  std::size_t races_reported{};
+  vector_clock host_clock;  // what the host has seen complete (synchronizations)
+};
+
+platform& state();
+using lock_guard = std::lock_guard<platform_mutex>;
+
+// Per host thread: the current device, the last error, the capture mode of
+// cudaThreadExchangeStreamCaptureMode, and whether a host function is running.
+struct thread_state {
+  int device{};
+  std::uint32_t contexts_used{};  // a bit per device whose primary context this thread used
+  cudaError_t last_error{cudaSuccess};
+  cudaStreamCaptureMode capture_mode{cudaStreamCaptureModeGlobal};
+  bool in_host_function{};
+};
+thread_state& this_thread();
+
+// Records `error` as the thread's last error (cudaGetLastError's rule) and returns it.
+cudaError_t fail(cudaError_t error) noexcept;
+// The sticky error of the current device, or cudaSuccess.
+cudaError_t sticky_error() noexcept;
+device_state* current_device();
+// The thread uses its current device's primary context (device 0 on a thread that never set one):
+// "As of CUDA 12.0, the cudaInitDevice() and cudaSetDevice() calls initialize the runtime and
+// the primary context associated with the specified device. Absent these calls, the runtime
+// will implicitly use device 0 and self-initialize as needed to process other runtime API
+// requests" (CUDA C++ Programming Guide, "Initialization"). Which calls need it is not listed:
+// every call that reads the current device's state counts (current_device() records it), and
+// cudaThreadExchangeStreamCaptureMode too, the stricter reading.
+void use_primary_context() noexcept;
+
+// Resolves a stream handle (0 and cudaStreamLegacy are the legacy stream, cudaStreamPerThread the
+// thread's default stream); nullptr when the handle names no live stream.
+stream_state* find_stream(cudaStream_t stream);
+event_state* find_event(cudaEvent_t event);
+graph_state* find_graph(cudaGraph_t graph);
+exec_state* find_exec(cudaGraphExec_t exec);
+allocation const* find_allocation(void const* address);
+// Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
+// mapped without a gap.
+bool device_range_valid(void const* address, std::size_t bytes);
+
+// What a call that CUDA calls "potentially unsafe" during capture must check: returns
+// cudaErrorStreamCaptureUnsupported and invalidates the offending captures when the thread's
+// capture mode prohibits it (cudaThreadExchangeStreamCaptureMode in cuda_runtime_api.h).
+cudaError_t check_unsafe_call();
+// Synchronizing a device (or anything that encompasses a capturing stream) is invalid while a
+// capture is under way on it: CUDA Programming Guide, "Prohibited and Unhandled Operations".
+cudaError_t check_device_wide_sync(int device);
+void invalidate(capture_state& capture, cudaError_t reason);
+
+// One unit of stream work: either a node to record (capturing stream) or work to run now.
+// `description` names the operation in race reports (default: from the node).
+cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
+                   std::string description = {});
+// Runs a node's work on the host (a launch's or a replay's execution).
+void execute(node_state const& node);
+void execute_graph(graph_state const& graph);
+
+std::unique_ptr<graph_state> clone(graph_state const& graph);
+// Whether a launch of `task` fits the device's limits.
+bool launch_configuration_valid(device_state const& device, kernel_task const& task);
+void end_capture(capture_state& capture);
+
+double now_ms() noexcept;
+
+// Deferred execution (see execution_mode in graphstep/sim/sim.hpp).
+// Whether work enqueued now to `stream` waits in the queue rather than running.
+bool defers(stream_state const& stream);
+// Whether everything `clock` names has run (a stream's or an event's work is complete).
+bool complete(vector_clock const& clock);
+// Runs queued work until `clock` is complete. The oldest queued operation is always ready unless
+// it waits for another process; then the host waits too (as long as a GPU would).
+void run_until_complete(vector_clock const& clock);
+// Runs queued work until no more than `operations` are queued (a full launch queue: the host
+// waits for room).
+void run_until_at_most(std::size_t operations);
+// Runs queued work that can go on now until `clock` is complete or nothing can; returns whether
+// `clock` is complete (never waits for other processes).
+bool run_without_waiting(vector_clock const& clock);
+// Runs (or resumes) up to `operations` queued operations that can go on now; returns how many.
+std::size_t run_ready(std::size_t operations, bool at_random);
+// Called at every runtime call: in immediate mode, everything queued that can go on now runs
+// (work waits in the queue only behind a parked collective); in interleaved mode, a few ready
+// operations at random.
+void progress();
+// Whether running `node` may wait for another process (it holds a collective).
+bool waits_for_other_processes(node_state const& node);
+bool waits_for_other_processes(graph_state const& graph);
+// Whether a kernel may wait for another process; set by the simulated NCCL when it is built.
+extern bool (*kernel_waits_for_other_processes)(kernel_task const& task);
+// Called by device work that must wait for other processes: parks the running operation until
+// `may_go_on()` holds (checked under the platform lock). `wake` is a word that changes when
+// another process makes progress (a futex word in shared memory), or null.
+void wait_for_other_processes(std::function<bool()> const& may_go_on,
+                              std::atomic<std::uint32_t>* wake);
+
+// The race checker's side of the runtime: an operation starting on a stream (ordered after what
+// the host has seen and, by the legacy stream's rule, after the legacy or blocking streams), the
+// host seeing a stream's or an event's work complete, and fresh memory.
+void begin_operation(stream_state& stream, std::string const& description);
+void host_waits_for(vector_clock const& clock);
+void host_waits_for_device(int device);
+void forget_accesses(void const* address, std::size_t bytes);
+void report_races();
+std::string describe(stream_state const& stream);
+
+}  // namespace graphstep::sim::detail

@@ -1,0 +1,1072 @@
+// Stream capture and CUDA graphs on the simulated device: capture begin/end with its modes and
+// rules, graphs built by capture or by the graph API, instantiation, launch, upload, update and
+// DOT output. Prototypes from cuda_runtime_api.h; each rule cites the documentation it models.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "detail/runtime_state.hpp"
+
+namespace sim = graphstep::sim::detail;
+
+namespace {
+
+cudaError_t enter() {
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess) {
+    return sim::fail(sticky);
+  }
+  return cudaSuccess;
+}
+
+sim::graph_state* register_graph(std::unique_ptr<sim::graph_state> graph) {
+  sim::graph_state* raw = graph.release();
+  sim::state().graphs.insert(raw);
+  return raw;
+}
+
+// Body graphs of conditional nodes are handles the user may capture into, owned by the node.
+void unregister_bodies(sim::graph_state const& graph) {  // NOLINT(misc-no-recursion): graphs nest
+  for (auto const& node : graph.nodes) {
+    for (auto const& body : node->conditional.bodies) {
+      sim::state().graphs.erase(body.get());
+      unregister_bodies(*body);
+    }
+  }
+}
+
+void destroy_graph(sim::graph_state* graph) {
+  unregister_bodies(*graph);
+  sim::state().graphs.erase(graph);
+  delete graph;
+}
+
+bool owns_node(sim::graph_state const& graph, sim::node_state const* node) {
+  return node != nullptr && node->owner == &graph;
+}
+
+cudaError_t begin_capture(sim::stream_state& s, sim::graph_state* graph, bool owns_graph,
+                          cudaGraphNode_t const* dependencies, std::size_t count,
+                          cudaStreamCaptureMode mode) {
+  // "Capture may not be initiated if stream is cudaStreamLegacy ... and it may only be initiated
+  // if the stream is not already in capture mode" (cudaStreamBeginCapture).
+  if (s.legacy || s.capture != nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+      mode != cudaStreamCaptureModeRelaxed) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto capture = std::make_unique<sim::capture_state>();
+  capture->id = sim::state().next_capture_id++;
+  capture->graph = graph;
+  capture->owns_graph = owns_graph;
+  capture->mode = mode;
+  capture->thread = std::this_thread::get_id();
+  capture->origin = &s;
+  capture->streams.insert(&s);
+  capture->device = s.device;
+  graph->capture = capture.get();
+  s.capture = capture.get();
+  s.capture_dependencies.clear();
+  for (std::size_t i = 0; i < count; ++i) {
+    s.capture_dependencies.push_back(reinterpret_cast<sim::node_state*>(dependencies[i]));
+  }
+  sim::state().captures.insert(capture.release());
+  return cudaSuccess;
+}
+
+// Every node in `roots` and everything it depends on.
+std::unordered_set<sim::node_state const*> ancestors(std::vector<sim::node_state*> const& roots) {
+  std::unordered_set<sim::node_state const*> seen;
+  std::vector<sim::node_state const*> pending(roots.begin(), roots.end());
+  while (!pending.empty()) {
+    sim::node_state const* node = pending.back();
+    pending.pop_back();
+    if (!seen.insert(node).second) continue;
+    pending.insert(pending.end(), node->dependencies.begin(), node->dependencies.end());
+  }
+  return seen;
+}
+
+// A fork must be joined back into the origin stream before the capture ends (driver_types.h,
+// cudaErrorStreamCaptureUnjoined): every forked stream's last work is an ancestor of the
+// origin's current dependencies.
+bool joined(sim::capture_state const& capture) {
+  auto const reached = ancestors(capture.origin->capture_dependencies);
+  auto const covered = [&](std::vector<sim::node_state*> const& nodes) {
+    return std::all_of(nodes.begin(), nodes.end(),
+                       [&](sim::node_state const* node) { return reached.count(node) != 0; });
+  };
+  for (sim::stream_state const* member : capture.streams) {
+    if (member != capture.origin && !covered(member->capture_dependencies)) return false;
+  }
+  return covered(capture.orphans);
+}
+
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+bool contains_type(sim::graph_state const& graph, std::initializer_list<cudaGraphNodeType> types) {
+  for (auto const& node : graph.nodes) {
+    if (std::find(types.begin(), types.end(), node->type) != types.end()) return true;
+    if (node->child && contains_type(*node->child, types)) return true;
+    for (auto const& body : node->conditional.bodies) {
+      if (contains_type(*body, types)) return true;
+    }
+  }
+  return false;
+}
+
+// Conditional bodies may hold only kernel, empty, child-graph, memset, memcpy and conditional
+// nodes (cudaConditionalNodeParams::phGraph_out in driver_types.h).
+bool bodies_valid(sim::graph_state const& graph) {  // NOLINT(misc-no-recursion): graphs nest
+  for (auto const& node : graph.nodes) {
+    for (auto const& body : node->conditional.bodies) {
+      if (contains_type(*body, {cudaGraphNodeTypeHost, cudaGraphNodeTypeEventRecord,
+                                cudaGraphNodeTypeWaitEvent, cudaGraphNodeTypeMemAlloc,
+                                cudaGraphNodeTypeMemFree})) {
+        return false;
+      }
+      if (!bodies_valid(*body)) return false;
+    }
+    if (node->child && !bodies_valid(*node->child)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// --- capture -----------------------------------------------------------------------------------
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  auto graph = std::make_unique<sim::graph_state>();
+  graph->device = s->device;
+  sim::graph_state* raw = graph.get();
+  if (cudaError_t const begun = begin_capture(*s, raw, true, nullptr, 0, mode);
+      begun != cudaSuccess) {
+    return begun;
+  }
+  // Owned by the capture until it ends, but already a graph handle: cudaStreamGetCaptureInfo
+  // hands it out, and nodes and conditional handles may be added to it during the capture.
+  sim::state().graphs.insert(graph.release());
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                          cudaGraphNode_t const* dependencies,
+                                          cudaGraphEdgeData const* /*edge_data*/, std::size_t count,
+                                          cudaStreamCaptureMode mode) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  sim::graph_state* target = sim::find_graph(graph);
+  if (target == nullptr || target->capture != nullptr) return sim::fail(cudaErrorInvalidValue);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!owns_node(*target, reinterpret_cast<sim::node_state*>(dependencies[i]))) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  return begin_capture(*s, target, false, dependencies, count, mode);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph_out) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (graph_out == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // What an H100 with CUDA 13.0 answers where the documentation names no behaviour
+  // (docs/validation.md): a stream that is not capturing is cudaErrorIllegalState; a stream that
+  // joined the capture but did not begin it is cudaErrorStreamCaptureUnmatched and invalidates
+  // the capture; a non-Relaxed capture ended from another thread ("this call must be from the
+  // same thread as cudaStreamBeginCapture") is cudaErrorStreamCaptureWrongThread and is ended
+  // all the same, its graph discarded.
+  sim::capture_state* capture = s->capture;
+  if (capture == nullptr) return sim::fail(cudaErrorIllegalState);
+  if (capture->origin != s) {
+    sim::invalidate(*capture, cudaErrorStreamCaptureUnmatched);
+    return sim::fail(cudaErrorStreamCaptureUnmatched);
+  }
+  bool const wrong_thread = capture->mode != cudaStreamCaptureModeRelaxed &&
+                            capture->thread != std::this_thread::get_id();
+  cudaError_t const result = capture->invalidated_by != cudaSuccess
+                                 ? cudaErrorStreamCaptureInvalidated
+                             : wrong_thread     ? cudaErrorStreamCaptureWrongThread
+                             : joined(*capture) ? cudaSuccess
+                                                : cudaErrorStreamCaptureUnjoined;
+  sim::graph_state* graph = capture->graph;
+  bool const owns_graph = capture->owns_graph;
+  sim::end_capture(*capture);
+  delete capture;
+  if (result != cudaSuccess) {
+    // "If capture was invalidated ... a NULL graph will be returned"; a graph the capture was
+    // appending to (cudaStreamBeginCaptureToGraph) stays the caller's.
+    if (owns_graph) destroy_graph(graph);
+    *graph_out = nullptr;
+    return sim::fail(result);
+  }
+  *graph_out = reinterpret_cast<cudaGraph_t>(graph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  sim::lock_guard const lock{sim::state().mutex};
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (status == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (s->legacy) {
+    // On the legacy stream while a blocking stream captures: cudaErrorStreamCaptureImplicit,
+    // and "the blocking stream capture is not invalidated" (cudaStreamIsCapturing).
+    for (sim::capture_state const* capture : sim::state().captures) {
+      if (capture->device != s->device) continue;
+      for (sim::stream_state const* member : capture->streams) {
+        if (member->blocking()) return sim::fail(cudaErrorStreamCaptureImplicit);
+      }
+    }
+  }
+  if (s->capture == nullptr) {
+    *status = cudaStreamCaptureStatusNone;
+  } else {
+    *status = s->capture->invalidated_by != cudaSuccess ? cudaStreamCaptureStatusInvalidated
+                                                        : cudaStreamCaptureStatusActive;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                     unsigned long long* id, cudaGraph_t* graph,
+                                     cudaGraphNode_t const** dependencies,
+                                     cudaGraphEdgeData const** edge_data, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (status == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (cudaError_t const implicit = cudaStreamIsCapturing(stream, status); implicit != cudaSuccess) {
+    return implicit;
+  }
+  // "Valid data (other than capture status) is returned only if ... the returned capture status
+  // is cudaStreamCaptureStatusActive".
+  if (*status != cudaStreamCaptureStatusActive) return cudaSuccess;
+  sim::capture_state const& capture = *s->capture;
+  if (id != nullptr) *id = capture.id;
+  if (graph != nullptr) *graph = reinterpret_cast<cudaGraph_t>(capture.graph);
+  s->dependencies_out.clear();
+  for (sim::node_state* node : s->capture_dependencies) {
+    s->dependencies_out.push_back(reinterpret_cast<cudaGraphNode_t>(node));
+  }
+  if (dependencies != nullptr) {
+    *dependencies = s->dependencies_out.empty() ? nullptr : s->dependencies_out.data();
+  }
+  if (edge_data != nullptr) *edge_data = nullptr;  // every edge is a default edge
+  if (count != nullptr) *count = s->dependencies_out.size();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t* dependencies,
+                                                cudaGraphEdgeData const* /*edge_data*/,
+                                                std::size_t count, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (s->capture == nullptr) return sim::fail(cudaErrorIllegalState);
+  if (flags != cudaStreamAddCaptureDependencies && flags != cudaStreamSetCaptureDependencies) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::vector<sim::node_state*> nodes;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto* node = reinterpret_cast<sim::node_state*>(dependencies[i]);
+    if (!owns_node(*s->capture->graph, node)) return sim::fail(cudaErrorInvalidValue);
+    nodes.push_back(node);
+  }
+  if (flags == cudaStreamSetCaptureDependencies) s->capture_dependencies.clear();
+  for (sim::node_state* node : nodes) {
+    auto& deps = s->capture_dependencies;
+    if (std::find(deps.begin(), deps.end(), node) == deps.end()) deps.push_back(node);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+      *mode != cudaStreamCaptureModeRelaxed) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  sim::use_primary_context();
+  std::swap(sim::this_thread().capture_mode, *mode);
+  return cudaSuccess;
+}
+
+// --- graphs ------------------------------------------------------------------------------------
+
+cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (graph == nullptr || flags != 0U) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::graph_state>();
+  created->device = sim::this_thread().device;
+  *graph = reinterpret_cast<cudaGraph_t>(register_graph(std::move(created)));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (g->capture != nullptr) return sim::fail(cudaErrorIllegalState);  // a capture appends to it
+  // A conditional body belongs to its node ("valid for the lifetime of the conditional node").
+  for (sim::graph_state const* other : sim::state().graphs) {
+    for (auto const& node : other->nodes) {
+      for (auto const& body : node->conditional.bodies) {
+        if (body.get() == g) return sim::fail(cudaErrorInvalidValue);
+      }
+    }
+  }
+  destroy_graph(g);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphClone(cudaGraph_t* clone_out, cudaGraph_t original) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(original);
+  if (clone_out == nullptr || g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // "Cloning is not supported for graphs which contain memory allocation nodes, memory free
+  // nodes, or conditional nodes" (cudaGraphClone); observed on an H100, driver 580.159.04,
+  // CUDA 13.0, for a conditional node: cudaErrorNotSupported. Such a node anywhere in the
+  // graph's tree counts.
+  if (contains_type(*g, {cudaGraphNodeTypeConditional, cudaGraphNodeTypeMemAlloc,
+                         cudaGraphNodeTypeMemFree})) {
+    return sim::fail(cudaErrorNotSupported);
+  }
+  *clone_out = reinterpret_cast<cudaGraph_t>(register_graph(sim::clone(*g)));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || count == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (nodes == nullptr) {
+    *count = g->nodes.size();
+    return cudaSuccess;
+  }
+  // "If numNodes is higher than the actual number of nodes, the remaining entries in nodes will
+  // be set to NULL, and the number of nodes actually obtained will be returned in numNodes."
+  std::size_t const wanted = *count;
+  for (std::size_t i = 0; i < wanted; ++i) {
+    nodes[i] = i < g->nodes.size() ? reinterpret_cast<cudaGraphNode_t>(g->nodes[i].get()) : nullptr;
+  }
+  *count = std::min(wanted, g->nodes.size());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (node == nullptr || type == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *type = reinterpret_cast<sim::node_state const*>(node)->type;
+  return cudaSuccess;
+}
+
+namespace {
+
+// The registered graph whose top-level nodes include `node`, or null: a node handle is only
+// dereferenced once found there (a destroyed graph's nodes are gone with it).
+sim::graph_state* graph_holding(cudaGraphNode_t node) {
+  for (sim::graph_state* graph : sim::state().graphs) {
+    for (auto const& candidate : graph->nodes) {
+      if (reinterpret_cast<cudaGraphNode_t>(candidate.get()) == node) return graph;
+    }
+  }
+  return nullptr;
+}
+
+// The executable's node that `node`, a node of the graph `exec` was instantiated from, names;
+// null for a node of another graph.
+sim::node_state* node_of_exec(sim::exec_state& exec, cudaGraphNode_t node) {
+  sim::graph_state* original = graph_holding(node);
+  if (original == nullptr || original != exec.instantiated_from) return nullptr;
+  std::size_t index = 0;
+  while (reinterpret_cast<cudaGraphNode_t>(original->nodes[index].get()) != node) ++index;
+  return exec.graph->nodes[index].get();
+}
+
+// The executable's node `node` names, if CUDA lets it be disabled: "Currently only kernel,
+// memset and memcpy nodes are supported" (cudaGraphNodeSetEnabled); else null.
+sim::node_state* toggleable_node(cudaGraphExec_t exec, cudaGraphNode_t node) {
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  bool const supported = target != nullptr && (target->type == cudaGraphNodeTypeKernel ||
+                                               target->type == cudaGraphNodeTypeMemset ||
+                                               target->type == cudaGraphNodeTypeMemcpy);
+  return supported ? target : nullptr;
+}
+
+}  // namespace
+
+// "clonedGraph must have been cloned from originalGraph via cudaGraphClone. originalNode must
+// have been in originalGraph at the time of the call to cudaGraphClone, and the corresponding
+// cloned node in clonedGraph must not have been removed" (cudaGraphNodeFindInClone).
+cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t* found, cudaGraphNode_t original,
+                                     cudaGraph_t cloned) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(cloned);
+  if (found == nullptr || g == nullptr || original == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (auto const& node : g->nodes) {
+    if (reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(node->cloned_from)) ==
+        original) {
+      *found = reinterpret_cast<cudaGraphNode_t>(node.get());
+      return cudaSuccess;
+    }
+  }
+  return sim::fail(cudaErrorInvalidValue);
+}
+
+// "Removes node from its graph. This operation also severs any dependencies of other nodes on
+// node and vice versa. Dependencies cannot be removed from graphs which contain allocation or
+// free nodes" (cudaGraphDestroyNode): such a graph refuses, as does one being captured into.
+cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = graph_holding(node);
+  if (g == nullptr || g->capture != nullptr) return sim::fail(cudaErrorInvalidValue);
+  bool const memory_nodes = std::any_of(g->nodes.begin(), g->nodes.end(), [](auto const& n) {
+    return n->type == cudaGraphNodeTypeMemAlloc || n->type == cudaGraphNodeTypeMemFree;
+  });
+  if (memory_nodes) return sim::fail(cudaErrorInvalidValue);
+  auto* doomed = reinterpret_cast<sim::node_state*>(node);
+  for (auto const& other : g->nodes) {
+    auto& deps = other->dependencies;
+    deps.erase(std::remove(deps.begin(), deps.end(), doomed), deps.end());
+  }
+  for (auto const& body : doomed->conditional.bodies) {
+    sim::state().graphs.erase(body.get());
+    unregister_bodies(*body);
+  }
+  g->nodes.erase(std::find_if(g->nodes.begin(), g->nodes.end(),
+                              [&](auto const& n) { return n.get() == doomed; }));
+  return cudaSuccess;
+}
+
+// "Returns a list of node's dependencies ... If pNumDependencies is higher than the actual
+// number of dependencies, the remaining entries in pDependencies will be set to NULL ... If
+// edgeData is non-NULL, then pDependencies must be as well" (cudaGraphNodeGetDependencies).
+// Every edge here carries the default (zero) edge data.
+cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* dependencies,
+                                         cudaGraphEdgeData* edge_data, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (count == nullptr || graph_holding(node) == nullptr ||
+      (edge_data != nullptr && dependencies == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const& held = reinterpret_cast<sim::node_state const*>(node)->dependencies;
+  if (dependencies == nullptr) {
+    *count = held.size();
+    return cudaSuccess;
+  }
+  std::size_t const wanted = *count;
+  for (std::size_t i = 0; i < wanted; ++i) {
+    dependencies[i] = i < held.size() ? reinterpret_cast<cudaGraphNode_t>(held[i]) : nullptr;
+    if (edge_data != nullptr) edge_data[i] = cudaGraphEdgeData{};
+  }
+  *count = std::min(wanted, held.size());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, cudaMemsetParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const* n = reinterpret_cast<sim::node_state const*>(node);
+  if (n->type != cudaGraphNodeTypeMemset) return sim::fail(cudaErrorInvalidValue);
+  *params = n->memset;
+  return cudaSuccess;
+}
+
+// "Disabled nodes are functionally equivalent to empty nodes until they are reenabled ... The
+// node is identified by the corresponding node hNode in the non-executable graph, from which the
+// executable graph was instantiated ... The modifications only affect future launches of
+// hGraphExec ... Currently only kernel, memset and memcpy nodes are supported"
+// (cudaGraphNodeSetEnabled). Queued launches run a copy of the executable, so they keep theirs.
+cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                    unsigned int enabled) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* target = toggleable_node(exec, node);
+  if (target == nullptr) return sim::fail(cudaErrorInvalidValue);
+  target->disabled = enabled == 0U;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                    unsigned int* enabled) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* target = toggleable_node(exec, node);
+  if (enabled == nullptr || target == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *enabled = target->disabled ? 0U : 1U;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto* n = reinterpret_cast<sim::node_state*>(node);
+  if (n->type != cudaGraphNodeTypeKernel) return sim::fail(cudaErrorInvalidValue);
+  // A library's kernels (cuBLASLt, NCCL) run here from a model of what they compute, not from
+  // parameters a caller could read: refused rather than answered with made-up ones.
+  if (!n->kernel->arguments_modelled()) return sim::fail(cudaErrorNotSupported);
+  n->kernel_arguments_out = n->kernel->argument_addresses();
+  *params = cudaKernelNodeParams{};
+  params->func = const_cast<void*>(n->kernel->function());
+  params->gridDim = n->kernel->grid();
+  params->blockDim = n->kernel->block();
+  params->sharedMemBytes = static_cast<unsigned>(n->kernel->dynamic_shared_bytes());
+  params->kernelParams = n->kernel_arguments_out.empty() ? nullptr : n->kernel_arguments_out.data();
+  params->extra = nullptr;
+  return cudaSuccess;
+}
+
+// "The node is identified by the corresponding node node in the non-executable graph, from
+// which the executable graph was instantiated ... The modifications only affect future launches
+// of hGraphExec. Already enqueued or running launches of hGraphExec are not affected by this
+// call. node is also not modified by this call." (cudaGraphExecKernelNodeSetParams). Queued
+// launches run a copy of the executable (cudaGraphLaunch here), so they keep the old launch.
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state* found = node_of_exec(*e, node);
+  if (found == nullptr || found->type != cudaGraphNodeTypeKernel) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  sim::node_state& target = *found;
+  // The docs let func change (within its context). A kernel runs here from its source, reached
+  // through the launch that captured it: another function, or arguments packed in `extra`,
+  // cannot be built from raw parameters, and are refused rather than run wrongly.
+  if (params->func != target.kernel->function() || params->extra != nullptr ||
+      !target.kernel->arguments_modelled()) {
+    static_cast<void>(std::fprintf(
+        stderr,
+        "graphstep simulated device: cudaGraphExecKernelNodeSetParams with another function, "
+        "with extra, or on a library's kernel is not modelled\n"));
+    return sim::fail(cudaErrorNotSupported);
+  }
+  if (params->kernelParams == nullptr && !target.kernel->argument_addresses().empty()) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::shared_ptr<graphstep::sim::kernel_task const> relaunched = target.kernel->with_arguments(
+      params->kernelParams, params->gridDim, params->blockDim, params->sharedMemBytes);
+  if (!sim::launch_configuration_valid(*sim::state().devices[static_cast<std::size_t>(e->device)],
+                                       *relaunched)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  target.kernel = std::move(relaunched);
+  return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t add_node(sim::graph_state& graph, cudaGraphNode_t const* dependencies,
+                     std::size_t count, std::unique_ptr<sim::node_state> node,
+                     cudaGraphNode_t* out) {
+  if (out == nullptr || (count > 0 && dependencies == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    auto* dependency = reinterpret_cast<sim::node_state*>(dependencies[i]);
+    if (!owns_node(graph, dependency)) return sim::fail(cudaErrorInvalidValue);
+    node->dependencies.push_back(dependency);
+  }
+  node->owner = &graph;
+  *out = reinterpret_cast<cudaGraphNode_t>(node.get());
+  graph.nodes.push_back(std::move(node));
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                  cudaGraphNode_t const* dependencies, std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeEmpty;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                   cudaGraphNode_t const* dependencies, std::size_t count,
+                                   cudaMemsetParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // elementSize is 1, 2 or 4; a 2-D memset's pitch covers its width (cudaMemsetParams).
+  std::size_t const element = params->elementSize;
+  if ((element != 1 && element != 2 && element != 4) || params->width == 0 ||
+      (params->height > 1 && params->pitch < params->width * element)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::size_t const rows = std::max<std::size_t>(params->height, 1);
+  std::size_t const span = (rows - 1) * params->pitch + params->width * element;
+  if (!sim::device_range_valid(params->dst, span)) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeMemset;
+  created->memset = *params;
+  if (created->memset.height == 0) created->memset.height = 1;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                 cudaGraphNode_t const* dependencies, std::size_t count,
+                                 cudaHostNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || params == nullptr || params->fn == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeHost;
+  created->host_function = params->fn;
+  created->host_data = params->userData;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                       cudaGraphNode_t const* dependencies, std::size_t count,
+                                       cudaGraph_t child) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  sim::graph_state* c = sim::find_graph(child);
+  if (g == nullptr || c == nullptr || g == c) return sim::fail(cudaErrorInvalidValue);
+  // "If childGraph contains allocation nodes, free nodes, or conditional nodes, this call will
+  // return an error" (the only error listed: cudaErrorInvalidValue); "The graph must not
+  // contain conditional nodes" (cudaChildGraphNodeParams::graph, for cudaGraphAddNode).
+  if (contains_type(*c, {cudaGraphNodeTypeConditional})) return sim::fail(cudaErrorInvalidValue);
+  // "The node executes an embedded child graph. The child graph is cloned in this call."
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeGraph;
+  created->child = sim::clone(*c);
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* handle, cudaGraph_t graph,
+                                             unsigned int default_value, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (handle == nullptr || g == nullptr ||
+      (flags & ~static_cast<unsigned>(cudaGraphCondAssignDefault)) != 0U) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto created = std::make_shared<sim::conditional_handle_state>();
+  created->default_value = default_value;
+  created->assign_default = (flags & cudaGraphCondAssignDefault) != 0U;
+  // Without cudaGraphCondAssignDefault the value is not reset at launch; it starts as the
+  // default (the documentation leaves the first value open: the stricter reading would be
+  // "unspecified", which a test cannot check, so the simulator starts from the default).
+  created->value = default_value;
+  cudaGraphConditionalHandle const id = sim::state().next_conditional++;
+  sim::state().conditionals[id] = created;
+  g->conditionals.push_back(created);
+  *handle = id;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                             cudaGraphNode_t const* dependencies,
+                             cudaGraphEdgeData const* /*edge_data*/, std::size_t count,
+                             cudaGraphNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (params->type) {
+    case cudaGraphNodeTypeEmpty: return cudaGraphAddEmptyNode(node, graph, dependencies, count);
+    case cudaGraphNodeTypeMemset: {
+      cudaMemsetParams memset{};
+      memset.dst = params->memset.dst;
+      memset.pitch = params->memset.pitch;
+      memset.value = params->memset.value;
+      memset.elementSize = params->memset.elementSize;
+      memset.width = params->memset.width;
+      memset.height = params->memset.height;
+      return cudaGraphAddMemsetNode(node, graph, dependencies, count, &memset);
+    }
+    case cudaGraphNodeTypeHost: {
+      cudaHostNodeParams host{};
+      host.fn = params->host.fn;
+      host.userData = params->host.userData;
+      return cudaGraphAddHostNode(node, graph, dependencies, count, &host);
+    }
+    case cudaGraphNodeTypeGraph:
+      return cudaGraphAddChildGraphNode(node, graph, dependencies, count, params->graph.graph);
+    case cudaGraphNodeTypeConditional: {
+      cudaConditionalNodeParams& conditional = params->conditional;
+      auto const found = sim::state().conditionals.find(conditional.handle);
+      bool const handle_of_graph = found != sim::state().conditionals.end() &&
+                                   std::find(g->conditionals.begin(), g->conditionals.end(),
+                                             found->second) != g->conditionals.end();
+      // size: 1 for WHILE, 1 or 2 for IF, any positive value for SWITCH
+      // (cudaConditionalNodeParams in driver_types.h).
+      bool const size_valid =
+          (conditional.type == cudaGraphCondTypeWhile && conditional.size == 1) ||
+          (conditional.type == cudaGraphCondTypeIf &&
+           (conditional.size == 1 || conditional.size == 2)) ||
+          (conditional.type == cudaGraphCondTypeSwitch && conditional.size >= 1);
+      if (!handle_of_graph || !size_valid) return sim::fail(cudaErrorInvalidValue);
+      auto created = std::make_unique<sim::node_state>();
+      created->type = cudaGraphNodeTypeConditional;
+      created->conditional.handle = conditional.handle;
+      created->conditional.type = conditional.type;
+      std::vector<cudaGraph_t> bodies;
+      for (unsigned i = 0; i < conditional.size; ++i) {
+        auto body = std::make_unique<sim::graph_state>();
+        body->device = g->device;
+        sim::state().graphs.insert(body.get());
+        bodies.push_back(reinterpret_cast<cudaGraph_t>(body.get()));
+        created->conditional.bodies.push_back(std::move(body));
+      }
+      sim::node_state* raw = created.get();
+      if (cudaError_t const added = add_node(*g, dependencies, count, std::move(created), node);
+          added != cudaSuccess) {
+        return added;
+      }
+      // phGraph_out: "CUDA-owned array populated with conditional node child graphs".
+      raw->conditional_outputs = std::move(bodies);
+      conditional.phGraph_out = raw->conditional_outputs.data();
+      return cudaSuccess;
+    }
+    default:
+      // Kernel nodes from raw parameters cannot run here: a kernel runs on the simulator from
+      // its source, through a <<<...>>> launch; the other node types are not modelled yet.
+      return sim::fail(cudaErrorNotSupported);
+  }
+}
+
+// --- executable graphs -------------------------------------------------------------------------
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (exec == nullptr || g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  unsigned long long const known =
+      cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
+      cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
+  if ((flags & ~known) != 0ULL) return sim::fail(cudaErrorInvalidValue);
+  if (!bodies_valid(*g)) return sim::fail(cudaErrorInvalidValue);
+  // A "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 it fails and
+  // invalidates another thread's Global capture (docs/validation.md).
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  auto created = std::make_unique<sim::exec_state>();
+  created->graph = sim::clone(*g);
+  created->device = g->device;
+  created->instantiated_from = g;
+  *exec = reinterpret_cast<cudaGraphExec_t>(created.get());
+  sim::state().execs.insert(created.release());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+  return cudaGraphInstantiateWithFlags(exec, graph, flags);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidValue);
+  // Potentially unsafe, as cudaGraphInstantiate is; the executable stays alive on failure.
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  sim::state().execs.erase(e);
+  delete e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::stream_state* s = sim::find_stream(stream);
+  if (e == nullptr || s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (s->device != e->device) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return cudaSuccess;  // nothing to stage on the host
+}
+
+namespace {
+
+// The events a graph's nodes wait for (wait_external) and record (record_external), nested
+// graphs included.
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+void collect_events(sim::graph_state const& graph, std::vector<sim::event_state*>& waited,
+                    std::vector<sim::event_state*>& recorded) {
+  for (auto const& node : graph.nodes) {
+    if (node->type == cudaGraphNodeTypeWaitEvent) waited.push_back(node->event);
+    if (node->type == cudaGraphNodeTypeEventRecord) recorded.push_back(node->event);
+    if (node->child) collect_events(*node->child, waited, recorded);
+    for (auto const& body : node->conditional.bodies) collect_events(*body, waited, recorded);
+  }
+}
+
+// A launch records its events as cudaEventRecord would at the launch: later waits and queries
+// see this launch's work ("the most recently captured state at the time of the API call").
+void records_at_launch(std::vector<sim::event_state*> const& recorded,
+                       sim::vector_clock const& clock) {
+  for (sim::event_state* event : recorded) {
+    event->clock = clock;
+    event->captured = false;
+    event->capture = nullptr;
+    event->capture_nodes.clear();
+  }
+}
+
+}  // namespace
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  // An executable graph runs on the device it was instantiated for (cudaGraphLaunch:
+  // "cudaErrorInvalidValue" for a stream of another device).
+  if (s->device != e->device) return sim::fail(cudaErrorInvalidValue);
+  auto node = std::make_unique<sim::node_state>();
+  if (s->capture != nullptr) {
+    // A launch into a capturing stream is recorded as a child graph node.
+    node->type = cudaGraphNodeTypeGraph;
+    node->child = sim::clone(*e->graph);
+    return sim::submit(*s, std::move(node));
+  }
+  // An ordering point in the stream (legacy-stream and sticky-error rules), then the
+  // executable's own nodes: its conditional handles and allocations are the ones it shares.
+  node->type = cudaGraphNodeTypeEmpty;
+  // "Each launch is ordered behind both any previous work in stream and any previous launches
+  // of graphExec" (cudaGraphLaunch).
+  sim::merge(s->clock, e->launches);
+  // Event nodes order the launch against other work. Nodes of one launch share its timeline,
+  // so a wait node orders the whole launch after the event's work, and a record node marks the
+  // event complete when the whole launch is (a waiter racing with nodes after the record is
+  // not reported: sim/docs/simulator.md).
+  std::vector<sim::event_state*> waited;
+  std::vector<sim::event_state*> recorded;
+  collect_events(*e->graph, waited, recorded);
+  for (sim::event_state* event : waited) sim::merge(s->clock, event->clock);
+  std::array<char, 48> name{};
+  static_cast<void>(std::snprintf(name.data(), name.size(), "graph launch of executable %p",
+                                  static_cast<void*>(e)));
+  // A graph holding a collective is queued even in immediate mode: it may wait for other ranks.
+  if (sim::defers(*s) || sim::waits_for_other_processes(*e->graph)) {
+    // Queued: the launch runs the executable as it is now ("cudaGraphExecUpdate ... applies to
+    // future launches"; a destroyed executable in flight is "freed asynchronously on
+    // completion", cudaGraphExecDestroy), so it takes a copy.
+    node->type = cudaGraphNodeTypeGraph;
+    node->child = sim::clone(*e->graph);
+    cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
+    e->launches = s->clock;
+    records_at_launch(recorded, s->clock);
+    return submitted;
+  }
+  if (cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
+      submitted != cudaSuccess) {
+    return submitted;
+  }
+  records_at_launch(recorded, s->clock);
+  sim::execute_graph(*e->graph);
+  e->launches = s->clock;
+  sim::report_races();
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess) {
+    return sim::fail(sticky);
+  }
+  return cudaSuccess;
+}
+
+namespace {
+
+bool same_memory_kind(void const* a, void const* b) {
+  sim::allocation const* x = sim::find_allocation(a);
+  sim::allocation const* y = sim::find_allocation(b);
+  bool const a_device = x != nullptr && x->kind != sim::memory_kind::pinned_host;
+  bool const b_device = y != nullptr && y->kind != sim::memory_kind::pinned_host;
+  return a_device == b_device;
+}
+
+// cudaGraphExecUpdate's rules (cuda_runtime_api.h): identical topology (nodes paired in
+// creation order, same types, same dependencies), and per node type: memset and memcpy operands
+// on the same device and of the same memory type, only 1-D memsets changed; kernel functions
+// may change. The first violation names its node and the reason.
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_state const& next,
+                                  sim::node_state const*& where) {
+  if (current.nodes.size() != next.nodes.size()) return cudaGraphExecUpdateErrorTopologyChanged;
+  std::unordered_map<sim::node_state const*, std::size_t> index_of_current;
+  std::unordered_map<sim::node_state const*, std::size_t> index_of_next;
+  for (std::size_t i = 0; i < current.nodes.size(); ++i) {
+    index_of_current[current.nodes[i].get()] = i;
+    index_of_next[next.nodes[i].get()] = i;
+  }
+  for (std::size_t i = 0; i < current.nodes.size(); ++i) {
+    sim::node_state const& a = *current.nodes[i];
+    sim::node_state const& b = *next.nodes[i];
+    where = &b;
+    if (a.type != b.type) return cudaGraphExecUpdateErrorNodeTypeChanged;
+    if (a.dependencies.size() != b.dependencies.size()) {
+      return cudaGraphExecUpdateErrorTopologyChanged;
+    }
+    for (std::size_t d = 0; d < a.dependencies.size(); ++d) {
+      if (index_of_current.at(a.dependencies[d]) != index_of_next.at(b.dependencies[d])) {
+        return cudaGraphExecUpdateErrorTopologyChanged;
+      }
+    }
+    switch (a.type) {
+      case cudaGraphNodeTypeMemset: {
+        bool const two_d = a.memset.height > 1 || b.memset.height > 1;
+        bool const changed =
+            a.memset.dst != b.memset.dst || a.memset.value != b.memset.value ||
+            a.memset.width != b.memset.width || a.memset.height != b.memset.height ||
+            a.memset.pitch != b.memset.pitch || a.memset.elementSize != b.memset.elementSize;
+        if (two_d && changed) return cudaGraphExecUpdateErrorParametersChanged;
+        sim::allocation const* x = sim::find_allocation(a.memset.dst);
+        sim::allocation const* y = sim::find_allocation(b.memset.dst);
+        if (x == nullptr || y == nullptr || x->device != y->device) {
+          return cudaGraphExecUpdateErrorParametersChanged;
+        }
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy:
+        if (!same_memory_kind(a.copy.source, b.copy.source) ||
+            !same_memory_kind(a.copy.destination, b.copy.destination)) {
+          return cudaGraphExecUpdateErrorParametersChanged;
+        }
+        break;
+      case cudaGraphNodeTypeGraph: {
+        cudaGraphExecUpdateResult const inner = compare(*a.child, *b.child, where);
+        if (inner != cudaGraphExecUpdateSuccess) return inner;
+        where = &b;
+        break;
+      }
+      case cudaGraphNodeTypeConditional:
+        if (a.conditional.type != b.conditional.type ||
+            a.conditional.bodies.size() != b.conditional.bodies.size()) {
+          return cudaGraphExecUpdateErrorParametersChanged;
+        }
+        for (std::size_t k = 0; k < a.conditional.bodies.size(); ++k) {
+          cudaGraphExecUpdateResult const inner =
+              compare(*a.conditional.bodies[k], *b.conditional.bodies[k], where);
+          if (inner != cudaGraphExecUpdateSuccess) return inner;
+        }
+        where = &b;
+        break;
+      case cudaGraphNodeTypeMemAlloc:
+      case cudaGraphNodeTypeMemFree:
+        // Graphs with memory nodes cannot be updated (CUDA Programming Guide, "Graph Memory
+        // Nodes": "updating ... is not supported").
+        return cudaGraphExecUpdateErrorNotSupported;
+      default: break;
+    }
+  }
+  where = nullptr;
+  return cudaGraphExecUpdateSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                cudaGraphExecUpdateResultInfo* info) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::graph_state* g = sim::find_graph(graph);
+  if (e == nullptr || g == nullptr || info == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *info = cudaGraphExecUpdateResultInfo{};
+  sim::node_state const* where = nullptr;
+  cudaGraphExecUpdateResult result =
+      g->device != e->device ? cudaGraphExecUpdateErrorNotSupported : compare(*e->graph, *g, where);
+  info->result = result;
+  if (result != cudaGraphExecUpdateSuccess) {
+    info->errorNode = reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(where));
+    return sim::fail(cudaErrorGraphExecUpdateFailure);
+  }
+  // The executable takes the new parameters; its topology (and identity) stay, and so does
+  // each node's enabled state, which is not a parameter (cudaGraphNodeSetEnabled: "Existing
+  // node parameters are not affected by disabling/enabling the node").
+  std::unique_ptr<sim::graph_state> updated = sim::clone(*g);
+  for (std::size_t i = 0; i < updated->nodes.size(); ++i) {
+    updated->nodes[i]->disabled = e->graph->nodes[i]->disabled;
+  }
+  e->graph = std::move(updated);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, char const* path, unsigned int /*flags*/) {
+  sim::lock_guard const lock{sim::state().mutex};
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || path == nullptr) return sim::fail(cudaErrorInvalidValue);
+  std::ofstream out{path};
+  if (!out) return sim::fail(cudaErrorOperatingSystem);
+  std::unordered_map<sim::node_state const*, std::size_t> index;
+  out << "digraph graphstep_simulated_graph {\n";
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) {
+    sim::node_state const& node = *g->nodes[i];
+    index[&node] = i;
+    std::string label;
+    switch (node.type) {
+      case cudaGraphNodeTypeKernel: label = std::string{"kernel "} + node.kernel->name(); break;
+      case cudaGraphNodeTypeMemset: label = "memset"; break;
+      case cudaGraphNodeTypeMemcpy: label = "memcpy"; break;
+      case cudaGraphNodeTypeHost: label = "host"; break;
+      case cudaGraphNodeTypeGraph: label = "child graph"; break;
+      case cudaGraphNodeTypeEmpty: label = "empty"; break;
+      case cudaGraphNodeTypeWaitEvent: label = "event wait"; break;
+      case cudaGraphNodeTypeEventRecord: label = "event record"; break;
+      case cudaGraphNodeTypeMemAlloc: label = "mem alloc"; break;
+      case cudaGraphNodeTypeMemFree: label = "mem free"; break;
+      case cudaGraphNodeTypeConditional: label = "conditional"; break;
+      default: label = "node"; break;
+    }
+    out << "  n" << i << " [label=\"" << label << "\"];\n";
+    for (sim::node_state const* dependency : node.dependencies) {
+      out << "  n" << index.at(dependency) << " -> n" << i << ";\n";
+    }
+  }
+  out << "}\n";
+  return out ? cudaSuccess : sim::fail(cudaErrorOperatingSystem);
+}

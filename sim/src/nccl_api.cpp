@@ -1,0 +1,748 @@
+// NCCL on the simulated device: the entry points of nccl.h that graphstep and plain NCCL
+// programs use, with the semantics NCCL 2.28 documents and its source shows.
+//
+// - Ranks are threads or processes on this machine; the unique id names their shared memory
+//   (sim/detail/nccl_world.hpp). ncclCommInitRank blocks until every rank has joined
+//   (ncclCommInitRankConfig with blocking = 0 returns ncclInProgress and finishes in the
+//   background; ncclCommGetAsyncError answers ncclInProgress until then).
+// - A communicator whose last operation is still in progress is refused with
+//   ncclInvalidArgument by every call but ncclCommGetAsyncError, abort and destroy; one with an
+//   asynchronous error answers with that error (ncclCommEnsureReady, src/init.cc, called by
+//   ncclCommCount, ncclCommCuDevice, ncclCommUserRank and every collective).
+// - On a non-blocking communicator of several ranks, a collective (or the ncclGroupEnd of a
+//   group whose last communicator is non-blocking) returns ncclInProgress and launches on a
+//   thread of its own (src/group.cc: groupLaunchNonBlocking), so work issued before the
+//   communicator answers ncclSuccess may land after what the host does next.
+// - A collective is a kernel on the user's stream: it runs in stream order, is recorded as a
+//   kernel node while the stream is capturing and runs again at every replay, reading its inputs
+//   then. It completes only once every rank has issued it; meanwhile its stream waits behind it
+//   and the host goes on.
+// - Inside ncclGroupStart/ncclGroupEnd, calls are held and launched at the outermost
+//   ncclGroupEnd (nccl.h: "All calls to NCCL until ncclGroupEnd will be fused").
+// - ncclCommAbort tells the communicator's kernels to exit (src/init.cc, setCommAbortFlags).
+//   ncclCommAbort and ncclCommDestroy then wait, on a blocking communicator, until every graph
+//   that captured one of its collectives is destroyed: NCCL counts captured plans as persistent
+//   references and commDestroySync polls "until all graphs referencing us die" (src/init.cc;
+//   src/enqueue.cc counts localPersistentRefs). On a non-blocking communicator they return at
+//   once and that wait happens in the background.
+// - A handle that was destroyed, aborted or never made is refused with ncclInvalidArgument
+//   (NCCL's behaviour there is undefined: the stricter reading).
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "graphstep/sim/kernel_task.hpp"
+#include "detail/nccl_world.hpp"
+#include "detail/runtime_state.hpp"
+
+namespace graphstep::sim::detail::nccl {
+namespace {
+
+// What one communicator handle stands for; captured collectives keep it alive after the handle
+// is destroyed, as NCCL's persistent plans keep theirs.
+struct comm_core {
+  std::unique_ptr<rank_link> link;
+  int rank{};
+  int ranks{};
+  int device{};
+  bool blocking{true};
+  std::atomic<bool> stop{false};            // the abort flag the kernels poll
+  std::atomic<std::uint32_t> connected{0};  // a bit per collective kind connected to the peers
+  bool running{};  // a collective is under way (guarded by the platform lock)
+  std::atomic<ncclResult_t> async_error{ncclSuccess};
+  std::mutex mutex;
+  std::condition_variable references_dropped;
+  int persistent_references{};  // guarded by mutex: collectives held by graphs
+  std::thread background;       // a non-blocking initialization or release
+  int launches_in_flight{};     // guarded by mutex: non-blocking launches still on their thread
+  std::condition_variable launches_done;
+
+  comm_core() = default;
+  comm_core(comm_core const&) = delete;
+  comm_core& operator=(comm_core const&) = delete;
+  comm_core(comm_core&&) = delete;
+  comm_core& operator=(comm_core&&) = delete;
+  ~comm_core() {
+    if (background.joinable()) background.detach();  // only the release thread can be left
+  }
+
+  void wait_for_graphs() {
+    std::unique_lock<std::mutex> lock{mutex};
+    references_dropped.wait(lock, [this] { return persistent_references == 0; });
+  }
+  // Abort and destroy join a non-blocking group's launch first (ncclCommEnsureReady joins the
+  // group job on an aborted communicator: ncclGroupJobAbort, src/group.cc).
+  void wait_for_launches() {
+    std::unique_lock<std::mutex> lock{mutex};
+    launches_done.wait(lock, [this] { return launches_in_flight == 0; });
+  }
+};
+
+}  // namespace
+}  // namespace graphstep::sim::detail::nccl
+
+// nccl.h declares the handle's type; its definition is the simulator's.
+struct ncclComm {
+  std::shared_ptr<graphstep::sim::detail::nccl::comm_core> core;
+};
+
+namespace graphstep::sim::detail::nccl {
+namespace {
+
+std::mutex registry_mutex;
+std::set<ncclComm const*>& live_comms() {
+  static auto* const comms =
+      new std::set<ncclComm const*>;  // NOLINT(cppcoreguidelines-owning-memory)
+  return *comms;
+}
+
+std::mutex last_error_mutex;
+std::string& last_error_text() {
+  static auto* const text = new std::string;  // NOLINT(cppcoreguidelines-owning-memory)
+  return *text;
+}
+
+// Keeps the message for ncclGetLastError and prints it when NCCL_DEBUG asks for warnings, as
+// NCCL's WARN does.
+ncclResult_t warn(ncclResult_t result, std::string const& message) {
+  {
+    std::lock_guard<std::mutex> const lock{last_error_mutex};
+    last_error_text() = message;
+  }
+  if (std::getenv("NCCL_DEBUG") != nullptr) {
+    static_cast<void>(std::fprintf(stderr, "NCCL WARN (simulated) %s\n", message.c_str()));
+  }
+  return result;
+}
+
+std::shared_ptr<comm_core> core_of(ncclComm_t comm) {
+  std::lock_guard<std::mutex> const lock{registry_mutex};
+  if (comm == nullptr || live_comms().count(comm) == 0) return nullptr;
+  return comm->core;
+}
+
+ncclResult_t invalid_comm(char const* call) {
+  return warn(ncclInvalidArgument,
+              std::string{call} + ": the communicator is null, destroyed or aborted");
+}
+
+ncclComm_t register_comm(std::shared_ptr<comm_core> core) {
+  auto* const comm = new ncclComm{std::move(core)};  // NOLINT(cppcoreguidelines-owning-memory)
+  std::lock_guard<std::mutex> const lock{registry_mutex};
+  live_comms().insert(comm);
+  return comm;
+}
+
+// Takes the handle out of circulation; the core lives on while graphs or kernels hold it.
+std::shared_ptr<comm_core> unregister_comm(ncclComm_t comm) {
+  std::lock_guard<std::mutex> const lock{registry_mutex};
+  if (comm == nullptr || live_comms().erase(comm) == 0) return nullptr;
+  std::shared_ptr<comm_core> core = std::move(comm->core);
+  delete comm;  // NOLINT(cppcoreguidelines-owning-memory)
+  return core;
+}
+
+// --- collectives as kernels ------------------------------------------------------------------
+
+class collective_task final : public kernel_task {
+ public:
+  collective_task(std::shared_ptr<comm_core> core, collective_call call, bool persistent)
+      : kernel_task{dim3{1}, dim3{64}, 0},
+        core_{std::move(core)},
+        call_{call},
+        persistent_{persistent},
+        name_{std::string{"ncclDevKernel_"} + nccl::name(call.kind) + " (simulated)"} {
+    if (persistent_) {
+      std::lock_guard<std::mutex> const lock{core_->mutex};
+      ++core_->persistent_references;
+    }
+  }
+  collective_task(collective_task const&) = delete;
+  collective_task& operator=(collective_task const&) = delete;
+  collective_task(collective_task&&) = delete;
+  collective_task& operator=(collective_task&&) = delete;
+  ~collective_task() override {
+    if (!persistent_) return;
+    std::lock_guard<std::mutex> const lock{core_->mutex};
+    if (--core_->persistent_references == 0) core_->references_dropped.notify_all();
+  }
+
+  [[nodiscard]] char const* name() const noexcept override { return name_.c_str(); }
+  [[nodiscard]] void const* function() const noexcept override {
+    static std::array<char, 5> const kernels{};  // one address per collective kind
+    return &kernels[static_cast<std::size_t>(call_.kind)];
+  }
+  void run() const override {
+    // NCCL runs one communicator's collectives one at a time, in the order they were issued
+    // (src/enqueue.cc orders every launch after the communicator's previous one).
+    wait_for_other_processes([this] { return !core_->running || core_->stop.load(); }, nullptr);
+    if (core_->stop.load()) return;  // an aborted communicator's kernels exit at once
+    core_->running = true;
+    ncclResult_t const result = core_->link->run(call_, core_->stop);
+    core_->running = false;
+    if (result == ncclRemoteError) {
+      // Over success, or over a non-blocking launch still in progress (whose end keeps it).
+      ncclResult_t seen = core_->async_error.load();
+      while ((seen == ncclSuccess || seen == ncclInProgress) &&
+             !core_->async_error.compare_exchange_weak(seen, ncclRemoteError)) {
+      }
+    }
+  }
+  [[nodiscard]] std::vector<pointer_argument> pointer_arguments() const override {
+    std::vector<pointer_argument> pointers;
+    if (call_.send != nullptr) pointers.push_back({call_.send, true});
+    pointers.push_back({call_.receive, false});
+    return pointers;
+  }
+  [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(
+      dim3 /*grid*/, dim3 /*block*/, std::size_t /*dynamic_shared_bytes*/) const override {
+    return std::make_shared<collective_task>(core_, call_, persistent_);
+  }
+  [[nodiscard]] bool may_wait() const noexcept { return core_->ranks > 1; }
+
+ private:
+  std::shared_ptr<comm_core> core_;
+  collective_call call_;
+  bool persistent_;
+  std::string name_;
+};
+
+// Registered with the work queue, which runs collectives that may wait on fibers of their own.
+bool collective_may_wait(kernel_task const& task) {
+  auto const* collective = dynamic_cast<collective_task const*>(&task);
+  return collective != nullptr && collective->may_wait();
+}
+// NOLINTNEXTLINE(cert-err58-cpp,cppcoreguidelines-interfaces-global-init): sets a plain pointer
+[[maybe_unused]] bool const registered = [] {
+  kernel_waits_for_other_processes = collective_may_wait;
+  return true;
+}();
+
+struct pending_launch {
+  std::shared_ptr<comm_core> core;
+  collective_call call;
+  cudaStream_t stream{};
+};
+
+// ncclGroupStart/ncclGroupEnd of this thread: held launches, rendezvous still to finish, and
+// the first error of a call inside the group.
+struct group_state {
+  int depth{};
+  std::vector<pending_launch> launches;
+  std::vector<std::shared_ptr<comm_core>> joining;
+  ncclResult_t error{ncclSuccess};
+  // The last communicator to join decides (ncclGroupCommJoin sets ncclGroupBlocking,
+  // src/include/group.h).
+  bool blocking{true};
+};
+thread_local group_state group;
+
+// NCCL keeps the error of a call that fails inside a group (ncclGroupErrCheck,
+// src/include/group.h, called on every collective's failure in ncclEnqueueCheck); the group's
+// ncclGroupEnd then returns that error and launches none of its collectives (src/group.cc:
+// ncclGroupEndInternal goes to groupCleanup).
+ncclResult_t group_checked(ncclResult_t result) {
+  if (group.depth > 0 && result != ncclSuccess && result != ncclInProgress) group.error = result;
+  return result;
+}
+
+// The first collective of a kind connects to the peers first, blocking this host thread until
+// every rank has issued one (rank_link::offer_connection).
+ncclResult_t connect(pending_launch const& pending) {
+  comm_core& core = *pending.core;
+  std::uint32_t const bit = 1U << static_cast<std::uint32_t>(pending.call.kind);
+  if (core.ranks == 1 || (core.connected.load() & bit) != 0) return ncclSuccess;
+  core.link->offer_connection(pending.call.kind);
+  ncclResult_t const connected = core.link->wait_connected(pending.call.kind, core.stop);
+  if (connected != ncclSuccess) {
+    return warn(
+        connected,
+        std::string{"nccl"} + name(pending.call.kind) + ": connecting to the peers failed: " +
+            (connected == ncclRemoteError ? "a peer left" : "the communicator was aborted"));
+  }
+  core.connected.fetch_or(bit);
+  return ncclSuccess;
+}
+
+// Launches a collective on its stream, as NCCL launches its kernel.
+ncclResult_t launch(pending_launch const& pending) {
+  if (ncclResult_t const connected = connect(pending); connected != ncclSuccess) {
+    if (connected == ncclRemoteError) pending.core->async_error.store(ncclRemoteError);
+    return connected;
+  }
+  lock_guard const lock{state().mutex};
+  stream_state* const stream = find_stream(pending.stream);
+  if (stream == nullptr) {
+    return warn(ncclUnhandledCudaError, std::string{"nccl"} + name(pending.call.kind) +
+                                            ": the stream is not a live CUDA stream");
+  }
+  if (stream->device != pending.core->device) {
+    return warn(ncclInvalidUsage,
+                std::string{"nccl"} + name(pending.call.kind) + ": the stream belongs to device " +
+                    std::to_string(stream->device) + " but the communicator to device " +
+                    std::to_string(pending.core->device));
+  }
+  bool const persistent = stream->capture != nullptr;
+  cudaError_t const before = std::exchange(this_thread().last_error, cudaSuccess);
+  enqueue_kernel(pending.stream,
+                 std::make_shared<collective_task>(pending.core, pending.call, persistent));
+  cudaError_t const launched = std::exchange(this_thread().last_error, before);
+  if (launched != cudaSuccess) {
+    this_thread().last_error = launched;
+    return warn(ncclUnhandledCudaError,
+                std::string{"nccl"} + name(pending.call.kind) +
+                    ": launching the kernel failed: " + cudaGetErrorString(launched));
+  }
+  return ncclSuccess;
+}
+
+// Launches each in turn; the first failure, or ncclSuccess.
+ncclResult_t launch_all(std::vector<pending_launch> const& launches) {
+  ncclResult_t result = ncclSuccess;
+  for (auto const& pending : launches) {
+    if (ncclResult_t const launched = launch(pending);
+        launched != ncclSuccess && result == ncclSuccess) {
+      result = launched;
+    }
+  }
+  return result;
+}
+
+// A non-blocking group's launch, on a thread of its own as NCCL's groupLaunchNonBlocking: each
+// communicator answers ncclInProgress until its collectives are on their streams.
+ncclResult_t launch_in_background(std::vector<pending_launch> launches) {
+  std::vector<std::shared_ptr<comm_core>> cores;
+  for (auto const& pending : launches) {
+    if (std::find(cores.begin(), cores.end(), pending.core) == cores.end()) {
+      cores.push_back(pending.core);
+    }
+  }
+  for (auto const& core : cores) {
+    core->async_error.store(ncclInProgress);
+    std::lock_guard<std::mutex> const lock{core->mutex};
+    ++core->launches_in_flight;
+  }
+  auto finish = [](std::vector<std::shared_ptr<comm_core>> const& done, ncclResult_t result) {
+    for (auto const& core : done) {
+      ncclResult_t expected = ncclInProgress;
+      core->async_error.compare_exchange_strong(expected, result);
+      std::lock_guard<std::mutex> const lock{core->mutex};
+      if (--core->launches_in_flight == 0) core->launches_done.notify_all();
+    }
+  };
+  try {
+    std::thread{[launches = std::move(launches), cores, finish] {
+      finish(cores, launch_all(launches));
+    }}.detach();
+  } catch (std::system_error const&) {
+    finish(cores, ncclSystemError);
+    return warn(ncclSystemError, "ncclGroupEnd: no thread could be started for the launch");
+  }
+  return ncclInProgress;
+}
+
+// NCCL's ncclCommEnsureReady (src/init.cc).
+ncclResult_t ensure_ready(comm_core const& core, char const* call) {
+  ncclResult_t const state = core.async_error.load();
+  if (state == ncclInProgress) {
+    return warn(ncclInvalidArgument,
+                std::string{call} +
+                    ": Attempt to use communicator before the previous operation returned "
+                    "ncclSuccess (poll ncclCommGetAsyncError until it does)");
+  }
+  return state;
+}
+
+bool device_pointer(void const* pointer, std::size_t bytes) {
+  lock_guard const lock{state().mutex};
+  return device_range_valid(pointer, bytes);
+}
+
+ncclResult_t check_and_issue(char const* call_name, collective_call const& call, ncclComm_t comm,
+                             cudaStream_t stream) {
+  std::shared_ptr<comm_core> core = core_of(comm);
+  if (core == nullptr) return invalid_comm(call_name);
+  if (ncclResult_t const ready = ensure_ready(*core, call_name); ready != ncclSuccess) {
+    return ready;
+  }
+  std::size_t const size = element_bytes(call.type);
+  if (size == 0) {
+    return warn(ncclInvalidArgument, std::string{call_name} + ": data type " +
+                                         std::to_string(call.type) +
+                                         " is not one the simulated NCCL models");
+  }
+  if (call.op < ncclSum || call.op > ncclAvg) {
+    return warn(ncclInvalidArgument, std::string{call_name} + ": reduction " +
+                                         std::to_string(call.op) +
+                                         " is not a built-in one (custom ones are not modelled)");
+  }
+  if (call.root < 0 || call.root >= core->ranks) {
+    return warn(ncclInvalidArgument, std::string{call_name} + ": root " +
+                                         std::to_string(call.root) + " is not a rank of " +
+                                         std::to_string(core->ranks));
+  }
+  auto const ranks = static_cast<std::size_t>(core->ranks);
+  std::size_t send_count = call.count;
+  std::size_t receive_count = call.count;
+  if (call.kind == collective_kind::reduce_scatter) send_count *= ranks;
+  if (call.kind == collective_kind::all_gather) receive_count *= ranks;
+  bool const reads = call.kind != collective_kind::broadcast || call.root == core->rank;
+  bool const writes = call.kind != collective_kind::reduce || call.root == core->rank;
+  for (auto const& [needed, pointer, bytes, role] :
+       {std::tuple{reads, call.send, send_count * size, "send"},
+        std::tuple{writes, static_cast<void const*>(call.receive), receive_count * size,
+                   "receive"}}) {
+    if (call.count > 0 && needed && !device_pointer(pointer, bytes)) {
+      return warn(ncclInvalidArgument, std::string{call_name} + ": the " + role +
+                                           " buffer is not " + std::to_string(bytes) +
+                                           " bytes of device memory");
+    }
+  }
+  if (call.count == 0) return ncclSuccess;  // nothing to move; NCCL returns at once
+  pending_launch pending{std::move(core), call, stream};
+  // One rank: NCCL issues the copy at once, inside a group too (ncclLaunchOneRank in taskAppend,
+  // src/enqueue.cc).
+  if (pending.core->ranks == 1) return launch(pending);
+  if (group.depth > 0) {
+    group.blocking = pending.core->blocking;
+    group.launches.push_back(std::move(pending));
+    return ncclSuccess;
+  }
+  if (!pending.core->blocking) return launch_in_background({std::move(pending)});
+  return launch(pending);
+}
+
+ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_t comm,
+                   cudaStream_t stream) {
+  return group_checked(check_and_issue(call_name, call, comm, stream));
+}
+
+// Waits for every rank to join; a non-blocking communicator's wait runs in the background.
+ncclResult_t finish_rendezvous(std::shared_ptr<comm_core> const& core) {
+  auto wait = [](comm_core& c) {
+    c.link->wait_until([&c] { return c.link->everyone_joined() || c.stop.load(); });
+  };
+  if (core->blocking) {
+    wait(*core);
+    return ncclSuccess;
+  }
+  core->async_error.store(ncclInProgress);
+  core->background = std::thread{[wait, c = core.get()] {
+    wait(*c);
+    ncclResult_t expected = ncclInProgress;
+    c->async_error.compare_exchange_strong(expected, ncclSuccess);
+  }};
+  return ncclInProgress;
+}
+
+ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId const& id, int rank, int device,
+                       bool blocking) {
+  if (comm == nullptr) return warn(ncclInvalidArgument, "ncclCommInitRank: comm is null");
+  *comm = nullptr;
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return warn(ncclInvalidArgument, "ncclCommInitRank: rank " + std::to_string(rank) +
+                                         " is not in [0, " + std::to_string(nranks) + ")");
+  }
+  auto core = std::make_shared<comm_core>();
+  std::string error;
+  if (ncclResult_t const joined = rank_link::join(id, nranks, rank, core->link, error);
+      joined != ncclSuccess) {
+    return warn(joined, "ncclCommInitRank: " + error);
+  }
+  core->rank = rank;
+  core->ranks = nranks;
+  core->device = device;
+  core->blocking = blocking;
+  ncclResult_t result = ncclSuccess;
+  if (group.depth > 0 && blocking) {
+    group.joining.push_back(core);  // the rendezvous completes at ncclGroupEnd
+  } else {
+    result = finish_rendezvous(core);
+  }
+  *comm = register_comm(std::move(core));
+  return result;
+}
+
+// ncclCommCount, ncclCommCuDevice and ncclCommUserRank: one fixed field of the communicator.
+ncclResult_t read_shape(ncclComm_t comm, int* out, int comm_core::*field, char const* call) {
+  auto const core = core_of(comm);
+  if (core == nullptr) return invalid_comm(call);
+  if (out == nullptr) return warn(ncclInvalidArgument, std::string{call} + ": the output is null");
+  if (ncclResult_t const ready = ensure_ready(*core, call); ready != ncclSuccess) return ready;
+  *out = (*core).*field;
+  return ncclSuccess;
+}
+
+int current_device() {
+  int device = 0;
+  static_cast<void>(cudaGetDevice(&device));
+  return device;
+}
+
+// Abort and destroy: take the handle away, then wait for the graphs holding its collectives.
+ncclResult_t release(ncclComm_t comm, bool abort, char const* call) {
+  if (comm == nullptr) return ncclSuccess;  // NCCL accepts a null communicator here
+  std::shared_ptr<comm_core> core = unregister_comm(comm);
+  if (core == nullptr) return invalid_comm(call);
+  if (abort) {
+    core->stop.store(true);  // running and parked kernels exit
+    core->link->leave();     // peers see this rank gone
+  }
+  core->wait_for_launches();
+  if (core->blocking) {
+    core->wait_for_graphs();
+    return ncclSuccess;
+  }
+  if (core->background.joinable()) core->background.join();
+  std::thread{[core] { core->wait_for_graphs(); }}.detach();
+  return ncclSuccess;
+}
+
+}  // namespace
+
+}  // namespace graphstep::sim::detail::nccl
+
+namespace sn = graphstep::sim::detail::nccl;
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return sn::warn(ncclInvalidArgument, "ncclGetVersion: version is null");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+char const* ncclGetErrorString(ncclResult_t result) {
+  // The strings of NCCL's src/misc/utils.cc (ncclGetErrorString).
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+char const* ncclGetLastError(ncclComm_t /*comm*/) {
+  std::lock_guard<std::mutex> const lock{sn::last_error_mutex};
+  return sn::last_error_text().c_str();
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) return sn::warn(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is null");
+  std::random_device entropy;
+  std::uint64_t const token = (std::uint64_t{entropy()} << 32U) ^ entropy();
+  std::memset(id->internal, 0, sizeof id->internal);
+  static_cast<void>(std::snprintf(id->internal, sizeof id->internal, "/graphstep-nccl-%d-%016llx",
+                                  static_cast<int>(getpid()),
+                                  static_cast<unsigned long long>(token)));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  bool blocking = true;
+  if (config != nullptr) {
+    if (config->magic != 0xcafebeef ||
+        config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+      return sn::warn(ncclInvalidArgument,
+                      "ncclCommInitRankConfig: the config was not set from "
+                      "NCCL_CONFIG_INITIALIZER");
+    }
+    if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 &&
+        config->blocking != 1) {
+      return sn::warn(ncclInvalidArgument, "ncclCommInitRankConfig: blocking must be 0 or 1, not " +
+                                               std::to_string(config->blocking));
+    }
+    blocking = config->blocking != 0;
+  }
+  return sn::init_rank(comm, nranks, commId, rank, sn::current_device(), blocking);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return sn::init_rank(comm, nranks, commId, rank, sn::current_device(), true);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, int const* devlist) {
+  if (comms == nullptr || ndev < 1) {
+    return sn::warn(ncclInvalidArgument, "ncclCommInitAll: comms is null or ndev < 1");
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  std::vector<int> chosen(static_cast<std::size_t>(ndev));
+  for (int i = 0; i < ndev; ++i) {
+    int const device = devlist != nullptr ? devlist[i] : i;
+    if (device < 0 || device >= devices) {
+      return sn::warn(ncclInvalidArgument, "ncclCommInitAll: device " + std::to_string(device) +
+                                               " does not exist (" + std::to_string(devices) +
+                                               " visible)");
+    }
+    if (std::count(chosen.begin(), chosen.begin() + i, device) != 0) {
+      // NCCL 2.28 refuses two ranks on one GPU ("Duplicate GPU detected").
+      return sn::warn(ncclInvalidUsage, "ncclCommInitAll: Duplicate GPU detected: device " +
+                                            std::to_string(device) + " is listed twice");
+    }
+    chosen[static_cast<std::size_t>(i)] = device;
+  }
+  ncclUniqueId id;
+  static_cast<void>(ncclGetUniqueId(&id));
+  // One group, as NCCL's own ncclCommInitAll: every rank joins before any waits.
+  ncclGroupStart();
+  ncclResult_t result = ncclSuccess;
+  for (int i = 0; i < ndev && result == ncclSuccess; ++i) {
+    result = sn::init_rank(&comms[i], ndev, id, i, chosen[static_cast<std::size_t>(i)], true);
+  }
+  ncclResult_t const ended = ncclGroupEnd();
+  return result != ncclSuccess ? result : ended;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return sn::core_of(comm) == nullptr ? sn::invalid_comm("ncclCommFinalize") : ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return sn::release(comm, false, "ncclCommDestroy");
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return sn::release(comm, true, "ncclCommAbort");
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  auto const core = sn::core_of(comm);
+  if (core == nullptr) return sn::invalid_comm("ncclCommGetAsyncError");
+  if (asyncError == nullptr) {
+    return sn::warn(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is null");
+  }
+  *asyncError = core->async_error.load();
+  return ncclSuccess;
+}
+
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommCount(ncclComm_t const comm, int* count) {
+  return sn::read_shape(comm, count, &sn::comm_core::ranks, "ncclCommCount");
+}
+
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommCuDevice(ncclComm_t const comm, int* device) {
+  return sn::read_shape(comm, device, &sn::comm_core::device, "ncclCommCuDevice");
+}
+
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommUserRank(ncclComm_t const comm, int* rank) {
+  return sn::read_shape(comm, rank, &sn::comm_core::rank, "ncclCommUserRank");
+}
+
+ncclResult_t ncclAllReduce(void const* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return sn::issue("ncclAllReduce",
+                   {sn::collective_kind::all_reduce, sendbuff, recvbuff, count, datatype, op, 0},
+                   comm, stream);
+}
+
+ncclResult_t ncclReduce(void const* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return sn::issue("ncclReduce",
+                   {sn::collective_kind::reduce, sendbuff, recvbuff, count, datatype, op, root},
+                   comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(void const* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  return sn::issue(
+      "ncclReduceScatter",
+      {sn::collective_kind::reduce_scatter, sendbuff, recvbuff, recvcount, datatype, op, 0}, comm,
+      stream);
+}
+
+ncclResult_t ncclAllGather(void const* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return sn::issue(
+      "ncclAllGather",
+      {sn::collective_kind::all_gather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0}, comm,
+      stream);
+}
+
+ncclResult_t ncclBroadcast(void const* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return sn::issue(
+      "ncclBroadcast",
+      {sn::collective_kind::broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root}, comm,
+      stream);
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclGroupStart() {
+  ++sn::group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  auto& group = sn::group;
+  if (group.depth == 0) {
+    return sn::warn(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart to end");
+  }
+  if (--group.depth > 0) return ncclSuccess;
+  if (ncclResult_t const failed = std::exchange(group.error, ncclSuccess); failed != ncclSuccess) {
+    group.launches.clear();  // dropped, not launched
+    group.blocking = true;
+    // Their initialization was dropped too: the communicators are unusable.
+    for (auto const& core : std::exchange(group.joining, {})) core->async_error = failed;
+    return failed;
+  }
+  ncclResult_t result = ncclSuccess;
+  auto const joining = std::exchange(group.joining, {});
+  for (auto const& core : joining) {
+    if (ncclResult_t const done = sn::finish_rendezvous(core); result == ncclSuccess) {
+      result = done;
+    }
+  }
+  auto launches = std::exchange(group.launches, {});
+  bool const blocking = std::exchange(group.blocking, true);
+  // Every communicator of the group offers its connections before any waits for its peers, as
+  // NCCL connects a group's communicators on threads of their own (ncclCollPreconnectFunc).
+  for (auto const& pending : launches) {
+    if (pending.core->ranks > 1) pending.core->link->offer_connection(pending.call.kind);
+  }
+  if (!launches.empty() && !blocking) {
+    ncclResult_t const launched = sn::launch_in_background(std::move(launches));
+    return result == ncclSuccess ? launched : result;
+  }
+  ncclResult_t const launched = sn::launch_all(launches);
+  return result == ncclSuccess ? launched : result;
+}
+
+}  // extern "C"

@@ -1,0 +1,1090 @@
+// The CUDA runtime API on the simulated device: errors, devices, memory, streams, events and
+// launches. Each function has the prototype of cuda_runtime_api.h (included, so the compiler
+// checks it) and follows the behaviour its documentation there describes; where the
+// documentation is silent the stricter behaviour is modelled and sim/docs/simulator.md says so.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "graphstep/sim/kernel_task.hpp"
+#include "detail/guarded_memory.hpp"
+#include "detail/runtime_state.hpp"
+
+namespace sim = graphstep::sim::detail;
+
+namespace {
+
+// Every entry point: no CUDA call from a host function (cudaLaunchHostFunc), and a sticky error
+// of the current device is returned by every call that follows it.
+cudaError_t enter() {
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess) {
+    return sim::fail(sticky);
+  }
+  sim::progress();  // queued work goes on (at random moments, in interleaved mode)
+  return cudaSuccess;
+}
+
+// cudaMalloc returns memory "suitably aligned for any kind of variable": 256 bytes.
+constexpr std::size_t allocation_alignment = 256;
+
+std::size_t accounted(std::size_t bytes) {
+  return (bytes + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
+}
+
+cudaError_t allocate(void** pointer, std::size_t bytes, sim::memory_kind kind, int device) {
+  if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *pointer = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  auto& p = sim::state();
+  if (kind == sim::memory_kind::device) {
+    auto& owner = *p.devices[static_cast<std::size_t>(device)];
+    if (accounted(bytes) > owner.properties.totalGlobalMem - owner.used_bytes) {
+      return sim::fail(cudaErrorMemoryAllocation);
+    }
+    owner.used_bytes += accounted(bytes);
+  }
+  // Guarded, and filled with 0xFF bytes (a NaN in every floating-point format): cudaMalloc does
+  // not clear memory, so a kernel that reads memory nobody wrote gets no convenient zero.
+  sim::allocation const mapped = sim::map_guarded(bytes, kind, device);
+  if (mapped.base == 0) {
+    if (kind == sim::memory_kind::device) {
+      p.devices[static_cast<std::size_t>(device)]->used_bytes -= accounted(bytes);
+    }
+    return sim::fail(cudaErrorMemoryAllocation);
+  }
+  p.allocations[mapped.base] = mapped;
+  void* memory = reinterpret_cast<void*>(mapped.base);
+  sim::forget_accesses(memory, bytes);  // fresh memory: nothing before it can race with it
+  *pointer = memory;
+  return cudaSuccess;
+}
+
+cudaError_t release(void* pointer, sim::memory_kind kind) {
+  if (pointer == nullptr) return cudaSuccess;
+  auto& p = sim::state();
+  auto const base = reinterpret_cast<std::uintptr_t>(pointer);
+  auto it = p.allocations.find(base);
+  if (it == p.allocations.end() || it->second.kind != kind) {
+    // Not the start of an allocation of this kind, or freed already.
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  sim::allocation const freed = it->second;
+  // cudaFree waits for the device's work before it frees (the CUDA Programming Guide's
+  // "Implicit Synchronization"); the memory's past accesses go with it.
+  sim::host_waits_for_device(freed.device);
+  sim::forget_accesses(pointer, freed.bytes);
+  p.allocations.erase(it);
+  if (kind == sim::memory_kind::device) {
+    p.devices[static_cast<std::size_t>(freed.device)]->used_bytes -= accounted(freed.bytes);
+  }
+  sim::retire_guarded(freed);  // later accesses fault as use after free
+  return cudaSuccess;
+}
+
+bool is_device_memory(void const* address) {
+  sim::allocation const* owner = sim::find_allocation(address);
+  return owner != nullptr && owner->kind != sim::memory_kind::pinned_host;
+}
+
+// cudaMemcpyKind against the pointers (unified addressing: cudaMemcpyDefault infers the
+// direction). A side the kind calls "device" must be device memory of the right size.
+cudaError_t check_copy(void const* destination, void const* source, std::size_t bytes,
+                       cudaMemcpyKind kind) {
+  if (bytes == 0) return cudaSuccess;
+  if (destination == nullptr || source == nullptr) return cudaErrorInvalidValue;
+  bool destination_on_device = false;
+  bool source_on_device = false;
+  switch (kind) {
+    case cudaMemcpyHostToHost: break;
+    case cudaMemcpyHostToDevice: destination_on_device = true; break;
+    case cudaMemcpyDeviceToHost: source_on_device = true; break;
+    case cudaMemcpyDeviceToDevice: destination_on_device = source_on_device = true; break;
+    case cudaMemcpyDefault:
+      destination_on_device = is_device_memory(destination);
+      source_on_device = is_device_memory(source);
+      break;
+    default: return cudaErrorInvalidMemcpyDirection;
+  }
+  if (destination_on_device && !sim::device_range_valid(destination, bytes)) {
+    return cudaErrorInvalidValue;
+  }
+  if (source_on_device && !sim::device_range_valid(source, bytes)) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+std::unique_ptr<sim::node_state> copy_node(void* destination, void const* source, std::size_t bytes,
+                                           cudaMemcpyKind kind) {
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemcpy;
+  node->copy = sim::memcpy_params{destination, source, bytes, kind};
+  return node;
+}
+
+std::unique_ptr<sim::node_state> memset_node(void* destination, int value, std::size_t bytes) {
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemset;
+  node->memset.dst = destination;
+  node->memset.value = static_cast<unsigned char>(value);
+  node->memset.elementSize = 1;
+  node->memset.width = bytes;
+  node->memset.height = 1;
+  node->memset.pitch = bytes;
+  return node;
+}
+
+sim::stream_state* stream_or_fail(cudaStream_t stream, cudaError_t& error) {
+  sim::stream_state* found = sim::find_stream(stream);
+  error = found == nullptr ? sim::fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+  return found;
+}
+
+}  // namespace
+
+// --- errors ------------------------------------------------------------------------------------
+
+cudaError_t cudaGetLastError() {
+  auto& me = sim::this_thread();
+  cudaError_t const error = me.last_error;
+  // A sticky error stays (driver_types.h, cudaErrorLaunchFailure: "any further CUDA work will
+  // return the same error").
+  me.last_error = sim::sticky_error();
+  return error;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  return sim::this_thread().last_error;
+}
+
+#define GRAPHSTEP_SIM_ERRORS(X)                                                                   \
+  X(cudaSuccess, "no error")                                                                      \
+  X(cudaErrorInvalidValue, "invalid argument")                                                    \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                   \
+  X(cudaErrorInitializationError, "initialization error")                                         \
+  X(cudaErrorInvalidConfiguration, "invalid configuration argument")                              \
+  X(cudaErrorInvalidDevicePointer, "invalid device pointer")                                      \
+  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                         \
+  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")  \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                      \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                             \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                    \
+  X(cudaErrorSymbolNotFound, "named symbol not found")                                            \
+  X(cudaErrorNotReady, "device not ready")                                                        \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                          \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                         \
+  X(cudaErrorAssert, "device-side assert triggered")                                              \
+  X(cudaErrorNotPermitted, "operation not permitted")                                             \
+  X(cudaErrorNotSupported, "operation not supported")                                             \
+  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")              \
+  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")        \
+  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
+  X(cudaErrorStreamCaptureMerge,                                                                  \
+    "operation would result in a merge of separate capture sequences")                            \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")      \
+  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                         \
+  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream")   \
+  X(cudaErrorStreamCaptureImplicit,                                                               \
+    "operation would make the legacy stream depend on a capturing blocking stream")               \
+  X(cudaErrorCapturedEvent,                                                                       \
+    "operation not permitted on an event last recorded in a capturing stream")                    \
+  X(cudaErrorStreamCaptureWrongThread,                                                            \
+    "attempt to terminate a thread-local capture sequence from another thread")                   \
+  X(cudaErrorGraphExecUpdateFailure,                                                              \
+    "the graph update was not performed because it included changes which violated constraints "  \
+    "specific to instantiated graph update")                                                      \
+  X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                          \
+  X(cudaErrorPeerAccessNotEnabled, "peer access has not been enabled")                            \
+  X(cudaErrorUnknown, "unknown error")
+
+char const* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+#define GRAPHSTEP_SIM_NAME(code, text) \
+  case code: return #code;
+    GRAPHSTEP_SIM_ERRORS(GRAPHSTEP_SIM_NAME)
+#undef GRAPHSTEP_SIM_NAME
+    default: return "unrecognized error code";
+  }
+}
+
+char const* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+#define GRAPHSTEP_SIM_TEXT(code, text) \
+  case code: return text;
+    GRAPHSTEP_SIM_ERRORS(GRAPHSTEP_SIM_TEXT)
+#undef GRAPHSTEP_SIM_TEXT
+    default: return "unrecognized error code";
+  }
+}
+
+// --- devices -----------------------------------------------------------------------------------
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::lock_guard const lock{sim::state().mutex};
+  *count = static_cast<int>(sim::state().devices.size());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *device = sim::this_thread().device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  if (device < 0 || static_cast<std::size_t>(device) >= sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  sim::this_thread().device = device;
+  sim::use_primary_context();
+  return cudaSuccess;
+}
+
+// Every pair of simulated devices can reach each other, as GPUs on one NVLink or NVSwitch do;
+// a device is not its own peer (cudaDeviceCanAccessPeer gives 0 for it on a GPU).
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (can_access == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const count = sim::state().devices.size();
+  if (device < 0 || peer < 0 || static_cast<std::size_t>(device) >= count ||
+      static_cast<std::size_t>(peer) >= count) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  *can_access = device != peer ? 1 : 0;
+  return cudaSuccess;
+}
+
+// "All allocations from peerDevice will immediately be accessible by the current device",
+// one way only (cudaDeviceEnablePeerAccess): kernels on the current device may then touch the
+// peer's cudaMalloc memory. Mapped virtual memory needs cuMemSetAccess instead.
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  int const device = sim::this_thread().device;
+  if (flags != 0) return sim::fail(cudaErrorInvalidValue);
+  if (peer < 0 || static_cast<std::size_t>(peer) >= sim::state().devices.size() || peer == device) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  if (!sim::state().peer_access.emplace(device, peer).second) {
+    return sim::fail(cudaErrorPeerAccessAlreadyEnabled);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (peer < 0 || static_cast<std::size_t>(peer) >= sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  if (sim::state().peer_access.erase({sim::this_thread().device, peer}) == 0) {
+    return sim::fail(cudaErrorPeerAccessNotEnabled);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (properties == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (device < 0 || static_cast<std::size_t>(device) >= sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  *properties = sim::state().devices[static_cast<std::size_t>(device)]->properties;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (device < 0 || static_cast<std::size_t>(device) >= sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  cudaDeviceProp const& p = sim::state().devices[static_cast<std::size_t>(device)]->properties;
+  switch (attribute) {
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
+    case cudaDevAttrMaxBlockDimY: *value = p.maxThreadsDim[1]; break;
+    case cudaDevAttrMaxBlockDimZ: *value = p.maxThreadsDim[2]; break;
+    case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
+    case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
+    case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
+    case cudaDevAttrWarpSize: *value = p.warpSize; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(p.sharedMemPerBlock); break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(p.sharedMemPerBlockOptin);
+      break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
+    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+    case cudaDevAttrUnifiedAddressing:
+    case cudaDevAttrConcurrentKernels:
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
+    case cudaDevAttrIntegrated: *value = 0; break;
+    default:
+      // An attribute the simulated device does not model: refused, never a made-up value.
+      return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  if (version == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;  // the simulated driver is as new as the headers it was built with
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (version == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (cudaError_t const capturing = sim::check_device_wide_sync(sim::this_thread().device);
+      capturing != cudaSuccess) {
+    return sim::fail(capturing);
+  }
+  sim::host_waits_for_device(sim::this_thread().device);
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
+    return sim::fail(sticky);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::device_state const* device = sim::current_device();
+  if (free_bytes != nullptr) *free_bytes = device->properties.totalGlobalMem - device->used_bytes;
+  if (total_bytes != nullptr) *total_bytes = device->properties.totalGlobalMem;
+  return cudaSuccess;
+}
+
+// --- memory ------------------------------------------------------------------------------------
+
+cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  return allocate(pointer, bytes, sim::memory_kind::device, sim::this_thread().device);
+}
+
+cudaError_t cudaFree(void* pointer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pointer == nullptr) return cudaSuccess;
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  return release(pointer, sim::memory_kind::device);
+}
+
+cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  return allocate(pointer, bytes, sim::memory_kind::pinned_host, sim::this_thread().device);
+}
+
+cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
+  return cudaMallocHost(pointer, bytes);
+}
+
+cudaError_t cudaFreeHost(void* pointer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pointer == nullptr) return cudaSuccess;
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  return release(pointer, sim::memory_kind::pinned_host);
+}
+
+cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (sim::capture_state* capture = s->capture; capture != nullptr) {
+    if (capture->invalidated_by != cudaSuccess) {
+      return sim::fail(cudaErrorStreamCaptureInvalidated);
+    }
+    // A graph allocation: the node's address is fixed when it is captured and the memory
+    // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
+    sim::allocation mapped;
+    if (bytes > 0) {
+      mapped = sim::map_guarded(bytes, sim::memory_kind::graph, s->device);
+      if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
+    }
+    void* memory = reinterpret_cast<void*>(mapped.base);
+    std::shared_ptr<void> backing{memory, [](void* address) {
+                                    if (address == nullptr) return;
+                                    sim::lock_guard const inner{sim::state().mutex};
+                                    auto& allocations = sim::state().allocations;
+                                    auto it =
+                                        allocations.find(reinterpret_cast<std::uintptr_t>(address));
+                                    if (it == allocations.end()) return;
+                                    sim::allocation const freed = it->second;
+                                    allocations.erase(it);
+                                    sim::retire_guarded(freed);
+                                  }};
+    if (memory != nullptr) {
+      sim::state().allocations[mapped.base] = mapped;
+      sim::forget_accesses(memory, bytes);
+    }
+    capture->graph->allocations.push_back(backing);
+    auto node = std::make_unique<sim::node_state>();
+    node->type = cudaGraphNodeTypeMemAlloc;
+    node->memory = memory;
+    node->memory_bytes = bytes;
+    if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
+      return submitted;
+    }
+    *pointer = memory;
+    return cudaSuccess;
+  }
+  // Outside a capture, stream-ordered allocation is ordinary device memory here: work runs in
+  // stream order at once, so "available once the stream reaches it" is immediately.
+  return allocate(pointer, bytes, sim::memory_kind::device, s->device);
+}
+
+cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (pointer == nullptr) return cudaSuccess;
+  if (s->capture != nullptr) {
+    sim::allocation const* owner = sim::find_allocation(pointer);
+    // Only graph allocations can be freed by a graph (cudaGraphAddMemFreeNode: "dptr must be a
+    // graph allocation"); anything else ends in the stricter refusal.
+    if (owner == nullptr || owner->kind != sim::memory_kind::graph ||
+        owner->base != reinterpret_cast<std::uintptr_t>(pointer)) {
+      sim::invalidate(*s->capture, cudaErrorInvalidValue);
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    auto node = std::make_unique<sim::node_state>();
+    node->type = cudaGraphNodeTypeMemFree;
+    node->memory = pointer;
+    return sim::submit(*s, std::move(node));
+  }
+  sim::allocation const* owner = sim::find_allocation(pointer);
+  if (owner != nullptr && owner->kind == sim::memory_kind::graph) {
+    return cudaSuccess;  // the graph keeps its allocation; a free outside it only ends its use
+  }
+  if (owner == nullptr || owner->base != reinterpret_cast<std::uintptr_t>(pointer)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  // The free is stream-ordered: the memory goes back when the stream reaches it (at once, or
+  // when deferred work runs), and to the race checker it writes the whole allocation.
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemFree;
+  node->memory = pointer;
+  node->memory_bytes = owner->bytes;
+  node->completion = [base = owner->base] {
+    auto& allocations = sim::state().allocations;
+    auto const it = allocations.find(base);
+    if (it == allocations.end()) return;
+    sim::allocation const freed = it->second;
+    allocations.erase(it);
+    sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
+        accounted(freed.bytes);
+    sim::retire_guarded(freed);
+  };
+  return sim::submit(*s, std::move(node), "cudaFreeAsync");
+}
+
+cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t bytes,
+                            cudaMemcpyKind kind, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (cudaError_t const bad = check_copy(destination, source, bytes, kind); bad != cudaSuccess) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
+    return sim::fail(bad);
+  }
+  auto node = copy_node(destination, source, bytes, kind);
+  bool const source_on_host = !is_device_memory(source);
+  bool const pageable_source = source_on_host && sim::find_allocation(source) == nullptr;
+  bool const pageable_destination =
+      !is_device_memory(destination) && sim::find_allocation(destination) == nullptr;
+  if (sim::defers(*s) && pageable_source && bytes > 0) {
+    // From pageable memory "host memory is copied to a staging buffer immediately" (CUDA
+    // Runtime API, "API synchronization behavior"): later host writes do not reach the copy.
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<unsigned char const*>(source),
+        static_cast<unsigned char const*>(source) + bytes);
+    node->copy.source = staged->data();
+    node->staging = staged;
+  }
+  if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
+    return submitted;
+  }
+  // To pageable memory the call "will return only once the copy has completed" (ibid.).
+  if (sim::defers(*s) && pageable_destination && !source_on_host) sim::host_waits_for(s->clock);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
+                       cudaMemcpyKind kind) {
+  // Issued to the legacy stream of the current device (CUDA Runtime API, "API synchronization
+  // behavior", synchronous memcpy): device to device does not block the host; from pageable
+  // host memory to the device the call may return "before the DMA to final destination" is
+  // done, so the host has not seen the copy complete; every other direction blocks until done.
+  sim::lock_guard const lock{sim::state().mutex};
+  bool const destination_on_device = kind == cudaMemcpyHostToDevice ||
+                                     kind == cudaMemcpyDeviceToDevice ||
+                                     (kind == cudaMemcpyDefault && is_device_memory(destination));
+  bool const source_on_device = kind == cudaMemcpyDeviceToHost ||
+                                kind == cudaMemcpyDeviceToDevice ||
+                                (kind == cudaMemcpyDefault && is_device_memory(source));
+  sim::allocation const* source_allocation = sim::find_allocation(source);
+  bool const pageable_source = !source_on_device && source_allocation == nullptr;
+  bool const blocks_host =
+      !(destination_on_device && source_on_device) && !(destination_on_device && pageable_source);
+  // Not a "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 a
+  // synchronous copy or memset beside a capture of a non-blocking stream succeeds in every mode
+  // and leaves the capture intact (docs/validation.md). Beside a blocking stream's capture the
+  // legacy stream is unusable, which cudaMemcpyAsync checks.
+  cudaError_t const copied = cudaMemcpyAsync(destination, source, bytes, kind, cudaStreamLegacy);
+  if (copied == cudaSuccess && blocks_host) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return copied;
+}
+
+cudaError_t cudaMemsetAsync(void* destination, int value, std::size_t bytes, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (bytes > 0 && !sim::device_range_valid(destination, bytes)) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue);
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return sim::submit(*s, memset_node(destination, value, bytes));
+}
+
+cudaError_t cudaMemset(void* destination, int value, std::size_t bytes) {
+  return cudaMemsetAsync(destination, value, bytes, cudaStreamLegacy);
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void const* pointer) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (attributes == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *attributes = cudaPointerAttributes{};
+  sim::allocation const* owner = sim::find_allocation(pointer);
+  if (owner == nullptr) {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -2;
+    attributes->hostPointer = const_cast<void*>(pointer);
+    return cudaSuccess;
+  }
+  attributes->device = owner->device;
+  if (owner->kind == sim::memory_kind::pinned_host) {
+    attributes->type = cudaMemoryTypeHost;
+    attributes->hostPointer = const_cast<void*>(pointer);
+    attributes->devicePointer = const_cast<void*>(pointer);
+  } else {
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->devicePointer = const_cast<void*>(pointer);
+  }
+  return cudaSuccess;
+}
+
+// --- streams -----------------------------------------------------------------------------------
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (stream == nullptr || (flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0U) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto created = std::make_unique<sim::stream_state>();
+  created->device = sim::this_thread().device;
+  created->flags = flags;
+  created->priority = std::clamp(priority, -5, 0);
+  created->id = sim::state().next_stream_id++;
+  *stream = reinterpret_cast<cudaStream_t>(created.get());
+  sim::state().streams.insert(created.release());
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  return cudaStreamCreateWithPriority(stream, flags, 0);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithPriority(stream, cudaStreamDefault, 0);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  auto* s = reinterpret_cast<sim::stream_state*>(stream);
+  if (sim::state().streams.count(s) == 0) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (sim::capture_state* capture = s->capture; capture != nullptr) {
+    if (capture->origin == s) {
+      // The capture could never be ended: refused (stricter than the documentation, which is
+      // silent), and the capture is invalidated.
+      sim::invalidate(*capture, cudaErrorStreamCaptureUnsupported);
+      return sim::fail(cudaErrorStreamCaptureUnsupported);
+    }
+    // A forked stream's last work still has to be joined: it stays in the join check.
+    capture->orphans.insert(capture->orphans.end(), s->capture_dependencies.begin(),
+                            s->capture_dependencies.end());
+    capture->streams.erase(s);
+  }
+  sim::state().streams.erase(s);
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (flags == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *flags = s->flags;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (priority == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *priority = s->priority;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (device == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *device = s->device;
+  return cudaSuccess;
+}
+
+namespace {
+
+// Waiting for a capturing stream is invalid (CUDA Programming Guide, "Prohibited and Unhandled
+// Operations": "It is invalid to synchronize or query the execution status of a stream which is
+// being captured"); the capture is invalidated.
+cudaError_t can_wait_for(sim::stream_state& s) {
+  if (s.capture != nullptr) {
+    sim::invalidate(*s.capture, cudaErrorStreamCaptureUnsupported);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  if (s.legacy) {
+    // The legacy stream waits for every blocking stream: a capturing one cannot be waited for.
+    for (sim::capture_state* capture : sim::state().captures) {
+      if (capture->device != s.device) continue;
+      for (sim::stream_state const* member : capture->streams) {
+        if (member->blocking()) {
+          sim::invalidate(*capture, cudaErrorStreamCaptureImplicit);
+          return sim::fail(cudaErrorStreamCaptureImplicit);
+        }
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
+// A wait or a query from the host is a "potentially unsafe" call for the capture modes
+// (cudaThreadExchangeStreamCaptureMode): the documentation does not list the calls, and this is
+// the stricter reading.
+cudaError_t wait_for(sim::stream_state& s) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  cudaError_t const waited = can_wait_for(s);
+  if (waited != cudaSuccess) return waited;
+  sim::host_waits_for(s.clock);  // runs queued work until the stream's is done
+  if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
+    return sim::fail(sticky);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  return wait_for(*s);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  // "cudaErrorNotReady if not" all operations in the stream have completed (cudaStreamQuery).
+  if (s->capture == nullptr && !sim::complete(s->clock)) {
+    if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+      return sim::fail(unsafe);
+    }
+    return cudaErrorNotReady;
+  }
+  return wait_for(*s);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* data) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (function == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeHost;
+  node->host_function = function;
+  node->host_data = data;
+  return sim::submit(*s, std::move(node));
+}
+
+// --- events ------------------------------------------------------------------------------------
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned const known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if (event == nullptr || (flags & ~known) != 0U) return sim::fail(cudaErrorInvalidValue);
+  // cudaEventInterprocess requires cudaEventDisableTiming (cudaEventCreateWithFlags).
+  if ((flags & cudaEventInterprocess) != 0U && (flags & cudaEventDisableTiming) == 0U) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto created = std::make_unique<sim::event_state>();
+  created->flags = flags;
+  created->device = sim::this_thread().device;
+  *event = reinterpret_cast<cudaEvent_t>(created.get());
+  sim::state().events.insert(created.release());
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  // Graph nodes that record or wait on the event keep a pointer: the node types that hold one
+  // are not produced by capture here (a captured record is only a set of dependencies). A record
+  // still queued completes first ("resources ... will be released automatically once the device
+  // has completed event", cudaEventDestroy).
+  sim::state().events.erase(e);
+  // A record behind a collective still waiting for its peers keeps the event until the end of
+  // the process: the handle is gone, as on a GPU, and the queued record still has its target.
+  if (sim::run_without_waiting(e->clock)) delete e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (e->device != s->device) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (sim::capture_state* capture = s->capture; capture != nullptr) {
+    if (capture->invalidated_by != cudaSuccess) {
+      return sim::fail(cudaErrorStreamCaptureInvalidated);
+    }
+    // In a capture an event records the stream's current set of nodes: a later wait on it forks
+    // or joins (CUDA Programming Guide, "Cross-stream Dependencies and Events").
+    e->captured = true;
+    e->capture = capture;
+    e->capture_nodes = s->capture_dependencies;
+    return cudaSuccess;
+  }
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeEventRecord;
+  node->event = e;
+  if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
+    return submitted;
+  }
+  // "Captures in event the contents of stream at the time of this call" (cudaEventRecord): from
+  // this call on the event is an ordinary one, whenever the record itself runs.
+  e->captured = false;
+  e->capture = nullptr;
+  e->capture_nodes.clear();
+  e->clock = s->clock;
+  return cudaSuccess;
+}
+
+// cudaEventRecordExternal: "Event is captured in the graph as an external event node when
+// performing stream capture" (cudaEventRecordWithFlags); outside a capture the flag is invalid
+// (CU_EVENT_RECORD_EXTERNAL, cuda.h), as cudaEventWaitExternal is for a wait.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if (flags == cudaEventRecordDefault) return cudaEventRecord(event, stream);
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (flags != cudaEventRecordExternal) return sim::fail(cudaErrorInvalidValue);
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (e->device != s->device) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (s->capture == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture->invalidated_by != cudaSuccess) {
+    return sim::fail(cudaErrorStreamCaptureInvalidated);
+  }
+  // A node of the graph: every launch records the event; the event itself stays an ordinary
+  // one, not a capture's.
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeEventRecord;
+  node->event = e;
+  return sim::submit(*s, std::move(node));
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if ((flags & ~static_cast<unsigned>(cudaEventWaitExternal)) != 0U) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (e->captured) {
+    sim::capture_state* capture = e->capture;
+    if (capture == nullptr) return sim::fail(cudaErrorCapturedEvent);  // its capture has ended
+    if (capture->invalidated_by != cudaSuccess) {
+      return sim::fail(cudaErrorStreamCaptureInvalidated);
+    }
+    if (s->capture == nullptr) {
+      // A fork: the stream joins the capture, depending on the event's nodes.
+      s->capture = capture;
+      s->capture_dependencies = e->capture_nodes;
+      capture->streams.insert(s);
+      return cudaSuccess;
+    }
+    if (s->capture != capture) {
+      sim::invalidate(*s->capture, cudaErrorStreamCaptureMerge);
+      return sim::fail(cudaErrorStreamCaptureMerge);
+    }
+    for (sim::node_state* node : e->capture_nodes) {
+      auto& deps = s->capture_dependencies;
+      if (std::find(deps.begin(), deps.end(), node) == deps.end()) deps.push_back(node);
+    }
+    return cudaSuccess;
+  }
+  if (s->capture != nullptr) {
+    if (s->capture->invalidated_by != cudaSuccess) {
+      return sim::fail(cudaErrorStreamCaptureInvalidated);
+    }
+    if ((flags & cudaEventWaitExternal) != 0U) {
+      auto node = std::make_unique<sim::node_state>();
+      node->type = cudaGraphNodeTypeWaitEvent;
+      node->event = e;
+      return sim::submit(*s, std::move(node));
+    }
+    // "It is invalid to wait on a non-captured event from a stream which is being captured
+    // without specifying the cudaEventWaitExternal flag" (CUDA Programming Guide, "Prohibited
+    // and Unhandled Operations"); cudaErrorStreamCaptureIsolation in driver_types.h.
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureIsolation);
+    return sim::fail(cudaErrorStreamCaptureIsolation);
+  }
+  if ((flags & cudaEventWaitExternal) != 0U) {
+    return sim::fail(cudaErrorInvalidValue);  // "invalid outside of stream capture"
+  }
+  sim::merge(s->clock, e->clock);  // the stream's later work follows the event's
+  return cudaSuccess;
+}
+
+namespace {
+
+// What cudaEventQuery and cudaEventSynchronize check first: the event, a capture that recorded
+// it, and the capture modes ("potentially unsafe" as a stream wait is, see wait_for).
+sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error) {
+  error = enter();
+  if (error != cudaSuccess) return nullptr;
+  sim::event_state* e = sim::find_event(event);
+  if (e == nullptr) {
+    error = cudaErrorInvalidResourceHandle;
+  } else if (e->captured && e->capture != nullptr) {
+    // As an H100 with CUDA 13.0 answers (docs/validation.md): the first query or sync of an
+    // event recorded in a live capture gives cudaErrorCapturedEvent and invalidates the capture,
+    // in every capture mode; once that capture is invalidated, the event is an invalid value.
+    if (e->capture->invalidated_by != cudaSuccess) {
+      error = cudaErrorInvalidValue;
+    } else {
+      sim::invalidate(*e->capture, cudaErrorCapturedEvent);
+      error = cudaErrorCapturedEvent;
+    }
+  } else if (e->captured) {
+    error = cudaErrorCapturedEvent;
+  } else {
+    error = sim::check_unsafe_call();
+  }
+  if (error == cudaSuccess) return e;
+  error = sim::fail(error);
+  return nullptr;
+}
+
+}  // namespace
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t error = cudaSuccess;
+  sim::event_state* e = event_to_wait_for(event, error);
+  if (e == nullptr) return error;
+  // cudaErrorNotReady "if all captured work has not yet been completed" (cudaEventQuery).
+  if (!sim::complete(e->clock)) return cudaErrorNotReady;
+  sim::host_waits_for(e->clock);  // complete: the host has seen the event's work
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t error = cudaSuccess;
+  sim::event_state* e = event_to_wait_for(event, error);
+  if (e == nullptr) return error;
+  sim::host_waits_for(e->clock);  // runs queued work until the event's is done
+  return sim::sticky_error() == cudaSuccess ? cudaSuccess : sim::fail(sim::sticky_error());
+}
+
+cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (milliseconds == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::event_state* a = sim::find_event(start);
+  sim::event_state* b = sim::find_event(end);
+  if (a == nullptr || b == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (a->captured || b->captured) return sim::fail(cudaErrorCapturedEvent);
+  // cudaEventElapsedTime: events created with cudaEventDisableTiming, or never recorded, give
+  // cudaErrorInvalidResourceHandle.
+  if (((a->flags | b->flags) & cudaEventDisableTiming) != 0U) {
+    return sim::fail(cudaErrorInvalidResourceHandle);
+  }
+  // Recorded but not yet complete: "cudaErrorNotReady" (cudaEventElapsedTime).
+  if (!sim::complete(a->clock) || !sim::complete(b->clock)) return sim::fail(cudaErrorNotReady);
+  if (!a->recorded || !b->recorded) return sim::fail(cudaErrorInvalidResourceHandle);
+  *milliseconds = static_cast<float>(b->milliseconds - a->milliseconds);
+  return cudaSuccess;
+}
+
+// --- kernel launches ---------------------------------------------------------------------------
+
+// "Returns in **name the function name associated with the symbol func ... If func is not a
+// device entry function, then it is assumed to be a cudaKernel_t" (cudaFuncGetName). Here the
+// name is the one written at the launch, and a function is known once it has been launched:
+// any other is refused (cudaErrorInvalidDeviceFunction) rather than read as a cudaKernel_t.
+cudaError_t cudaFuncGetName(char const** name, void const* func) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (name == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const found = sim::state().functions.find(func);
+  if (found == sim::state().functions.end()) return sim::fail(cudaErrorInvalidDeviceFunction);
+  *name = found->second.name.c_str();
+  return cudaSuccess;
+}
+
+// "paramIndex must be less than the number of parameters that func takes"; past the last one
+// the call answers cudaErrorInvalidValue (cudaFuncGetParamInfo).
+cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_t* offset,
+                                 std::size_t* size) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (offset == nullptr || size == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const found = sim::state().functions.find(func);
+  if (found == sim::state().functions.end()) return sim::fail(cudaErrorInvalidDeviceFunction);
+  if (index >= found->second.parameters.size()) return sim::fail(cudaErrorInvalidValue);
+  *offset = found->second.parameters[index].offset;
+  *size = found->second.parameters[index].size;
+  return cudaSuccess;
+}
+
+namespace graphstep::sim::detail {
+
+bool launch_configuration_valid(device_state const& device, kernel_task const& task) {
+  // Launch configuration limits. driver_types.h names cudaErrorInvalidConfiguration ("a kernel
+  // launch is requesting resources that can never be satisfied by the current device"), but an
+  // H100 with CUDA 13.0 answers cudaErrorInvalidValue for every such launch: too many threads,
+  // an empty or too large grid, too much shared memory (docs/validation.md).
+  cudaDeviceProp const& p = device.properties;
+  dim3 const grid = task.grid();
+  dim3 const block = task.block();
+  unsigned long long const threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+  return grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && block.x >= 1 && block.y >= 1 &&
+         block.z >= 1 && grid.x <= static_cast<unsigned>(p.maxGridSize[0]) &&
+         grid.y <= static_cast<unsigned>(p.maxGridSize[1]) &&
+         grid.z <= static_cast<unsigned>(p.maxGridSize[2]) &&
+         block.x <= static_cast<unsigned>(p.maxThreadsDim[0]) &&
+         block.y <= static_cast<unsigned>(p.maxThreadsDim[1]) &&
+         block.z <= static_cast<unsigned>(p.maxThreadsDim[2]) &&
+         threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
+         task.dynamic_shared_bytes() <= p.sharedMemPerBlock;
+}
+
+void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task) noexcept {
+  lock_guard const lock{state().mutex};
+  if (enter() != cudaSuccess) return;
+  stream_state* s = find_stream(stream);
+  if (s == nullptr) {
+    fail(cudaErrorInvalidResourceHandle);
+    return;
+  }
+  if (!launch_configuration_valid(*state().devices[static_cast<std::size_t>(s->device)], *task)) {
+    fail(cudaErrorInvalidValue);
+    return;
+  }
+  if (task->arguments_modelled()) {
+    state().functions.try_emplace(task->function(),
+                                  launched_function{task->name(), task->parameter_layout()});
+  }
+  auto node = std::make_unique<node_state>();
+  node->type = cudaGraphNodeTypeKernel;
+  node->kernel = std::move(task);
+  static_cast<void>(submit(*s, std::move(node)));
+}
+
+void set_conditional_from_device(unsigned long long handle, unsigned int value) {
+  lock_guard const lock{state().mutex};
+  auto it = state().conditionals.find(handle);
+  if (it == state().conditionals.end()) {
+    throw kernel_fault{cudaErrorLaunchFailure,
+                       "cudaGraphSetConditional called with a handle no graph created"};
+  }
+  it->second->value = value;
+}
+
+}  // namespace graphstep::sim::detail
