@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Checks that every GPU test that measures memory shared by the whole device or process
-(cudaMemGetInfo, resident pages) matches a pattern of graphstep_device_memory_tests in
-tests/CMakeLists.txt, so that ctest runs it alone: another test process on the same GPU moves
-what it measures.
+(cudaMemGetInfo, resident pages) matches a pattern of graphstep_device_memory_tests in the
+top-level CMakeLists.txt, so that ctest runs it alone: another test process on the same GPU
+moves what it measures.
 
-Usage: device_memory_tests_run_alone.py TESTS_DIR [MORE_TEST_DIRS...] (the patterns are read
-from TESTS_DIR/CMakeLists.txt; the GPU tests of every directory are checked)
+Usage: device_memory_tests_run_alone.py SOURCE_DIR (the patterns are read from its
+CMakeLists.txt; the GPU tests of tests/ and sim/tests/ are checked)
 """
 
 import fnmatch
@@ -18,11 +18,9 @@ TEST = re.compile(r"^TEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)", re.MULTILINE)
 
 
 def serial_patterns(cmake_lists: pathlib.Path) -> list:
-    match = re.search(r'PROPERTY graphstep_device_memory_tests\s+"([^"]*)"',
-                      cmake_lists.read_text())
+    match = re.search(r'set\(graphstep_device_memory_tests\s+"([^"]*)"', cmake_lists.read_text())
     if not match:
-        sys.exit(f"{cmake_lists}: no set_property(GLOBAL PROPERTY graphstep_device_memory_tests "
-                 "\"...\") found")
+        sys.exit(f"{cmake_lists}: no set(graphstep_device_memory_tests \"...\") found")
     return [p for p in match.group(1).split(":") if p]
 
 
@@ -39,21 +37,22 @@ def measuring_tests(source: pathlib.Path) -> list:
 
 
 def main() -> int:
-    if len(sys.argv) < 2:
+    if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    tests_dir = pathlib.Path(sys.argv[1])
-    patterns = serial_patterns(tests_dir / "CMakeLists.txt")
-    sources = sorted(p for d in sys.argv[1:] for p in pathlib.Path(d).rglob("*_gpu_test.*")
-                     if p.suffix in (".cu", ".cpp"))
+    source_dir = pathlib.Path(sys.argv[1])
+    patterns = serial_patterns(source_dir / "CMakeLists.txt")
+    sources = sorted(p for d in ("tests", "sim/tests")
+                     for p in (source_dir / d).rglob("*_gpu_test.*") if p.suffix in (".cu", ".cpp"))
     checked = 0
     problems = []
     for source in sources:
         for suite, name in measuring_tests(source):
             checked += 1
             if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
-                problems.append(f"{source}: {suite}.{name} measures device "
-                                f"or process memory but matches none of {':'.join(patterns)}; "
+                problems.append(f"{source.relative_to(source_dir)}: {suite}.{name} measures "
+                                "device or process memory but matches none of "
+                                f"{':'.join(patterns)}; "
                                 "name it so, or add a pattern to graphstep_device_memory_tests")
     for p in problems:
         print(p)
