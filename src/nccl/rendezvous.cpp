@@ -339,11 +339,8 @@ unique_id_bytes rendezvous_join(std::string const& address, int port, int rank, 
   auto const opened =
       detail::read_exactly(connection.get(), reply.data(), magic.size(), deadline, received);
   if (std::memcmp(reply.data(), magic.data(), received) != 0) {
-    // Whatever more it sent already, to show who it is.
-    ssize_t const more =
-        ::recv(connection.get(), reply.data() + received, reply.size() - received, MSG_DONTWAIT);
-    if (more > 0) received += static_cast<std::size_t>(more);
-    stranger("answered " + detail::quoted_bytes(reply.data(), received) +
+    stranger("answered " +
+             detail::quoted_answer(connection.get(), reply.data(), reply.size(), received) +
              ", which is not graphstep's rendezvous protocol: another program listens there");
   }
   if (opened == detail::read_end::closed) stranger(closed_early);

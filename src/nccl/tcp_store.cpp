@@ -1,6 +1,5 @@
 // graphstep_core: plain C++, includes no CUDA header.
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -129,11 +128,8 @@ tcp_store::tcp_store(std::string const& host, int port, std::chrono::millisecond
   // else is another program, and retrying would only hide it until the deadline.
   std::string what;
   if (std::memcmp(answer.data(), &nonce, received) != 0) {
-    // Whatever more it sent already, to show who it is.
-    ssize_t const more =
-        ::recv(connection.get(), answer.data() + received, answer.size() - received, MSG_DONTWAIT);
-    if (more > 0) received += static_cast<std::size_t>(more);
-    what = "it answered its ping with " + detail::quoted_bytes(answer.data(), received);
+    what = "it answered its ping with " +
+           detail::quoted_answer(connection.get(), answer.data(), answer.size(), received);
   } else if (answered == detail::read_end::closed) {
     what = "it closed the connection without answering its ping";
   } else {

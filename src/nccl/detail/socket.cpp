@@ -120,17 +120,21 @@ bool read_exactly(int fd, void* buffer, std::size_t size, socket_clock::time_poi
   return read_exactly(fd, buffer, size, deadline, received) == read_end::complete;
 }
 
-std::string quoted_bytes(void const* bytes, std::size_t size, std::size_t limit) {
+std::string quoted_answer(int fd, unsigned char* buffer, std::size_t capacity,
+                          std::size_t received) {
+  ssize_t const more = ::recv(fd, buffer + received, capacity - received, MSG_DONTWAIT);
+  std::size_t const size = received + (more > 0 ? static_cast<std::size_t>(more) : 0);
+  constexpr std::size_t limit = 16;
   constexpr std::string_view digits = "0123456789abcdef";
-  auto const* const at = static_cast<unsigned char const*>(bytes);
   std::string text = "\"";
   for (std::size_t i = 0; i < std::min(size, limit); ++i) {
-    if (at[i] >= 0x20 && at[i] < 0x7f && at[i] != '"' && at[i] != '\\') {
-      text += static_cast<char>(at[i]);
+    unsigned char const byte = buffer[i];
+    if (byte >= 0x20 && byte < 0x7f && byte != '"' && byte != '\\') {
+      text += static_cast<char>(byte);
     } else {
       text += "\\x";
-      text += digits[at[i] >> 4];
-      text += digits[at[i] & 15];
+      text += digits[byte >> 4];
+      text += digits[byte & 15];
     }
   }
   return text + (size > limit ? "\"..." : "\"");

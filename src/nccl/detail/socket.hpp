@@ -61,9 +61,12 @@ enum class read_end {
 [[nodiscard]] bool read_exactly(int fd, void* buffer, std::size_t size,
                                 socket_clock::time_point deadline);
 
-/// Up to `limit` of `size` bytes that a peer sent, quoted for a message, the unprintable ones
-/// as \xNN, with "..." when there were more: what a stranger answered tells who it is.
-[[nodiscard]] std::string quoted_bytes(void const* bytes, std::size_t size, std::size_t limit = 16);
+/// What a peer answered, quoted for a message: the first `received` bytes of `buffer`, and
+/// whatever more it has sent already (read without waiting, up to `capacity`). Up to 16 bytes
+/// are shown, the unprintable ones as \xNN, with "..." when there were more: what a stranger
+/// answered tells who it is.
+[[nodiscard]] std::string quoted_answer(int fd, unsigned char* buffer, std::size_t capacity,
+                                        std::size_t received);
 
 /// Writes all `size` bytes; false on a closed connection or the deadline.
 [[nodiscard]] bool write_all(int fd, void const* buffer, std::size_t size,
