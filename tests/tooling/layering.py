@@ -155,67 +155,63 @@ def check_tree(root):
 
 
 def self_test(root):
-    """Plants a wrong-way include, another component's private include and a cycle in copies of
-    the tree, and expects each refused."""
+    """Plants a wrong-way include, another component's private include, a header left out of
+    the umbrella and a cycle, one at a time in a copy of the tree, and expects each refused."""
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "tree")
         shutil.copytree(root, copy, ignore=lambda d, names: [
             n for n in names if n.startswith("build") or n.startswith(".") or n == "third_party"])
 
-        def expect(label, text, fragment):
-            if fragment not in text:
-                failures.append(f"{label}: expected \"{fragment}\" in:\n{text}")
-
         def run():
             proc = subprocess.run([sys.executable, __file__, copy], capture_output=True,
                                   text=True, check=False)
             return proc.returncode, proc.stdout + proc.stderr
 
+        def expect_refused(what, path, change, fragments):
+            """Writes change(text of `path`, "" for a new file) to `path`, expects the check to
+            fail and say each of `fragments`, and puts the file back."""
+            planted = os.path.join(copy, path)
+            original = open(planted, encoding="utf-8").read() if os.path.exists(planted) else None
+            with open(planted, "w", encoding="utf-8") as f:
+                f.write(change(original or ""))
+            code, out = run()
+            if code == 0:
+                failures.append(f"{what} passed")
+            for fragment in fragments:
+                if fragment not in out:
+                    failures.append(f"{what}: expected \"{fragment}\" in:\n{out}")
+            if original is None:
+                os.remove(planted)
+            else:
+                with open(planted, "w", encoding="utf-8") as f:
+                    f.write(original)
+
         code, out = run()
         if code != 0:
             failures.append(f"the copied tree fails before anything is planted:\n{out}")
 
-        planted = os.path.join(copy, "include/graphstep/cuda/stream_view.hpp")
-        original = open(planted, encoding="utf-8").read()
-        with open(planted, "a", encoding="utf-8") as f:
-            f.write("#include <graphstep/graphs/graph.hpp>\n")
-        code, out = run()
-        if code == 0:
-            failures.append("a wrong-way include (cuda -> graphs) passed")
-        expect("wrong-way include", out, "include/graphstep/cuda/stream_view.hpp:")
-        expect("wrong-way include", out, "cuda includes include/graphstep/graphs/graph.hpp")
-        with open(planted, "w", encoding="utf-8") as f:
-            f.write(original)
+        expect_refused("a wrong-way include (cuda -> graphs)",
+                       "include/graphstep/cuda/stream_view.hpp",
+                       lambda text: text + "#include <graphstep/graphs/graph.hpp>\n",
+                       ["include/graphstep/cuda/stream_view.hpp:",
+                        "cuda includes include/graphstep/graphs/graph.hpp"])
+        expect_refused("an include of another component's private header",
+                       "src/schedule/graph_cache.cpp",
+                       lambda text: text + '#include "memory/detail/pool_state.hpp"\n',
+                       ["a private header of memory"])
+        expect_refused("a public header missing from the umbrella",
+                       "include/graphstep/cuda/planted_header.hpp",
+                       lambda text: "#pragma once\n",
+                       ["include/graphstep/cuda/planted_header.hpp: a public header that"])
 
-        planted = os.path.join(copy, "src/schedule/graph_cache.cpp")
-        original = open(planted, encoding="utf-8").read()
-        with open(planted, "a", encoding="utf-8") as f:
-            f.write('#include "memory/detail/pool_state.hpp"\n')
-        code, out = run()
-        if code == 0:
-            failures.append("an include of another component's private header passed")
-        expect("private include", out, "a private header of memory")
-        with open(planted, "w", encoding="utf-8") as f:
-            f.write(original)
+        def with_cycle(text):
+            data = json.loads(text)
+            data["components"]["cuda"]["uses"].append("graphs")
+            return json.dumps(data)
 
-        planted = os.path.join(copy, "include/graphstep/cuda/planted_header.hpp")
-        with open(planted, "w", encoding="utf-8") as f:
-            f.write("#pragma once\n")
-        code, out = run()
-        if code == 0:
-            failures.append("a public header missing from the umbrella passed")
-        expect("umbrella", out, "include/graphstep/cuda/planted_header.hpp: a public header that")
-        os.remove(planted)
-
-        walls = os.path.join(copy, "docs", "components.json")
-        data = json.load(open(walls, encoding="utf-8"))
-        data["components"]["cuda"]["uses"].append("graphs")
-        json.dump(data, open(walls, "w", encoding="utf-8"))
-        code, out = run()
-        if code == 0:
-            failures.append("a cycle between components passed")
-        expect("cycle", out, "form a cycle")
+        expect_refused("a cycle between components", "docs/components.json", with_cycle,
+                       ["form a cycle"])
     return failures
 
 

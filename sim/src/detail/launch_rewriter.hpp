@@ -1,6 +1,6 @@
 #pragma once
 
-// graphstep_core: plain C++, includes no CUDA header.
+// Plain C++: includes no CUDA header, so that the rewriting tool builds anywhere.
 //
 // The rewriting step that lets a CUDA source run on the simulated device: every
 // `callee<<<grid, block[, shared[, stream]]>>>(args)` becomes
