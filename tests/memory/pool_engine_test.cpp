@@ -68,7 +68,10 @@ class test_device final : public gm::pool_device {
     ASSERT_EQ(events.count(event), 0U) << "event ids are never reused";
     events[event] = {stream, false};
   }
-  [[nodiscard]] bool complete(gm::event_id event) override { return events.at(event).second; }
+  [[nodiscard]] bool complete(gm::event_id event) override {
+    ++queries;
+    return events.at(event).second;
+  }
   void wait(gm::stream_id stream, gm::event_id event) override {
     waits.emplace_back(stream, events.at(event).first);
   }
@@ -92,6 +95,7 @@ class test_device final : public gm::pool_device {
   std::vector<std::pair<gm::stream_id, gm::stream_id>> waits;           // waiter, waited-on stream
   std::vector<std::pair<std::uintptr_t, std::size_t>> shrink_requests;  // base, free bytes
   std::size_t host_waits{};
+  std::size_t queries{};  // calls of complete()
 
  private:
   bool one_range_;
@@ -532,6 +536,153 @@ TEST(pool_engine, a_released_graph_is_waited_for_no_more_and_its_event_is_forgot
   EXPECT_TRUE(device.waits.empty());
   pool.before_replay(1, stream_b);  // unknown now: nothing to order
   EXPECT_TRUE(device.waits.empty());
+}
+
+namespace {
+
+// `count` graphs captured one after the other on one stream, each reusing what the one before
+// freed: every one shares memory with every other, as bucket graphs in one pool do.
+void capture_sharing_graphs(gm::pool_engine& pool, gm::graph_id count) {
+  for (gm::graph_id graph = 1; graph <= count; ++graph) capture_step(pool, 256, graph, 100 + graph);
+  ASSERT_EQ(pool.blocks().graphs_sharing_memory_with(1).size(), count);
+}
+
+using wait_list = std::vector<std::pair<gm::stream_id, gm::stream_id>>;
+
+}  // namespace
+
+TEST(pool_engine, sharing_graphs_alternating_streams_wait_for_each_launch_on_the_other_stream) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_sharing_graphs(pool, 4);
+  replay(pool, 1, stream_a);
+  replay(pool, 2, stream_b);  // after 1 on A
+  EXPECT_EQ(device.waits, (wait_list{{stream_b, stream_a}}));
+  replay(pool, 3, stream_a);  // after 2 on B; 1 is on A already
+  EXPECT_EQ(device.waits.size(), 2U);
+  replay(pool, 4, stream_b);  // after 1 and 3 on A, each not seen complete
+  EXPECT_EQ(
+      device.waits,
+      (wait_list{
+          {stream_b, stream_a}, {stream_a, stream_b}, {stream_b, stream_a}, {stream_b, stream_a}}));
+  EXPECT_EQ(pool.stats().ordered_replays, 4U);
+  // 2 and 4 on B, and 2 itself (another executable of it may run there), unless complete.
+  replay(pool, 2, stream_a);
+  EXPECT_EQ(device.waits.size(), 6U);
+  EXPECT_EQ(device.waits.back(), std::make_pair(stream_a, stream_b));
+  EXPECT_EQ(pool.stats().ordered_replays, 6U);
+}
+
+TEST(pool_engine, many_sharing_graphs_replayed_on_one_stream_never_wait_nor_query) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  gm::graph_id const graphs = 64;
+  capture_sharing_graphs(pool, graphs);
+  std::size_t const events_before = device.events.size();
+  for (int round = 0; round < 3; ++round) {
+    for (gm::graph_id graph = 1; graph <= graphs; ++graph) replay(pool, graph, stream_a);
+  }
+  EXPECT_TRUE(device.waits.empty());
+  EXPECT_EQ(device.queries, 0U) << "launches on the same stream are ordered without asking";
+  EXPECT_EQ(pool.stats().ordered_replays, 0U);
+  // One event held per graph: its latest launch.
+  EXPECT_EQ(device.events.size(), events_before + graphs);
+}
+
+TEST(pool_engine, a_completed_launch_on_another_stream_is_not_waited_for_and_is_forgotten) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_sharing_graphs(pool, 3);
+  replay(pool, 1, stream_a);
+  device.finish(stream_a);
+  replay(pool, 2, stream_a);  // not complete
+  std::size_t const events_before = device.events.size();
+  replay(pool, 3, stream_b);
+  EXPECT_EQ(device.waits, (wait_list{{stream_b, stream_a}})) << "for 2 only";
+  EXPECT_EQ(pool.stats().ordered_replays, 1U);
+  // 1's launch is forgotten once seen complete; 3's launch adds one.
+  EXPECT_EQ(device.events.size(), events_before);
+  device.finish(stream_a);
+  device.queries = 0;
+  replay(pool, 3, stream_b);
+  replay(pool, 1, stream_b);
+  EXPECT_EQ(device.waits.size(), 1U) << "2 on A has completed";
+  EXPECT_EQ(device.queries, 1U) << "2's launch, seen complete once, is not asked about again";
+}
+
+TEST(pool_engine, only_the_latest_launch_of_a_graph_is_waited_for) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  capture_sharing_graphs(pool, 2);
+  replay(pool, 1, stream_a);
+  replay(pool, 1, stream_b);  // after its own launch on A
+  ASSERT_EQ(device.waits, (wait_list{{stream_b, stream_a}}));
+  replay(pool, 2, stream_b);  // 1's latest launch is on B: no wait
+  EXPECT_EQ(device.waits.size(), 1U);
+  replay(pool, 2, stream_a);  // after 1's and its own launch on B
+  EXPECT_EQ(device.waits,
+            (wait_list{{stream_b, stream_a}, {stream_a, stream_b}, {stream_a, stream_b}}));
+}
+
+TEST(pool_engine, a_graph_that_shares_nothing_is_not_waited_for_on_another_stream) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  // Graph 3 keeps its one block, captured first: it shares memory with no other graph.
+  pool.begin_capture(103, 3, "own", stream_a);
+  static_cast<void>(pool.allocate(mib, stream_a, std::optional<gm::capture_id>{103}));
+  ASSERT_EQ(pool.finish_capture(103, true), 3U);
+  capture_sharing_graphs(pool, 2);
+  ASSERT_EQ(pool.blocks().graphs_sharing_memory_with(3), (std::vector<gm::graph_id>{3}));
+  replay(pool, 3, stream_a);
+  replay(pool, 1, stream_a);
+  replay(pool, 2, stream_b);  // after 1, not 3
+  EXPECT_EQ(device.waits, (wait_list{{stream_b, stream_a}}));
+  replay(pool, 3, stream_b);  // after its own launch on A only
+  EXPECT_EQ(device.waits, (wait_list{{stream_b, stream_a}, {stream_b, stream_a}}));
+  EXPECT_EQ(pool.stats().ordered_replays, 2U);
+}
+
+TEST(pool_engine, releasing_graphs_launched_on_several_streams_forgets_their_launches) {
+  test_device device;
+  std::size_t events_before = 0;
+  {
+    gm::pool_engine pool{small_steps(), device};
+    capture_sharing_graphs(pool, 3);
+    events_before = device.events.size();
+    replay(pool, 1, stream_a);
+    replay(pool, 2, stream_b);
+    replay(pool, 3, stream_a);
+    pool.release_graph(2);
+    pool.release_graph(3);
+    EXPECT_EQ(device.events.size(), events_before + 1);
+    std::size_t const waits_before = device.waits.size();
+    replay(pool, 1, stream_b);  // 1's own launch on A only
+    EXPECT_EQ(device.waits.size(), waits_before + 1);
+    pool.release_graph(1);
+    EXPECT_EQ(device.events.size(), events_before);
+  }
+  EXPECT_TRUE(device.events.empty());
+}
+
+// One lock around every call: threads replaying graphs that share memory on their own streams
+// at once leave one event per graph, and order each launch after the other thread's.
+TEST(pool_engine, threads_replaying_on_their_own_streams_keep_one_launch_per_graph) {
+  test_device device;
+  gm::pool_engine pool{small_steps(), device};
+  gm::graph_id const graphs = 8;
+  capture_sharing_graphs(pool, graphs);
+  std::size_t const events_before = device.events.size();
+  auto work = [&pool](gm::stream_id stream) {
+    for (int i = 0; i < 2000; ++i) replay(pool, 1 + static_cast<gm::graph_id>(i) % graphs, stream);
+  };
+  std::thread first{work, stream_a};
+  std::thread second{work, stream_b};
+  first.join();
+  second.join();
+  EXPECT_EQ(device.events.size(), events_before + graphs);
+  EXPECT_GT(pool.stats().ordered_replays, 0U);
+  for (gm::graph_id graph = 1; graph <= graphs; ++graph) pool.release_graph(graph);
+  EXPECT_EQ(device.events.size(), events_before);
 }
 
 TEST(pool_engine, a_planned_capture_takes_its_slab_before_the_capture_begins) {
