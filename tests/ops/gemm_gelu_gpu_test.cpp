@@ -613,7 +613,7 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
 
 // What cuBLASLt records for one fused GEMM is its own business: on sm_90 the fp32 (COMPUTE_32F)
 // epilogue may run as a separate kernel after the main one, and a split-K algorithm adds a
-// reduction kernel and sometimes a memset of its workspace (docs/design.md lists the counts).
+// reduction kernel and sometimes a memset of its workspace (docs/ops.md lists the counts).
 // What holds everywhere: device work only, at least one kernel, at most three kernels and one
 // memset, and the replay equals the eager run.
 TEST_P(linear_gelu_gpu, captured_fused_forward_is_a_few_kernel_nodes) {
