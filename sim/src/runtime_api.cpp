@@ -463,8 +463,13 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     *pointer = memory;
     return cudaSuccess;
   }
-  // Outside a capture, stream-ordered allocation is ordinary device memory here: work runs in
-  // stream order at once, so "available once the stream reaches it" is immediately.
+  // Outside a capture it is as "potentially unsafe" as cudaMalloc (no GPU answer is recorded for
+  // cudaMallocAsync: the stricter reading, as for cudaFreeAsync; scripts/gpu-check.sh probes it).
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  // Stream-ordered allocation is ordinary device memory here: work runs in stream order at once,
+  // so "available once the stream reaches it" is immediately.
   return allocate(pointer, bytes, sim::memory_kind::device, s->device);
 }
 
@@ -488,6 +493,11 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
     node->type = cudaGraphNodeTypeMemFree;
     node->memory = pointer;
     return sim::submit(*s, std::move(node));
+  }
+  // Beside another thread's Global capture, an H100 with CUDA 13.0 refuses it and invalidates
+  // that capture, as it does cudaFree (docs/validation.md).
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
   }
   sim::allocation const* owner = sim::find_allocation(pointer);
   if (owner != nullptr && owner->kind == sim::memory_kind::graph) {

@@ -328,11 +328,26 @@ TEST_F(capture_rules, graph_nodes_are_counted_and_listed) {
   GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
 }
 
+namespace {
+
+// Runs `body` with this thread in Relaxed mode: the set-up and clean-up of a probed call.
+template <class Body>
+void relaxed(Body&& body) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  body();
+  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+}
+
+}  // namespace
+
 // Which calls a thread in Global mode may make while another thread holds a Global capture, as an
 // H100 with CUDA 13.0 answers (docs/validation.md; cudaThreadExchangeStreamCaptureMode leaves the
 // "potentially unsafe" calls unlisted): instantiating or destroying an executable graph, an
 // allocation or a free fail with cudaErrorStreamCaptureUnsupported and invalidate the capture;
 // destroying a graph, an event or a stream does not. In Relaxed mode each of them succeeds.
+// cudaMallocAsync has no recorded answer: it is taken as unsafe, like cudaFreeAsync (the
+// stricter reading), and scripts/gpu-check.sh runs this test to answer it.
 TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
   cudaGraph_t template_graph = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(side_, cudaStreamCaptureModeGlobal));
@@ -356,6 +371,29 @@ TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
          void* p = nullptr;
          cudaError_t const e = cudaMalloc(&p, 64);
          if (p != nullptr) GRAPHSTEP_CUDA_TRY(cudaFree(p));
+         return e;
+       }},
+      {"cudaMallocAsync", true,
+       [](cudaGraph_t) {
+         cudaStream_t stream = nullptr;
+         GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+         void* p = nullptr;
+         cudaError_t const e = cudaMallocAsync(&p, 64, stream);
+         if (p != nullptr) relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaFreeAsync(p, stream)); });
+         relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream)); });
+         GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
+         return e;
+       }},
+      {"cudaFreeAsync", true,
+       [](cudaGraph_t) {
+         cudaStream_t stream = nullptr;
+         GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+         void* p = nullptr;
+         relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&p, 64, stream)); });
+         cudaError_t const e = cudaFreeAsync(p, stream);
+         if (e != cudaSuccess) relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaFreeAsync(p, stream)); });
+         relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream)); });
+         GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
          return e;
        }},
       {"cudaGraphDestroy", false,

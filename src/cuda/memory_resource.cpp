@@ -7,6 +7,8 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda/detail/relaxed_capture_mode.hpp"
+
 namespace graphstep::cuda {
 
 void* memory_resource::allocate(std::size_t bytes, stream_view stream) {
@@ -27,7 +29,9 @@ namespace {
 
 // cudaMallocAsync rather than cudaMalloc: the allocation and the free are ordered on the
 // stream, so freeing never waits for the whole device (cudaFree does, which stalls every
-// stream, hangs behind a stuck collective and breaks another thread's global-mode capture).
+// stream and hangs behind a stuck collective). Both calls run Relaxed: beside another thread's
+// Global capture they are "potentially unsafe" and would break it (cudaFreeAsync on an H100,
+// docs/validation.md), and the stream they use is never a capturing one.
 class runtime_resource final : public memory_resource {
  private:
   void* do_allocate(std::size_t bytes, stream_view stream) override {
@@ -36,7 +40,11 @@ class runtime_resource final : public memory_resource {
                       "own the allocation; allocate before the capture, or from the "
                       "memory::memory_pool given to the graphs::capture_scope");
     void* pointer = nullptr;
-    cudaError_t const status = cudaMallocAsync(&pointer, bytes, stream.value());
+    cudaError_t status = cudaSuccess;
+    {
+      detail::relaxed_capture_mode const relaxed;
+      status = cudaMallocAsync(&pointer, bytes, stream.value());
+    }
     if (status == cudaErrorMemoryAllocation) {
       static_cast<void>(cudaGetLastError());  // not sticky: later calls must not see it
       out_of_memory::details sizes{};
@@ -59,6 +67,7 @@ class runtime_resource final : public memory_resource {
                       "cuda::default_resource: memory allocated outside a graph is being freed on "
                       "a stream that is capturing into one; free it after the capture ends, or "
                       "order the free on another stream (device_buffer::set_stream)");
+    detail::relaxed_capture_mode const relaxed;
     GRAPHSTEP_CUDA_TRY(cudaFreeAsync(pointer, stream.value()));
   }
 };

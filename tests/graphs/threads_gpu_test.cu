@@ -290,6 +290,32 @@ TEST_P(teardown_during_capture_test, instantiating_leaves_another_threads_captur
   pool.deallocate(x, stream);
 }
 
+// cudaMallocAsync and cudaFreeAsync are as "potentially unsafe" as cudaMalloc and cudaFree
+// beside another thread's Global capture (an H100 with CUDA 13.0, docs/validation.md):
+// `cuda::device_buffer`s from the default resource (optimizer state, the loss scaler, step
+// inputs, verify_replay's copies) are made and destroyed while a trainer's other thread captures.
+TEST_P(teardown_during_capture_test, device_buffers_come_and_go_beside_another_threads_capture) {
+  int const n = 1024;
+  gs::cuda::stream stream;
+  gs::cuda::device_buffer x{sizeof(float) * n, stream};
+  auto* values = static_cast<float*>(x.data());
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(values, 0, sizeof(float) * n, stream.get()));
+  auto doomed = std::make_unique<gs::cuda::device_buffer>(std::size_t{4096}, stream);
+  stream.synchronize();
+
+  capture_on_another_thread capture{GetParam(), values, n};
+  gs::cuda::device_buffer const born{std::size_t{4096}, stream};
+  doomed.reset();
+  EXPECT_EQ(capture.finish(), "");
+  ASSERT_FALSE(capture.graph().empty());
+  capture.graph().replay(capture.stream());
+  float last = 0.0F;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&last, values + n - 1, sizeof(float), cudaMemcpyDeviceToHost,
+                                     capture.stream().get()));
+  capture.stream().synchronize();
+  EXPECT_EQ(last, 1.0F);
+}
+
 INSTANTIATE_TEST_SUITE_P(modes, teardown_during_capture_test,
                          ::testing::Values(gs::graphs::capture_mode::global,
                                            gs::graphs::capture_mode::this_thread),
