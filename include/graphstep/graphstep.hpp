@@ -61,6 +61,7 @@
 #include <graphstep/schedule/step_plan.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/check_finite.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/lr_schedule.hpp>
