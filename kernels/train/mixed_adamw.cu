@@ -115,7 +115,7 @@ __global__ void finalize_kernel(mixed_adamw_device_state* state, float const* pa
   state->step = step;
   state->beta1_power *= static_cast<double>(options.beta1);
   state->beta2_power *= static_cast<double>(options.beta2);
-  state->lr = state->schedule.at(step);
+  state->lr = state->learning_rate != nullptr ? *state->learning_rate : state->schedule.at(step);
   state->bias_correction1 = static_cast<float>(1.0 - state->beta1_power);
   state->sqrt_bias_correction2 = sqrt_rn(static_cast<float>(1.0 - state->beta2_power));
   state->inv_loss_scale = inverse_loss_scale(loss_scale);

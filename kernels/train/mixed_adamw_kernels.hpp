@@ -28,6 +28,7 @@ struct mixed_adamw_device_state {
   std::uint32_t skip{0};              // 1: this step was skipped
   std::uint32_t reserved{0};
   train::lr_schedule schedule;
+  float const* learning_rate{nullptr};  // when set, read by each step instead of the schedule
 };
 
 /// One tensor of the update. `type` is a graphstep::dtype.

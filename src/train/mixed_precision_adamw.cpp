@@ -141,6 +141,19 @@ void mixed_precision_adamw::set_schedule(lr_schedule const& schedule, cuda::stre
   stream.synchronize();  // `schedule` may be gone before a later copy would run
 }
 
+void mixed_precision_adamw::read_learning_rate_from(float const* learning_rate,
+                                                    cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "mixed_precision_adamw::read_learning_rate_from inside a capture would record "
+                    "the host's copy of the address; call it between replays (graphs captured "
+                    "before it read the new source too)");
+  auto* const to = static_cast<unsigned char*>(state_.data()) +
+                   offsetof(mixed_adamw_device_state, learning_rate);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, &learning_rate, sizeof learning_rate,
+                                     cudaMemcpyHostToDevice, stream.value()));
+  stream.synchronize();  // `learning_rate` is a local: the copy must have read it
+}
+
 template <typename T>
 T mixed_precision_adamw::read(std::size_t offset, cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),

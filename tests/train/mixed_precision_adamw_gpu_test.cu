@@ -195,6 +195,54 @@ TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_g
   EXPECT_EQ(optimizer.steps_taken(*stream_), 5);
 }
 
+// A learning rate the host computes each step, uploaded through a step_input before each
+// replay: every replay of the captured step applies its own step's value (bit for bit against
+// the reference fed that value), the schedule given at construction is ignored meanwhile, and
+// a null source gives the schedule back.
+TEST_F(mixed_adamw_test, a_learning_rate_the_host_sets_before_each_replay_is_what_it_applies) {
+  std::mt19937 rng{5};
+  std::size_t const n = 3000;
+  auto const weight_bits = random_bf16(n, 1.0F, rng);
+  auto const grad_bits = random_bf16(n, 1.0F, rng);
+  host_tensor h{as_floats(weight_bits), as_floats(grad_bits), std::vector<float>(n, 0.0F),
+                std::vector<float>(n, 0.0F)};
+  std::vector<gt::parameter_group> const groups{{0.01F, 0.5F}};
+  std::vector<gt::mixed_parameter> const parameters{
+      {upload(weight_bits), upload(grad_bits), n, gs::dtype::bfloat16, 0}};
+  gt::mixed_adamw_options const options;
+  gt::lr_schedule schedule;  // constant 1e-3: ignored while the host's value is read
+  gt::mixed_precision_adamw optimizer{parameters, groups, options, schedule, {}, *stream_};
+  gs::memory::step_input<float> learning_rate{1, *stream_};
+  optimizer.read_learning_rate_from(learning_rate.data(), *stream_);
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
+
+  auto const host_lr = [](std::int64_t s) { return 0.02F / static_cast<float>(s * s); };
+  for (std::int64_t s = 1; s <= 4; ++s) {
+    learning_rate.set(host_lr(s), *stream_);
+    step.replay(*stream_);
+    auto fed = scalars(options, schedule, s, 1.0F, 1.0F);
+    fed.lr = host_lr(s);
+    gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, groups[0], fed);
+    ASSERT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master)) << "step " << s;
+  }
+
+  optimizer.read_learning_rate_from(nullptr, *stream_);
+  learning_rate.set(123.0F, *stream_);  // no longer read
+  step.replay(*stream_);
+  gt::reference::mixed_adamw_step(h.master, h.m, h.v, h.gradient, options, groups[0],
+                                  scalars(options, schedule, 5, 1.0F, 1.0F));
+  EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master));
+
+  gs::graphs::graph_exec refused;
+  EXPECT_THROW(gs::graphs::capture(refused, *stream_,
+                                   [&] {
+                                     optimizer.read_learning_rate_from(learning_rate.data(),
+                                                                       *stream_);
+                                   }),
+               gs::usage_error);
+}
+
 // Clipping to max_norm 0.5 with the norm computed in the graph (within 1e-5 of the fp64 norm;
 // the master weights within 2e-6 of the reference fed that norm's clip factor), a step the
 // found-inf flag skips, a step skipped for a NaN gradient, and the next finite step resuming

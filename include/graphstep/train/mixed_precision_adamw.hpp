@@ -71,9 +71,22 @@ class mixed_precision_adamw {
   /// @brief Enqueues one step on `stream`; capturable.
   /// @throws cuda_error
   void step(cuda::stream_view stream) const;
-  /// @brief Replaces the schedule from the next step on. Not during a capture.
+  /// @brief Replaces the schedule from the next step on. Not during a capture; synchronizes
+  /// `stream`, so not once a step: a learning rate the host computes each step goes through
+  /// `read_learning_rate_from`.
   /// @throws usage_error (invalid schedule, capturing stream), cuda_error
   void set_schedule(lr_schedule const& schedule, cuda::stream_view stream);
+  /// @brief From the next step on, each step reads its learning rate (before its group's
+  /// multiplier) from `learning_rate` in device memory when it runs, instead of evaluating the
+  /// schedule; null goes back to the schedule. For a learning rate the host computes each step:
+  /// keep it in a `memory::step_input<float>`, pass its `data()` here once, and `set` the
+  /// step's value before each step or replay, on the step's stream; no per-step call
+  /// synchronizes, and a captured step reads each replay's value. The memory must stay valid
+  /// while steps run; the device does not check the value (a negative or non-finite learning
+  /// rate is applied as it is). Not during a capture (it writes the optimizer's device state
+  /// and synchronizes `stream`); works on graphs captured before it.
+  /// @throws usage_error (a capturing stream), cuda_error
+  void read_learning_rate_from(float const* learning_rate, cuda::stream_view stream);
 
   /// @brief Steps taken, skipped ones not counted (synchronizes `stream`).
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const;
