@@ -123,6 +123,20 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// What one training run gives: its loss at every step, and the median wall time of its steps
+// after the first (each ends when its loss is on the host, so each is a whole step).
+struct run {
+  std::vector<float> losses;
+  double median_step_ms{0.0};
+};
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  auto const middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
 #if defined(TRANSFORMER_LM_WITH_NCCL)
 // Whether every rank's weights are rank 0's, bit for bit (after the gradients were averaged at
 // every step, they must be).
@@ -143,7 +157,7 @@ bool weights_agree_across_ranks(transformer const& model, gs::nccl::nccl_comm_vi
 }
 #endif
 
-std::vector<float> train(settings const& base, bool graphed) {
+run train(settings const& base, bool graphed) {
   char const* const mode = graphed ? "graphed" : "eager";
   settings s = base;
 #if defined(TRANSFORMER_LM_WITH_NCCL)
@@ -216,13 +230,16 @@ std::vector<float> train(settings const& base, bool graphed) {
   }
   auto const start = std::chrono::steady_clock::now();
   int const first = static_cast<int>(losses.size()) + 1;
+  std::vector<double> step_ms;
   for (int i = first; i <= s.steps; ++i) {
+    auto const step_start = std::chrono::steady_clock::now();
     if (graphed) {
       step->replay(stream);
     } else {
       model.step();
     }
     losses.push_back(model.loss());
+    if (i > 1) step_ms.push_back(milliseconds_since(step_start));
     if (i % s.print_every == 0 || i == first || i == s.steps) {
       std::printf("[%s] step %5d/%d  loss %.6f  %.1f ms/step\n", mode, i, s.steps,
                   static_cast<double>(losses.back()),
@@ -244,7 +261,7 @@ std::vector<float> train(settings const& base, bool graphed) {
     std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
   }
 #endif
-  return losses;
+  return {std::move(losses), median(std::move(step_ms))};
 }
 
 // One forward and backward pass against the fp64 host model from the same bf16 weights.
@@ -330,10 +347,12 @@ int main(int argc, char** argv) {
     s.data_parallel = launch.several_ranks();
 #endif
     if (s.check_gradients) return check_gradients(s) ? 0 : 1;
-    std::vector<float> eager;
-    std::vector<float> graphed;
-    if (s.mode != "graphed") eager = train(s, false);
-    if (s.mode != "eager") graphed = train(s, true);
+    run eager_run;
+    run graphed_run;
+    if (s.mode != "graphed") eager_run = train(s, false);
+    if (s.mode != "eager") graphed_run = train(s, true);
+    std::vector<float> const& eager = eager_run.losses;
+    std::vector<float> const& graphed = graphed_run.losses;
     auto const& losses = graphed.empty() ? eager : graphed;
     for (float loss : losses) {
       if (!std::isfinite(loss)) {
@@ -354,6 +373,17 @@ int main(int argc, char** argv) {
       }
       std::printf("eager and graphed losses %s\n",
                   mismatches == 0 ? "are the same bit for bit at every step" : "differ");
+#if defined(GRAPHSTEP_CUDA_SIM)
+      std::printf("step times: the simulated device runs kernels on the CPU, so its step times "
+                  "say nothing of a GPU's; run on a GPU for the graphed/eager ratio\n");
+#else
+      if (graphed_run.median_step_ms > 0.0) {
+        std::printf("step time (median of steps 2..%d): eager %.3f ms, graphed %.3f ms: the "
+                    "graphed step takes %.2fx less time\n",
+                    s.steps, eager_run.median_step_ms, graphed_run.median_step_ms,
+                    eager_run.median_step_ms / graphed_run.median_step_ms);
+      }
+#endif
     }
     if (!learned) std::fprintf(stderr, "transformer_lm: the loss did not fall\n");
     return mismatches == 0 && learned ? 0 : 1;
