@@ -206,6 +206,32 @@ class transformer {
   void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
     gradients_finished_ = std::move(hook);
   }
+  // Everything a step carries to the next: each weight tensor under "model/<name>" (bf16,
+  // [count]) and the optimizer's master weights, moments and step count under "optimizer/".
+  // Between steps; synchronizes the stream.
+  void save_to(gt::checkpoint& into) const {
+    for (auto const& t : tensors_) {
+      gt::add_device_tensor(into, "model/" + t.name, value(t), bf16,
+                            {static_cast<std::int64_t>(t.count)}, stream_);
+    }
+    optimizer_->save_to(into, "optimizer", stream_);
+  }
+  // Loads what save_to wrote; a checkpoint of another model (a tensor missing, of another size)
+  // is refused naming the tensor, before anything is copied. Graphs captured before it replay
+  // from the loaded state.
+  void restore_from(gt::checkpoint const& from) {
+    for (auto const& t : tensors_) {
+      static_cast<void>(from.tensor("model/" + t.name, bf16, {static_cast<std::int64_t>(t.count)}));
+    }
+    optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
+    for (auto const& t : tensors_) {
+      gt::load_device_tensor(from, "model/" + t.name, value(t), bf16,
+                             {static_cast<std::int64_t>(t.count)}, stream_);
+    }
+  }
+  // Optimizer steps taken so far (synchronizes the stream).
+  [[nodiscard]] std::int64_t steps_taken() const { return optimizer_->steps_taken(stream_); }
+
   // Every tensor, in model order: token embedding, position embedding, each layer's ln1
   // weight and bias, qkv weight and bias, proj weight and bias, ln2 weight and bias, fc1
   // weight and bias, fc2 weight and bias, then the final norm's weight and bias. Their offsets

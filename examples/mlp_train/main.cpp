@@ -105,13 +105,14 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(saved_weights.back().data(), r.address, r.bytes,
                                        cudaMemcpyDeviceToHost, stream.value()));
   }
-  auto const saved_rng = model.rng().save(stream);
+  gs::train::checkpoint saved_rng;
+  model.rng().save_to(saved_rng, "rng", stream);
   auto const restore = [&](gs::cuda::stream_view s) {
     for (std::size_t i = 0; i < weights.size(); ++i) {
       GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights[i].address, saved_weights[i].data(),
                                          weights[i].bytes, cudaMemcpyHostToDevice, s.value()));
     }
-    model.rng().restore(saved_rng, s);
+    model.rng().restore_from(saved_rng, "rng", s);
   };
   std::vector<double> eager;
   for (int i = 0; i < 5; ++i) {
@@ -127,7 +128,9 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
   gs::diagnostics::verify_options options;
   options.capture = capture;
   options.pool = &pool;
-  options.before_each_run = [&](gs::cuda::stream_view s) { model.rng().restore(saved_rng, s); };
+  options.before_each_run = [&](gs::cuda::stream_view s) {
+    model.rng().restore_from(saved_rng, "rng", s);
+  };
   auto const run = [&](gs::diagnostics::verify_options const& o, char const* what) {
     auto const start = std::chrono::steady_clock::now();
     auto report = gs::diagnostics::verify_replay(

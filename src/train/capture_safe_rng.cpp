@@ -149,24 +149,26 @@ void capture_safe_rng::set_seed(std::uint64_t seed, cuda::stream_view stream) {
   seed_ = seed;
 }
 
-std::vector<std::byte> capture_safe_rng::save(cuda::stream_view stream) const {
+void capture_safe_rng::save_to(checkpoint& into, std::string const& name,
+                               cuda::stream_view stream) const {
   std::uint64_t const* const device = state();
   GRAPHSTEP_EXPECTS(step_reserved_ == 0,
-                    "capture_safe_rng::save: a step reserved numbers but has not ended; save "
+                    "capture_safe_rng::save_to: a step reserved numbers but has not ended; save "
                     "between steps");
   std::array<std::uint64_t, 2> words{};
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(words.data(), device, sizeof words, cudaMemcpyDeviceToHost, stream.value()));
   stream.synchronize();
-  return detail::to_bytes({words[0], words[1]});
+  into.add_value(name, detail::rng_state{words[0], words[1]});
 }
 
-void capture_safe_rng::restore(std::vector<std::byte> const& bytes, cuda::stream_view stream) {
+void capture_safe_rng::restore_from(checkpoint const& from, std::string const& name,
+                                    cuda::stream_view stream) {
   std::uint64_t* const device = state();
-  detail::rng_state const state = detail::from_bytes(bytes);  // checks the size
-  GRAPHSTEP_EXPECTS(step_reserved_ == 0, "capture_safe_rng::restore: restore between steps");
+  auto const state = from.value<detail::rng_state>(name);  // checks the size
+  GRAPHSTEP_EXPECTS(step_reserved_ == 0, "capture_safe_rng::restore_from: restore between steps");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    "capture_safe_rng::restore inside a capture would freeze the state into "
+                    "capture_safe_rng::restore_from inside a capture would freeze the state into "
                     "the graph; restore between replays");
   std::array<std::uint64_t, 2> const words = {state.seed, state.offset};
   GRAPHSTEP_CUDA_TRY(

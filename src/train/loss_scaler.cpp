@@ -96,6 +96,26 @@ loss_scale_state loss_scaler::read(cuda::stream_view stream) const {
   return host;
 }
 
+void loss_scaler::save_to(checkpoint& into, std::string const& name,
+                          cuda::stream_view stream) const {
+  into.add_value(name, read(stream));
+}
+
+void loss_scaler::restore_from(checkpoint const& from, std::string const& name,
+                               cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "loss_scaler::restore_from inside a capture would freeze the state into the "
+                    "graph; restore between replays");
+  auto const saved = from.value<loss_scale_state>(name);
+  GRAPHSTEP_EXPECTS(saved.scale > 0.0F && detail::is_finite(saved.scale),
+                    "loss_scaler::restore_from: '" + name + "' holds the scale " +
+                        std::to_string(saved.scale) +
+                        ", which is not positive and finite; it was not written by save_to");
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(state(), &saved, sizeof saved, cudaMemcpyHostToDevice, stream.value()));
+  stream.synchronize();  // `saved` is a local
+}
+
 loss_scale_state* loss_scaler::state() const noexcept {
   return static_cast<loss_scale_state*>(state_.data());
 }

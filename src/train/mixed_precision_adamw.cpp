@@ -1,10 +1,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/multi_tensor.hpp>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,33 @@ namespace {
 
 using detail::mixed_adamw_device_state;
 using detail::mixed_tensor_slot;
+
+// What a checkpoint keeps of the device state: the rest is derived each step, or configuration.
+struct saved_counters {
+  std::int64_t step;
+  double beta1_power;
+  double beta2_power;
+};
+static_assert(sizeof(saved_counters) == 24, "no padding: its bytes are saved as they are");
+static_assert(offsetof(mixed_adamw_device_state, beta2_power) ==
+                  offsetof(mixed_adamw_device_state, beta1_power) + sizeof(double),
+              "the beta products are copied as one range");
+
+// The checkpoint entries of tensor t, in the order save_to adds them.
+struct tensor_entries {
+  std::string master, exp_avg, exp_avg_sq;
+};
+tensor_entries entries_of(std::string const& prefix, std::size_t t) {
+  std::string const base = prefix + "/" + std::to_string(t) + "/";
+  return {base + "master", base + "exp_avg", base + "exp_avg_sq"};
+}
+
+// Elements of tensor t, from where each tensor starts among all `total` elements.
+std::int64_t tensor_elements(std::vector<std::size_t> const& first, std::size_t total,
+                             std::size_t t) {
+  std::size_t const end = t + 1 < first.size() ? first[t + 1] : total;
+  return static_cast<std::int64_t>(end - first[t]);
+}
 
 }  // namespace
 
@@ -152,6 +182,70 @@ void mixed_precision_adamw::read_learning_rate_from(float const* learning_rate,
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, &learning_rate, sizeof learning_rate,
                                      cudaMemcpyHostToDevice, stream.value()));
   stream.synchronize();  // `learning_rate` is a local: the copy must have read it
+}
+
+void mixed_precision_adamw::save_to(checkpoint& into, std::string const& prefix,
+                                    cuda::stream_view stream) const {
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "mixed_precision_adamw::save_to inside a capture would record the copies; "
+                    "save between replays");
+  saved_counters counters{};
+  counters.step = read<std::int64_t>(offsetof(mixed_adamw_device_state, step), stream);
+  counters.beta1_power = read<double>(offsetof(mixed_adamw_device_state, beta1_power), stream);
+  counters.beta2_power = read<double>(offsetof(mixed_adamw_device_state, beta2_power), stream);
+  into.add_value(prefix + "/step", counters);
+  auto const* const buffers = static_cast<float const*>(buffers_.data());
+  std::size_t const total = buffers_.size() / (3 * sizeof(float));
+  for (std::size_t t = 0; t < first_element_.size(); ++t) {
+    auto const names = entries_of(prefix, t);
+    std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
+    float const* const master = buffers + first_element_[t];
+    add_device_tensor(into, names.master, master, dtype::float32, shape, stream);
+    add_device_tensor(into, names.exp_avg, master + total, dtype::float32, shape, stream);
+    add_device_tensor(into, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
+  }
+}
+
+void mixed_precision_adamw::restore_from(checkpoint const& from, std::string const& prefix,
+                                         cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "mixed_precision_adamw::restore_from inside a capture would record the "
+                    "copies; restore between replays");
+  std::size_t const total = buffers_.size() / (3 * sizeof(float));
+  // Every entry first, so that a checkpoint of another layout changes nothing.
+  auto const counters = from.value<saved_counters>(prefix + "/step");
+  GRAPHSTEP_EXPECTS(counters.step >= 0, "mixed_precision_adamw::restore_from: '" + prefix +
+                                            "/step' holds a negative step count; the "
+                                            "checkpoint was not written by save_to");
+  for (std::size_t t = 0; t < first_element_.size(); ++t) {
+    auto const names = entries_of(prefix, t);
+    std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
+    for (auto const* name : {&names.master, &names.exp_avg, &names.exp_avg_sq}) {
+      static_cast<void>(from.tensor(*name, dtype::float32, shape));
+    }
+  }
+  GRAPHSTEP_EXPECTS(!from.contains(entries_of(prefix, first_element_.size()).master),
+                    "mixed_precision_adamw::restore_from: the checkpoint holds more tensors under '" +
+                        prefix + "' than the " + std::to_string(first_element_.size()) +
+                        " this optimizer updates; it was written for another model");
+  auto* const buffers = static_cast<float*>(buffers_.data());
+  for (std::size_t t = 0; t < first_element_.size(); ++t) {
+    auto const names = entries_of(prefix, t);
+    std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
+    float* const master = buffers + first_element_[t];
+    load_device_tensor(from, names.master, master, dtype::float32, shape, stream);
+    load_device_tensor(from, names.exp_avg, master + total, dtype::float32, shape, stream);
+    load_device_tensor(from, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
+  }
+  auto* const state = static_cast<unsigned char*>(state_.data());
+  double const powers[2] = {counters.beta1_power, counters.beta2_power};
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, step),
+                                     &counters.step, sizeof counters.step, cudaMemcpyHostToDevice,
+                                     stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, beta1_power),
+                                     powers, sizeof powers, cudaMemcpyHostToDevice,
+                                     stream.value()));
+  stream.synchronize();  // the sources are locals
 }
 
 template <typename T>

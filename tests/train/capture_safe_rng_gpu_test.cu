@@ -1,6 +1,7 @@
 // The capture-safe generator on a device: masks equal the host's Philox, differ from replay to
 // replay, are reproducible from the seed eagerly and graphed, and survive save/restore.
 
+#include <cstdint>
 #include <graphstep/graphstep.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/philox.hpp>
@@ -87,15 +88,21 @@ TEST_F(rng_test, replays_draw_new_masks_and_graphed_equals_eager_for_one_seed) {
 TEST_F(rng_test, save_and_restore_reproduce_a_step) {
   gs::train::capture_safe_rng rng{7, *stream_};
   step(rng);
-  auto const saved = rng.save(*stream_);
+  gs::train::checkpoint saved;
+  rng.save_to(saved, "rng", *stream_);
   step(rng);
   auto const next = mask();
-  rng.restore(saved, *stream_);
+  rng.restore_from(saved, "rng", *stream_);
   step(rng);
   EXPECT_EQ(mask(), next);
-  EXPECT_THROW(rng.restore(std::vector<std::byte>(3), *stream_), gs::usage_error);
+  gs::train::checkpoint wrong;
+  wrong.add_value("rng", std::uint8_t{3});
+  EXPECT_THROW(rng.restore_from(wrong, "rng", *stream_), gs::usage_error);
+  EXPECT_THROW(rng.restore_from(saved, "generator", *stream_), gs::usage_error);
   static_cast<void>(rng.reserve(1));
-  EXPECT_THROW(static_cast<void>(rng.save(*stream_)), gs::usage_error);  // mid-step
+  gs::train::checkpoint mid_step;
+  EXPECT_THROW(rng.save_to(mid_step, "rng", *stream_), gs::usage_error);
+  EXPECT_THROW(rng.restore_from(saved, "rng", *stream_), gs::usage_error);
   rng.end_step(*stream_);
 }
 

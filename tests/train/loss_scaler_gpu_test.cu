@@ -149,6 +149,59 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence) {
 
 // The same sequence with fp16 gradients that `check` leaves scaled: they read what PyTorch's
 // test reads before its unscale (20, inf, 10, inf), and the flag and the scale follow them.
+// A scaler restored from a checkpoint scales, backs off and grows as the saved one: the state
+// saved after a back-off comes back over the state a later step left, and is refused from a
+// value of another size or with a scale that is not positive and finite.
+TEST_F(loss_scaler_test, a_restored_scaler_goes_on_from_the_saved_state) {
+  int const n = 64;
+  auto const count = static_cast<std::size_t>(n);
+  float* gradient = fill(count, 0.0F);
+  float* input = fill(count, 1.0F);
+  gt::loss_scale_options options;
+  options.init_scale = 8.0F;
+  options.growth_interval = 2;
+  gt::loss_scaler scaler{{{gradient, count}}, options, *stream_, *pool_};
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, *pool_, [&] {
+    scaled_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);
+    scaler.unscale(*stream_);
+    scaler.update(*stream_);
+  });
+  auto const run = [&](float value) {
+    std::vector<float> const batch(count, value);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(input, batch.data(), sizeof(float) * count,
+                                       cudaMemcpyHostToDevice, stream_->get()));
+    step.replay(*stream_);
+    return scaler.read(*stream_);
+  };
+  float const overflowing = std::numeric_limits<float>::max();
+  run(overflowing);  // backs off to 4
+  gt::checkpoint saved;
+  scaler.save_to(saved, "scaler", *stream_);
+  gt::loss_scale_state const at_save = scaler.read(*stream_);
+  ASSERT_EQ(at_save.scale, 4.0F);
+  run(1.0F);
+  auto const went_on = run(1.0F);  // grew to 8 after two finite steps
+  ASSERT_EQ(went_on.scale, 8.0F);
+
+  scaler.restore_from(saved, "scaler", *stream_);
+  auto const restored = scaler.read(*stream_);
+  EXPECT_EQ(restored.scale, at_save.scale);
+  EXPECT_EQ(restored.growth_tracker, at_save.growth_tracker);
+  EXPECT_EQ(restored.all_finite, at_save.all_finite);
+  run(1.0F);
+  EXPECT_EQ(run(1.0F).scale, went_on.scale) << "the same steps from the same state";
+
+  gt::checkpoint wrong;
+  wrong.add_value("scaler", 1.0F);
+  gt::loss_scale_state broken = at_save;
+  broken.scale = -1.0F;
+  wrong.add_value("broken", broken);
+  EXPECT_THROW(scaler.restore_from(wrong, "scaler", *stream_), gs::usage_error);
+  std::string const said = message_of([&] { scaler.restore_from(wrong, "broken", *stream_); });
+  EXPECT_NE(said.find("not positive and finite"), std::string::npos) << said;
+}
+
 TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence_with_checked_fp16_gradients) {
   int const n = 100;
   auto const count = static_cast<std::size_t>(n);

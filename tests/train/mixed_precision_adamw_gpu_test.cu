@@ -6,8 +6,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <graphstep/graphstep.hpp>
@@ -240,6 +244,141 @@ TEST_F(mixed_adamw_test, a_learning_rate_the_host_sets_before_each_replay_is_wha
                                      optimizer.read_learning_rate_from(learning_rate.data(),
                                                                        *stream_);
                                    }),
+               gs::usage_error);
+}
+
+// Resume: an optimizer restored from a checkpoint file of another's state after 3 steps (bf16
+// tensors with stochastic rounding, an fp32 one, clipping, a warm-up schedule) takes the
+// same next steps bit for bit, graphed, as the one that went on: weights, master weights and
+// step count.
+TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
+  std::mt19937 rng{31};
+  std::vector<std::size_t> const sizes{4099, 300, 70};
+  std::vector<gs::dtype> const types{gs::dtype::bfloat16, gs::dtype::float32, gs::dtype::bfloat16};
+  gt::mixed_adamw_options options;
+  options.max_grad_norm = 0.5F;
+  options.stochastic_rounding = true;
+  options.seed = 99;
+  gt::lr_schedule schedule;
+  schedule.shape = gt::lr_shape::warmup_cosine;
+  schedule.base = 1e-2F;
+  schedule.warmup_steps = 2;
+  schedule.total_steps = 10;
+  std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}};
+  // Two copies of the model: the one that goes on, and the one that resumes (other weights).
+  auto const make_parameters = [&](float range) {
+    std::vector<gt::mixed_parameter> parameters;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      auto const weights = random_bf16(sizes[t], range, rng);
+      auto const gradients = random_bf16(sizes[t], 1.0F, rng);
+      void* value = nullptr;
+      void const* gradient = nullptr;
+      if (types[t] == gs::dtype::float32) {
+        value = upload(as_floats(weights));
+        gradient = upload(as_floats(gradients));
+      } else {
+        value = upload(weights);
+        gradient = upload(gradients);
+      }
+      parameters.push_back({value, gradient, sizes[t], types[t], 0});
+    }
+    return parameters;
+  };
+  auto const went_on_parameters = make_parameters(1.0F);
+  auto const resumed_parameters = make_parameters(3.0F);
+  for (std::size_t t = 0; t < sizes.size(); ++t) {  // the same gradients every step on both
+    GRAPHSTEP_CUDA_TRY(cudaMemcpy(const_cast<void*>(resumed_parameters[t].gradient),
+                                  went_on_parameters[t].gradient,
+                                  sizes[t] * gs::size_in_bytes(types[t]), cudaMemcpyDeviceToDevice));
+  }
+  gt::mixed_precision_adamw went_on{went_on_parameters, groups, options, schedule, {}, *stream_};
+  gt::mixed_precision_adamw resumed{resumed_parameters, groups, options, schedule, {}, *stream_};
+  gs::graphs::graph_exec went_on_step;
+  gs::graphs::graph_exec resumed_step;
+  gs::graphs::capture(went_on_step, *stream_, [&] { went_on.step(*stream_); });
+  gs::graphs::capture(resumed_step, *stream_, [&] { resumed.step(*stream_); });
+  resumed_step.replay(*stream_);  // its own history, which the restore must replace
+
+  for (int s = 0; s < 3; ++s) went_on_step.replay(*stream_);
+  char directory_template[] = "/tmp/graphstep_adamw_XXXXXX";
+  ASSERT_NE(mkdtemp(directory_template), nullptr);
+  std::string const path = std::string{directory_template} + "/optimizer.ckpt";
+  {
+    gt::checkpoint saved;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {  // the model's part: its weights
+      gt::add_device_tensor(saved, "model/" + std::to_string(t), went_on_parameters[t].value,
+                            types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
+    }
+    went_on.save_to(saved, "optimizer", *stream_);
+    saved.save(path);
+  }
+  auto const loaded = gt::checkpoint::load(path);
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    gt::load_device_tensor(loaded, "model/" + std::to_string(t), resumed_parameters[t].value,
+                           types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
+  }
+  resumed.restore_from(loaded, "optimizer", *stream_);
+  std::remove(path.c_str());
+  rmdir(directory_template);
+  EXPECT_EQ(resumed.steps_taken(*stream_), 3);
+
+  for (int s = 0; s < 4; ++s) {
+    went_on_step.replay(*stream_);
+    resumed_step.replay(*stream_);
+  }
+  EXPECT_EQ(resumed.steps_taken(*stream_), went_on.steps_taken(*stream_));
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    EXPECT_EQ(bits_of(download(resumed.master_weights(t), sizes[t])),
+              bits_of(download(went_on.master_weights(t), sizes[t])))
+        << "tensor " << t;
+    std::size_t const bytes = sizes[t] * gs::size_in_bytes(types[t]);
+    EXPECT_EQ(download(static_cast<unsigned char const*>(resumed_parameters[t].value), bytes),
+              download(static_cast<unsigned char const*>(went_on_parameters[t].value), bytes))
+        << "tensor " << t;
+  }
+}
+
+// A checkpoint of another layout is refused naming the entry and both layouts, and changes
+// nothing: the optimizer's step count and master weights are as they were.
+TEST_F(mixed_adamw_test, a_checkpoint_of_another_layout_is_refused_and_changes_nothing) {
+  std::mt19937 rng{37};
+  auto const make = [&](std::vector<std::size_t> const& sizes) {
+    std::vector<gt::mixed_parameter> parameters;
+    for (std::size_t n : sizes) {
+      parameters.push_back(
+          {upload(random_bf16(n, 1.0F, rng)), upload(random_bf16(n, 1.0F, rng)), n,
+           gs::dtype::bfloat16, 0});
+    }
+    return parameters;
+  };
+  std::vector<gt::parameter_group> const groups{{0.0F, 1.0F}};
+  gt::mixed_precision_adamw saved_one{make({64, 128}), groups, {}, {}, {}, *stream_};
+  saved_one.step(*stream_);
+  gt::checkpoint saved;
+  saved_one.save_to(saved, "optimizer", *stream_);
+
+  gt::mixed_precision_adamw wider{make({64, 256}), groups, {}, {}, {}, *stream_};
+  auto const master_before = download(wider.master_weights(0), 64);
+  std::string const said = message_of([&] { wider.restore_from(saved, "optimizer", *stream_); });
+  EXPECT_NE(said.find("optimizer/1/master"), std::string::npos) << said;
+  EXPECT_NE(said.find("[128]"), std::string::npos) << said;
+  EXPECT_NE(said.find("[256]"), std::string::npos) << said;
+  EXPECT_EQ(wider.steps_taken(*stream_), 0);
+  EXPECT_EQ(bits_of(download(wider.master_weights(0), 64)), bits_of(master_before));
+
+  gt::mixed_precision_adamw fewer{make({64}), groups, {}, {}, {}, *stream_};
+  std::string const more = message_of([&] { fewer.restore_from(saved, "optimizer", *stream_); });
+  EXPECT_NE(more.find("more tensors"), std::string::npos) << more;
+  EXPECT_EQ(fewer.steps_taken(*stream_), 0);
+
+  gt::mixed_precision_adamw elsewhere{make({64, 128}), groups, {}, {}, {}, *stream_};
+  std::string const missing =
+      message_of([&] { elsewhere.restore_from(saved, "adamw", *stream_); });
+  EXPECT_NE(missing.find("adamw/step"), std::string::npos) << missing;
+
+  gs::graphs::graph_exec refused;
+  EXPECT_THROW(gs::graphs::capture(refused, *stream_,
+                                   [&] { elsewhere.restore_from(saved, "optimizer", *stream_); }),
                gs::usage_error);
 }
 

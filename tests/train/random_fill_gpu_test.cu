@@ -286,9 +286,10 @@ TEST_F(rng_fill_test, set_seed_outside_a_capture_starts_over_as_a_new_generator)
   step(rng);
   expect_equal(read_step(), reference_step(2, 0), "after set_seed(2)");
   // restore brings back the saved seed, and the host's copy of it.
-  auto const saved = rng.save(*stream_);
+  gr::checkpoint saved;
+  rng.save_to(saved, "rng", *stream_);
   rng.set_seed(3, *stream_);
-  rng.restore(saved, *stream_);
+  rng.restore_from(saved, "rng", *stream_);
   EXPECT_EQ(rng.seed(), 2U);
   step(rng);
   expect_equal(read_step(), reference_step(2, step_counters()), "after restore");

@@ -25,7 +25,9 @@
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/random_fill.hpp>
+#include <string>
 #include <vector>
 
 namespace graphstep::train {
@@ -116,15 +118,19 @@ class capture_safe_rng {
   /// @throws usage_error (a different seed inside a capture, naming both seeds; outside a
   /// capture, between reserve and end_step), cuda_error
   void set_seed(std::uint64_t seed, cuda::stream_view stream);
-  /// @brief The seed in use: the constructor's, or the last `set_seed` or `restore`.
+  /// @brief The seed in use: the constructor's, or the last `set_seed` or `restore_from`.
   [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
 
-  /// @brief The state {seed, offset} as bytes, for a checkpoint (synchronizes `stream`).
-  /// @throws usage_error (between reserve and end_step, when the state is mid-step)
-  [[nodiscard]] std::vector<std::byte> save(cuda::stream_view stream) const;
-  /// @brief Restores a saved state.
-  /// @throws usage_error (bytes of the wrong size, mid-step, capturing stream)
-  void restore(std::vector<std::byte> const& bytes, cuda::stream_view stream);
+  /// @brief Adds the state {seed, offset} to `into` as the value `name` (synchronizes
+  /// `stream`): for a checkpoint file, or kept in memory to rewind the generator.
+  /// @throws usage_error (between reserve and end_step, when the state is mid-step; a name
+  /// already in `into`), cuda_error
+  void save_to(checkpoint& into, std::string const& name, cuda::stream_view stream) const;
+  /// @brief Restores the state `save_to` added as `name`: the numbers drawn next are those
+  /// drawn after the save. Between steps and replays (synchronizes `stream`).
+  /// @throws usage_error (no such value or one of another size, mid-step, a capturing stream),
+  /// cuda_error
+  void restore_from(checkpoint const& from, std::string const& name, cuda::stream_view stream);
 
  private:
   [[nodiscard]] std::uint64_t* state() const;

@@ -10,8 +10,10 @@
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/multi_tensor.hpp>
+#include <string>
 #include <vector>
 
 namespace graphstep::train {
@@ -83,6 +85,15 @@ class loss_scaler {
   /// @brief The state, read from the device (synchronizes `stream`). Not inside a capture.
   /// @throws usage_error (a capturing stream), cuda_error
   [[nodiscard]] loss_scale_state read(cuda::stream_view stream) const;
+  /// @brief Adds the state (scale, growth tracker, last finding) to `into` as the value `name`
+  /// (synchronizes `stream`). Between steps, not in a capture.
+  /// @throws usage_error (a capturing stream, a name already in `into`), cuda_error
+  void save_to(checkpoint& into, std::string const& name, cuda::stream_view stream) const;
+  /// @brief Restores the state `save_to` added as `name`: the next steps scale, back off and
+  /// grow as the saved scaler's would. Between steps, not in a capture; synchronizes `stream`.
+  /// @throws usage_error (no such value or one of another size, a scale that is not positive
+  /// and finite, a capturing stream), cuda_error
+  void restore_from(checkpoint const& from, std::string const& name, cuda::stream_view stream);
 
  private:
   loss_scaler(std::vector<scaled_gradient> const& gradients,

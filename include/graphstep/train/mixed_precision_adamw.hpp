@@ -11,8 +11,10 @@
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <string>
 #include <vector>
 
 namespace graphstep::train {
@@ -93,6 +95,23 @@ class mixed_precision_adamw {
   /// @brief The global norm of the last step's unscaled gradients, before clipping (0 when
   /// clipping is off; synchronizes `stream`).
   [[nodiscard]] float last_gradient_norm(cuda::stream_view stream) const;
+  /// @brief Adds the optimizer's state to `into`, under `prefix`: the step count and the fp64
+  /// products beta^step (value `<prefix>/step`), and for each tensor t, in the order given to
+  /// the constructor, its fp32 master weights and both fp32 moments (`<prefix>/<t>/master`,
+  /// `…/exp_avg`, `…/exp_avg_sq`), each of shape [count]. The model weights are the model's to
+  /// save (`add_device_tensor`, under the model's names): with them, this is everything a step
+  /// carries to the next. The schedule, options, groups and seed are the constructor's, not
+  /// state. Between steps, not in a capture; synchronizes `stream`.
+  /// @throws usage_error (a capturing stream, names already in `into`), cuda_error
+  void save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const;
+  /// @brief Loads what `save_to` added under `prefix`: with the model weights loaded too, the
+  /// next step is the one the saved optimizer would have taken next, bit for bit; graphs
+  /// captured before it replay from the loaded state. Every entry is checked before any is copied: a checkpoint of another
+  /// layout (fewer tensors, another size or dtype) is refused naming the entry and both
+  /// layouts, and changes nothing. Between steps, not in a capture; synchronizes `stream`.
+  /// @throws usage_error (a capturing stream, a missing or mismatched entry), cuda_error
+  void restore_from(checkpoint const& from, std::string const& prefix, cuda::stream_view stream);
+
   /// @brief The fp32 master weights of tensor `tensor`, in device memory.
   /// @throws usage_error (no such tensor)
   [[nodiscard]] float const* master_weights(std::size_t tensor) const;

@@ -1,0 +1,32 @@
+#pragma once
+
+/// @file train/device_checkpoint.hpp
+/// @brief Device memory into a `train::checkpoint` and back: the tensors a captured step keeps
+/// at fixed addresses, copied between replays without touching the graphs.
+
+#include <cstdint>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/train/checkpoint.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace graphstep::train {
+
+/// @brief Adds tensor `name` to `into`: the elements of `type` and `shape` at `device`, copied
+/// after the work enqueued on `stream` so far (synchronizes `stream`). Not inside a capture.
+/// @throws usage_error (a null or misaligned pointer, a capturing stream, what
+/// `checkpoint::add_tensor` refuses), cuda_error
+void add_device_tensor(checkpoint& into, std::string name, void const* device, dtype type,
+                       std::vector<std::int64_t> shape, cuda::stream_view stream);
+
+/// @brief Copies tensor `name` of `from`, checked to be of `type` and `shape`, to `device` in
+/// the order of `stream` (synchronizes `stream`, so `from` may go away on return). Not inside
+/// a capture: graphs captured before it read the loaded values at their next replay.
+/// @throws usage_error (a null or misaligned pointer, a capturing stream, a missing tensor or
+/// one of another dtype or shape, named with both layouts), cuda_error
+void load_device_tensor(checkpoint const& from, std::string_view name, void* device, dtype type,
+                        std::vector<std::int64_t> const& shape, cuda::stream_view stream);
+
+}  // namespace graphstep::train

@@ -1,0 +1,100 @@
+// Device tensors into a checkpoint and back: bytes kept exactly for each dtype through a file,
+// and every refusal (a null or misaligned pointer, a capturing stream, another layout) leaves
+// the device memory as it was.
+
+#include <cstdint>
+#include <cstdio>
+#include <graphstep/graphstep.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+namespace gt = graphstep::train;
+using gs::testing::message_of;
+
+namespace {
+
+class device_checkpoint_test : public gs::testing::gpu_test {
+ protected:
+  void SetUp() override {
+    gpu_test::SetUp();
+    if (IsSkipped()) return;
+    stream_.emplace();
+  }
+  std::vector<std::uint8_t> bytes_at(void const* device, std::size_t bytes) {
+    return gs::testing::copy_to_host(static_cast<std::uint8_t const*>(device), bytes, *stream_);
+  }
+  std::optional<gs::cuda::stream> stream_;
+};
+
+}  // namespace
+
+TEST_F(device_checkpoint_test, tensors_of_each_dtype_come_back_bit_for_bit_through_a_file) {
+  std::vector<gs::dtype> const types{gs::dtype::float32, gs::dtype::float16, gs::dtype::bfloat16};
+  std::vector<std::int64_t> const shape{3, 5};
+  std::size_t const elements = 15;
+  gt::checkpoint saved;
+  std::vector<std::vector<std::uint8_t>> written;
+  std::vector<gs::cuda::device_buffer> sources;
+  for (std::size_t t = 0; t < types.size(); ++t) {
+    std::size_t const bytes = elements * gs::size_in_bytes(types[t]);
+    std::vector<std::uint8_t> pattern(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<std::uint8_t>(i * 7 + t);
+    sources.emplace_back(bytes, *stream_);
+    gs::testing::copy_to_device(sources.back().data(), pattern.data(), bytes);
+    gt::add_device_tensor(saved, gs::name(types[t]), sources.back().data(), types[t], shape,
+                          *stream_);
+    written.push_back(pattern);
+  }
+  std::string const path = ::testing::TempDir() + "device_checkpoint_test.ckpt";
+  saved.save(path);
+  auto const loaded = gt::checkpoint::load(path);
+  std::remove(path.c_str());
+  for (std::size_t t = 0; t < types.size(); ++t) {
+    gs::cuda::device_buffer target{written[t].size(), *stream_};
+    gt::load_device_tensor(loaded, gs::name(types[t]), target.data(), types[t], shape, *stream_);
+    EXPECT_EQ(bytes_at(target.data(), written[t].size()), written[t]) << gs::name(types[t]);
+  }
+}
+
+TEST_F(device_checkpoint_test, refusals_say_what_is_wrong_and_copy_nothing) {
+  gs::cuda::device_buffer memory{64, *stream_};
+  std::vector<std::uint8_t> const zeros(64, 0);
+  gs::testing::copy_to_device(memory.data(), zeros.data(), zeros.size());
+  gt::checkpoint saved;
+  std::vector<std::uint8_t> ones(16 * 4, 0xFF);
+  saved.add_tensor("weights", gs::dtype::float32, {16}, ones);
+
+  EXPECT_NE(message_of([&] {
+              gt::add_device_tensor(saved, "null", nullptr, gs::dtype::float32, {4}, *stream_);
+            }).find("null pointer"),
+            std::string::npos);
+  auto* const misaligned = static_cast<unsigned char*>(memory.data()) + 1;
+  EXPECT_NE(message_of([&] {
+              gt::load_device_tensor(saved, "weights", misaligned, gs::dtype::float32, {16},
+                                     *stream_);
+            }).find("not aligned"),
+            std::string::npos);
+  std::string const other_shape = message_of([&] {
+    gt::load_device_tensor(saved, "weights", memory.data(), gs::dtype::float32, {8}, *stream_);
+  });
+  EXPECT_NE(other_shape.find("float32 [16] in the checkpoint"), std::string::npos) << other_shape;
+  EXPECT_NE(message_of([&] {
+              gt::load_device_tensor(saved, "bias", memory.data(), gs::dtype::float32, {16},
+                                     *stream_);
+            }).find("no tensor \"bias\""),
+            std::string::npos);
+
+  gs::graphs::graph_exec refused;
+  std::string const in_capture = message_of([&] {
+    gs::graphs::capture(refused, *stream_, [&] {
+      gt::load_device_tensor(saved, "weights", memory.data(), gs::dtype::float32, {16}, *stream_);
+    });
+  });
+  EXPECT_NE(in_capture.find("copy between replays"), std::string::npos) << in_capture;
+  EXPECT_EQ(bytes_at(memory.data(), 64), zeros) << "a refused load copies nothing";
+}
