@@ -41,7 +41,9 @@ pool_engine::~pool_engine() {
   for (auto const& block : uses_) {
     for (auto const& entry : block.second) device_.forget(entry.second);
   }
-  for (auto const& entry : last_launches_) device_.forget(entry.second.event);
+  for (auto const& stream : launches_) {
+    for (auto const& entry : stream.second) device_.forget(entry.second);
+  }
 }
 
 pool_engine::capture_state& pool_engine::capture_of(capture_id capture, stream_id stream) {
@@ -331,30 +333,61 @@ void pool_engine::release_graph(graph_id graph) noexcept {
   blocks_.release_graph(graph);
   live_graphs_.erase(graph);
   sharing_.clear();
-  if (auto found = last_launches_.find(graph); found != last_launches_.end()) {
-    device_.forget(found->second.event);
-    last_launches_.erase(found);
+  forget_launch(graph, any_stream);
+  drop_idle_streams();
+}
+
+std::vector<graph_id> const& pool_engine::sharing_with(graph_id graph) {
+  auto cached = sharing_.find(graph);
+  if (cached == sharing_.end()) {
+    cached = sharing_.emplace(graph, blocks_.graphs_sharing_memory_with(graph)).first;
+  }
+  return cached->second;
+}
+
+// Forgets the launch of `graph` filed under any stream but `except`.
+void pool_engine::forget_launch(graph_id graph, stream_id except) {
+  for (auto& [stream, launches] : launches_) {
+    if (stream == except) continue;
+    if (auto found = launches.find(graph); found != launches.end()) {
+      device_.forget(found->second);
+      launches.erase(found);
+    }
+  }
+}
+
+// A stream whose launches have all completed keeps its (empty) entry while it replays, so that
+// alternating streams do not make and drop it on every launch; it goes when a graph is released
+// or another stream comes.
+void pool_engine::drop_idle_streams() {
+  for (auto it = launches_.begin(); it != launches_.end();) {
+    it = it->second.empty() ? launches_.erase(it) : std::next(it);
   }
 }
 
 void pool_engine::before_replay(graph_id graph, stream_id stream) {
   std::lock_guard const lock{mutex_};
   if (live_graphs_.count(graph) == 0) return;
-  auto cached = sharing_.find(graph);
-  if (cached == sharing_.end()) {
-    cached = sharing_.emplace(graph, blocks_.graphs_sharing_memory_with(graph)).first;
-  }
-  // A graph that marks no block shares nothing, not even with another executable of itself.
-  for (graph_id const other : cached->second) {
-    auto found = last_launches_.find(other);
-    if (found == last_launches_.end() || found->second.stream == stream) continue;
-    if (device_.complete(found->second.event)) {
-      device_.forget(found->second.event);
-      last_launches_.erase(found);
-      continue;
+  // Launches on `stream` itself run before this one in its order: only other streams' count.
+  std::vector<graph_id> const* sharing = nullptr;
+  for (auto& [other_stream, launches] : launches_) {
+    if (other_stream == stream || launches.empty()) continue;
+    // A graph that marks no block shares nothing, not even with another executable of itself.
+    if (sharing == nullptr) sharing = &sharing_with(graph);
+    for (auto it = launches.begin(); it != launches.end();) {
+      if (!std::binary_search(sharing->begin(), sharing->end(), it->first)) {
+        ++it;
+        continue;
+      }
+      if (device_.complete(it->second)) {
+        device_.forget(it->second);
+        it = launches.erase(it);
+        continue;
+      }
+      device_.wait(stream, it->second);
+      ++ordered_replays_;
+      ++it;
     }
-    device_.wait(stream, found->second.event);
-    ++ordered_replays_;
   }
 }
 
@@ -363,10 +396,18 @@ void pool_engine::after_replay(graph_id graph, stream_id stream) {
   if (live_graphs_.count(graph) == 0) return;
   event_id const event = next_event_++;
   device_.record(event, stream);
-  auto [found, inserted] = last_launches_.try_emplace(graph, launch{stream, event});
-  if (!inserted) {
-    device_.forget(found->second.event);
-    found->second = {stream, event};
+  auto on = launches_.find(stream);
+  if (on == launches_.end()) {
+    drop_idle_streams();
+    on = launches_.try_emplace(stream).first;
+  }
+  auto [found, inserted] = on->second.try_emplace(graph, event);
+  if (inserted) {
+    // Its latest launch was on another stream, if any: this one supersedes it.
+    if (launches_.size() > 1) forget_launch(graph, stream);
+  } else {
+    device_.forget(found->second);
+    found->second = event;
   }
 }
 

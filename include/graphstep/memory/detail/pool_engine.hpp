@@ -16,9 +16,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace graphstep::memory::detail {
@@ -176,7 +176,9 @@ class pool_engine {
 
   /// @brief Graph `graph` is about to be launched on `stream`: `stream` is made to wait for
   /// the latest launch, on another stream, of every graph that shares memory with it, unless
-  /// that launch has completed. Unknown or released graphs are not ordered.
+  /// that launch has completed. Unknown or released graphs are not ordered. Only launches on
+  /// other streams are looked at, so while one stream replays every graph the cost does not
+  /// grow with the number of graphs.
   void before_replay(graph_id graph, stream_id stream);
   /// @brief Graph `graph` was launched on `stream`: later launches of graphs that share its
   /// memory on other streams wait for this one.
@@ -252,7 +254,7 @@ class pool_engine {
   event_id next_event_{1};
   stream_id next_capture_tag_{};
   std::unordered_map<capture_id, capture_state> captures_;
-  std::set<graph_id> live_graphs_;
+  std::unordered_set<graph_id> live_graphs_;
   // The event recorded after the last eager free on each stream that still holds blocks freed
   // there: once it completes, or once another stream waits on it, those blocks may move.
   std::map<stream_id, event_id> free_events_;
@@ -266,15 +268,17 @@ class pool_engine {
     std::uintptr_t slab{};
   };
   std::optional<next_plan> next_plan_;
-  struct launch {
-    stream_id stream{};
-    event_id event{};
-  };
-  // The latest launch of each live graph, until it is known to have completed.
-  std::map<graph_id, launch> last_launches_;
-  // Graphs sharing memory with each graph, cleared whenever marks change (captures end,
-  // graphs are released).
-  std::map<graph_id, std::vector<graph_id>> sharing_;
+  [[nodiscard]] std::vector<graph_id> const& sharing_with(graph_id graph);
+  void forget_launch(graph_id graph, stream_id except);
+  void drop_idle_streams();
+
+  // The latest launch of each live graph, until it is known to have completed, filed under the
+  // stream it was made on: a replay on stream S looks at the other streams' launches only
+  // (none while one stream replays everything), so its cost does not grow with the graphs.
+  std::map<stream_id, std::unordered_map<graph_id, event_id>> launches_;
+  // Graphs sharing memory with each graph, sorted, cleared whenever marks change (captures
+  // end, graphs are released).
+  std::unordered_map<graph_id, std::vector<graph_id>> sharing_;
   std::size_t ordered_replays_{};
 };
 
