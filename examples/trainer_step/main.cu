@@ -87,10 +87,6 @@ __global__ void bias_gradient_kernel(std::uint16_t* gradient, float const* predi
   gradient[d] = gs::bfloat16_nearest_even(g);
 }
 
-using residual_node =
-    gs::graphs::kernel_node<float*, float*, std::uint16_t const*, std::uint16_t const*,
-                            float const*, std::int32_t const*, float>;
-
 float normalizer_for(int rows) {
   return 1.0F / static_cast<float>(rows * dim);
 }
@@ -139,7 +135,7 @@ struct model {
         r, g, static_cast<std::uint16_t const*>(embedding.data()),
         static_cast<std::uint16_t const*>(bias.data()), target, tokens.data(),
         normalizer_for(rows));
-    if (stream.is_capturing()) node = residual_node::last_captured(stream, residual_kernel);
+    if (stream.is_capturing()) node = gs::graphs::last_captured_launch(stream, residual_kernel);
     loss_kernel<<<1, reduce_threads, 0, stream.value()>>>(static_cast<float*>(loss.data()), r,
                                                           scalars.data());
     embedding_gradient_kernel<<<(vocab * dim + 255) / 256, 256, 0, stream.value()>>>(
@@ -160,7 +156,7 @@ struct model {
   gs::memory::step_input<std::int32_t> tokens;
   gs::memory::step_input<step_scalars> scalars;
   std::optional<gs::train::mixed_precision_adamw> optimizer;
-  std::optional<residual_node> node;
+  std::optional<gs::graphs::kernel_node_for<residual_kernel>> node;
 };
 
 int run() {
@@ -206,12 +202,8 @@ int run() {
     graphed.tokens.upload(batch, stream);
     graphed.scalars.set(step_scalars{rows}, stream);
     // The grid and the by-value normalizer of this step; the capture's would be frozen.
-    graphed.node->set(step, gs::graphs::launch_dims{dim3(static_cast<unsigned>(rows)), dim3(dim)},
-                      static_cast<float*>(graphed.residual.data()),
-                      static_cast<float*>(graphed.prediction_gradient.data()),
-                      static_cast<std::uint16_t const*>(graphed.embedding.data()),
-                      static_cast<std::uint16_t const*>(graphed.bias.data()), graphed.target,
-                      graphed.tokens.data(), normalizer_for(rows));
+    graphed.node->set_argument<6>(step, normalizer_for(rows));  // residual_kernel's normalizer
+    graphed.node->set_grid(step, dim3(static_cast<unsigned>(rows)));
     step.replay(stream);
     std::uint64_t const ticket =
         graphed_losses.enqueue(static_cast<float const*>(graphed.loss.data()), stream);

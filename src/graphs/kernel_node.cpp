@@ -30,7 +30,8 @@ char const* type_name(cudaGraphNodeType type) {
 
 }  // namespace
 
-captured_kernel last_captured_kernel(cuda::stream_view stream, void const* function) {
+last_launch last_captured_kernel(cuda::stream_view stream, void const* function,
+                                 std::size_t parameters) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long sequence = 0;
   cudaGraphNode_t const* dependencies = nullptr;
@@ -40,18 +41,22 @@ captured_kernel last_captured_kernel(cuda::stream_view stream, void const* funct
   last_capture last;
   last.active = status == cudaStreamCaptureStatusActive;
   last.nodes = last.active ? count : 0;
-  captured_kernel found;
+  last_launch found;
   if (last.active && count == 1) {
-    found.node = dependencies[0];
-    found.capture_sequence = sequence;
+    found.kernel.node = dependencies[0];
+    found.kernel.capture_sequence = sequence;
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(found.node, &type));
+    GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(found.kernel.node, &type));
     last.node_type = type_name(type);
     if (type == cudaGraphNodeTypeKernel) {
+      // "kernelParams: Array of pointers to individual kernel arguments" (cudaKernelNodeParams);
+      // a launch that packed its arguments in `extra` leaves it null.
       cudaKernelNodeParams params{};
-      GRAPHSTEP_CUDA_TRY(cudaGraphKernelNodeGetParams(found.node, &params));
+      GRAPHSTEP_CUDA_TRY(cudaGraphKernelNodeGetParams(found.kernel.node, &params));
       last.same_function = params.func == function;
-      found.captured = launch_dims{params.gridDim, params.blockDim, params.sharedMemBytes};
+      last.arguments_readable = parameters == 0 || params.kernelParams != nullptr;
+      found.dims = launch_dims{params.gridDim, params.blockDim, params.sharedMemBytes};
+      found.arguments = params.kernelParams;
     }
   }
   std::string const refusal = why_not_the_launch(last);

@@ -43,9 +43,12 @@ TEST(kernel_node_rules, anything_else_captured_last_is_refused_with_the_reason) 
   last = one_launch();
   last.same_function = false;
   EXPECT_PRED2(contains, gd::why_not_the_launch(last), "launches another function");
+  last = one_launch();
+  last.arguments_readable = false;
+  EXPECT_PRED2(contains, gd::why_not_the_launch(last), "arguments packed in `extra`");
   for (std::string const& refusal :
        {gd::why_not_the_launch(gd::last_capture{}), gd::why_not_the_launch(last)}) {
-    EXPECT_PRED2(contains, refusal, "kernel_node::last_captured: ");
+    EXPECT_PRED2(contains, refusal, "last_captured_launch: ");
   }
 }
 

@@ -14,7 +14,7 @@ std::string text(std::array<unsigned, 3> const& extents) {
 }  // namespace
 
 std::string why_not_the_launch(last_capture const& last) {
-  std::string const who = "kernel_node::last_captured: ";
+  std::string const who = "last_captured_launch: ";
   if (!last.active) return who + "the stream is not capturing" + right_after;
   if (last.nodes == 0) return who + "nothing has been captured on this stream yet" + right_after;
   if (last.nodes > 1) {
@@ -30,6 +30,11 @@ std::string why_not_the_launch(last_capture const& last) {
     return who +
            "the last kernel captured on this stream launches another function than the one "
            "given: pass the kernel just launched";
+  }
+  if (!last.arguments_readable) {
+    return who +
+           "the launch passed its arguments packed in `extra`, which cannot be read back: "
+           "launch it with its arguments (<<<...>>>, cudaLaunchKernel)";
   }
   return {};
 }

@@ -18,6 +18,8 @@ struct last_capture {
   std::size_t nodes{};    ///< how many nodes the stream's next work would follow
   std::string node_type;  ///< the one node's type ("kernel", "memcpy", …)
   bool same_function{};   ///< a kernel node launching the function asked for
+  /// its arguments can be read back (`kernelParams`, not packed in `extra`)
+  bool arguments_readable{true};
 };
 
 /// @brief Why the last work captured is not a launch of the kernel asked for; "" when it is.
