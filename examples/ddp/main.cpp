@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -89,28 +90,25 @@ int run() {
     reducer.join(stream);
     optimizer.step(stream);
   };
-  train_step();  // eager warm-up: NCCL connects here, never inside the capture
+  // Every step runs guarded: a rank that dies, stops or issues other collectives ends the others
+  // with an nccl_error within 60 s instead of a silent hang (a background watchdog also catches
+  // a hang while this thread is blocked in a launch).
+  gn::step_guard guard{view, {std::chrono::seconds{60}, std::chrono::seconds{60}}};
+  guard.step(stream, train_step);  // eager warm-up: NCCL connects here, never inside the capture
+  guard.wait();
 
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool, train_step,
                       {gs::graphs::capture_mode::this_thread, "ddp step"});
-  gn::verify_captured_sequence(view, stream);  // every rank captured the same collectives
+  guard.captured(stream);  // every rank captured the same collectives
   auto const nodes = step.node_counts();
   std::printf("rank %d of %d: one graph of %zu nodes per step, %zu gradient buckets\n", view.rank(),
               view.size(), nodes.total, plan.buckets.size());
 
-  // A hung collective inside a replay becomes an error here instead of a silent hang; the
-  // background thread also catches one while this thread is blocked in a launch.
-  gn::watchdog_options watch;
-  watch.timeout = std::chrono::seconds{60};
-  watch.background = true;
-  gn::watchdog dog{comm, watch};
   std::vector<float> host_loss(counts.size());
   for (int i = 1; i <= 30; ++i) {
-    dog.check();  // never replay collectives of an aborted communicator
-    step.replay(stream);
-    dog.launched(stream, i);
-    dog.wait();
+    guard.replay(step, stream);
+    guard.wait();
     if (i % 10 == 0) {
       GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host_loss.data(), loss, sizeof(float) * counts.size(),
                                          cudaMemcpyDeviceToHost, stream.get()));
@@ -130,8 +128,11 @@ int run() {
   float* const checks = floats(static_cast<std::size_t>(view.size()) + 1);
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(checks, &mine, sizeof mine, cudaMemcpyHostToDevice, stream.get()));
-  gn::all_gather({checks, sizeof(float), gs::dtype::float32},
-                 {checks + 1, sizeof(float) * view.size(), gs::dtype::float32}, view, stream);
+  guard.step(stream, [&] {
+    gn::all_gather({checks, sizeof(float), gs::dtype::float32},
+                   {checks + 1, sizeof(float) * view.size(), gs::dtype::float32}, view, stream);
+  });
+  guard.wait();
   std::vector<float> all(static_cast<std::size_t>(view.size()));
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(all.data(), checks + 1, sizeof(float) * all.size(),
                                      cudaMemcpyDeviceToHost, stream.get()));

@@ -3,9 +3,12 @@
 // (forward, backward, optimizer, RNG advance) captured into one graph.
 //
 //   mlp_train [--mode eager|graphed|both] [--steps N] [--batch N] [--precision fp32|tf32]
-//             [--unfused] [--seed S] [--print-every N] [--verify]
+//             [--unfused] [--seed S] [--print-every N] [--step-timeout S] [--verify]
 //
 // "both" runs eager and graphed from the same seed and checks that their losses agree.
+// Launched as several ranks, it averages the gradients across them, every step under
+// graphstep's step guard: a rank that dies or stops ends the others with an error within
+// --step-timeout seconds (default 600), not a hang.
 // --verify (graphed) checks the captured step with diagnostics::verify_replay before training,
 // and times it against one eager step: once as it should be used (the generator restored before
 // each run), and once without restoring it, so that the replay differs and the whole analysis
@@ -45,13 +48,14 @@ struct settings : mlp_example::mlp_settings {
   int print_every{20};
   bool verify{false};
   bool data_parallel{false};  // the launcher started several ranks
+  int step_timeout_s{600};    // data parallel: a step that takes longer ends the run
 };
 
 settings parse(int argc, char** argv) {
   examples::command_line args{argc, argv, "mlp_train",
                               "[--mode eager|graphed|both] [--steps N] [--batch N] "
                               "[--precision fp32|tf32] [--unfused] [--seed S] [--print-every N] "
-                              "[--verify]"};
+                              "[--step-timeout S] [--verify]"};
   constexpr int limit = 1000000;
   settings s;
   while (args.next()) {
@@ -80,6 +84,8 @@ settings parse(int argc, char** argv) {
       s.seed = static_cast<std::uint64_t>(args.positive(limit));
     } else if (arg == "--print-every") {
       s.print_every = args.positive(limit);
+    } else if (arg == "--step-timeout") {
+      s.step_timeout_s = args.positive(limit);
     } else if (arg == "--verify") {
       s.verify = true;
     } else {
@@ -159,7 +165,12 @@ std::vector<float> train(settings const& s, bool graphed) {
   std::optional<graphstep::nccl::nccl_comm> comm;
   std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
   std::optional<std::size_t> launched_during_backward;  // buckets, in the first step
-  if (s.data_parallel) comm.emplace(graphstep::nccl::nccl_comm::from_environment());
+  std::optional<graphstep::nccl::step_guard> guard;  // a failed or stopped peer: an error
+  if (s.data_parallel) {
+    comm.emplace(graphstep::nccl::nccl_comm::from_environment());
+    std::chrono::seconds const deadline{s.step_timeout_s};  // for a step and for the check
+    guard.emplace(comm->view(), graphstep::nccl::step_guard_options{deadline, deadline});
+  }
 #endif
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
@@ -187,10 +198,21 @@ std::vector<float> train(settings const& s, bool graphed) {
                 plan.buckets.size());
   }
 #endif
+  // One step (eager work or a replay), and the wait for it before its loss is read.
+  auto const run_step = [&](auto&& issue) {
+#if defined(MLP_TRAIN_WITH_NCCL)
+    if (guard) {
+      guard->step(stream, issue);
+      guard->wait();
+      return;
+    }
+#endif
+    issue();
+  };
   std::optional<gs::graphs::graph_exec> step;
   // One eager warm-up step in both modes (so their losses stay comparable): collectives
   // connect and libraries initialize here, never inside a capture.
-  model.step();
+  run_step([&] { model.step(); });
   if (graphed) {
     gs::graphs::capture_options const options{gs::graphs::capture_mode::this_thread,
                                               "mlp_train step"};
@@ -201,6 +223,9 @@ std::vector<float> train(settings const& s, bool graphed) {
       throw gs::usage_error("the captured step does not replay what the eager step computes");
     }
     step.emplace(captured.instantiate());
+#if defined(MLP_TRAIN_WITH_NCCL)
+    if (guard) guard->captured(stream);  // every rank captured the same collectives
+#endif
     auto const nodes = step->node_counts();
     std::printf("[graphed] one graph per step: %zu nodes (%zu kernels)\n", nodes.total,
                 nodes.kernel);
@@ -211,11 +236,7 @@ std::vector<float> train(settings const& s, bool graphed) {
   std::vector<float> losses;
   auto const start = std::chrono::steady_clock::now();
   for (int i = 1; i <= s.steps; ++i) {
-    if (graphed) {
-      step->replay(stream);
-    } else {
-      model.step();
-    }
+    run_step([&] { graphed ? step->replay(stream) : model.step(); });
     losses.push_back(model.loss());
     if (i % s.print_every == 0 || i == 1 || i == s.steps) {
       double const seconds =

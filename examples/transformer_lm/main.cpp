@@ -7,7 +7,7 @@
 //   transformer_lm [--mode eager|graphed|both] [--steps N] [--layers N] [--width N]
 //                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
 //                  [--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N]
-//                  [--save FILE] [--resume FILE] [--check-gradients]
+//                  [--save FILE] [--resume FILE] [--step-timeout S] [--check-gradients]
 //
 // "both" trains eager and graphed from the same seed and checks that every step's loss is the
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
@@ -18,7 +18,10 @@
 // averaged across the ranks in buckets of --bucket-kib (default 25 MiB, the first at most 1 MiB)
 // inside the step (and inside its graph), each bucket as soon as the backward has finished its
 // gradients, while the backward goes on; at the end every rank checks that its weights are those
-// of rank 0, bit for bit.
+// of rank 0, bit for bit. Every step runs under graphstep's step guard: a rank that dies, stops,
+// or runs other collectives (another model or bucket size) ends the others with an error within
+// --step-timeout seconds (default 600; the check that every rank captured the same collectives
+// waits as long), not a hang.
 //
 // --resume loads a checkpoint (the weights, and the optimizer's master weights, moments and
 // step count) and trains on from the step after the one it was saved at, up to --steps; --save
@@ -67,6 +70,7 @@ struct settings : transformer_example::transformer_config {
   bool data_parallel{false};  // the launcher started several ranks
   std::string save;           // checkpoint written after the last step
   std::string resume;         // checkpoint loaded before the first
+  int step_timeout_s{600};    // data parallel: a step that takes longer ends the run
 };
 
 settings parse(int argc, char** argv) {
@@ -74,7 +78,8 @@ settings parse(int argc, char** argv) {
                               "[--mode eager|graphed|both] [--steps N] [--layers N] [--width N] "
                               "[--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S] "
                               "[--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N] "
-                              "[--save FILE] [--resume FILE] [--check-gradients]"};
+                              "[--save FILE] [--resume FILE] [--step-timeout S] "
+                              "[--check-gradients]"};
   constexpr int limit = 10000000;
   settings s;
   while (args.next()) {
@@ -115,6 +120,8 @@ settings parse(int argc, char** argv) {
       s.print_every = args.positive(limit);
     } else if (arg == "--bucket-kib") {
       s.bucket_kib = static_cast<std::size_t>(args.positive(limit));
+    } else if (arg == "--step-timeout") {
+      s.step_timeout_s = args.positive(limit);
     } else if (arg == "--save") {
       s.save = args.value();
     } else if (arg == "--resume") {
@@ -156,11 +163,14 @@ double median(std::vector<double> values) {
 // Whether every rank's weights are rank 0's, bit for bit (after the gradients were averaged at
 // every step, they must be).
 bool weights_agree_across_ranks(transformer const& model, gs::nccl::nccl_comm_view comm,
-                                gs::cuda::stream_view stream) {
+                                gs::nccl::step_guard& guard, gs::cuda::stream_view stream) {
   std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
   gs::cuda::device_buffer rank0{bytes, stream};
   gs::nccl::buffer_view const mine{model.parameters(), bytes, gs::dtype::bfloat16};
-  gs::nccl::broadcast(mine, {rank0.data(), bytes, gs::dtype::bfloat16}, 0, comm, stream);
+  guard.step(stream, [&] {
+    gs::nccl::broadcast(mine, {rank0.data(), bytes, gs::dtype::bfloat16}, 0, comm, stream);
+  });
+  guard.wait();
   std::vector<std::uint8_t> theirs(bytes);
   std::vector<std::uint8_t> ours(bytes);
   GRAPHSTEP_CUDA_TRY(
@@ -180,9 +190,12 @@ run train(settings const& base, bool graphed) {
   // every buffer belong to the device current when they are made.
   std::optional<gs::nccl::nccl_comm> comm;
   std::optional<gs::nccl::bucketed_all_reduce> reducer;
+  std::optional<gs::nccl::step_guard> guard;  // a failed or stopped peer: an error, not a hang
   if (s.data_parallel) {
     comm.emplace(gs::nccl::nccl_comm::from_environment());
     s.data_stream = comm->view().rank();
+    std::chrono::seconds const deadline{s.step_timeout_s};  // for a step and for the check
+    guard.emplace(comm->view(), gs::nccl::step_guard_options{deadline, deadline});
   }
 #endif
   gs::cuda::stream stream;
@@ -226,12 +239,23 @@ run train(settings const& base, bool graphed) {
                 static_cast<long long>(model.steps_taken()));
   }
   int const resumed_steps = static_cast<int>(model.steps_taken());
+  // One step (eager work or a replay), and the wait for it before its loss is read.
+  auto const run_step = [&](auto&& issue) {
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+    if (guard) {
+      guard->step(stream, issue);
+      guard->wait();
+      return;
+    }
+#endif
+    issue();
+  };
   std::vector<float> losses;
   std::optional<gs::graphs::graph_exec> step;
   if (graphed && resumed_steps < s.steps) {
     // The first step runs eagerly in both modes (so their losses stay comparable), and
     // cuBLASLt and the kernels are loaded before the capture.
-    model.step();
+    run_step([&] { model.step(); });
     losses.push_back(model.loss());
     std::printf("[graphed] step %5d/%d  loss %.6f  (eager, before the capture)\n",
                 resumed_steps + 1, s.steps, static_cast<double>(losses.back()));
@@ -243,6 +267,9 @@ run train(settings const& base, bool graphed) {
     auto const instantiate_start = std::chrono::steady_clock::now();
     step.emplace(captured.instantiate());
     double const instantiate_ms = milliseconds_since(instantiate_start);
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+    if (guard) guard->captured(stream);  // every rank captured the same collectives
+#endif
     auto const nodes = step->node_counts();
     std::printf(
         "[graphed] one graph per step: %zu nodes (%zu kernels); capture %.1f ms, "
@@ -254,11 +281,7 @@ run train(settings const& base, bool graphed) {
   std::vector<double> step_ms;
   for (int i = first; i <= s.steps; ++i) {
     auto const step_start = std::chrono::steady_clock::now();
-    if (graphed) {
-      step->replay(stream);
-    } else {
-      model.step();
-    }
+    run_step([&] { graphed ? step->replay(stream) : model.step(); });
     losses.push_back(model.loss());
     if (i > first) step_ms.push_back(milliseconds_since(step_start));  // the first warms up
     if (i % s.print_every == 0 || i == first || i == s.steps) {
@@ -272,7 +295,7 @@ run train(settings const& base, bool graphed) {
               static_cast<double>(memory.peak_bytes_in_use) / (1 << 20),
               static_cast<double>(memory.mapped_bytes) / (1 << 20));
 #if defined(TRANSFORMER_LM_WITH_NCCL)
-  if (comm && !weights_agree_across_ranks(model, comm->view(), stream)) {
+  if (comm && !weights_agree_across_ranks(model, comm->view(), *guard, stream)) {
     throw gs::usage_error("rank " + std::to_string(comm->view().rank()) +
                           "'s weights differ from rank 0's after training");
   }

@@ -40,16 +40,31 @@ std::optional<std::int64_t> watchdog::outstanding_step() const {
   return deadline_.outstanding_step();
 }
 
+void watchdog::starting(std::int64_t step) {
+  check();
+  std::lock_guard<std::mutex> lock{mutex_};
+  deadline_.started(step);
+  starting_ = step;
+}
+
 void watchdog::launched(cuda::stream_view stream, std::int64_t step) {
   check();
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "watchdog::launched: the stream is capturing; call it after replaying the "
                     "graph, not inside the capture (the event would become part of the graph)");
   std::lock_guard<std::mutex> lock{mutex_};
+  GRAPHSTEP_EXPECTS(!starting_ || *starting_ == step,
+                    "watchdog::launched: step " + std::to_string(step) + " was launched, but step " +
+                        std::to_string(starting_.value_or(0)) +
+                        " was starting; call launched with the step given to starting");
   cuda::event marker = spare_.empty() ? cuda::event{} : std::move(spare_.back());
   if (!spare_.empty()) spare_.pop_back();
   marker.record(stream);
-  deadline_.started(step);
+  if (starting_) {
+    starting_.reset();  // its deadline runs since `starting`
+  } else {
+    deadline_.started(step);
+  }
   pending_.emplace_back(step, std::move(marker));
 }
 

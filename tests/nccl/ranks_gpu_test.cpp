@@ -621,3 +621,63 @@ TEST_F(ranks_test, a_background_watchdog_ends_a_call_whose_peer_never_comes) {
     stream.synchronize();
   });
 }
+
+// A step guard's deadline starts before the step is enqueued: an eager collective that blocks
+// the enqueueing thread on a peer that never comes is released at the deadline, and the guard
+// names the cause; every later call of the guard throws the same.
+TEST_F(ranks_test, a_guarded_step_whose_peer_never_comes_ends_at_the_deadline) {
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds{3});  // never issues the collective
+      return;
+    }
+    std::size_t const n = 64;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    gn::step_guard guard{comm.view(),
+                         {std::chrono::milliseconds{400}, std::chrono::milliseconds{400}}};
+    checks.expect_nccl_error_within(std::chrono::seconds{2}, "rank 0",
+                                    "the step whose peer never came finished", [&] {
+                                      guard.step(stream, [&] {
+                                        gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum,
+                                                       comm.view(), stream);
+                                      });
+                                      guard.wait();
+                                    });
+    checks.expect_nccl_error_within(std::chrono::milliseconds{100}, "rank 0",
+                                    "an aborted guard ran another step",
+                                    [&] { guard.step(stream, [] {}); });
+    checks.expect(guard.steps() == 1, "the refused step was not counted");
+    stream.synchronize();
+  });
+}
+
+// A step whose issue throws leaves the guard usable: what it enqueued is watched until it
+// finishes, the next steps run, and the sequence check after a capture passes on every rank.
+TEST_F(ranks_test, a_step_guard_survives_a_step_that_throws_and_checks_the_captures) {
+  run_job(2, [](int, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+    std::size_t const n = 64;
+    float* x = upload(std::vector<float>(n, 1.0F), stream);
+    gn::step_guard guard{comm.view(), {std::chrono::seconds{20}, std::chrono::seconds{20}}};
+    auto const reduce = [&] {
+      gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+    };
+    try {
+      guard.step(stream, [&] {
+        reduce();
+        throw std::runtime_error{"the step's own failure"};
+      });
+      checks.expect(false, "the step's exception was swallowed");
+    } catch (std::runtime_error const& e) {
+      checks.expect(std::string{e.what()} == "the step's own failure", e.what());
+    }
+    guard.wait();
+    gs::graphs::graph_exec step;
+    gs::graphs::capture(step, stream, reduce);
+    guard.captured(stream);
+    for (int i = 0; i < 3; ++i) guard.replay(step, stream);
+    guard.wait();
+    checks.expect(guard.steps() == 4, "four steps were run");
+    checks.expect_values(download(x, n, stream), std::vector<float>(n, 16.0F), "the reductions");
+    GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  });
+}

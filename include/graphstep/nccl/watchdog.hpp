@@ -64,6 +64,12 @@ class watchdog {
   watchdog(watchdog const&) = delete;
   watchdog& operator=(watchdog const&) = delete;
 
+  /// @brief Step `step` (numbers increase) is about to be enqueued: its deadline starts now, so
+  /// that a thread blocked while enqueueing it (an NCCL call waiting for a peer that never
+  /// comes) is released at the deadline by the background thread. Follow it with
+  /// `launched(stream, step)`; without it, the deadline starts at `launched`.
+  /// @throws nccl_error (the communicator was aborted), usage_error (steps out of order)
+  void starting(std::int64_t step);
   /// @brief Step `step` (numbers increase) was just enqueued on `stream`: records an event
   /// after it. Call it after the replay, outside any capture.
   /// @throws nccl_error (the communicator was aborted: the message says why), usage_error
@@ -91,6 +97,7 @@ class watchdog {
   std::chrono::milliseconds poll_interval_;
   mutable std::mutex mutex_;  // guards deadline_, pending_ and spare_
   deadline_tracker deadline_;
+  std::optional<std::int64_t> starting_;  // a step `starting` began and `launched` has not seen
   std::deque<std::pair<std::int64_t, cuda::event>> pending_;
   std::vector<cuda::event> spare_;
   std::mutex stop_mutex_;

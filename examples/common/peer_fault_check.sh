@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A data-parallel example fails fast when a peer fails: it starts RANKS ranks of a program as
+# torchrun would, makes rank 1 fail, and checks that every other rank ends with graphstep's
+# error naming the cause within the step deadline, and that nothing is left behind (no process
+# of the run, no shared-memory segment of the simulated NCCL).
+#
+#   peer_fault_check.sh kill|stop|mismatch SECONDS RANKS program [arguments...]
+#
+# kill: rank 1 is killed (SIGKILL) once it has trained a step; stop: it is stopped (SIGSTOP)
+# then; mismatch: it is started with "--layers 1" added, so its collectives differ from the
+# others' from the first step on. SECONDS is the --step-timeout given to every rank; the others
+# must be done within it plus a margin for the start and the abort.
+set -u
+fault=$1
+seconds=$2
+ranks=$3
+shift 3
+port=$((20000 + RANDOM % 20000))
+work=$(mktemp -d)
+ls /dev/shm 2>/dev/null | sort > "${work}/shm-before"
+pids=()
+for ((rank = 0; rank < ranks; ++rank)); do
+  extra=()
+  [[ "${fault}" == mismatch && ${rank} -eq 1 ]] && extra=(--layers 1)
+  # Line-buffered, so that the log shows each step as it is trained.
+  RANK=${rank} WORLD_SIZE=${ranks} LOCAL_RANK=${rank} LOCAL_WORLD_SIZE=${ranks} \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=${port} GRAPHSTEP_SIM_DEVICES=${ranks} \
+    stdbuf -oL "$@" --step-timeout "${seconds}" "${extra[@]}" > "${work}/rank${rank}.log" 2>&1 &
+  pids+=($!)
+done
+faulty=${pids[1]}
+finish() {
+  kill -CONT "${faulty}" 2>/dev/null
+  kill -KILL "${pids[@]}" 2>/dev/null
+  wait "${pids[@]}" 2>/dev/null
+  rm -rf "${work}"
+}
+fail() {
+  echo "peer_fault_check (${fault}, ${ranks} ranks): $*"
+  for ((rank = 0; rank < ranks; ++rank)); do
+    echo "--- rank ${rank}:"
+    cat "${work}/rank${rank}.log"
+  done
+  finish
+  exit 1
+}
+
+if [[ "${fault}" != mismatch ]]; then  # rank 1 fails once it has trained a step
+  for ((i = 0; i < 600; ++i)); do
+    grep -q 'step .*loss' "${work}/rank1.log" 2>/dev/null && break
+    kill -0 "${faulty}" 2>/dev/null || fail "rank 1 ended before its first step"
+    sleep 0.1
+  done
+  grep -q 'step .*loss' "${work}/rank1.log" || fail "rank 1 trained no step within 60 s"
+  if [[ "${fault}" == kill ]]; then
+    kill -KILL "${faulty}"
+    wait "${faulty}" 2>/dev/null
+  else
+    kill -STOP "${faulty}"
+  fi
+fi
+failed_at=$(date +%s)
+limit=$((seconds + 30))
+causes=()
+for ((rank = 0; rank < ranks; ++rank)); do
+  [[ ${rank} -eq 1 ]] && continue
+  pid=${pids[rank]}
+  while kill -0 "${pid}" 2>/dev/null && (($(date +%s) - failed_at < limit)); do sleep 0.1; done
+  kill -0 "${pid}" 2>/dev/null && fail "rank ${rank} still runs ${limit} s after rank 1 failed"
+  wait "${pid}"
+  [[ $? -eq 0 ]] && fail "rank ${rank} succeeded although rank 1 failed"
+  cause=$(grep -E "rank ${rank}\b.*(has not finished after|in progress for|NCCL reported|did not join|differ)" \
+    "${work}/rank${rank}.log" | head -1)
+  [[ -n "${cause}" ]] || fail "rank ${rank} failed without naming the cause"
+  causes+=("rank ${rank}: ${cause}")
+done
+took=$(($(date +%s) - failed_at))
+# The simulated NCCL names its segment after the process that made the id (one of the ranks);
+# one of an earlier run whose process had the same number is not this run's.
+pattern=$(IFS='|'; echo "${pids[*]}")
+left=$(ls /dev/shm 2>/dev/null | sort | comm -13 "${work}/shm-before" - |
+  grep -E "^graphstep-nccl-(${pattern})-" || true)
+finish
+if [[ -n "${left}" ]]; then
+  echo "peer_fault_check (${fault}, ${ranks} ranks): left in /dev/shm: ${left}"
+  for segment in ${left}; do rm -f "/dev/shm/${segment}"; done
+  exit 1
+fi
+echo "peer_fault_check (${fault}, ${ranks} ranks): every other rank ended within ${took} s of" \
+  "rank 1's failure (step deadline ${seconds} s), nothing left behind, saying:"
+printf '  %s\n' "${causes[@]}"
