@@ -22,6 +22,7 @@
 #include <graphstep/nccl.hpp>
 
 #include "../common/data_parallel_launch.hpp"
+#include "../common/data_parallel_training.hpp"
 #endif
 
 #include <algorithm>
@@ -159,53 +160,32 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
 
 std::vector<float> train(settings const& s, bool graphed) {
 #if defined(MLP_TRAIN_WITH_NCCL)
-  // Launched as several ranks (torchrun, mpirun, ...): average the gradients across them. The
-  // communicator comes first: it makes the rank's device current, and the stream, the pool and
-  // the model belong to the device current when they are made.
-  std::optional<graphstep::nccl::nccl_comm> comm;
-  std::optional<graphstep::nccl::bucketed_all_reduce> reducer;
-  std::optional<std::size_t> launched_during_backward;  // buckets, in the first step
-  std::optional<graphstep::nccl::step_guard> guard;  // a failed or stopped peer: an error
-  if (s.data_parallel) {
-    comm.emplace(graphstep::nccl::nccl_comm::from_environment());
-    std::chrono::seconds const deadline{s.step_timeout_s};  // for a step and for the check
-    guard.emplace(comm->view(), graphstep::nccl::step_guard_options{deadline, deadline});
-  }
+  // Launched as several ranks (torchrun, mpirun, ...): average the gradients across them, every
+  // step under the step guard. First: it makes the rank's device current.
+  std::optional<examples::data_parallel_training> ranks;
+  if (s.data_parallel) ranks.emplace(std::chrono::seconds{s.step_timeout_s});
 #endif
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   go::cublaslt_handle handle;
   mlp model{s, pool, stream, handle};
 #if defined(MLP_TRAIN_WITH_NCCL)
-  if (comm) {
+  if (ranks) {
     std::vector<std::size_t> bytes;
     for (std::size_t count : model.gradient_counts()) bytes.push_back(count * sizeof(float));
-    // The gradients are contiguous: no alignment padding between them.
+    // The gradients are contiguous: no alignment padding between them. Each bucket is reduced
+    // as soon as the backward has finished it (fc2's first), the rest before the update.
     auto plan = graphstep::nccl::plan_buckets(bytes, graphstep::nccl::default_bucket_bytes,
                                               graphstep::nccl::default_first_bucket_bytes, 4);
-    reducer.emplace(comm->view(), model.gradients(), plan, gs::dtype::float32);
-    // Each bucket is reduced as soon as the backward has finished it (fc2's first), the rest
-    // before the update.
-    model.set_gradients_finished([&](std::size_t finished, gs::cuda::stream_view st) {
-      reducer->ready_through(finished, st);
-    });
-    model.set_after_backward([&](gs::cuda::stream_view st) {
-      if (!launched_during_backward) launched_during_backward = reducer->buckets_ready();
-      reducer->all(st);
-    });
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
-                graphed ? "graphed" : "eager", comm->view().rank(), comm->view().size(),
+                graphed ? "graphed" : "eager", ranks->comm().rank(), ranks->comm().size(),
                 plan.buckets.size());
+    ranks->average_gradients(model, plan.buffer_bytes, std::move(plan), gs::dtype::float32);
   }
 #endif
-  // One step (eager work or a replay), and the wait for it before its loss is read.
-  auto const run_step = [&](auto&& issue) {
+  auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read
 #if defined(MLP_TRAIN_WITH_NCCL)
-    if (guard) {
-      guard->step(stream, issue);
-      guard->wait();
-      return;
-    }
+    if (ranks) return ranks->step(stream, issue);
 #endif
     issue();
   };
@@ -224,7 +204,7 @@ std::vector<float> train(settings const& s, bool graphed) {
     }
     step.emplace(captured.instantiate());
 #if defined(MLP_TRAIN_WITH_NCCL)
-    if (guard) guard->captured(stream);  // every rank captured the same collectives
+    if (ranks) ranks->captured(stream);  // every rank captured the same collectives
 #endif
     auto const nodes = step->node_counts();
     std::printf("[graphed] one graph per step: %zu nodes (%zu kernels)\n", nodes.total,
@@ -246,10 +226,9 @@ std::vector<float> train(settings const& s, bool graphed) {
     }
   }
 #if defined(MLP_TRAIN_WITH_NCCL)
-  if (reducer) {
+  if (ranks) {
     std::printf("[%s] %zu of %zu buckets were reduced while the backward ran\n",
-                graphed ? "graphed" : "eager", launched_during_backward.value_or(0),
-                reducer->plan().buckets.size());
+                graphed ? "graphed" : "eager", ranks->buckets_during_backward(), ranks->buckets());
   }
 #endif
   return losses;

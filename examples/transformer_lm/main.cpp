@@ -41,6 +41,7 @@
 #include <graphstep/nccl.hpp>
 
 #include "../common/data_parallel_launch.hpp"
+#include "../common/data_parallel_training.hpp"
 #endif
 
 #include <algorithm>
@@ -160,17 +161,18 @@ double median(std::vector<double> values) {
 }
 
 #if defined(TRANSFORMER_LM_WITH_NCCL)
+using data_parallel = examples::data_parallel_training;
+
 // Whether every rank's weights are rank 0's, bit for bit (after the gradients were averaged at
 // every step, they must be).
-bool weights_agree_across_ranks(transformer const& model, gs::nccl::nccl_comm_view comm,
-                                gs::nccl::step_guard& guard, gs::cuda::stream_view stream) {
+bool weights_agree_across_ranks(transformer const& model, data_parallel& ranks,
+                                gs::cuda::stream_view stream) {
   std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
   gs::cuda::device_buffer rank0{bytes, stream};
   gs::nccl::buffer_view const mine{model.parameters(), bytes, gs::dtype::bfloat16};
-  guard.step(stream, [&] {
-    gs::nccl::broadcast(mine, {rank0.data(), bytes, gs::dtype::bfloat16}, 0, comm, stream);
+  ranks.step(stream, [&] {
+    gs::nccl::broadcast(mine, {rank0.data(), bytes, gs::dtype::bfloat16}, 0, ranks.comm(), stream);
   });
-  guard.wait();
   std::vector<std::uint8_t> theirs(bytes);
   std::vector<std::uint8_t> ours(bytes);
   GRAPHSTEP_CUDA_TRY(
@@ -180,101 +182,115 @@ bool weights_agree_across_ranks(transformer const& model, gs::nccl::nccl_comm_vi
   stream.synchronize();
   return theirs == ours;
 }
+
+// The gradients averaged across the ranks in buckets over the model's own layout: its slots are
+// contiguous and in the order the backward finishes them, so offsets agree and each bucket is
+// complete once the backward has passed its end.
+void average_gradients(transformer& model, settings const& s, data_parallel& ranks,
+                       char const* mode) {
+  std::size_t const bucket_bytes = s.bucket_kib * std::size_t{1024};
+  auto plan = gs::nccl::plan_buckets(model.slot_bytes(), bucket_bytes,
+                                     std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes), 2);
+  std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
+              ranks.comm().rank(), ranks.comm().size(), plan.buckets.size());
+  ranks.average_gradients(model, model.parameter_count() * sizeof(std::uint16_t), std::move(plan),
+                          gs::dtype::bfloat16);
+}
+
+// After training: every rank's weights must be rank 0's.
+void check_ranks_agree(transformer const& model, data_parallel& ranks,
+                       gs::cuda::stream_view stream, char const* mode) {
+  if (!weights_agree_across_ranks(model, ranks, stream)) {
+    throw gs::usage_error("rank " + std::to_string(ranks.comm().rank()) +
+                          "'s weights differ from rank 0's after training");
+  }
+  std::printf("[%s] %zu of %zu buckets were reduced while the backward ran\n", mode,
+              ranks.buckets_during_backward(), ranks.buckets());
+  std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
+}
 #endif
 
-run train(settings const& base, bool graphed) {
-  char const* const mode = graphed ? "graphed" : "eager";
-  settings s = base;
-#if defined(TRANSFORMER_LM_WITH_NCCL)
-  // First: the communicator makes the rank's device current, and the stream, the pool and
-  // every buffer belong to the device current when they are made.
-  std::optional<gs::nccl::nccl_comm> comm;
-  std::optional<gs::nccl::bucketed_all_reduce> reducer;
-  std::optional<gs::nccl::step_guard> guard;  // a failed or stopped peer: an error, not a hang
-  if (s.data_parallel) {
-    comm.emplace(gs::nccl::nccl_comm::from_environment());
-    s.data_stream = comm->view().rank();
-    std::chrono::seconds const deadline{s.step_timeout_s};  // for a step and for the check
-    guard.emplace(comm->view(), gs::nccl::step_guard_options{deadline, deadline});
-  }
-#endif
-  gs::cuda::stream stream;
-  gs::memory::memory_pool pool;
-  go::cublaslt_handle handle;
-  transformer model{s, pool, stream, handle};
-#if defined(TRANSFORMER_LM_WITH_NCCL)
-  // How many buckets were reduced while the backward was still running (in the first step).
-  std::optional<std::size_t> launched_during_backward;
-  if (comm) {
-    // Buckets over the model's own layout: its slots are contiguous and in the order the
-    // backward finishes them, so offsets agree and each bucket is complete once the backward
-    // has passed its end.
-    std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
-    std::size_t const bucket_bytes = s.bucket_kib * std::size_t{1024};
-    auto plan =
-        gs::nccl::plan_buckets(model.slot_bytes(), bucket_bytes,
-                               std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes), 2);
-    reducer.emplace(comm->view(), model.gradients(), bytes, plan, gs::dtype::bfloat16);
-    model.set_gradients_finished([&](std::size_t finished, gs::cuda::stream_view st) {
-      reducer->ready_through(finished, st);
-    });
-    model.set_after_backward([&](gs::cuda::stream_view st) {
-      if (!launched_during_backward) launched_during_backward = reducer->buckets_ready();
-      reducer->all(st);  // the rest, then the optimizer's stream waits for every bucket
-    });
-    std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
-                comm->view().rank(), comm->view().size(), plan.buckets.size());
-  }
-#endif
+void describe(settings const& s, transformer const& model, char const* mode) {
   std::printf(
       "[%s] %d layers, width %d, %d heads, batch %d x sequence %d, vocabulary %d "
       "(%d padded): %.2fM parameters; attention: %s; GELU %s\n",
       mode, s.layers, s.channels, s.heads, s.batch, s.sequence, s.vocab, s.padded_vocab(),
       static_cast<double>(model.parameter_count()) / 1e6, model.attention_description().c_str(),
       model.fused_gelu() ? "fused into fc1's GEMM" : "as a separate kernel");
+}
 
-  if (!s.resume.empty()) {
-    model.restore_from(gs::train::checkpoint::load(s.resume));
-    std::printf("[%s] resumed from %s after step %lld\n", mode, s.resume.c_str(),
-                static_cast<long long>(model.steps_taken()));
-  }
-  int const resumed_steps = static_cast<int>(model.steps_taken());
-  // One step (eager work or a replay), and the wait for it before its loss is read.
-  auto const run_step = [&](auto&& issue) {
+// The whole step captured into one graph (after an eager first step: cuBLASLt and the kernels
+// are loaded before the capture), instantiated, and described.
+gs::graphs::graph_exec capture_step(transformer& model, gs::cuda::stream_view stream,
+                                    gs::memory::memory_pool& pool) {
+  auto const start = std::chrono::steady_clock::now();
+  gs::graphs::graph captured;
+  gs::graphs::capture(captured, stream, pool, [&] { model.step(); },
+                      {gs::graphs::capture_mode::this_thread, "transformer_lm step"});
+  double const capture_ms = milliseconds_since(start);
+  auto const instantiate_start = std::chrono::steady_clock::now();
+  gs::graphs::graph_exec step = captured.instantiate();
+  auto const nodes = step.node_counts();
+  std::printf("[graphed] one graph per step: %zu nodes (%zu kernels); capture %.1f ms, "
+              "instantiate %.1f ms\n",
+              nodes.total, nodes.kernel, capture_ms, milliseconds_since(instantiate_start));
+  return step;
+}
+
+// The state after the last step to `path` (by rank 0 alone when data parallel: every rank's
+// state is the same), and back.
+void save(transformer const& model, std::string const& path, bool writes, char const* mode) {
+  if (!writes) return;
+  gs::train::checkpoint saved;
+  model.save_to(saved);
+  saved.save(path);
+  std::printf("[%s] saved the state after step %lld to %s\n", mode,
+              static_cast<long long>(model.steps_taken()), path.c_str());
+}
+void resume(transformer& model, std::string const& path, char const* mode) {
+  model.restore_from(gs::train::checkpoint::load(path));
+  std::printf("[%s] resumed from %s after step %lld\n", mode, path.c_str(),
+              static_cast<long long>(model.steps_taken()));
+}
+
+// The training loop: eager, or one graph replayed per step, from a checkpoint if asked.
+run train(settings const& base, bool graphed) {
+  char const* const mode = graphed ? "graphed" : "eager";
+  settings s = base;
 #if defined(TRANSFORMER_LM_WITH_NCCL)
-    if (guard) {
-      guard->step(stream, issue);
-      guard->wait();
-      return;
-    }
+  std::optional<data_parallel> ranks;  // first: it makes the rank's device current
+  if (s.data_parallel) ranks.emplace(std::chrono::seconds{s.step_timeout_s});
+  if (ranks) s.data_stream = ranks->comm().rank();
+#endif
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  go::cublaslt_handle handle;
+  transformer model{s, pool, stream, handle};
+  bool writes_checkpoints = true;
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+  if (ranks) average_gradients(model, s, *ranks, mode);
+  writes_checkpoints = !ranks || ranks->comm().rank() == 0;
+#endif
+  describe(s, model, mode);
+  if (!s.resume.empty()) resume(model, s.resume, mode);
+  int const resumed_steps = static_cast<int>(model.steps_taken());
+  auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read
+#if defined(TRANSFORMER_LM_WITH_NCCL)
+    if (ranks) return ranks->step(stream, issue);
 #endif
     issue();
   };
   std::vector<float> losses;
   std::optional<gs::graphs::graph_exec> step;
   if (graphed && resumed_steps < s.steps) {
-    // The first step runs eagerly in both modes (so their losses stay comparable), and
-    // cuBLASLt and the kernels are loaded before the capture.
-    run_step([&] { model.step(); });
+    run_step([&] { model.step(); });  // eager in both modes, so that their losses compare
     losses.push_back(model.loss());
     std::printf("[graphed] step %5d/%d  loss %.6f  (eager, before the capture)\n",
                 resumed_steps + 1, s.steps, static_cast<double>(losses.back()));
-    auto const start = std::chrono::steady_clock::now();
-    gs::graphs::graph captured;
-    gs::graphs::capture(captured, stream, pool, [&] { model.step(); },
-                        {gs::graphs::capture_mode::this_thread, "transformer_lm step"});
-    double const capture_ms = milliseconds_since(start);
-    auto const instantiate_start = std::chrono::steady_clock::now();
-    step.emplace(captured.instantiate());
-    double const instantiate_ms = milliseconds_since(instantiate_start);
+    step.emplace(capture_step(model, stream, pool));
 #if defined(TRANSFORMER_LM_WITH_NCCL)
-    if (guard) guard->captured(stream);  // every rank captured the same collectives
+    if (ranks) ranks->captured(stream);  // every rank captured the same collectives
 #endif
-    auto const nodes = step->node_counts();
-    std::printf(
-        "[graphed] one graph per step: %zu nodes (%zu kernels); capture %.1f ms, "
-        "instantiate %.1f ms\n",
-        nodes.total, nodes.kernel, capture_ms, instantiate_ms);
   }
   auto const start = std::chrono::steady_clock::now();
   int const first = resumed_steps + static_cast<int>(losses.size()) + 1;
@@ -295,29 +311,9 @@ run train(settings const& base, bool graphed) {
               static_cast<double>(memory.peak_bytes_in_use) / (1 << 20),
               static_cast<double>(memory.mapped_bytes) / (1 << 20));
 #if defined(TRANSFORMER_LM_WITH_NCCL)
-  if (comm && !weights_agree_across_ranks(model, comm->view(), *guard, stream)) {
-    throw gs::usage_error("rank " + std::to_string(comm->view().rank()) +
-                          "'s weights differ from rank 0's after training");
-  }
-  if (comm) {
-    std::printf("[%s] %zu of %zu buckets were reduced while the backward ran\n", mode,
-                launched_during_backward.value_or(0), reducer->plan().buckets.size());
-    std::printf("[%s] the weights of every rank are rank 0's, bit for bit\n", mode);
-  }
+  if (ranks) check_ranks_agree(model, *ranks, stream, mode);
 #endif
-  if (!s.save.empty()) {
-    bool writes = true;  // one copy: rank 0's, which every rank's weights equal
-#if defined(TRANSFORMER_LM_WITH_NCCL)
-    writes = !comm || comm->view().rank() == 0;
-#endif
-    if (writes) {
-      gs::train::checkpoint saved;
-      model.save_to(saved);
-      saved.save(s.save);
-      std::printf("[%s] saved the state after step %lld to %s\n", mode,
-                  static_cast<long long>(model.steps_taken()), s.save.c_str());
-    }
-  }
+  if (!s.save.empty()) save(model, s.save, writes_checkpoints, mode);
   return {std::move(losses), median(std::move(step_ms))};
 }
 
