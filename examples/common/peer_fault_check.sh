@@ -15,7 +15,8 @@ fault=$1
 seconds=$2
 ranks=$3
 shift 3
-port=$((20000 + RANDOM % 20000))
+source "$(dirname "$0")/free_port.sh"
+port=$(free_port)
 work=$(mktemp -d)
 ls /dev/shm 2>/dev/null | sort > "${work}/shm-before"
 pids=()

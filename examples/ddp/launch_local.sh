@@ -5,7 +5,8 @@
 set -u
 ranks=$1
 shift
-port=$((20000 + RANDOM % 20000))
+source "$(dirname "$0")/../common/free_port.sh"
+port=$(free_port)
 pids=()
 for ((rank = 0; rank < ranks; ++rank)); do
   RANK=$rank WORLD_SIZE=$ranks LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$ranks \

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Starts N ranks of a program on this machine under torchrun, PyTorch's launcher, and fails
 # unless every rank succeeds: `standalone` (torchrun --standalone: its c10d rendezvous on a free
-# port) or `static` (its default rendezvous, on a random MASTER_PORT). torchrun comes from
+# port) or `static` (its default rendezvous, on a free MASTER_PORT). torchrun comes from
 # $TORCHRUN, else VENV/bin/torchrun (scripts/install-torch.sh makes one), else the PATH; without
 # one, the run reports itself skipped.
 # Usage: launch_torchrun.sh VENV standalone|static N program [arguments...]
 set -u
+source "$(dirname "$0")/../common/free_port.sh"
 venv=$1
 launch=$2
 ranks=$3
@@ -19,7 +20,7 @@ if [[ -z ${torchrun} ]]; then
 fi
 case ${launch} in
   standalone) rendezvous=(--standalone) ;;
-  static) rendezvous=(--master-addr=127.0.0.1 --master-port=$((20000 + RANDOM % 20000))) ;;
+  static) rendezvous=(--master-addr=127.0.0.1 --master-port="$(free_port)") ;;
   *)
     echo "launch_torchrun.sh: '${launch}' is neither standalone nor static" >&2
     exit 2
