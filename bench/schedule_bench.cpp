@@ -3,7 +3,8 @@
 // derived by cudaGraphExecUpdate. Reports the capture time of all buckets, the time of the
 // first request of every bucket (where the template mode pays its updates), the device memory
 // taken (pool and executable graphs) and the host cost of a request that switches bucket.
-// Then the replay scheduler's own host overhead against a bare replay of the same graph.
+// Then the replay scheduler's own host overhead against a bare replay of the same graph, and
+// the host cost of a graph cache's replay against the number of buckets sharing its pool.
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -19,6 +20,14 @@
 #include <graphstep/schedule/replay_scheduler.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <vector>
+
+// Under valgrind --tool=callgrind --collect-atstart=no, only the requests of the timed loop are
+// counted (bench/replay_cost_callgrind.py); elsewhere the toggles do nothing.
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_TOGGLE_COLLECT
+#endif
 
 namespace gs = graphstep;
 namespace gsch = graphstep::schedule;
@@ -168,6 +177,57 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
   pool.deallocate(x, stream);
 }
 
+// Requests timed in every run of the benchmark so far, trial runs included: what a profiler
+// collecting around each request saw (bench/replay_cost_callgrind.py divides by it).
+std::int64_t timed_requests = 0;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+// Host cost of graph_cache::run replaying a bucket, against the number of buckets whose graphs
+// share one pool (bucket b: two pool buffers of b x 256 bytes, the first 256 bytes of each
+// cleared, so that the work a replay runs is the same in every bucket). The buckets are
+// pre-captured and replayed once each; requests then go round the buckets on one stream, so
+// that each one switches bucket. Timed: the call alone; the stream is synchronized every 64
+// requests, untimed. The target is a cost flat in the number of buckets.
+void graph_cache_replay(benchmark::State& state) {
+  if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
+  std::int64_t const buckets = state.range(0);
+  gs::cuda::stream stream;
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t b = 1; b <= buckets; ++b) sizes.push_back(b);
+  gs::memory::memory_pool pool;
+  auto step = [&pool](std::int64_t bucket, gs::cuda::stream_view s) {
+    std::size_t const bytes = static_cast<std::size_t>(bucket) * 256;
+    void* a = pool.allocate(bytes, s);
+    void* b = pool.allocate(bytes, s);
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, 256, s.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(b, 1, 256, s.value()));
+    pool.deallocate(b, s);
+    pool.deallocate(a, s);
+  };
+  gsch::graph_cache_options options;
+  options.lifecycle.warmup_runs = 1;
+  gsch::graph_cache cache{gsch::bucket_policy{sizes}, step, pool, options};
+  cache.precapture(stream);
+  for (std::int64_t size : sizes) static_cast<void>(cache.run(size, stream));
+  stream.synchronize();
+  std::size_t next = 0;
+  std::int64_t requests = 0;
+  for (auto _ : state) {
+    ++timed_requests;
+    CALLGRIND_TOGGLE_COLLECT;
+    auto const start = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(cache.run(sizes[next], stream));
+    auto const end = std::chrono::steady_clock::now();
+    CALLGRIND_TOGGLE_COLLECT;
+    state.SetIterationTime(std::chrono::duration<double>(end - start).count());
+    if (++next == sizes.size()) next = 0;
+    if (++requests % 64 == 0) stream.synchronize();
+  }
+  stream.synchronize();
+  state.counters["buckets"] = static_cast<double>(buckets);
+  state.counters["timed_requests"] = static_cast<double>(timed_requests);
+  state.counters["ordered_replays"] = static_cast<double>(pool.statistics().ordered_replays);
+}
+
 }  // namespace
 
 BENCHMARK_CAPTURE(one_segment_step, bare_replay, false)->Repetitions(5)->ReportAggregatesOnly(true);
@@ -180,3 +240,12 @@ BENCHMARK_CAPTURE(many_buckets, update_template, gsch::bucket_instantiation::upd
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(graph_cache_replay)
+    ->Arg(8)
+    ->Arg(32)
+    ->Arg(128)
+    ->Arg(512)
+    ->UseManualTime()
+    ->Repetitions(5)
+    ->DisplayAggregatesOnly(true)
+    ->Unit(benchmark::kNanosecond);
