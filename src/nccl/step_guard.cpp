@@ -1,5 +1,6 @@
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/step_guard.hpp>
+#include <utility>
 
 namespace graphstep::nccl {
 namespace {
@@ -19,7 +20,9 @@ watchdog_options background(step_guard_options const& options) {
 }  // namespace
 
 step_guard::step_guard(nccl_comm_view comm, step_guard_options const& options)
-    : comm_{comm}, sequence_timeout_{options.sequence_timeout}, watchdog_{comm, background(options)} {}
+    : comm_{std::move(comm)},
+      sequence_timeout_{options.sequence_timeout},
+      watchdog_{comm_, background(options)} {}
 
 void step_guard::replay(graphs::graph_exec& graph, cuda::stream_view stream) {
   step(stream, [&] { graph.replay(stream); });

@@ -1,5 +1,6 @@
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
@@ -238,12 +239,12 @@ void mixed_precision_adamw::restore_from(checkpoint const& from, std::string con
     load_device_tensor(from, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
   }
   auto* const state = static_cast<unsigned char*>(state_.data());
-  double const powers[2] = {counters.beta1_power, counters.beta2_power};
+  std::array<double, 2> const powers{counters.beta1_power, counters.beta2_power};
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, step),
                                      &counters.step, sizeof counters.step, cudaMemcpyHostToDevice,
                                      stream.value()));
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, beta1_power),
-                                     powers, sizeof powers, cudaMemcpyHostToDevice,
+                                     powers.data(), sizeof powers, cudaMemcpyHostToDevice,
                                      stream.value()));
   stream.synchronize();  // the sources are locals
 }
