@@ -43,8 +43,8 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
     backward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(dx, dy, y, w, n);
   };
   std::size_t const bytes = sizeof(float) * n;
-  auto graphed = gs::schedule::make_graphed(forward, backward, {{x, bytes}}, {{y, bytes}},
-                                            {{dy, bytes}}, {{dx, bytes}}, pool, stream);
+  gs::schedule::graphed_callable graphed{
+      forward, backward, {{x, bytes}}, {{y, bytes}}, {{dy, bytes}}, {{dx, bytes}}, pool, stream};
   EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);
 
   // New data from elsewhere in device memory, copied in by the call.
@@ -82,9 +82,9 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   EXPECT_EQ(got_y, want_y);
   EXPECT_EQ(got_dx, want_dx);
   EXPECT_THROW(graphed.forward({}, stream), gs::usage_error);
-  EXPECT_THROW(
-      static_cast<void>(gs::schedule::make_graphed(forward, nullptr, {}, {}, {}, {}, pool, stream)),
-      gs::usage_error);
+  EXPECT_THROW(static_cast<void>(
+                   gs::schedule::graphed_callable(forward, nullptr, {}, {}, {}, {}, pool, stream)),
+               gs::usage_error);
 }
 
 TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {

@@ -117,22 +117,4 @@ class graphed_callable {
   graphs::graph_exec backward_graph_;
 };
 
-/// @brief Builds a `graphed_callable` (the name PyTorch users look for).
-[[nodiscard]] inline graphed_callable make_graphed(
-    graphed_callable::callable const& forward, graphed_callable::callable const& backward,
-    std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
-    std::vector<static_tensor> output_gradients, std::vector<static_tensor> input_gradients,
-    memory::memory_pool& pool, cuda::stream_view stream,
-    graphs::lifecycle_options const& lifecycle = {}) {
-  return graphed_callable{forward,
-                          backward,
-                          std::move(inputs),
-                          std::move(outputs),
-                          std::move(output_gradients),
-                          std::move(input_gradients),
-                          pool,
-                          stream,
-                          lifecycle};
-}
-
 }  // namespace graphstep::schedule
