@@ -190,11 +190,9 @@ void mixed_precision_adamw::save_to(checkpoint& into, std::string const& prefix,
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "mixed_precision_adamw::save_to inside a capture would record the copies; "
                     "save between replays");
-  saved_counters counters{};
-  counters.step = read<std::int64_t>(offsetof(mixed_adamw_device_state, step), stream);
-  counters.beta1_power = read<double>(offsetof(mixed_adamw_device_state, beta1_power), stream);
-  counters.beta2_power = read<double>(offsetof(mixed_adamw_device_state, beta2_power), stream);
-  into.add_value(prefix + "/step", counters);
+  auto const state = read<mixed_adamw_device_state>(0, stream);  // one copy, one wait
+  into.add_value(prefix + "/step",
+                 saved_counters{state.step, state.beta1_power, state.beta2_power});
   auto const* const buffers = static_cast<float const*>(buffers_.data());
   std::size_t const total = buffers_.size() / (3 * sizeof(float));
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
