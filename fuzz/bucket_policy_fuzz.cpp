@@ -4,6 +4,8 @@
 // never mis-served; the budget is never exceeded and never evicts the bucket just added.
 // Build and run with scripts/fuzz.sh.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
@@ -54,6 +56,9 @@ void check_choice(gsch::bucket_policy const& policy, std::int64_t size) {
   try {
     gsch::bucket_choice const choice = policy.choose(size);
     if (!expected || choice.bucket != *expected || choice.padding != choice.bucket - size) fail();
+    if (choice.slot >= policy.buckets().size() || policy.buckets()[choice.slot] != choice.bucket) {
+      fail();  // a graph cache keeps the bucket's graph at this slot
+    }
   } catch (graphstep::usage_error const&) {
     if (expected) fail();  // refused a size it could serve
   }
@@ -69,26 +74,27 @@ void fuzz_one_dimension(reader& in) {
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (order[i - 1] <= order[i]) fail();  // largest first
   }
-  gsch::detail::lru_budget lru{in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
+  gsch::detail::lru_budget lru{policy->buckets(), in.next(2) == 0 ? 0 : 1 + in.next(1 << 20)};
   while (!in.done()) {
     std::int64_t const size = static_cast<std::int64_t>(in.next(120000)) - 10;
     check_choice(*policy, size);
     std::optional<std::int64_t> const bucket = expected_bucket(*policy, size);
     if (!bucket) continue;
-    if (lru.contains(*bucket)) {
-      lru.touch(*bucket);
+    std::size_t const slot = policy->choose(size).slot;
+    if (lru.contains(slot)) {
+      lru.touch(slot);
       continue;
     }
     std::size_t const bytes = 1 + in.next(1 << 16);
     try {
-      for (std::int64_t gone : lru.insert(*bucket, bytes)) {
-        if (lru.contains(gone) || gone == *bucket) fail();
+      for (std::size_t gone : lru.insert(slot, bytes)) {
+        if (lru.contains(gone) || gone == slot) fail();
       }
     } catch (graphstep::usage_error const&) {
       if (lru.budget() == 0 || bytes <= lru.budget()) fail();  // only a graph above the budget
       continue;
     }
-    if (!lru.contains(*bucket)) fail();
+    if (!lru.contains(slot)) fail();
     if (lru.budget() != 0 && lru.total_bytes() > lru.budget()) fail();
   }
 }
@@ -100,6 +106,8 @@ void fuzz_shape(reader& in) {
   if (!batch || !length || !packed) return;
   gsch::shape_bucket_policy const policy{*batch, *length, *packed};
   std::vector<gsch::shape_key> const order = policy.capture_order();
+  std::vector<gsch::shape_key> const buckets = policy.buckets();
+  if (!std::is_sorted(buckets.begin(), buckets.end()) || buckets.size() != order.size()) fail();
   if (order.size() !=
       batch->buckets().size() * length->buckets().size() * packed->buckets().size()) {
     fail();
@@ -119,6 +127,7 @@ void fuzz_shape(reader& in) {
       // Each dimension is served by its own list, exactly as a one-dimension policy would.
       if (!b || !l || !p) fail();
       if (choice.bucket != gsch::shape_key{*b, *l, *p}) fail();
+      if (choice.slot >= buckets.size() || buckets[choice.slot] != choice.bucket) fail();
       if (choice.padding != gsch::shape_key{*b - shape.batch, *l - shape.sequence_length,
                                             *p - shape.packed_sequences}) {
         fail();

@@ -39,7 +39,7 @@ bucket_choice bucket_policy::choose(std::int64_t size) const {
                                           std::to_string(size) +
                                           " (exact matching): add it, or use pad_up");
   }
-  return {*found, *found - size};
+  return {*found, *found - size, static_cast<std::size_t>(found - buckets_.begin())};
 }
 
 std::vector<std::int64_t> bucket_policy::capture_order() const {

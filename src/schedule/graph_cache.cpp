@@ -6,15 +6,15 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
+#include <vector>
 
 namespace graphstep::schedule {
 namespace {
 
 // Each executable waits for its own latest replay: a device-wide wait would break a capture
 // under way on another thread.
-template <typename Executables>
-void wait_for_replays(Executables const& executables) {
-  for (auto const& entry : executables) entry.second.synchronize();
+void wait_for_replays(std::vector<graphs::graph_exec> const& executables) {
+  for (graphs::graph_exec const& exec : executables) exec.synchronize();
 }
 
 }  // namespace
@@ -26,8 +26,11 @@ basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
       step_{std::move(step)},
       pool_{pool},
       options_{std::move(options)},
-      core_{actions(*this), options_.lifecycle.warmup_runs, options_.budget_bytes,
+      core_{actions(*this), std::vector<key_type>(policy_.buckets()),
+            options_.lifecycle.warmup_runs, options_.budget_bytes,
             options_.instantiation == bucket_instantiation::update_template} {
+  executables_.resize(core_.buckets().size());
+  captured_.resize(core_.buckets().size());
   graphs::validate(options_.lifecycle, "graph_cache");
   GRAPHSTEP_EXPECTS(static_cast<bool>(step_), "graph_cache: no step function was given");
 }
@@ -46,38 +49,39 @@ basic_graph_cache<Policy>::~basic_graph_cache() {
 
 // The stream of the request being served is handed down to every action it causes.
 template <typename Policy>
-detail::cache_actions<typename Policy::key_type, cuda::stream_view>
-basic_graph_cache<Policy>::actions(basic_graph_cache& cache) {
-  detail::cache_actions<key_type, cuda::stream_view> a;
-  a.run_eager = [&cache](cuda::stream_view stream, key_type const& bucket) {
-    cache.step_(bucket, stream);
+detail::cache_actions<cuda::stream_view> basic_graph_cache<Policy>::actions(
+    basic_graph_cache& cache) {
+  detail::cache_actions<cuda::stream_view> a;
+  a.run_eager = [&cache](cuda::stream_view stream, std::size_t slot) {
+    cache.step_(cache.core_.buckets()[slot], stream);
   };
-  a.capture = [&cache](cuda::stream_view stream, key_type const& bucket, bool instantiate) {
-    return cache.capture_bucket(bucket, instantiate, stream);
+  a.capture = [&cache](cuda::stream_view stream, std::size_t slot, bool instantiate) {
+    return cache.capture_bucket(slot, instantiate, stream);
   };
-  a.replay = [&cache](cuda::stream_view stream, key_type const& bucket) {
-    cache.executables_.at(bucket).replay(stream);
+  a.replay = [&cache](cuda::stream_view stream, std::size_t slot) {
+    cache.executables_[slot].replay(stream);
   };
-  a.update = [&cache](key_type const& template_bucket, key_type const& bucket) {
-    return cache.executables_.at(template_bucket).update(cache.work_of(bucket));
+  a.update = [&cache](std::size_t template_slot, std::size_t slot) {
+    return cache.executables_[template_slot].update(cache.work_of(slot));
   };
-  a.instantiate = [&cache](cuda::stream_view stream, key_type const& bucket) {
-    graphs::graph_exec& exec = cache.executables_[bucket];
+  a.instantiate = [&cache](cuda::stream_view stream, std::size_t slot) {
+    graphs::graph_exec& exec = cache.executables_[slot];
     exec =
-        cache.captured_.at(bucket).instantiate(cache.options_.lifecycle.capture.instantiate_flags);
+        cache.captured_[slot].instantiate(cache.options_.lifecycle.capture.instantiate_flags);
     if (cache.options_.lifecycle.capture.upload) exec.upload(stream);
   };
-  a.release = [&cache](key_type const& bucket) {
-    cache.executables_.erase(bucket);
-    cache.captured_.erase(bucket);
+  a.release = [&cache](std::size_t slot) {
+    cache.executables_[slot] = graphs::graph_exec{};
+    cache.captured_[slot] = graphs::graph{};
   };
   a.wait_idle = [&cache] { wait_for_replays(cache.executables_); };
   return a;
 }
 
 template <typename Policy>
-std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bool instantiate,
+std::size_t basic_graph_cache<Policy>::capture_bucket(std::size_t slot, bool instantiate,
                                                       cuda::stream_view stream) {
+  key_type const& bucket = core_.buckets()[slot];
   graphs::capture_options how = options_.lifecycle.capture;
   using detail::key_name;  // the integer buckets' name; shape keys bring theirs by lookup
   how.name += " bucket " + key_name(bucket);
@@ -85,17 +89,17 @@ std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bo
   std::uint64_t id = 0;
   try {
     if (instantiate) {
-      graphs::graph_exec& target = executables_[bucket];
+      graphs::graph_exec& target = executables_[slot];
       graphs::capture(target, stream, pool_, body, how);
       id = target.id();
     } else {
-      graphs::graph& target = captured_[bucket];
+      graphs::graph& target = captured_[slot];
       graphs::capture(target, stream, pool_, body, how);
       id = target.id();
     }
   } catch (...) {
-    executables_.erase(bucket);  // the core counts it as not captured
-    captured_.erase(bucket);
+    executables_[slot] = graphs::graph_exec{};  // the core counts it as not captured
+    captured_[slot] = graphs::graph{};
     throw;
   }
   // The memory the graph keeps from every other use; graphs sharing the pool are each charged
@@ -104,9 +108,9 @@ std::size_t basic_graph_cache<Policy>::capture_bucket(key_type const& bucket, bo
 }
 
 template <typename Policy>
-graphs::graph const& basic_graph_cache<Policy>::work_of(key_type const& bucket) const {
-  auto const found = captured_.find(bucket);
-  return found != captured_.end() ? found->second : executables_.at(bucket).source();
+graphs::graph const& basic_graph_cache<Policy>::work_of(std::size_t slot) const {
+  graphs::graph const& captured = captured_[slot];
+  return !captured.empty() ? captured : executables_[slot].source();
 }
 
 template <typename Policy>
@@ -114,7 +118,7 @@ typename Policy::choice_type basic_graph_cache<Policy>::run(key_type const& size
                                                             cuda::stream_view stream) {
   choice_type const choice = policy_.choose(size);
   core_.count_request(bucket_elements(size), bucket_elements(choice.bucket));
-  static_cast<void>(core_.serve(choice.bucket, stream));
+  static_cast<void>(core_.serve(choice.slot, stream));
   return choice;
 }
 

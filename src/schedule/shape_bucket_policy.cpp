@@ -32,17 +32,24 @@ shape_choice shape_bucket_policy::choose(shape_key const& shape) const {
   bucket_choice const b = choose_in(batch_, shape.batch, "batch");
   bucket_choice const s = choose_in(sequence_, shape.sequence_length, "sequence_length");
   bucket_choice const p = choose_in(packed_, shape.packed_sequences, "packed_sequences");
-  return {{b.bucket, s.bucket, p.bucket}, {b.padding, s.padding, p.padding}};
+  std::size_t const slot =
+      (b.slot * sequence_.buckets().size() + s.slot) * packed_.buckets().size() + p.slot;
+  return {{b.bucket, s.bucket, p.bucket}, {b.padding, s.padding, p.padding}, slot};
+}
+
+std::vector<shape_key> shape_bucket_policy::buckets() const {
+  std::vector<shape_key> all;
+  all.reserve(batch_.buckets().size() * sequence_.buckets().size() * packed_.buckets().size());
+  for (std::int64_t b : batch_.buckets()) {
+    for (std::int64_t s : sequence_.buckets()) {
+      for (std::int64_t p : packed_.buckets()) all.push_back({b, s, p});
+    }
+  }
+  return all;
 }
 
 std::vector<shape_key> shape_bucket_policy::capture_order() const {
-  std::vector<shape_key> order;
-  order.reserve(batch_.buckets().size() * sequence_.buckets().size() * packed_.buckets().size());
-  for (std::int64_t b : batch_.buckets()) {
-    for (std::int64_t s : sequence_.buckets()) {
-      for (std::int64_t p : packed_.buckets()) order.push_back({b, s, p});
-    }
-  }
+  std::vector<shape_key> order = buckets();
   std::sort(order.begin(), order.end(), [](shape_key const& x, shape_key const& y) {
     std::int64_t const ex = bucket_elements(x);
     std::int64_t const ey = bucket_elements(y);

@@ -17,6 +17,10 @@ TEST(bucket_policy, pad_up_picks_the_smallest_bucket_that_fits) {
   EXPECT_EQ(p.choose(9).bucket, 16);
   EXPECT_EQ(p.choose(9).padding, 7);
   EXPECT_EQ(p.choose(16).padding, 0);
+  // The slot is the bucket's position in buckets(): a graph cache keeps its graph there.
+  EXPECT_EQ(p.choose(1).slot, 0U);
+  EXPECT_EQ(p.choose(3).slot, 2U);
+  EXPECT_EQ(p.choose(9).slot, 4U);
   EXPECT_EQ(p.capture_order(), (std::vector<std::int64_t>{16, 8, 4, 2, 1}));
 }
 

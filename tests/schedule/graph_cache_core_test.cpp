@@ -18,9 +18,25 @@ namespace gsch = graphstep::schedule;
 
 namespace {
 
+using cache_core = gsch::detail::graph_cache_core<std::int64_t, int>;
+
+// The buckets of most tests: 1 to 16.
+std::vector<std::int64_t> every_bucket() {
+  std::vector<std::int64_t> buckets;
+  for (std::int64_t b = 1; b <= 16; ++b) buckets.push_back(b);
+  return buckets;
+}
+
+// A request of `bucket`, found by its slot as the graph cache finds it from the policy's choice.
+gsch::detail::served_by serve(cache_core& core, std::int64_t bucket, int stream) {
+  return core.serve(core.slot_of(bucket), stream);
+}
+
 // Graphs as a device would hold them: which buckets are captured, which have an executable, and
 // whose work each executable runs. Every misuse a real device would punish fails the test.
 struct fake_device {
+  // The cache's buckets, by slot: the actions name buckets by their position here.
+  std::vector<std::int64_t> buckets{every_bucket()};
   std::set<std::int64_t> captured;
   // executable -> the capture whose work it runs: {bucket, capture number}
   std::map<std::int64_t, std::pair<std::int64_t, int>> executable_runs;
@@ -39,15 +55,17 @@ struct fake_device {
 
   static std::size_t bytes(std::int64_t bucket) { return static_cast<std::size_t>(bucket) * 100; }
 
-  gsch::detail::cache_actions<std::int64_t, int> actions() {
-    gsch::detail::cache_actions<std::int64_t, int> a;
-    a.run_eager = [this](int stream, std::int64_t b) {
+  gsch::detail::cache_actions<int> actions() {
+    gsch::detail::cache_actions<int> a;
+    a.run_eager = [this](int stream, std::size_t slot) {
+      std::int64_t const b = buckets.at(slot);
       on_stream(stream);
       log.push_back("eager " + std::to_string(b));
       executed.push_back(b);
       idle = false;
     };
-    a.capture = [this](int stream, std::int64_t b, bool instantiate) {
+    a.capture = [this](int stream, std::size_t slot, bool instantiate) {
+      std::int64_t const b = buckets.at(slot);
       on_stream(stream);
       if (fail_capture.count(b) != 0) throw std::runtime_error{"capture invalidated"};
       EXPECT_EQ(captured.count(b), 0U) << "captured twice: " << b;
@@ -57,7 +75,8 @@ struct fake_device {
       log.push_back((instantiate ? "capture+instantiate " : "capture ") + std::to_string(b));
       return bytes(b);
     };
-    a.replay = [this](int stream, std::int64_t b) {
+    a.replay = [this](int stream, std::size_t slot) {
+      std::int64_t const b = buckets.at(slot);
       on_stream(stream);
       auto found = executable_runs.find(b);
       if (found == executable_runs.end()) {
@@ -70,7 +89,9 @@ struct fake_device {
       executed.push_back(work);
       idle = false;
     };
-    a.update = [this](std::int64_t t, std::int64_t b) {
+    a.update = [this](std::size_t template_slot, std::size_t slot) {
+      std::int64_t const t = buckets.at(template_slot);
+      std::int64_t const b = buckets.at(slot);
       EXPECT_EQ(executable_runs.count(t), 1U) << "update of " << t << " without executable";
       EXPECT_EQ(captured.count(b), 1U) << "update from " << b << ", which is not captured";
       log.push_back("update " + std::to_string(t) + "<-" + std::to_string(b));
@@ -78,14 +99,16 @@ struct fake_device {
       executable_runs[t] = {b, capture_number[b]};
       return true;
     };
-    a.instantiate = [this](int stream, std::int64_t b) {
+    a.instantiate = [this](int stream, std::size_t slot) {
+      std::int64_t const b = buckets.at(slot);
       on_stream(stream);
       EXPECT_EQ(captured.count(b), 1U);
       EXPECT_EQ(executable_runs.count(b), 0U) << "instantiated twice: " << b;
       executable_runs[b] = {b, capture_number[b]};
       log.push_back("instantiate " + std::to_string(b));
     };
-    a.release = [this](std::int64_t b) {
+    a.release = [this](std::size_t slot) {
+      std::int64_t const b = buckets.at(slot);
       for (auto const& [exec, work] : executable_runs) {
         if (exec != b && work.first == b) {
           EXPECT_TRUE(idle) << "released " << b << " while executable " << exec
@@ -108,13 +131,13 @@ struct fake_device {
 
 TEST(graph_cache_core, warms_up_then_captures_then_replays) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 2, 0, false};
-  EXPECT_EQ(core.serve(8, fake_device::request_stream), gsch::detail::served_by::eager);
-  EXPECT_EQ(core.serve(8, fake_device::request_stream), gsch::detail::served_by::eager);
+  cache_core core{device.actions(), device.buckets, 2, 0, false};
+  EXPECT_EQ(serve(core, 8, fake_device::request_stream), gsch::detail::served_by::eager);
+  EXPECT_EQ(serve(core, 8, fake_device::request_stream), gsch::detail::served_by::eager);
   EXPECT_FALSE(core.is_captured(8));
-  EXPECT_EQ(core.serve(8, fake_device::request_stream), gsch::detail::served_by::capture);
-  EXPECT_EQ(core.serve(8, fake_device::request_stream), gsch::detail::served_by::replay);
-  EXPECT_EQ(core.serve(4, fake_device::request_stream), gsch::detail::served_by::eager);
+  EXPECT_EQ(serve(core, 8, fake_device::request_stream), gsch::detail::served_by::capture);
+  EXPECT_EQ(serve(core, 8, fake_device::request_stream), gsch::detail::served_by::replay);
+  EXPECT_EQ(serve(core, 4, fake_device::request_stream), gsch::detail::served_by::eager);
   auto const& s = core.statistics();
   EXPECT_EQ(s.misses, 4U);
   EXPECT_EQ(s.eager_runs, 3U);
@@ -129,8 +152,8 @@ TEST(graph_cache_core, warms_up_then_captures_then_replays) {
 
 TEST(graph_cache_core, precapture_warms_up_every_bucket_then_captures_them_in_order) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 1, 0, false};
-  core.serve(4, fake_device::request_stream);  // warmed up already: not again
+  cache_core core{device.actions(), device.buckets, 1, 0, false};
+  serve(core, 4, fake_device::request_stream);  // warmed up already: not again
   core.precapture(gsch::bucket_policy{{1, 2, 4, 8}}.capture_order(), fake_device::request_stream);
   EXPECT_EQ(device.log,
             (std::vector<std::string>{"eager 4", "eager 8", "eager 2", "eager 1",
@@ -144,18 +167,18 @@ TEST(graph_cache_core, precapture_warms_up_every_bucket_then_captures_them_in_or
 
 TEST(graph_cache_core, a_budget_evicts_the_least_recently_used_and_recaptures_without_warmup) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 1, 1000, false};
+  cache_core core{device.actions(), device.buckets, 1, 1000, false};
   for (std::int64_t b : {4, 4, 3, 3})
-    core.serve(b, fake_device::request_stream);  // 400 + 300 bytes
-  core.serve(4, fake_device::request_stream);    // 3 is now the least recent
-  for (std::int64_t b : {5, 5}) core.serve(b, fake_device::request_stream);  // 500 more: 3 must go
+    serve(core, b, fake_device::request_stream);  // 400 + 300 bytes
+  serve(core, 4, fake_device::request_stream);    // 3 is now the least recent
+  for (std::int64_t b : {5, 5}) serve(core, b, fake_device::request_stream);  // 500 more: 3 must go
   EXPECT_FALSE(core.is_captured(3));
   EXPECT_TRUE(core.is_captured(4));
   EXPECT_TRUE(core.is_captured(5));
   EXPECT_EQ(core.statistics().evictions, 1U);
   EXPECT_EQ(device.captured, (std::set<std::int64_t>{4, 5}));
   EXPECT_EQ(core.recency(), (std::vector<std::int64_t>{4, 5}));
-  EXPECT_EQ(core.serve(3, fake_device::request_stream),
+  EXPECT_EQ(serve(core, 3, fake_device::request_stream),
             gsch::detail::served_by::capture);  // warmed up before: captured at once
   EXPECT_EQ(device.captured, (std::set<std::int64_t>{5, 3}));
   EXPECT_EQ(core.bytes_by_bucket(), (std::map<std::int64_t, std::size_t>{{3, 300}, {5, 500}}));
@@ -163,9 +186,9 @@ TEST(graph_cache_core, a_budget_evicts_the_least_recently_used_and_recaptures_wi
 
 TEST(graph_cache_core, a_graph_larger_than_the_budget_is_a_usage_error) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 500, false};
+  cache_core core{device.actions(), device.buckets, 0, 500, false};
   try {
-    core.serve(8, fake_device::request_stream);  // 800 bytes
+    serve(core, 8, fake_device::request_stream);  // 800 bytes
     FAIL() << "no error";
   } catch (graphstep::usage_error const& e) {
     EXPECT_NE(std::string{e.what()}.find("raise the budget"), std::string::npos) << e.what();
@@ -174,19 +197,19 @@ TEST(graph_cache_core, a_graph_larger_than_the_budget_is_a_usage_error) {
   EXPECT_FALSE(core.is_captured(8));
   EXPECT_TRUE(device.captured.empty());
   EXPECT_TRUE(core.bytes_by_bucket().empty());
-  EXPECT_THROW(core.serve(8, fake_device::request_stream), graphstep::usage_error);
+  EXPECT_THROW(serve(core, 8, fake_device::request_stream), graphstep::usage_error);
   EXPECT_TRUE(device.executed.empty());
 }
 
 TEST(graph_cache_core, the_template_is_switched_by_update_and_only_when_needed) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 0, true};
+  cache_core core{device.actions(), device.buckets, 0, 0, true};
   core.precapture({16, 8, 4}, fake_device::request_stream);
   EXPECT_EQ(core.template_bucket(), 16);
   EXPECT_EQ(device.log,
             (std::vector<std::string>{"capture+instantiate 16", "capture 8", "capture 4"}));
   device.log.clear();
-  for (std::int64_t b : {8, 8, 4, 16, 16}) core.serve(b, fake_device::request_stream);
+  for (std::int64_t b : {8, 8, 4, 16, 16}) serve(core, b, fake_device::request_stream);
   EXPECT_EQ(device.log,
             (std::vector<std::string>{"update 16<-8", "update 16<-4", "update 16<-16"}));
   EXPECT_EQ(device.executed, (std::vector<std::int64_t>{8, 8, 4, 16, 16}));
@@ -199,10 +222,10 @@ TEST(graph_cache_core, the_template_is_switched_by_update_and_only_when_needed) 
 TEST(graph_cache_core, a_refused_update_instantiates_that_bucket_and_is_reported) {
   fake_device device;
   device.refuse = {2};
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 0, true};
+  cache_core core{device.actions(), device.buckets, 0, 0, true};
   core.precapture({8, 2}, fake_device::request_stream);
   device.log.clear();
-  for (std::int64_t b : {2, 8, 2, 2}) core.serve(b, fake_device::request_stream);
+  for (std::int64_t b : {2, 8, 2, 2}) serve(core, b, fake_device::request_stream);
   EXPECT_EQ(device.log, (std::vector<std::string>{"update 8<-2", "instantiate 2"}));
   EXPECT_EQ(device.executed, (std::vector<std::int64_t>{2, 8, 2, 2}));
   EXPECT_EQ(core.statistics().update_refusals, 1U);
@@ -212,18 +235,17 @@ TEST(graph_cache_core, a_refused_update_instantiates_that_bucket_and_is_reported
 TEST(graph_cache_core, eviction_in_template_mode_waits_and_forgets_what_the_template_ran) {
   fake_device device;
   device.refuse = {5};
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 700, true};
-  core.serve(9, fake_device::request_stream);  // the template: never charged, never evicted
-  core.serve(4, fake_device::request_stream);  // the template now runs 4's work
-  core.serve(
-      5,
+  cache_core core{device.actions(), device.buckets, 0, 700, true};
+  serve(core, 9, fake_device::request_stream);  // the template: never charged, never evicted
+  serve(core, 4, fake_device::request_stream);  // the template now runs 4's work
+  serve(core, 5,
       fake_device::request_stream);  // 400 + 500 > 700: 4 goes while the template may still run it
   EXPECT_FALSE(core.is_captured(4));
   EXPECT_TRUE(core.is_captured(9));
-  core.serve(4,
+  serve(core, 4,
              fake_device::request_stream);  // captured again: the template must be updated to the
                                             // new capture, not replay the work of the released one
-  core.serve(9, fake_device::request_stream);
+  serve(core, 9, fake_device::request_stream);
   EXPECT_EQ(core.statistics().evictions, 2U);  // 4, then 5 to make room for 4 again
   EXPECT_EQ(device.executed, (std::vector<std::int64_t>{9, 4, 5, 4, 9}));
 }
@@ -231,12 +253,12 @@ TEST(graph_cache_core, eviction_in_template_mode_waits_and_forgets_what_the_temp
 TEST(graph_cache_core, a_failed_capture_leaves_the_bucket_to_capture_again) {
   fake_device device;
   device.fail_capture = {4};
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 0, false};
-  EXPECT_THROW(core.serve(4, fake_device::request_stream), std::runtime_error);
+  cache_core core{device.actions(), device.buckets, 0, 0, false};
+  EXPECT_THROW(serve(core, 4, fake_device::request_stream), std::runtime_error);
   EXPECT_FALSE(core.is_captured(4));
   EXPECT_EQ(core.statistics().captures, 0U);
   device.fail_capture.clear();
-  EXPECT_EQ(core.serve(4, fake_device::request_stream), gsch::detail::served_by::capture);
+  EXPECT_EQ(serve(core, 4, fake_device::request_stream), gsch::detail::served_by::capture);
   EXPECT_TRUE(core.is_captured(4));
 }
 
@@ -244,15 +266,14 @@ TEST(graph_cache_core, missing_actions_and_negative_warmup_are_usage_errors) {
   fake_device device;
   auto actions = device.actions();
   actions.update = nullptr;
-  EXPECT_THROW((gsch::detail::graph_cache_core<std::int64_t, int>{actions, 0, 0, false}),
-               graphstep::usage_error);
-  EXPECT_THROW((gsch::detail::graph_cache_core<std::int64_t, int>{device.actions(), -1, 0, false}),
+  EXPECT_THROW((cache_core{actions, device.buckets, 0, 0, false}), graphstep::usage_error);
+  EXPECT_THROW((cache_core{device.actions(), device.buckets, -1, 0, false}),
                graphstep::usage_error);
 }
 
 TEST(graph_cache_core, padding_is_counted_in_elements) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 0, false};
+  cache_core core{device.actions(), device.buckets, 0, 0, false};
   core.count_request(3, 4);
   core.count_request(8, 8);
   EXPECT_EQ(core.statistics().requested_elements, 11);
@@ -269,13 +290,13 @@ TEST(graph_cache_core, random_requests_always_run_their_own_bucket) {
       fake_device device;
       device.refuse = {3, 7};
       std::size_t const budget = 1500;
-      gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), trial % 3, budget,
+      cache_core core{device.actions(), device.buckets, trial % 3, budget,
                                                              share};
       std::uniform_int_distribution<std::int64_t> bucket{1, 10};
       std::size_t served = 0;
       for (int i = 0; i < 300; ++i) {
         std::int64_t const b = bucket(random);
-        core.serve(b, fake_device::request_stream);
+        serve(core, b, fake_device::request_stream);
         ++served;
         ASSERT_EQ(device.executed.back(), b) << "request " << i << (share ? " (template)" : "");
         std::size_t charged = 0;
@@ -300,17 +321,19 @@ TEST(graph_cache_core, random_requests_always_run_their_own_bucket) {
 // A cache keyed by every distinct size would capture once per size; mapped to buckets, a
 // thousand distinct sizes capture one graph per bucket they reach, and the padding is reported.
 TEST(graph_cache_core, distinct_sizes_capture_once_per_bucket) {
-  fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 0, 0, false};
   auto const policy = gsch::bucket_policy::powers_then_steps(256, 32);
+  fake_device device;
+  device.buckets = policy.buckets();
+  cache_core core{device.actions(), device.buckets, 0, 0, false};
   std::mt19937 random{7};
   std::uniform_int_distribution<std::int64_t> size{1, 256};
   std::set<std::int64_t> reached;
   for (int request = 0; request < 1000; ++request) {
     auto const choice = policy.choose(size(random));
     reached.insert(choice.bucket);
+    ASSERT_EQ(device.buckets.at(choice.slot), choice.bucket);
     core.count_request(choice.bucket - choice.padding, choice.bucket);
-    static_cast<void>(core.serve(choice.bucket, fake_device::request_stream));
+    static_cast<void>(core.serve(choice.slot, fake_device::request_stream));
   }
   EXPECT_EQ(core.statistics().captures, reached.size());
   EXPECT_LE(reached.size(), policy.buckets().size());
@@ -321,11 +344,29 @@ TEST(graph_cache_core, distinct_sizes_capture_once_per_bucket) {
 
 TEST(graph_cache_core, every_action_runs_on_the_stream_of_the_request_that_caused_it) {
   fake_device device;
-  gsch::detail::graph_cache_core<std::int64_t, int> core{device.actions(), 1, 0, false};
-  core.serve(4, 1);  // warm-up on stream 1
-  core.serve(4, 2);  // capture and replay on stream 2
-  core.serve(4, 3);  // replay on stream 3
+  cache_core core{device.actions(), device.buckets, 1, 0, false};
+  serve(core, 4, 1);  // warm-up on stream 1
+  serve(core, 4, 2);  // capture and replay on stream 2
+  serve(core, 4, 3);  // replay on stream 3
   EXPECT_EQ(device.streams, (std::vector<int>{1, 2, 2, 3}));
   core.precapture({8}, 5);
   EXPECT_EQ(device.streams, (std::vector<int>{1, 2, 2, 3, 5, 5}));
+}
+
+TEST(graph_cache_core, buckets_are_named_by_their_slot_and_keys_outside_them_are_refused) {
+  fake_device device;
+  device.buckets = {2, 8, 32};
+  cache_core core{device.actions(), device.buckets, 0, 0, false};
+  EXPECT_EQ(core.slot_of(8), 1U);
+  EXPECT_THROW(static_cast<void>(core.slot_of(4)), graphstep::usage_error);
+  EXPECT_THROW(core.serve(3, fake_device::request_stream), graphstep::usage_error);
+  EXPECT_THROW(core.precapture({32, 5}, fake_device::request_stream), graphstep::usage_error);
+  EXPECT_TRUE(device.log.empty()) << "a refused request or pre-capture did some work";
+  EXPECT_EQ(core.serve(2, fake_device::request_stream), gsch::detail::served_by::capture);
+  EXPECT_TRUE(core.is_captured(32));
+  EXPECT_FALSE(core.is_captured(5));
+  EXPECT_EQ(core.bytes_of(5), 0U);
+  for (std::vector<std::int64_t> bad : {std::vector<std::int64_t>{8, 2}, {2, 2}}) {
+    EXPECT_THROW((cache_core{device.actions(), bad, 0, 0, false}), graphstep::usage_error);
+  }
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <graphstep/error.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
@@ -26,6 +27,16 @@ TEST(shape_bucket_policy, pads_each_dimension_on_its_own_list) {
   EXPECT_EQ(gsch::key_name(c.bucket), "batch 4 x length 256 x 4 packed");
   auto const exact = p.choose({8, 512, 1});
   EXPECT_EQ(exact.padding, (gsch::shape_key{0, 0, 0}));
+  // A choice's slot is its bucket's position among every combination, ascending.
+  std::vector<gsch::shape_key> const buckets = p.buckets();
+  ASSERT_EQ(buckets.size(), 4U * 3U * 2U);
+  EXPECT_TRUE(std::is_sorted(buckets.begin(), buckets.end()));
+  for (gsch::shape_key const& shape :
+       {gsch::shape_key{3, 200, 2}, gsch::shape_key{1, 1, 1}, gsch::shape_key{8, 512, 4}}) {
+    auto const choice = p.choose(shape);
+    ASSERT_LT(choice.slot, buckets.size());
+    EXPECT_EQ(buckets[choice.slot], choice.bucket) << gsch::key_name(shape);
+  }
 }
 
 TEST(shape_bucket_policy, errors_name_the_dimension_and_the_largest_bucket) {
@@ -66,25 +77,23 @@ TEST(shape_bucket_policy, capture_order_has_every_combination_most_tokens_first)
 
 TEST(shape_bucket_policy, drives_the_cache_core_with_shape_keys) {
   std::vector<std::string> log;
-  gsch::detail::cache_actions<gsch::shape_key, int> a;
-  a.run_eager = [&](int /*stream*/, gsch::shape_key const& k) {
-    log.push_back("eager " + gsch::key_name(k));
-  };
-  a.capture = [&](int /*stream*/, gsch::shape_key const& k, bool) {
-    log.push_back("capture " + gsch::key_name(k));
-    return static_cast<std::size_t>(gsch::bucket_elements(k));
-  };
-  a.replay = [&](int /*stream*/, gsch::shape_key const& k) {
-    log.push_back("replay " + gsch::key_name(k));
-  };
-  a.update = [](gsch::shape_key const&, gsch::shape_key const&) { return true; };
-  a.instantiate = [](int /*stream*/, gsch::shape_key const&) {};
-  a.release = [&](gsch::shape_key const& k) { log.push_back("release " + gsch::key_name(k)); };
-  a.wait_idle = [] {};
   gsch::shape_bucket_policy const p{gsch::bucket_policy{{2, 4}}, gsch::bucket_policy{{8, 16}}};
-  gsch::detail::graph_cache_core<gsch::shape_key, int> core{a, 0, 64, false};
-  core.serve(p.choose({3, 10, 1}).bucket, 0);  // 4 x 16: 64 tokens, the whole budget
-  core.serve(p.choose({1, 5, 1}).bucket, 0);   // 2 x 8 evicts it
+  std::vector<gsch::shape_key> const buckets = p.buckets();
+  auto const name = [&](std::size_t slot) { return gsch::key_name(buckets.at(slot)); };
+  gsch::detail::cache_actions<int> a;
+  a.run_eager = [&](int /*stream*/, std::size_t slot) { log.push_back("eager " + name(slot)); };
+  a.capture = [&](int /*stream*/, std::size_t slot, bool) {
+    log.push_back("capture " + name(slot));
+    return static_cast<std::size_t>(gsch::bucket_elements(buckets.at(slot)));
+  };
+  a.replay = [&](int /*stream*/, std::size_t slot) { log.push_back("replay " + name(slot)); };
+  a.update = [](std::size_t, std::size_t) { return true; };
+  a.instantiate = [](int /*stream*/, std::size_t) {};
+  a.release = [&](std::size_t slot) { log.push_back("release " + name(slot)); };
+  a.wait_idle = [] {};
+  gsch::detail::graph_cache_core<gsch::shape_key, int> core{a, buckets, 0, 64, false};
+  core.serve(p.choose({3, 10, 1}).slot, 0);  // 4 x 16: 64 tokens, the whole budget
+  core.serve(p.choose({1, 5, 1}).slot, 0);   // 2 x 8 evicts it
   EXPECT_EQ(log,
             (std::vector<std::string>{
                 "capture batch 4 x length 16 x 1 packed", "replay batch 4 x length 16 x 1 packed",

@@ -23,6 +23,8 @@ enum class bucket_match {
 struct bucket_choice {
   std::int64_t bucket;
   std::int64_t padding;  ///< bucket - size
+  /// The bucket's position in `buckets()`: a graph cache keeps its graphs by it.
+  std::size_t slot{};
 };
 
 /// @brief The elements a bucket of one number processes: the number itself.

@@ -37,6 +37,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace graphstep::schedule {
 
@@ -106,17 +107,19 @@ class basic_graph_cache {
   [[nodiscard]] Policy const& policy() const noexcept { return policy_; }
 
  private:
-  static detail::cache_actions<key_type, cuda::stream_view> actions(basic_graph_cache& cache);
-  std::size_t capture_bucket(key_type const& bucket, bool instantiate, cuda::stream_view stream);
-  [[nodiscard]] graphs::graph const& work_of(key_type const& bucket) const;
+  static detail::cache_actions<cuda::stream_view> actions(basic_graph_cache& cache);
+  std::size_t capture_bucket(std::size_t slot, bool instantiate, cuda::stream_view stream);
+  [[nodiscard]] graphs::graph const& work_of(std::size_t slot) const;
 
   Policy policy_;
   step_function step_;
   memory::memory_pool& pool_;
   graph_cache_options options_;
-  std::map<key_type, graphs::graph_exec> executables_;
+  // By slot (the bucket's position in the policy's list), empty where none is held: a request
+  // finds its graph without a search.
+  std::vector<graphs::graph_exec> executables_;
   // Template mode: the captured work of buckets that run through another's executable.
-  std::map<key_type, graphs::graph> captured_;
+  std::vector<graphs::graph> captured_;
   detail::graph_cache_core<key_type, cuda::stream_view> core_;
 };
 

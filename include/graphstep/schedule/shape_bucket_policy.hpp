@@ -6,6 +6,7 @@
 /// bucket list. Plain C++.
 /// graphstep_core: plain C++, includes no CUDA header.
 
+#include <cstddef>
 #include <cstdint>
 #include <graphstep/schedule/bucket_policy.hpp>
 #include <string>
@@ -45,6 +46,8 @@ struct shape_key {
 struct shape_choice {
   shape_key bucket;
   shape_key padding;  ///< bucket - shape, per dimension
+  /// The bucket's position in `buckets()`: a graph cache keeps its graphs by it.
+  std::size_t slot{};
 };
 
 /// @brief One bucket list per dimension; a shape's bucket is the bucket of each dimension.
@@ -66,6 +69,9 @@ class shape_bucket_policy {
   /// @brief Every combination of the dimensions' buckets, most tokens first (ties: larger
   /// dimensions first), so that each capture reuses memory the larger ones freed.
   [[nodiscard]] std::vector<shape_key> capture_order() const;
+  /// @brief Every combination of the dimensions' buckets, ascending (batch, then length, then
+  /// packed count); a choice's `slot` is its position here.
+  [[nodiscard]] std::vector<shape_key> buckets() const;
 
   [[nodiscard]] bucket_policy const& batch() const noexcept { return batch_; }
   [[nodiscard]] bucket_policy const& sequence_length() const noexcept { return sequence_; }

@@ -7,6 +7,7 @@
 /// an update is refused. The work itself is done by injected functions. Plain C++.
 /// graphstep_core: plain C++, includes no CUDA header.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -16,29 +17,32 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace graphstep::schedule::detail {
 
-/// @brief What a graph cache asks of its graphs. Every function is required. `Context` is
-/// what one request hands down to the work it causes (the shell: the caller's stream).
-template <typename Key, typename Context>
+/// @brief What a graph cache asks of its graphs. Every function is required. A bucket is named
+/// by its slot, its position in the cache's list of buckets, so that the work can keep its graphs
+/// in arrays. `Context` is what one request hands down to the work it causes (the shell: the
+/// caller's stream).
+template <typename Context>
 struct cache_actions {
   /// Runs the bucket's step eagerly (warm-up).
-  std::function<void(Context const& context, Key const& bucket)> run_eager;
+  std::function<void(Context const& context, std::size_t slot)> run_eager;
   /// Captures the bucket; instantiates it only when `instantiate` is true (otherwise it only
   /// holds the captured work, for updating the template). Returns the bytes to charge to the
   /// budget. On a throw the bucket must hold nothing.
-  std::function<std::size_t(Context const& context, Key const& bucket, bool instantiate)> capture;
+  std::function<std::size_t(Context const& context, std::size_t slot, bool instantiate)> capture;
   /// Replays the bucket's own executable.
-  std::function<void(Context const& context, Key const& bucket)> replay;
-  /// Switches the executable of `template_bucket` to `bucket`'s captured work; false when
-  /// refused (different topology), leaving the template as it was.
-  std::function<bool(Key const& template_bucket, Key const& bucket)> update;
+  std::function<void(Context const& context, std::size_t slot)> replay;
+  /// Switches the executable of `template_slot` to `slot`'s captured work; false when refused
+  /// (different topology), leaving the template as it was.
+  std::function<bool(std::size_t template_slot, std::size_t slot)> update;
   /// Instantiates a captured but not instantiated bucket on its own.
-  std::function<void(Context const& context, Key const& bucket)> instantiate;
+  std::function<void(Context const& context, std::size_t slot)> instantiate;
   /// Drops the bucket's graph and returns its memory.
-  std::function<void(Key const& bucket)> release;
+  std::function<void(std::size_t slot)> release;
   /// Waits until no graph runs (the template may run an evicted bucket's work).
   std::function<void()> wait_idle;
 };
@@ -50,27 +54,46 @@ enum class served_by {
   replay,   ///< replayed a graph captured before
 };
 
-/// @brief The graph cache's policy over buckets of type `Key` (`operator<`, `key_name`).
-/// Not thread-safe: one caller at a time.
+/// @brief The graph cache's policy over a fixed list of buckets of type `Key` (`operator<`,
+/// `key_name`). A request names its bucket by slot (the policy's choice carries it), and every
+/// per-bucket state sits in an array by slot: serving a request costs the same at 8 buckets as
+/// at 512. Not thread-safe: one caller at a time.
 template <typename Key, typename Context>
 class graph_cache_core {
  public:
+  /// @param buckets every bucket, ascending without repeats; a bucket's slot is its position
   /// @param share_template capture one template executable and switch it between buckets by
   /// update, instead of instantiating every bucket
-  /// @throws usage_error (an action missing, negative warm-up)
-  graph_cache_core(cache_actions<Key, Context> actions, int warmup_runs, std::size_t budget_bytes,
-                   bool share_template)
+  /// @throws usage_error (an action missing, negative warm-up, buckets not ascending)
+  graph_cache_core(cache_actions<Context> actions, std::vector<Key> buckets, int warmup_runs,
+                   std::size_t budget_bytes, bool share_template)
       : actions_{std::move(actions)},
+        buckets_{std::move(buckets)},
         warmup_runs_{warmup_runs},
         share_template_{share_template},
-        budget_{budget_bytes} {
+        budget_{buckets_, budget_bytes},
+        entries_(buckets_.size()) {
     GRAPHSTEP_EXPECTS(actions_.run_eager && actions_.capture && actions_.replay &&
                           actions_.update && actions_.instantiate && actions_.release &&
                           actions_.wait_idle,
                       "graph cache: every action (run_eager, capture, replay, update, "
                       "instantiate, release, wait_idle) must be given");
     GRAPHSTEP_EXPECTS(warmup_runs >= 0, "graph cache: warmup_runs must be >= 0");
+    GRAPHSTEP_EXPECTS(std::adjacent_find(buckets_.begin(), buckets_.end(),
+                                         [](Key const& a, Key const& b) { return !(a < b); }) ==
+                          buckets_.end(),
+                      "graph cache: the buckets must be ascending, without repeats");
   }
+
+  /// @brief The slot of `bucket`.
+  /// @throws usage_error (not one of the buckets)
+  [[nodiscard]] std::size_t slot_of(Key const& bucket) const {
+    std::optional<std::size_t> const slot = find(bucket);
+    GRAPHSTEP_EXPECTS(slot.has_value(),
+                      "graph cache: " + key_name(bucket) + " is not one of its buckets");
+    return *slot;
+  }
+  [[nodiscard]] std::vector<Key> const& buckets() const noexcept { return buckets_; }
 
   /// @brief Counts a request of `requested` elements served by a bucket of `bucket` elements.
   void count_request(std::int64_t requested, std::int64_t bucket) noexcept {
@@ -78,26 +101,30 @@ class graph_cache_core {
     stats_.padded_elements += bucket - requested;
   }
 
-  /// @brief Serves one request of `bucket`: eagerly while it warms up, then captures it once
-  /// and replays it.
-  /// @throws what the actions throw; a failed capture leaves the bucket uncaptured (the next
-  /// request tries again)
-  served_by serve(Key const& bucket, Context const& context) {
-    state& s = entries_[bucket];
+  /// @brief Serves one request of the bucket in `slot`: eagerly while it warms up, then
+  /// captures it once and replays it.
+  /// @throws usage_error (slot out of range), what the actions throw; a failed capture leaves
+  /// the bucket uncaptured (the next request tries again)
+  served_by serve(std::size_t slot, Context const& context) {
+    GRAPHSTEP_EXPECTS(slot < entries_.size(),
+                      "graph cache: bucket slot " + std::to_string(slot) +
+                          " is out of range; there are " + std::to_string(entries_.size()) +
+                          " buckets");
+    state& s = entries_[slot];
     if (s.captured) {
       ++stats_.hits;
-      replay(context, bucket, s);
+      replay(context, slot, s);
       return served_by::replay;
     }
     ++stats_.misses;
     if (s.eager_runs < warmup_runs_) {
       ++s.eager_runs;
       ++stats_.eager_runs;
-      actions_.run_eager(context, bucket);
+      actions_.run_eager(context, slot);
       return served_by::eager;
     }
-    capture(context, bucket, s);
-    replay(context, bucket, s);
+    capture(context, slot, s);
+    replay(context, slot, s);
     return served_by::capture;
   }
 
@@ -106,46 +133,54 @@ class graph_cache_core {
   /// warm-ups come first because they are eager: run between captures, each would need memory
   /// no graph pins, beside the graphs'; run first, they share it and the first capture takes
   /// it. Replays nothing.
+  /// @throws usage_error (a key that is not a bucket), what the actions throw
   void precapture(std::vector<Key> const& order, Context const& context) {
-    for (Key const& bucket : order) {
-      state& s = entries_[bucket];
+    std::vector<std::size_t> slots;
+    slots.reserve(order.size());
+    for (Key const& bucket : order) slots.push_back(slot_of(bucket));
+    for (std::size_t slot : slots) {
+      state& s = entries_[slot];
       if (s.captured) continue;
       for (; s.eager_runs < warmup_runs_; ++s.eager_runs) {
         ++stats_.eager_runs;
-        actions_.run_eager(context, bucket);
+        actions_.run_eager(context, slot);
       }
     }
-    for (Key const& bucket : order) {
-      state& s = entries_[bucket];
-      if (!s.captured) capture(context, bucket, s);
+    for (std::size_t slot : slots) {
+      state& s = entries_[slot];
+      if (!s.captured) capture(context, slot, s);
     }
   }
 
   [[nodiscard]] cache_statistics const& statistics() const noexcept { return stats_; }
+  /// @brief False for a key that is not a bucket.
   [[nodiscard]] bool is_captured(Key const& bucket) const {
-    auto found = entries_.find(bucket);
-    return found != entries_.end() && found->second.captured;
+    std::optional<std::size_t> const slot = find(bucket);
+    return slot && entries_[*slot].captured;
   }
   [[nodiscard]] std::size_t captured_count() const {
     std::size_t n = 0;
-    for (auto const& [key, s] : entries_) n += s.captured ? 1 : 0;
+    for (state const& s : entries_) n += s.captured ? 1 : 0;
     return n;
   }
-  /// @brief Bytes charged to a bucket's graph (0 when it is not captured).
+  /// @brief Bytes charged to a bucket's graph (0 when it is not captured, or not a bucket).
   [[nodiscard]] std::size_t bytes_of(Key const& bucket) const {
-    auto found = entries_.find(bucket);
-    return found == entries_.end() || !found->second.captured ? 0 : found->second.bytes;
+    std::optional<std::size_t> const slot = find(bucket);
+    return slot && entries_[*slot].captured ? entries_[*slot].bytes : 0;
   }
   /// @brief Bytes of every captured bucket's graph.
   [[nodiscard]] std::map<Key, std::size_t> bytes_by_bucket() const {
     std::map<Key, std::size_t> bytes;
-    for (auto const& [key, s] : entries_) {
-      if (s.captured) bytes.emplace(key, s.bytes);
+    for (std::size_t slot = 0; slot < entries_.size(); ++slot) {
+      if (entries_[slot].captured) bytes.emplace(buckets_[slot], entries_[slot].bytes);
     }
     return bytes;
   }
   /// @brief The bucket whose executable is shared (template mode, once one is captured).
-  [[nodiscard]] std::optional<Key> template_bucket() const { return template_; }
+  [[nodiscard]] std::optional<Key> template_bucket() const {
+    if (!template_) return std::nullopt;
+    return buckets_[*template_];
+  }
   /// @brief Buckets whose update was refused and that were instantiated on their own.
   [[nodiscard]] std::set<Key> const& refused_buckets() const noexcept { return refused_; }
   /// @brief Buckets charged to the budget, least recently used first (not the template).
@@ -159,11 +194,17 @@ class graph_cache_core {
     std::size_t bytes{};
   };
 
-  void capture(Context const& context, Key const& bucket, state& s) {
+  [[nodiscard]] std::optional<std::size_t> find(Key const& bucket) const {
+    auto const found = std::lower_bound(buckets_.begin(), buckets_.end(), bucket);
+    if (found == buckets_.end() || bucket < *found) return std::nullopt;
+    return static_cast<std::size_t>(found - buckets_.begin());
+  }
+
+  void capture(Context const& context, std::size_t slot, state& s) {
     // In template mode only the first bucket is instantiated; the others lend it their work.
     bool const instantiate = !share_template_ || !template_;
     auto const start = std::chrono::steady_clock::now();
-    std::size_t const bytes = actions_.capture(context, bucket, instantiate);
+    std::size_t const bytes = actions_.capture(context, slot, instantiate);
     stats_.capture_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++stats_.captures;
@@ -172,73 +213,74 @@ class graph_cache_core {
     s.bytes = bytes;
     if (share_template_ && !template_) {
       // Every other bucket runs through this executable: never evicted, not charged.
-      template_ = bucket;
-      template_holds_ = bucket;
+      template_ = slot;
+      template_holds_ = slot;
       return;
     }
-    std::vector<Key> victims;
+    std::vector<std::size_t> victims;
     try {
-      victims = budget_.insert(bucket, bytes);
+      victims = budget_.insert(slot, bytes);
     } catch (...) {
-      drop(bucket, s);  // refused: else the next request would replay it uncharged
+      drop(slot, s);  // refused: else the next request would replay it uncharged
       throw;
     }
-    for (Key const& victim : victims) evict(victim);
+    for (std::size_t victim : victims) evict(victim);
   }
 
-  void replay(Context const& context, Key const& bucket, state& s) {
-    budget_.touch(bucket);
-    if (s.own_executable && !(template_ && bucket == *template_)) {
-      actions_.replay(context, bucket);
+  void replay(Context const& context, std::size_t slot, state& s) {
+    budget_.touch(slot);
+    if (s.own_executable && template_ != slot) {
+      actions_.replay(context, slot);
       return;
     }
-    if (template_holds_ != bucket) {
-      if (actions_.update(*template_, bucket)) {
+    if (template_holds_ != slot) {
+      if (actions_.update(*template_, slot)) {
         ++stats_.updates;
-        template_holds_ = bucket;
+        template_holds_ = slot;
       } else {
         // Another topology: this bucket gets an executable of its own from now on.
         ++stats_.update_refusals;
-        refused_.insert(bucket);
-        actions_.instantiate(context, bucket);
+        refused_.insert(buckets_[slot]);
+        actions_.instantiate(context, slot);
         s.own_executable = true;
-        actions_.replay(context, bucket);
+        actions_.replay(context, slot);
         return;
       }
     }
     actions_.replay(context, *template_);
   }
 
-  void evict(Key const& bucket) {
-    auto found = entries_.find(bucket);
-    if (found == entries_.end() || !found->second.captured) return;
+  void evict(std::size_t slot) {
+    state& s = entries_[slot];
+    if (!s.captured) return;
     ++stats_.evictions;
     if (template_) {
       // The template may still be running this bucket's work; its memory must not be reused
       // before that ends, and that work must not run again.
       actions_.wait_idle();
-      if (template_holds_ == bucket) template_holds_.reset();
+      if (template_holds_ == slot) template_holds_.reset();
     }
-    drop(bucket, found->second);
+    drop(slot, s);
   }
 
-  // The graph of `bucket` goes: released, uncharged, captured again on its next request.
-  void drop(Key const& bucket, state& s) {
-    actions_.release(bucket);
+  // The graph of `slot` goes: released, uncharged, captured again on its next request.
+  void drop(std::size_t slot, state& s) {
+    actions_.release(slot);
     s.captured = false;
     s.own_executable = false;
     s.bytes = 0;
-    budget_.erase(bucket);
+    budget_.erase(slot);
   }
 
-  cache_actions<Key, Context> actions_;
+  cache_actions<Context> actions_;
+  std::vector<Key> buckets_;
   int warmup_runs_;
   bool share_template_;
   basic_lru_budget<Key> budget_;
-  std::map<Key, state> entries_;
+  std::vector<state> entries_;  // by slot
   cache_statistics stats_;
-  std::optional<Key> template_;        // the bucket whose executable is shared
-  std::optional<Key> template_holds_;  // the bucket whose work that executable runs now
+  std::optional<std::size_t> template_;        // the slot whose executable is shared
+  std::optional<std::size_t> template_holds_;  // the slot whose work that executable runs now
   std::set<Key> refused_;
 };
 

@@ -9,7 +9,6 @@
 #include <graphstep/error.hpp>
 #include <iterator>
 #include <list>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -21,66 +20,88 @@ namespace graphstep::schedule::detail {
 }
 
 /// @brief Least-recently-used order of cached buckets and the memory each holds, under a
-/// budget. `Key` needs `operator<` and a `key_name(Key)` found by lookup.
+/// budget. A bucket is named by its slot, its position in the list of buckets given at
+/// construction, so that every operation costs the same however many buckets there are (a
+/// replay touches the order on every request). `Key` needs a `key_name(Key)` found by lookup.
 template <typename Key>
 class basic_lru_budget {
  public:
+  /// @param buckets every bucket, by slot; named in messages
   /// @param budget_bytes 0 means no budget
-  explicit basic_lru_budget(std::size_t budget_bytes = 0) : budget_{budget_bytes} {}
+  explicit basic_lru_budget(std::vector<Key> buckets, std::size_t budget_bytes = 0)
+      : buckets_{std::move(buckets)}, budget_{budget_bytes}, entries_(buckets_.size()) {}
 
-  /// @brief Marks `bucket` as just used. Unknown buckets are ignored.
-  void touch(Key const& bucket) {
-    auto found = entries_.find(bucket);
-    if (found == entries_.end()) return;
-    recency_.splice(recency_.end(), recency_, found->second.position);
+  /// @brief Marks `slot` as just used. Buckets not held are ignored.
+  void touch(std::size_t slot) {
+    entry& e = at(slot);
+    if (e.held) recency_.splice(recency_.end(), recency_, e.position);
   }
 
-  /// @brief Adds `bucket` holding `bytes`, as the most recent, and returns the buckets to evict
+  /// @brief Adds `slot` holding `bytes`, as the most recent, and returns the slots to evict
   /// (least recent first) so that the total fits the budget; never the new one.
-  /// @throws usage_error (bucket already present; a single bucket larger than the budget)
-  [[nodiscard]] std::vector<Key> insert(Key const& bucket, std::size_t bytes) {
-    GRAPHSTEP_EXPECTS(entries_.count(bucket) == 0,
-                      "graph cache: bucket " + key_name(bucket) + " is already cached");
+  /// @throws usage_error (a slot out of range or already held; a single bucket larger than the
+  /// budget)
+  [[nodiscard]] std::vector<std::size_t> insert(std::size_t slot, std::size_t bytes) {
+    entry& e = at(slot);
+    GRAPHSTEP_EXPECTS(!e.held,
+                      "graph cache: bucket " + key_name(buckets_[slot]) + " is already cached");
     GRAPHSTEP_EXPECTS(budget_ == 0 || bytes <= budget_,
-                      "graph cache: the graph of bucket " + key_name(bucket) + " needs " +
+                      "graph cache: the graph of bucket " + key_name(buckets_[slot]) + " needs " +
                           std::to_string(bytes) + " bytes, more than the whole budget of " +
                           std::to_string(budget_) + ": raise the budget or drop that bucket");
-    std::vector<Key> evicted;
+    std::vector<std::size_t> evicted;
     while (budget_ != 0 && total_ + bytes > budget_ && !recency_.empty()) {
-      Key const victim = recency_.front();
+      std::size_t const victim = recency_.front();
       evicted.push_back(victim);
       erase(victim);
     }
-    recency_.push_back(bucket);
-    entries_.emplace(bucket, entry{bytes, std::prev(recency_.end())});
+    recency_.push_back(slot);
+    e = entry{true, bytes, std::prev(recency_.end())};
     total_ += bytes;
     return evicted;
   }
 
-  /// @brief Forgets `bucket`. Unknown buckets are ignored.
-  void erase(Key const& bucket) {
-    auto found = entries_.find(bucket);
-    if (found == entries_.end()) return;
-    total_ -= found->second.bytes;
-    recency_.erase(found->second.position);
-    entries_.erase(found);
+  /// @brief Forgets `slot`. Buckets not held are ignored.
+  void erase(std::size_t slot) {
+    entry& e = at(slot);
+    if (!e.held) return;
+    total_ -= e.bytes;
+    recency_.erase(e.position);
+    e = entry{};
   }
 
-  [[nodiscard]] bool contains(Key const& bucket) const { return entries_.count(bucket) != 0; }
+  [[nodiscard]] bool contains(std::size_t slot) const {
+    return slot < entries_.size() && entries_[slot].held;
+  }
   [[nodiscard]] std::size_t total_bytes() const noexcept { return total_; }
   [[nodiscard]] std::size_t budget() const noexcept { return budget_; }
-  /// @brief Least recent first.
-  [[nodiscard]] std::vector<Key> order() const { return {recency_.begin(), recency_.end()}; }
+  /// @brief The buckets held, least recent first.
+  [[nodiscard]] std::vector<Key> order() const {
+    std::vector<Key> keys;
+    keys.reserve(recency_.size());
+    for (std::size_t slot : recency_) keys.push_back(buckets_[slot]);
+    return keys;
+  }
 
  private:
   struct entry {
-    std::size_t bytes;
-    typename std::list<Key>::iterator position;
+    bool held{};
+    std::size_t bytes{};
+    std::list<std::size_t>::iterator position{};
   };
+
+  entry& at(std::size_t slot) {
+    GRAPHSTEP_EXPECTS(slot < entries_.size(), "graph cache: bucket slot " + std::to_string(slot) +
+                                                  " is out of range; there are " +
+                                                  std::to_string(entries_.size()) + " buckets");
+    return entries_[slot];
+  }
+
+  std::vector<Key> buckets_;
   std::size_t budget_;
   std::size_t total_{};
-  std::list<Key> recency_;  // front = least recent
-  std::map<Key, entry> entries_;
+  std::list<std::size_t> recency_;  // front = least recent
+  std::vector<entry> entries_;      // by slot
 };
 
 /// @brief The budget of a cache keyed by one number.
