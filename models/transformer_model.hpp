@@ -76,12 +76,13 @@ constexpr gs::dtype bf16 = gs::dtype::bfloat16;
 constexpr float layer_norm_epsilon = 1e-5F;
 
 // One tensor of the model: where it lies in the parameter buffer (and, at the same offset, in
-// the gradient buffer).
+// the gradient buffer), as its slot of the model's parameter layout says.
 struct tensor {
   std::string name;
   std::size_t offset{};  // elements into the buffer
   std::size_t count{};
   bool decays{};  // weight decay for matrices and embeddings, none for biases and norms
+  std::size_t slot{};  // its index in the parameter layout
 };
 
 class transformer {
@@ -181,17 +182,10 @@ class transformer {
   // average the gradients in buckets, and compare the weights across ranks).
   [[nodiscard]] void* parameters() const { return parameters_; }
   [[nodiscard]] void* gradients() const { return gradients_; }
-  // Bytes of each tensor's slot in those buffers, in buffer order (slots are contiguous, and
-  // in the order the backward finishes the gradients: see set_gradients_finished).
-  [[nodiscard]] std::vector<std::size_t> slot_bytes() const {
-    std::vector<tensor const*> by_offset;
-    for (auto const& t : tensors_) by_offset.push_back(&t);
-    std::sort(by_offset.begin(), by_offset.end(),
-              [](tensor const* a, tensor const* b) { return a->offset < b->offset; });
-    std::vector<std::size_t> bytes;
-    for (tensor const* t : by_offset) bytes.push_back(slot_elements(*t) * sizeof(std::uint16_t));
-    return bytes;
-  }
+  // Where each tensor lies in those buffers, in the order the backward finishes the gradients
+  // (see set_gradients_finished): what the data-parallel bucket plan, the optimizer and the
+  // checkpoint take.
+  [[nodiscard]] gs::memory::parameter_layout const& layout() const { return layout_; }
   [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
   // Which attention runs, and why the plain kernels where cuDNN's was possible but not taken.
   [[nodiscard]] std::string const& attention_description() const { return attention_; }
@@ -210,24 +204,18 @@ class transformer {
   // [count]) and the optimizer's master weights, moments and step count under "optimizer/".
   // Between steps; synchronizes the stream.
   void save_to(gt::checkpoint& into) const {
-    for (auto const& t : tensors_) {
-      gt::add_device_tensor(into, "model/" + t.name, value(t), bf16,
-                            {static_cast<std::int64_t>(t.count)}, stream_);
-    }
+    gt::add_device_tensors(into, "model", layout_, parameters_, stream_);
     optimizer_->save_to(into, "optimizer", stream_);
   }
   // Loads what save_to wrote; a checkpoint of another model (a tensor missing, of another size)
   // is refused naming the tensor, before anything is copied. Graphs captured before it replay
   // from the loaded state.
   void restore_from(gt::checkpoint const& from) {
-    for (auto const& t : tensors_) {
-      static_cast<void>(from.tensor("model/" + t.name, bf16, {static_cast<std::int64_t>(t.count)}));
+    for (gs::memory::parameter_slot const& slot : layout_.slots()) {  // before anything changes
+      static_cast<void>(from.tensor("model/" + slot.name, slot.type, slot.shape));
     }
     optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
-    for (auto const& t : tensors_) {
-      gt::load_device_tensor(from, "model/" + t.name, value(t), bf16,
-                             {static_cast<std::int64_t>(t.count)}, stream_);
-    }
+    gt::load_device_tensors(from, "model", layout_, parameters_, stream_);
   }
   // Optimizer steps taken so far (synchronizes the stream).
   [[nodiscard]] std::int64_t steps_taken() const { return optimizer_->steps_taken(stream_); }
@@ -262,11 +250,6 @@ class transformer {
   [[nodiscard]] std::size_t channels() const { return static_cast<std::size_t>(c_.channels); }
   [[nodiscard]] std::int64_t rows() const { return static_cast<std::int64_t>(tokens_per_step()); }
 
-  // Each tensor's slot: its elements rounded up to 64 (128 bytes), so every tensor is aligned
-  // for the 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
-  [[nodiscard]] static std::size_t slot_elements(tensor const& t) {
-    return (t.count + 63) / 64 * 64;
-  }
 
   // The tensors are listed in model order (tensors()), and laid out in the buffers in the order
   // the backward finishes their gradients: the final norm's first, then each layer from the last
@@ -298,9 +281,11 @@ class transformer {
     lnf_weight_ = {"final norm weight", 0, C, false};
     lnf_bias_ = {"final norm bias", 0, C, false};
 
+    // Each tensor's slot starts on a 128-byte boundary, so every tensor is aligned for the
+    // 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
     auto place = [this](tensor& t) {
-      t.offset = parameter_count_;
-      parameter_count_ += slot_elements(t);
+      t.slot = layout_.add(t.name, {static_cast<std::int64_t>(t.count)}, bf16, t.decays ? 0U : 1U);
+      t.offset = layout_.at(t.slot).offset / sizeof(std::uint16_t);
     };
     place(lnf_weight_);
     place(lnf_bias_);
@@ -313,6 +298,7 @@ class transformer {
     }
     place(position_embedding_);
     place(token_embedding_);
+    parameter_count_ = layout_.buffer_bytes() / sizeof(std::uint16_t);
 
     tensors_ = {token_embedding_, position_embedding_};
     for (auto const& p : layer_parameters_) {
@@ -323,8 +309,9 @@ class transformer {
     tensors_.insert(tensors_.end(), {lnf_weight_, lnf_bias_});
   }
   // Bytes from the gradient buffer's start to the end of t's slot.
-  [[nodiscard]] static std::size_t finished_through(tensor const& t) {
-    return (t.offset + slot_elements(t)) * sizeof(std::uint16_t);
+  [[nodiscard]] std::size_t finished_through(tensor const& t) const {
+    gs::memory::parameter_slot const& slot = layout_.at(t.slot);
+    return slot.offset + slot.bytes;
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
@@ -477,10 +464,6 @@ class transformer {
   }
 
   void make_optimizer() {
-    std::vector<gt::mixed_parameter> parameters;
-    for (auto const& t : tensors_) {
-      parameters.push_back({value(t), grad(t), t.count, bf16, t.decays ? 0U : 1U});
-    }
     gt::mixed_adamw_options options;
     options.beta1 = 0.9F;
     options.beta2 = 0.95F;
@@ -488,8 +471,10 @@ class transformer {
     options.max_grad_norm = 1.0F;
     gt::lr_schedule schedule;
     schedule.base = c_.learning_rate;
-    optimizer_.emplace(parameters, std::vector<gt::parameter_group>{{0.1F, 1.0F}, {0.0F, 1.0F}},
-                       options, schedule, gt::gradient_scaling{}, stream_, pool_);
+    // Group 0 decays (matrices and embeddings), group 1 does not (biases and norms).
+    optimizer_.emplace(layout_, parameters_, gradients_,
+                       std::vector<gt::parameter_group>{{0.1F, 1.0F}, {0.0F, 1.0F}}, options,
+                       schedule, gt::gradient_scaling{}, stream_, pool_);
   }
 
   void forward() {
@@ -616,6 +601,7 @@ class transformer {
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 
+  gs::memory::parameter_layout layout_{128};
   std::size_t parameter_count_{};
   std::vector<tensor> tensors_;
   tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;

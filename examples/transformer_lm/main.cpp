@@ -183,17 +183,17 @@ bool weights_agree_across_ranks(transformer const& model, data_parallel& ranks,
   return theirs == ours;
 }
 
-// The gradients averaged across the ranks in buckets over the model's own layout: its slots are
-// contiguous and in the order the backward finishes them, so offsets agree and each bucket is
-// complete once the backward has passed its end.
+// The gradients averaged across the ranks in buckets over the model's parameter layout, whose
+// slots are in the order the backward finishes them: each bucket is complete once the backward
+// has passed its end.
 void average_gradients(transformer& model, settings const& s, data_parallel& ranks,
                        char const* mode) {
   std::size_t const bucket_bytes = s.bucket_kib * std::size_t{1024};
-  auto plan = gs::nccl::plan_buckets(model.slot_bytes(), bucket_bytes,
-                                     std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes), 2);
+  auto plan = gs::nccl::plan_buckets(model.layout(), bucket_bytes,
+                                     std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes));
   std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
               ranks.comm().rank(), ranks.comm().size(), plan.buckets.size());
-  ranks.average_gradients(model, model.parameter_count() * sizeof(std::uint16_t), std::move(plan),
+  ranks.average_gradients(model, model.layout().buffer_bytes(), std::move(plan),
                           gs::dtype::bfloat16);
 }
 

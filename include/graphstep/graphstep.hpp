@@ -42,6 +42,7 @@
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/static_buffer.hpp>
 #include <graphstep/memory/step_input.hpp>

@@ -91,6 +91,22 @@ detail::mixed_adamw_plan checked_plan(std::vector<mixed_parameter> const& parame
   return plan;
 }
 
+std::vector<mixed_parameter> parameters_of(memory::parameter_layout const& layout, void* values,
+                                           void const* gradients) {
+  GRAPHSTEP_EXPECTS(!layout.empty(), "mixed_precision_adamw: the parameter layout holds no tensor");
+  GRAPHSTEP_EXPECTS(values != nullptr && gradients != nullptr,
+                    "mixed_precision_adamw: the weight or gradient buffer of the parameter layout "
+                    "is a null pointer");
+  std::vector<mixed_parameter> parameters;
+  parameters.reserve(layout.size());
+  for (memory::parameter_slot const& slot : layout.slots()) {
+    parameters.push_back({static_cast<unsigned char*>(values) + slot.offset,
+                          static_cast<unsigned char const*>(gradients) + slot.offset, slot.count,
+                          slot.type, slot.group});
+  }
+  return parameters;
+}
+
 }  // namespace
 
 mixed_precision_adamw::mixed_precision_adamw(
@@ -99,6 +115,19 @@ mixed_precision_adamw::mixed_precision_adamw(
     gradient_scaling const& scaling, cuda::stream_view stream, cuda::memory_resource& resource)
     : mixed_precision_adamw{checked_plan(parameters, groups, options, schedule, stream),
                             parameters,
+                            options,
+                            schedule,
+                            scaling,
+                            stream,
+                            resource} {}
+
+mixed_precision_adamw::mixed_precision_adamw(
+    memory::parameter_layout const& layout, void* values, void const* gradients,
+    std::vector<parameter_group> const& groups, mixed_adamw_options const& options,
+    lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+    cuda::memory_resource& resource)
+    : mixed_precision_adamw{parameters_of(layout, values, gradients),
+                            groups,
                             options,
                             schedule,
                             scaling,

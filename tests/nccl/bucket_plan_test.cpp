@@ -1,10 +1,12 @@
 // Gradient buckets (nccl/bucket_plan.hpp): packed in order with a small first bucket, aligned
-// offsets, and bad input.
+// offsets, buckets over a parameter layout, and bad input.
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <vector>
 
@@ -39,4 +41,28 @@ TEST(bucket_plan, bad_input) {
   EXPECT_THROW(static_cast<void>(gn::plan_buckets({4, 0})), graphstep::usage_error);
   EXPECT_THROW(static_cast<void>(gn::plan_buckets({4}, 0)), graphstep::usage_error);
   EXPECT_THROW(static_cast<void>(gn::plan_buckets({4}, 8, 8, 3)), graphstep::usage_error);
+}
+
+TEST(bucket_plan, over_a_parameter_layout_puts_each_gradient_at_its_layout_offset) {
+  graphstep::memory::parameter_layout layout{128};
+  layout.add("final norm", {100}, graphstep::dtype::bfloat16);       // 256 bytes of slot
+  layout.add("fc2", {300, 1000}, graphstep::dtype::bfloat16);        // 600 000 bytes
+  layout.add("fc1", {1000, 300}, graphstep::dtype::bfloat16);        // 600 000 bytes
+  layout.add("embedding", {7, 3}, graphstep::dtype::float32);        // 128 bytes of slot
+  auto const plan = gn::plan_buckets(layout, 1 << 20, 4096);
+  ASSERT_EQ(plan.offsets.size(), layout.size());
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    EXPECT_EQ(plan.offsets[i], layout.at(i).offset) << layout.at(i).name;
+  }
+  EXPECT_EQ(plan.buffer_bytes, layout.buffer_bytes());
+  // The first bucket (at most 4 KiB) holds the final norm alone; fc2 and fc1 do not fit one.
+  ASSERT_EQ(plan.buckets.size(), 3U);
+  EXPECT_EQ(plan.buckets[0].last, 1U);
+  EXPECT_EQ(plan.buckets[1].last, 2U);
+  EXPECT_EQ(plan.buckets[2].last, 4U);
+  std::size_t covered = 0;
+  for (auto const& b : plan.buckets) covered += b.bytes;
+  EXPECT_EQ(covered, plan.buffer_bytes);
+  EXPECT_THROW(static_cast<void>(gn::plan_buckets(graphstep::memory::parameter_layout{})),
+               graphstep::usage_error);
 }

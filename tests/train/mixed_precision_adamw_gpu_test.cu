@@ -722,3 +722,50 @@ TEST_F(mixed_adamw_test, fp16_gradients_checked_by_a_loss_scaler_skip_overflowin
 TEST_F(mixed_adamw_test, bf16_gradients_checked_by_a_loss_scaler_skip_overflowing_steps) {
   checked_half_gradients_skip_overflowing_steps<__nv_bfloat16>(gs::dtype::bfloat16, 1e38F);
 }
+
+// Built from a parameter layout, the optimizer is the one built from the tensors the layout
+// places: the same master weights, tensor by tensor, and the same weights after a step.
+TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_list_would) {
+  gs::memory::parameter_layout layout{128};
+  layout.add("weight", {5, 9}, gs::dtype::bfloat16, 0);
+  layout.add("bias", {9}, gs::dtype::bfloat16, 1);
+  std::mt19937 rng{11};
+  std::size_t const elements = layout.buffer_bytes() / sizeof(std::uint16_t);
+  std::vector<std::uint16_t> const weights = random_bf16(elements, 1.0F, rng);
+  std::vector<std::uint16_t> const gradients = random_bf16(elements, 0.1F, rng);
+  auto* by_layout = upload(weights);
+  auto* by_list = upload(weights);
+  auto* gradient = upload(gradients);
+  std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}, {0.0F, 0.5F}};
+  gt::lr_schedule schedule;
+  schedule.base = 1e-2F;
+  gt::mixed_precision_adamw from_layout{layout,  by_layout, gradient, groups, {},
+                                        schedule, {},       *stream_};
+  std::vector<gt::mixed_parameter> list;
+  for (gs::memory::parameter_slot const& slot : layout.slots()) {
+    std::size_t const first = slot.offset / sizeof(std::uint16_t);
+    list.push_back({by_list + first, gradient + first, slot.count, slot.type, slot.group});
+  }
+  gt::mixed_precision_adamw from_list{list, groups, {}, schedule, {}, *stream_};
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    std::size_t const count = layout.at(t).count;
+    EXPECT_EQ(bits_of(download(from_layout.master_weights(t), count)),
+              bits_of(download(from_list.master_weights(t), count)))
+        << layout.at(t).name;
+  }
+  from_layout.step(*stream_);
+  from_list.step(*stream_);
+  EXPECT_EQ(download(by_layout, elements), download(by_list, elements));
+  EXPECT_NE(download(by_layout, elements), weights) << "the step changed nothing";
+
+  EXPECT_NE(message_of([&] {
+              gt::mixed_precision_adamw{
+                  gs::memory::parameter_layout{}, by_layout, gradient, groups, {}, {}, {},
+                  *stream_};
+            }).find("holds no tensor"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              gt::mixed_precision_adamw{layout, nullptr, gradient, groups, {}, {}, {}, *stream_};
+            }).find("null pointer"),
+            std::string::npos);
+}

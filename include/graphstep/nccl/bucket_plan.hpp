@@ -6,6 +6,8 @@
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
+#include <graphstep/memory/parameter_layout.hpp>
+#include <type_traits>
 #include <vector>
 
 namespace graphstep::nccl {
@@ -38,5 +40,24 @@ struct bucket_plan {
                                        std::size_t bucket_bytes = default_bucket_bytes,
                                        std::size_t first_bucket_bytes = default_first_bucket_bytes,
                                        std::size_t alignment = 256);
+
+namespace detail {
+[[nodiscard]] bucket_plan plan_layout_buckets(memory::parameter_layout const& layout,
+                                              std::size_t bucket_bytes,
+                                              std::size_t first_bucket_bytes);
+}  // namespace detail
+
+/// @brief The buckets over the gradient buffer of `layout`, whose order is the order the
+/// backward finishes the gradients: each gradient at its layout offset (`offsets[i]` is
+/// `layout.at(i).offset`), and `buffer_bytes` the layout's. (A template only so that a braced
+/// list of sizes, `plan_buckets({a, b})`, still means the overload above.)
+/// @throws usage_error (an empty layout, zero bucket size)
+template <typename Layout,
+          std::enable_if_t<std::is_same_v<Layout, memory::parameter_layout>, int> = 0>
+[[nodiscard]] bucket_plan plan_buckets(Layout const& layout,
+                                       std::size_t bucket_bytes = default_bucket_bytes,
+                                       std::size_t first_bucket_bytes = default_first_bucket_bytes) {
+  return detail::plan_layout_buckets(layout, bucket_bytes, first_bucket_bytes);
+}
 
 }  // namespace graphstep::nccl

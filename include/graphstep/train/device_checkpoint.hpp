@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <string>
 #include <string_view>
@@ -28,5 +29,27 @@ void add_device_tensor(checkpoint& into, std::string name, void const* device, d
 /// one of another dtype or shape, named with both layouts), cuda_error
 void load_device_tensor(checkpoint const& from, std::string_view name, void* device, dtype type,
                         std::vector<std::int64_t> const& shape, cuda::stream_view stream);
+
+/// @brief Adds every tensor of `layout` to `into` as `<prefix>/<name>`, of its dtype and shape,
+/// from the buffer `layout` describes at `device` (a model's weights, or its gradients): one
+/// copy of the whole buffer after the work enqueued on `stream` so far (synchronizes `stream`).
+/// Not inside a capture. Nothing is added when a name is taken already.
+/// @throws usage_error (an empty layout, a null pointer, a capturing stream, a name already in
+/// `into`), cuda_error
+void add_device_tensors(checkpoint& into, std::string const& prefix,
+                        memory::parameter_layout const& layout, void const* device,
+                        cuda::stream_view stream);
+
+/// @brief Copies every tensor of `layout` from `<prefix>/<name>` of `from` to its slot of the
+/// buffer at `device`, in the order of `stream` (synchronizes `stream`). Every entry is checked
+/// before any is copied: a checkpoint of another layout (a tensor missing, of another dtype or
+/// shape) is refused naming that tensor and both layouts, and the buffer is left as it was.
+/// The gaps between slots are not written. Not inside a capture: graphs captured before it
+/// read the loaded values at their next replay.
+/// @throws usage_error (an empty layout, a null pointer, a capturing stream, a missing or
+/// mismatched tensor), cuda_error
+void load_device_tensors(checkpoint const& from, std::string const& prefix,
+                         memory::parameter_layout const& layout, void* device,
+                         cuda::stream_view stream);
 
 }  // namespace graphstep::train

@@ -11,6 +11,7 @@
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
@@ -66,6 +67,16 @@ class mixed_precision_adamw {
   /// no_device_error, cuda_error
   mixed_precision_adamw(std::vector<mixed_parameter> const& parameters,
                         std::vector<parameter_group> const& groups,
+                        mixed_adamw_options const& options, lr_schedule const& schedule,
+                        gradient_scaling const& scaling, cuda::stream_view stream,
+                        cuda::memory_resource& resource = cuda::default_resource());
+
+  /// @brief Over every tensor of `layout`, in its order and its parameter group: the weights in
+  /// the buffer at `values` and the gradients at `gradients`, both laid out by `layout`. Tensor
+  /// t of `save_to`, `master_weights` and the messages is the layout's tensor t.
+  /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
+  mixed_precision_adamw(memory::parameter_layout const& layout, void* values,
+                        void const* gradients, std::vector<parameter_group> const& groups,
                         mixed_adamw_options const& options, lr_schedule const& schedule,
                         gradient_scaling const& scaling, cuda::stream_view stream,
                         cuda::memory_resource& resource = cuda::default_resource());
