@@ -44,6 +44,7 @@
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/memory/pool_capture.hpp>
+#include <graphstep/memory/pool_statistics.hpp>
 #include <graphstep/memory/static_buffer.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/attention.hpp>

@@ -52,12 +52,7 @@ __global__ void adam_kernel(tensor_slot const* slots, train::tensor_chunk const*
   for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
     std::uint64_t const at = chunk.begin + i;
     float value = slot.value[at];
-    float g = slot.gradient[at] * inv_scale;
-    if (options.decoupled_weight_decay) {
-      value *= 1.0F - lr * options.weight_decay;
-    } else {
-      g += options.weight_decay * value;
-    }
+    float const g = slot.gradient[at] * inv_scale + options.weight_decay * value;
     float const m = options.beta1 * slot.state1[at] + (1.0F - options.beta1) * g;
     float const v = options.beta2 * slot.state2[at] + (1.0F - options.beta2) * g * g;
     slot.state1[at] = m;

@@ -54,7 +54,7 @@ double element_value(region_element element, unsigned char const* at) noexcept {
   return 0.0;
 }
 
-std::string dims_text(launch_dims const& d) {
+std::string dims_text(dims3 const& d) {
   return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
 }
 

@@ -300,20 +300,8 @@ void pool_state::release_graph(std::uint64_t graph) noexcept {
 }
 
 pool_statistics pool_state::statistics() const {
-  auto const stats = engine_->stats();
-  pool_statistics out;
+  pool_statistics out = engine_->stats();
   out.backing = device_->kind();
-  out.reserved_bytes = stats.reserved_bytes;
-  out.mapped_bytes = stats.mapped_bytes;
-  out.bytes_in_use = stats.bytes_in_use;
-  out.peak_bytes_in_use = stats.peak_bytes_in_use;
-  out.free_bytes = stats.free_bytes;
-  out.largest_free_block = stats.largest_free_block;
-  out.fragmentation = stats.fragmentation;
-  out.growths = stats.growths;
-  out.live_graphs = stats.live_graphs;
-  out.ordered_replays = stats.ordered_replays;
-  out.trimmed_bytes = stats.trimmed_bytes;
   return out;
 }
 

@@ -26,14 +26,19 @@ void sgd_step(std::vector<double>& param, std::vector<double> const& grad,
   }
 }
 
-void adam_step(std::vector<double>& param, std::vector<double> const& grad,
-               std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
-               adam_options const& options, double lr, std::int64_t step, double inv_loss_scale) {
+namespace {
+
+enum class decay { l2, decoupled };
+
+void adam_family_step(std::vector<double>& param, std::vector<double> const& grad,
+                      std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
+                      adam_options const& options, double lr, std::int64_t step,
+                      double inv_loss_scale, decay kind) {
   double const correction1 = 1.0 - std::pow(static_cast<double>(options.beta1), step);
   double const correction2 = 1.0 - std::pow(static_cast<double>(options.beta2), step);
   for (std::size_t i = 0; i < param.size(); ++i) {
     double g = grad[i] * inv_loss_scale;
-    if (options.decoupled_weight_decay) {
+    if (kind == decay::decoupled) {
       param[i] *= 1.0 - lr * options.weight_decay;
     } else {
       g += options.weight_decay * param[i];
@@ -43,6 +48,22 @@ void adam_step(std::vector<double>& param, std::vector<double> const& grad,
     double const denominator = std::sqrt(exp_avg_sq[i] / correction2) + options.epsilon;
     param[i] -= lr * (exp_avg[i] / correction1) / denominator;
   }
+}
+
+}  // namespace
+
+void adam_step(std::vector<double>& param, std::vector<double> const& grad,
+               std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
+               adam_options const& options, double lr, std::int64_t step, double inv_loss_scale) {
+  adam_family_step(param, grad, exp_avg, exp_avg_sq, options, lr, step, inv_loss_scale,
+                   decay::l2);
+}
+
+void adamw_step(std::vector<double>& param, std::vector<double> const& grad,
+                std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
+                adam_options const& options, double lr, std::int64_t step, double inv_loss_scale) {
+  adam_family_step(param, grad, exp_avg, exp_avg_sq, options, lr, step, inv_loss_scale,
+                   decay::decoupled);
 }
 
 float bias_correction(float beta, std::int64_t step) {

@@ -201,7 +201,6 @@ TEST(mixed_precision, the_fp32_reference_step_follows_the_fp64_adamw) {
   gt::parameter_group const group{0.05F, 0.5F};
   gt::adam_options fp64_options;
   fp64_options.weight_decay = group.weight_decay;
-  fp64_options.decoupled_weight_decay = true;
   std::vector<double> want(master.begin(), master.end());
   std::vector<double> want_grad(n);
   for (std::size_t i = 0; i < n; ++i) want_grad[i] = grad[i] / 1024.0 * 0.25;
@@ -212,7 +211,7 @@ TEST(mixed_precision, the_fp32_reference_step_follows_the_fp64_adamw) {
         lr, gt::reference::bias_correction(options.beta1, step),
         std::sqrt(gt::reference::bias_correction(options.beta2, step)), 1.0F / 1024.0F, 0.25F};
     gt::reference::mixed_adamw_step(master, m, v, grad, options, group, scalars);
-    gt::reference::adam_step(want, want_grad, want_m, want_v, fp64_options,
+    gt::reference::adamw_step(want, want_grad, want_m, want_v, fp64_options,
                              static_cast<double>(lr) * group.lr_multiplier, step);
   }
   for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(master[i], want[i], 2e-6) << i;

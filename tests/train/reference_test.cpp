@@ -48,8 +48,7 @@ TEST(reference, adamw_decays_weights_decoupled) {
   std::vector<double> v{0.0};
   gt::adam_options options;
   options.weight_decay = 0.5F;
-  options.decoupled_weight_decay = true;
-  gt::reference::adam_step(p, {1.0}, m, v, options, 0.1, 1);
+  gt::reference::adamw_step(p, {1.0}, m, v, options, 0.1, 1);
   EXPECT_NEAR(p[0], 2.0 * (1.0 - 0.05) - 0.1, 1e-7);
 }
 

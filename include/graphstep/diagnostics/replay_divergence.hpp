@@ -74,15 +74,15 @@ enum class node_kind : unsigned char {
 };
 [[nodiscard]] char const* kind_name(node_kind kind) noexcept;
 
-/// @brief A grid or block size.
-struct launch_dims {
+/// @brief A grid or block size: `dim3`, for the plain-C++ core.
+struct dims3 {
   unsigned x{1};
   unsigned y{1};
   unsigned z{1};
-  friend bool operator==(launch_dims const& a, launch_dims const& b) noexcept {
+  friend bool operator==(dims3 const& a, dims3 const& b) noexcept {
     return a.x == b.x && a.y == b.y && a.z == b.z;
   }
-  friend bool operator!=(launch_dims const& a, launch_dims const& b) noexcept { return !(a == b); }
+  friend bool operator!=(dims3 const& a, dims3 const& b) noexcept { return !(a == b); }
 };
 
 /// @brief What a node does, read from CUDA (cudaGraphKernelNodeGetParams and kin).
@@ -93,8 +93,8 @@ struct node_description {
   bool parameters_known{false};
   std::uintptr_t function{};
   std::string kernel_name;  ///< from cudaFuncGetName; empty when unknown
-  launch_dims grid;
-  launch_dims block;
+  dims3 grid;
+  dims3 block;
   std::size_t shared_bytes{};
   std::vector<std::vector<unsigned char>> arguments;  ///< each parameter's bytes, in order
   /// Parameters whose bytes differ between two captures of the same step: a struct's padding,

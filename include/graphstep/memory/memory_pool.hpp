@@ -9,6 +9,7 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/pool_capture.hpp>
+#include <graphstep/memory/pool_statistics.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,20 +21,6 @@ class static_buffer;
 namespace detail {
 class pool_state;
 }
-
-/// @brief Where a pool's memory comes from.
-enum class pool_backing {
-  automatic,       ///< virtual memory where the device supports it, else device_malloc
-  virtual_memory,  ///< one reserved address range, physical memory mapped in as it grows
-  device_malloc,   ///< cudaMalloc segments (growth adds a segment; old addresses never move)
-  /// Page-locked host memory (cudaHostAlloc segments, portable to every device) for
-  /// asynchronous copies to and from the host. A block a capture allocated or freed is kept for
-  /// its graph while the graph lives and, unlike device memory, serves no other graph and no
-  /// later request of that capture: the host filled it while capturing, and each replay copies
-  /// what it held then. Give it to a capture as `graphs::capture_options::host_pool`. Never
-  /// chosen by `automatic`.
-  pinned_host,
-};
 
 /// @brief How a pool is made.
 struct pool_options {
@@ -55,24 +42,6 @@ struct pool_options {
   /// access from each to the pool's device (`cudaDeviceEnablePeerAccess`, for every allocation
   /// of that device, and left enabled). By default only the pool's own device may use it.
   std::vector<int> peer_devices{};
-};
-
-/// @brief A snapshot of a pool's memory, in bytes.
-struct pool_statistics {
-  pool_backing backing{pool_backing::automatic};
-  std::size_t reserved_bytes{};  ///< address space held (virtual_memory), else mapped_bytes
-  std::size_t mapped_bytes{};    ///< device memory actually backing the pool
-  std::size_t bytes_in_use{};    ///< in live blocks, eager and graph-held
-  std::size_t peak_bytes_in_use{};
-  std::size_t free_bytes{};
-  std::size_t largest_free_block{};
-  double fragmentation{};     ///< 1 - largest_free_block / free_bytes
-  std::size_t growths{};      ///< times the pool mapped or allocated more memory
-  std::size_t live_graphs{};  ///< graphs that hold memory of this pool
-  /// Waits made before replays: one per replay, on another stream, of a graph sharing the
-  /// replayed graph's memory that had not finished (a replay may wait on several).
-  std::size_t ordered_replays{};
-  std::size_t trimmed_bytes{};  ///< given back to the device by `trim`, in all
 };
 
 /// @brief One block of a pool segment, as `memory_pool::snapshot` reports it.

@@ -84,8 +84,8 @@ class sgd final : public optimizer {
   sgd_options options_;
 };
 
-/// @brief Adam, or AdamW with `decoupled_weight_decay`; bias correction uses the device step
-/// count.
+/// @brief Adam with L2 weight decay (torch.optim.Adam); bias correction uses the device step
+/// count. For AdamW (decoupled decay) use `mixed_precision_adamw`, which takes fp32 tensors too.
 class adam final : public optimizer {
  public:
   /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,

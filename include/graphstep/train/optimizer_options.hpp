@@ -19,13 +19,13 @@ struct sgd_options {
   bool nesterov{false};
 };
 
-/// @brief Adam with bias correction; `decoupled_weight_decay` makes it AdamW.
+/// @brief Adam as torch.optim.Adam: bias correction and L2 weight decay (added to the
+/// gradient). AdamW, with decoupled decay, is `mixed_precision_adamw`, fp32 tensors included.
 struct adam_options {
   float beta1{0.9F};
   float beta2{0.999F};
   float epsilon{1e-8F};
-  float weight_decay{0.0F};
-  bool decoupled_weight_decay{false};
+  float weight_decay{0.0F};  ///< L2: weight_decay x weight is added to the gradient
 };
 
 /// @brief AdamW over fp32 master weights (`mixed_precision_adamw`), with PyTorch's AdamW

@@ -25,12 +25,18 @@ void sgd_step(std::vector<double>& param, std::vector<double> const& grad,
               std::vector<double>& momentum, sgd_options const& options, double lr,
               std::int64_t step, double inv_loss_scale = 1.0);
 
-/// @brief One Adam (L2 weight decay) or AdamW (decoupled weight decay) step with bias
-/// correction.
+/// @brief One Adam step with bias correction and L2 weight decay (`train::adam`).
 void adam_step(std::vector<double>& param, std::vector<double> const& grad,
                std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
                adam_options const& options, double lr, std::int64_t step,
                double inv_loss_scale = 1.0);
+
+/// @brief One AdamW step: Adam with decoupled weight decay, the weights first multiplied by
+/// 1 − lr · weight_decay (torch.optim.AdamW), in fp64.
+void adamw_step(std::vector<double>& param, std::vector<double> const& grad,
+                std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
+                adam_options const& options, double lr, std::int64_t step,
+                double inv_loss_scale = 1.0);
 
 /// @brief The per-step values of a mixed-precision AdamW step that do not depend on the element.
 struct mixed_adamw_scalars {

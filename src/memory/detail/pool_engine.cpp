@@ -441,10 +441,10 @@ std::vector<block_allocator::region_record> pool_engine::snapshot() const {
   return blocks_.snapshot();
 }
 
-pool_engine::statistics pool_engine::stats() const {
+pool_statistics pool_engine::stats() const {
   std::lock_guard const lock{mutex_};
   auto const blocks = blocks_.stats();
-  statistics out;
+  pool_statistics out;
   out.reserved_bytes = device_.reserved_bytes();
   out.mapped_bytes = device_.mapped_bytes();
   out.bytes_in_use = blocks.bytes_in_use;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/detail/block_allocator.hpp>
+#include <graphstep/memory/pool_statistics.hpp>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -184,21 +185,8 @@ class pool_engine {
   /// memory on other streams wait for this one.
   void after_replay(graph_id graph, stream_id stream);
 
-  /// @brief A snapshot of the engine's sizes, in bytes.
-  struct statistics {
-    std::size_t reserved_bytes{};
-    std::size_t mapped_bytes{};
-    std::size_t bytes_in_use{};
-    std::size_t peak_bytes_in_use{};
-    std::size_t free_bytes{};
-    std::size_t largest_free_block{};
-    double fragmentation{};
-    std::size_t growths{};
-    std::size_t live_graphs{};
-    std::size_t ordered_replays{};  ///< launches made to wait for another stream's launch
-    std::size_t trimmed_bytes{};    ///< given back by `trim`, in all
-  };
-  [[nodiscard]] statistics stats() const;
+  /// @brief A snapshot of the engine's sizes, in bytes (`backing` is the shell's to fill).
+  [[nodiscard]] pool_statistics stats() const;
   /// @brief Bytes in live blocks that graph `graph` allocated in its capture (its outputs).
   [[nodiscard]] std::size_t bytes_held_by(graph_id graph) const;
   /// @brief Every region (segment) of the pool and its blocks, in address order.
