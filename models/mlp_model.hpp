@@ -116,9 +116,6 @@ class mlp {
   mlp& operator=(mlp const&) = delete;
   mlp(mlp&&) = delete;
   mlp& operator=(mlp&&) = delete;
-  ~mlp() {
-    for (void* p : allocations_) pool_.deallocate(p, stream_);
-  }
 
   void step() {
     std::size_t const m = static_cast<std::size_t>(s_.batch);
@@ -183,10 +180,9 @@ class mlp {
 
  private:
   float* buffer(std::size_t n) { return static_cast<float*>(allocate(n * sizeof(float))); }
-  // Pool memory the model gives back when it goes.
+  // Pool memory the model gives back, in stream order, when it goes.
   void* allocate(std::size_t bytes) {
-    allocations_.push_back(pool_.allocate(bytes, stream_));
-    return allocations_.back();
+    return allocations_.emplace_back(bytes, stream_, pool_).data();
   }
   void upload(float* device, std::vector<float> const& host) {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
@@ -210,7 +206,9 @@ class mlp {
   gs::memory::memory_pool& pool_;
   gs::cuda::stream_view stream_;
   gs::train::capture_safe_rng rng_;
-  std::vector<void*> allocations_;
+  // Declared before the optimizer and everything else that uses it: destroyed after them, and
+  // also when the constructor throws.
+  std::vector<gs::cuda::device_buffer> allocations_;
   std::vector<std::size_t> gradient_counts_;
   float* gradients_{};
   std::function<void(gs::cuda::stream_view)> after_backward_;

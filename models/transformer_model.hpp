@@ -565,8 +565,7 @@ class transformer {
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
   // back when the model goes.
   void* allocate(std::size_t bytes) {
-    allocations_.pointers.push_back(pool_.allocate(bytes, stream_));
-    void* const p = allocations_.pointers.back();
+    void* const p = allocations_.emplace_back(bytes, stream_, pool_).data();
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.value()));
     return p;
   }
@@ -580,24 +579,13 @@ class transformer {
     stream_.synchronize();  // the host buffer goes when this returns
   }
 
-  // The model's pool memory, given back when it goes: declared first, so destroyed last (after
-  // the plans and the optimizer that use it), and also when the constructor throws.
-  struct pool_allocations {
-    gs::memory::memory_pool& pool;
-    gs::cuda::stream_view stream;
-    std::vector<void*> pointers;
-    pool_allocations(gs::memory::memory_pool& p, gs::cuda::stream_view s) : pool{p}, stream{s} {}
-    pool_allocations(pool_allocations const&) = delete;
-    pool_allocations& operator=(pool_allocations const&) = delete;
-    ~pool_allocations() {
-      for (void* p : pointers) pool.deallocate(p, stream);
-    }
-  };
-
   transformer_config c_;
   gs::memory::memory_pool& pool_;
   gs::cuda::stream_view stream_;
-  pool_allocations allocations_{pool_, stream_};
+  // The model's pool memory, each block given back in stream order when the model goes:
+  // declared before the plans and the optimizer that use it, so destroyed after them, and also
+  // when the constructor throws.
+  std::vector<gs::cuda::device_buffer> allocations_;
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 
