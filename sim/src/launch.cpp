@@ -1,13 +1,22 @@
 // Running a grid on the host: every thread of every block, one block at a time per host thread.
 //
-// A block's thread 0 runs first, on a fiber. If it finishes without meeting a barrier, the
-// block has none (CUDA Programming Guide, "Synchronization Functions": __syncthreads in
-// conditional code is allowed only if the condition is the same across the whole block), and
-// the other threads run as plain calls, one after another. If thread 0 stops at a barrier
-// (__syncthreads or a warp-level intrinsic), every thread of the block runs as a fiber and the
-// block advances barrier by barrier. A thread that meets a barrier the others do not, or
-// finishes while others wait at one, is a divergent barrier: a fault here (on a GPU it hangs or
-// gives undefined results).
+// A block's threads run one after another, each on a fiber. A thread that finishes without
+// meeting a barrier leaves its fiber to the next thread; once a thread stops at a barrier
+// (__syncthreads or a warp-level intrinsic), the threads after it start on fibers of their own and
+// the block advances barrier by barrier.
+//
+// Threads that exit do not hold up a barrier. PTX ISA, "exit": "As threads exit, barriers waiting
+// on all threads are checked to see if the exiting threads are the only threads that have not
+// yet made it to a barrier{.cta} for all threads in the CTA ... If the exiting threads are holding
+// up the barrier, the barrier is released"; "barrier{.cta}": the executing thread waits "for
+// non-exited threads of all other warps participating in the barrier to arrive". So
+// `if (threadIdx.x >= 32) return; ... __syncthreads();` completes with the threads that are left.
+// The CUDA Programming Guide ("Synchronization Functions") allows __syncthreads in conditional
+// code "only if the conditional evaluates identically across the entire thread block, otherwise
+// the code execution is likely to hang or produce unintended side effects": threads still running
+// that wait at barriers the others never reach are a deadlock on a GPU, and a kernel fault here
+// (cudaErrorLaunchFailure, naming the barriers), never a hang. Warp-level intrinsics follow the
+// guide's rule for them: "all non-exited threads named in mask must execute" the same intrinsic.
 
 #include <algorithm>
 #include <array>
@@ -50,7 +59,9 @@ struct block_run {
   std::vector<unsigned char> warp_slots;
   std::vector<unsigned char> dynamic_shared;
   std::exception_ptr failure;
-  bool plain{};  // threads 1.. run as plain calls: a barrier there is divergent
+  // Thread t runs on fibers[t - fiber_base]: threads that finish without meeting a barrier share
+  // fiber 0, the first thread that stops at one keeps it, and the threads after it take their own.
+  unsigned fiber_base{};
 };
 
 thread_local block_run* current = nullptr;
@@ -90,7 +101,7 @@ fiber& fiber_for(unsigned linear) {
 
 void resume(unsigned linear) {
   enter_thread(linear);
-  fiber_for(linear).resume();
+  fiber_for(linear - current->fiber_base).resume();
 }
 
 [[noreturn]] void divergent(std::string const& what) {
@@ -102,7 +113,7 @@ void resume(unsigned linear) {
 bool release_barriers(block_run& run) {
   bool released = false;
   unsigned const n = run.threads;
-  // Warp barriers: every existing lane in the mask is waiting.
+  // Warp barriers: every lane in the mask that exists and has not exited is waiting.
   for (unsigned first = 0; first < n; first += warp_lanes) {
     unsigned const last = std::min(n, first + warp_lanes);
     for (unsigned t = first; t < last; ++t) {
@@ -112,49 +123,63 @@ bool release_barriers(block_run& run) {
       for (unsigned lane = 0; lane < last - first; ++lane) {
         if ((mask & (1U << lane)) == 0U) continue;
         thread_status const s = run.status[first + lane];
-        if (s == thread_status::done) {
-          divergent(std::string{run.task->name()} + ": lane " + std::to_string(lane) + " of warp " +
-                    std::to_string(first / warp_lanes) +
-                    " exited while its warp waited for it at a warp-level intrinsic");
-        }
-        if (s != thread_status::at_warp_barrier) all = false;
+        if (s != thread_status::at_warp_barrier && s != thread_status::done) all = false;
       }
       if (!all) continue;
       for (unsigned lane = 0; lane < last - first; ++lane) {
-        if ((mask & (1U << lane)) != 0U) run.status[first + lane] = thread_status::ready;
+        if ((mask & (1U << lane)) != 0U && run.status[first + lane] != thread_status::done) {
+          run.status[first + lane] = thread_status::ready;
+        }
       }
       released = true;
     }
   }
   if (released) return true;
-  // The block barrier: every thread waits at it.
+  // The block barrier: every thread that has not exited waits at it.
   bool any_waiting = false;
-  bool any_done = false;
-  bool all_waiting = true;
+  bool all_arrived = true;
   for (thread_status const s : run.status) {
     any_waiting = any_waiting || s == thread_status::at_block_barrier;
-    any_done = any_done || s == thread_status::done;
-    all_waiting = all_waiting && s == thread_status::at_block_barrier;
+    all_arrived = all_arrived && (s == thread_status::at_block_barrier || s == thread_status::done);
   }
-  if (all_waiting) {
-    std::fill(run.status.begin(), run.status.end(), thread_status::ready);
+  if (any_waiting && all_arrived) {
+    for (thread_status& s : run.status) {
+      if (s == thread_status::at_block_barrier) s = thread_status::ready;
+    }
     return true;
-  }
-  if (any_waiting && any_done) {
-    divergent(std::string{run.task->name()} +
-              ": some threads of a block finished while others wait at __syncthreads (a "
-              "barrier inside code not every thread of the block runs)");
   }
   return false;
 }
 
-void run_block_as_fibers(block_run& run) {
-  for (unsigned t = 1; t < run.threads; ++t) {
-    fiber_for(t).start(&fiber_entry, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
+// Which threads wait where, for the message of a barrier that can never complete.
+std::string waiting_threads(block_run const& run) {
+  std::string block;
+  std::string warp;
+  for (unsigned t = 0; t < run.threads; ++t) {
+    std::string* list = nullptr;
+    if (run.status[t] == thread_status::at_block_barrier) list = &block;
+    if (run.status[t] == thread_status::at_warp_barrier) list = &warp;
+    if (list == nullptr) continue;
+    if (list->size() > 100) {
+      if (list->back() != '.') *list += " ...";
+      continue;
+    }
+    *list += (list->empty() ? "" : " ") + std::to_string(t);
+  }
+  return "threads at __syncthreads: [" + block + "], at a warp-level intrinsic: [" + warp +
+         "] (linear thread indices)";
+}
+
+// Thread `first` stopped at a barrier: the threads after it start on fibers of their own, and
+// the block runs barrier by barrier.
+void run_block_as_fibers(block_run& run, unsigned first) {
+  for (unsigned t = first + 1; t < run.threads; ++t) {
+    fiber_for(t - first).start(&fiber_entry,
+                               reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
     run.status[t] = thread_status::ready;
   }
   for (;;) {
-    for (unsigned t = 0; t < run.threads; ++t) {
+    for (unsigned t = first; t < run.threads; ++t) {
       if (run.status[t] == thread_status::ready) resume(t);
       if (run.failure) std::rethrow_exception(run.failure);
     }
@@ -163,19 +188,30 @@ void run_block_as_fibers(block_run& run) {
       return;
     }
     if (!release_barriers(run)) {
-      divergent(std::string{run.task->name()} +
-                ": the threads of a block wait at different barriers (a deadlock on a GPU)");
+      divergent(std::string{run.task->name()} + " block (" + std::to_string(blockIdx.x) + "," +
+                std::to_string(blockIdx.y) + "," + std::to_string(blockIdx.z) +
+                "): a barrier that can never complete: running threads wait at barriers the "
+                "others never reach (a deadlock on a GPU); " +
+                waiting_threads(run));
+    }
+  }
+}
+
+void run_block(block_run& run) {
+  for (unsigned t = 0; t < run.threads; ++t) {
+    run.fiber_base = t;
+    fiber_for(0).start(&fiber_entry, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
+    resume(t);
+    if (run.failure) std::rethrow_exception(run.failure);
+    if (run.status[t] != thread_status::done) {
+      run_block_as_fibers(run, t);
+      return;
     }
   }
 }
 
 void wait_at(thread_status barrier, unsigned mask) {
   if (current == nullptr) divergent("a barrier was called outside a kernel");
-  if (current->plain) {
-    divergent(where() +
-              " reached a barrier that thread 0 of its block did not: a barrier "
-              "inside code not every thread of the block runs");
-  }
   current->status[current_thread_id] = barrier;
   current->warp_masks[current_thread_id] = mask;
   unsigned const me = current_thread_id;
@@ -231,20 +267,7 @@ void run_grid(kernel_task const& task, std::function<void()> const& thread_body)
         // Shared memory starts as garbage, as on a GPU: 0xFF bytes (NaN for floats).
         run.dynamic_shared.assign(task.dynamic_shared_bytes(), 0xFF);
         std::fill(run.status.begin(), run.status.end(), thread_status::ready);
-        run.plain = false;
-        fiber_for(0).start(&fiber_entry, nullptr);
-        resume(0);
-        if (run.failure) std::rethrow_exception(run.failure);
-        if (run.status[0] == thread_status::done) {
-          run.plain = true;
-          for (unsigned t = 1; t < run.threads; ++t) {
-            enter_thread(t);
-            thread_body();
-          }
-          run.plain = false;
-        } else {
-          run_block_as_fibers(run);
-        }
+        run_block(run);
       }
     }
   }
@@ -255,7 +278,7 @@ void sync_block() {
 }
 
 void sync_warp(unsigned mask) {
-  if (current != nullptr && !current->plain) {
+  if (current != nullptr) {
     unsigned const lanes =
         std::min(warp_lanes, current->threads - current_thread_id / warp_lanes * warp_lanes);
     unsigned const existing = lanes == warp_lanes ? ~0U : (1U << lanes) - 1U;
@@ -275,6 +298,19 @@ void* warp_slot(unsigned lane) noexcept {
   return current->warp_slots.data() + static_cast<std::size_t>(thread) * warp_slot_bytes;
 }
 
+bool lane_exited(unsigned lane) noexcept {
+  unsigned const thread = current_thread_id / warp_lanes * warp_lanes + lane;
+  return thread >= current->threads || current->status[thread] == thread_status::done;
+}
+
+// "If the target thread is inactive, the retrieved value is undefined" (CUDA Programming Guide,
+// "Warp Shuffle Functions"): a fault here rather than a made-up value.
+void check_exchange_source(unsigned source) {
+  if (source != lane_id() && lane_exited(source)) {
+    trap("a warp shuffle read the value of a lane that has exited (undefined on a GPU)");
+  }
+}
+
 void* dynamic_shared_memory() noexcept {
   return current->dynamic_shared.data();
 }
@@ -286,6 +322,7 @@ int sync_block_count(int predicate) {
   sync_block();
   int count = 0;
   for (unsigned t = 0; t < current->threads; ++t) {
+    if (current->status[t] == thread_status::done) continue;  // exited: took no part
     int value = 0;
     std::memcpy(&value, current->warp_slots.data() + t * warp_slot_bytes, sizeof value);
     count += value;

@@ -34,6 +34,7 @@
 #include <device_launch_parameters.h>  // cuda_runtime.h includes it only for nvcc
 #include <math.h>  // NOLINT: device code calls isfinite, isnan, ... unqualified, as the C names
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -56,6 +57,9 @@ int sync_block_count(int predicate);
 void sync_warp(unsigned mask);
 unsigned lane_id() noexcept;
 void* warp_slot(unsigned lane) noexcept;  // 16 bytes per lane, for warp-level exchanges
+bool lane_exited(unsigned lane) noexcept;  // the lane does not exist or its thread has exited
+// A kernel fault if a warp exchange reads lane `source`, other than the caller, and it has exited.
+void check_exchange_source(unsigned source);
 void* dynamic_shared_memory() noexcept;
 [[noreturn]] void trap(char const* what);
 [[noreturn]] void device_assert(char const* expression, char const* file, unsigned line);
@@ -73,8 +77,10 @@ T warp_exchange(unsigned mask, T value, Source source) {
   unsigned const lane = lane_id();
   std::memcpy(warp_slot(lane), &value, sizeof(T));
   sync_warp(mask);
+  unsigned const from = source(lane);
+  check_exchange_source(from);
   T out;
-  std::memcpy(&out, warp_slot(source(lane)), sizeof(T));
+  std::memcpy(&out, warp_slot(from), sizeof(T));
   sync_warp(mask);  // no lane overwrites its slot before every lane has read
   return out;
 }
@@ -104,6 +110,27 @@ T atomic_update(T* address, T (*update)(T, T), T operand) {
                                         __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
     }
     return old;
+  }
+}
+
+// `*address = update(*address)` as one atomic step on a 16- or 32-bit value that is not an
+// arithmetic type (__half, __nv_bfloat16 and their pairs); returns the old value.
+template <typename T, typename Update>
+T atomic_update_bits(T* address, Update update) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "16- or 32-bit values only");
+  using bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
+  auto* const word = reinterpret_cast<bits*>(address);
+  bits expected = __atomic_load_n(word, __ATOMIC_RELAXED);
+  for (;;) {
+    T old;  // the CUDA types define their copy assignment: copied as bytes
+    std::memcpy(static_cast<void*>(&old), &expected, sizeof(T));
+    T const next = update(old);
+    bits desired;
+    std::memcpy(&desired, static_cast<void const*>(&next), sizeof(T));
+    if (__atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED)) {
+      return old;
+    }
   }
 }
 
@@ -165,16 +192,23 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
     return (other & ~(w - 1U)) == (lane & ~(w - 1U)) ? other : lane;
   });
 }
+// Every lane named in mask that has not exited takes part ("all non-exited threads named in mask
+// must execute the same intrinsic with the same mask", "Warp Vote Functions"); an exited lane
+// votes 0.
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
-  unsigned const lane = ::graphstep::sim::detail::lane_id();
+  namespace sim = ::graphstep::sim::detail;
+  unsigned const lane = sim::lane_id();
+  int const vote = predicate != 0 ? 1 : 0;
+  std::memcpy(sim::warp_slot(lane), &vote, sizeof vote);
+  sim::sync_warp(mask);
   unsigned bits = 0;
   for (unsigned other = 0; other < 32; ++other) {
-    if ((mask & (1U << other)) == 0U) continue;
-    int const vote = ::graphstep::sim::detail::warp_exchange(mask, predicate != 0 ? 1 : 0,
-                                                             [&](unsigned) { return other; });
-    if (vote != 0) bits |= 1U << other;
+    if ((mask & (1U << other)) == 0U || sim::lane_exited(other)) continue;
+    int value = 0;
+    std::memcpy(&value, sim::warp_slot(other), sizeof value);
+    if (value != 0) bits |= 1U << other;
   }
-  static_cast<void>(lane);
+  sim::sync_warp(mask);  // no lane overwrites its slot before every lane has read
   return bits;
 }
 inline int __all_sync(unsigned mask, int predicate) {
@@ -242,6 +276,32 @@ inline unsigned atomicDec(unsigned* address, unsigned limit) {
   }
   return old;
 }
+// Half-precision additions (cuda_fp16.h and cuda_bf16.h, atomicAdd): the sum rounded to nearest
+// even in the element type (fp32 holds the exact sum of two such values, so one rounding). For a
+// pair, "the atomicity ... is guaranteed separately for each of the two elements"; here the
+// pair is updated as one 32-bit word, which is atomic for each element too.
+inline __half atomicAdd(__half* address, __half value) {
+  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__half old) {
+    return __float2half_rn(__half2float(old) + __half2float(value));
+  });
+}
+inline __half2 atomicAdd(__half2* address, __half2 value) {
+  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__half2 old) {
+    return __floats2half2_rn(__low2float(old) + __low2float(value),
+                             __high2float(old) + __high2float(value));
+  });
+}
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 value) {
+  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__nv_bfloat16 old) {
+    return __float2bfloat16_rn(__bfloat162float(old) + __bfloat162float(value));
+  });
+}
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 value) {
+  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__nv_bfloat162 old) {
+    return __floats2bfloat162_rn(__low2float(old) + __low2float(value),
+                                 __high2float(old) + __high2float(value));
+  });
+}
 template <typename T>
 T atomicCAS(T* address, T compare, T value) {
   __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
@@ -288,10 +348,115 @@ inline float __fmaf_rn(float a, float b, float c) {
 [[gnu::noinline]] inline float __fsqrt_rn(float a) {
   return std::sqrt(a);
 }
+// --- cache-hinted loads and stores (CUDA Programming Guide, "Read-Only Data Cache Load
+// Function" and "Load Functions Using Cache Hints", "Store Functions Using Cache Hints"): a
+// cache hint changes where a GPU keeps the line, never the value, so each is a plain access
+// here. Declared for the types sm_32_intrinsics.h declares them for (every integer and floating
+// type, their 2- and 4-vectors up to 16 bytes) and those cuda_fp16.h and cuda_bf16.h add
+// (__half, __half2, __nv_bfloat16, __nv_bfloat162); another type is a compile error, as it is
+// for nvcc. __ldg reads through the read-only cache: the data must not change while the kernel
+// runs, which nothing here checks.
+namespace graphstep::sim::detail {
+template <typename T, typename... Types>
+constexpr bool one_of = (std::is_same_v<T, Types> || ...);
 template <typename T>
-T __ldg(T const* address) {
-  return *address;
+constexpr bool cache_hinted =
+    one_of<T, char, signed char, unsigned char, short, unsigned short, int, unsigned, long,
+           unsigned long, long long, unsigned long long, float, double, char2, char4, uchar2,
+           uchar4, short2, short4, ushort2, ushort4, int2, int4, uint2, uint4, longlong2,
+           ulonglong2, float2, float4, double2, __half, __half2, __nv_bfloat16, __nv_bfloat162>;
+template <typename T>
+using cache_hinted_t = std::enable_if_t<cache_hinted<std::remove_cv_t<T>>, std::remove_cv_t<T>>;
+template <typename T>
+struct identity {
+  using type = T;
+};
+}  // namespace graphstep::sim::detail
+
+#define GRAPHSTEP_SIM_CACHE_HINTED_LOAD(name)                                             \
+  template <typename T>                                                                   \
+  ::graphstep::sim::detail::cache_hinted_t<T> name(T const* address) {                    \
+    return *address;                                                                      \
+  }
+#define GRAPHSTEP_SIM_CACHE_HINTED_STORE(name)                                               \
+  template <typename T, typename = ::graphstep::sim::detail::cache_hinted_t<T>>              \
+  void name(T* address, typename ::graphstep::sim::detail::identity<T>::type value) {        \
+    *address = value;                                                                        \
+  }
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldg)   // ld.global.nc
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcg)  // ld.global.cg: cache in L2, not L1
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldca)  // ld.global.ca: cache at all levels
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcs)  // ld.global.cs: streaming, likely accessed once
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldlu)  // ld.global.lu: last use
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcv)  // ld.global.cv: do not cache, fetch again
+GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stwb)  // st.global.wb: write back
+GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stcg)  // st.global.cg: cache in L2, not L1
+GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stcs)  // st.global.cs: streaming
+GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stwt)  // st.global.wt: write through to system memory
+#undef GRAPHSTEP_SIM_CACHE_HINTED_LOAD
+#undef GRAPHSTEP_SIM_CACHE_HINTED_STORE
+
+// --- min and max (CUDA Math API, "Integer Mathematical Functions" and the overloads of
+// crt/math_functions.hpp, which nvcc provides in device and host code): a mixed signed and
+// unsigned pair compares as the unsigned type, a float with a double as doubles. The host
+// compiler has only std::min and std::max, which refuse mixed types. --------------------------
+#define GRAPHSTEP_SIM_MIN_MAX(result, a_type, b_type)                                       \
+  inline result min(a_type a, b_type b) {                                                   \
+    return static_cast<result>(a) < static_cast<result>(b) ? static_cast<result>(a)        \
+                                                           : static_cast<result>(b);       \
+  }                                                                                         \
+  inline result max(a_type a, b_type b) {                                                   \
+    return static_cast<result>(a) < static_cast<result>(b) ? static_cast<result>(b)        \
+                                                           : static_cast<result>(a);       \
+  }
+GRAPHSTEP_SIM_MIN_MAX(int, int, int)
+GRAPHSTEP_SIM_MIN_MAX(unsigned, unsigned, unsigned)
+GRAPHSTEP_SIM_MIN_MAX(unsigned, int, unsigned)
+GRAPHSTEP_SIM_MIN_MAX(unsigned, unsigned, int)
+GRAPHSTEP_SIM_MIN_MAX(long, long, long)
+GRAPHSTEP_SIM_MIN_MAX(unsigned long, unsigned long, unsigned long)
+GRAPHSTEP_SIM_MIN_MAX(unsigned long, long, unsigned long)
+GRAPHSTEP_SIM_MIN_MAX(unsigned long, unsigned long, long)
+GRAPHSTEP_SIM_MIN_MAX(long long, long long, long long)
+GRAPHSTEP_SIM_MIN_MAX(unsigned long long, unsigned long long, unsigned long long)
+GRAPHSTEP_SIM_MIN_MAX(unsigned long long, long long, unsigned long long)
+GRAPHSTEP_SIM_MIN_MAX(unsigned long long, unsigned long long, long long)
+#undef GRAPHSTEP_SIM_MIN_MAX
+// Floating point as fminf/fmin and fmaxf/fmax: a NaN operand gives the other operand.
+inline float min(float a, float b) {
+  return std::fmin(a, b);
 }
+inline double min(double a, double b) {
+  return std::fmin(a, b);
+}
+inline double min(float a, double b) {
+  return std::fmin(static_cast<double>(a), b);
+}
+inline double min(double a, float b) {
+  return std::fmin(a, static_cast<double>(b));
+}
+inline float max(float a, float b) {
+  return std::fmax(a, b);
+}
+inline double max(double a, double b) {
+  return std::fmax(a, b);
+}
+inline double max(float a, double b) {
+  return std::fmax(static_cast<double>(a), b);
+}
+inline double max(double a, float b) {
+  return std::fmax(a, static_cast<double>(b));
+}
+
+// --- clocks (CUDA Programming Guide, "Time Function"): a per-multiprocessor counter that only
+// grows; here the host's steady clock in nanoseconds. clock() is the C library's, which also
+// only grows within a thread. ----------------------------------------------------------------
+inline long long clock64() {
+  return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count());
+}
+
 inline int __float_as_int(float x) {
   int bits{};
   std::memcpy(&bits, &x, sizeof bits);
@@ -325,6 +490,22 @@ inline int __ffs(int x) {
 // cudaGraphSetConditional from device code (the runtime API has it for device code only).
 inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
   ::graphstep::sim::detail::set_conditional_from_device(handle, value);
+}
+
+// The C++ forms of kernel attribute calls, which cuda_runtime.h declares only for nvcc (`#if
+// defined __CUDACC__`): a kernel passed as itself, cast to the C form's const void* as the
+// toolkit's templates do.
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, T* entry) {
+  return ::cudaFuncGetAttributes(attributes, reinterpret_cast<void const*>(entry));
+}
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attribute, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<void const*>(entry), attribute, value);
+}
+template <class T>
+cudaError_t cudaFuncGetName(char const** name, T* entry) {
+  return ::cudaFuncGetName(name, reinterpret_cast<void const*>(entry));
 }
 
 // nvcc contracts a floating-point multiply and add into one fused multiply-add by default
