@@ -792,6 +792,9 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   created->graph = sim::clone(*g);
   created->device = g->device;
   created->instantiated_from = g;
+  // "cudaGraphInstantiateFlagUpload will not be returned by this API as it does not affect the
+  // resulting executable graph" (cudaGraphExecGetFlags).
+  created->flags = flags & ~static_cast<unsigned long long>(cudaGraphInstantiateFlagUpload);
   *exec = reinterpret_cast<cudaGraphExec_t>(created.get());
   sim::state().execs.insert(created.release());
   return cudaSuccess;
@@ -800,6 +803,18 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long flags) {
   return cudaGraphInstantiateWithFlags(exec, graph, flags);
+}
+
+// "Returns the flags that were passed to instantiation for the given executable graph"; errors
+// cudaSuccess and cudaErrorInvalidValue only, so an unknown executable or a NULL flags pointer
+// is cudaErrorInvalidValue (cudaGraphExecGetFlags).
+cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long* flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state const* e = sim::find_exec(exec);
+  if (e == nullptr || flags == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *flags = e->flags;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {

@@ -3,9 +3,11 @@
 // checks it) and follows the behaviour its documentation there describes; where the
 // documentation is silent the stricter behaviour is modelled and sim/docs/simulator.md says so.
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -327,6 +329,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrConcurrentKernels:
     case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
     case cudaDevAttrIntegrated: *value = 0; break;
+    case cudaDevAttrManagedMemory: *value = p.managedMemory; break;
+    case cudaDevAttrConcurrentManagedAccess: *value = p.concurrentManagedAccess; break;
+    case cudaDevAttrPageableMemoryAccess: *value = p.pageableMemoryAccess; break;
     default:
       // An attribute the simulated device does not model: refused, never a made-up value.
       return sim::fail(cudaErrorInvalidValue);
@@ -392,6 +397,11 @@ cudaError_t cudaFree(void* pointer) {
   if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
+  // "Memory allocated with cudaMallocManaged should be released with cudaFree."
+  auto const found = sim::state().allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (found != sim::state().allocations.end() && found->second.managed) {
+    return release(pointer, sim::memory_kind::pinned_host);
+  }
   return release(pointer, sim::memory_kind::device);
 }
 
@@ -415,7 +425,130 @@ cudaError_t cudaFreeHost(void* pointer) {
   if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
+  // Managed memory is released with cudaFree (cudaMallocManaged); cudaFreeHost refuses it.
+  auto const found = sim::state().allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (found != sim::state().allocations.end() && found->second.managed) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
   return release(pointer, sim::memory_kind::pinned_host);
+}
+
+// --- managed memory (cuda_runtime_api.h: cudaMallocManaged, cudaMemPrefetchAsync,
+// cudaMemAdvise). The device reports cudaDevAttrManagedMemory and
+// cudaDevAttrConcurrentManagedAccess (as an H100 does): managed memory is host memory that the
+// host and every device reach at any time, and never counts against a device's memory (it may
+// be oversubscribed). Nothing migrates: prefetches and advice are checked, then change nothing
+// a program can observe but time.
+
+namespace {
+
+// The managed allocation holding all of [address, address + bytes), or null.
+sim::allocation const* managed_range(void const* address, std::size_t bytes) {
+  sim::allocation const* owner = sim::find_allocation(address);
+  if (owner == nullptr || !owner->managed || bytes == 0) return nullptr;
+  std::uintptr_t const start = reinterpret_cast<std::uintptr_t>(address);
+  if (bytes > owner->bytes || start - owner->base > owner->bytes - bytes) return nullptr;
+  return owner;
+}
+
+bool valid_device(int device) {
+  return device >= 0 && static_cast<std::size_t>(device) < sim::state().devices.size();
+}
+
+// A location a prefetch or a preferred location may name: a device (a valid ordinal, else
+// cudaErrorInvalidDevice), the host (id ignored), the host NUMA node nearest the caller (id
+// ignored) or a host NUMA node by id. The simulated host has one NUMA node, 0: another id is
+// cudaErrorInvalidValue (the stricter reading; the header asks for "a valid host NUMA node id").
+cudaError_t check_location(cudaMemLocation const& location) {
+  switch (location.type) {
+    case cudaMemLocationTypeDevice:
+      return valid_device(location.id) ? cudaSuccess : cudaErrorInvalidDevice;
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNumaCurrent: return cudaSuccess;
+    case cudaMemLocationTypeHostNuma:
+      return location.id == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+// "If size is 0, cudaMallocManaged returns cudaErrorInvalidValue"; "flags must be one of
+// cudaMemAttachGlobal or cudaMemAttachHost" (cudaMallocManaged). Potentially unsafe during a
+// capture, as cudaMalloc is (the stricter reading: the capture rules do not name it).
+cudaError_t cudaMallocManaged(void** pointer, std::size_t bytes, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pointer == nullptr || bytes == 0) return sim::fail(cudaErrorInvalidValue);
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  if (cudaError_t const error = allocate(pointer, bytes, sim::memory_kind::pinned_host,
+                                         sim::this_thread().device);
+      error != cudaSuccess) {
+    return error;
+  }
+  sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)].managed = true;
+  return cudaSuccess;
+}
+
+// cudaMemPrefetchAsync: "The memory range must refer to managed memory allocated via
+// cudaMallocManaged" (or system memory where cudaDevAttrPageableMemoryAccess is non-zero: 0
+// here); "flags - flags for future use, must be zero now"; a device location must be a valid
+// ordinal (cudaErrorInvalidDevice). Stream-ordered; no data moves. Stricter where the header is
+// silent: an empty range is cudaErrorInvalidValue, and a prefetch into a capturing stream is
+// cudaErrorStreamCaptureUnsupported and invalidates the capture.
+cudaError_t cudaMemPrefetchAsync(void const* pointer, std::size_t bytes, cudaMemLocation location,
+                                 unsigned int flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (flags != 0U || managed_range(pointer, bytes) == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (cudaError_t const error = check_location(location); error != cudaSuccess) {
+    return sim::fail(error);
+  }
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return cudaSuccess;
+}
+
+// cudaMemAdvise: the range must be managed memory (cudaErrorInvalidValue otherwise, as for an
+// invalid pageable range); SetReadMostly, UnsetReadMostly and UnsetPreferredLocation ignore the
+// location; SetPreferredLocation takes a device or host location (check_location);
+// SetAccessedBy and UnsetAccessedBy take "either cudaMemLocationTypeDevice with
+// cudaMemLocation::id representing a valid device ordinal or cudaMemLocationTypeHost ... All
+// other location types are invalid"; any other advice is cudaErrorInvalidValue. The advice is
+// accepted and changes nothing observable here. Stricter where silent: an empty range is
+// cudaErrorInvalidValue.
+cudaError_t cudaMemAdvise(void const* pointer, std::size_t bytes, cudaMemoryAdvise advice,
+                          cudaMemLocation location) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (managed_range(pointer, bytes) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (advice) {
+    case cudaMemAdviseSetReadMostly:
+    case cudaMemAdviseUnsetReadMostly:
+    case cudaMemAdviseUnsetPreferredLocation: return cudaSuccess;
+    case cudaMemAdviseSetPreferredLocation: {
+      cudaError_t const error = check_location(location);
+      return error == cudaSuccess ? cudaSuccess : sim::fail(error);
+    }
+    case cudaMemAdviseSetAccessedBy:
+    case cudaMemAdviseUnsetAccessedBy:
+      if (location.type == cudaMemLocationTypeHost) return cudaSuccess;
+      if (location.type != cudaMemLocationTypeDevice) return sim::fail(cudaErrorInvalidValue);
+      return valid_device(location.id) ? cudaSuccess : sim::fail(cudaErrorInvalidDevice);
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
 }
 
 cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
@@ -615,7 +748,11 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void con
     return cudaSuccess;
   }
   attributes->device = owner->device;
-  if (owner->kind == sim::memory_kind::pinned_host) {
+  if (owner->managed) {
+    attributes->type = cudaMemoryTypeManaged;
+    attributes->hostPointer = const_cast<void*>(pointer);
+    attributes->devicePointer = const_cast<void*>(pointer);
+  } else if (owner->kind == sim::memory_kind::pinned_host) {
     attributes->type = cudaMemoryTypeHost;
     attributes->hostPointer = const_cast<void*>(pointer);
     attributes->devicePointer = const_cast<void*>(pointer);
@@ -1043,7 +1180,122 @@ cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_
   return cudaSuccess;
 }
 
+// cudaFuncSetAttribute: "If the specified attribute cannot be written, or if the value is
+// incorrect, then cudaErrorInvalidValue is returned." A GPU knows every kernel of a loaded module
+// and takes any other pointer for a cudaKernel_t; here a kernel is known only once launched, so
+// any non-null pointer is taken for a kernel (a NULL one is cudaErrorInvalidDeviceFunction) and
+// the setting applies to its launches from then on. The C++ template form in cuda_runtime.h
+// casts the kernel to const void* and calls this.
+cudaError_t cudaFuncSetAttribute(void const* func, cudaFuncAttribute attribute, int value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  cudaDeviceProp const& p =
+      sim::state().devices[static_cast<std::size_t>(sim::this_thread().device)]->properties;
+  sim::function_settings& settings = sim::state().settings_by_function[func];
+  switch (attribute) {
+    // "The sum of this value and the function attribute sharedSizeBytes cannot exceed the device
+    // attribute cudaDevAttrMaxSharedMemoryPerBlockOptin" (static shared memory is not known
+    // here: counted as 0).
+    case cudaFuncAttributeMaxDynamicSharedMemorySize:
+      if (value < 0 || static_cast<std::size_t>(value) > p.sharedMemPerBlockOptin) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      settings.max_dynamic_shared_bytes = value;
+      return cudaSuccess;
+    // A percentage of the shared memory, or cudaSharedmemCarveoutDefault (-1); only a hint.
+    case cudaFuncAttributePreferredSharedMemoryCarveout:
+      if (value < cudaSharedmemCarveoutDefault || value > cudaSharedmemCarveoutMaxShared) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      settings.preferred_carveout = value;
+      return cudaSuccess;
+    // "1 is allowed, 0 is disallowed."
+    case cudaFuncAttributeNonPortableClusterSizeAllowed:
+      if (value != 0 && value != 1) return sim::fail(cudaErrorInvalidValue);
+      settings.non_portable_cluster_size_allowed = value;
+      return cudaSuccess;
+    // "The value type is cudaClusterSchedulingPolicy."
+    case cudaFuncAttributeClusterSchedulingPolicyPreference:
+      if (value < cudaClusterSchedulingPolicyDefault ||
+          value > cudaClusterSchedulingPolicyLoadBalancing) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      settings.cluster_scheduling_policy = value;
+      return cudaSuccess;
+    // Thread block clusters are not modelled: a required cluster size (which changes how the
+    // grid launches) is refused rather than ignored; 0, "no cluster", is accepted.
+    case cudaFuncAttributeRequiredClusterWidth:
+    case cudaFuncAttributeRequiredClusterHeight:
+    case cudaFuncAttributeRequiredClusterDepth:
+      if (value < 0) return sim::fail(cudaErrorInvalidValue);
+      if (value == 0) return cudaSuccess;
+      static_cast<void>(std::fprintf(stderr,
+                                     "graphstep simulator: cudaFuncSetAttribute: thread block "
+                                     "clusters are not modelled\n"));
+      return sim::fail(cudaErrorNotSupported);
+    default: return sim::fail(cudaErrorInvalidValue);  // read-only or unknown
+  }
+}
+
+// cudaFuncGetAttributes: what the simulator knows of a kernel. Registers, local and constant
+// memory, and static shared memory are not known (0), the thread limit is the device's (no
+// __launch_bounds__ is read), the versions are the device's compute capability; the settable
+// attributes are what cudaFuncSetAttribute set.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void const* func) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (attributes == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  cudaDeviceProp const& p =
+      sim::state().devices[static_cast<std::size_t>(sim::this_thread().device)]->properties;
+  sim::function_settings settings;
+  if (auto found = sim::state().settings_by_function.find(func);
+      found != sim::state().settings_by_function.end()) {
+    settings = found->second;
+  }
+  *attributes = cudaFuncAttributes{};
+  attributes->maxThreadsPerBlock = p.maxThreadsPerBlock;
+  attributes->ptxVersion = p.major * 10 + p.minor;
+  attributes->binaryVersion = p.major * 10 + p.minor;
+  attributes->maxDynamicSharedSizeBytes = settings.max_dynamic_shared_bytes >= 0
+                                              ? settings.max_dynamic_shared_bytes
+                                              : static_cast<int>(p.sharedMemPerBlock);
+  attributes->preferredShmemCarveout = settings.preferred_carveout;
+  attributes->nonPortableClusterSizeAllowed = settings.non_portable_cluster_size_allowed;
+  attributes->clusterSchedulingPolicyPreference = settings.cluster_scheduling_policy;
+  return cudaSuccess;
+}
+
+// --- profiler control (cuda_profiler_api.h): no profiling tool is attached; both return
+// cudaSuccess ("If profiling is already enabled, then cudaProfilerStart() has no effect") and,
+// like every runtime call, a sticky error first.
+cudaError_t cudaProfilerStart() {
+  sim::lock_guard const lock{sim::state().mutex};
+  return enter();
+}
+
+cudaError_t cudaProfilerStop() {
+  sim::lock_guard const lock{sim::state().mutex};
+  return enter();
+}
+
 namespace graphstep::sim::detail {
+
+namespace {
+
+// A launch may use dynamic shared memory up to the kernel's
+// cudaFuncAttributeMaxDynamicSharedMemorySize, by default the device's sharedMemPerBlock
+// (48 KiB): more needs the attribute set first, as on a GPU.
+std::size_t dynamic_shared_limit(device_state const& device, kernel_task const& task) {
+  auto const found = state().settings_by_function.find(task.function());
+  if (found == state().settings_by_function.end() || found->second.max_dynamic_shared_bytes < 0) {
+    return device.properties.sharedMemPerBlock;
+  }
+  return static_cast<std::size_t>(found->second.max_dynamic_shared_bytes);
+}
+
+}  // namespace
 
 bool launch_configuration_valid(device_state const& device, kernel_task const& task) {
   // Launch configuration limits. driver_types.h names cudaErrorInvalidConfiguration ("a kernel
@@ -1062,7 +1314,7 @@ bool launch_configuration_valid(device_state const& device, kernel_task const& t
          block.y <= static_cast<unsigned>(p.maxThreadsDim[1]) &&
          block.z <= static_cast<unsigned>(p.maxThreadsDim[2]) &&
          threads <= static_cast<unsigned long long>(p.maxThreadsPerBlock) &&
-         task.dynamic_shared_bytes() <= p.sharedMemPerBlock;
+         task.dynamic_shared_bytes() <= dynamic_shared_limit(device, task);
 }
 
 void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task) noexcept {

@@ -52,7 +52,9 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.memoryBusWidth = 5120;
   p.pciDeviceID = ordinal;
   p.memoryPoolsSupported = 1;
-  p.managedMemory = 0;
+  p.managedMemory = 1;  // cudaMallocManaged; an H100 also migrates pages concurrently
+  p.concurrentManagedAccess = 1;
+  p.pageableMemoryAccess = 0;
   p.canMapHostMemory = 1;
   p.integrated = 0;
 }

@@ -50,6 +50,8 @@ struct allocation {
   // Mapped virtual memory: what cuMemSetAccess granted each device (absent: no access). A
   // kernel on another device faults on it, as on a GPU.
   std::map<int, int> access_by_device{};
+  // cudaMallocManaged memory (kind pinned_host: the host and every device reach it).
+  bool managed{};
 };
 
 // --- graphs ----------------------------------------------------------------------------------
@@ -105,6 +107,14 @@ struct launched_function {
   std::vector<parameter_slot> parameters;
 };
 
+// What cudaFuncSetAttribute set for a kernel function (cudaFuncGetAttributes reads it back).
+struct function_settings {
+  int max_dynamic_shared_bytes{-1};  // -1: the default, the device's sharedMemPerBlock
+  int preferred_carveout{-1};        // cudaSharedmemCarveoutDefault
+  int non_portable_cluster_size_allowed{};
+  int cluster_scheduling_policy{};  // cudaClusterSchedulingPolicyDefault
+};
+
 struct conditional_handle_state {
   unsigned default_value{};
   bool assign_default{};
@@ -124,6 +134,8 @@ struct graph_state {
 
 struct exec_state {
   std::unique_ptr<graph_state> graph;
+  // The instantiation flags, less cudaGraphInstantiateFlagUpload (cudaGraphExecGetFlags).
+  unsigned long long flags{};
   // The graph it was instantiated from: its nodes name the executable's nodes
   // (cudaGraphExecKernelNodeSetParams). It may be destroyed first; look it up before use.
   graph_state const* instantiated_from{};
@@ -247,6 +259,8 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   // layout (cudaFuncGetName, cudaFuncGetParamInfo). A GPU knows every kernel of a loaded
   // module; here a function is known from its first launch.
   std::map<void const*, launched_function> functions;
+  // Attributes set by cudaFuncSetAttribute, by function; set before or after its first launch.
+  std::map<void const*, function_settings> settings_by_function;
   // cudaStreamPerThread of each (thread, device); blocking streams, kept for the process.
   std::map<std::pair<std::thread::id, int>, std::unique_ptr<stream_state>> per_thread_streams;
   race_checker races;
