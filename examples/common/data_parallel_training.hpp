@@ -20,7 +20,7 @@ class data_parallel_training {
   /// The communicator comes first: it makes the rank's device current, and the stream, the
   /// pool and the model belong to the device current when they are made.
   explicit data_parallel_training(std::chrono::seconds step_timeout)
-      : comm_{graphstep::nccl::nccl_comm::from_environment()},
+      : comm_{graphstep::nccl::communicator_from_environment()},
         guard_{comm_.view(), {step_timeout, step_timeout}} {}
   data_parallel_training(data_parallel_training const&) = delete;
   data_parallel_training& operator=(data_parallel_training const&) = delete;

@@ -3,7 +3,6 @@
 #include <cstring>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/bootstrap.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <memory>
@@ -71,10 +70,6 @@ nccl_comm& nccl_comm::operator=(nccl_comm&& other) noexcept {
 
 nccl_comm::~nccl_comm() {
   if (state_ != nullptr) state_->close();
-}
-
-nccl_comm nccl_comm::from_environment() {
-  return communicator_from_environment();
 }
 
 int loaded_nccl_version() {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <string>
 
@@ -15,7 +16,7 @@ TEST(nccl_no_device, communicators_need_a_device) {
   if (gs::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
   EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({0})), gs::no_device_error);
   EXPECT_THROW(static_cast<void>(gn::nccl_comm::from_unique_id({}, 0, 1)), gs::no_device_error);
-  EXPECT_THROW(static_cast<void>(gn::nccl_comm::from_environment()), gs::no_device_error);
+  EXPECT_THROW(static_cast<void>(gn::communicator_from_environment()), gs::no_device_error);
   EXPECT_THROW(static_cast<void>(gn::nccl_comm::for_local_devices({})), gs::usage_error);
 }
 

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <future>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
-#include <graphstep/nccl/tcp_store.hpp>
+#include <graphstep/nccl/detail/rendezvous.hpp>
+#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <string>
 #include <thread>
 #include <utility>
@@ -48,7 +48,7 @@ std::pair<graphstep::nccl_error, std::chrono::steady_clock::duration> join_failu
     int port, milliseconds timeout) {
   auto const started = std::chrono::steady_clock::now();
   auto error = catch_as<graphstep::nccl_error>(
-      [&] { static_cast<void>(gn::rendezvous_join("127.0.0.1", port, 1, 2, timeout)); });
+      [&] { static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", port, 1, 2, timeout)); });
   return {error, std::chrono::steady_clock::now() - started};
 }
 
@@ -74,12 +74,12 @@ std::vector<unsigned char> hello_bytes(int rank, int world, std::uint64_t token)
 
 TEST(rendezvous, every_rank_receives_rank_zeros_id) {
   for (int world : {2, 3, 8}) {
-    gn::rendezvous_server server{0, world};
+    gn::detail::rendezvous_server server{0, world};
     auto const id = make_id(static_cast<unsigned char>(world));
     std::vector<std::future<gn::unique_id_bytes>> ranks;
     for (int r = world - 1; r >= 1; --r) {  // arrival order does not matter
       ranks.push_back(std::async(std::launch::async, [&, r] {
-        return gn::rendezvous_join("127.0.0.1", server.port(), r, world, milliseconds{5000});
+        return gn::detail::rendezvous_join("127.0.0.1", server.port(), r, world, milliseconds{5000});
       }));
     }
     server.serve(id, milliseconds{5000});
@@ -91,19 +91,19 @@ TEST(rendezvous, a_rank_may_start_before_rank_zero) {
   int const port = closed_port();
   auto const id = make_id(9);
   auto early = std::async(std::launch::async, [&] {
-    return gn::rendezvous_join("127.0.0.1", port, 1, 2, milliseconds{5000});
+    return gn::detail::rendezvous_join("127.0.0.1", port, 1, 2, milliseconds{5000});
   });
   std::this_thread::sleep_for(milliseconds{200});
-  gn::rendezvous_server server{port, 2};
+  gn::detail::rendezvous_server server{port, 2};
   server.serve(id, milliseconds{5000});
   EXPECT_EQ(early.get(), id);
 }
 
 TEST(rendezvous, a_missing_rank_is_named_at_the_deadline) {
-  gn::rendezvous_server server{0, 3};
+  gn::detail::rendezvous_server server{0, 3};
   auto one = std::async(std::launch::async, [&] {
     return message_of<graphstep::nccl_error>([&] {
-      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     });
   });
   std::string const what =
@@ -115,20 +115,20 @@ TEST(rendezvous, a_missing_rank_is_named_at_the_deadline) {
 TEST(rendezvous, a_timeout_with_no_time_in_it_is_a_usage_error_that_says_so) {
   for (milliseconds const timeout : {milliseconds{0}, milliseconds{-1}}) {
     std::string const expected = "a timeout of " + std::to_string(timeout.count()) + " ms";
-    gn::rendezvous_server server{0, 2};
+    gn::detail::rendezvous_server server{0, 2};
     std::vector<std::string> const messages{
         message_of([&] { server.serve(make_id(1), timeout); }),
         message_of([&] {
-          static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 2, timeout));
+          static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, timeout));
         }),
         message_of([&] {
           gn::launch_environment environment;
           environment.world_size = 2;
           environment.rank = 1;
           environment.bootstrap = gn::bootstrap_kind::rendezvous;
-          static_cast<void>(gn::exchange_unique_id(environment, make_id(1), timeout));
+          static_cast<void>(gn::detail::exchange_unique_id(environment, make_id(1), timeout));
         }),
-        message_of([&] { gn::tcp_store store{"127.0.0.1", server.port(), timeout}; })};
+        message_of([&] { gn::detail::tcp_store store{"127.0.0.1", server.port(), timeout}; })};
     for (std::string const& what : messages) {
       EXPECT_NE(what.find(expected), std::string::npos) << what;
       EXPECT_NE(what.find("give a positive time"), std::string::npos) << what;
@@ -138,7 +138,7 @@ TEST(rendezvous, a_timeout_with_no_time_in_it_is_a_usage_error_that_says_so) {
 
 TEST(rendezvous, a_wrong_port_fails_at_the_deadline) {
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    static_cast<void>(gn::rendezvous_join("127.0.0.1", closed_port(), 1, 2, milliseconds{300}));
+    static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", closed_port(), 1, 2, milliseconds{300}));
   });
   EXPECT_NE(what.find("could not reach rank 0"), std::string::npos) << what;
   EXPECT_NE(what.find("MASTER_PORT"), std::string::npos) << what;
@@ -210,7 +210,7 @@ TEST(rendezvous, a_join_keeps_its_deadline_when_rank_zeros_queue_is_full) {
   auto const started = std::chrono::steady_clock::now();
   std::string const what = message_of<graphstep::nccl_error>([&] {
     static_cast<void>(
-        gn::rendezvous_join("127.0.0.1", ntohs(address.sin_port), 1, 2, milliseconds{1000}));
+        gn::detail::rendezvous_join("127.0.0.1", ntohs(address.sin_port), 1, 2, milliseconds{1000}));
   });
   auto const took = std::chrono::steady_clock::now() - started;
   EXPECT_LT(took, std::chrono::seconds{3})
@@ -229,24 +229,24 @@ TEST(rendezvous, rank_zero_is_reached_over_ipv6) {
       probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback) == 0;
   if (probe >= 0) ::close(probe);
   if (!has_ipv6) GTEST_SKIP() << "this host has no IPv6 loopback";
-  gn::rendezvous_server server{0, 2};
+  gn::detail::rendezvous_server server{0, 2};
   auto const id = make_id(21);
   auto joined = std::async(std::launch::async, [&] {
-    return gn::rendezvous_join("::1", server.port(), 1, 2, milliseconds{5000});
+    return gn::detail::rendezvous_join("::1", server.port(), 1, 2, milliseconds{5000});
   });
   server.serve(id, milliseconds{5000});
   EXPECT_EQ(joined.get(), id);
 }
 
 TEST(rendezvous, a_silent_connection_does_not_hold_up_the_ranks_behind_it) {
-  gn::rendezvous_server server{0, 3};
+  gn::detail::rendezvous_server server{0, 3};
   int const silent = connect_to_loopback(server.port());  // connects first, never says a word
   ASSERT_GE(silent, 0);
   auto const id = make_id(31);
   std::vector<std::future<gn::unique_id_bytes>> ranks;
   for (int rank : {1, 2}) {
     ranks.push_back(std::async(std::launch::async, [&, rank] {
-      return gn::rendezvous_join("127.0.0.1", server.port(), rank, 3, milliseconds{10000});
+      return gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, 3, milliseconds{10000});
     }));
   }
   auto const started = std::chrono::steady_clock::now();
@@ -258,11 +258,11 @@ TEST(rendezvous, a_silent_connection_does_not_hold_up_the_ranks_behind_it) {
 }
 
 TEST(rendezvous, a_refused_client_is_not_sent_the_id) {
-  gn::rendezvous_server server{0, 2};
+  gn::detail::rendezvous_server server{0, 2};
   auto const id = make_id(41);
   auto refused = std::async(std::launch::async, [&] {
     int const fd = connect_to_loopback(server.port());
-    auto const hello = hello_bytes(1, 5, gn::job_token_hash(""));  // another world size
+    auto const hello = hello_bytes(1, 5, gn::detail::job_token_hash(""));  // another world size
     ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
     std::vector<unsigned char> reply(8 + id.size());
     std::size_t got = 0;
@@ -284,23 +284,23 @@ TEST(rendezvous, a_refused_client_is_not_sent_the_id) {
 }
 
 TEST(rendezvous, a_client_of_another_job_can_neither_take_a_rank_nor_abort_the_job) {
-  gn::rendezvous_server server{0, 2, "job-7"};
+  gn::detail::rendezvous_server server{0, 2, "job-7"};
   auto const id = make_id(51);
   // Without the token: as rank 1, then with another world size (which would abort a job).
   auto stranger = std::async(std::launch::async, [&] {
     return message_of<graphstep::usage_error>([&] {
-      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}));
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}));
     });
   });
   auto meddler = std::async(std::launch::async, [&] {
     return message_of<graphstep::usage_error>([&] {
       static_cast<void>(
-          gn::rendezvous_join("127.0.0.1", server.port(), 1, 9, milliseconds{5000}, "job-8"));
+          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 9, milliseconds{5000}, "job-8"));
     });
   });
   auto member = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(milliseconds{300});
-    return gn::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}, "job-7");
+    return gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}, "job-7");
   });
   server.serve(id, milliseconds{5000});
   EXPECT_EQ(member.get(), id);
@@ -309,13 +309,13 @@ TEST(rendezvous, a_client_of_another_job_can_neither_take_a_rank_nor_abort_the_j
 }
 
 TEST(rendezvous, a_rank_that_registers_and_leaves_is_named) {
-  gn::rendezvous_server server{0, 3};
+  gn::detail::rendezvous_server server{0, 3};
   auto const id = make_id(61);
   auto rank_two = std::async(std::launch::async, [&] {
-    return gn::rendezvous_join("127.0.0.1", server.port(), 2, 3, milliseconds{5000});
+    return gn::detail::rendezvous_join("127.0.0.1", server.port(), 2, 3, milliseconds{5000});
   });
   int const leaver = connect_to_loopback(server.port());  // says it is rank 1, then exits
-  auto const hello = hello_bytes(1, 3, gn::job_token_hash(""));
+  auto const hello = hello_bytes(1, 3, gn::detail::job_token_hash(""));
   ::send(leaver, hello.data(), hello.size(), MSG_NOSIGNAL);
   std::this_thread::sleep_for(milliseconds{100});
   ::close(leaver);
@@ -332,7 +332,7 @@ TEST(rendezvous, accept_failing_for_want_of_descriptors_ends_at_the_deadline) {
   GTEST_SKIP() << "the sanitizers' runtime needs descriptors of its own (its memory checks open "
                   "a pipe), which this test leaves none of";
 #endif
-  gn::rendezvous_server server{0, 2};
+  gn::detail::rendezvous_server server{0, 2};
   int const client = connect_to_loopback(server.port());  // queued, waiting to be accepted
   ASSERT_GE(client, 0);
   pid_t const child = ::fork();
@@ -366,10 +366,10 @@ TEST(rendezvous, accept_failing_for_want_of_descriptors_ends_at_the_deadline) {
 }
 
 TEST(rendezvous, a_mismatched_world_size_fails_on_both_sides) {
-  gn::rendezvous_server server{0, 2};
+  gn::detail::rendezvous_server server{0, 2};
   auto joiner = std::async(std::launch::async, [&] {
     return message_of<graphstep::usage_error>([&] {
-      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     });
   });
   std::string const what =
@@ -379,17 +379,17 @@ TEST(rendezvous, a_mismatched_world_size_fails_on_both_sides) {
 }
 
 TEST(rendezvous, a_duplicate_rank_fails) {
-  gn::rendezvous_server server{0, 3};
+  gn::detail::rendezvous_server server{0, 3};
   auto first = std::async(std::launch::async, [&] {
     try {
-      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     } catch (graphstep::error const&) {
     }
   });
   std::this_thread::sleep_for(milliseconds{100});
   auto second = std::async(std::launch::async, [&] {
     try {
-      static_cast<void>(gn::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     } catch (graphstep::error const&) {
     }
   });
@@ -401,7 +401,7 @@ TEST(rendezvous, a_duplicate_rank_fails) {
 }
 
 TEST(rendezvous, a_foreign_client_is_dropped_and_counted) {
-  gn::rendezvous_server server{0, 2};
+  gn::detail::rendezvous_server server{0, 2};
   std::thread foreign{[&] {
     int const fd = connect_to_loopback(server.port());
     if (fd >= 0) {
@@ -418,12 +418,12 @@ TEST(rendezvous, a_foreign_client_is_dropped_and_counted) {
 }
 
 TEST(rendezvous, bad_arguments) {
-  EXPECT_THROW(gn::rendezvous_server(70000, 2), graphstep::usage_error);
-  EXPECT_THROW(gn::rendezvous_server(0, 0), graphstep::usage_error);
-  EXPECT_THROW(static_cast<void>(gn::rendezvous_join("127.0.0.1", 1, 0, 2, milliseconds{10})),
+  EXPECT_THROW(gn::detail::rendezvous_server(70000, 2), graphstep::usage_error);
+  EXPECT_THROW(gn::detail::rendezvous_server(0, 0), graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", 1, 0, 2, milliseconds{10})),
                graphstep::usage_error);
   EXPECT_THROW(
-      static_cast<void>(gn::rendezvous_join("no-such-host.invalid", 1, 1, 2, milliseconds{10})),
+      static_cast<void>(gn::detail::rendezvous_join("no-such-host.invalid", 1, 1, 2, milliseconds{10})),
       graphstep::nccl_error);
 }
 
@@ -432,11 +432,11 @@ TEST(rendezvous, exchange_presents_the_environments_token) {
   env.world_size = 2;
   env.bootstrap = gn::bootstrap_kind::rendezvous;
   env.rendezvous_token = "job-3";
-  gn::rendezvous_server server{0, 2, "job-3"};
+  gn::detail::rendezvous_server server{0, 2, "job-3"};
   env.master_port = server.port();
   env.rank = 1;
   auto joined = std::async(std::launch::async,
-                           [&] { return gn::exchange_unique_id(env, {}, milliseconds{5000}); });
+                           [&] { return gn::detail::exchange_unique_id(env, {}, milliseconds{5000}); });
   server.serve(make_id(81), milliseconds{5000});
   EXPECT_EQ(joined.get(), make_id(81));
 }
@@ -444,13 +444,13 @@ TEST(rendezvous, exchange_presents_the_environments_token) {
 TEST(rendezvous, exchange_with_one_rank_needs_no_network) {
   gn::launch_environment env;
   auto const id = make_id(5);
-  EXPECT_EQ(gn::exchange_unique_id(env, id, milliseconds{10}), id);
+  EXPECT_EQ(gn::detail::exchange_unique_id(env, id, milliseconds{10}), id);
 }
 
 TEST(rendezvous, a_port_in_use_is_refused_clearly) {
-  gn::rendezvous_server first{0, 2};
+  gn::detail::rendezvous_server first{0, 2};
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    gn::rendezvous_server second{first.port(), 2};
+    gn::detail::rendezvous_server second{first.port(), 2};
   });
   EXPECT_NE(what.find("cannot listen on port " + std::to_string(first.port())), std::string::npos)
       << what;
@@ -460,7 +460,7 @@ TEST(rendezvous, a_port_in_use_is_refused_clearly) {
 TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
   // Ranks 1 and 2 are child processes; rank 3 dies before it ever connects.
   int const world = 4;
-  gn::rendezvous_server server{0, world};
+  gn::detail::rendezvous_server server{0, world};
   auto const id = make_id(11);
   std::vector<pid_t> children;
   for (int rank = 1; rank < world; ++rank) {
@@ -471,7 +471,7 @@ TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
       int status = 1;
       try {
         status =
-            gn::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id
+            gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id
                 ? 0
                 : 2;
       } catch (graphstep::error const&) {
@@ -495,7 +495,7 @@ TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
 
 TEST(rendezvous, separate_processes_succeed) {
   int const world = 3;
-  gn::rendezvous_server server{0, world};
+  gn::detail::rendezvous_server server{0, world};
   auto const id = make_id(12);
   std::vector<pid_t> children;
   for (int rank = 1; rank < world; ++rank) {
@@ -504,7 +504,7 @@ TEST(rendezvous, separate_processes_succeed) {
     if (child == 0) {
       bool ok = false;
       try {
-        ok = gn::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id;
+        ok = gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id;
       } catch (graphstep::error const&) {
       }
       ::_exit(ok ? 0 : 1);

@@ -1,4 +1,4 @@
-// The c10d store client (nccl/tcp_store.hpp) against PyTorch's own TCPStore, both of its
+// The c10d store client (nccl/detail/tcp_store.hpp) against PyTorch's own TCPStore, both of its
 // backends (libuv, which torchrun's agent serves, and the legacy one), and the NCCL id
 // exchange through it. Without a Python that has torch (scripts/install-torch.sh), the tests
 // that need the store report themselves skipped.
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <future>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
-#include <graphstep/nccl/tcp_store.hpp>
+#include <graphstep/nccl/detail/rendezvous.hpp>
+#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <string>
 #include <thread>
 #include <utility>
@@ -118,7 +118,7 @@ std::string hex(std::vector<std::uint8_t> const& bytes) {
 std::pair<graphstep::nccl_error, std::chrono::steady_clock::duration> connect_failure(
     int port, milliseconds timeout) {
   auto const started = std::chrono::steady_clock::now();
-  auto error = catch_as<graphstep::nccl_error>([&] { gn::tcp_store{"127.0.0.1", port, timeout}; });
+  auto error = catch_as<graphstep::nccl_error>([&] { gn::detail::tcp_store{"127.0.0.1", port, timeout}; });
   return {error, std::chrono::steady_clock::now() - started};
 }
 
@@ -132,8 +132,8 @@ class tcp_store_test : public ::testing::TestWithParam<char const*> {
     server_ = std::make_unique<python_store>(GetParam());
     ASSERT_GT(server_->port(), 0) << "PyTorch's TCPStore did not start";
   }
-  gn::tcp_store client(milliseconds timeout = milliseconds{10000}) const {
-    return gn::tcp_store{"127.0.0.1", server_->port(), timeout};
+  gn::detail::tcp_store client(milliseconds timeout = milliseconds{10000}) const {
+    return gn::detail::tcp_store{"127.0.0.1", server_->port(), timeout};
   }
   std::unique_ptr<python_store> server_;
 };
@@ -192,9 +192,9 @@ TEST_P(tcp_store_test, a_missing_key_is_named_at_the_deadline_and_the_client_sta
 TEST_P(tcp_store_test, keys_and_values_beyond_the_stores_limits_are_refused_before_sending) {
   auto store = client();
   std::string const what = message_of<graphstep::usage_error>(
-      [&] { store.set(std::string(gn::tcp_store_max_key_bytes, 'k'), {1}); });
+      [&] { store.set(std::string(gn::detail::tcp_store_max_key_bytes, 'k'), {1}); });
   EXPECT_NE(what.find("longer than the store accepts"), std::string::npos) << what;
-  EXPECT_THROW(store.set("big", std::vector<std::uint8_t>(gn::tcp_store_max_value_bytes + 1)),
+  EXPECT_THROW(store.set("big", std::vector<std::uint8_t>(gn::detail::tcp_store_max_value_bytes + 1)),
                graphstep::usage_error);
   store.set("still", {2});  // nothing half-sent
   EXPECT_EQ(store.get("still", milliseconds{1000}), std::vector<std::uint8_t>{2});
@@ -208,12 +208,12 @@ TEST_P(tcp_store_test, every_rank_gets_rank_zeros_id_whenever_rank_zero_comes) {
   for (int rank = 1; rank < world; ++rank) {
     ranks.push_back(std::async(std::launch::async, [&, rank] {
       auto store = client();
-      return gn::exchange_unique_id_through_store(store, "job/id/0", rank, {}, milliseconds{10000});
+      return gn::detail::exchange_unique_id_through_store(store, "job/id/0", rank, {}, milliseconds{10000});
     }));
   }
   std::this_thread::sleep_for(milliseconds{200});  // the others wait for rank 0
   auto store = client();
-  EXPECT_EQ(gn::exchange_unique_id_through_store(store, "job/id/0", 0, root), root);
+  EXPECT_EQ(gn::detail::exchange_unique_id_through_store(store, "job/id/0", 0, root), root);
   for (auto& rank : ranks) EXPECT_EQ(rank.get(), root);
 }
 
@@ -221,13 +221,13 @@ TEST_P(tcp_store_test, a_rank_zero_that_never_publishes_is_reported_in_time) {
   auto store = client();
   std::string const what = message_of<graphstep::nccl_error>([&] {
     static_cast<void>(
-        gn::exchange_unique_id_through_store(store, "job/id/absent", 2, {}, milliseconds{300}));
+        gn::detail::exchange_unique_id_through_store(store, "job/id/absent", 2, {}, milliseconds{300}));
   });
   EXPECT_NE(what.find("rank 2 did not receive NCCL's id from rank 0"), std::string::npos) << what;
   store.set("job/id/short", {1, 2, 3});
   std::string const wrong = message_of<graphstep::nccl_error>([&] {
     static_cast<void>(
-        gn::exchange_unique_id_through_store(store, "job/id/short", 1, {}, milliseconds{300}));
+        gn::detail::exchange_unique_id_through_store(store, "job/id/short", 1, {}, milliseconds{300}));
   });
   EXPECT_NE(wrong.find("holds 3 bytes"), std::string::npos) << wrong;
 }
@@ -237,7 +237,7 @@ TEST(tcp_store, no_store_at_the_port_fails_at_the_deadline) {
   int const port = graphstep::testing::closed_port();
   auto const started = std::chrono::steady_clock::now();
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    gn::tcp_store{"127.0.0.1", port, milliseconds{300}};
+    gn::detail::tcp_store{"127.0.0.1", port, milliseconds{300}};
   });
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{3});
   EXPECT_NE(what.find("no store answered at 127.0.0.1:" + std::to_string(port)), std::string::npos)
@@ -246,10 +246,10 @@ TEST(tcp_store, no_store_at_the_port_fails_at_the_deadline) {
 
 TEST(tcp_store, a_peer_that_is_not_a_store_is_named) {
   // graphstep's own rendezvous listens but never answers a store's ping.
-  gn::rendezvous_server not_a_store{0, 2};
+  gn::detail::rendezvous_server not_a_store{0, 2};
   auto const started = std::chrono::steady_clock::now();
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    gn::tcp_store{"127.0.0.1", not_a_store.port(), milliseconds{300}};
+    gn::detail::tcp_store{"127.0.0.1", not_a_store.port(), milliseconds{300}};
   });
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{3});
   EXPECT_NE(what.find("does not answer as a c10d TCPStore"), std::string::npos) << what;
@@ -305,6 +305,6 @@ TEST(tcp_store, a_silent_stranger_is_named_at_the_deadline) {
 }
 
 TEST(tcp_store, bad_arguments) {
-  EXPECT_THROW(gn::tcp_store("127.0.0.1", 0, milliseconds{10}), graphstep::usage_error);
-  EXPECT_THROW(gn::tcp_store("127.0.0.1", 70000, milliseconds{10}), graphstep::usage_error);
+  EXPECT_THROW(gn::detail::tcp_store("127.0.0.1", 0, milliseconds{10}), graphstep::usage_error);
+  EXPECT_THROW(gn::detail::tcp_store("127.0.0.1", 70000, milliseconds{10}), graphstep::usage_error);
 }

@@ -7,14 +7,14 @@
 
 #include <chrono>
 #include <graphstep/nccl/nccl_comm.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
+#include <graphstep/nccl/detail/rendezvous.hpp>
 
 namespace graphstep::nccl {
 
 /// @brief How `communicator_from_environment` makes the communicator.
 struct bootstrap_options {
   /// How long the TCP rendezvous waits for every rank.
-  std::chrono::milliseconds rendezvous_timeout{default_rendezvous_timeout};
+  std::chrono::milliseconds rendezvous_timeout{detail::default_rendezvous_timeout};
   /// The communicator's `nccl_comm_options::slot`.
   int slot{0};
   /// The communicator's `nccl_comm_options::init_timeout`: how long NCCL's own initialization

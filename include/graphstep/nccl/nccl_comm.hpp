@@ -47,10 +47,6 @@ struct nccl_comm_options {
 /// communicator per process where possible.
 class nccl_comm {
  public:
-  /// @brief `communicator_from_environment()` with default options: the launcher's variables
-  /// choose the bootstrap (see `<graphstep/nccl/bootstrap.hpp>`).
-  /// @throws usage_error, nccl_error, no_device_error (as communicator_from_environment)
-  [[nodiscard]] static nccl_comm from_environment();
   /// @brief From an id every rank already has (e.g. broadcast by MPI), on the current device:
   /// `ncclCommInitRankConfig` with `blocking = 0`, then a wait of at most
   /// `options.init_timeout` for every rank to join.

@@ -11,15 +11,15 @@
 #include <cstdint>
 #include <cstring>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
+#include <graphstep/nccl/detail/rendezvous.hpp>
 #include <map>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "detail/socket.hpp"
+#include "socket.hpp"
 
-namespace graphstep::nccl {
+namespace graphstep::nccl::detail {
 namespace {
 
 using clock = detail::socket_clock;
@@ -438,4 +438,4 @@ unique_id_bytes exchange_unique_id(launch_environment const& environment,
                          environment.world_size, timeout, environment.rendezvous_token);
 }
 
-}  // namespace graphstep::nccl
+}  // namespace graphstep::nccl::detail

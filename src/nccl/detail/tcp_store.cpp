@@ -5,13 +5,13 @@
 #include <array>
 #include <cstring>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/tcp_store.hpp>
+#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <random>
 #include <utility>
 
-#include "detail/socket.hpp"
+#include "socket.hpp"
 
-namespace graphstep::nccl {
+namespace graphstep::nccl::detail {
 namespace {
 
 using clock = detail::socket_clock;
@@ -241,4 +241,4 @@ bool tcp_store::wait(std::vector<std::string> const& keys, std::chrono::millisec
   return arrived;
 }
 
-}  // namespace graphstep::nccl
+}  // namespace graphstep::nccl::detail

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
-#include <graphstep/nccl/rendezvous.hpp>
-#include <graphstep/nccl/tcp_store.hpp>
+#include <graphstep/nccl/detail/rendezvous.hpp>
+#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <iostream>
 #include <random>
 #include <string>
@@ -27,13 +27,13 @@ int main(int argc, char** argv) {
     }
     std::random_device entropy;
     std::chrono::seconds const timeout{60};
-    gn::tcp_store check{env.master_addr, env.master_port, timeout};
+    gn::detail::tcp_store check{env.master_addr, env.master_port, timeout};
     for (int exchange = 0; exchange < exchanges; ++exchange) {
       gn::unique_id_bytes drawn{};
       if (env.rank == 0) {
         for (auto& byte : drawn) byte = static_cast<unsigned char>(entropy());
       }
-      gn::unique_id_bytes const id = gn::exchange_unique_id(env, drawn, timeout);
+      gn::unique_id_bytes const id = gn::detail::exchange_unique_id(env, drawn, timeout);
       std::string const received =
           "torchrun_probe/" + env.run_id + "/" + std::to_string(exchange) + "/rank/";
       check.set(received + std::to_string(env.rank), {id.begin(), id.end()});

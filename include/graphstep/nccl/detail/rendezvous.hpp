@@ -1,6 +1,6 @@
 #pragma once
 
-/// @file nccl/rendezvous.hpp
+/// @file nccl/detail/rendezvous.hpp
 /// @brief Exchanges NCCL's 128-byte unique id between the ranks of a job over TCP: through
 /// graphstep's own rendezvous, or, under torchrun, through its agent's c10d store.
 ///
@@ -14,11 +14,11 @@
 #include <chrono>
 #include <cstdint>
 #include <graphstep/nccl/launch_environment.hpp>
-#include <graphstep/nccl/tcp_store.hpp>
+#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 #include <string>
 
-namespace graphstep::nccl {
+namespace graphstep::nccl::detail {
 
 /// @brief Default deadline of a rendezvous.
 inline constexpr std::chrono::milliseconds default_rendezvous_timeout{std::chrono::seconds{120}};
@@ -100,4 +100,4 @@ class rendezvous_server {
     launch_environment const& environment, unique_id_bytes const& root_id,
     std::chrono::milliseconds timeout = default_rendezvous_timeout);
 
-}  // namespace graphstep::nccl
+}  // namespace graphstep::nccl::detail

@@ -1,6 +1,6 @@
 #pragma once
 
-/// @file nccl/tcp_store.hpp
+/// @file nccl/detail/tcp_store.hpp
 /// @brief A client of PyTorch's c10d TCPStore, the key-value store that torchrun's agent serves
 /// at MASTER_ADDR:MASTER_PORT for its workers (TORCHELASTIC_USE_AGENT_STORE=True). graphstep
 /// exchanges NCCL's unique id through it under torchrun, as PyTorch's own process groups do.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace graphstep::nccl {
+namespace graphstep::nccl::detail {
 
 /// @brief The longest key c10d's store accepts (MAX_STRING_LEN), in bytes, with the "/" that
 /// PyTorch's clients put before every key (a key set from Python reads the same here).
@@ -77,4 +77,4 @@ class tcp_store {
   std::chrono::milliseconds io_timeout_;
 };
 
-}  // namespace graphstep::nccl
+}  // namespace graphstep::nccl::detail
