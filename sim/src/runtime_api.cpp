@@ -446,7 +446,7 @@ namespace {
 sim::allocation const* managed_range(void const* address, std::size_t bytes) {
   sim::allocation const* owner = sim::find_allocation(address);
   if (owner == nullptr || !owner->managed || bytes == 0) return nullptr;
-  std::uintptr_t const start = reinterpret_cast<std::uintptr_t>(address);
+  auto const start = reinterpret_cast<std::uintptr_t>(address);
   if (bytes > owner->bytes || start - owner->base > owner->bytes - bytes) return nullptr;
   return owner;
 }
@@ -465,8 +465,7 @@ cudaError_t check_location(cudaMemLocation const& location) {
       return valid_device(location.id) ? cudaSuccess : cudaErrorInvalidDevice;
     case cudaMemLocationTypeHost:
     case cudaMemLocationTypeHostNumaCurrent: return cudaSuccess;
-    case cudaMemLocationTypeHostNuma:
-      return location.id == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemLocationTypeHostNuma: return location.id == 0 ? cudaSuccess : cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }
 }
@@ -486,8 +485,8 @@ cudaError_t cudaMallocManaged(void** pointer, std::size_t bytes, unsigned int fl
   if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
-  if (cudaError_t const error = allocate(pointer, bytes, sim::memory_kind::pinned_host,
-                                         sim::this_thread().device);
+  if (cudaError_t const error =
+          allocate(pointer, bytes, sim::memory_kind::pinned_host, sim::this_thread().device);
       error != cudaSuccess) {
     return error;
   }

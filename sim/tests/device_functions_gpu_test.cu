@@ -105,7 +105,7 @@ struct min_max_results {
   long long ll_min;
   unsigned long long ull_mixed_max;  // max(long long, unsigned long long) as unsigned long long
   int int_max;
-  float float_min_nan;  // min(NaN, x) is x, as fminf
+  float float_min_nan;      // min(NaN, x) is x, as fminf
   double float_double_max;  // max(float, double) is a double
 };
 
@@ -230,7 +230,8 @@ __global__ void sum_after_lower_threads_return(int const* in, int* out, int* cou
 __global__ void warp_sum_after_upper_warps_return(int const* in, int* out) {
   if (threadIdx.x >= 32) return;
   int value = in[threadIdx.x];
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffU, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xffffffffU, value, offset);
   __syncthreads();
   if (threadIdx.x == 0) *out = value;
 }
@@ -249,7 +250,8 @@ TEST_F(device_functions, a_block_reduction_whose_upper_threads_return_before_the
   std::vector<float> const sums = read_back(out, blocks);
   for (int b = 0; b < blocks; ++b) {
     double const first = 1.0 + b * reduction_threads;
-    double const expected = reduction_threads * first + reduction_threads * (reduction_threads - 1) / 2.0;
+    double const expected =
+        reduction_threads * first + reduction_threads * (reduction_threads - 1) / 2.0;
     EXPECT_EQ(static_cast<double>(sums[static_cast<std::size_t>(b)]), expected) << "block " << b;
   }
   GRAPHSTEP_CUDA_TRY(cudaFree(in));
@@ -277,13 +279,15 @@ TEST_F(device_functions, barriers_complete_when_the_lower_threads_and_whole_warp
   GRAPHSTEP_CUDA_TRY(cudaFree(out));
 }
 
-// --- kernel attributes: more dynamic shared memory ------------------------------------------------
+// --- kernel attributes: more dynamic shared memory
+// ------------------------------------------------
 
 constexpr int large_shared_ints = 25 * 1024;  // 100 KiB: above the default 48 KiB
 
 __global__ void reverse_through_large_shared(int const* in, int* out) {
   extern __shared__ int staged[];
-  for (int i = static_cast<int>(threadIdx.x); i < large_shared_ints; i += blockDim.x) staged[i] = in[i];
+  for (int i = static_cast<int>(threadIdx.x); i < large_shared_ints; i += blockDim.x)
+    staged[i] = in[i];
   __syncthreads();
   for (int i = static_cast<int>(threadIdx.x); i < large_shared_ints; i += blockDim.x) {
     out[i] = staged[large_shared_ints - 1 - i];
@@ -315,9 +319,9 @@ TEST_F(device_functions, a_kernel_that_sets_its_dynamic_shared_memory_limit_laun
     ASSERT_EQ(got[static_cast<std::size_t>(i)], large_shared_ints - 1 - i) << "element " << i;
   }
   // The C form, through the kernel's address, reaches the same setting.
-  GRAPHSTEP_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<void const*>(&reverse_through_large_shared),
-                                          cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared));
+  GRAPHSTEP_CUDA_TRY(cudaFuncSetAttribute(
+      reinterpret_cast<void const*>(&reverse_through_large_shared),
+      cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   GRAPHSTEP_CUDA_TRY(cudaFuncGetAttributes(&attributes, reverse_through_large_shared));
   EXPECT_EQ(attributes.preferredShmemCarveout, 100);
   GRAPHSTEP_CUDA_TRY(cudaFree(in));
@@ -331,8 +335,9 @@ __global__ void no_op() {}
 TEST_F(device_functions, kernel_attributes_out_of_range_are_refused) {
   int optin = 0;
   GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  expect_refused(cudaFuncSetAttribute(no_op, cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
-                 cudaErrorInvalidValue);
+  expect_refused(
+      cudaFuncSetAttribute(no_op, cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
+      cudaErrorInvalidValue);
   expect_refused(cudaFuncSetAttribute(no_op, cudaFuncAttributeMaxDynamicSharedMemorySize, -1),
                  cudaErrorInvalidValue);
   expect_refused(cudaFuncSetAttribute(no_op, cudaFuncAttributePreferredSharedMemoryCarveout, 101),
@@ -434,7 +439,8 @@ TEST_F(device_functions, managed_memory_calls_refuse_what_the_documentation_excl
   GRAPHSTEP_CUDA_TRY(cudaFree(data));
 }
 
-// --- profiler control and executable graph flags ---------------------------------------------------
+// --- profiler control and executable graph flags
+// ---------------------------------------------------
 
 TEST_F(device_functions, profiler_start_and_stop_succeed) {
   EXPECT_EQ(cudaProfilerStart(), cudaSuccess);

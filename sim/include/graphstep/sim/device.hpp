@@ -56,7 +56,7 @@ void sync_block();
 int sync_block_count(int predicate);
 void sync_warp(unsigned mask);
 unsigned lane_id() noexcept;
-void* warp_slot(unsigned lane) noexcept;  // 16 bytes per lane, for warp-level exchanges
+void* warp_slot(unsigned lane) noexcept;   // 16 bytes per lane, for warp-level exchanges
 bool lane_exited(unsigned lane) noexcept;  // the lane does not exist or its thread has exited
 // A kernel fault if a warp exchange reads lane `source`, other than the caller, and it has exited.
 void check_exchange_source(unsigned source);
@@ -122,7 +122,7 @@ T atomic_update_bits(T* address, Update update) {
   auto* const word = reinterpret_cast<bits*>(address);
   bits expected = __atomic_load_n(word, __ATOMIC_RELAXED);
   for (;;) {
-    T old;  // the CUDA types define their copy assignment: copied as bytes
+    T old{};  // the CUDA types define their copy assignment: copied as bytes
     std::memcpy(static_cast<void*>(&old), &expected, sizeof(T));
     T const next = update(old);
     bits desired;
@@ -285,8 +285,9 @@ inline __half atomicAdd(__half* address, __half value) {
     return __float2half_rn(__half2float(old) + __half2float(value));
   });
 }
+// NOLINTNEXTLINE(performance-unnecessary-value-param): CUDA's signature
 inline __half2 atomicAdd(__half2* address, __half2 value) {
-  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__half2 old) {
+  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__half2 const& old) {
     return __floats2half2_rn(__low2float(old) + __low2float(value),
                              __high2float(old) + __high2float(value));
   });
@@ -296,8 +297,9 @@ inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 value) {
     return __float2bfloat16_rn(__bfloat162float(old) + __bfloat162float(value));
   });
 }
+// NOLINTNEXTLINE(performance-unnecessary-value-param): CUDA's signature
 inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 value) {
-  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__nv_bfloat162 old) {
+  return ::graphstep::sim::detail::atomic_update_bits(address, [value](__nv_bfloat162 const& old) {
     return __floats2bfloat162_rn(__low2float(old) + __low2float(value),
                                  __high2float(old) + __high2float(value));
   });
@@ -373,22 +375,22 @@ struct identity {
 };
 }  // namespace graphstep::sim::detail
 
-#define GRAPHSTEP_SIM_CACHE_HINTED_LOAD(name)                                             \
-  template <typename T>                                                                   \
-  ::graphstep::sim::detail::cache_hinted_t<T> name(T const* address) {                    \
-    return *address;                                                                      \
+#define GRAPHSTEP_SIM_CACHE_HINTED_LOAD(name)                          \
+  template <typename T>                                                \
+  ::graphstep::sim::detail::cache_hinted_t<T> name(T const* address) { \
+    return *address;                                                   \
   }
-#define GRAPHSTEP_SIM_CACHE_HINTED_STORE(name)                                               \
-  template <typename T, typename = ::graphstep::sim::detail::cache_hinted_t<T>>              \
-  void name(T* address, typename ::graphstep::sim::detail::identity<T>::type value) {        \
-    *address = value;                                                                        \
+#define GRAPHSTEP_SIM_CACHE_HINTED_STORE(name)                                        \
+  template <typename T, typename = ::graphstep::sim::detail::cache_hinted_t<T>>       \
+  void name(T* address, typename ::graphstep::sim::detail::identity<T>::type value) { \
+    *address = value;                                                                 \
   }
-GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldg)   // ld.global.nc
-GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcg)  // ld.global.cg: cache in L2, not L1
-GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldca)  // ld.global.ca: cache at all levels
-GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcs)  // ld.global.cs: streaming, likely accessed once
-GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldlu)  // ld.global.lu: last use
-GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcv)  // ld.global.cv: do not cache, fetch again
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldg)    // ld.global.nc
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcg)   // ld.global.cg: cache in L2, not L1
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldca)   // ld.global.ca: cache at all levels
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcs)   // ld.global.cs: streaming, likely accessed once
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldlu)   // ld.global.lu: last use
+GRAPHSTEP_SIM_CACHE_HINTED_LOAD(__ldcv)   // ld.global.cv: do not cache, fetch again
 GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stwb)  // st.global.wb: write back
 GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stcg)  // st.global.cg: cache in L2, not L1
 GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stcs)  // st.global.cs: streaming
@@ -400,14 +402,14 @@ GRAPHSTEP_SIM_CACHE_HINTED_STORE(__stwt)  // st.global.wt: write through to syst
 // crt/math_functions.hpp, which nvcc provides in device and host code): a mixed signed and
 // unsigned pair compares as the unsigned type, a float with a double as doubles. The host
 // compiler has only std::min and std::max, which refuse mixed types. --------------------------
-#define GRAPHSTEP_SIM_MIN_MAX(result, a_type, b_type)                                       \
-  inline result min(a_type a, b_type b) {                                                   \
-    return static_cast<result>(a) < static_cast<result>(b) ? static_cast<result>(a)        \
-                                                           : static_cast<result>(b);       \
-  }                                                                                         \
-  inline result max(a_type a, b_type b) {                                                   \
-    return static_cast<result>(a) < static_cast<result>(b) ? static_cast<result>(b)        \
-                                                           : static_cast<result>(a);       \
+#define GRAPHSTEP_SIM_MIN_MAX(result, a_type, b_type)                                \
+  inline result min(a_type a, b_type b) {                                            \
+    return static_cast<result>(a) < static_cast<result>(b) ? static_cast<result>(a)  \
+                                                           : static_cast<result>(b); \
+  }                                                                                  \
+  inline result max(a_type a, b_type b) {                                            \
+    return static_cast<result>(a) < static_cast<result>(b) ? static_cast<result>(b)  \
+                                                           : static_cast<result>(a); \
   }
 GRAPHSTEP_SIM_MIN_MAX(int, int, int)
 GRAPHSTEP_SIM_MIN_MAX(unsigned, unsigned, unsigned)
