@@ -108,7 +108,7 @@ class mlp {
                                             {b1_, db1_, std::size_t(hidden)},
                                             {w2_, dw2_, std::size_t(d_out) * hidden},
                                             {b2_, db2_, std::size_t(d_out)}},
-                 gt::sgd_options{}, schedule, stream);
+                 gt::sgd_options{}, schedule, gt::gradient_scaling{}, stream);
     stream.synchronize();
   }
 

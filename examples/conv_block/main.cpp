@@ -244,7 +244,7 @@ int run() {
   reset_weights();
   std::vector<float> eager;
   {
-    gt::sgd optimizer{parameters, options, schedule, stream};
+    gt::sgd optimizer{parameters, options, schedule, {}, stream};
     for (int i = 0; i < steps; ++i) {
       forward_backward(m, mse, stream);
       optimizer.step(stream);
@@ -254,7 +254,7 @@ int run() {
 
   // Graphed: the same code, captured once, replayed every step.
   reset_weights();
-  gt::sgd optimizer{parameters, options, schedule, stream};
+  gt::sgd optimizer{parameters, options, schedule, {}, stream};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool,
                       [&] {

@@ -74,7 +74,7 @@ int run() {
   // The loss is a mean over the elements, so its gradient carries a 1/elements factor.
   gt::lr_schedule schedule;
   schedule.base = 0.25F * static_cast<float>(elements);
-  gt::sgd optimizer{parameters, gt::sgd_options{0.5F}, schedule, stream};
+  gt::sgd optimizer{parameters, gt::sgd_options{0.5F}, schedule, {}, stream};
   gn::bucketed_all_reduce reducer{view, gradients, plan, gs::dtype::float32};
 
   auto train_step = [&] {

@@ -1,6 +1,6 @@
-// Multi-tensor SGD and Adam/AdamW: one launch updates every parameter tensor, one block per
-// chunk of the table planned on the host. Learning rate, step count and loss scale are read
-// from device memory, so a captured step follows them without re-capture.
+// Multi-tensor SGD and Adam: one launch updates every parameter tensor, one block per chunk of
+// the table planned on the host. Learning rate, step count, loss scale and whether the step is
+// skipped are read from device memory, so a captured step follows them without re-capture.
 
 #include <cuda_runtime_api.h>
 
@@ -14,12 +14,18 @@ namespace {
 
 constexpr int update_threads = 256;
 
-__global__ void advance_step_kernel(optimizer_device_state* state) {
+__global__ void advance_step_kernel(optimizer_device_state* state, float const* loss_scale,
+                                    unsigned int const* all_finite) {
+  bool const skip = all_finite != nullptr && *all_finite == 0;
+  state->skipped = skip ? 1U : 0U;
+  if (skip) return;  // as GradScaler skips optimizer.step(): the step count stays
+  state->inv_loss_scale = loss_scale != nullptr ? 1.0F / *loss_scale : 1.0F;
   state->step += 1;
 }
 
 __global__ void sgd_kernel(tensor_slot const* slots, train::tensor_chunk const* chunks,
                            optimizer_device_state const* state, train::sgd_options options) {
+  if (state->skipped != 0) return;
   train::tensor_chunk const chunk = chunks[blockIdx.x];
   tensor_slot const slot = slots[chunk.tensor];
   std::int64_t const step = state->step;
@@ -42,6 +48,7 @@ __global__ void sgd_kernel(tensor_slot const* slots, train::tensor_chunk const* 
 
 __global__ void adam_kernel(tensor_slot const* slots, train::tensor_chunk const* chunks,
                             optimizer_device_state const* state, train::adam_options options) {
+  if (state->skipped != 0) return;
   train::tensor_chunk const chunk = chunks[blockIdx.x];
   tensor_slot const slot = slots[chunk.tensor];
   std::int64_t const step = state->step;
@@ -64,8 +71,9 @@ __global__ void adam_kernel(tensor_slot const* slots, train::tensor_chunk const*
 
 }  // namespace
 
-void launch_advance_step(optimizer_device_state* state, cuda::stream_view stream) {
-  advance_step_kernel<<<1, 1, 0, stream.value()>>>(state);
+void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
+                         cuda::stream_view stream) {
+  advance_step_kernel<<<1, 1, 0, stream.value()>>>(state, scaling.loss_scale, scaling.all_finite);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 

@@ -17,9 +17,9 @@ namespace graphstep::train::detail {
 /// Per-optimizer values that change from step to step; they live in device memory and the
 /// captured kernels read them, so replays follow them without re-capture.
 struct optimizer_device_state {
-  std::int64_t step{0};        // steps taken; the captured step advances it before the update
-  float inv_loss_scale{0.0F};  // gradients are multiplied by it
-  float reserved{0.0F};
+  std::int64_t step{0};       // steps taken; the captured step advances it before the update
+  float inv_loss_scale{1.0F};  // this step's gradients are multiplied by it
+  std::uint32_t skipped{0};    // 1: this step is skipped (its gradients were not all finite)
   train::lr_schedule schedule;
 };
 
@@ -32,7 +32,10 @@ struct tensor_slot {
   std::uint64_t count;
 };
 
-void launch_advance_step(optimizer_device_state* state, cuda::stream_view stream);
+/// Decides the step on the device: skipped when `all_finite` reads 0 (the step count stays),
+/// else the step count advances and the inverse loss scale is 1 / *loss_scale (1 without one).
+void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
+                         cuda::stream_view stream);
 void launch_sgd(tensor_slot const* slots, train::tensor_chunk const* chunks,
                 std::size_t chunk_count, optimizer_device_state const* state,
                 train::sgd_options const& options, cuda::stream_view stream);

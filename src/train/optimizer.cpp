@@ -48,12 +48,13 @@ table_plan checked_plan(std::vector<parameter> const& parameters, lr_schedule co
 class multi_tensor_optimizer {
  public:
   multi_tensor_optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                         lr_schedule const& schedule, cuda::stream_view stream,
-                         cuda::memory_resource& resource)
+                         lr_schedule const& schedule, gradient_scaling const& scaling,
+                         cuda::stream_view stream, cuda::memory_resource& resource)
       : multi_tensor_optimizer{checked_plan(parameters, schedule, stream),
                                parameters,
                                state_buffers,
                                schedule,
+                               scaling,
                                stream,
                                resource} {}
 
@@ -67,13 +68,6 @@ class multi_tensor_optimizer {
     validate(schedule);
     expect_not_capturing(stream, "set_schedule");
     host_state_.schedule = schedule;
-    write_state_tail(stream);
-  }
-
-  void set_inv_loss_scale(float inv_loss_scale, cuda::stream_view stream) {
-    GRAPHSTEP_EXPECTS(inv_loss_scale > 0.0F, "optimizer: the inverse loss scale must be positive");
-    expect_not_capturing(stream, "set_inv_loss_scale");
-    host_state_.inv_loss_scale = inv_loss_scale;
     write_state_tail(stream);
   }
 
@@ -95,13 +89,16 @@ class multi_tensor_optimizer {
     return static_cast<tensor_chunk const*>(chunks_.data());
   }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_count_; }
+  [[nodiscard]] gradient_scaling const& scaling() const noexcept { return scaling_; }
 
  private:
   // One allocation per purpose, checked and planned first (see checked_plan).
   multi_tensor_optimizer(table_plan const& plan, std::vector<parameter> const& parameters,
-                         int state_buffers, lr_schedule const& schedule, cuda::stream_view stream,
+                         int state_buffers, lr_schedule const& schedule,
+                         gradient_scaling const& scaling, cuda::stream_view stream,
                          cuda::memory_resource& resource)
-      : host_state_{0, 1.0F, 0.0F, schedule},
+      : host_state_{0, 1.0F, 0U, schedule},
+        scaling_{scaling},
         state_{sizeof(optimizer_device_state), stream, resource},
         slots_{sizeof(tensor_slot) * parameters.size(), stream, resource},
         chunks_{sizeof(tensor_chunk) * plan.chunks.size(), stream, resource},
@@ -142,9 +139,9 @@ class multi_tensor_optimizer {
                           " inside a capture would freeze the value into the graph; call it "
                           "between replays");
   }
-  // Everything but the step count, which belongs to the device.
+  // The schedule: the rest belongs to the device.
   void write_state_tail(cuda::stream_view stream) {
-    constexpr std::size_t skip = offsetof(optimizer_device_state, inv_loss_scale);
+    constexpr std::size_t skip = offsetof(optimizer_device_state, schedule);
     auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
     auto* to = reinterpret_cast<unsigned char*>(state()) + skip;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice,
@@ -153,6 +150,7 @@ class multi_tensor_optimizer {
   }
 
   optimizer_device_state host_state_{};
+  gradient_scaling scaling_;
   cuda::device_buffer state_;    // optimizer_device_state
   cuda::device_buffer slots_;    // tensor_slot, one per parameter
   cuda::device_buffer chunks_;   // tensor_chunk
@@ -175,10 +173,10 @@ int state_buffers(adam_options const& options) {
 }  // namespace
 
 optimizer::optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                     lr_schedule const& schedule, cuda::stream_view stream,
-                     cuda::memory_resource& resource)
+                     lr_schedule const& schedule, gradient_scaling const& scaling,
+                     cuda::stream_view stream, cuda::memory_resource& resource)
     : impl_{std::make_unique<detail::multi_tensor_optimizer>(parameters, state_buffers, schedule,
-                                                             stream, resource)} {}
+                                                             scaling, stream, resource)} {}
 optimizer::~optimizer() = default;
 optimizer::optimizer(optimizer&&) noexcept = default;
 optimizer& optimizer::operator=(optimizer&&) noexcept = default;
@@ -189,22 +187,20 @@ detail::multi_tensor_optimizer& optimizer::impl() const {
 }
 
 void optimizer::step(cuda::stream_view stream) {
-  detail::launch_advance_step(impl().state(), stream);
+  detail::launch_advance_step(impl().state(), impl().scaling(), stream);
   launch_update(stream);
 }
 void optimizer::set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
   impl().set_schedule(schedule, stream);
-}
-void optimizer::set_inv_loss_scale(float inv_loss_scale, cuda::stream_view stream) {
-  impl().set_inv_loss_scale(inv_loss_scale, stream);
 }
 std::int64_t optimizer::steps_taken(cuda::stream_view stream) const {
   return impl().steps_taken(stream);
 }
 
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-         lr_schedule const& schedule, cuda::stream_view stream, cuda::memory_resource& resource)
-    : optimizer{parameters, state_buffers(options), schedule, stream, resource},
+         lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+         cuda::memory_resource& resource)
+    : optimizer{parameters, state_buffers(options), schedule, scaling, stream, resource},
       options_{options} {}
 
 void sgd::launch_update(cuda::stream_view stream) {
@@ -214,8 +210,9 @@ void sgd::launch_update(cuda::stream_view stream) {
 }
 
 adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
-           lr_schedule const& schedule, cuda::stream_view stream, cuda::memory_resource& resource)
-    : optimizer{parameters, state_buffers(options), schedule, stream, resource},
+           lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+           cuda::memory_resource& resource)
+    : optimizer{parameters, state_buffers(options), schedule, scaling, stream, resource},
       options_{options} {}
 
 void adam::launch_update(cuda::stream_view stream) {

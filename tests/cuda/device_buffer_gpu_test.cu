@@ -239,7 +239,7 @@ TEST_F(device_buffer_pool_test, the_training_parts_take_their_memory_from_a_pool
     gs::train::mse_loss const loss{n, *stream_, pool};
     std::size_t const with_loss = pool.statistics().bytes_in_use;
     EXPECT_GT(with_loss, with_rng);
-    gs::train::adam const adam{{p}, {}, {}, *stream_, pool};
+    gs::train::adam const adam{{p}, {}, {}, {}, *stream_, pool};
     // Two state buffers of n floats each, and the tables.
     EXPECT_GE(pool.statistics().bytes_in_use, with_loss + 2 * sizeof(float) * n);
     EXPECT_EQ(adam.steps_taken(*stream_), 0);

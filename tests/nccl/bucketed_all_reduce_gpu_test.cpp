@@ -55,7 +55,7 @@ struct replica {
     }
     gt::lr_schedule schedule;
     schedule.base = 0.5F;
-    optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, stream);
+    optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, gt::gradient_scaling{}, stream);
     reducer.emplace(comm, gradients, plan, gs::dtype::float32);
   }
   float* gradient(std::size_t t) const { return gradients + plan.offsets[t] / sizeof(float); }

@@ -79,7 +79,7 @@ TEST_F(train_test, sgd_with_momentum_matches_the_reference_over_many_tensors) {
     buffers.emplace_back(n, 0.0);
     params.push_back({upload(values.back()), upload(grads.back()), n});
   }
-  gt::sgd optimizer{params, options, schedule, *stream_};
+  gt::sgd optimizer{params, options, schedule, {}, *stream_};
   for (int step = 1; step <= 3; ++step) {
     optimizer.step(*stream_);
     for (std::size_t t = 0; t < sizes.size(); ++t) {
@@ -105,7 +105,7 @@ TEST_F(train_test, adam_with_l2_decay_matches_the_reference) {
   std::vector<double> m(n, 0.0);
   std::vector<double> v(n, 0.0);
   gt::parameter const p{upload(values), upload(grads), n};
-  gt::adam optimizer{{p}, options, schedule, *stream_};
+  gt::adam optimizer{{p}, options, schedule, {}, *stream_};
   for (int step = 1; step <= 5; ++step) {
     optimizer.step(*stream_);
     gt::reference::adam_step(values, grads, m, v, options, schedule.base, step);
@@ -113,7 +113,11 @@ TEST_F(train_test, adam_with_l2_decay_matches_the_reference) {
   EXPECT_LT(max_relative_error(download(p.value, n), values), 1e-5);
 }
 
-TEST_F(train_test, a_captured_step_follows_the_schedule_and_the_loss_scale) {
+// The loss scale and the found-finite flag are read from device memory on every replay, as a
+// loss_scaler leaves them: a scale changed between replays is applied from the next one, and a
+// step whose flag reads 0 changes nothing, its step count included (so the schedule does not
+// move either).
+TEST_F(train_test, a_captured_step_follows_the_schedule_the_loss_scale_and_skips) {
   std::mt19937 rng{13};
   std::size_t const n = 4096;
   gt::lr_schedule schedule;
@@ -125,17 +129,32 @@ TEST_F(train_test, a_captured_step_follows_the_schedule_and_the_loss_scale) {
   auto const grads = random(n, rng);
   std::vector<double> unused(n, 0.0);
   gt::parameter const p{upload(values), upload(grads), n};
-  gt::sgd optimizer{{p}, {}, schedule, *stream_};
+  float* const loss_scale = upload({1.0});
+  auto* const all_finite = reinterpret_cast<unsigned int*>(upload({0.0}));
+  unsigned int const finite = 1;
+  unsigned int const not_finite = 0;
+  gs::testing::copy_to_device(all_finite, &finite, sizeof finite);
+  gt::sgd optimizer{{p}, {}, schedule, {loss_scale, all_finite}, *stream_};
+  // Written in the replays' stream order, as a loss_scaler's own kernels would.
+  auto const write = [&](void* device, void const* host, std::size_t bytes) {
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_->get()));
+  };
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
-  for (int i = 1; i <= 10; ++i) {
-    double inv_scale = 1.0;
+  std::int64_t taken = 0;
+  for (int i = 1; i <= 12; ++i) {
     if (i == 6) {
-      optimizer.set_inv_loss_scale(0.5F, *stream_);  // changed between replays
+      float const two = 2.0F;  // changed between replays (a pageable copy is staged at once)
+      write(loss_scale, &two, sizeof two);
     }
-    if (i >= 6) inv_scale = 0.5;
+    bool const skipped = i == 4 || i == 9;
+    write(all_finite, skipped ? &not_finite : &finite, sizeof finite);
     step.replay(*stream_);
-    gt::reference::sgd_step(values, grads, unused, {}, schedule.at(i), i, inv_scale);
+    if (skipped) continue;
+    ++taken;
+    gt::reference::sgd_step(values, grads, unused, {}, schedule.at(taken), taken,
+                            i >= 6 ? 0.5 : 1.0);
   }
   EXPECT_EQ(optimizer.steps_taken(*stream_), 10);
   EXPECT_LT(max_relative_error(download(p.value, n), values), 1e-5);
@@ -171,8 +190,8 @@ TEST_F(train_test, mse_matches_the_reference_and_is_bitwise_reproducible) {
 }
 
 TEST_F(train_test, bad_arguments_are_usage_errors) {
-  EXPECT_THROW(gt::sgd({}, {}, {}, *stream_), gs::usage_error);
-  EXPECT_THROW(gt::sgd({{nullptr, nullptr, 4}}, {}, {}, *stream_), gs::usage_error);
+  EXPECT_THROW(gt::sgd({}, {}, {}, {}, *stream_), gs::usage_error);
+  EXPECT_THROW(gt::sgd({{nullptr, nullptr, 4}}, {}, {}, {}, *stream_), gs::usage_error);
   EXPECT_THROW(gt::mse_loss(0, *stream_), gs::usage_error);
 }
 
@@ -186,7 +205,7 @@ TEST_F(train_test, construction_inside_a_capture_is_a_usage_error) {
   std::vector<std::string> refused;
   gs::graphs::capture(g, *stream_, [&] {
     using gs::testing::message_of;
-    refused.push_back(message_of([&] { gt::sgd{parameters, {}, {}, *stream_}; }));
+    refused.push_back(message_of([&] { gt::sgd{parameters, {}, {}, {}, *stream_}; }));
     refused.push_back(message_of([&] { gt::mse_loss{2, *stream_}; }));
     refused.push_back(message_of([&] { gs::train::capture_safe_rng{7, *stream_}; }));
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradient, 0, sizeof(float), stream_->get()));

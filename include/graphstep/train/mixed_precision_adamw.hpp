@@ -30,18 +30,6 @@ struct mixed_parameter {
   std::uint32_t group{0};  ///< index into the groups given to the optimizer
 };
 
-/// @brief Device values the step reads for the loss scale; either may be null.
-struct gradient_scaling {
-  /// The loss scale the gradients carry (e.g. `loss_scaler::scale()` after
-  /// `loss_scaler::check`): they are multiplied by its inverse in fp32 as they are read, before
-  /// clipping. Null when they are unscaled already (e.g. by `loss_scaler::unscale`); giving
-  /// both unscales twice.
-  float const* loss_scale{nullptr};
-  /// A found-finite flag (e.g. `loss_scaler::all_finite()`): when it reads 0 the whole step is
-  /// skipped on the device, the step count included, as GradScaler skips `optimizer.step()`.
-  unsigned int const* all_finite{nullptr};
-};
-
 namespace detail {
 struct mixed_adamw_plan;  // what the constructor checks and plans before it allocates
 }

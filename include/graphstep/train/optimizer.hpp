@@ -30,10 +30,13 @@ class multi_tensor_optimizer;
 /// launches per step (advance the device step count, then one multi-tensor update), so a
 /// captured step costs two nodes however many tensors there are.
 ///
-/// The step count, the learning-rate schedule and the inverse loss scale live in device memory
-/// and the kernels read them: a captured `step()` follows the schedule on every replay instead
-/// of freezing the learning rate of the capture. Construct before capturing (it allocates and
-/// uploads); `step()` is capturable; change the schedule or loss scale between replays.
+/// The step count and the learning-rate schedule live in device memory and the kernels read
+/// them: a captured `step()` follows the schedule on every replay instead of freezing the
+/// learning rate of the capture. The loss scale is read as `mixed_precision_adamw` reads it
+/// (`gradient_scaling`): each step multiplies the gradients by 1 / `*loss_scale`, and is
+/// skipped on the device, step count included, when `*all_finite` reads 0 (a `loss_scaler`'s
+/// `scale()` and `all_finite()` after its `check`). Construct before capturing (it allocates and
+/// uploads); `step()` is capturable; change the schedule between replays.
 ///
 /// Its tables and state buffers come from the resource given to the constructor (a
 /// `memory::memory_pool` counts them in its budget) and go back to it on the constructor's
@@ -51,9 +54,6 @@ class optimizer {
   /// @brief Replaces the schedule from the next step on. Not during a capture.
   /// @throws usage_error (invalid schedule, capturing stream)
   void set_schedule(lr_schedule const& schedule, cuda::stream_view stream);
-  /// @brief Gradients are multiplied by `inv_loss_scale` from the next step on. Not during a
-  /// capture.
-  void set_inv_loss_scale(float inv_loss_scale, cuda::stream_view stream);
   /// @brief Steps taken so far, read from the device (synchronizes `stream`).
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const;
 
@@ -61,7 +61,8 @@ class optimizer {
   /// @throws usage_error (no parameter, null pointers, an empty tensor, bad schedule, a
   /// capturing stream), out_of_memory, no_device_error, cuda_error
   optimizer(std::vector<parameter> const& parameters, int state_buffers,
-            lr_schedule const& schedule, cuda::stream_view stream, cuda::memory_resource& resource);
+            lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+            cuda::memory_resource& resource);
   [[nodiscard]] detail::multi_tensor_optimizer& impl() const;
 
  private:
@@ -76,7 +77,7 @@ class sgd final : public optimizer {
   /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,
   /// cuda_error
   sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-      lr_schedule const& schedule, cuda::stream_view stream,
+      lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
       cuda::memory_resource& resource = cuda::default_resource());
 
  private:
@@ -91,7 +92,7 @@ class adam final : public optimizer {
   /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,
   /// cuda_error
   adam(std::vector<parameter> const& parameters, adam_options const& options,
-       lr_schedule const& schedule, cuda::stream_view stream,
+       lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
        cuda::memory_resource& resource = cuda::default_resource());
 
  private:
