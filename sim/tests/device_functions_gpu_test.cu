@@ -236,6 +236,30 @@ __global__ void warp_sum_after_upper_warps_return(int const* in, int* out) {
   if (threadIdx.x == 0) *out = value;
 }
 
+// The upper half of the warp returns; the lanes left vote and see who is active. "All
+// non-exited threads named in mask must execute the same intrinsic" (Programming Guide, "Warp
+// Vote Functions"): exited lanes vote 0.
+__global__ void vote_after_upper_lanes_return(unsigned* out) {
+  if (threadIdx.x >= 16) return;
+  unsigned const voted = __ballot_sync(0xffffffffU, 1);
+  unsigned const active = __activemask();
+  if (threadIdx.x == 0) {
+    out[0] = voted;
+    out[1] = active;
+  }
+}
+
+TEST_F(device_functions, exited_lanes_vote_zero_and_are_not_active) {
+  unsigned* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 2 * sizeof(unsigned)));
+  vote_after_upper_lanes_return<<<1, 32>>>(out);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<unsigned> const got = read_back(out, 2);
+  EXPECT_EQ(got[0], 0xFFFFU);
+  EXPECT_EQ(got[1], 0xFFFFU);
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
 TEST_F(device_functions, a_block_reduction_whose_upper_threads_return_before_the_barrier_sums) {
   constexpr int blocks = 3;
   std::vector<float> host(static_cast<std::size_t>(blocks * reduction_threads));
