@@ -71,7 +71,6 @@
 #include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/mse_loss.hpp>
-#include <graphstep/train/multi_tensor.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 #include <graphstep/train/philox.hpp>

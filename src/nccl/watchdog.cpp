@@ -71,7 +71,7 @@ void watchdog::launched(cuda::stream_view stream, std::int64_t step) {
 void watchdog::inspect() {
   auto& state = detail::comm_access::state(comm_);
   if (state.aborted()) return;
-  watchdog_observation seen;
+  detail::watchdog_observation seen;
   seen.rank = comm_.rank();
   try {
     while (!pending_.empty() && pending_.front().second.query()) {
@@ -91,9 +91,9 @@ void watchdog::inspect() {
       state.async_error(std::chrono::milliseconds{10}).value_or(ncclSuccess);
   deadline_.call_in_progress(async_error == ncclInProgress);
   if (async_error == ncclInProgress) {
-    seen.async = async_state::in_progress;
+    seen.async = detail::async_state::in_progress;
   } else if (async_error != ncclSuccess) {
-    seen.async = async_state::failed;
+    seen.async = detail::async_state::failed;
     seen.async_result =
         std::string{graphstep::detail::nccl_result_name(static_cast<int>(async_error))} + " (" +
         ncclGetErrorString(async_error) + ")";
@@ -101,7 +101,7 @@ void watchdog::inspect() {
   seen.overdue = deadline_.overdue(seen.rank);
   seen.outstanding = pending_.size();
   if (!pending_.empty()) seen.oldest_outstanding = pending_.front().first;
-  if (std::string const reason = watchdog_verdict(seen); !reason.empty()) {
+  if (std::string const reason = detail::watchdog_verdict(seen); !reason.empty()) {
     state.abort("watchdog: " + reason);
   }
 }

@@ -6,7 +6,7 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/loss_scaler.hpp>
-#include <graphstep/train/multi_tensor.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <string>
 #include <vector>
 
@@ -15,6 +15,9 @@
 
 namespace graphstep::train {
 namespace {
+
+using detail::plan_chunks;
+using detail::tensor_chunk;
 
 // Checked before anything is allocated.
 std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gradients,

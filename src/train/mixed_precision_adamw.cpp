@@ -7,7 +7,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
-#include <graphstep/train/multi_tensor.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -20,6 +20,8 @@ namespace {
 
 using detail::mixed_adamw_device_state;
 using detail::mixed_tensor_slot;
+using detail::plan_chunks;
+using detail::tensor_chunk;
 
 // What a checkpoint keeps of the device state: the rest is derived each step, or configuration.
 struct saved_counters {

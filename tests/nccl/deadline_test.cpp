@@ -6,14 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/deadline.hpp>
+#include <graphstep/nccl/detail/deadline.hpp>
 #include <string>
 
 namespace gn = graphstep::nccl;
 
 TEST(deadline_tracker, times_out_only_past_the_deadline) {
   auto now = std::chrono::steady_clock::time_point{};
-  gn::deadline_tracker tracker{std::chrono::milliseconds{500}, [&] { return now; }};
+  gn::detail::deadline_tracker tracker{std::chrono::milliseconds{500}, [&] { return now; }};
   EXPECT_FALSE(tracker.overdue(0));
   tracker.started(41);
   now += std::chrono::milliseconds{499};
@@ -25,12 +25,12 @@ TEST(deadline_tracker, times_out_only_past_the_deadline) {
   EXPECT_NE(late->find("501 ms"), std::string::npos) << *late;
   tracker.finished();
   EXPECT_FALSE(tracker.overdue(3));
-  EXPECT_THROW(gn::deadline_tracker(std::chrono::milliseconds{0}), graphstep::usage_error);
+  EXPECT_THROW(gn::detail::deadline_tracker(std::chrono::milliseconds{0}), graphstep::usage_error);
 }
 
 TEST(deadline_tracker, a_call_in_progress_past_the_deadline_is_overdue) {
   auto now = std::chrono::steady_clock::time_point{};
-  gn::deadline_tracker tracker{std::chrono::milliseconds{200}, [&] { return now; }};
+  gn::detail::deadline_tracker tracker{std::chrono::milliseconds{200}, [&] { return now; }};
   tracker.call_in_progress(true);
   now += std::chrono::milliseconds{150};
   tracker.call_in_progress(true);  // still the same wait: measured from the first look
@@ -49,7 +49,7 @@ TEST(deadline_tracker, a_call_in_progress_past_the_deadline_is_overdue) {
 
 TEST(deadline_tracker, later_launches_do_not_hide_a_hung_step) {
   auto now = std::chrono::steady_clock::time_point{};
-  gn::deadline_tracker tracker{std::chrono::milliseconds{100}, [&] { return now; }};
+  gn::detail::deadline_tracker tracker{std::chrono::milliseconds{100}, [&] { return now; }};
   tracker.started(1);
   for (std::int64_t step = 2; step <= 5; ++step) {
     now += std::chrono::milliseconds{30};
@@ -73,43 +73,43 @@ TEST(deadline_tracker, later_launches_do_not_hide_a_hung_step) {
 }
 
 TEST(watchdog_verdict, nothing_wrong_is_no_reason) {
-  gn::watchdog_observation seen;
+  gn::detail::watchdog_observation seen;
   seen.rank = 1;
   seen.outstanding = 2;
   seen.oldest_outstanding = 5;
-  EXPECT_EQ(gn::watchdog_verdict(seen), "");
-  seen.async = gn::async_state::in_progress;  // a non-blocking call under way is not an error
-  EXPECT_EQ(gn::watchdog_verdict(seen), "");
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen), "");
+  seen.async = gn::detail::async_state::in_progress;  // a non-blocking call under way is not an error
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen), "");
 }
 
 TEST(watchdog_verdict, an_asynchronous_nccl_error_is_named_with_the_outstanding_steps) {
-  gn::watchdog_observation seen;
+  gn::detail::watchdog_observation seen;
   seen.rank = 3;
-  seen.async = gn::async_state::failed;
+  seen.async = gn::detail::async_state::failed;
   seen.async_result = "ncclRemoteError (remote process exited or there was a network error)";
   seen.outstanding = 2;
   seen.oldest_outstanding = 41;
-  EXPECT_EQ(gn::watchdog_verdict(seen),
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen),
             "rank 3: NCCL reported ncclRemoteError (remote process exited or there was a "
             "network error) asynchronously; 2 step(s) outstanding, oldest step 41");
   seen.overdue = "rank 3: step 41 has not finished";  // the NCCL error explains the delay
-  EXPECT_EQ(gn::watchdog_verdict(seen).rfind("rank 3: NCCL reported ncclRemoteError", 0), 0U);
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen).rfind("rank 3: NCCL reported ncclRemoteError", 0), 0U);
 }
 
 TEST(watchdog_verdict, a_stream_error_comes_first_and_a_missed_deadline_last) {
-  gn::watchdog_observation seen;
+  gn::detail::watchdog_observation seen;
   seen.rank = 0;
   seen.overdue = "rank 0: step 7 has not finished after 900 ms";
   seen.outstanding = 1;
   seen.oldest_outstanding = 7;
-  EXPECT_EQ(gn::watchdog_verdict(seen),
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen),
             "rank 0: step 7 has not finished after 900 ms; NCCL's asynchronous state: "
             "ncclSuccess; 1 step(s) outstanding, oldest step 7");
-  seen.async = gn::async_state::failed;
+  seen.async = gn::detail::async_state::failed;
   seen.async_result = "ncclSystemError (unhandled system error)";
   seen.stream_error_step = 7;
   seen.stream_error = "cudaErrorIllegalAddress";
-  EXPECT_EQ(gn::watchdog_verdict(seen),
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen),
             "rank 0, step 7: CUDA reported an error on the watched stream: "
             "cudaErrorIllegalAddress");
 }

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 #include <graphstep/error.hpp>
-#include <graphstep/train/multi_tensor.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,7 +19,7 @@ TEST(plan_chunks, covers_every_element_once_in_order) {
     std::vector<std::size_t> counts(1 + trial % 17);
     for (auto& c : counts) c = size(rng);
     std::size_t const chunk = 1 + trial % 700;
-    auto const chunks = gt::plan_chunks(counts, chunk);
+    auto const chunks = gt::detail::plan_chunks(counts, chunk);
     std::vector<std::size_t> covered(counts.size(), 0);
     for (auto const& c : chunks) {
       ASSERT_LT(c.tensor, counts.size());
@@ -33,7 +33,7 @@ TEST(plan_chunks, covers_every_element_once_in_order) {
 }
 
 TEST(plan_chunks, exact_multiples_and_single_elements) {
-  auto const chunks = gt::plan_chunks({8, 1, 9}, 4);
+  auto const chunks = gt::detail::plan_chunks({8, 1, 9}, 4);
   ASSERT_EQ(chunks.size(), 6U);
   EXPECT_EQ(chunks[0].count, 4U);
   EXPECT_EQ(chunks[1].begin, 4U);
@@ -44,11 +44,11 @@ TEST(plan_chunks, exact_multiples_and_single_elements) {
 }
 
 TEST(plan_chunks, bad_input_is_a_usage_error) {
-  EXPECT_THROW(static_cast<void>(gt::plan_chunks({})), graphstep::usage_error);
-  EXPECT_THROW(static_cast<void>(gt::plan_chunks({4, 0, 2})), graphstep::usage_error);
-  EXPECT_THROW(static_cast<void>(gt::plan_chunks({4}, 0)), graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(gt::detail::plan_chunks({})), graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(gt::detail::plan_chunks({4, 0, 2})), graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(gt::detail::plan_chunks({4}, 0)), graphstep::usage_error);
   try {
-    static_cast<void>(gt::plan_chunks({4, 0}));
+    static_cast<void>(gt::detail::plan_chunks({4, 0}));
   } catch (graphstep::usage_error const& e) {
     EXPECT_NE(std::string{e.what()}.find("tensor 1"), std::string::npos) << e.what();
   }

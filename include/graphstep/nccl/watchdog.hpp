@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <graphstep/cuda/event.hpp>
-#include <graphstep/nccl/deadline.hpp>
+#include <graphstep/nccl/detail/deadline.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
 #include <mutex>
 #include <optional>
@@ -96,7 +96,7 @@ class watchdog {
   nccl_comm_view comm_;
   std::chrono::milliseconds poll_interval_;
   mutable std::mutex mutex_;  // guards deadline_, pending_ and spare_
-  deadline_tracker deadline_;
+  detail::deadline_tracker deadline_;
   std::optional<std::int64_t> starting_;  // a step `starting` began and `launched` has not seen
   std::deque<std::pair<std::int64_t, cuda::event>> pending_;
   std::vector<cuda::event> spare_;

@@ -12,7 +12,7 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/loss_scale.hpp>
-#include <graphstep/train/multi_tensor.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <string>
 #include <vector>
 
@@ -97,7 +97,7 @@ class loss_scaler {
 
  private:
   loss_scaler(std::vector<scaled_gradient> const& gradients,
-              std::vector<tensor_chunk> const& chunks, loss_scale_options const& options,
+              std::vector<detail::tensor_chunk> const& chunks, loss_scale_options const& options,
               cuda::stream_view stream, cuda::memory_resource& resource);
   [[nodiscard]] loss_scale_state* state() const noexcept;
 

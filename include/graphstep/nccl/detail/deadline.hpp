@@ -1,6 +1,6 @@
 #pragma once
 
-/// @file nccl/deadline.hpp
+/// @file nccl/detail/deadline.hpp
 /// @brief When an outstanding collective step has run too long. Plain C++, with the clock
 /// injected so tests control time.
 /// graphstep_core: plain C++, includes no CUDA header.
@@ -15,7 +15,10 @@
 
 namespace graphstep::nccl {
 
+/// @brief The clock a watchdog measures deadlines with (tests inject their own).
 using watchdog_clock = std::function<std::chrono::steady_clock::time_point()>;
+
+namespace detail {
 
 /// @brief Tracks the launched, unfinished steps of a communicator against a deadline. Steps
 /// finish in launch order (they run on one stream), so only the oldest can be late first; a
@@ -86,4 +89,5 @@ struct watchdog_observation {
 /// a missed deadline; every reason names the rank and the steps still outstanding.
 [[nodiscard]] std::string watchdog_verdict(watchdog_observation const& seen);
 
+}  // namespace detail
 }  // namespace graphstep::nccl

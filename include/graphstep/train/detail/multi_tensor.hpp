@@ -1,6 +1,6 @@
 #pragma once
 
-/// @file train/multi_tensor.hpp
+/// @file train/detail/multi_tensor.hpp
 /// @brief Splits many tensors into equal chunks so one kernel launch updates them all.
 ///
 /// The chunk table is computed once, before capture, and uploaded to device memory: each block
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace graphstep::train {
+namespace graphstep::train::detail {
 
 /// @brief `count` elements of tensor `tensor` starting at element `begin`.
 struct tensor_chunk {
@@ -31,4 +31,4 @@ inline constexpr std::size_t default_chunk_elements = std::size_t{1} << 16;
     std::vector<std::size_t> const& element_counts,
     std::size_t chunk_elements = default_chunk_elements);
 
-}  // namespace graphstep::train
+}  // namespace graphstep::train::detail

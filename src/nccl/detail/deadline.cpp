@@ -1,10 +1,10 @@
 // graphstep_core: plain C++, includes no CUDA header.
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/deadline.hpp>
+#include <graphstep/nccl/detail/deadline.hpp>
 #include <string>
 #include <utility>
 
-namespace graphstep::nccl {
+namespace graphstep::nccl::detail {
 
 deadline_tracker::deadline_tracker(std::chrono::milliseconds timeout, watchdog_clock now)
     : timeout_{timeout}, now_{std::move(now)} {
@@ -77,4 +77,4 @@ std::string watchdog_verdict(watchdog_observation const& seen) {
   return {};
 }
 
-}  // namespace graphstep::nccl
+}  // namespace graphstep::nccl::detail

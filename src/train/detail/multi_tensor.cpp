@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <graphstep/error.hpp>
-#include <graphstep/train/multi_tensor.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <limits>
 #include <string>
 
-namespace graphstep::train {
+namespace graphstep::train::detail {
 
 std::vector<tensor_chunk> plan_chunks(std::vector<std::size_t> const& element_counts,
                                       std::size_t chunk_elements) {
@@ -30,4 +30,4 @@ std::vector<tensor_chunk> plan_chunks(std::vector<std::size_t> const& element_co
   return chunks;
 }
 
-}  // namespace graphstep::train
+}  // namespace graphstep::train::detail
