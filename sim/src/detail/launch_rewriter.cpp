@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace graphstep::sim::detail {
 
@@ -28,7 +30,7 @@ class rewriter {
   rewriter(std::string_view source, std::string_view file) : source_{source}, file_{file} {}
 
   std::string run() {
-    out_ = "#include <graphstep/sim/device.hpp>\n#line 1 \"" + std::string{file_} + "\"\n";
+    out_ = "#line 1 \"" + std::string{file_} + "\"\n";
     std::size_t i = 0;
     while (i < source_.size()) {
       char const c = source_[i];
@@ -45,13 +47,25 @@ class rewriter {
         i = rewrite_launch(i);
       } else if (starts_word(i, "extern")) {
         i = maybe_rewrite_extern_shared(i);
+      } else if (starts_word(i, "__global__")) {
+        note_kernel(i);
+        i += std::string_view{"__global__"}.size();
+      } else if (c == '{') {
+        scopes_.push_back(opens_namespace(i));
+        ++i;
+      } else if (c == '}') {
+        if (!scopes_.empty()) scopes_.pop_back();
+        ++i;
       } else {
         ++i;
       }
     }
-    out_.append(source_.substr(emitted_));
+    copy_to(source_.size());
     return out_;
   }
+
+  /// Whether anything was rewritten or added (a source without device code comes out as it was).
+  [[nodiscard]] bool changed() const noexcept { return changed_; }
 
  private:
   [[noreturn]] void fail(std::size_t at, std::string const& what) const {
@@ -168,18 +182,65 @@ class rewriter {
     for (char const c : callee) {
       if (!space(c)) name += c;
     }
-    out_.append(source_.substr(emitted_, start - emitted_));
+    copy_to(start);
     std::size_t const newlines_in_callee = static_cast<std::size_t>(
         std::count(source_.begin() + static_cast<std::ptrdiff_t>(start),
                    source_.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
-    out_ += "::graphstep::sim::launcher(";
-    out_.append(callee);
-    out_ += ", ::graphstep::sim::launch_config(";
+    if (!callee.empty() && callee.back() == '>') {
+      // Template arguments named: the callee is one function.
+      out_ += "::graphstep::sim::launcher(";
+      out_.append(callee);
+      out_ += ", ";
+    } else {
+      // The kernel is chosen as a call `callee(args...)` would choose it (template arguments
+      // deduced, overloads resolved: CUDA C++ Programming Guide, "Execution Configuration", a
+      // launch is a call with the configuration added). The first lambda asks the signature
+      // declaration the rewriter adds beside each kernel (note_kernel) for the chosen kernel's
+      // type, looked up in the callee's namespace; the second takes the kernel's address as that
+      // type (its return type; `&` for a callee that is a local pointer to a kernel). A kernel
+      // the rewriter never saw has no signature declaration and is taken as the one function of
+      // its name.
+      std::size_t const last_name = callee.rfind("::");
+      std::string_view const scope =
+          last_name == std::string_view::npos ? std::string_view{} : callee.substr(0, last_name);
+      std::string_view const kernel =
+          last_name == std::string_view::npos ? callee : callee.substr(last_name + 2);
+      out_ += "::graphstep::sim::launcher([] { ";
+      if (!trimmed(scope).empty()) {
+        out_ += "using namespace ";
+        out_.append(scope);
+        out_ += "; ";
+      }
+      out_ += "return [](auto&&... graphstep_sim_a) -> decltype(" + signature_name(kernel) +
+              "(::graphstep::sim::kernel_signature{}, static_cast<decltype(graphstep_sim_a)&&>("
+              "graphstep_sim_a)...)) { return {}; }; }(), [&](auto graphstep_sim_take) -> "
+              "decltype(graphstep_sim_take(";
+      out_.append(callee);
+      out_ += ")) { return ";
+      out_.append(callee);
+      out_ += "; }, ";
+    }
+    out_ += "::graphstep::sim::launch_config(";
     out_.append(source_.substr(at + 3, end - (at + 3)));
     out_ += "), \"" + name + "\")";
+    changed_ = true;
     out_.append(newlines_in_callee, '\n');  // line numbers stay those of the source
     emitted_ = end + 3;
     return emitted_;
+  }
+
+  // Whether the `{` at `at` opens a namespace or linkage block (`namespace n {`, `namespace {`,
+  // `extern "C" {`) rather than a function, class or statement.
+  [[nodiscard]] bool opens_namespace(std::size_t at) const {
+    std::size_t k = at;
+    while (k > 0 && space(source_[k - 1])) --k;
+    if (k >= 9 && starts_word(k - 9, "namespace")) return true;
+    if (k > 0 && source_[k - 1] == '"') return true;  // extern "C" {
+    std::size_t const name_end = k;
+    while (k > 0 && (identifier_char(source_[k - 1]) || source_[k - 1] == ':')) --k;
+    if (k == name_end) return false;
+    while (k > 0 && space(source_[k - 1])) --k;
+    return k >= 9 && starts_word(k - 9, "namespace");
   }
 
   // `extern __shared__ <type> <name>[];` -> `<type>* <name> = ...dynamic_shared<<type>>();`
@@ -187,6 +248,12 @@ class rewriter {
     std::size_t k = at + 6;
     while (k < source_.size() && space(source_[k])) ++k;
     if (!starts_word(k, "__shared__")) return at + 6;
+    if (std::find(scopes_.begin(), scopes_.end(), false) == scopes_.end()) {
+      // Outside every function the pointer would be set once, before any block has memory.
+      fail(at,
+           "extern __shared__ outside a function is not supported on the simulated device yet: "
+           "declare the array inside the kernel or device function that uses it");
+    }
     std::size_t const semicolon = source_.find(';', k);
     if (semicolon == std::string_view::npos) fail(at, "extern __shared__ without a ';'");
     std::string_view const declaration = source_.substr(k + 10, semicolon - (k + 10));
@@ -214,23 +281,233 @@ class rewriter {
     std::size_t newlines = 0;
     for (char const c : declaration) newlines += c == '\n' ? 1 : 0;
     std::string const name{declaration.substr(name_start, name_end - name_start)};
-    out_.append(source_.substr(emitted_, at - emitted_));
+    copy_to(at);
+    changed_ = true;
     out_ += type + "* const " + name + " = ::graphstep::sim::detail::dynamic_shared<" + type +
             ">()" + std::string(newlines, '\n');
     emitted_ = semicolon;  // the ';' stays
     return semicolon;
   }
 
+  // Appends the source up to `end`, with the declarations noted for kernels that end before it.
+  void copy_to(std::size_t end) {
+    while (next_addition_ < additions_.size() && additions_[next_addition_].first <= end) {
+      auto const& [at, text] = additions_[next_addition_++];
+      out_.append(source_.substr(emitted_, at - emitted_));
+      out_ += text;
+      emitted_ = at;
+    }
+    out_.append(source_.substr(emitted_, end - emitted_));
+    emitted_ = end;
+  }
+
+  // The name of the declaration beside kernel `name` that gives its type (note_kernel).
+  static std::string signature_name(std::string_view name) {
+    return "graphstep_sim_signature_of_" + std::string{trimmed(name)};
+  }
+
+  // The end of the comment, literal or plain character at `i`.
+  [[nodiscard]] std::size_t skip_token(std::size_t i) const {
+    char const c = source_[i];
+    char const next = i + 1 < source_.size() ? source_[i + 1] : '\0';
+    if (c == '/' && next == '/') return skip_line_comment(i);
+    if (c == '/' && next == '*') return skip_block_comment(i);
+    if (c == '"' || c == '\'') return skip_quoted(i);
+    return i + 1;
+  }
+
+  [[nodiscard]] std::size_t skip_space(std::size_t i) const {
+    while (i < source_.size()) {
+      if (space(source_[i])) {
+        ++i;
+      } else if (source_.compare(i, 2, "//") == 0 || source_.compare(i, 2, "/*") == 0) {
+        i = skip_token(i);
+      } else {
+        break;
+      }
+    }
+    return i;
+  }
+
+  [[nodiscard]] std::size_t identifier_end(std::size_t i) const {
+    while (i < source_.size() && identifier_char(source_[i])) ++i;
+    return i;
+  }
+
+  // The position after the bracket that closes the one at `open`.
+  [[nodiscard]] std::size_t after_closing(std::size_t open) const {
+    char const opening = source_[open];
+    char const closing = opening == '(' ? ')' : opening == '[' ? ']' : '}';
+    int depth = 0;
+    std::size_t k = open;
+    while (k < source_.size()) {
+      char const c = source_[k];
+      if (c == opening) ++depth;
+      if (c == closing && --depth == 0) return k + 1;
+      k = skip_token(k);
+    }
+    fail(open, std::string{"a '"} + opening + "' that is never closed");
+  }
+
+  // Text between `begin` and `end` on one line: comments dropped, each run of white space one
+  // space (literals kept as they are).
+  [[nodiscard]] std::string one_line(std::size_t begin, std::size_t end) const {
+    std::string text;
+    std::size_t k = begin;
+    while (k < end) {
+      std::size_t const next = skip_token(k);
+      bool const blank = source_.compare(k, 2, "//") == 0 || source_.compare(k, 2, "/*") == 0 ||
+                         (next == k + 1 && space(source_[k]));
+      if (!blank) {
+        text.append(source_.substr(k, next - k));
+      } else if (!text.empty() && text.back() != ' ') {
+        text += ' ';
+      }
+      k = next;
+    }
+    return std::string{trimmed(text)};
+  }
+
+  // A parameter list without its default arguments (a type-id may not hold them).
+  static std::string without_defaults(std::string_view parameters) {
+    std::string out;
+    int depth = 0;
+    bool in_default = false;
+    for (char const c : parameters) {
+      if (c == '(' || c == '[' || c == '{' || c == '<') ++depth;
+      if (c == ')' || c == ']' || c == '}' || c == '>') --depth;
+      if (depth == 0 && c == ',') in_default = false;
+      if (depth == 0 && c == '=') in_default = true;
+      if (!in_default) out += c;
+    }
+    return out;
+  }
+
+  // `__global__` at `at` begins a kernel's declaration or definition. After it ends, a
+  // declaration with the kernel's template head and parameters is added, taking a leading
+  // kernel_signature and returning a pointer to the kernel's type: a launch calls it, unevaluated,
+  // to choose the kernel as overload resolution and template argument deduction choose it for a
+  // call (CUDA C++ Programming Guide, "Execution Configuration": the launch is a call of the
+  // function with the execution configuration added; C++ [temp.deduct.call] deduces its
+  // template arguments from the call's arguments).
+  void note_kernel(std::size_t at) {
+    // The template head before `__global__` (and specifiers), if any.
+    std::size_t k = at;
+    auto back_space = [&] {
+      while (k > 0 && space(source_[k - 1])) --k;
+    };
+    back_space();
+    for (std::string_view specifier : {"static", "inline", "__forceinline__", "__noinline__"}) {
+      if (k >= specifier.size() && starts_word(k - specifier.size(), specifier)) {
+        k -= specifier.size();
+        back_space();
+      }
+    }
+    if (k > 0 && source_[k - 1] == '"') return;  // extern "C": a C function has no overloads
+    std::string head;
+    if (k > 0 && source_[k - 1] == '>') {
+      std::size_t const head_end = k;
+      int depth = 0;
+      do {
+        --k;
+        if (source_[k] == '>') ++depth;
+        if (source_[k] == '<') --depth;
+      } while (depth > 0 && k > 0);
+      std::size_t const open = k;
+      back_space();
+      if (depth != 0 || k < 8 || !starts_word(k - 8, "template")) return;
+      head = one_line(k - 8, head_end);
+      if (trimmed(source_.substr(open + 1, head_end - 1 - (open + 1))).empty()) {
+        return;  // `template <>`: a specialization, chosen through its primary template
+      }
+    } else if (k >= 8 && starts_word(k - 8, "template")) {
+      return;  // an explicit instantiation
+    }
+    // The kernel's name: the identifier before its parameter list, past attributes such as
+    // __launch_bounds__(...).
+    std::size_t i = at + std::string_view{"__global__"}.size();
+    std::size_t name_begin = 0;
+    std::size_t name_end = 0;
+    for (;;) {
+      i = skip_space(i);
+      if (i >= source_.size()) return;
+      if (source_.compare(i, 2, "[[") == 0) {
+        i = after_closing(i);
+        continue;
+      }
+      std::size_t const end = identifier_end(i);
+      if (end == i) {
+        if (source_[i] == '*' || source_[i] == '&') {
+          ++i;
+          continue;
+        }
+        return;  // not a declaration this rewriter reads: no deduction for it
+      }
+      std::size_t const after = skip_space(end);
+      std::string_view const word = source_.substr(i, end - i);
+      bool const attribute = word == "alignas" || (word.size() > 4 && word.substr(0, 2) == "__" &&
+                                                   word.substr(word.size() - 2) == "__");
+      if (after < source_.size() && source_[after] == '(' && attribute) {
+        i = after_closing(after);
+        continue;
+      }
+      if (after < source_.size() && source_[after] == '(') {
+        name_begin = i;
+        name_end = end;
+        i = after;
+        break;
+      }
+      if (after < source_.size() && (source_[after] == '<' || source_[after] == ':')) {
+        return;  // a specialization or a qualified name: declared already
+      }
+      i = end;
+    }
+    std::size_t const parameters_end = after_closing(i);
+    std::string parameters = one_line(i + 1, parameters_end - 1);
+    if (parameters == "void") parameters.clear();
+    // The end of the declaration (`;`) or of the definition's body.
+    std::size_t end = parameters_end;
+    while (end < source_.size() && source_[end] != ';' && source_[end] != '{') {
+      end = source_[end] == '(' || source_[end] == '[' ? after_closing(end) : skip_token(end);
+    }
+    if (end >= source_.size()) fail(at, "a __global__ function that never ends");
+    end = source_[end] == ';' ? end + 1 : after_closing(end);
+
+    std::string const name{source_.substr(name_begin, name_end - name_begin)};
+    std::string const type_parameters = without_defaults(parameters);
+    std::string const declaration = head + (head.empty() ? "" : " ") + "auto " +
+                              signature_name(name) + "(::graphstep::sim::kernel_signature" +
+                              (parameters.empty() ? "" : ", ") + parameters + ") -> void (*)(" +
+                              type_parameters + ");";
+    // On the line where the kernel ends: line numbers do not change. The kernel's own
+    // redeclarations are valid, so the same copies of its head and parameters are too.
+    std::string addition = " " + declaration;
+    additions_.emplace_back(end, std::move(addition));
+    changed_ = true;
+  }
+
   std::string_view source_;
   std::string_view file_;
   std::string out_;
   std::size_t emitted_{};
+  std::vector<std::pair<std::size_t, std::string>> additions_;
+  std::vector<bool> scopes_;  // per open brace: whether it opens a namespace
+
+  std::size_t next_addition_{};
+  bool changed_{};
 };
 
 }  // namespace
 
 std::string rewrite_launches(std::string_view source, std::string_view file_name) {
-  return rewriter{source, file_name}.run();
+  return "#include <graphstep/sim/device.hpp>\n" + rewriter{source, file_name}.run();
+}
+
+std::string rewrite_header(std::string_view source, std::string_view file_name) {
+  rewriter header{source, file_name};
+  std::string rewritten = header.run();
+  if (header.changed()) return rewritten;
+  return "#include \"" + std::string{file_name} + "\"\n";
 }
 
 }  // namespace graphstep::sim::detail

@@ -164,4 +164,86 @@ detail::launch_call<Parameters...> launcher(void (*function)(Parameters...),
   return detail::launch_call<Parameters...>{function, config, name};
 }
 
+/// @brief The first parameter of the declaration graphstep::rewrite_launches adds beside each
+/// kernel `k`, `auto graphstep_sim_signature_of_k(kernel_signature, <k's parameters>) ->
+/// void (*)(<the same>)`, with k's template head: called unevaluated with a launch's arguments,
+/// it gives the type of the kernel a call would choose (deduced template arguments, resolved
+/// overloads).
+struct kernel_signature {};
+
+namespace detail {
+
+template <typename...>
+inline constexpr bool always_false = false;
+
+// Takes the address of the kernel whose type is `Function` (C++ [over.over]: the target type
+// chooses among overloads and deduces a template's arguments).
+// The address lambda's return type is that of `take(kernel)`, and it returns `kernel`
+// converted to it.
+template <typename Function>
+struct address_as {
+  Function operator()(Function function) const noexcept;
+};
+
+// Takes the address of the one function of its name (a kernel the rewriter did not see).
+struct address_of_the_only {
+  template <typename... Parameters>
+  auto operator()(void (*function)(Parameters...)) const noexcept -> void (*)(Parameters...);
+};
+
+template <typename Signature, typename... Arguments>
+constexpr bool chosen_by_signature() {
+  if constexpr (std::is_invocable_v<Signature const&, Arguments&&...>) {
+    return std::is_pointer_v<std::invoke_result_t<Signature const&, Arguments&&...>>;
+  } else {
+    return false;
+  }
+}
+
+// A launch whose kernel is chosen by its arguments, as a call chooses it.
+template <typename Signature, typename Address>
+class chosen_launch_call {
+ public:
+  chosen_launch_call(Signature signature, Address address, launch_config const& config,
+                     char const* name)
+      : signature_{signature}, address_{address}, config_{config}, name_{name} {}
+
+  template <typename... Arguments>
+  void operator()(Arguments&&... arguments) const {
+    if constexpr (chosen_by_signature<Signature, Arguments...>()) {
+      using function_type = std::invoke_result_t<Signature const&, Arguments&&...>;
+      launcher(address_(address_as<function_type>{}), config_, name_)(
+          std::forward<Arguments>(arguments)...);
+    } else if constexpr (std::is_invocable_v<Address const&, address_of_the_only>) {
+      launcher(address_(address_of_the_only{}), config_, name_)(
+          std::forward<Arguments>(arguments)...);
+    } else {
+      static_assert(always_false<Arguments...>,
+                    "kernel<<<...>>>(args): no kernel of this name takes these arguments, or "
+                    "several overloads take them equally well (ambiguous, as the same call "
+                    "would be): convert the arguments or name the template arguments "
+                    "(kernel<T><<<...>>>); the next error names the candidates");
+      // The same choice made outside SFINAE, for the compiler to say why it fails.
+      static_cast<void>(signature_(std::forward<Arguments>(arguments)...));
+    }
+  }
+
+ private:
+  Signature signature_;
+  Address address_;
+  launch_config config_;
+  char const* name_;
+};
+
+}  // namespace detail
+
+/// @brief The launch of the kernel a call with the launch's arguments would choose: `signature`
+/// and `address` are the two lambdas graphstep::rewrite_launches writes at each launch.
+template <typename Signature, typename Address>
+detail::chosen_launch_call<Signature, Address> launcher(Signature signature, Address address,
+                                                        launch_config const& config,
+                                                        char const* name) {
+  return detail::chosen_launch_call<Signature, Address>{signature, address, config, name};
+}
+
 }  // namespace graphstep::sim
