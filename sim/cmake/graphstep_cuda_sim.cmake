@@ -3,13 +3,35 @@
 # Builds a target's CUDA sources (*.cu) for the simulated CUDA device: each is rewritten by
 # graphstep::rewrite_launches (every `kernel<<<grid, block, shared, stream>>>(args)` becomes a
 # call into the simulator, and graphstep/sim/device.hpp is included first) and compiled as C++.
-# Link the target to graphstep::cuda_sim instead of CUDA::cudart. A quoted #include still finds
-# files beside the original source.
+# Link the target to graphstep::cuda_sim instead of CUDA::cudart.
+#
+# Headers (.cuh, .h, .hpp, .hh, .inl) under the folders of the target's .cu files, subfolders
+# included, are mirrored into the build tree (graphstep_cuda_sim/<target>/include/...): a header
+# holding kernels, launches or extern __shared__ arrays as its rewritten copy (with #line, so
+# that messages name the original), any other as a one-line #include of the original. The
+# mirror of a .cu file's folder comes first on its include path, then the folder itself, so a
+# quoted #include finds the rewritten header, and its own quoted #includes find their
+# neighbours. Headers elsewhere (the CUDA toolkit, the system, other folders) are used as they
+# are. A header added after CMake ran is mirrored at the next configure (the glob is
+# CONFIGURE_DEPENDS).
+
+# The mirror of `dir` for `target`.
+function(_graphstep_cuda_sim_mirror target dir out)
+  file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${dir})
+  if(relative MATCHES "^\\.\\./|^\\.\\.$" OR IS_ABSOLUTE "${relative}")
+    string(MAKE_C_IDENTIFIER "${dir}" relative)
+    set(relative "outside/${relative}")
+  endif()
+  set(${out} ${CMAKE_CURRENT_BINARY_DIR}/graphstep_cuda_sim/${target}/include/${relative}
+      PARENT_SCOPE)
+endfunction()
+
 function(graphstep_cuda_sim_sources)
   foreach(target IN LISTS ARGN)
     get_target_property(sources ${target} SOURCES)
     get_target_property(source_dir ${target} SOURCE_DIR)
     set(rewritten)
+    set(header_roots)
     foreach(source IN LISTS sources)
       if(NOT source MATCHES "\\.cu$")
         list(APPEND rewritten ${source})
@@ -27,13 +49,57 @@ function(graphstep_cuda_sim_sources)
         COMMENT "Rewriting ${relative} for the simulated CUDA device"
         VERBATIM)
       cmake_path(GET input PARENT_PATH input_dir)
+      list(APPEND header_roots ${input_dir})
+      _graphstep_cuda_sim_mirror(${target} ${input_dir} input_mirror)
       # nvcc's `#pragma unroll` means nothing to the host compiler; and the #line that points
       # messages at the .cu file makes g++ see the source as a header (unused internal kernels,
       # fixtures in anonymous namespaces), which nvcc's host pass does not warn about.
       set_source_files_properties(${output} PROPERTIES
-        INCLUDE_DIRECTORIES ${input_dir}
+        INCLUDE_DIRECTORIES "${input_mirror};${input_dir}"
         COMPILE_OPTIONS "-Wno-unknown-pragmas;-Wno-subobject-linkage;-Wno-unused-function")
       list(APPEND rewritten ${output})
+    endforeach()
+
+    # The headers under those folders, each once (a folder inside another is globbed with it).
+    list(REMOVE_DUPLICATES header_roots)
+    set(roots)
+    foreach(root IN LISTS header_roots)
+      set(inside_another OFF)
+      foreach(other IN LISTS header_roots)
+        if(NOT other STREQUAL root)
+          cmake_path(IS_PREFIX other ${root} NORMALIZE inside)
+          if(inside)
+            set(inside_another ON)
+          endif()
+        endif()
+      endforeach()
+      if(NOT inside_another)
+        list(APPEND roots ${root})
+      endif()
+    endforeach()
+    foreach(root IN LISTS roots)
+      set(patterns)
+      foreach(extension IN ITEMS cuh h hpp hh inl)
+        list(APPEND patterns ${root}/*.${extension})
+      endforeach()
+      file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${patterns})
+      _graphstep_cuda_sim_mirror(${target} ${root} root_mirror)
+      foreach(header IN LISTS headers)
+        # Never a build tree's files (a build folder inside the source tree).
+        cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${header} NORMALIZE in_build)
+        if(in_build OR header MATCHES "/CMakeFiles/|/_deps/")
+          continue()
+        endif()
+        file(RELATIVE_PATH relative ${root} ${header})
+        set(output ${root_mirror}/${relative})
+        add_custom_command(
+          OUTPUT ${output}
+          COMMAND graphstep::rewrite_launches --header ${header} ${output}
+          DEPENDS ${header} graphstep::rewrite_launches
+          VERBATIM)
+        set_source_files_properties(${output} PROPERTIES HEADER_FILE_ONLY ON)
+        list(APPEND rewritten ${output})
+      endforeach()
     endforeach()
     set_property(TARGET ${target} PROPERTY SOURCES ${rewritten})
   endforeach()
