@@ -1,0 +1,153 @@
+// CUDA source constructs as real trainers write them, their kernels in a header
+// (source_constructs_kernels.cuh): template arguments deduced at a launch, dynamic shared memory
+// declared in the header, overloaded kernels and a launch inside a function template. On the
+// simulated device they check that the header is rewritten and the launch chooses the kernel a
+// call would; on a GPU the same tests check the tests.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "source_constructs_kernels.cuh"
+
+namespace {
+
+namespace sc = source_constructs;
+
+class source_constructs : public graphstep::testing::gpu_test {};
+
+template <typename T>
+T* device_array(std::size_t count) {
+  T* pointer = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&pointer, count * sizeof(T)));
+  return pointer;
+}
+
+template <typename T>
+std::vector<T> read_back(T const* device, std::size_t count) {
+  std::vector<T> host(count);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+TEST_F(source_constructs, a_template_kernel_launched_with_deduced_arguments_runs_its_instance) {
+  int const n = 300;
+  float* floats = device_array<float>(n);
+  int* ints = device_array<int>(n);
+  sc::fill<<<(n + 63) / 64, 64>>>(floats, 1.5F, n);  // T = float
+  sc::fill<<<(n + 63) / 64, 64>>>(ints, 7, n);       // T = int
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  for (float const value : read_back(floats, n)) EXPECT_EQ(value, 1.5F);
+  for (int const value : read_back(ints, n)) EXPECT_EQ(value, 7);
+  // Named template arguments still work, and the value converts to T as in a call.
+  sc::fill<double><<<(n + 63) / 64, 64>>>(reinterpret_cast<double*>(floats), 2, n / 2);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  for (double const value : read_back(reinterpret_cast<double*>(floats), n / 2)) {
+    EXPECT_EQ(value, 2.0);
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(floats));
+  GRAPHSTEP_CUDA_TRY(cudaFree(ints));
+}
+
+TEST_F(source_constructs, a_deduced_launch_is_a_launch_of_the_instance_itself) {
+  float* out = device_array<float>(1);
+  sc::fill<<<1, 1>>>(out, 3.0F, 1);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  // The instance the launch chose is the function the runtime knows: fill<float>, with its
+  // parameters float*, float, int at offsets 0, 8 and 12.
+  auto const* function = reinterpret_cast<void const*>(&sc::fill<float>);
+  char const* name = nullptr;
+  ASSERT_EQ(cudaFuncGetName(&name, function), cudaSuccess);
+  ASSERT_NE(name, nullptr);
+  EXPECT_NE(std::string{name}.find("fill"), std::string::npos) << name;
+  std::vector<std::size_t> const offsets{0, 8, 12};
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    std::size_t offset = 0;
+    std::size_t size = 0;
+    ASSERT_EQ(cudaFuncGetParamInfo(function, i, &offset, &size), cudaSuccess) << i;
+    EXPECT_EQ(offset, offsets[i]) << "parameter " << i;
+  }
+  EXPECT_EQ(read_back(out, 1)[0], 3.0F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(source_constructs, a_const_pointer_parameter_takes_a_pointer_and_t_is_deduced) {
+  int const n = 257;
+  std::vector<float> host(n);
+  std::iota(host.begin(), host.end(), 0.0F);
+  float* in = device_array<float>(n);
+  float* out = device_array<float>(n);
+  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(float));
+  sc::scale<<<(n + 127) / 128, 128>>>(in, out, 2.0F, n);  // in: float* for float const*
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<float> const scaled = read_back(out, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(scaled[static_cast<std::size_t>(i)], 2.0F * i) << i;
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(source_constructs, a_launch_inside_a_header_function_template_runs_on_its_stream) {
+  int const n = 1000;
+  std::vector<double> host(n);
+  std::iota(host.begin(), host.end(), 1.0);
+  double* in = device_array<double>(n);
+  double* out = device_array<double>(n);
+  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(double));
+  cudaStream_t stream = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  sc::scale_async(in, out, 0.5, n, stream);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<double> result(n);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(result.data(), out, n * sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream));
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
+  for (int i = 0; i < n; ++i) EXPECT_EQ(result[static_cast<std::size_t>(i)], 0.5 * (i + 1)) << i;
+  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(source_constructs, extern_shared_memory_declared_in_a_header_holds_each_blocks_slice) {
+  unsigned const block = 96;
+  unsigned const blocks = 5;
+  std::size_t const n = std::size_t{block} * blocks;
+  std::vector<int> host(n);
+  std::iota(host.begin(), host.end(), 0);
+  int* in = device_array<int>(n);
+  int* out = device_array<int>(n);
+  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(int));
+  sc::reverse_blocks<<<blocks, block, block * sizeof(int)>>>(in, out);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<int> const reversed = read_back(out, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t const b = i / block;
+    EXPECT_EQ(reversed[i], static_cast<int>(b * block + (block - 1 - i % block))) << i;
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(source_constructs, overloaded_kernels_are_chosen_by_their_arguments) {
+  int const n = 70;
+  int* ints = device_array<int>(n);
+  float* floats = device_array<float>(n);
+  sc::fill<<<1, n>>>(ints, 1, n);
+  sc::fill<<<1, n>>>(floats, 1.0F, n);
+  sc::add_one<<<1, n>>>(ints, n);    // add_one(int*, int)
+  sc::add_one<<<1, n>>>(floats, n);  // add_one(float*, int)
+  // A pointer to one of them, launched through the pointer.
+  void (*const add_one_to_ints)(int*, int) = sc::add_one;
+  add_one_to_ints<<<1, n>>>(ints, n);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  for (int const value : read_back(ints, n)) EXPECT_EQ(value, 3);
+  for (float const value : read_back(floats, n)) EXPECT_EQ(value, 1.5F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(ints));
+  GRAPHSTEP_CUDA_TRY(cudaFree(floats));
+}
+
+}  // namespace
