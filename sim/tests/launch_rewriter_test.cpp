@@ -54,8 +54,9 @@ TEST(launch_rewriter, rewrites_a_launch_with_two_three_and_four_configuration_va
             chosen("", "k") + "::graphstep::sim::launch_config(g, b), \"k\")(x, 1);");
   EXPECT_EQ(body("k<<<g, b, 0>>>(x);"),
             chosen("", "k") + "::graphstep::sim::launch_config(g, b, 0), \"k\")(x);");
-  EXPECT_EQ(body("k <<< g, b, s, stream.get() >>> (x);"),
-            chosen("", "k") + "::graphstep::sim::launch_config( g, b, s, stream.get() ), \"k\") (x);");
+  EXPECT_EQ(
+      body("k <<< g, b, s, stream.get() >>> (x);"),
+      chosen("", "k") + "::graphstep::sim::launch_config( g, b, s, stream.get() ), \"k\") (x);");
   EXPECT_EQ(body("k\n<<<g, b>>>(x);"),
             chosen("", "k") + "::graphstep::sim::launch_config(g, b), \"k\")\n(x);");
 }
@@ -73,11 +74,12 @@ TEST(launch_rewriter, keeps_namespaces_and_template_arguments_of_the_kernel) {
 TEST(launch_rewriter, a_launch_without_template_arguments_chooses_its_kernel_by_its_arguments) {
   // The signature declaration is looked up in the kernel's namespace.
   EXPECT_EQ(body("a::b::fill<<<1, 64>>>(out, 1.0f);"),
-            chosen("a::b", "fill") + "::graphstep::sim::launch_config(1, 64), \"a::b::fill\")"
-                                     "(out, 1.0f);");
-  EXPECT_EQ(body("::fill<<<1, 64>>>(out);"),
-            chosen("", "fill", "::fill") +
-                "::graphstep::sim::launch_config(1, 64), \"::fill\")(out);");
+            chosen("a::b", "fill") +
+                "::graphstep::sim::launch_config(1, 64), \"a::b::fill\")"
+                "(out, 1.0f);");
+  EXPECT_EQ(
+      body("::fill<<<1, 64>>>(out);"),
+      chosen("", "fill", "::fill") + "::graphstep::sim::launch_config(1, 64), \"::fill\")(out);");
 }
 
 TEST(launch_rewriter, declares_the_signature_of_each_kernel_where_it_ends) {
@@ -111,8 +113,7 @@ TEST(launch_rewriter, declares_no_signature_for_specializations_and_c_kernels) {
 }
 
 TEST(launch_rewriter, a_header_without_device_code_becomes_an_include_of_the_original) {
-  EXPECT_EQ(rewrite_header("#pragma once\nint f();\n", "/src/a.h"),
-            "#include \"/src/a.h\"\n");
+  EXPECT_EQ(rewrite_header("#pragma once\nint f();\n", "/src/a.h"), "#include \"/src/a.h\"\n");
   EXPECT_EQ(rewrite_header("__global__ void k();\n", "/src/k.cuh"),
             "#line 1 \"/src/k.cuh\"\n__global__ void k(); auto graphstep_sim_signature_of_k("
             "::graphstep::sim::kernel_signature) -> void (*)();\n");

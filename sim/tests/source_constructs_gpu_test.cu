@@ -103,8 +103,8 @@ TEST_F(source_constructs, a_launch_inside_a_header_function_template_runs_on_its
   sc::scale_async(in, out, 0.5, n, stream);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   std::vector<double> result(n);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(result.data(), out, n * sizeof(double),
-                                     cudaMemcpyDeviceToHost, stream));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(result.data(), out, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
   GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
   for (int i = 0; i < n; ++i) EXPECT_EQ(result[static_cast<std::size_t>(i)], 0.5 * (i + 1)) << i;
   GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));

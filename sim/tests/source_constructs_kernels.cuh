@@ -19,8 +19,7 @@ __global__ void fill(T* out, T value, int n) {
 // `T const*` takes a `T*` argument: T is deduced from the other parameters, and the pointer
 // converts, as in a call.
 template <typename T>
-__global__ void __launch_bounds__(128)
-    scale(T const* in, T* out, T factor, int n) {
+__global__ void __launch_bounds__(128) scale(T const* in, T* out, T factor, int n) {
   int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) out[i] = in[i] * factor;
 }

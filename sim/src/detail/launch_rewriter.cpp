@@ -476,9 +476,9 @@ class rewriter {
     std::string const name{source_.substr(name_begin, name_end - name_begin)};
     std::string const type_parameters = without_defaults(parameters);
     std::string const declaration = head + (head.empty() ? "" : " ") + "auto " +
-                              signature_name(name) + "(::graphstep::sim::kernel_signature" +
-                              (parameters.empty() ? "" : ", ") + parameters + ") -> void (*)(" +
-                              type_parameters + ");";
+                                    signature_name(name) + "(::graphstep::sim::kernel_signature" +
+                                    (parameters.empty() ? "" : ", ") + parameters +
+                                    ") -> void (*)(" + type_parameters + ");";
     // On the line where the kernel ends: line numbers do not change. The kernel's own
     // redeclarations are valid, so the same copies of its head and parameters are too.
     std::string addition = " " + declaration;

@@ -212,11 +212,11 @@ class chosen_launch_call {
   void operator()(Arguments&&... arguments) const {
     if constexpr (chosen_by_signature<Signature, Arguments...>()) {
       using function_type = std::invoke_result_t<Signature const&, Arguments&&...>;
-      launcher(address_(address_as<function_type>{}), config_, name_)(
-          std::forward<Arguments>(arguments)...);
+      launcher(address_(address_as<function_type>{}), config_,
+               name_)(std::forward<Arguments>(arguments)...);
     } else if constexpr (std::is_invocable_v<Address const&, address_of_the_only>) {
-      launcher(address_(address_of_the_only{}), config_, name_)(
-          std::forward<Arguments>(arguments)...);
+      launcher(address_(address_of_the_only{}), config_,
+               name_)(std::forward<Arguments>(arguments)...);
     } else {
       static_assert(always_false<Arguments...>,
                     "kernel<<<...>>>(args): no kernel of this name takes these arguments, or "
