@@ -1,8 +1,9 @@
 // CUDA source constructs as real trainers write them, their kernels in a header
-// (source_constructs_kernels.cuh): template arguments deduced at a launch, dynamic shared memory
-// declared in the header, overloaded kernels and a launch inside a function template. On the
-// simulated device they check that the header is rewritten and the launch chooses the kernel a
-// call would; on a GPU the same tests check the tests.
+// (source_constructs_kernels.cuh, which includes source_constructs/affine.cuh): template arguments
+// deduced at a launch, dynamic shared memory declared in the header, overloaded kernels, a launch
+// inside a function template and a kernel in a subfolder's header. On the simulated device they
+// check that the headers are rewritten and that a launch chooses the kernel a call would; on a
+// GPU the same tests check the tests.
 
 #include <cuda_runtime_api.h>
 
@@ -130,6 +131,19 @@ TEST_F(source_constructs, extern_shared_memory_declared_in_a_header_holds_each_b
   }
   GRAPHSTEP_CUDA_TRY(cudaFree(in));
   GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(source_constructs, a_kernel_in_a_subfolders_header_takes_a_struct_of_its_neighbour) {
+  int const n = 100;
+  std::vector<float> host(n);
+  std::iota(host.begin(), host.end(), 0.0F);
+  float* values = device_array<float>(n);
+  graphstep::testing::copy_to_device(values, host.data(), n * sizeof(float));
+  sc::apply_affine<<<1, 128>>>(values, sc::affine<float>{2.0F, 1.0F}, n);  // T = float
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<float> const mapped = read_back(values, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(mapped[static_cast<std::size_t>(i)], 2.0F * i + 1.0F) << i;
+  GRAPHSTEP_CUDA_TRY(cudaFree(values));
 }
 
 TEST_F(source_constructs, overloaded_kernels_are_chosen_by_their_arguments) {

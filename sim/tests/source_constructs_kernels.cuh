@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include "source_constructs/affine.cuh"
+
 namespace source_constructs {
 
 template <typename T>
