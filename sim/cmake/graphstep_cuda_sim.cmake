@@ -6,7 +6,8 @@
 # Link the target to graphstep::cuda_sim instead of CUDA::cudart.
 #
 # Headers (.cuh, .h, .hpp, .hh, .inl) under the folders of the target's .cu files, subfolders
-# included, are mirrored into the build tree (graphstep_cuda_sim/<target>/include/...): a header
+# included, when those folders are the project's own (PROJECT_SOURCE_DIR, outside the build
+# tree), are mirrored into the build tree (graphstep_cuda_sim/<target>/include/...): a header
 # holding kernels, launches or extern __shared__ arrays as its rewritten copy (with #line, so
 # that messages name the original), any other as a one-line #include of the original. The
 # mirror of a .cu file's folder comes first on its include path, then the folder itself, so a
@@ -15,13 +16,9 @@
 # are. A header added after CMake ran is mirrored at the next configure (the glob is
 # CONFIGURE_DEPENDS).
 
-# The mirror of `dir` for `target`.
+# The mirror of `dir`, a folder of the project, for `target`.
 function(_graphstep_cuda_sim_mirror target dir out)
   file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${dir})
-  if(relative MATCHES "^\\.\\./|^\\.\\.$" OR IS_ABSOLUTE "${relative}")
-    string(MAKE_C_IDENTIFIER "${dir}" relative)
-    set(relative "outside/${relative}")
-  endif()
   set(${out} ${CMAKE_CURRENT_BINARY_DIR}/graphstep_cuda_sim/${target}/include/${relative}
       PARENT_SCOPE)
 endfunction()
@@ -49,13 +46,20 @@ function(graphstep_cuda_sim_sources)
         COMMENT "Rewriting ${relative} for the simulated CUDA device"
         VERBATIM)
       cmake_path(GET input PARENT_PATH input_dir)
-      list(APPEND header_roots ${input_dir})
-      _graphstep_cuda_sim_mirror(${target} ${input_dir} input_mirror)
+      # Only the project's own folders are mirrored (never a build tree's, nor one outside).
+      cmake_path(IS_PREFIX PROJECT_SOURCE_DIR ${input_dir} NORMALIZE in_project)
+      cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${input_dir} NORMALIZE in_build)
+      set(include_dirs ${input_dir})
+      if(in_project AND NOT in_build)
+        list(APPEND header_roots ${input_dir})
+        _graphstep_cuda_sim_mirror(${target} ${input_dir} input_mirror)
+        set(include_dirs ${input_mirror} ${input_dir})
+      endif()
       # nvcc's `#pragma unroll` means nothing to the host compiler; and the #line that points
       # messages at the .cu file makes g++ see the source as a header (unused internal kernels,
       # fixtures in anonymous namespaces), which nvcc's host pass does not warn about.
       set_source_files_properties(${output} PROPERTIES
-        INCLUDE_DIRECTORIES "${input_mirror};${input_dir}"
+        INCLUDE_DIRECTORIES "${include_dirs}"
         COMPILE_OPTIONS "-Wno-unknown-pragmas;-Wno-subobject-linkage;-Wno-unused-function")
       list(APPEND rewritten ${output})
     endforeach()
