@@ -29,7 +29,7 @@ __global__ void reset_all_finite_kernel(train::loss_scale_state* state) {
 // One chunk of 16-bit gradients: the finite test reads the bits (train/loss_scale.hpp); an
 // unscaled element is rounded back to T to nearest even.
 template <typename T>
-__device__ bool unscale_16(void* tensor, train::detail::tensor_chunk const& chunk, float inv_scale,
+__device__ bool unscale_16(void* tensor, tensor_chunk const& chunk, float inv_scale,
                            bool unscale) {
   static_assert(sizeof(T) == sizeof(std::uint16_t));
   T* const data = static_cast<T*>(tensor) + chunk.begin;
@@ -49,9 +49,9 @@ __device__ bool unscale_16(void* tensor, train::detail::tensor_chunk const& chun
 }
 
 __global__ void unscale_kernel(train::scaled_gradient const* gradients,
-                               train::detail::tensor_chunk const* chunks, train::loss_scale_state* state,
+                               tensor_chunk const* chunks, train::loss_scale_state* state,
                                bool unscale) {
-  train::detail::tensor_chunk const chunk = chunks[blockIdx.x];
+  tensor_chunk const chunk = chunks[blockIdx.x];
   train::scaled_gradient const gradient = gradients[chunk.tensor];
   float const inv_scale = state->inv_scale;
   bool finite = true;
@@ -82,7 +82,7 @@ __global__ void update_loss_scale_kernel(train::loss_scale_state* state,
 
 }  // namespace
 
-void launch_unscale(train::scaled_gradient const* gradients, train::detail::tensor_chunk const* chunks,
+void launch_unscale(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
                     std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
                     cuda::stream_view stream) {
   reset_all_finite_kernel<<<1, 1, 0, stream.value()>>>(state);

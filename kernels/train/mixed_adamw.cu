@@ -70,8 +70,8 @@ __device__ float block_sum(float value) {
 }
 
 __global__ void master_init_kernel(mixed_tensor_slot const* slots,
-                                   train::detail::tensor_chunk const* chunks) {
-  train::detail::tensor_chunk const chunk = chunks[blockIdx.x];
+                                   tensor_chunk const* chunks) {
+  tensor_chunk const chunk = chunks[blockIdx.x];
   mixed_tensor_slot const slot = slots[chunk.tensor];
   for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
     std::uint64_t const at = chunk.begin + i;
@@ -80,9 +80,9 @@ __global__ void master_init_kernel(mixed_tensor_slot const* slots,
 }
 
 __global__ void norm_partials_kernel(mixed_tensor_slot const* slots,
-                                     train::detail::tensor_chunk const* chunks, float const* loss_scale,
+                                     tensor_chunk const* chunks, float const* loss_scale,
                                      float* partials) {
-  train::detail::tensor_chunk const chunk = chunks[blockIdx.x];
+  tensor_chunk const chunk = chunks[blockIdx.x];
   mixed_tensor_slot const slot = slots[chunk.tensor];
   float const inv_scale = inverse_loss_scale(loss_scale);
   float sum = 0.0F;
@@ -123,11 +123,11 @@ __global__ void finalize_kernel(mixed_adamw_device_state* state, float const* pa
       train::gradient_clip_factor(norm, options.max_grad_norm, options.clip_epsilon);
 }
 
-__global__ void adamw_kernel(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+__global__ void adamw_kernel(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                              mixed_adamw_device_state const* state,
                              train::mixed_adamw_options options) {
   if (state->skip != 0U) return;
-  train::detail::tensor_chunk const chunk = chunks[blockIdx.x];
+  tensor_chunk const chunk = chunks[blockIdx.x];
   mixed_tensor_slot const slot = slots[chunk.tensor];
   std::uint64_t const step = static_cast<std::uint64_t>(state->step);
   std::uint64_t const seed = state->seed;
@@ -173,14 +173,14 @@ __global__ void adamw_kernel(mixed_tensor_slot const* slots, train::detail::tens
 
 }  // namespace
 
-void launch_mixed_master_init(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_mixed_master_init(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                               std::size_t chunk_count, cuda::stream_view stream) {
   master_init_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.value()>>>(
       slots, chunks);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_mixed_norm_partials(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_mixed_norm_partials(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                                 std::size_t chunk_count, float const* loss_scale, float* partials,
                                 cuda::stream_view stream) {
   norm_partials_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.value()>>>(
@@ -197,7 +197,7 @@ void launch_mixed_finalize(mixed_adamw_device_state* state, float const* partial
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_mixed_adamw(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_mixed_adamw(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                         std::size_t chunk_count, mixed_adamw_device_state const* state,
                         train::mixed_adamw_options const& options, cuda::stream_view stream) {
   adamw_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.value()>>>(

@@ -46,10 +46,10 @@ struct mixed_tensor_slot {
 };
 
 /// master = the model weights in fp32, every tensor in one launch.
-void launch_mixed_master_init(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_mixed_master_init(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                               std::size_t chunk_count, cuda::stream_view stream);
 /// partials[c] = Σ (gradient · inv loss scale)² over chunk c, in a fixed order.
-void launch_mixed_norm_partials(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_mixed_norm_partials(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                                 std::size_t chunk_count, float const* loss_scale, float* partials,
                                 cuda::stream_view stream);
 /// One block: the norm from `partial_count` partials (none: no clipping), the skip decision,
@@ -59,7 +59,7 @@ void launch_mixed_finalize(mixed_adamw_device_state* state, float const* partial
                            unsigned int const* all_finite,
                            train::mixed_adamw_options const& options, cuda::stream_view stream);
 /// The update of every tensor, unless the state says the step is skipped.
-void launch_mixed_adamw(mixed_tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_mixed_adamw(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                         std::size_t chunk_count, mixed_adamw_device_state const* state,
                         train::mixed_adamw_options const& options, cuda::stream_view stream);
 

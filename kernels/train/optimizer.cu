@@ -23,10 +23,10 @@ __global__ void advance_step_kernel(optimizer_device_state* state, float const* 
   state->step += 1;
 }
 
-__global__ void sgd_kernel(tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+__global__ void sgd_kernel(tensor_slot const* slots, tensor_chunk const* chunks,
                            optimizer_device_state const* state, train::sgd_options options) {
   if (state->skipped != 0) return;
-  train::detail::tensor_chunk const chunk = chunks[blockIdx.x];
+  tensor_chunk const chunk = chunks[blockIdx.x];
   tensor_slot const slot = slots[chunk.tensor];
   std::int64_t const step = state->step;
   float const lr = state->schedule.at(step);
@@ -46,10 +46,10 @@ __global__ void sgd_kernel(tensor_slot const* slots, train::detail::tensor_chunk
   }
 }
 
-__global__ void adam_kernel(tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+__global__ void adam_kernel(tensor_slot const* slots, tensor_chunk const* chunks,
                             optimizer_device_state const* state, train::adam_options options) {
   if (state->skipped != 0) return;
-  train::detail::tensor_chunk const chunk = chunks[blockIdx.x];
+  tensor_chunk const chunk = chunks[blockIdx.x];
   tensor_slot const slot = slots[chunk.tensor];
   std::int64_t const step = state->step;
   float const lr = state->schedule.at(step);
@@ -77,7 +77,7 @@ void launch_advance_step(optimizer_device_state* state, train::gradient_scaling 
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_sgd(tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks,
                 std::size_t chunk_count, optimizer_device_state const* state,
                 train::sgd_options const& options, cuda::stream_view stream) {
   sgd_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.value()>>>(
@@ -85,7 +85,7 @@ void launch_sgd(tensor_slot const* slots, train::detail::tensor_chunk const* chu
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_adam(tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks,
                  std::size_t chunk_count, optimizer_device_state const* state,
                  train::adam_options const& options, cuda::stream_view stream) {
   adam_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.value()>>>(

@@ -36,17 +36,17 @@ struct tensor_slot {
 /// else the step count advances and the inverse loss scale is 1 / *loss_scale (1 without one).
 void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
                          cuda::stream_view stream);
-void launch_sgd(tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks,
                 std::size_t chunk_count, optimizer_device_state const* state,
                 train::sgd_options const& options, cuda::stream_view stream);
-void launch_adam(tensor_slot const* slots, train::detail::tensor_chunk const* chunks,
+void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks,
                  std::size_t chunk_count, optimizer_device_state const* state,
                  train::adam_options const& options, cuda::stream_view stream);
 
 /// Resets the state's all_finite flag to 1, then clears it on an inf or NaN in any gradient
 /// and, when `unscale`, multiplies every gradient by the state's inv_scale in place, rounding
 /// fp16 and bf16 ones to nearest even (one launch for every tensor).
-void launch_unscale(train::scaled_gradient const* gradients, train::detail::tensor_chunk const* chunks,
+void launch_unscale(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
                     std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
                     cuda::stream_view stream);
 /// One thread applies train::update_loss_scale to the state.
