@@ -250,7 +250,6 @@ class transformer {
   [[nodiscard]] std::size_t channels() const { return static_cast<std::size_t>(c_.channels); }
   [[nodiscard]] std::int64_t rows() const { return static_cast<std::int64_t>(tokens_per_step()); }
 
-
   // The tensors are listed in model order (tensors()), and laid out in the buffers in the order
   // the backward finishes their gradients: the final norm's first, then each layer from the last
   // (fc2, fc1, ln2, proj, qkv, ln1), the embeddings last (the embedding backward finishes the

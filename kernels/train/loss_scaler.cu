@@ -29,8 +29,7 @@ __global__ void reset_all_finite_kernel(train::loss_scale_state* state) {
 // One chunk of 16-bit gradients: the finite test reads the bits (train/loss_scale.hpp); an
 // unscaled element is rounded back to T to nearest even.
 template <typename T>
-__device__ bool unscale_16(void* tensor, tensor_chunk const& chunk, float inv_scale,
-                           bool unscale) {
+__device__ bool unscale_16(void* tensor, tensor_chunk const& chunk, float inv_scale, bool unscale) {
   static_assert(sizeof(T) == sizeof(std::uint16_t));
   T* const data = static_cast<T*>(tensor) + chunk.begin;
   bool finite = true;
@@ -48,9 +47,8 @@ __device__ bool unscale_16(void* tensor, tensor_chunk const& chunk, float inv_sc
   return finite;
 }
 
-__global__ void unscale_kernel(train::scaled_gradient const* gradients,
-                               tensor_chunk const* chunks, train::loss_scale_state* state,
-                               bool unscale) {
+__global__ void unscale_kernel(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
+                               train::loss_scale_state* state, bool unscale) {
   tensor_chunk const chunk = chunks[blockIdx.x];
   train::scaled_gradient const gradient = gradients[chunk.tensor];
   float const inv_scale = state->inv_scale;

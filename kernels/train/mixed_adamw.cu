@@ -69,8 +69,7 @@ __device__ float block_sum(float value) {
   return sums[0];
 }
 
-__global__ void master_init_kernel(mixed_tensor_slot const* slots,
-                                   tensor_chunk const* chunks) {
+__global__ void master_init_kernel(mixed_tensor_slot const* slots, tensor_chunk const* chunks) {
   tensor_chunk const chunk = chunks[blockIdx.x];
   mixed_tensor_slot const slot = slots[chunk.tensor];
   for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
@@ -79,9 +78,8 @@ __global__ void master_init_kernel(mixed_tensor_slot const* slots,
   }
 }
 
-__global__ void norm_partials_kernel(mixed_tensor_slot const* slots,
-                                     tensor_chunk const* chunks, float const* loss_scale,
-                                     float* partials) {
+__global__ void norm_partials_kernel(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
+                                     float const* loss_scale, float* partials) {
   tensor_chunk const chunk = chunks[blockIdx.x];
   mixed_tensor_slot const slot = slots[chunk.tensor];
   float const inv_scale = inverse_loss_scale(loss_scale);

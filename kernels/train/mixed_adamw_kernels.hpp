@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
+#include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 
 namespace graphstep::train::detail {

@@ -77,17 +77,17 @@ void launch_advance_step(optimizer_device_state* state, train::gradient_scaling 
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks,
-                std::size_t chunk_count, optimizer_device_state const* state,
-                train::sgd_options const& options, cuda::stream_view stream) {
+void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
+                optimizer_device_state const* state, train::sgd_options const& options,
+                cuda::stream_view stream) {
   sgd_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.value()>>>(
       slots, chunks, state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks,
-                 std::size_t chunk_count, optimizer_device_state const* state,
-                 train::adam_options const& options, cuda::stream_view stream) {
+void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
+                 optimizer_device_state const* state, train::adam_options const& options,
+                 cuda::stream_view stream) {
   adam_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.value()>>>(
       slots, chunks, state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());

@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/lr_schedule.hpp>
-#include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 
 namespace graphstep::train::detail {
@@ -17,7 +17,7 @@ namespace graphstep::train::detail {
 /// Per-optimizer values that change from step to step; they live in device memory and the
 /// captured kernels read them, so replays follow them without re-capture.
 struct optimizer_device_state {
-  std::int64_t step{0};       // steps taken; the captured step advances it before the update
+  std::int64_t step{0};        // steps taken; the captured step advances it before the update
   float inv_loss_scale{1.0F};  // this step's gradients are multiplied by it
   std::uint32_t skipped{0};    // 1: this step is skipped (its gradients were not all finite)
   train::lr_schedule schedule;
@@ -36,12 +36,12 @@ struct tensor_slot {
 /// else the step count advances and the inverse loss scale is 1 / *loss_scale (1 without one).
 void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
                          cuda::stream_view stream);
-void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks,
-                std::size_t chunk_count, optimizer_device_state const* state,
-                train::sgd_options const& options, cuda::stream_view stream);
-void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks,
-                 std::size_t chunk_count, optimizer_device_state const* state,
-                 train::adam_options const& options, cuda::stream_view stream);
+void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
+                optimizer_device_state const* state, train::sgd_options const& options,
+                cuda::stream_view stream);
+void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
+                 optimizer_device_state const* state, train::adam_options const& options,
+                 cuda::stream_view stream);
 
 /// Resets the state's all_finite flag to 1, then clears it on an inf or NaN in any gradient
 /// and, when `unscale`, multiplies every gradient by the state's inv_scale in place, rounding

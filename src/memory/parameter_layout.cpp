@@ -45,8 +45,8 @@ std::size_t parameter_layout::add(std::string name, std::vector<std::int64_t> sh
                                           " has a dimension below 1; every tensor holds "
                                           "at least one element");
     auto const d = static_cast<std::size_t>(dimension);
-    GRAPHSTEP_EXPECTS(count <= size_limit / d, "parameter_layout: tensor '" + name +
-                                                   "' of shape " + shape_name(shape) +
+    GRAPHSTEP_EXPECTS(count <= size_limit / d, "parameter_layout: tensor '" + name + "' of shape " +
+                                                   shape_name(shape) +
                                                    " has more elements than a size can hold");
     count *= d;
   }
@@ -64,9 +64,8 @@ std::size_t parameter_layout::add(std::string name, std::vector<std::int64_t> sh
 }
 
 parameter_slot const& parameter_layout::at(std::size_t index) const {
-  GRAPHSTEP_EXPECTS(index < slots_.size(), "parameter_layout: no tensor " +
-                                               std::to_string(index) + "; the layout has " +
-                                               std::to_string(slots_.size()));
+  GRAPHSTEP_EXPECTS(index < slots_.size(), "parameter_layout: no tensor " + std::to_string(index) +
+                                               "; the layout has " + std::to_string(slots_.size()));
   return slots_[index];
 }
 

@@ -47,7 +47,8 @@ nccl_comm communicator_from_environment(bootstrap_options const& options) {
     case bootstrap_kind::torchrun_store: {
       unique_id_bytes root_id{};
       if (env.rank == 0) root_id = nccl_comm::new_unique_id();
-      unique_id_bytes const id = detail::exchange_unique_id(env, root_id, options.rendezvous_timeout);
+      unique_id_bytes const id =
+          detail::exchange_unique_id(env, root_id, options.rendezvous_timeout);
       return nccl_comm::from_unique_id(id, env.rank, env.world_size, comm_options);
     }
     case bootstrap_kind::mpi: break;

@@ -66,8 +66,7 @@ detail::cache_actions<cuda::stream_view> basic_graph_cache<Policy>::actions(
   };
   a.instantiate = [&cache](cuda::stream_view stream, std::size_t slot) {
     graphs::graph_exec& exec = cache.executables_[slot];
-    exec =
-        cache.captured_[slot].instantiate(cache.options_.lifecycle.capture.instantiate_flags);
+    exec = cache.captured_[slot].instantiate(cache.options_.lifecycle.capture.instantiate_flags);
     if (cache.options_.lifecycle.capture.upload) exec.upload(stream);
   };
   a.release = [&cache](std::size_t slot) {

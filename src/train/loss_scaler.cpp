@@ -5,8 +5,8 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
+#include <graphstep/train/loss_scaler.hpp>
 #include <string>
 #include <vector>
 

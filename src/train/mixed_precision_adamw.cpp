@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
-#include <graphstep/train/detail/multi_tensor.hpp>
 #include <initializer_list>
 #include <string>
 #include <vector>

@@ -55,8 +55,7 @@ void adam_family_step(std::vector<double>& param, std::vector<double> const& gra
 void adam_step(std::vector<double>& param, std::vector<double> const& grad,
                std::vector<double>& exp_avg, std::vector<double>& exp_avg_sq,
                adam_options const& options, double lr, std::int64_t step, double inv_loss_scale) {
-  adam_family_step(param, grad, exp_avg, exp_avg_sq, options, lr, step, inv_loss_scale,
-                   decay::l2);
+  adam_family_step(param, grad, exp_avg, exp_avg_sq, options, lr, step, inv_loss_scale, decay::l2);
 }
 
 void adamw_step(std::vector<double>& param, std::vector<double> const& grad,

@@ -49,6 +49,8 @@ void train_step(gs::cuda::stream_view stream, gs::memory::memory_pool& pool,
 // The README's loop over `loader`; returns what the last replay wrote.
 float readme_loop(std::vector<std::vector<float>> const& loader, std::int64_t batch_size,
                   std::int64_t features) {
+  // The README's own alignment:
+  // clang-format off
   // README begin
   gs::cuda::stream stream;                 // non-blocking stream
   gs::memory::memory_pool pool;            // graph-private memory at fixed addresses
@@ -66,6 +68,7 @@ float readme_loop(std::vector<std::vector<float>> const& loader, std::int64_t ba
     step.replay(stream);                   // one launch per step
   }
   // README end
+  // clang-format on
   float sum = 0.0F;
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(&sum, step_sum, sizeof sum, cudaMemcpyDeviceToHost, stream.get()));

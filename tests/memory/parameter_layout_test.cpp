@@ -65,8 +65,7 @@ TEST(parameter_layout, bad_tensors_are_refused_naming_the_tensor_and_leave_the_l
            {"bias", {huge, huge}, dtype::float32, "more elements than a size can hold"},
            {"bias", {huge}, dtype::float32, "does not fit"},
        }) {
-    std::string const message =
-        message_of([&] { layout.add(b.name, b.shape, b.type); });
+    std::string const message = message_of([&] { layout.add(b.name, b.shape, b.type); });
     EXPECT_NE(message.find(b.says), std::string::npos) << "'" << b.name << "': " << message;
     if (!b.name.empty() && b.says != "already in the layout") {
       EXPECT_NE(message.find("'" + b.name + "'"), std::string::npos) << message;

@@ -45,10 +45,10 @@ TEST(bucket_plan, bad_input) {
 
 TEST(bucket_plan, over_a_parameter_layout_puts_each_gradient_at_its_layout_offset) {
   graphstep::memory::parameter_layout layout{128};
-  layout.add("final norm", {100}, graphstep::dtype::bfloat16);       // 256 bytes of slot
-  layout.add("fc2", {300, 1000}, graphstep::dtype::bfloat16);        // 600 000 bytes
-  layout.add("fc1", {1000, 300}, graphstep::dtype::bfloat16);        // 600 000 bytes
-  layout.add("embedding", {7, 3}, graphstep::dtype::float32);        // 128 bytes of slot
+  layout.add("final norm", {100}, graphstep::dtype::bfloat16);  // 256 bytes of slot
+  layout.add("fc2", {300, 1000}, graphstep::dtype::bfloat16);   // 600 000 bytes
+  layout.add("fc1", {1000, 300}, graphstep::dtype::bfloat16);   // 600 000 bytes
+  layout.add("embedding", {7, 3}, graphstep::dtype::float32);   // 128 bytes of slot
   auto const plan = gn::plan_buckets(layout, 1 << 20, 4096);
   ASSERT_EQ(plan.offsets.size(), layout.size());
   for (std::size_t i = 0; i < layout.size(); ++i) {

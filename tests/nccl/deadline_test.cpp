@@ -78,7 +78,8 @@ TEST(watchdog_verdict, nothing_wrong_is_no_reason) {
   seen.outstanding = 2;
   seen.oldest_outstanding = 5;
   EXPECT_EQ(gn::detail::watchdog_verdict(seen), "");
-  seen.async = gn::detail::async_state::in_progress;  // a non-blocking call under way is not an error
+  seen.async =
+      gn::detail::async_state::in_progress;  // a non-blocking call under way is not an error
   EXPECT_EQ(gn::detail::watchdog_verdict(seen), "");
 }
 
@@ -93,7 +94,8 @@ TEST(watchdog_verdict, an_asynchronous_nccl_error_is_named_with_the_outstanding_
             "rank 3: NCCL reported ncclRemoteError (remote process exited or there was a "
             "network error) asynchronously; 2 step(s) outstanding, oldest step 41");
   seen.overdue = "rank 3: step 41 has not finished";  // the NCCL error explains the delay
-  EXPECT_EQ(gn::detail::watchdog_verdict(seen).rfind("rank 3: NCCL reported ncclRemoteError", 0), 0U);
+  EXPECT_EQ(gn::detail::watchdog_verdict(seen).rfind("rank 3: NCCL reported ncclRemoteError", 0),
+            0U);
 }
 
 TEST(watchdog_verdict, a_stream_error_comes_first_and_a_missed_deadline_last) {

@@ -79,7 +79,8 @@ TEST(rendezvous, every_rank_receives_rank_zeros_id) {
     std::vector<std::future<gn::unique_id_bytes>> ranks;
     for (int r = world - 1; r >= 1; --r) {  // arrival order does not matter
       ranks.push_back(std::async(std::launch::async, [&, r] {
-        return gn::detail::rendezvous_join("127.0.0.1", server.port(), r, world, milliseconds{5000});
+        return gn::detail::rendezvous_join("127.0.0.1", server.port(), r, world,
+                                           milliseconds{5000});
       }));
     }
     server.serve(id, milliseconds{5000});
@@ -103,7 +104,8 @@ TEST(rendezvous, a_missing_rank_is_named_at_the_deadline) {
   gn::detail::rendezvous_server server{0, 3};
   auto one = std::async(std::launch::async, [&] {
     return message_of<graphstep::nccl_error>([&] {
-      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(
+          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     });
   });
   std::string const what =
@@ -117,8 +119,7 @@ TEST(rendezvous, a_timeout_with_no_time_in_it_is_a_usage_error_that_says_so) {
     std::string const expected = "a timeout of " + std::to_string(timeout.count()) + " ms";
     gn::detail::rendezvous_server server{0, 2};
     std::vector<std::string> const messages{
-        message_of([&] { server.serve(make_id(1), timeout); }),
-        message_of([&] {
+        message_of([&] { server.serve(make_id(1), timeout); }), message_of([&] {
           static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, timeout));
         }),
         message_of([&] {
@@ -128,7 +129,9 @@ TEST(rendezvous, a_timeout_with_no_time_in_it_is_a_usage_error_that_says_so) {
           environment.bootstrap = gn::bootstrap_kind::rendezvous;
           static_cast<void>(gn::detail::exchange_unique_id(environment, make_id(1), timeout));
         }),
-        message_of([&] { gn::detail::tcp_store store{"127.0.0.1", server.port(), timeout}; })};
+        message_of([&] {
+          gn::detail::tcp_store store{"127.0.0.1", server.port(), timeout};
+        })};
     for (std::string const& what : messages) {
       EXPECT_NE(what.find(expected), std::string::npos) << what;
       EXPECT_NE(what.find("give a positive time"), std::string::npos) << what;
@@ -138,7 +141,8 @@ TEST(rendezvous, a_timeout_with_no_time_in_it_is_a_usage_error_that_says_so) {
 
 TEST(rendezvous, a_wrong_port_fails_at_the_deadline) {
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", closed_port(), 1, 2, milliseconds{300}));
+    static_cast<void>(
+        gn::detail::rendezvous_join("127.0.0.1", closed_port(), 1, 2, milliseconds{300}));
   });
   EXPECT_NE(what.find("could not reach rank 0"), std::string::npos) << what;
   EXPECT_NE(what.find("MASTER_PORT"), std::string::npos) << what;
@@ -209,8 +213,8 @@ TEST(rendezvous, a_join_keeps_its_deadline_when_rank_zeros_queue_is_full) {
   }
   auto const started = std::chrono::steady_clock::now();
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    static_cast<void>(
-        gn::detail::rendezvous_join("127.0.0.1", ntohs(address.sin_port), 1, 2, milliseconds{1000}));
+    static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", ntohs(address.sin_port), 1, 2,
+                                                  milliseconds{1000}));
   });
   auto const took = std::chrono::steady_clock::now() - started;
   EXPECT_LT(took, std::chrono::seconds{3})
@@ -289,18 +293,20 @@ TEST(rendezvous, a_client_of_another_job_can_neither_take_a_rank_nor_abort_the_j
   // Without the token: as rank 1, then with another world size (which would abort a job).
   auto stranger = std::async(std::launch::async, [&] {
     return message_of<graphstep::usage_error>([&] {
-      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}));
+      static_cast<void>(
+          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}));
     });
   });
   auto meddler = std::async(std::launch::async, [&] {
     return message_of<graphstep::usage_error>([&] {
-      static_cast<void>(
-          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 9, milliseconds{5000}, "job-8"));
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 9,
+                                                    milliseconds{5000}, "job-8"));
     });
   });
   auto member = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(milliseconds{300});
-    return gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000}, "job-7");
+    return gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 2, milliseconds{5000},
+                                       "job-7");
   });
   server.serve(id, milliseconds{5000});
   EXPECT_EQ(member.get(), id);
@@ -369,7 +375,8 @@ TEST(rendezvous, a_mismatched_world_size_fails_on_both_sides) {
   gn::detail::rendezvous_server server{0, 2};
   auto joiner = std::async(std::launch::async, [&] {
     return message_of<graphstep::usage_error>([&] {
-      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(
+          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     });
   });
   std::string const what =
@@ -382,14 +389,16 @@ TEST(rendezvous, a_duplicate_rank_fails) {
   gn::detail::rendezvous_server server{0, 3};
   auto first = std::async(std::launch::async, [&] {
     try {
-      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(
+          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     } catch (graphstep::error const&) {
     }
   });
   std::this_thread::sleep_for(milliseconds{100});
   auto second = std::async(std::launch::async, [&] {
     try {
-      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
+      static_cast<void>(
+          gn::detail::rendezvous_join("127.0.0.1", server.port(), 1, 3, milliseconds{5000}));
     } catch (graphstep::error const&) {
     }
   });
@@ -420,11 +429,12 @@ TEST(rendezvous, a_foreign_client_is_dropped_and_counted) {
 TEST(rendezvous, bad_arguments) {
   EXPECT_THROW(gn::detail::rendezvous_server(70000, 2), graphstep::usage_error);
   EXPECT_THROW(gn::detail::rendezvous_server(0, 0), graphstep::usage_error);
-  EXPECT_THROW(static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", 1, 0, 2, milliseconds{10})),
-               graphstep::usage_error);
   EXPECT_THROW(
-      static_cast<void>(gn::detail::rendezvous_join("no-such-host.invalid", 1, 1, 2, milliseconds{10})),
-      graphstep::nccl_error);
+      static_cast<void>(gn::detail::rendezvous_join("127.0.0.1", 1, 0, 2, milliseconds{10})),
+      graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(
+                   gn::detail::rendezvous_join("no-such-host.invalid", 1, 1, 2, milliseconds{10})),
+               graphstep::nccl_error);
 }
 
 TEST(rendezvous, exchange_presents_the_environments_token) {
@@ -435,8 +445,9 @@ TEST(rendezvous, exchange_presents_the_environments_token) {
   gn::detail::rendezvous_server server{0, 2, "job-3"};
   env.master_port = server.port();
   env.rank = 1;
-  auto joined = std::async(std::launch::async,
-                           [&] { return gn::detail::exchange_unique_id(env, {}, milliseconds{5000}); });
+  auto joined = std::async(std::launch::async, [&] {
+    return gn::detail::exchange_unique_id(env, {}, milliseconds{5000});
+  });
   server.serve(make_id(81), milliseconds{5000});
   EXPECT_EQ(joined.get(), make_id(81));
 }
@@ -470,10 +481,10 @@ TEST(rendezvous, separate_processes_and_a_rank_that_dies) {
       if (rank == 3) ::_exit(0);  // dies at once
       int status = 1;
       try {
-        status =
-            gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id
-                ? 0
-                : 2;
+        status = gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, world,
+                                             milliseconds{5000}) == id
+                     ? 0
+                     : 2;
       } catch (graphstep::error const&) {
         status = 3;  // told that rank 0 gave up
       }
@@ -504,7 +515,8 @@ TEST(rendezvous, separate_processes_succeed) {
     if (child == 0) {
       bool ok = false;
       try {
-        ok = gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, world, milliseconds{5000}) == id;
+        ok = gn::detail::rendezvous_join("127.0.0.1", server.port(), rank, world,
+                                         milliseconds{5000}) == id;
       } catch (graphstep::error const&) {
       }
       ::_exit(ok ? 0 : 1);

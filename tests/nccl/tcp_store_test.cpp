@@ -118,7 +118,9 @@ std::string hex(std::vector<std::uint8_t> const& bytes) {
 std::pair<graphstep::nccl_error, std::chrono::steady_clock::duration> connect_failure(
     int port, milliseconds timeout) {
   auto const started = std::chrono::steady_clock::now();
-  auto error = catch_as<graphstep::nccl_error>([&] { gn::detail::tcp_store{"127.0.0.1", port, timeout}; });
+  auto error = catch_as<graphstep::nccl_error>([&] {
+    gn::detail::tcp_store{"127.0.0.1", port, timeout};
+  });
   return {error, std::chrono::steady_clock::now() - started};
 }
 
@@ -194,8 +196,9 @@ TEST_P(tcp_store_test, keys_and_values_beyond_the_stores_limits_are_refused_befo
   std::string const what = message_of<graphstep::usage_error>(
       [&] { store.set(std::string(gn::detail::tcp_store_max_key_bytes, 'k'), {1}); });
   EXPECT_NE(what.find("longer than the store accepts"), std::string::npos) << what;
-  EXPECT_THROW(store.set("big", std::vector<std::uint8_t>(gn::detail::tcp_store_max_value_bytes + 1)),
-               graphstep::usage_error);
+  EXPECT_THROW(
+      store.set("big", std::vector<std::uint8_t>(gn::detail::tcp_store_max_value_bytes + 1)),
+      graphstep::usage_error);
   store.set("still", {2});  // nothing half-sent
   EXPECT_EQ(store.get("still", milliseconds{1000}), std::vector<std::uint8_t>{2});
 }
@@ -208,7 +211,8 @@ TEST_P(tcp_store_test, every_rank_gets_rank_zeros_id_whenever_rank_zero_comes) {
   for (int rank = 1; rank < world; ++rank) {
     ranks.push_back(std::async(std::launch::async, [&, rank] {
       auto store = client();
-      return gn::detail::exchange_unique_id_through_store(store, "job/id/0", rank, {}, milliseconds{10000});
+      return gn::detail::exchange_unique_id_through_store(store, "job/id/0", rank, {},
+                                                          milliseconds{10000});
     }));
   }
   std::this_thread::sleep_for(milliseconds{200});  // the others wait for rank 0
@@ -220,14 +224,14 @@ TEST_P(tcp_store_test, every_rank_gets_rank_zeros_id_whenever_rank_zero_comes) {
 TEST_P(tcp_store_test, a_rank_zero_that_never_publishes_is_reported_in_time) {
   auto store = client();
   std::string const what = message_of<graphstep::nccl_error>([&] {
-    static_cast<void>(
-        gn::detail::exchange_unique_id_through_store(store, "job/id/absent", 2, {}, milliseconds{300}));
+    static_cast<void>(gn::detail::exchange_unique_id_through_store(store, "job/id/absent", 2, {},
+                                                                   milliseconds{300}));
   });
   EXPECT_NE(what.find("rank 2 did not receive NCCL's id from rank 0"), std::string::npos) << what;
   store.set("job/id/short", {1, 2, 3});
   std::string const wrong = message_of<graphstep::nccl_error>([&] {
-    static_cast<void>(
-        gn::detail::exchange_unique_id_through_store(store, "job/id/short", 1, {}, milliseconds{300}));
+    static_cast<void>(gn::detail::exchange_unique_id_through_store(store, "job/id/short", 1, {},
+                                                                   milliseconds{300}));
   });
   EXPECT_NE(wrong.find("holds 3 bytes"), std::string::npos) << wrong;
 }

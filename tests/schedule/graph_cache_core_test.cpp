@@ -238,13 +238,14 @@ TEST(graph_cache_core, eviction_in_template_mode_waits_and_forgets_what_the_temp
   cache_core core{device.actions(), device.buckets, 0, 700, true};
   serve(core, 9, fake_device::request_stream);  // the template: never charged, never evicted
   serve(core, 4, fake_device::request_stream);  // the template now runs 4's work
-  serve(core, 5,
+  serve(
+      core, 5,
       fake_device::request_stream);  // 400 + 500 > 700: 4 goes while the template may still run it
   EXPECT_FALSE(core.is_captured(4));
   EXPECT_TRUE(core.is_captured(9));
   serve(core, 4,
-             fake_device::request_stream);  // captured again: the template must be updated to the
-                                            // new capture, not replay the work of the released one
+        fake_device::request_stream);  // captured again: the template must be updated to the
+                                       // new capture, not replay the work of the released one
   serve(core, 9, fake_device::request_stream);
   EXPECT_EQ(core.statistics().evictions, 2U);  // 4, then 5 to make room for 4 again
   EXPECT_EQ(device.executed, (std::vector<std::int64_t>{9, 4, 5, 4, 9}));
@@ -290,8 +291,7 @@ TEST(graph_cache_core, random_requests_always_run_their_own_bucket) {
       fake_device device;
       device.refuse = {3, 7};
       std::size_t const budget = 1500;
-      cache_core core{device.actions(), device.buckets, trial % 3, budget,
-                                                             share};
+      cache_core core{device.actions(), device.buckets, trial % 3, budget, share};
       std::uniform_int_distribution<std::int64_t> bucket{1, 10};
       std::size_t served = 0;
       for (int i = 0; i < 300; ++i) {

@@ -739,8 +739,8 @@ TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_li
   std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}, {0.0F, 0.5F}};
   gt::lr_schedule schedule;
   schedule.base = 1e-2F;
-  gt::mixed_precision_adamw from_layout{layout,  by_layout, gradient, groups, {},
-                                        schedule, {},       *stream_};
+  gt::mixed_precision_adamw from_layout{layout, by_layout, gradient, groups,
+                                        {},     schedule,  {},       *stream_};
   std::vector<gt::mixed_parameter> list;
   for (gs::memory::parameter_slot const& slot : layout.slots()) {
     std::size_t const first = slot.offset / sizeof(std::uint16_t);
@@ -758,12 +758,12 @@ TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_li
   EXPECT_EQ(download(by_layout, elements), download(by_list, elements));
   EXPECT_NE(download(by_layout, elements), weights) << "the step changed nothing";
 
-  EXPECT_NE(message_of([&] {
-              gt::mixed_precision_adamw{
-                  gs::memory::parameter_layout{}, by_layout, gradient, groups, {}, {}, {},
-                  *stream_};
-            }).find("holds no tensor"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([&] {
+        gt::mixed_precision_adamw{
+            gs::memory::parameter_layout{}, by_layout, gradient, groups, {}, {}, {}, *stream_};
+      }).find("holds no tensor"),
+      std::string::npos);
   EXPECT_NE(message_of([&] {
               gt::mixed_precision_adamw{layout, nullptr, gradient, groups, {}, {}, {}, *stream_};
             }).find("null pointer"),

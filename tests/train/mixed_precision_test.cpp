@@ -212,7 +212,7 @@ TEST(mixed_precision, the_fp32_reference_step_follows_the_fp64_adamw) {
         std::sqrt(gt::reference::bias_correction(options.beta2, step)), 1.0F / 1024.0F, 0.25F};
     gt::reference::mixed_adamw_step(master, m, v, grad, options, group, scalars);
     gt::reference::adamw_step(want, want_grad, want_m, want_v, fp64_options,
-                             static_cast<double>(lr) * group.lr_multiplier, step);
+                              static_cast<double>(lr) * group.lr_multiplier, step);
   }
   for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(master[i], want[i], 2e-6) << i;
   auto const nearest = gt::reference::to_bfloat16(master, false, 0, 5, 0);

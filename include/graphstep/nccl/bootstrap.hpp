@@ -6,8 +6,8 @@
 /// in builds with it), or none (one rank).
 
 #include <chrono>
-#include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/detail/rendezvous.hpp>
+#include <graphstep/nccl/nccl_comm.hpp>
 
 namespace graphstep::nccl {
 

@@ -54,9 +54,9 @@ namespace detail {
 /// @throws usage_error (an empty layout, zero bucket size)
 template <typename Layout,
           std::enable_if_t<std::is_same_v<Layout, memory::parameter_layout>, int> = 0>
-[[nodiscard]] bucket_plan plan_buckets(Layout const& layout,
-                                       std::size_t bucket_bytes = default_bucket_bytes,
-                                       std::size_t first_bucket_bytes = default_first_bucket_bytes) {
+[[nodiscard]] bucket_plan plan_buckets(
+    Layout const& layout, std::size_t bucket_bytes = default_bucket_bytes,
+    std::size_t first_bucket_bytes = default_first_bucket_bytes) {
   return detail::plan_layout_buckets(layout, bucket_bytes, first_bucket_bytes);
 }
 

@@ -11,8 +11,8 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/train/checkpoint.hpp>
-#include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
+#include <graphstep/train/loss_scale.hpp>
 #include <string>
 #include <vector>
 

@@ -63,8 +63,8 @@ class mixed_precision_adamw {
   /// the buffer at `values` and the gradients at `gradients`, both laid out by `layout`. Tensor
   /// t of `save_to`, `master_weights` and the messages is the layout's tensor t.
   /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
-  mixed_precision_adamw(memory::parameter_layout const& layout, void* values,
-                        void const* gradients, std::vector<parameter_group> const& groups,
+  mixed_precision_adamw(memory::parameter_layout const& layout, void* values, void const* gradients,
+                        std::vector<parameter_group> const& groups,
                         mixed_adamw_options const& options, lr_schedule const& schedule,
                         gradient_scaling const& scaling, cuda::stream_view stream,
                         cuda::memory_resource& resource = cuda::default_resource());

@@ -6,9 +6,9 @@
 
 #include <cstdlib>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/detail/rendezvous.hpp>
 #include <graphstep/nccl/detail/tcp_store.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
 #include <iostream>
 #include <random>
 #include <string>

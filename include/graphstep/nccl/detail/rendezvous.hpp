@@ -13,8 +13,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/detail/tcp_store.hpp>
+#include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 #include <string>
 

@@ -79,10 +79,10 @@ class graph_cache_core {
                       "graph cache: every action (run_eager, capture, replay, update, "
                       "instantiate, release, wait_idle) must be given");
     GRAPHSTEP_EXPECTS(warmup_runs >= 0, "graph cache: warmup_runs must be >= 0");
-    GRAPHSTEP_EXPECTS(std::adjacent_find(buckets_.begin(), buckets_.end(),
-                                         [](Key const& a, Key const& b) { return !(a < b); }) ==
-                          buckets_.end(),
-                      "graph cache: the buckets must be ascending, without repeats");
+    GRAPHSTEP_EXPECTS(
+        std::adjacent_find(buckets_.begin(), buckets_.end(),
+                           [](Key const& a, Key const& b) { return !(a < b); }) == buckets_.end(),
+        "graph cache: the buckets must be ascending, without repeats");
   }
 
   /// @brief The slot of `bucket`.
@@ -106,10 +106,9 @@ class graph_cache_core {
   /// @throws usage_error (slot out of range), what the actions throw; a failed capture leaves
   /// the bucket uncaptured (the next request tries again)
   served_by serve(std::size_t slot, Context const& context) {
-    GRAPHSTEP_EXPECTS(slot < entries_.size(),
-                      "graph cache: bucket slot " + std::to_string(slot) +
-                          " is out of range; there are " + std::to_string(entries_.size()) +
-                          " buckets");
+    GRAPHSTEP_EXPECTS(slot < entries_.size(), "graph cache: bucket slot " + std::to_string(slot) +
+                                                  " is out of range; there are " +
+                                                  std::to_string(entries_.size()) + " buckets");
     state& s = entries_[slot];
     if (s.captured) {
       ++stats_.hits;
