@@ -158,6 +158,28 @@ TEST_F(device_functions, clock64_and_clock_never_go_back) {
   GRAPHSTEP_CUDA_TRY(cudaFree(ran));
 }
 
+// --- pointers to volatile memory ----------------------------------------------------------------
+
+// A flag written through a pointer to volatile, as kernels that poll across blocks take it.
+__global__ void raise_flag(volatile int* flag, int const* value) {
+  if (threadIdx.x == 0) *flag = *value;
+}
+
+TEST_F(device_functions, a_kernel_takes_a_pointer_to_volatile_memory) {
+  int* flag = nullptr;
+  int* value = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&value, sizeof(int)));
+  int const seven = 7;
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(value, &seven, sizeof seven, cudaMemcpyHostToDevice));
+  GRAPHSTEP_CUDA_TRY(cudaMemset(flag, 0, sizeof(int)));
+  raise_flag<<<1, 32>>>(flag, value);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  EXPECT_EQ(read_back(flag, 1).front(), 7);
+  GRAPHSTEP_CUDA_TRY(cudaFree(flag));
+  GRAPHSTEP_CUDA_TRY(cudaFree(value));
+}
+
 // --- half-precision atomics ----------------------------------------------------------------------
 
 struct half_sums {

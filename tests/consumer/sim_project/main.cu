@@ -1,14 +1,12 @@
-// Plain CUDA, no graphstep header: a kernel launched eagerly and captured into a graph, replayed,
-// and the results read back and checked.
+// Plain CUDA, no graphstep header: a kernel template from a header of the project, launched with
+// its type deduced, eagerly and captured into a graph, replayed, and the results read back and
+// checked.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <vector>
 
-__global__ void add_one(float* x, int n) {
-  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) x[i] += 1.0F;
-}
+#include "add_one.cuh"
 
 #define CHECK(call)                                                              \
   do {                                                                           \

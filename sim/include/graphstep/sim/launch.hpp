@@ -47,7 +47,10 @@ template <typename T>
 void add_pointer_argument(std::vector<pointer_argument>& out, T const& value) {
   if constexpr (std::is_pointer_v<T>) {
     using pointee = std::remove_pointer_t<T>;
-    out.push_back(pointer_argument{static_cast<void const*>(value), std::is_const_v<pointee>});
+    // Through `const volatile` first: a kernel may take a pointer to volatile (a flag polled
+    // across blocks); the checker only needs the address.
+    void const volatile* const address = value;
+    out.push_back(pointer_argument{const_cast<void const*>(address), std::is_const_v<pointee>});
   }
 }
 
