@@ -26,7 +26,7 @@ basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
       step_{std::move(step)},
       pool_{pool},
       options_{std::move(options)},
-      core_{actions(*this), std::vector<key_type>(policy_.buckets()),
+      core_{actions(*this), policy_.buckets(),
             options_.lifecycle.warmup_runs, options_.budget_bytes,
             options_.instantiation == bucket_instantiation::update_template} {
   executables_.resize(core_.buckets().size());

@@ -21,8 +21,8 @@ enum class bucket_match {
 
 /// @brief The bucket chosen for a size, and the padding it implies.
 struct bucket_choice {
-  std::int64_t bucket;
-  std::int64_t padding;  ///< bucket - size
+  std::int64_t bucket{};
+  std::int64_t padding{};  ///< bucket - size
   /// The bucket's position in `buckets()`: a graph cache keeps its graphs by it.
   std::size_t slot{};
 };

@@ -22,13 +22,7 @@
 namespace graphstep::nccl::detail {
 namespace {
 
-using clock = detail::socket_clock;
-using detail::bound_port;
-using detail::connect_before;
-using detail::listen_on;
-using detail::read_exactly;
-using detail::socket_fd;
-using detail::write_all;
+using clock = socket_clock;
 
 constexpr std::uint32_t protocol_magic = 0x47535256;  // "GSRV"
 constexpr std::uint32_t protocol_version = 2;
