@@ -29,13 +29,7 @@ class device_functions : public graphstep::testing::gpu_test {
   }
 };
 
-template <typename T>
-std::vector<T> read_back(T const* device, std::size_t count) {
-  std::vector<T> host(count);
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
+using graphstep::testing::read_back;
 
 // --- cache-hinted loads and stores -------------------------------------------------------------
 

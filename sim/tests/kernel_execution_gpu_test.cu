@@ -80,13 +80,7 @@ __global__ void store_value(int* out, int value) {
 
 class kernel_execution : public graphstep::testing::gpu_test {};
 
-template <typename T>
-std::vector<T> read_back(T const* device, std::size_t count) {
-  std::vector<T> host(count);
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
+using graphstep::testing::read_back;
 
 TEST_F(kernel_execution, every_thread_of_1d_2d_and_3d_grids_runs_once_with_its_indices) {
   for (auto const& [grid, block] : {std::pair{dim3{7}, dim3{64}}, std::pair{dim3{3, 2}, dim3{8, 4}},

@@ -28,13 +28,7 @@ T* device_array(std::size_t count) {
   return pointer;
 }
 
-template <typename T>
-std::vector<T> read_back(T const* device, std::size_t count) {
-  std::vector<T> host(count);
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
+using graphstep::testing::read_back;
 
 TEST_F(source_constructs, a_template_kernel_launched_with_deduced_arguments_runs_its_instance) {
   int const n = 300;

@@ -41,6 +41,16 @@ inline void copy_to_device(void* device, void const* host, std::size_t bytes) {
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
 }
 
+/// Waits for the whole device, then copies `count` elements of device memory to the host: for
+/// tests whose kernels run on the legacy stream.
+template <typename T>
+std::vector<T> read_back(T const* device, std::size_t count) {
+  std::vector<T> host(count);
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
 /// Copies `count` elements of device memory to the host in the order of `stream`, and waits for
 /// them.
 template <typename T>
