@@ -302,7 +302,10 @@ void record_accesses(node_state const& node) {
   switch (node.type) {
     case cudaGraphNodeTypeKernel:
       for (pointer_argument const& argument : node.kernel->pointer_arguments()) {
-        if (tracked(argument.address)) p.races.access(argument.address, 1, !argument.read_only);
+        if (tracked(argument.address)) {
+          p.races.access(argument.address, std::max<std::size_t>(argument.bytes, 1),
+                         !argument.read_only);
+        }
       }
       break;
     case cudaGraphNodeTypeMemset: {

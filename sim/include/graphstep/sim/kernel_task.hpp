@@ -25,6 +25,10 @@ struct pointer_argument {
   void const* address{};
   /// The parameter's pointee is const: the kernel may only read through it.
   bool read_only{};
+  /// The bytes from `address` the kernel reads or writes, where its author knows them (a
+  /// library's kernels: a collective's buffers, a matmul's matrices); 0 where unknown, which the
+  /// checker takes as the first byte when the kernel's own accesses are not seen.
+  std::size_t bytes{};
 };
 
 /// @brief One kernel parameter's place in the device-side parameter layout.
