@@ -33,6 +33,8 @@ struct physical_memory {
   int file{-1};
   std::size_t bytes{};
   int device{};
+  std::size_t mappings{};  // live cuMemMap mappings of it
+  bool released{};         // cuMemRelease was called: gone once the last mapping is
 };
 
 struct reservation {
@@ -48,7 +50,20 @@ std::map<std::uintptr_t, reservation>& reservations() {
   static auto* const ranges = new std::map<std::uintptr_t, reservation>;
   return *ranges;
 }
+// The handle each live mapping maps, by its address.
+std::map<std::uintptr_t, CUmemGenericAllocationHandle>& mapped_handles() {
+  static auto* const handles = new std::map<std::uintptr_t, CUmemGenericAllocationHandle>;
+  return *handles;
+}
 CUmemGenericAllocationHandle next_handle = 1;
+
+// Gives the memory back to its device once it is released and no longer mapped.
+void free_if_unused(std::map<CUmemGenericAllocationHandle, physical_memory>::iterator it) {
+  if (!it->second.released || it->second.mappings > 0) return;
+  close(it->second.file);
+  sim::state().devices[static_cast<std::size_t>(it->second.device)]->used_bytes -= it->second.bytes;
+  physical().erase(it);
+}
 
 bool aligned(std::size_t value) {
   return value % granularity == 0;
@@ -205,12 +220,12 @@ CUresult CUDAAPI mem_create(CUmemGenericAllocationHandle* handle, std::size_t by
 CUresult CUDAAPI mem_release(CUmemGenericAllocationHandle handle) {
   sim::lock_guard const lock{sim::state().mutex};
   auto it = physical().find(handle);
-  if (it == physical().end()) return CUDA_ERROR_INVALID_VALUE;
-  // The memory itself lives on while mapped ("cuMemRelease: ... the memory is released when all
-  // mappings are unmapped"): the mapping holds the file open in the host's model.
-  close(it->second.file);
-  sim::state().devices[static_cast<std::size_t>(it->second.device)]->used_bytes -= it->second.bytes;
-  physical().erase(it);
+  if (it == physical().end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  // "The memory allocation will be freed when all outstanding mappings to the memory are
+  // unmapped ... The generic memory handle can be freed when there are still outstanding
+  // mappings made with this handle" (cuMemRelease): the device keeps it until the last unmap.
+  it->second.released = true;
+  free_if_unused(it);
   return CUDA_SUCCESS;
 }
 
@@ -218,8 +233,9 @@ CUresult CUDAAPI mem_map(CUdeviceptr address, std::size_t bytes, std::size_t off
                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
   sim::lock_guard const lock{sim::state().mutex};
   auto it = physical().find(handle);
-  if (it == physical().end() || flags != 0ULL || offset != 0 || bytes != it->second.bytes ||
-      !reserved(static_cast<std::uintptr_t>(address), bytes) || !aligned(address)) {
+  if (it == physical().end() || it->second.released || flags != 0ULL || offset != 0 ||
+      bytes != it->second.bytes || !reserved(static_cast<std::uintptr_t>(address), bytes) ||
+      !aligned(address)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (sim::find_allocation(reinterpret_cast<void const*>(address)) != nullptr) {
@@ -234,6 +250,8 @@ CUresult CUDAAPI mem_map(CUdeviceptr address, std::size_t bytes, std::size_t off
   mapped_range.device_protection = PROT_NONE;  // until cuMemSetAccess
   sim::state().allocations[base] = mapped_range;
   sim::forget_accesses(reinterpret_cast<void const*>(address), bytes);
+  ++it->second.mappings;
+  mapped_handles()[base] = handle;
   return CUDA_SUCCESS;
 }
 
@@ -251,6 +269,15 @@ CUresult CUDAAPI mem_unmap(CUdeviceptr address, std::size_t bytes) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   allocations.erase(it);
+  auto const handle = mapped_handles().find(static_cast<std::uintptr_t>(address));
+  if (handle != mapped_handles().end()) {
+    auto const memory = physical().find(handle->second);
+    mapped_handles().erase(handle);
+    if (memory != physical().end()) {
+      --memory->second.mappings;
+      free_if_unused(memory);
+    }
+  }
   return CUDA_SUCCESS;
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/guarded_memory.hpp"
 #include "detail/runtime_state.hpp"
 
 namespace sim = graphstep::sim::detail;
@@ -335,6 +336,10 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
         if (body.get() == g) return sim::fail(cudaErrorInvalidValue);
       }
     }
+  }
+  // Its executables live on, named by no graph any more (a later graph may take its address).
+  for (sim::exec_state* exec : sim::state().execs) {
+    if (exec->instantiated_from == g) exec->instantiated_from = nullptr;
   }
   destroy_graph(g);
   return cudaSuccess;
@@ -668,7 +673,12 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* node, cudaGraph_t graph,
   // "If childGraph contains allocation nodes, free nodes, or conditional nodes, this call will
   // return an error" (the only error listed: cudaErrorInvalidValue); "The graph must not
   // contain conditional nodes" (cudaChildGraphNodeParams::graph, for cudaGraphAddNode).
-  if (contains_type(*c, {cudaGraphNodeTypeConditional})) return sim::fail(cudaErrorInvalidValue);
+  // Moving the ownership of a graph with memory nodes to the parent
+  // (cudaGraphChildGraphOwnershipMove) is not modelled: refused alike.
+  if (contains_type(*c, {cudaGraphNodeTypeConditional, cudaGraphNodeTypeMemAlloc,
+                         cudaGraphNodeTypeMemFree})) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
   // "The node executes an embedded child graph. The child graph is cloned in this call."
   auto created = std::make_unique<sim::node_state>();
   created->type = cudaGraphNodeTypeGraph;
@@ -783,6 +793,29 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
       cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
   if ((flags & ~known) != 0ULL) return sim::fail(cudaErrorInvalidValue);
   if (!bodies_valid(*g)) return sim::fail(cudaErrorInvalidValue);
+  if ((flags & cudaGraphInstantiateFlagDeviceLaunch) != 0ULL) {
+    // "This flag cannot be used in conjunction with cudaGraphInstantiateFlagAutoFreeOnLaunch";
+    // a graph for device launch "can only contain kernel nodes, memcpy nodes, memset nodes, and
+    // child graph nodes" and "cannot be empty" (cudaGraphInstantiateWithFlags, whose only error
+    // listed is cudaErrorInvalidValue).
+    if ((flags & cudaGraphInstantiateFlagAutoFreeOnLaunch) != 0ULL || g->nodes.empty() ||
+        contains_type(
+            *g, {cudaGraphNodeTypeHost, cudaGraphNodeTypeEmpty, cudaGraphNodeTypeWaitEvent,
+                 cudaGraphNodeTypeEventRecord, cudaGraphNodeTypeMemAlloc, cudaGraphNodeTypeMemFree,
+                 cudaGraphNodeTypeConditional, cudaGraphNodeTypeExtSemaphoreSignal,
+                 cudaGraphNodeTypeExtSemaphoreWait})) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  // "If graph contains any allocation or free nodes, there can be at most one executable graph
+  // in existence for that graph at a time. An attempt to instantiate a second executable graph
+  // before destroying the first with cudaGraphExecDestroy will result in an error"
+  // (cudaGraphInstantiate; cudaErrorInvalidValue, the only error it lists).
+  if (contains_type(*g, {cudaGraphNodeTypeMemAlloc, cudaGraphNodeTypeMemFree}) &&
+      std::any_of(sim::state().execs.begin(), sim::state().execs.end(),
+                  [g](sim::exec_state const* e) { return e->instantiated_from == g; })) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
   // A "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 it fails and
   // invalidates another thread's Global capture (docs/validation.md).
   if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
@@ -872,6 +905,33 @@ void records_at_launch(std::vector<sim::event_state*> const& recorded,
   }
 }
 
+// "If any allocations created by graphExec remain unfreed (from a previous launch) and graphExec
+// was not instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch, the launch will fail with
+// cudaErrorInvalidValue" (cudaGraphLaunch). Otherwise the launch allocates what its allocation
+// nodes make and frees what its free nodes free.
+cudaError_t allocate_graph_memory(sim::exec_state const& exec) {
+  std::vector<void const*> allocated;
+  std::vector<void const*> freed;
+  for (auto const& node : exec.graph->nodes) {
+    if (node->type == cudaGraphNodeTypeMemAlloc && node->memory != nullptr) {
+      allocated.push_back(node->memory);
+    }
+    if (node->type == cudaGraphNodeTypeMemFree) freed.push_back(node->memory);
+  }
+  bool const auto_free = (exec.flags & cudaGraphInstantiateFlagAutoFreeOnLaunch) != 0ULL;
+  bool const unfreed = std::any_of(allocated.begin(), allocated.end(), [](void const* memory) {
+    return sim::graph_allocation(memory) == sim::graph_allocation_state::allocated;
+  });
+  if (unfreed && !auto_free) return cudaErrorInvalidValue;
+  for (void const* memory : allocated) {
+    sim::set_graph_allocation(memory, sim::graph_allocation_state::allocated);
+  }
+  for (void const* memory : freed) {
+    sim::set_graph_allocation(memory, sim::graph_allocation_state::not_allocated);
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
@@ -890,6 +950,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     node->type = cudaGraphNodeTypeGraph;
     node->child = sim::clone(*e->graph);
     return sim::submit(*s, std::move(node));
+  }
+  if (cudaError_t const unfreed = allocate_graph_memory(*e); unfreed != cudaSuccess) {
+    return sim::fail(unfreed);
   }
   // An ordering point in the stream (legacy-stream and sticky-error rules), then the
   // executable's own nodes: its conditional handles and allocations are the ones it shares.
@@ -948,9 +1011,22 @@ bool same_memory_kind(void const* a, void const* b) {
 // creation order, same types, same dependencies), and per node type: memset and memcpy operands
 // on the same device and of the same memory type, only 1-D memsets changed; kernel functions
 // may change. The first violation names its node and the reason.
+// The handles created for a graph, in creation order: an update pairs the executable's with the
+// new graph's by that order, as it pairs nodes.
+using handle_list = std::vector<std::shared_ptr<sim::conditional_handle_state>>;
+
+// The position of `handle` among `handles`, or -1.
+std::ptrdiff_t handle_position(handle_list const& handles, cudaGraphConditionalHandle handle) {
+  auto const found = sim::state().conditionals.find(handle);
+  if (found == sim::state().conditionals.end()) return -1;
+  auto const at = std::find(handles.begin(), handles.end(), found->second);
+  return at == handles.end() ? -1 : at - handles.begin();
+}
+
 // NOLINTNEXTLINE(misc-no-recursion): graphs nest
 cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_state const& next,
-                                  sim::node_state const*& where) {
+                                  sim::node_state const*& where, handle_list const& current_handles,
+                                  handle_list const& next_handles) {
   if (current.nodes.size() != next.nodes.size()) return cudaGraphExecUpdateErrorTopologyChanged;
   std::unordered_map<sim::node_state const*, std::size_t> index_of_current;
   std::unordered_map<sim::node_state const*, std::size_t> index_of_next;
@@ -993,23 +1069,31 @@ cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_st
         }
         break;
       case cudaGraphNodeTypeGraph: {
-        cudaGraphExecUpdateResult const inner = compare(*a.child, *b.child, where);
+        cudaGraphExecUpdateResult const inner =
+            compare(*a.child, *b.child, where, a.child->conditionals, b.child->conditionals);
         if (inner != cudaGraphExecUpdateSuccess) return inner;
         where = &b;
         break;
       }
-      case cudaGraphNodeTypeConditional:
+      case cudaGraphNodeTypeConditional: {
+        // "Conditional nodes: Changing node parameters is not supported ... Conditional handle
+        // flags and default values are updated as part of the graph update": the type, the
+        // number of bodies and the handle (the one paired with the executable node's) stay.
+        std::ptrdiff_t const handle = handle_position(current_handles, a.conditional.handle);
         if (a.conditional.type != b.conditional.type ||
-            a.conditional.bodies.size() != b.conditional.bodies.size()) {
+            a.conditional.bodies.size() != b.conditional.bodies.size() || handle < 0 ||
+            handle != handle_position(next_handles, b.conditional.handle)) {
           return cudaGraphExecUpdateErrorParametersChanged;
         }
         for (std::size_t k = 0; k < a.conditional.bodies.size(); ++k) {
           cudaGraphExecUpdateResult const inner =
-              compare(*a.conditional.bodies[k], *b.conditional.bodies[k], where);
+              compare(*a.conditional.bodies[k], *b.conditional.bodies[k], where, current_handles,
+                      next_handles);
           if (inner != cudaGraphExecUpdateSuccess) return inner;
         }
         where = &b;
         break;
+      }
       case cudaGraphNodeTypeMemAlloc:
       case cudaGraphNodeTypeMemFree:
         // Graphs with memory nodes cannot be updated (CUDA Programming Guide, "Graph Memory
@@ -1034,7 +1118,9 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
   *info = cudaGraphExecUpdateResultInfo{};
   sim::node_state const* where = nullptr;
   cudaGraphExecUpdateResult result =
-      g->device != e->device ? cudaGraphExecUpdateErrorNotSupported : compare(*e->graph, *g, where);
+      g->device != e->device
+          ? cudaGraphExecUpdateErrorNotSupported
+          : compare(*e->graph, *g, where, e->graph->conditionals, g->conditionals);
   info->result = result;
   if (result != cudaGraphExecUpdateSuccess) {
     info->errorNode = reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(where));

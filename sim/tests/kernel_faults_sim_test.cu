@@ -113,6 +113,13 @@ void host_function_reading_device_memory() {
   std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
 }
 
+// A kernel given a null pointer: no allocation made before it, so nothing but the launch has
+// prepared the simulator's fault handler.
+void write_through_a_null_pointer() {
+  write_at<<<1, 32>>>(nullptr, 3);
+  std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
+}
+
 TEST(kernel_faults, the_last_element_is_in_bounds) {
   EXPECT_EXIT(write_past_the_end(elements - 1), ::testing::ExitedWithCode(0), "");
 }
@@ -122,6 +129,11 @@ TEST(kernel_faults, a_write_past_the_end_of_an_allocation_names_the_kernel_and_t
   EXPECT_DEATH(write_past_the_end(1024),
                "kernel write_at: out-of-bounds write at 0x[0-9a-f]+, offset 4096 in the "
                "4000-byte device allocation at 0x[0-9a-f]+");
+}
+
+TEST(kernel_faults, a_null_pointer_dereference_names_the_kernel) {
+  EXPECT_DEATH(write_through_a_null_pointer(),
+               "kernel write_at: write at 0xc, 12 bytes past a null pointer");
 }
 
 TEST(kernel_faults, a_read_of_freed_memory_names_the_kernel_and_the_freed_allocation) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <utility>
 
 namespace graphstep::sim::detail {
@@ -97,12 +98,25 @@ bool inside_mapping(allocation const& a, std::uintptr_t address) {
   return a.mapping_bytes > 0 && address >= a.mapping && address < a.mapping + a.mapping_bytes;
 }
 
+// Addresses below this are a null pointer plus an offset: Linux maps nothing there
+// (vm.mmap_min_addr is 64 KiB by default).
+constexpr std::uintptr_t null_page_limit = std::uintptr_t{64} << 10;
+
 // Describes a fault at `address` if it is one of the simulator's: host code in device memory, a
-// guard page of a live allocation, or freed memory still in quarantine. Called with the platform
-// lock held.
+// guard page of a live allocation, freed memory still in quarantine, or a kernel reaching through
+// a null pointer. Called with the platform lock held.
 bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char const* access) {
   char const* who = kernel_on_this_thread != nullptr ? kernel_on_this_thread : "host code";
   char const* prefix = kernel_on_this_thread != nullptr ? "kernel " : "";
+  if (kernel_on_this_thread != nullptr && address < null_page_limit) {
+    static_cast<void>(std::snprintf(
+        text, size,
+        "graphstep simulated device: kernel %s: %s at 0x%" PRIxPTR ", %" PRIuPTR
+        " bytes past a null pointer (a GPU reports cudaErrorIllegalAddress; compute-sanitizer's "
+        "memcheck names it)\n",
+        kernel_on_this_thread, access, address, address));
+    return true;
+  }
   for (auto const& [base, a] : state().allocations) {
     if (is_device_memory(a) && kernel_on_this_thread != nullptr && address >= a.base &&
         address < a.base + a.bytes && !accessible_from(a, kernel_device_on_this_thread)) {
@@ -275,11 +289,11 @@ bool accessible_from(allocation const& a, int device) {
 
 running_kernel::running_kernel(char const* name, int device)
     : outer_{kernel_on_this_thread}, outer_device_{kernel_device_on_this_thread} {
+  install_fault_handler();  // a kernel given only null or host pointers is named too
   kernel_on_this_thread = name;
   kernel_device_on_this_thread = device;
   for (auto const& [base, a] : state().allocations) {
     if (!is_device_memory(a) || accessible_from(a, device)) continue;
-    install_fault_handler();  // memory mapped by the driver entry points made none yet
     closed_.push_back(base);
     protect(a, false);
   }
@@ -292,6 +306,30 @@ running_kernel::~running_kernel() {
   }
   kernel_on_this_thread = outer_;
   kernel_device_on_this_thread = outer_device_;
+}
+
+namespace {
+// Graph allocations a launch has made and nobody has freed yet (by base address).
+std::set<std::uintptr_t>& allocated_graph_memory() {
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): never destroyed, like the platform
+  static auto* const allocated = new std::set<std::uintptr_t>;
+  return *allocated;
+}
+}  // namespace
+
+graph_allocation_state graph_allocation(void const* base) {
+  return allocated_graph_memory().count(reinterpret_cast<std::uintptr_t>(base)) != 0
+             ? graph_allocation_state::allocated
+             : graph_allocation_state::not_allocated;
+}
+
+void set_graph_allocation(void const* base, graph_allocation_state now) {
+  auto const address = reinterpret_cast<std::uintptr_t>(base);
+  if (now == graph_allocation_state::allocated) {
+    allocated_graph_memory().insert(address);
+  } else {
+    allocated_graph_memory().erase(address);
+  }
 }
 
 }  // namespace graphstep::sim::detail

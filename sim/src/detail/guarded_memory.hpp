@@ -90,4 +90,13 @@ class running_kernel {
 /// Whether a kernel on `device` may access allocation `a`.
 [[nodiscard]] bool accessible_from(allocation const& a, int device);
 
+/// The lifetime of graph allocations, apart from their backing (which lives with the graph and
+/// its executables): a launch of their graph allocates them, and they are freed by a free node,
+/// by cudaFreeAsync or cudaFree outside the graph, or by the next launch of an executable
+/// instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch (cudaGraphAddMemAllocNode). Keyed
+/// by base address; call with the platform lock held.
+enum class graph_allocation_state { not_allocated, allocated };
+[[nodiscard]] graph_allocation_state graph_allocation(void const* base);
+void set_graph_allocation(void const* base, graph_allocation_state now);
+
 }  // namespace graphstep::sim::detail
