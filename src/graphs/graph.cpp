@@ -61,9 +61,22 @@ graph_exec graph::instantiate(unsigned long long flags) const {
   }
   if (status != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
+    std::string why;
+    if (status == cudaErrorInvalidValue) {
+      graph_node_counts const counts = node_counts();
+      // "If graph contains any allocation or free nodes, there can be at most one executable
+      // graph in existence for that graph at a time" (cudaGraphInstantiate).
+      if (counts.memory_alloc + counts.memory_free > 0) {
+        why =
+            ": it holds memory allocation or free nodes (cudaMallocAsync or cudaFreeAsync in "
+            "the capture), and CUDA allows such a graph only one executable at a time: "
+            "destroy the other executable of it first (graph_exec::reset), or allocate from a "
+            "graphstep pool instead";
+      }
+    }
     throw capture_error{status, "graph '" + what +
                                     "': instantiation failed: " + cudaGetErrorName(status) + " (" +
-                                    cudaGetErrorString(status) + ")"};
+                                    cudaGetErrorString(status) + ")" + why};
   }
   return graph_exec{exec, graph{state_}};
 }

@@ -2,6 +2,7 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
+#include <string>
 #include <utility>
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
@@ -13,6 +14,32 @@ namespace {
 std::string const& empty_name() {
   static std::string const name{"graph"};
   return name;
+}
+
+// A failed cudaGraphLaunch of `exec`, named and explained.
+[[noreturn]] void throw_launch_failure(cudaError_t status, cudaGraphExec_t exec,
+                                       std::string const& name, graph const& source) {
+  std::string why;
+  unsigned long long flags = 0;
+  if (status == cudaErrorInvalidValue && cudaGraphExecGetFlags(exec, &flags) == cudaSuccess &&
+      (flags & cudaGraphInstantiateFlagAutoFreeOnLaunch) == 0ULL &&
+      source.node_counts().memory_alloc > 0) {
+    // "If any allocations created by graphExec remain unfreed (from a previous launch) and
+    // graphExec was not instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch, the launch
+    // will fail with cudaErrorInvalidValue" (cudaGraphLaunch).
+    why =
+        ": it allocates memory (cudaMallocAsync in the capture) that an earlier replay left "
+        "unfreed; free it with cudaFreeAsync before replaying again, free it inside the "
+        "captured step, or instantiate with cudaGraphInstantiateFlagAutoFreeOnLaunch";
+  }
+  if (why.empty()) {
+    cuda::detail::throw_cuda_error(static_cast<int>(status), "cudaGraphLaunch(exec, stream)",
+                                   __FILE__, __LINE__);
+  }
+  static_cast<void>(cudaGetLastError());  // refused: later calls must not report it again
+  throw cuda_error{static_cast<int>(status), "graph '" + name +
+                                                 "': replay failed: " + cudaGetErrorName(status) +
+                                                 " (" + cudaGetErrorString(status) + ")" + why};
 }
 
 void expect_executable(graph_exec const& exec) {
@@ -125,7 +152,10 @@ void graph_exec::replay(cuda::stream_view stream) {
   bool const runs_now = !stream.is_capturing();
   // Graphs sharing pool memory must never run at once: the pool orders this launch after theirs.
   if (runs_now) work->memory.before_replay(stream);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_.get(), stream.value()));
+  if (cudaError_t const status = cudaGraphLaunch(exec_.get(), stream.value());
+      status != cudaSuccess) {
+    throw_launch_failure(status, exec_.get(), name(), source_);
+  }
   if (runs_now) work->memory.after_replay(stream);
   // Launches of one executable run one after another, whatever their streams
   // (cudaGraphLaunch), so an event after the latest covers them all.

@@ -292,6 +292,30 @@ TEST_F(verify_replay_test, temporaries_placed_anew_in_every_capture_are_not_the_
       << report.describe();
 }
 
+// A graph with memory nodes has one executable at a time (cudaGraphInstantiate): while the user
+// holds one, verify_replay cannot replay the graph, and says why and what to do.
+TEST_F(verify_replay_test, a_graph_with_memory_nodes_whose_executable_is_alive_is_refused_clearly) {
+  auto const allocating_step = [&](gs::cuda::stream_view s) {
+    float* scaled = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.value()));
+    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(scaled, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, scaled, n);
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.value()));
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
+  gs::graphs::graph_exec exec = g.instantiate();
+  try {
+    static_cast<void>(gd::verify_replay(*stream_, allocating_step, g, regions()));
+    ADD_FAILURE() << "a second executable of the graph was instantiated";
+  } catch (gs::capture_error const& e) {
+    EXPECT_TRUE(contains(e.what(), "only one executable at a time")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "graph_exec::reset")) << e.what();
+  }
+  exec.reset();
+  EXPECT_TRUE(gd::verify_replay(*stream_, allocating_step, g, regions()).identical());
+}
+
 // A generator's offset is state the step advances that no region holds: restored before each
 // run, the replay draws what the eager step drew.
 TEST_F(verify_replay_test, state_outside_the_regions_is_restored_before_each_run) {

@@ -182,3 +182,83 @@ TEST_F(graph_exec_test, a_capture_that_records_nothing_is_warned_about) {
                       [&] { fill_kernel<<<1, 32, 0, stream_->get()>>>(x, 1.0F, 1); });
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
+
+// A graph that allocates (cudaMallocAsync in the capture) has one executable at a time
+// (cudaGraphInstantiate); the refusal says so and what to do.
+TEST_F(graph_exec_test, a_graph_with_memory_nodes_has_one_executable_at_a_time) {
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] {
+    float* temporary = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&temporary, sizeof(float), stream_->get()));
+    fill_kernel<<<1, 32, 0, stream_->get()>>>(temporary, 1.0F, 1);
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(temporary, stream_->get()));
+  });
+  gs::graphs::graph_exec first = g.instantiate();
+  try {
+    static_cast<void>(g.instantiate());
+    ADD_FAILURE() << "a second executable of a graph with memory nodes";
+  } catch (gs::capture_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("only one executable at a time"), std::string::npos)
+        << e.what();
+  }
+  first.reset();
+  gs::graphs::graph_exec second = g.instantiate();
+  second.replay(*stream_);
+  second.synchronize();
+}
+
+// A graph that allocates memory it does not free cannot be replayed again before the memory is
+// freed (cudaGraphLaunch): the replay says why.
+TEST_F(graph_exec_test, replaying_over_memory_an_earlier_replay_left_unfreed_is_explained) {
+  float* kept = nullptr;
+  gs::graphs::graph_exec exec;
+  gs::graphs::capture(exec, *stream_, [&] {
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&kept, sizeof(float), stream_->get()));
+    fill_kernel<<<1, 32, 0, stream_->get()>>>(kept, 5.0F, 1);
+  });
+  exec.replay(*stream_);
+  EXPECT_EQ(read(kept), 5.0F);
+  try {
+    exec.replay(*stream_);
+    ADD_FAILURE() << "replayed over an unfreed allocation";
+  } catch (gs::cuda_error const& e) {
+    EXPECT_EQ(e.code(), static_cast<int>(cudaErrorInvalidValue));
+    EXPECT_NE(std::string{e.what()}.find("left unfreed"), std::string::npos) << e.what();
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(kept, stream_->get()));
+  exec.replay(*stream_);
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(kept, stream_->get()));
+  stream_->synchronize();
+}
+
+// An update keeps each conditional node's type and handle (cudaGraphExecUpdate: "Changing node
+// parameters is not supported"): a fresh capture of the same step updates the executable (its
+// handles pair with the executable's in creation order), a loop where there was a branch is
+// refused and the executable runs as before.
+TEST_F(graph_exec_test, an_update_across_conditional_nodes_keeps_their_kind) {
+  float* x = blocks_->get(1);
+  auto* flag = blocks_->get<unsigned int>(1);
+  unsigned int const one = 1;
+  gs::testing::copy_to_device(flag, &one, sizeof one);
+  auto const branch = [&](float value) {
+    gs::graphs::capture_if(*stream_, flag, [=](gs::cuda::stream_view s) {
+      fill_kernel<<<1, 32, 0, s.value()>>>(x, value, 1);
+    });
+  };
+  gs::graphs::graph_exec exec;
+  gs::graphs::capture(exec, *stream_, [&] { branch(1.0F); });
+  gs::graphs::graph again;
+  gs::graphs::capture(again, *stream_, [&] { branch(2.0F); });
+  ASSERT_TRUE(exec.update(again));
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 2.0F);
+  gs::graphs::graph loop;
+  gs::graphs::capture(loop, *stream_, [&] {
+    gs::graphs::capture_while(*stream_, flag, [=](gs::cuda::stream_view s) {
+      fill_kernel<<<1, 32, 0, s.value()>>>(x, 3.0F, 1);
+    });
+  });
+  EXPECT_FALSE(exec.update(loop)) << "a WHILE node where the executable has an IF node";
+  exec.replay(*stream_);
+  EXPECT_EQ(read(x), 2.0F) << "a refused update leaves the executable as it was";
+}
