@@ -17,6 +17,11 @@
 #   BENCH_FILTER, BENCH_COMPARE
 #                      passed to scripts/bench.sh in the `bench` phase: a graphstep_bench
 #                      filter, and which PyTorch comparisons run (default: "mlp transformer")
+#   GPU_CHECK_PROBES   the gtest filter of the `probes` phase (not in the default list: the
+#                      `tests` phase runs them too): the conformance tests that answer the
+#                      simulator's open questions (docs/validation.md, "Simulator rules without
+#                      a GPU answer"); default: all of them. A short lease runs
+#                      GPU_CHECK_PHASES=probes GPU_CHECK_TARGETS=graphstep_cuda_conformance_tests
 #   GPU_CHECK_LIMIT    seconds each long step (ctest, a benchmark run, one sanitizer tool) may
 #                      take before it is stopped (default 1800)
 #   GPU_CHECK_SANITIZER_TOOLS, GPU_CHECK_SANITIZER_FILTER
@@ -133,6 +138,35 @@ if ! cmake --build "${build}" -j "${jobs}" "${targets[@]}" > "${results}/build.t
 fi
 log "build${GPU_CHECK_TARGETS:+ of ${GPU_CHECK_TARGETS}}: ok ($((SECONDS - start)) s)"
 status=0
+
+# Each answers a question the documentation leaves open, where the simulator took the stricter
+# reading; a failure here is an answer, to be recorded in docs/validation.md and followed by the
+# simulator and its test.
+probes=(
+  capture_rules.unsafe_calls_beside_another_threads_global_capture
+  capture_rules.a_graph_with_memory_nodes_has_one_executable_at_a_time
+  capture_rules.a_graph_allocation_is_freed_once_and_outside_only_when_its_graph_does_not
+  capture_rules.a_graph_with_memory_nodes_cannot_become_a_child_graph
+  capture_rules.instantiation_flags_the_header_forbids_together_are_refused
+  capture_rules.an_update_keeps_each_conditional_nodes_handle_and_type
+  capture_rules.the_legacy_stream_cannot_wait_beside_a_blocking_capture
+  capture_rules.released_memory_still_mapped_gives_unused_memory_back_only_when_unmapped
+)
+if wants probes; then
+  log ""
+  log "## probes of the simulator's open questions"
+  conformance=${build}/sim_tests/graphstep_cuda_conformance_tests
+  if [[ -x "${conformance}" ]]; then
+    filter=${GPU_CHECK_PROBES:-$(IFS=:; echo "${probes[*]}")}
+    timeout "${limit}" "${conformance}" --gtest_filter="${filter}" > "${results}/probes.txt" 2>&1
+    rc=$?
+    grep -E "^\[ +(OK|FAILED) +\] [a-z_]+\.[a-z_]+ \(" "${results}/probes.txt" | tee -a "${summary}"
+    log "- probes: exit ${rc} (probes.txt has each failure's expected and actual answer)"
+    [[ ${rc} -eq 0 ]] || status=1
+  else
+    log "- ${conformance} not built; skipped"
+  fi
+fi
 
 if wants tests; then
   log ""
