@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "diagnostics/detail/captured_collectives.hpp"
+
 namespace graphstep::diagnostics {
 
 namespace {
@@ -465,6 +467,11 @@ replay_report verify_replay(cuda::stream_view stream,
                           "alone; verify a step without its collectives on each rank, or compare "
                           "the ranks' results");
   }
+  GRAPHSTEP_EXPECTS(!detail::captured_a_collective(graph.identity().capture_sequence),
+                    "graph \"" + graph.name() +
+                        "\" holds an NCCL collective of several ranks, which waits for its "
+                        "peers: verify_replay runs one rank's step alone; verify a step without "
+                        "its collectives on each rank, or compare the ranks' results");
 
   region_copies const copies{stream, regions, options.before_each_run};
   contents const before = copies.read();

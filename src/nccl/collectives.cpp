@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "../diagnostics/detail/captured_collectives.hpp"
 #include "detail/comm_state.hpp"
 
 namespace graphstep::nccl {
@@ -77,6 +78,8 @@ void enqueue(collective_record record, buffer_view const& send, buffer_view cons
       static_cast<void>(cudaGetLastError());
     }
     state.captured(record, capture_id);
+    // One rank's collective is a copy (ncclLaunchOneRank): only several ranks wait for peers.
+    if (comm.size() > 1) diagnostics::detail::note_captured_collective(capture_id);
   } else {
     state.ran_eagerly(record.kind);
   }
