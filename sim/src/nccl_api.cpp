@@ -28,8 +28,12 @@
 // - A handle that was destroyed, aborted or never made is refused with ncclInvalidArgument
 //   (NCCL's behaviour there is undefined: the stricter reading).
 
+#include <arpa/inet.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,9 +55,9 @@
 #include <utility>
 #include <vector>
 
-#include "graphstep/sim/kernel_task.hpp"
 #include "detail/nccl_world.hpp"
 #include "detail/runtime_state.hpp"
+#include "graphstep/sim/kernel_task.hpp"
 
 namespace graphstep::sim::detail::nccl {
 namespace {
@@ -437,6 +441,49 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
   return group_checked(check_and_issue(call_name, call, comm, stream));
 }
 
+// The segment a NCCL_COMM_ID address names. The address is read as ncclSocketGetAddrFromString
+// reads it (src/misc/socket.cc): "[<ipv6>]:<port>", or "<ipv4 or hostname>:<port>" up to the
+// first ',' (parseStringList, src/misc/utils.cc; no port is port -1), resolved by getaddrinfo,
+// whose first answer counts; so names of one address agree. An address that does not resolve
+// is refused. NCCL ignores an IPv6 literal inet_pton rejects; refused here (the stricter way).
+bool segment_for_address(char const* text, std::string& name) {
+  if (text == nullptr || std::strlen(text) <= 1) return false;
+  std::string const pair{text};
+  char numeric[NI_MAXHOST] = {};
+  int port = -1;
+  std::string scope;
+  if (pair.front() == '[') {
+    std::size_t const closing = pair.find(']');
+    if (closing == std::string::npos) return false;
+    std::size_t const percent = pair.find('%');
+    bool const link_scope = percent != std::string::npos && percent < closing;
+    std::string const literal = pair.substr(1, (link_scope ? percent : closing) - 1);
+    if (link_scope) scope = "%" + pair.substr(percent + 1, closing - percent - 1);
+    in6_addr address{};
+    if (inet_pton(AF_INET6, literal.c_str(), &address) != 1) return false;
+    if (inet_ntop(AF_INET6, &address, numeric, sizeof numeric) == nullptr) return false;
+    if (closing + 2 <= pair.size()) port = std::atoi(pair.c_str() + closing + 2);
+  } else {
+    std::size_t const end = pair.find_first_of(":,");
+    std::string const host = pair.substr(0, end);
+    if (host.empty()) return false;
+    if (end != std::string::npos && pair[end] == ':') port = std::atoi(pair.c_str() + end + 1);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+    int const written = getnameinfo(found->ai_addr, found->ai_addrlen, numeric, sizeof numeric,
+                                    nullptr, 0, NI_NUMERICHOST);
+    freeaddrinfo(found);
+    if (written != 0) return false;
+  }
+  // htons(port) keeps the low 16 bits, so -1 is port 65535 there too.
+  name = std::string{"/graphstep-nccl-at-"} + numeric + scope + "-" +
+         std::to_string(static_cast<std::uint16_t>(port));
+  return true;
+}
+
 // Waits for every rank to join; a non-blocking communicator's wait runs in the background.
 ncclResult_t finish_rendezvous(std::shared_ptr<comm_core> const& core) {
   auto wait = [](comm_core& c) {
@@ -556,6 +603,21 @@ char const* ncclGetLastError(ncclComm_t /*comm*/) {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   if (id == nullptr) return sn::warn(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is null");
+  sn::remove_abandoned_worlds();
+  // With NCCL_COMM_ID set, the id holds that address and a constant magic, so every process
+  // derives the same one (bootstrapGetUniqueId, src/bootstrap.cc); rank 0 opens the bootstrap
+  // root there when it initializes (ncclCommInitRankDev, src/init.cc).
+  if (char const* const address = std::getenv("NCCL_COMM_ID"); address != nullptr) {
+    std::string name;
+    if (!sn::segment_for_address(address, name)) {
+      return sn::warn(ncclInvalidArgument,
+                      "ncclGetUniqueId: Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or "
+                      "[<ipv6>]:<port> or <hostname>:<port>");
+    }
+    std::memset(id->internal, 0, sizeof id->internal);
+    std::memcpy(id->internal, name.data(), std::min(name.size(), sizeof id->internal - 1));
+    return ncclSuccess;
+  }
   std::random_device entropy;
   std::uint64_t const token = (std::uint64_t{entropy()} << 32U) ^ entropy();
   std::memset(id->internal, 0, sizeof id->internal);

@@ -11,8 +11,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <graphstep/cuda/stream.hpp>
+#include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
@@ -72,6 +74,22 @@ struct rank_checks {
   }
 };
 
+// The simulated NCCL's shared-memory segments in /dev/shm whose names begin with `prefix`.
+std::vector<std::string> segments_named(std::string const& prefix) {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (auto const& entry : std::filesystem::directory_iterator{"/dev/shm", error}) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) found.push_back(std::move(name));
+  }
+  return found;
+}
+
+// The segments of the ids this process made (the simulated NCCL names them after its pid).
+std::string own_segments() {
+  return "graphstep-nccl-" + std::to_string(getpid()) + "-";
+}
+
 class ranks_test : public gs::testing::nccl_gpu_test {
  protected:
   void SetUp() override {
@@ -80,6 +98,15 @@ class ranks_test : public gs::testing::nccl_gpu_test {
     // The CUDA runtime is not fork-safe once initialized (the fixture has queried the device):
     // on a GPU, ranks as processes run through examples/ddp/launch_local.sh instead.
     if (!gs::testing::simulated_device) GTEST_SKIP() << "forked ranks run on the simulated device";
+  }
+  // Every job's ranks are gone by now: no segment of theirs may outlive them. Ranks that died
+  // during the rendezvous (a child ends with _exit, before graphstep's release thread ran) leave
+  // theirs to the next process that makes an id or joins, as a killed job does.
+  void TearDown() override {
+    if (IsSkipped()) return;
+    static_cast<void>(gn::nccl_comm::new_unique_id());
+    EXPECT_EQ(segments_named(own_segments()), std::vector<std::string>{})
+        << "shared memory outlived the ranks";
   }
   // Runs `body(rank, checks)` in `ranks` child processes; each must exit 0 within the limit.
   static void run_ranks(int ranks, std::function<void(int, rank_checks&)> const& body,
@@ -679,5 +706,97 @@ TEST_F(ranks_test, a_step_guard_survives_a_step_that_throws_and_checks_the_captu
     checks.expect(guard.steps() == 4, "four steps were run");
     checks.expect_values(download(x, n, stream), std::vector<float>(n, 16.0F), "the reductions");
     GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  });
+}
+
+// A launcher that gives every rank the same NCCL_COMM_ID needs no exchange of the id: every
+// process's ncclGetUniqueId derives the same id from the address, and the ranks, started apart,
+// join one communicator. A job killed during its rendezvous leaves its segment behind; the next
+// job at that address starts afresh, and nothing outlives its ranks.
+TEST_F(ranks_test, ranks_given_one_nccl_comm_id_join_one_communicator_and_leave_nothing_behind) {
+  std::string const port = std::to_string(20000 + getpid() % 20000);
+  std::string const address = "127.0.0.1:" + port;
+  std::string const segment = "graphstep-nccl-at-127.0.0.1-" + port;
+  ASSERT_EQ(segments_named(segment), std::vector<std::string>{});
+  {
+    ::setenv("NCCL_COMM_ID", address.c_str(), 1);
+    ncclUniqueId first{};
+    ncclUniqueId second{};
+    EXPECT_EQ(ncclGetUniqueId(&first), ncclSuccess);
+    EXPECT_EQ(ncclGetUniqueId(&second), ncclSuccess);
+    EXPECT_EQ(std::memcmp(first.internal, second.internal, sizeof first.internal), 0);
+    ::setenv("NCCL_COMM_ID", "[::1", 1);  // no closing bracket
+    EXPECT_EQ(ncclGetUniqueId(&first), ncclInvalidArgument);
+    ::unsetenv("NCCL_COMM_ID");
+  }
+  run_ranks(1, [&](int, rank_checks& checks) {
+    ::setenv("NCCL_COMM_ID", address.c_str(), 1);
+    ncclUniqueId id{};
+    checks.expect(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    checks.expect(ncclCommInitRankConfig(&comm, 2, id, 0, &config) == ncclInProgress,
+                  "rank 0 of 2 joined alone");
+    std::fflush(stderr);
+    _exit(checks.failures == 0 ? 0 : 1);  // killed before its peer came: nobody tidies up
+  });
+  EXPECT_EQ(segments_named(segment).size(), 1U) << "the killed job's segment";
+  std::size_t const n = 1024;
+  run_ranks(2, [&](int rank, rank_checks& checks) {
+    ::setenv("NCCL_COMM_ID", address.c_str(), 1);
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+    auto comm = gn::communicator_from_environment();
+    checks.expect(
+        comm.view().size() == 2 && comm.view().rank() == rank,
+        "rank " + std::to_string(comm.view().rank()) + " of " + std::to_string(comm.view().size()));
+    gs::cuda::stream stream;
+    float* x = upload(std::vector<float>(n, value(rank, 0)), stream);
+    gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+    checks.expect_values(download(x, n, stream), std::vector<float>(n, value(0, 0) + value(1, 0)),
+                         "all_reduce over NCCL_COMM_ID");
+    GRAPHSTEP_CUDA_TRY(cudaFree(x));
+  });
+  EXPECT_EQ(segments_named(segment), std::vector<std::string>{});
+}
+
+// verify_replay runs one rank's step alone, so a graph holding a collective of several ranks is
+// refused before anything runs: the rank issues nothing its peer could pair with, and the ranks
+// then replay the graph together as usual.
+TEST_F(ranks_test, verify_replay_refuses_a_collective_of_several_ranks_and_the_peer_goes_on) {
+  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+    std::size_t const n = 256;
+    float* send = upload(std::vector<float>(n, value(rank, 0)), stream);
+    float* recv = upload(std::vector<float>(n, 0.0F), stream);
+    gn::warm_up(comm.view(), stream);
+    auto const step = [&](gs::cuda::stream_view s) {
+      gn::all_reduce(view(send, n), view(recv, n), gn::reduce_op::sum, comm.view(), s);
+    };
+    gs::graphs::graph graph;
+    gs::graphs::capture(graph, stream, [&] { step(stream); });
+    if (rank == 0) {
+      auto const started = std::chrono::steady_clock::now();
+      try {
+        static_cast<void>(gs::diagnostics::verify_replay(
+            stream, step, graph, {gs::diagnostics::watch("recv", recv, n)}));
+        checks.expect(false, "verify_replay ran a collective of two ranks alone");
+      } catch (gs::usage_error const& e) {
+        checks.expect(
+            std::string{e.what()}.find("NCCL collective of several ranks") != std::string::npos,
+            e.what());
+      }
+      checks.expect(std::chrono::steady_clock::now() - started < std::chrono::seconds{5},
+                    "the refusal took seconds");
+      checks.expect_values(download(recv, n, stream), std::vector<float>(n, 0.0F), "nothing ran");
+    }
+    gs::graphs::graph_exec exec = graph.instantiate();
+    exec.replay(stream);
+    checks.expect_values(download(recv, n, stream),
+                         std::vector<float>(n, value(0, 0) + value(1, 0)), "the replay");
+    GRAPHSTEP_CUDA_TRY(cudaFree(send));
+    GRAPHSTEP_CUDA_TRY(cudaFree(recv));
   });
 }

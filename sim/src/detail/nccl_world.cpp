@@ -1,7 +1,9 @@
 #include "detail/nccl_world.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -179,15 +181,20 @@ void reduce(unsigned char const* const* parts, int ranks, std::size_t elements, 
 
 }  // namespace
 
-// The mapping of one world's segment, shared by the ranks of this process that joined it.
+// The mapping of one world's segment, shared by the ranks of this process that joined it. The
+// descriptor stays open for the lock that orders creating, replacing and removing the name.
 class world {
  public:
-  world(void* mapping, std::size_t bytes) noexcept : mapping_{mapping}, bytes_{bytes} {}
+  world(std::string name, int descriptor, void* mapping, std::size_t bytes) noexcept
+      : name_{std::move(name)}, descriptor_{descriptor}, mapping_{mapping}, bytes_{bytes} {}
   world(world const&) = delete;
   world& operator=(world const&) = delete;
   world(world&&) = delete;
   world& operator=(world&&) = delete;
-  ~world() { munmap(mapping_, bytes_); }
+  ~world() {
+    munmap(mapping_, bytes_);
+    close(descriptor_);
+  }
   [[nodiscard]] shared_header& header() const noexcept {
     return *static_cast<shared_header*>(mapping_);
   }
@@ -195,11 +202,69 @@ class world {
     return static_cast<unsigned char*>(mapping_) + sizeof(shared_header) +
            static_cast<std::size_t>(rank) * slot_bytes;
   }
+  [[nodiscard]] std::string const& name() const noexcept { return name_; }
+  [[nodiscard]] int descriptor() const noexcept { return descriptor_; }
 
  private:
+  std::string name_;
+  int descriptor_;
   void* mapping_;
   std::size_t bytes_;
 };
+
+namespace {
+
+// Whether `name` still names the segment open as `descriptor` (glibc keeps POSIX shared memory
+// in /dev/shm): another process may have removed or replaced it since it was opened.
+bool still_named(int descriptor, std::string const& name) {
+  struct stat by_descriptor {};
+  struct stat by_name {};
+  return fstat(descriptor, &by_descriptor) == 0 &&
+         stat(("/dev/shm" + name).c_str(), &by_name) == 0 &&
+         by_descriptor.st_dev == by_name.st_dev && by_descriptor.st_ino == by_name.st_ino;
+}
+
+// A rank that joined and is still there: its process lives and it has not left.
+bool present(shared_rank const& rank) {
+  return rank.presence.load() == joined && !process_gone(rank.pid.load());
+}
+
+// A world some ranks joined, none of them still there, that never became complete (the name is
+// removed once every rank has joined): what a job killed during its rendezvous leaves behind,
+// which a job reusing its NCCL_COMM_ID must not join.
+bool abandoned(shared_header const& header) {
+  std::int32_t const ranks = header.ranks.load();
+  if (ranks <= 0 || header.joined.load() >= ranks) return false;
+  for (std::int32_t r = 0; r < ranks && r < max_ranks; ++r) {
+    if (present(header.rank.at(static_cast<std::size_t>(r)))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void remove_abandoned_worlds() noexcept {
+  DIR* const directory = opendir("/dev/shm");
+  if (directory == nullptr) return;
+  while (dirent const* entry = readdir(directory)) {
+    std::string const name = std::string{"/"} + entry->d_name;
+    if (name.rfind("/graphstep-nccl-", 0) != 0) continue;
+    int const fd = shm_open(name.c_str(), O_RDWR, 0600);
+    if (fd < 0) continue;
+    struct stat status {};
+    // A segment being joined is locked: left for its ranks.
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && still_named(fd, name) && fstat(fd, &status) == 0 &&
+        static_cast<std::size_t>(status.st_size) >= sizeof(shared_header)) {
+      void* const mapping = mmap(nullptr, sizeof(shared_header), PROT_READ, MAP_SHARED, fd, 0);
+      if (mapping != MAP_FAILED) {
+        if (abandoned(*static_cast<shared_header const*>(mapping))) shm_unlink(name.c_str());
+        munmap(mapping, sizeof(shared_header));
+      }
+    }
+    close(fd);  // and the lock with it
+  }
+  closedir(directory);
+}
 
 peer_failure peer_failure_mode() {
   char const* const value = std::getenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE");
@@ -249,27 +314,49 @@ ncclResult_t rank_link::join(ncclUniqueId const& id, int ranks, int rank,
         "id intact?)";
     return ncclInvalidArgument;
   }
-  int const fd = shm_open(segment.c_str(), O_CREAT | O_RDWR, 0600);
-  if (fd < 0) {
-    error = "shm_open(" + segment +
-            ") failed: " + std::strerror(errno);  // NOLINT(concurrency-mt-unsafe)
-    return ncclSystemError;
-  }
+  remove_abandoned_worlds();
   std::size_t const bytes = segment_bytes(ranks);
-  struct stat status {};
-  bool const sized =
-      fstat(fd, &status) == 0 && (static_cast<std::size_t>(status.st_size) >= bytes ||
-                                  ftruncate(fd, static_cast<off_t>(bytes)) == 0);
-  void* const mapping =
-      sized ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  int const saved_errno = errno;
-  close(fd);
-  if (mapping == MAP_FAILED) {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): errors of one call, read at once
-    error = "mapping the shared segment " + segment + " failed: " + std::strerror(saved_errno);
-    return ncclSystemError;
+  std::shared_ptr<world> shared;
+  // Creating, replacing and removing the name happen under an exclusive lock of the segment, so
+  // that every joining rank ends up in the one segment the name holds while it joins.
+  while (shared == nullptr) {
+    int const fd = shm_open(segment.c_str(), O_CREAT | O_RDWR, 0600);
+    if (fd < 0) {
+      error = "shm_open(" + segment +
+              ") failed: " + std::strerror(errno);  // NOLINT(concurrency-mt-unsafe)
+      return ncclSystemError;
+    }
+    if (flock(fd, LOCK_EX) != 0 || !still_named(fd, segment)) {
+      close(fd);  // removed or replaced meanwhile: open what the name holds now
+      continue;
+    }
+    struct stat status {};
+    bool const sized =
+        fstat(fd, &status) == 0 && (static_cast<std::size_t>(status.st_size) >= bytes ||
+                                    ftruncate(fd, static_cast<off_t>(bytes)) == 0);
+    void* const mapping =
+        sized ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (mapping == MAP_FAILED) {
+      int const saved_errno = errno;
+      close(fd);
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): errors of one call, read at once
+      error = "mapping the shared segment " + segment + " failed: " + std::strerror(saved_errno);
+      return ncclSystemError;
+    }
+    shared = std::make_shared<world>(segment, fd, mapping, bytes);
+    if (abandoned(shared->header())) {
+      shm_unlink(segment.c_str());
+      shared.reset();  // unlocks; the next round creates the segment afresh
+    }
   }
-  auto shared = std::make_shared<world>(mapping, bytes);
+  struct unlock_at_exit {
+    int fd;
+    unlock_at_exit(unlock_at_exit const&) = delete;
+    unlock_at_exit& operator=(unlock_at_exit const&) = delete;
+    unlock_at_exit(unlock_at_exit&&) = delete;
+    unlock_at_exit& operator=(unlock_at_exit&&) = delete;
+    ~unlock_at_exit() { flock(fd, LOCK_UN); }
+  } const unlock{shared->descriptor()};
   shared_header& header = shared->header();
   std::int32_t expected = 0;
   if (!header.ranks.compare_exchange_strong(expected, ranks) && expected != ranks) {
@@ -304,7 +391,15 @@ rank_link::~rank_link() {
 
 void rank_link::leave() noexcept {
   shared_header& header = world_->header();
-  if (header.rank[rank_].presence.exchange(departed) != departed) wake_everyone(header.wake);
+  if (header.rank[rank_].presence.exchange(departed) == departed) return;
+  wake_everyone(header.wake);
+  // The last rank of a world that never became complete takes its name along: nobody is left
+  // to remove it, and the segment would outlive the job.
+  if (flock(world_->descriptor(), LOCK_EX) != 0) return;
+  if (abandoned(header) && still_named(world_->descriptor(), world_->name())) {
+    shm_unlink(world_->name().c_str());
+  }
+  flock(world_->descriptor(), LOCK_UN);
 }
 
 bool rank_link::everyone_joined() const noexcept {

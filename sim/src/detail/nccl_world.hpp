@@ -53,6 +53,11 @@ struct collective_call {
 /// Bytes of one element; 0 for the types the simulator does not model (fp8).
 [[nodiscard]] std::size_t element_bytes(ncclDataType_t type) noexcept;
 
+/// Removes the segments of worlds that never became complete and whose ranks are all gone:
+/// processes that died during the rendezvous (killed, or ended by _exit) left them, and nobody
+/// else will. Called whenever an id is made or a rank joins.
+void remove_abandoned_worlds() noexcept;
+
 class world;
 
 /// One rank's membership of a world.
