@@ -320,6 +320,50 @@ ncclResult_t launch(pending_launch const& pending) {
   return ncclSuccess;
 }
 
+// ncclLaunchOneRank (src/device/onerank.cu) copies unless the reduction is a premultiplied
+// sum, which ncclAvg on floating types is (hostToDevRedOp, src/enqueue.cc); ncclAvg on integers
+// divides afterwards, by one.
+bool one_rank_is_a_copy(collective_call const& call) {
+  bool const floating = call.type == ncclFloat16 || call.type == ncclBfloat16 ||
+                        call.type == ncclFloat32 || call.type == ncclFloat64;
+  bool const reduces = call.kind == collective_kind::all_reduce ||
+                       call.kind == collective_kind::reduce ||
+                       call.kind == collective_kind::reduce_scatter;
+  return !(reduces && call.op == ncclAvg && floating);
+}
+
+// The copy of ncclLaunchOneRank: ncclCudaMemcpyAsync (src/include/alloc.h), a cudaMemcpyAsync
+// of kind cudaMemcpyDefault in relaxed capture mode, so a memcpy node when captured; nothing
+// when the operation is in place.
+ncclResult_t copy_one_rank(char const* call_name, pending_launch const& pending) {
+  {
+    lock_guard const lock{state().mutex};
+    stream_state const* const stream = find_stream(pending.stream);
+    if (stream != nullptr && stream->device != pending.core->device) {
+      return warn(ncclInvalidUsage, std::string{call_name} + ": the stream belongs to device " +
+                                        std::to_string(stream->device) +
+                                        " but the communicator to device " +
+                                        std::to_string(pending.core->device));
+    }
+  }
+  if (pending.call.send == pending.call.receive) return ncclSuccess;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaError_t const exchanged = cudaThreadExchangeStreamCaptureMode(&mode);
+      exchanged != cudaSuccess) {
+    return warn(ncclUnhandledCudaError,
+                std::string{call_name} + ": " + cudaGetErrorString(exchanged));
+  }
+  cudaError_t const copied = cudaMemcpyAsync(pending.call.receive, pending.call.send,
+                                             pending.call.count * element_bytes(pending.call.type),
+                                             cudaMemcpyDefault, pending.stream);
+  static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode));
+  if (copied != cudaSuccess) {
+    return warn(ncclUnhandledCudaError,
+                std::string{call_name} + ": the copy failed: " + cudaGetErrorString(copied));
+  }
+  return ncclSuccess;
+}
+
 // Launches each in turn; the first failure, or ncclSuccess.
 ncclResult_t launch_all(std::vector<pending_launch> const& launches) {
   ncclResult_t result = ncclSuccess;
@@ -424,9 +468,11 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
   }
   if (call.count == 0) return ncclSuccess;  // nothing to move; NCCL returns at once
   pending_launch pending{std::move(core), call, stream};
-  // One rank: NCCL issues the copy at once, inside a group too (ncclLaunchOneRank in taskAppend,
-  // src/enqueue.cc).
-  if (pending.core->ranks == 1) return launch(pending);
+  // One rank: NCCL issues the work at once, inside a group too (ncclLaunchOneRank in taskAppend,
+  // src/enqueue.cc): a copy, or its own kernel where the reduction premultiplies.
+  if (pending.core->ranks == 1) {
+    return one_rank_is_a_copy(call) ? copy_one_rank(call_name, pending) : launch(pending);
+  }
   if (group.depth > 0) {
     group.blocking = pending.core->blocking;
     group.launches.push_back(std::move(pending));

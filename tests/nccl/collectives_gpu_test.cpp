@@ -7,7 +7,6 @@
 #include <functional>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
-#include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
@@ -87,34 +86,9 @@ TEST_F(nccl_test, one_rank_communicator) {
   comms_.front() = std::move(moved);
 }
 
-namespace {
-
-// Whether `graph` holds a kernel node whose function CUDA names as one of NCCL's.
-bool holds_nccl_kernel(gs::graphs::graph const& graph) {
-  std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph.native_handle(), nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph.native_handle(), nodes.data(), &count));
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type{};
-    GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) continue;
-    cudaKernelNodeParams params{};
-    if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) continue;
-    char const* name = nullptr;
-    if (cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr &&
-        gs::diagnostics::is_collective_kernel(name)) {
-      return true;
-    }
-  }
-  static_cast<void>(cudaGetLastError());
-  return false;
-}
-
-}  // namespace
-
 // NCCL runs a one-rank collective as a copy: its graph holds a memcpy node, no NCCL kernel, and
-// verify_replay checks it like any other step.
+// verify_replay checks it like any other step. (A graph holding a collective of several ranks is
+// refused: ranks_test, on the simulated device.)
 TEST_F(nccl_test, verify_replay_checks_a_one_rank_collective_like_any_step) {
   std::size_t const n = 256;
   captured_all_reduce const reduce = capture_all_reduce(n);
@@ -124,24 +98,43 @@ TEST_F(nccl_test, verify_replay_checks_a_one_rank_collective_like_any_step) {
   EXPECT_EQ(download(reduce.recv, n), std::vector<float>(n, 0.0F)) << "the regions are restored";
 }
 
-// verify_replay runs one rank's step alone, so a graph holding NCCL's kernels is refused
-// before anything runs: on several ranks the eager step would wait for its peers. Only a
-// communicator of several ranks records NCCL's kernels, and the simulated device does not report
-// a library kernel's name, so the refusal is checked where a GPU records them.
-TEST_F(nccl_test, verify_replay_refuses_a_graph_holding_collectives) {
-  GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("reading NCCL's kernel names from a graph");
+// ncclLaunchOneRank (NCCL's src/device/onerank.cu) copies with cudaMemcpyAsync unless the
+// reduction premultiplies (ncclAvg on floating types, hostToDevRedOp in src/enqueue.cc): a
+// captured one-rank collective is a memcpy node, nothing at all when in place, and a kernel of
+// NCCL's only for an average.
+TEST_F(nccl_test, a_captured_one_rank_collective_is_a_memcpy_node_and_nothing_in_place) {
   std::size_t const n = 256;
-  captured_all_reduce const reduce = capture_all_reduce(n);
-  if (!holds_nccl_kernel(reduce.graph)) {
-    GTEST_SKIP() << "NCCL recorded this " << comms_.front().view().size()
-                 << "-rank all-reduce without a kernel of its own (a copy): nothing to refuse";
-  }
-  std::string const message = gs::testing::message_of([&] {
-    static_cast<void>(gs::diagnostics::verify_replay(
-        *stream_, reduce.step, reduce.graph, {gs::diagnostics::watch("recv", reduce.recv, n)}));
+  float* send = upload(std::vector<float>(n, 1.5F));
+  float* recv = upload(std::vector<float>(n, 0.0F));
+  auto const comm = comms_.front().view();
+  gn::warm_up(comm, *stream_);
+  auto const captured = [&](auto&& body) {
+    gs::graphs::graph graph;
+    gs::graphs::capture(graph, *stream_, body);
+    return graph.node_counts();
+  };
+  auto const copies = captured([&] {
+    gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::sum, comm, *stream_);
+    gn::all_gather(buffer(send, n), buffer(recv, n), comm, *stream_);
+    gn::reduce_scatter(buffer(send, n), buffer(recv, n), gn::reduce_op::max, comm, *stream_);
+    gn::broadcast(buffer(send, n), buffer(recv, n), 0, comm, *stream_);
   });
-  EXPECT_NE(message.find("NCCL kernel"), std::string::npos) << message;
-  EXPECT_EQ(download(reduce.recv, n), std::vector<float>(n, 0.0F)) << "nothing ran";
+  EXPECT_EQ(copies.memcpy, 4U);
+  EXPECT_EQ(copies.kernel, 0U);
+  EXPECT_EQ(copies.total, 4U);
+  auto const in_place = captured([&] {
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(send, 0, sizeof(float), stream_->get()));  // not empty
+    gn::all_reduce(buffer(recv, n), buffer(recv, n), gn::reduce_op::sum, comm, *stream_);
+    gn::broadcast(buffer(recv, n), buffer(recv, n), 0, comm, *stream_);
+  });
+  EXPECT_EQ(in_place.memcpy, 0U);
+  EXPECT_EQ(in_place.kernel, 0U);
+  EXPECT_EQ(in_place.total, 1U);
+  auto const average = captured([&] {
+    gn::all_reduce(buffer(send, n), buffer(recv, n), gn::reduce_op::avg, comm, *stream_);
+  });
+  EXPECT_EQ(average.kernel, 1U);
+  EXPECT_EQ(average.memcpy, 0U);
 }
 
 TEST_F(nccl_test, one_rank_all_reduce_is_a_copy_eager_and_captured) {
