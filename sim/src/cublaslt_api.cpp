@@ -315,16 +315,37 @@ class matmul_task final : public sim::kernel_task {
   [[nodiscard]] void const* function() const noexcept override { return name_; }
   void run() const override { detail::run_matmul(problem_); }
   [[nodiscard]] std::vector<sim::pointer_argument> pointer_arguments() const override {
+    // Each matrix's span from its layout: rows, columns, leading dimension, batch count and
+    // stride (cublasLt.h: CUBLASLT_MATRIX_LAYOUT_*, the bias, aux and their batch strides).
     detail::matmul_problem const& p = problem_;
+    std::int64_t const batches = p.batch_count;
+    auto matrix = [batches](detail::matrix_operand const& operand, std::int64_t rows,
+                            std::int64_t cols) {
+      return detail::span_bytes(operand.type, rows, cols, operand.ld, batches,
+                                operand.batch_stride);
+    };
+    // A vector of `length` per batch: the bias, the bias gradient.
+    auto vector = [&](std::int64_t length) {
+      return detail::span_bytes(p.bias_type, length, 1, length, batches, p.bias_batch_stride);
+    };
+    std::size_t const a_bytes =
+        p.transpose_a ? matrix(p.a, p.k, p.m) : matrix(p.a, p.m, p.k);  // stored op(A)ᵀ or op(A)
+    std::size_t const b_bytes = p.transpose_b ? matrix(p.b, p.n, p.k) : matrix(p.b, p.k, p.n);
+    std::size_t const d_bytes =
+        detail::span_bytes(p.d_type, p.m, p.n, p.ldd, batches, p.d_batch_stride);
+    std::size_t const aux_bytes =
+        detail::span_bytes(p.aux_type, p.m, p.n, p.aux_ld, batches, p.aux_batch_stride);
+    // BGRADB sums op(B) over k: one entry per column of D; the other gradients one per row.
+    std::size_t const gradient_bytes = vector(p.steps.bias_gradient_of_b ? p.n : p.m);
     std::vector<sim::pointer_argument> out;
-    out.push_back({p.a.data, true});
-    out.push_back({p.b.data, true});
-    if (p.beta != 0.0F) out.push_back({p.c.data, true});
-    if (p.steps.add_bias) out.push_back({p.bias, true});
-    if (p.steps.gelu_gradient) out.push_back({p.aux, true});
-    out.push_back({p.d, false});
-    if (p.steps.store_aux) out.push_back({p.aux, false});
-    if (p.bias_gradient != nullptr) out.push_back({p.bias_gradient, false});
+    out.push_back({p.a.data, true, a_bytes});
+    out.push_back({p.b.data, true, b_bytes});
+    if (p.beta != 0.0F) out.push_back({p.c.data, true, matrix(p.c, p.m, p.n)});
+    if (p.steps.add_bias) out.push_back({p.bias, true, vector(p.m)});
+    if (p.steps.gelu_gradient) out.push_back({p.aux, true, aux_bytes});
+    out.push_back({p.d, false, d_bytes});
+    if (p.steps.store_aux) out.push_back({p.aux, false, aux_bytes});
+    if (p.bias_gradient != nullptr) out.push_back({p.bias_gradient, false, gradient_bytes});
     return out;
   }
   [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(

@@ -212,10 +212,22 @@ class collective_task final : public kernel_task {
       }
     }
   }
+  // The bytes each buffer holds (nccl.h): count elements, but nranks times as many in
+  // reduce-scatter's send and all-gather's receive buffers. Broadcast reads the send buffer only
+  // on the root, and reduce writes the receive buffer only there.
   [[nodiscard]] std::vector<pointer_argument> pointer_arguments() const override {
+    std::size_t const bytes = call_.count * element_bytes(call_.type);
+    auto const ranks = static_cast<std::size_t>(core_->ranks);
+    bool const root = call_.root == core_->rank;
     std::vector<pointer_argument> pointers;
-    if (call_.send != nullptr) pointers.push_back({call_.send, true});
-    pointers.push_back({call_.receive, false});
+    if (call_.send != nullptr && (call_.kind != collective_kind::broadcast || root)) {
+      pointers.push_back({call_.send, true,
+                          call_.kind == collective_kind::reduce_scatter ? bytes * ranks : bytes});
+    }
+    if (call_.kind != collective_kind::reduce || root) {
+      pointers.push_back({call_.receive, false,
+                          call_.kind == collective_kind::all_gather ? bytes * ranks : bytes});
+    }
     return pointers;
   }
   [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(

@@ -87,6 +87,13 @@ std::int64_t size_of(element_type type) noexcept {
   return type == element_type::float32 ? 4 : 2;
 }
 
+std::size_t span_bytes(element_type type, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                       std::int64_t batch_count, std::int64_t batch_stride) noexcept {
+  if (rows <= 0 || cols <= 0 || batch_count <= 0 || ld < 0 || batch_stride < 0) return 0;
+  std::int64_t const elements = (batch_count - 1) * batch_stride + (cols - 1) * ld + rows;
+  return static_cast<std::size_t>(elements * size_of(type));
+}
+
 float load_element(void const* base, element_type type, std::int64_t index) noexcept {
   auto const* bytes = static_cast<unsigned char const*>(base) + index * size_of(type);
   if (type == element_type::float32) {

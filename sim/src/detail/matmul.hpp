@@ -5,6 +5,7 @@
 // cublasLtEpilogue_t). The API layer (sim/cublaslt_api.cpp) checks the call and fills a
 // matmul_problem; this part only computes.
 
+#include <cstddef>
 #include <cstdint>
 
 namespace graphstep::sim::detail {
@@ -32,6 +33,14 @@ struct matrix_operand {
   std::int64_t ld{};
   std::int64_t batch_stride{};
 };
+
+/// @brief Bytes from a matrix's first element to one past its last: `rows` x `cols`,
+/// column-major with leading dimension `ld`, `batch_count` of them `batch_stride` elements
+/// apart (0 repeats one matrix). 0, meaning unknown, for an empty shape or a negative stride or
+/// leading dimension, whose elements would lie before the address.
+[[nodiscard]] std::size_t span_bytes(element_type type, std::int64_t rows, std::int64_t cols,
+                                     std::int64_t ld, std::int64_t batch_count,
+                                     std::int64_t batch_stride) noexcept;
 
 /// @brief What the epilogue does besides scaling (cublasLtEpilogue_t, decomposed).
 struct epilogue_steps {
