@@ -114,9 +114,10 @@ class queued_work {
 
 }  // namespace graphstep::testing
 
-/// Skips the calling test on the simulated device, which does not model `library` yet.
-#define GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(library)                                   \
-  do {                                                                                \
-    if (::graphstep::testing::simulated_device)                                       \
-      GTEST_SKIP() << library << " is not modelled on the simulated CUDA device yet"; \
+/// Skips the calling test on the simulated device, which does not model `library` yet, saying
+/// `why` not.
+#define GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(library, why)                                       \
+  do {                                                                                         \
+    if (::graphstep::testing::simulated_device)                                                \
+      GTEST_SKIP() << library << " is not modelled on the simulated CUDA device yet: " << why; \
   } while (false)

@@ -59,7 +59,10 @@ class capture_diagnostics_test : public gs::testing::gpu_test {
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
-    GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("CUPTI");
+    GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(
+        "CUPTI",
+        "the diagnostics subscribe to CUPTI's callbacks of CUDA calls, which the "
+        "simulator does not make");
     if (std::string const reason = gs::graphs::capture_diagnostics_unavailable_reason();
         !reason.empty()) {
       GTEST_SKIP() << reason;

@@ -454,7 +454,10 @@ std::vector<double> part_of(std::vector<double> const& qkv, go::attention_shape 
 class cudnn_attention_gpu : public gs::testing::gpu_test {
  protected:
   void SetUp() override {
-    GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE("cuDNN");
+    GRAPHSTEP_SKIP_ON_SIMULATED_DEVICE(
+        "cuDNN",
+        "its kernels are NVIDIA's machine code, and the simulator runs kernels from "
+        "their source");
     gpu_test::SetUp();
     if (IsSkipped()) return;
     go::support const available = go::cudnn_attention_available();
