@@ -32,6 +32,9 @@ TEST_F(host_learning_rate_test, feeding_it_each_step_never_waits_for_the_device)
                                 cudaMemcpyHostToDevice));
   GRAPHSTEP_CUDA_TRY(cudaMemcpy(gradients.data(), ones.data(), n * sizeof(float),
                                 cudaMemcpyHostToDevice));
+  // From pageable memory the copies may return before their DMA lands, and the optimizer
+  // reads the weights on a non-blocking stream.
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   gt::mixed_precision_adamw optimizer{
       {{weights.data(), gradients.data(), n, gs::dtype::float32, 0}}, {{}}, {}, {}, {}, stream};
   gs::memory::step_input<float> learning_rate{1, stream};

@@ -291,6 +291,9 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
                                   went_on_parameters[t].gradient,
                                   sizes[t] * gs::size_in_bytes(types[t]), cudaMemcpyDeviceToDevice));
   }
+  // A device-to-device cudaMemcpy does not wait for its copy ("no host-side synchronization is
+  // performed"), and the optimizers run on a non-blocking stream.
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   gt::mixed_precision_adamw went_on{went_on_parameters, groups, options, schedule, {}, *stream_};
   gt::mixed_precision_adamw resumed{resumed_parameters, groups, options, schedule, {}, *stream_};
   gs::graphs::graph_exec went_on_step;
