@@ -16,6 +16,30 @@
 # are. A header added after CMake ran is mirrored at the next configure (the glob is
 # CONFIGURE_DEPENDS).
 
+# Kernels' memory accesses are seen byte by byte by the simulator's stream-race checker: the
+# rewritten sources are compiled with the compiler's ThreadSanitizer instrumentation, whose entry
+# points the simulator defines (sim/src/detail/kernel_accesses.hpp); ThreadSanitizer's runtime is
+# never linked. Off where another sanitizer instruments the build (AddressSanitizer and
+# ThreadSanitizer cannot share a source): the checker then sees each kernel's pointer arguments.
+option(GRAPHSTEP_SIM_WATCH_ACCESSES
+       "The simulator's race checker sees every byte simulated kernels read and write" ON)
+set(_graphstep_cuda_sim_watch_flags)
+if(GRAPHSTEP_SIM_WATCH_ACCESSES)
+  if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*(address|thread|memory)")
+    message(STATUS "graphstep: simulated kernels' accesses are not instrumented under "
+                   "${CMAKE_CXX_FLAGS}; the race checker sees their pointer arguments")
+  elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    set(_graphstep_cuda_sim_watch_flags
+        -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan)
+  elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(_graphstep_cuda_sim_watch_flags
+        -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0)
+  else()
+    message(STATUS "graphstep: simulated kernels' accesses are not instrumented with "
+                   "${CMAKE_CXX_COMPILER_ID}; the race checker sees their pointer arguments")
+  endif()
+endif()
+
 # The mirror of `dir`, a folder of the project, for `target`.
 function(_graphstep_cuda_sim_mirror target dir out)
   file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${dir})
@@ -58,9 +82,11 @@ function(graphstep_cuda_sim_sources)
       # nvcc's `#pragma unroll` means nothing to the host compiler; and the #line that points
       # messages at the .cu file makes g++ see the source as a header (unused internal kernels,
       # fixtures in anonymous namespaces), which nvcc's host pass does not warn about.
+      set(options -Wno-unknown-pragmas -Wno-subobject-linkage -Wno-unused-function
+                  ${_graphstep_cuda_sim_watch_flags})
       set_source_files_properties(${output} PROPERTIES
         INCLUDE_DIRECTORIES "${include_dirs}"
-        COMPILE_OPTIONS "-Wno-unknown-pragmas;-Wno-subobject-linkage;-Wno-unused-function")
+        COMPILE_OPTIONS "${options}")
       list(APPEND rewritten ${output})
     endforeach()
 

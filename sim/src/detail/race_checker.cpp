@@ -18,6 +18,8 @@ void race_checker::begin_operation(timeline stream, vector_clock& clock, std::st
   unsigned long long const tick = ++clock[stream];
   current_ = stamp{std::make_shared<std::string const>(std::move(description)), stream, tick};
   current_clock_ = clock;
+  current_launch_ = nullptr;
+  current_ancestors_ = nullptr;
 }
 
 race_checker::operation race_checker::current_operation() const {
@@ -27,21 +29,103 @@ race_checker::operation race_checker::current_operation() const {
 void race_checker::resume(operation const& queued) {
   current_ = stamp{queued.description, queued.stream, queued.tick};
   current_clock_ = queued.clock;
+  current_launch_ = nullptr;
+  current_ancestors_ = nullptr;
 }
 
-bool race_checker::ordered(stamp const& earlier, vector_clock const& later) {
-  auto const it = later.find(earlier.stream);
-  return it != later.end() && it->second >= earlier.tick;
+void race_checker::begin_graph_launch(graph_launch& launch) {
+  launch.first_ = next_node_timeline_;
+  next_node_timeline_ += launch.nodes_;
+  launch.launch_ = current_;
+  launch.clock_ = current_clock_;
+  launch.touched_.clear();
 }
+
+void race_checker::begin_node(graph_launch& launch, std::size_t index,
+                              std::vector<std::uint64_t> const& ancestors,
+                              std::string description) {
+  description += " in ";
+  description += *launch.launch_.description;
+  current_ =
+      stamp{std::make_shared<std::string const>(std::move(description)), launch.first_ + index, 1};
+  current_clock_ = launch.clock_;
+  current_launch_ = &launch;
+  current_ancestors_ = &ancestors;
+}
+
+void race_checker::end_graph_launch(graph_launch& launch) {
+  timeline const first = launch.first_;
+  timeline const last = first + launch.nodes_;
+  auto const of_launch = [&](stamp const& s) { return s.stream >= first && s.stream < last; };
+  for (auto const& [begin, end] : launch.touched_) {
+    for (auto it = shadow_.lower_bound(begin); it != shadow_.end() && it->first < end; ++it) {
+      segment& s = it->second;
+      if (s.written && of_launch(s.writer)) {
+        s.writer.stream = launch.launch_.stream;
+        s.writer.tick = launch.launch_.tick;
+      }
+      bool restamped = false;
+      for (reader& r : s.readers) {
+        if (of_launch(r.by)) {
+          r.by.stream = launch.launch_.stream;
+          r.by.tick = launch.launch_.tick;
+          restamped = true;
+        }
+      }
+      if (!restamped) continue;
+      // One read and one atomic update per timeline: the launch's stamp is the latest of its
+      // stream's, so it replaces the others of its kind there.
+      std::stable_sort(s.readers.begin(), s.readers.end(), [](reader const& a, reader const& b) {
+        if (a.by.stream != b.by.stream) return a.by.stream < b.by.stream;
+        if (a.atomic != b.atomic) return a.atomic < b.atomic;
+        return a.by.tick > b.by.tick;
+      });
+      s.readers.erase(std::unique(s.readers.begin(), s.readers.end(),
+                                  [](reader const& a, reader const& b) {
+                                    return a.by.stream == b.by.stream && a.atomic == b.atomic;
+                                  }),
+                      s.readers.end());
+    }
+  }
+  launch.touched_.clear();
+  current_ = launch.launch_;
+  current_clock_ = launch.clock_;
+  current_launch_ = nullptr;
+  current_ancestors_ = nullptr;
+}
+
+bool race_checker::ordered(stamp const& earlier) const {
+  if (current_launch_ != nullptr) {
+    timeline const first = current_launch_->first_;
+    if (earlier.stream >= first && earlier.stream < first + current_launch_->nodes_) {
+      std::size_t const node = earlier.stream - first;
+      return (((*current_ancestors_)[node / 64] >> (node % 64)) & 1U) != 0;
+    }
+  }
+  auto const it = current_clock_.find(earlier.stream);
+  return it != current_clock_.end() && it->second >= earlier.tick;
+}
+
+namespace {
+
+char const* verb(access_kind kind) {
+  switch (kind) {
+    case access_kind::read: return "read";
+    case access_kind::write: return "write";
+    case access_kind::atomic: return "atomic update";
+  }
+  return "access";
+}
+
+}  // namespace
 
 void race_checker::report(stamp const& earlier, std::uintptr_t begin, std::uintptr_t end,
-                          bool earlier_wrote, bool later_writes) {
+                          char const* earlier_did, access_kind now) {
   std::ostringstream line;
   line << "stream race on device memory [0x" << std::hex << begin << ", 0x" << end << std::dec
-       << "): " << (earlier_wrote ? "write" : "read") << " by " << *earlier.description
-       << " is not ordered before the " << (later_writes ? "write" : "read") << " by "
-       << *current_.description
-       << " (no stream order, event wait or host synchronization joins them)";
+       << "): " << earlier_did << " by " << *earlier.description << " is not ordered before the "
+       << verb(now) << " by " << *current_.description
+       << " (no stream order, graph edge, event wait or host synchronization joins them)";
   races_.push_back(line.str());
 }
 
@@ -55,13 +139,15 @@ void race_checker::split_at(std::uintptr_t address) {
   shadow_.emplace(address, std::move(tail));
 }
 
-void race_checker::access(void const* address, std::size_t bytes, bool write) {
+void race_checker::access(void const* address, std::size_t bytes, access_kind kind) {
   if (bytes == 0 || !current_.description) return;
   auto const begin = reinterpret_cast<std::uintptr_t>(address);
   std::uintptr_t const end = begin + bytes;
+  if (current_launch_ != nullptr) current_launch_->touched_.emplace_back(begin, end);
   split_at(begin);
   split_at(end);
   stamp const& now = current_;
+  bool const atomic = kind == access_kind::atomic;
   // Walk [begin, end): existing segments are checked and updated, gaps become new segments.
   std::uintptr_t cursor = begin;
   auto it = shadow_.lower_bound(begin);
@@ -70,39 +156,44 @@ void race_checker::access(void const* address, std::size_t bytes, bool write) {
       std::uintptr_t const gap_end = it == shadow_.end() ? end : std::min(end, it->first);
       segment fresh;
       fresh.end = gap_end;
-      if (write) {
+      if (kind == access_kind::write) {
         fresh.written = true;
         fresh.writer = now;
       } else {
-        fresh.readers.push_back(now);
+        fresh.readers.push_back(reader{now, atomic});
       }
       it = std::next(shadow_.emplace(cursor, std::move(fresh)).first);
       cursor = gap_end;
       continue;
     }
     segment& s = it->second;
-    if (s.written && s.writer.description != now.description &&
-        !ordered(s.writer, current_clock_)) {
-      report(s.writer, it->first, s.end, true, write);
+    auto const other = [&](stamp const& s2) { return s2.description != now.description; };
+    if (s.written && other(s.writer) && !ordered(s.writer)) {
+      report(s.writer, it->first, s.end, "write", kind);
     }
-    if (write) {
-      for (stamp const& reader : s.readers) {
-        if (reader.description != now.description && !ordered(reader, current_clock_)) {
-          report(reader, it->first, s.end, false, true);
-          break;
-        }
+    // A write conflicts with every earlier read and update; an update with plain reads; a read
+    // with updates.
+    for (reader const& r : s.readers) {
+      bool const conflicts = kind == access_kind::write || r.atomic != atomic;
+      if (conflicts && other(r.by) && !ordered(r.by)) {
+        report(r.by, it->first, s.end, r.atomic ? "atomic update" : "read", kind);
+        break;
       }
+    }
+    if (kind == access_kind::write) {
       s.written = true;
       s.writer = now;
       s.readers.clear();
     } else {
-      // One reader per timeline: a later read on the same stream is ordered after the earlier.
-      auto same = std::find_if(s.readers.begin(), s.readers.end(),
-                               [&](stamp const& r) { return r.stream == now.stream; });
+      // One of each kind per timeline: a later access on the same timeline is ordered after the
+      // earlier.
+      auto same = std::find_if(s.readers.begin(), s.readers.end(), [&](reader const& r) {
+        return r.by.stream == now.stream && r.atomic == atomic;
+      });
       if (same != s.readers.end()) {
-        *same = now;
+        same->by = now;
       } else {
-        s.readers.push_back(now);
+        s.readers.push_back(reader{now, atomic});
       }
     }
     cursor = s.end;

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "detail/environment.hpp"
 #include "detail/guarded_memory.hpp"
+#include "detail/kernel_accesses.hpp"
 
 namespace graphstep::sim::detail {
 
@@ -274,10 +276,21 @@ void run_host_function(cudaHostFn_t function, void* data) {
   me.in_host_function = outer;
 }
 
+// Whether the race checker sees the kernel's own accesses (kernel_accesses.hpp), rather than its
+// pointer arguments.
+bool watched(kernel_task const& task) {
+  return state().race_checking != race_mode::off && task.accesses_instrumented() &&
+         kernel_accesses_hooked();
+}
+
 void run_kernel(kernel_task const& task, int device) {
+  std::optional<kernel_accesses> accesses;
+  if (watched(task)) accesses.emplace();
   try {
     // Names the kernel in fault reports; closes memory its device may not access.
     running_kernel const named{task.name(), device};
+    std::optional<watching_kernel> watching;
+    if (accesses) watching.emplace(*accesses);
     task.run();
   } catch (kernel_fault const& fault) {
     // A fault in a kernel corrupts the context: every later call returns the error
@@ -286,6 +299,7 @@ void run_kernel(kernel_task const& task, int device) {
                                    task.name(), fault.what()));
     state().devices[static_cast<std::size_t>(device)]->sticky_error = fault.code();
   }
+  if (accesses) accesses->report_to(state().races);
 }
 
 }  // namespace
@@ -301,17 +315,18 @@ void record_accesses(node_state const& node) {
   if (p.race_checking == race_mode::off) return;
   switch (node.type) {
     case cudaGraphNodeTypeKernel:
+      if (watched(*node.kernel)) break;  // recorded as the kernel runs
       for (pointer_argument const& argument : node.kernel->pointer_arguments()) {
         if (tracked(argument.address)) {
           p.races.access(argument.address, std::max<std::size_t>(argument.bytes, 1),
-                         !argument.read_only);
+                         argument.read_only ? access_kind::read : access_kind::write);
         }
       }
       break;
     case cudaGraphNodeTypeMemset: {
       auto const* row = static_cast<unsigned char const*>(node.memset.dst);
       for (std::size_t y = 0; y < std::max<std::size_t>(node.memset.height, 1); ++y) {
-        p.races.access(row, node.memset.width * node.memset.elementSize, true);
+        p.races.access(row, node.memset.width * node.memset.elementSize, access_kind::write);
         row += node.memset.pitch;
       }
       break;
@@ -319,12 +334,16 @@ void record_accesses(node_state const& node) {
     case cudaGraphNodeTypeMemFree:
       // cudaFreeAsync outside a graph writes the whole allocation, on its stream: another
       // stream's unordered use of the memory before it is handed out again is a race.
-      if (node.owner == nullptr) p.races.access(node.memory, node.memory_bytes, true);
+      if (node.owner == nullptr) {
+        p.races.access(node.memory, node.memory_bytes, access_kind::write);
+      }
       break;
     case cudaGraphNodeTypeMemcpy:
-      if (tracked(node.copy.source)) p.races.access(node.copy.source, node.copy.bytes, false);
+      if (tracked(node.copy.source)) {
+        p.races.access(node.copy.source, node.copy.bytes, access_kind::read);
+      }
       if (tracked(node.copy.destination)) {
-        p.races.access(node.copy.destination, node.copy.bytes, true);
+        p.races.access(node.copy.destination, node.copy.bytes, access_kind::write);
       }
       break;
     default: break;
@@ -412,6 +431,66 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
   if (node.completion) node.completion();
 }
 
+namespace {
+
+// Each node's ancestors in the graph, one bit per node index.
+std::vector<std::vector<std::uint64_t>> ancestors_of(
+    graph_state const& graph, std::unordered_map<node_state const*, std::size_t> const& index) {
+  std::size_t const words = (graph.nodes.size() + 63) / 64;
+  std::vector<std::vector<std::uint64_t>> ancestors(graph.nodes.size(),
+                                                    std::vector<std::uint64_t>(words));
+  // Creation order is a topological order: a node's dependencies come before it.
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (node_state const* dependency : graph.nodes[i]->dependencies) {
+      std::size_t const d = index.at(dependency);
+      for (std::size_t w = 0; w < words; ++w) ancestors[i][w] |= ancestors[d][w];
+      ancestors[i][d / 64] |= std::uint64_t{1} << (d % 64);
+    }
+  }
+  return ancestors;
+}
+
+// The order a launch runs its nodes in: creation order, or in interleaved mode a topological
+// order drawn from the seeded generator, since a GPU runs the branches of a graph in any order
+// or at once.
+std::vector<std::size_t> run_order(
+    graph_state const& graph, std::unordered_map<node_state const*, std::size_t> const& index) {
+  std::size_t const count = graph.nodes.size();
+  std::vector<std::size_t> order;
+  order.reserve(count);
+  auto& p = state();
+  if (p.execution != execution_mode::interleaved) {
+    for (std::size_t i = 0; i < count; ++i) order.push_back(i);
+    return order;
+  }
+  std::vector<std::size_t> waiting_on(count);
+  std::vector<std::vector<std::size_t>> dependents(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    for (node_state const* dependency : graph.nodes[i]->dependencies) {
+      ++waiting_on[i];
+      dependents[index.at(dependency)].push_back(i);
+    }
+  }
+  std::vector<std::size_t> ready;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (waiting_on[i] == 0) ready.push_back(i);
+  }
+  while (!ready.empty()) {
+    std::size_t const pick =
+        std::uniform_int_distribution<std::size_t>{0, ready.size() - 1}(p.interleaving);
+    std::size_t const next = ready[pick];
+    ready[pick] = ready.back();
+    ready.pop_back();
+    order.push_back(next);
+    for (std::size_t const dependent : dependents[next]) {
+      if (--waiting_on[dependent] == 0) ready.push_back(dependent);
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
 void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   // Nodes are stored in creation order, which is a topological order: a node's dependencies
   // must exist before it is added (cudaGraphAddDependencies may add edges later; those still
@@ -420,7 +499,27 @@ void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
     if (handle->assign_default) handle->value = handle->default_value;
   }
   device_work const running;  // open once for the whole launch, not once per node
-  for (auto const& node : graph.nodes) execute(*node);
+  std::unordered_map<node_state const*, std::size_t> index;
+  index.reserve(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) index.emplace(graph.nodes[i].get(), i);
+  std::vector<std::size_t> const order = run_order(graph, index);
+  auto& p = state();
+  // The nodes of a launch are operations of their own, ordered by the graph's edges; a child
+  // graph or a conditional body runs as part of its node.
+  if (p.race_checking == race_mode::off || p.races.in_graph_launch()) {
+    for (std::size_t const i : order) execute(*graph.nodes[i]);
+    return;
+  }
+  std::vector<std::vector<std::uint64_t>> const ancestors = ancestors_of(graph, index);
+  race_checker::graph_launch launch{graph.nodes.size()};
+  p.races.begin_graph_launch(launch);
+  for (std::size_t const i : order) {
+    node_state const& node = *graph.nodes[i];
+    p.races.begin_node(launch, i, ancestors[i],
+                       describe(node) + " (node " + std::to_string(i) + ")");
+    execute(node);
+  }
+  p.races.end_graph_launch(launch);
 }
 
 cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,

@@ -57,6 +57,10 @@ class kernel_task {
   virtual void run() const = 0;
   /// The pointer-typed arguments, in parameter order.
   [[nodiscard]] virtual std::vector<pointer_argument> pointer_arguments() const = 0;
+  /// Whether the stream-race checker sees each byte the kernel reads and writes: its source was
+  /// built with the instrumentation graphstep_cuda_sim_sources adds. Else it sees the
+  /// pointer arguments.
+  [[nodiscard]] virtual bool accesses_instrumented() const noexcept { return false; }
   /// A fresh task that launches the same kernel with the same arguments under another
   /// configuration (cudaGraphExecKernelNodeSetParams keeps arguments but may change dims).
   [[nodiscard]] virtual std::shared_ptr<kernel_task const> with_configuration(

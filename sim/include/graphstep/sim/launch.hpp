@@ -37,6 +37,23 @@ struct launch_config {
   cudaStream_t stream;
 };
 
+/// @brief Whether the stream-race checker sees every byte this source's kernels read and write:
+/// the source was compiled with the compiler's ThreadSanitizer instrumentation, which
+/// graphstep_cuda_sim_sources turns on (the simulator defines its entry points). Otherwise the
+/// checker sees each kernel's pointer arguments. Every source of a build is compiled one way, so
+/// kernel_launch instances shared between sources agree.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kernel_accesses_instrumented = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kernel_accesses_instrumented = true;
+#else
+inline constexpr bool kernel_accesses_instrumented = false;
+#endif
+#else
+inline constexpr bool kernel_accesses_instrumented = false;
+#endif
+
 namespace detail {
 
 /// Runs `thread_body` once for every thread of every block of the grid, with the thread's
@@ -85,6 +102,9 @@ class kernel_launch final : public kernel_task {
     std::vector<pointer_argument> out;
     std::apply([&](auto const&... value) { (add_pointer_argument(out, value), ...); }, arguments_);
     return out;
+  }
+  [[nodiscard]] bool accesses_instrumented() const noexcept override {
+    return kernel_accesses_instrumented;
   }
   [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(
       dim3 grid, dim3 block, std::size_t dynamic_shared_bytes) const override {

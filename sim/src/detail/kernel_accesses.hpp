@@ -1,0 +1,74 @@
+#pragma once
+
+// Every byte of device memory a simulated kernel reads, writes or updates atomically, for the
+// stream-race checker.
+//
+// Sources built by graphstep_cuda_sim_sources are compiled with the compiler's ThreadSanitizer
+// instrumentation (-fsanitize=thread) but never linked with ThreadSanitizer's runtime: the
+// simulator defines the entry points the instrumented code calls (__tsan_read4, __tsan_write8,
+// __tsan_atomic32_fetch_add, ...; kernel_accesses.cpp). While a kernel runs, they record into
+// the thread's kernel_accesses; at any other time they do nothing but the access itself (atomics)
+// or return at once. Only memory that lies in a page of a simulator allocation is recorded: the
+// kernel's locals, shared memory (thread-local here) and arguments are not device memory.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "detail/race_checker.hpp"
+
+namespace graphstep::sim::detail {
+
+class kernel_accesses {
+ public:
+  static constexpr unsigned page_shift = 12;
+  static constexpr std::size_t page_bytes = std::size_t{1} << page_shift;
+  static constexpr std::size_t words_per_page = page_bytes / 64;
+
+  /// Records an access of `bytes` bytes at `address`.
+  void record(std::uintptr_t address, std::size_t bytes, access_kind kind) noexcept;
+
+  /// Hands every maximal run of bytes to `race_checker::access`: written bytes as writes,
+  /// atomically updated ones not written as updates, read ones not written as reads.
+  void report_to(race_checker& checker) const;
+
+ private:
+  struct page {
+    std::array<std::uint64_t, words_per_page> read{};
+    std::array<std::uint64_t, words_per_page> write{};
+    std::array<std::uint64_t, words_per_page> atomic{};
+  };
+  struct cached_page {
+    std::uintptr_t number{~std::uintptr_t{0}};
+    page* bits{};  // null: the page holds no device memory
+  };
+  page* find(std::uintptr_t number) noexcept;
+
+  std::array<cached_page, 64> cache_{};
+  std::unordered_map<std::uintptr_t, std::unique_ptr<page>> pages_;  // device pages touched
+  std::unordered_set<std::uintptr_t> elsewhere_;                     // other pages touched
+};
+
+/// Whether the instrumented code calls this simulator's entry points: false when the program
+/// also links ThreadSanitizer's runtime, whose entry points then win (its __tsan_init runs instead
+/// of ours), and the kernels' accesses are not seen.
+[[nodiscard]] bool kernel_accesses_hooked() noexcept;
+
+/// While it lives, the accesses of code running on this thread are recorded into `into`.
+class watching_kernel {
+ public:
+  explicit watching_kernel(kernel_accesses& into) noexcept;
+  watching_kernel(watching_kernel const&) = delete;
+  watching_kernel& operator=(watching_kernel const&) = delete;
+  watching_kernel(watching_kernel&&) = delete;
+  watching_kernel& operator=(watching_kernel&&) = delete;
+  ~watching_kernel();
+
+ private:
+  kernel_accesses* outer_;
+};
+
+}  // namespace graphstep::sim::detail
