@@ -9,6 +9,7 @@
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <memory>
 #include <optional>
@@ -19,7 +20,6 @@
 #include <utility>
 #include <vector>
 
-#include "diagnostics/detail/captured_collectives.hpp"
 
 namespace graphstep::diagnostics {
 
@@ -467,7 +467,7 @@ replay_report verify_replay(cuda::stream_view stream,
                           "alone; verify a step without its collectives on each rank, or compare "
                           "the ranks' results");
   }
-  GRAPHSTEP_EXPECTS(!detail::captured_a_collective(graph.identity().capture_sequence),
+  GRAPHSTEP_EXPECTS(!graphs::capture_waits_for_other_processes(graph.identity().capture_sequence),
                     "graph \"" + graph.name() +
                         "\" holds an NCCL collective of several ranks, which waits for its "
                         "peers: verify_replay runs one rank's step alone; verify a step without "

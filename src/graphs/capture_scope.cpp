@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <sstream>
+#include <unordered_set>
 
 #include "detail/address_text.hpp"
 #include "graphs/detail/capture_recorder.hpp"
@@ -391,4 +392,33 @@ bool capture_was_abandoned(std::uint64_t capture_sequence) {
   std::lock_guard const lock{registry.mutex};
   return std::find(registry.ids.begin(), registry.ids.end(), capture_sequence) != registry.ids.end();
 }
+
+namespace {
+
+struct captures_waiting_for_other_processes {
+  std::mutex mutex;
+  std::unordered_set<std::uint64_t> ids;
+};
+
+captures_waiting_for_other_processes& waiting_for_other_processes() {
+  static captures_waiting_for_other_processes registry;
+  return registry;
+}
+
+}  // namespace
+
+void note_capture_waits_for_other_processes(std::uint64_t capture_sequence) {
+  if (capture_sequence == 0) return;
+  auto& registry = waiting_for_other_processes();
+  std::lock_guard const lock{registry.mutex};
+  registry.ids.insert(capture_sequence);
+}
+
+bool capture_waits_for_other_processes(std::uint64_t capture_sequence) {
+  if (capture_sequence == 0) return false;
+  auto& registry = waiting_for_other_processes();
+  std::lock_guard const lock{registry.mutex};
+  return registry.ids.count(capture_sequence) != 0;
+}
+
 }  // namespace graphstep::graphs

@@ -5,6 +5,7 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/nccl/collectives.hpp>
 #include <optional>
 #include <string>
@@ -12,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "../diagnostics/detail/captured_collectives.hpp"
 #include "detail/comm_state.hpp"
 
 namespace graphstep::nccl {
@@ -79,7 +79,7 @@ void enqueue(collective_record record, buffer_view const& send, buffer_view cons
     }
     state.captured(record, capture_id);
     // One rank's collective is a copy (ncclLaunchOneRank): only several ranks wait for peers.
-    if (comm.size() > 1) diagnostics::detail::note_captured_collective(capture_id);
+    if (comm.size() > 1) graphs::note_capture_waits_for_other_processes(capture_id);
   } else {
     state.ran_eagerly(record.kind);
   }

@@ -80,6 +80,15 @@ struct capture_options {
 /// most recent 4096 discarded captures are remembered; 0 (no capture) never was one.
 [[nodiscard]] bool capture_was_abandoned(std::uint64_t capture_sequence);
 
+/// @brief Notes that the capture whose CUDA id is `capture_sequence` recorded work that waits
+/// for other processes: a collective of several ranks (graphstep::nccl notes each it captures).
+/// Replaying that graph in one process alone, as diagnostics::verify_replay does, would wait for
+/// peers that never come, so such checks refuse it. 0 (no capture) is ignored.
+void note_capture_waits_for_other_processes(std::uint64_t capture_sequence);
+
+/// @brief Whether note_capture_waits_for_other_processes was called for that capture.
+[[nodiscard]] bool capture_waits_for_other_processes(std::uint64_t capture_sequence);
+
 /// @brief Records everything issued to `stream` — and to side streams forked from it — from
 /// construction to `end()` or the end of the scope, into an empty target: a `graph_exec`
 /// (instantiated, and uploaded unless told not to) or a `graph` (the captured work only, to
