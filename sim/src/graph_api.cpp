@@ -960,10 +960,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   // "Each launch is ordered behind both any previous work in stream and any previous launches
   // of graphExec" (cudaGraphLaunch).
   sim::merge(s->clock, e->launches);
-  // Event nodes order the launch against other work. Nodes of one launch share its timeline,
-  // so a wait node orders the whole launch after the event's work, and a record node marks the
-  // event complete when the whole launch is (a waiter racing with nodes after the record is
-  // not reported: sim/docs/simulator.md).
+  // Event nodes order the launch against other work, to which the launch is one operation: a
+  // wait node orders every node after the event's work, and a record node marks the event
+  // complete when the whole launch is (races with nodes not behind the wait, or after the
+  // record, are not reported: sim/docs/simulator.md).
   std::vector<sim::event_state*> waited;
   std::vector<sim::event_state*> recorded;
   collect_events(*e->graph, waited, recorded);
