@@ -504,10 +504,15 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
 // first ',' (parseStringList, src/misc/utils.cc; no port is port -1), resolved by getaddrinfo,
 // whose first answer counts; so names of one address agree. An address that does not resolve
 // is refused. NCCL ignores an IPv6 literal inet_pton rejects; refused here (the stricter way).
+// NCCL reads the port with atoi: digits up to the first other character, 0 without any.
+int port_number(char const* text) {
+  return static_cast<int>(std::strtol(text, nullptr, 10));
+}
+
 bool segment_for_address(char const* text, std::string& name) {
   if (text == nullptr || std::strlen(text) <= 1) return false;
   std::string const pair{text};
-  char numeric[NI_MAXHOST] = {};
+  std::array<char, NI_MAXHOST> numeric{};
   int port = -1;
   std::string scope;
   if (pair.front() == '[') {
@@ -519,25 +524,25 @@ bool segment_for_address(char const* text, std::string& name) {
     if (link_scope) scope = "%" + pair.substr(percent + 1, closing - percent - 1);
     in6_addr address{};
     if (inet_pton(AF_INET6, literal.c_str(), &address) != 1) return false;
-    if (inet_ntop(AF_INET6, &address, numeric, sizeof numeric) == nullptr) return false;
-    if (closing + 2 <= pair.size()) port = std::atoi(pair.c_str() + closing + 2);
+    if (inet_ntop(AF_INET6, &address, numeric.data(), numeric.size()) == nullptr) return false;
+    if (closing + 2 <= pair.size()) port = port_number(pair.c_str() + closing + 2);
   } else {
     std::size_t const end = pair.find_first_of(":,");
     std::string const host = pair.substr(0, end);
     if (host.empty()) return false;
-    if (end != std::string::npos && pair[end] == ':') port = std::atoi(pair.c_str() + end + 1);
+    if (end != std::string::npos && pair[end] == ':') port = port_number(pair.c_str() + end + 1);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
     if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
-    int const written = getnameinfo(found->ai_addr, found->ai_addrlen, numeric, sizeof numeric,
-                                    nullptr, 0, NI_NUMERICHOST);
+    int const written = getnameinfo(found->ai_addr, found->ai_addrlen, numeric.data(),
+                                    numeric.size(), nullptr, 0, NI_NUMERICHOST);
     freeaddrinfo(found);
     if (written != 0) return false;
   }
   // htons(port) keeps the low 16 bits, so -1 is port 65535 there too.
-  name = std::string{"/graphstep-nccl-at-"} + numeric + scope + "-" +
+  name = std::string{"/graphstep-nccl-at-"} + numeric.data() + scope + "-" +
          std::to_string(static_cast<std::uint16_t>(port));
   return true;
 }

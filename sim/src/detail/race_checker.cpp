@@ -77,7 +77,7 @@ void race_checker::end_graph_launch(graph_launch& launch) {
       // stream's, so it replaces the others of its kind there.
       std::stable_sort(s.readers.begin(), s.readers.end(), [](reader const& a, reader const& b) {
         if (a.by.stream != b.by.stream) return a.by.stream < b.by.stream;
-        if (a.atomic != b.atomic) return a.atomic < b.atomic;
+        if (a.atomic != b.atomic) return b.atomic;  // plain reads first
         return a.by.tick > b.by.tick;
       });
       s.readers.erase(std::unique(s.readers.begin(), s.readers.end(),
