@@ -479,15 +479,117 @@ inline float __uint_as_float(unsigned bits) {
   std::memcpy(&x, &bits, sizeof x);
   return x;
 }
+// --- integer intrinsics (CUDA Math API, "Integer Intrinsics"; crt/device_functions.h,
+// sm_30_intrinsics.h, sm_32_intrinsics.h, sm_61_intrinsics.h, crt/sm_70_rt.h) ----------------
+// "Returns a value between 0 and 32 inclusive representing the number of set bits."
 inline int __popc(unsigned x) {
   return __builtin_popcount(x);
 }
+inline int __popcll(unsigned long long x) {
+  return __builtin_popcountll(x);
+}
+// "Count the number of consecutive leading zero bits, starting at the most significant bit":
+// 32 (64) for 0, where the builtin is undefined.
 inline int __clz(int x) {
   return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x));
 }
+inline int __clzll(long long x) {
+  return x == 0 ? 64 : __builtin_clzll(static_cast<unsigned long long>(x));
+}
+// "the least significant bit position is 1 ... __ffs(0) returns 0."
 inline int __ffs(int x) {
   return __builtin_ffs(x);
 }
+inline int __ffsll(long long x) {
+  return __builtin_ffsll(x);
+}
+// "bit N of the return value corresponds to bit 31-N of x" (63-N for __brevll).
+inline unsigned __brev(unsigned x) {
+  unsigned out = 0;
+  for (int bit = 0; bit < 32; ++bit, x >>= 1U) out = (out << 1U) | (x & 1U);
+  return out;
+}
+inline unsigned long long __brevll(unsigned long long x) {
+  return (static_cast<unsigned long long>(__brev(static_cast<unsigned>(x))) << 32U) |
+         __brev(static_cast<unsigned>(x >> 32U));
+}
+// The 64-bit value hi:lo shifted, "by the wrapped value of shift (shift & 31)" for _l and _r,
+// "by the clamped value of shift (min(shift, 32))" for _lc and _rc; _l and _lc return "the most
+// significant 32 bits", _r and _rc "the least significant 32 bits".
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
+  unsigned long long const joined = (static_cast<unsigned long long>(hi) << 32U) | lo;
+  return static_cast<unsigned>((joined << (shift & 31U)) >> 32U);
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned shift) {
+  unsigned long long const joined = (static_cast<unsigned long long>(hi) << 32U) | lo;
+  return static_cast<unsigned>((joined << (shift < 32U ? shift : 32U)) >> 32U);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+  unsigned long long const joined = (static_cast<unsigned long long>(hi) << 32U) | lo;
+  return static_cast<unsigned>(joined >> (shift & 31U));
+}
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {
+  unsigned long long const joined = (static_cast<unsigned long long>(hi) << 32U) | lo;
+  return static_cast<unsigned>(joined >> (shift < 32U ? shift : 32U));
+}
+// "tmp64 = ((uint64_t)y << 32) | x; selector0 = (s >> 0) & 0x7; ... res[07:00] =
+// tmp64[selector0]" and so on for the four bytes of the result.
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned long long const bytes = (static_cast<unsigned long long>(y) << 32U) | x;
+  unsigned out = 0;
+  for (unsigned i = 0; i < 4; ++i) {
+    unsigned const selector = (s >> (4U * i)) & 0x7U;
+    out |= static_cast<unsigned>((bytes >> (8U * selector)) & 0xFFU) << (8U * i);
+  }
+  return out;
+}
+// "find the n-th (given by offset) set bit in mask from the base bit. If not found, return
+// 0xFFFFFFFF": the PTX ISA's fns counts base itself, upwards for a positive offset, downwards for
+// a negative one; offset 0 is base if that bit is set.
+inline unsigned __fns(unsigned mask, unsigned base, int offset) {
+  if (offset == 0) return (mask >> base & 1U) != 0U ? base : 0xFFFFFFFFU;
+  int const step = offset > 0 ? 1 : -1;
+  int left = offset > 0 ? offset : -offset;
+  for (int bit = static_cast<int>(base); bit >= 0 && bit < 32; bit += step) {
+    if ((mask >> static_cast<unsigned>(bit) & 1U) != 0U && --left == 0) {
+      return static_cast<unsigned>(bit);
+    }
+  }
+  return 0xFFFFFFFFU;
+}
+// Four products of byte pairs added to c, in 32-bit arithmetic that wraps: signed bytes with an
+// int, unsigned bytes with an unsigned ("Four-way signed int8 dot product with int32
+// accumulate").
+inline int __dp4a(int a, int b, int c) {
+  auto sum = static_cast<unsigned>(c);
+  for (unsigned i = 0; i < 4; ++i) {
+    auto const x = static_cast<signed char>(static_cast<unsigned>(a) >> (8U * i) & 0xFFU);
+    auto const y = static_cast<signed char>(static_cast<unsigned>(b) >> (8U * i) & 0xFFU);
+    sum += static_cast<unsigned>(x * y);
+  }
+  return static_cast<int>(sum);
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  for (unsigned i = 0; i < 4; ++i) c += (a >> (8U * i) & 0xFFU) * (b >> (8U * i) & 0xFFU);
+  return c;
+}
+inline int __dp4a(char4 a, char4 b, int c) {
+  unsigned packed_a = 0;
+  unsigned packed_b = 0;
+  std::memcpy(&packed_a, &a, sizeof a);
+  std::memcpy(&packed_b, &b, sizeof b);
+  return __dp4a(static_cast<int>(packed_a), static_cast<int>(packed_b), c);
+}
+inline unsigned __dp4a(uchar4 a, uchar4 b, unsigned c) {
+  unsigned packed_a = 0;
+  unsigned packed_b = 0;
+  std::memcpy(&packed_a, &a, sizeof a);
+  std::memcpy(&packed_b, &b, sizeof b);
+  return __dp4a(packed_a, packed_b, c);
+}
+// The PTX ISA's nanosleep: "The sleep duration is approximated, but guaranteed to be in the
+// interval [0, 2*t]": here 0, the thread goes on at once.
+inline void __nanosleep(unsigned /*ns*/) {}
 
 // cudaGraphSetConditional from device code (the runtime API has it for device code only).
 inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
