@@ -1,43 +1,145 @@
-// rewrite_launches [--header] <in> <out>: the build step that lets a CUDA source run on the
-// simulated device (see sim/src/detail/launch_rewriter.hpp). With --header, <in> is a header of
-// the project and <out> its copy in the mirrored include folder.
+// rewrite_launches [--header] [-I <dir>]... [--depfile <file>] <in> <out>: the build step that
+// lets a CUDA source run on the simulated device (see sim/src/detail/launch_rewriter.hpp). With
+// --header, <in> is a header of the project and <out> its copy in the mirrored include folder.
+// The headers <in> includes, found beside the file that includes them or in the -I folders,
+// are read for the macros that declare kernels (`#define KERNEL __global__ void`); --depfile
+// names them all, for the build to run the step again when one changes. <out> is written only
+// when its text changes, so that what includes it is not rebuilt for nothing.
 
 #include <cstdio>
+#include <deque>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "detail/launch_rewriter.hpp"
 
+namespace {
+
+namespace fs = std::filesystem;
+using graphstep::sim::detail::macro_definition;
+
+std::optional<std::string> read(fs::path const& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in) return std::nullopt;
+  return std::string{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+// The object-like macros of the headers `source` includes, transitively: quoted ones beside the
+// including file first, then in `include_dirs`; headers elsewhere (the toolkit, the system) are
+// not read. `read_files` gets every header read.
+std::vector<macro_definition> included_macros(std::string const& source, fs::path const& file,
+                                              std::vector<fs::path> const& include_dirs,
+                                              std::set<fs::path>& read_files) {
+  std::vector<macro_definition> macros;
+  std::deque<std::pair<fs::path, std::string>> pending{{file, source}};
+  read_files.insert(fs::weakly_canonical(file));
+  while (!pending.empty()) {
+    auto const [path, text] = pending.front();
+    pending.pop_front();
+    graphstep::sim::detail::source_directives directives;
+    try {
+      directives = graphstep::sim::detail::directives_of(text, path.string());
+    } catch (graphstep::sim::detail::rewrite_error const&) {
+      continue;  // not C++ this step can read; the compiler will say what is wrong
+    }
+    if (path != file) {
+      macros.insert(macros.end(), directives.macros.begin(), directives.macros.end());
+    }
+    for (auto const& include : directives.includes) {
+      std::vector<fs::path> candidates;
+      if (include.quoted) candidates.push_back(path.parent_path() / include.name);
+      for (fs::path const& dir : include_dirs) candidates.push_back(dir / include.name);
+      for (fs::path const& candidate : candidates) {
+        std::error_code error;
+        if (!fs::is_regular_file(candidate, error)) continue;
+        if (read_files.insert(fs::weakly_canonical(candidate, error)).second) {
+          if (auto included = read(candidate)) {
+            pending.emplace_back(candidate, std::move(*included));
+          }
+        }
+        break;
+      }
+    }
+  }
+  return macros;
+}
+
+// A Makefile rule, as Ninja and Make read depfiles: spaces in paths escaped.
+std::string dependency_rule(std::string const& output, std::set<fs::path> const& inputs) {
+  auto escaped = [](std::string const& path) {
+    std::string out;
+    for (char const c : path) {
+      if (c == ' ' || c == '#') out += '\\';
+      if (c == '$') out += '$';
+      out += c;
+    }
+    return out;
+  };
+  std::string rule = escaped(output) + ":";
+  for (fs::path const& input : inputs) rule += " \\\n  " + escaped(input.string());
+  return rule + "\n";
+}
+
+bool write_if_changed(std::string const& path, std::string const& text) {
+  if (read(path) == text) return true;
+  std::ofstream out{path, std::ios::binary | std::ios::trunc};
+  out << text;
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  bool const header = argc == 4 && std::string_view{argv[1]} == "--header";
-  if (argc != (header ? 4 : 3)) {
-    static_cast<void>(
-        std::fprintf(stderr, "usage: rewrite_launches [--header] <in.cu> <out.cpp>\n"));
+  bool header = false;
+  std::vector<fs::path> include_dirs;
+  std::string depfile;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view const argument{argv[i]};
+    if (argument == "--header") {
+      header = true;
+    } else if (argument == "-I" && i + 1 < argc) {
+      include_dirs.emplace_back(argv[++i]);
+    } else if (argument == "--depfile" && i + 1 < argc) {
+      depfile = argv[++i];
+    } else {
+      files.emplace_back(argument);
+    }
+  }
+  if (files.size() != 2) {
+    static_cast<void>(std::fprintf(stderr,
+                                   "usage: rewrite_launches [--header] [-I <dir>]... "
+                                   "[--depfile <file>] <in.cu> <out.cpp>\n"));
     return 2;
   }
-  char const* const input = argv[header ? 2 : 1];
-  char const* const output = argv[header ? 3 : 2];
-  std::ifstream in{input, std::ios::binary};
-  if (!in) {
-    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot read %s\n", input));
+  std::string const& input = files[0];
+  std::string const& output = files[1];
+  std::optional<std::string> const source = read(input);
+  if (!source) {
+    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot read %s\n", input.c_str()));
     return 1;
   }
-  std::string const source{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  std::set<fs::path> read_files;
+  std::vector<std::string> const macro_names = graphstep::sim::detail::kernel_macros(
+      included_macros(*source, input, include_dirs, read_files));
   std::string rewritten;
   try {
-    rewritten = header ? graphstep::sim::detail::rewrite_header(source, input)
-                       : graphstep::sim::detail::rewrite_launches(source, input);
+    rewritten = header ? graphstep::sim::detail::rewrite_header(*source, input, macro_names)
+                       : graphstep::sim::detail::rewrite_launches(*source, input, macro_names);
   } catch (graphstep::sim::detail::rewrite_error const& e) {
     static_cast<void>(std::fprintf(stderr, "rewrite_launches: %s\n", e.what()));
     return 1;
   }
-  std::ofstream out{output, std::ios::binary | std::ios::trunc};
-  out << rewritten;
-  if (!out) {
-    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot write %s\n", output));
+  if (!write_if_changed(output, rewritten) ||
+      (!depfile.empty() && !write_if_changed(depfile, dependency_rule(output, read_files)))) {
+    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot write %s\n",
+                                   (depfile.empty() ? output : depfile).c_str()));
     return 1;
   }
   return 0;

@@ -6,33 +6,52 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace {
 
+using graphstep::sim::detail::directives_of;
+using graphstep::sim::detail::kernel_macros;
+using graphstep::sim::detail::macro_definition;
 using graphstep::sim::detail::rewrite_error;
 using graphstep::sim::detail::rewrite_header;
 using graphstep::sim::detail::rewrite_launches;
 
-// The rewritten body, without the two lines the rewriter puts first.
-std::string body(std::string const& source) {
-  std::string const out = rewrite_launches(source, "k.cu");
-  std::size_t const first = out.find('\n');
-  std::size_t const second = out.find('\n', first + 1);
-  return out.substr(second + 1);
+// The rewritten body: what follows the #line that starts the source.
+std::string body(std::string const& source, std::vector<std::string> const& kernel_macros = {}) {
+  std::string const out = rewrite_launches(source, "k.cu", kernel_macros);
+  std::size_t const line = out.find("#line 1 \"k.cu\"\n");
+  return out.substr(out.find('\n', line) + 1);
 }
 
-// What a launch of `callee` (no template arguments named) becomes before its configuration:
-// the kernel is chosen by the launch's arguments, through the signature declaration in
+// What comes before the source: the device header and the fallback signature declarations.
+std::string preamble(std::string const& source) {
+  std::string const out = rewrite_launches(source, "k.cu");
+  return out.substr(0, out.find("#line 1 \"k.cu\"\n"));
+}
+
+// What a launch of `callee` becomes before its configuration: the kernel is chosen by the
+// launch's arguments and the template arguments it names, through the signature declaration in
 // `scope` and the callee's address.
-std::string chosen(std::string const& scope, std::string const& kernel, std::string callee = {}) {
-  if (callee.empty()) callee = scope.empty() ? kernel : scope + "::" + kernel;
+std::string chosen(std::string const& scope, std::string const& kernel, std::string callee = {},
+                   std::string const& template_arguments = {}) {
+  if (callee.empty()) {
+    callee = (scope.empty() ? kernel : scope + "::" + kernel) + template_arguments;
+  }
   return "::graphstep::sim::launcher([] { " +
          (scope.empty() ? std::string{} : "using namespace " + scope + "; ") +
          "return [](auto&&... graphstep_sim_a) -> decltype(graphstep_sim_signature_of_" + kernel +
+         template_arguments +
          "(::graphstep::sim::kernel_signature{}, static_cast<decltype(graphstep_sim_a)&&>("
          "graphstep_sim_a)...)) { return {}; }; }(), [&](auto graphstep_sim_take) -> "
          "decltype(graphstep_sim_take(" +
          callee + ")) { return " + callee + "; }, ";
+}
+
+// The declarations that let a launch name template arguments of a kernel never seen.
+std::string fallback_signatures(std::string const& kernel) {
+  return "template <class...> int graphstep_sim_signature_of_" + kernel +
+         "(...);\ntemplate <auto...> int graphstep_sim_signature_of_" + kernel + "(...);\n";
 }
 
 std::string error_of(std::string const& source) {
@@ -62,13 +81,32 @@ TEST(launch_rewriter, rewrites_a_launch_with_two_three_and_four_configuration_va
 }
 
 TEST(launch_rewriter, keeps_namespaces_and_template_arguments_of_the_kernel) {
-  // Named template arguments: the callee is one function, taken as it is.
+  // Named template arguments, all or the first ones, go to the signature declaration too: the
+  // rest are deduced from the arguments, as in a call.
   EXPECT_EQ(body("detail::fill<float, 4><<<1, 32>>>(p);"),
-            "::graphstep::sim::launcher(detail::fill<float, 4>, ::graphstep::sim::launch_config(1, "
-            "32), \"detail::fill<float,4>\")(p);");
+            chosen("detail", "fill", {}, "<float, 4>") +
+                "::graphstep::sim::launch_config(1, 32), \"detail::fill<float,4>\")(p);");
   EXPECT_EQ(body("if (n) ::ns::k<T><<<f(a, b), dim3(2, 2)>>>(p);"),
-            "if (n) ::graphstep::sim::launcher(::ns::k<T>, ::graphstep::sim::launch_config(f(a, "
-            "b), dim3(2, 2)), \"::ns::k<T>\")(p);");
+            "if (n) " + chosen("::ns", "k", {}, "<T>") +
+                "::graphstep::sim::launch_config(f(a, b), dim3(2, 2)), \"::ns::k<T>\")(p);");
+  EXPECT_EQ(body("k<4><<<1, 1>>>(p);"),
+            chosen("", "k", {}, "<4>") + "::graphstep::sim::launch_config(1, 1), \"k<4>\")(p);");
+  // A callee over two lines, with a comment, is written on one line; the line count stays.
+  EXPECT_EQ(body("ns::k< 4, /* rows */\n float ><<<1, 1>>>(p);"),
+            chosen("ns", "k", {}, "< 4, float >") +
+                "::graphstep::sim::launch_config(1, 1), \"ns::k<4,float>\")\n(p);");
+}
+
+TEST(launch_rewriter, declares_a_fallback_signature_for_kernels_launched_with_template_arguments) {
+  // Once per kernel name, before the source: where the kernel itself was never seen,
+  // `graphstep_sim_signature_of_k<4>` must still read as a template.
+  EXPECT_EQ(preamble("k<4><<<1, 1>>>(p); k<8><<<1, 1>>>(p); n::g<T><<<1, 1>>>(p); "
+                     "h<<<1, 1>>>(p);"),
+            "#include <graphstep/sim/device.hpp>\n" + fallback_signatures("k") +
+                fallback_signatures("g"));
+  EXPECT_EQ(rewrite_header("void f(int* p) { k<1><<<1, 1>>>(p); }", "/src/l.cuh")
+                .substr(0, fallback_signatures("k").size()),
+            fallback_signatures("k"));
 }
 
 TEST(launch_rewriter, a_launch_without_template_arguments_chooses_its_kernel_by_its_arguments) {
@@ -112,8 +150,83 @@ TEST(launch_rewriter, declares_no_signature_for_specializations_and_c_kernels) {
   }
 }
 
+TEST(launch_rewriter, declares_the_signature_of_kernels_declared_through_macros) {
+  // A macro the source defines, or one the headers it includes define (given by name).
+  EXPECT_EQ(body("#define KERNEL __global__ void\nKERNEL k(int* p) {}"),
+            "#define KERNEL __global__ void\nKERNEL k(int* p) {} auto "
+            "graphstep_sim_signature_of_k(::graphstep::sim::kernel_signature, int* p) -> void "
+            "(*)(int* p);");
+  EXPECT_EQ(body("template <class T>\nGLOBAL void k(T* p) {}", {"GLOBAL"}),
+            "template <class T>\nGLOBAL void k(T* p) {} template <class T> auto "
+            "graphstep_sim_signature_of_k(::graphstep::sim::kernel_signature, T* p) -> void "
+            "(*)(T* p);");
+  // A macro defined through another.
+  EXPECT_EQ(body("#define EXPORTED GLOBAL\nEXPORTED void k() {}", {"GLOBAL"}),
+            "#define EXPORTED GLOBAL\nEXPORTED void k() {} auto "
+            "graphstep_sim_signature_of_k(::graphstep::sim::kernel_signature) -> void (*)();");
+  // Directives themselves declare nothing; a function-like macro is expanded by the compiler
+  // alone (its kernel is launched by name).
+  for (std::string const source :
+       {"#define KERNEL __global__ void\n", "#define K(name) __global__ void name(int* p) {}\n",
+        "#define K(name) __global__ void name(int* p) {}\nK(k)\n",
+        "#if 0\n__global__ void k();\n#endif\n"}) {
+    std::string const expected =
+        source.find("#if 0") == 0
+            ? "#if 0\n__global__ void k(); auto "
+              "graphstep_sim_signature_of_k(::graphstep::sim::kernel_signature) -> void (*)();\n"
+              "#endif\n"
+            : source;
+    EXPECT_EQ(body(source), expected);
+  }
+}
+
+TEST(launch_rewriter, finds_the_includes_and_object_like_macros_of_a_source) {
+  auto const found = directives_of(
+      "#include \"a/b.cuh\" // kernels\n  #  include <c.h>\n#include MACRO\n"
+      "#define KERNEL __global__ \\\n  void\n#define F(x) __global__ void x()\n"
+      "/* c */ #define EMPTY\n#error don't\nchar const* s = \"#define NOT\";\n"
+      "int x = 1'000; // #define NOT_EITHER 1\n",
+      "k.cu");
+  ASSERT_EQ(found.includes.size(), 2U);
+  EXPECT_EQ(found.includes[0].name, "a/b.cuh");
+  EXPECT_TRUE(found.includes[0].quoted);
+  EXPECT_EQ(found.includes[1].name, "c.h");
+  EXPECT_FALSE(found.includes[1].quoted);
+  ASSERT_EQ(found.macros.size(), 2U);
+  EXPECT_EQ(found.macros[0].name, "KERNEL");
+  EXPECT_EQ(found.macros[0].replacement, "__global__    void");
+  EXPECT_EQ(found.macros[1].name, "EMPTY");
+  EXPECT_EQ(found.macros[1].replacement, "");
+}
+
+TEST(launch_rewriter, kernel_macros_are_those_that_expand_to_global) {
+  std::vector<macro_definition> const macros{{"EXPORTED", "extern \"C\" GLOBAL"},
+                                             {"GLOBAL", "__global__"},
+                                             {"HOST_DEVICE", "__host__ __device__"},
+                                             {"NOT_GLOBAL", "__global___x"},
+                                             {"KERNEL", "__launch_bounds__(256) __global__ void"}};
+  EXPECT_EQ(kernel_macros(macros), (std::vector<std::string>{"GLOBAL", "KERNEL", "EXPORTED"}));
+}
+
+TEST(launch_rewriter, reads_digit_separators_and_prefixed_literals) {
+  std::string const source =
+      "int n = 1'000'000; auto h = 0xFF'FF;\nauto s = u8\"<<<\"; auto w = L'<';\n"
+      "auto r = u8R\"x(k<<<1, 1>>>() \" )x\";\n__global__ void k(int* p) {}";
+  EXPECT_EQ(body(source), source +
+                              " auto graphstep_sim_signature_of_k("
+                              "::graphstep::sim::kernel_signature, int* p) -> void (*)(int* "
+                              "p);");
+}
+
 TEST(launch_rewriter, a_header_without_device_code_becomes_an_include_of_the_original) {
   EXPECT_EQ(rewrite_header("#pragma once\nint f();\n", "/src/a.h"), "#include \"/src/a.h\"\n");
+  // Such a header is not even parsed: a construct the rewriter cannot read is left to the
+  // compiler.
+  EXPECT_EQ(rewrite_header("char const* s = \"open;\n", "/src/b.h"), "#include \"/src/b.h\"\n");
+  // A kernel declared through a macro of another header makes a header device code.
+  EXPECT_EQ(rewrite_header("GLOBAL void k();\n", "/src/m.cuh", {"GLOBAL"}),
+            "#line 1 \"/src/m.cuh\"\nGLOBAL void k(); auto graphstep_sim_signature_of_k("
+            "::graphstep::sim::kernel_signature) -> void (*)();\n");
   EXPECT_EQ(rewrite_header("__global__ void k();\n", "/src/k.cuh"),
             "#line 1 \"/src/k.cuh\"\n__global__ void k(); auto graphstep_sim_signature_of_k("
             "::graphstep::sim::kernel_signature) -> void (*)();\n");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,31 +26,73 @@ std::string_view trimmed(std::string_view text) {
   return text;
 }
 
+// Whether `text` holds `word` as a whole identifier.
+bool holds_word(std::string_view text, std::string_view word) {
+  for (std::size_t at = text.find(word); at != std::string_view::npos;
+       at = text.find(word, at + 1)) {
+    bool const starts = at == 0 || !identifier_char(text[at - 1]);
+    bool const ends = at + word.size() >= text.size() || !identifier_char(text[at + word.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
 class rewriter {
  public:
   rewriter(std::string_view source, std::string_view file) : source_{source}, file_{file} {}
 
-  std::string run() {
-    out_ = "#line 1 \"" + std::string{file_} + "\"\n";
+  // The source's #includes and object-like #defines; notes where its directives are.
+  source_directives scan_directives() {
+    source_directives found;
+    directives_.clear();
+    bool line_start = true;
     std::size_t i = 0;
     while (i < source_.size()) {
       char const c = source_[i];
-      char const next = i + 1 < source_.size() ? source_[i + 1] : '\0';
-      if (c == '/' && next == '/') {
-        i = skip_line_comment(i);
-      } else if (c == '/' && next == '*') {
-        i = skip_block_comment(i);
-      } else if (c == 'R' && next == '"' && (i == 0 || !identifier_char(source_[i - 1]))) {
-        i = skip_raw_string(i);
-      } else if (c == '"' || c == '\'') {
-        i = skip_quoted(i);
+      if (c == '\n') {
+        line_start = true;
+        ++i;
+      } else if (space(c) || source_.compare(i, 2, "/*") == 0) {
+        i = space(c) ? i + 1 : skip_block_comment(i);  // a comment may come before the '#'
+      } else if (c == '#' && line_start) {
+        i = read_directive(i, found);
+      } else {
+        line_start = false;
+        i = skip_token(i);
+      }
+    }
+    return found;
+  }
+
+  // `kernel_macro_names`: macros, defined elsewhere, that declare kernels as __global__ does.
+  std::string run(std::vector<std::string> const& kernel_macro_names) {
+    std::vector<macro_definition> macros = scan_directives().macros;
+    for (std::string const& name : kernel_macro_names) macros.push_back({name, "__global__"});
+    kernel_macros_ = kernel_macros(macros);
+    out_ = "#line 1 \"" + std::string{file_} + "\"\n";
+    std::size_t i = 0;
+    std::size_t directive = 0;
+    while (i < source_.size()) {
+      char const c = source_[i];
+      while (directive < directives_.size() && directives_[directive].begin < i) ++directive;
+      if (directive < directives_.size() && directives_[directive].begin == i &&
+          !directives_[directive].define) {
+        // #include, #if, #error...: nothing to rewrite (a #define's replacement may hold a
+        // launch, rewritten where the macro is defined).
+        i = directives_[directive].end;
       } else if (source_.compare(i, 3, "<<<") == 0) {
         i = rewrite_launch(i);
-      } else if (starts_word(i, "extern")) {
-        i = maybe_rewrite_extern_shared(i);
-      } else if (starts_word(i, "__global__")) {
-        note_kernel(i);
-        i += std::string_view{"__global__"}.size();
+      } else if (identifier_char(c) && (i == 0 || !identifier_char(source_[i - 1]))) {
+        std::size_t const end = identifier_end(i);
+        std::string_view const word = source_.substr(i, end - i);
+        if (std::size_t const literal_end = prefixed_literal_end(i, end); literal_end != 0) {
+          i = literal_end;
+        } else if (word == "extern") {
+          i = maybe_rewrite_extern_shared(i);
+        } else {
+          if (declares_kernel(word) && !in_directive(i)) note_kernel(i, end);
+          i = end;
+        }
       } else if (c == '{') {
         scopes_.push_back(opens_namespace(i));
         ++i;
@@ -57,7 +100,7 @@ class rewriter {
         if (!scopes_.empty()) scopes_.pop_back();
         ++i;
       } else {
-        ++i;
+        i = skip_token(i);
       }
     }
     copy_to(source_.size());
@@ -67,7 +110,97 @@ class rewriter {
   /// Whether anything was rewritten or added (a source without device code comes out as it was).
   [[nodiscard]] bool changed() const noexcept { return changed_; }
 
+  /// Declarations to put before the source, at namespace scope: for each kernel launched with
+  /// template arguments named, a signature declaration that no launch's arguments match well,
+  /// so that `graphstep_sim_signature_of_k<...>` names a template even where the rewriter never
+  /// saw kernel `k` (C++17 reads `name<` as a template only when lookup finds one). It returns no
+  /// pointer: such a launch takes the one kernel of its name.
+  [[nodiscard]] std::string fallback_signatures() const {
+    std::string declarations;
+    for (std::string const& kernel : named_template_launches_) {
+      for (std::string_view const parameters : {"class...", "auto..."}) {
+        declarations +=
+            "template <" + std::string{parameters} + "> int " + signature_name(kernel) + "(...);\n";
+      }
+    }
+    return declarations;
+  }
+
  private:
+  struct directive_range {
+    std::size_t begin;
+    std::size_t end;
+    bool define;
+  };
+
+  [[nodiscard]] bool declares_kernel(std::string_view word) const {
+    return word == "__global__" ||
+           std::find(kernel_macros_.begin(), kernel_macros_.end(), word) != kernel_macros_.end();
+  }
+
+  [[nodiscard]] bool in_directive(std::size_t at) const {
+    auto const after = std::upper_bound(
+        directives_.begin(), directives_.end(), at,
+        [](std::size_t position, directive_range const& range) { return position < range.begin; });
+    return after != directives_.begin() && at < std::prev(after)->end;
+  }
+
+  // The directive whose '#' is at `at`, up to the line end that is not escaped: noted in
+  // directives_, and its #include or object-like #define added to `found`. Returns its end.
+  std::size_t read_directive(std::size_t at, source_directives& found) {
+    std::string text;
+    std::size_t k = at + 1;
+    while (k < source_.size() && source_[k] != '\n') {
+      if (source_[k] == '\\' && source_.compare(k + 1, 1, "\n") == 0) {
+        text += ' ';
+        k += 2;
+      } else if (source_[k] == '\\' && source_.compare(k + 1, 2, "\r\n") == 0) {
+        text += ' ';
+        k += 3;
+      } else if (source_.compare(k, 2, "//") == 0) {
+        k = skip_line_comment(k);
+      } else if (source_.compare(k, 2, "/*") == 0) {
+        text += ' ';
+        k = skip_block_comment(k);
+      } else if (source_[k] == '"') {
+        // A header name or a string; an `#error don't` holds a lone quote, kept as it is.
+        std::size_t const close = source_.find_first_of("\"\n", k + 1);
+        std::size_t const end = close == std::string_view::npos || source_[close] == '\n'
+                                    ? (close == std::string_view::npos ? source_.size() : close)
+                                    : close + 1;
+        text.append(source_.substr(k, end - k));
+        k = end;
+      } else {
+        text += source_[k++];
+      }
+    }
+    bool const define = parse_directive(trimmed(text), found);
+    directives_.push_back({at, k, define});
+    return k;
+  }
+
+  // Adds an #include or object-like #define to `found`; whether the directive is a #define.
+  static bool parse_directive(std::string_view text, source_directives& found) {
+    std::size_t k = 0;
+    while (k < text.size() && identifier_char(text[k])) ++k;
+    std::string_view const kind = text.substr(0, k);
+    std::string_view const rest = trimmed(text.substr(k));
+    if (kind == "include" && rest.size() >= 2 && (rest[0] == '"' || rest[0] == '<')) {
+      std::size_t const close = rest.find(rest[0] == '"' ? '"' : '>', 1);
+      if (close != std::string_view::npos) {
+        found.includes.push_back({std::string{rest.substr(1, close - 1)}, rest[0] == '"'});
+      }
+    }
+    if (kind != "define") return false;
+    std::size_t name_end = 0;
+    while (name_end < rest.size() && identifier_char(rest[name_end])) ++name_end;
+    bool const function_like = name_end < rest.size() && rest[name_end] == '(';
+    if (name_end > 0 && !function_like) {
+      found.macros.push_back(
+          {std::string{rest.substr(0, name_end)}, std::string{trimmed(rest.substr(name_end))}});
+    }
+    return true;
+  }
   [[noreturn]] void fail(std::size_t at, std::string const& what) const {
     std::size_t line = 1;
     for (std::size_t k = 0; k < at && k < source_.size(); ++k) line += source_[k] == '\n' ? 1 : 0;
@@ -177,7 +310,7 @@ class rewriter {
     if (after >= source_.size() || source_[after] != '(') {
       fail(at, "a <<<...>>> launch not followed by its argument list");
     }
-    std::string_view const callee = trimmed(source_.substr(start, at - start));
+    std::string const callee = one_line(start, at);
     std::string name;
     for (char const c : callee) {
       if (!space(c)) name += c;
@@ -186,40 +319,54 @@ class rewriter {
     std::size_t const newlines_in_callee = static_cast<std::size_t>(
         std::count(source_.begin() + static_cast<std::ptrdiff_t>(start),
                    source_.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
-    if (!callee.empty() && callee.back() == '>') {
-      // Template arguments named: the callee is one function.
-      out_ += "::graphstep::sim::launcher(";
-      out_.append(callee);
-      out_ += ", ";
-    } else {
-      // The kernel is chosen as a call `callee(args...)` would choose it (template arguments
-      // deduced, overloads resolved: CUDA C++ Programming Guide, "Execution Configuration", a
-      // launch is a call with the configuration added). The first lambda asks the signature
-      // declaration the rewriter adds beside each kernel (note_kernel) for the chosen kernel's
-      // type, looked up in the callee's namespace; the second takes the kernel's address as that
-      // type (its return type; `&` for a callee that is a local pointer to a kernel). A kernel
-      // the rewriter never saw has no signature declaration and is taken as the one function of
-      // its name.
-      std::size_t const last_name = callee.rfind("::");
-      std::string_view const scope =
-          last_name == std::string_view::npos ? std::string_view{} : callee.substr(0, last_name);
-      std::string_view const kernel =
-          last_name == std::string_view::npos ? callee : callee.substr(last_name + 2);
-      out_ += "::graphstep::sim::launcher([] { ";
-      if (!trimmed(scope).empty()) {
-        out_ += "using namespace ";
-        out_.append(scope);
-        out_ += "; ";
-      }
-      out_ += "return [](auto&&... graphstep_sim_a) -> decltype(" + signature_name(kernel) +
-              "(::graphstep::sim::kernel_signature{}, static_cast<decltype(graphstep_sim_a)&&>("
-              "graphstep_sim_a)...)) { return {}; }; }(), [&](auto graphstep_sim_take) -> "
-              "decltype(graphstep_sim_take(";
-      out_.append(callee);
-      out_ += ")) { return ";
-      out_.append(callee);
-      out_ += "; }, ";
+    // Template arguments named at the launch (all of them, or the first ones), kept for the
+    // signature declaration.
+    std::string_view path = callee;
+    std::string_view template_arguments;
+    if (!path.empty() && path.back() == '>') {
+      int depth = 0;
+      std::size_t open = path.size();
+      do {
+        --open;
+        if (path[open] == '>') ++depth;
+        if (path[open] == '<') --depth;
+      } while (depth > 0 && open > 0);
+      template_arguments = path.substr(open);
+      path = trimmed(path.substr(0, open));
     }
+    // The kernel is chosen as a call `callee(args...)` would choose it (template arguments
+    // named or deduced, overloads resolved: CUDA C++ Programming Guide, "Execution
+    // Configuration", a launch is a call with the configuration added). The first lambda asks
+    // the signature declaration the rewriter adds beside each kernel (note_kernel) for the
+    // chosen kernel's type, looked up in the callee's namespace, with the template arguments the
+    // launch names; the second takes the kernel's address as that type (its return type; `&` for
+    // a callee that is a local pointer to a kernel). A kernel the rewriter never saw has no
+    // signature declaration and is taken as the one function of its name.
+    std::size_t const last_name = path.rfind("::");
+    std::string_view const scope =
+        last_name == std::string_view::npos ? std::string_view{} : path.substr(0, last_name);
+    std::string_view const kernel =
+        last_name == std::string_view::npos ? path : trimmed(path.substr(last_name + 2));
+    if (!template_arguments.empty()) {
+      std::string const kernel_name{kernel};
+      if (std::find(named_template_launches_.begin(), named_template_launches_.end(),
+                    kernel_name) == named_template_launches_.end()) {
+        named_template_launches_.push_back(kernel_name);
+      }
+    }
+    out_ += "::graphstep::sim::launcher([] { ";
+    if (!trimmed(scope).empty()) {
+      out_ += "using namespace ";
+      out_.append(trimmed(scope));
+      out_ += "; ";
+    }
+    out_ += "return [](auto&&... graphstep_sim_a) -> decltype(" + signature_name(kernel);
+    out_.append(template_arguments);
+    out_ +=
+        "(::graphstep::sim::kernel_signature{}, static_cast<decltype(graphstep_sim_a)&&>("
+        "graphstep_sim_a)...)) { return {}; }; }(), [&](auto graphstep_sim_take) -> "
+        "decltype(graphstep_sim_take(" +
+        callee + ")) { return " + callee + "; }, ";
     out_ += "::graphstep::sim::launch_config(";
     out_.append(source_.substr(at + 3, end - (at + 3)));
     out_ += "), \"" + name + "\")";
@@ -312,8 +459,40 @@ class rewriter {
     char const next = i + 1 < source_.size() ? source_[i + 1] : '\0';
     if (c == '/' && next == '/') return skip_line_comment(i);
     if (c == '/' && next == '*') return skip_block_comment(i);
+    if (c == '\'' && digit_separator(i)) return i + 1;
     if (c == '"' || c == '\'') return skip_quoted(i);
+    if (identifier_char(c) && (i == 0 || !identifier_char(source_[i - 1]))) {
+      std::size_t const end = identifier_end(i);
+      std::size_t const literal_end = prefixed_literal_end(i, end);
+      return literal_end != 0 ? literal_end : end;
+    }
     return i + 1;
+  }
+
+  // Whether the quote at `i` separates digits of a number (`1'000'000`, C++14).
+  [[nodiscard]] bool digit_separator(std::size_t i) const {
+    if (i == 0 || i + 1 >= source_.size() || !identifier_char(source_[i - 1]) ||
+        !identifier_char(source_[i + 1])) {
+      return false;
+    }
+    std::size_t k = i;
+    while (k > 0 && (identifier_char(source_[k - 1]) || source_[k - 1] == '\'')) --k;
+    return std::isdigit(static_cast<unsigned char>(source_[k])) != 0;
+  }
+
+  // The end of the literal whose encoding prefix is the identifier [begin, end) (`u8"..."`,
+  // `L'x'`, `R"(...)"`, `u8R"x(...)x"`), or 0 when the identifier is no such prefix.
+  [[nodiscard]] std::size_t prefixed_literal_end(std::size_t begin, std::size_t end) const {
+    if (end >= source_.size() || (source_[end] != '"' && source_[end] != '\'')) return 0;
+    std::string_view const word = source_.substr(begin, end - begin);
+    bool const raw = word.back() == 'R' && source_[end] == '"';
+    std::string_view const encoding = raw ? word.substr(0, word.size() - 1) : word;
+    if (!encoding.empty() && encoding != "L" && encoding != "u" && encoding != "U" &&
+        encoding != "u8") {
+      return 0;
+    }
+    if (raw) return skip_raw_string(end - 1);
+    return encoding.empty() ? 0 : skip_quoted(end);
   }
 
   [[nodiscard]] std::size_t skip_space(std::size_t i) const {
@@ -390,7 +569,8 @@ class rewriter {
   // call (CUDA C++ Programming Guide, "Execution Configuration": the launch is a call of the
   // function with the execution configuration added; C++ [temp.deduct.call] deduces its
   // template arguments from the call's arguments).
-  void note_kernel(std::size_t at) {
+  // `word_end`: the end of `__global__`, or of the macro that stands for it.
+  void note_kernel(std::size_t at, std::size_t word_end) {
     // The template head before `__global__` (and specifiers), if any.
     std::size_t k = at;
     auto back_space = [&] {
@@ -425,7 +605,7 @@ class rewriter {
     }
     // The kernel's name: the identifier before its parameter list, past attributes such as
     // __launch_bounds__(...).
-    std::size_t i = at + std::string_view{"__global__"}.size();
+    std::size_t i = word_end;
     std::size_t name_begin = 0;
     std::size_t name_end = 0;
     for (;;) {
@@ -488,6 +668,9 @@ class rewriter {
 
   std::string_view source_;
   std::string_view file_;
+  std::vector<directive_range> directives_;
+  std::vector<std::string> kernel_macros_;
+  std::vector<std::string> named_template_launches_;
   std::string out_;
   std::size_t emitted_{};
   std::vector<std::pair<std::size_t, std::string>> additions_;
@@ -499,14 +682,51 @@ class rewriter {
 
 }  // namespace
 
-std::string rewrite_launches(std::string_view source, std::string_view file_name) {
-  return "#include <graphstep/sim/device.hpp>\n" + rewriter{source, file_name}.run();
+source_directives directives_of(std::string_view source, std::string_view file_name) {
+  return rewriter{source, file_name}.scan_directives();
 }
 
-std::string rewrite_header(std::string_view source, std::string_view file_name) {
-  rewriter header{source, file_name};
-  std::string rewritten = header.run();
-  if (header.changed()) return rewritten;
+std::vector<std::string> kernel_macros(std::vector<macro_definition> const& macros) {
+  std::vector<std::string> names;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (macro_definition const& macro : macros) {
+      if (std::find(names.begin(), names.end(), macro.name) != names.end()) continue;
+      bool declares = holds_word(macro.replacement, "__global__");
+      for (std::size_t k = 0; k < names.size() && !declares; ++k) {
+        declares = holds_word(macro.replacement, names[k]);
+      }
+      if (declares) {
+        names.push_back(macro.name);
+        grew = true;
+      }
+    }
+  }
+  return names;
+}
+
+std::string rewrite_launches(std::string_view source, std::string_view file_name,
+                             std::vector<std::string> const& kernel_macro_names) {
+  rewriter file{source, file_name};
+  std::string rewritten = file.run(kernel_macro_names);
+  return "#include <graphstep/sim/device.hpp>\n" + file.fallback_signatures() + rewritten;
+}
+
+std::string rewrite_header(std::string_view source, std::string_view file_name,
+                           std::vector<std::string> const& kernel_macro_names) {
+  // Most headers of an include folder hold no device code: they are not parsed.
+  bool device_code = false;
+  for (std::string_view const word : {"__global__", "<<<", "__shared__"}) {
+    device_code = device_code || source.find(word) != std::string_view::npos;
+  }
+  for (std::string const& name : kernel_macro_names) {
+    device_code = device_code || holds_word(source, name);
+  }
+  if (device_code) {
+    rewriter header{source, file_name};
+    std::string rewritten = header.run(kernel_macro_names);
+    if (header.changed()) return header.fallback_signatures() + rewritten;
+  }
   return "#include \"" + std::string{file_name} + "\"\n";
 }
 
