@@ -61,14 +61,14 @@ class thread_block {
   struct arrival_token {};
 
   static void sync() { __syncthreads(); }
-  [[nodiscard]] arrival_token barrier_arrive() const { return {}; }
+  [[nodiscard]] static arrival_token barrier_arrive() { return {}; }
   // NOLINTNEXTLINE(cppcoreguidelines-rvalue-reference-param-not-moved): CUDA's signature
-  void barrier_wait(arrival_token&& /*token*/) const { __syncthreads(); }
+  static void barrier_wait(arrival_token&& /*token*/) { __syncthreads(); }
   static unsigned size() { return details::cta_num_threads(); }
   static unsigned num_threads() { return details::cta_num_threads(); }
   static unsigned thread_rank() { return details::cta_thread_rank(); }
-  static dim3 group_index() { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
-  static dim3 thread_index() { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
+  static dim3 group_index() { return {blockIdx.x, blockIdx.y, blockIdx.z}; }
+  static dim3 thread_index() { return {threadIdx.x, threadIdx.y, threadIdx.z}; }
   static dim3 group_dim() { return blockDim; }
   static dim3 dim_threads() { return blockDim; }
 
@@ -108,13 +108,13 @@ class grid_group {
   }
   static dim3 dim_blocks() { return gridDim; }
   static dim3 group_dim() { return gridDim; }
-  static dim3 block_index() { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+  static dim3 block_index() { return {blockIdx.x, blockIdx.y, blockIdx.z}; }
   static dim3 dim_threads() {
-    return dim3(gridDim.x * blockDim.x, gridDim.y * blockDim.y, gridDim.z * blockDim.z);
+    return {gridDim.x * blockDim.x, gridDim.y * blockDim.y, gridDim.z * blockDim.z};
   }
   static dim3 thread_index() {
-    return dim3(blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,
-                blockIdx.z * blockDim.z + threadIdx.z);
+    return {blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,
+            blockIdx.z * blockDim.z + threadIdx.z};
   }
 
  private:
@@ -153,19 +153,19 @@ class thread_block_tile {
   [[nodiscard]] unsigned meta_group_size() const { return meta_size_; }
 
   template <typename T>
-  T shfl(T value, int source_rank) const {
+  [[nodiscard]] T shfl(T value, int source_rank) const {
     return __shfl_sync(details::tile_mask<Size>(), value, source_rank, Size);
   }
   template <typename T>
-  T shfl_down(T value, unsigned delta) const {
+  [[nodiscard]] T shfl_down(T value, unsigned delta) const {
     return __shfl_down_sync(details::tile_mask<Size>(), value, delta, Size);
   }
   template <typename T>
-  T shfl_up(T value, unsigned delta) const {
+  [[nodiscard]] T shfl_up(T value, unsigned delta) const {
     return __shfl_up_sync(details::tile_mask<Size>(), value, delta, Size);
   }
   template <typename T>
-  T shfl_xor(T value, unsigned lane_mask) const {
+  [[nodiscard]] T shfl_xor(T value, unsigned lane_mask) const {
     return __shfl_xor_sync(details::tile_mask<Size>(), value, static_cast<int>(lane_mask), Size);
   }
   [[nodiscard]] int any(int predicate) const {
@@ -209,7 +209,7 @@ thread_block_tile<Size, ParentT> tiled_partition(ParentT const& parent) {
 
 /// "Constructs a generic thread_group containing only the calling thread".
 inline thread_block_tile<1, void> this_thread() {
-  return thread_block_tile<1, void>(0, 1);  // a tile of one, the only tile of its parent tile
+  return {0, 1};  // a tile of one, the only tile of its parent tile
 }
 
 /// "A group representing the current set of converged threads in a warp" (cooperative_groups.h,
@@ -222,12 +222,12 @@ class coalesced_group {
   [[nodiscard]] unsigned thread_rank() const {
     return static_cast<unsigned>(__popc(mask_ & details::lanemask32_lt()));
   }
-  [[nodiscard]] unsigned meta_group_rank() const { return 0; }
-  [[nodiscard]] unsigned meta_group_size() const { return 1; }
+  static unsigned meta_group_rank() { return 0; }
+  static unsigned meta_group_size() { return 1; }
   void sync() const { __syncwarp(mask_); }
 
   template <typename T>
-  T shfl(T value, int source_rank) const {
+  [[nodiscard]] T shfl(T value, int source_rank) const {
     unsigned const lane = source_rank == 0
                               ? static_cast<unsigned>(__ffs(static_cast<int>(mask_))) - 1U
                           : size() == 32U ? static_cast<unsigned>(source_rank)
@@ -235,14 +235,14 @@ class coalesced_group {
     return __shfl_sync(mask_, value, static_cast<int>(lane), 32);
   }
   template <typename T>
-  T shfl_down(T value, unsigned delta) const {
+  [[nodiscard]] T shfl_down(T value, unsigned delta) const {
     if (size() == 32U) return __shfl_down_sync(0xFFFFFFFFU, value, delta, 32);
     unsigned lane = __fns(mask_, details::laneid(), static_cast<int>(delta) + 1);
     if (lane >= 32U) lane = details::laneid();
     return __shfl_sync(mask_, value, static_cast<int>(lane), 32);
   }
   template <typename T>
-  T shfl_up(T value, int delta) const {
+  [[nodiscard]] T shfl_up(T value, int delta) const {
     if (size() == 32U) return __shfl_up_sync(0xFFFFFFFFU, value, static_cast<unsigned>(delta), 32);
     unsigned lane = __fns(mask_, details::laneid(), -(delta + 1));
     if (lane >= 32U) lane = details::laneid();
