@@ -23,7 +23,7 @@ __global__ void tiny_kernel(float* x) {
 }
 
 void launch_tiny(gs::cuda::stream_view stream, float* x, int kernels) {
-  for (int i = 0; i < kernels; ++i) tiny_kernel<<<1, 32, 0, stream.value()>>>(x);
+  for (int i = 0; i < kernels; ++i) tiny_kernel<<<1, 32, 0, stream.get()>>>(x);
 }
 
 enum class mode { eager, raw_graph, replay };

@@ -54,7 +54,7 @@ struct bucket_model {
     auto* a = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     auto* mask = static_cast<std::uint8_t*>(pool.allocate(n, stream));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, sizeof(float) * n, stream.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, sizeof(float) * n, stream.get()));
     for (int layer = 0; layer < layers; ++layer) {
       float* y = layer % 2 != 0 ? a : b;
       float const* x = layer % 2 != 0 ? b : a;
@@ -198,8 +198,8 @@ void graph_cache_replay(benchmark::State& state) {
     std::size_t const bytes = static_cast<std::size_t>(bucket) * 256;
     void* a = pool.allocate(bytes, s);
     void* b = pool.allocate(bytes, s);
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, 256, s.value()));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(b, 1, 256, s.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, 256, s.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(b, 1, 256, s.get()));
     pool.deallocate(b, s);
     pool.deallocate(a, s);
   };

@@ -145,7 +145,7 @@ class mlp {
   float loss() {
     float value = 0.0F;
     GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.value()));
+        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.get()));
     stream_.synchronize();
     return value;
   }
@@ -186,7 +186,7 @@ class mlp {
   }
   void upload(float* device, std::vector<float> const& host) {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
-                                       cudaMemcpyHostToDevice, stream_.value()));
+                                       cudaMemcpyHostToDevice, stream_.get()));
     stream_.synchronize();
   }
   static std::vector<float> uniform(std::size_t n, float bound, std::mt19937& rng) {

@@ -170,7 +170,7 @@ class transformer {
   float loss() {
     float value = 0.0F;
     GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.value()));
+        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.get()));
     stream_.synchronize();
     return value;
   }
@@ -565,7 +565,7 @@ class transformer {
   // back when the model goes.
   void* allocate(std::size_t bytes) {
     void* const p = allocations_.emplace_back(bytes, stream_, pool_).data();
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.get()));
     return p;
   }
   std::uint16_t* buffer(std::size_t count) {
@@ -574,7 +574,7 @@ class transformer {
   float* floats(std::size_t count) { return static_cast<float*>(allocate(count * sizeof(float))); }
   void upload(void* device, void const* host, std::size_t bytes) {
     GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.value()));
+        cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.get()));
     stream_.synchronize();  // the host buffer goes when this returns
   }
 

@@ -49,9 +49,9 @@ int run(gsch::bucket_instantiation how) {
   auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
     int const rows = static_cast<int>(bucket);
     auto* hidden = static_cast<float*>(pool.allocate(sizeof(float) * rows * features, s));
-    scale_rows_kernel<<<(rows * features + 255) / 256, 256, 0, s.value()>>>(hidden, input, rows,
+    scale_rows_kernel<<<(rows * features + 255) / 256, 256, 0, s.get()>>>(hidden, input, rows,
                                                                             features, 2.0F);
-    row_max_kernel<<<(rows + 127) / 128, 128, 0, s.value()>>>(output, hidden, rows, features);
+    row_max_kernel<<<(rows + 127) / 128, 128, 0, s.get()>>>(output, hidden, rows, features);
     pool.deallocate(hidden, s);
   };
   gsch::graph_cache_options options;

@@ -139,7 +139,7 @@ void make_descriptors(model& m) {
 void forward_backward(model& m, gt::mse_loss const& mse, gs::cuda::stream_view stream) {
   float const one = 1.0F;
   float const zero = 0.0F;
-  GRAPHSTEP_CUDNN_TRY(cudnnSetStream(m.handle, stream.value()));
+  GRAPHSTEP_CUDNN_TRY(cudnnSetStream(m.handle, stream.get()));
   float const* x = m.input;
   for (int l = 0; l < layers; ++l) {
     conv_layer& c = m.layer[l];
@@ -185,7 +185,7 @@ std::vector<float> random_vector(std::size_t n, float scale, std::mt19937& rng) 
 float read_loss(model const& m, gs::cuda::stream_view stream) {
   float loss = 0.0F;
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(&loss, m.loss, sizeof loss, cudaMemcpyDeviceToHost, stream.value()));
+      cudaMemcpyAsync(&loss, m.loss, sizeof loss, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   return loss;
 }

@@ -105,8 +105,8 @@ struct model {
         tokens{max_rows, stream, pool},
         scalars{1, stream} {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(embedding.data(), initial_embedding.data(), embedding.size(),
-                                       cudaMemcpyHostToDevice, stream.value()));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(bias.data(), 0, bias.size(), stream.value()));
+                                       cudaMemcpyHostToDevice, stream.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(bias.data(), 0, bias.size(), stream.get()));
     stream.synchronize();
     gs::train::lr_schedule schedule;
     schedule.shape = gs::train::lr_shape::warmup_cosine;
@@ -131,16 +131,16 @@ struct model {
   void step(gs::cuda::stream_view stream, int rows) {
     auto* r = static_cast<float*>(residual.data());
     auto* g = static_cast<float*>(prediction_gradient.data());
-    residual_kernel<<<rows, dim, 0, stream.value()>>>(
+    residual_kernel<<<rows, dim, 0, stream.get()>>>(
         r, g, static_cast<std::uint16_t const*>(embedding.data()),
         static_cast<std::uint16_t const*>(bias.data()), target, tokens.data(),
         normalizer_for(rows));
     if (stream.is_capturing()) node = gs::graphs::last_captured_launch(stream, residual_kernel);
-    loss_kernel<<<1, reduce_threads, 0, stream.value()>>>(static_cast<float*>(loss.data()), r,
+    loss_kernel<<<1, reduce_threads, 0, stream.get()>>>(static_cast<float*>(loss.data()), r,
                                                           scalars.data());
-    embedding_gradient_kernel<<<(vocab * dim + 255) / 256, 256, 0, stream.value()>>>(
+    embedding_gradient_kernel<<<(vocab * dim + 255) / 256, 256, 0, stream.get()>>>(
         static_cast<std::uint16_t*>(embedding_gradient.data()), g, tokens.data(), scalars.data());
-    bias_gradient_kernel<<<1, dim, 0, stream.value()>>>(
+    bias_gradient_kernel<<<1, dim, 0, stream.get()>>>(
         static_cast<std::uint16_t*>(bias_gradient.data()), g, scalars.data());
     optimizer->step(stream);
   }

@@ -176,9 +176,9 @@ bool weights_agree_across_ranks(transformer const& model, data_parallel& ranks,
   std::vector<std::uint8_t> theirs(bytes);
   std::vector<std::uint8_t> ours(bytes);
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(theirs.data(), rank0.data(), bytes, cudaMemcpyDeviceToHost, stream.value()));
+      cudaMemcpyAsync(theirs.data(), rank0.data(), bytes, cudaMemcpyDeviceToHost, stream.get()));
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(ours.data(), model.parameters(), bytes, cudaMemcpyDeviceToHost,
-                                     stream.value()));
+                                     stream.get()));
   stream.synchronize();
   return theirs == ours;
 }

@@ -75,7 +75,7 @@ std::vector<float> random_vector(std::size_t n, std::mt19937& rng) {
 std::vector<float> download(float const* device, std::size_t n, gs::cuda::stream_view stream) {
   std::vector<float> host(n);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost,
-                                     stream.value()));
+                                     stream.get()));
   stream.synchronize();
   return host;
 }

@@ -24,7 +24,7 @@ void capture_conditional(cuda::stream_view stream, unsigned int const* flag,
                     std::string{what} + ": the device flag and the body are required");
   cudaStreamCaptureStatus status{};
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, nullptr, &graph));
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.get(), &status, nullptr, &graph));
   GRAPHSTEP_EXPECTS(status == cudaStreamCaptureStatusActive,
                     std::string{what} +
                         " must be called inside a capture, on the capturing "
@@ -37,11 +37,11 @@ void capture_conditional(cuda::stream_view stream, unsigned int const* flag,
   cudaGraphConditionalHandle handle{};
   GRAPHSTEP_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph, 0, 0));
   // The flag's value at this point of the step decides (for a loop: the first iteration).
-  set_condition_kernel<<<1, 1, 0, stream.value()>>>(handle, flag);
+  set_condition_kernel<<<1, 1, 0, stream.get()>>>(handle, flag);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   cudaGraphNode_t const* dependencies = nullptr;
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, nullptr, &graph,
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.get(), &status, nullptr, &graph,
                                               &dependencies, nullptr, &count));
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
@@ -50,7 +50,7 @@ void capture_conditional(cuda::stream_view stream, unsigned int const* flag,
   params.conditional.size = 1;
   cudaGraphNode_t node = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaGraphAddNode(&node, graph, dependencies, nullptr, count, &params));
-  GRAPHSTEP_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream.value(), &node, nullptr, 1,
+  GRAPHSTEP_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream.get(), &node, nullptr, 1,
                                                          cudaStreamSetCaptureDependencies));
   // The body goes into the node's own graph, captured from a stream of its own.
   cudaGraph_t const body_graph = params.conditional.phGraph_out[0];

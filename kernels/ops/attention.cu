@@ -614,7 +614,7 @@ float scale_of(attention_shape const& s) {
 template <typename T, typename C>
 void forward(void* out, float* logsumexp, void const* qkv, attention_shape const& s,
              cuda::stream_view stream) {
-  attention_forward_kernel<T, C><<<grid_of<C>(s), C::threads, 0, stream.value()>>>(
+  attention_forward_kernel<T, C><<<grid_of<C>(s), C::threads, 0, stream.get()>>>(
       static_cast<T*>(out), logsumexp, static_cast<T const*>(qkv), static_cast<int>(s.sequence),
       static_cast<int>(s.heads), static_cast<int>(s.head_dim), scale_of(s) * log2_e);
 }
@@ -630,13 +630,13 @@ void backward(void* dqkv, void const* dout, void const* qkv, void const* out,
   std::int64_t const wanted = (segments * 8 + delta_threads - 1) / delta_threads;
   auto const delta_blocks =
       static_cast<unsigned>(wanted < max_delta_blocks ? wanted : max_delta_blocks);
-  attention_delta_kernel<T><<<delta_blocks, delta_threads, 0, stream.value()>>>(
+  attention_delta_kernel<T><<<delta_blocks, delta_threads, 0, stream.get()>>>(
       delta, static_cast<T const*>(dout), static_cast<T const*>(out), segments, sequence, heads, d);
   float const scale = scale_of(s);
-  attention_dq_kernel<T, C><<<grid_of<C>(s), C::threads, 0, stream.value()>>>(
+  attention_dq_kernel<T, C><<<grid_of<C>(s), C::threads, 0, stream.get()>>>(
       static_cast<T*>(dqkv), static_cast<T const*>(dout), static_cast<T const*>(qkv), logsumexp,
       delta, sequence, heads, d, scale * log2_e, scale);
-  attention_dkdv_kernel<T, C><<<grid_of<C>(s), C::threads, 0, stream.value()>>>(
+  attention_dkdv_kernel<T, C><<<grid_of<C>(s), C::threads, 0, stream.get()>>>(
       static_cast<T*>(dqkv), static_cast<T const*>(dout), static_cast<T const*>(qkv), logsumexp,
       delta, sequence, heads, d, scale * log2_e, scale);
 }

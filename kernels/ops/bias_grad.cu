@@ -137,16 +137,16 @@ void column_sums(void* db, void const* dz, std::int64_t m, std::int64_t n, void*
   row_slicing const s = slicing_for(m, n, tiles, rows_per_pass, workspace_bytes);
   dim3 const grid{static_cast<unsigned>(tiles), static_cast<unsigned>(s.slices)};
   if (s.slices == 1) {
-    column_sums_kernel<T, T, width, lanes><<<grid, threads, 0, stream.value()>>>(
+    column_sums_kernel<T, T, width, lanes><<<grid, threads, 0, stream.get()>>>(
         static_cast<T*>(db), static_cast<T const*>(dz), m, n, m);
     return;
   }
   auto* const partial = static_cast<float*>(workspace);
-  column_sums_kernel<T, float, width, lanes><<<grid, threads, 0, stream.value()>>>(
+  column_sums_kernel<T, float, width, lanes><<<grid, threads, 0, stream.get()>>>(
       partial, static_cast<T const*>(dz), m, n, s.rows_per_slice);
   auto const columns_grid = static_cast<unsigned>((n + threads - 1) / threads);
   add_slices_kernel<T>
-      <<<columns_grid, threads, 0, stream.value()>>>(static_cast<T*>(db), partial, s.slices, n);
+      <<<columns_grid, threads, 0, stream.get()>>>(static_cast<T*>(db), partial, s.slices, n);
 }
 
 template <typename T>

@@ -184,15 +184,15 @@ void forward_backward(float* loss, void* dlogits, void const* logits, std::int32
   constexpr int width = 16 / static_cast<int>(sizeof(T));
   auto const grid = static_cast<unsigned>(s.rows);
   if (s.padded_vocab % width == 0 && aligned(logits) && aligned(dlogits)) {
-    rows_kernel<T, width><<<grid, threads, 0, stream.value()>>>(
+    rows_kernel<T, width><<<grid, threads, 0, stream.get()>>>(
         row_loss, static_cast<T*>(dlogits), static_cast<T const*>(logits), targets, s.vocab,
         s.padded_vocab, factor);
   } else {
-    rows_kernel<T, 1><<<grid, threads, 0, stream.value()>>>(row_loss, static_cast<T*>(dlogits),
+    rows_kernel<T, 1><<<grid, threads, 0, stream.get()>>>(row_loss, static_cast<T*>(dlogits),
                                                             static_cast<T const*>(logits), targets,
                                                             s.vocab, s.padded_vocab, factor);
   }
-  mean_kernel<<<1, mean_threads, 0, stream.value()>>>(loss, row_loss, s.rows);
+  mean_kernel<<<1, mean_threads, 0, stream.get()>>>(loss, row_loss, s.rows);
 }
 
 void check_shape(cross_entropy_shape const& s, std::string const& what) {

@@ -297,7 +297,7 @@ void forward(void* out, std::int32_t const* tokens, void const* token_table,
              void const* position_table, embedding_shape const& s, cuda::stream_view stream) {
   std::int64_t const positions = s.batch * s.sequence;
   forward_kernel<T, width>
-      <<<grid_for(positions * (s.channels / width)), threads, 0, stream.value()>>>(
+      <<<grid_for(positions * (s.channels / width)), threads, 0, stream.get()>>>(
           static_cast<T*>(out), tokens, static_cast<T const*>(token_table),
           static_cast<T const*>(position_table), positions, s.sequence, s.vocab, s.channels);
 }
@@ -321,7 +321,7 @@ void backward(void* token_gradient, void* position_gradient, void const* dout,
   auto* const tokens_out = static_cast<T*>(token_gradient);
   auto const* const d = static_cast<T const*>(dout);
   if (!accumulate_tokens) {  // rows of ids that occur are written over below
-    zero_kernel<T, width><<<grid_for(s.vocab * s.channels / width), threads, 0, stream.value()>>>(
+    zero_kernel<T, width><<<grid_for(s.vocab * s.channels / width), threads, 0, stream.get()>>>(
         tokens_out, s.vocab * s.channels);
   }
   // One pack per thread, whole warps, at most max_gather_threads; wider rows take more tiles.
@@ -334,11 +334,11 @@ void backward(void* token_gradient, void* position_gradient, void const* dout,
   // The list of later positions holds two steps of the scan.
   std::size_t const list_bytes = 2 * static_cast<std::size_t>(block) * ids_per_thread * sizeof(int);
   token_gradient_kernel<T, width>
-      <<<grid, static_cast<unsigned>(block), list_bytes, stream.value()>>>(
+      <<<grid, static_cast<unsigned>(block), list_bytes, stream.get()>>>(
           tokens_out, d, tokens, static_cast<int>(positions), s.vocab, s.channels,
           accumulate_tokens, aligned(tokens));
   std::int64_t const slice = s.sequence * s.channels;
-  position_gradient_kernel<T, width><<<grid_for(slice / width), threads, 0, stream.value()>>>(
+  position_gradient_kernel<T, width><<<grid_for(slice / width), threads, 0, stream.get()>>>(
       static_cast<T*>(position_gradient), d, s.batch, slice);
 }
 

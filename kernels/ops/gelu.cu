@@ -136,7 +136,7 @@ void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_
                bool apply_gelu, bool erf_form, cuda::stream_view stream) {
   bool const vectorized = aligned(y) && (pre == nullptr || aligned(pre));
   std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
-  bias_gelu_kernel<T><<<grid_for(work), threads, 0, stream.value()>>>(
+  bias_gelu_kernel<T><<<grid_for(work), threads, 0, stream.get()>>>(
       static_cast<T*>(y), static_cast<T*>(pre), static_cast<T const*>(bias), m * n, n, apply_gelu,
       erf_form, vectorized);
 }
@@ -177,7 +177,7 @@ void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, 
   auto launch = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
-    gelu_backward_kernel<T><<<grid_for(work), threads, 0, stream.value()>>>(
+    gelu_backward_kernel<T><<<grid_for(work), threads, 0, stream.get()>>>(
         static_cast<T*>(dz), static_cast<T const*>(dy), static_cast<T const*>(pre_activation),
         m * n, erf_form, vectorized);
   };

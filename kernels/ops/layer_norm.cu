@@ -452,7 +452,7 @@ void forward_with(void* y, float* mean, float* rstd, void const* x, void const* 
                   void const* beta, std::int64_t m, std::int64_t n, float epsilon,
                   cuda::stream_view stream) {
   auto const grid = static_cast<unsigned>((m + warps - 1) / warps);
-  forward_kernel<T, width, cached><<<grid, threads, 0, stream.value()>>>(
+  forward_kernel<T, width, cached><<<grid, threads, 0, stream.get()>>>(
       static_cast<T*>(y), mean, rstd, static_cast<T const*>(x), static_cast<T const*>(gamma),
       static_cast<T const*>(beta), m, n, epsilon);
 }
@@ -501,12 +501,12 @@ void backward_with(backward_arguments const& a, cuda::stream_view stream) {
   auto const grid = static_cast<unsigned>(a.slicing.slices);
   if constexpr (cached > 0) {
     constexpr int block = backward_block<width, cached>::threads;
-    backward_kernel<T, width, cached><<<grid, block, 0, stream.value()>>>(
+    backward_kernel<T, width, cached><<<grid, block, 0, stream.get()>>>(
         static_cast<T*>(a.dx), a.partial, static_cast<T const*>(a.dy), static_cast<T const*>(a.x),
         static_cast<T const*>(a.gamma), a.mean, a.rstd, a.m, a.n, a.slicing.rows_per_slice,
         a.accumulate);
   } else {
-    backward_wide_kernel<T, width><<<grid, threads, 0, stream.value()>>>(
+    backward_wide_kernel<T, width><<<grid, threads, 0, stream.get()>>>(
         static_cast<T*>(a.dx), a.partial, static_cast<T const*>(a.dy), static_cast<T const*>(a.x),
         static_cast<T const*>(a.gamma), a.mean, a.rstd, a.m, a.n, a.slicing.rows_per_slice,
         a.accumulate);
@@ -527,7 +527,7 @@ void backward(backward_arguments const& a, cuda::stream_view stream) {
         a.n, [&](auto cached) { backward_with<T, 1, decltype(cached)::value>(a, stream); });
   }
   auto const columns_grid = static_cast<unsigned>((2 * a.n + warp_size - 1) / warp_size);
-  add_slices_kernel<T><<<columns_grid, threads, 0, stream.value()>>>(
+  add_slices_kernel<T><<<columns_grid, threads, 0, stream.get()>>>(
       static_cast<T*>(a.dgamma), static_cast<T*>(a.dbeta), a.partial, a.slicing.slices, a.n);
 }
 
@@ -538,7 +538,7 @@ void add(void* out, void const* a, void const* b, std::int64_t count, cuda::stre
   std::int64_t const work = vectorized ? count / width + 1 : count;
   std::int64_t const blocks =
       std::min<std::int64_t>((work + threads - 1) / threads, std::int64_t{65535} * 8);
-  add_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, stream.value()>>>(
+  add_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, stream.get()>>>(
       static_cast<T*>(out), static_cast<T const*>(a), static_cast<T const*>(b), count, vectorized);
 }
 

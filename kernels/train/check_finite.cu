@@ -28,11 +28,11 @@ void check_finite(float const* data, std::size_t n, unsigned int* all_finite,
                   cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(data != nullptr && all_finite != nullptr,
                     "check_finite: a null device pointer was passed");
-  set_flag_kernel<<<1, 1, 0, stream.value()>>>(all_finite, 1U);
+  set_flag_kernel<<<1, 1, 0, stream.get()>>>(all_finite, 1U);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   if (n == 0) return;
   std::size_t const blocks = std::min<std::size_t>((n + 255) / 256, 4096);
-  check_finite_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.value()>>>(data, n,
+  check_finite_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.get()>>>(data, n,
                                                                                  all_finite);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

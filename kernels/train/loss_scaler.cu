@@ -83,16 +83,16 @@ __global__ void update_loss_scale_kernel(train::loss_scale_state* state,
 void launch_unscale(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
                     std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
                     cuda::stream_view stream) {
-  reset_all_finite_kernel<<<1, 1, 0, stream.value()>>>(state);
+  reset_all_finite_kernel<<<1, 1, 0, stream.get()>>>(state);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-  unscale_kernel<<<static_cast<unsigned>(chunk_count), unscale_threads, 0, stream.value()>>>(
+  unscale_kernel<<<static_cast<unsigned>(chunk_count), unscale_threads, 0, stream.get()>>>(
       gradients, chunks, state, unscale);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
 void launch_update_loss_scale(train::loss_scale_state* state,
                               train::loss_scale_options const& options, cuda::stream_view stream) {
-  update_loss_scale_kernel<<<1, 1, 0, stream.value()>>>(state, options);
+  update_loss_scale_kernel<<<1, 1, 0, stream.get()>>>(state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 

@@ -173,7 +173,7 @@ __global__ void adamw_kernel(mixed_tensor_slot const* slots, tensor_chunk const*
 
 void launch_mixed_master_init(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                               std::size_t chunk_count, cuda::stream_view stream) {
-  master_init_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.value()>>>(
+  master_init_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.get()>>>(
       slots, chunks);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -181,7 +181,7 @@ void launch_mixed_master_init(mixed_tensor_slot const* slots, tensor_chunk const
 void launch_mixed_norm_partials(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                                 std::size_t chunk_count, float const* loss_scale, float* partials,
                                 cuda::stream_view stream) {
-  norm_partials_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.value()>>>(
+  norm_partials_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.get()>>>(
       slots, chunks, loss_scale, partials);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -190,7 +190,7 @@ void launch_mixed_finalize(mixed_adamw_device_state* state, float const* partial
                            std::size_t partial_count, float const* loss_scale,
                            unsigned int const* all_finite,
                            train::mixed_adamw_options const& options, cuda::stream_view stream) {
-  finalize_kernel<<<1, block_threads, 0, stream.value()>>>(
+  finalize_kernel<<<1, block_threads, 0, stream.get()>>>(
       state, partials, static_cast<std::uint32_t>(partial_count), loss_scale, all_finite, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -198,7 +198,7 @@ void launch_mixed_finalize(mixed_adamw_device_state* state, float const* partial
 void launch_mixed_adamw(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                         std::size_t chunk_count, mixed_adamw_device_state const* state,
                         train::mixed_adamw_options const& options, cuda::stream_view stream) {
-  adamw_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.value()>>>(
+  adamw_kernel<<<static_cast<unsigned>(chunk_count), block_threads, 0, stream.get()>>>(
       slots, chunks, state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -73,14 +73,14 @@ __global__ void adam_kernel(tensor_slot const* slots, tensor_chunk const* chunks
 
 void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
                          cuda::stream_view stream) {
-  advance_step_kernel<<<1, 1, 0, stream.value()>>>(state, scaling.loss_scale, scaling.all_finite);
+  advance_step_kernel<<<1, 1, 0, stream.get()>>>(state, scaling.loss_scale, scaling.all_finite);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
 void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
                 optimizer_device_state const* state, train::sgd_options const& options,
                 cuda::stream_view stream) {
-  sgd_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.value()>>>(
+  sgd_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.get()>>>(
       slots, chunks, state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -88,7 +88,7 @@ void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks, std::size_
 void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
                  optimizer_device_state const* state, train::adam_options const& options,
                  cuda::stream_view stream) {
-  adam_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.value()>>>(
+  adam_kernel<<<static_cast<unsigned>(chunk_count), update_threads, 0, stream.get()>>>(
       slots, chunks, state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

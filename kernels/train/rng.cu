@@ -81,7 +81,7 @@ template <typename T, typename Transform>
 void launch_fill(T* out, std::size_t n, philox_args rng, Transform transform,
                  cuda::stream_view stream) {
   fill_kernel<T, Transform>
-      <<<grid_for((n + 3) / 4), threads, 0, stream.value()>>>(out, n, rng, transform);
+      <<<grid_for((n + 3) / 4), threads, 0, stream.get()>>>(out, n, rng, transform);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
@@ -146,7 +146,7 @@ void launch_bernoulli(void* out, dtype type, std::size_t n, float p, philox_args
 }
 
 void launch_advance_offset(std::uint64_t* state, std::uint64_t counters, cuda::stream_view stream) {
-  advance_offset_kernel<<<1, 1, 0, stream.value()>>>(state, counters);
+  advance_offset_kernel<<<1, 1, 0, stream.get()>>>(state, counters);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
@@ -158,7 +158,7 @@ void dropout_forward(float* y, std::uint8_t* mask, float const* x, std::size_t n
   GRAPHSTEP_EXPECTS(p >= 0.0F && p < 1.0F, "dropout_forward: p must lie in [0, 1)");
   if (n == 0) return;
   detail::
-      dropout_forward_kernel<<<detail::grid_for((n + 3) / 4), detail::threads, 0, stream.value()>>>(
+      dropout_forward_kernel<<<detail::grid_for((n + 3) / 4), detail::threads, 0, stream.get()>>>(
           y, mask, x, n, p, rng);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -168,7 +168,7 @@ void dropout_backward(float* dx, std::uint8_t const* mask, float const* dy, std:
   GRAPHSTEP_EXPECTS(dx && mask && dy, "dropout_backward: a null pointer was passed");
   GRAPHSTEP_EXPECTS(p >= 0.0F && p < 1.0F, "dropout_backward: p must lie in [0, 1)");
   if (n == 0) return;
-  detail::dropout_backward_kernel<<<detail::grid_for(n), detail::threads, 0, stream.value()>>>(
+  detail::dropout_backward_kernel<<<detail::grid_for(n), detail::threads, 0, stream.get()>>>(
       dx, mask, dy, n, 1.0F / (1.0F - p));
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

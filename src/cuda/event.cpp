@@ -23,7 +23,7 @@ cudaEvent_t event::checked() const {
 }
 
 void event::record(stream_view stream) const {
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(checked(), stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaEventRecord(checked(), stream.get()));
 }
 
 void event::synchronize() const {

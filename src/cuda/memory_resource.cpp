@@ -43,7 +43,7 @@ class runtime_resource final : public memory_resource {
     cudaError_t status = cudaSuccess;
     {
       detail::relaxed_capture_mode const relaxed;
-      status = cudaMallocAsync(&pointer, bytes, stream.value());
+      status = cudaMallocAsync(&pointer, bytes, stream.get());
     }
     if (status == cudaErrorMemoryAllocation) {
       static_cast<void>(cudaGetLastError());  // not sticky: later calls must not see it
@@ -68,7 +68,7 @@ class runtime_resource final : public memory_resource {
                       "a stream that is capturing into one; free it after the capture ends, or "
                       "order the free on another stream (device_buffer::set_stream)");
     detail::relaxed_capture_mode const relaxed;
-    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(pointer, stream.value()));
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(pointer, stream.get()));
   }
 };
 

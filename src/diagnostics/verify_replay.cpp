@@ -172,7 +172,7 @@ class region_copies {
     for (auto const& r : regions_) {
       out.emplace_back(r.bytes);
       GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(out.back().data(), r.address, r.bytes, cudaMemcpyDefault,
-                                         stream_.value()));
+                                         stream_.get()));
     }
     stream_.synchronize();
     return out;
@@ -182,7 +182,7 @@ class region_copies {
   void restore(contents const& from) const {
     for (std::size_t i = 0; i < regions_.size(); ++i) {
       GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(regions_[i].address, from[i].data(), regions_[i].bytes,
-                                         cudaMemcpyDefault, stream_.value()));
+                                         cudaMemcpyDefault, stream_.get()));
     }
     if (before_each_run_) before_each_run_(stream_);
     stream_.synchronize();
@@ -270,7 +270,7 @@ void run_prefix_graph(cudaGraph_t source, ordered_graph const& g, std::size_t ke
   cudaGraphExec_t exec = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, copy.get(), 0));
   std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, exec_deleter> const owned{exec};
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream.get()));
   stream.synchronize();
 }
 
@@ -281,12 +281,12 @@ std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::
   if (method == bisection_method::disable_nodes) {
     auto exec = std::make_shared<graphs::graph_exec>(graph.instantiate());
     return [exec, &g, stream, zero](std::size_t k) {
-      enable_prefix(exec->native_handle(), g, k, zero);
+      enable_prefix(exec->get(), g, k, zero);
       exec->replay(stream);
     };
   }
   return [&graph, &g, stream](std::size_t k) {
-    run_prefix_graph(graph.native_handle(), g, k, stream);
+    run_prefix_graph(graph.get(), g, k, stream);
   };
 }
 
@@ -294,7 +294,7 @@ std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::
 unsigned read_flag(std::uintptr_t address, cuda::stream_view stream) {
   unsigned value = 0;
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, reinterpret_cast<void const*>(address), sizeof value,
-                                     cudaMemcpyDefault, stream.value()));
+                                     cudaMemcpyDefault, stream.get()));
   stream.synchronize();
   return value;
 }
@@ -313,7 +313,7 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
   }
   // An unsigned int 0 for switching conditional nodes off, cleared on the stream that runs them.
   cuda::device_buffer const zero{sizeof(unsigned), stream};
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(zero.data(), 0, zero.size(), stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(zero.data(), 0, zero.size(), stream.get()));
   auto const run_then = prefix_runner(plan.method, graph, then, stream, zero.data());
   auto const run_now = prefix_runner(plan.method, fresh, now, stream, zero.data());
   // The flags of capture_if/capture_while nodes, read just before each graph reaches them.
@@ -410,8 +410,8 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
   }
   report.outside_capture = copies.compare(before, eager, copies.read());
 
-  ordered_graph now = order_nodes(fresh.native_handle());
-  ordered_graph const repeated = order_nodes(again.native_handle());
+  ordered_graph now = order_nodes(fresh.get());
+  ordered_graph const repeated = order_nodes(again.get());
   if (!first_unpaired(now.descriptions, repeated.descriptions)) {
     for (std::size_t i = 0; i < now.descriptions.size(); ++i) {
       report.unstable_arguments +=
@@ -459,7 +459,7 @@ replay_report verify_replay(cuda::stream_view stream,
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "verify_replay runs the step eagerly: call it outside any capture");
   check_regions(regions);
-  ordered_graph const then = order_nodes(graph.native_handle());
+  ordered_graph const then = order_nodes(graph.get());
   for (auto const& d : then.descriptions) {
     GRAPHSTEP_EXPECTS(!is_collective_kernel(d.kernel_name),
                       "graph \"" + graph.name() + "\" holds the NCCL kernel " + d.kernel_name +

@@ -138,7 +138,7 @@ capture_scope::capture_scope(target_type target, cuda::stream_view stream,
 }
 
 std::string capture_scope::describe() const {
-  return "capture '" + options_.name + "' on stream " + stream_name(stream_.value());
+  return "capture '" + options_.name + "' on stream " + stream_name(stream_.get());
 }
 
 void capture_scope::begin(memory::memory_pool* pool) {
@@ -165,18 +165,18 @@ void capture_scope::begin(memory::memory_pool* pool) {
   if (options_.refuse_legacy_stream) {
     legacy_guard_ = std::make_unique<detail::legacy_stream_guard>(identity_.device);
   }
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.value(), to_cuda(options_.mode)));
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_.get(), to_cuda(options_.mode)));
   active_ = true;
   if (legacy_guard_) {
     try {
-      legacy_guard_->enter(stream_.value());
+      legacy_guard_->enter(stream_.get());
     } catch (...) {
       abandon();
       throw;
     }
   }
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamGetCaptureInfo(stream_.value(), &status, &capture_id_) != cudaSuccess) {
+  if (cudaStreamGetCaptureInfo(stream_.get(), &status, &capture_id_) != cudaSuccess) {
     capture_id_ = 0;  // unknown: nothing logged in it can be told apart later
     static_cast<void>(cudaGetLastError());
   }
@@ -207,7 +207,7 @@ void capture_scope::begin(memory::memory_pool* pool) {
 void capture_scope::start_diagnostics() {
   try {
     recorder_ = std::make_unique<detail::capture_recorder>(
-        stream_.value(), options_.mode, options_.name);
+        stream_.get(), options_.mode, options_.name);
   } catch (error const& e) {
     if (options_.diagnose) {
       abandon();  // asked for explicitly: a capture without them is not what was asked
@@ -252,19 +252,19 @@ void capture_scope::fork(cuda::stream_view side) {
                     describe() +
                         ": fork() needs a side stream other than the capturing stream "
                         "and the legacy default stream");
-  GRAPHSTEP_EXPECTS(std::find(forked_.begin(), forked_.end(), side.value()) == forked_.end(),
-                    describe() + ": stream " + stream_name(side.value()) +
+  GRAPHSTEP_EXPECTS(std::find(forked_.begin(), forked_.end(), side.get()) == forked_.end(),
+                    describe() + ": stream " + stream_name(side.get()) +
                         " was already forked; join it before forking it again");
   cuda::event& forked = fork_events_.emplace_back();
   forked.record(stream_);
   side.wait(forked);
-  forked_.push_back(side.value());
+  forked_.push_back(side.get());
 }
 
 void capture_scope::join(cuda::stream_view side) {
   GRAPHSTEP_EXPECTS(active_, describe() + ": join() after the capture ended");
-  auto const found = std::find(forked_.begin(), forked_.end(), side.value());
-  GRAPHSTEP_EXPECTS(found != forked_.end(), describe() + ": stream " + stream_name(side.value()) +
+  auto const found = std::find(forked_.begin(), forked_.end(), side.get());
+  GRAPHSTEP_EXPECTS(found != forked_.end(), describe() + ": stream " + stream_name(side.get()) +
                                                 " was not forked from this capture");
   cuda::event& joined = fork_events_.emplace_back();
   joined.record(side);
@@ -280,9 +280,9 @@ void capture_scope::abandon() noexcept {
   active_ = false;
   note_abandoned_capture(capture_id_);
   recorder_.reset();
-  if (legacy_guard_) legacy_guard_->leave(stream_.value());
+  if (legacy_guard_) legacy_guard_->leave(stream_.get());
   cudaGraph_t partial = nullptr;
-  cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &partial);
+  cudaError_t const ended = cudaStreamEndCapture(stream_.get(), &partial);
   legacy_guard_.reset();  // its stream left the capture with the end, not with the join
   if (ended == cudaSuccess && partial != nullptr) {
     GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(partial));
@@ -321,9 +321,9 @@ void capture_scope::end() {
     if (!delivered) note_abandoned_capture(capture_id_);
   }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
-  if (legacy_guard_) legacy_guard_->leave(stream_.value());
+  if (legacy_guard_) legacy_guard_->leave(stream_.get());
   cudaGraph_t captured = nullptr;
-  cudaError_t const ended = cudaStreamEndCapture(stream_.value(), &captured);
+  cudaError_t const ended = cudaStreamEndCapture(stream_.get(), &captured);
   // Back for another capture only now: a joined stream stays in the capture until it ends, and
   // another thread's capture taking it before then would merge the two.
   legacy_guard_.reset();

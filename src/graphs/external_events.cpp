@@ -18,13 +18,13 @@ cudaEvent_t checked(cuda::event const& e) {
 void record_external(cuda::event const& e, cuda::stream_view stream) {
   cudaEvent_t handle = checked(e);
   unsigned const flags = stream.is_capturing() ? cudaEventRecordExternal : cudaEventRecordDefault;
-  GRAPHSTEP_CUDA_TRY(cudaEventRecordWithFlags(handle, stream.value(), flags));
+  GRAPHSTEP_CUDA_TRY(cudaEventRecordWithFlags(handle, stream.get(), flags));
 }
 
 void wait_external(cuda::stream_view stream, cuda::event const& e) {
   cudaEvent_t handle = checked(e);
   unsigned const flags = stream.is_capturing() ? cudaEventWaitExternal : cudaEventWaitDefault;
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream.value(), handle, flags));
+  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream.get(), handle, flags));
 }
 
 }  // namespace graphstep::graphs

@@ -45,7 +45,7 @@ graph_identity const& graph::identity() const {
   return state_->identity;
 }
 
-cudaGraph_t graph::native_handle() const noexcept {
+cudaGraph_t graph::get() const noexcept {
   return state_ ? state_->handle.get() : nullptr;
 }
 
@@ -57,7 +57,7 @@ graph_exec graph::instantiate(unsigned long long flags) const {
     // Touches no capturing stream, but is "potentially unsafe" for the capture modes: Relaxed,
     // so another thread's Global capture stays intact (docs/validation.md).
     cuda::detail::relaxed_capture_mode const relaxed;
-    status = cudaGraphInstantiateWithFlags(&exec, native_handle(), flags);
+    status = cudaGraphInstantiateWithFlags(&exec, get(), flags);
   }
   if (status != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
@@ -84,9 +84,9 @@ graph_exec graph::instantiate(unsigned long long flags) const {
 graph_node_counts graph::node_counts() const {
   static_cast<void>(identity());  // checks that there is something to count
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(native_handle(), nullptr, &count));
+  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(get(), nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(native_handle(), nodes.data(), &count));
+  if (count > 0) GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(get(), nodes.data(), &count));
   graph_node_counts counts;
   counts.total = count;
   for (cudaGraphNode_t node : nodes) {
@@ -114,7 +114,7 @@ void graph::write_dot(std::string const& path, bool verbose) const {
   static_cast<void>(identity());
   GRAPHSTEP_EXPECTS(!path.empty(), "write_dot needs a file path");
   GRAPHSTEP_CUDA_TRY(
-      cudaGraphDebugDotPrint(native_handle(), path.c_str(),
+      cudaGraphDebugDotPrint(get(), path.c_str(),
                              verbose ? static_cast<unsigned>(cudaGraphDebugDotFlagsVerbose) : 0U));
 }
 

@@ -152,7 +152,7 @@ void graph_exec::replay(cuda::stream_view stream) {
   bool const runs_now = !stream.is_capturing();
   // Graphs sharing pool memory must never run at once: the pool orders this launch after theirs.
   if (runs_now) work->memory.before_replay(stream);
-  if (cudaError_t const status = cudaGraphLaunch(exec_.get(), stream.value());
+  if (cudaError_t const status = cudaGraphLaunch(exec_.get(), stream.get());
       status != cudaSuccess) {
     throw_launch_failure(status, exec_.get(), name(), source_);
   }
@@ -175,7 +175,7 @@ void graph_exec::synchronize() const {
 
 void graph_exec::upload(cuda::stream_view stream) const {
   expect_executable(*this);
-  GRAPHSTEP_CUDA_TRY(cudaGraphUpload(exec_.get(), stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaGraphUpload(exec_.get(), stream.get()));
 }
 
 bool graph_exec::update(graph const& source) {
@@ -184,7 +184,7 @@ bool graph_exec::update(graph const& source) {
                                          "': update needs a captured graph to update from, and "
                                          "the one given is empty");
   cudaGraphExecUpdateResultInfo info{};
-  cudaError_t const status = cudaGraphExecUpdate(exec_.get(), source.native_handle(), &info);
+  cudaError_t const status = cudaGraphExecUpdate(exec_.get(), source.get(), &info);
   if (status != cudaSuccess) {
     static_cast<void>(cudaGetLastError());  // refused: the executable is unchanged
     return false;

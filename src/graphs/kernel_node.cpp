@@ -36,7 +36,7 @@ last_launch last_captured_kernel(cuda::stream_view stream, void const* function,
   unsigned long long sequence = 0;
   cudaGraphNode_t const* dependencies = nullptr;
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, &sequence, nullptr,
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.get(), &status, &sequence, nullptr,
                                               &dependencies, nullptr, &count));
   last_capture last;
   last.active = status == cudaStreamCaptureStatusActive;
@@ -84,7 +84,7 @@ void set_kernel_launch(graph_exec& exec, captured_kernel const& kernel, void con
   params.sharedMemBytes = static_cast<unsigned>(dims.shared_bytes);
   params.kernelParams = arguments;
   params.extra = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecKernelNodeSetParams(exec.native_handle(), kernel.node, &params));
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecKernelNodeSetParams(exec.get(), kernel.node, &params));
 }
 
 }  // namespace graphstep::graphs::detail

@@ -375,10 +375,10 @@ memory_pool& memory_pool::operator=(memory_pool&&) noexcept = default;
 memory_pool::~memory_pool() = default;
 
 void* memory_pool::allocate(std::size_t bytes, cuda::stream_view stream) {
-  return checked(state_).allocate(bytes, stream.value());
+  return checked(state_).allocate(bytes, stream.get());
 }
 void memory_pool::deallocate(void* pointer, cuda::stream_view stream) {
-  checked(state_).deallocate(pointer, stream.value());
+  checked(state_).deallocate(pointer, stream.get());
 }
 void* memory_pool::do_allocate(std::size_t bytes, cuda::stream_view stream) {
   return allocate(bytes, stream);
@@ -412,18 +412,18 @@ pool_capture memory_pool::open_capture(cuda::stream_view stream, std::uint64_t g
   detail::pool_state& state = checked(state_);
   cudaStreamCaptureStatus status{};
   unsigned long long capture_id = 0;
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.value(), &status, &capture_id));
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.get(), &status, &capture_id));
   GRAPHSTEP_EXPECTS(status == cudaStreamCaptureStatusActive,
                     "memory_pool::open_capture: the stream of '" + name +
                         "' is not capturing; begin the capture first");
-  state.begin_capture(capture_id, graph_id, std::move(name), stream.value());
+  state.begin_capture(capture_id, graph_id, std::move(name), stream.get());
   return pool_capture{state_, capture_id};
 }
 void memory_pool::keep_after_graph(void* output) {
   checked(state_).keep_after_graph(output);
 }
 void memory_pool::record_use(void* pointer, cuda::stream_view stream) {
-  checked(state_).record_use(pointer, stream.value());
+  checked(state_).record_use(pointer, stream.get());
 }
 std::size_t memory_pool::trim() {
   return checked(state_).trim();

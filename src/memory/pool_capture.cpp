@@ -34,18 +34,18 @@ std::string pool_capture::problem() const {
 
 void pool_capture::join(cuda::stream_view side, cuda::stream_view into) {
   GRAPHSTEP_EXPECTS(open(), "pool_capture::join: the capture was already ended");
-  state_->join(capture_id_, side.value(), into.value());
+  state_->join(capture_id_, side.get(), into.get());
 }
 
 pool_lease::pool_lease(std::shared_ptr<detail::graph_lease> lease) noexcept
     : lease_{std::move(lease)} {}
 
 void pool_lease::before_replay(cuda::stream_view stream) const {
-  if (lease_) lease_->before_replay(stream.value());
+  if (lease_) lease_->before_replay(stream.get());
 }
 
 void pool_lease::after_replay(cuda::stream_view stream) const {
-  if (lease_) lease_->after_replay(stream.value());
+  if (lease_) lease_->after_replay(stream.get());
 }
 
 pool_lease pool_capture::commit() {

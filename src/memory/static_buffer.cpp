@@ -97,7 +97,7 @@ void static_buffer::release() noexcept {
         stream_.wait(use);
       }
     }
-    pool->deallocate(data_, stream_.value());
+    pool->deallocate(data_, stream_.get());
   } catch (std::exception const& e) {
     // The block stays allocated: handing it out while some stream may still use it is worse.
     static_cast<void>(std::fprintf(
@@ -111,7 +111,7 @@ void static_buffer::release() noexcept {
 
 void static_buffer::record_use(cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(data_ != nullptr, "static_buffer::record_use: this buffer was moved from");
-  if (stream.value() == stream_.value() || stream.is_capturing()) return;
+  if (stream.get() == stream_.get() || stream.is_capturing()) return;
   cuda::device_guard const on_device{static_cast<detail::pool_state*>(pool_.get())->device()};
   cuda::detail::relaxed_capture_mode const relaxed;
   // Reuses an event whose use has completed, so the list stays as long as the uses in flight.
@@ -139,7 +139,7 @@ void static_buffer::copy_from_host(void const* source, std::size_t bytes, dtype 
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "static_buffer::copy_from_host inside a capture would record the host "
                     "address, not the data: refill static inputs between replays");
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyHostToDevice, stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyHostToDevice, stream.get()));
   record_use(stream);
 }
 
@@ -152,7 +152,7 @@ void static_buffer::copy_from_device(void const* source, std::size_t bytes, dtyp
   expect(bytes, type, "copy_from_device");
   GRAPHSTEP_EXPECTS(source != nullptr, "static_buffer::copy_from_device: the source is null");
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.value()));
+      cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.get()));
   record_use(stream);
 }
 
@@ -169,7 +169,7 @@ void static_buffer::copy_to_host(void* destination, std::size_t bytes, dtype typ
                     "static_buffer::copy_to_host inside a capture would record the host "
                     "address: read results after the replay");
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(destination, data_, bytes, cudaMemcpyDeviceToHost, stream.value()));
+      cudaMemcpyAsync(destination, data_, bytes, cudaMemcpyDeviceToHost, stream.get()));
   record_use(stream);
 }
 

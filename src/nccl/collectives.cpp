@@ -73,7 +73,7 @@ void enqueue(collective_record record, buffer_view const& send, buffer_view cons
     // Tagged with its capture, so that a capture graphstep discards takes its records along.
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long capture_id = 0;
-    if (cudaStreamGetCaptureInfo(stream.value(), &status, &capture_id) != cudaSuccess) {
+    if (cudaStreamGetCaptureInfo(stream.get(), &status, &capture_id) != cudaSuccess) {
       capture_id = 0;
       static_cast<void>(cudaGetLastError());
     }
@@ -97,7 +97,7 @@ void all_reduce(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view
   enqueue({collective_kind::all_reduce, static_cast<int>(send.type), count, op, -1, 0}, send, recv,
           comm, stream, "all_reduce", [&](ncclComm_t handle) {
             return ncclAllReduce(send.data, recv.data, count, to_nccl(send.type), to_nccl(op),
-                                 handle, stream.value());
+                                 handle, stream.get());
           });
 }
 
@@ -111,7 +111,7 @@ void reduce_scatter(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_
   enqueue({collective_kind::reduce_scatter, static_cast<int>(send.type), recv_count, op, -1, 0},
           send, recv, comm, stream, "reduce_scatter", [&](ncclComm_t handle) {
             return ncclReduceScatter(send.data, recv.data, recv_count, to_nccl(send.type),
-                                     to_nccl(op), handle, stream.value());
+                                     to_nccl(op), handle, stream.get());
           });
 }
 
@@ -126,7 +126,7 @@ void all_gather(buffer_view send, buffer_view recv, nccl_comm_view const& comm,
       {collective_kind::all_gather, static_cast<int>(send.type), send_count, reduce_op::sum, -1, 0},
       send, recv, comm, stream, "all_gather", [&](ncclComm_t handle) {
         return ncclAllGather(send.data, recv.data, send_count, to_nccl(send.type), handle,
-                             stream.value());
+                             stream.get());
       });
 }
 
@@ -141,7 +141,7 @@ void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view cons
   enqueue({collective_kind::broadcast, static_cast<int>(send.type), count, reduce_op::sum, root, 0},
           send, recv, comm, stream, "broadcast", [&](ncclComm_t handle) {
             return ncclBroadcast(send.data, recv.data, count, to_nccl(send.type), root, handle,
-                                 stream.value());
+                                 stream.get());
           });
 }
 
@@ -154,7 +154,7 @@ void warm_up(nccl_comm_view const& comm, cuda::stream_view stream) {
   cuda::device_buffer const scratch{2 * ranks * sizeof(float), stream};
   auto* one = static_cast<float*>(scratch.data());  // 1 element, then `ranks` elements
   auto* many = one + ranks;
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(one, 0, 2 * ranks * sizeof(float), stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(one, 0, 2 * ranks * sizeof(float), stream.get()));
   buffer_view const single{one, sizeof(float), dtype::float32};
   buffer_view const per_rank{many, ranks * sizeof(float), dtype::float32};
   all_reduce(single, single, reduce_op::sum, comm, stream);
@@ -173,7 +173,7 @@ void wait_for_peers(nccl_comm_view const& comm, cuda::stream_view stream,
                     std::chrono::steady_clock::time_point deadline,
                     std::chrono::milliseconds timeout) {
   while (true) {
-    cudaError_t const status = cudaStreamQuery(stream.value());
+    cudaError_t const status = cudaStreamQuery(stream.get());
     if (status == cudaSuccess) return;
     if (status != cudaErrorNotReady) GRAPHSTEP_CUDA_TRY(status);
     if (std::chrono::steady_clock::now() >= deadline) break;
@@ -202,16 +202,16 @@ std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mi
   auto* send = static_cast<std::uint64_t*>(device.data());
   auto* recv = send + mine.size();
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(send, mine.data(), bytes, cudaMemcpyHostToDevice, stream.value()));
+      cudaMemcpyAsync(send, mine.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
   detail::comm_access::state(comm).enqueue(
       "verify_captured_sequence", "ncclAllGather (verify_captured_sequence)",
       [&](ncclComm_t handle) {
-        return ncclAllGather(send, recv, mine.size(), ncclUint64, handle, stream.value());
+        return ncclAllGather(send, recv, mine.size(), ncclUint64, handle, stream.get());
       });
   // Before the copy back: a copy into pageable memory blocks the host until the stream gets there.
   wait_for_peers(comm, stream, deadline, timeout);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gathered.data(), recv, bytes * ranks, cudaMemcpyDeviceToHost,
-                                     stream.value()));
+                                     stream.get()));
   stream.synchronize();
   return gathered;
 }

@@ -417,7 +417,7 @@ struct detail::cudnn_attention_state {
                       what + ": " + direction + "() needs a workspace of " +
                           std::to_string(workspace_needed) +
                           " bytes: call set_workspace() with memory from the pool first");
-    GRAPHSTEP_CUDNN_FE_TRY(fe::detail::set_stream(handle, stream.value()));
+    GRAPHSTEP_CUDNN_FE_TRY(fe::detail::set_stream(handle, stream.get()));
     fe::error_t result;
     try {
       result = graph.execute(handle, pack, workspace);

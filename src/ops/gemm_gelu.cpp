@@ -144,7 +144,7 @@ struct detail::lt_state {
     float const beta = 0.0F;
     return cublasLtMatmul(handle, desc.get(), &alpha, a_ptr(), a.get(), b_ptr(), b.get(), &beta,
                           operands.out, d.get(), operands.out, d.get(), &algo, workspace,
-                          workspace_bytes, stream.value());
+                          workspace_bytes, stream.get());
   }
 
   void enqueue(cuda::stream_view stream) const {

@@ -27,7 +27,7 @@ void copy_in(std::vector<static_tensor> const& statics, std::vector<void const*>
                                                  std::to_string(i) + " is null");
     if (sources[i] == statics[i].data) continue;  // already in place
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(statics[i].data, sources[i], statics[i].bytes,
-                                       cudaMemcpyDeviceToDevice, stream.value()));
+                                       cudaMemcpyDeviceToDevice, stream.get()));
   }
 }
 

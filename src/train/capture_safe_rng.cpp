@@ -29,7 +29,7 @@ capture_safe_rng::capture_safe_rng(std::uint64_t seed, cuda::stream_view stream,
     : state_{state_buffer(stream, resource)}, seed_{seed} {
   std::array<std::uint64_t, 2> const initial = {seed, 0};
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state(), initial.data(), sizeof initial,
-                                     cudaMemcpyHostToDevice, stream.value()));
+                                     cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();  // also makes the stream-ordered allocation usable on every stream
 }
 
@@ -144,7 +144,7 @@ void capture_safe_rng::set_seed(std::uint64_t seed, cuda::stream_view stream) {
                     "the seed between steps");
   std::array<std::uint64_t, 2> const words = {seed, 0};
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
+      cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();
   seed_ = seed;
 }
@@ -157,7 +157,7 @@ void capture_safe_rng::save_to(checkpoint& into, std::string const& name,
                     "between steps");
   std::array<std::uint64_t, 2> words{};
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(words.data(), device, sizeof words, cudaMemcpyDeviceToHost, stream.value()));
+      cudaMemcpyAsync(words.data(), device, sizeof words, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   into.add_value(name, detail::rng_state{words[0], words[1]});
 }
@@ -172,7 +172,7 @@ void capture_safe_rng::restore_from(checkpoint const& from, std::string const& n
                     "the graph; restore between replays");
   std::array<std::uint64_t, 2> const words = {state.seed, state.offset};
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.value()));
+      cudaMemcpyAsync(device, words.data(), sizeof words, cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();
   seed_ = state.seed;
 }

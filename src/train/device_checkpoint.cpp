@@ -36,7 +36,7 @@ void add_device_tensor(checkpoint& into, std::string name, void const* device, d
   std::vector<unsigned char> bytes(elements * size_in_bytes(type));
   if (!bytes.empty()) {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bytes.data(), device, bytes.size(), cudaMemcpyDeviceToHost,
-                                       stream.value()));
+                                       stream.get()));
     stream.synchronize();
   }
   into.add_tensor(std::move(name), type, std::move(shape), std::move(bytes));
@@ -48,7 +48,7 @@ void load_device_tensor(checkpoint const& from, std::string_view name, void* dev
   checkpoint_entry const& entry = from.tensor(name, type, shape);
   if (entry.bytes.empty()) return;
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, entry.bytes.data(), entry.bytes.size(),
-                                     cudaMemcpyHostToDevice, stream.value()));
+                                     cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();  // the entry's bytes are pageable host memory the caller may free
 }
 
@@ -64,7 +64,7 @@ void add_device_tensors(checkpoint& into, std::string const& prefix,
   }
   std::vector<unsigned char> buffer(layout.buffer_bytes());
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(buffer.data(), device, buffer.size(), cudaMemcpyDeviceToHost,
-                                     stream.value()));
+                                     stream.get()));
   stream.synchronize();
   for (memory::parameter_slot const& slot : layout.slots()) {
     auto const first = buffer.begin() + static_cast<std::ptrdiff_t>(slot.offset);
@@ -87,7 +87,7 @@ void load_device_tensors(checkpoint const& from, std::string const& prefix,
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::vector<unsigned char> const& bytes = entries[i]->bytes;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(base + layout.at(i).offset, bytes.data(), bytes.size(),
-                                       cudaMemcpyHostToDevice, stream.value()));
+                                       cudaMemcpyHostToDevice, stream.get()));
   }
   stream.synchronize();  // the entries' bytes are pageable host memory the caller may free
 }

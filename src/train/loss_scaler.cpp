@@ -94,7 +94,7 @@ loss_scale_state loss_scaler::read(cuda::stream_view stream) const {
                     "the state after the replay");
   loss_scale_state host{};
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(&host, state(), sizeof host, cudaMemcpyDeviceToHost, stream.value()));
+      cudaMemcpyAsync(&host, state(), sizeof host, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   return host;
 }
@@ -115,7 +115,7 @@ void loss_scaler::restore_from(checkpoint const& from, std::string const& name,
                         std::to_string(saved.scale) +
                         ", which is not positive and finite; it was not written by save_to");
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(state(), &saved, sizeof saved, cudaMemcpyHostToDevice, stream.value()));
+      cudaMemcpyAsync(state(), &saved, sizeof saved, cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();  // `saved` is a local
 }
 

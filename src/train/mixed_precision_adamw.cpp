@@ -153,7 +153,7 @@ mixed_precision_adamw::mixed_precision_adamw(
       buffers_{sizeof(float) * plan.total * 3, stream, resource} {
   auto* const buffers = static_cast<float*>(buffers_.data());
   // The moments start at zero as in PyTorch; the master weights are filled below.
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers, 0, buffers_.size(), stream.value()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers, 0, buffers_.size(), stream.get()));
   std::vector<mixed_tensor_slot> slots;
   for (std::size_t t = 0; t < parameters.size(); ++t) {
     auto const& p = parameters[t];
@@ -199,7 +199,7 @@ void mixed_precision_adamw::set_schedule(lr_schedule const& schedule, cuda::stre
   auto* const to =
       static_cast<unsigned char*>(state_.data()) + offsetof(mixed_adamw_device_state, schedule);
   GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(to, &schedule, sizeof schedule, cudaMemcpyHostToDevice, stream.value()));
+      cudaMemcpyAsync(to, &schedule, sizeof schedule, cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();  // `schedule` may be gone before a later copy would run
 }
 
@@ -212,7 +212,7 @@ void mixed_precision_adamw::read_learning_rate_from(float const* learning_rate,
   auto* const to = static_cast<unsigned char*>(state_.data()) +
                    offsetof(mixed_adamw_device_state, learning_rate);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, &learning_rate, sizeof learning_rate,
-                                     cudaMemcpyHostToDevice, stream.value()));
+                                     cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();  // `learning_rate` is a local: the copy must have read it
 }
 
@@ -271,10 +271,10 @@ void mixed_precision_adamw::restore_from(checkpoint const& from, std::string con
   std::array<double, 2> const powers{counters.beta1_power, counters.beta2_power};
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, step),
                                      &counters.step, sizeof counters.step, cudaMemcpyHostToDevice,
-                                     stream.value()));
+                                     stream.get()));
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, beta1_power),
                                      powers.data(), sizeof powers, cudaMemcpyHostToDevice,
-                                     stream.value()));
+                                     stream.get()));
   stream.synchronize();  // the sources are locals
 }
 
@@ -286,7 +286,7 @@ T mixed_precision_adamw::read(std::size_t offset, cuda::stream_view stream) cons
   T value{};
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value,
                                      static_cast<unsigned char const*>(state_.data()) + offset,
-                                     sizeof value, cudaMemcpyDeviceToHost, stream.value()));
+                                     sizeof value, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   return value;
 }

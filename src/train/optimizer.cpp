@@ -74,7 +74,7 @@ class multi_tensor_optimizer {
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const {
     std::int64_t step = 0;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&step, &state()->step, sizeof step, cudaMemcpyDeviceToHost,
-                                       stream.value()));
+                                       stream.get()));
     stream.synchronize();
     return step;
   }
@@ -109,7 +109,7 @@ class multi_tensor_optimizer {
     auto* const buffers = static_cast<float*>(buffers_.data());
     // State buffers start at zero as in PyTorch.
     if (!buffers_.empty()) {
-      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers, 0, buffers_.size(), stream.value()));
+      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers, 0, buffers_.size(), stream.get()));
     }
     std::vector<tensor_slot> slots;
     std::size_t offset = 0;
@@ -131,7 +131,7 @@ class multi_tensor_optimizer {
   static void upload(cuda::device_buffer const& device, T const* host, std::size_t count,
                      cuda::stream_view stream) {
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count,
-                                       cudaMemcpyHostToDevice, stream.value()));
+                                       cudaMemcpyHostToDevice, stream.get()));
   }
   static void expect_not_capturing(cuda::stream_view stream, char const* what) {
     GRAPHSTEP_EXPECTS(!stream.is_capturing(),
@@ -145,7 +145,7 @@ class multi_tensor_optimizer {
     auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
     auto* to = reinterpret_cast<unsigned char*>(state()) + skip;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice,
-                                       stream.value()));
+                                       stream.get()));
     stream.synchronize();  // host_state_ may change again before a later copy would run
   }
 

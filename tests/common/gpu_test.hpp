@@ -57,7 +57,7 @@ template <typename T>
 std::vector<T> copy_to_host(T const* device, std::size_t count, cuda::stream_view stream) {
   std::vector<T> values(count);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(values.data(), device, count * sizeof(T),
-                                     cudaMemcpyDeviceToHost, stream.value()));
+                                     cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   return values;
 }

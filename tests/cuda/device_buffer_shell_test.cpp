@@ -70,11 +70,11 @@ class recording_resource final : public gs::cuda::memory_resource {
   void* do_allocate(std::size_t bytes, gs::cuda::stream_view stream) override {
     auto* const pointer = reinterpret_cast<void*>(  // NOLINT(performance-no-int-to-ptr)
         std::uintptr_t{0x10000} * (calls.size() + 1));
-    calls.push_back({true, pointer, bytes, stream.value()});
+    calls.push_back({true, pointer, bytes, stream.get()});
     return pointer;
   }
   void do_deallocate(void* pointer, std::size_t bytes, gs::cuda::stream_view stream) override {
-    calls.push_back({false, pointer, bytes, stream.value()});
+    calls.push_back({false, pointer, bytes, stream.get()});
     if (fail_deallocate) throw gs::usage_error{"recording_resource: refused to free"};
   }
 };

@@ -41,7 +41,7 @@ TEST(stream_view, compares_by_handle_and_knows_the_legacy_stream) {
   EXPECT_FALSE(per_thread.is_legacy_default());
   EXPECT_EQ(legacy, gs::cuda::stream_view{cudaStreamLegacy});
   EXPECT_NE(legacy, per_thread);
-  EXPECT_EQ(per_thread.value(), cudaStreamPerThread);
+  EXPECT_EQ(per_thread.get(), cudaStreamPerThread);
 }
 
 TEST(stream, adopt_and_release_round_trip_without_a_device) {
@@ -49,7 +49,7 @@ TEST(stream, adopt_and_release_round_trip_without_a_device) {
   auto* const fake = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1000});
   gs::cuda::stream adopted = gs::cuda::stream::adopt(fake);
   EXPECT_EQ(adopted.get(), fake);
-  EXPECT_EQ(adopted.view().value(), fake);
+  EXPECT_EQ(adopted.view().get(), fake);
   gs::cuda::stream moved = std::move(adopted);
   EXPECT_EQ(adopted.get(), nullptr);  // NOLINT: moved-from state is specified
   EXPECT_EQ(moved.release(), fake);

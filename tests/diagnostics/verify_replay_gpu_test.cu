@@ -85,9 +85,9 @@ class verify_replay_test : public gs::testing::stream_pool_test {
   }
 
   void step(gs::cuda::stream_view s) {
-    scale_kernel<<<blocks_for(active_), threads, 0, s.value()>>>(y_, x_, factor_, n);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, y_, n);
-    sum_kernel<<<1, 32, 0, s.value()>>>(loss_, w_, n);
+    scale_kernel<<<blocks_for(active_), threads, 0, s.get()>>>(y_, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, y_, n);
+    sum_kernel<<<1, 32, 0, s.get()>>>(loss_, w_, n);
   }
 
   gs::graphs::graph capture_step(gs::graphs::capture_options options = {}) {
@@ -188,9 +188,9 @@ TEST_F(verify_replay_test, names_a_later_node_and_not_the_ones_that_agree) {
   float* source = y_;
   gs::graphs::graph g;
   auto const body = [&](gs::cuda::stream_view s) {
-    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(y_, x_, factor_, n);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, source, n);
-    sum_kernel<<<1, 32, 0, s.value()>>>(loss_, w_, n);
+    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(y_, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, source, n);
+    sum_kernel<<<1, 32, 0, s.get()>>>(loss_, w_, n);
   };
   gs::graphs::capture(g, *stream_, [&] { body(*stream_); });
   source = other;  // the step reads another buffer now; the graph still reads y
@@ -210,7 +210,7 @@ TEST_F(verify_replay_test, names_an_output_the_next_replay_overwrites) {
   float* buffers[2] = {allocate(n), allocate(n)};  // NOLINT: two device pointers
   int current = 0;
   auto const body = [&](gs::cuda::stream_view s) {
-    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(buffers[current], x_, factor_, n);
+    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(buffers[current], x_, factor_, n);
   };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { body(*stream_); });
@@ -240,7 +240,7 @@ TEST_F(verify_replay_test, names_a_memset_on_the_legacy_stream) {
     GRAPHSTEP_CUDA_TRY(cudaMemset(y_, 0, n * sizeof(float)));  // the planted defect
     zeroed.record(cudaStreamLegacy);
     zeroed.synchronize();
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(y_, x_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(y_, x_, n);
   };
   gs::graphs::capture_options allowed;
   allowed.refuse_legacy_stream = false;
@@ -272,10 +272,10 @@ TEST_F(verify_replay_test, names_a_memset_on_the_legacy_stream) {
 TEST_F(verify_replay_test, temporaries_placed_anew_in_every_capture_are_not_the_cause) {
   auto const allocating_step = [&](gs::cuda::stream_view s) {
     float* scaled = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.value()));
-    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(scaled, x_, factor_, n);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, scaled, n);
-    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.get()));
+    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(scaled, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, scaled, n);
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.get()));
   };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
@@ -297,10 +297,10 @@ TEST_F(verify_replay_test, temporaries_placed_anew_in_every_capture_are_not_the_
 TEST_F(verify_replay_test, a_graph_with_memory_nodes_whose_executable_is_alive_is_refused_clearly) {
   auto const allocating_step = [&](gs::cuda::stream_view s) {
     float* scaled = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.value()));
-    scale_kernel<<<blocks_for(n), threads, 0, s.value()>>>(scaled, x_, factor_, n);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, scaled, n);
-    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.get()));
+    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(scaled, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, scaled, n);
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.get()));
   };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
@@ -363,7 +363,7 @@ TEST_F(verify_replay_test, a_graph_with_a_host_function_is_bisected_through_pref
   int calls = 0;
   auto const host_step = [&](gs::cuda::stream_view s) {
     GRAPHSTEP_CUDA_TRY(cudaLaunchHostFunc(
-        s.value(), [](void* count) { ++*static_cast<int*>(count); }, &calls));
+        s.get(), [](void* count) { ++*static_cast<int*>(count); }, &calls));
     step(s);
   };
   gs::graphs::graph g;
@@ -384,9 +384,9 @@ TEST_F(verify_replay_test, names_a_conditional_node_and_the_flag_it_decided_on) 
   unsigned enabled = 1;
   // Conditional nodes exist only in graphs: run eagerly, the step reads the flag on the host.
   auto const conditional_step = [&](gs::cuda::stream_view s) {
-    set_flag_kernel<<<1, 32, 0, s.value()>>>(flag, enabled);
+    set_flag_kernel<<<1, 32, 0, s.get()>>>(flag, enabled);
     auto const body = [&](gs::cuda::stream_view on) {
-      scale_kernel<<<blocks_for(n), threads, 0, on.value()>>>(y_, x_, factor_, n);
+      scale_kernel<<<blocks_for(n), threads, 0, on.get()>>>(y_, x_, factor_, n);
     };
     if (s.is_capturing()) {
       gs::graphs::capture_if(s, flag, body);
@@ -429,15 +429,15 @@ TEST_F(verify_replay_test, finds_the_node_across_side_streams_memsets_and_copies
   gs::cuda::event joined;
   int fill = 0;
   auto const forked_step = [&](gs::cuda::stream_view s) {
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(loss_, fill, sizeof(float), s.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(loss_, fill, sizeof(float), s.get()));
     forked.record(s);
     side.view().wait(forked);
     scale_kernel<<<blocks_for(n), threads, 0, side.get()>>>(y_, x_, factor_, n);
     joined.record(side);
     GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(w_, x_, n * sizeof(float), cudaMemcpyDeviceToDevice, s.value()));
+        cudaMemcpyAsync(w_, x_, n * sizeof(float), cudaMemcpyDeviceToDevice, s.get()));
     s.wait(joined);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.value()>>>(w_, y_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, y_, n);
   };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { forked_step(*stream_); });
@@ -479,7 +479,7 @@ TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differ
                                 *stream_};
   auto const gemm_step = [&](gs::cuda::stream_view s) {
     gemm.run(s);
-    scale_kernel<<<blocks_for(rows * rows), threads, 0, s.value()>>>(y_, product, factor_,
+    scale_kernel<<<blocks_for(rows * rows), threads, 0, s.get()>>>(y_, product, factor_,
                                                                      rows * rows);
   };
   gs::graphs::graph g;

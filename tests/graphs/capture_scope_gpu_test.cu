@@ -26,7 +26,7 @@ class capture_test : public gs::testing::stream_pool_test {
   std::vector<float> download(float const* device, int n, gs::cuda::stream_view stream) {
     std::vector<float> host(n);
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream.value()));
+                                       cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
     return host;
   }
@@ -38,7 +38,7 @@ class capture_test : public gs::testing::stream_pool_test {
   void expect_stream_usable(gs::cuda::stream_view stream) {
     EXPECT_FALSE(stream.is_capturing());
     float* x = static_cast<float*>(pool_->allocate(sizeof(float) * 4, stream));
-    fill_kernel<<<1, 32, 0, stream.value()>>>(x, 3.0F, 4);
+    fill_kernel<<<1, 32, 0, stream.get()>>>(x, 3.0F, 4);
     GRAPHSTEP_CUDA_TRY(cudaGetLastError());
     EXPECT_EQ(download(x, 4, stream), std::vector<float>(4, 3.0F));
     pool_->deallocate(x, stream);

@@ -76,7 +76,7 @@ TEST_F(conditional_test, a_device_decided_loop_runs_until_its_flag_clears) {
   gs::graphs::graph_exec loop;
   gs::graphs::capture(loop, stream, [&] {
     gs::graphs::capture_while(stream, remaining, [&](gs::cuda::stream_view s) {
-      countdown_kernel<<<1, 1, 0, s.value()>>>(remaining, counter);
+      countdown_kernel<<<1, 1, 0, s.get()>>>(remaining, counter);
     });
   });
   for (unsigned int k : {5U, 0U, 3U}) {

@@ -242,7 +242,7 @@ TEST_F(graph_exec_test, an_update_across_conditional_nodes_keeps_their_kind) {
   gs::testing::copy_to_device(flag, &one, sizeof one);
   auto const branch = [&](float value) {
     gs::graphs::capture_if(*stream_, flag, [=](gs::cuda::stream_view s) {
-      fill_kernel<<<1, 32, 0, s.value()>>>(x, value, 1);
+      fill_kernel<<<1, 32, 0, s.get()>>>(x, value, 1);
     });
   };
   gs::graphs::graph_exec exec;
@@ -255,7 +255,7 @@ TEST_F(graph_exec_test, an_update_across_conditional_nodes_keeps_their_kind) {
   gs::graphs::graph loop;
   gs::graphs::capture(loop, *stream_, [&] {
     gs::graphs::capture_while(*stream_, flag, [=](gs::cuda::stream_view s) {
-      fill_kernel<<<1, 32, 0, s.value()>>>(x, 3.0F, 1);
+      fill_kernel<<<1, 32, 0, s.get()>>>(x, 3.0F, 1);
     });
   });
   EXPECT_FALSE(exec.update(loop)) << "a WHILE node where the executable has an IF node";

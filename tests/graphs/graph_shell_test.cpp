@@ -40,7 +40,7 @@ TEST(graph, starts_empty_with_a_unique_id) {
 TEST(graph, an_empty_graph_refuses_every_use_with_a_usage_error) {
   gs::graphs::graph const g;
   EXPECT_TRUE(g.empty());
-  EXPECT_EQ(g.native_handle(), nullptr);
+  EXPECT_EQ(g.get(), nullptr);
   EXPECT_THROW(static_cast<void>(g.identity()), gs::usage_error);
   EXPECT_THROW(static_cast<void>(g.node_counts()), gs::usage_error);
   EXPECT_THROW(g.write_dot("graph.dot"), gs::usage_error);

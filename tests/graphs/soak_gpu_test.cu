@@ -46,11 +46,11 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
   auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
     int const n = static_cast<int>(bucket) * 256;
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, s));
-    scale_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(scratch, input, n, 3.0F);
+    scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(scratch, input, n, 3.0F);
     gs::train::dropout_forward(
         scratch, mask, scratch, static_cast<std::size_t>(n), 0.0F,
         rng.reserve(gs::train::dropout_counters(static_cast<std::size_t>(n))), s);
-    scale_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(output, scratch, n, 0.5F);
+    scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(output, scratch, n, 0.5F);
     pool.deallocate(scratch, s);
     rng.end_step(s);
   };

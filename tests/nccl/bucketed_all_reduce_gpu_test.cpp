@@ -75,7 +75,7 @@ struct replica {
   std::vector<float> values(std::size_t t, std::size_t n, gs::cuda::stream_view stream) const {
     std::vector<float> host(n);
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), params[t], n * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream.value()));
+                                       cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
     return host;
   }

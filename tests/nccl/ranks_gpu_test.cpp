@@ -164,7 +164,7 @@ class ranks_test : public gs::testing::nccl_gpu_test {
 std::vector<float> download(float const* device, std::size_t n, gs::cuda::stream_view stream) {
   std::vector<float> host(n);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost,
-                                     stream.value()));
+                                     stream.get()));
   stream.synchronize();
   return host;
 }
@@ -173,7 +173,7 @@ float* upload(std::vector<float> const& host, gs::cuda::stream_view stream) {
   void* device = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(float)));
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream.value()));
+                                     cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();
   return static_cast<float*>(device);
 }

@@ -39,8 +39,8 @@ struct model {
     // Oversized scratch (16 KiB a row) so that sharing memory between buckets shows.
     std::size_t const scratch_bytes = sizeof(float) * rows * cols * 64;
     auto* scratch = static_cast<float*>(pool.allocate(scratch_bytes, stream));
-    fill_kernel<<<(rows * cols + 255) / 256, 256, 0, stream.value()>>>(scratch, rows * cols);
-    row_sum_kernel<<<(rows + 127) / 128, 128, 0, stream.value()>>>(out, scratch, rows, cols);
+    fill_kernel<<<(rows * cols + 255) / 256, 256, 0, stream.get()>>>(scratch, rows * cols);
+    row_sum_kernel<<<(rows + 127) / 128, 128, 0, stream.get()>>>(out, scratch, rows, cols);
     pool.deallocate(scratch, stream);
   }
 };
@@ -191,7 +191,7 @@ struct two_topologies {
   void operator()(std::int64_t bucket, gs::cuda::stream_view stream) const {
     base(bucket, stream);
     if (bucket > 128) {
-      offset_kernel<<<(bucket + 127) / 128, 128, 0, stream.value()>>>(
+      offset_kernel<<<(bucket + 127) / 128, 128, 0, stream.get()>>>(
           base.out, static_cast<int>(bucket), 100.0F);
     }
   }

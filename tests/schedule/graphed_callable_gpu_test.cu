@@ -37,10 +37,10 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   float* dy = buffer();
   float* dx = buffer();
   auto forward = [&](gs::cuda::stream_view s) {
-    forward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(y, x, w, n);
+    forward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(y, x, w, n);
   };
   auto backward = [&](gs::cuda::stream_view s) {
-    backward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(dx, dy, y, w, n);
+    backward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(dx, dy, y, w, n);
   };
   std::size_t const bytes = sizeof(float) * n;
   gs::schedule::graphed_callable graphed{
@@ -94,11 +94,11 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
   gs::memory::memory_pool pool;
   // Both callables read and write only the static buffers they are handed.
   auto forward = [&](gs::schedule::graphed_tensors const& t, gs::cuda::stream_view s) {
-    forward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(
+    forward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(
         static_cast<float*>(t.outputs[0].data), static_cast<float const*>(t.inputs[0].data), w, n);
   };
   auto backward = [&](gs::schedule::graphed_tensors const& t, gs::cuda::stream_view s) {
-    backward_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(
+    backward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(
         static_cast<float*>(t.input_gradients[0].data),
         static_cast<float const*>(t.output_gradients[0].data),
         static_cast<float const*>(t.outputs[0].data), w, n);

@@ -44,15 +44,15 @@ TEST_F(replay_scheduler_test, segments_run_in_order_across_streams) {
   std::map<std::string, gsch::replay_scheduler::segment_body> bodies{
       {"produce",
        [&](gs::cuda::stream_view s) {
-         affine_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(a, input, 2.0F, 0.0F, n);
+         affine_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(a, input, 2.0F, 0.0F, n);
        }},
       {"host_logic",
        [&](gs::cuda::stream_view s) {
          host_bias += 1.0F;
-         affine_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(b, a, 1.0F, host_bias, n);
+         affine_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(b, a, 1.0F, host_bias, n);
        }},
       {"consume", [&](gs::cuda::stream_view s) {
-         affine_kernel<<<(n + 255) / 256, 256, 0, s.value()>>>(out, b, 3.0F, 0.0F, n);
+         affine_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(out, b, 3.0F, 0.0F, n);
        }}};
   gsch::scheduler_options options;
   options.time_segments = true;

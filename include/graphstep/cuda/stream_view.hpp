@@ -25,7 +25,7 @@ class stream_view {
   stream_view(std::nullptr_t) = delete;
 
   /// @brief The raw handle.
-  [[nodiscard]] constexpr cudaStream_t value() const noexcept { return stream_; }
+  [[nodiscard]] constexpr cudaStream_t get() const noexcept { return stream_; }
 
   /// @brief True for the legacy default stream (which cannot be captured).
   [[nodiscard]] bool is_legacy_default() const noexcept {

@@ -96,7 +96,7 @@ class graph {
   [[nodiscard]] graph_identity const& identity() const;
   [[nodiscard]] std::string const& name() const { return identity().name; }
   [[nodiscard]] std::uint64_t id() const { return identity().id; }
-  [[nodiscard]] cudaGraph_t native_handle() const noexcept;
+  [[nodiscard]] cudaGraph_t get() const noexcept;
 
  private:
   friend class graph_exec;  // a replay orders itself by the pool memory the graph holds

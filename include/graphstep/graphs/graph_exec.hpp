@@ -100,7 +100,7 @@ class graph_exec {
   /// @brief A guard for the outputs of the latest replay, named `what` in its error: its
   /// `check()` throws once this executable has replayed again (the outputs were overwritten).
   [[nodiscard]] output_guard guard_output(std::string const& what) const;
-  [[nodiscard]] cudaGraphExec_t native_handle() const noexcept { return exec_.get(); }
+  [[nodiscard]] cudaGraphExec_t get() const noexcept { return exec_.get(); }
 
  private:
   friend class graph;  // graph::instantiate is the one place an executable is made

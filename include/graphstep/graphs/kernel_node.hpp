@@ -156,7 +156,7 @@ class kernel_node {
   [[nodiscard]] launch_dims const& dims() const noexcept { return dims_; }
   /// @brief The remembered arguments: as captured, or as last set.
   [[nodiscard]] arguments_type const& arguments() const noexcept { return arguments_; }
-  [[nodiscard]] cudaGraphNode_t native_handle() const noexcept { return node_.node; }
+  [[nodiscard]] cudaGraphNode_t get() const noexcept { return node_.node; }
 
  private:
   friend kernel_node last_captured_launch<Params...>(cuda::stream_view, void (*)(Params...));

@@ -96,7 +96,7 @@ struct input_staging::state {
         cuda::memory_resource& resource, std::string const& owner)
       : name{owner}, slots{bytes, depth, owner}, memory{bytes, stream, resource} {
     // Replays before the first upload read zeros, not whatever the memory held.
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory.data(), 0, bytes, stream.value()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory.data(), 0, bytes, stream.get()));
   }
   std::string name;
   slot_ring slots;
@@ -141,7 +141,7 @@ void input_staging::upload_staged(cuda::stream_view stream) {
   expect_not_capturing(stream, state_->name, upload_while_capturing);
   std::size_t const slot = slots.ring.next_slot();
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_->memory.data(), slots.slot(slot), slots.bytes,
-                                     cudaMemcpyHostToDevice, stream.value()));
+                                     cudaMemcpyHostToDevice, stream.get()));
   slots.events[slot].record(stream);
   static_cast<void>(slots.ring.commit());
 }
@@ -195,7 +195,7 @@ std::uint64_t readback_staging::enqueue(void const* device_source, cuda::stream_
   // The copy this one replaces may run on another stream: this one follows it.
   if (slots.ring.previous_ticket_of_next_slot() != 0) stream.wait(slots.events[slot]);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(slots.slot(slot), device_source, slots.bytes,
-                                     cudaMemcpyDeviceToHost, stream.value()));
+                                     cudaMemcpyDeviceToHost, stream.get()));
   slots.events[slot].record(stream);
   return slots.ring.commit();
 }

@@ -16,7 +16,7 @@ template <typename T>
 void upload_table(cuda::device_buffer const& device, T const* host, std::size_t count,
                   cuda::stream_view stream) {
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count, cudaMemcpyHostToDevice,
-                                     stream.value()));
+                                     stream.get()));
 }
 
 }  // namespace graphstep::train::detail
