@@ -573,8 +573,7 @@ class transformer {
   }
   float* floats(std::size_t count) { return static_cast<float*>(allocate(count * sizeof(float))); }
   void upload(void* device, void const* host, std::size_t bytes) {
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.get()));
     stream_.synchronize();  // the host buffer goes when this returns
   }
 

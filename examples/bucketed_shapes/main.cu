@@ -50,7 +50,7 @@ int run(gsch::bucket_instantiation how) {
     int const rows = static_cast<int>(bucket);
     auto* hidden = static_cast<float*>(pool.allocate(sizeof(float) * rows * features, s));
     scale_rows_kernel<<<(rows * features + 255) / 256, 256, 0, s.get()>>>(hidden, input, rows,
-                                                                            features, 2.0F);
+                                                                          features, 2.0F);
     row_max_kernel<<<(rows + 127) / 128, 128, 0, s.get()>>>(output, hidden, rows, features);
     pool.deallocate(hidden, s);
   };

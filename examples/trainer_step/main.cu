@@ -137,7 +137,7 @@ struct model {
         normalizer_for(rows));
     if (stream.is_capturing()) node = gs::graphs::last_captured_launch(stream, residual_kernel);
     loss_kernel<<<1, reduce_threads, 0, stream.get()>>>(static_cast<float*>(loss.data()), r,
-                                                          scalars.data());
+                                                        scalars.data());
     embedding_gradient_kernel<<<(vocab * dim + 255) / 256, 256, 0, stream.get()>>>(
         static_cast<std::uint16_t*>(embedding_gradient.data()), g, tokens.data(), scalars.data());
     bias_gradient_kernel<<<1, dim, 0, stream.get()>>>(

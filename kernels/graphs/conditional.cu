@@ -41,8 +41,8 @@ void capture_conditional(cuda::stream_view stream, unsigned int const* flag,
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   cudaGraphNode_t const* dependencies = nullptr;
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.get(), &status, nullptr, &graph,
-                                              &dependencies, nullptr, &count));
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetCaptureInfo(stream.get(), &status, nullptr, &graph, &dependencies,
+                                              nullptr, &count));
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
   params.conditional.handle = handle;

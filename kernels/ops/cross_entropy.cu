@@ -189,8 +189,8 @@ void forward_backward(float* loss, void* dlogits, void const* logits, std::int32
         s.padded_vocab, factor);
   } else {
     rows_kernel<T, 1><<<grid, threads, 0, stream.get()>>>(row_loss, static_cast<T*>(dlogits),
-                                                            static_cast<T const*>(logits), targets,
-                                                            s.vocab, s.padded_vocab, factor);
+                                                          static_cast<T const*>(logits), targets,
+                                                          s.vocab, s.padded_vocab, factor);
   }
   mean_kernel<<<1, mean_threads, 0, stream.get()>>>(loss, row_loss, s.rows);
 }

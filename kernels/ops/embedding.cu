@@ -333,10 +333,9 @@ void backward(void* token_gradient, void* position_gradient, void const* dout,
   dim3 const grid{static_cast<unsigned>(positions), static_cast<unsigned>(tiles)};
   // The list of later positions holds two steps of the scan.
   std::size_t const list_bytes = 2 * static_cast<std::size_t>(block) * ids_per_thread * sizeof(int);
-  token_gradient_kernel<T, width>
-      <<<grid, static_cast<unsigned>(block), list_bytes, stream.get()>>>(
-          tokens_out, d, tokens, static_cast<int>(positions), s.vocab, s.channels,
-          accumulate_tokens, aligned(tokens));
+  token_gradient_kernel<T, width><<<grid, static_cast<unsigned>(block), list_bytes, stream.get()>>>(
+      tokens_out, d, tokens, static_cast<int>(positions), s.vocab, s.channels, accumulate_tokens,
+      aligned(tokens));
   std::int64_t const slice = s.sequence * s.channels;
   position_gradient_kernel<T, width><<<grid_for(slice / width), threads, 0, stream.get()>>>(
       static_cast<T*>(position_gradient), d, s.batch, slice);

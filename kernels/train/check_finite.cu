@@ -32,8 +32,7 @@ void check_finite(float const* data, std::size_t n, unsigned int* all_finite,
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   if (n == 0) return;
   std::size_t const blocks = std::min<std::size_t>((n + 255) / 256, 4096);
-  check_finite_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.get()>>>(data, n,
-                                                                                 all_finite);
+  check_finite_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.get()>>>(data, n, all_finite);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 

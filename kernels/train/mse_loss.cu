@@ -61,7 +61,7 @@ void launch_mse(float const* prediction, float const* target, float* gradient, f
                 float* loss, std::size_t count, cuda::stream_view stream) {
   unsigned const blocks = mse_partial_blocks(count);
   mse_partial_kernel<<<blocks, loss_threads, 0, stream.get()>>>(prediction, target, gradient,
-                                                                  partials, count);
+                                                                partials, count);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   mse_finish_kernel<<<1, loss_threads, 0, stream.get()>>>(partials, blocks, loss, count);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());

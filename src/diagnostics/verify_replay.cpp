@@ -171,8 +171,8 @@ class region_copies {
     contents out;
     for (auto const& r : regions_) {
       out.emplace_back(r.bytes);
-      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(out.back().data(), r.address, r.bytes, cudaMemcpyDefault,
-                                         stream_.get()));
+      GRAPHSTEP_CUDA_TRY(
+          cudaMemcpyAsync(out.back().data(), r.address, r.bytes, cudaMemcpyDefault, stream_.get()));
     }
     stream_.synchronize();
     return out;
@@ -285,9 +285,7 @@ std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::
       exec->replay(stream);
     };
   }
-  return [&graph, &g, stream](std::size_t k) {
-    run_prefix_graph(graph.get(), g, k, stream);
-  };
+  return [&graph, &g, stream](std::size_t k) { run_prefix_graph(graph.get(), g, k, stream); };
 }
 
 // The value of the flag `address` (an unsigned int in device memory).

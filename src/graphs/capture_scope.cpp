@@ -206,8 +206,8 @@ void capture_scope::begin(memory::memory_pool* pool) {
 
 void capture_scope::start_diagnostics() {
   try {
-    recorder_ = std::make_unique<detail::capture_recorder>(
-        stream_.get(), options_.mode, options_.name);
+    recorder_ =
+        std::make_unique<detail::capture_recorder>(stream_.get(), options_.mode, options_.name);
   } catch (error const& e) {
     if (options_.diagnose) {
       abandon();  // asked for explicitly: a capture without them is not what was asked

@@ -113,9 +113,8 @@ graph_node_counts graph::node_counts() const {
 void graph::write_dot(std::string const& path, bool verbose) const {
   static_cast<void>(identity());
   GRAPHSTEP_EXPECTS(!path.empty(), "write_dot needs a file path");
-  GRAPHSTEP_CUDA_TRY(
-      cudaGraphDebugDotPrint(get(), path.c_str(),
-                             verbose ? static_cast<unsigned>(cudaGraphDebugDotFlagsVerbose) : 0U));
+  GRAPHSTEP_CUDA_TRY(cudaGraphDebugDotPrint(
+      get(), path.c_str(), verbose ? static_cast<unsigned>(cudaGraphDebugDotFlagsVerbose) : 0U));
 }
 
 }  // namespace graphstep::graphs

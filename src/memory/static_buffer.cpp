@@ -151,8 +151,7 @@ void static_buffer::copy_from_device(void const* source, std::size_t bytes, dtyp
                                      cuda::stream_view stream) {
   expect(bytes, type, "copy_from_device");
   GRAPHSTEP_EXPECTS(source != nullptr, "static_buffer::copy_from_device: the source is null");
-  GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.get()));
   record_use(stream);
 }
 

@@ -210,8 +210,8 @@ std::vector<std::uint64_t> all_gather_words(std::vector<std::uint64_t> const& mi
       });
   // Before the copy back: a copy into pageable memory blocks the host until the stream gets there.
   wait_for_peers(comm, stream, deadline, timeout);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gathered.data(), recv, bytes * ranks, cudaMemcpyDeviceToHost,
-                                     stream.get()));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(gathered.data(), recv, bytes * ranks, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   return gathered;
 }

@@ -35,8 +35,8 @@ void add_device_tensor(checkpoint& into, std::string name, void const* device, d
   }
   std::vector<unsigned char> bytes(elements * size_in_bytes(type));
   if (!bytes.empty()) {
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bytes.data(), device, bytes.size(), cudaMemcpyDeviceToHost,
-                                       stream.get()));
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(bytes.data(), device, bytes.size(), cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
   }
   into.add_tensor(std::move(name), type, std::move(shape), std::move(bytes));
@@ -63,8 +63,8 @@ void add_device_tensors(checkpoint& into, std::string const& prefix,
                           "' already; give each layout its own prefix");
   }
   std::vector<unsigned char> buffer(layout.buffer_bytes());
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(buffer.data(), device, buffer.size(), cudaMemcpyDeviceToHost,
-                                     stream.get()));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(buffer.data(), device, buffer.size(), cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   for (memory::parameter_slot const& slot : layout.slots()) {
     auto const first = buffer.begin() + static_cast<std::ptrdiff_t>(slot.offset);

@@ -73,8 +73,8 @@ class multi_tensor_optimizer {
 
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const {
     std::int64_t step = 0;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&step, &state()->step, sizeof step, cudaMemcpyDeviceToHost,
-                                       stream.get()));
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&step, &state()->step, sizeof step, cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
     return step;
   }
@@ -144,8 +144,8 @@ class multi_tensor_optimizer {
     constexpr std::size_t skip = offsetof(optimizer_device_state, schedule);
     auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
     auto* to = reinterpret_cast<unsigned char*>(state()) + skip;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice,
-                                       stream.get()));
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice, stream.get()));
     stream.synchronize();  // host_state_ may change again before a later copy would run
   }
 

@@ -480,7 +480,7 @@ TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differ
   auto const gemm_step = [&](gs::cuda::stream_view s) {
     gemm.run(s);
     scale_kernel<<<blocks_for(rows * rows), threads, 0, s.get()>>>(y_, product, factor_,
-                                                                     rows * rows);
+                                                                   rows * rows);
   };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { gemm_step(*stream_); });

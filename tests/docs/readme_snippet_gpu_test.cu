@@ -39,7 +39,7 @@ void train_step(gs::cuda::stream_view stream, gs::memory::memory_pool& pool,
   void* activation = pool.allocate(input.bytes(), stream);
   int const blocks = static_cast<int>((n + 255) / 256);
   double_input<<<blocks, 256, 0, stream.get()>>>(static_cast<float const*>(input.data()),
-                                                   static_cast<float*>(activation), n);
+                                                 static_cast<float*>(activation), n);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(step_sum, 0, sizeof(float), stream.get()));
   sum_into<<<blocks, 256, 0, stream.get()>>>(static_cast<float const*>(activation), step_sum, n);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
