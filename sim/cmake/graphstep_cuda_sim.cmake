@@ -3,18 +3,22 @@
 # Builds a target's CUDA sources (*.cu) for the simulated CUDA device: each is rewritten by
 # graphstep::rewrite_launches (every `kernel<<<grid, block, shared, stream>>>(args)` becomes a
 # call into the simulator, and graphstep/sim/device.hpp is included first) and compiled as C++.
-# Link the target to graphstep::cuda_sim instead of CUDA::cudart.
+# Link the target to graphstep::cuda_sim instead of CUDA::cudart. The rewriting is set up at the
+# end of the CMakeLists.txt that calls this (cmake_language(DEFER)), when the target's include
+# directories and links are known: call it before or after target_include_directories().
 #
-# Headers (.cuh, .h, .hpp, .hh, .inl) under the folders of the target's .cu files, subfolders
-# included, when those folders are the project's own (PROJECT_SOURCE_DIR, outside the build
-# tree), are mirrored into the build tree (graphstep_cuda_sim/<target>/include/...): a header
-# holding kernels, launches or extern __shared__ arrays as its rewritten copy (with #line, so
-# that messages name the original), any other as a one-line #include of the original. The
-# mirror of a .cu file's folder comes first on its include path, then the folder itself, so a
-# quoted #include finds the rewritten header, and its own quoted #includes find their
-# neighbours. Headers elsewhere (the CUDA toolkit, the system, other folders) are used as they
-# are. A header added after CMake ran is mirrored at the next configure (the glob is
-# CONFIGURE_DEPENDS).
+# The headers of the project (PROJECT_SOURCE_DIR, outside the build tree and _deps) that the
+# .cu files can include are mirrored into the build tree (graphstep_cuda_sim/<target>/include/
+# ...): those (.cuh, .h, .hpp, .hh, .inl) under the folders of the target's .cu files, under
+# the target's include directories and those of its .cu files, and under the include
+# directories its linked targets of the project give it (not IMPORTED, not SYSTEM, not the
+# simulator's own). A header holding kernels, launches or extern __shared__ arrays becomes its
+# rewritten copy (with #line, so that messages name the original), any other a one-line
+# #include of the original. The mirrors come first on the include path of the rewritten .cu
+# files, so that a quoted or angled #include finds the rewritten header, and its own quoted
+# #includes find their neighbours. Headers elsewhere (the CUDA toolkit, the system, other
+# projects) are used as they are. A header added after CMake ran is mirrored at the next
+# configure (the glob is CONFIGURE_DEPENDS).
 
 # Kernels' memory accesses are seen byte by byte by the simulator's stream-race checker: the
 # rewritten sources are compiled with the compiler's ThreadSanitizer instrumentation, whose entry
@@ -47,90 +51,252 @@ function(_graphstep_cuda_sim_mirror target dir out)
       PARENT_SCOPE)
 endfunction()
 
+# Whether `dir` holds headers of the project to mirror: inside PROJECT_SOURCE_DIR, outside the
+# build tree and fetched dependencies.
+function(_graphstep_cuda_sim_own_dir dir out)
+  set(own OFF)
+  if(IS_ABSOLUTE "${dir}" AND NOT dir MATCHES "/_deps/|/CMakeFiles/")
+    cmake_path(IS_PREFIX PROJECT_SOURCE_DIR ${dir} NORMALIZE in_project)
+    cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${dir} NORMALIZE in_build)
+    cmake_path(IS_PREFIX PROJECT_BINARY_DIR ${dir} NORMALIZE in_project_build)
+    if(in_project AND NOT in_build AND NOT in_project_build)
+      set(own ON)
+    endif()
+  endif()
+  set(${out} ${own} PARENT_SCOPE)
+endfunction()
+
+# The folders of an include-directory list as the build tree sees them: $<BUILD_INTERFACE:...>
+# unwrapped, $<INSTALL_INTERFACE:...> and other generator expressions left out.
+function(_graphstep_cuda_sim_plain_dirs entries out)
+  set(dirs)
+  foreach(entry IN LISTS entries)
+    if(entry MATCHES "^\\$<BUILD_INTERFACE:(.*)>$")
+      set(entry "${CMAKE_MATCH_1}")
+    endif()
+    if(NOT entry MATCHES "\\$<" AND IS_ABSOLUTE "${entry}")
+      cmake_path(SET entry NORMALIZE "${entry}")
+      string(REGEX REPLACE "(.)/$" "\\1" entry "${entry}")
+      list(APPEND dirs "${entry}")
+    endif()
+  endforeach()
+  set(${out} ${dirs} PARENT_SCOPE)
+endfunction()
+
+# The include directories `target` gets from the targets it links, transitively: those of the
+# project's own targets (the toolkit's, the system's, IMPORTED and SYSTEM targets' are used as
+# they are; the simulator's headers define __global__ itself).
+function(_graphstep_cuda_sim_linked_dirs target out)
+  set(dirs)
+  set(seen)
+  get_target_property(pending ${target} LINK_LIBRARIES)
+  if(NOT pending)
+    set(pending)
+  endif()
+  while(pending)
+    list(POP_FRONT pending item)
+    if(item MATCHES "^\\$<LINK_ONLY:(.*)>$")
+      set(item "${CMAKE_MATCH_1}")
+    endif()
+    if(NOT TARGET "${item}")
+      continue()
+    endif()
+    get_target_property(aliased ${item} ALIASED_TARGET)
+    if(aliased)
+      set(item ${aliased})
+    endif()
+    if(item IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${item})
+    get_target_property(imported ${item} IMPORTED)
+    get_target_property(system ${item} SYSTEM)
+    if(imported OR system OR item STREQUAL "graphstep_cuda_sim")
+      continue()
+    endif()
+    get_target_property(entries ${item} INTERFACE_INCLUDE_DIRECTORIES)
+    get_target_property(system_entries ${item} INTERFACE_SYSTEM_INCLUDE_DIRECTORIES)
+    if(entries)
+      if(system_entries)
+        list(REMOVE_ITEM entries ${system_entries})
+      endif()
+      _graphstep_cuda_sim_plain_dirs("${entries}" item_dirs)
+      list(APPEND dirs ${item_dirs})
+    endif()
+    get_target_property(links ${item} INTERFACE_LINK_LIBRARIES)
+    if(links)
+      list(APPEND pending ${links})
+    endif()
+  endwhile()
+  set(${out} ${dirs} PARENT_SCOPE)
+endfunction()
+
+# `depfile_option` and `depfile` for the rewriting of `output`, empty where depfiles are not read.
+macro(_graphstep_cuda_sim_depfile output supported)
+  set(depfile_option)
+  set(depfile)
+  if(${supported})
+    set(depfile_option --depfile ${output}.d)
+    set(depfile DEPFILE ${output}.d)
+  endif()
+endmacro()
+
 function(graphstep_cuda_sim_sources)
   foreach(target IN LISTS ARGN)
-    get_target_property(sources ${target} SOURCES)
-    get_target_property(source_dir ${target} SOURCE_DIR)
-    set(rewritten)
-    set(header_roots)
-    foreach(source IN LISTS sources)
-      if(NOT source MATCHES "\\.cu$")
-        list(APPEND rewritten ${source})
-        continue()
-      endif()
+    get_target_property(deferred ${target} _graphstep_cuda_sim_deferred)
+    if(deferred)
+      continue()
+    endif()
+    set_property(TARGET ${target} PROPERTY _graphstep_cuda_sim_deferred ON)
+    # The flags as the caller's scope has them (the deferred call may run where it does not).
+    set_property(TARGET ${target} PROPERTY _graphstep_cuda_sim_watch_flags
+                                           ${_graphstep_cuda_sim_watch_flags})
+    # Deferred arguments are expanded when the call runs: EVAL expands the name now.
+    cmake_language(EVAL CODE
+                   "cmake_language(DEFER CALL _graphstep_cuda_sim_rewrite [[${target}]])")
+  endforeach()
+endfunction()
+
+# Rewrites the .cu files `target` has now (the end of the directory that called
+# graphstep_cuda_sim_sources), and mirrors the headers they can include.
+function(_graphstep_cuda_sim_rewrite target)
+  get_target_property(sources ${target} SOURCES)
+  get_target_property(source_dir ${target} SOURCE_DIR)
+  get_target_property(watch_flags ${target} _graphstep_cuda_sim_watch_flags)
+  if(NOT watch_flags)
+    set(watch_flags)
+  endif()
+  set(kept)
+  set(inputs)
+  foreach(source IN LISTS sources)
+    if(source MATCHES "\\.cu$")
       cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${source_dir} NORMALIZE
                  OUTPUT_VARIABLE input)
-      file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${input})
-      string(MAKE_C_IDENTIFIER "${relative}" id)
-      set(output ${CMAKE_CURRENT_BINARY_DIR}/graphstep_cuda_sim/${target}/${id}.cpp)
+      list(APPEND inputs ${input})
+    else()
+      list(APPEND kept ${source})
+    endif()
+  endforeach()
+  if(NOT inputs)
+    return()
+  endif()
+  set_property(TARGET ${target} PROPERTY SOURCES ${kept})
+
+  # The include directories of the target, of its .cu files and from its links, in the order
+  # the compiler searches them; the project's own are mirrored.
+  get_target_property(entries ${target} INCLUDE_DIRECTORIES)
+  if(NOT entries)
+    set(entries)
+  endif()
+  foreach(input IN LISTS inputs)
+    get_source_file_property(input_entries ${input} INCLUDE_DIRECTORIES)
+    if(input_entries)
+      list(PREPEND entries ${input_entries})
+    endif()
+  endforeach()
+  _graphstep_cuda_sim_plain_dirs("${entries}" include_dirs)
+  _graphstep_cuda_sim_linked_dirs(${target} linked_dirs)
+  list(APPEND include_dirs ${linked_dirs})
+  list(REMOVE_DUPLICATES include_dirs)
+  set(own_include_dirs)
+  foreach(dir IN LISTS include_dirs)
+    _graphstep_cuda_sim_own_dir(${dir} own)
+    if(own)
+      list(APPEND own_include_dirs ${dir})
+    endif()
+  endforeach()
+  set(include_mirrors)
+  set(search)
+  foreach(dir IN LISTS own_include_dirs)
+    _graphstep_cuda_sim_mirror(${target} ${dir} dir_mirror)
+    list(APPEND include_mirrors ${dir_mirror})
+    list(APPEND search -I ${dir})
+  endforeach()
+
+  # The headers each rewriting read, for it to run again when one changes (the macros that
+  # declare kernels); generators that read no depfiles run it when its own input changes.
+  set(depfile_supported OFF)
+  if(CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
+    set(depfile_supported ON)
+  endif()
+
+  set(rewritten)
+  set(header_roots ${own_include_dirs})
+  foreach(input IN LISTS inputs)
+    file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${input})
+    string(MAKE_C_IDENTIFIER "${relative}" id)
+    set(output ${CMAKE_CURRENT_BINARY_DIR}/graphstep_cuda_sim/${target}/${id}.cpp)
+    _graphstep_cuda_sim_depfile(${output} ${depfile_supported})
+    add_custom_command(
+      OUTPUT ${output}
+      COMMAND graphstep::rewrite_launches ${search} ${depfile_option} ${input} ${output}
+      DEPENDS ${input} graphstep::rewrite_launches
+      ${depfile}
+      COMMENT "Rewriting ${relative} for the simulated CUDA device"
+      VERBATIM)
+    cmake_path(GET input PARENT_PATH input_dir)
+    _graphstep_cuda_sim_own_dir(${input_dir} own)
+    set(source_include_dirs ${include_mirrors} ${input_dir})
+    if(own)
+      list(APPEND header_roots ${input_dir})
+      _graphstep_cuda_sim_mirror(${target} ${input_dir} input_mirror)
+      list(PREPEND source_include_dirs ${input_mirror})
+    endif()
+    # nvcc's `#pragma unroll` means nothing to the host compiler; and the #line that points
+    # messages at the .cu file makes g++ see the source as a header (unused internal kernels,
+    # fixtures in anonymous namespaces), which nvcc's host pass does not warn about.
+    set(options -Wno-unknown-pragmas -Wno-subobject-linkage -Wno-unused-function ${watch_flags})
+    # A source's own include directories come before the target's on the command line.
+    set_source_files_properties(${output} PROPERTIES
+      INCLUDE_DIRECTORIES "${source_include_dirs}"
+      COMPILE_OPTIONS "${options}")
+    list(APPEND rewritten ${output})
+  endforeach()
+
+  # The headers under those folders, each once (a folder inside another is globbed with it, and
+  # its mirror is the same folder of the other's mirror).
+  list(REMOVE_DUPLICATES header_roots)
+  set(roots)
+  foreach(root IN LISTS header_roots)
+    set(inside_another OFF)
+    foreach(other IN LISTS header_roots)
+      if(NOT other STREQUAL root)
+        cmake_path(IS_PREFIX other ${root} NORMALIZE inside)
+        if(inside)
+          set(inside_another ON)
+        endif()
+      endif()
+    endforeach()
+    if(NOT inside_another)
+      list(APPEND roots ${root})
+    endif()
+  endforeach()
+  foreach(root IN LISTS roots)
+    set(patterns)
+    foreach(extension IN ITEMS cuh h hpp hh inl)
+      list(APPEND patterns ${root}/*.${extension})
+    endforeach()
+    file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${patterns})
+    _graphstep_cuda_sim_mirror(${target} ${root} root_mirror)
+    foreach(header IN LISTS headers)
+      # Never a build tree's files (a build folder inside the source tree).
+      cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${header} NORMALIZE in_build)
+      if(in_build OR header MATCHES "/CMakeFiles/|/_deps/")
+        continue()
+      endif()
+      file(RELATIVE_PATH relative ${root} ${header})
+      set(output ${root_mirror}/${relative})
+      _graphstep_cuda_sim_depfile(${output} ${depfile_supported})
       add_custom_command(
         OUTPUT ${output}
-        COMMAND graphstep::rewrite_launches ${input} ${output}
-        DEPENDS ${input} graphstep::rewrite_launches
-        COMMENT "Rewriting ${relative} for the simulated CUDA device"
+        COMMAND graphstep::rewrite_launches --header ${search} ${depfile_option} ${header}
+                ${output}
+        DEPENDS ${header} graphstep::rewrite_launches
+        ${depfile}
         VERBATIM)
-      cmake_path(GET input PARENT_PATH input_dir)
-      # Only the project's own folders are mirrored (never a build tree's, nor one outside).
-      cmake_path(IS_PREFIX PROJECT_SOURCE_DIR ${input_dir} NORMALIZE in_project)
-      cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${input_dir} NORMALIZE in_build)
-      set(include_dirs ${input_dir})
-      if(in_project AND NOT in_build)
-        list(APPEND header_roots ${input_dir})
-        _graphstep_cuda_sim_mirror(${target} ${input_dir} input_mirror)
-        set(include_dirs ${input_mirror} ${input_dir})
-      endif()
-      # nvcc's `#pragma unroll` means nothing to the host compiler; and the #line that points
-      # messages at the .cu file makes g++ see the source as a header (unused internal kernels,
-      # fixtures in anonymous namespaces), which nvcc's host pass does not warn about.
-      set(options -Wno-unknown-pragmas -Wno-subobject-linkage -Wno-unused-function
-                  ${_graphstep_cuda_sim_watch_flags})
-      set_source_files_properties(${output} PROPERTIES
-        INCLUDE_DIRECTORIES "${include_dirs}"
-        COMPILE_OPTIONS "${options}")
+      set_source_files_properties(${output} PROPERTIES HEADER_FILE_ONLY ON)
       list(APPEND rewritten ${output})
     endforeach()
-
-    # The headers under those folders, each once (a folder inside another is globbed with it).
-    list(REMOVE_DUPLICATES header_roots)
-    set(roots)
-    foreach(root IN LISTS header_roots)
-      set(inside_another OFF)
-      foreach(other IN LISTS header_roots)
-        if(NOT other STREQUAL root)
-          cmake_path(IS_PREFIX other ${root} NORMALIZE inside)
-          if(inside)
-            set(inside_another ON)
-          endif()
-        endif()
-      endforeach()
-      if(NOT inside_another)
-        list(APPEND roots ${root})
-      endif()
-    endforeach()
-    foreach(root IN LISTS roots)
-      set(patterns)
-      foreach(extension IN ITEMS cuh h hpp hh inl)
-        list(APPEND patterns ${root}/*.${extension})
-      endforeach()
-      file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${patterns})
-      _graphstep_cuda_sim_mirror(${target} ${root} root_mirror)
-      foreach(header IN LISTS headers)
-        # Never a build tree's files (a build folder inside the source tree).
-        cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${header} NORMALIZE in_build)
-        if(in_build OR header MATCHES "/CMakeFiles/|/_deps/")
-          continue()
-        endif()
-        file(RELATIVE_PATH relative ${root} ${header})
-        set(output ${root_mirror}/${relative})
-        add_custom_command(
-          OUTPUT ${output}
-          COMMAND graphstep::rewrite_launches --header ${header} ${output}
-          DEPENDS ${header} graphstep::rewrite_launches
-          VERBATIM)
-        set_source_files_properties(${output} PROPERTIES HEADER_FILE_ONLY ON)
-        list(APPEND rewritten ${output})
-      endforeach()
-    endforeach()
-    set_property(TARGET ${target} PROPERTY SOURCES ${rewritten})
   endforeach()
+  target_sources(${target} PRIVATE ${rewritten})
 endfunction()
