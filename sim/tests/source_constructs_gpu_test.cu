@@ -1,9 +1,11 @@
 // CUDA source constructs as real trainers write them, their kernels in a header
 // (source_constructs_kernels.cuh, which includes source_constructs/affine.cuh): template arguments
-// deduced at a launch, dynamic shared memory declared in the header, overloaded kernels, a launch
-// inside a function template and a kernel in a subfolder's header. On the simulated device they
-// check that the headers are rewritten and that a launch chooses the kernel a call would; on a
-// GPU the same tests check the tests.
+// deduced at a launch, or named in part and the rest deduced, dynamic shared memory declared in
+// the header, overloaded kernels, kernels declared through macros, a launch inside a function
+// template, a kernel in a subfolder's header and kernels in a header of another folder reached
+// through the include path (common/strided_kernels.cuh). On the simulated device they check that
+// the headers are rewritten and that a launch chooses the kernel a call would; on a GPU the same
+// tests check the tests.
 
 #include <cuda_runtime_api.h>
 
@@ -13,11 +15,13 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/strided_kernels.cuh"
 #include "source_constructs_kernels.cuh"
 
 namespace {
 
 namespace sc = source_constructs;
+namespace gt = graphstep::testing;
 
 class source_constructs : public graphstep::testing::gpu_test {};
 
@@ -154,6 +158,63 @@ TEST_F(source_constructs, overloaded_kernels_are_chosen_by_their_arguments) {
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   for (int const value : read_back(ints, n)) EXPECT_EQ(value, 3);
   for (float const value : read_back(floats, n)) EXPECT_EQ(value, 1.5F);
+  GRAPHSTEP_CUDA_TRY(cudaFree(ints));
+  GRAPHSTEP_CUDA_TRY(cudaFree(floats));
+}
+
+TEST_F(source_constructs, a_kernel_template_of_a_header_on_the_include_path_deduces_its_type) {
+  int const n = 64;
+  std::vector<float> host(3 * n);
+  std::iota(host.begin(), host.end(), 0.0F);
+  float* in = device_array<float>(3 * n);
+  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
+  gt::negate<<<1, 3 * n>>>(in, 3 * n);  // T = float, a kernel declared through a macro
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  for (float const value : read_back(in, 3 * n)) EXPECT_LE(value, 0.0F);
+  gt::negate<<<1, 3 * n>>>(in, 3 * n);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  EXPECT_EQ(read_back(in, 3 * n), host);
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+}
+
+TEST_F(source_constructs, template_arguments_named_in_part_leave_the_rest_to_deduction) {
+  int const n = 50;
+  std::vector<double> host(3 * n);
+  std::iota(host.begin(), host.end(), 0.0);
+  double* in = device_array<double>(3 * n);
+  double* out = device_array<double>(n);
+  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(double));
+  // Stride named, T = double deduced, as the call gt::gather_strided<3>(in, out, n) would.
+  gt::gather_strided<3><<<1, 64>>>(in, out, n);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<double> gathered = read_back(out, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(gathered[static_cast<std::size_t>(i)], 3.0 * i) << i;
+  // The overload with a scale, chosen by its arguments; all template arguments named.
+  gt::gather_strided<2><<<1, 64>>>(in, out, n, 0.5);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  gathered = read_back(out, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(gathered[static_cast<std::size_t>(i)], 1.0 * i) << i;
+  gt::gather_strided<1, double><<<1, 64>>>(in, out, n);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  gathered = read_back(out, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(gathered[static_cast<std::size_t>(i)], 1.0 * i) << i;
+  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+TEST_F(source_constructs, kernels_declared_through_macros_are_chosen_by_their_arguments) {
+  int const n = 40;
+  int* ints = device_array<int>(n);
+  float* floats = device_array<float>(n);
+  sc::fill<<<1, n>>>(ints, 6, n);
+  sc::fill<<<1, n>>>(floats, 3.0F, n);
+  sc::square<<<1, n>>>(ints, n);    // T = int
+  sc::square<<<1, n>>>(floats, n);  // T = float
+  sc::halve<<<1, n>>>(ints, n);     // halve(int*, int)
+  sc::halve<<<1, n>>>(floats, n);   // halve(float*, int)
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  for (int const value : read_back(ints, n)) EXPECT_EQ(value, 18);
+  for (float const value : read_back(floats, n)) EXPECT_EQ(value, 4.5F);
   GRAPHSTEP_CUDA_TRY(cudaFree(ints));
   GRAPHSTEP_CUDA_TRY(cudaFree(floats));
 }

@@ -2,13 +2,15 @@
 
 // Kernels kept in a header, as trainers keep them: function templates launched with deduced
 // template arguments, a kernel whose dynamic shared memory is declared here, overloaded kernels
-// and a launch inside a function template. Plain CUDA: nvcc compiles it as it is, and the
+// a launch inside a function template, and kernels declared through macros of another header
+// (source_constructs/kernel_macros.hpp). Plain CUDA: nvcc compiles it as it is, and the
 // simulated device rewrites it (graphstep_cuda_sim_sources mirrors the headers of a target's
 // folders). Included by source_constructs_gpu_test.cu.
 
 #include <cuda_runtime.h>
 
 #include "source_constructs/affine.cuh"
+#include "source_constructs/kernel_macros.hpp"
 
 namespace source_constructs {
 
@@ -48,6 +50,23 @@ __global__ void add_one(int* values, int n) {
 __global__ void add_one(float* values, int n) {
   int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) values[i] += 0.5F;
+}
+
+// Declared through macros: T deduced and overloads told apart all the same.
+template <typename T>
+SOURCE_CONSTRUCTS_KERNEL square(T* values, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) values[i] *= values[i];
+}
+
+SOURCE_CONSTRUCTS_GLOBAL void halve(int* values, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) values[i] /= 2;
+}
+
+SOURCE_CONSTRUCTS_GLOBAL void halve(float* values, int n) {
+  int const i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) values[i] *= 0.5F;
 }
 
 // A launch inside a header's function template, deducing the kernel's arguments in turn.
