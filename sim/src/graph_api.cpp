@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -737,6 +739,8 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
     }
     case cudaGraphNodeTypeGraph:
       return cudaGraphAddChildGraphNode(node, graph, dependencies, count, params->graph.graph);
+    case cudaGraphNodeTypeMemFree:
+      return cudaGraphAddMemFreeNode(node, graph, dependencies, count, params->free.dptr);
     case cudaGraphNodeTypeConditional: {
       cudaConditionalNodeParams& conditional = params->conditional;
       auto const found = sim::state().conditionals.find(conditional.handle);
@@ -778,6 +782,152 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
       // its source, through a <<<...>>> launch; the other node types are not modelled yet.
       return sim::fail(cudaErrorNotSupported);
   }
+}
+
+// --- graph memory nodes ------------------------------------------------------------------------
+
+// cudaGraphAddMemFreeNode "will return cudaErrorInvalidValue if the user attempts to free: an
+// allocation twice in the same graph; an address that was not returned by an allocation node; an
+// invalid address". cudaGraphAddMemAllocNode: "It is not possible to free an allocation in both
+// the owning graph and another graph. If the allocation is freed in the same graph, a free node
+// cannot be added to another graph. If the allocation is freed in another graph, a free node can
+// no longer be added to the owning graph." Graphs and the executables' copies of them count.
+namespace graphstep::sim::detail {
+
+bool free_node_allowed(graph_state const& into, void const* memory) {
+  allocation const* found = find_allocation(memory);
+  if (memory == nullptr || found == nullptr || found->kind != memory_kind::graph ||
+      found->base != reinterpret_cast<std::uintptr_t>(memory)) {
+    return false;
+  }
+  auto const holds = [memory](graph_state const& graph, cudaGraphNodeType type) {
+    return std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](auto const& node) {
+      return node->type == type && node->memory == memory;
+    });
+  };
+  std::vector<graph_state const*> graphs(state().graphs.begin(), state().graphs.end());
+  for (exec_state const* exec : state().execs) graphs.push_back(exec->graph.get());
+  bool const made = std::any_of(graphs.begin(), graphs.end(), [&](graph_state const* g) {
+    return holds(*g, cudaGraphNodeTypeMemAlloc);
+  });
+  if (!made || holds(into, cudaGraphNodeTypeMemFree)) return false;
+  bool const into_owns = holds(into, cudaGraphNodeTypeMemAlloc);
+  return std::none_of(graphs.begin(), graphs.end(), [&](graph_state const* g) {
+    return g != &into && holds(*g, cudaGraphNodeTypeMemFree) &&
+           (into_owns || holds(*g, cudaGraphNodeTypeMemAlloc));
+  });
+}
+
+}  // namespace graphstep::sim::detail
+
+cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                    cudaGraphNode_t const* dependencies, std::size_t count,
+                                    void* dptr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || !sim::free_node_allowed(*g, dptr)) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeMemFree;
+  created->memory = dptr;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+// "Returns the address of a memory free node hNode in dptr_out" (cudaGraphMemFreeNodeGetParams).
+cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void* dptr_out) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (dptr_out == nullptr || graph_holding(node) == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const* n = reinterpret_cast<sim::node_state const*>(node);
+  if (n->type != cudaGraphNodeTypeMemFree) return sim::fail(cudaErrorInvalidValue);
+  std::memcpy(dptr_out, &n->memory, sizeof n->memory);
+  return cudaSuccess;
+}
+
+// The allocation's address and size; the pool properties of a device allocation, no access
+// descriptors (cudaGraphMemAllocNodeGetParams).
+cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, cudaMemAllocNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const* n = reinterpret_cast<sim::node_state const*>(node);
+  if (n->type != cudaGraphNodeTypeMemAlloc) return sim::fail(cudaErrorInvalidValue);
+  *params = cudaMemAllocNodeParams{};
+  params->poolProps.allocType = cudaMemAllocationTypePinned;
+  params->poolProps.location.type = cudaMemLocationTypeDevice;
+  params->poolProps.location.id = n->owner != nullptr ? n->owner->device : 0;
+  params->bytesize = n->memory_bytes;
+  params->dptr = n->memory;
+  return cudaSuccess;
+}
+
+namespace {
+
+sim::device_state* graph_memory_device(int device) {
+  auto& devices = sim::state().devices;
+  if (device < 0 || static_cast<std::size_t>(device) >= devices.size()) return nullptr;
+  return devices[static_cast<std::size_t>(device)].get();
+}
+
+}  // namespace
+
+// cudaDeviceGetGraphMemAttribute: UsedMemCurrent, "Amount of memory, in bytes, currently
+// associated with graphs", ReservedMemCurrent, "currently allocated for use by the CUDA graphs
+// asynchronous allocator", and their high watermarks (what they count here:
+// set_graph_allocation_live); values are cuuint64_t. Errors listed: cudaErrorInvalidDevice; an
+// unknown attribute or a NULL value is cudaErrorInvalidValue (the stricter reading).
+cudaError_t cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType attribute,
+                                           void* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::device_state const* d = graph_memory_device(device);
+  if (d == nullptr) return sim::fail(cudaErrorInvalidDevice);
+  if (value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  std::uint64_t bytes = 0;
+  switch (attribute) {
+    case cudaGraphMemAttrUsedMemCurrent: bytes = d->graph_used; break;
+    case cudaGraphMemAttrUsedMemHigh: bytes = d->graph_used_high; break;
+    case cudaGraphMemAttrReservedMemCurrent: bytes = d->graph_reserved; break;
+    case cudaGraphMemAttrReservedMemHigh: bytes = d->graph_reserved_high; break;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+  std::memcpy(value, &bytes, sizeof bytes);
+  return cudaSuccess;
+}
+
+// cudaDeviceSetGraphMemAttribute sets only the high watermarks, and "High watermark can only be
+// reset to zero": another value or attribute is cudaErrorInvalidValue (the header lists only
+// cudaErrorInvalidDevice; docs/validation.md asks a GPU).
+cudaError_t cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType attribute,
+                                           void* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::device_state* d = graph_memory_device(device);
+  if (d == nullptr) return sim::fail(cudaErrorInvalidDevice);
+  std::uint64_t bytes = 1;
+  if (value != nullptr) std::memcpy(&bytes, value, sizeof bytes);
+  if (bytes != 0) return sim::fail(cudaErrorInvalidValue);
+  switch (attribute) {
+    case cudaGraphMemAttrUsedMemHigh: d->graph_used_high = 0; return cudaSuccess;
+    case cudaGraphMemAttrReservedMemHigh: d->graph_reserved_high = 0; return cudaSuccess;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// "Blocks which are not in use by a graph that is either currently executing or scheduled to
+// execute are freed back to the operating system" (cudaDeviceGraphMemTrim); allocations not yet
+// freed are in use (Programming Guide, "Graph Memory Nodes"). Launches count their allocations
+// when enqueued, so what is reserved and not live goes. An invalid device is
+// cudaErrorInvalidValue, the only error listed.
+cudaError_t cudaDeviceGraphMemTrim(int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::device_state* d = graph_memory_device(device);
+  if (d == nullptr) return sim::fail(cudaErrorInvalidValue);
+  d->graph_reserved = d->graph_used;
+  return cudaSuccess;
 }
 
 // --- executable graphs -------------------------------------------------------------------------
@@ -923,12 +1073,10 @@ cudaError_t allocate_graph_memory(sim::exec_state const& exec) {
     return sim::graph_allocation(memory) == sim::graph_allocation_state::allocated;
   });
   if (unfreed && !auto_free) return cudaErrorInvalidValue;
-  for (void const* memory : allocated) {
-    sim::set_graph_allocation(memory, sim::graph_allocation_state::allocated);
-  }
-  for (void const* memory : freed) {
-    sim::set_graph_allocation(memory, sim::graph_allocation_state::not_allocated);
-  }
+  // AutoFreeOnLaunch "makes each launch behave as though it called cudaMemFreeAsync for every
+  // unfreed allocation" (cudaGraphAddMemAllocNode), and the launch allocates it again.
+  for (void const* memory : allocated) sim::set_graph_allocation_live(memory, true);
+  for (void const* memory : freed) sim::set_graph_allocation_live(memory, false);
   return cudaSuccess;
 }
 

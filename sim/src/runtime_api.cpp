@@ -112,6 +112,43 @@ bool freed_in_its_own_graph(void const* memory) {
                      [&](sim::exec_state const* e) { return frees_its_own(*e->graph); });
 }
 
+}  // namespace
+
+// The graph memory counts of cudaDeviceGetGraphMemAttribute. The simulator maps a graph
+// allocation's memory when it is captured and keeps it while its graph or an executable of it
+// lives, so its mappings say nothing of what a GPU's allocator holds; the counts follow the
+// lifetimes the CUDA Programming Guide gives ("Graph Memory Nodes") instead. Used: allocations a
+// launch has made and nothing has freed yet ("A graph allocation's lifetime ... begins when GPU
+// execution reaches the allocating graph node and ends when" a free node, cudaFreeAsync or
+// cudaFree frees it). Reserved: the allocator keeps freed memory for later allocations until
+// cudaDeviceGraphMemTrim ("Free unused memory that was cached on the specified device for use
+// with graphs back to the OS"; destroying a graph does not return it either), and a later
+// allocation reuses it, so it grows only when the live allocations outgrow it. Byte counts are
+// the sizes asked for; a GPU rounds them up to its mapping granularity.
+namespace graphstep::sim::detail {
+
+void set_graph_allocation_live(void const* base, bool live) {
+  bool const was_live = graph_allocation(base) == graph_allocation_state::allocated;
+  if (was_live == live) return;
+  set_graph_allocation(
+      base, live ? graph_allocation_state::allocated : graph_allocation_state::not_allocated);
+  allocation const* owner = find_allocation(base);
+  if (owner == nullptr) return;
+  device_state& device = *state().devices[static_cast<std::size_t>(owner->device)];
+  if (!live) {
+    device.graph_used -= owner->bytes;
+    return;
+  }
+  device.graph_used += owner->bytes;
+  device.graph_used_high = std::max(device.graph_used_high, device.graph_used);
+  device.graph_reserved = std::max(device.graph_reserved, device.graph_used);
+  device.graph_reserved_high = std::max(device.graph_reserved_high, device.graph_reserved);
+}
+
+}  // namespace graphstep::sim::detail
+
+namespace {
+
 // A graph allocation freed outside its graph (cudaGraphAddMemAllocNode): "Allocations which are
 // not freed in the same graph can be freed by ... passing the allocation to cudaMemFreeAsync or
 // cudaMemFree", and those freed in it "cannot be freed outside the owning graph". One no launch
@@ -122,7 +159,7 @@ cudaError_t free_graph_allocation(void const* pointer) {
       sim::graph_allocation(pointer) != sim::graph_allocation_state::allocated) {
     return sim::fail(cudaErrorInvalidValue);
   }
-  sim::set_graph_allocation(pointer, sim::graph_allocation_state::not_allocated);
+  sim::set_graph_allocation_live(pointer, false);
   return cudaSuccess;
 }
 
@@ -612,6 +649,10 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
                                     auto it =
                                         allocations.find(reinterpret_cast<std::uintptr_t>(address));
                                     if (it == allocations.end()) return;
+                                    // Its memory goes with the graph here, live or not
+                                    // (on a GPU "Graph destruction does not automatically
+                                    // free any live graph-allocated memory").
+                                    sim::set_graph_allocation_live(address, false);
                                     sim::allocation const freed = it->second;
                                     allocations.erase(it);
                                     sim::retire_guarded(freed);
@@ -651,11 +692,10 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   if (s == nullptr) return error;
   if (pointer == nullptr) return cudaSuccess;
   if (s->capture != nullptr) {
-    sim::allocation const* owner = sim::find_allocation(pointer);
-    // Only graph allocations can be freed by a graph (cudaGraphAddMemFreeNode: "dptr must be a
-    // graph allocation"); anything else ends in the stricter refusal.
-    if (owner == nullptr || owner->kind != sim::memory_kind::graph ||
-        owner->base != reinterpret_cast<std::uintptr_t>(pointer)) {
+    // Only graph allocations can be freed by a graph, once in a graph and not in both its own
+    // graph and another (cudaGraphAddMemFreeNode, cudaGraphAddMemAllocNode); refused as that
+    // call refuses, and the capture invalidated (the stricter reading).
+    if (!sim::free_node_allowed(*s->capture->graph, pointer)) {
       sim::invalidate(*s->capture, cudaErrorInvalidValue);
       return sim::fail(cudaErrorInvalidValue);
     }

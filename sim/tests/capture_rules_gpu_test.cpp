@@ -570,6 +570,193 @@ TEST_F(capture_rules, a_graph_allocation_is_freed_once_and_outside_only_when_its
   GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
 }
 
+// cudaGraphAddMemAllocNode: "These allocations cannot be freed outside the owning graph, and
+// they can only be freed once in the owning graph ... It is not possible to free an allocation in
+// both the owning graph and another graph. If the allocation is freed in the same graph, a free
+// node cannot be added to another graph. If the allocation is freed in another graph, a free node
+// can no longer be added to the owning graph". cudaGraphAddMemFreeNode "will return
+// cudaErrorInvalidValue if the user attempts to free: an allocation twice in the same graph; an
+// address that was not returned by an allocation node; an invalid address". A captured
+// cudaFreeAsync that breaks these rules is refused alike and invalidates the capture (the
+// stricter reading, an open question in docs/validation.md).
+TEST_F(capture_rules, an_allocation_is_freed_once_and_in_one_graph_only) {
+  void* memory = nullptr;
+  cudaGraph_t owner = capture_allocation(stream_, true, memory);
+  cudaGraphNode_t node = nullptr;
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&node, owner, nullptr, 0, memory), cudaErrorInvalidValue)
+      << "freed twice in its graph";
+  static_cast<void>(cudaGetLastError());
+  cudaGraph_t other = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&other, 0));
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&node, other, nullptr, 0, memory), cudaErrorInvalidValue)
+      << "freed in its own graph and another";
+  static_cast<void>(cudaGetLastError());
+  for (void* address : {static_cast<void*>(x_), static_cast<void*>(x_ + 1),
+                        static_cast<void*>(static_cast<unsigned char*>(memory) + 16),
+                        static_cast<void*>(nullptr)}) {
+    EXPECT_EQ(cudaGraphAddMemFreeNode(&node, other, nullptr, 0, address), cudaErrorInvalidValue)
+        << "not an address an allocation node returned";
+    static_cast<void>(cudaGetLastError());
+  }
+
+  // A captured second free, in the owning graph and in another.
+  cudaGraph_t captured = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  void* twice = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&twice, 256, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(twice, stream_));
+  EXPECT_EQ(cudaFreeAsync(twice, stream_), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+  EXPECT_EQ(cudaStreamEndCapture(stream_, &captured), cudaErrorStreamCaptureInvalidated);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  EXPECT_EQ(cudaFreeAsync(memory, stream_), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+  EXPECT_EQ(cudaStreamEndCapture(stream_, &captured), cudaErrorStreamCaptureInvalidated);
+  static_cast<void>(cudaGetLastError());
+
+  // An allocation its graph does not free is freed by another graph, and then no longer by its
+  // own; launching the freeing graph frees it, so the owner launches again.
+  void* kept = nullptr;
+  cudaGraph_t allocating = capture_allocation(stream_, false, kept);
+  cudaGraphNode_t freeing = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphAddMemFreeNode(&freeing, other, nullptr, 0, kept));
+  void* named = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphMemFreeNodeGetParams(freeing, &named));
+  EXPECT_EQ(named, kept);
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&node, allocating, nullptr, 0, kept), cudaErrorInvalidValue)
+      << "freed in another graph already";
+  static_cast<void>(cudaGetLastError());
+  cudaGraphExec_t allocates = nullptr;
+  cudaGraphExec_t frees = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&allocates, allocating, 0));
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&frees, other, 0));
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(allocates, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(frees, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(allocates, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(kept, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  for (cudaGraphExec_t exec : {allocates, frees}) GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  for (cudaGraph_t graph : {owner, other, allocating}) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+}
+
+// cudaGraphMemAllocNodeGetParams returns the allocation's address and size.
+TEST_F(capture_rules, an_allocation_node_gives_its_address_and_size) {
+  void* memory = nullptr;
+  cudaGraph_t graph = capture_allocation(stream_, true, memory);
+  std::size_t count = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
+  int allocations = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeMemAlloc) {
+      cudaMemAllocNodeParams params{};
+      EXPECT_EQ(cudaGraphMemAllocNodeGetParams(node, &params), cudaErrorInvalidValue);
+      static_cast<void>(cudaGetLastError());
+      continue;
+    }
+    ++allocations;
+    cudaMemAllocNodeParams params{};
+    GRAPHSTEP_CUDA_TRY(cudaGraphMemAllocNodeGetParams(node, &params));
+    EXPECT_EQ(params.dptr, memory);
+    EXPECT_EQ(params.bytesize, 256U);
+  }
+  EXPECT_EQ(allocations, 1);
+  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+}
+
+// The graphs' allocator (cuda_runtime_api.h, cudaDeviceGetGraphMemAttribute): UsedMemCurrent is
+// the memory "currently associated with graphs", ReservedMemCurrent what is "currently allocated
+// for use by the CUDA graphs asynchronous allocator", each with a high watermark that "can only
+// be reset to zero". cudaDeviceGraphMemTrim frees "Blocks which are not in use by a graph that is
+// either currently executing or scheduled to execute"; the Programming Guide ("Graph Memory
+// Nodes") counts allocations not yet freed as in use, and destroying a graph does not give its
+// memory back to the OS.
+TEST_F(capture_rules, graph_memory_counts_live_allocations_and_trim_gives_unused_memory_back) {
+  int device = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  auto const get = [device](cudaGraphMemAttributeType attribute) {
+    std::uint64_t value = 0;  // cuuint64_t
+    GRAPHSTEP_CUDA_TRY(cudaDeviceGetGraphMemAttribute(device, attribute, &value));
+    return value;
+  };
+  GRAPHSTEP_CUDA_TRY(cudaDeviceGraphMemTrim(device));
+  std::uint64_t const used_before = get(cudaGraphMemAttrUsedMemCurrent);
+  std::uint64_t const reserved_before = get(cudaGraphMemAttrReservedMemCurrent);
+  EXPECT_GE(reserved_before, used_before);
+  std::uint64_t zero = 0;
+  GRAPHSTEP_CUDA_TRY(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemHigh, &zero));
+  GRAPHSTEP_CUDA_TRY(
+      cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrReservedMemHigh, &zero));
+  EXPECT_LE(get(cudaGraphMemAttrUsedMemHigh), used_before);
+  EXPECT_LE(get(cudaGraphMemAttrReservedMemHigh), reserved_before);
+
+  constexpr std::uint64_t size = std::uint64_t{4} << 20;
+  cudaGraph_t graph = nullptr;
+  void* memory = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&memory, size, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory, 1, size, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  EXPECT_GE(get(cudaGraphMemAttrUsedMemCurrent), used_before + size);
+  EXPECT_GE(get(cudaGraphMemAttrReservedMemCurrent), get(cudaGraphMemAttrUsedMemCurrent));
+  EXPECT_GE(get(cudaGraphMemAttrUsedMemHigh), get(cudaGraphMemAttrUsedMemCurrent));
+  EXPECT_GE(get(cudaGraphMemAttrReservedMemHigh), get(cudaGraphMemAttrReservedMemCurrent));
+  GRAPHSTEP_CUDA_TRY(cudaDeviceGraphMemTrim(device));
+  EXPECT_GE(get(cudaGraphMemAttrReservedMemCurrent), used_before + size)
+      << "an allocation not yet freed is in use";
+
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  EXPECT_EQ(get(cudaGraphMemAttrUsedMemCurrent), used_before);
+  EXPECT_GE(get(cudaGraphMemAttrReservedMemCurrent), used_before + size)
+      << "kept by the allocator until trimmed";
+  EXPECT_GE(get(cudaGraphMemAttrUsedMemHigh), used_before + size) << "the watermark stays";
+  GRAPHSTEP_CUDA_TRY(cudaDeviceGraphMemTrim(device));
+  EXPECT_EQ(get(cudaGraphMemAttrReservedMemCurrent), reserved_before);
+  EXPECT_GE(get(cudaGraphMemAttrReservedMemHigh), used_before + size);
+}
+
+// cudaDeviceGetGraphMemAttribute and cudaDeviceSetGraphMemAttribute list cudaErrorInvalidDevice;
+// only the high watermarks may be set, and "High watermark can only be reset to zero": other
+// values and attributes are refused with cudaErrorInvalidValue, and cudaDeviceGraphMemTrim's
+// only error listed is cudaErrorInvalidValue (both open questions in docs/validation.md).
+TEST_F(capture_rules, graph_memory_attributes_refuse_what_the_header_does_not_allow) {
+  int count = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDeviceCount(&count));
+  std::uint64_t value = 0;
+  for (int device : {-1, count}) {
+    EXPECT_EQ(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrUsedMemCurrent, &value),
+              cudaErrorInvalidDevice);
+    EXPECT_EQ(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemHigh, &value),
+              cudaErrorInvalidDevice);
+    EXPECT_EQ(cudaDeviceGraphMemTrim(device), cudaErrorInvalidValue);
+    static_cast<void>(cudaGetLastError());
+  }
+  int device = 0;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  std::uint64_t five = 5;
+  EXPECT_EQ(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemHigh, &five),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrReservedMemHigh, &five),
+            cudaErrorInvalidValue);
+  value = 0;
+  EXPECT_EQ(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemCurrent, &value),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrReservedMemCurrent, &value),
+            cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}
+
 // cudaGraphAddChildGraphNode: "If childGraph contains allocation nodes, free nodes, or
 // conditional nodes, this call will return an error" (cudaErrorInvalidValue, the only one
 // listed); cudaGraphAddNode refuses it too (moving the ownership to the parent,

@@ -192,6 +192,12 @@ struct device_state {
   int ordinal{};
   cudaDeviceProp properties{};
   std::size_t used_bytes{};
+  // Graph memory (cudaDeviceGetGraphMemAttribute): live graph allocations, what the graphs'
+  // allocator keeps for them until cudaDeviceGraphMemTrim, and their high watermarks.
+  std::size_t graph_used{};
+  std::size_t graph_used_high{};
+  std::size_t graph_reserved{};
+  std::size_t graph_reserved_high{};
   cudaError_t sticky_error{cudaSuccess};
   std::unique_ptr<stream_state> legacy_stream;
   // The host threads that have used this device's primary context (use_primary_context).
@@ -314,6 +320,13 @@ allocation const* find_allocation(void const* address);
 // Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
 // mapped without a gap.
 bool device_range_valid(void const* address, std::size_t bytes);
+
+// A graph allocation becomes live (a launch reached its node) or is freed; keeps its device's
+// graph memory counts. Call with the platform lock held.
+void set_graph_allocation_live(void const* base, bool live);
+// Whether a free node of `memory` may be added to `into` (cudaGraphAddMemFreeNode, or
+// cudaFreeAsync captured into it).
+bool free_node_allowed(graph_state const& into, void const* memory);
 
 // What a call that CUDA calls "potentially unsafe" during capture must check: returns
 // cudaErrorStreamCaptureUnsupported and invalidates the offending captures when the thread's
