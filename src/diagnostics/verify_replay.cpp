@@ -104,7 +104,30 @@ node_description describe(cudaGraphNode_t node) {
 struct ordered_graph {
   std::vector<cudaGraphNode_t> nodes;
   std::vector<node_description> descriptions;
+  // What its allocation nodes make and no free node of it frees: each run leaves it live.
+  std::vector<void*> unfreed;
 };
+
+std::vector<void*> unfreed_allocations(ordered_graph const& g) {
+  std::vector<void*> made;
+  std::set<void*> freed;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.descriptions[i].kind == node_kind::memory_allocation) {
+      cudaMemAllocNodeParams params{};
+      GRAPHSTEP_CUDA_TRY(cudaGraphMemAllocNodeGetParams(g.nodes[i], &params));
+      made.push_back(params.dptr);
+    }
+    if (g.descriptions[i].kind == node_kind::memory_free) {
+      void* address = nullptr;
+      GRAPHSTEP_CUDA_TRY(cudaGraphMemFreeNodeGetParams(g.nodes[i], &address));
+      freed.insert(address);
+    }
+  }
+  made.erase(std::remove_if(made.begin(), made.end(),
+                            [&](void* address) { return freed.count(address) != 0; }),
+             made.end());
+  return made;
+}
 
 ordered_graph order_nodes(cudaGraph_t graph) {
   std::size_t count = 0;
@@ -132,7 +155,24 @@ ordered_graph order_nodes(cudaGraph_t graph) {
     for (std::size_t d : dependencies[i])
       out.descriptions.back().dependencies.push_back(position[d]);
   }
+  out.unfreed = unfreed_allocations(out);
   return out;
+}
+
+// verify_replay runs a graph several times, maybe over an allocation the caller's own replay
+// left live: cudaGraphInstantiateFlagAutoFreeOnLaunch "configures a graph containing memory
+// allocation nodes to automatically free any unfreed memory allocations before the graph is
+// relaunched" (cudaGraphInstantiateWithFlags), where a launch without it would fail
+// (cudaGraphLaunch).
+constexpr unsigned long long instantiation_flags = cudaGraphInstantiateFlagAutoFreeOnLaunch;
+
+// One run of an executable of `g`. What it leaves allocated is freed after it: no graph that
+// verify_replay destroys keeps live memory ("Graph destruction does not automatically free any
+// live graph-allocated memory", CUDA Programming Guide), and the caller's graph has none left
+// when verify_replay returns.
+void run_and_release(graphs::graph_exec& exec, ordered_graph const& g, cuda::stream_view stream) {
+  exec.replay(stream);
+  for (void* address : g.unfreed) GRAPHSTEP_CUDA_TRY(cudaFreeAsync(address, stream.get()));
 }
 
 void check_regions(std::vector<watched_region> const& regions) {
@@ -279,10 +319,10 @@ std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::
                                                ordered_graph const& g, cuda::stream_view stream,
                                                void const* zero) {
   if (method == bisection_method::disable_nodes) {
-    auto exec = std::make_shared<graphs::graph_exec>(graph.instantiate());
+    auto exec = std::make_shared<graphs::graph_exec>(graph.instantiate(instantiation_flags));
     return [exec, &g, stream, zero](std::size_t k) {
       enable_prefix(exec->get(), g, k, zero);
-      exec->replay(stream);
+      run_and_release(*exec, g, stream);
     };
   }
   return [&graph, &g, stream](std::size_t k) { run_prefix_graph(graph.get(), g, k, stream); };
@@ -371,8 +411,8 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
   contents const eager = copies.read();
   copies.restore(before);
   {
-    graphs::graph_exec exec = graph.instantiate();
-    exec.replay(stream);
+    graphs::graph_exec exec = graph.instantiate(instantiation_flags);
+    run_and_release(exec, then, stream);
     GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   }
   report.differences = copies.compare(before, eager, copies.read());
@@ -401,14 +441,14 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
   // Work the capture did not record (the legacy stream beside a relaxed capture) ran at once.
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   copies.restore(before);
+  ordered_graph now = order_nodes(fresh.get());
   {
-    graphs::graph_exec exec = fresh.instantiate();
-    exec.replay(stream);
+    graphs::graph_exec exec = fresh.instantiate(instantiation_flags);
+    run_and_release(exec, now, stream);
     GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   }
   report.outside_capture = copies.compare(before, eager, copies.read());
 
-  ordered_graph now = order_nodes(fresh.get());
   ordered_graph const repeated = order_nodes(again.get());
   if (!first_unpaired(now.descriptions, repeated.descriptions)) {
     for (std::size_t i = 0; i < now.descriptions.size(); ++i) {

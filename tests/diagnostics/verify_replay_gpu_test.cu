@@ -316,6 +316,51 @@ TEST_F(verify_replay_test, a_graph_with_memory_nodes_whose_executable_is_alive_i
   EXPECT_TRUE(gd::verify_replay(*stream_, allocating_step, g, regions()).identical());
 }
 
+// A step may allocate and leave the memory to its caller (cudaMallocAsync without its
+// cudaFreeAsync): each replay leaves the allocation live, and an executable may not launch over
+// it unless instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch (cudaGraphLaunch).
+// verify_replay instantiates its executables so and frees what each of its runs leaves: the
+// step is verified, bisected node by node, and nothing of it stays allocated.
+TEST_F(verify_replay_test, a_step_that_allocates_and_leaves_the_memory_allocated_is_verified) {
+  std::vector<void*> eager;
+  void* captured = nullptr;
+  auto const allocating_step = [&](gs::cuda::stream_view s) {
+    float* scaled = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.get()));
+    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(scaled, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, scaled, n);
+    if (s.is_capturing()) {
+      captured = scaled;
+    } else {
+      eager.push_back(scaled);
+    }
+  };
+  gs::graphs::graph g;
+  gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
+  void* const graph_memory = captured;
+  {
+    // The caller's own replay leaves the graph's allocation live.
+    gs::graphs::graph_exec exec = g.instantiate();
+    exec.replay(*stream_);
+    stream_->synchronize();
+  }
+  auto const faithful = gd::verify_replay(*stream_, allocating_step, g, regions());
+  EXPECT_TRUE(faithful.identical()) << faithful.describe();
+
+  factor_ = 7.0F;  // frozen at capture: the bisection replays the graph once per node
+  auto const frozen = gd::verify_replay(*stream_, allocating_step, g, regions());
+  EXPECT_EQ(frozen.cause(), gd::divergence_cause::frozen_argument) << frozen.describe();
+  ASSERT_TRUE(frozen.first_divergent.has_value()) << frozen.describe();
+  EXPECT_EQ(frozen.first_divergent->position, 2U) << frozen.describe();
+
+  // Nothing of the graph's stays allocated: an executable without the flag launches at once.
+  gs::graphs::graph_exec exec = g.instantiate();
+  exec.replay(*stream_);
+  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(graph_memory, stream_->get()));
+  for (void* p : eager) GRAPHSTEP_CUDA_TRY(cudaFreeAsync(p, stream_->get()));
+  stream_->synchronize();
+}
+
 // A generator's offset is state the step advances that no region holds: restored before each
 // run, the replay draws what the eager step drew.
 TEST_F(verify_replay_test, state_outside_the_regions_is_restored_before_each_run) {
