@@ -151,6 +151,9 @@ probes=(
   capture_rules.an_update_keeps_each_conditional_nodes_handle_and_type
   capture_rules.the_legacy_stream_cannot_wait_beside_a_blocking_capture
   capture_rules.released_memory_still_mapped_gives_unused_memory_back_only_when_unmapped
+  capture_rules.an_allocation_is_freed_once_and_in_one_graph_only
+  capture_rules.graph_memory_counts_live_allocations_and_trim_gives_unused_memory_back
+  capture_rules.graph_memory_attributes_refuse_what_the_header_does_not_allow
 )
 if wants probes; then
   log ""
