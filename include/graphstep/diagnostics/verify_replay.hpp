@@ -82,7 +82,9 @@ struct verify_options {
 /// back when it returns; other memory the step writes is written by every run, so state it reads
 /// and changes must be watched or restored by `before_each_run`. The device is synchronized between
 /// runs (cudaDeviceSynchronize: work the step leaves on other streams counts as the eager step's),
-/// so no other thread may be capturing meanwhile.
+/// so no other thread may be capturing meanwhile. Memory the graph allocates and leaves allocated
+/// (a CUDA graph allocation, `cudaMallocAsync` in the capture without its free) is freed after
+/// each run, the last included: do not free a pointer to it afterwards.
 /// @throws usage_error (an empty graph; a legacy or capturing stream; a region that is null,
 /// empty, not whole elements, overlapping another or named twice; no region; a graph holding
 /// NCCL collectives, which need their peers: verify each rank's step with its collectives
