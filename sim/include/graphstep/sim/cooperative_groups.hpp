@@ -302,7 +302,15 @@ auto group_size(GroupT const& group) -> decltype(group.num_threads()) {
 /// operand on a tie.
 template <typename Ty>
 struct plus {
-  Ty operator()(Ty arg1, Ty arg2) const { return arg1 + arg2; }
+  Ty operator()(Ty arg1, Ty arg2) const {
+    // The device's integer adds wrap (PTX add.s32); a host's signed overflow is undefined.
+    if constexpr (std::is_integral_v<Ty> && std::is_signed_v<Ty>) {
+      using bits = std::make_unsigned_t<Ty>;
+      return static_cast<Ty>(static_cast<bits>(arg1) + static_cast<bits>(arg2));
+    } else {
+      return arg1 + arg2;
+    }
+  }
 };
 template <typename Ty>
 struct less {
