@@ -4,6 +4,7 @@
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bootstrap.hpp>
+#include <graphstep/nccl/detail/device_choice.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 
@@ -29,9 +30,9 @@ nccl_comm communicator_from_environment(bootstrap_options const& options) {
 #endif
   }
   cuda::require_device();
-  int const device =
-      local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank), env.local_rank,
-                   cuda::device_count(), env.ranks_may_share_a_gpu, loaded_nccl_version());
+  int const device = detail::local_device("nccl_comm: LOCAL_RANK=" + std::to_string(env.local_rank),
+                                          env.local_rank, cuda::device_count(),
+                                          env.ranks_may_share_a_gpu, loaded_nccl_version());
   GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
   switch (env.bootstrap) {
     case bootstrap_kind::single_process: {

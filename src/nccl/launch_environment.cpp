@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/detail/device_choice.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <limits>
 #include <set>
@@ -100,14 +101,18 @@ bool built_with_mpi() noexcept {
 #endif
 }
 
+namespace detail {
+
 bool ranks_may_share_a_gpu(environment_reader const& read) {
   // NCCL reads its integer parameters with strtoll; any nonzero value switches this one on.
   return read_int(read, "NCCL_MULTI_RANK_GPU_ENABLE").value_or(0) != 0;
 }
 
+}  // namespace detail
+
 launch_environment read_launch_environment(environment_reader const& read, bool mpi_available) {
   launch_environment env;
-  env.ranks_may_share_a_gpu = ranks_may_share_a_gpu(read);
+  env.ranks_may_share_a_gpu = detail::ranks_may_share_a_gpu(read);
   auto const comm_id = read("NCCL_COMM_ID");
   bool const has_comm_id = comm_id && !comm_id->empty();
   bool const from_torchrun = read_layout(read, torchrun, env);
@@ -176,6 +181,8 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
   return env;
 }
 
+namespace detail {
+
 int local_device(std::string const& who, int local_rank, int visible_devices,
                  bool ranks_may_share_a_gpu, int nccl_version) {
   GRAPHSTEP_EXPECTS(visible_devices >= 1, who + " but no GPU is visible on this host");
@@ -210,6 +217,8 @@ void check_local_device_list(std::vector<int> const& devices) {
                           "duplicate: list each device once");
   }
 }
+
+}  // namespace detail
 
 std::string describe(launch_environment const& env) {
   std::string text = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +

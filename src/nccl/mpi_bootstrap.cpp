@@ -11,6 +11,8 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/detail/device_choice.hpp>
+#include <graphstep/nccl/detail/mpi_bootstrap.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <string>
 #include <type_traits>
@@ -50,6 +52,8 @@ void set_reason(root_message& message, std::exception_ptr const& failure) {
 }
 
 }  // namespace
+
+namespace detail {
 
 unique_id_bytes broadcast_unique_id(MPI_Comm comm, unique_id_bytes const& root_id) {
   unique_id_bytes id = root_id;
@@ -116,20 +120,23 @@ int local_rank(MPI_Comm comm) {
   return rank;
 }
 
+}  // namespace detail
+
 nccl_comm communicator_from_mpi(MPI_Comm comm, nccl_comm_options const& options) {
   int rank = 0;
   int size = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  int const local = local_rank(comm);
+  int const local = detail::local_rank(comm);
   auto const select_device = [local] {
     cuda::require_device();
-    int const device = local_device(
+    int const device = detail::local_device(
         "communicator_from_mpi: local rank " + std::to_string(local), local, cuda::device_count(),
-        ranks_may_share_a_gpu(process_environment()), loaded_nccl_version());
+        detail::ranks_may_share_a_gpu(process_environment()), loaded_nccl_version());
     GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
   };
-  unique_id_bytes const id = bootstrap_unique_id(comm, select_device, nccl_comm::new_unique_id);
+  unique_id_bytes const id =
+      detail::bootstrap_unique_id(comm, select_device, nccl_comm::new_unique_id);
   return nccl_comm::from_unique_id(id, rank, size, options);
 }
 

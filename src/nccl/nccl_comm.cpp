@@ -3,6 +3,7 @@
 #include <cstring>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/detail/device_choice.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <memory>
@@ -113,7 +114,7 @@ nccl_comm nccl_comm::from_unique_id(unique_id_bytes const& id, int rank, int wor
 }
 
 std::vector<nccl_comm> nccl_comm::for_local_devices(std::vector<int> const& devices) {
-  check_local_device_list(devices);
+  detail::check_local_device_list(devices);
   cuda::require_device();
   std::vector<ncclComm_t> handles(devices.size(), nullptr);
   GRAPHSTEP_NCCL_TRY(

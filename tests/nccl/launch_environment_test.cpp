@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/detail/device_choice.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <map>
 #include <optional>
@@ -206,47 +207,51 @@ TEST(launch_environment, inconsistent_mpirun_variables_are_named) {
 
 TEST(launch_environment, a_local_rank_without_its_gpu_is_named) {
   int const nccl_2_28 = 22807;
-  EXPECT_EQ(gn::local_device("nccl_comm: LOCAL_RANK=1", 1, 2, false, nccl_2_28), 1);
+  EXPECT_EQ(gn::detail::local_device("nccl_comm: LOCAL_RANK=1", 1, 2, false, nccl_2_28), 1);
   std::string const what = graphstep::testing::message_of([] {
-    static_cast<void>(gn::local_device("communicator_from_mpi: local rank 2", 2, 2, false, 22807));
+    static_cast<void>(
+        gn::detail::local_device("communicator_from_mpi: local rank 2", 2, 2, false, 22807));
   });
   EXPECT_NE(what.find("communicator_from_mpi: local rank 2 but only 2 GPU(s) are visible"),
             std::string::npos)
       << what;
   EXPECT_NE(what.find("at most one rank per visible GPU"), std::string::npos) << what;
   EXPECT_NE(what.find("NCCL_MULTI_RANK_GPU_ENABLE=1"), std::string::npos) << what;
-  EXPECT_THROW(static_cast<void>(gn::local_device("nccl_comm: LOCAL_RANK=0", 0, 0, true, 23007)),
-               graphstep::usage_error);
+  EXPECT_THROW(
+      static_cast<void>(gn::detail::local_device("nccl_comm: LOCAL_RANK=0", 0, 0, true, 23007)),
+      graphstep::usage_error);
 }
 
 TEST(launch_environment, ranks_share_gpus_round_robin_when_nccl_accepts_it) {
   int const nccl_2_30 = 23007;
-  EXPECT_EQ(gn::local_device("r", 0, 1, true, nccl_2_30), 0);
-  EXPECT_EQ(gn::local_device("r", 3, 1, true, nccl_2_30), 0);
-  EXPECT_EQ(gn::local_device("r", 3, 2, true, nccl_2_30), 1);
-  EXPECT_EQ(gn::local_device("r", 1, 2, true, 22807), 1) << "one rank per GPU needs no 2.30";
-  std::string const old = graphstep::testing::message_of(
-      [] { static_cast<void>(gn::local_device("nccl_comm: LOCAL_RANK=1", 1, 1, true, 22807)); });
+  EXPECT_EQ(gn::detail::local_device("r", 0, 1, true, nccl_2_30), 0);
+  EXPECT_EQ(gn::detail::local_device("r", 3, 1, true, nccl_2_30), 0);
+  EXPECT_EQ(gn::detail::local_device("r", 3, 2, true, nccl_2_30), 1);
+  EXPECT_EQ(gn::detail::local_device("r", 1, 2, true, 22807), 1)
+      << "one rank per GPU needs no 2.30";
+  std::string const old = graphstep::testing::message_of([] {
+    static_cast<void>(gn::detail::local_device("nccl_comm: LOCAL_RANK=1", 1, 1, true, 22807));
+  });
   EXPECT_NE(old.find("the NCCL loaded (2.28.7) refuses two ranks on one GPU"), std::string::npos)
       << old;
 
-  EXPECT_FALSE(gn::ranks_may_share_a_gpu(fake({})));
-  EXPECT_FALSE(gn::ranks_may_share_a_gpu(fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "0"}})));
-  EXPECT_TRUE(gn::ranks_may_share_a_gpu(fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "1"}})));
+  EXPECT_FALSE(gn::detail::ranks_may_share_a_gpu(fake({})));
+  EXPECT_FALSE(gn::detail::ranks_may_share_a_gpu(fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "0"}})));
+  EXPECT_TRUE(gn::detail::ranks_may_share_a_gpu(fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "1"}})));
   EXPECT_TRUE(gn::read_launch_environment(fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "2"}}))
                   .ranks_may_share_a_gpu);
-  EXPECT_THROW(
-      static_cast<void>(gn::ranks_may_share_a_gpu(fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "yes"}}))),
-      graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(gn::detail::ranks_may_share_a_gpu(
+                   fake({{"NCCL_MULTI_RANK_GPU_ENABLE", "yes"}}))),
+               graphstep::usage_error);
 }
 
 TEST(launch_environment, a_device_list_names_a_duplicate_or_a_bad_id) {
-  EXPECT_NO_THROW(gn::check_local_device_list({0, 1, 2}));
+  EXPECT_NO_THROW(gn::detail::check_local_device_list({0, 1, 2}));
   std::string const duplicate = graphstep::testing::message_of([] {
-    gn::check_local_device_list({0, 1, 0});
+    gn::detail::check_local_device_list({0, 1, 0});
   });
   EXPECT_NE(duplicate.find("device 0 is listed twice"), std::string::npos) << duplicate;
   EXPECT_NE(duplicate.find("one rank per GPU"), std::string::npos) << duplicate;
-  EXPECT_THROW(gn::check_local_device_list({}), graphstep::usage_error);
-  EXPECT_THROW(gn::check_local_device_list({1, -1}), graphstep::usage_error);
+  EXPECT_THROW(gn::detail::check_local_device_list({}), graphstep::usage_error);
+  EXPECT_THROW(gn::detail::check_local_device_list({1, -1}), graphstep::usage_error);
 }

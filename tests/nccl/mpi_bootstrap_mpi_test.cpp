@@ -11,6 +11,7 @@
 #include <functional>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bootstrap.hpp>
+#include <graphstep/nccl/detail/mpi_bootstrap.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
@@ -107,7 +108,7 @@ gs::nccl_error expect_nccl_error(Call&& call) {
 
 TEST(mpi_bootstrap, every_rank_receives_rank_zeros_id) {
   int const rank = world_rank();
-  auto const id = gn::broadcast_unique_id(MPI_COMM_WORLD, filled(rank == 0 ? 42 : 7));
+  auto const id = gn::detail::broadcast_unique_id(MPI_COMM_WORLD, filled(rank == 0 ? 42 : 7));
   EXPECT_EQ(id, filled(42)) << "rank " << rank;
 }
 
@@ -116,7 +117,7 @@ TEST(mpi_bootstrap, every_rank_receives_the_id_rank_zero_made) {
   int const rank = world_rank();
   int prepared = 0;
   int made = 0;
-  auto const id = gn::bootstrap_unique_id(
+  auto const id = gn::detail::bootstrap_unique_id(
       MPI_COMM_WORLD, [&] { ++prepared; },
       [&] {
         ++made;
@@ -131,7 +132,7 @@ TEST(mpi_bootstrap, rank_zero_failing_to_make_the_id_fails_every_rank) {
   hang_guard const guard{test_limit};
   int const rank = world_rank();
   auto const bootstrap = [] {
-    static_cast<void>(gn::bootstrap_unique_id(
+    static_cast<void>(gn::detail::bootstrap_unique_id(
         MPI_COMM_WORLD, [] {},
         []() -> gn::unique_id_bytes { throw std::runtime_error{"no usable network interface"}; }));
   };
@@ -160,7 +161,7 @@ TEST(mpi_bootstrap, a_long_reason_from_rank_zero_arrives_cut_short) {
   hang_guard const guard{test_limit};
   std::string const reason = "why " + std::string(5000, 'x');
   auto const bootstrap = [&] {
-    static_cast<void>(gn::bootstrap_unique_id(
+    static_cast<void>(gn::detail::bootstrap_unique_id(
         MPI_COMM_WORLD, [] {}, [&]() -> gn::unique_id_bytes { throw gs::usage_error{reason}; }));
   };
   if (world_rank() == 0) {
@@ -179,7 +180,7 @@ TEST(mpi_bootstrap, rank_zero_failing_to_prepare_fails_every_rank_and_makes_no_i
   int const rank = world_rank();
   int made = 0;
   auto const bootstrap = [&] {
-    static_cast<void>(gn::bootstrap_unique_id(
+    static_cast<void>(gn::detail::bootstrap_unique_id(
         MPI_COMM_WORLD,
         [rank] {
           if (rank == 0) throw gs::usage_error{"rank 0 sees no GPU"};
@@ -204,7 +205,7 @@ TEST(mpi_bootstrap, another_rank_failing_to_prepare_fails_every_rank) {
   int const rank = world_rank();
   int const last = world_size() - 1;
   auto const bootstrap = [&] {
-    static_cast<void>(gn::bootstrap_unique_id(
+    static_cast<void>(gn::detail::bootstrap_unique_id(
         MPI_COMM_WORLD,
         [&] {
           if (rank == last) throw gs::usage_error{"too many ranks on this host"};
@@ -228,7 +229,7 @@ TEST(mpi_bootstrap, another_rank_failing_to_prepare_fails_every_rank) {
 TEST(mpi_bootstrap, local_ranks_are_distinct_on_one_host) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int const local = gn::local_rank(MPI_COMM_WORLD);
+  int const local = gn::detail::local_rank(MPI_COMM_WORLD);
   std::vector<int> all(static_cast<std::size_t>(size));
   MPI_Allgather(&local, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
   std::sort(all.begin(), all.end());

@@ -45,7 +45,7 @@ struct launch_environment {
   std::string run_id{"none"};
   int restart_count{0};
   /// NCCL_MULTI_RANK_GPU_ENABLE is set: NCCL 2.30 and later then accept several ranks of one
-  /// communicator on one GPU (see ranks_may_share_a_gpu()).
+  /// communicator on one GPU (see detail::ranks_may_share_a_gpu()).
   bool ranks_may_share_a_gpu{false};
 };
 
@@ -54,10 +54,6 @@ using environment_reader = std::function<std::optional<std::string>(char const* 
 
 /// @brief The process environment.
 [[nodiscard]] environment_reader process_environment();
-
-/// @brief True when NCCL_MULTI_RANK_GPU_ENABLE is a nonzero integer, as NCCL reads it.
-/// @throws usage_error when it is set to something other than an integer
-[[nodiscard]] bool ranks_may_share_a_gpu(environment_reader const& read);
 
 /// @brief True when this build of graphstep::nccl has the MPI bootstrap (GRAPHSTEP_WITH_MPI).
 [[nodiscard]] bool built_with_mpi() noexcept;
@@ -79,25 +75,6 @@ using environment_reader = std::function<std::optional<std::string>(char const* 
 /// step (SLURM_STEP_NUM_TASKS > 1) with no rank layout
 [[nodiscard]] launch_environment read_launch_environment(environment_reader const& read,
                                                          bool mpi_available = built_with_mpi());
-
-/// @brief The first NCCL version (NCCL_VERSION_CODE, 2.30.0) that accepts several ranks of one
-/// communicator on one GPU, with NCCL_MULTI_RANK_GPU_ENABLE=1.
-inline constexpr int first_nccl_version_with_multi_rank_gpus = 23000;
-
-/// @brief The GPU of a process's local rank: the local rank itself, one rank per visible GPU
-/// on each host; or, when there are more local ranks than GPUs and ranks may share a GPU
-/// (NCCL_MULTI_RANK_GPU_ENABLE with NCCL 2.30 or later), the local rank modulo the visible
-/// GPUs. `who` starts the message ("nccl_comm: LOCAL_RANK=3", "communicator_from_mpi: local
-/// rank 3"); `nccl_version` is what ncclGetVersion reports.
-/// @throws usage_error when local_rank ≥ visible_devices and ranks may not share a GPU, or the
-/// loaded NCCL is older than 2.30
-[[nodiscard]] int local_device(std::string const& who, int local_rank, int visible_devices,
-                               bool ranks_may_share_a_gpu, int nccl_version);
-
-/// @brief Checks a single-process device list: not empty, no negative id, no device twice
-/// (NCCL runs one rank per GPU and refuses a duplicate).
-/// @throws usage_error naming the device
-void check_local_device_list(std::vector<int> const& devices);
 
 /// @brief A line for logs that says which bootstrap applies and why:
 /// "rank 1 of 4 (local 1 of 2), rendezvous at host:port".
