@@ -90,6 +90,15 @@ class verify_replay_test : public gs::testing::stream_pool_test {
     sum_kernel<<<1, 32, 0, s.get()>>>(loss_, w_, n);
   }
 
+  // A step whose temporary is a CUDA graph allocation when captured (cudaMallocAsync).
+  void scale_into_a_temporary(gs::cuda::stream_view s) {
+    float* scaled = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.get()));
+    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(scaled, x_, factor_, n);
+    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, scaled, n);
+    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.get()));
+  }
+
   gs::graphs::graph capture_step(gs::graphs::capture_options options = {}) {
     gs::graphs::graph g;
     gs::graphs::capture(
@@ -270,13 +279,7 @@ TEST_F(verify_replay_test, names_a_memset_on_the_legacy_stream) {
 // capture: two captures disagree on their addresses, which are not compared; the frozen scalar
 // beside them is.
 TEST_F(verify_replay_test, temporaries_placed_anew_in_every_capture_are_not_the_cause) {
-  auto const allocating_step = [&](gs::cuda::stream_view s) {
-    float* scaled = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.get()));
-    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(scaled, x_, factor_, n);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, scaled, n);
-    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.get()));
-  };
+  auto const allocating_step = [&](gs::cuda::stream_view s) { scale_into_a_temporary(s); };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
   factor_ = 7.0F;
@@ -295,13 +298,7 @@ TEST_F(verify_replay_test, temporaries_placed_anew_in_every_capture_are_not_the_
 // A graph with memory nodes has one executable at a time (cudaGraphInstantiate): while the user
 // holds one, verify_replay cannot replay the graph, and says why and what to do.
 TEST_F(verify_replay_test, a_graph_with_memory_nodes_whose_executable_is_alive_is_refused_clearly) {
-  auto const allocating_step = [&](gs::cuda::stream_view s) {
-    float* scaled = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&scaled, n * sizeof(float), s.get()));
-    scale_kernel<<<blocks_for(n), threads, 0, s.get()>>>(scaled, x_, factor_, n);
-    accumulate_kernel<<<blocks_for(n), threads, 0, s.get()>>>(w_, scaled, n);
-    GRAPHSTEP_CUDA_TRY(cudaFreeAsync(scaled, s.get()));
-  };
+  auto const allocating_step = [&](gs::cuda::stream_view s) { scale_into_a_temporary(s); };
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { allocating_step(*stream_); });
   gs::graphs::graph_exec exec = g.instantiate();
