@@ -499,14 +499,19 @@ void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
     if (handle->assign_default) handle->value = handle->default_value;
   }
   device_work const running;  // open once for the whole launch, not once per node
+  auto& p = state();
+  // The nodes of a launch are operations of their own, ordered by the graph's edges; a child
+  // graph or a conditional body runs as part of its node.
+  bool const own_operations = p.race_checking != race_mode::off && !p.races.in_graph_launch();
+  if (!own_operations && p.execution != execution_mode::interleaved) {
+    for (auto const& node : graph.nodes) execute(*node);  // creation order, nothing to track
+    return;
+  }
   std::unordered_map<node_state const*, std::size_t> index;
   index.reserve(graph.nodes.size());
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) index.emplace(graph.nodes[i].get(), i);
   std::vector<std::size_t> const order = run_order(graph, index);
-  auto& p = state();
-  // The nodes of a launch are operations of their own, ordered by the graph's edges; a child
-  // graph or a conditional body runs as part of its node.
-  if (p.race_checking == race_mode::off || p.races.in_graph_launch()) {
+  if (!own_operations) {
     for (std::size_t const i : order) execute(*graph.nodes[i]);
     return;
   }
