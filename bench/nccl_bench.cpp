@@ -30,7 +30,7 @@ void all_reduce_bandwidth(benchmark::State& state, bool graphed) {
   gs::cuda::stream stream;
   void* data = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&data, bytes));
-  gn::buffer_view const buffer{data, bytes, gs::dtype::float32};
+  gs::device_span const buffer{data, gs::dtype::float32, bytes / sizeof(float)};
   auto reduce = [&] { gn::all_reduce(buffer, buffer, gn::reduce_op::sum, view, stream); };
   reduce();  // warm-up and lazy connection, never inside the capture
   gs::graphs::graph_exec g;

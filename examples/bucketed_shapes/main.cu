@@ -34,8 +34,8 @@ int run(gsch::bucket_instantiation how) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   // The static input and output, given back to the pool when they go (before the pool).
-  gs::memory::static_buffer input_buffer{pool, {largest, features}, gs::dtype::float32, stream};
-  gs::memory::static_buffer output_buffer{pool, {largest}, gs::dtype::float32, stream};
+  gs::cuda::device_buffer input_buffer{{largest, features}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer output_buffer{{largest}, gs::dtype::float32, stream, pool};
   auto* input = static_cast<float*>(input_buffer.data());
   auto* output = static_cast<float*>(output_buffer.data());
   std::vector<float> host_input(std::size_t(largest) * features);

@@ -44,11 +44,11 @@ int run() {
   for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
   auto const plan = gn::plan_buckets(bytes, std::size_t{512} << 10, std::size_t{256} << 10);
   // Every buffer from the pool, given back when it goes (before the pool: declared after it).
-  std::vector<gs::memory::static_buffer> storage;
+  std::vector<gs::cuda::device_buffer> storage;
   storage.reserve(2 * counts.size() + 3);
   auto floats = [&](std::size_t n) {
-    storage.emplace_back(pool, std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
-                         gs::dtype::float32, stream);
+    storage.emplace_back(std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
+                         gs::dtype::float32, stream, pool);
     return static_cast<float*>(storage.back().data());
   };
   float* const gradients = floats((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
@@ -129,8 +129,9 @@ int run() {
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(checks, &mine, sizeof mine, cudaMemcpyHostToDevice, stream.get()));
   guard.step(stream, [&] {
-    gn::all_gather({checks, sizeof(float), gs::dtype::float32},
-                   {checks + 1, sizeof(float) * view.size(), gs::dtype::float32}, view, stream);
+    gn::all_gather({checks, gs::dtype::float32, 1},
+                   {checks + 1, gs::dtype::float32, static_cast<std::size_t>(view.size())}, view,
+                   stream);
   });
   guard.wait();
   std::vector<float> all(static_cast<std::size_t>(view.size()));

@@ -169,9 +169,10 @@ bool weights_agree_across_ranks(transformer const& model, data_parallel& ranks,
                                 gs::cuda::stream_view stream) {
   std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
   gs::cuda::device_buffer rank0{bytes, stream};
-  gs::nccl::buffer_view const mine{model.parameters(), bytes, gs::dtype::bfloat16};
+  gs::device_span const mine{model.parameters(), gs::dtype::bfloat16, model.parameter_count()};
   ranks.step(stream, [&] {
-    gs::nccl::broadcast(mine, {rank0.data(), bytes, gs::dtype::bfloat16}, 0, ranks.comm(), stream);
+    gs::nccl::broadcast(mine, {rank0.data(), gs::dtype::bfloat16, model.parameter_count()}, 0,
+                        ranks.comm(), stream);
   });
   std::vector<std::uint8_t> theirs(bytes);
   std::vector<std::uint8_t> ours(bytes);

@@ -99,11 +99,11 @@ int run() {
   GRAPHSTEP_CUBLAS_TRY(cublasCreate(&blas));
   // Static buffers from the pool: the graph reads and writes these addresses on every replay.
   // Each gives its memory back to the pool when it goes (before the pool: declared after it).
-  std::vector<gs::memory::static_buffer> storage;
+  std::vector<gs::cuda::device_buffer> storage;
   storage.reserve(8);
   auto buffer = [&](std::size_t n) {
-    storage.emplace_back(pool, std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
-                         gs::dtype::float32, stream);
+    storage.emplace_back(std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
+                         gs::dtype::float32, stream, pool);
     return static_cast<float*>(storage.back().data());
   };
   // cuBLAS may allocate its workspace lazily; give it one from the pool so capture never has to.

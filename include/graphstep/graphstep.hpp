@@ -12,7 +12,7 @@
 /// scheduler, graphed callables), `ops` (fused Linear + bias + GELU, the transformer's ops),
 /// `train` (optimizers, loss scaling, capture-safe randomness), `diagnostics` (why a replay
 /// differs from the eager step). Errors, element types and their conversions are in the root
-/// namespace.
+/// namespace, with `device_span`, a view of device memory.
 
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
@@ -23,6 +23,7 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/dtype.hpp>
@@ -45,7 +46,6 @@
 #include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
-#include <graphstep/memory/static_buffer.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>

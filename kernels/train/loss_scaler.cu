@@ -47,10 +47,10 @@ __device__ bool unscale_16(void* tensor, tensor_chunk const& chunk, float inv_sc
   return finite;
 }
 
-__global__ void unscale_kernel(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
+__global__ void unscale_kernel(scaled_slot const* gradients, tensor_chunk const* chunks,
                                train::loss_scale_state* state, bool unscale) {
   tensor_chunk const chunk = chunks[blockIdx.x];
-  train::scaled_gradient const gradient = gradients[chunk.tensor];
+  scaled_slot const gradient = gradients[chunk.tensor];
   float const inv_scale = state->inv_scale;
   bool finite = true;
   switch (gradient.type) {
@@ -80,7 +80,7 @@ __global__ void update_loss_scale_kernel(train::loss_scale_state* state,
 
 }  // namespace
 
-void launch_unscale(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
+void launch_unscale(scaled_slot const* gradients, tensor_chunk const* chunks,
                     std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
                     cuda::stream_view stream) {
   reset_all_finite_kernel<<<1, 1, 0, stream.get()>>>(state);

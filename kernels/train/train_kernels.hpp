@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
@@ -32,6 +33,12 @@ struct tensor_slot {
   std::uint64_t count;
 };
 
+/// One gradient of the loss scaler, as its kernel reads it (the chunks carry the counts).
+struct scaled_slot {
+  void* data;
+  dtype type;
+};
+
 /// Decides the step on the device: skipped when `all_finite` reads 0 (the step count stays),
 /// else the step count advances and the inverse loss scale is 1 / *loss_scale (1 without one).
 void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
@@ -46,7 +53,7 @@ void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks, std::size
 /// Resets the state's all_finite flag to 1, then clears it on an inf or NaN in any gradient
 /// and, when `unscale`, multiplies every gradient by the state's inv_scale in place, rounding
 /// fp16 and bf16 ones to nearest even (one launch for every tensor).
-void launch_unscale(train::scaled_gradient const* gradients, tensor_chunk const* chunks,
+void launch_unscale(scaled_slot const* gradients, tensor_chunk const* chunks,
                     std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
                     cuda::stream_view stream);
 /// One thread applies train::update_loss_scale to the state.

@@ -1,19 +1,43 @@
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
+#include <limits>
+#include <string>
 #include <utility>
+
+#include "cuda/detail/relaxed_capture_mode.hpp"
 
 namespace graphstep::cuda {
 namespace {
 
 // As GRAPHSTEP_ASSERT_CUDA_SUCCESS reports: a destructor must not throw.
-void report_free_failure(void const* pointer, std::size_t bytes, char const* what) noexcept {
+void report_release_failure(void const* pointer, std::size_t bytes, char const* what) noexcept {
   static_cast<void>(std::fprintf(
       stderr, "graphstep: cleanup failed, continuing: device_buffer of %zu B at %p: %s\n", bytes,
       pointer, what));
+}
+
+// Bytes of a typed buffer, checked before anything is allocated.
+std::size_t bytes_of(std::vector<std::int64_t> const& shape, dtype type) {
+  std::size_t const count = element_count(shape);
+  GRAPHSTEP_EXPECTS(count > 0, "device_buffer: shape " + describe(shape, type) +
+                                   " holds no element; give every extent a positive size");
+  GRAPHSTEP_EXPECTS(count <= std::numeric_limits<std::size_t>::max() / size_in_bytes(type),
+                    "device_buffer: shape " + describe(shape, type) + " is too large");
+  return count * size_in_bytes(type);
+}
+
+// The device of `stream`'s work, where an event recorded on it must be made.
+int device_of(stream_view stream) {
+  int device = 0;
+  GRAPHSTEP_CUDA_TRY(cudaStreamGetDevice(stream.get(), &device));
+  return device;
 }
 
 }  // namespace
@@ -25,43 +49,158 @@ device_buffer::device_buffer(std::size_t bytes, stream_view stream, memory_resou
   size_ = bytes;
 }
 
+device_buffer::device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
+                             memory_resource& resource)
+    : device_buffer{bytes_of(shape, type), stream, resource} {
+  shape_ = std::move(shape);
+  type_ = type;
+}
+
 device_buffer::~device_buffer() {
-  free_memory();
+  release();
 }
 
 device_buffer::device_buffer(device_buffer&& other) noexcept
     : data_{std::exchange(other.data_, nullptr)},
       size_{std::exchange(other.size_, 0)},
       stream_{other.stream_},
-      resource_{other.resource_} {}
+      resource_{other.resource_},
+      shape_{std::exchange(other.shape_, {})},
+      type_{std::exchange(other.type_, std::nullopt)},
+      uses_elsewhere_{std::exchange(other.uses_elsewhere_, {})} {}
 
 device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
   if (this != &other) {
-    free_memory();
+    release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     stream_ = other.stream_;
     resource_ = other.resource_;
+    shape_ = std::exchange(other.shape_, {});
+    type_ = std::exchange(other.type_, std::nullopt);
+    uses_elsewhere_ = std::exchange(other.uses_elsewhere_, {});
   }
   return *this;
 }
 
-void device_buffer::free_memory() noexcept {
+void device_buffer::release() noexcept {
   if (data_ == nullptr) return;
   void* const pointer = std::exchange(data_, nullptr);
   std::size_t const bytes = std::exchange(size_, 0);
   try {
+    // Waits on events only, Relaxed: a device-wide wait would break every capture under way on
+    // the device, including those graphstep cannot see, and a host wait or a free in Global mode
+    // another thread's Global capture.
+    detail::relaxed_capture_mode const relaxed;
+    if (!uses_elsewhere_.empty()) {
+      bool const capturing = stream_.is_capturing();
+      for (event const& use : uses_elsewhere_) {
+        if (use.query()) continue;
+        // A capturing stream may not wait on an event recorded outside its capture
+        // (cudaErrorStreamCaptureIsolation): the host waits instead.
+        if (capturing) {
+          use.synchronize();
+        } else {
+          stream_.wait(use);
+        }
+      }
+      uses_elsewhere_.clear();
+    }
     resource_->deallocate(pointer, bytes, stream_);
   } catch (cuda_error const& e) {
     // The runtime shutting down at exit has freed everything already.
     if (e.code() != static_cast<int>(cudaErrorCudartUnloading)) {
-      report_free_failure(pointer, bytes, e.what());
+      report_release_failure(pointer, bytes, e.what());
     }
   } catch (std::exception const& e) {
-    report_free_failure(pointer, bytes, e.what());
+    report_release_failure(pointer, bytes, e.what());
   } catch (...) {
-    report_free_failure(pointer, bytes, "the resource threw an exception of unknown type");
+    report_release_failure(pointer, bytes, "the resource threw an exception of unknown type");
   }
+  uses_elsewhere_.clear();
+  shape_.clear();
+  type_.reset();
+}
+
+device_span device_buffer::view() const {
+  GRAPHSTEP_EXPECTS(data_ != nullptr, "device_buffer::view: this buffer is empty (moved from?)");
+  GRAPHSTEP_EXPECTS(type_.has_value(),
+                    "device_buffer::view: a buffer made from a byte count has no element type; "
+                    "make it from a shape and a dtype");
+  return {data_, *type_, size_ / size_in_bytes(*type_)};
+}
+
+void device_buffer::record_use(stream_view stream) const {
+  GRAPHSTEP_EXPECTS(data_ != nullptr,
+                    "device_buffer::record_use: this buffer is empty (moved from?)");
+  if (stream.get() == stream_.get() || stream.is_capturing()) return;
+  device_guard const on_device{device_of(stream)};
+  detail::relaxed_capture_mode const relaxed;
+  // Reuses an event whose use has completed, so the list stays as long as the uses in flight.
+  auto done = std::find_if(uses_elsewhere_.begin(), uses_elsewhere_.end(),
+                           [](event const& use) { return use.query(); });
+  if (done == uses_elsewhere_.end()) done = uses_elsewhere_.emplace(uses_elsewhere_.end());
+  done->record(stream);
+}
+
+void device_buffer::expect(std::size_t bytes, dtype type, char const* what) const {
+  std::string const where = std::string{"device_buffer::"} + what + ": ";
+  GRAPHSTEP_EXPECTS(data_ != nullptr, where + "this buffer is empty (moved from?)");
+  std::string const described = type_ ? describe(shape_, *type_) : "untyped";
+  GRAPHSTEP_EXPECTS(!type_ || type == *type_,
+                    where + name(type) + " data for a " + described + " buffer");
+  GRAPHSTEP_EXPECTS(bytes == size_, where + std::to_string(bytes) + " bytes for " +
+                                        (type_ ? "a " : "an ") + described + " buffer of " +
+                                        std::to_string(size_) + " bytes");
+}
+
+void device_buffer::copy_from_host(void const* source, std::size_t bytes, dtype type,
+                                   stream_view stream) {
+  expect(bytes, type, "copy_from_host");
+  GRAPHSTEP_EXPECTS(source != nullptr, "device_buffer::copy_from_host: the source is null");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "device_buffer::copy_from_host inside a capture would record the host "
+                    "address, not the data: refill static inputs between replays");
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyHostToDevice, stream.get()));
+  record_use(stream);
+}
+
+void device_buffer::copy_from_host(std::vector<float> const& source, stream_view stream) {
+  copy_from_host(source.data(), source.size() * sizeof(float), dtype::float32, stream);
+}
+
+void device_buffer::copy_from_device(void const* source, std::size_t bytes, dtype type,
+                                     stream_view stream) {
+  expect(bytes, type, "copy_from_device");
+  GRAPHSTEP_EXPECTS(source != nullptr, "device_buffer::copy_from_device: the source is null");
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.get()));
+  record_use(stream);
+}
+
+void device_buffer::copy_from(device_buffer const& source, stream_view stream) {
+  GRAPHSTEP_EXPECTS(source.type_ == type_,
+                    "device_buffer::copy_from: buffers of different types (or one untyped)");
+  copy_from_device(source.data(), source.size(), type_.value_or(dtype::float32), stream);
+  source.record_use(stream);
+}
+
+void device_buffer::copy_to_host(void* destination, std::size_t bytes, dtype type,
+                                 stream_view stream) const {
+  expect(bytes, type, "copy_to_host");
+  GRAPHSTEP_EXPECTS(destination != nullptr, "device_buffer::copy_to_host: the destination is null");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    "device_buffer::copy_to_host inside a capture would record the host "
+                    "address: read results after the replay");
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(destination, data_, bytes, cudaMemcpyDeviceToHost, stream.get()));
+  record_use(stream);
+}
+
+std::vector<float> device_buffer::to_host(stream_view stream) const {
+  std::vector<float> host(size_ / sizeof(float));
+  copy_to_host(host.data(), host.size() * sizeof(float), dtype::float32, stream);
+  stream.synchronize();
+  return host;
 }
 
 }  // namespace graphstep::cuda

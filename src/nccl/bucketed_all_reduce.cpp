@@ -58,7 +58,8 @@ std::size_t bucketed_all_reduce::buckets_ready() const noexcept {
 void bucketed_all_reduce::launch(std::size_t index) {
   bucket const& b = plan_.buckets[index];
   comm_stream_.view().wait(ready_[index]);
-  buffer_view const data{gradients_ + b.offset, b.bytes, type_};
+  // Whole elements: the constructor checked every bucket's bytes against the type.
+  device_span const data{gradients_ + b.offset, type_, b.bytes / size_in_bytes(type_)};
   all_reduce(data, data, reduce_op::avg, comm_, comm_stream_);
 }
 

@@ -37,26 +37,24 @@ ncclRedOp_t to_nccl(reduce_op op) {
   return ncclSum;
 }
 
-std::size_t elements(buffer_view const& b, char const* what, char const* role) {
-  GRAPHSTEP_EXPECTS(b.data != nullptr, std::string{what} + ": the " + role + " buffer is null");
-  std::size_t const size = size_in_bytes(b.type);
-  GRAPHSTEP_EXPECTS(b.bytes > 0 && b.bytes % size == 0,
-                    std::string{what} + ": the " + role + " buffer holds " +
-                        std::to_string(b.bytes) + " bytes, not a positive multiple of " +
-                        name(b.type) + "'s " + std::to_string(size));
-  return b.bytes / size;
+std::size_t elements(device_span const& b, char const* what, char const* role) {
+  std::string const which = std::string{what} + ": the " + role + " buffer";
+  GRAPHSTEP_EXPECTS(b.count() > 0, which + " holds no element");
+  graphstep::detail::expect_valid_span(which, b);
+  return b.count();
 }
 
 // Checks the communicator and the buffers, logs the collective when it is being captured, and
 // enqueues it while holding the communicator's enqueue lock (so a watchdog thread cannot abort
 // the communicator in the middle of the call).
 template <typename Call>
-void enqueue(collective_record record, buffer_view const& send, buffer_view const& recv,
+void enqueue(collective_record record, device_span const& send, device_span const& recv,
              nccl_comm_view const& comm, cuda::stream_view stream, char const* what, Call&& call) {
   auto& state = detail::comm_access::state(comm);
   state.throw_if_aborted(what);
-  GRAPHSTEP_EXPECTS(send.type == recv.type, std::string{what} + ": send is " + name(send.type) +
-                                                " but recv is " + name(recv.type));
+  GRAPHSTEP_EXPECTS(
+      send.type() == recv.type(),
+      std::string{what} + ": send is " + name(send.type()) + " but recv is " + name(recv.type()));
   record.slot = state.slot();
   bool const capturing = stream.is_capturing();
   if (capturing) {
@@ -87,50 +85,49 @@ void enqueue(collective_record record, buffer_view const& send, buffer_view cons
 
 }  // namespace
 
-void all_reduce(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
+void all_reduce(device_span send, device_span recv, reduce_op op, nccl_comm_view const& comm,
                 cuda::stream_view stream) {
   std::size_t const count = elements(send, "all_reduce", "send");
   GRAPHSTEP_EXPECTS(elements(recv, "all_reduce", "recv") == count,
                     "all_reduce: send holds " + std::to_string(count) + " elements but recv " +
-                        std::to_string(recv.bytes / size_in_bytes(recv.type)) +
-                        ": they must hold the same number");
-  enqueue({collective_kind::all_reduce, static_cast<int>(send.type), count, op, -1, 0}, send, recv,
-          comm, stream, "all_reduce", [&](ncclComm_t handle) {
-            return ncclAllReduce(send.data, recv.data, count, to_nccl(send.type), to_nccl(op),
+                        std::to_string(recv.count()) + ": they must hold the same number");
+  enqueue({collective_kind::all_reduce, static_cast<int>(send.type()), count, op, -1, 0}, send,
+          recv, comm, stream, "all_reduce", [&](ncclComm_t handle) {
+            return ncclAllReduce(send.data(), recv.data(), count, to_nccl(send.type()), to_nccl(op),
                                  handle, stream.get());
           });
 }
 
-void reduce_scatter(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
+void reduce_scatter(device_span send, device_span recv, reduce_op op, nccl_comm_view const& comm,
                     cuda::stream_view stream) {
   std::size_t const recv_count = elements(recv, "reduce_scatter", "recv");
   GRAPHSTEP_EXPECTS(elements(send, "reduce_scatter", "send") ==
                         recv_count * static_cast<std::size_t>(comm.size()),
                     "reduce_scatter: send must hold world size (" + std::to_string(comm.size()) +
                         ") times the elements of recv (" + std::to_string(recv_count) + ")");
-  enqueue({collective_kind::reduce_scatter, static_cast<int>(send.type), recv_count, op, -1, 0},
+  enqueue({collective_kind::reduce_scatter, static_cast<int>(send.type()), recv_count, op, -1, 0},
           send, recv, comm, stream, "reduce_scatter", [&](ncclComm_t handle) {
-            return ncclReduceScatter(send.data, recv.data, recv_count, to_nccl(send.type),
+            return ncclReduceScatter(send.data(), recv.data(), recv_count, to_nccl(send.type()),
                                      to_nccl(op), handle, stream.get());
           });
 }
 
-void all_gather(buffer_view send, buffer_view recv, nccl_comm_view const& comm,
+void all_gather(device_span send, device_span recv, nccl_comm_view const& comm,
                 cuda::stream_view stream) {
   std::size_t const send_count = elements(send, "all_gather", "send");
   GRAPHSTEP_EXPECTS(
       elements(recv, "all_gather", "recv") == send_count * static_cast<std::size_t>(comm.size()),
       "all_gather: recv must hold world size (" + std::to_string(comm.size()) +
           ") times the elements of send (" + std::to_string(send_count) + ")");
-  enqueue(
-      {collective_kind::all_gather, static_cast<int>(send.type), send_count, reduce_op::sum, -1, 0},
-      send, recv, comm, stream, "all_gather", [&](ncclComm_t handle) {
-        return ncclAllGather(send.data, recv.data, send_count, to_nccl(send.type), handle,
-                             stream.get());
-      });
+  enqueue({collective_kind::all_gather, static_cast<int>(send.type()), send_count, reduce_op::sum,
+           -1, 0},
+          send, recv, comm, stream, "all_gather", [&](ncclComm_t handle) {
+            return ncclAllGather(send.data(), recv.data(), send_count, to_nccl(send.type()), handle,
+                                 stream.get());
+          });
 }
 
-void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view const& comm,
+void broadcast(device_span send, device_span recv, int root, nccl_comm_view const& comm,
                cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(root >= 0 && root < comm.size(), "broadcast: root " + std::to_string(root) +
                                                          " is not a rank of a world of " +
@@ -138,11 +135,12 @@ void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view cons
   std::size_t const count = elements(recv, "broadcast", "recv");
   GRAPHSTEP_EXPECTS(elements(send, "broadcast", "send") == count,
                     "broadcast: send and recv must hold the same number of elements");
-  enqueue({collective_kind::broadcast, static_cast<int>(send.type), count, reduce_op::sum, root, 0},
-          send, recv, comm, stream, "broadcast", [&](ncclComm_t handle) {
-            return ncclBroadcast(send.data, recv.data, count, to_nccl(send.type), root, handle,
-                                 stream.get());
-          });
+  enqueue(
+      {collective_kind::broadcast, static_cast<int>(send.type()), count, reduce_op::sum, root, 0},
+      send, recv, comm, stream, "broadcast", [&](ncclComm_t handle) {
+        return ncclBroadcast(send.data(), recv.data(), count, to_nccl(send.type()), root, handle,
+                             stream.get());
+      });
 }
 
 void warm_up(nccl_comm_view const& comm, cuda::stream_view stream) {
@@ -155,8 +153,8 @@ void warm_up(nccl_comm_view const& comm, cuda::stream_view stream) {
   auto* one = static_cast<float*>(scratch.data());  // 1 element, then `ranks` elements
   auto* many = one + ranks;
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(one, 0, 2 * ranks * sizeof(float), stream.get()));
-  buffer_view const single{one, sizeof(float), dtype::float32};
-  buffer_view const per_rank{many, ranks * sizeof(float), dtype::float32};
+  device_span const single{one, dtype::float32, 1};
+  device_span const per_rank{many, dtype::float32, ranks};
   all_reduce(single, single, reduce_op::sum, comm, stream);
   reduce_scatter(per_rank, single, reduce_op::sum, comm, stream);
   all_gather(single, per_rank, comm, stream);

@@ -9,15 +9,15 @@
 namespace graphstep::schedule {
 namespace {
 
-void check_tensors(std::vector<static_tensor> const& tensors, char const* what) {
+void check_tensors(std::vector<device_span> const& tensors, char const* what) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    GRAPHSTEP_EXPECTS(
-        tensors[i].data != nullptr && tensors[i].bytes > 0,
-        std::string{"graphed_callable: "} + what + " " + std::to_string(i) + " is null or empty");
+    std::string const which = std::string{"graphed_callable: "} + what + " " + std::to_string(i);
+    GRAPHSTEP_EXPECTS(!tensors[i].empty(), which + " is empty");
+    detail::expect_valid_span(which, tensors[i]);
   }
 }
 
-void copy_in(std::vector<static_tensor> const& statics, std::vector<void const*> const& sources,
+void copy_in(std::vector<device_span> const& statics, std::vector<void const*> const& sources,
              char const* what, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(sources.size() == statics.size(),
                     std::string{"graphed_callable: "} + std::to_string(sources.size()) + " " +
@@ -25,8 +25,8 @@ void copy_in(std::vector<static_tensor> const& statics, std::vector<void const*>
   for (std::size_t i = 0; i < statics.size(); ++i) {
     GRAPHSTEP_EXPECTS(sources[i] != nullptr, std::string{"graphed_callable: "} + what + " " +
                                                  std::to_string(i) + " is null");
-    if (sources[i] == statics[i].data) continue;  // already in place
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(statics[i].data, sources[i], statics[i].bytes,
+    if (sources[i] == statics[i].data()) continue;  // already in place
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(statics[i].data(), sources[i], statics[i].bytes(),
                                        cudaMemcpyDeviceToDevice, stream.get()));
   }
 }
@@ -34,10 +34,10 @@ void copy_in(std::vector<static_tensor> const& statics, std::vector<void const*>
 }  // namespace
 
 graphed_callable::graphed_callable(callable const& forward, callable const& backward,
-                                   std::vector<static_tensor> inputs,
-                                   std::vector<static_tensor> outputs,
-                                   std::vector<static_tensor> output_gradients,
-                                   std::vector<static_tensor> input_gradients,
+                                   std::vector<device_span> inputs,
+                                   std::vector<device_span> outputs,
+                                   std::vector<device_span> output_gradients,
+                                   std::vector<device_span> input_gradients,
                                    memory::memory_pool& pool, cuda::stream_view stream,
                                    graphs::lifecycle_options const& lifecycle)
     : inputs_{std::move(inputs)},
@@ -63,10 +63,10 @@ graphed_callable::graphed_callable(tensor_callable forward, tensor_callable back
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "graphed_callable: build it outside any capture (it captures itself)");
   // Allocated eagerly, before any capture: their addresses are baked into both graphs.
-  auto allocate = [&](std::vector<tensor_spec> const& role, std::vector<static_tensor>& into) {
+  auto allocate = [&](std::vector<tensor_spec> const& role, std::vector<device_span>& into) {
     for (auto const& spec : role) {
-      owned_.emplace_back(pool, spec.shape, spec.type, stream);
-      into.push_back({owned_.back().data(), owned_.back().bytes()});
+      owned_.emplace_back(spec.shape, spec.type, stream, pool);
+      into.push_back(owned_.back().view());
     }
   };
   allocate(specs.inputs, inputs_);

@@ -20,7 +20,7 @@ using detail::plan_chunks;
 using detail::tensor_chunk;
 
 // Checked before anything is allocated.
-std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gradients,
+std::vector<tensor_chunk> checked_chunks(std::vector<device_span> const& gradients,
                                          loss_scale_options const& options,
                                          cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!gradients.empty(), "loss_scaler: no gradient was given");
@@ -32,31 +32,35 @@ std::vector<tensor_chunk> checked_chunks(std::vector<scaled_gradient> const& gra
   for (std::size_t i = 0; i < gradients.size(); ++i) {
     auto const& g = gradients[i];
     std::string const which = "loss_scaler: gradient " + std::to_string(i);
-    ::graphstep::detail::expect_typed_buffer(which, g.data, g.type);
-    counts.push_back(gradients[i].count);
+    GRAPHSTEP_EXPECTS(!g.empty(), which + " holds no element");
+    ::graphstep::detail::expect_valid_span(which, g);
+    counts.push_back(g.count());
   }
   return plan_chunks(counts);  // refuses an empty tensor
 }
 
 }  // namespace
 
-loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
+loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
                          loss_scale_options const& options, cuda::stream_view stream,
                          cuda::memory_resource& resource)
     : loss_scaler{gradients, checked_chunks(gradients, options, stream), options, stream,
                   resource} {}
 
-loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
+loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
                          std::vector<tensor_chunk> const& chunks, loss_scale_options const& options,
                          cuda::stream_view stream, cuda::memory_resource& resource)
     : options_{options},
       chunk_count_{chunks.size()},
       state_{sizeof(loss_scale_state), stream, resource},
-      slots_{sizeof(scaled_gradient) * gradients.size(), stream, resource},
+      slots_{sizeof(detail::scaled_slot) * gradients.size(), stream, resource},
       chunks_{sizeof(tensor_chunk) * chunks.size(), stream, resource} {
   loss_scale_state const initial = initial_loss_scale(options);
   detail::upload_table(state_, &initial, 1, stream);
-  detail::upload_table(slots_, gradients.data(), gradients.size(), stream);
+  std::vector<detail::scaled_slot> slots;
+  slots.reserve(gradients.size());
+  for (device_span const& g : gradients) slots.push_back({g.data(), g.type()});
+  detail::upload_table(slots_, slots.data(), slots.size(), stream);
   detail::upload_table(chunks_, chunks.data(), chunks.size(), stream);
   // The host copies go away on return, and every stream may use the memory (its allocation
   // was ordered on `stream`).
@@ -64,13 +68,13 @@ loss_scaler::loss_scaler(std::vector<scaled_gradient> const& gradients,
 }
 
 void loss_scaler::unscale(cuda::stream_view stream) const {
-  detail::launch_unscale(static_cast<scaled_gradient const*>(slots_.data()),
+  detail::launch_unscale(static_cast<detail::scaled_slot const*>(slots_.data()),
                          static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
                          true, stream);
 }
 
 void loss_scaler::check(cuda::stream_view stream) const {
-  detail::launch_unscale(static_cast<scaled_gradient const*>(slots_.data()),
+  detail::launch_unscale(static_cast<detail::scaled_slot const*>(slots_.data()),
                          static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
                          false, stream);
 }

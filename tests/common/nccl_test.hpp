@@ -43,9 +43,7 @@ class nccl_buffer_test : public nccl_gpu_test {
     stream_->synchronize();
     return host;
   }
-  static nccl::buffer_view buffer(float* p, std::size_t n) {
-    return {p, n * sizeof(float), dtype::float32};
-  }
+  static device_span buffer(float* p, std::size_t n) { return {p, dtype::float32, n}; }
   std::optional<cuda::stream> stream_;
   std::vector<void*> buffers_;
 };

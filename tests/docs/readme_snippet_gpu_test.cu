@@ -34,16 +34,16 @@ __global__ void sum_into(float const* activation, float* sum, std::int64_t n) {
 // A user's step: an activation from the pool, two kernels, the activation freed in stream
 // order (captured, the pool keeps its memory for the graph).
 void train_step(gs::cuda::stream_view stream, gs::memory::memory_pool& pool,
-                gs::memory::static_buffer const& input) {
-  auto const n = static_cast<std::int64_t>(input.size());
-  void* activation = pool.allocate(input.bytes(), stream);
+                gs::cuda::device_buffer const& input) {
+  auto const n = static_cast<std::int64_t>(input.view().count());
+  void* activation = pool.allocate(input.size(), stream);
   int const blocks = static_cast<int>((n + 255) / 256);
   double_input<<<blocks, 256, 0, stream.get()>>>(static_cast<float const*>(input.data()),
                                                  static_cast<float*>(activation), n);
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(step_sum, 0, sizeof(float), stream.get()));
   sum_into<<<blocks, 256, 0, stream.get()>>>(static_cast<float const*>(activation), step_sum, n);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-  pool.deallocate(activation, input.bytes(), stream);
+  pool.deallocate(activation, input.size(), stream);
 }
 
 // The README's loop over `loader`; returns what the last replay wrote.
@@ -54,7 +54,7 @@ float readme_loop(std::vector<std::vector<float>> const& loader, std::int64_t ba
   // README begin
   gs::cuda::stream stream;                 // non-blocking stream
   gs::memory::memory_pool pool;            // graph-private memory at fixed addresses
-  gs::memory::static_buffer input{pool, {batch_size, features}, gs::dtype::float32, stream};
+  gs::cuda::device_buffer input{{batch_size, features}, gs::dtype::float32, stream, pool};
 
   for (int i = 0; i < 3; ++i) train_step(stream, pool, input);   // warm-up, eager
 

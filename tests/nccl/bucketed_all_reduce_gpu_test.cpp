@@ -130,8 +130,7 @@ TEST_F(nccl_step_test, several_ranks_when_several_gpus_are_present) {
   {
     gn::group_guard group;
     for (int d = 0; d < devices; ++d) {
-      gn::buffer_view const b{data[static_cast<std::size_t>(d)], n * sizeof(float),
-                              gs::dtype::float32};
+      gs::device_span const b{data[static_cast<std::size_t>(d)], gs::dtype::float32, n};
       gn::all_reduce(b, b, gn::reduce_op::avg, comms[static_cast<std::size_t>(d)],
                      streams[static_cast<std::size_t>(d)]);
     }

@@ -204,7 +204,7 @@ TEST_F(nccl_test, collectives_on_one_rank_copy_and_are_checked) {
       gn::all_reduce(buffer(send, n), buffer(recv, n - 1), gn::reduce_op::sum, comm, *stream_),
       gs::usage_error);
   EXPECT_THROW(gn::broadcast(buffer(send, n), buffer(recv, n), 1, comm, *stream_), gs::usage_error);
-  EXPECT_THROW(gn::all_reduce({send, n * 4, gs::dtype::float32}, {recv, n * 4, gs::dtype::float16},
+  EXPECT_THROW(gn::all_reduce({send, gs::dtype::float32, n}, {recv, gs::dtype::float16, 2 * n},
                               gn::reduce_op::sum, comm, *stream_),
                gs::usage_error);
 }

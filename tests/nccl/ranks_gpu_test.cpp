@@ -178,8 +178,8 @@ float* upload(std::vector<float> const& host, gs::cuda::stream_view stream) {
   return static_cast<float*>(device);
 }
 
-gn::buffer_view view(float* p, std::size_t n) {
-  return {p, n * sizeof(float), gs::dtype::float32};
+gs::device_span view(float* p, std::size_t n) {
+  return {p, gs::dtype::float32, n};
 }
 
 // Rank r's element i: distinct per rank and element, exact in fp32 sums.

@@ -2,8 +2,10 @@
 
 #include <graphstep/graphstep.hpp>
 #include <graphstep/schedule/graphed_callable.hpp>
+#include <string>
 #include <vector>
 
+#include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
 #include "common/pool_blocks.hpp"
 
@@ -43,8 +45,16 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
     backward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(dx, dy, y, w, n);
   };
   std::size_t const bytes = sizeof(float) * n;
-  gs::schedule::graphed_callable graphed{
-      forward, backward, {{x, bytes}}, {{y, bytes}}, {{dy, bytes}}, {{dx, bytes}}, pool, stream};
+  auto const f32 = gs::dtype::float32;
+  auto const count = static_cast<std::size_t>(n);
+  gs::schedule::graphed_callable graphed{forward,
+                                         backward,
+                                         {{x, f32, count}},
+                                         {{y, f32, count}},
+                                         {{dy, f32, count}},
+                                         {{dx, f32, count}},
+                                         pool,
+                                         stream};
   EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);
 
   // New data from elsewhere in device memory, copied in by the call.
@@ -62,9 +72,9 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   graphed.backward({grad}, stream);
   std::vector<float> got_y(n);
   std::vector<float> got_dx(n);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data, bytes,
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data(), bytes,
                                      cudaMemcpyDeviceToHost, stream.get()));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_dx.data(), graphed.input_gradients()[0].data, bytes,
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_dx.data(), graphed.input_gradients()[0].data(), bytes,
                                      cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   // The eager callables on the same data.
@@ -85,6 +95,16 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   EXPECT_THROW(static_cast<void>(
                    gs::schedule::graphed_callable(forward, nullptr, {}, {}, {}, {}, pool, stream)),
                gs::usage_error);
+  std::string const said = gs::testing::message_of([&] {
+    gs::schedule::graphed_callable{
+        forward, backward, {{x, f32, count}}, {{nullptr, f32, count}}, {}, {}, pool, stream};
+  });
+  EXPECT_NE(said.find("graphed_callable: output 0 is a null pointer"), std::string::npos) << said;
+  EXPECT_NE(gs::testing::message_of([&] {
+              gs::schedule::graphed_callable{forward, backward, {{x, f32, 0}}, {{y, f32, count}},
+                                             {},      {},       pool,          stream};
+            }).find("graphed_callable: input 0 is empty"),
+            std::string::npos);
 }
 
 TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
@@ -95,13 +115,14 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
   // Both callables read and write only the static buffers they are handed.
   auto forward = [&](gs::schedule::graphed_tensors const& t, gs::cuda::stream_view s) {
     forward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(
-        static_cast<float*>(t.outputs[0].data), static_cast<float const*>(t.inputs[0].data), w, n);
+        static_cast<float*>(t.outputs[0].data()), static_cast<float const*>(t.inputs[0].data()), w,
+        n);
   };
   auto backward = [&](gs::schedule::graphed_tensors const& t, gs::cuda::stream_view s) {
     backward_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(
-        static_cast<float*>(t.input_gradients[0].data),
-        static_cast<float const*>(t.output_gradients[0].data),
-        static_cast<float const*>(t.outputs[0].data), w, n);
+        static_cast<float*>(t.input_gradients[0].data()),
+        static_cast<float const*>(t.output_gradients[0].data()),
+        static_cast<float const*>(t.outputs[0].data()), w, n);
   };
   gs::schedule::graphed_specs specs;
   specs.inputs = {{{n}, gs::dtype::float32}};
@@ -111,7 +132,8 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
   gs::schedule::graphed_callable graphed{forward, backward, specs,
                                          pool,    stream,   gs::graphs::lifecycle_options{2}};
   ASSERT_EQ(graphed.inputs().size(), 1U);
-  EXPECT_EQ(graphed.inputs()[0].bytes, sizeof(float) * n);
+  EXPECT_EQ(graphed.inputs()[0].bytes(), sizeof(float) * n);
+  EXPECT_EQ(graphed.inputs()[0].type(), gs::dtype::float32);
   EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);
   EXPECT_EQ(graphed.backward_graph().node_counts().kernel, 1U);
 
@@ -126,17 +148,17 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
   std::size_t const bytes = sizeof(float) * n;
   for (int step = 0; step < 3; ++step) {  // new data every step, written into the statics
     for (float& v : host_x) v *= 0.9F;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.inputs()[0].data, host_x.data(), bytes,
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.inputs()[0].data(), host_x.data(), bytes,
                                        cudaMemcpyHostToDevice, stream.get()));
-    graphed.forward({graphed.inputs()[0].data}, stream);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.output_gradients()[0].data, host_dy.data(), bytes,
+    graphed.forward({graphed.inputs()[0].data()}, stream);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.output_gradients()[0].data(), host_dy.data(), bytes,
                                        cudaMemcpyHostToDevice, stream.get()));
-    graphed.backward({graphed.output_gradients()[0].data}, stream);
+    graphed.backward({graphed.output_gradients()[0].data()}, stream);
     std::vector<float> got_y(n);
     std::vector<float> got_dx(n);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data, bytes,
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data(), bytes,
                                        cudaMemcpyDeviceToHost, stream.get()));
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_dx.data(), graphed.input_gradients()[0].data, bytes,
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_dx.data(), graphed.input_gradients()[0].data(), bytes,
                                        cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
     // The same arithmetic on the device, eagerly, in buffers of its own.

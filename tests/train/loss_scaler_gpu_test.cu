@@ -113,7 +113,7 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence) {
   float* input = fill(count, 1.0F);
   gt::loss_scale_options options;
   options.init_scale = 4.0F;
-  gt::loss_scaler scaler{{{gradient, count}}, options, *stream_, *pool_};
+  gt::loss_scaler scaler{{{gradient, gs::dtype::float32, count}}, options, *stream_, *pool_};
   gt::lr_schedule schedule;
   schedule.base = 0.125F;
   gt::sgd optimizer{{{weight, gradient, count}}, {}, schedule, {}, *stream_, *pool_};
@@ -160,7 +160,7 @@ TEST_F(loss_scaler_test, a_restored_scaler_goes_on_from_the_saved_state) {
   gt::loss_scale_options options;
   options.init_scale = 8.0F;
   options.growth_interval = 2;
-  gt::loss_scaler scaler{{{gradient, count}}, options, *stream_, *pool_};
+  gt::loss_scaler scaler{{{gradient, gs::dtype::float32, count}}, options, *stream_, *pool_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, *pool_, [&] {
     scaled_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);
@@ -209,7 +209,7 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence_with_checked_fp1
   float* input = fill(count, 1.0F);
   gt::loss_scale_options options;
   options.init_scale = 4.0F;
-  gt::loss_scaler scaler{{{gradient, count, gs::dtype::float16}}, options, *stream_, *pool_};
+  gt::loss_scaler scaler{{{gradient, gs::dtype::float16, count}}, options, *stream_, *pool_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, *pool_, [&] {
     scaled_half_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);
@@ -255,9 +255,9 @@ TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are_or_unscaled_in_p
   float* fp32_data = fill(3, 96.0F);
   gt::loss_scale_options options;
   options.init_scale = 65536.0F;
-  gt::loss_scaler scaler{{{fp32_data, 3},
-                          {half_data, n16, gs::dtype::float16},
-                          {bf16_data, bf16_host.size(), gs::dtype::bfloat16}},
+  gt::loss_scaler scaler{{{fp32_data, gs::dtype::float32, 3},
+                          {half_data, gs::dtype::float16, n16},
+                          {bf16_data, gs::dtype::bfloat16, bf16_host.size()}},
                          options,
                          *stream_,
                          *pool_};
@@ -314,7 +314,7 @@ TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are_or_unscaled_in_p
   auto* ones = upload(ones_host);
   auto* tens = upload(tens_host);
   gt::loss_scaler const by_three{
-      {{ones, 4, gs::dtype::float16}, {tens, 4, gs::dtype::bfloat16}}, thirds, *stream_, *pool_};
+      {{ones, gs::dtype::float16, 4}, {tens, gs::dtype::bfloat16, 4}}, thirds, *stream_, *pool_};
   by_three.unscale(*stream_);
   EXPECT_EQ(download_bits(ones, 4), std::vector<std::uint16_t>(4, 0x3555U));  // 0.33325195
   EXPECT_EQ(download_bits(tens, 4), std::vector<std::uint16_t>(4, 0x4055U));  // 3.328125
@@ -325,10 +325,10 @@ TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are_or_unscaled_in_p
 TEST_F(loss_scaler_test, one_unscale_covers_every_tensor_and_finds_a_nan) {
   std::vector<std::size_t> const sizes{3, 70000, 130001};
   std::vector<float*> tensors;
-  std::vector<gt::scaled_gradient> gradients;
+  std::vector<gs::device_span> gradients;
   for (std::size_t size : sizes) {
     tensors.push_back(fill(size, 8.0F));
-    gradients.push_back({tensors.back(), size});
+    gradients.push_back({tensors.back(), gs::dtype::float32, size});
   }
   gt::loss_scale_options options;
   options.init_scale = 2.0F;
@@ -360,35 +360,40 @@ TEST_F(loss_scaler_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
               gt::loss_scaler{{}, {}, *stream_};
             }).find("no gradient"),
             std::string::npos);
+  EXPECT_NE(
+      message_of([&] {
+        gt::loss_scaler{
+            {{gradient, gs::dtype::float32, 16}, {nullptr, gs::dtype::float32, 16}}, {}, *stream_};
+      }).find("gradient 1 is a null pointer"),
+      std::string::npos);
+  EXPECT_THROW((gt::loss_scaler{{{gradient, gs::dtype::float32, 0}}, {}, *stream_}),
+               gs::usage_error);
   EXPECT_NE(message_of([&] {
-              gt::loss_scaler{{{gradient, 16}, {nullptr, 16}}, {}, *stream_};
-            }).find("gradient 1 is a null pointer"),
-            std::string::npos);
-  EXPECT_THROW((gt::loss_scaler{{{gradient, 0}}, {}, *stream_}), gs::usage_error);
-  EXPECT_NE(message_of([&] {
-              gt::loss_scaler{{{gradient, 16, static_cast<gs::dtype>(7)}}, {}, *stream_};
+              gt::loss_scaler{{{gradient, static_cast<gs::dtype>(7), 16}}, {}, *stream_};
             }).find("gradient 0 has an unknown dtype (7); use float32, float16 or bfloat16"),
             std::string::npos);
   auto* const bytes = reinterpret_cast<unsigned char*>(gradient);
   EXPECT_NE(message_of([&] {
-              gt::loss_scaler{{{bytes + 2, 8, gs::dtype::float32}}, {}, *stream_};
+              gt::loss_scaler{{{bytes + 2, gs::dtype::float32, 8}}, {}, *stream_};
             }).find("gradient 0 is not aligned to the 4 bytes of its dtype float32"),
             std::string::npos);
-  EXPECT_NE(message_of([&] {
-              gt::loss_scaler{{{gradient, 16}, {bytes + 1, 8, gs::dtype::float16}}, {}, *stream_};
-            }).find("gradient 1 is not aligned to the 2 bytes of its dtype float16"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([&] {
+        gt::loss_scaler{
+            {{gradient, gs::dtype::float32, 16}, {bytes + 1, gs::dtype::float16, 8}}, {}, *stream_};
+      }).find("gradient 1 is not aligned to the 2 bytes of its dtype float16"),
+      std::string::npos);
   gt::loss_scale_options bad;
   bad.backoff_factor = 2.0F;
   EXPECT_NE(message_of([&] {
-              gt::loss_scaler{{{gradient, 16}}, bad, *stream_};
+              gt::loss_scaler{{{gradient, gs::dtype::float32, 16}}, bad, *stream_};
             }).find("backoff_factor"),
             std::string::npos);
-  gt::loss_scaler const scaler{{{gradient, 16}}, {}, *stream_, *pool_};
+  gt::loss_scaler const scaler{{{gradient, gs::dtype::float32, 16}}, {}, *stream_, *pool_};
   gs::graphs::graph_exec g;
   EXPECT_NE(message_of([&] {
               gs::graphs::capture(g, *stream_, *pool_, [&] {
-                gt::loss_scaler{{{gradient, 16}}, {}, *stream_};
+                gt::loss_scaler{{{gradient, gs::dtype::float32, 16}}, {}, *stream_};
               });
             }).find("construct it before the capture"),
             std::string::npos);

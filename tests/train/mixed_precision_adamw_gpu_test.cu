@@ -571,7 +571,7 @@ TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
   float* gradient = upload(std::vector<float>(n, 0.0F));
   gt::loss_scale_options scale_options;
   scale_options.init_scale = 1024.0F;
-  gt::loss_scaler const scaler{{{gradient, n}}, scale_options, *stream_};
+  gt::loss_scaler const scaler{{{gradient, gs::dtype::float32, n}}, scale_options, *stream_};
   gt::mixed_adamw_options const options;
   gt::lr_schedule schedule;
   schedule.base = 1e-2F;
@@ -650,7 +650,7 @@ void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype t
   scale_options.init_scale = 1024.0F;
   scale_options.backoff_factor = 0.25F;
   scale_options.growth_interval = 2;
-  gt::loss_scaler const scaler{{{gradient, count, type}}, scale_options, *stream_};
+  gt::loss_scaler const scaler{{{gradient, type, count}}, scale_options, *stream_};
   gt::mixed_adamw_options const options;
   gt::parameter_group const group{0.01F, 1.0F};
   gt::lr_schedule schedule;

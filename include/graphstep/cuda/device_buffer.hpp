@@ -1,43 +1,68 @@
 #pragma once
 
 /// @file cuda/device_buffer.hpp
-/// @brief `device_buffer`: owned, untyped device memory from a `memory_resource`, freed in
-/// stream order.
+/// @brief `device_buffer`: owned device memory from a `memory_resource` (a `memory::memory_pool`
+/// or the runtime's), typed and shaped or plain bytes, returned in stream order, with copies
+/// that check size, type and capture state.
 
 #include <cstddef>
+#include <cstdint>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
+#include <graphstep/dtype.hpp>
+#include <optional>
+#include <vector>
 
 namespace graphstep::cuda {
 
-/// @brief `size()` bytes of device memory from a `memory_resource`, returned to it on
-/// destruction. The memory is uninitialized.
+/// @brief Device memory from a `memory_resource`, returned to it when the buffer dies: the one
+/// owner of device memory in graphstep. Made from a shape and a `dtype` (a tensor, a static
+/// input or output of a captured step: `view()` names it to graphstep's APIs), or from a byte
+/// count (a workspace). The memory is uninitialized.
 ///
-/// Stream ordering: the memory is allocated on `stream()` and freed on `stream()` (the
-/// resource's contract, see `memory_resource`). Work on other streams must wait for
-/// `stream()` before its first use, and must be ordered before the free (or the free moved
-/// with `set_stream`). The stream and the resource must outlive the buffer; a
-/// `memory::memory_pool` must not be moved from while it does.
+/// Stream ordering: the memory is allocated on `stream()` and goes back to the resource on
+/// `stream()` (the resource's contract, see `memory_resource`), after the buffer's own copies on
+/// other streams (it records an event after each, and the release waits for those not yet
+/// complete). Work on other streams must wait for `stream()` before its first use; other work
+/// that uses the buffer on another stream (a kernel, a graph replayed there) must be ordered
+/// before the release: name that stream with `record_use` after the work, or move the release
+/// there with `set_stream`. Nothing waits for the whole device, so releasing a buffer never
+/// breaks a capture under way on any thread.
+///
+/// The stream and the resource must outlive the buffer: declare the pool before the buffers it
+/// backs. A `memory::memory_pool` must not be moved from while it backs a buffer.
+///
+/// Copies check that the bytes (and, for a typed buffer, the type) match the buffer. Copies
+/// from or to host memory refuse to run inside a capture: the graph would record the host
+/// address and read whatever is there at replay time instead of the data of the moment.
+/// Refill static inputs between replays, on the replay stream.
 ///
 /// A buffer of 0 bytes is empty: it allocates nothing, `data()` is null, and destroying it
-/// frees nothing. Move-only; a moved-from buffer is empty.
+/// frees nothing. Move-only; a moved-from buffer is empty (its stream and resource unchanged).
 class device_buffer {
  public:
-  /// @brief Allocates `bytes` from `resource` on `stream`; with 0 bytes, an empty buffer that
-  /// allocates nothing.
+  /// @brief `bytes` of untyped memory from `resource` on `stream`; with 0 bytes, an empty
+  /// buffer that allocates nothing.
   /// @throws usage_error (a stream capturing into a graph the resource cannot serve),
   /// out_of_memory, no_device_error, cuda_error (whatever `resource.allocate` throws)
   device_buffer(std::size_t bytes, stream_view stream,
                 memory_resource& resource = default_resource());
+  /// @brief `element_count(shape)` elements of `type` from `resource` on `stream`.
+  /// @throws usage_error (a negative extent, no element, too many bytes, and what the
+  /// byte-count constructor throws), out_of_memory, no_device_error, cuda_error
+  device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
+                memory_resource& resource = default_resource());
 
-  /// @brief Frees the memory on `stream()`. Never throws: a failure is reported on stderr.
+  /// @brief Returns the memory on `stream()`, after the recorded uses elsewhere. Never throws: a
+  /// failure is reported on stderr (and the memory stays allocated rather than handed out while
+  /// some stream may still use it).
   ~device_buffer();
 
-  /// @post `other` is empty (its stream and resource are unchanged)
   device_buffer(device_buffer&& other) noexcept;
-  /// @brief Frees this buffer's memory on its stream, then takes `other`'s memory, stream and
-  /// resource.
-  /// @post `other` is empty (its stream and resource are unchanged)
+  /// @brief Returns this buffer's memory on its stream, then takes `other`'s memory, shape,
+  /// type, stream and resource.
   device_buffer& operator=(device_buffer&& other) noexcept;
   device_buffer(device_buffer const&) = delete;
   device_buffer& operator=(device_buffer const&) = delete;
@@ -49,23 +74,56 @@ class device_buffer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// @brief True when the buffer owns no memory.
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
-  /// @brief The stream the memory is freed on.
+  /// @brief The element type of a buffer made from a shape; none for one made from bytes.
+  [[nodiscard]] std::optional<dtype> type() const noexcept { return type_; }
+  /// @brief The shape it was made with; empty for a buffer made from bytes.
+  [[nodiscard]] std::vector<std::int64_t> const& shape() const noexcept { return shape_; }
+  /// @brief Its elements, as graphstep's APIs take them.
+  /// @throws usage_error (a buffer made from bytes, which has no type; a moved-from buffer)
+  [[nodiscard]] device_span view() const;
+
+  /// @throws usage_error (size or type mismatch, null source, a capturing stream, an empty
+  /// buffer), cuda_error
+  void copy_from_host(void const* source, std::size_t bytes, dtype type, stream_view stream);
+  /// @brief float32 convenience.
+  void copy_from_host(std::vector<float> const& source, stream_view stream);
+  /// @brief Device-to-device; legal inside a capture (both addresses are fixed).
+  void copy_from_device(void const* source, std::size_t bytes, dtype type, stream_view stream);
+  /// @brief Device-to-device from another buffer of the same bytes and type.
+  void copy_from(device_buffer const& source, stream_view stream);
+  /// @brief Enqueues a copy to the host; synchronize `stream` before reading it.
+  void copy_to_host(void* destination, std::size_t bytes, dtype type, stream_view stream) const;
+  /// @brief float32 convenience: copies and synchronizes.
+  [[nodiscard]] std::vector<float> to_host(stream_view stream) const;
+
+  /// @brief The stream the memory goes back on.
   [[nodiscard]] stream_view stream() const noexcept { return stream_; }
   /// @brief The resource the memory came from and goes back to.
   [[nodiscard]] memory_resource& resource() const noexcept { return *resource_; }
 
-  /// @brief Frees the memory on `stream` instead: call it when the last use of the memory
-  /// moves to another stream, or before `stream()` is destroyed. Enqueues nothing: `stream`
-  /// must already be ordered after every earlier use (an event, or a synchronization).
+  /// @brief Returns the memory on `stream` instead: call it when the last use of the memory
+  /// moves to another stream, or before `stream()` is destroyed. Enqueues nothing: the work on
+  /// the old stream that uses the buffer must be ordered before `stream`'s next work (an event,
+  /// or a synchronization), or named with `record_use` first.
   void set_stream(stream_view stream) noexcept { stream_ = stream; }
+  /// @brief The release waits for the work issued to `stream` so far (an event recorded now):
+  /// call it after the last work on another stream that uses the buffer. Inside a capture it
+  /// records nothing: replays of the graph are ordered by the stream they are replayed on.
+  /// @throws cuda_error; usage_error on an empty buffer
+  void record_use(stream_view stream) const;
 
  private:
-  void free_memory() noexcept;
+  void release() noexcept;
+  void expect(std::size_t bytes, dtype type, char const* what) const;
 
   void* data_{};
   std::size_t size_{};
   stream_view stream_;
   memory_resource* resource_;
+  std::vector<std::int64_t> shape_;
+  std::optional<dtype> type_;
+  // Recorded after uses on other streams; the release waits for those not yet complete.
+  mutable std::vector<event> uses_elsewhere_;
 };
 
 }  // namespace graphstep::cuda

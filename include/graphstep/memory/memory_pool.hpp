@@ -16,8 +16,6 @@
 
 namespace graphstep::memory {
 
-class static_buffer;
-
 namespace detail {
 class pool_state;
 }
@@ -113,10 +111,11 @@ class memory_pool : public cuda::memory_resource {
   memory_pool& operator=(memory_pool&& other) noexcept;
   memory_pool(memory_pool const&) = delete;
   memory_pool& operator=(memory_pool const&) = delete;
-  /// @brief Releases the pool's handle; memory held by live graphs and `static_buffer`s stays
-  /// until they die. When the last of them goes, the memory is given back; memory with blocks
-  /// never deallocated stays mapped instead, for the life of the process (work on some stream
-  /// may still use them), and stderr says how many bytes.
+  /// @brief Releases the pool's handle; memory held by live graphs stays until they die, and
+  /// when the last of them goes, the memory is given back. Memory with blocks never deallocated
+  /// stays mapped instead, for the life of the process (work on some stream may still use
+  /// them), and stderr says how many bytes. Buffers of the pool (`cuda::device_buffer`) must
+  /// die before it: declare the pool first.
   ~memory_pool() override;
 
   /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.
@@ -208,7 +207,6 @@ class memory_pool : public cuda::memory_resource {
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:
-  friend class static_buffer;
   // cuda::memory_resource: the same as allocate and deallocate above.
   void* do_allocate(std::size_t bytes, cuda::stream_view stream) override;
   void do_deallocate(void* pointer, std::size_t bytes, cuda::stream_view stream) override;

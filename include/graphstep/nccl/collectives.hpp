@@ -8,38 +8,30 @@
 #include <chrono>
 #include <cstddef>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/dtype.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/nccl/collective_log.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
 
 namespace graphstep::nccl {
 
-/// @brief A device buffer as the collectives see it (not owned): where, how many bytes, what
-/// type.
-struct buffer_view {
-  void* data;
-  std::size_t bytes;
-  dtype type;
-};
-
-/// @brief Each collective checks its buffers (types equal, sizes consistent with the world size,
-/// byte counts whole multiples of the element size, non-null), runs on `stream`, and may be
+/// @brief Each collective checks its buffers (types equal, element counts consistent with the
+/// world size, positive, non-null, aligned to their type), runs on `stream`, and may be
 /// captured: inside a capture it is recorded in the communicator's log. A kind of collective
 /// must have run once eagerly on the communicator before it is captured (NCCL connects lazily,
 /// which a capture cannot do).
 /// Enqueueing holds the communicator's lock, so a watchdog thread cannot abort it mid-call.
 /// @throws usage_error (bad buffers, capture before warm-up), nccl_error (NCCL failure, or the
 /// communicator was aborted: the message says why, e.g. the watchdog's rank, step and state)
-void all_reduce(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
+void all_reduce(device_span send, device_span recv, reduce_op op, nccl_comm_view const& comm,
                 cuda::stream_view stream);
-/// @brief recv.bytes × world size == send.bytes.
-void reduce_scatter(buffer_view send, buffer_view recv, reduce_op op, nccl_comm_view const& comm,
+/// @brief recv.count() × world size == send.count().
+void reduce_scatter(device_span send, device_span recv, reduce_op op, nccl_comm_view const& comm,
                     cuda::stream_view stream);
-/// @brief recv.bytes == send.bytes × world size.
-void all_gather(buffer_view send, buffer_view recv, nccl_comm_view const& comm,
+/// @brief recv.count() == send.count() × world size.
+void all_gather(device_span send, device_span recv, nccl_comm_view const& comm,
                 cuda::stream_view stream);
 /// @brief From `root`'s send buffer into every rank's recv buffer (same size).
-void broadcast(buffer_view send, buffer_view recv, int root, nccl_comm_view const& comm,
+void broadcast(device_span send, device_span recv, int root, nccl_comm_view const& comm,
                cuda::stream_view stream);
 
 /// @brief Runs each kind of collective once, eagerly, on a few bytes of scratch memory, so

@@ -15,21 +15,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/memory/static_buffer.hpp>
 #include <vector>
 
 namespace graphstep::schedule {
-
-/// @brief A device buffer at a fixed address.
-struct static_tensor {
-  void* data;
-  std::size_t bytes;
-};
 
 /// @brief The shape and type of a static buffer that `graphed_callable` allocates.
 struct tensor_spec {
@@ -39,10 +34,10 @@ struct tensor_spec {
 
 /// @brief The static buffers of a graphed callable, by role.
 struct graphed_tensors {
-  std::vector<static_tensor> inputs;
-  std::vector<static_tensor> outputs;
-  std::vector<static_tensor> output_gradients;
-  std::vector<static_tensor> input_gradients;
+  std::vector<device_span> inputs;
+  std::vector<device_span> outputs;
+  std::vector<device_span> output_gradients;
+  std::vector<device_span> input_gradients;
 };
 
 /// @brief The static buffers to allocate from the pool, by role.
@@ -57,6 +52,7 @@ struct graphed_specs {
 ///
 /// The buffers it allocates go back to the pool when it dies, once its graphs' latest replays
 /// have finished; work of the caller's on other streams that reads them must be done by then.
+/// The pool must outlive it.
 class graphed_callable {
  public:
   using callable = std::function<void(cuda::stream_view stream)>;
@@ -64,6 +60,7 @@ class graphed_callable {
   using tensor_callable =
       std::function<void(graphed_tensors const& tensors, cuda::stream_view stream)>;
 
+  /// Each static tensor is a `device_span` at an address that stays fixed.
   /// @param inputs buffers the forward reads; `forward()` fills them
   /// @param outputs buffers the forward writes
   /// @param output_gradients buffers the backward reads; `backward()` fills them
@@ -71,9 +68,9 @@ class graphed_callable {
   /// @throws usage_error (missing callables, null or empty tensors, negative warm-up, a
   /// capturing stream), capture_error, and what the callables throw
   graphed_callable(callable const& forward, callable const& backward,
-                   std::vector<static_tensor> inputs, std::vector<static_tensor> outputs,
-                   std::vector<static_tensor> output_gradients,
-                   std::vector<static_tensor> input_gradients, memory::memory_pool& pool,
+                   std::vector<device_span> inputs, std::vector<device_span> outputs,
+                   std::vector<device_span> output_gradients,
+                   std::vector<device_span> input_gradients, memory::memory_pool& pool,
                    cuda::stream_view stream, graphs::lifecycle_options const& lifecycle = {});
 
   /// @brief As above, with the static buffers allocated from `pool` (eagerly, at addresses
@@ -91,12 +88,12 @@ class graphed_callable {
   /// @brief Copies `output_gradients` into the static ones and replays the backward graph.
   void backward(std::vector<void const*> const& output_gradients, cuda::stream_view stream);
 
-  [[nodiscard]] std::vector<static_tensor> const& inputs() const noexcept { return inputs_; }
-  [[nodiscard]] std::vector<static_tensor> const& outputs() const noexcept { return outputs_; }
-  [[nodiscard]] std::vector<static_tensor> const& output_gradients() const noexcept {
+  [[nodiscard]] std::vector<device_span> const& inputs() const noexcept { return inputs_; }
+  [[nodiscard]] std::vector<device_span> const& outputs() const noexcept { return outputs_; }
+  [[nodiscard]] std::vector<device_span> const& output_gradients() const noexcept {
     return output_gradients_;
   }
-  [[nodiscard]] std::vector<static_tensor> const& input_gradients() const noexcept {
+  [[nodiscard]] std::vector<device_span> const& input_gradients() const noexcept {
     return input_gradients_;
   }
   [[nodiscard]] graphs::graph_exec const& forward_graph() const noexcept { return forward_graph_; }
@@ -108,11 +105,11 @@ class graphed_callable {
   void build(callable const& forward, callable const& backward, memory::memory_pool& pool,
              cuda::stream_view stream, graphs::lifecycle_options const& lifecycle);
 
-  std::vector<memory::static_buffer> owned_;  // the buffers allocated from the pool, if any
-  std::vector<static_tensor> inputs_;
-  std::vector<static_tensor> outputs_;
-  std::vector<static_tensor> output_gradients_;
-  std::vector<static_tensor> input_gradients_;
+  std::vector<cuda::device_buffer> owned_;  // the buffers allocated from the pool, if any
+  std::vector<device_span> inputs_;
+  std::vector<device_span> outputs_;
+  std::vector<device_span> output_gradients_;
+  std::vector<device_span> input_gradients_;
   graphs::graph_exec forward_graph_;
   graphs::graph_exec backward_graph_;
 };

@@ -9,6 +9,7 @@
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
@@ -17,15 +18,6 @@
 #include <vector>
 
 namespace graphstep::train {
-
-/// @brief A gradient tensor in device memory, at an address that stays fixed and aligned to its
-/// element type, that the scaler checks for inf and NaN and, with `unscale`, unscales in place.
-/// `{float_pointer, count}` names an fp32 tensor as before.
-struct scaled_gradient {
-  void* data{};
-  std::size_t count{};
-  dtype type{dtype::float32};
-};
 
 /// @brief Dynamic loss scaling on the device. Per step, in order on one stream, all capturable:
 /// 1. the backward pass scales the loss gradient by `*scale()` (a device float its kernel
@@ -61,7 +53,7 @@ class loss_scaler {
  public:
   /// @throws usage_error (no gradient, a null, empty or misaligned gradient, an unknown dtype,
   /// bad options, a capturing stream), out_of_memory, no_device_error, cuda_error
-  loss_scaler(std::vector<scaled_gradient> const& gradients, loss_scale_options const& options,
+  loss_scaler(std::vector<device_span> const& gradients, loss_scale_options const& options,
               cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
 
   /// @brief Unscales every gradient in place and records whether all were finite (read as
@@ -96,7 +88,7 @@ class loss_scaler {
   void restore_from(checkpoint const& from, std::string const& name, cuda::stream_view stream);
 
  private:
-  loss_scaler(std::vector<scaled_gradient> const& gradients,
+  loss_scaler(std::vector<device_span> const& gradients,
               std::vector<detail::tensor_chunk> const& chunks, loss_scale_options const& options,
               cuda::stream_view stream, cuda::memory_resource& resource);
   [[nodiscard]] loss_scale_state* state() const noexcept;
@@ -104,7 +96,7 @@ class loss_scaler {
   loss_scale_options options_;
   std::size_t chunk_count_{};
   cuda::device_buffer state_;   // loss_scale_state
-  cuda::device_buffer slots_;   // scaled_gradient, one per tensor
+  cuda::device_buffer slots_;   // detail::scaled_slot, one per tensor
   cuda::device_buffer chunks_;  // tensor_chunk
 };
 

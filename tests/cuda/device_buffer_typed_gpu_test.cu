@@ -1,8 +1,9 @@
-// Static buffers: checked copies, refusal of host copies inside a capture, and refilling
-// between replays.
+// Typed device buffers of a pool: checked copies, refusal of host copies inside a capture,
+// refilling between replays, and a release ordered after uses on other streams.
 
+#include <cstdint>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/graphstep.hpp>
-#include <graphstep/memory/static_buffer.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,9 +37,11 @@ using gs::testing::message_of;
 TEST_F(buffer_test, copies_check_size_and_type) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
-  gs::memory::static_buffer input{pool, {4, 8}, gs::dtype::float32, stream};
-  EXPECT_EQ(input.size(), 32U);
-  EXPECT_EQ(input.bytes(), 128U);
+  gs::cuda::device_buffer input{{4, 8}, gs::dtype::float32, stream, pool};
+  EXPECT_EQ(input.size(), 128U);
+  EXPECT_EQ(input.shape(), (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(input.type(), gs::dtype::float32);
+  EXPECT_EQ(input.view(), (gs::device_span{input.data(), gs::dtype::float32, 32}));
   std::vector<float> const values(32, 1.5F);
   input.copy_from_host(values, stream);
   EXPECT_EQ(input.to_host(stream), values);
@@ -50,21 +53,24 @@ TEST_F(buffer_test, copies_check_size_and_type) {
               input.copy_from_host(values.data(), 128, gs::dtype::float16, stream);
             }).find("float16 data for a [4, 8] float32 buffer"),
             std::string::npos);
-  gs::memory::static_buffer other{pool, {32}, gs::dtype::float32, stream};
+  gs::cuda::device_buffer other{{32}, gs::dtype::float32, stream, pool};
   other.copy_from(input, stream);
   EXPECT_EQ(other.to_host(stream), values);
-  gs::memory::static_buffer moved = std::move(other);
+  gs::cuda::device_buffer moved = std::move(other);
   EXPECT_THROW(other.copy_from(input, stream), gs::usage_error);  // NOLINT: moved-from
-  EXPECT_THROW(gs::memory::static_buffer(pool, {0, 4}, gs::dtype::float32, stream),
-               gs::usage_error);
+  EXPECT_NE(
+      message_of([&] {
+        gs::cuda::device_buffer(std::vector<std::int64_t>{0, 4}, gs::dtype::float32, stream, pool);
+      }).find("[0, 4] float32 holds no element"),
+      std::string::npos);
 }
 
 TEST_F(buffer_test, host_copies_inside_a_capture_are_refused_and_refills_work_between_replays) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   int const n = 1000;
-  gs::memory::static_buffer x{pool, {n}, gs::dtype::float32, stream};
-  gs::memory::static_buffer y{pool, {n}, gs::dtype::float32, stream};
+  gs::cuda::device_buffer x{{n}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer y{{n}, gs::dtype::float32, stream, pool};
   std::vector<float> batch(n, 1.0F);
   gs::graphs::graph_exec g;
   EXPECT_NE(message_of([&] {
@@ -84,13 +90,24 @@ TEST_F(buffer_test, host_copies_inside_a_capture_are_refused_and_refills_work_be
   }
 }
 
-TEST_F(buffer_test, a_buffer_keeps_the_pool_memory_alive) {
+// A buffer made from bytes has no type: its copies check the bytes alone, and it has no view.
+TEST_F(buffer_test, an_untyped_buffer_checks_bytes_and_has_no_view) {
   gs::cuda::stream stream;
-  auto pool = std::make_unique<gs::memory::memory_pool>();
-  gs::memory::static_buffer kept{*pool, {256}, gs::dtype::float32, stream};
-  pool.reset();
-  kept.copy_from_host(std::vector<float>(256, 4.0F), stream);
-  EXPECT_EQ(kept.to_host(stream), std::vector<float>(256, 4.0F));
+  gs::memory::memory_pool pool;
+  gs::cuda::device_buffer bytes{64, stream, pool};
+  EXPECT_FALSE(bytes.type().has_value());
+  EXPECT_TRUE(bytes.shape().empty());
+  std::vector<std::uint16_t> const halves(32, 0x3C00);
+  bytes.copy_from_host(halves.data(), 64, gs::dtype::bfloat16, stream);
+  std::vector<std::uint16_t> back(32);
+  bytes.copy_to_host(back.data(), 64, gs::dtype::float16, stream);
+  stream.synchronize();
+  EXPECT_EQ(back, halves);
+  EXPECT_NE(message_of([&] {
+              bytes.copy_from_host(halves.data(), 62, gs::dtype::bfloat16, stream);
+            }).find("62 bytes for an untyped buffer of 64 bytes"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { (void)bytes.view(); }).find("has no element type"), std::string::npos);
 }
 
 // The block goes back in stream order on the buffer's stream, after the buffer's own copies on
@@ -103,11 +120,11 @@ TEST_F(buffer_test, the_release_waits_for_copies_on_other_streams) {
   gs::cuda::stream third;
   gs::memory::memory_pool pool;
   std::int64_t const n = half_a_growth(stream);
-  gs::memory::static_buffer source{pool, {n}, gs::dtype::float32, stream};
+  gs::cuda::device_buffer source{{n}, gs::dtype::float32, stream, pool};
   source.copy_from_host(std::vector<float>(static_cast<std::size_t>(n), 3.0F), stream);
   stream.synchronize();
-  auto buffer = std::make_unique<gs::memory::static_buffer>(pool, std::vector<std::int64_t>{n},
-                                                            gs::dtype::float32, stream);
+  auto buffer = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{n},
+                                                          gs::dtype::float32, stream, pool);
   void* const address = buffer->data();
   buffer->copy_from(source, copier);
   buffer.reset();
@@ -128,11 +145,11 @@ TEST_F(buffer_test, a_recorded_use_on_another_stream_orders_the_release) {
   gs::cuda::stream third;
   gs::memory::memory_pool pool;
   std::int64_t const n = half_a_growth(stream);
-  gs::memory::static_buffer x{pool, {n}, gs::dtype::float32, stream};
+  gs::cuda::device_buffer x{{n}, gs::dtype::float32, stream, pool};
   x.copy_from_host(std::vector<float>(static_cast<std::size_t>(n), 1.0F), stream);
   stream.synchronize();
-  auto y = std::make_unique<gs::memory::static_buffer>(pool, std::vector<std::int64_t>{n},
-                                                       gs::dtype::float32, stream);
+  auto y = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{n},
+                                                     gs::dtype::float32, stream, pool);
   void* const address = y->data();
   auto const count = static_cast<int>(n);
   double_kernel<<<(count + 255) / 256, 256, 0, worker.get()>>>(
@@ -152,11 +169,11 @@ TEST_F(buffer_test, a_recorded_use_on_another_stream_orders_the_release) {
 TEST_F(buffer_test, the_release_moves_to_another_stream) {
   gs::memory::memory_pool pool;
   gs::cuda::stream lasting;
-  std::unique_ptr<gs::memory::static_buffer> buffer;
+  std::unique_ptr<gs::cuda::device_buffer> buffer;
   {
     gs::cuda::stream brief;
-    buffer = std::make_unique<gs::memory::static_buffer>(pool, std::vector<std::int64_t>{256},
-                                                         gs::dtype::float32, brief);
+    buffer = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{256},
+                                                       gs::dtype::float32, brief, pool);
     buffer->copy_from_host(std::vector<float>(256, 2.0F), brief);
     brief.synchronize();
     buffer->set_stream(lasting);
@@ -166,8 +183,8 @@ TEST_F(buffer_test, the_release_moves_to_another_stream) {
   auto const in_use = pool.statistics().bytes_in_use;
   buffer.reset();
   EXPECT_LT(pool.statistics().bytes_in_use, in_use);
-  gs::memory::static_buffer moved{pool, {4}, gs::dtype::float32, lasting};
-  gs::memory::static_buffer into = std::move(moved);
+  gs::cuda::device_buffer moved{{4}, gs::dtype::float32, lasting, pool};
+  gs::cuda::device_buffer into = std::move(moved);
   EXPECT_NE(message_of([&] { moved.record_use(lasting); }).find("moved from"),  // NOLINT
             std::string::npos);
 }

@@ -1,0 +1,62 @@
+// graphstep_core: plain C++, includes no CUDA header.
+#include <graphstep/device_span.hpp>
+#include <graphstep/error.hpp>
+#include <limits>
+#include <sstream>
+
+namespace graphstep {
+
+std::size_t element_count(std::vector<std::int64_t> const& shape) {
+  std::size_t count = 1;
+  for (std::int64_t extent : shape) {
+    GRAPHSTEP_EXPECTS(extent >= 0,
+                      "shape " + describe(shape, dtype::float32) + " has a negative extent");
+    auto const e = static_cast<std::size_t>(extent);
+    GRAPHSTEP_EXPECTS(e == 0 || count <= std::numeric_limits<std::size_t>::max() / e,
+                      "shape " + describe(shape, dtype::float32) + " has too many elements");
+    count *= e;
+  }
+  return count;
+}
+
+std::string describe(std::vector<std::int64_t> const& shape, dtype type) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i != 0 ? ", " : "") << shape[i];
+  out << "] " << name(type);
+  return out.str();
+}
+
+std::size_t device_span::bytes() const {
+  std::size_t const element = size_in_bytes(type_);
+  GRAPHSTEP_EXPECTS(count_ <= std::numeric_limits<std::size_t>::max() / element,
+                    "a span of " + std::to_string(count_) + " " + name(type_) +
+                        " elements has more bytes than a size_t holds");
+  return count_ * element;
+}
+
+device_span device_span::subspan(std::size_t offset, std::size_t count) const {
+  GRAPHSTEP_EXPECTS(offset <= count_ && count <= count_ - offset,
+                    "subspan(" + std::to_string(offset) + ", " + std::to_string(count) +
+                        ") reaches past the end of " + describe(*this) +
+                        ": offset plus count must be at most " + std::to_string(count_));
+  if (data_ == nullptr) return {nullptr, type_, count};
+  return {static_cast<unsigned char*>(data_) + (offset * size_in_bytes(type_)), type_, count};
+}
+
+std::string describe(device_span const& span) {
+  std::ostringstream out;
+  out << span.count() << ' ' << name(span.type()) << " at " << span.data();
+  return out.str();
+}
+
+namespace detail {
+
+void expect_valid_span(std::string const& which, device_span const& span) {
+  if (span.empty()) return;
+  expect_typed_buffer(which, span.data(), span.type());
+  static_cast<void>(span.bytes());
+}
+
+}  // namespace detail
+}  // namespace graphstep

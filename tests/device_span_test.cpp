@@ -1,0 +1,98 @@
+// Device spans and the shapes of typed buffers: plain C++, no device.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <graphstep/device_span.hpp>
+#include <graphstep/error.hpp>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "common/error_message.hpp"
+
+namespace gs = graphstep;
+
+TEST(shape, element_counts_and_descriptions) {
+  EXPECT_EQ(gs::element_count({640, 4096}), 640U * 4096U);
+  EXPECT_EQ(gs::element_count({}), 1U);  // a scalar
+  EXPECT_EQ(gs::element_count({3, 0, 5}), 0U);
+  EXPECT_EQ(gs::describe({640, 4096}, gs::dtype::bfloat16), "[640, 4096] bfloat16");
+  EXPECT_THROW(static_cast<void>(gs::element_count({4, -1})), gs::usage_error);
+  EXPECT_THROW(static_cast<void>(gs::element_count({std::int64_t{1} << 40, std::int64_t{1} << 40})),
+               gs::usage_error);
+}
+
+TEST(device_span, holds_pointer_type_and_count_and_counts_bytes_by_type) {
+  alignas(4) static unsigned char memory[64];
+  gs::device_span const halves{memory, gs::dtype::bfloat16, 10};
+  EXPECT_EQ(halves.data(), memory);
+  EXPECT_EQ(halves.count(), 10U);
+  EXPECT_EQ(halves.type(), gs::dtype::bfloat16);
+  EXPECT_EQ(halves.bytes(), 20U);
+
+  gs::device_span const fp32{memory, gs::dtype::float32, 3};
+  EXPECT_EQ(fp32.type(), gs::dtype::float32);
+  EXPECT_EQ(fp32.bytes(), 12U);
+
+  gs::device_span const none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(none.data(), nullptr);
+  EXPECT_EQ(none.bytes(), 0U);
+}
+
+TEST(device_span, a_subspan_counts_its_offset_in_elements_and_stays_inside) {
+  alignas(4) static unsigned char memory[64];
+  gs::device_span const all{memory, gs::dtype::float16, 32};
+  gs::device_span const tail = all.subspan(8, 24);
+  EXPECT_EQ(tail.data(), memory + 16);
+  EXPECT_EQ(tail.count(), 24U);
+  EXPECT_EQ(tail.type(), gs::dtype::float16);
+  EXPECT_EQ(all.subspan(32, 0).count(), 0U);
+
+  std::string const said = gs::testing::message_of([&] { (void)all.subspan(8, 25); });
+  EXPECT_NE(said.find("reaches past the end of 32 float16"), std::string::npos) << said;
+  EXPECT_THROW((void)all.subspan(33, 0), gs::usage_error);
+  // An offset and count whose sum wraps around is refused too, not taken as small.
+  EXPECT_THROW((void)all.subspan(1, std::numeric_limits<std::size_t>::max()), gs::usage_error);
+}
+
+TEST(device_span, equal_when_memory_type_and_count_are) {
+  alignas(4) static unsigned char memory[16];
+  EXPECT_EQ((gs::device_span{memory, gs::dtype::float16, 4}),
+            (gs::device_span{memory, gs::dtype::float16, 4}));
+  EXPECT_NE((gs::device_span{memory, gs::dtype::float16, 4}),
+            (gs::device_span{memory, gs::dtype::bfloat16, 4}));
+  EXPECT_NE((gs::device_span{memory, gs::dtype::float16, 4}),
+            (gs::device_span{memory, gs::dtype::float16, 2}));
+}
+
+TEST(device_span, checks_refuse_null_misaligned_and_oversized_spans_naming_them) {
+  alignas(4) static unsigned char memory[16];
+  std::string said = gs::testing::message_of([&] {
+    gs::detail::expect_valid_span("all_reduce: send", {nullptr, gs::dtype::float32, 4});
+  });
+  EXPECT_NE(said.find("all_reduce: send is a null pointer"), std::string::npos) << said;
+
+  said = gs::testing::message_of([&] {
+    gs::detail::expect_valid_span("all_reduce: send", {memory + 2, gs::dtype::float32, 1});
+  });
+  EXPECT_NE(said.find("not aligned"), std::string::npos) << said;
+
+  said = gs::testing::message_of([&] {
+    gs::detail::expect_valid_span(
+        "all_reduce: send", {memory, gs::dtype::float32, std::numeric_limits<std::size_t>::max()});
+  });
+  EXPECT_NE(said.find("more bytes than a size_t holds"), std::string::npos) << said;
+
+  // An empty span names no memory: any pointer passes.
+  EXPECT_NO_THROW(gs::detail::expect_valid_span("x", {nullptr, gs::dtype::float32, 0}));
+}
+
+// A (pointer, bytes, type) triple or a (pointer, bytes) pair, as the older views took, must not
+// compile as a span: the type comes second and is always named.
+static_assert(!std::is_constructible_v<gs::device_span, void*, std::size_t, gs::dtype>);
+static_assert(!std::is_constructible_v<gs::device_span, float*, std::size_t>);
+static_assert(!std::is_constructible_v<gs::device_span, void*, std::size_t>);
+static_assert(std::is_constructible_v<gs::device_span, void*, gs::dtype, std::size_t>);
+static_assert(std::is_trivially_copyable_v<gs::device_span>);
