@@ -104,10 +104,13 @@ class mlp {
     mse_.emplace(m * d_out, stream);
     gt::lr_schedule schedule;
     schedule.base = 0.1F;
-    sgd_.emplace(std::vector<gt::parameter>{{w1_, dw1_, std::size_t(hidden) * d_in},
-                                            {b1_, db1_, std::size_t(hidden)},
-                                            {w2_, dw2_, std::size_t(d_out) * hidden},
-                                            {b2_, db2_, std::size_t(d_out)}},
+    auto const parameter = [](float* value, float* gradient, std::size_t count) {
+      return gt::parameter{{value, f32, count}, {gradient, f32, count}};
+    };
+    sgd_.emplace(std::vector<gt::parameter>{parameter(w1_, dw1_, std::size_t(hidden) * d_in),
+                                            parameter(b1_, db1_, std::size_t(hidden)),
+                                            parameter(w2_, dw2_, std::size_t(d_out) * hidden),
+                                            parameter(b2_, db2_, std::size_t(d_out))},
                  gt::sgd_options{}, schedule, gt::gradient_scaling{}, stream);
     stream.synchronize();
   }

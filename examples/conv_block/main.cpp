@@ -224,14 +224,16 @@ int run() {
     initial_weights.push_back(
         random_vector(filter_count(l), std::sqrt(2.0F / (9.0F * channels[l])), rng));
     initial_weights.push_back(std::vector<float>(channels[l + 1], 0.0F));
-    parameters.push_back({c.w, c.dw, filter_count(l)});
-    parameters.push_back({c.b, c.db, std::size_t(channels[l + 1])});
+    parameters.push_back(
+        {{c.w, gs::dtype::float32, filter_count(l)}, {c.dw, gs::dtype::float32, filter_count(l)}});
+    parameters.push_back({{c.b, gs::dtype::float32, std::size_t(channels[l + 1])},
+                          {c.db, gs::dtype::float32, std::size_t(channels[l + 1])}});
   }
   upload(m.input, random_vector(activation_count(channels[0]), 1.0F, rng));
   upload(m.target, random_vector(activation_count(channels[layers]), 1.0F, rng));
   auto reset_weights = [&] {
     for (std::size_t i = 0; i < parameters.size(); ++i) {
-      upload(parameters[i].value, initial_weights[i]);
+      upload(static_cast<float*>(parameters[i].value.data()), initial_weights[i]);
     }
   };
   gt::mse_loss const mse{activation_count(channels[layers]), stream};

@@ -69,7 +69,8 @@ int run() {
                                        cudaMemcpyHostToDevice, stream.get()));
     stream.synchronize();
     losses.emplace_back(n, stream);
-    parameters.push_back({params[t], gradients + plan.offsets[t] / sizeof(float), n});
+    parameters.push_back({{params[t], gs::dtype::float32, n},
+                          {gradients + plan.offsets[t] / sizeof(float), gs::dtype::float32, n}});
   }
   // The loss is a mean over the elements, so its gradient carries a 1/elements factor.
   gt::lr_schedule schedule;

@@ -95,10 +95,10 @@ float normalizer_for(int rows) {
 struct model {
   model(std::vector<std::uint16_t> const& initial_embedding, gs::cuda::stream_view stream,
         gs::memory::memory_pool& pool)
-      : embedding{vocab * dim * sizeof(std::uint16_t), stream, pool},
-        bias{dim * sizeof(std::uint16_t), stream, pool},
-        embedding_gradient{vocab * dim * sizeof(std::uint16_t), stream, pool},
-        bias_gradient{dim * sizeof(std::uint16_t), stream, pool},
+      : embedding{{vocab, dim}, gs::dtype::bfloat16, stream, pool},
+        bias{{dim}, gs::dtype::bfloat16, stream, pool},
+        embedding_gradient{{vocab, dim}, gs::dtype::bfloat16, stream, pool},
+        bias_gradient{{dim}, gs::dtype::bfloat16, stream, pool},
         residual{max_rows * dim * sizeof(float), stream, pool},
         prediction_gradient{max_rows * dim * sizeof(float), stream, pool},
         loss{sizeof(float), stream, pool},
@@ -118,9 +118,8 @@ struct model {
     options.max_grad_norm = 1.0F;
     options.stochastic_rounding = true;
     options.seed = 2024;
-    std::vector<gs::train::mixed_parameter> const parameters{
-        {embedding.data(), embedding_gradient.data(), vocab * dim, gs::dtype::bfloat16, 0},
-        {bias.data(), bias_gradient.data(), dim, gs::dtype::bfloat16, 1}};
+    std::vector<gs::train::parameter> const parameters{
+        {embedding.view(), embedding_gradient.view(), 0}, {bias.view(), bias_gradient.view(), 1}};
     // Decay on the embedding, none on the bias.
     optimizer.emplace(parameters,
                       std::vector<gs::train::parameter_group>{{0.01F, 1.0F}, {0.0F, 1.0F}}, options,

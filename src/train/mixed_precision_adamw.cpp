@@ -61,7 +61,7 @@ struct detail::mixed_adamw_plan {
 
 namespace {
 
-detail::mixed_adamw_plan checked_plan(std::vector<mixed_parameter> const& parameters,
+detail::mixed_adamw_plan checked_plan(std::vector<parameter> const& parameters,
                                       std::vector<parameter_group> const& groups,
                                       mixed_adamw_options const& options,
                                       lr_schedule const& schedule, cuda::stream_view stream) {
@@ -76,35 +76,36 @@ detail::mixed_adamw_plan checked_plan(std::vector<mixed_parameter> const& parame
   std::vector<std::uint32_t> group_indices;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     auto const& p = parameters[i];
-    GRAPHSTEP_EXPECTS(p.value != nullptr && p.gradient != nullptr,
-                      "mixed_precision_adamw: parameter " + std::to_string(i) +
-                          " has a null value or gradient pointer");
-    GRAPHSTEP_EXPECTS(!options.stochastic_rounding || p.type != dtype::float16,
+    validate(p, i, "mixed_precision_adamw");
+    GRAPHSTEP_EXPECTS(!options.stochastic_rounding || p.value.type() != dtype::float16,
                       "mixed_precision_adamw: parameter " + std::to_string(i) +
                           " is float16, and stochastic rounding is implemented for bfloat16 "
                           "weights only; turn it off or keep that tensor in bfloat16");
-    counts.push_back(p.count);
+    counts.push_back(p.value.count());
     group_indices.push_back(p.group);
     plan.first_element.push_back(plan.total);
-    plan.total += p.count;
+    plan.total += p.value.count();
   }
   plan.group_of_tensor = plan_parameter_groups(groups, group_indices);
   plan.chunks = plan_chunks(counts);  // refuses an empty tensor
   return plan;
 }
 
-std::vector<mixed_parameter> parameters_of(memory::parameter_layout const& layout, void* values,
-                                           void const* gradients) {
+std::vector<parameter> parameters_of(memory::parameter_layout const& layout, void* values,
+                                     void const* gradients) {
   GRAPHSTEP_EXPECTS(!layout.empty(), "mixed_precision_adamw: the parameter layout holds no tensor");
   GRAPHSTEP_EXPECTS(values != nullptr && gradients != nullptr,
                     "mixed_precision_adamw: the weight or gradient buffer of the parameter layout "
                     "is a null pointer");
-  std::vector<mixed_parameter> parameters;
+  std::vector<parameter> parameters;
   parameters.reserve(layout.size());
   for (memory::parameter_slot const& slot : layout.slots()) {
-    parameters.push_back({static_cast<unsigned char*>(values) + slot.offset,
-                          static_cast<unsigned char const*>(gradients) + slot.offset, slot.count,
-                          slot.type, slot.group});
+    // The gradients are only read: the span's pointer is not const, as a span never is.
+    auto* const gradient_bytes = static_cast<unsigned char*>(const_cast<void*>(gradients));
+    parameters.push_back(
+        {{static_cast<unsigned char*>(values) + slot.offset, slot.type, slot.count},
+         {gradient_bytes + slot.offset, slot.type, slot.count},
+         slot.group});
   }
   return parameters;
 }
@@ -112,7 +113,7 @@ std::vector<mixed_parameter> parameters_of(memory::parameter_layout const& layou
 }  // namespace
 
 mixed_precision_adamw::mixed_precision_adamw(
-    std::vector<mixed_parameter> const& parameters, std::vector<parameter_group> const& groups,
+    std::vector<parameter> const& parameters, std::vector<parameter_group> const& groups,
     mixed_adamw_options const& options, lr_schedule const& schedule,
     gradient_scaling const& scaling, cuda::stream_view stream, cuda::memory_resource& resource)
     : mixed_precision_adamw{checked_plan(parameters, groups, options, schedule, stream),
@@ -137,7 +138,7 @@ mixed_precision_adamw::mixed_precision_adamw(
                             resource} {}
 
 mixed_precision_adamw::mixed_precision_adamw(
-    detail::mixed_adamw_plan const& plan, std::vector<mixed_parameter> const& parameters,
+    detail::mixed_adamw_plan const& plan, std::vector<parameter> const& parameters,
     mixed_adamw_options const& options, lr_schedule const& schedule,
     gradient_scaling const& scaling, cuda::stream_view stream, cuda::memory_resource& resource)
     : options_{options},
@@ -158,9 +159,10 @@ mixed_precision_adamw::mixed_precision_adamw(
   for (std::size_t t = 0; t < parameters.size(); ++t) {
     auto const& p = parameters[t];
     std::size_t const first = plan.first_element[t];
-    slots.push_back({p.value, p.gradient, buffers + first, buffers + plan.total + first,
-                     buffers + 2 * plan.total + first, first, plan.group_of_tensor[t].weight_decay,
-                     plan.group_of_tensor[t].lr_multiplier, static_cast<std::int32_t>(p.type), 0});
+    slots.push_back({p.value.data(), p.gradient.data(), buffers + first,
+                     buffers + plan.total + first, buffers + 2 * plan.total + first, first,
+                     plan.group_of_tensor[t].weight_decay, plan.group_of_tensor[t].lr_multiplier,
+                     static_cast<std::int32_t>(p.value.type()), 0});
   }
   mixed_adamw_device_state host_state;
   host_state.seed = options.seed;

@@ -33,11 +33,17 @@ table_plan checked_plan(std::vector<parameter> const& parameters, lr_schedule co
   std::size_t total = 0;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     auto const& p = parameters[i];
-    GRAPHSTEP_EXPECTS(
-        p.value != nullptr && p.gradient != nullptr,
-        "optimizer: parameter " + std::to_string(i) + " has a null value or gradient pointer");
-    counts.push_back(p.count);
-    total += p.count;
+    validate(p, i, "optimizer");
+    GRAPHSTEP_EXPECTS(p.value.type() == dtype::float32,
+                      "optimizer: parameter " + std::to_string(i) + " is " + name(p.value.type()) +
+                          "; sgd and adam update float32 tensors (mixed_precision_adamw takes "
+                          "bfloat16 and float16 ones)");
+    GRAPHSTEP_EXPECTS(p.group == 0, "optimizer: parameter " + std::to_string(i) + " names group " +
+                                        std::to_string(p.group) +
+                                        "; sgd and adam have one group, 0 (mixed_precision_adamw "
+                                        "takes parameter groups)");
+    counts.push_back(p.value.count());
+    total += p.value.count();
   }
   return {plan_chunks(counts), total};
 }
@@ -116,8 +122,10 @@ class multi_tensor_optimizer {
     for (auto const& p : parameters) {
       float* state1 = state_buffers > 0 ? buffers + offset : nullptr;
       float* state2 = state_buffers > 1 ? buffers + plan.total + offset : nullptr;
-      slots.push_back({p.value, p.gradient, state1, state2, p.count});
-      offset += p.count;
+      slots.push_back({static_cast<float*>(p.value.data()),
+                       static_cast<float const*>(p.gradient.data()), state1, state2,
+                       p.value.count()});
+      offset += p.value.count();
     }
     upload(slots_, slots.data(), slots.size(), stream);
     upload(chunks_, plan.chunks.data(), plan.chunks.size(), stream);

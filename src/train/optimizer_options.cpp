@@ -6,6 +6,22 @@
 
 namespace graphstep::train {
 
+void validate(parameter const& parameter, std::size_t index, std::string const& who) {
+  std::string const which = who + ": parameter " + std::to_string(index);
+  GRAPHSTEP_EXPECTS(!parameter.value.empty() && !parameter.gradient.empty(),
+                    which + " has an empty value or gradient; every tensor holds elements");
+  ::graphstep::detail::expect_valid_span(which + " value", parameter.value);
+  ::graphstep::detail::expect_valid_span(which + " gradient", parameter.gradient);
+  GRAPHSTEP_EXPECTS(parameter.value.type() == parameter.gradient.type(),
+                    which + " has a " + name(parameter.value.type()) + " value but a " +
+                        name(parameter.gradient.type()) +
+                        " gradient; give the gradient the value's dtype");
+  GRAPHSTEP_EXPECTS(parameter.value.count() == parameter.gradient.count(),
+                    which + " has " + std::to_string(parameter.value.count()) + " values but " +
+                        std::to_string(parameter.gradient.count()) +
+                        " gradient elements; they must be equal");
+}
+
 void validate(sgd_options const& options) {
   GRAPHSTEP_EXPECTS(options.momentum >= 0.0F, "sgd: momentum must be non-negative");
   GRAPHSTEP_EXPECTS(options.weight_decay >= 0.0F, "sgd: weight_decay must be non-negative");

@@ -229,8 +229,8 @@ TEST_F(device_buffer_pool_test, the_training_parts_take_their_memory_from_a_pool
   std::size_t const n = 5000;
   gs::cuda::device_buffer const value{sizeof(float) * n, *stream_, pool};
   gs::cuda::device_buffer const gradient{sizeof(float) * n, *stream_, pool};
-  gs::train::parameter const p{static_cast<float*>(value.data()),
-                               static_cast<float const*>(gradient.data()), n};
+  gs::train::parameter const p{{value.data(), gs::dtype::float32, n},
+                               {gradient.data(), gs::dtype::float32, n}};
   std::size_t const before = pool.statistics().bytes_in_use;
   {
     gs::train::capture_safe_rng const rng{1, *stream_, pool};

@@ -68,7 +68,12 @@ TEST(capture_scope, refuses_the_legacy_default_stream_before_touching_the_device
 TEST_F(no_device, training_parts) {
   float* fake = reinterpret_cast<float*>(std::uintptr_t{0x1000});
   expect_no_device_error([&] {
-    graphstep::train::sgd optimizer{{{fake, fake, 4}}, {}, {}, {}, cudaStreamPerThread};
+    graphstep::train::sgd optimizer{
+        {{{fake, graphstep::dtype::float32, 4}, {fake, graphstep::dtype::float32, 4}}},
+        {},
+        {},
+        {},
+        cudaStreamPerThread};
   });
   expect_no_device_error([] { graphstep::train::mse_loss loss{4, cudaStreamPerThread}; });
 }

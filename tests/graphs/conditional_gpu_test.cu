@@ -39,7 +39,8 @@ TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_n
   graphstep::testing::copy_to_device(grad, ones.data(), sizeof(float) * n);
   gt::lr_schedule schedule;
   schedule.base = 0.5F;
-  gt::sgd optimizer{{{param, grad, n}}, {}, schedule, {}, stream};
+  gt::sgd optimizer{
+      {{{param, gs::dtype::float32, n}, {grad, gs::dtype::float32, n}}}, {}, schedule, {}, stream};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool, [&] {
     gt::check_finite(grad, n, finite, stream);

@@ -115,8 +115,12 @@ TEST_F(soak_test, a_million_replays_of_a_training_step_do_not_grow_memory) {
   gs::train::mse_loss mse{static_cast<std::size_t>(n), stream};
   gs::train::lr_schedule schedule;
   schedule.base = 0.1F;
-  gs::train::sgd optimizer{
-      {{param, grad, static_cast<std::size_t>(n)}}, {0.9F}, schedule, {}, stream};
+  gs::train::sgd optimizer{{{{param, gs::dtype::float32, static_cast<std::size_t>(n)},
+                             {grad, gs::dtype::float32, static_cast<std::size_t>(n)}}},
+                           {0.9F},
+                           schedule,
+                           {},
+                           stream};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool, [&] {
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));

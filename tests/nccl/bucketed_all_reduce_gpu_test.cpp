@@ -51,7 +51,8 @@ struct replica {
       graphstep::testing::copy_to_device(params.back(), init.data(), n * sizeof(float));
       graphstep::testing::copy_to_device(targets.back(), goal.data(), n * sizeof(float));
       losses.emplace_back(n, stream);
-      parameters.push_back({params.back(), gradient(t), n});
+      parameters.push_back(
+          {{params.back(), gs::dtype::float32, n}, {gradient(t), gs::dtype::float32, n}});
     }
     gt::lr_schedule schedule;
     schedule.base = 0.5F;

@@ -36,7 +36,12 @@ TEST_F(host_learning_rate_test, feeding_it_each_step_never_waits_for_the_device)
   // reads the weights on a non-blocking stream.
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   gt::mixed_precision_adamw optimizer{
-      {{weights.data(), gradients.data(), n, gs::dtype::float32, 0}}, {{}}, {}, {}, {}, stream};
+      {{{weights.data(), gs::dtype::float32, n}, {gradients.data(), gs::dtype::float32, n}}},
+      {{}},
+      {},
+      {},
+      {},
+      stream};
   gs::memory::step_input<float> learning_rate{1, stream};
   optimizer.read_learning_rate_from(learning_rate.data(), stream);
   gs::graphs::graph_exec step;

@@ -116,7 +116,12 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence) {
   gt::loss_scaler scaler{{{gradient, gs::dtype::float32, count}}, options, *stream_, *pool_};
   gt::lr_schedule schedule;
   schedule.base = 0.125F;
-  gt::sgd optimizer{{{weight, gradient, count}}, {}, schedule, {}, *stream_, *pool_};
+  gt::sgd optimizer{{{{weight, gs::dtype::float32, count}, {gradient, gs::dtype::float32, count}}},
+                    {},
+                    schedule,
+                    {},
+                    *stream_,
+                    *pool_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, *pool_, [&] {
     scaled_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);

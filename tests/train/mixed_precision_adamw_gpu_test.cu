@@ -133,7 +133,7 @@ TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_g
                                      gs::dtype::float32};
   std::vector<std::uint32_t> const group_of{0, 1, 0, 1};
   std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}, {0.0F, 0.5F}};
-  std::vector<gt::mixed_parameter> parameters;
+  std::vector<gt::parameter> parameters;
   std::vector<host_tensor> host;
   for (std::size_t t = 0; t < sizes.size(); ++t) {
     auto const weight_bits = random_bf16(sizes[t], 1.0F, rng);
@@ -141,7 +141,7 @@ TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_g
     host_tensor h{as_floats(weight_bits), as_floats(grad_bits), std::vector<float>(sizes[t], 0.0F),
                   std::vector<float>(sizes[t], 0.0F)};
     void* value = nullptr;
-    void const* gradient = nullptr;
+    void* gradient = nullptr;
     if (types[t] == gs::dtype::bfloat16) {
       value = upload(weight_bits);
       gradient = upload(grad_bits);
@@ -159,7 +159,8 @@ TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_g
       value = upload(h.master);
       gradient = upload(h.gradient);
     }
-    parameters.push_back({value, gradient, sizes[t], types[t], group_of[t]});
+    parameters.push_back(
+        {{value, types[t], sizes[t]}, {gradient, types[t], sizes[t]}, group_of[t]});
     host.push_back(std::move(h));
   }
   float* loss_scale = upload(std::vector<float>{8.0F});
@@ -181,18 +182,19 @@ TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_g
       auto const master = download(optimizer.master_weights(t), sizes[t]);
       ASSERT_EQ(bits_of(master), bits_of(h.master)) << "step " << s << ", tensor " << t;
       if (types[t] == gs::dtype::bfloat16) {
-        EXPECT_EQ(download(static_cast<std::uint16_t const*>(parameters[t].value), sizes[t]),
+        EXPECT_EQ(download(static_cast<std::uint16_t const*>(parameters[t].value.data()), sizes[t]),
                   gt::reference::to_bfloat16(h.master, false, 0, s, 0))
             << "step " << s << ", tensor " << t;
       } else if (types[t] == gs::dtype::float16) {
-        auto const got = download(static_cast<__half const*>(parameters[t].value), sizes[t]);
+        auto const got = download(static_cast<__half const*>(parameters[t].value.data()), sizes[t]);
         for (std::size_t i = 0; i < sizes[t]; ++i) {
           __half const want = __float2half(h.master[i]);
           ASSERT_EQ(std::memcmp(&got[i], &want, sizeof want), 0) << "step " << s << ", " << i;
         }
       } else {
-        EXPECT_EQ(bits_of(download(static_cast<float const*>(parameters[t].value), sizes[t])),
-                  bits_of(h.master));
+        EXPECT_EQ(
+            bits_of(download(static_cast<float const*>(parameters[t].value.data()), sizes[t])),
+            bits_of(h.master));
       }
     }
   }
@@ -211,8 +213,9 @@ TEST_F(mixed_adamw_test, a_learning_rate_the_host_sets_before_each_replay_is_wha
   host_tensor h{as_floats(weight_bits), as_floats(grad_bits), std::vector<float>(n, 0.0F),
                 std::vector<float>(n, 0.0F)};
   std::vector<gt::parameter_group> const groups{{0.01F, 0.5F}};
-  std::vector<gt::mixed_parameter> const parameters{
-      {upload(weight_bits), upload(grad_bits), n, gs::dtype::bfloat16, 0}};
+  std::vector<gt::parameter> const parameters{{{upload(weight_bits), gs::dtype::bfloat16, n},
+                                               {upload(grad_bits), gs::dtype::bfloat16, n},
+                                               0}};
   gt::mixed_adamw_options const options;
   gt::lr_schedule schedule;  // constant 1e-3: ignored while the host's value is read
   gt::mixed_precision_adamw optimizer{parameters, groups, options, schedule, {}, *stream_};
@@ -267,12 +270,12 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
   std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}};
   // Two copies of the model: the one that goes on, and the one that resumes (other weights).
   auto const make_parameters = [&](float range) {
-    std::vector<gt::mixed_parameter> parameters;
+    std::vector<gt::parameter> parameters;
     for (std::size_t t = 0; t < sizes.size(); ++t) {
       auto const weights = random_bf16(sizes[t], range, rng);
       auto const gradients = random_bf16(sizes[t], 1.0F, rng);
       void* value = nullptr;
-      void const* gradient = nullptr;
+      void* gradient = nullptr;
       if (types[t] == gs::dtype::float32) {
         value = upload(as_floats(weights));
         gradient = upload(as_floats(gradients));
@@ -280,16 +283,16 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
         value = upload(weights);
         gradient = upload(gradients);
       }
-      parameters.push_back({value, gradient, sizes[t], types[t], 0});
+      parameters.push_back({{value, types[t], sizes[t]}, {gradient, types[t], sizes[t]}, 0});
     }
     return parameters;
   };
   auto const went_on_parameters = make_parameters(1.0F);
   auto const resumed_parameters = make_parameters(3.0F);
   for (std::size_t t = 0; t < sizes.size(); ++t) {  // the same gradients every step on both
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(const_cast<void*>(resumed_parameters[t].gradient),
-                                  went_on_parameters[t].gradient,
-                                  sizes[t] * gs::size_in_bytes(types[t]), cudaMemcpyDeviceToDevice));
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpy(resumed_parameters[t].gradient.data(), went_on_parameters[t].gradient.data(),
+                   sizes[t] * gs::size_in_bytes(types[t]), cudaMemcpyDeviceToDevice));
   }
   // A device-to-device cudaMemcpy does not wait for its copy ("no host-side synchronization is
   // performed"), and the optimizers run on a non-blocking stream.
@@ -309,7 +312,7 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
   {
     gt::checkpoint saved;
     for (std::size_t t = 0; t < sizes.size(); ++t) {  // the model's part: its weights
-      gt::add_device_tensor(saved, "model/" + std::to_string(t), went_on_parameters[t].value,
+      gt::add_device_tensor(saved, "model/" + std::to_string(t), went_on_parameters[t].value.data(),
                             types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
     }
     went_on.save_to(saved, "optimizer", *stream_);
@@ -317,7 +320,7 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
   }
   auto const loaded = gt::checkpoint::load(path);
   for (std::size_t t = 0; t < sizes.size(); ++t) {
-    gt::load_device_tensor(loaded, "model/" + std::to_string(t), resumed_parameters[t].value,
+    gt::load_device_tensor(loaded, "model/" + std::to_string(t), resumed_parameters[t].value.data(),
                            types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
   }
   resumed.restore_from(loaded, "optimizer", *stream_);
@@ -335,8 +338,9 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
               bits_of(download(went_on.master_weights(t), sizes[t])))
         << "tensor " << t;
     std::size_t const bytes = sizes[t] * gs::size_in_bytes(types[t]);
-    EXPECT_EQ(download(static_cast<unsigned char const*>(resumed_parameters[t].value), bytes),
-              download(static_cast<unsigned char const*>(went_on_parameters[t].value), bytes))
+    EXPECT_EQ(
+        download(static_cast<unsigned char const*>(resumed_parameters[t].value.data()), bytes),
+        download(static_cast<unsigned char const*>(went_on_parameters[t].value.data()), bytes))
         << "tensor " << t;
   }
 }
@@ -346,11 +350,10 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
 TEST_F(mixed_adamw_test, a_checkpoint_of_another_layout_is_refused_and_changes_nothing) {
   std::mt19937 rng{37};
   auto const make = [&](std::vector<std::size_t> const& sizes) {
-    std::vector<gt::mixed_parameter> parameters;
+    std::vector<gt::parameter> parameters;
     for (std::size_t n : sizes) {
-      parameters.push_back(
-          {upload(random_bf16(n, 1.0F, rng)), upload(random_bf16(n, 1.0F, rng)), n,
-           gs::dtype::bfloat16, 0});
+      parameters.push_back({{upload(random_bf16(n, 1.0F, rng)), gs::dtype::bfloat16, n},
+                            {upload(random_bf16(n, 1.0F, rng)), gs::dtype::bfloat16, n}});
     }
     return parameters;
   };
@@ -403,12 +406,13 @@ TEST_F(mixed_adamw_test, clipping_on_the_device_and_skipped_steps) {
   options.max_grad_norm = 0.5F;
   gt::lr_schedule schedule;
   schedule.base = 1e-2F;
-  gt::mixed_precision_adamw optimizer{{{weight, gradient, n, gs::dtype::bfloat16, 0}},
-                                      {{0.01F, 1.0F}},
-                                      options,
-                                      schedule,
-                                      {nullptr, all_finite},
-                                      *stream_};
+  gt::mixed_precision_adamw optimizer{
+      {{{weight, gs::dtype::bfloat16, n}, {gradient, gs::dtype::bfloat16, n}, 0}},
+      {{0.01F, 1.0F}},
+      options,
+      schedule,
+      {nullptr, all_finite},
+      *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
   double const norm = gt::reference::global_norm({h.gradient});
@@ -467,16 +471,19 @@ TEST_F(mixed_adamw_test, stochastic_rounding_replays_deterministically_for_a_see
   options.seed = 0xC0FFEEULL;
   gt::lr_schedule schedule;
   schedule.base = 1e-3F;
-  std::vector<gt::mixed_parameter> eager_parameters;
-  std::vector<gt::mixed_parameter> graphed_parameters;
-  std::vector<gt::mixed_parameter> other_seed_parameters;
+  std::vector<gt::parameter> eager_parameters;
+  std::vector<gt::parameter> graphed_parameters;
+  std::vector<gt::parameter> other_seed_parameters;
   for (std::size_t n : sizes) {
     auto const w = random_bf16(n, 1.0F, rng);
     auto const g = random_bf16(n, 1.0F, rng);
-    auto const* grad = upload(g);
-    eager_parameters.push_back({upload(w), grad, n, gs::dtype::bfloat16, 0});
-    graphed_parameters.push_back({upload(w), grad, n, gs::dtype::bfloat16, 0});
-    other_seed_parameters.push_back({upload(w), grad, n, gs::dtype::bfloat16, 0});
+    auto* const grad = upload(g);
+    eager_parameters.push_back(
+        {{upload(w), gs::dtype::bfloat16, n}, {grad, gs::dtype::bfloat16, n}, 0});
+    graphed_parameters.push_back(
+        {{upload(w), gs::dtype::bfloat16, n}, {grad, gs::dtype::bfloat16, n}, 0});
+    other_seed_parameters.push_back(
+        {{upload(w), gs::dtype::bfloat16, n}, {grad, gs::dtype::bfloat16, n}, 0});
   }
   std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}};
   gt::mixed_precision_adamw eager{eager_parameters, groups, options, schedule, {}, *stream_};
@@ -494,16 +501,17 @@ TEST_F(mixed_adamw_test, stochastic_rounding_replays_deterministically_for_a_see
     other_seed.step(*stream_);
     std::uint64_t first_element = 0;
     for (std::size_t t = 0; t < sizes.size(); ++t) {
-      auto const* value = static_cast<std::uint16_t const*>(graphed_parameters[t].value);
+      auto const* value = static_cast<std::uint16_t const*>(graphed_parameters[t].value.data());
       auto const got = download(value, sizes[t]);
-      EXPECT_EQ(download(static_cast<std::uint16_t const*>(eager_parameters[t].value), sizes[t]),
-                got)
+      EXPECT_EQ(
+          download(static_cast<std::uint16_t const*>(eager_parameters[t].value.data()), sizes[t]),
+          got)
           << "step " << s << ", tensor " << t;
       auto const master = download(graphed.master_weights(t), sizes[t]);
       EXPECT_EQ(got, gt::reference::to_bfloat16(master, true, options.seed, s, first_element))
           << "step " << s << ", tensor " << t;
-      auto const other =
-          download(static_cast<std::uint16_t const*>(other_seed_parameters[t].value), sizes[t]);
+      auto const other = download(
+          static_cast<std::uint16_t const*>(other_seed_parameters[t].value.data()), sizes[t]);
       EXPECT_NE(other, got) << "another seed rounds otherwise";
       first_element += sizes[t];
     }
@@ -520,37 +528,49 @@ TEST_F(mixed_adamw_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
   auto* data = upload(std::vector<std::uint16_t>(16, 0x3F80));
   gt::mixed_adamw_options stochastic;
   stochastic.stochastic_rounding = true;
-  auto const refused = [&](std::vector<gt::mixed_parameter> const& parameters,
+  auto const refused = [&](std::vector<gt::parameter> const& parameters,
                            std::vector<gt::parameter_group> const& groups,
                            gt::mixed_adamw_options const& options) {
     return message_of(
         [&] { gt::mixed_precision_adamw{parameters, groups, options, {}, {}, *stream_}; });
   };
   EXPECT_NE(refused({}, {{}}, {}).find("no parameter"), std::string::npos);
-  EXPECT_NE(refused({{data, nullptr, 16, gs::dtype::bfloat16, 0}}, {{}}, {})
-                .find("parameter 0 has a null value or gradient"),
-            std::string::npos);
-  EXPECT_NE(refused({{data, data, 16, gs::dtype::float16, 0}}, {{}}, stochastic)
+  EXPECT_NE(
+      refused({{{data, gs::dtype::bfloat16, 16}, {nullptr, gs::dtype::bfloat16, 16}, 0}}, {{}}, {})
+          .find("mixed_precision_adamw: parameter 0 gradient is a null pointer"),
+      std::string::npos);
+  EXPECT_NE(refused({{{data, gs::dtype::float16, 16}, {data, gs::dtype::float16, 16}, 0}}, {{}},
+                    stochastic)
                 .find("stochastic rounding is implemented for bfloat16"),
             std::string::npos);
   EXPECT_NE(
-      refused({{data, data, 16, gs::dtype::bfloat16, 1}}, {{}}, {}).find("tensor 0 names group 1"),
+      refused({{{data, gs::dtype::bfloat16, 16}, {data, gs::dtype::bfloat16, 16}, 1}}, {{}}, {})
+          .find("tensor 0 names group 1"),
       std::string::npos);
-  EXPECT_NE(refused({{data, data, 0, gs::dtype::bfloat16, 0}}, {{}}, {}).find("no element"),
+  EXPECT_NE(refused({{{data, gs::dtype::bfloat16, 0}, {data, gs::dtype::bfloat16, 0}, 0}}, {{}}, {})
+                .find("parameter 0 has an empty value or gradient"),
             std::string::npos);
   gt::mixed_adamw_options bad;
   bad.max_grad_norm = -1.0F;
-  EXPECT_NE(refused({{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, bad).find("max_grad_norm"),
-            std::string::npos);
+  EXPECT_NE(
+      refused({{{data, gs::dtype::bfloat16, 16}, {data, gs::dtype::bfloat16, 16}, 0}}, {{}}, bad)
+          .find("max_grad_norm"),
+      std::string::npos);
   gt::mixed_precision_adamw optimizer{
-      {{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, {}, {}, {}, *stream_};
+      {{{data, gs::dtype::bfloat16, 16}, {data, gs::dtype::bfloat16, 16}, 0}},
+      {{}},
+      {},
+      {},
+      {},
+      *stream_};
   EXPECT_NE(message_of([&] { (void)optimizer.master_weights(1); }).find("tensor 1 does not exist"),
             std::string::npos);
   gs::graphs::graph_exec g;
   std::string inside;
   std::string schedule_inside;
   gs::graphs::capture(g, *stream_, [&] {
-    inside = refused({{data, data, 16, gs::dtype::bfloat16, 0}}, {{}}, {});
+    inside =
+        refused({{{data, gs::dtype::bfloat16, 16}, {data, gs::dtype::bfloat16, 16}, 0}}, {{}}, {});
     schedule_inside = message_of([&] { optimizer.set_schedule({}, *stream_); });
     optimizer.step(*stream_);
   });
@@ -575,12 +595,13 @@ TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
   gt::mixed_adamw_options const options;
   gt::lr_schedule schedule;
   schedule.base = 1e-2F;
-  gt::mixed_precision_adamw optimizer{{{weight, gradient, n, gs::dtype::float32, 0}},
-                                      {{0.01F, 1.0F}},
-                                      options,
-                                      schedule,
-                                      {nullptr, scaler.all_finite()},
-                                      *stream_};
+  gt::mixed_precision_adamw optimizer{
+      {{{weight, gs::dtype::float32, n}, {gradient, gs::dtype::float32, n}, 0}},
+      {{0.01F, 1.0F}},
+      options,
+      schedule,
+      {nullptr, scaler.all_finite()},
+      *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] {
     scaler.unscale(*stream_);
@@ -655,9 +676,12 @@ void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype t
   gt::parameter_group const group{0.01F, 1.0F};
   gt::lr_schedule schedule;
   schedule.base = 1e-2F;
-  gt::mixed_precision_adamw optimizer{
-      {{weight, gradient, count, type, 0}},  {group}, options, schedule,
-      {scaler.scale(), scaler.all_finite()}, *stream_};
+  gt::mixed_precision_adamw optimizer{{{{weight, type, count}, {gradient, type, count}, 0}},
+                                      {group},
+                                      options,
+                                      schedule,
+                                      {scaler.scale(), scaler.all_finite()},
+                                      *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] {
     scaled_backward_kernel<<<(n + 255) / 256, 256, 0, stream_->get()>>>(
@@ -744,10 +768,12 @@ TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_li
   schedule.base = 1e-2F;
   gt::mixed_precision_adamw from_layout{layout, by_layout, gradient, groups,
                                         {},     schedule,  {},       *stream_};
-  std::vector<gt::mixed_parameter> list;
+  std::vector<gt::parameter> list;
   for (gs::memory::parameter_slot const& slot : layout.slots()) {
     std::size_t const first = slot.offset / sizeof(std::uint16_t);
-    list.push_back({by_list + first, gradient + first, slot.count, slot.type, slot.group});
+    list.push_back({{by_list + first, slot.type, slot.count},
+                    {gradient + first, slot.type, slot.count},
+                    slot.group});
   }
   gt::mixed_precision_adamw from_list{list, groups, {}, schedule, {}, *stream_};
   for (std::size_t t = 0; t < layout.size(); ++t) {

@@ -77,7 +77,8 @@ TEST_F(train_test, sgd_with_momentum_matches_the_reference_over_many_tensors) {
     values.push_back(random(n, rng));
     grads.push_back(random(n, rng));
     buffers.emplace_back(n, 0.0);
-    params.push_back({upload(values.back()), upload(grads.back()), n});
+    params.push_back({{upload(values.back()), gs::dtype::float32, n},
+                      {upload(grads.back()), gs::dtype::float32, n}});
   }
   gt::sgd optimizer{params, options, schedule, {}, *stream_};
   for (int step = 1; step <= 3; ++step) {
@@ -88,7 +89,9 @@ TEST_F(train_test, sgd_with_momentum_matches_the_reference_over_many_tensors) {
   }
   EXPECT_EQ(optimizer.steps_taken(*stream_), 3);
   for (std::size_t t = 0; t < sizes.size(); ++t) {
-    EXPECT_LT(max_relative_error(download(params[t].value, sizes[t]), values[t]), 1e-5)
+    EXPECT_LT(max_relative_error(
+                  download(static_cast<float const*>(params[t].value.data()), sizes[t]), values[t]),
+              1e-5)
         << "tensor " << t;
   }
 }
@@ -104,13 +107,15 @@ TEST_F(train_test, adam_with_l2_decay_matches_the_reference) {
   auto const grads = random(n, rng);
   std::vector<double> m(n, 0.0);
   std::vector<double> v(n, 0.0);
-  gt::parameter const p{upload(values), upload(grads), n};
+  gt::parameter const p{{upload(values), gs::dtype::float32, n},
+                        {upload(grads), gs::dtype::float32, n}};
   gt::adam optimizer{{p}, options, schedule, {}, *stream_};
   for (int step = 1; step <= 5; ++step) {
     optimizer.step(*stream_);
     gt::reference::adam_step(values, grads, m, v, options, schedule.base, step);
   }
-  EXPECT_LT(max_relative_error(download(p.value, n), values), 1e-5);
+  EXPECT_LT(max_relative_error(download(static_cast<float const*>(p.value.data()), n), values),
+            1e-5);
 }
 
 // The loss scale and the found-finite flag are read from device memory on every replay, as a
@@ -128,7 +133,8 @@ TEST_F(train_test, a_captured_step_follows_the_schedule_the_loss_scale_and_skips
   auto values = random(n, rng);
   auto const grads = random(n, rng);
   std::vector<double> unused(n, 0.0);
-  gt::parameter const p{upload(values), upload(grads), n};
+  gt::parameter const p{{upload(values), gs::dtype::float32, n},
+                        {upload(grads), gs::dtype::float32, n}};
   float* const loss_scale = upload({1.0});
   auto* const all_finite = reinterpret_cast<unsigned int*>(upload({0.0}));
   unsigned int const finite = 1;
@@ -157,7 +163,8 @@ TEST_F(train_test, a_captured_step_follows_the_schedule_the_loss_scale_and_skips
                             i >= 6 ? 0.5 : 1.0);
   }
   EXPECT_EQ(optimizer.steps_taken(*stream_), 10);
-  EXPECT_LT(max_relative_error(download(p.value, n), values), 1e-5);
+  EXPECT_LT(max_relative_error(download(static_cast<float const*>(p.value.data()), n), values),
+            1e-5);
   EXPECT_THROW(gs::graphs::capture(step, *stream_, [] {}), gs::usage_error);  // full graph
   gs::graphs::graph_exec other;
   EXPECT_THROW(
@@ -191,7 +198,21 @@ TEST_F(train_test, mse_matches_the_reference_and_is_bitwise_reproducible) {
 
 TEST_F(train_test, bad_arguments_are_usage_errors) {
   EXPECT_THROW(gt::sgd({}, {}, {}, {}, *stream_), gs::usage_error);
-  EXPECT_THROW(gt::sgd({{nullptr, nullptr, 4}}, {}, {}, {}, *stream_), gs::usage_error);
+  EXPECT_THROW(gt::sgd({{{nullptr, gs::dtype::float32, 4}, {nullptr, gs::dtype::float32, 4}}}, {},
+                       {}, {}, *stream_),
+               gs::usage_error);
+  float* const values = upload(std::vector<double>(4, 1.0));
+  float* const gradients = upload(std::vector<double>(4, 0.5));
+  EXPECT_NE(gs::testing::message_of([&] {
+              gt::sgd({{{values, gs::dtype::bfloat16, 8}, {gradients, gs::dtype::bfloat16, 8}}}, {},
+                      {}, {}, *stream_);
+            }).find("optimizer: parameter 0 is bfloat16; sgd and adam update float32 tensors"),
+            std::string::npos);
+  EXPECT_NE(gs::testing::message_of([&] {
+              gt::adam({{{values, gs::dtype::float32, 4}, {gradients, gs::dtype::float32, 4}, 1}},
+                       {}, {}, {}, *stream_);
+            }).find("optimizer: parameter 0 names group 1; sgd and adam have one group"),
+            std::string::npos);
   EXPECT_THROW(gt::mse_loss(0, *stream_), gs::usage_error);
 }
 
@@ -200,7 +221,8 @@ TEST_F(train_test, bad_arguments_are_usage_errors) {
 TEST_F(train_test, construction_inside_a_capture_is_a_usage_error) {
   float* value = upload({1.0, 2.0});
   float* gradient = upload({0.5, 0.5});
-  std::vector<gt::parameter> const parameters{{value, gradient, 2}};
+  std::vector<gt::parameter> const parameters{
+      {{value, gs::dtype::float32, 2}, {gradient, gs::dtype::float32, 2}}};
   gs::graphs::graph_exec g;
   std::vector<std::string> refused;
   gs::graphs::capture(g, *stream_, [&] {

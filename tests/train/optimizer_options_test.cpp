@@ -4,6 +4,7 @@
 
 #include <graphstep/error.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <string>
 
 namespace gt = graphstep::train;
 
@@ -15,4 +16,36 @@ TEST(optimizer_options, validation) {
   EXPECT_NO_THROW(gt::validate(gt::adam_options{}));
   EXPECT_THROW(gt::validate(gt::adam_options{1.0F}), graphstep::usage_error);
   EXPECT_THROW(gt::validate(gt::adam_options{0.9F, 0.999F, 0.0F}), graphstep::usage_error);
+}
+
+// A parameter's value and gradient are spans of one dtype and count; each refusal names the
+// parameter and what to fix.
+TEST(optimizer_options, a_parameter_is_two_spans_of_one_dtype_and_count) {
+  namespace gs = graphstep;
+  alignas(4) static unsigned char value[64];
+  alignas(4) static unsigned char gradient[64];
+  auto const said = [](gt::parameter const& p) {
+    try {
+      gt::validate(p, 3, "sgd");
+    } catch (gs::usage_error const& e) {
+      return std::string{e.what()};
+    }
+    return std::string{};
+  };
+  EXPECT_EQ(said({{value, gs::dtype::bfloat16, 16}, {gradient, gs::dtype::bfloat16, 16}, 2}), "");
+  EXPECT_NE(said({{value, gs::dtype::float32, 0}, {gradient, gs::dtype::float32, 0}})
+                .find("sgd: parameter 3 has an empty value or gradient"),
+            std::string::npos);
+  EXPECT_NE(said({{value, gs::dtype::float32, 4}, {nullptr, gs::dtype::float32, 4}})
+                .find("sgd: parameter 3 gradient is a null pointer"),
+            std::string::npos);
+  EXPECT_NE(said({{value + 2, gs::dtype::float32, 4}, {gradient, gs::dtype::float32, 4}})
+                .find("sgd: parameter 3 value is not aligned"),
+            std::string::npos);
+  EXPECT_NE(said({{value, gs::dtype::bfloat16, 4}, {gradient, gs::dtype::float16, 4}})
+                .find("has a bfloat16 value but a float16 gradient"),
+            std::string::npos);
+  EXPECT_NE(said({{value, gs::dtype::float32, 4}, {gradient, gs::dtype::float32, 3}})
+                .find("has 4 values but 3 gradient elements"),
+            std::string::npos);
 }

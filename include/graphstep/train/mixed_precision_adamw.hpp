@@ -20,16 +20,6 @@
 
 namespace graphstep::train {
 
-/// @brief One model tensor: its weights and gradient, both of `type`, in device memory at
-/// addresses that stay fixed (static buffers of the captured step), and its parameter group.
-struct mixed_parameter {
-  void* value{};
-  void const* gradient{};
-  std::size_t count{};
-  dtype type{dtype::bfloat16};
-  std::uint32_t group{0};  ///< index into the groups given to the optimizer
-};
-
 namespace detail {
 struct mixed_adamw_plan;  // what the constructor checks and plans before it allocates
 }
@@ -50,10 +40,10 @@ struct mixed_adamw_plan;  // what the constructor checks and plans before it all
 /// the resource must outlive the optimizer (see `cuda::device_buffer`). Move-only.
 class mixed_precision_adamw {
  public:
-  /// @throws usage_error (no tensor, null pointers, an empty tensor, bad options, groups or
-  /// schedule, stochastic rounding with an fp16 tensor, a capturing stream), out_of_memory,
-  /// no_device_error, cuda_error
-  mixed_precision_adamw(std::vector<mixed_parameter> const& parameters,
+  /// @throws usage_error (no tensor, a tensor that fails `validate(parameter)`, bad options,
+  /// groups or schedule, stochastic rounding with an fp16 tensor, a capturing stream),
+  /// out_of_memory, no_device_error, cuda_error
+  mixed_precision_adamw(std::vector<parameter> const& parameters,
                         std::vector<parameter_group> const& groups,
                         mixed_adamw_options const& options, lr_schedule const& schedule,
                         gradient_scaling const& scaling, cuda::stream_view stream,
@@ -117,7 +107,7 @@ class mixed_precision_adamw {
 
  private:
   mixed_precision_adamw(detail::mixed_adamw_plan const& plan,
-                        std::vector<mixed_parameter> const& parameters,
+                        std::vector<parameter> const& parameters,
                         mixed_adamw_options const& options, lr_schedule const& schedule,
                         gradient_scaling const& scaling, cuda::stream_view stream,
                         cuda::memory_resource& resource);

@@ -14,14 +14,6 @@
 
 namespace graphstep::train {
 
-/// @brief One fp32 parameter tensor and its gradient, both in device memory at addresses that
-/// stay fixed (static buffers of the captured step).
-struct parameter {
-  float* value;
-  float const* gradient;
-  std::size_t count;
-};
-
 namespace detail {
 class multi_tensor_optimizer;
 }
@@ -58,8 +50,9 @@ class optimizer {
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const;
 
  protected:
-  /// @throws usage_error (no parameter, null pointers, an empty tensor, bad schedule, a
-  /// capturing stream), out_of_memory, no_device_error, cuda_error
+  /// @throws usage_error (no parameter; a parameter that is not fp32, of a group other than 0,
+  /// or fails `validate(parameter)`; bad schedule; a capturing stream), out_of_memory,
+  /// no_device_error, cuda_error
   optimizer(std::vector<parameter> const& parameters, int state_buffers,
             lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
             cuda::memory_resource& resource);

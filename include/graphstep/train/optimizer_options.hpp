@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/device_span.hpp>
+#include <string>
 #include <vector>
 
 namespace graphstep::train {
@@ -63,6 +65,21 @@ struct parameter_group {
   float weight_decay{0.0F};   ///< decoupled (AdamW) decay
   float lr_multiplier{1.0F};  ///< the group's learning rate is the schedule's times this
 };
+
+/// @brief One model tensor as every optimizer takes it: its weights and its gradient, spans of
+/// one dtype and count in device memory at addresses that stay fixed (static buffers of the
+/// captured step), and its parameter group. `sgd` and `adam` take fp32 tensors of group 0;
+/// `mixed_precision_adamw` takes bf16, fp16 and fp32 ones and their groups.
+struct parameter {
+  device_span value;
+  device_span gradient;    ///< only read
+  std::uint32_t group{0};  ///< index into the groups given to the optimizer
+};
+
+/// @brief Refuses parameter `index` of the optimizer `who` ("sgd") when its value or gradient is
+/// empty, null, misaligned or of an unknown dtype, or they differ in dtype or count.
+/// @throws usage_error naming the parameter and what to fix
+void validate(parameter const& parameter, std::size_t index, std::string const& who);
 
 /// @brief Throws usage_error naming the bad hyperparameter (negative momentum, Nesterov without
 /// momentum or with dampening, betas outside [0, 1), non-positive epsilon, negative decay).
