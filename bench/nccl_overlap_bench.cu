@@ -39,7 +39,8 @@ void bucketed_step(benchmark::State& state, bool overlap) {
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&flat, plan.buffer_bytes));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(flat, 0, plan.buffer_bytes, stream.get()));
   auto* gradients = static_cast<float*>(flat);
-  gn::bucketed_all_reduce reducer{comm->view(), flat, plan, gs::dtype::float32};
+  gn::bucketed_all_reduce reducer{
+      comm->view(), {flat, gs::dtype::float32, plan.buffer_bytes / sizeof(float)}, plan};
   auto step = [&] {
     for (int l = 0; l < layers; ++l) {
       float* g = gradients + plan.offsets[static_cast<std::size_t>(l)] / sizeof(float);

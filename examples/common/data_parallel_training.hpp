@@ -28,13 +28,13 @@ class data_parallel_training {
   data_parallel_training& operator=(data_parallel_training&&) = delete;
   ~data_parallel_training() = default;
 
-  /// Averages `model`'s gradients (`gradient_bytes` from `model.gradients()`, laid out in the
-  /// order its backward finishes them) in the buckets of `plan`. The model must not outlive
-  /// this object: its hooks call into it.
+  /// Averages `model`'s gradients (`gradients`, laid out in the order its backward finishes
+  /// them) in the buckets of `plan`. The model must not outlive this object: its hooks call
+  /// into it.
   template <typename Model>
-  void average_gradients(Model& model, std::size_t gradient_bytes,
-                         graphstep::nccl::bucket_plan plan, graphstep::dtype type) {
-    reducer_.emplace(comm_.view(), model.gradients(), gradient_bytes, std::move(plan), type);
+  void average_gradients(Model& model, graphstep::device_span gradients,
+                         graphstep::nccl::bucket_plan plan) {
+    reducer_.emplace(comm_.view(), gradients, std::move(plan));
     model.set_gradients_finished([this](std::size_t finished, graphstep::cuda::stream_view s) {
       reducer_->ready_through(finished, s);
     });

@@ -52,6 +52,7 @@ int run() {
     return static_cast<float*>(storage.back().data());
   };
   float* const gradients = floats((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
+  gs::device_span const all_gradients = storage.back().view();
   float* const loss = floats(counts.size());
   std::vector<float*> params;
   std::vector<float*> targets;
@@ -76,7 +77,7 @@ int run() {
   gt::lr_schedule schedule;
   schedule.base = 0.25F * static_cast<float>(elements);
   gt::sgd optimizer{parameters, gt::sgd_options{0.5F}, schedule, {}, stream};
-  gn::bucketed_all_reduce reducer{view, gradients, plan, gs::dtype::float32};
+  gn::bucketed_all_reduce reducer{view, all_gradients, plan};
 
   auto train_step = [&] {
     std::size_t next_bucket = 0;

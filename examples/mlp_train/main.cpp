@@ -180,7 +180,9 @@ std::vector<float> train(settings const& s, bool graphed) {
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
                 graphed ? "graphed" : "eager", ranks->comm().rank(), ranks->comm().size(),
                 plan.buckets.size());
-    ranks->average_gradients(model, plan.buffer_bytes, std::move(plan), gs::dtype::float32);
+    ranks->average_gradients(
+        model, {model.gradients(), gs::dtype::float32, plan.buffer_bytes / sizeof(float)},
+        std::move(plan));
   }
 #endif
   auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read

@@ -194,8 +194,10 @@ void average_gradients(transformer& model, settings const& s, data_parallel& ran
                                      std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes));
   std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
               ranks.comm().rank(), ranks.comm().size(), plan.buckets.size());
-  ranks.average_gradients(model, model.layout().buffer_bytes(), std::move(plan),
-                          gs::dtype::bfloat16);
+  ranks.average_gradients(model,
+                          {model.gradients(), gs::dtype::bfloat16,
+                           model.layout().buffer_bytes() / sizeof(std::uint16_t)},
+                          std::move(plan));
 }
 
 // After training: every rank's weights must be rank 0's.

@@ -6,27 +6,24 @@
 
 namespace graphstep::nccl {
 
-bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan,
-                                         dtype type)
-    : bucketed_all_reduce{std::move(comm), gradients, plan.buffer_bytes, std::move(plan), type} {}
-
-bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, void* gradients,
-                                         std::size_t gradient_bytes, bucket_plan plan, dtype type)
+bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, device_span gradients,
+                                         bucket_plan plan)
     : comm_{std::move(comm)},
-      gradients_{static_cast<unsigned char*>(gradients)},
+      gradients_{static_cast<unsigned char*>(gradients.data())},
       plan_{std::move(plan)},
-      type_{type},
+      type_{gradients.type()},
       made_ready_(plan_.buckets.size(), false) {
-  GRAPHSTEP_EXPECTS(gradients != nullptr, "bucketed_all_reduce: the gradient buffer is null");
+  GRAPHSTEP_EXPECTS(!gradients.empty(), "bucketed_all_reduce: the gradient buffer is empty");
+  graphstep::detail::expect_valid_span("bucketed_all_reduce: the gradient buffer", gradients);
   GRAPHSTEP_EXPECTS(!plan_.buckets.empty(), "bucketed_all_reduce: the plan has no bucket");
-  GRAPHSTEP_EXPECTS(gradient_bytes >= plan_.buffer_bytes,
+  GRAPHSTEP_EXPECTS(gradients.bytes() >= plan_.buffer_bytes,
                     "bucketed_all_reduce: the gradient buffer holds " +
-                        std::to_string(gradient_bytes) + " bytes but the plan needs " +
+                        std::to_string(gradients.bytes()) + " bytes but the plan needs " +
                         std::to_string(plan_.buffer_bytes) + ": allocate plan.buffer_bytes");
   for (auto const& b : plan_.buckets) {
-    GRAPHSTEP_EXPECTS(b.bytes % size_in_bytes(type) == 0,
+    GRAPHSTEP_EXPECTS(b.bytes % size_in_bytes(type_) == 0,
                       "bucketed_all_reduce: a bucket of " + std::to_string(b.bytes) +
-                          " bytes is not a whole number of " + name(type) + " elements");
+                          " bytes is not a whole number of " + name(type_) + " elements");
   }
   ready_.resize(plan_.buckets.size());
 }

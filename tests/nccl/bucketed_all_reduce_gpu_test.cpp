@@ -57,7 +57,10 @@ struct replica {
     gt::lr_schedule schedule;
     schedule.base = 0.5F;
     optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, gt::gradient_scaling{}, stream);
-    reducer.emplace(comm, gradients, plan, gs::dtype::float32);
+    reducer.emplace(comm,
+                    gs::device_span{gradients, gs::dtype::float32,
+                                    (plan.buffer_bytes + sizeof(float) - 1) / sizeof(float)},
+                    plan);
   }
   float* gradient(std::size_t t) const { return gradients + plan.offsets[t] / sizeof(float); }
   void step(gs::cuda::stream_view stream) {

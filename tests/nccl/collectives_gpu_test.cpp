@@ -237,7 +237,7 @@ TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
   for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 97) * 0.5F;
   float* flat = upload(values);
   auto comm = comms_.front().view();
-  gn::bucketed_all_reduce reducer{comm, flat, plan, gs::dtype::float32};
+  gn::bucketed_all_reduce reducer{comm, {flat, gs::dtype::float32, n}, plan};
   reducer.all(*stream_);                 // eager, also the warm-up
   EXPECT_EQ(download(flat, n), values);  // the average over one rank
   gs::graphs::graph_exec g;
@@ -250,6 +250,30 @@ TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
   EXPECT_EQ(download(flat, n), values);
 }
 
+// The gradient buffer is one span: too small for the plan, empty, null, or of a dtype the
+// buckets do not hold whole elements of, it is refused before anything is launched.
+TEST_F(nccl_test, bucketed_all_reduce_refuses_a_buffer_that_does_not_fit_its_plan) {
+  auto const plan = gn::plan_buckets({4096, 4096}, 4096, 4096, 256);
+  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  float* flat = upload(std::vector<float>(n, 1.0F));
+  auto const comm = comms_.front().view();
+  auto const refused = [&](gs::device_span gradients, gn::bucket_plan const& p) {
+    return gs::testing::message_of([&] { gn::bucketed_all_reduce{comm, gradients, p}; });
+  };
+  EXPECT_NE(refused({flat, gs::dtype::float32, n - 1}, plan)
+                .find("holds " + std::to_string(plan.buffer_bytes - 4) +
+                      " bytes but the plan needs " + std::to_string(plan.buffer_bytes)),
+            std::string::npos);
+  EXPECT_NE(refused({flat, gs::dtype::float32, 0}, plan).find("the gradient buffer is empty"),
+            std::string::npos);
+  EXPECT_NE(refused({nullptr, gs::dtype::float32, n}, plan).find("is a null pointer"),
+            std::string::npos);
+  auto const odd = gn::plan_buckets({6, 4090}, 4096, 6, 2);
+  EXPECT_NE(refused({flat, gs::dtype::float32, n}, odd)
+                .find("a bucket of 6 bytes is not a whole number of float32 elements"),
+            std::string::npos);
+}
+
 // A bucket made ready ahead of one that never is cannot be reduced (it would pair with another
 // bucket on the other ranks): the join says so, and the next step starts afresh.
 TEST_F(nccl_test, bucketed_all_reduce_join_names_a_bucket_left_waiting) {
@@ -257,7 +281,7 @@ TEST_F(nccl_test, bucketed_all_reduce_join_names_a_bucket_left_waiting) {
   ASSERT_EQ(plan.buckets.size(), 3U);
   std::size_t const n = plan.buffer_bytes / sizeof(float);
   float* flat = upload(std::vector<float>(n, 2.0F));
-  gn::bucketed_all_reduce reducer{comms_.front().view(), flat, plan, gs::dtype::float32};
+  gn::bucketed_all_reduce reducer{comms_.front().view(), {flat, gs::dtype::float32, n}, plan};
   reducer.bucket_ready(0, *stream_);
   reducer.bucket_ready(2, *stream_);
   std::string const what = gs::testing::message_of([&] { reducer.join(*stream_); });

@@ -192,7 +192,7 @@ TEST_F(raw_view_test, bucketed_all_reduce_takes_a_raw_view) {
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 31) * 0.25F;
   float* flat = upload(values);
-  gn::bucketed_all_reduce reducer{view, flat, plan, gs::dtype::float32};
+  gn::bucketed_all_reduce reducer{view, {flat, gs::dtype::float32, n}, plan};
   reducer.all(*stream_);  // eager, also the warm-up
   EXPECT_EQ(download(flat, n), values);
   gs::graphs::graph_exec g;

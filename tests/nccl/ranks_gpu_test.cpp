@@ -303,7 +303,8 @@ TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_
         mine[plan.offsets[t] / sizeof(float) + i] = value(rank, i) * static_cast<float>(t + 1);
     }
     float* gradients = upload(mine, stream);
-    gn::bucketed_all_reduce reducer{comm.view(), gradients, plan, gs::dtype::float32};
+    gn::bucketed_all_reduce reducer{
+        comm.view(), {gradients, gs::dtype::float32, mine.size()}, plan};
     std::vector<std::size_t> const order =
         rank == 0 ? std::vector<std::size_t>{2, 0, 1} : std::vector<std::size_t>{0, 1, 2};
     for (std::size_t index : order) reducer.bucket_ready(index, stream);
@@ -337,7 +338,8 @@ TEST_F(ranks_test, ready_through_reduces_the_buckets_a_finished_prefix_covers) {
       }
     }
     float* gradients = upload(mine, stream);
-    gn::bucketed_all_reduce reducer{comm.view(), gradients, plan, gs::dtype::float32};
+    gn::bucketed_all_reduce reducer{
+        comm.view(), {gradients, gs::dtype::float32, mine.size()}, plan};
     auto const bucket = [&](std::vector<float> const& all, std::size_t t) {
       auto const first = all.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4);
       return std::vector<float>(first, first + static_cast<std::ptrdiff_t>(n));

@@ -6,6 +6,7 @@
 
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
@@ -20,14 +21,11 @@ namespace graphstep::nccl {
 /// events, so all of it can be captured into the step's graph.
 class bucketed_all_reduce {
  public:
-  /// @param gradients the flat buffer, from the step's memory pool so its address never moves
-  /// @param gradient_bytes its size, at least plan.buffer_bytes
-  /// @throws usage_error (null or too small buffer, a bucket not a whole number of elements),
-  /// cuda_error
-  bucketed_all_reduce(nccl_comm_view comm, void* gradients, std::size_t gradient_bytes,
-                      bucket_plan plan, dtype type);
-  /// @brief As above, for a buffer known to hold plan.buffer_bytes.
-  bucketed_all_reduce(nccl_comm_view comm, void* gradients, bucket_plan plan, dtype type);
+  /// @param gradients the flat buffer, at an address that never moves (the step's static
+  /// memory), of at least plan.buffer_bytes; its dtype is the gradients'
+  /// @throws usage_error (an empty, null, misaligned or too small buffer, a plan without
+  /// buckets, a bucket not a whole number of elements), cuda_error
+  bucketed_all_reduce(nccl_comm_view comm, device_span gradients, bucket_plan plan);
 
   /// @brief Bucket `index` is complete on `compute`: average it across ranks. Buckets are
   /// reduced in the plan's order on every rank, whatever order they are made ready in: NCCL
