@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <graphstep/graphstep.hpp>
 #include <random>
@@ -195,8 +196,12 @@ int run() {
   gs::memory::memory_pool pool;
   model m;
   make_descriptors(m);
+  // Every buffer from the pool, given back when it goes (before the pool: declared after it).
+  std::vector<gs::cuda::device_buffer> storage;
   auto buffer = [&](std::size_t n) {
-    return static_cast<float*>(pool.allocate(n * sizeof(float), stream));
+    storage.emplace_back(std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
+                         gs::dtype::float32, stream, pool);
+    return static_cast<float*>(storage.back().data());
   };
   std::mt19937 rng{5};
   auto upload = [&](float* device, std::vector<float> const& host) {
@@ -207,7 +212,7 @@ int run() {
   m.input = buffer(activation_count(channels[0]));
   m.target = buffer(activation_count(channels[layers]));
   m.loss = buffer(1);
-  m.workspace = m.workspace_bytes > 0 ? pool.allocate(m.workspace_bytes, stream) : nullptr;
+  m.workspace = storage.emplace_back(m.workspace_bytes, stream, pool).data();  // null for 0 bytes
   std::vector<std::vector<float>> initial_weights;
   std::vector<gt::parameter> parameters;
   for (int l = 0; l < layers; ++l) {

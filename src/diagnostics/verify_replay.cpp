@@ -484,6 +484,16 @@ void restore_after_failure(region_copies const& copies, contents const& before) 
 
 }  // namespace
 
+watched_region watch(std::string name, device_span const& span) {
+  region_element element = region_element::raw_bytes;
+  switch (span.type()) {
+    case dtype::float32: element = region_element::float32; break;
+    case dtype::float16: element = region_element::float16; break;
+    case dtype::bfloat16: element = region_element::bfloat16; break;
+  }
+  return watched_region{std::move(name), span.data(), span.bytes(), element};
+}
+
 replay_report verify_replay(cuda::stream_view stream,
                             std::function<void(cuda::stream_view)> const& step,
                             graphs::graph const& graph, std::vector<watched_region> const& regions,

@@ -535,6 +535,21 @@ TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differ
   EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument) << report.describe();
 }
 
+// A span is watched as its dtype, over its bytes: a changed weight is named through it.
+TEST_F(verify_replay_test, a_span_is_watched_as_its_dtype) {
+  gs::device_span const halves{w_, gs::dtype::bfloat16, 2 * std::size_t{n}};
+  gd::watched_region const region = gd::watch("w as bf16", halves);
+  EXPECT_EQ(region.address, static_cast<void*>(w_));
+  EXPECT_EQ(region.bytes, sizeof(float) * n);
+  EXPECT_EQ(region.element, gd::region_element::bfloat16);
+  EXPECT_EQ(gd::watch("f", gs::device_span{w_, gs::dtype::float32, 4}).element,
+            gd::region_element::float32);
+  auto const g = capture_step();
+  auto const report =
+      gd::verify_replay(*stream_, [&](gs::cuda::stream_view s) { step(s); }, g, {region});
+  EXPECT_TRUE(report.identical()) << report.describe();
+}
+
 TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
   auto const g = capture_step();
   auto const run = [&](std::vector<gd::watched_region> const& watched) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
@@ -49,6 +50,10 @@ template <typename T>
                         const_cast<void*>(static_cast<void const*>(device_pointer)),
                         count * sizeof(T), element};
 }
+
+/// @brief The elements of `span` (a typed `cuda::device_buffer`'s `view()`, say), read as its
+/// dtype.
+[[nodiscard]] watched_region watch(std::string name, device_span const& span);
 
 /// @brief How `verify_replay` captures the step again.
 struct verify_options {
