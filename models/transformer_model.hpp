@@ -395,9 +395,11 @@ class transformer {
       layers_[l].attention_plan.emplace(*cudnn_, attention_shape_, bf16, operands[l]);
       workspace_bytes = std::max(workspace_bytes, layers_[l].attention_plan->workspace_size());
     }
-    // One workspace for every layer: they run one after another on one stream.
-    void* workspace = workspace_bytes == 0 ? nullptr : allocate(workspace_bytes);
-    for (auto& a : layers_) a.attention_plan->set_workspace(workspace, workspace_bytes);
+    // The attention workspace serves every layer: they run one after another on one stream.
+    if (workspace_bytes > attention_workspace_bytes_) {
+      attention_workspace_ = allocate(workspace_bytes);
+      attention_workspace_bytes_ = workspace_bytes;
+    }
     attention_ = "cuDNN fused attention";
   }
 
@@ -490,7 +492,7 @@ class transformer {
                                     layer_norm_epsilon, bf16, stream_);
       a.qkv_gemm->run(stream_);
       if (a.attention_plan) {
-        a.attention_plan->forward(stream_);
+        a.attention_plan->forward(attention_workspace_, attention_workspace_bytes_, stream_);
       } else {
         go::launch_causal_attention_forward(a.attention, a.logsumexp, a.qkv, attention_shape_, bf16,
                                             stream_);
@@ -539,7 +541,7 @@ class transformer {
       a.proj_weight_grad->run(stream_);
       a.proj_data_grad->run(stream_);
       if (a.attention_plan) {
-        a.attention_plan->backward(stream_);
+        a.attention_plan->backward(attention_workspace_, attention_workspace_bytes_, stream_);
       } else {
         go::launch_causal_attention_backward(d_qkv_, d_attention_, a.qkv, a.attention, a.logsumexp,
                                              attention_shape_, bf16, attention_workspace_,

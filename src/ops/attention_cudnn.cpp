@@ -398,7 +398,6 @@ using variant_pack = std::unordered_map<std::int64_t, void*>;
 struct detail::cudnn_attention_state {
   attention_shape shape;
   std::string what;
-  void* workspace{};
   std::size_t workspace_needed{};
   bool has_backward{};
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
@@ -411,12 +410,8 @@ struct detail::cudnn_attention_state {
   // cudnnSetStream and one graph execution (with, before cuDNN 9.6, a memset of the backward's
   // dQ accumulator): no allocation, no copy from the host (the frontend makes those for ALiBi
   // slopes and padding masks only), no synchronization.
-  void run(fe::graph::Graph const& graph, variant_pack pack, cuda::stream_view stream,
-           char const* direction) const {
-    GRAPHSTEP_EXPECTS(workspace_needed == 0 || workspace != nullptr,
-                      what + ": " + direction + "() needs a workspace of " +
-                          std::to_string(workspace_needed) +
-                          " bytes: call set_workspace() with memory from the pool first");
+  void run(fe::graph::Graph const& graph, variant_pack pack, void* workspace,
+           cuda::stream_view stream, char const* direction) const {
     GRAPHSTEP_CUDNN_FE_TRY(fe::detail::set_stream(handle, stream.get()));
     fe::error_t result;
     try {
@@ -552,36 +547,45 @@ std::size_t cudnn_attention_plan::workspace_size() const {
   return state_->workspace_needed;
 }
 
-void cudnn_attention_plan::set_workspace(void* workspace, std::size_t workspace_bytes) {
-  GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
-  auto& s = *state_;
+namespace {
+
+// The workspace of one forward() or backward() call, checked against what the plan needs.
+void expect_workspace(detail::cudnn_attention_state const& s, void const* workspace,
+                      std::size_t workspace_bytes, char const* direction) {
+  std::string const where = s.what + ": " + direction + "(): ";
   GRAPHSTEP_EXPECTS(workspace_bytes == 0 || workspace != nullptr,
-                    s.what + ": a workspace size was given without a workspace pointer");
+                    where + "a workspace size was given without a workspace pointer");
   GRAPHSTEP_EXPECTS(workspace_bytes >= s.workspace_needed,
-                    s.what + ": the workspace has " + std::to_string(workspace_bytes) +
-                        " bytes; workspace_size() is " + std::to_string(s.workspace_needed));
+                    where + "the workspace has " + std::to_string(workspace_bytes) +
+                        " bytes; workspace_size() is " + std::to_string(s.workspace_needed) +
+                        ": take that much from the pool");
   GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(workspace) % 256 == 0,
-                    s.what + ": the workspace must be 256-byte aligned (take it from the pool)");
-  s.workspace = workspace;
+                    where + "the workspace must be 256-byte aligned (take it from the pool)");
 }
 
-void cudnn_attention_plan::forward(cuda::stream_view stream) const {
+}  // namespace
+
+void cudnn_attention_plan::forward(void* workspace, std::size_t workspace_bytes,
+                                   cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
+  expect_workspace(*state_, workspace, workspace_bytes, "forward");
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
-  state_->run(*state_->forward, state_->forward_pack, stream, "forward");
+  state_->run(*state_->forward, state_->forward_pack, workspace, stream, "forward");
 #else
   static_cast<void>(stream);   // unreachable: no plan is made without cuDNN
 #endif
 }
 
-void cudnn_attention_plan::backward(cuda::stream_view stream) const {
+void cudnn_attention_plan::backward(void* workspace, std::size_t workspace_bytes,
+                                    cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
   GRAPHSTEP_EXPECTS(state_->has_backward,
                     state_->what +
                         ": this plan was made without dout and dqkv, so it has no backward; "
                         "make the plan with them");
+  expect_workspace(*state_, workspace, workspace_bytes, "backward");
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
-  state_->run(*state_->backward, state_->backward_pack, stream, "backward");
+  state_->run(*state_->backward, state_->backward_pack, workspace, stream, "backward");
 #else
   static_cast<void>(stream);   // unreachable: no plan is made without cuDNN
 #endif

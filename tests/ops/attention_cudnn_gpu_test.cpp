@@ -475,13 +475,20 @@ class cudnn_attention_gpu : public gs::testing::gpu_test {
     stream_.emplace();
   }
 
-  // A plan for `l` with its workspace (from cudaMalloc, owned by the test).
+  // A plan for `l`, and a workspace of its size (from cudaMalloc, owned by the test) that
+  // forward() and backward() below hand it.
   go::cudnn_attention_plan plan_for(layer const& l, bool with_backward = true) {
     go::cudnn_attention_plan plan{*handle_, l.shape, l.type, l.operands(with_backward)};
     workspace_.emplace(plan.workspace_size());
-    plan.set_workspace(plan.workspace_size() == 0 ? nullptr : workspace_->get(),
-                       plan.workspace_size());
     return plan;
+  }
+  void forward(go::cudnn_attention_plan const& plan) const {
+    plan.forward(plan.workspace_size() == 0 ? nullptr : workspace_->get(), plan.workspace_size(),
+                 *stream_);
+  }
+  void backward(go::cudnn_attention_plan const& plan) const {
+    plan.backward(plan.workspace_size() == 0 ? nullptr : workspace_->get(), plan.workspace_size(),
+                  *stream_);
   }
 
   std::optional<go::cudnn_handle> handle_;
@@ -505,7 +512,7 @@ TEST_F(cudnn_attention_gpu, forward_matches_the_fp64_reference) {
       SCOPED_TRACE(describe(s, type));
       layer l{s, type, seed++};
       go::cudnn_attention_plan const plan = plan_for(l, /*with_backward=*/false);
-      plan.forward(*stream_);
+      forward(plan);
       auto const want = ref::causal_attention(
           l.qkv_values, static_cast<std::size_t>(s.batch), static_cast<std::size_t>(s.sequence),
           static_cast<std::size_t>(s.heads), static_cast<std::size_t>(s.head_dim));
@@ -525,8 +532,8 @@ TEST_F(cudnn_attention_gpu, backward_matches_the_fp64_reference) {
       layer l{s, type, seed++};
       go::cudnn_attention_plan const plan = plan_for(l);
       ASSERT_TRUE(plan.has_backward());
-      plan.forward(*stream_);
-      plan.backward(*stream_);
+      forward(plan);
+      backward(plan);
       std::vector<double> const want = ref::causal_attention_backward(
           l.dout_values, l.qkv_values, static_cast<std::size_t>(s.batch),
           static_cast<std::size_t>(s.sequence), static_cast<std::size_t>(s.heads),
@@ -558,7 +565,7 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
       SCOPED_TRACE(describe(s, type));
       layer l{s, type, seed++};
       go::cudnn_attention_plan const plan = plan_for(l);
-      plan.forward(*stream_);
+      forward(plan);
       device_bytes plain_out{l.out.bytes()};
       device_bytes plain_logsumexp{l.logsumexp.bytes()};
       go::launch_causal_attention_forward(plain_out.get(),
@@ -572,7 +579,7 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
       deviation const lse = largest_deviation(l.logsumexp_values(*stream_), plain_lse);
       EXPECT_LE(lse.largest, 2.0 * logsumexp_bound) << "logsumexp element " << lse.at;
 
-      plan.backward(*stream_);
+      backward(plan);
       device_bytes plain_dqkv{l.dqkv.bytes()};
       device_bytes workspace{go::attention_backward_workspace_size(s)};
       go::launch_causal_attention_backward(plain_dqkv.get(), l.dout.get(), l.qkv.get(), l.out.get(),
@@ -596,11 +603,11 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
 TEST_F(cudnn_attention_gpu, deterministic_backward_gives_the_same_bytes_twice) {
   layer l{shapes[0], gs::dtype::bfloat16, 7};
   go::cudnn_attention_plan const plan = plan_for(l);
-  plan.forward(*stream_);
-  plan.backward(*stream_);
+  forward(plan);
+  backward(plan);
   std::vector<unsigned char> const first = l.dqkv.download(*stream_);
   l.dqkv.poison();
-  plan.backward(*stream_);
+  backward(plan);
   EXPECT_EQ(l.dqkv.download(*stream_), first);
 }
 
@@ -611,15 +618,15 @@ TEST_F(cudnn_attention_gpu, captured_forward_and_backward_replay_the_eager_bytes
     layer l{shapes[1], gs::dtype::bfloat16, 11};
     go::cudnn_attention_plan const plan = plan_for(l);
     // Eager first: cuDNN loads its kernels outside the capture.
-    plan.forward(*stream_);
-    plan.backward(*stream_);
+    forward(plan);
+    backward(plan);
     std::vector<unsigned char> const out = l.out.download(*stream_);
     std::vector<unsigned char> const lse = l.logsumexp.download(*stream_);
     std::vector<unsigned char> const dqkv = l.dqkv.download(*stream_);
     for (device_bytes* written : {&l.out, &l.logsumexp, &l.dqkv}) written->poison();
     captured_graph const graph{stream_->get(), mode, [&] {
-                                 plan.forward(*stream_);
-                                 plan.backward(*stream_);
+                                 forward(plan);
+                                 backward(plan);
                                }};
     // Captured, not run: the outputs are still poisoned.
     EXPECT_NE(l.out.download(*stream_), out);
@@ -672,19 +679,22 @@ TEST_F(cudnn_attention_gpu, workspace_and_plan_misuse_throw_usage_error) {
   std::size_t const needed = plan.workspace_size();
   device_bytes workspace{needed + 512};
   if (needed > 0) {
-    std::string const none = message_of([&] { plan.forward(*stream_); });
-    EXPECT_TRUE(contains(none, "set_workspace")) << none;
-    std::string const small = message_of([&] { plan.set_workspace(workspace.get(), needed - 1); });
+    std::string const none = message_of([&] { plan.forward(nullptr, 0, *stream_); });
+    EXPECT_TRUE(contains(none, "forward(): the workspace has 0 bytes; workspace_size() is"))
+        << none;
+    std::string const small =
+        message_of([&] { plan.forward(workspace.get(), needed - 1, *stream_); });
     EXPECT_TRUE(contains(small, "workspace_size()")) << small;
   }
-  std::string const misaligned = message_of(
-      [&] { plan.set_workspace(static_cast<unsigned char*>(workspace.get()) + 16, needed + 256); });
+  std::string const misaligned = message_of([&] {
+    plan.forward(static_cast<unsigned char*>(workspace.get()) + 16, needed + 256, *stream_);
+  });
   EXPECT_TRUE(contains(misaligned, "256-byte aligned")) << misaligned;
-  std::string const size_only = message_of([&] { plan.set_workspace(nullptr, needed + 1); });
+  std::string const size_only = message_of([&] { plan.forward(nullptr, needed + 1, *stream_); });
   EXPECT_TRUE(contains(size_only, "without a workspace pointer")) << size_only;
-  plan.set_workspace(workspace.get(), workspace.bytes());
-  plan.forward(*stream_);
-  std::string const no_backward = message_of([&] { plan.backward(*stream_); });
+  plan.forward(workspace.get(), workspace.bytes(), *stream_);
+  std::string const no_backward =
+      message_of([&] { plan.backward(workspace.get(), workspace.bytes(), *stream_); });
   EXPECT_TRUE(contains(no_backward, "without dout and dqkv")) << no_backward;
 
   go::cudnn_attention_plan const moved_to = std::move(plan);
@@ -692,10 +702,11 @@ TEST_F(cudnn_attention_gpu, workspace_and_plan_misuse_throw_usage_error) {
   // The moved-from state is documented.
   // NOLINTBEGIN(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   EXPECT_FALSE(plan.has_backward());
-  std::string const moved = message_of([&] { plan.forward(*stream_); });
+  std::string const moved =
+      message_of([&] { plan.forward(workspace.get(), workspace.bytes(), *stream_); });
   // NOLINTEND(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   EXPECT_TRUE(contains(moved, "moved from")) << moved;
-  moved_to.forward(*stream_);
+  moved_to.forward(workspace.get(), workspace.bytes(), *stream_);
   stream_->synchronize();
 }
 

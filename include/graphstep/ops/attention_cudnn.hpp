@@ -20,10 +20,11 @@
 /// simulated device included, which does not model cuDNN) the same API exists and
 /// can_implement() names what is missing.
 ///
-/// Shape (as gemm_plan's): `can_implement` → construct (builds and checks the forward and
-/// backward graphs for these sizes, type and pointers; nothing runs) → `workspace_size` →
-/// `set_workspace` → `forward(stream)` / `backward(stream)`, which only enqueue and are safe under
-/// stream capture. The operands are static buffers: their addresses are part of the plan, as they
+/// Shape (graphstep's one workspace convention): `can_implement` → construct (builds and checks
+/// the forward and backward graphs for these sizes, type and pointers; nothing runs) →
+/// `workspace_size` → `forward(workspace, bytes, stream)` / `backward(workspace, bytes, stream)`,
+/// which take the workspace with the work that uses it, only enqueue and are safe under stream
+/// capture. The operands are static buffers: their addresses are part of the plan, as they
 /// are part of a captured graph.
 
 #include <cstddef>
@@ -96,9 +97,10 @@ struct cudnn_attention_options {
 ///
 /// Stream ordering: the constructor enqueues nothing (it builds cuDNN's execution plans on the
 /// host, which may compile kernels and take a second or more); forward() and backward() only
-/// enqueue, on the stream they are given. The workspace is shared by forward() and backward():
-/// run them in stream order, never concurrently. Operands and workspace must stay allocated, at
-/// the same addresses, for the plan's life and for the life of every graph that captured it.
+/// enqueue, on the stream they are given. One workspace may serve forward() and backward() (and
+/// other plans): run them in stream order, never concurrently. Operands and workspace must stay
+/// allocated, at the same addresses, for the plan's life and for the life of every graph that
+/// captured it.
 ///
 /// Capture: the cuDNN frontend names two ways into a CUDA graph: populate_cuda_graph(), for
 /// engines with the SUPPORTS_CUDA_GRAPH_NATIVE_API behavior note, and stream capture of
@@ -143,23 +145,18 @@ class cudnn_attention_plan {
   /// @brief Workspace bytes that forward() and backward() need (the larger of the two; may be 0).
   /// @throws usage_error (moved-from plan)
   [[nodiscard]] std::size_t workspace_size() const;
-  /// @brief Gives the plan its workspace, taken from graphstep's memory pool. Call before the
-  /// first forward() or backward() and before any capture; the address is part of every graph
-  /// that captures them.
-  /// @param workspace device memory of `workspace_bytes`, 256-byte aligned; used by no work that
-  /// runs concurrently with this plan's
-  /// @throws usage_error (moved-from plan, fewer than workspace_size() bytes, a size without a
-  /// pointer, a misaligned workspace)
-  void set_workspace(void* workspace, std::size_t workspace_bytes);
-
   /// @brief Enqueues the forward on `stream`: out and logsumexp from qkv.
-  /// @throws usage_error (moved-from plan, no workspace set), cudnn_error (cuDNN refused to
-  /// enqueue)
-  void forward(cuda::stream_view stream) const;
+  /// @param workspace device memory of `workspace_bytes` ≥ workspace_size() (null with 0),
+  /// 256-byte aligned, used by no work that runs concurrently with this call's; a captured call
+  /// keeps its address in the graph
+  /// @throws usage_error (moved-from plan, fewer than workspace_size() bytes, a size without a
+  /// pointer, a misaligned workspace), cudnn_error (cuDNN refused to enqueue)
+  void forward(void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) const;
   /// @brief Enqueues the backward on `stream`: dqkv from dout, qkv, out and logsumexp.
-  /// @throws usage_error (moved-from plan, a plan made without dout and dqkv, no workspace set),
-  /// cudnn_error (cuDNN refused to enqueue)
-  void backward(cuda::stream_view stream) const;
+  /// @param workspace as forward()'s
+  /// @throws usage_error (as forward(), and a plan made without dout and dqkv), cudnn_error
+  /// (cuDNN refused to enqueue)
+  void backward(void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) const;
 
   /// @brief Whether the plan has a backward (its operands included dout and dqkv).
   [[nodiscard]] bool has_backward() const noexcept;
