@@ -33,13 +33,6 @@ std::size_t bytes_of(std::vector<std::int64_t> const& shape, dtype type) {
   return count * size_in_bytes(type);
 }
 
-// The device of `stream`'s work, where an event recorded on it must be made.
-int device_of(stream_view stream) {
-  int device = 0;
-  GRAPHSTEP_CUDA_TRY(cudaStreamGetDevice(stream.get(), &device));
-  return device;
-}
-
 }  // namespace
 
 device_buffer::device_buffer(std::size_t bytes, stream_view stream, memory_resource& resource)
@@ -47,6 +40,11 @@ device_buffer::device_buffer(std::size_t bytes, stream_view stream, memory_resou
   if (bytes == 0) return;  // empty: nothing to allocate, nothing to free
   data_ = resource.allocate(bytes, stream);
   size_ = bytes;
+  // Where record_use makes its events. Not thrown on: the memory is this buffer's already.
+  if (cudaGetDevice(&device_) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    device_ = -1;
+  }
 }
 
 device_buffer::device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
@@ -65,6 +63,7 @@ device_buffer::device_buffer(device_buffer&& other) noexcept
       size_{std::exchange(other.size_, 0)},
       stream_{other.stream_},
       resource_{other.resource_},
+      device_{other.device_},
       shape_{std::exchange(other.shape_, {})},
       type_{std::exchange(other.type_, std::nullopt)},
       uses_elsewhere_{std::exchange(other.uses_elsewhere_, {})} {}
@@ -76,6 +75,7 @@ device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     stream_ = other.stream_;
     resource_ = other.resource_;
+    device_ = other.device_;
     shape_ = std::exchange(other.shape_, {});
     type_ = std::exchange(other.type_, std::nullopt);
     uses_elsewhere_ = std::exchange(other.uses_elsewhere_, {});
@@ -88,11 +88,11 @@ void device_buffer::release() noexcept {
   void* const pointer = std::exchange(data_, nullptr);
   std::size_t const bytes = std::exchange(size_, 0);
   try {
-    // Waits on events only, Relaxed: a device-wide wait would break every capture under way on
-    // the device, including those graphstep cannot see, and a host wait or a free in Global mode
-    // another thread's Global capture.
-    detail::relaxed_capture_mode const relaxed;
     if (!uses_elsewhere_.empty()) {
+      // Waits on events only, Relaxed: a device-wide wait would break every capture under way
+      // on the device, including those graphstep cannot see, and a host wait in Global mode
+      // another thread's Global capture. (The resources free in Relaxed mode themselves.)
+      detail::relaxed_capture_mode const relaxed;
       bool const capturing = stream_.is_capturing();
       for (event const& use : uses_elsewhere_) {
         if (use.query()) continue;
@@ -134,7 +134,8 @@ void device_buffer::record_use(stream_view stream) const {
   GRAPHSTEP_EXPECTS(data_ != nullptr,
                     "device_buffer::record_use: this buffer is empty (moved from?)");
   if (stream.get() == stream_.get() || stream.is_capturing()) return;
-  device_guard const on_device{device_of(stream)};
+  GRAPHSTEP_EXPECTS(device_ >= 0, "device_buffer::record_use: the buffer's device is unknown");
+  device_guard const on_device{device_};
   detail::relaxed_capture_mode const relaxed;
   // Reuses an event whose use has completed, so the list stays as long as the uses in flight.
   auto done = std::find_if(uses_elsewhere_.begin(), uses_elsewhere_.end(),

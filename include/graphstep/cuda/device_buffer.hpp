@@ -106,8 +106,9 @@ class device_buffer {
   /// the old stream that uses the buffer must be ordered before `stream`'s next work (an event,
   /// or a synchronization), or named with `record_use` first.
   void set_stream(stream_view stream) noexcept { stream_ = stream; }
-  /// @brief The release waits for the work issued to `stream` so far (an event recorded now):
-  /// call it after the last work on another stream that uses the buffer. Inside a capture it
+  /// @brief The release waits for the work issued to `stream` so far (an event recorded now, on
+  /// the device current when the buffer was made, which `stream` must belong to): call it after
+  /// the last work on another stream that uses the buffer. Inside a capture it
   /// records nothing: replays of the graph are ordered by the stream they are replayed on.
   /// @throws cuda_error; usage_error on an empty buffer
   void record_use(stream_view stream) const;
@@ -120,6 +121,7 @@ class device_buffer {
   std::size_t size_{};
   stream_view stream_;
   memory_resource* resource_;
+  int device_{-1};  // current at allocation: where record_use makes its events
   std::vector<std::int64_t> shape_;
   std::optional<dtype> type_;
   // Recorded after uses on other streams; the release waits for those not yet complete.
