@@ -37,21 +37,24 @@ std::size_t bytes_of(std::vector<std::int64_t> const& shape, dtype type) {
 
 device_buffer::device_buffer(std::size_t bytes, stream_view stream, memory_resource& resource)
     : stream_{stream}, resource_{&resource} {
+  allocate(bytes);
+}
+
+device_buffer::device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
+                             memory_resource& resource)
+    : stream_{stream}, resource_{&resource}, shape_{std::move(shape)}, type_{type} {
+  allocate(bytes_of(shape_, type));
+}
+
+void device_buffer::allocate(std::size_t bytes) {
   if (bytes == 0) return;  // empty: nothing to allocate, nothing to free
-  data_ = resource.allocate(bytes, stream);
+  data_ = resource_->allocate(bytes, stream_);
   size_ = bytes;
   // Where record_use makes its events. Not thrown on: the memory is this buffer's already.
   if (cudaGetDevice(&device_) != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
     device_ = -1;
   }
-}
-
-device_buffer::device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
-                             memory_resource& resource)
-    : device_buffer{bytes_of(shape, type), stream, resource} {
-  shape_ = std::move(shape);
-  type_ = type;
 }
 
 device_buffer::~device_buffer() {

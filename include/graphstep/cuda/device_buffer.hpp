@@ -114,6 +114,7 @@ class device_buffer {
   void record_use(stream_view stream) const;
 
  private:
+  void allocate(std::size_t bytes);
   void release() noexcept;
   void expect(std::size_t bytes, dtype type, char const* what) const;
 
