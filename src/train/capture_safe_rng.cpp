@@ -61,27 +61,46 @@ void capture_safe_rng::end_step(cuda::stream_view stream) {
   step_reserved_ = 0;
 }
 
-void capture_safe_rng::uniform(float* out, std::size_t n, float low, float high,
-                               cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::uniform: out is a null pointer");
-  detail::check_uniform_arguments(low, high);
+// Every fill checks its output and arguments, then reserves the counters of a float32 fill of
+// as many elements, so that a 16-bit fill draws the float32 fill's words.
+void capture_safe_rng::uniform(device_span out, float low, float high, cuda::stream_view stream) {
+  detail::check_fill_output("uniform", out.data(), out.type());
+  detail::check_uniform_arguments(low, high, out.type());
+  std::size_t const n = out.count();
   philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_uniform(out, n, low, high, args, stream);
+  if (n == 0) return;
+  if (out.type() == dtype::float32) {
+    detail::launch_uniform(static_cast<float*>(out.data()), n, low, high, args, stream);
+  } else {
+    detail::launch_uniform(out.data(), out.type(), n, low, high, args, stream);
+  }
 }
 
-void capture_safe_rng::normal(float* out, std::size_t n, float mean, float stddev,
+void capture_safe_rng::normal(device_span out, float mean, float stddev,
                               cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::normal: out is a null pointer");
+  detail::check_fill_output("normal", out.data(), out.type());
   detail::check_normal_arguments(mean, stddev);
+  std::size_t const n = out.count();
   philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_normal(out, n, mean, stddev, args, stream);
+  if (n == 0) return;
+  if (out.type() == dtype::float32) {
+    detail::launch_normal(static_cast<float*>(out.data()), n, mean, stddev, args, stream);
+  } else {
+    detail::launch_normal(out.data(), out.type(), n, mean, stddev, args, stream);
+  }
 }
 
-void capture_safe_rng::bernoulli(float* out, std::size_t n, float p, cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::bernoulli: out is a null pointer");
+void capture_safe_rng::bernoulli(device_span out, float p, cuda::stream_view stream) {
+  detail::check_fill_output("bernoulli", out.data(), out.type());
   detail::check_bernoulli_arguments(p);
+  std::size_t const n = out.count();
   philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_bernoulli(out, n, p, args, stream);
+  if (n == 0) return;
+  if (out.type() == dtype::float32) {
+    detail::launch_bernoulli(static_cast<float*>(out.data()), n, p, args, stream);
+  } else {
+    detail::launch_bernoulli(out.data(), out.type(), n, p, args, stream);
+  }
 }
 
 void capture_safe_rng::bernoulli(std::uint8_t* out, std::size_t n, float p,
@@ -90,44 +109,6 @@ void capture_safe_rng::bernoulli(std::uint8_t* out, std::size_t n, float p,
   detail::check_bernoulli_arguments(p);
   philox_args const args = reserve(fill_counters(n));
   if (n != 0) detail::launch_bernoulli(out, n, p, args, stream);
-}
-
-// The 16-bit fills check like the fp32 ones, then reserve as many counters as the fp32 fill of
-// n elements, so that each draws the fp32 fill's words.
-void capture_safe_rng::uniform(void* out, dtype type, std::size_t n, float low, float high,
-                               cuda::stream_view stream) {
-  detail::check_fill_output("uniform", out, type);
-  detail::check_uniform_arguments(low, high, type);
-  if (type == dtype::float32) {
-    uniform(static_cast<float*>(out), n, low, high, stream);
-    return;
-  }
-  philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_uniform(out, type, n, low, high, args, stream);
-}
-
-void capture_safe_rng::normal(void* out, dtype type, std::size_t n, float mean, float stddev,
-                              cuda::stream_view stream) {
-  detail::check_fill_output("normal", out, type);
-  detail::check_normal_arguments(mean, stddev);
-  if (type == dtype::float32) {
-    normal(static_cast<float*>(out), n, mean, stddev, stream);
-    return;
-  }
-  philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_normal(out, type, n, mean, stddev, args, stream);
-}
-
-void capture_safe_rng::bernoulli(void* out, dtype type, std::size_t n, float p,
-                                 cuda::stream_view stream) {
-  detail::check_fill_output("bernoulli", out, type);
-  detail::check_bernoulli_arguments(p);
-  if (type == dtype::float32) {
-    bernoulli(static_cast<float*>(out), n, p, stream);
-    return;
-  }
-  philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_bernoulli(out, type, n, p, args, stream);
 }
 
 void capture_safe_rng::set_seed(std::uint64_t seed, cuda::stream_view stream) {

@@ -363,7 +363,7 @@ TEST_F(verify_replay_test, a_step_that_allocates_and_leaves_the_memory_allocated
 TEST_F(verify_replay_test, state_outside_the_regions_is_restored_before_each_run) {
   gs::train::capture_safe_rng rng{11, *stream_};
   auto const random_step = [&](gs::cuda::stream_view s) {
-    rng.uniform(y_, n, -1.0F, 1.0F, s);
+    rng.uniform({y_, gs::dtype::float32, n}, -1.0F, 1.0F, s);
     rng.end_step(s);
   };
   gs::graphs::graph g;

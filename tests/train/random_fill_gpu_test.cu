@@ -116,9 +116,9 @@ class rng_fill_test : public gs::testing::stream_pool_test {
 
   // One step: the four fills, then the offset advance.
   void step(gr::capture_safe_rng& rng) {
-    rng.uniform(uniform_, n_uniform, low, high, *stream_);
-    rng.normal(normal_, n_normal, mean, stddev, *stream_);
-    rng.bernoulli(bernoulli_, n_bernoulli, p, *stream_);
+    rng.uniform({uniform_, gs::dtype::float32, n_uniform}, low, high, *stream_);
+    rng.normal({normal_, gs::dtype::float32, n_normal}, mean, stddev, *stream_);
+    rng.bernoulli({bernoulli_, gs::dtype::float32, n_bernoulli}, p, *stream_);
     rng.bernoulli(mask_, n_mask, p, *stream_);
     rng.end_step(*stream_);
   }
@@ -217,7 +217,7 @@ TEST_F(rng_fill_test, device_draws_have_the_right_moments) {
   };
   double const root_n = std::sqrt(static_cast<double>(n));
 
-  rng.uniform(out, n, low, high, *stream_);
+  rng.uniform({out, gs::dtype::float32, n}, low, high, *stream_);
   auto const uniform = read(out, n);
   EXPECT_TRUE(
       std::all_of(uniform.begin(), uniform.end(), [](float x) { return x >= low && x < high; }));
@@ -228,13 +228,13 @@ TEST_F(rng_fill_test, device_draws_have_the_right_moments) {
   EXPECT_NEAR(uniform_variance, width * width / 12.0,
               5 * width * width * std::sqrt(1.0 / 80 - 1.0 / 144) / root_n);
 
-  rng.normal(out, n, mean, stddev, *stream_);
+  rng.normal({out, gs::dtype::float32, n}, mean, stddev, *stream_);
   auto const normal = read(out, n);
   auto const [normal_mean, normal_variance] = mean_and_variance(normal);
   EXPECT_NEAR(normal_mean, mean, 5 * stddev / root_n);
   EXPECT_NEAR(normal_variance, stddev * stddev, 5 * stddev * stddev * std::sqrt(2.0) / root_n);
 
-  rng.bernoulli(out, n, p, *stream_);
+  rng.bernoulli({out, gs::dtype::float32, n}, p, *stream_);
   auto const bits = read(out, n);
   std::size_t ones = 0;
   for (float x : bits) {
@@ -243,9 +243,9 @@ TEST_F(rng_fill_test, device_draws_have_the_right_moments) {
   }
   EXPECT_NEAR(static_cast<double>(ones) / n, p, 5 * std::sqrt(p * (1.0 - p)) / root_n);
 
-  rng.bernoulli(out, n, 0.0F, *stream_);
+  rng.bernoulli({out, gs::dtype::float32, n}, 0.0F, *stream_);
   for (float x : read(out, n)) ASSERT_EQ(x, 0.0F);
-  rng.bernoulli(out, n, 1.0F, *stream_);
+  rng.bernoulli({out, gs::dtype::float32, n}, 1.0F, *stream_);
   for (float x : read(out, n)) ASSERT_EQ(x, 1.0F);
   rng.end_step(*stream_);
 }
@@ -253,18 +253,18 @@ TEST_F(rng_fill_test, device_draws_have_the_right_moments) {
 TEST_F(rng_fill_test, refused_arguments_reserve_nothing) {
   gr::capture_safe_rng rng{31, *stream_};
   using gs::testing::message_of;
-  EXPECT_NE(message_of([&] { rng.uniform(nullptr, 4, 0.0F, 1.0F, *stream_); }).find("null"),
+  EXPECT_NE(message_of([&] { rng.uniform({nullptr, gs::dtype::float32, 4}, 0.0F, 1.0F, *stream_); }).find("null"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
-              rng.uniform(uniform_, 4, 1.0F, 0.0F, *stream_);
+              rng.uniform({uniform_, gs::dtype::float32, 4}, 1.0F, 0.0F, *stream_);
             }).find("capture_safe_rng::uniform: low must not exceed high"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
-              rng.normal(normal_, 4, 0.0F, -1.0F, *stream_);
+              rng.normal({normal_, gs::dtype::float32, 4}, 0.0F, -1.0F, *stream_);
             }).find("capture_safe_rng::normal: std must be finite and >= 0"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
-              rng.bernoulli(bernoulli_, 4, 1.5F, *stream_);
+              rng.bernoulli({bernoulli_, gs::dtype::float32, 4}, 1.5F, *stream_);
             }).find("capture_safe_rng::bernoulli: p must lie in [0, 1]"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
@@ -294,7 +294,7 @@ TEST_F(rng_fill_test, set_seed_outside_a_capture_starts_over_as_a_new_generator)
   step(rng);
   expect_equal(read_step(), reference_step(2, step_counters()), "after restore");
   // Mid-step, outside a capture: refused.
-  rng.uniform(uniform_, n_uniform, low, high, *stream_);
+  rng.uniform({uniform_, gs::dtype::float32, n_uniform}, low, high, *stream_);
   EXPECT_NE(gs::testing::message_of([&] { rng.set_seed(4, *stream_); }).find("between steps"),
             std::string::npos);
   rng.end_step(*stream_);
@@ -336,10 +336,10 @@ TEST_F(rng_fill_test, another_seed_inside_a_capture_is_refused_and_the_capture_s
   gs::graphs::graph_exec g;
   std::string what;
   gs::graphs::capture(g, *stream_, [&] {
-    rng.uniform(uniform_, n_uniform, low, high, *stream_);
+    rng.uniform({uniform_, gs::dtype::float32, n_uniform}, low, high, *stream_);
     what = gs::testing::message_of([&] { rng.set_seed(13, *stream_); });
-    rng.normal(normal_, n_normal, mean, stddev, *stream_);
-    rng.bernoulli(bernoulli_, n_bernoulli, p, *stream_);
+    rng.normal({normal_, gs::dtype::float32, n_normal}, mean, stddev, *stream_);
+    rng.bernoulli({bernoulli_, gs::dtype::float32, n_bernoulli}, p, *stream_);
     rng.bernoulli(mask_, n_mask, p, *stream_);
     rng.end_step(*stream_);
   });
@@ -387,18 +387,18 @@ TEST_F(rng_fill_test, half_and_bfloat16_fills_are_the_fp32_fills_rounded_to_near
   for (gs::dtype const type : sixteen_bit_types) {
     SCOPED_TRACE(gs::name(type));
     gr::capture_safe_rng fp32{41, *stream_};
-    fp32.uniform(wide, n_16, low, high, *stream_);
-    fp32.normal(wide + n_16, n_16, mean, stddev, *stream_);
-    fp32.bernoulli(wide + 2 * n_16, n_16, p, *stream_);
-    fp32.uniform(wide_after, n_after, 0.0F, 1.0F, *stream_);
+    fp32.uniform({wide, gs::dtype::float32, n_16}, low, high, *stream_);
+    fp32.normal({wide + n_16, gs::dtype::float32, n_16}, mean, stddev, *stream_);
+    fp32.bernoulli({wide + 2 * n_16, gs::dtype::float32, n_16}, p, *stream_);
+    fp32.uniform({wide_after, gs::dtype::float32, n_after}, 0.0F, 1.0F, *stream_);
     fp32.end_step(*stream_);
     gr::capture_safe_rng rounded{41, *stream_};
-    rounded.uniform(narrow, type, n_16, low, high, *stream_);
-    rounded.normal(narrow + n_16, type, n_16, mean, stddev, *stream_);
-    rounded.bernoulli(narrow + 2 * n_16, type, n_16, p, *stream_);
+    rounded.uniform({narrow, type, n_16}, low, high, *stream_);
+    rounded.normal({narrow + n_16, type, n_16}, mean, stddev, *stream_);
+    rounded.bernoulli({narrow + 2 * n_16, type, n_16}, p, *stream_);
     // The same counters were reserved: the next fill (here fp32 through the dtype overload)
     // draws what the fp32 generator's next fill drew.
-    rounded.uniform(narrow_after, gs::dtype::float32, n_after, 0.0F, 1.0F, *stream_);
+    rounded.uniform({narrow_after, gs::dtype::float32, n_after}, 0.0F, 1.0F, *stream_);
     rounded.end_step(*stream_);
 
     auto const expected = read(wide, 3 * n_16);
@@ -425,9 +425,9 @@ TEST_F(rng_fill_test, a_half_or_bfloat16_uniform_value_that_rounds_to_high_is_lo
     float const bound_low = 1.0F;
     float const bound_high = 1.0F + 4 * ulp;
     gr::capture_safe_rng fp32{17, *stream_};
-    fp32.uniform(wide, n, bound_low, bound_high, *stream_);
+    fp32.uniform({wide, gs::dtype::float32, n}, bound_low, bound_high, *stream_);
     gr::capture_safe_rng rounded{17, *stream_};
-    rounded.uniform(narrow, type, n, bound_low, bound_high, *stream_);
+    rounded.uniform({narrow, type, n}, bound_low, bound_high, *stream_);
     auto const values = read(wide, n);
     auto const got = read(narrow, n);
     std::size_t reached_high = 0;
@@ -454,9 +454,9 @@ TEST_F(rng_fill_test, half_and_bfloat16_replays_draw_new_values_equal_to_the_eag
   auto fills = [&](gr::capture_safe_rng& rng) {
     std::uint16_t* next = out;
     for (gs::dtype const type : sixteen_bit_types) {
-      rng.uniform(next, type, n_16, low, high, *stream_);
-      rng.normal(next + n_16, type, n_16, mean, stddev, *stream_);
-      rng.bernoulli(next + 2 * n_16, type, n_16, p, *stream_);
+      rng.uniform({next, type, n_16}, low, high, *stream_);
+      rng.normal({next + n_16, type, n_16}, mean, stddev, *stream_);
+      rng.bernoulli({next + 2 * n_16, type, n_16}, p, *stream_);
       next += 3 * n_16;
     }
     rng.end_step(*stream_);
@@ -491,32 +491,32 @@ TEST_F(rng_fill_test, refused_half_and_bfloat16_arguments_say_why_and_reserve_no
   auto const bf16 = gs::dtype::bfloat16;
   auto const not_a_dtype = static_cast<gs::dtype>(7);
   void* const odd = reinterpret_cast<char*>(out) + 1;
-  refusal([&] { rng.uniform(nullptr, fp16, 4, 0.0F, 1.0F, *stream_); },
+  refusal([&] { rng.uniform({nullptr, fp16, 4}, 0.0F, 1.0F, *stream_); },
           "capture_safe_rng::uniform: out is a null pointer");
-  refusal([&] { rng.normal(nullptr, bf16, 4, 0.0F, 1.0F, *stream_); },
+  refusal([&] { rng.normal({nullptr, bf16, 4}, 0.0F, 1.0F, *stream_); },
           "capture_safe_rng::normal: out is a null pointer");
-  refusal([&] { rng.bernoulli(nullptr, fp16, 4, 0.5F, *stream_); },
+  refusal([&] { rng.bernoulli({nullptr, fp16, 4}, 0.5F, *stream_); },
           "capture_safe_rng::bernoulli: out is a null pointer");
-  refusal([&] { rng.uniform(out, not_a_dtype, 4, 0.0F, 1.0F, *stream_); },
+  refusal([&] { rng.uniform({out, not_a_dtype, 4}, 0.0F, 1.0F, *stream_); },
           "capture_safe_rng::uniform: out has an unknown dtype (7)");
-  refusal([&] { rng.normal(out, not_a_dtype, 4, 0.0F, 1.0F, *stream_); },
+  refusal([&] { rng.normal({out, not_a_dtype, 4}, 0.0F, 1.0F, *stream_); },
           "capture_safe_rng::normal: out has an unknown dtype (7)");
-  refusal([&] { rng.bernoulli(out, not_a_dtype, 4, 0.5F, *stream_); },
+  refusal([&] { rng.bernoulli({out, not_a_dtype, 4}, 0.5F, *stream_); },
           "capture_safe_rng::bernoulli: out has an unknown dtype (7)");
-  refusal([&] { rng.uniform(odd, bf16, 4, 0.0F, 1.0F, *stream_); },
+  refusal([&] { rng.uniform({odd, bf16, 4}, 0.0F, 1.0F, *stream_); },
           "capture_safe_rng::uniform: out is not aligned to the 2 bytes of its dtype bfloat16");
-  refusal([&] { rng.uniform(out, fp16, 4, 1.0F, 0.0F, *stream_); },
+  refusal([&] { rng.uniform({out, fp16, 4}, 1.0F, 0.0F, *stream_); },
           "capture_safe_rng::uniform: low must not exceed high");
-  refusal([&] { rng.uniform(out, fp16, 4, 0.0F, 70000.0F, *stream_); },
+  refusal([&] { rng.uniform({out, fp16, 4}, 0.0F, 70000.0F, *stream_); },
           "capture_safe_rng::uniform: low and high must lie within the finite range of float16");
-  refusal([&] { rng.uniform(out, bf16, 4, -3.4e38F, 0.0F, *stream_); },
+  refusal([&] { rng.uniform({out, bf16, 4}, -3.4e38F, 0.0F, *stream_); },
           "capture_safe_rng::uniform: low and high must lie within the finite range of bfloat16");
-  refusal([&] { rng.normal(out, bf16, 4, 0.0F, -1.0F, *stream_); },
+  refusal([&] { rng.normal({out, bf16, 4}, 0.0F, -1.0F, *stream_); },
           "capture_safe_rng::normal: std must be finite and >= 0");
-  refusal([&] { rng.bernoulli(out, fp16, 4, 1.5F, *stream_); },
+  refusal([&] { rng.bernoulli({out, fp16, 4}, 1.5F, *stream_); },
           "capture_safe_rng::bernoulli: p must lie in [0, 1]");
   // Nothing was reserved: a fill draws from position 0 still.
-  rng.uniform(out, fp16, 8, 0.0F, 1.0F, *stream_);
+  rng.uniform({out, fp16, 8}, 0.0F, 1.0F, *stream_);
   rng.end_step(*stream_);
   auto const expected = gr::reference::uniform_fill(29, 0, 8, 0.0F, 1.0F);
   auto const got = read(out, 8);

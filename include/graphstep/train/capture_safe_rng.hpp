@@ -24,6 +24,7 @@
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/random_fill.hpp>
@@ -65,47 +66,31 @@ class capture_safe_rng {
   /// and starts a new step. Capturable: call it at the end of the captured step.
   void end_step(cuda::stream_view stream);
 
-  /// @brief Fills `out`, n fp32 values in device memory, with values uniform in [low, high)
-  /// (all `low` when low == high), like `torch.Tensor.uniform_(low, high)`. Reserves
-  /// `fill_counters(n)` counters of the current step, only once the arguments are accepted.
-  /// Capturable: each replay draws new values.
-  /// @throws usage_error (null `out`; bounds not finite, low > high, or high − low overflowing),
-  /// cuda_error
-  void uniform(float* out, std::size_t n, float low, float high, cuda::stream_view stream);
-  /// @brief Fills `out` with normal values of mean `mean` and standard deviation `stddev` (all
-  /// `mean` when stddev == 0), like `torch.Tensor.normal_(mean, std)`; as `uniform` otherwise.
-  /// @throws usage_error (null `out`; mean not finite; stddev negative or not finite),
-  /// cuda_error
-  void normal(float* out, std::size_t n, float mean, float stddev, cuda::stream_view stream);
-  /// @brief Fills `out` with 1.0 with probability p and 0.0 otherwise (p = 0: all 0, p = 1:
-  /// all 1), like `torch.bernoulli`; as `uniform` otherwise.
+  /// @brief Fills the elements of `out` (float32, float16 or bfloat16, in device memory) with
+  /// values uniform in [low, high) (all `low` when low == high), like `uniform_(low, high)` on a
+  /// tensor of that type. Reserves `fill_counters(out.count())` counters of the current step,
+  /// only once the arguments are accepted. Capturable: each replay draws new values. An fp16 or
+  /// bf16 value is the float32 fill's value (same seed, same offset, same counters reserved)
+  /// rounded to nearest even, except that one rounding to `high` is given as `low` (PyTorch's
+  /// rule; see `rounded_uniform` in train/random_fill.hpp), so values lie in [low, high) with
+  /// both bounds rounded to that type.
+  /// @throws usage_error (a null `out`, no dtype, `out` not aligned to an element; bounds not
+  /// finite, low > high, high − low overflowing, or a bound beyond the largest finite value of
+  /// the type), cuda_error
+  void uniform(device_span out, float low, float high, cuda::stream_view stream);
+  /// @brief Normal values of mean `mean` and standard deviation `stddev` (all `mean` when
+  /// stddev == 0), like `normal_(mean, std)`; fp16 and bf16 values are the float32 fill's
+  /// rounded to nearest even (beyond the type's range, an infinity). As `uniform` otherwise.
+  /// @throws usage_error (as `uniform` for `out`; mean not finite; stddev negative or not
+  /// finite), cuda_error
+  void normal(device_span out, float mean, float stddev, cuda::stream_view stream);
+  /// @brief 1 with probability p, else 0 (p = 0: all 0, p = 1: all 1), like `bernoulli_`:
+  /// exactly 1 and 0 in every type, from the float32 fill's draws. As `uniform` otherwise.
+  /// @throws usage_error (as `uniform` for `out`; p outside [0, 1]), cuda_error
+  void bernoulli(device_span out, float p, cuda::stream_view stream);
+  /// @brief As above, n bytes 1 and 0 at `out` (a dropout mask): the same draws.
   /// @throws usage_error (null `out`, p outside [0, 1]), cuda_error
-  void bernoulli(float* out, std::size_t n, float p, cuda::stream_view stream);
-  /// @brief As above, with bytes 1 and 0: the same draws as the float overload.
   void bernoulli(std::uint8_t* out, std::size_t n, float p, cuda::stream_view stream);
-
-  /// @brief Fills n elements of `type` at `out` (float32, float16 or bfloat16) with values
-  /// uniform in [low, high), like `uniform_` on a tensor of that type. An fp16 or bf16 value is
-  /// the fp32 overload's value (same seed, same offset, same counters reserved) rounded to
-  /// nearest even, except that one rounding to `high` is given as `low` (PyTorch's rule; see
-  /// `rounded_uniform` in train/random_fill.hpp), so values lie in [low, high) with both
-  /// bounds rounded to that type. float32 is the fp32 overload.
-  /// @throws usage_error (null `out`, `type` no dtype, `out` not aligned to an element; the
-  /// bounds the fp32 overload refuses, or a bound beyond the largest finite value of `type`),
-  /// cuda_error
-  void uniform(void* out, dtype type, std::size_t n, float low, float high,
-               cuda::stream_view stream);
-  /// @brief Normal values, like `normal_` on a tensor of `type`: fp16 and bf16 values are the
-  /// fp32 overload's rounded to nearest even (beyond the type's range, an infinity).
-  /// @throws usage_error (null `out`, `type` no dtype, `out` not aligned to an element; the
-  /// arguments the fp32 overload refuses), cuda_error
-  void normal(void* out, dtype type, std::size_t n, float mean, float stddev,
-              cuda::stream_view stream);
-  /// @brief 1 with probability p, else 0, like `bernoulli_` on a tensor of `type`: exactly 1
-  /// and 0 in every type, from the fp32 overload's draws.
-  /// @throws usage_error (null `out`, `type` no dtype, `out` not aligned to an element, p
-  /// outside [0, 1]), cuda_error
-  void bernoulli(void* out, dtype type, std::size_t n, float p, cuda::stream_view stream);
 
   /// @brief Starts the generator over with `seed` and offset 0, as a newly constructed one
   /// (`torch.cuda.manual_seed`).
