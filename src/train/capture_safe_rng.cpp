@@ -76,8 +76,7 @@ void capture_safe_rng::uniform(device_span out, float low, float high, cuda::str
   }
 }
 
-void capture_safe_rng::normal(device_span out, float mean, float stddev,
-                              cuda::stream_view stream) {
+void capture_safe_rng::normal(device_span out, float mean, float stddev, cuda::stream_view stream) {
   detail::check_fill_output("normal", out.data(), out.type());
   detail::check_normal_arguments(mean, stddev);
   std::size_t const n = out.count();

@@ -253,7 +253,9 @@ TEST_F(rng_fill_test, device_draws_have_the_right_moments) {
 TEST_F(rng_fill_test, refused_arguments_reserve_nothing) {
   gr::capture_safe_rng rng{31, *stream_};
   using gs::testing::message_of;
-  EXPECT_NE(message_of([&] { rng.uniform({nullptr, gs::dtype::float32, 4}, 0.0F, 1.0F, *stream_); }).find("null"),
+  EXPECT_NE(message_of([&] {
+              rng.uniform({nullptr, gs::dtype::float32, 4}, 0.0F, 1.0F, *stream_);
+            }).find("null"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
               rng.uniform({uniform_, gs::dtype::float32, 4}, 1.0F, 0.0F, *stream_);
@@ -491,30 +493,66 @@ TEST_F(rng_fill_test, refused_half_and_bfloat16_arguments_say_why_and_reserve_no
   auto const bf16 = gs::dtype::bfloat16;
   auto const not_a_dtype = static_cast<gs::dtype>(7);
   void* const odd = reinterpret_cast<char*>(out) + 1;
-  refusal([&] { rng.uniform({nullptr, fp16, 4}, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::uniform: out is a null pointer");
-  refusal([&] { rng.normal({nullptr, bf16, 4}, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::normal: out is a null pointer");
-  refusal([&] { rng.bernoulli({nullptr, fp16, 4}, 0.5F, *stream_); },
-          "capture_safe_rng::bernoulli: out is a null pointer");
-  refusal([&] { rng.uniform({out, not_a_dtype, 4}, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::uniform: out has an unknown dtype (7)");
-  refusal([&] { rng.normal({out, not_a_dtype, 4}, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::normal: out has an unknown dtype (7)");
-  refusal([&] { rng.bernoulli({out, not_a_dtype, 4}, 0.5F, *stream_); },
-          "capture_safe_rng::bernoulli: out has an unknown dtype (7)");
-  refusal([&] { rng.uniform({odd, bf16, 4}, 0.0F, 1.0F, *stream_); },
-          "capture_safe_rng::uniform: out is not aligned to the 2 bytes of its dtype bfloat16");
-  refusal([&] { rng.uniform({out, fp16, 4}, 1.0F, 0.0F, *stream_); },
-          "capture_safe_rng::uniform: low must not exceed high");
-  refusal([&] { rng.uniform({out, fp16, 4}, 0.0F, 70000.0F, *stream_); },
-          "capture_safe_rng::uniform: low and high must lie within the finite range of float16");
-  refusal([&] { rng.uniform({out, bf16, 4}, -3.4e38F, 0.0F, *stream_); },
-          "capture_safe_rng::uniform: low and high must lie within the finite range of bfloat16");
-  refusal([&] { rng.normal({out, bf16, 4}, 0.0F, -1.0F, *stream_); },
-          "capture_safe_rng::normal: std must be finite and >= 0");
-  refusal([&] { rng.bernoulli({out, fp16, 4}, 1.5F, *stream_); },
-          "capture_safe_rng::bernoulli: p must lie in [0, 1]");
+  refusal(
+      [&] {
+        rng.uniform({nullptr, fp16, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: out is a null pointer");
+  refusal(
+      [&] {
+        rng.normal({nullptr, bf16, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::normal: out is a null pointer");
+  refusal(
+      [&] {
+        rng.bernoulli({nullptr, fp16, 4}, 0.5F, *stream_);
+      },
+      "capture_safe_rng::bernoulli: out is a null pointer");
+  refusal(
+      [&] {
+        rng.uniform({out, not_a_dtype, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: out has an unknown dtype (7)");
+  refusal(
+      [&] {
+        rng.normal({out, not_a_dtype, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::normal: out has an unknown dtype (7)");
+  refusal(
+      [&] {
+        rng.bernoulli({out, not_a_dtype, 4}, 0.5F, *stream_);
+      },
+      "capture_safe_rng::bernoulli: out has an unknown dtype (7)");
+  refusal(
+      [&] {
+        rng.uniform({odd, bf16, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: out is not aligned to the 2 bytes of its dtype bfloat16");
+  refusal(
+      [&] {
+        rng.uniform({out, fp16, 4}, 1.0F, 0.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: low must not exceed high");
+  refusal(
+      [&] {
+        rng.uniform({out, fp16, 4}, 0.0F, 70000.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: low and high must lie within the finite range of float16");
+  refusal(
+      [&] {
+        rng.uniform({out, bf16, 4}, -3.4e38F, 0.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: low and high must lie within the finite range of bfloat16");
+  refusal(
+      [&] {
+        rng.normal({out, bf16, 4}, 0.0F, -1.0F, *stream_);
+      },
+      "capture_safe_rng::normal: std must be finite and >= 0");
+  refusal(
+      [&] {
+        rng.bernoulli({out, fp16, 4}, 1.5F, *stream_);
+      },
+      "capture_safe_rng::bernoulli: p must lie in [0, 1]");
   // Nothing was reserved: a fill draws from position 0 still.
   rng.uniform({out, fp16, 8}, 0.0F, 1.0F, *stream_);
   rng.end_step(*stream_);
