@@ -148,11 +148,12 @@ void device_buffer::record_use(stream_view stream) const {
 }
 
 void device_buffer::expect(std::size_t bytes, dtype type, char const* what) const {
+  bool const typed_as_given = !type_ || type == *type_;
+  if (data_ != nullptr && typed_as_given && bytes == size_) return;  // no message built per copy
   std::string const where = std::string{"device_buffer::"} + what + ": ";
   GRAPHSTEP_EXPECTS(data_ != nullptr, where + "this buffer is empty (moved from?)");
   std::string const described = type_ ? describe(shape_, *type_) : "untyped";
-  GRAPHSTEP_EXPECTS(!type_ || type == *type_,
-                    where + name(type) + " data for a " + described + " buffer");
+  GRAPHSTEP_EXPECTS(typed_as_given, where + name(type) + " data for a " + described + " buffer");
   GRAPHSTEP_EXPECTS(bytes == size_, where + std::to_string(bytes) + " bytes for " +
                                         (type_ ? "a " : "an ") + described + " buffer of " +
                                         std::to_string(size_) + " bytes");
