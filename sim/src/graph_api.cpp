@@ -402,6 +402,13 @@ sim::graph_state* graph_holding(cudaGraphNode_t node) {
   return nullptr;
 }
 
+// `node` when a registered graph holds it and it is of `type`, else null (the node getters).
+sim::node_state* node_of_type(cudaGraphNode_t node, cudaGraphNodeType type) {
+  if (graph_holding(node) == nullptr) return nullptr;
+  auto* n = reinterpret_cast<sim::node_state*>(node);
+  return n->type == type ? n : nullptr;
+}
+
 // The executable's node that `node`, a node of the graph `exec` was instantiated from, names;
 // null for a node of another graph.
 sim::node_state* node_of_exec(sim::exec_state& exec, cudaGraphNode_t node) {
@@ -501,9 +508,8 @@ cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* 
 cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, cudaMemsetParams* params) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
-  auto const* n = reinterpret_cast<sim::node_state const*>(node);
-  if (n->type != cudaGraphNodeTypeMemset) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeMemset);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
   *params = n->memset;
   return cudaSuccess;
 }
@@ -536,9 +542,8 @@ cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node,
 cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
-  auto* n = reinterpret_cast<sim::node_state*>(node);
-  if (n->type != cudaGraphNodeTypeKernel) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
   // A library's kernels (cuBLASLt, NCCL) run here from a model of what they compute, not from
   // parameters a caller could read: refused rather than answered with made-up ones.
   if (!n->kernel->arguments_modelled()) return sim::fail(cudaErrorNotSupported);
@@ -837,11 +842,8 @@ cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t graph,
 cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void* dptr_out) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (dptr_out == nullptr || graph_holding(node) == nullptr) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  auto const* n = reinterpret_cast<sim::node_state const*>(node);
-  if (n->type != cudaGraphNodeTypeMemFree) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeMemFree);
+  if (dptr_out == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
   std::memcpy(dptr_out, &n->memory, sizeof n->memory);
   return cudaSuccess;
 }
@@ -851,9 +853,8 @@ cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void* dptr_out) 
 cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, cudaMemAllocNodeParams* params) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (params == nullptr || graph_holding(node) == nullptr) return sim::fail(cudaErrorInvalidValue);
-  auto const* n = reinterpret_cast<sim::node_state const*>(node);
-  if (n->type != cudaGraphNodeTypeMemAlloc) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeMemAlloc);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
   *params = cudaMemAllocNodeParams{};
   params->poolProps.allocType = cudaMemAllocationTypePinned;
   params->poolProps.location.type = cudaMemLocationTypeDevice;
