@@ -22,8 +22,8 @@
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>

@@ -6,8 +6,8 @@
 #include <benchmark/benchmark.h>
 
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>

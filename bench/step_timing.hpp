@@ -7,8 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 
 namespace bench {
 

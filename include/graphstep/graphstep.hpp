@@ -17,12 +17,10 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
-#include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
@@ -62,7 +60,6 @@
 #include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <graphstep/schedule/step_plan.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
-#include <graphstep/train/check_finite.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/loss_scale.hpp>

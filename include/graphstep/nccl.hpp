@@ -8,7 +8,6 @@
 #include <graphstep/nccl/bucketed_all_reduce.hpp>
 #include <graphstep/nccl/collective_log.hpp>
 #include <graphstep/nccl/collectives.hpp>
-#include <graphstep/nccl/group_guard.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>

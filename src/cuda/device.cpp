@@ -37,4 +37,16 @@ int current_device() {
   return device;
 }
 
+device_guard::device_guard(int device) {
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&previous_));
+  if (device != previous_) {
+    GRAPHSTEP_CUDA_TRY(cudaSetDevice(device));
+    changed_ = true;
+  }
+}
+
+device_guard::~device_guard() {
+  if (changed_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaSetDevice(previous_));
+}
+
 }  // namespace graphstep::cuda

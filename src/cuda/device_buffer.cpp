@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
-#include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
 #include <limits>
 #include <string>

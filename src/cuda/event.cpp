@@ -1,6 +1,5 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/event.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/error.hpp>
 
 namespace graphstep::cuda {

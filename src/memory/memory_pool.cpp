@@ -6,7 +6,6 @@
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
-#include <graphstep/cuda/device_guard.hpp>
 #include <graphstep/error.hpp>
 #include <mutex>
 #include <new>

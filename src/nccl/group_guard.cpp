@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/group_guard.hpp>
+#include <graphstep/nccl/collectives.hpp>
 
 #include "detail/comm_state.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>

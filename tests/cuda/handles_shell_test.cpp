@@ -3,11 +3,10 @@
 
 #include <gtest/gtest.h>
 
-#include <graphstep/cuda/device_guard.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <type_traits>
 

@@ -43,7 +43,7 @@ TEST_F(conditional_test, an_update_is_skipped_on_the_device_when_gradients_are_n
       {{{param, gs::dtype::float32, n}, {grad, gs::dtype::float32, n}}}, {}, schedule, {}, stream};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, stream, pool, [&] {
-    gt::check_finite(grad, n, finite, stream);
+    gt::check_finite({grad, gs::dtype::float32, n}, finite, stream);
     gs::graphs::capture_if(stream, finite, [&](gs::cuda::stream_view s) { optimizer.step(s); });
   });
   EXPECT_EQ(step.node_counts().conditional, 1U);

@@ -2,7 +2,7 @@
 // that waits for an event recorded outside it, and timing events inside a graph.
 
 #include <cstdint>
-#include <graphstep/cuda/timed_event.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/graphs/external_events.hpp>
 #include <graphstep/graphstep.hpp>
 #include <vector>

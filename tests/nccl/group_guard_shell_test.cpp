@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/group_guard.hpp>
+#include <graphstep/nccl/collectives.hpp>
 #include <type_traits>
 
 namespace gs = graphstep;

@@ -408,3 +408,65 @@ TEST_F(loss_scaler_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
             }).find("read the state after the replay"),
             std::string::npos);
 }
+
+// check_finite, the scaler's finding for one tensor without a scale: an inf or NaN of each
+// dtype clears the flag wherever it lies, finite values (65504, fp16's largest) set it, and an
+// empty span sets it.
+TEST_F(loss_scaler_test, check_finite_finds_an_inf_or_nan_of_each_dtype) {
+  auto* flag = static_cast<unsigned int*>(pool_->allocate(sizeof(unsigned int), *stream_));
+  blocks_.push_back(flag);
+  auto const finding = [&](gs::device_span data) {
+    gt::check_finite(data, flag, *stream_);
+    unsigned int host = 7U;
+    GRAPHSTEP_CUDA_TRY(
+        cudaMemcpyAsync(&host, flag, sizeof host, cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();
+    return host;
+  };
+  float const inf = std::numeric_limits<float>::infinity();
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  std::size_t const n = 300001;  // past one grid of the check's 4096 blocks of 256
+  float* fp32 = fill(n, 1.5F);
+  EXPECT_EQ(finding({fp32, gs::dtype::float32, n}), 1U);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(fp32 + n - 1, &nan, sizeof nan, cudaMemcpyHostToDevice, stream_->get()));
+  EXPECT_EQ(finding({fp32, gs::dtype::float32, n}), 0U) << "a NaN in the last element";
+  EXPECT_EQ(finding({fp32, gs::dtype::float32, n - 1}), 1U) << "the NaN lies past the span";
+
+  std::vector<__half> half_host(1000, __float2half(65504.0F));
+  auto* half = upload(half_host);
+  EXPECT_EQ(finding({half, gs::dtype::float16, half_host.size()}), 1U);
+  __half const half_inf = __float2half(inf);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(half + 500, &half_inf, sizeof half_inf, cudaMemcpyHostToDevice,
+                                     stream_->get()));
+  EXPECT_EQ(finding({half, gs::dtype::float16, half_host.size()}), 0U) << "an fp16 inf";
+
+  std::vector<__nv_bfloat16> bf16_host(1000, __float2bfloat16(3.0e38F));
+  auto* bf16 = upload(bf16_host);
+  EXPECT_EQ(finding({bf16, gs::dtype::bfloat16, bf16_host.size()}), 1U);
+  __nv_bfloat16 const bf16_nan = __float2bfloat16(nan);
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(bf16, &bf16_nan, sizeof bf16_nan, cudaMemcpyHostToDevice, stream_->get()));
+  EXPECT_EQ(finding({bf16, gs::dtype::bfloat16, bf16_host.size()}), 0U) << "a bf16 NaN";
+
+  EXPECT_EQ(finding({nullptr, gs::dtype::float32, 0}), 1U) << "nothing to find";
+}
+
+TEST_F(loss_scaler_test, check_finite_refuses_what_it_cannot_read) {
+  float* data = fill(8, 1.0F);
+  auto* flag = static_cast<unsigned int*>(pool_->allocate(sizeof(unsigned int), *stream_));
+  blocks_.push_back(flag);
+  EXPECT_NE(message_of([&] {
+              gt::check_finite({data, gs::dtype::float32, 8}, nullptr, *stream_);
+            }).find("check_finite: the all_finite flag is a null pointer"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              gt::check_finite({nullptr, gs::dtype::float32, 8}, flag, *stream_);
+            }).find("check_finite: data"),
+            std::string::npos);
+  auto* const bytes = reinterpret_cast<unsigned char*>(data);
+  EXPECT_NE(message_of([&] {
+              gt::check_finite({bytes + 1, gs::dtype::bfloat16, 2}, flag, *stream_);
+            }).find("not aligned"),
+            std::string::npos);
+}

@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file cuda/device.hpp
-/// @brief Device discovery that never crashes on machines without a GPU.
+/// @brief Device discovery that never crashes on machines without a GPU, and `device_guard`,
+/// which makes a device current for a scope and restores the previous one.
 
 namespace graphstep::cuda {
 
@@ -16,5 +17,20 @@ void require_device();
 /// @brief The calling thread's current device.
 /// @throws no_device_error, cuda_error
 [[nodiscard]] int current_device();
+
+/// @brief Sets the current device on construction and restores the previous one on
+/// destruction. Not copyable or movable: it belongs to one scope of one thread.
+class device_guard {
+ public:
+  /// @throws no_device_error, cuda_error (e.g. an out-of-range device)
+  explicit device_guard(int device);
+  ~device_guard();
+  device_guard(device_guard const&) = delete;
+  device_guard& operator=(device_guard const&) = delete;
+
+ private:
+  int previous_{0};
+  bool changed_{false};
+};
 
 }  // namespace graphstep::cuda

@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file cuda/event.hpp
-/// @brief `event`: an owning, move-only CUDA event without timing, for ordering streams.
+/// @brief `event`: an owning, move-only CUDA event without timing, for ordering streams, and
+/// `timed_event`, one that records time, for measuring GPU work.
 
 #include <cuda_runtime_api.h>
 
@@ -54,6 +55,17 @@ class event {
 
  private:
   std::unique_ptr<cudaEvent_t, detail::event_deleter> handle_;
+};
+
+/// @brief An owning CUDA event with timing enabled. Move-only.
+class timed_event : public event {
+ public:
+  /// @throws no_device_error, cuda_error
+  timed_event();
+
+  /// @brief Milliseconds of GPU time between two completed records.
+  /// @throws cuda_error (cudaErrorNotReady when a record has not completed yet)
+  [[nodiscard]] static float elapsed_ms(timed_event const& start, timed_event const& end);
 };
 
 }  // namespace graphstep::cuda

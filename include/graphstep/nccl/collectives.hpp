@@ -1,9 +1,9 @@
 #pragma once
 
 /// @file nccl/collectives.hpp
-/// @brief Capturable collectives on checked device buffers, and the check that every rank
-/// captured the same collectives. Each takes an `nccl_comm_view`: of an `nccl_comm`, or of a
-/// raw `ncclComm_t` made elsewhere.
+/// @brief Capturable collectives on checked device buffers, `group_guard` to launch several as
+/// one, and the check that every rank captured the same collectives. Each takes an
+/// `nccl_comm_view`: of an `nccl_comm`, or of a raw `ncclComm_t` made elsewhere.
 
 #include <chrono>
 #include <cstddef>
@@ -33,6 +33,32 @@ void all_gather(device_span send, device_span recv, nccl_comm_view const& comm,
 /// @brief From `root`'s send buffer into every rank's recv buffer (same size).
 void broadcast(device_span send, device_span recv, int root, nccl_comm_view const& comm,
                cuda::stream_view stream);
+
+/// @brief ncclGroupStart/ncclGroupEnd around a scope: the collectives inside launch as one.
+/// It takes no communicator's enqueue lock (a group may span several), so a background
+/// watchdog must not abort a communicator while a group is open on it.
+class group_guard {
+ public:
+  /// @brief Calls ncclGroupStart.
+  /// @throws nccl_error
+  group_guard();
+  /// @brief Ends the group if `end()` was not called; a failure is reported, not thrown.
+  /// When an exception leaves the scope, the group is dropped instead: none of its
+  /// collectives is launched, since launching the part issued so far would pair this rank's
+  /// collectives with its peers' in another order. (The peers, which issued the whole group,
+  /// then wait: the watchdog or a deadline ends that.) With one rank, NCCL runs each
+  /// collective as a copy when it is called, so those have run already.
+  ~group_guard();
+  group_guard(group_guard const&) = delete;
+  group_guard& operator=(group_guard const&) = delete;
+  /// @brief Calls ncclGroupEnd.
+  /// @throws nccl_error, usage_error (called twice)
+  void end();
+
+ private:
+  bool open_{true};
+  int exceptions_at_start_;
+};
 
 /// @brief Runs each kind of collective once, eagerly, on a few bytes of scratch memory, so
 /// NCCL has made its connections before a capture records the collectives. Call it on every

@@ -8,7 +8,6 @@
 #include <functional>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/cuda/timed_event.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/memory/memory_pool.hpp>

@@ -3,7 +3,8 @@
 /// @file train/loss_scaler.hpp
 /// @brief `loss_scaler`: dynamic loss scaling whose state lives in device memory and whose
 /// update runs on the device, so a captured step scales, unscales, skips and adapts on every
-/// replay without a host synchronization (PyTorch's GradScaler, inside the graph).
+/// replay without a host synchronization (PyTorch's GradScaler, inside the graph), and
+/// `check_finite`, the same device-side finding for one tensor without a scale.
 
 #include <cstddef>
 #include <graphstep/cuda/device_buffer.hpp>
@@ -99,5 +100,13 @@ class loss_scaler {
   cuda::device_buffer slots_;   // detail::scaled_slot, one per tensor
   cuda::device_buffer chunks_;  // tensor_chunk
 };
+
+/// @brief Sets `*all_finite` (device memory) to 1 when every element of `data` (fp32, fp16 or
+/// bf16) is finite, else 0, without a host synchronization: for a step that skips its
+/// optimizer on an inf or NaN without scaling the loss (`graphs::capture_if(stream, all_finite,
+/// ...)`). An empty span sets 1. Capturable.
+/// @throws usage_error (a null flag; a span with elements and a null pointer, misaligned or of
+/// an unknown dtype), cuda_error
+void check_finite(device_span data, unsigned int* all_finite, cuda::stream_view stream);
 
 }  // namespace graphstep::train

@@ -1,7 +1,7 @@
 #include "graphs/detail/legacy_stream_guard.hpp"
 
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/cuda/device_guard.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <map>
 #include <mutex>
 #include <utility>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/cuda/device_guard.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/detail/pool_engine.hpp>
 #include <string>
