@@ -57,9 +57,9 @@ struct bucket_model {
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, sizeof(float) * n, stream.get()));
     for (int layer = 0; layer < layers; ++layer) {
       float* y = layer % 2 != 0 ? a : b;
-      float const* x = layer % 2 != 0 ? b : a;
-      gs::train::dropout_forward(y, mask, x, n, 0.1F, rng.reserve(gs::train::dropout_counters(n)),
-                                 stream);
+      float* x = layer % 2 != 0 ? b : a;
+      gs::train::dropout_forward({y, gs::dtype::float32, n}, mask, {x, gs::dtype::float32, n}, 0.1F,
+                                 rng.reserve(gs::train::dropout_counters(n)), stream);
     }
     rng.end_step(stream);
     pool.deallocate(mask, stream);
@@ -144,8 +144,9 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float) * n, stream.get()));
   auto body = [&](gs::cuda::stream_view s) {
     for (int layer = 0; layer < 20; ++layer) {
-      gs::train::dropout_forward(x, mask, x, n, 0.1F, rng.reserve(gs::train::dropout_counters(n)),
-                                 s);
+      gs::device_span const data{x, gs::dtype::float32, n};
+      gs::train::dropout_forward(data, mask, data, 0.1F,
+                                 rng.reserve(gs::train::dropout_counters(n)), s);
     }
     rng.end_step(s);
   };

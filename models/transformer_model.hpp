@@ -314,6 +314,10 @@ class transformer {
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
+  // A [rows, C] bf16 activation as the element-wise ops take it.
+  [[nodiscard]] gs::device_span activation(std::uint16_t* data) const {
+    return {data, bf16, tokens_per_step() * static_cast<std::size_t>(c_.channels)};
+  }
 
   // Weights as GPT-2 initializes them (normal, σ = 0.02; biases zero; norms one and zero); the
   // data is one fixed batch of random token sequences, the targets each input shifted by one,
@@ -498,13 +502,15 @@ class transformer {
                                             stream_);
       }
       a.proj->run(stream_);
-      go::launch_add(a.residual_mid, residual_[l], projection_, m * C, bf16, stream_);
+      go::launch_add(activation(a.residual_mid), activation(residual_[l]), activation(projection_),
+                     stream_);
       go::launch_layer_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual_mid,
                                     value(p.ln2_weight), value(p.ln2_bias), m, C,
                                     layer_norm_epsilon, bf16, stream_);
       a.fc1->run(stream_);
       a.fc2->run(stream_);
-      go::launch_add(residual_[l + 1], a.residual_mid, projection_, m * C, bf16, stream_);
+      go::launch_add(activation(residual_[l + 1]), activation(a.residual_mid),
+                     activation(projection_), stream_);
     }
     go::launch_layer_norm_forward(lnf_, lnf_mean_, lnf_rstd_, residual_.back(), value(lnf_weight_),
                                   value(lnf_bias_), m, C, layer_norm_epsilon, bf16, stream_);

@@ -1,8 +1,11 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include <cstdint>
 #include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 namespace graphstep {
 
@@ -52,8 +55,21 @@ std::string describe(device_span const& span) {
 
 namespace detail {
 
-void expect_valid_span(std::string const& which, device_span const& span) {
-  if (span.empty()) return;
+void expect_valid_span(std::string_view call, std::string_view operand, device_span const& span,
+                       empty_span empty) {
+  bool const known_type = span.type() == dtype::float32 || span.type() == dtype::float16 ||
+                          span.type() == dtype::bfloat16;
+  bool const valid =
+      span.empty()
+          ? empty == empty_span::allowed
+          : span.data() != nullptr && known_type &&
+                reinterpret_cast<std::uintptr_t>(span.data()) % size_in_bytes(span.type()) == 0 &&
+                span.count() <=
+                    std::numeric_limits<std::size_t>::max() / size_in_bytes(span.type());
+  if (valid) return;
+  std::string which{call};
+  which.append(": ").append(operand);
+  GRAPHSTEP_EXPECTS(!span.empty(), which + " holds no element");
   expect_typed_buffer(which, span.data(), span.type());
   static_cast<void>(span.bytes());
 }

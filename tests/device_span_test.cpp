@@ -70,23 +70,36 @@ TEST(device_span, equal_when_memory_type_and_count_are) {
 TEST(device_span, checks_refuse_null_misaligned_and_oversized_spans_naming_them) {
   alignas(4) static unsigned char memory[16];
   std::string said = gs::testing::message_of([&] {
-    gs::detail::expect_valid_span("all_reduce: send", {nullptr, gs::dtype::float32, 4});
+    gs::detail::expect_valid_span("all_reduce", "send", {nullptr, gs::dtype::float32, 4});
   });
   EXPECT_NE(said.find("all_reduce: send is a null pointer"), std::string::npos) << said;
 
   said = gs::testing::message_of([&] {
-    gs::detail::expect_valid_span("all_reduce: send", {memory + 2, gs::dtype::float32, 1});
+    gs::detail::expect_valid_span("all_reduce", "send", {memory + 2, gs::dtype::float32, 1});
   });
   EXPECT_NE(said.find("not aligned"), std::string::npos) << said;
 
   said = gs::testing::message_of([&] {
     gs::detail::expect_valid_span(
-        "all_reduce: send", {memory, gs::dtype::float32, std::numeric_limits<std::size_t>::max()});
+        "all_reduce", "send",
+        {memory, gs::dtype::float32, std::numeric_limits<std::size_t>::max()});
   });
   EXPECT_NE(said.find("more bytes than a size_t holds"), std::string::npos) << said;
 
   // An empty span names no memory: any pointer passes.
-  EXPECT_NO_THROW(gs::detail::expect_valid_span("x", {nullptr, gs::dtype::float32, 0}));
+  EXPECT_NO_THROW(gs::detail::expect_valid_span("x", "y", {nullptr, gs::dtype::float32, 0}));
+  said = gs::testing::message_of([&] {
+    gs::detail::expect_valid_span("x", "y", {nullptr, gs::dtype::float32, 0},
+                                  gs::detail::empty_span::refused);
+  });
+  EXPECT_NE(said.find("x: y holds no element"), std::string::npos) << said;
+  said = gs::testing::message_of([&] {
+    gs::detail::expect_valid_span("all_reduce", "send", {memory, static_cast<gs::dtype>(9), 2});
+  });
+  EXPECT_NE(said.find("all_reduce: send has an unknown dtype (9)"), std::string::npos) << said;
+  // What passes, passes: aligned, known, with elements, and refused-empty only when empty.
+  EXPECT_NO_THROW(gs::detail::expect_valid_span("x", "y", {memory + 2, gs::dtype::bfloat16, 7},
+                                                gs::detail::empty_span::refused));
 }
 
 // A (pointer, bytes, type) triple or a (pointer, bytes) pair, as the older views took, must not

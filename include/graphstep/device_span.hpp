@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <graphstep/dtype.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace graphstep {
@@ -68,11 +69,17 @@ class device_span {
 
 namespace detail {
 
-/// @brief Refuses the span that `which` names ("all_reduce: send") when it has elements but a
-/// null pointer, its type is no dtype value, its address is not aligned to an element, or its
-/// bytes do not fit a `size_t`; an empty span passes with any pointer.
+/// @brief Whether `expect_valid_span` refuses a span without elements.
+enum class empty_span { allowed, refused };
+
+/// @brief Refuses the span that `call` and `operand` name ("all_reduce", "the send buffer") when
+/// it has elements but a null pointer, its type is no dtype value, its address is not aligned to
+/// an element, or its bytes do not fit a `size_t`; and, where `empty` says so, when it has no
+/// element. An empty span that is allowed passes with any pointer. The message is built only
+/// when the span is refused, so that a call enqueued every step pays for no string.
 /// @throws usage_error
-void expect_valid_span(std::string const& which, device_span const& span);
+void expect_valid_span(std::string_view call, std::string_view operand, device_span const& span,
+                       empty_span empty = empty_span::allowed);
 
 }  // namespace detail
 }  // namespace graphstep

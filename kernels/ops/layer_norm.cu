@@ -31,11 +31,13 @@
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/layer_norm.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "detail/element_conversion.cuh"
 
@@ -633,17 +635,21 @@ std::size_t layer_norm_backward_workspace_size(std::int64_t m, std::int64_t n) {
   return workspace_bytes_for(slicing_for(m), n);
 }
 
-void launch_add(void* out, void const* a, void const* b, std::int64_t count, dtype type,
-                cuda::stream_view stream) {
-  char const* const what = "add";
-  expect_buffer(what, "out", out, type);
-  expect_buffer(what, "a", a, type);
-  expect_buffer(what, "b", b, type);
-  GRAPHSTEP_EXPECTS(count > 0, "add: count must be positive (got " + std::to_string(count) + ")");
-  switch (type) {
-    case dtype::float32: add<float>(out, a, b, count, stream); break;
-    case dtype::float16: add<__half>(out, a, b, count, stream); break;
-    case dtype::bfloat16: add<__nv_bfloat16>(out, a, b, count, stream); break;
+void launch_add(device_span out, device_span a, device_span b, cuda::stream_view stream) {
+  using graphstep::detail::empty_span;
+  graphstep::detail::expect_valid_span("add", "out", out, empty_span::refused);
+  graphstep::detail::expect_valid_span("add", "a", a);
+  graphstep::detail::expect_valid_span("add", "b", b);
+  for (auto const& [name, operand] : {std::pair{"a", a}, std::pair{"b", b}}) {
+    GRAPHSTEP_EXPECTS(operand.type() == out.type() && operand.count() == out.count(),
+                      std::string{"add: "} + name + " is " + describe(operand) + " but out is " +
+                          describe(out) + "; the three spans need one dtype and one count");
+  }
+  auto const count = static_cast<std::int64_t>(out.count());
+  switch (out.type()) {
+    case dtype::float32: add<float>(out.data(), a.data(), b.data(), count, stream); break;
+    case dtype::float16: add<__half>(out.data(), a.data(), b.data(), count, stream); break;
+    case dtype::bfloat16: add<__nv_bfloat16>(out.data(), a.data(), b.data(), count, stream); break;
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -38,7 +38,7 @@ void launch_check(device_span data, unsigned int* all_finite, cuda::stream_view 
 
 void check_finite(device_span data, unsigned int* all_finite, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(all_finite != nullptr, "check_finite: the all_finite flag is a null pointer");
-  graphstep::detail::expect_valid_span("check_finite: data", data);
+  graphstep::detail::expect_valid_span("check_finite", "data", data);
   set_flag_kernel<<<1, 1, 0, stream.get()>>>(all_finite, 1U);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   if (data.empty()) return;

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
-#include <graphstep/error.hpp>
 #include <graphstep/dtype_conversion.hpp>
+#include <graphstep/error.hpp>
 #include <limits>
 #include <sstream>
 
@@ -148,10 +149,9 @@ char const* element_name(region_element element) noexcept {
   return "unknown";
 }
 
-std::optional<region_difference> compare_region(std::string_view name, region_element element,
-                                                unsigned char const* before,
-                                                unsigned char const* first,
-                                                unsigned char const* second, std::size_t bytes) {
+std::optional<region_difference> detail::compare_region(
+    std::string_view name, region_element element, unsigned char const* before,
+    unsigned char const* first, unsigned char const* second, std::size_t bytes) {
   std::size_t const size = element_bytes(element);
   if (bytes % size != 0) {
     throw usage_error("the watched region \"" + std::string{name} + "\" holds " +
@@ -225,7 +225,7 @@ char const* change_name(launch_change::what kind) noexcept {
   return "launch";
 }
 
-std::string argument_text(std::vector<unsigned char> const& bytes) {
+std::string detail::argument_text(std::vector<unsigned char> const& bytes) {
   std::ostringstream out;
   out << "0x";
   // Little-endian: the most significant byte last in memory, first in the text.
@@ -248,8 +248,8 @@ std::string argument_text(std::vector<unsigned char> const& bytes) {
   return out.str();
 }
 
-std::vector<launch_change> compare_launches(node_description const& at_capture,
-                                            node_description const& now) {
+std::vector<launch_change> detail::compare_launches(node_description const& at_capture,
+                                                    node_description const& now) {
   using what = launch_change::what;
   std::vector<launch_change> changes;
   if (at_capture.kind != now.kind) {
@@ -297,7 +297,7 @@ std::vector<launch_change> compare_launches(node_description const& at_capture,
   return changes;
 }
 
-std::size_t mark_unstable_arguments(node_description& now, node_description const& again) {
+std::size_t detail::mark_unstable_arguments(node_description& now, node_description const& again) {
   if (now.kind != node_kind::kernel || again.kind != node_kind::kernel || !now.parameters_known ||
       !again.parameters_known || now.function != again.function ||
       now.arguments.size() != again.arguments.size()) {
@@ -314,7 +314,7 @@ std::size_t mark_unstable_arguments(node_description& now, node_description cons
   return marked;
 }
 
-std::vector<std::size_t> execution_order(
+std::vector<std::size_t> detail::execution_order(
     std::vector<std::vector<std::size_t>> const& dependencies) {
   std::size_t const n = dependencies.size();
   std::vector<std::size_t> waiting(n, 0);
@@ -352,7 +352,7 @@ std::vector<std::size_t> execution_order(
   return order;
 }
 
-bool can_disable(node_kind kind) noexcept {
+bool detail::can_disable(node_kind kind) noexcept {
   return kind == node_kind::kernel || kind == node_kind::memset || kind == node_kind::memcpy;
 }
 
@@ -374,7 +374,7 @@ std::optional<std::size_t> first_whole(std::vector<node_description> const& node
       case node_kind::child_graph:
       case node_kind::other: return i;
       case node_kind::conditional:
-        if (!condition_setter(nodes, i)) return i;
+        if (!detail::condition_setter(nodes, i)) return i;
         break;
       default: break;
     }
@@ -392,8 +392,8 @@ std::optional<std::size_t> first_of(std::vector<node_description> const& nodes,
 
 }  // namespace
 
-bisection_plan plan_bisection(std::vector<node_description> const& then,
-                              std::vector<node_description> const& now) {
+detail::bisection_plan detail::plan_bisection(std::vector<node_description> const& then,
+                                              std::vector<node_description> const& now) {
   struct found {
     std::size_t position;
     node_kind kind;
@@ -426,8 +426,8 @@ bisection_plan plan_bisection(std::vector<node_description> const& then,
               name(*blocking) + why + "; the whole-step comparison above still holds"};
 }
 
-std::optional<std::size_t> condition_setter(std::vector<node_description> const& nodes,
-                                            std::size_t position) {
+std::optional<std::size_t> detail::condition_setter(std::vector<node_description> const& nodes,
+                                                    std::size_t position) {
   if (position >= nodes.size() || nodes[position].kind != node_kind::conditional) {
     return std::nullopt;
   }
@@ -437,8 +437,8 @@ std::optional<std::size_t> condition_setter(std::vector<node_description> const&
   return std::nullopt;
 }
 
-std::optional<std::uintptr_t> condition_flag(std::vector<node_description> const& nodes,
-                                             std::size_t position) {
+std::optional<std::uintptr_t> detail::condition_flag(std::vector<node_description> const& nodes,
+                                                     std::size_t position) {
   auto const setter = condition_setter(nodes, position);
   if (!setter) return std::nullopt;
   std::uint64_t address{};
@@ -446,12 +446,12 @@ std::optional<std::uintptr_t> condition_flag(std::vector<node_description> const
   return static_cast<std::uintptr_t>(address);
 }
 
-bool is_collective_kernel(std::string_view kernel_name) noexcept {
+bool detail::is_collective_kernel(std::string_view kernel_name) noexcept {
   return kernel_name.substr(0, 4) == "nccl";
 }
 
-std::optional<std::size_t> first_unpaired(std::vector<node_description> const& a,
-                                          std::vector<node_description> const& b) {
+std::optional<std::size_t> detail::first_unpaired(std::vector<node_description> const& a,
+                                                  std::vector<node_description> const& b) {
   std::size_t const common = std::min(a.size(), b.size());
   for (std::size_t i = 0; i < common; ++i) {
     if (a[i].kind != b[i].kind) return i;

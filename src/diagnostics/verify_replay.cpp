@@ -7,6 +7,7 @@
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
@@ -144,7 +145,7 @@ ordered_graph order_nodes(cudaGraph_t graph) {
       GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetDependencies(listed[i], found.data(), nullptr, &n));
     for (cudaGraphNode_t d : found) dependencies[i].push_back(index.at(d));
   }
-  std::vector<std::size_t> const order = execution_order(dependencies);
+  std::vector<std::size_t> const order = detail::execution_order(dependencies);
   std::vector<std::size_t> position(order.size());
   for (std::size_t p = 0; p < order.size(); ++p) position[order[p]] = p;
   ordered_graph out;
@@ -233,8 +234,8 @@ class region_copies {
     std::vector<region_difference> out;
     for (std::size_t i = 0; i < regions_.size(); ++i) {
       auto const& r = regions_[i];
-      if (auto d = compare_region(r.name, r.element, before[i].data(), first[i].data(),
-                                  second[i].data(), r.bytes)) {
+      if (auto d = detail::compare_region(r.name, r.element, before[i].data(), first[i].data(),
+                                          second[i].data(), r.bytes)) {
         out.push_back(std::move(*d));
       }
     }
@@ -267,7 +268,7 @@ void enable_prefix(cudaGraphExec_t exec, ordered_graph const& g, std::size_t ena
                    void const* zero) {
   std::vector<bool> setter(g.nodes.size(), false);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    auto const s = condition_setter(g.descriptions, i);
+    auto const s = detail::condition_setter(g.descriptions, i);
     if (!s) continue;
     setter[*s] = true;
     void const* flag = nullptr;
@@ -279,7 +280,7 @@ void enable_prefix(cudaGraphExec_t exec, ordered_graph const& g, std::size_t ena
     set_condition_flag(exec, g, *s, flag);
   }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!can_disable(g.descriptions[i].kind) || setter[i]) continue;
+    if (!detail::can_disable(g.descriptions[i].kind) || setter[i]) continue;
     GRAPHSTEP_CUDA_TRY(cudaGraphNodeSetEnabled(exec, g.nodes[i], i < enabled ? 1U : 0U));
   }
 }
@@ -314,10 +315,10 @@ void run_prefix_graph(cudaGraph_t source, ordered_graph const& g, std::size_t ke
 }
 
 // Runs `graph` with its first k nodes (in execution order), by the method chosen.
-std::function<void(std::size_t)> prefix_runner(bisection_method method, graphs::graph const& graph,
-                                               ordered_graph const& g, cuda::stream_view stream,
-                                               void const* zero) {
-  if (method == bisection_method::disable_nodes) {
+std::function<void(std::size_t)> prefix_runner(detail::bisection_method method,
+                                               graphs::graph const& graph, ordered_graph const& g,
+                                               cuda::stream_view stream, void const* zero) {
+  if (method == detail::bisection_method::disable_nodes) {
     auto exec = std::make_shared<graphs::graph_exec>(graph.instantiate(instantiation_flags));
     return [exec, &g, stream, zero](std::size_t k) {
       enable_prefix(exec->get(), g, k, zero);
@@ -343,8 +344,8 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
     report.bisection_skipped = "the graphs have no node in common to compare";
     return;
   }
-  bisection_plan const plan = plan_bisection(then.descriptions, now.descriptions);
-  if (plan.method == bisection_method::refused) {
+  detail::bisection_plan const plan = detail::plan_bisection(then.descriptions, now.descriptions);
+  if (plan.method == detail::bisection_method::refused) {
     report.bisection_skipped = plan.refusal;
     return;
   }
@@ -364,7 +365,7 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
       GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
       contents out = copies.read();
       flag.reset();
-      if (auto const address = condition_flag(g.descriptions, k))
+      if (auto const address = detail::condition_flag(g.descriptions, k))
         flag = read_flag(*address, stream);
       return out;
     };
@@ -377,7 +378,7 @@ void bisect(replay_report& report, cuda::stream_view stream, region_copies const
       node.position = k - 1;
       node.at_capture = then.descriptions[k - 1];
       node.now = now.descriptions[k - 1];
-      node.changes = compare_launches(node.at_capture, node.now);
+      node.changes = detail::compare_launches(node.at_capture, node.now);
       node.regions = std::move(regions);
       node.condition_at_capture = then_reached;
       node.condition_now = now_reached;
@@ -449,17 +450,17 @@ void compare_runs(replay_report& report, cuda::stream_view stream,
   report.outside_capture = copies.compare(before, eager, copies.read());
 
   ordered_graph const repeated = order_nodes(again.get());
-  if (!first_unpaired(now.descriptions, repeated.descriptions)) {
+  if (!detail::first_unpaired(now.descriptions, repeated.descriptions)) {
     for (std::size_t i = 0; i < now.descriptions.size(); ++i) {
       report.unstable_arguments +=
-          mark_unstable_arguments(now.descriptions[i], repeated.descriptions[i]);
+          detail::mark_unstable_arguments(now.descriptions[i], repeated.descriptions[i]);
     }
   }
   report.nodes_now = now.nodes.size();
-  report.first_unpaired = first_unpaired(then.descriptions, now.descriptions);
+  report.first_unpaired = detail::first_unpaired(then.descriptions, now.descriptions);
   std::size_t const paired = report.first_unpaired.value_or(then.nodes.size());
   for (std::size_t i = 0; i < paired; ++i) {
-    auto changes = compare_launches(then.descriptions[i], now.descriptions[i]);
+    auto changes = detail::compare_launches(then.descriptions[i], now.descriptions[i]);
     if (!changes.empty()) {
       report.changed.push_back({i, then.descriptions[i], now.descriptions[i], std::move(changes)});
     }
@@ -508,7 +509,7 @@ replay_report verify_replay(cuda::stream_view stream,
   check_regions(regions);
   ordered_graph const then = order_nodes(graph.get());
   for (auto const& d : then.descriptions) {
-    GRAPHSTEP_EXPECTS(!is_collective_kernel(d.kernel_name),
+    GRAPHSTEP_EXPECTS(!detail::is_collective_kernel(d.kernel_name),
                       "graph \"" + graph.name() + "\" holds the NCCL kernel " + d.kernel_name +
                           ", which waits for its peers: verify_replay runs one rank's step "
                           "alone; verify a step without its collectives on each rank, or compare "

@@ -13,8 +13,8 @@ bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, device_span gradie
       plan_{std::move(plan)},
       type_{gradients.type()},
       made_ready_(plan_.buckets.size(), false) {
-  GRAPHSTEP_EXPECTS(!gradients.empty(), "bucketed_all_reduce: the gradient buffer is empty");
-  graphstep::detail::expect_valid_span("bucketed_all_reduce: the gradient buffer", gradients);
+  graphstep::detail::expect_valid_span("bucketed_all_reduce", "the gradient buffer", gradients,
+                                       graphstep::detail::empty_span::refused);
   GRAPHSTEP_EXPECTS(!plan_.buckets.empty(), "bucketed_all_reduce: the plan has no bucket");
   GRAPHSTEP_EXPECTS(gradients.bytes() >= plan_.buffer_bytes,
                     "bucketed_all_reduce: the gradient buffer holds " +

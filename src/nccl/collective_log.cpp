@@ -4,6 +4,7 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collective_log.hpp>
+#include <graphstep/nccl/detail/collective_log.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,8 @@ std::string describe(collective_record const& r) {
   return text + ", slot " + std::to_string(r.slot) + ")";
 }
 
+namespace detail {
+
 std::vector<int> differing_ranks(std::vector<sequence_summary> const& by_rank) {
   std::vector<int> ranks;
   for (std::size_t r = 1; r < by_rank.size(); ++r) {
@@ -135,4 +138,5 @@ void expect_same_sequence(std::vector<sequence_summary> const& by_rank, int this
                        "order, with the same sizes, on every rank"};
 }
 
+}  // namespace detail
 }  // namespace graphstep::nccl

@@ -7,6 +7,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/nccl/collectives.hpp>
+#include <graphstep/nccl/detail/collective_log.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,10 +38,9 @@ ncclRedOp_t to_nccl(reduce_op op) {
   return ncclSum;
 }
 
-std::size_t elements(device_span const& b, char const* what, char const* role) {
-  std::string const which = std::string{what} + ": the " + role + " buffer";
-  GRAPHSTEP_EXPECTS(b.count() > 0, which + " holds no element");
-  graphstep::detail::expect_valid_span(which, b);
+// `operand` is "the send buffer" or "the recv buffer".
+std::size_t elements(device_span const& b, char const* what, char const* operand) {
+  graphstep::detail::expect_valid_span(what, operand, b, graphstep::detail::empty_span::refused);
   return b.count();
 }
 
@@ -87,8 +87,8 @@ void enqueue(collective_record record, device_span const& send, device_span cons
 
 void all_reduce(device_span send, device_span recv, reduce_op op, nccl_comm_view const& comm,
                 cuda::stream_view stream) {
-  std::size_t const count = elements(send, "all_reduce", "send");
-  GRAPHSTEP_EXPECTS(elements(recv, "all_reduce", "recv") == count,
+  std::size_t const count = elements(send, "all_reduce", "the send buffer");
+  GRAPHSTEP_EXPECTS(elements(recv, "all_reduce", "the recv buffer") == count,
                     "all_reduce: send holds " + std::to_string(count) + " elements but recv " +
                         std::to_string(recv.count()) + ": they must hold the same number");
   enqueue({collective_kind::all_reduce, static_cast<int>(send.type()), count, op, -1, 0}, send,
@@ -100,8 +100,8 @@ void all_reduce(device_span send, device_span recv, reduce_op op, nccl_comm_view
 
 void reduce_scatter(device_span send, device_span recv, reduce_op op, nccl_comm_view const& comm,
                     cuda::stream_view stream) {
-  std::size_t const recv_count = elements(recv, "reduce_scatter", "recv");
-  GRAPHSTEP_EXPECTS(elements(send, "reduce_scatter", "send") ==
+  std::size_t const recv_count = elements(recv, "reduce_scatter", "the recv buffer");
+  GRAPHSTEP_EXPECTS(elements(send, "reduce_scatter", "the send buffer") ==
                         recv_count * static_cast<std::size_t>(comm.size()),
                     "reduce_scatter: send must hold world size (" + std::to_string(comm.size()) +
                         ") times the elements of recv (" + std::to_string(recv_count) + ")");
@@ -114,11 +114,11 @@ void reduce_scatter(device_span send, device_span recv, reduce_op op, nccl_comm_
 
 void all_gather(device_span send, device_span recv, nccl_comm_view const& comm,
                 cuda::stream_view stream) {
-  std::size_t const send_count = elements(send, "all_gather", "send");
-  GRAPHSTEP_EXPECTS(
-      elements(recv, "all_gather", "recv") == send_count * static_cast<std::size_t>(comm.size()),
-      "all_gather: recv must hold world size (" + std::to_string(comm.size()) +
-          ") times the elements of send (" + std::to_string(send_count) + ")");
+  std::size_t const send_count = elements(send, "all_gather", "the send buffer");
+  GRAPHSTEP_EXPECTS(elements(recv, "all_gather", "the recv buffer") ==
+                        send_count * static_cast<std::size_t>(comm.size()),
+                    "all_gather: recv must hold world size (" + std::to_string(comm.size()) +
+                        ") times the elements of send (" + std::to_string(send_count) + ")");
   enqueue({collective_kind::all_gather, static_cast<int>(send.type()), send_count, reduce_op::sum,
            -1, 0},
           send, recv, comm, stream, "all_gather", [&](ncclComm_t handle) {
@@ -132,8 +132,8 @@ void broadcast(device_span send, device_span recv, int root, nccl_comm_view cons
   GRAPHSTEP_EXPECTS(root >= 0 && root < comm.size(), "broadcast: root " + std::to_string(root) +
                                                          " is not a rank of a world of " +
                                                          std::to_string(comm.size()));
-  std::size_t const count = elements(recv, "broadcast", "recv");
-  GRAPHSTEP_EXPECTS(elements(send, "broadcast", "send") == count,
+  std::size_t const count = elements(recv, "broadcast", "the recv buffer");
+  GRAPHSTEP_EXPECTS(elements(send, "broadcast", "the send buffer") == count,
                     "broadcast: send and recv must hold the same number of elements");
   enqueue(
       {collective_kind::broadcast, static_cast<int>(send.type()), count, reduce_op::sum, root, 0},
@@ -229,18 +229,18 @@ void verify_captured_sequence(nccl_comm_view const& comm, cuda::stream_view stre
   // the same decision about round 2 and no rank is left waiting in a collective.
   auto const words =
       all_gather_words({log.hash(), log.records().size()}, comm, stream, deadline, timeout);
-  std::vector<sequence_summary> summaries;
+  std::vector<detail::sequence_summary> summaries;
   for (std::size_t r = 0; r < words.size(); r += 2) summaries.push_back({words[r], words[r + 1]});
-  if (differing_ranks(summaries).empty()) return;
+  if (detail::differing_ranks(summaries).empty()) return;
   // Round 2: the hash after every collective, to find the first one where the ranks part.
-  std::size_t const length = prefixes_to_compare(summaries);
+  std::size_t const length = detail::prefixes_to_compare(summaries);
   std::optional<std::size_t> first;
   if (length > 0) {
     auto const prefixes =
-        all_gather_words(padded_prefixes(log, length), comm, stream, deadline, timeout);
-    first = first_difference(prefixes, summaries.size(), length);
+        all_gather_words(detail::padded_prefixes(log, length), comm, stream, deadline, timeout);
+    first = detail::first_difference(prefixes, summaries.size(), length);
   }
-  expect_same_sequence(summaries, comm.rank(), log, first);
+  detail::expect_same_sequence(summaries, comm.rank(), log, first);
 }
 
 }  // namespace graphstep::nccl

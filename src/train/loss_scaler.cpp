@@ -31,9 +31,8 @@ std::vector<tensor_chunk> checked_chunks(std::vector<device_span> const& gradien
   std::vector<std::size_t> counts;
   for (std::size_t i = 0; i < gradients.size(); ++i) {
     auto const& g = gradients[i];
-    std::string const which = "loss_scaler: gradient " + std::to_string(i);
-    GRAPHSTEP_EXPECTS(!g.empty(), which + " holds no element");
-    ::graphstep::detail::expect_valid_span(which, g);
+    ::graphstep::detail::expect_valid_span("loss_scaler", "gradient " + std::to_string(i), g,
+                                           ::graphstep::detail::empty_span::refused);
     counts.push_back(g.count());
   }
   return plan_chunks(counts);  // refuses an empty tensor

@@ -8,10 +8,12 @@ namespace graphstep::train {
 
 void validate(parameter const& parameter, std::size_t index, std::string const& who) {
   std::string const which = who + ": parameter " + std::to_string(index);
-  GRAPHSTEP_EXPECTS(!parameter.value.empty() && !parameter.gradient.empty(),
-                    which + " has an empty value or gradient; every tensor holds elements");
-  ::graphstep::detail::expect_valid_span(which + " value", parameter.value);
-  ::graphstep::detail::expect_valid_span(which + " gradient", parameter.gradient);
+  std::string const slot = "parameter " + std::to_string(index);
+  using ::graphstep::detail::empty_span;
+  ::graphstep::detail::expect_valid_span(who, slot + " value", parameter.value,
+                                         empty_span::refused);
+  ::graphstep::detail::expect_valid_span(who, slot + " gradient", parameter.gradient,
+                                         empty_span::refused);
   GRAPHSTEP_EXPECTS(parameter.value.type() == parameter.gradient.type(),
                     which + " has a " + name(parameter.value.type()) + " value but a " +
                         name(parameter.gradient.type()) +

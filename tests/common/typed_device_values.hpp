@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/ops/reference.hpp>
 #include <limits>
@@ -42,6 +43,7 @@ class device_values {
   device_values& operator=(device_values&&) = delete;
 
   [[nodiscard]] void* get() const { return data_; }
+  [[nodiscard]] device_span span() const { return {data_, type_, count_}; }
   /// The fp32 view, for buffers whose type is float32 (statistics, workspace).
   [[nodiscard]] float* floats() const { return static_cast<float*>(data_); }
   [[nodiscard]] std::size_t bytes() const { return count_ * size_in_bytes(type_); }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/error.hpp>
 #include <limits>
@@ -30,8 +31,8 @@ std::optional<gd::region_difference> compare(gd::region_element element,
                                              std::vector<unsigned char> const& before,
                                              std::vector<unsigned char> const& first,
                                              std::vector<unsigned char> const& second) {
-  return gd::compare_region("r", element, before.data(), first.data(), second.data(),
-                            before.size());
+  return gd::detail::compare_region("r", element, before.data(), first.data(), second.data(),
+                                    before.size());
 }
 
 gd::node_description kernel(std::uintptr_t function, std::vector<std::vector<unsigned char>> args,
@@ -125,28 +126,28 @@ TEST(replay_divergence, launches_differ_by_argument_grid_and_kernel) {
   auto const lr_now = bytes_of(std::vector<float>{0.05F});
   auto const pointer = bytes_of(std::vector<std::uint64_t>{0x7f0000001000});
   auto const at_capture = kernel(0x1000, {pointer, lr_then});
-  EXPECT_TRUE(gd::compare_launches(at_capture, at_capture).empty());
+  EXPECT_TRUE(gd::detail::compare_launches(at_capture, at_capture).empty());
 
-  auto const frozen = gd::compare_launches(at_capture, kernel(0x1000, {pointer, lr_now}));
+  auto const frozen = gd::detail::compare_launches(at_capture, kernel(0x1000, {pointer, lr_now}));
   ASSERT_EQ(frozen.size(), 1U);
   EXPECT_EQ(frozen[0].kind, gd::launch_change::what::argument);
   EXPECT_EQ(frozen[0].argument, 1U);
   EXPECT_TRUE(contains(frozen[0].at_capture, "float 0.1")) << frozen[0].at_capture;
   EXPECT_TRUE(contains(frozen[0].now, "float 0.05")) << frozen[0].now;
 
-  auto const grid = gd::compare_launches(at_capture, kernel(0x1000, {pointer, lr_then}, 8));
+  auto const grid = gd::detail::compare_launches(at_capture, kernel(0x1000, {pointer, lr_then}, 8));
   ASSERT_EQ(grid.size(), 1U);
   EXPECT_EQ(grid[0].kind, gd::launch_change::what::grid);
   EXPECT_EQ(grid[0].at_capture, "(4, 1, 1)");
   EXPECT_EQ(grid[0].now, "(8, 1, 1)");
 
-  auto const other = gd::compare_launches(at_capture, kernel(0x2000, {pointer, lr_then}));
+  auto const other = gd::detail::compare_launches(at_capture, kernel(0x2000, {pointer, lr_then}));
   ASSERT_EQ(other.size(), 1U);
   EXPECT_EQ(other[0].kind, gd::launch_change::what::kernel);
 
   gd::node_description memset;
   memset.kind = gd::node_kind::memset;
-  auto const type = gd::compare_launches(at_capture, memset);
+  auto const type = gd::detail::compare_launches(at_capture, memset);
   ASSERT_EQ(type.size(), 1U);
   EXPECT_EQ(type[0].kind, gd::launch_change::what::node_type);
 }
@@ -158,26 +159,26 @@ TEST(replay_divergence, parameters_two_captures_disagree_on_are_not_compared) {
   auto const padded_b = bytes_of(std::vector<std::uint64_t>{0x11, 0xbb00000000000000});
   auto const at_capture = kernel(0x1000, {padded_a, scalar_then});
   auto now = kernel(0x1000, {padded_b, scalar_now});
-  EXPECT_EQ(gd::compare_launches(at_capture, now).size(), 2U);
+  EXPECT_EQ(gd::detail::compare_launches(at_capture, now).size(), 2U);
   auto const again = kernel(0x1000, {padded_a, scalar_now});
-  EXPECT_EQ(gd::mark_unstable_arguments(now, again), 1U);
-  EXPECT_EQ(gd::mark_unstable_arguments(now, again), 0U) << "marked once";
-  auto const changes = gd::compare_launches(at_capture, now);
+  EXPECT_EQ(gd::detail::mark_unstable_arguments(now, again), 1U);
+  EXPECT_EQ(gd::detail::mark_unstable_arguments(now, again), 0U) << "marked once";
+  auto const changes = gd::detail::compare_launches(at_capture, now);
   ASSERT_EQ(changes.size(), 1U);
   EXPECT_EQ(changes[0].argument, 1U) << "the scalar, not the unstable struct";
   // Only the same kernel with as many parameters is compared.
   auto const other = kernel(0x2000, {padded_a, scalar_now});
   auto fresh = kernel(0x1000, {padded_b, scalar_now});
-  EXPECT_EQ(gd::mark_unstable_arguments(fresh, other), 0U);
+  EXPECT_EQ(gd::detail::mark_unstable_arguments(fresh, other), 0U);
   gd::node_description memset;
   memset.kind = gd::node_kind::memset;
-  EXPECT_EQ(gd::mark_unstable_arguments(fresh, memset), 0U);
+  EXPECT_EQ(gd::detail::mark_unstable_arguments(fresh, memset), 0U);
 }
 
 TEST(replay_divergence, kernels_whose_parameters_cuda_hides_compare_by_kind_only) {
   auto hidden = kernel(0x1000, {});
   hidden.parameters_known = false;
-  EXPECT_TRUE(gd::compare_launches(hidden, kernel(0x2000, {}, 9)).empty());
+  EXPECT_TRUE(gd::detail::compare_launches(hidden, kernel(0x2000, {}, 9)).empty());
 }
 
 TEST(replay_divergence, memsets_compare_destination_value_and_shape) {
@@ -188,30 +189,30 @@ TEST(replay_divergence, memsets_compare_destination_value_and_shape) {
   a.width = 16;
   a.height = 1;
   auto b = a;
-  EXPECT_TRUE(gd::compare_launches(a, b).empty());
+  EXPECT_TRUE(gd::detail::compare_launches(a, b).empty());
   b.value = 1;
-  auto const changes = gd::compare_launches(a, b);
+  auto const changes = gd::detail::compare_launches(a, b);
   ASSERT_EQ(changes.size(), 1U);
   EXPECT_EQ(changes[0].kind, gd::launch_change::what::memset);
   EXPECT_TRUE(contains(changes[0].now, "value 1")) << changes[0].now;
 }
 
 TEST(replay_divergence, argument_text_reads_four_and_eight_byte_values) {
-  EXPECT_EQ(gd::argument_text(bytes_of(std::vector<std::int32_t>{1})),
+  EXPECT_EQ(gd::detail::argument_text(bytes_of(std::vector<std::int32_t>{1})),
             "0x00000001 (int 1, float 1.4013e-45)");
-  EXPECT_TRUE(contains(gd::argument_text(bytes_of(std::vector<std::uint64_t>{0xabcdef})),
+  EXPECT_TRUE(contains(gd::detail::argument_text(bytes_of(std::vector<std::uint64_t>{0xabcdef})),
                        "0x0000000000abcdef (an address"));
-  EXPECT_EQ(gd::argument_text({0x01, 0x02}), "0x0201");
+  EXPECT_EQ(gd::detail::argument_text({0x01, 0x02}), "0x0201");
 }
 
 TEST(replay_divergence, execution_order_follows_dependencies_and_keeps_listed_order) {
   // Node 1 depends on node 0: listed order holds.
-  EXPECT_EQ(gd::execution_order({{}, {0}, {}}), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(gd::detail::execution_order({{}, {0}, {}}), (std::vector<std::size_t>{0, 1, 2}));
   // Node 0 depends on node 2 (listed later): 1 and 2 go first.
-  EXPECT_EQ(gd::execution_order({{2}, {}, {}}), (std::vector<std::size_t>{1, 2, 0}));
-  EXPECT_THROW(static_cast<void>(gd::execution_order({{1}, {0}})), graphstep::usage_error);
-  EXPECT_THROW(static_cast<void>(gd::execution_order({{5}})), graphstep::usage_error);
-  EXPECT_TRUE(gd::execution_order({}).empty());
+  EXPECT_EQ(gd::detail::execution_order({{2}, {}, {}}), (std::vector<std::size_t>{1, 2, 0}));
+  EXPECT_THROW(static_cast<void>(gd::detail::execution_order({{1}, {0}})), graphstep::usage_error);
+  EXPECT_THROW(static_cast<void>(gd::detail::execution_order({{5}})), graphstep::usage_error);
+  EXPECT_TRUE(gd::detail::execution_order({}).empty());
 }
 
 namespace {
@@ -243,38 +244,40 @@ TEST(replay_divergence, bisection_disables_nodes_or_runs_prefix_graphs_or_is_ref
   using k = gd::node_kind;
   auto const plain = nodes_of({k::kernel, k::memset, k::memcpy, k::empty, k::event_record,
                                k::event_wait, k::memory_allocation, k::memory_free});
-  EXPECT_EQ(gd::plan_bisection(plain, plain).method, gd::bisection_method::disable_nodes);
+  EXPECT_EQ(gd::detail::plan_bisection(plain, plain).method,
+            gd::detail::bisection_method::disable_nodes);
   auto with_capture_if = nodes_of({k::kernel});
   add_capture_if(with_capture_if, 0x7f0000002000);
-  EXPECT_EQ(gd::plan_bisection(with_capture_if, with_capture_if).method,
-            gd::bisection_method::disable_nodes)
+  EXPECT_EQ(gd::detail::plan_bisection(with_capture_if, with_capture_if).method,
+            gd::detail::bisection_method::disable_nodes)
       << "capture_if's conditional node is switched off through its setter";
   for (k whole : {k::host_function, k::child_graph, k::other}) {
     auto const nodes = nodes_of({k::kernel, whole});
-    EXPECT_EQ(gd::plan_bisection(nodes, nodes).method, gd::bisection_method::prefix_graphs)
+    EXPECT_EQ(gd::detail::plan_bisection(nodes, nodes).method,
+              gd::detail::bisection_method::prefix_graphs)
         << gd::kind_name(whole);
   }
 
   // A conditional node set some other way runs whole, and CUDA copies no graph holding one.
   auto const raw_conditional = nodes_of({k::kernel, k::conditional});
-  auto const unset = gd::plan_bisection(raw_conditional, raw_conditional);
-  EXPECT_EQ(unset.method, gd::bisection_method::refused);
+  auto const unset = gd::detail::plan_bisection(raw_conditional, raw_conditional);
+  EXPECT_EQ(unset.method, gd::detail::bisection_method::refused);
   EXPECT_TRUE(contains(unset.refusal, "node 1 of the graph is a conditional node"))
       << unset.refusal;
   EXPECT_TRUE(contains(unset.refusal, "cudaErrorNotSupported")) << unset.refusal;
 
   // A host function in the fresh capture needs copies; the graph's conditional node forbids them.
   auto const hosted = nodes_of({k::kernel, k::host_function});
-  auto const mixed = gd::plan_bisection(with_capture_if, hosted);
-  EXPECT_EQ(mixed.method, gd::bisection_method::refused);
+  auto const mixed = gd::detail::plan_bisection(with_capture_if, hosted);
+  EXPECT_EQ(mixed.method, gd::detail::bisection_method::refused);
   EXPECT_TRUE(contains(mixed.refusal, "node 1 of the fresh capture is a host function"))
       << mixed.refusal;
   EXPECT_TRUE(contains(mixed.refusal, "node 2 of the graph is a conditional node"))
       << mixed.refusal;
 
   auto const allocating = nodes_of({k::kernel, k::child_graph, k::memory_allocation});
-  auto const refused = gd::plan_bisection(allocating, allocating);
-  EXPECT_EQ(refused.method, gd::bisection_method::refused);
+  auto const refused = gd::detail::plan_bisection(allocating, allocating);
+  EXPECT_EQ(refused.method, gd::detail::bisection_method::refused);
   EXPECT_TRUE(contains(refused.refusal, "node 1 of the graph is a child graph")) << refused.refusal;
   EXPECT_TRUE(contains(refused.refusal, "node 2 of the graph is a memory allocation"))
       << refused.refusal;
@@ -286,25 +289,26 @@ TEST(replay_divergence, a_conditionals_flag_is_the_argument_of_the_setter_it_dep
   auto nodes = std::vector<gd::node_description>{kernel(0x1000, {})};
   add_capture_if(nodes, flag);        // setter 1, conditional 2
   add_capture_if(nodes, other_flag);  // setter 3, conditional 4
-  EXPECT_EQ(gd::condition_setter(nodes, 2), 1U);
-  EXPECT_EQ(gd::condition_flag(nodes, 2), flag);
-  EXPECT_EQ(gd::condition_flag(nodes, 4), other_flag);
+  EXPECT_EQ(gd::detail::condition_setter(nodes, 2), 1U);
+  EXPECT_EQ(gd::detail::condition_flag(nodes, 2), flag);
+  EXPECT_EQ(gd::detail::condition_flag(nodes, 4), other_flag);
   // Concurrent branches: both setters run before both conditional nodes.
   std::swap(nodes[2], nodes[3]);
   nodes[3].dependencies = {1};
   nodes[4].dependencies = {2};
-  EXPECT_EQ(gd::condition_flag(nodes, 3), flag);
-  EXPECT_EQ(gd::condition_flag(nodes, 4), other_flag);
-  EXPECT_FALSE(gd::condition_flag(nodes, 1).has_value()) << "not a conditional node";
+  EXPECT_EQ(gd::detail::condition_flag(nodes, 3), flag);
+  EXPECT_EQ(gd::detail::condition_flag(nodes, 4), other_flag);
+  EXPECT_FALSE(gd::detail::condition_flag(nodes, 1).has_value()) << "not a conditional node";
   nodes[4].dependencies = {0};
-  EXPECT_FALSE(gd::condition_flag(nodes, 4).has_value()) << "no setter among its dependencies";
-  EXPECT_FALSE(gd::condition_flag(nodes, 9).has_value());
+  EXPECT_FALSE(gd::detail::condition_flag(nodes, 4).has_value())
+      << "no setter among its dependencies";
+  EXPECT_FALSE(gd::detail::condition_flag(nodes, 9).has_value());
 }
 
 TEST(replay_divergence, collective_kernels_are_named_by_nccls_prefix) {
-  EXPECT_TRUE(gd::is_collective_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
-  EXPECT_FALSE(gd::is_collective_kernel("scale_kernel"));
-  EXPECT_FALSE(gd::is_collective_kernel(""));
+  EXPECT_TRUE(gd::detail::is_collective_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  EXPECT_FALSE(gd::detail::is_collective_kernel("scale_kernel"));
+  EXPECT_FALSE(gd::detail::is_collective_kernel(""));
 }
 
 TEST(replay_divergence, node_lists_pair_up_until_a_kind_differs_or_one_ends) {
@@ -312,9 +316,9 @@ TEST(replay_divergence, node_lists_pair_up_until_a_kind_differs_or_one_ends) {
   k.kind = gd::node_kind::kernel;
   gd::node_description m;
   m.kind = gd::node_kind::memset;
-  EXPECT_FALSE(gd::first_unpaired({k, m}, {k, m}).has_value());
-  EXPECT_EQ(gd::first_unpaired({k, m}, {k, k}), 1U);
-  EXPECT_EQ(gd::first_unpaired({k}, {k, m}), 1U);
+  EXPECT_FALSE(gd::detail::first_unpaired({k, m}, {k, m}).has_value());
+  EXPECT_EQ(gd::detail::first_unpaired({k, m}, {k, k}), 1U);
+  EXPECT_EQ(gd::detail::first_unpaired({k}, {k, m}), 1U);
 }
 
 TEST(replay_divergence, the_report_names_the_cause_from_what_was_found) {
@@ -336,7 +340,7 @@ TEST(replay_divergence, the_report_names_the_cause_from_what_was_found) {
   node.position = 2;
   node.at_capture = kernel(0x1000, {bytes_of(std::vector<float>{0.1F})});
   node.now = kernel(0x1000, {bytes_of(std::vector<float>{0.2F})});
-  node.changes = gd::compare_launches(node.at_capture, node.now);
+  node.changes = gd::detail::compare_launches(node.at_capture, node.now);
   node.regions = report.differences;
   report.first_divergent = node;
   EXPECT_EQ(report.cause(), gd::divergence_cause::frozen_argument);

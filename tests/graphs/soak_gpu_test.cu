@@ -47,9 +47,9 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
     int const n = static_cast<int>(bucket) * 256;
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, s));
     scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(scratch, input, n, 3.0F);
-    gs::train::dropout_forward(
-        scratch, mask, scratch, static_cast<std::size_t>(n), 0.0F,
-        rng.reserve(gs::train::dropout_counters(static_cast<std::size_t>(n))), s);
+    gs::device_span const data{scratch, gs::dtype::float32, static_cast<std::size_t>(n)};
+    gs::train::dropout_forward(data, mask, data, 0.0F,
+                               rng.reserve(gs::train::dropout_counters(data.count())), s);
     scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(output, scratch, n, 0.5F);
     pool.deallocate(scratch, s);
     rng.end_step(s);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collective_log.hpp>
+#include <graphstep/nccl/detail/collective_log.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,18 +63,18 @@ gn::collective_record op(std::size_t count, int slot = 0) {
 
 // What verify_captured_sequence computes from the logs of all ranks, without the network.
 std::string mismatch_message(std::vector<gn::collective_log> const& logs, int this_rank) {
-  std::vector<gn::sequence_summary> summaries;
+  std::vector<gn::detail::sequence_summary> summaries;
   for (auto const& log : logs) summaries.push_back({log.hash(), log.records().size()});
-  std::size_t const length = gn::prefixes_to_compare(summaries);
+  std::size_t const length = gn::detail::prefixes_to_compare(summaries);
   std::vector<std::uint64_t> prefixes;
   for (auto const& log : logs) {
-    auto const mine = gn::padded_prefixes(log, length);
+    auto const mine = gn::detail::padded_prefixes(log, length);
     prefixes.insert(prefixes.end(), mine.begin(), mine.end());
   }
-  auto const first = gn::first_difference(prefixes, logs.size(), length);
+  auto const first = gn::detail::first_difference(prefixes, logs.size(), length);
   try {
-    gn::expect_same_sequence(summaries, this_rank, logs[static_cast<std::size_t>(this_rank)],
-                             first);
+    gn::detail::expect_same_sequence(summaries, this_rank,
+                                     logs[static_cast<std::size_t>(this_rank)], first);
   } catch (graphstep::nccl_error const& e) {
     EXPECT_EQ(e.code(), 5) << "ncclInvalidUsage";
     return e.what();
@@ -90,7 +91,7 @@ TEST(collective_log, equal_sequences_pass) {
   }
   EXPECT_EQ(mismatch_message(logs, 2), "");
   EXPECT_EQ(mismatch_message(std::vector<gn::collective_log>(3), 0), "") << "nothing captured";
-  EXPECT_TRUE(gn::differing_ranks({{7, 2}, {7, 2}}).empty());
+  EXPECT_TRUE(gn::detail::differing_ranks({{7, 2}, {7, 2}}).empty());
 }
 
 TEST(collective_log, a_mismatch_names_the_ranks_and_the_first_differing_collective) {
@@ -102,7 +103,7 @@ TEST(collective_log, a_mismatch_names_the_ranks_and_the_first_differing_collecti
   for (std::size_t i = 1; i <= 5; ++i) logs[2].record(op(i == 4 ? 999 : i * 100));
   logs[3].record(op(600));  // rank 3 captured one more at #5
   EXPECT_EQ(
-      gn::differing_ranks(
+      gn::detail::differing_ranks(
           {{logs[0].hash(), 5}, {logs[1].hash(), 5}, {logs[2].hash(), 5}, {logs[3].hash(), 6}}),
       (std::vector<int>{2, 3}));
   std::string const on_rank_2 = mismatch_message(logs, 2);
@@ -140,19 +141,20 @@ TEST(collective_log, beyond_the_compared_prefix_the_index_is_unknown) {
     logs[1].record(op(i + 1));
   }
   logs[1].record(op(1));
-  std::vector<gn::sequence_summary> const summaries{{logs[0].hash(), 10}, {logs[1].hash(), 11}};
-  std::size_t const length = gn::prefixes_to_compare(summaries, 4);
+  std::vector<gn::detail::sequence_summary> const summaries{{logs[0].hash(), 10},
+                                                            {logs[1].hash(), 11}};
+  std::size_t const length = gn::detail::prefixes_to_compare(summaries, 4);
   EXPECT_EQ(length, 4U);
-  auto prefixes = gn::padded_prefixes(logs[0], length);
-  auto const other = gn::padded_prefixes(logs[1], length);
+  auto prefixes = gn::detail::padded_prefixes(logs[0], length);
+  auto const other = gn::detail::padded_prefixes(logs[1], length);
   prefixes.insert(prefixes.end(), other.begin(), other.end());
-  EXPECT_FALSE(gn::first_difference(prefixes, 2, length));
+  EXPECT_FALSE(gn::detail::first_difference(prefixes, 2, length));
   try {
-    gn::expect_same_sequence(summaries, 0, logs[0], std::nullopt);
+    gn::detail::expect_same_sequence(summaries, 0, logs[0], std::nullopt);
     FAIL() << "no error";
   } catch (graphstep::nccl_error const& e) {
     EXPECT_NE(std::string{e.what()}.find("unknown"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(static_cast<void>(gn::first_difference(prefixes, 3, length)),
+  EXPECT_THROW(static_cast<void>(gn::detail::first_difference(prefixes, 3, length)),
                graphstep::usage_error);
 }

@@ -268,7 +268,7 @@ TEST_P(layer_norm_gpu, launchers_are_capturable_and_replay_the_eager_bytes) {
   auto const h_dx = random_values(s.m * s.n, rng);
   auto const run = [&] {
     p.forward(stream());
-    go::launch_add(residual.get(), residual.get(), p.y.get(), p.m() * p.n(), type, stream());
+    go::launch_add(residual.span(), residual.span(), p.y.span(), stream());
     p.backward(true, stream());
   };
   auto const reset = [&] {
@@ -316,15 +316,14 @@ TEST_P(layer_norm_gpu, add_is_the_rounded_fp32_sum_in_place_or_not) {
       }
       device_values expected{type, count};
       auto const want = expected.upload(sums);  // rounded to the storage type as the GPU does
-      auto const n = static_cast<std::int64_t>(count);
-      go::launch_add(out.get(), a.get(), b.get(), n, type, stream());
+      go::launch_add(out.span(), a.span(), b.span(), stream());
       sync();
       EXPECT_EQ(out.download(), want) << what;
-      go::launch_add(a.get(), a.get(), b.get(), n, type, stream());  // out = a
+      go::launch_add(a.span(), a.span(), b.span(), stream());  // out = a
       sync();
       EXPECT_EQ(a.download(), want) << what << " in place of a";
       static_cast<void>(a.upload(ha));
-      go::launch_add(b.get(), a.get(), b.get(), n, type, stream());  // out = b
+      go::launch_add(b.span(), a.span(), b.span(), stream());  // out = b
       sync();
       EXPECT_EQ(b.download(), want) << what << " in place of b";
     }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/layer_norm.hpp>
@@ -221,22 +222,33 @@ TEST(layer_norm_backward_arguments, workspace_size_refuses_non_positive_sizes) {
   }
 }
 
-TEST(add_arguments, null_misaligned_and_empty_are_refused) {
-  auto const add = [](void* out, void const* a, void const* b, std::int64_t count, gs::dtype type) {
-    return [=] { go::launch_add(out, a, b, count, type, stream); };
-  };
+TEST(add_arguments, null_misaligned_empty_and_unlike_spans_are_refused) {
   auto const bf16 = gs::dtype::bfloat16;
-  expect_refused(add(nullptr, fake(1), fake(2), 8, bf16), {"add: out is a null pointer"}, "out");
-  expect_refused(add(fake(0), nullptr, fake(2), 8, bf16), {"add: a is a null pointer"}, "a");
-  expect_refused(add(fake(0), fake(1), nullptr, 8, bf16), {"add: b is a null pointer"}, "b");
-  expect_refused(add(fake(0, 1), fake(1), fake(2), 8, bf16), {"add: out", "not aligned"},
+  auto const span = [](void* data, gs::dtype type = gs::dtype::bfloat16, std::size_t count = 8) {
+    return gs::device_span{data, type, count};
+  };
+  auto const add = [](gs::device_span out, gs::device_span a, gs::device_span b) {
+    return [=] { go::launch_add(out, a, b, stream); };
+  };
+  expect_refused(add(span(nullptr), span(fake(1)), span(fake(2))), {"add: out is a null pointer"},
+                 "out");
+  expect_refused(add(span(fake(0)), span(nullptr), span(fake(2))), {"add: a is a null pointer"},
+                 "a");
+  expect_refused(add(span(fake(0)), span(fake(1)), span(nullptr)), {"add: b is a null pointer"},
+                 "b");
+  expect_refused(add(span(fake(0, 1)), span(fake(1)), span(fake(2))), {"add: out", "not aligned"},
                  "out aligned");
-  expect_refused(add(fake(0), fake(1, 2), fake(2), 8, gs::dtype::float32),
+  auto const fp32 = gs::dtype::float32;
+  expect_refused(add(span(fake(0), fp32), span(fake(1, 2), fp32), span(fake(2), fp32)),
                  {"add: a", "not aligned", "4 bytes"}, "a aligned");
-  expect_refused(add(fake(0), fake(1), fake(2, 1), 8, gs::dtype::float16),
+  auto const fp16 = gs::dtype::float16;
+  expect_refused(add(span(fake(0), fp16), span(fake(1), fp16), span(fake(2, 1), fp16)),
                  {"add: b", "not aligned", "float16"}, "b aligned");
-  for (std::int64_t count : {0, -4}) {
-    expect_refused(add(fake(0), fake(1), fake(2), count, bf16),
-                   {"add: count must be positive", std::to_string(count)}, "count");
-  }
+  expect_refused(add(span(fake(0), bf16, 0), span(fake(1), bf16, 0), span(fake(2), bf16, 0)),
+                 {"add: out holds no element"}, "empty");
+  expect_refused(add(span(fake(0)), span(fake(1), fp32), span(fake(2))),
+                 {"add: a is 8 float32", "but out is 8 bfloat16", "one dtype and one count"},
+                 "dtype");
+  expect_refused(add(span(fake(0)), span(fake(1)), span(fake(2), bf16, 7)),
+                 {"add: b is 7 bfloat16", "but out is 8 bfloat16"}, "count");
 }

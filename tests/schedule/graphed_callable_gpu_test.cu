@@ -103,7 +103,7 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   EXPECT_NE(gs::testing::message_of([&] {
               gs::schedule::graphed_callable{forward, backward, {{x, f32, 0}}, {{y, f32, count}},
                                              {},      {},       pool,          stream};
-            }).find("graphed_callable: input 0 is empty"),
+            }).find("graphed_callable: input 0 holds no element"),
             std::string::npos);
 }
 

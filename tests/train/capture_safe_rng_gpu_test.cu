@@ -26,10 +26,13 @@ class rng_test : public gs::testing::stream_pool_test {
   }
   // One step: two dropouts (so reservations within a step matter), then the advance.
   void step(gs::train::capture_safe_rng& rng) {
-    gs::train::dropout_forward(y_, mask_, x_, n_ / 2, p_,
-                               rng.reserve(gs::train::dropout_counters(n_ / 2)), *stream_);
-    gs::train::dropout_forward(y_ + n_ / 2, mask_ + n_ / 2, x_ + n_ / 2, n_ - n_ / 2, p_,
-                               rng.reserve(gs::train::dropout_counters(n_ - n_ / 2)), *stream_);
+    gs::device_span const x{x_, gs::dtype::float32, n_};
+    gs::device_span const y{y_, gs::dtype::float32, n_};
+    std::size_t const half = n_ / 2;
+    gs::train::dropout_forward(y.subspan(0, half), mask_, x.subspan(0, half), p_,
+                               rng.reserve(gs::train::dropout_counters(half)), *stream_);
+    gs::train::dropout_forward(y.subspan(half, n_ - half), mask_ + half, x.subspan(half, n_ - half),
+                               p_, rng.reserve(gs::train::dropout_counters(n_ - half)), *stream_);
     rng.end_step(*stream_);
   }
   std::vector<std::uint8_t> mask() {
@@ -110,7 +113,9 @@ TEST_F(rng_test, dropout_backward_uses_the_mask) {
   gs::train::capture_safe_rng rng{3, *stream_};
   step(rng);
   float* dx = blocks_->get(n_);
-  gs::train::dropout_backward(dx, mask_, x_, n_, p_, *stream_);
+  gs::device_span const gradient{dx, gs::dtype::float32, n_};
+  gs::device_span const upstream{x_, gs::dtype::float32, n_};
+  gs::train::dropout_backward(gradient, mask_, upstream, p_, *stream_);
   std::vector<float> host(n_);
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(host.data(), dx, n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_->get()));
@@ -118,5 +123,6 @@ TEST_F(rng_test, dropout_backward_uses_the_mask) {
   for (std::size_t i = 0; i < n_; ++i) {
     ASSERT_EQ(host[i], m[i] != 0 ? 1.0F / (1.0F - p_) : 0.0F);
   }
-  EXPECT_THROW(gs::train::dropout_backward(dx, mask_, x_, n_, 1.0F, *stream_), gs::usage_error);
+  EXPECT_THROW(gs::train::dropout_backward(gradient, mask_, upstream, 1.0F, *stream_),
+               gs::usage_error);
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <graphstep/device_span.hpp>
+#include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <limits>
@@ -18,6 +20,7 @@ namespace {
 // Never used: every call below fails its checks first.
 cudaStream_t const unused_stream = nullptr;
 
+using gs::testing::contains;
 using gs::testing::message_of;
 
 }  // namespace
@@ -27,30 +30,47 @@ TEST(dropout_arguments, p_outside_zero_to_one_is_a_usage_error) {
   std::uint8_t mask[4] = {};
   std::uint64_t const state[2] = {};
   gs::train::philox_args const rng{state, 0};
+  gs::device_span const span{data, gs::dtype::float32, 4};
   for (float const p : {1.0F, 1.5F, -0.1F, std::numeric_limits<float>::quiet_NaN()}) {
     std::string const forward =
-        message_of([&] { gs::train::dropout_forward(data, mask, data, 4, p, rng, unused_stream); });
+        message_of([&] { gs::train::dropout_forward(span, mask, span, p, rng, unused_stream); });
     EXPECT_NE(forward.find("dropout_forward: p must lie in [0, 1)"), std::string::npos)
         << "p = " << p << ": " << forward;
     std::string const backward =
-        message_of([&] { gs::train::dropout_backward(data, mask, data, 4, p, unused_stream); });
+        message_of([&] { gs::train::dropout_backward(span, mask, span, p, unused_stream); });
     EXPECT_NE(backward.find("dropout_backward: p must lie in [0, 1)"), std::string::npos)
         << "p = " << p << ": " << backward;
   }
 }
 
-TEST(dropout_arguments, null_pointers_are_usage_errors) {
-  float data[4] = {};
+TEST(dropout_arguments, null_unaligned_unlike_and_non_fp32_spans_are_named) {
+  alignas(8) float data[4] = {};
   std::uint8_t mask[4] = {};
   std::uint64_t const state[2] = {};
-  std::string const what = message_of([&] {
-    gs::train::dropout_forward(data, nullptr, data, 4, 0.5F, {state, 0}, unused_stream);
-  });
-  EXPECT_NE(what.find("null pointer"), std::string::npos) << what;
-  EXPECT_FALSE(message_of([&] {
-                 gs::train::dropout_forward(data, mask, data, 4, 0.5F, {nullptr, 0}, unused_stream);
-               }).empty());
-  EXPECT_FALSE(message_of([&] {
-                 gs::train::dropout_backward(nullptr, mask, data, 4, 0.5F, unused_stream);
-               }).empty());
+  gs::train::philox_args const rng{state, 0};
+  gs::device_span const span{data, gs::dtype::float32, 4};
+  auto const forward = [&](gs::device_span y, std::uint8_t* m, gs::device_span x,
+                           gs::train::philox_args r) {
+    return message_of([&] { gs::train::dropout_forward(y, m, x, 0.5F, r, unused_stream); });
+  };
+  auto const backward = [&](gs::device_span dx, std::uint8_t const* m, gs::device_span dy) {
+    return message_of([&] { gs::train::dropout_backward(dx, m, dy, 0.5F, unused_stream); });
+  };
+  EXPECT_TRUE(contains(forward(span, nullptr, span, rng), "dropout_forward: the mask is a null"));
+  EXPECT_TRUE(contains(forward(span, mask, span, {nullptr, 0}),
+                       "dropout_forward: the generator state is a null pointer"));
+  EXPECT_TRUE(contains(forward({nullptr, gs::dtype::float32, 4}, mask, span, rng),
+                       "dropout_forward: y is a null pointer"));
+  EXPECT_TRUE(contains(backward(span, mask, {nullptr, gs::dtype::float32, 4}),
+                       "dropout_backward: dy is a null pointer"));
+  auto* const bytes = reinterpret_cast<unsigned char*>(data);
+  EXPECT_TRUE(contains(backward({bytes + 2, gs::dtype::float32, 2}, mask, span.subspan(0, 2)),
+                       "dropout_backward: dx is not aligned"));
+  std::string const half =
+      forward({data, gs::dtype::float16, 8}, mask, {data, gs::dtype::float16, 8}, rng);
+  EXPECT_TRUE(contains(half, "dropout_forward: 8 float16")) << half;
+  EXPECT_TRUE(contains(half, "is not float32; dropout runs on float32")) << half;
+  std::string const counts = backward(span, mask, span.subspan(0, 3));
+  EXPECT_TRUE(contains(counts, "dropout_backward: dx is 4 float32")) << counts;
+  EXPECT_TRUE(contains(counts, "but dy is 3 float32")) << counts;
 }

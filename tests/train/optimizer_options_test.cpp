@@ -33,7 +33,9 @@ TEST(optimizer_options, a_parameter_is_two_spans_of_one_dtype_and_count) {
   EXPECT_NO_THROW(gt::validate(
       {{value, gs::dtype::bfloat16, 16}, {gradient, gs::dtype::bfloat16, 16}, 2}, 3, "sgd"));
   EXPECT_TRUE(contains(refused({{value, gs::dtype::float32, 0}, {gradient, gs::dtype::float32, 0}}),
-                       "sgd: parameter 3 has an empty value or gradient"));
+                       "sgd: parameter 3 value holds no element"));
+  EXPECT_TRUE(contains(refused({{value, gs::dtype::float32, 4}, {gradient, gs::dtype::float32, 0}}),
+                       "sgd: parameter 3 gradient holds no element"));
   EXPECT_TRUE(contains(refused({{value, gs::dtype::float32, 4}, {nullptr, gs::dtype::float32, 4}}),
                        "sgd: parameter 3 gradient is a null pointer"));
   EXPECT_TRUE(

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 
 namespace graphstep::ops {
@@ -41,10 +42,10 @@ void launch_layer_norm_backward(void* dx, void* dgamma, void* dbeta, void const*
 /// @throws usage_error (non-positive sizes), cuda_error
 [[nodiscard]] std::size_t layer_norm_backward_workspace_size(std::int64_t m, std::int64_t n);
 
-/// @brief out[i] = a[i] + b[i] over `count` elements, in fp32 and rounded once; `out` may be
-/// `a` or `b`.
-/// @throws usage_error (null or misaligned pointers, non-positive count), cuda_error
-void launch_add(void* out, void const* a, void const* b, std::int64_t count, dtype type,
-                cuda::stream_view stream);
+/// @brief out[i] = a[i] + b[i] over every element of three spans of one dtype and one count,
+/// in fp32 and rounded once; `out` may be `a` or `b`.
+/// @throws usage_error (null or misaligned spans, spans without elements, of different dtypes
+/// or counts), cuda_error
+void launch_add(device_span out, device_span a, device_span b, cuda::stream_view stream);
 
 }  // namespace graphstep::ops

@@ -125,13 +125,16 @@ class capture_safe_rng {
   std::uint64_t step_reserved_{};
 };
 
-/// @brief y = x · keep / (1 − p), keep ~ Bernoulli(1 − p), mask[i] = keep (bytes), for n fp32
-/// elements; draws n counters' worth of bits from `rng` (reserve(ceil(n / 4))).
-/// @throws usage_error (p outside [0, 1), null pointers), cuda_error
-void dropout_forward(float* y, std::uint8_t* mask, float const* x, std::size_t n, float p,
-                     philox_args rng, cuda::stream_view stream);
-/// @brief dx = dy · mask / (1 − p).
-void dropout_backward(float* dx, std::uint8_t const* mask, float const* dy, std::size_t n, float p,
+/// @brief y = x · keep / (1 − p), keep ~ Bernoulli(1 − p), mask[i] = keep (one byte each, as
+/// many as x has elements), over fp32 spans of one count; `y` may be `x`. Draws
+/// `dropout_counters(x.count())` counters' worth of bits from `rng`.
+/// @throws usage_error (p outside [0, 1), a null mask or generator state, a span with elements
+/// and a null pointer or misaligned, not float32, or y and x of different counts), cuda_error
+void dropout_forward(device_span y, std::uint8_t* mask, device_span x, float p, philox_args rng,
+                     cuda::stream_view stream);
+/// @brief dx = dy · mask / (1 − p), over fp32 spans of one count and as many mask bytes.
+/// @throws as dropout_forward
+void dropout_backward(device_span dx, std::uint8_t const* mask, device_span dy, float p,
                       cuda::stream_view stream);
 
 /// @brief Counters a dropout of n elements reserves.
