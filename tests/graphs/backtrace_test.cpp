@@ -30,22 +30,23 @@ bool contains(std::string const& text, std::string const& part) {
 TEST(capture_diagnostics, a_backtrace_names_the_users_function) {
   std::vector<std::uintptr_t> const addresses = diagnostics_test_user_function();
   ASSERT_GE(addresses.size(), 2U);
-  std::vector<gd::frame> frames;
+  std::vector<gd::detail::frame> frames;
   for (std::uintptr_t address : addresses)
     frames.push_back(graphstep::graphs::detail::symbolize(address));
-  auto const user = gd::first_user_frame(frames);
+  auto const user = gd::detail::first_user_frame(frames);
   ASSERT_TRUE(user);
   EXPECT_EQ(frames[*user].symbol, "diagnostics_test_user_function()");
   EXPECT_TRUE(contains(frames[*user].module, "graphstep_unit_tests")) << frames[*user].module;
   EXPECT_GT(frames[*user].module_offset, 0U);
   // Outer frames are GoogleTest's and the C runtime's, also looked up.
-  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(),
-                          [](gd::frame const& f) { return contains(f.symbol, "testing::"); }));
+  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](gd::detail::frame const& f) {
+    return contains(f.symbol, "testing::");
+  }));
 }
 
 TEST(capture_diagnostics, an_unknown_address_has_no_name) {
-  gd::frame const f = graphstep::graphs::detail::symbolize(0x10);
+  gd::detail::frame const f = graphstep::graphs::detail::symbolize(0x10);
   EXPECT_TRUE(f.module.empty());
   EXPECT_TRUE(f.symbol.empty());
-  EXPECT_TRUE(gd::is_library_frame(f));
+  EXPECT_TRUE(gd::detail::is_library_frame(f));
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <graphstep/graphs/capture_trace.hpp>
+#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <map>
 #include <string>
 #include <thread>
@@ -24,19 +25,20 @@ bool contains(std::string const& text, std::string const& part) {
   return text.find(part) != std::string::npos;
 }
 
-gd::api_call call(std::string name, std::uint32_t thread = 1, int result = 0,
-                  gd::stream_kind stream = gd::stream_kind::none) {
-  gd::api_call c;
+gd::detail::api_call call(std::string name, std::uint32_t thread = 1, int result = 0,
+                          gd::detail::stream_kind stream = gd::detail::stream_kind::none) {
+  gd::detail::api_call c;
   c.name = std::move(name);
   c.thread = thread;
   c.result = result;
   c.stream = stream;
-  c.stream_handle = stream == gd::stream_kind::capturing ? capturing_stream : 0;
+  c.stream_handle = stream == gd::detail::stream_kind::capturing ? capturing_stream : 0;
   return c;
 }
 
-gd::capture_context context(capture_mode mode = capture_mode::this_thread, int outcome = 0) {
-  gd::capture_context c;
+gd::detail::capture_context context(capture_mode mode = capture_mode::this_thread,
+                                    int outcome = 0) {
+  gd::detail::capture_context c;
   c.name = "step";
   c.mode = mode;
   c.capturing_thread = 1;
@@ -47,90 +49,98 @@ gd::capture_context context(capture_mode mode = capture_mode::this_thread, int o
 }  // namespace
 
 TEST(capture_trace, base_name_drops_version_and_per_thread_suffixes) {
-  EXPECT_EQ(gd::base_api_name("cuMemcpyHtoDAsync_v2_ptsz"), "cuMemcpyHtoDAsync");
-  EXPECT_EQ(gd::base_api_name("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
-  EXPECT_EQ(gd::base_api_name("cudaEventRecordWithFlags_ptsz_v11010"), "cudaEventRecordWithFlags");
-  EXPECT_EQ(gd::base_api_name("cudaMemcpy_ptds"), "cudaMemcpy");
-  EXPECT_EQ(gd::base_api_name("cudaMalloc"), "cudaMalloc");
-  EXPECT_EQ(gd::base_api_name("cuda_v"), "cuda_v");  // no digits: not a version
-  EXPECT_EQ(gd::base_api_name("cuda_vx2"), "cuda_vx2");
-  EXPECT_EQ(gd::base_api_name(""), "");
+  EXPECT_EQ(gd::detail::base_api_name("cuMemcpyHtoDAsync_v2_ptsz"), "cuMemcpyHtoDAsync");
+  EXPECT_EQ(gd::detail::base_api_name("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
+  EXPECT_EQ(gd::detail::base_api_name("cudaEventRecordWithFlags_ptsz_v11010"),
+            "cudaEventRecordWithFlags");
+  EXPECT_EQ(gd::detail::base_api_name("cudaMemcpy_ptds"), "cudaMemcpy");
+  EXPECT_EQ(gd::detail::base_api_name("cudaMalloc"), "cudaMalloc");
+  EXPECT_EQ(gd::detail::base_api_name("cuda_v"), "cuda_v");  // no digits: not a version
+  EXPECT_EQ(gd::detail::base_api_name("cuda_vx2"), "cuda_vx2");
+  EXPECT_EQ(gd::detail::base_api_name(""), "");
 }
 
 TEST(capture_trace, traits_follow_what_each_call_does) {
-  auto const sync = gd::classify_api("cudaStreamSynchronize");
+  auto const sync = gd::detail::classify_api("cudaStreamSynchronize");
   EXPECT_TRUE(sync.synchronizes);
   EXPECT_FALSE(sync.copies || sync.manages_memory || sync.uses_default_stream);
 
-  auto const memcpy = gd::classify_api("cudaMemcpy");
+  auto const memcpy = gd::detail::classify_api("cudaMemcpy");
   EXPECT_TRUE(memcpy.copies && memcpy.synchronizes && memcpy.uses_default_stream);
   EXPECT_FALSE(memcpy.per_thread_variant);
 
-  auto const async_copy = gd::classify_api("cudaMemcpyAsync_v3020");
+  auto const async_copy = gd::detail::classify_api("cudaMemcpyAsync_v3020");
   EXPECT_TRUE(async_copy.copies);
   EXPECT_FALSE(async_copy.synchronizes || async_copy.uses_default_stream);
 
-  auto const memset = gd::classify_api("cudaMemset");
+  auto const memset = gd::detail::classify_api("cudaMemset");
   EXPECT_TRUE(memset.uses_default_stream);
   EXPECT_FALSE(memset.copies || memset.synchronizes);
 
-  EXPECT_TRUE(gd::classify_api("cudaMalloc").manages_memory);
-  EXPECT_TRUE(gd::classify_api("cuMemAlloc_v2").manages_memory);
-  EXPECT_TRUE(gd::classify_api("cudaFreeHost").manages_memory);
-  EXPECT_FALSE(gd::classify_api("cudaMallocAsync").manages_memory);  // captured as a node
-  EXPECT_TRUE(gd::classify_api("cuCtxSynchronize").synchronizes);
-  EXPECT_TRUE(gd::classify_api("cuMemcpyDtoH_v2").synchronizes);
-  EXPECT_TRUE(gd::classify_api("cudaMemcpy_ptds_v7000").per_thread_variant);
+  EXPECT_TRUE(gd::detail::classify_api("cudaMalloc").manages_memory);
+  EXPECT_TRUE(gd::detail::classify_api("cuMemAlloc_v2").manages_memory);
+  EXPECT_TRUE(gd::detail::classify_api("cudaFreeHost").manages_memory);
+  EXPECT_FALSE(gd::detail::classify_api("cudaMallocAsync").manages_memory);  // captured as a node
+  EXPECT_TRUE(gd::detail::classify_api("cuCtxSynchronize").synchronizes);
+  EXPECT_TRUE(gd::detail::classify_api("cuMemcpyDtoH_v2").synchronizes);
+  EXPECT_TRUE(gd::detail::classify_api("cudaMemcpy_ptds_v7000").per_thread_variant);
 
   for (char const* harmless : {"cudaLaunchKernel", "cudaGraphAddMemcpyNode", "cudaGetDevice",
                                "cudaEventRecord", "cuLaunchKernel"}) {
-    auto const t = gd::classify_api(harmless);
+    auto const t = gd::detail::classify_api(harmless);
     EXPECT_FALSE(t.synchronizes || t.manages_memory || t.copies || t.uses_default_stream)
         << harmless;
   }
 }
 
 TEST(capture_trace, stream_handles_are_classified) {
-  EXPECT_EQ(gd::classify_stream(0, false, capturing_stream), gd::stream_kind::legacy_default);
-  EXPECT_EQ(gd::classify_stream(0, true, capturing_stream), gd::stream_kind::other);
-  EXPECT_EQ(gd::classify_stream(0x1, true, capturing_stream), gd::stream_kind::legacy_default);
-  EXPECT_EQ(gd::classify_stream(0x2, false, capturing_stream), gd::stream_kind::other);
-  EXPECT_EQ(gd::classify_stream(capturing_stream, false, capturing_stream),
-            gd::stream_kind::capturing);
-  EXPECT_EQ(gd::classify_stream(0x9000, false, capturing_stream), gd::stream_kind::other);
+  EXPECT_EQ(gd::detail::classify_stream(0, false, capturing_stream),
+            gd::detail::stream_kind::legacy_default);
+  EXPECT_EQ(gd::detail::classify_stream(0, true, capturing_stream), gd::detail::stream_kind::other);
+  EXPECT_EQ(gd::detail::classify_stream(0x1, true, capturing_stream),
+            gd::detail::stream_kind::legacy_default);
+  EXPECT_EQ(gd::detail::classify_stream(0x2, false, capturing_stream),
+            gd::detail::stream_kind::other);
+  EXPECT_EQ(gd::detail::classify_stream(capturing_stream, false, capturing_stream),
+            gd::detail::stream_kind::capturing);
+  EXPECT_EQ(gd::detail::classify_stream(0x9000, false, capturing_stream),
+            gd::detail::stream_kind::other);
 
-  EXPECT_EQ(gd::implicit_stream("cudaMemcpy"), gd::stream_kind::legacy_default);
-  EXPECT_EQ(gd::implicit_stream("cudaMemset_v3020"), gd::stream_kind::legacy_default);
-  EXPECT_EQ(gd::implicit_stream("cudaMemcpy_ptds_v7000"), gd::stream_kind::other);
-  EXPECT_EQ(gd::implicit_stream("cudaMalloc"), gd::stream_kind::none);
-  EXPECT_EQ(gd::implicit_stream("cudaMemcpyAsync"), gd::stream_kind::none);
+  EXPECT_EQ(gd::detail::implicit_stream("cudaMemcpy"), gd::detail::stream_kind::legacy_default);
+  EXPECT_EQ(gd::detail::implicit_stream("cudaMemset_v3020"),
+            gd::detail::stream_kind::legacy_default);
+  EXPECT_EQ(gd::detail::implicit_stream("cudaMemcpy_ptds_v7000"), gd::detail::stream_kind::other);
+  EXPECT_EQ(gd::detail::implicit_stream("cudaMalloc"), gd::detail::stream_kind::none);
+  EXPECT_EQ(gd::detail::implicit_stream("cudaMemcpyAsync"), gd::detail::stream_kind::none);
 }
 
 TEST(capture_trace, capture_errors_are_the_900_range) {
-  EXPECT_FALSE(gd::is_capture_error(0));
-  EXPECT_FALSE(gd::is_capture_error(899));
-  EXPECT_FALSE(gd::is_capture_error(909));
-  for (int code = 900; code <= 908; ++code) EXPECT_TRUE(gd::is_capture_error(code)) << code;
-  EXPECT_EQ(gd::capture_error_name(unsupported), "cudaErrorStreamCaptureUnsupported");
-  EXPECT_EQ(gd::capture_error_name(908), "cudaErrorStreamCaptureWrongThread");
-  EXPECT_EQ(gd::capture_error_name(2), "error 2");
+  EXPECT_FALSE(gd::detail::is_capture_error(0));
+  EXPECT_FALSE(gd::detail::is_capture_error(899));
+  EXPECT_FALSE(gd::detail::is_capture_error(909));
+  for (int code = 900; code <= 908; ++code) EXPECT_TRUE(gd::detail::is_capture_error(code)) << code;
+  EXPECT_EQ(gd::detail::capture_error_name(unsupported), "cudaErrorStreamCaptureUnsupported");
+  EXPECT_EQ(gd::detail::capture_error_name(908), "cudaErrorStreamCaptureWrongThread");
+  EXPECT_EQ(gd::detail::capture_error_name(2), "error 2");
 }
 
 TEST(capture_trace, notable_calls_are_those_worth_a_backtrace) {
-  EXPECT_FALSE(gd::is_notable(call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing)));
-  EXPECT_TRUE(gd::is_notable(call("cudaLaunchKernel", 1, 0, gd::stream_kind::legacy_default)));
-  EXPECT_TRUE(gd::is_notable(call("cudaLaunchKernel", 1, invalidated)));
-  EXPECT_TRUE(gd::is_notable(call("cudaMemcpyAsync")));
-  EXPECT_TRUE(gd::is_notable(call("cudaStreamSynchronize")));
-  EXPECT_TRUE(gd::is_notable(call("cudaMalloc")));
+  EXPECT_FALSE(
+      gd::detail::is_notable(call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing)));
+  EXPECT_TRUE(gd::detail::is_notable(
+      call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::legacy_default)));
+  EXPECT_TRUE(gd::detail::is_notable(call("cudaLaunchKernel", 1, invalidated)));
+  EXPECT_TRUE(gd::detail::is_notable(call("cudaMemcpyAsync")));
+  EXPECT_TRUE(gd::detail::is_notable(call("cudaStreamSynchronize")));
+  EXPECT_TRUE(gd::detail::is_notable(call("cudaMalloc")));
 }
 
 TEST(capture_trace, the_call_that_failed_with_a_capture_error_is_the_cause) {
-  std::vector<gd::api_call> const calls{
-      call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing),
-      call("cudaStreamSynchronize", 1, unsupported, gd::stream_kind::capturing),
-      call("cudaLaunchKernel", 1, invalidated, gd::stream_kind::capturing)};
-  auto const d = gd::diagnose(calls, context(capture_mode::this_thread, invalidated));
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing),
+      call("cudaStreamSynchronize", 1, unsupported, gd::detail::stream_kind::capturing),
+      call("cudaLaunchKernel", 1, invalidated, gd::detail::stream_kind::capturing)};
+  auto const d = gd::detail::diagnose(calls, context(capture_mode::this_thread, invalidated));
   ASSERT_TRUE(d.cause);
   EXPECT_TRUE(d.capture_failed);
   EXPECT_EQ(d.cause->call, 1U);
@@ -147,10 +157,10 @@ TEST(capture_trace, the_call_that_failed_with_a_capture_error_is_the_cause) {
 TEST(capture_trace, a_root_error_wins_over_an_earlier_invalidated_one) {
   // In global mode another thread's cudaMalloc may invalidate the capture and return after
   // the capturing thread has already seen "invalidated".
-  std::vector<gd::api_call> const calls{
-      call("cudaLaunchKernel", 1, invalidated, gd::stream_kind::capturing),
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, invalidated, gd::detail::stream_kind::capturing),
       call("cudaMalloc", 2, unsupported)};
-  auto const d = gd::diagnose(calls, context(capture_mode::global, invalidated));
+  auto const d = gd::detail::diagnose(calls, context(capture_mode::global, invalidated));
   ASSERT_TRUE(d.cause);
   EXPECT_EQ(d.cause->call, 1U);
   EXPECT_TRUE(contains(d.cause->explanation, "allocates or frees memory"));
@@ -161,10 +171,11 @@ TEST(capture_trace, a_root_error_wins_over_an_earlier_invalidated_one) {
 }
 
 TEST(capture_trace, only_invalidated_calls_name_the_first_and_say_what_is_missing) {
-  std::vector<gd::api_call> const calls{
-      call("cudaGetDevice"), call("cudaLaunchKernel", 1, invalidated, gd::stream_kind::capturing),
-      call("cudaMemsetAsync", 1, invalidated, gd::stream_kind::capturing)};
-  auto const d = gd::diagnose(calls, context(capture_mode::this_thread, invalidated));
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaGetDevice"),
+      call("cudaLaunchKernel", 1, invalidated, gd::detail::stream_kind::capturing),
+      call("cudaMemsetAsync", 1, invalidated, gd::detail::stream_kind::capturing)};
+  auto const d = gd::detail::diagnose(calls, context(capture_mode::this_thread, invalidated));
   ASSERT_TRUE(d.cause);
   EXPECT_EQ(d.cause->call, 1U);
   EXPECT_TRUE(contains(d.cause->explanation, "already invalidated"));
@@ -172,17 +183,17 @@ TEST(capture_trace, only_invalidated_calls_name_the_first_and_say_what_is_missin
 
 TEST(capture_trace, other_threads_errors_belong_to_their_own_captures) {
   // Thread 2 breaks its own capture; this thread_local capture on thread 1 is fine.
-  std::vector<gd::api_call> const calls{
-      call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing),
-      call("cudaStreamSynchronize", 2, unsupported, gd::stream_kind::other),
-      call("cudaMemcpy", 2, 0, gd::stream_kind::legacy_default)};
-  auto const d = gd::diagnose(calls, context(capture_mode::this_thread, 0));
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing),
+      call("cudaStreamSynchronize", 2, unsupported, gd::detail::stream_kind::other),
+      call("cudaMemcpy", 2, 0, gd::detail::stream_kind::legacy_default)};
+  auto const d = gd::detail::diagnose(calls, context(capture_mode::this_thread, 0));
   EXPECT_FALSE(d.cause);
   EXPECT_FALSE(d.capture_failed);
   EXPECT_TRUE(d.warnings.empty());
 
   // Under global mode the same calls bear on the capture.
-  auto const global = gd::diagnose(calls, context(capture_mode::global, invalidated));
+  auto const global = gd::detail::diagnose(calls, context(capture_mode::global, invalidated));
   ASSERT_TRUE(global.cause);
   EXPECT_EQ(global.cause->call, 1U);
   ASSERT_EQ(global.warnings.size(), 1U);
@@ -190,27 +201,28 @@ TEST(capture_trace, other_threads_errors_belong_to_their_own_captures) {
 }
 
 TEST(capture_trace, a_failed_capture_without_errors_blames_what_its_mode_forbids) {
-  std::vector<gd::api_call> const calls{call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing),
-                                        call("cudaMalloc", 2), call("cudaMalloc", 1),
-                                        call("cudaDeviceSynchronize", 1)};
-  auto const this_thread = gd::diagnose(calls, context(capture_mode::this_thread, invalidated));
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing), call("cudaMalloc", 2),
+      call("cudaMalloc", 1), call("cudaDeviceSynchronize", 1)};
+  auto const this_thread =
+      gd::detail::diagnose(calls, context(capture_mode::this_thread, invalidated));
   ASSERT_TRUE(this_thread.cause);
   EXPECT_EQ(this_thread.cause->call, 2U);  // not thread 2's: this_thread mode allows it
 
-  auto const global = gd::diagnose(calls, context(capture_mode::global, invalidated));
+  auto const global = gd::detail::diagnose(calls, context(capture_mode::global, invalidated));
   ASSERT_TRUE(global.cause);
   EXPECT_EQ(global.cause->call, 1U);
 
-  auto const relaxed = gd::diagnose(calls, context(capture_mode::relaxed, invalidated));
+  auto const relaxed = gd::detail::diagnose(calls, context(capture_mode::relaxed, invalidated));
   EXPECT_FALSE(relaxed.cause);  // relaxed allows every one of them
   EXPECT_TRUE(relaxed.capture_failed);
 }
 
 TEST(capture_trace, a_failed_capture_blames_legacy_stream_work) {
-  std::vector<gd::api_call> const calls{
-      call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing),
-      call("cudaMemsetAsync", 1, 0, gd::stream_kind::legacy_default)};
-  auto const d = gd::diagnose(calls, context(capture_mode::relaxed, implicit));
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing),
+      call("cudaMemsetAsync", 1, 0, gd::detail::stream_kind::legacy_default)};
+  auto const d = gd::detail::diagnose(calls, context(capture_mode::relaxed, implicit));
   ASSERT_TRUE(d.cause);
   EXPECT_EQ(d.cause->call, 1U);
   EXPECT_TRUE(contains(d.cause->explanation, "legacy default stream"));
@@ -218,17 +230,18 @@ TEST(capture_trace, a_failed_capture_blames_legacy_stream_work) {
 }
 
 TEST(capture_trace, legacy_stream_work_and_pageable_copies_are_warned_about) {
-  gd::api_call pageable = call("cudaMemcpyAsync", 1, 0, gd::stream_kind::capturing);
-  pageable.host = gd::host_memory::pageable;
+  gd::detail::api_call pageable = call("cudaMemcpyAsync", 1, 0, gd::detail::stream_kind::capturing);
+  pageable.host = gd::detail::host_memory::pageable;
   pageable.host_address = 0x5000;
-  gd::api_call pinned = call("cudaMemcpyAsync", 1, 0, gd::stream_kind::capturing);
-  pinned.host = gd::host_memory::pinned;
+  gd::detail::api_call pinned = call("cudaMemcpyAsync", 1, 0, gd::detail::stream_kind::capturing);
+  pinned.host = gd::detail::host_memory::pinned;
   pinned.host_address = 0x6000;
-  gd::api_call failed_legacy = call("cudaMemsetAsync", 1, 700, gd::stream_kind::legacy_default);
-  std::vector<gd::api_call> const calls{
-      call("cudaMemsetAsync", 1, 0, gd::stream_kind::legacy_default), pageable, pinned,
-      failed_legacy, call("cudaMemcpy", 1, 0, gd::stream_kind::legacy_default)};
-  auto const d = gd::diagnose(calls, context());
+  gd::detail::api_call failed_legacy =
+      call("cudaMemsetAsync", 1, 700, gd::detail::stream_kind::legacy_default);
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaMemsetAsync", 1, 0, gd::detail::stream_kind::legacy_default), pageable, pinned,
+      failed_legacy, call("cudaMemcpy", 1, 0, gd::detail::stream_kind::legacy_default)};
+  auto const d = gd::detail::diagnose(calls, context());
   EXPECT_FALSE(d.cause);
   EXPECT_FALSE(d.capture_failed);
   ASSERT_EQ(d.warnings.size(), 3U);
@@ -243,13 +256,13 @@ TEST(capture_trace, legacy_stream_work_and_pageable_copies_are_warned_about) {
 }
 
 TEST(capture_trace, nothing_recorded_and_a_good_capture_is_clean) {
-  auto const d = gd::diagnose({}, context());
+  auto const d = gd::detail::diagnose({}, context());
   EXPECT_FALSE(d.cause);
   EXPECT_FALSE(d.capture_failed);
   EXPECT_TRUE(d.warnings.empty());
   EXPECT_EQ(d.calls_seen, 0U);
 
-  auto const failed = gd::diagnose({}, context(capture_mode::this_thread, invalidated), 12);
+  auto const failed = gd::detail::diagnose({}, context(capture_mode::this_thread, invalidated), 12);
   EXPECT_TRUE(failed.capture_failed);
   EXPECT_FALSE(failed.cause);
   EXPECT_EQ(failed.calls_seen, 12U);
@@ -257,33 +270,35 @@ TEST(capture_trace, nothing_recorded_and_a_good_capture_is_clean) {
 
 TEST(capture_trace, library_frames_are_told_from_the_users) {
   auto frame = [](std::string module, std::string symbol) {
-    return gd::frame{0x1000, std::move(module), std::move(symbol), 0x10};
+    return gd::detail::frame{0x1000, std::move(module), std::move(symbol), 0x10};
   };
-  EXPECT_TRUE(gd::is_library_frame(frame("/usr/lib/libcupti.so.13", "")));
-  EXPECT_TRUE(gd::is_library_frame(frame("/usr/local/cuda/lib/libcudart.so.13", "cudaMalloc")));
-  EXPECT_TRUE(gd::is_library_frame(frame("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "")));
-  EXPECT_TRUE(gd::is_library_frame(frame("/lib/libc.so.6", "__libc_start_main")));
-  EXPECT_TRUE(gd::is_library_frame(
+  EXPECT_TRUE(gd::detail::is_library_frame(frame("/usr/lib/libcupti.so.13", "")));
+  EXPECT_TRUE(
+      gd::detail::is_library_frame(frame("/usr/local/cuda/lib/libcudart.so.13", "cudaMalloc")));
+  EXPECT_TRUE(gd::detail::is_library_frame(frame("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "")));
+  EXPECT_TRUE(gd::detail::is_library_frame(frame("/lib/libc.so.6", "__libc_start_main")));
+  EXPECT_TRUE(gd::detail::is_library_frame(
       frame("/opt/app/train", "graphstep::cuda::stream_view::synchronize() const")));
-  EXPECT_TRUE(gd::is_library_frame(frame("/opt/app/train", "cudaLaunchKernel<char>")));
-  EXPECT_TRUE(gd::is_library_frame(frame("/opt/app/train", "__device_stub__Z4stepPf")));
-  EXPECT_TRUE(gd::is_library_frame(frame("", "")));
-  EXPECT_FALSE(gd::is_library_frame(frame("/opt/app/train", "train_step(float*)")));
-  EXPECT_FALSE(gd::is_library_frame(frame("/opt/app/train", "cuda_step()")));
-  EXPECT_FALSE(gd::is_library_frame(frame("/opt/app/train", "")));  // unexported: still yours
-  EXPECT_FALSE(gd::is_library_frame(frame("/opt/app/libmodel.so", "model::forward()")));
+  EXPECT_TRUE(gd::detail::is_library_frame(frame("/opt/app/train", "cudaLaunchKernel<char>")));
+  EXPECT_TRUE(gd::detail::is_library_frame(frame("/opt/app/train", "__device_stub__Z4stepPf")));
+  EXPECT_TRUE(gd::detail::is_library_frame(frame("", "")));
+  EXPECT_FALSE(gd::detail::is_library_frame(frame("/opt/app/train", "train_step(float*)")));
+  EXPECT_FALSE(gd::detail::is_library_frame(frame("/opt/app/train", "cuda_step()")));
+  EXPECT_FALSE(
+      gd::detail::is_library_frame(frame("/opt/app/train", "")));  // unexported: still yours
+  EXPECT_FALSE(gd::detail::is_library_frame(frame("/opt/app/libmodel.so", "model::forward()")));
 
-  std::vector<gd::frame> const frames{
+  std::vector<gd::detail::frame> const frames{
       frame("/lib/libcupti.so.13", ""), frame("/lib/libcudart.so.13", "cudaStreamSynchronize"),
       frame("/opt/app/train", "graphstep::cuda::stream_view::synchronize() const"),
       frame("/opt/app/train", "train_step(float*)"), frame("/opt/app/train", "main")};
-  EXPECT_EQ(gd::first_user_frame(frames), 3U);
-  EXPECT_FALSE(gd::first_user_frame({frames[0], frames[1]}));
-  EXPECT_FALSE(gd::first_user_frame({}));
+  EXPECT_EQ(gd::detail::first_user_frame(frames), 3U);
+  EXPECT_FALSE(gd::detail::first_user_frame({frames[0], frames[1]}));
+  EXPECT_FALSE(gd::detail::first_user_frame({}));
 }
 
 TEST(capture_trace, the_report_names_the_cause_its_frames_and_the_warnings) {
-  std::map<std::uintptr_t, gd::frame> const symbols{
+  std::map<std::uintptr_t, gd::detail::frame> const symbols{
       {1, {1, "/lib/libcupti.so.13", "", 0x11}},
       {2, {2, "/opt/app/train", "graphstep::detail::(anonymous namespace)::on_api_call", 0x22}},
       {3, {3, "/lib/libcudart.so.13", "cudaStreamSynchronize", 0x33}},
@@ -292,15 +307,16 @@ TEST(capture_trace, the_report_names_the_cause_its_frames_and_the_warnings) {
       {6, {6, "/opt/app/train", "load_batch()", 0x66}}};
   auto const lookup = [&](std::uintptr_t address) { return symbols.at(address); };
 
-  gd::api_call sync = call("cudaStreamSynchronize", 1, unsupported, gd::stream_kind::capturing);
+  gd::detail::api_call sync =
+      call("cudaStreamSynchronize", 1, unsupported, gd::detail::stream_kind::capturing);
   sync.backtrace = {1, 2, 3, 4, 5};
-  gd::api_call copy = call("cudaMemcpyAsync", 1, 0, gd::stream_kind::capturing);
-  copy.host = gd::host_memory::pageable;
+  gd::detail::api_call copy = call("cudaMemcpyAsync", 1, 0, gd::detail::stream_kind::capturing);
+  copy.host = gd::detail::host_memory::pageable;
   copy.host_address = 0xabc0;
   copy.backtrace = {1, 3, 6};
-  std::vector<gd::api_call> const calls{copy, sync};
-  auto const d = gd::diagnose(calls, context(capture_mode::this_thread, invalidated), 40);
-  std::string const report = gd::format_report(d, calls, lookup);
+  std::vector<gd::detail::api_call> const calls{copy, sync};
+  auto const d = gd::detail::diagnose(calls, context(capture_mode::this_thread, invalidated), 40);
+  std::string const report = gd::detail::format_report(d, calls, lookup);
 
   EXPECT_TRUE(contains(report, "40 CUDA API call(s) on 1 thread(s)")) << report;
   EXPECT_TRUE(contains(report, "38 ordinary ones not kept")) << report;
@@ -313,28 +329,33 @@ TEST(capture_trace, the_report_names_the_cause_its_frames_and_the_warnings) {
   EXPECT_TRUE(contains(report, "warning: `cudaMemcpyAsync`")) << report;
   EXPECT_TRUE(contains(report, "at load_batch() (train+0x66)")) << report;
 
-  auto const limited = gd::format_report(d, calls, lookup, 1);
+  auto const limited = gd::detail::format_report(d, calls, lookup, 1);
   EXPECT_TRUE(contains(limited, "#0 cudaStreamSynchronize"));
   EXPECT_FALSE(contains(limited, "#1 "));
 }
 
 TEST(capture_trace, the_report_says_when_no_call_explains_a_failure) {
-  std::vector<gd::api_call> const calls{call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing)};
-  auto const failed = gd::diagnose(calls, context(capture_mode::this_thread, invalidated));
-  auto const lookup = [](std::uintptr_t address) { return gd::frame{address, "", "", 0}; };
-  EXPECT_TRUE(contains(gd::format_report(failed, calls, lookup), "no recorded call explains"));
-  auto const fine = gd::diagnose(calls, context());
-  EXPECT_FALSE(contains(gd::format_report(fine, calls, lookup), "no recorded call explains"));
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing)};
+  auto const failed = gd::detail::diagnose(calls, context(capture_mode::this_thread, invalidated));
+  auto const lookup = [](std::uintptr_t address) { return gd::detail::frame{address, "", "", 0}; };
+  EXPECT_TRUE(
+      contains(gd::detail::format_report(failed, calls, lookup), "no recorded call explains"));
+  auto const fine = gd::detail::diagnose(calls, context());
+  EXPECT_FALSE(
+      contains(gd::detail::format_report(fine, calls, lookup), "no recorded call explains"));
 
-  gd::api_call no_backtrace = call("cudaMalloc", 1, unsupported);
-  auto const d = gd::diagnose({no_backtrace}, context(capture_mode::this_thread, invalidated));
-  EXPECT_TRUE(contains(gd::format_report(d, {no_backtrace}, lookup), "no backtrace was kept"));
+  gd::detail::api_call no_backtrace = call("cudaMalloc", 1, unsupported);
+  auto const d =
+      gd::detail::diagnose({no_backtrace}, context(capture_mode::this_thread, invalidated));
+  EXPECT_TRUE(
+      contains(gd::detail::format_report(d, {no_backtrace}, lookup), "no backtrace was kept"));
 }
 
 TEST(capture_trace, the_trace_keeps_the_first_calls_then_notable_ones) {
-  gd::capture_trace trace{3};
+  gd::detail::capture_trace trace{3};
   for (int i = 0; i < 5; ++i)
-    trace.record(call("cudaLaunchKernel", 1, 0, gd::stream_kind::capturing));
+    trace.record(call("cudaLaunchKernel", 1, 0, gd::detail::stream_kind::capturing));
   for (int i = 0; i < 4; ++i) trace.record(call("cudaStreamSynchronize", 1, unsupported));
   auto const calls = trace.calls();
   EXPECT_EQ(trace.seen(), 9U);
@@ -346,7 +367,7 @@ TEST(capture_trace, the_trace_keeps_the_first_calls_then_notable_ones) {
 }
 
 TEST(capture_trace, the_trace_takes_calls_from_several_threads) {
-  gd::capture_trace trace{100000};
+  gd::detail::capture_trace trace{100000};
   std::vector<std::thread> threads;
   for (std::uint32_t t = 1; t <= 4; ++t) {
     threads.emplace_back([&trace, t] {
@@ -357,5 +378,5 @@ TEST(capture_trace, the_trace_takes_calls_from_several_threads) {
   auto const calls = trace.calls();
   ASSERT_EQ(calls.size(), 8000U);
   for (std::size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i].sequence, i);
-  EXPECT_EQ(gd::diagnose(calls, context()).threads, 4U);
+  EXPECT_EQ(gd::detail::diagnose(calls, context()).threads, 4U);
 }

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <graphstep/graphs/capture_trace.hpp>
+#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <vector>
 
 namespace graphstep::graphs::detail {

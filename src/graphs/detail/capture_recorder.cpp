@@ -457,7 +457,7 @@ capture_diagnosis capture_recorder::diagnose(int outcome) {
     if (call.host == host_memory::unknown) find_host_memory(call);
   }
   context_.outcome = outcome;
-  return graphs::diagnose(calls_, context_, slot_->trace.seen());
+  return graphs::detail::diagnose(calls_, context_, slot_->trace.seen());
 }
 
 std::string capture_recorder::report(capture_diagnosis const& diagnosis) const {

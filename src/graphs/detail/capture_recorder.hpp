@@ -7,8 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include <graphstep/graphs/capture_trace.hpp>
 #include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <memory>
 #include <string>
 #include <vector>

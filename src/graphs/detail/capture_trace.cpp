@@ -2,12 +2,13 @@
 #include <algorithm>
 #include <array>
 #include <graphstep/graphs/capture_trace.hpp>
+#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <set>
 #include <sstream>
 
 #include "detail/address_text.hpp"
 
-namespace graphstep::graphs {
+namespace graphstep::graphs::detail {
 
 namespace {
 
@@ -399,4 +400,4 @@ std::size_t capture_trace::seen() const {
   return seen_;
 }
 
-}  // namespace graphstep::graphs
+}  // namespace graphstep::graphs::detail
