@@ -58,7 +58,8 @@ struct bucket_model {
     for (int layer = 0; layer < layers; ++layer) {
       float* y = layer % 2 != 0 ? a : b;
       float* x = layer % 2 != 0 ? b : a;
-      gs::train::dropout_forward({y, gs::dtype::float32, n}, mask, {x, gs::dtype::float32, n}, 0.1F,
+      gs::train::dropout_forward({y, gs::dtype::float32, n}, {mask, gs::dtype::uint8, n},
+                                 {x, gs::dtype::float32, n}, 0.1F,
                                  rng.reserve(gs::train::dropout_counters(n)), stream);
     }
     rng.end_step(stream);
@@ -145,7 +146,7 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
   auto body = [&](gs::cuda::stream_view s) {
     for (int layer = 0; layer < 20; ++layer) {
       gs::device_span const data{x, gs::dtype::float32, n};
-      gs::train::dropout_forward(data, mask, data, 0.1F,
+      gs::train::dropout_forward(data, {mask, gs::dtype::uint8, n}, data, 0.1F,
                                  rng.reserve(gs::train::dropout_counters(n)), s);
     }
     rng.end_step(s);

@@ -123,22 +123,24 @@ class mlp {
   void step() {
     std::size_t const m = static_cast<std::size_t>(s_.batch);
     fc1_->run(stream_);
-    gs::train::dropout_forward(floats(d1_, m * hidden), mask1_, floats(a1_, m * hidden), p1,
+    gs::train::dropout_forward(floats(d1_, m * hidden), bytes(mask1_, m * hidden),
+                               floats(a1_, m * hidden), p1,
                                rng_.reserve(gs::train::dropout_counters(m * hidden)), stream_);
     fc2_->run(stream_);
-    gs::train::dropout_forward(floats(y2_, m * d_out), mask2_, floats(y_, m * d_out), p2,
+    gs::train::dropout_forward(floats(y2_, m * d_out), bytes(mask2_, m * d_out),
+                               floats(y_, m * d_out), p2,
                                rng_.reserve(gs::train::dropout_counters(m * d_out)), stream_);
     mse_->forward_backward(y2_, target_, dy2_, loss_, stream_);
-    gs::train::dropout_backward(floats(dy_, m * d_out), mask2_, floats(dy2_, m * d_out), p2,
-                                stream_);
+    gs::train::dropout_backward(floats(dy_, m * d_out), bytes(mask2_, m * d_out),
+                                floats(dy2_, m * d_out), p2, stream_);
     fc2_wgrad_->run(stream_);
     // fc2's weight and bias gradients, the first two in the gradient buffer, are final.
     if (gradients_finished_) {
       gradients_finished_((gradient_counts_[0] + gradient_counts_[1]) * sizeof(float), stream_);
     }
     fc2_dgrad_->run(stream_);
-    gs::train::dropout_backward(floats(dd1_, m * hidden), mask1_, floats(dd1_, m * hidden), p1,
-                                stream_);
+    gs::train::dropout_backward(floats(dd1_, m * hidden), bytes(mask1_, m * hidden),
+                                floats(dd1_, m * hidden), p1, stream_);
     go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, f32, go::gelu_form::tanh, stream_);
     go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, f32, stream_);
     fc1_wgrad_->run(stream_);
@@ -188,6 +190,9 @@ class mlp {
   // n floats at data, as the element-wise functions take them.
   static gs::device_span floats(float* data, std::size_t n) {
     return {data, gs::dtype::float32, n};
+  }
+  static gs::device_span bytes(std::uint8_t* data, std::size_t n) {
+    return {data, gs::dtype::uint8, n};
   }
   // Pool memory the model gives back, in stream order, when it goes.
   void* allocate(std::size_t bytes) {

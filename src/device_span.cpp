@@ -57,12 +57,10 @@ namespace detail {
 
 void expect_valid_span(std::string_view call, std::string_view operand, device_span const& span,
                        empty_span empty) {
-  bool const known_type = span.type() == dtype::float32 || span.type() == dtype::float16 ||
-                          span.type() == dtype::bfloat16;
   bool const valid =
       span.empty()
           ? empty == empty_span::allowed
-          : span.data() != nullptr && known_type &&
+          : span.data() != nullptr && is_known(span.type()) &&
                 reinterpret_cast<std::uintptr_t>(span.data()) % size_in_bytes(span.type()) == 0 &&
                 span.count() <=
                     std::numeric_limits<std::size_t>::max() / size_in_bytes(span.type());

@@ -23,6 +23,39 @@ TEST(shape, element_counts_and_descriptions) {
                gs::usage_error);
 }
 
+TEST(dtype, names_sizes_and_which_types_are_floating) {
+  struct expected {
+    gs::dtype type;
+    char const* name;
+    std::size_t bytes;
+    bool floating;
+  };
+  for (auto const& e : {expected{gs::dtype::float32, "float32", 4, true},
+                        expected{gs::dtype::float16, "float16", 2, true},
+                        expected{gs::dtype::bfloat16, "bfloat16", 2, true},
+                        expected{gs::dtype::int32, "int32", 4, false},
+                        expected{gs::dtype::uint8, "uint8", 1, false}}) {
+    EXPECT_STREQ(gs::name(e.type), e.name);
+    EXPECT_EQ(gs::size_in_bytes(e.type), e.bytes) << e.name;
+    EXPECT_EQ(gs::is_floating(e.type), e.floating) << e.name;
+    EXPECT_TRUE(gs::detail::is_known(e.type)) << e.name;
+  }
+  EXPECT_FALSE(gs::detail::is_known(static_cast<gs::dtype>(5)));
+  EXPECT_FALSE(gs::is_floating(static_cast<gs::dtype>(5)));
+  EXPECT_NO_THROW(gs::detail::expect_floating("x", gs::dtype::bfloat16));
+  std::string said =
+      gs::testing::message_of([] { gs::detail::expect_floating("add: out", gs::dtype::uint8); });
+  EXPECT_NE(said.find("add: out is uint8; it takes float32, float16 or bfloat16"),
+            std::string::npos)
+      << said;
+  said = gs::testing::message_of(
+      [] { gs::detail::expect_floating("add: out", static_cast<gs::dtype>(12)); });
+  EXPECT_NE(said.find("add: out has an unknown dtype (12)"), std::string::npos) << said;
+  said = gs::testing::message_of(
+      [] { gs::detail::refuse_integer("layer_norm_forward: type", gs::dtype::int32); });
+  EXPECT_NE(said.find("layer_norm_forward: type is int32"), std::string::npos) << said;
+}
+
 TEST(device_span, holds_pointer_type_and_count_and_counts_bytes_by_type) {
   alignas(4) static unsigned char memory[64];
   gs::device_span const halves{memory, gs::dtype::bfloat16, 10};
@@ -34,6 +67,12 @@ TEST(device_span, holds_pointer_type_and_count_and_counts_bytes_by_type) {
   gs::device_span const fp32{memory, gs::dtype::float32, 3};
   EXPECT_EQ(fp32.type(), gs::dtype::float32);
   EXPECT_EQ(fp32.bytes(), 12U);
+
+  gs::device_span const ids{memory, gs::dtype::int32, 5};
+  EXPECT_EQ(ids.bytes(), 20U);
+  gs::device_span const mask{memory + 3, gs::dtype::uint8, 7};
+  EXPECT_EQ(mask.bytes(), 7U);
+  EXPECT_NO_THROW(gs::detail::expect_valid_span("x", "mask", mask));  // a byte is never misaligned
 
   gs::device_span const none;
   EXPECT_TRUE(none.empty());

@@ -570,10 +570,7 @@ void check_shape(attention_shape const& s, char const* what) {
 }
 
 void check_type(dtype type, char const* what) {
-  GRAPHSTEP_EXPECTS(type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16,
-                    std::string{what} + ": unknown dtype " +
-                        std::to_string(static_cast<int>(type)) +
-                        "; use float32, float16 or bfloat16");
+  graphstep::detail::expect_floating(std::string{what} + ": type", type);
 }
 
 // A [rows, cols] matrix of `type` at p: not null, 16-byte aligned (the kernels move 16 bytes at
@@ -661,6 +658,8 @@ void dispatch(dtype type, std::int64_t head_dim, F&& f) {
     case dtype::float32: by_dim(static_cast<float*>(nullptr)); break;
     case dtype::float16: by_dim(static_cast<__half*>(nullptr)); break;
     case dtype::bfloat16: by_dim(static_cast<__nv_bfloat16*>(nullptr)); break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("causal_attention", type);
   }
 }
 

@@ -165,6 +165,7 @@ void bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, voi
 
 void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
                           void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) {
+  graphstep::detail::expect_floating("bias_gradient: type", type);
   GRAPHSTEP_EXPECTS(db != nullptr && dz != nullptr,
                     "bias_gradient: db and dz are required (a pointer is null)");
   GRAPHSTEP_EXPECTS(m > 0 && n > 0, "bias_gradient: sizes must be positive (M=" +
@@ -186,12 +187,15 @@ void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t
     case dtype::bfloat16:
       bias_gradient<__nv_bfloat16>(db, dz, m, n, workspace, workspace_bytes, stream);
       break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("bias_gradient", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
 void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
                           cuda::stream_view stream) {
+  graphstep::detail::expect_floating("bias_gradient: type", type);
   launch_bias_gradient(db, dz, m, n, type, nullptr, 0, stream);
 }
 

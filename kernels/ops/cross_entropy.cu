@@ -215,6 +215,7 @@ void launch_cross_entropy_forward_backward(float* loss, void* dlogits, void cons
                                            cross_entropy_shape const& shape, float gradient_scale,
                                            dtype type, void* workspace, std::size_t workspace_bytes,
                                            cuda::stream_view stream) {
+  graphstep::detail::expect_floating("cross_entropy_forward_backward: type", type);
   std::string const what = "cross_entropy";
   GRAPHSTEP_EXPECTS(loss != nullptr, what + ": loss is a null pointer");
   GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(loss) % alignof(float) == 0,
@@ -255,6 +256,8 @@ void launch_cross_entropy_forward_backward(float* loss, void* dlogits, void cons
       forward_backward<__nv_bfloat16>(loss, dlogits, logits, targets, shape, factor, row_loss,
                                       stream);
       break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

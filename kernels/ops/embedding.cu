@@ -382,6 +382,7 @@ void check_tokens(std::int32_t const* tokens, std::string const& what) {
 void launch_embedding_forward(void* out, std::int32_t const* tokens, void const* token_table,
                               void const* position_table, embedding_shape const& shape, dtype type,
                               cuda::stream_view stream) {
+  graphstep::detail::expect_floating("embedding_forward: type", type);
   std::string const what = "embedding_forward";
   graphstep::detail::expect_typed_buffer(what + ": out", out, type);
   check_tokens(tokens, what);
@@ -398,6 +399,8 @@ void launch_embedding_forward(void* out, std::int32_t const* tokens, void const*
     case dtype::bfloat16:
       forward<__nv_bfloat16>(out, tokens, token_table, position_table, shape, stream);
       break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -405,6 +408,7 @@ void launch_embedding_forward(void* out, std::int32_t const* tokens, void const*
 void launch_embedding_backward(void* token_gradient, void* position_gradient, void const* dout,
                                std::int32_t const* tokens, embedding_shape const& shape,
                                bool accumulate_tokens, dtype type, cuda::stream_view stream) {
+  graphstep::detail::expect_floating("embedding_backward: type", type);
   std::string const what = "embedding_backward";
   graphstep::detail::expect_typed_buffer(what + ": token_gradient", token_gradient, type);
   graphstep::detail::expect_typed_buffer(what + ": position_gradient", position_gradient, type);
@@ -424,6 +428,8 @@ void launch_embedding_backward(void* token_gradient, void* position_gradient, vo
       backward<__nv_bfloat16>(token_gradient, position_gradient, dout, tokens, shape,
                               accumulate_tokens, stream);
       break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -151,6 +151,7 @@ void check_sizes(void const* p, std::int64_t m, std::int64_t n, char const* what
 void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int64_t m,
                       std::int64_t n, dtype type, bool apply_gelu, gelu_form form,
                       cuda::stream_view stream) {
+  graphstep::detail::expect_floating("bias_gelu: type", type);
   check_sizes(y, m, n, "bias_gelu");
   bool const erf_form = form == gelu_form::erf;
   switch (type) {
@@ -163,12 +164,15 @@ void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int6
     case dtype::bfloat16:
       bias_gelu<__nv_bfloat16>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("gelu", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
 void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, std::int64_t m,
                           std::int64_t n, dtype type, gelu_form form, cuda::stream_view stream) {
+  graphstep::detail::expect_floating("gelu_backward: type", type);
   check_sizes(dz, m, n, "gelu_backward");
   GRAPHSTEP_EXPECTS(dy != nullptr && pre_activation != nullptr,
                     "gelu_backward: dy and the saved pre-activation are required");
@@ -185,6 +189,8 @@ void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, 
     case dtype::float32: launch(static_cast<float*>(nullptr)); break;
     case dtype::float16: launch(static_cast<__half*>(nullptr)); break;
     case dtype::bfloat16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("gelu", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -561,6 +561,7 @@ void expect_buffer(char const* what, char const* name, void const* data, dtype t
 void launch_layer_norm_forward(void* y, float* mean, float* rstd, void const* x, void const* gamma,
                                void const* beta, std::int64_t m, std::int64_t n, float epsilon,
                                dtype type, cuda::stream_view stream) {
+  graphstep::detail::expect_floating("layer_norm_forward: type", type);
   char const* const what = "layer_norm_forward";
   expect_buffer(what, "y", y, type);
   expect_buffer(what, "x", x, type);
@@ -582,6 +583,8 @@ void launch_layer_norm_forward(void* y, float* mean, float* rstd, void const* x,
     case dtype::bfloat16:
       forward<__nv_bfloat16>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
       break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -591,6 +594,7 @@ void launch_layer_norm_backward(void* dx, void* dgamma, void* dbeta, void const*
                                 std::int64_t m, std::int64_t n, bool accumulate_dx, dtype type,
                                 void* workspace, std::size_t workspace_bytes,
                                 cuda::stream_view stream) {
+  graphstep::detail::expect_floating("layer_norm_backward: type", type);
   char const* const what = "layer_norm_backward";
   expect_buffer(what, "dx", dx, type);
   expect_buffer(what, "dgamma", dgamma, type);
@@ -626,6 +630,8 @@ void launch_layer_norm_backward(void* dx, void* dgamma, void* dbeta, void const*
     case dtype::float32: backward<float>(a, stream); break;
     case dtype::float16: backward<__half>(a, stream); break;
     case dtype::bfloat16: backward<__nv_bfloat16>(a, stream); break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
@@ -645,11 +651,14 @@ void launch_add(device_span out, device_span a, device_span b, cuda::stream_view
                       std::string{"add: "} + name + " is " + describe(operand) + " but out is " +
                           describe(out) + "; the three spans need one dtype and one count");
   }
+  graphstep::detail::expect_floating("add: out", out.type());
   auto const count = static_cast<std::int64_t>(out.count());
   switch (out.type()) {
     case dtype::float32: add<float>(out.data(), a.data(), b.data(), count, stream); break;
     case dtype::float16: add<__half>(out.data(), a.data(), b.data(), count, stream); break;
     case dtype::bfloat16: add<__nv_bfloat16>(out.data(), a.data(), b.data(), count, stream); break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("add: out", out.type());
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -39,6 +39,7 @@ void launch_check(device_span data, unsigned int* all_finite, cuda::stream_view 
 void check_finite(device_span data, unsigned int* all_finite, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(all_finite != nullptr, "check_finite: the all_finite flag is a null pointer");
   graphstep::detail::expect_valid_span("check_finite", "data", data);
+  graphstep::detail::expect_floating("check_finite: data", data.type());
   set_flag_kernel<<<1, 1, 0, stream.get()>>>(all_finite, 1U);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   if (data.empty()) return;
@@ -46,6 +47,8 @@ void check_finite(device_span data, unsigned int* all_finite, cuda::stream_view 
     case dtype::float32: launch_check<float>(data, all_finite, stream); break;
     case dtype::float16: launch_check<__half>(data, all_finite, stream); break;
     case dtype::bfloat16: launch_check<__nv_bfloat16>(data, all_finite, stream); break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("check_finite: data", data.type());
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -69,6 +69,8 @@ __global__ void unscale_kernel(scaled_slot const* gradients, tensor_chunk const*
     case dtype::bfloat16:
       finite = unscale_16<__nv_bfloat16>(gradient.data, chunk, inv_scale, unscale);
       break;
+    case dtype::int32:
+    case dtype::uint8: break;  // the constructor refuses integer gradients
   }
   if (!finite) state->all_finite = 0U;  // benign race: every writer writes 0
 }

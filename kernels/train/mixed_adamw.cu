@@ -49,6 +49,8 @@ __device__ __forceinline__ float load(void const* data, std::int32_t type, std::
     case dtype::float16: return graphstep::detail::to_float(static_cast<__half const*>(data)[at]);
     case dtype::bfloat16:
       return graphstep::bfloat16_to_float(static_cast<std::uint16_t const*>(data)[at]);
+    case dtype::int32:
+    case dtype::uint8: break;  // validate(parameter) refuses integer tensors
   }
   return 0.0F;
 }
@@ -165,6 +167,8 @@ __global__ void adamw_kernel(mixed_tensor_slot const* slots, tensor_chunk const*
               graphstep::detail::from_float<__nv_bfloat16>(value);
         }
         break;
+      case dtype::int32:
+      case dtype::uint8: break;  // validate(parameter) refuses integer tensors
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <graphstep/train/philox.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <string>
+#include <utility>
 
 #include "detail/element_conversion.cuh"
 #include "train/rng_kernels.hpp"
@@ -156,27 +157,32 @@ void launch_advance_offset(std::uint64_t* state, std::uint64_t counters, cuda::s
 
 namespace {
 
-// Refuses what a dropout cannot run on, naming the call and the span.
+// Refuses what a dropout cannot run on, naming the call and the span: float32 data of one count
+// and a uint8 mask of as many elements.
 void expect_dropout_spans(char const* what, char const* out_name, device_span out,
-                          char const* in_name, device_span in, void const* mask, float p) {
+                          char const* in_name, device_span in, device_span mask, float p) {
   GRAPHSTEP_EXPECTS(p >= 0.0F && p < 1.0F, std::string{what} + ": p must lie in [0, 1)");
   graphstep::detail::expect_valid_span(what, out_name, out);
   graphstep::detail::expect_valid_span(what, in_name, in);
+  graphstep::detail::expect_valid_span(what, "mask", mask);
   for (device_span const& span : {out, in}) {
     GRAPHSTEP_EXPECTS(
         span.type() == dtype::float32,
         std::string{what} + ": " + describe(span) + " is not float32; dropout runs on float32");
   }
-  GRAPHSTEP_EXPECTS(out.count() == in.count(), std::string{what} + ": " + out_name + " is " +
-                                                   describe(out) + " but " + in_name + " is " +
-                                                   describe(in) + "; the two spans need one count");
-  GRAPHSTEP_EXPECTS(in.empty() || mask != nullptr,
-                    std::string{what} + ": the mask is a null pointer");
+  GRAPHSTEP_EXPECTS(
+      mask.type() == dtype::uint8,
+      std::string{what} + ": the mask is " + describe(mask) + "; it holds one uint8 per element");
+  for (auto const& [name, span] : {std::pair{out_name, out}, std::pair{"mask", mask}}) {
+    GRAPHSTEP_EXPECTS(span.count() == in.count(), std::string{what} + ": " + name + " is " +
+                                                      describe(span) + " but " + in_name + " is " +
+                                                      describe(in) + "; the spans need one count");
+  }
 }
 
 }  // namespace
 
-void dropout_forward(device_span y, std::uint8_t* mask, device_span x, float p, philox_args rng,
+void dropout_forward(device_span y, device_span mask, device_span x, float p, philox_args rng,
                      cuda::stream_view stream) {
   expect_dropout_spans("dropout_forward", "y", y, "x", x, mask, p);
   GRAPHSTEP_EXPECTS(rng.state != nullptr, "dropout_forward: the generator state is a null pointer");
@@ -184,18 +190,19 @@ void dropout_forward(device_span y, std::uint8_t* mask, device_span x, float p, 
   std::size_t const n = x.count();
   detail::
       dropout_forward_kernel<<<detail::grid_for((n + 3) / 4), detail::threads, 0, stream.get()>>>(
-          static_cast<float*>(y.data()), mask, static_cast<float const*>(x.data()), n, p, rng);
+          static_cast<float*>(y.data()), static_cast<std::uint8_t*>(mask.data()),
+          static_cast<float const*>(x.data()), n, p, rng);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void dropout_backward(device_span dx, std::uint8_t const* mask, device_span dy, float p,
+void dropout_backward(device_span dx, device_span mask, device_span dy, float p,
                       cuda::stream_view stream) {
   expect_dropout_spans("dropout_backward", "dx", dx, "dy", dy, mask, p);
   if (dy.empty()) return;
   std::size_t const n = dy.count();
   detail::dropout_backward_kernel<<<detail::grid_for(n), detail::threads, 0, stream.get()>>>(
-      static_cast<float*>(dx.data()), mask, static_cast<float const*>(dy.data()), n,
-      1.0F / (1.0F - p));
+      static_cast<float*>(dx.data()), static_cast<std::uint8_t const*>(mask.data()),
+      static_cast<float const*>(dy.data()), n, 1.0F / (1.0F - p));
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 

@@ -491,6 +491,8 @@ watched_region watch(std::string name, device_span const& span) {
     case dtype::float32: element = region_element::float32; break;
     case dtype::float16: element = region_element::float16; break;
     case dtype::bfloat16: element = region_element::bfloat16; break;
+    case dtype::int32: element = region_element::int32; break;
+    case dtype::uint8: break;  // raw bytes
   }
   return watched_region{std::move(name), span.data(), span.bytes(), element};
 }

@@ -32,10 +32,7 @@ std::size_t parameter_layout::add(std::string name, std::vector<std::int64_t> sh
                                        " has an empty name; give every tensor a name");
   GRAPHSTEP_EXPECTS(!find(name), "parameter_layout: a tensor named '" + name +
                                      "' is already in the layout; names must be unique");
-  GRAPHSTEP_EXPECTS(type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16,
-                    "parameter_layout: tensor '" + name + "' has an unknown dtype (" +
-                        std::to_string(static_cast<int>(type)) +
-                        "); use float32, float16 or bfloat16");
+  graphstep::detail::expect_floating("parameter_layout: tensor '" + name + "'", type);
   GRAPHSTEP_EXPECTS(!shape.empty(), "parameter_layout: tensor '" + name +
                                         "' has an empty shape; a vector of n elements is {n}");
   std::size_t count = 1;

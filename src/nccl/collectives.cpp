@@ -24,6 +24,8 @@ ncclDataType_t to_nccl(dtype type) {
     case dtype::float32: return ncclFloat32;
     case dtype::float16: return ncclFloat16;
     case dtype::bfloat16: return ncclBfloat16;
+    case dtype::int32: return ncclInt32;
+    case dtype::uint8: return ncclUint8;
   }
   return ncclFloat32;
 }

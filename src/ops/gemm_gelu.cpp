@@ -53,6 +53,8 @@ cudaDataType_t data_type(dtype type) {
     case dtype::float16: return CUDA_R_16F;
     case dtype::bfloat16: return CUDA_R_16BF;
     case dtype::float32: break;
+    case dtype::int32:
+    case dtype::uint8: graphstep::detail::refuse_integer("gemm_plan", type);
   }
   return CUDA_R_32F;
 }

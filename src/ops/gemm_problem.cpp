@@ -77,6 +77,7 @@ dtype element_type_for(dtype inputs, dtype output, gemm_math math) {
                         "bias and pre-activation in one type (fp32, fp16 or bf16, accumulating in "
                         "fp32); convert the output, or store everything in one type");
   GRAPHSTEP_EXPECTS(!tf32 || inputs == dtype::float32, tf32_refusal(combination));
+  graphstep::detail::expect_floating("gemm: " + combination, inputs);
   return inputs;
 }
 
@@ -97,6 +98,7 @@ lt_call map_to_cublaslt(gemm_problem const& p) {
   GRAPHSTEP_EXPECTS(
       p.math != gemm_math::tf32 || p.type == dtype::float32,
       tf32_refusal(std::string{name(p.kind)} + " on " + name(p.type) + " data with tf32 math"));
+  graphstep::detail::expect_floating(std::string{"gemm "} + name(p.kind) + ": type", p.type);
   lt_call c;
   switch (p.kind) {
     case gemm_kind::forward:

@@ -95,19 +95,13 @@ void capture_safe_rng::bernoulli(device_span out, float p, cuda::stream_view str
   std::size_t const n = out.count();
   philox_args const args = reserve(fill_counters(n));
   if (n == 0) return;
-  if (out.type() == dtype::float32) {
+  if (out.type() == dtype::uint8) {
+    detail::launch_bernoulli(static_cast<std::uint8_t*>(out.data()), n, p, args, stream);
+  } else if (out.type() == dtype::float32) {
     detail::launch_bernoulli(static_cast<float*>(out.data()), n, p, args, stream);
   } else {
     detail::launch_bernoulli(out.data(), out.type(), n, p, args, stream);
   }
-}
-
-void capture_safe_rng::bernoulli(std::uint8_t* out, std::size_t n, float p,
-                                 cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(out != nullptr, "capture_safe_rng::bernoulli: out is a null pointer");
-  detail::check_bernoulli_arguments(p);
-  philox_args const args = reserve(fill_counters(n));
-  if (n != 0) detail::launch_bernoulli(out, n, p, args, stream);
 }
 
 void capture_safe_rng::set_seed(std::uint64_t seed, cuda::stream_view stream) {

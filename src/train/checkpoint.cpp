@@ -40,6 +40,8 @@ std::uint32_t dtype_code(dtype type) {
     case dtype::float32: return 0;
     case dtype::float16: return 1;
     case dtype::bfloat16: return 2;
+    case dtype::int32: return 3;
+    case dtype::uint8: return 4;
   }
   return std::numeric_limits<std::uint32_t>::max();
 }
@@ -49,12 +51,10 @@ bool dtype_of_code(std::uint32_t code, dtype& type) {
     case 0: type = dtype::float32; return true;
     case 1: type = dtype::float16; return true;
     case 2: type = dtype::bfloat16; return true;
+    case 3: type = dtype::int32; return true;
+    case 4: type = dtype::uint8; return true;
     default: return false;
   }
-}
-
-bool known_dtype(dtype type) {
-  return type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16;
 }
 
 // The elements of `shape`, or false when a dimension is negative or the count overflows.
@@ -553,9 +553,9 @@ void checkpoint::add_entry(checkpoint_entry entry) {
 void checkpoint::add_tensor(std::string name, dtype type, std::vector<std::int64_t> shape,
                             std::vector<unsigned char> bytes) {
   std::string const which = "checkpoint: tensor " + quoted(name);
-  GRAPHSTEP_EXPECTS(known_dtype(type), which + " has an unknown dtype (" +
-                                           std::to_string(static_cast<int>(type)) +
-                                           "); use float32, float16 or bfloat16");
+  GRAPHSTEP_EXPECTS(graphstep::detail::is_known(type),
+                    which + " has an unknown dtype (" + std::to_string(static_cast<int>(type)) +
+                        "); use float32, float16, bfloat16, int32 or uint8");
   GRAPHSTEP_EXPECTS(shape.size() <= std::numeric_limits<std::uint32_t>::max(),
                     which + " has more dimensions than the format holds (2^32 - 1)");
   std::uint64_t elements = 0;
@@ -622,9 +622,9 @@ constexpr char const* another_layout =
 
 checkpoint_entry const& checkpoint::tensor(std::string_view name, dtype type,
                                            std::vector<std::int64_t> const& shape) const {
-  GRAPHSTEP_EXPECTS(known_dtype(type), "checkpoint: tensor " + quoted(name) +
-                                           " is asked for with an unknown dtype (" +
-                                           std::to_string(static_cast<int>(type)) + ")");
+  GRAPHSTEP_EXPECTS(graphstep::detail::is_known(type),
+                    "checkpoint: tensor " + quoted(name) + " is asked for with an unknown dtype (" +
+                        std::to_string(static_cast<int>(type)) + ")");
   std::string const expected = layout(type, shape);
   auto const found = index_.find(name);
   GRAPHSTEP_EXPECTS(found != index_.end(), "checkpoint: no tensor " + quoted(name) + " (expected " +

@@ -33,6 +33,7 @@ std::vector<tensor_chunk> checked_chunks(std::vector<device_span> const& gradien
     auto const& g = gradients[i];
     ::graphstep::detail::expect_valid_span("loss_scaler", "gradient " + std::to_string(i), g,
                                            ::graphstep::detail::empty_span::refused);
+    ::graphstep::detail::expect_floating("loss_scaler: gradient " + std::to_string(i), g.type());
     counts.push_back(g.count());
   }
   return plan_chunks(counts);  // refuses an empty tensor

@@ -14,6 +14,7 @@ void validate(parameter const& parameter, std::size_t index, std::string const& 
                                          empty_span::refused);
   ::graphstep::detail::expect_valid_span(who, slot + " gradient", parameter.gradient,
                                          empty_span::refused);
+  ::graphstep::detail::expect_floating(which + " value", parameter.value.type());
   GRAPHSTEP_EXPECTS(parameter.value.type() == parameter.gradient.type(),
                     which + " has a " + name(parameter.value.type()) + " value but a " +
                         name(parameter.gradient.type()) +

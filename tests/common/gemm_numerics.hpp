@@ -29,6 +29,8 @@ constexpr char const* short_name(gemm_numerics numerics) noexcept {
     case dtype::float32: return "fp32";
     case dtype::float16: return "fp16";
     case dtype::bfloat16: return "bf16";
+    case dtype::int32:
+    case dtype::uint8: break;
   }
   return "unknown";
 }

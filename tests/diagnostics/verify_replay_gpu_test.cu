@@ -544,6 +544,11 @@ TEST_F(verify_replay_test, a_span_is_watched_as_its_dtype) {
   EXPECT_EQ(region.element, gd::region_element::bfloat16);
   EXPECT_EQ(gd::watch("f", gs::device_span{w_, gs::dtype::float32, 4}).element,
             gd::region_element::float32);
+  EXPECT_EQ(gd::watch("ids", gs::device_span{w_, gs::dtype::int32, 4}).element,
+            gd::region_element::int32);
+  gd::watched_region const mask = gd::watch("mask", gs::device_span{w_, gs::dtype::uint8, 3});
+  EXPECT_EQ(mask.element, gd::region_element::raw_bytes);
+  EXPECT_EQ(mask.bytes, 3U);
   auto const g = capture_step();
   auto const report =
       gd::verify_replay(*stream_, [&](gs::cuda::stream_view s) { step(s); }, g, {region});

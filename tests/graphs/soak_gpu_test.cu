@@ -48,7 +48,7 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, s));
     scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(scratch, input, n, 3.0F);
     gs::device_span const data{scratch, gs::dtype::float32, static_cast<std::size_t>(n)};
-    gs::train::dropout_forward(data, mask, data, 0.0F,
+    gs::train::dropout_forward(data, {mask, gs::dtype::uint8, data.count()}, data, 0.0F,
                                rng.reserve(gs::train::dropout_counters(data.count())), s);
     scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(output, scratch, n, 0.5F);
     pool.deallocate(scratch, s);

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
@@ -207,6 +208,33 @@ TEST_F(nccl_test, collectives_on_one_rank_copy_and_are_checked) {
   EXPECT_THROW(gn::all_reduce({send, gs::dtype::float32, n}, {recv, gs::dtype::float16, 2 * n},
                               gn::reduce_op::sum, comm, *stream_),
                gs::usage_error);
+}
+
+// Integer spans (token counts, flags) go to NCCL as its integer types: one rank copies each
+// int32 element's bytes, and a uint8 span moves as many bytes as it has elements, no more.
+TEST_F(nccl_test, integer_collectives_on_one_rank_copy_exactly_their_elements) {
+  std::size_t const n = 64;
+  std::vector<float> pattern(n);
+  for (std::size_t i = 0; i < n; ++i) pattern[i] = static_cast<float>(i) + 0.25F;
+  float* send = upload(pattern);
+  std::vector<float> const cleared(n, -1.0F);
+  float* recv = upload(cleared);
+  auto comm = comms_.front().view();
+  gn::all_reduce({send, gs::dtype::int32, n}, {recv, gs::dtype::int32, n}, gn::reduce_op::sum, comm,
+                 *stream_);
+  EXPECT_EQ(download(recv, n), pattern);
+
+  graphstep::testing::copy_to_device(recv, cleared.data(), n * sizeof(float));
+  std::size_t const bytes = 10;
+  gn::all_reduce({send, gs::dtype::uint8, bytes}, {recv, gs::dtype::uint8, bytes},
+                 gn::reduce_op::max, comm, *stream_);
+  std::vector<float> const got = download(recv, n);
+  std::vector<unsigned char> want(n * sizeof(float));
+  std::memcpy(want.data(), cleared.data(), want.size());
+  std::memcpy(want.data(), pattern.data(), bytes);
+  std::vector<unsigned char> have(n * sizeof(float));
+  std::memcpy(have.data(), got.data(), have.size());
+  EXPECT_EQ(have, want);
 }
 
 TEST_F(nccl_test, a_collective_must_run_eagerly_before_it_is_captured) {

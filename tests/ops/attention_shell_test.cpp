@@ -107,8 +107,11 @@ TEST(attention_arguments, shapes_beyond_one_launch_are_refused) {
 TEST(attention_arguments, an_unknown_dtype_is_refused) {
   fake_buffers const f;
   auto const bad = static_cast<gs::dtype>(7);
-  EXPECT_TRUE(contains(forward_error(f, small, bad), "unknown dtype 7"));
-  EXPECT_TRUE(contains(backward_error(f, small, enough(small), bad), "unknown dtype 7"));
+  EXPECT_TRUE(contains(forward_error(f, small, bad), "unknown dtype (7)"));
+  EXPECT_TRUE(contains(backward_error(f, small, enough(small), bad), "unknown dtype (7)"));
+  EXPECT_TRUE(contains(forward_error(f, small, gs::dtype::int32),
+                       "causal_attention_forward: type is int32; it takes float32, float16 or "
+                       "bfloat16"));
 }
 
 TEST(attention_arguments, null_pointers_are_named) {

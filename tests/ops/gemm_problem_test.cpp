@@ -248,6 +248,17 @@ TEST(gemm_dtypes, supported_combinations) {
     });
     EXPECT_NE(what.find("float32 data only"), std::string::npos) << what;
   }
+  // Integers are no GEMM element type, by either door.
+  std::string what = gs::testing::message_of([] {
+    static_cast<void>(go::element_type_for(dtype::int32, dtype::int32, gemm_math::standard));
+  });
+  EXPECT_NE(what.find("is int32; it takes float32, float16 or bfloat16"), std::string::npos)
+      << what;
+  what = gs::testing::message_of([] {
+    static_cast<void>(
+        go::map_to_cublaslt({go::gemm_kind::forward, 8, 8, 8, dtype::uint8, gemm_math::standard}));
+  });
+  EXPECT_NE(what.find("gemm forward: type is uint8"), std::string::npos) << what;
 }
 
 TEST(gemm_dtypes, names) {

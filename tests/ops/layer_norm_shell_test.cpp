@@ -152,6 +152,9 @@ TEST(layer_norm_forward_arguments, sizes_epsilon_alias_and_type_are_checked) {
   forward_call unknown;
   unknown.type = static_cast<gs::dtype>(7);
   expect_refused(unknown, {"layer_norm_forward", "unknown dtype"}, "type");
+  forward_call integers;
+  integers.type = gs::dtype::int32;
+  expect_refused(integers, {"layer_norm_forward: type is int32; it takes float32"}, "int32");
 }
 
 TEST(layer_norm_backward_arguments, null_pointers_are_named) {
@@ -251,4 +254,7 @@ TEST(add_arguments, null_misaligned_empty_and_unlike_spans_are_refused) {
                  "dtype");
   expect_refused(add(span(fake(0)), span(fake(1)), span(fake(2), bf16, 7)),
                  {"add: b is 7 bfloat16", "but out is 8 bfloat16"}, "count");
+  auto const int32 = gs::dtype::int32;
+  expect_refused(add(span(fake(0), int32), span(fake(1), int32), span(fake(2), int32)),
+                 {"add: out is int32; it takes float32, float16 or bfloat16"}, "integers");
 }

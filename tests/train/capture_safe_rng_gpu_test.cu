@@ -28,11 +28,13 @@ class rng_test : public gs::testing::stream_pool_test {
   void step(gs::train::capture_safe_rng& rng) {
     gs::device_span const x{x_, gs::dtype::float32, n_};
     gs::device_span const y{y_, gs::dtype::float32, n_};
+    gs::device_span const mask{mask_, gs::dtype::uint8, n_};
     std::size_t const half = n_ / 2;
-    gs::train::dropout_forward(y.subspan(0, half), mask_, x.subspan(0, half), p_,
+    gs::train::dropout_forward(y.subspan(0, half), mask.subspan(0, half), x.subspan(0, half), p_,
                                rng.reserve(gs::train::dropout_counters(half)), *stream_);
-    gs::train::dropout_forward(y.subspan(half, n_ - half), mask_ + half, x.subspan(half, n_ - half),
-                               p_, rng.reserve(gs::train::dropout_counters(n_ - half)), *stream_);
+    gs::train::dropout_forward(y.subspan(half, n_ - half), mask.subspan(half, n_ - half),
+                               x.subspan(half, n_ - half), p_,
+                               rng.reserve(gs::train::dropout_counters(n_ - half)), *stream_);
     rng.end_step(*stream_);
   }
   std::vector<std::uint8_t> mask() {
@@ -115,7 +117,7 @@ TEST_F(rng_test, dropout_backward_uses_the_mask) {
   float* dx = blocks_->get(n_);
   gs::device_span const gradient{dx, gs::dtype::float32, n_};
   gs::device_span const upstream{x_, gs::dtype::float32, n_};
-  gs::train::dropout_backward(gradient, mask_, upstream, p_, *stream_);
+  gs::train::dropout_backward(gradient, {mask_, gs::dtype::uint8, n_}, upstream, p_, *stream_);
   std::vector<float> host(n_);
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(host.data(), dx, n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_->get()));
@@ -123,6 +125,7 @@ TEST_F(rng_test, dropout_backward_uses_the_mask) {
   for (std::size_t i = 0; i < n_; ++i) {
     ASSERT_EQ(host[i], m[i] != 0 ? 1.0F / (1.0F - p_) : 0.0F);
   }
-  EXPECT_THROW(gs::train::dropout_backward(gradient, mask_, upstream, 1.0F, *stream_),
+  EXPECT_THROW(gs::train::dropout_backward(gradient, {mask_, gs::dtype::uint8, n_}, upstream, 1.0F,
+                                           *stream_),
                gs::usage_error);
 }

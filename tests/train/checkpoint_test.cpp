@@ -173,6 +173,8 @@ TEST_F(checkpoint, round_trip_keeps_every_entry_bit_for_bit) {
   c.add_tensor("model/w", dtype::float32, {3, 4}, random_bytes(48, 1));
   c.add_tensor("model/w16", dtype::float16, {5, 1, 2}, random_bytes(20, 2));
   c.add_tensor("model/wbf16", dtype::bfloat16, {7}, random_bytes(14, 3));
+  c.add_tensor("data/tokens", dtype::int32, {2, 3}, random_bytes(24, 6));
+  c.add_tensor("dropout/mask", dtype::uint8, {5}, random_bytes(5, 7));
   c.add_tensor("scalar", dtype::float32, {}, random_bytes(4, 4));  // 0-d: one element
   c.add_tensor("empty", dtype::bfloat16, {4, 0, 2}, {});           // no element
   c.add_tensor("large", dtype::float32, {1 << 19}, random_bytes(std::size_t{1} << 21, 5));
@@ -204,6 +206,8 @@ TEST_F(checkpoint, round_trip_keeps_every_entry_bit_for_bit) {
   EXPECT_EQ(loaded.tensor("odd", dtype::float32, {3}).bytes, odd_bytes);
   EXPECT_EQ(loaded.tensor("scalar", dtype::float32, {}).bytes.size(), 4U);
   EXPECT_TRUE(loaded.tensor("empty", dtype::bfloat16, {4, 0, 2}).bytes.empty());
+  EXPECT_EQ(loaded.tensor("data/tokens", dtype::int32, {2, 3}).bytes.size(), 24U);
+  EXPECT_EQ(loaded.tensor("dropout/mask", dtype::uint8, {5}).bytes.size(), 5U);
   EXPECT_TRUE(loaded.contains("model/w16"));
   EXPECT_FALSE(loaded.contains("model"));
   EXPECT_EQ(files_in(dir_), std::vector<std::string>{"run.ckpt"});  // no temporary left

@@ -375,7 +375,11 @@ TEST_F(loss_scaler_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
                gs::usage_error);
   EXPECT_NE(message_of([&] {
               gt::loss_scaler{{{gradient, static_cast<gs::dtype>(7), 16}}, {}, *stream_};
-            }).find("gradient 0 has an unknown dtype (7); use float32, float16 or bfloat16"),
+            }).find("gradient 0 has an unknown dtype (7); use float32, float16, bfloat16"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              gt::loss_scaler{{{gradient, gs::dtype::int32, 16}}, {}, *stream_};
+            }).find("loss_scaler: gradient 0 is int32; it takes float32, float16 or bfloat16"),
             std::string::npos);
   auto* const bytes = reinterpret_cast<unsigned char*>(gradient);
   EXPECT_NE(message_of([&] {
@@ -456,6 +460,10 @@ TEST_F(loss_scaler_test, check_finite_refuses_what_it_cannot_read) {
   float* data = fill(8, 1.0F);
   auto* flag = static_cast<unsigned int*>(pool_->allocate(sizeof(unsigned int), *stream_));
   blocks_.push_back(flag);
+  EXPECT_NE(message_of([&] {
+              gt::check_finite({data, gs::dtype::int32, 8}, flag, *stream_);
+            }).find("check_finite: data is int32; it takes float32, float16 or bfloat16"),
+            std::string::npos);
   EXPECT_NE(message_of([&] {
               gt::check_finite({data, gs::dtype::float32, 8}, nullptr, *stream_);
             }).find("check_finite: the all_finite flag is a null pointer"),

@@ -36,6 +36,8 @@ TEST(optimizer_options, a_parameter_is_two_spans_of_one_dtype_and_count) {
                        "sgd: parameter 3 value holds no element"));
   EXPECT_TRUE(contains(refused({{value, gs::dtype::float32, 4}, {gradient, gs::dtype::float32, 0}}),
                        "sgd: parameter 3 gradient holds no element"));
+  EXPECT_TRUE(contains(refused({{value, gs::dtype::int32, 4}, {gradient, gs::dtype::int32, 4}}),
+                       "sgd: parameter 3 value is int32; it takes float32, float16 or bfloat16"));
   EXPECT_TRUE(contains(refused({{value, gs::dtype::float32, 4}, {nullptr, gs::dtype::float32, 4}}),
                        "sgd: parameter 3 gradient is a null pointer"));
   EXPECT_TRUE(

@@ -119,7 +119,7 @@ class rng_fill_test : public gs::testing::stream_pool_test {
     rng.uniform({uniform_, gs::dtype::float32, n_uniform}, low, high, *stream_);
     rng.normal({normal_, gs::dtype::float32, n_normal}, mean, stddev, *stream_);
     rng.bernoulli({bernoulli_, gs::dtype::float32, n_bernoulli}, p, *stream_);
-    rng.bernoulli(mask_, n_mask, p, *stream_);
+    rng.bernoulli({mask_, gs::dtype::uint8, n_mask}, p, *stream_);
     rng.end_step(*stream_);
   }
 
@@ -270,7 +270,7 @@ TEST_F(rng_fill_test, refused_arguments_reserve_nothing) {
             }).find("capture_safe_rng::bernoulli: p must lie in [0, 1]"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
-              rng.bernoulli(mask_, 4, -0.5F, *stream_);
+              rng.bernoulli({mask_, gs::dtype::uint8, 4}, -0.5F, *stream_);
             }).find("capture_safe_rng::bernoulli: p must lie in [0, 1]"),
             std::string::npos);
   // Nothing was reserved: the step draws from position 0 still.
@@ -342,7 +342,7 @@ TEST_F(rng_fill_test, another_seed_inside_a_capture_is_refused_and_the_capture_s
     what = gs::testing::message_of([&] { rng.set_seed(13, *stream_); });
     rng.normal({normal_, gs::dtype::float32, n_normal}, mean, stddev, *stream_);
     rng.bernoulli({bernoulli_, gs::dtype::float32, n_bernoulli}, p, *stream_);
-    rng.bernoulli(mask_, n_mask, p, *stream_);
+    rng.bernoulli({mask_, gs::dtype::uint8, n_mask}, p, *stream_);
     rng.end_step(*stream_);
   });
   EXPECT_NE(what.find("seed 13 differs from the seed in use, 12"), std::string::npos) << what;
@@ -523,6 +523,22 @@ TEST_F(rng_fill_test, refused_half_and_bfloat16_arguments_say_why_and_reserve_no
         rng.bernoulli({out, not_a_dtype, 4}, 0.5F, *stream_);
       },
       "capture_safe_rng::bernoulli: out has an unknown dtype (7)");
+  // Integers hold no uniform or normal value; a byte mask (uint8) takes bernoulli draws only.
+  refusal(
+      [&] {
+        rng.uniform({out, gs::dtype::int32, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::uniform: out is int32; it takes float32, float16 or bfloat16");
+  refusal(
+      [&] {
+        rng.normal({out, gs::dtype::uint8, 4}, 0.0F, 1.0F, *stream_);
+      },
+      "capture_safe_rng::normal: out is uint8; it takes float32, float16 or bfloat16");
+  refusal(
+      [&] {
+        rng.bernoulli({out, gs::dtype::int32, 4}, 0.5F, *stream_);
+      },
+      "capture_safe_rng::bernoulli: out is int32; it takes float32, float16 or bfloat16");
   refusal(
       [&] {
         rng.uniform({odd, bf16, 4}, 0.0F, 1.0F, *stream_);

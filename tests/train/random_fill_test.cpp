@@ -301,15 +301,20 @@ TEST(random_fill, bad_fill_outputs_are_usage_errors) {
        {graphstep::dtype::float32, graphstep::dtype::float16, graphstep::dtype::bfloat16}) {
     EXPECT_NO_THROW(gr::detail::check_fill_output("uniform", buffer, type));
   }
+  EXPECT_NO_THROW(gr::detail::check_fill_output("bernoulli", buffer, graphstep::dtype::uint8));
+  EXPECT_NE(message_of([&] {
+              gr::detail::check_fill_output("uniform", buffer, graphstep::dtype::uint8);
+            }).find("capture_safe_rng::uniform: out is uint8; it takes float32"),
+            std::string::npos);
   EXPECT_NE(message_of([] {
               gr::detail::check_fill_output("normal", nullptr, graphstep::dtype::float16);
             }).find("capture_safe_rng::normal: out is a null pointer"),
             std::string::npos);
   std::string const what = message_of([&] {
-    gr::detail::check_fill_output("bernoulli", buffer, static_cast<graphstep::dtype>(3));
+    gr::detail::check_fill_output("bernoulli", buffer, static_cast<graphstep::dtype>(9));
   });
-  EXPECT_NE(what.find("capture_safe_rng::bernoulli: out has an unknown dtype (3); use float32, "
-                      "float16 or bfloat16"),
+  EXPECT_NE(what.find("capture_safe_rng::bernoulli: out has an unknown dtype (9); use float32, "
+                      "float16, bfloat16, int32 or uint8"),
             std::string::npos)
       << what;
   EXPECT_NE(

@@ -74,9 +74,9 @@ class capture_safe_rng {
   /// rounded to nearest even, except that one rounding to `high` is given as `low` (PyTorch's
   /// rule; see `rounded_uniform` in train/random_fill.hpp), so values lie in [low, high) with
   /// both bounds rounded to that type.
-  /// @throws usage_error (a null `out`, no dtype, `out` not aligned to an element; bounds not
-  /// finite, low > high, high − low overflowing, or a bound beyond the largest finite value of
-  /// the type), cuda_error
+  /// @throws usage_error (a null `out`, no dtype or an integer one, `out` not aligned to an
+  /// element; bounds not finite, low > high, high − low overflowing, or a bound beyond the
+  /// largest finite value of the type), cuda_error
   void uniform(device_span out, float low, float high, cuda::stream_view stream);
   /// @brief Normal values of mean `mean` and standard deviation `stddev` (all `mean` when
   /// stddev == 0), like `normal_(mean, std)`; fp16 and bf16 values are the float32 fill's
@@ -85,12 +85,11 @@ class capture_safe_rng {
   /// finite), cuda_error
   void normal(device_span out, float mean, float stddev, cuda::stream_view stream);
   /// @brief 1 with probability p, else 0 (p = 0: all 0, p = 1: all 1), like `bernoulli_`:
-  /// exactly 1 and 0 in every type, from the float32 fill's draws. As `uniform` otherwise.
-  /// @throws usage_error (as `uniform` for `out`; p outside [0, 1]), cuda_error
+  /// exactly 1 and 0 in every type, from the float32 fill's draws; `out` may also be a byte
+  /// mask (`uint8`), of the same draws. As `uniform` otherwise.
+  /// @throws usage_error (as `uniform` for `out`, a uint8 `out` allowed; p outside [0, 1]),
+  /// cuda_error
   void bernoulli(device_span out, float p, cuda::stream_view stream);
-  /// @brief As above, n bytes 1 and 0 at `out` (a dropout mask): the same draws.
-  /// @throws usage_error (null `out`, p outside [0, 1]), cuda_error
-  void bernoulli(std::uint8_t* out, std::size_t n, float p, cuda::stream_view stream);
 
   /// @brief Starts the generator over with `seed` and offset 0, as a newly constructed one
   /// (`torch.cuda.manual_seed`).
@@ -125,16 +124,17 @@ class capture_safe_rng {
   std::uint64_t step_reserved_{};
 };
 
-/// @brief y = x · keep / (1 − p), keep ~ Bernoulli(1 − p), mask[i] = keep (one byte each, as
-/// many as x has elements), over fp32 spans of one count; `y` may be `x`. Draws
+/// @brief y = x · keep / (1 − p), keep ~ Bernoulli(1 − p), mask[i] = keep, over float32 spans
+/// of one count and a uint8 mask of as many elements; `y` may be `x`. Draws
 /// `dropout_counters(x.count())` counters' worth of bits from `rng`.
-/// @throws usage_error (p outside [0, 1), a null mask or generator state, a span with elements
-/// and a null pointer or misaligned, not float32, or y and x of different counts), cuda_error
-void dropout_forward(device_span y, std::uint8_t* mask, device_span x, float p, philox_args rng,
+/// @throws usage_error (p outside [0, 1), a null generator state, a span with elements and a
+/// null pointer or misaligned, data not float32 or a mask not uint8, counts that differ),
+/// cuda_error
+void dropout_forward(device_span y, device_span mask, device_span x, float p, philox_args rng,
                      cuda::stream_view stream);
-/// @brief dx = dy · mask / (1 − p), over fp32 spans of one count and as many mask bytes.
+/// @brief dx = dy · mask / (1 − p), over float32 spans of one count and the forward's mask.
 /// @throws as dropout_forward
-void dropout_backward(device_span dx, std::uint8_t const* mask, device_span dy, float p,
+void dropout_backward(device_span dx, device_span mask, device_span dy, float p,
                       cuda::stream_view stream);
 
 /// @brief Counters a dropout of n elements reserves.

@@ -39,11 +39,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/detail/host_device.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/detail/host_device.hpp>
 #include <graphstep/train/philox.hpp>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace graphstep::train {
@@ -147,12 +148,15 @@ struct rounded_transform {
 
 namespace detail {
 
-/// @brief Refuses a null `out`, a `type` that is no `dtype` value, and an `out` not aligned to
-/// an element of `type`; `fill` names the fill in the message.
+/// @brief Refuses a null `out`, a `type` that is no `dtype` value or not a floating type (a
+/// `bernoulli` fill may also write a byte mask, `uint8`), and an `out` not aligned to an element
+/// of `type`; `fill` names the fill in the message.
 /// @throws usage_error
 inline void check_fill_output(char const* fill, void const* out, dtype type) {
-  ::graphstep::detail::expect_typed_buffer(std::string{"capture_safe_rng::"} + fill + ": out", out,
-                                           type);
+  std::string const which = std::string{"capture_safe_rng::"} + fill + ": out";
+  ::graphstep::detail::expect_typed_buffer(which, out, type);
+  bool const mask = type == dtype::uint8 && std::string_view{fill} == "bernoulli";
+  if (!mask) ::graphstep::detail::expect_floating(which, type);
 }
 
 /// @brief Refuses bounds that are not finite, low > high, or a width high − low that overflows.
