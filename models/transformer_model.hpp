@@ -314,9 +314,19 @@ class transformer {
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
-  // A [rows, C] bf16 activation as the element-wise ops take it.
+  // A [rows, C] bf16 activation as the ops take it.
   [[nodiscard]] gs::device_span activation(std::uint16_t* data) const {
     return {data, bf16, tokens_per_step() * static_cast<std::size_t>(c_.channels)};
+  }
+  // A per-row fp32 statistic of layer norm.
+  [[nodiscard]] gs::device_span statistic(float* data) const {
+    return {data, gs::dtype::float32, tokens_per_step()};
+  }
+  [[nodiscard]] gs::device_span value_span(tensor const& t) const {
+    return {value(t), bf16, t.count};
+  }
+  [[nodiscard]] gs::device_span grad_span(tensor const& t) const {
+    return {grad(t), bf16, t.count};
   }
 
   // Weights as GPT-2 initializes them (normal, σ = 0.02; biases zero; norms one and zero); the
@@ -491,9 +501,9 @@ class transformer {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       auto& a = layers_[l];
       auto const& p = layer_parameters_[l];
-      go::launch_layer_norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual_[l],
-                                    value(p.ln1_weight), value(p.ln1_bias), m, C,
-                                    layer_norm_epsilon, bf16, stream_);
+      go::launch_layer_norm_forward(activation(a.ln1), statistic(a.ln1_mean), statistic(a.ln1_rstd),
+                                    activation(residual_[l]), value_span(p.ln1_weight),
+                                    value_span(p.ln1_bias), m, C, layer_norm_epsilon, stream_);
       a.qkv_gemm->run(stream_);
       if (a.attention_plan) {
         a.attention_plan->forward(attention_workspace_, attention_workspace_bytes_, stream_);
@@ -504,16 +514,17 @@ class transformer {
       a.proj->run(stream_);
       go::launch_add(activation(a.residual_mid), activation(residual_[l]), activation(projection_),
                      stream_);
-      go::launch_layer_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual_mid,
-                                    value(p.ln2_weight), value(p.ln2_bias), m, C,
-                                    layer_norm_epsilon, bf16, stream_);
+      go::launch_layer_norm_forward(activation(a.ln2), statistic(a.ln2_mean), statistic(a.ln2_rstd),
+                                    activation(a.residual_mid), value_span(p.ln2_weight),
+                                    value_span(p.ln2_bias), m, C, layer_norm_epsilon, stream_);
       a.fc1->run(stream_);
       a.fc2->run(stream_);
       go::launch_add(activation(residual_[l + 1]), activation(a.residual_mid),
                      activation(projection_), stream_);
     }
-    go::launch_layer_norm_forward(lnf_, lnf_mean_, lnf_rstd_, residual_.back(), value(lnf_weight_),
-                                  value(lnf_bias_), m, C, layer_norm_epsilon, bf16, stream_);
+    go::launch_layer_norm_forward(activation(lnf_), statistic(lnf_mean_), statistic(lnf_rstd_),
+                                  activation(residual_.back()), value_span(lnf_weight_),
+                                  value_span(lnf_bias_), m, C, layer_norm_epsilon, stream_);
     logits_gemm_->run(stream_);
     // The loss and its gradient, written over the logits.
     go::launch_cross_entropy_forward_backward(
@@ -521,12 +532,12 @@ class transformer {
         cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
   }
 
-  void layer_norm_backward(void* d_input, tensor const& weight, tensor const& bias,
-                           void const* input, float const* mean, float const* rstd,
-                           bool accumulate) {
-    go::launch_layer_norm_backward(d_input, grad(weight), grad(bias), d_normed_, input,
-                                   value(weight), mean, rstd, rows(), c_.channels, accumulate, bf16,
-                                   layer_norm_workspace_, layer_norm_workspace_bytes_, stream_);
+  void layer_norm_backward(std::uint16_t* d_input, tensor const& weight, tensor const& bias,
+                           std::uint16_t* input, float* mean, float* rstd, bool accumulate) {
+    go::launch_layer_norm_backward(
+        activation(d_input), grad_span(weight), grad_span(bias), activation(d_normed_),
+        activation(input), value_span(weight), statistic(mean), statistic(rstd), rows(),
+        c_.channels, accumulate, layer_norm_workspace_, layer_norm_workspace_bytes_, stream_);
   }
 
   void backward() {

@@ -72,5 +72,16 @@ void expect_valid_span(std::string_view call, std::string_view operand, device_s
   static_cast<void>(span.bytes());
 }
 
+void expect_operand(std::string_view call, std::string_view operand, device_span const& span,
+                    dtype type, std::size_t needed) {
+  expect_valid_span(call, operand, span, empty_span::refused);
+  if (span.type() == type && span.count() >= needed) return;
+  std::string which{call};
+  which.append(": ").append(operand).append(" is ").append(describe(span));
+  GRAPHSTEP_EXPECTS(span.type() == type, which + "; it must hold " + name(type));
+  GRAPHSTEP_EXPECTS(span.count() >= needed,
+                    which + ", but the sizes need " + std::to_string(needed) + " elements");
+}
+
 }  // namespace detail
 }  // namespace graphstep

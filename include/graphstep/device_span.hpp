@@ -81,5 +81,12 @@ enum class empty_span { allowed, refused };
 void expect_valid_span(std::string_view call, std::string_view operand, device_span const& span,
                        empty_span empty = empty_span::allowed);
 
+/// @brief Refuses an operand of an op whose shape says how many elements it reads or writes:
+/// as `expect_valid_span` (an empty span refused), and when its type is not `type` or it holds
+/// fewer than `needed` elements. Builds no message when it passes.
+/// @throws usage_error
+void expect_operand(std::string_view call, std::string_view operand, device_span const& span,
+                    dtype type, std::size_t needed);
+
 }  // namespace detail
 }  // namespace graphstep

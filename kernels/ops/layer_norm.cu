@@ -552,36 +552,49 @@ void expect_sizes(char const* what, std::int64_t m, std::int64_t n) {
                     std::string{what} + ": M=" + std::to_string(m) + " is too many rows");
 }
 
-void expect_buffer(char const* what, char const* name, void const* data, dtype type) {
-  graphstep::detail::expect_typed_buffer(std::string{what} + ": " + name, data, type);
+// The type of an op's operands: that of `x`, which must be a floating one.
+dtype operand_type(char const* what, device_span const& x) {
+  graphstep::detail::expect_valid_span(what, "x", x, graphstep::detail::empty_span::refused);
+  graphstep::detail::expect_floating(std::string{what} + ": x", x.type());
+  return x.type();
 }
+
+using graphstep::detail::expect_operand;
 
 }  // namespace
 
-void launch_layer_norm_forward(void* y, float* mean, float* rstd, void const* x, void const* gamma,
-                               void const* beta, std::int64_t m, std::int64_t n, float epsilon,
-                               dtype type, cuda::stream_view stream) {
-  graphstep::detail::expect_floating("layer_norm_forward: type", type);
+void launch_layer_norm_forward(device_span y, device_span mean, device_span rstd, device_span x,
+                               device_span gamma, device_span beta, std::int64_t m, std::int64_t n,
+                               float epsilon, cuda::stream_view stream) {
   char const* const what = "layer_norm_forward";
-  expect_buffer(what, "y", y, type);
-  expect_buffer(what, "x", x, type);
-  expect_buffer(what, "gamma", gamma, type);
-  expect_buffer(what, "beta", beta, type);
-  expect_buffer(what, "mean", mean, dtype::float32);
-  expect_buffer(what, "rstd", rstd, dtype::float32);
+  dtype const type = operand_type(what, x);
   expect_sizes(what, m, n);
+  std::size_t const rows = static_cast<std::size_t>(m);
+  std::size_t const matrix = element_count({m, n});
+  expect_operand(what, "y", y, type, matrix);
+  expect_operand(what, "x", x, type, matrix);
+  expect_operand(what, "gamma", gamma, type, static_cast<std::size_t>(n));
+  expect_operand(what, "beta", beta, type, static_cast<std::size_t>(n));
+  expect_operand(what, "mean", mean, dtype::float32, rows);
+  expect_operand(what, "rstd", rstd, dtype::float32, rows);
   GRAPHSTEP_EXPECTS(epsilon > 0.0F, "layer_norm_forward: epsilon must be positive (got " +
                                         std::to_string(epsilon) + "); torch's default is 1e-5");
-  GRAPHSTEP_EXPECTS(y != x, "layer_norm_forward: y may not alias x; write to another buffer");
+  GRAPHSTEP_EXPECTS(y.data() != x.data(),
+                    "layer_norm_forward: y may not alias x; write to another buffer");
+  auto* const mean_out = static_cast<float*>(mean.data());
+  auto* const rstd_out = static_cast<float*>(rstd.data());
   switch (type) {
     case dtype::float32:
-      forward<float>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
+      forward<float>(y.data(), mean_out, rstd_out, x.data(), gamma.data(), beta.data(), m, n,
+                     epsilon, stream);
       break;
     case dtype::float16:
-      forward<__half>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
+      forward<__half>(y.data(), mean_out, rstd_out, x.data(), gamma.data(), beta.data(), m, n,
+                      epsilon, stream);
       break;
     case dtype::bfloat16:
-      forward<__nv_bfloat16>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
+      forward<__nv_bfloat16>(y.data(), mean_out, rstd_out, x.data(), gamma.data(), beta.data(), m,
+                             n, epsilon, stream);
       break;
     case dtype::int32:
     case dtype::uint8: graphstep::detail::refuse_integer(what, type);
@@ -589,23 +602,26 @@ void launch_layer_norm_forward(void* y, float* mean, float* rstd, void const* x,
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_layer_norm_backward(void* dx, void* dgamma, void* dbeta, void const* dy, void const* x,
-                                void const* gamma, float const* mean, float const* rstd,
-                                std::int64_t m, std::int64_t n, bool accumulate_dx, dtype type,
-                                void* workspace, std::size_t workspace_bytes,
+void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span dbeta,
+                                device_span dy, device_span x, device_span gamma, device_span mean,
+                                device_span rstd, std::int64_t m, std::int64_t n,
+                                bool accumulate_dx, void* workspace, std::size_t workspace_bytes,
                                 cuda::stream_view stream) {
-  graphstep::detail::expect_floating("layer_norm_backward: type", type);
   char const* const what = "layer_norm_backward";
-  expect_buffer(what, "dx", dx, type);
-  expect_buffer(what, "dgamma", dgamma, type);
-  expect_buffer(what, "dbeta", dbeta, type);
-  expect_buffer(what, "dy", dy, type);
-  expect_buffer(what, "x", x, type);
-  expect_buffer(what, "gamma", gamma, type);
-  expect_buffer(what, "mean", mean, dtype::float32);
-  expect_buffer(what, "rstd", rstd, dtype::float32);
+  dtype const type = operand_type(what, x);
   expect_sizes(what, m, n);
-  GRAPHSTEP_EXPECTS(dx != dy && dx != x,
+  std::size_t const rows = static_cast<std::size_t>(m);
+  std::size_t const columns = static_cast<std::size_t>(n);
+  std::size_t const matrix = element_count({m, n});
+  expect_operand(what, "dx", dx, type, matrix);
+  expect_operand(what, "dgamma", dgamma, type, columns);
+  expect_operand(what, "dbeta", dbeta, type, columns);
+  expect_operand(what, "dy", dy, type, matrix);
+  expect_operand(what, "x", x, type, matrix);
+  expect_operand(what, "gamma", gamma, type, columns);
+  expect_operand(what, "mean", mean, dtype::float32, rows);
+  expect_operand(what, "rstd", rstd, dtype::float32, rows);
+  GRAPHSTEP_EXPECTS(dx.data() != dy.data() && dx.data() != x.data(),
                     "layer_norm_backward: dx may not alias dy or x; write to another buffer");
   GRAPHSTEP_EXPECTS(workspace != nullptr,
                     "layer_norm_backward: the workspace is required (a pointer is null); size it "
@@ -622,9 +638,18 @@ void launch_layer_norm_backward(void* dx, void* dgamma, void* dbeta, void const*
                                                    ", N=" + std::to_string(n) +
                                                    "); size it with "
                                                    "layer_norm_backward_workspace_size");
-  backward_arguments const a{dx,     dgamma, dbeta,         dy,
-                             x,      gamma,  mean,          rstd,
-                             m,      n,      accumulate_dx, static_cast<float*>(workspace),
+  backward_arguments const a{dx.data(),
+                             dgamma.data(),
+                             dbeta.data(),
+                             dy.data(),
+                             x.data(),
+                             gamma.data(),
+                             static_cast<float const*>(mean.data()),
+                             static_cast<float const*>(rstd.data()),
+                             m,
+                             n,
+                             accumulate_dx,
+                             static_cast<float*>(workspace),
                              slicing};
   switch (type) {
     case dtype::float32: backward<float>(a, stream); break;

@@ -93,17 +93,17 @@ struct layer_norm_problem {
   [[nodiscard]] std::int64_t n() const { return static_cast<std::int64_t>(size.n); }
 
   void forward(gs::cuda::stream_view stream) const {
-    go::launch_layer_norm_forward(y.get(), mean.floats(), rstd.floats(), x.get(), gamma.get(),
-                                  beta.get(), m(), n(), epsilon, type, stream);
+    go::launch_layer_norm_forward(y.span(), mean.span(), rstd.span(), x.span(), gamma.span(),
+                                  beta.span(), m(), n(), epsilon, stream);
   }
   void backward(bool accumulate, gs::cuda::stream_view stream) const {
     backward_with(workspace.get(), workspace_bytes, accumulate, stream);
   }
   void backward_with(void* space, std::size_t bytes, bool accumulate,
                      gs::cuda::stream_view stream) const {
-    go::launch_layer_norm_backward(dx.get(), dgamma.get(), dbeta.get(), dy.get(), x.get(),
-                                   gamma.get(), mean.floats(), rstd.floats(), m(), n(), accumulate,
-                                   type, space, bytes, stream);
+    go::launch_layer_norm_backward(dx.span(), dgamma.span(), dbeta.span(), dy.span(), x.span(),
+                                   gamma.span(), mean.span(), rstd.span(), m(), n(), accumulate,
+                                   space, bytes, stream);
   }
 
   gs::dtype type;
@@ -171,10 +171,9 @@ TEST_F(layer_norm_gpu_fp32, forward_keeps_the_variance_of_rows_far_from_zero) {
     auto const hx = x.upload(values);
     auto const hgamma = gamma.upload(std::vector<double>(s.n, 1.0));
     auto const hbeta = beta.upload(std::vector<double>(s.n, 0.0));
-    go::launch_layer_norm_forward(y.get(), mean.floats(), rstd.floats(), x.get(), gamma.get(),
-                                  beta.get(), static_cast<std::int64_t>(s.m),
-                                  static_cast<std::int64_t>(s.n), epsilon, gs::dtype::float32,
-                                  stream_->view());
+    go::launch_layer_norm_forward(y.span(), mean.span(), rstd.span(), x.span(), gamma.span(),
+                                  beta.span(), static_cast<std::int64_t>(s.m),
+                                  static_cast<std::int64_t>(s.n), epsilon, stream_->view());
     stream_->synchronize();
     auto const want = ref::layer_norm(hx, hgamma, hbeta, s.m, s.n, epsilon);
     EXPECT_LT(error_of(y.download(), want.y), 1e-3) << what;

@@ -33,45 +33,62 @@ void* fake(std::uintptr_t slot, std::uintptr_t offset = 0) {
   return reinterpret_cast<void*>(0x100000 + slot * 0x1000 +
                                  offset);  // NOLINT(performance-no-int-to-ptr)
 }
-float* fake_floats(std::uintptr_t slot, std::uintptr_t offset = 0) {
-  return static_cast<float*>(fake(slot, offset));
-}
 
 gs::cuda::stream_view const stream{cudaStreamPerThread};
 
-// The forward's arguments, valid until a test changes one.
+// `span` moved to `address`: the same type and count somewhere else.
+gs::device_span at(void* address, gs::device_span span) {
+  return {address, span.type(), span.count()};
+}
+
+// The forward's arguments, valid until a test changes one: [M, N] data of `type`, fp32
+// statistics.
 struct forward_call {
-  void* y{fake(1)};
-  float* mean{fake_floats(2)};
-  float* rstd{fake_floats(3)};
-  void const* x{fake(4)};
-  void const* gamma{fake(5)};
-  void const* beta{fake(6)};
+  explicit forward_call(gs::dtype type = gs::dtype::bfloat16)
+      : y{fake(1), type, 4 * 768},
+        mean{fake(2), gs::dtype::float32, 4},
+        rstd{fake(3), gs::dtype::float32, 4},
+        x{fake(4), type, 4 * 768},
+        gamma{fake(5), type, 768},
+        beta{fake(6), type, 768} {}
+  gs::device_span y;
+  gs::device_span mean;
+  gs::device_span rstd;
+  gs::device_span x;
+  gs::device_span gamma;
+  gs::device_span beta;
   std::int64_t m{4};
   std::int64_t n{768};
   float epsilon{1e-5F};
-  gs::dtype type{gs::dtype::bfloat16};
   void operator()() const {
-    go::launch_layer_norm_forward(y, mean, rstd, x, gamma, beta, m, n, epsilon, type, stream);
+    go::launch_layer_norm_forward(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
   }
 };
 
 struct backward_call {
-  void* dx{fake(1)};
-  void* dgamma{fake(2)};
-  void* dbeta{fake(3)};
-  void const* dy{fake(4)};
-  void const* x{fake(5)};
-  void const* gamma{fake(6)};
-  float const* mean{fake_floats(7)};
-  float const* rstd{fake_floats(8)};
+  explicit backward_call(gs::dtype type = gs::dtype::bfloat16)
+      : dx{fake(1), type, 4 * 768},
+        dgamma{fake(2), type, 768},
+        dbeta{fake(3), type, 768},
+        dy{fake(4), type, 4 * 768},
+        x{fake(5), type, 4 * 768},
+        gamma{fake(6), type, 768},
+        mean{fake(7), gs::dtype::float32, 4},
+        rstd{fake(8), gs::dtype::float32, 4} {}
+  gs::device_span dx;
+  gs::device_span dgamma;
+  gs::device_span dbeta;
+  gs::device_span dy;
+  gs::device_span x;
+  gs::device_span gamma;
+  gs::device_span mean;
+  gs::device_span rstd;
   std::int64_t m{4};
   std::int64_t n{768};
-  gs::dtype type{gs::dtype::bfloat16};
   void* workspace{fake(9)};
   std::size_t workspace_bytes{1 << 20};
   void operator()() const {
-    go::launch_layer_norm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, m, n, true, type,
+    go::launch_layer_norm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, m, n, true,
                                    workspace, workspace_bytes, stream);
   }
 };
@@ -93,12 +110,12 @@ TEST(layer_norm_forward_arguments, null_pointers_are_named) {
     void (*clear)(forward_call&);
   };
   for (auto const& c :
-       std::vector<pointer_case>{{"y", [](forward_call& f) { f.y = nullptr; }},
-                                 {"mean", [](forward_call& f) { f.mean = nullptr; }},
-                                 {"rstd", [](forward_call& f) { f.rstd = nullptr; }},
-                                 {"x", [](forward_call& f) { f.x = nullptr; }},
-                                 {"gamma", [](forward_call& f) { f.gamma = nullptr; }},
-                                 {"beta", [](forward_call& f) { f.beta = nullptr; }}}) {
+       std::vector<pointer_case>{{"y", [](forward_call& f) { f.y = at(nullptr, f.y); }},
+                                 {"mean", [](forward_call& f) { f.mean = at(nullptr, f.mean); }},
+                                 {"rstd", [](forward_call& f) { f.rstd = at(nullptr, f.rstd); }},
+                                 {"x", [](forward_call& f) { f.x = at(nullptr, f.x); }},
+                                 {"gamma", [](forward_call& f) { f.gamma = at(nullptr, f.gamma); }},
+                                 {"beta", [](forward_call& f) { f.beta = at(nullptr, f.beta); }}}) {
     forward_call f;
     c.clear(f);
     expect_refused(f, {"layer_norm_forward", std::string{c.name} + " is a null pointer"}, c.name);
@@ -107,24 +124,23 @@ TEST(layer_norm_forward_arguments, null_pointers_are_named) {
 
 TEST(layer_norm_forward_arguments, pointers_off_their_element_are_refused) {
   forward_call x_off;
-  x_off.x = fake(4, 1);
+  x_off.x = at(fake(4, 1), x_off.x);
   expect_refused(x_off, {"layer_norm_forward: x", "not aligned", "2 bytes", "bfloat16"}, "x");
-  forward_call gamma_off;
-  gamma_off.type = gs::dtype::float32;
-  gamma_off.gamma = fake(5, 2);
+  forward_call gamma_off{gs::dtype::float32};
+  gamma_off.gamma = at(fake(5, 2), gamma_off.gamma);
   expect_refused(gamma_off, {"gamma", "not aligned", "4 bytes", "float32"}, "gamma");
   forward_call y_off;
-  y_off.y = fake(1, 1);
+  y_off.y = at(fake(1, 1), y_off.y);
   expect_refused(y_off, {"layer_norm_forward: y", "not aligned"}, "y");
   forward_call beta_off;
-  beta_off.beta = fake(6, 1);
+  beta_off.beta = at(fake(6, 1), beta_off.beta);
   expect_refused(beta_off, {"layer_norm_forward: beta", "not aligned"}, "beta");
   // The statistics are fp32 whatever the storage type.
   forward_call mean_off;
-  mean_off.mean = fake_floats(2, 2);
+  mean_off.mean = at(fake(2, 2), mean_off.mean);
   expect_refused(mean_off, {"layer_norm_forward: mean", "not aligned", "4 bytes"}, "mean");
   forward_call rstd_off;
-  rstd_off.rstd = fake_floats(3, 2);
+  rstd_off.rstd = at(fake(3, 2), rstd_off.rstd);
   expect_refused(rstd_off, {"layer_norm_forward: rstd", "not aligned", "4 bytes"}, "rstd");
 }
 
@@ -147,14 +163,34 @@ TEST(layer_norm_forward_arguments, sizes_epsilon_alias_and_type_are_checked) {
     expect_refused(f, {"layer_norm_forward", "epsilon must be positive"}, "epsilon");
   }
   forward_call in_place;
-  in_place.y = const_cast<void*>(in_place.x);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  in_place.y = in_place.x;
   expect_refused(in_place, {"layer_norm_forward", "y may not alias x"}, "alias");
-  forward_call unknown;
-  unknown.type = static_cast<gs::dtype>(7);
+  forward_call const unknown{static_cast<gs::dtype>(7)};
   expect_refused(unknown, {"layer_norm_forward", "unknown dtype"}, "type");
-  forward_call integers;
-  integers.type = gs::dtype::int32;
-  expect_refused(integers, {"layer_norm_forward: type is int32; it takes float32"}, "int32");
+  forward_call const integers{gs::dtype::int32};
+  expect_refused(integers, {"layer_norm_forward: x is int32; it takes float32"}, "int32");
+}
+
+// A span names its type and how many elements it holds: one of another type, or too short for
+// the sizes, is refused before anything is enqueued, naming the operand and what the sizes need.
+TEST(layer_norm_arguments, spans_of_another_type_or_too_few_elements_are_refused) {
+  forward_call short_y;
+  short_y.y = gs::device_span{fake(1), gs::dtype::bfloat16, 4 * 768 - 1};
+  expect_refused(
+      short_y, {"layer_norm_forward: y is 3071 bfloat16", "but the sizes need 3072 elements"}, "y");
+  forward_call short_gamma;
+  short_gamma.gamma = gs::device_span{fake(5), gs::dtype::bfloat16, 767};
+  expect_refused(short_gamma, {"layer_norm_forward: gamma is 767 bfloat16", "need 768"}, "gamma");
+  forward_call half_stats;
+  half_stats.rstd = gs::device_span{fake(3), gs::dtype::bfloat16, 4};
+  expect_refused(half_stats, {"layer_norm_forward: rstd is 4 bfloat16", "it must hold float32"},
+                 "rstd");
+  backward_call short_mean;
+  short_mean.mean = gs::device_span{fake(7), gs::dtype::float32, 3};
+  expect_refused(short_mean, {"layer_norm_backward: mean is 3 float32", "need 4"}, "mean");
+  backward_call mixed;
+  mixed.dy = gs::device_span{fake(4), gs::dtype::float16, 4 * 768};
+  expect_refused(mixed, {"layer_norm_backward: dy is 3072 float16", "it must hold bfloat16"}, "dy");
 }
 
 TEST(layer_norm_backward_arguments, null_pointers_are_named) {
@@ -162,15 +198,15 @@ TEST(layer_norm_backward_arguments, null_pointers_are_named) {
     char const* name;
     void (*clear)(backward_call&);
   };
-  for (auto const& c :
-       std::vector<pointer_case>{{"dx", [](backward_call& b) { b.dx = nullptr; }},
-                                 {"dgamma", [](backward_call& b) { b.dgamma = nullptr; }},
-                                 {"dbeta", [](backward_call& b) { b.dbeta = nullptr; }},
-                                 {"dy", [](backward_call& b) { b.dy = nullptr; }},
-                                 {"x", [](backward_call& b) { b.x = nullptr; }},
-                                 {"gamma", [](backward_call& b) { b.gamma = nullptr; }},
-                                 {"mean", [](backward_call& b) { b.mean = nullptr; }},
-                                 {"rstd", [](backward_call& b) { b.rstd = nullptr; }}}) {
+  for (auto const& c : std::vector<pointer_case>{
+           {"dx", [](backward_call& b) { b.dx = at(nullptr, b.dx); }},
+           {"dgamma", [](backward_call& b) { b.dgamma = at(nullptr, b.dgamma); }},
+           {"dbeta", [](backward_call& b) { b.dbeta = at(nullptr, b.dbeta); }},
+           {"dy", [](backward_call& b) { b.dy = at(nullptr, b.dy); }},
+           {"x", [](backward_call& b) { b.x = at(nullptr, b.x); }},
+           {"gamma", [](backward_call& b) { b.gamma = at(nullptr, b.gamma); }},
+           {"mean", [](backward_call& b) { b.mean = at(nullptr, b.mean); }},
+           {"rstd", [](backward_call& b) { b.rstd = at(nullptr, b.rstd); }}}) {
     backward_call b;
     c.clear(b);
     expect_refused(b, {"layer_norm_backward", std::string{c.name} + " is a null pointer"}, c.name);
@@ -185,17 +221,16 @@ TEST(layer_norm_backward_arguments, null_pointers_are_named) {
 
 TEST(layer_norm_backward_arguments, misaligned_pointers_sizes_and_aliases_are_refused) {
   backward_call dx_off;
-  dx_off.dx = fake(1, 1);
+  dx_off.dx = at(fake(1, 1), dx_off.dx);
   expect_refused(dx_off, {"layer_norm_backward: dx", "not aligned", "2 bytes"}, "dx");
-  backward_call dy_off;
-  dy_off.type = gs::dtype::float32;
-  dy_off.dy = fake(4, 2);
+  backward_call dy_off{gs::dtype::float32};
+  dy_off.dy = at(fake(4, 2), dy_off.dy);
   expect_refused(dy_off, {"layer_norm_backward: dy", "not aligned", "4 bytes"}, "dy");
   backward_call dgamma_off;
-  dgamma_off.dgamma = fake(2, 1);
+  dgamma_off.dgamma = at(fake(2, 1), dgamma_off.dgamma);
   expect_refused(dgamma_off, {"layer_norm_backward: dgamma", "not aligned"}, "dgamma");
   backward_call rstd_off;
-  rstd_off.rstd = fake_floats(8, 1);
+  rstd_off.rstd = at(fake(8, 1), rstd_off.rstd);
   expect_refused(rstd_off, {"layer_norm_backward: rstd", "not aligned"}, "rstd");
   backward_call workspace_off;
   workspace_off.workspace = fake(9, 2);
@@ -208,10 +243,10 @@ TEST(layer_norm_backward_arguments, misaligned_pointers_sizes_and_aliases_are_re
     expect_refused(b, {"layer_norm_backward", "sizes must be positive"}, "sizes");
   }
   backward_call onto_dy;
-  onto_dy.dx = const_cast<void*>(onto_dy.dy);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  onto_dy.dx = onto_dy.dy;
   expect_refused(onto_dy, {"layer_norm_backward", "dx may not alias dy or x"}, "dy alias");
   backward_call onto_x;
-  onto_x.dx = const_cast<void*>(onto_x.x);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  onto_x.dx = onto_x.x;
   expect_refused(onto_x, {"layer_norm_backward", "dx may not alias dy or x"}, "x alias");
 }
 

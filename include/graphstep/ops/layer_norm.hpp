@@ -17,12 +17,14 @@ namespace graphstep::ops {
 
 /// @brief y = (x − mean) · rstd · gamma + beta, row by row, with mean and rstd =
 /// 1/√(var + epsilon) of each row (biased variance, as torch.nn.LayerNorm) saved to `mean[M]`
-/// and `rstd[M]` (fp32) for the backward. `y` may not alias `x`.
-/// @throws usage_error (null pointers, misaligned ones, y equal to x, non-positive sizes,
-/// epsilon ≤ 0 or NaN), cuda_error (launch failure)
-void launch_layer_norm_forward(void* y, float* mean, float* rstd, void const* x, void const* gamma,
-                               void const* beta, std::int64_t m, std::int64_t n, float epsilon,
-                               dtype type, cuda::stream_view stream);
+/// and `rstd[M]` (fp32) for the backward. x and y are [M,N] and gamma and beta [N] of x's type
+/// (fp32, fp16 or bf16); a span may hold more elements than the sizes need. `y` may not alias
+/// `x`.
+/// @throws usage_error (null or misaligned spans, spans of another type or too few elements,
+/// y equal to x, non-positive sizes, epsilon ≤ 0 or NaN), cuda_error (launch failure)
+void launch_layer_norm_forward(device_span y, device_span mean, device_span rstd, device_span x,
+                               device_span gamma, device_span beta, std::int64_t m, std::int64_t n,
+                               float epsilon, cuda::stream_view stream);
 
 /// @brief The gradients of the forward above from dy[M,N]: dx[M,N], dgamma[N], dbeta[N].
 /// With `accumulate_dx` the input gradient is added to what `dx` holds (the residual stream's
@@ -30,12 +32,14 @@ void launch_layer_norm_forward(void* y, float* mean, float* rstd, void const* x,
 /// fp32 partial sums of row slices go to `workspace`, then are added per column in order.
 /// `workspace` is device memory of at least `layer_norm_backward_workspace_size(m, n)` bytes,
 /// 4-byte aligned, that no concurrent work uses.
-/// @throws usage_error (null pointers, misaligned ones, dx equal to dy or x, non-positive
-/// sizes, too little workspace), cuda_error (launch failure)
-void launch_layer_norm_backward(void* dx, void* dgamma, void* dbeta, void const* dy, void const* x,
-                                void const* gamma, float const* mean, float const* rstd,
-                                std::int64_t m, std::int64_t n, bool accumulate_dx, dtype type,
-                                void* workspace, std::size_t workspace_bytes,
+/// dx, dy and x are [M,N] and dgamma, dbeta and gamma [N] of x's type; mean and rstd the
+/// forward's fp32 [M].
+/// @throws usage_error (as the forward; dx equal to dy or x, too little workspace), cuda_error
+/// (launch failure)
+void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span dbeta,
+                                device_span dy, device_span x, device_span gamma, device_span mean,
+                                device_span rstd, std::int64_t m, std::int64_t n,
+                                bool accumulate_dx, void* workspace, std::size_t workspace_bytes,
                                 cuda::stream_view stream);
 
 /// @brief Workspace bytes launch_layer_norm_backward needs for [M,N] on the current device.
