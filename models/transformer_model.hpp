@@ -318,6 +318,10 @@ class transformer {
   [[nodiscard]] gs::device_span activation(std::uint16_t* data) const {
     return {data, bf16, tokens_per_step() * static_cast<std::size_t>(c_.channels)};
   }
+  // One int32 id per row: the tokens and the targets.
+  [[nodiscard]] gs::device_span ids(std::int32_t* data) const {
+    return {data, gs::dtype::int32, tokens_per_step()};
+  }
   // A per-row fp32 statistic of layer norm.
   [[nodiscard]] gs::device_span statistic(float* data) const {
     return {data, gs::dtype::float32, tokens_per_step()};
@@ -495,9 +499,9 @@ class transformer {
   void forward() {
     std::int64_t const m = rows();
     std::int64_t const C = c_.channels;
-    go::launch_embedding_forward(residual_.front(), tokens_, value(token_embedding_),
-                                 value(position_embedding_), {c_.batch, c_.sequence, c_.vocab, C},
-                                 bf16, stream_);
+    go::launch_embedding_forward(activation(residual_.front()), ids(tokens_),
+                                 value_span(token_embedding_), value_span(position_embedding_),
+                                 {c_.batch, c_.sequence, c_.vocab, C}, stream_);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       auto& a = layers_[l];
       auto const& p = layer_parameters_[l];
@@ -527,8 +531,11 @@ class transformer {
                                   value_span(lnf_bias_), m, C, layer_norm_epsilon, stream_);
     logits_gemm_->run(stream_);
     // The loss and its gradient, written over the logits.
+    gs::device_span const logits{
+        logits_, bf16,
+        tokens_per_step() * static_cast<std::size_t>(cross_entropy_shape_.padded_vocab)};
     go::launch_cross_entropy_forward_backward(
-        loss_, logits_, logits_, targets_, cross_entropy_shape_, 1.0F, bf16,
+        {loss_, gs::dtype::float32, 1}, logits, logits, ids(targets_), cross_entropy_shape_, 1.0F,
         cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
   }
 
@@ -571,9 +578,9 @@ class transformer {
       finished(finished_through(p.ln1_bias));
     }
     // The embedding's part of the tied token table is added to the output projection's.
-    go::launch_embedding_backward(grad(token_embedding_), grad(position_embedding_), d_residual_,
-                                  tokens_, {c_.batch, c_.sequence, c_.vocab, c_.channels}, true,
-                                  bf16, stream_);
+    go::launch_embedding_backward(grad_span(token_embedding_), grad_span(position_embedding_),
+                                  activation(d_residual_), ids(tokens_),
+                                  {c_.batch, c_.sequence, c_.vocab, c_.channels}, true, stream_);
   }
 
   void finished(std::size_t bytes) {

@@ -83,5 +83,15 @@ void expect_operand(std::string_view call, std::string_view operand, device_span
                     which + ", but the sizes need " + std::to_string(needed) + " elements");
 }
 
+dtype floating_operand_type(std::string_view call, std::string_view operand,
+                            device_span const& span) {
+  expect_valid_span(call, operand, span, empty_span::refused);
+  if (!is_floating(span.type())) {
+    std::string which{call};
+    expect_floating(which.append(": ").append(operand), span.type());
+  }
+  return span.type();
+}
+
 }  // namespace detail
 }  // namespace graphstep

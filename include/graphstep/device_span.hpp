@@ -88,5 +88,11 @@ void expect_valid_span(std::string_view call, std::string_view operand, device_s
 void expect_operand(std::string_view call, std::string_view operand, device_span const& span,
                     dtype type, std::size_t needed);
 
+/// @brief The type of an op's floating operands, read from the one that `operand` names: refused
+/// as `expect_valid_span` (an empty span refused) and when it is not a floating type.
+/// @throws usage_error
+[[nodiscard]] dtype floating_operand_type(std::string_view call, std::string_view operand,
+                                          device_span const& span);
+
 }  // namespace detail
 }  // namespace graphstep

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
 #include <string>
@@ -210,51 +211,54 @@ void check_shape(cross_entropy_shape const& s, std::string const& what) {
 
 }  // namespace
 
-void launch_cross_entropy_forward_backward(float* loss, void* dlogits, void const* logits,
-                                           std::int32_t const* targets,
+void launch_cross_entropy_forward_backward(device_span loss, device_span dlogits,
+                                           device_span logits, device_span targets,
                                            cross_entropy_shape const& shape, float gradient_scale,
-                                           dtype type, void* workspace, std::size_t workspace_bytes,
+                                           void* workspace, std::size_t workspace_bytes,
                                            cuda::stream_view stream) {
-  graphstep::detail::expect_floating("cross_entropy_forward_backward: type", type);
-  std::string const what = "cross_entropy";
-  GRAPHSTEP_EXPECTS(loss != nullptr, what + ": loss is a null pointer");
-  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(loss) % alignof(float) == 0,
-                    what + ": loss is not aligned to the 4 bytes of a float");
-  graphstep::detail::expect_typed_buffer(what + ": dlogits", dlogits, type);
-  graphstep::detail::expect_typed_buffer(what + ": logits", logits, type);
-  GRAPHSTEP_EXPECTS(targets != nullptr, what + ": targets is a null pointer");
-  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(targets) % alignof(std::int32_t) == 0,
-                    what + ": targets is not aligned to the 4 bytes of an int32 id");
+  char const* const what = "cross_entropy";
+  dtype const type = graphstep::detail::floating_operand_type(what, "logits", logits);
   check_shape(shape, what);
+  auto const rows = static_cast<std::size_t>(shape.rows);
+  std::size_t const matrix = rows * static_cast<std::size_t>(shape.padded_vocab);
+  using graphstep::detail::expect_operand;
+  expect_operand(what, "loss", loss, dtype::float32, 1);
+  expect_operand(what, "dlogits", dlogits, type, matrix);
+  expect_operand(what, "logits", logits, type, matrix);
+  expect_operand(what, "targets", targets, dtype::int32, rows);
   // In place or apart: a partial overlap would let one row's writes reach another's reads.
-  auto const bytes = static_cast<std::uintptr_t>(shape.rows) *
-                     static_cast<std::uintptr_t>(shape.padded_vocab) * size_in_bytes(type);
-  auto const in = reinterpret_cast<std::uintptr_t>(logits);
-  auto const out = reinterpret_cast<std::uintptr_t>(dlogits);
+  auto const bytes = static_cast<std::uintptr_t>(matrix * size_in_bytes(type));
+  auto const in = reinterpret_cast<std::uintptr_t>(logits.data());
+  auto const out = reinterpret_cast<std::uintptr_t>(dlogits.data());
   GRAPHSTEP_EXPECTS(in == out || in + bytes <= out || out + bytes <= in,
-                    what + ": dlogits overlaps logits without being logits; pass the same " +
-                        "pointer for in place, or separate buffers");
-  GRAPHSTEP_EXPECTS(workspace != nullptr, what + ": workspace is a null pointer");
-  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) == 0,
-                    what + ": workspace is not 4-byte aligned (take it from the pool)");
+                    std::string{what} + ": dlogits overlaps logits without being logits; pass " +
+                        "the same span for in place, or separate buffers");
+  GRAPHSTEP_EXPECTS(workspace != nullptr, std::string{what} + ": workspace is a null pointer");
+  GRAPHSTEP_EXPECTS(
+      reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) == 0,
+      std::string{what} + ": workspace is not 4-byte aligned (take it from the pool)");
   std::size_t const needed = cross_entropy_workspace_size(shape);
   GRAPHSTEP_EXPECTS(workspace_bytes >= needed,
-                    what + ": the workspace has " + std::to_string(workspace_bytes) +
+                    std::string{what} + ": the workspace has " + std::to_string(workspace_bytes) +
                         " bytes, too little for " + std::to_string(shape.rows) +
                         " rows; give at least cross_entropy_workspace_size() = " +
                         std::to_string(needed) + " bytes");
   float const factor = gradient_scale / static_cast<float>(shape.rows);
   auto* const row_loss = static_cast<float*>(workspace);
+  auto* const mean_loss = static_cast<float*>(loss.data());
+  auto const* const ids = static_cast<std::int32_t const*>(targets.data());
   switch (type) {
     case dtype::float32:
-      forward_backward<float>(loss, dlogits, logits, targets, shape, factor, row_loss, stream);
+      forward_backward<float>(mean_loss, dlogits.data(), logits.data(), ids, shape, factor,
+                              row_loss, stream);
       break;
     case dtype::float16:
-      forward_backward<__half>(loss, dlogits, logits, targets, shape, factor, row_loss, stream);
+      forward_backward<__half>(mean_loss, dlogits.data(), logits.data(), ids, shape, factor,
+                               row_loss, stream);
       break;
     case dtype::bfloat16:
-      forward_backward<__nv_bfloat16>(loss, dlogits, logits, targets, shape, factor, row_loss,
-                                      stream);
+      forward_backward<__nv_bfloat16>(mean_loss, dlogits.data(), logits.data(), ids, shape, factor,
+                                      row_loss, stream);
       break;
     case dtype::int32:
     case dtype::uint8: graphstep::detail::refuse_integer(what, type);

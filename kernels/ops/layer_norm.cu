@@ -552,13 +552,6 @@ void expect_sizes(char const* what, std::int64_t m, std::int64_t n) {
                     std::string{what} + ": M=" + std::to_string(m) + " is too many rows");
 }
 
-// The type of an op's operands: that of `x`, which must be a floating one.
-dtype operand_type(char const* what, device_span const& x) {
-  graphstep::detail::expect_valid_span(what, "x", x, graphstep::detail::empty_span::refused);
-  graphstep::detail::expect_floating(std::string{what} + ": x", x.type());
-  return x.type();
-}
-
 using graphstep::detail::expect_operand;
 
 }  // namespace
@@ -567,7 +560,7 @@ void launch_layer_norm_forward(device_span y, device_span mean, device_span rstd
                                device_span gamma, device_span beta, std::int64_t m, std::int64_t n,
                                float epsilon, cuda::stream_view stream) {
   char const* const what = "layer_norm_forward";
-  dtype const type = operand_type(what, x);
+  dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
   expect_sizes(what, m, n);
   std::size_t const rows = static_cast<std::size_t>(m);
   std::size_t const matrix = element_count({m, n});
@@ -608,7 +601,7 @@ void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span 
                                 bool accumulate_dx, void* workspace, std::size_t workspace_bytes,
                                 cuda::stream_view stream) {
   char const* const what = "layer_norm_backward";
-  dtype const type = operand_type(what, x);
+  dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
   expect_sizes(what, m, n);
   std::size_t const rows = static_cast<std::size_t>(m);
   std::size_t const columns = static_cast<std::size_t>(n);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/device_span.hpp>
@@ -18,6 +19,7 @@
 #include <graphstep/ops/reference.hpp>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "common/gpu_test.hpp"
@@ -153,6 +155,11 @@ class device_array {
 
   [[nodiscard]] T* get() const { return data_; }
   [[nodiscard]] std::size_t bytes() const { return count_ * sizeof(T); }
+  [[nodiscard]] device_span span() const {
+    static_assert(std::is_same_v<T, std::int32_t> || std::is_same_v<T, float>,
+                  "a span of int32 ids or float32 values");
+    return {data_, std::is_same_v<T, float> ? dtype::float32 : dtype::int32, count_};
+  }
 
   /// All bits set (NaN for floats), waited for as in device_values::poison.
   void poison() const {

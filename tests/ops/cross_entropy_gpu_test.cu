@@ -131,8 +131,8 @@ TEST_F(cross_entropy_gpu, loss_and_gradient_match_the_reference) {
         std::size_t const workspace_bytes = go::cross_entropy_workspace_size(p.shape());
         device_array<float> workspace{workspace_bytes / sizeof(float)};
         auto const h_logits = logits.upload(random_logits(p, rng));
-        go::launch_cross_entropy_forward_backward(loss.get(), dlogits.get(), logits.get(),
-                                                  d_targets.get(), p.shape(), scale, type,
+        go::launch_cross_entropy_forward_backward(loss.span(), dlogits.span(), logits.span(),
+                                                  d_targets.span(), p.shape(), scale,
                                                   workspace.get(), workspace_bytes, *stream_);
         sync();
         auto const want = ref::cross_entropy(h_logits, targets, static_cast<std::size_t>(p.rows),
@@ -164,12 +164,12 @@ TEST_F(cross_entropy_gpu, in_place_gives_the_same_bytes_as_apart) {
       std::size_t const workspace_bytes = go::cross_entropy_workspace_size(p.shape());
       device_array<float> workspace{workspace_bytes / sizeof(float)};
       auto const h_logits = logits.upload(random_logits(p, rng));
-      go::launch_cross_entropy_forward_backward(loss_apart.get(), apart.get(), logits.get(),
-                                                d_targets.get(), p.shape(), 1.0F, type,
-                                                workspace.get(), workspace_bytes, *stream_);
-      go::launch_cross_entropy_forward_backward(loss_in_place.get(), logits.get(), logits.get(),
-                                                d_targets.get(), p.shape(), 1.0F, type,
-                                                workspace.get(), workspace_bytes, *stream_);
+      go::launch_cross_entropy_forward_backward(loss_apart.span(), apart.span(), logits.span(),
+                                                d_targets.span(), p.shape(), 1.0F, workspace.get(),
+                                                workspace_bytes, *stream_);
+      go::launch_cross_entropy_forward_backward(loss_in_place.span(), logits.span(), logits.span(),
+                                                d_targets.span(), p.shape(), 1.0F, workspace.get(),
+                                                workspace_bytes, *stream_);
       sync();
       EXPECT_EQ(logits.raw(), apart.raw()) << what;
       EXPECT_EQ(loss_in_place.download(), loss_apart.download()) << what;
@@ -193,9 +193,9 @@ TEST_F(cross_entropy_gpu, a_target_outside_the_vocabulary_makes_the_loss_and_its
       std::size_t const workspace_bytes = go::cross_entropy_workspace_size(p.shape());
       device_array<float> workspace{workspace_bytes / sizeof(float)};
       auto const h_logits = logits.upload(random_logits(p, rng));
-      go::launch_cross_entropy_forward_backward(loss.get(), dlogits.get(), logits.get(),
-                                                d_targets.get(), p.shape(), 1.0F, type,
-                                                workspace.get(), workspace_bytes, *stream_);
+      go::launch_cross_entropy_forward_backward(loss.span(), dlogits.span(), logits.span(),
+                                                d_targets.span(), p.shape(), 1.0F, workspace.get(),
+                                                workspace_bytes, *stream_);
       sync();
       EXPECT_TRUE(std::isnan(loss.download()[0])) << what;
       auto const got = dlogits.download();
@@ -226,9 +226,9 @@ TEST_F(cross_entropy_gpu, same_bytes_on_every_run_and_from_a_captured_graph) {
     device_array<float> workspace{workspace_bytes / sizeof(float)};
     auto const h_logits = random_logits(p, rng);
     auto const step = [&] {
-      go::launch_cross_entropy_forward_backward(loss.get(), logits.get(), logits.get(),
-                                                d_targets.get(), p.shape(), 1.0F, type,
-                                                workspace.get(), workspace_bytes, *stream_);
+      go::launch_cross_entropy_forward_backward(loss.span(), logits.span(), logits.span(),
+                                                d_targets.span(), p.shape(), 1.0F, workspace.get(),
+                                                workspace_bytes, *stream_);
     };
     auto const run = [&](auto&& launch) {
       logits.upload(h_logits);

@@ -45,6 +45,10 @@ struct call {
   void* workspace{};
   std::size_t workspace_bytes{};
   gs::dtype type{gs::dtype::bfloat16};
+  // Elements of each span: what the good shape needs.
+  std::size_t logit_count{3 * 8};
+  std::size_t target_count{3};
+  gs::dtype target_type{gs::dtype::int32};
 };
 
 call good_call(fake_buffers& b) {
@@ -59,9 +63,13 @@ call good_call(fake_buffers& b) {
 
 std::string error_of(call const& c) {
   return message_of([&] {
-    go::launch_cross_entropy_forward_backward(c.loss, c.dlogits, c.logits, c.targets, c.shape, 1.0F,
-                                              c.type, c.workspace, c.workspace_bytes,
-                                              cudaStreamPerThread);
+    // NOLINTBEGIN(cppcoreguidelines-pro-type-const-cast): spans do not make memory const
+    go::launch_cross_entropy_forward_backward(
+        {c.loss, gs::dtype::float32, 1}, {c.dlogits, c.type, c.logit_count},
+        {const_cast<void*>(c.logits), c.type, c.logit_count},
+        {const_cast<std::int32_t*>(c.targets), c.target_type, c.target_count}, c.shape, 1.0F,
+        c.workspace, c.workspace_bytes, cudaStreamPerThread);
+    // NOLINTEND(cppcoreguidelines-pro-type-const-cast)
   });
 }
 
@@ -169,4 +177,28 @@ TEST(cross_entropy_arguments, workspace_size_is_one_float_a_row) {
     static_cast<void>(go::cross_entropy_workspace_size({0, 50257, 50304}));
   });
   EXPECT_TRUE(contains(message, "cross_entropy_workspace_size: sizes must be positive")) << message;
+}
+
+// The spans must hold what {rows=3, padded_vocab=8} reads or writes: 24 logits and gradients of
+// the logits' type, 3 int32 targets, one fp32 loss.
+TEST(cross_entropy_arguments, refuses_spans_too_short_or_of_another_type) {
+  fake_buffers b;
+  auto c = good_call(b);
+  c.logit_count = 23;
+  auto message = error_of(c);
+  EXPECT_TRUE(contains(message, "cross_entropy: dlogits is 23 bfloat16")) << message;
+  EXPECT_TRUE(contains(message, "the sizes need 24 elements")) << message;
+  c = good_call(b);
+  c.target_count = 2;
+  message = error_of(c);
+  EXPECT_TRUE(contains(message, "cross_entropy: targets is 2 int32")) << message;
+  c = good_call(b);
+  c.target_type = gs::dtype::float32;
+  message = error_of(c);
+  EXPECT_TRUE(contains(message, "targets is 3 float32")) << message;
+  EXPECT_TRUE(contains(message, "it must hold int32")) << message;
+  c = good_call(b);
+  c.type = gs::dtype::uint8;
+  message = error_of(c);
+  EXPECT_TRUE(contains(message, "cross_entropy: logits is uint8; it takes float32")) << message;
 }

@@ -126,8 +126,8 @@ TEST_F(embedding_gpu, forward_matches_the_reference) {
       device_values out{type, n * C, p.offset_bytes};
       auto const h_table = table.upload(random_values(V * C, rng));
       auto const h_positions = positions.upload(random_values(T * C, rng));
-      go::launch_embedding_forward(out.get(), tokens.get(), table.get(), positions.get(), p.shape(),
-                                   type, *stream_);
+      go::launch_embedding_forward(out.span(), tokens.span(), table.span(), positions.span(),
+                                   p.shape(), *stream_);
       sync();
       auto const want =
           ref::embedding(ids, h_table, h_positions, static_cast<std::size_t>(p.batch), T, V, C);
@@ -151,8 +151,8 @@ TEST_F(embedding_gpu, forward_writes_nan_rows_for_ids_outside_the_vocabulary) {
     device_values out{type, n * C};
     auto const h_table = table.upload(random_values(9 * C, rng));
     auto const h_positions = positions.upload(random_values(6 * C, rng));
-    go::launch_embedding_forward(out.get(), tokens.get(), table.get(), positions.get(), p.shape(),
-                                 type, *stream_);
+    go::launch_embedding_forward(out.span(), tokens.span(), table.span(), positions.span(),
+                                 p.shape(), *stream_);
     auto const got = out.download();
     auto const want = ref::embedding(ids, h_table, h_positions, 2, 6, 9, C);
     for (std::size_t row = 0; row < n; ++row) {
@@ -192,8 +192,8 @@ TEST_F(embedding_gpu, backward_matches_the_reference_written_and_accumulated) {
         auto const h_dout = dout.upload(random_values(n * C, rng));
         std::vector<double> old(V * C, 0.0);
         if (accumulate) old = token_gradient.upload(random_values(V * C, rng));
-        go::launch_embedding_backward(token_gradient.get(), position_gradient.get(), dout.get(),
-                                      tokens.get(), p.shape(), accumulate, type, *stream_);
+        go::launch_embedding_backward(token_gradient.span(), position_gradient.span(), dout.span(),
+                                      tokens.span(), p.shape(), accumulate, *stream_);
         sync();
         auto want = ref::embedding_backward(h_dout, ids, B, T, V, C);
         auto magnitude = ref::embedding_backward(absolute(h_dout), ids, B, T, V, C);
@@ -232,8 +232,8 @@ TEST_F(embedding_gpu, backward_of_an_id_repeated_thousands_of_times) {
     device_values token_gradient{type, V * C};
     device_values position_gradient{type, T * C};
     auto const h_dout = dout.upload(random_values(n * C, rng));
-    go::launch_embedding_backward(token_gradient.get(), position_gradient.get(), dout.get(),
-                                  tokens.get(), {4, 600, 7, 8}, false, type, *stream_);
+    go::launch_embedding_backward(token_gradient.span(), position_gradient.span(), dout.span(),
+                                  tokens.span(), {4, 600, 7, 8}, false, *stream_);
     auto const want = ref::embedding_backward(h_dout, ids, B, T, V, C);
     auto const magnitude = ref::embedding_backward(absolute(h_dout), ids, B, T, V, C);
     auto const terms = static_cast<double>(n + 1);
@@ -269,10 +269,10 @@ TEST_F(embedding_gpu, same_bytes_on_every_run_and_from_a_captured_graph) {
       positions.upload(random_values(T * C, rng));
       dout.upload(random_values(n * C, rng));
       auto const step = [&] {
-        go::launch_embedding_forward(out.get(), tokens.get(), table.get(), positions.get(), shape,
-                                     type, *stream_);
-        go::launch_embedding_backward(token_gradient.get(), position_gradient.get(), dout.get(),
-                                      tokens.get(), shape, accumulate, type, *stream_);
+        go::launch_embedding_forward(out.span(), tokens.span(), table.span(), positions.span(),
+                                     shape, *stream_);
+        go::launch_embedding_backward(token_gradient.span(), position_gradient.span(), dout.span(),
+                                      tokens.span(), shape, accumulate, *stream_);
       };
       auto const reset = [&] {
         out.poison();

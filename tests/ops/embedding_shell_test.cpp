@@ -32,11 +32,21 @@ struct fake_buffers {
 
 go::embedding_shape const good{2, 3, 11, 8};
 
+// More elements than any shape below needs: these tests are about the pointers and sizes.
+constexpr std::size_t plenty = std::size_t{1} << 24;
+
+// A span of `plenty` elements at a fake address (never touched: every call is refused).
+gs::device_span span_at(void const* data, gs::dtype type) {
+  return {const_cast<void*>(data), type, plenty};  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+}
+
 std::string forward_error(void* out, std::int32_t const* tokens, void const* table,
                           void const* positions, go::embedding_shape const& shape,
                           gs::dtype type = gs::dtype::bfloat16) {
   return message_of([&] {
-    go::launch_embedding_forward(out, tokens, table, positions, shape, type, cudaStreamPerThread);
+    go::launch_embedding_forward(span_at(out, type), span_at(tokens, gs::dtype::int32),
+                                 span_at(table, type), span_at(positions, type), shape,
+                                 cudaStreamPerThread);
   });
 }
 
@@ -44,8 +54,9 @@ std::string backward_error(void* token_gradient, void* position_gradient, void c
                            std::int32_t const* tokens, go::embedding_shape const& shape,
                            gs::dtype type = gs::dtype::bfloat16) {
   return message_of([&] {
-    go::launch_embedding_backward(token_gradient, position_gradient, dout, tokens, shape, true,
-                                  type, cudaStreamPerThread);
+    go::launch_embedding_backward(span_at(token_gradient, type), span_at(position_gradient, type),
+                                  span_at(dout, type), span_at(tokens, gs::dtype::int32), shape,
+                                  true, cudaStreamPerThread);
   });
 }
 
@@ -114,4 +125,38 @@ TEST(embedding_arguments, backward_refuses_null_and_misaligned_pointers) {
   EXPECT_TRUE(contains(message, "position_gradient is not aligned to the 2 bytes")) << message;
   message = backward_error(b.table, b.positions, b.out + 2, b.tokens, good, gs::dtype::float32);
   EXPECT_TRUE(contains(message, "dout is not aligned to the 4 bytes")) << message;
+}
+
+// Each span must hold what the shape {B=2, T=3, vocab=11, C=8} reads or writes, in the table's
+// type (ids in int32): out 48, tokens 6, token_table 88, position_table 24 elements.
+TEST(embedding_arguments, spans_too_short_or_of_another_type_are_refused) {
+  fake_buffers b;
+  auto const bf16 = gs::dtype::bfloat16;
+  auto const forward = [&](std::size_t out, std::size_t tokens, std::size_t table,
+                           std::size_t positions, gs::dtype ids = gs::dtype::int32) {
+    return message_of([&] {
+      go::launch_embedding_forward({b.out, bf16, out}, {b.tokens, ids, tokens},
+                                   {b.table, bf16, table}, {b.positions, bf16, positions}, good,
+                                   cudaStreamPerThread);
+    });
+  };
+  auto message = forward(47, 6, 88, 24);
+  EXPECT_TRUE(contains(message, "embedding_forward: out is 47 bfloat16")) << message;
+  EXPECT_TRUE(contains(message, "the sizes need 48 elements")) << message;
+  message = forward(48, 5, 88, 24);
+  EXPECT_TRUE(contains(message, "tokens is 5 int32")) << message;
+  message = forward(48, 6, 87, 24);
+  EXPECT_TRUE(contains(message, "token_table is 87 bfloat16")) << message;
+  message = forward(48, 6, 88, 23);
+  EXPECT_TRUE(contains(message, "position_table is 23 bfloat16")) << message;
+  message = forward(48, 6, 88, 24, gs::dtype::float32);
+  EXPECT_TRUE(contains(message, "tokens is 6 float32")) << message;
+  EXPECT_TRUE(contains(message, "it must hold int32")) << message;
+  message = message_of([&] {
+    go::launch_embedding_backward({b.table, bf16, 88}, {b.positions, gs::dtype::float16, 24},
+                                  {b.out, bf16, 48}, {b.tokens, gs::dtype::int32, 6}, good, true,
+                                  cudaStreamPerThread);
+  });
+  EXPECT_TRUE(contains(message, "embedding_backward: position_gradient is 24 float16")) << message;
+  EXPECT_TRUE(contains(message, "it must hold bfloat16")) << message;
 }

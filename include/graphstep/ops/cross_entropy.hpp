@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 
 namespace graphstep::ops {
@@ -31,13 +32,15 @@ struct cross_entropy_shape {
 /// gradient of loss · gradient_scale. `dlogits` may be `logits` (overwritten in place).
 /// `workspace`: device memory of at least `cross_entropy_workspace_size(shape)` bytes, 4-byte
 /// aligned, used by no concurrent work (the per-row losses).
-/// @throws usage_error (null or misaligned pointers, non-positive sizes, more than 2³¹ − 1
-/// rows, padded_vocab < vocab, dlogits overlapping logits without being it,
-/// too little workspace), cuda_error (launch failure)
-void launch_cross_entropy_forward_backward(float* loss, void* dlogits, void const* logits,
-                                           std::int32_t const* targets,
+/// `loss` is one fp32 value, `targets` M int32 ids, `dlogits` and `logits` [M, padded_vocab] of
+/// the logits' type (fp32, fp16 or bf16).
+/// @throws usage_error (null or misaligned spans, spans of another type or too few elements,
+/// non-positive sizes, more than 2³¹ − 1 rows, padded_vocab < vocab, dlogits overlapping logits
+/// without being it, too little workspace), cuda_error (launch failure)
+void launch_cross_entropy_forward_backward(device_span loss, device_span dlogits,
+                                           device_span logits, device_span targets,
                                            cross_entropy_shape const& shape, float gradient_scale,
-                                           dtype type, void* workspace, std::size_t workspace_bytes,
+                                           void* workspace, std::size_t workspace_bytes,
                                            cuda::stream_view stream);
 
 /// @brief Workspace bytes of launch_cross_entropy_forward_backward: M fp32 values.

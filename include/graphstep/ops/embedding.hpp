@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 
 namespace graphstep::ops {
@@ -25,20 +26,22 @@ struct embedding_shape {
 };
 
 /// @brief out[b·T + t, :] = token_table[tokens[b·T + t], :] + position_table[t, :]; out is
-/// [B·T, C], token_table [vocab, C] (or more rows), position_table [T, C] (or more rows).
-/// @throws usage_error (null or misaligned pointers, non-positive sizes, more than 2³⁰
-/// positions or 65535·256 channels), cuda_error
-void launch_embedding_forward(void* out, std::int32_t const* tokens, void const* token_table,
-                              void const* position_table, embedding_shape const& shape, dtype type,
+/// [B·T, C], tokens B·T int32 ids, token_table [vocab, C] (or more rows), position_table [T, C]
+/// (or more rows), all but the ids of the table's type (fp32, fp16 or bf16).
+/// @throws usage_error (null or misaligned spans, spans of another type or too few elements,
+/// non-positive sizes, more than 2³⁰ positions or 65535·256 channels), cuda_error
+void launch_embedding_forward(device_span out, device_span tokens, device_span token_table,
+                              device_span position_table, embedding_shape const& shape,
                               cuda::stream_view stream);
 
 /// @brief token_gradient[v, :] gets Σ over positions p with tokens[p] = v of dout[p, :], summed
 /// in increasing p, added to what it holds when `accumulate_tokens` (a tied output projection
 /// wrote its part first) or else written (rows of ids that do not occur are then zeroed);
-/// position_gradient[t, :] = Σ_b dout[b·T + t, :] in increasing b (overwritten).
+/// position_gradient[t, :] = Σ_b dout[b·T + t, :] in increasing b (overwritten). The gradients
+/// have dout's type and the tables' shapes.
 /// @throws usage_error (as the forward), cuda_error
-void launch_embedding_backward(void* token_gradient, void* position_gradient, void const* dout,
-                               std::int32_t const* tokens, embedding_shape const& shape,
-                               bool accumulate_tokens, dtype type, cuda::stream_view stream);
+void launch_embedding_backward(device_span token_gradient, device_span position_gradient,
+                               device_span dout, device_span tokens, embedding_shape const& shape,
+                               bool accumulate_tokens, cuda::stream_view stream);
 
 }  // namespace graphstep::ops
