@@ -322,6 +322,13 @@ class transformer {
   [[nodiscard]] gs::device_span ids(std::int32_t* data) const {
     return {data, gs::dtype::int32, tokens_per_step()};
   }
+  // The fused projection's [rows, 3C] bf16 output, and attention's fp32 [B, H, T] statistics.
+  [[nodiscard]] gs::device_span qkv(std::uint16_t* data) const {
+    return {data, bf16, tokens_per_step() * 3 * static_cast<std::size_t>(c_.channels)};
+  }
+  [[nodiscard]] gs::device_span logsumexp(float* data) const {
+    return {data, gs::dtype::float32, tokens_per_step() * static_cast<std::size_t>(c_.heads)};
+  }
   // A per-row fp32 statistic of layer norm.
   [[nodiscard]] gs::device_span statistic(float* data) const {
     return {data, gs::dtype::float32, tokens_per_step()};
@@ -512,8 +519,8 @@ class transformer {
       if (a.attention_plan) {
         a.attention_plan->forward(attention_workspace_, attention_workspace_bytes_, stream_);
       } else {
-        go::launch_causal_attention_forward(a.attention, a.logsumexp, a.qkv, attention_shape_, bf16,
-                                            stream_);
+        go::launch_causal_attention_forward(activation(a.attention), logsumexp(a.logsumexp),
+                                            qkv(a.qkv), attention_shape_, stream_);
       }
       a.proj->run(stream_);
       go::launch_add(activation(a.residual_mid), activation(residual_[l]), activation(projection_),
@@ -567,8 +574,9 @@ class transformer {
       if (a.attention_plan) {
         a.attention_plan->backward(attention_workspace_, attention_workspace_bytes_, stream_);
       } else {
-        go::launch_causal_attention_backward(d_qkv_, d_attention_, a.qkv, a.attention, a.logsumexp,
-                                             attention_shape_, bf16, attention_workspace_,
+        go::launch_causal_attention_backward(qkv(d_qkv_), activation(d_attention_), qkv(a.qkv),
+                                             activation(a.attention), logsumexp(a.logsumexp),
+                                             attention_shape_, attention_workspace_,
                                              attention_workspace_bytes_, stream_);
       }
       a.qkv_weight_grad->run(stream_);

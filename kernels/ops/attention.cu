@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <string>
@@ -569,17 +570,16 @@ void check_shape(attention_shape const& s, char const* what) {
                                                       " is longer than one launch holds (524280)");
 }
 
-void check_type(dtype type, char const* what) {
-  graphstep::detail::expect_floating(std::string{what} + ": type", type);
-}
-
-// A [rows, cols] matrix of `type` at p: not null, 16-byte aligned (the kernels move 16 bytes at
-// a time; cudaMalloc and the pool return 256-byte aligned memory).
-void check_matrix(void const* p, char const* name, char const* what) {
-  GRAPHSTEP_EXPECTS(p != nullptr, std::string{what} + ": " + name + " is a null pointer");
-  GRAPHSTEP_EXPECTS(aligned_to(p, 16), std::string{what} + ": " + name +
-                                           " is not 16-byte aligned; pass the start of an "
-                                           "allocation or a 16-byte aligned offset into one");
+// A [rows, cols] matrix operand: a span of the op's type holding `needed` elements, 16-byte
+// aligned (the kernels move 16 bytes at a time; cudaMalloc and the pool return 256-byte aligned
+// memory).
+void check_matrix(device_span const& span, char const* name, char const* what, dtype type,
+                  std::size_t needed) {
+  graphstep::detail::expect_operand(what, name, span, type, needed);
+  GRAPHSTEP_EXPECTS(aligned_to(span.data(), 16),
+                    std::string{what} + ": " + name +
+                        " is not 16-byte aligned; pass the start of an allocation or a 16-byte "
+                        "aligned offset into one");
 }
 
 bool overlap(void const* a, std::size_t a_bytes, void const* b, std::size_t b_bytes) {
@@ -588,14 +588,21 @@ bool overlap(void const* a, std::size_t a_bytes, void const* b, std::size_t b_by
   return x < y + b_bytes && y < x + a_bytes;
 }
 
+// Elements and bytes of qkv [B·T, 3·H·D], out [B·T, H·D] and logsumexp [B, H, T] (fp32).
 struct extents {
+  std::size_t qkv, out, statistics;
   std::size_t qkv_bytes, out_bytes, statistics_bytes;
 };
 extents extents_of(attention_shape const& s, dtype type) {
   auto const rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.sequence);
   auto const width = static_cast<std::size_t>(s.heads) * static_cast<std::size_t>(s.head_dim);
-  return {rows * 3 * width * size_in_bytes(type), rows * width * size_in_bytes(type),
-          rows * static_cast<std::size_t>(s.heads) * sizeof(float)};
+  std::size_t const statistics = rows * static_cast<std::size_t>(s.heads);
+  return {rows * 3 * width,
+          rows * width,
+          statistics,
+          rows * 3 * width * size_in_bytes(type),
+          rows * width * size_in_bytes(type),
+          statistics * sizeof(float)};
 }
 
 template <typename C>
@@ -665,43 +672,40 @@ void dispatch(dtype type, std::int64_t head_dim, F&& f) {
 
 }  // namespace
 
-void launch_causal_attention_forward(void* out, float* logsumexp, void const* qkv,
-                                     attention_shape const& shape, dtype type,
-                                     cuda::stream_view stream) {
+void launch_causal_attention_forward(device_span out, device_span logsumexp, device_span qkv,
+                                     attention_shape const& shape, cuda::stream_view stream) {
   char const* const what = "causal_attention_forward";
   check_shape(shape, what);
-  check_type(type, what);
-  check_matrix(qkv, "qkv", what);
-  check_matrix(out, "out", what);
-  GRAPHSTEP_EXPECTS(logsumexp != nullptr, std::string{what} + ": logsumexp is a null pointer");
-  GRAPHSTEP_EXPECTS(aligned_to(logsumexp, alignof(float)),
-                    std::string{what} + ": logsumexp is not 4-byte aligned");
+  dtype const type = graphstep::detail::floating_operand_type(what, "qkv", qkv);
   extents const e = extents_of(shape, type);
-  GRAPHSTEP_EXPECTS(!overlap(out, e.out_bytes, qkv, e.qkv_bytes) &&
-                        !overlap(logsumexp, e.statistics_bytes, qkv, e.qkv_bytes) &&
-                        !overlap(logsumexp, e.statistics_bytes, out, e.out_bytes),
+  check_matrix(qkv, "qkv", what, type, e.qkv);
+  check_matrix(out, "out", what, type, e.out);
+  graphstep::detail::expect_operand(what, "logsumexp", logsumexp, dtype::float32, e.statistics);
+  GRAPHSTEP_EXPECTS(!overlap(out.data(), e.out_bytes, qkv.data(), e.qkv_bytes) &&
+                        !overlap(logsumexp.data(), e.statistics_bytes, qkv.data(), e.qkv_bytes) &&
+                        !overlap(logsumexp.data(), e.statistics_bytes, out.data(), e.out_bytes),
                     std::string{what} + ": out, logsumexp and qkv must not overlap");
+  auto* const statistics = static_cast<float*>(logsumexp.data());
   dispatch<false>(type, shape.head_dim, [&](auto* typed, auto config) {
-    forward<std::remove_pointer_t<decltype(typed)>, decltype(config)>(out, logsumexp, qkv, shape,
-                                                                      stream);
+    forward<std::remove_pointer_t<decltype(typed)>, decltype(config)>(out.data(), statistics,
+                                                                      qkv.data(), shape, stream);
   });
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_causal_attention_backward(void* dqkv, void const* dout, void const* qkv,
-                                      void const* out, float const* logsumexp,
-                                      attention_shape const& shape, dtype type, void* workspace,
+void launch_causal_attention_backward(device_span dqkv, device_span dout, device_span qkv,
+                                      device_span out, device_span logsumexp,
+                                      attention_shape const& shape, void* workspace,
                                       std::size_t workspace_bytes, cuda::stream_view stream) {
   char const* const what = "causal_attention_backward";
   check_shape(shape, what);
-  check_type(type, what);
-  check_matrix(dqkv, "dqkv", what);
-  check_matrix(dout, "dout", what);
-  check_matrix(qkv, "qkv", what);
-  check_matrix(out, "out", what);
-  GRAPHSTEP_EXPECTS(logsumexp != nullptr, std::string{what} + ": logsumexp is a null pointer");
-  GRAPHSTEP_EXPECTS(aligned_to(logsumexp, alignof(float)),
-                    std::string{what} + ": logsumexp is not 4-byte aligned");
+  dtype const type = graphstep::detail::floating_operand_type(what, "qkv", qkv);
+  extents const e = extents_of(shape, type);
+  check_matrix(dqkv, "dqkv", what, type, e.qkv);
+  check_matrix(dout, "dout", what, type, e.out);
+  check_matrix(qkv, "qkv", what, type, e.qkv);
+  check_matrix(out, "out", what, type, e.out);
+  graphstep::detail::expect_operand(what, "logsumexp", logsumexp, dtype::float32, e.statistics);
   std::size_t const needed = attention_backward_workspace_size(shape);
   GRAPHSTEP_EXPECTS(workspace != nullptr,
                     std::string{what} + ": the workspace is a null pointer (it needs " +
@@ -712,22 +716,23 @@ void launch_causal_attention_backward(void* dqkv, void const* dout, void const* 
                         " (attention_backward_workspace_size)");
   GRAPHSTEP_EXPECTS(aligned_to(workspace, alignof(float)),
                     std::string{what} + ": the workspace is not 4-byte aligned");
-  extents const e = extents_of(shape, type);
+  void const* const statistics = logsumexp.data();
   GRAPHSTEP_EXPECTS(
-      !overlap(dqkv, e.qkv_bytes, qkv, e.qkv_bytes) &&
-          !overlap(dqkv, e.qkv_bytes, dout, e.out_bytes) &&
-          !overlap(dqkv, e.qkv_bytes, out, e.out_bytes) &&
-          !overlap(dqkv, e.qkv_bytes, logsumexp, e.statistics_bytes) &&
-          !overlap(dqkv, e.qkv_bytes, workspace, needed),
+      !overlap(dqkv.data(), e.qkv_bytes, qkv.data(), e.qkv_bytes) &&
+          !overlap(dqkv.data(), e.qkv_bytes, dout.data(), e.out_bytes) &&
+          !overlap(dqkv.data(), e.qkv_bytes, out.data(), e.out_bytes) &&
+          !overlap(dqkv.data(), e.qkv_bytes, statistics, e.statistics_bytes) &&
+          !overlap(dqkv.data(), e.qkv_bytes, workspace, needed),
       std::string{what} + ": dqkv must not overlap qkv, dout, out, logsumexp or the workspace");
-  GRAPHSTEP_EXPECTS(!overlap(workspace, needed, qkv, e.qkv_bytes) &&
-                        !overlap(workspace, needed, dout, e.out_bytes) &&
-                        !overlap(workspace, needed, out, e.out_bytes) &&
-                        !overlap(workspace, needed, logsumexp, e.statistics_bytes),
+  GRAPHSTEP_EXPECTS(!overlap(workspace, needed, qkv.data(), e.qkv_bytes) &&
+                        !overlap(workspace, needed, dout.data(), e.out_bytes) &&
+                        !overlap(workspace, needed, out.data(), e.out_bytes) &&
+                        !overlap(workspace, needed, statistics, e.statistics_bytes),
                     std::string{what} + ": the workspace must not overlap the inputs");
   dispatch<true>(type, shape.head_dim, [&](auto* typed, auto config) {
     backward<std::remove_pointer_t<decltype(typed)>, decltype(config)>(
-        dqkv, dout, qkv, out, logsumexp, shape, static_cast<float*>(workspace), stream);
+        dqkv.data(), dout.data(), qkv.data(), out.data(), static_cast<float const*>(statistics),
+        shape, static_cast<float*>(workspace), stream);
   });
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -283,6 +283,10 @@ class device_bytes {
 
   [[nodiscard]] void* get() const { return data_; }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
+  /// @brief The bytes as elements of `type`.
+  [[nodiscard]] gs::device_span span(gs::dtype type) const {
+    return {data_, type, bytes_ / gs::size_in_bytes(type)};
+  }
   void poison() {
     GRAPHSTEP_CUDA_TRY(cudaMemset(data_, 0xFF, bytes_));
     GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
@@ -568,9 +572,9 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
       forward(plan);
       device_bytes plain_out{l.out.bytes()};
       device_bytes plain_logsumexp{l.logsumexp.bytes()};
-      go::launch_causal_attention_forward(plain_out.get(),
-                                          static_cast<float*>(plain_logsumexp.get()), l.qkv.get(),
-                                          s, type, *stream_);
+      go::launch_causal_attention_forward(plain_out.span(type),
+                                          plain_logsumexp.span(gs::dtype::float32),
+                                          l.qkv.span(type), s, *stream_);
       double const u = unit_roundoff(type);
       deviation const out =
           largest_deviation(l.values_of(l.out, *stream_), l.values_of(plain_out, *stream_));
@@ -582,9 +586,9 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
       backward(plan);
       device_bytes plain_dqkv{l.dqkv.bytes()};
       device_bytes workspace{go::attention_backward_workspace_size(s)};
-      go::launch_causal_attention_backward(plain_dqkv.get(), l.dout.get(), l.qkv.get(), l.out.get(),
-                                           static_cast<float const*>(l.logsumexp.get()), s, type,
-                                           workspace.get(), workspace.bytes(), *stream_);
+      go::launch_causal_attention_backward(
+          plain_dqkv.span(type), l.dout.span(type), l.qkv.span(type), l.out.span(type),
+          l.logsumexp.span(gs::dtype::float32), s, workspace.get(), workspace.bytes(), *stream_);
       std::vector<double> const got = l.values_of(l.dqkv, *stream_);
       std::vector<double> const plain = l.values_of(plain_dqkv, *stream_);
       for (std::size_t part = 0; part < 3; ++part) {

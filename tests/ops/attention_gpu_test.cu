@@ -104,14 +104,13 @@ struct attention_buffers {
         workspace_bytes{go::attention_backward_workspace_size(shape)},
         workspace{gs::dtype::float32, workspace_bytes / sizeof(float)} {}
 
-  void forward(gs::dtype type, gs::cuda::stream_view stream) const {
-    go::launch_causal_attention_forward(out.get(), logsumexp.floats(), qkv.get(), shape, type,
-                                        stream);
+  void forward(gs::cuda::stream_view stream) const {
+    go::launch_causal_attention_forward(out.span(), logsumexp.span(), qkv.span(), shape, stream);
   }
-  void backward(gs::dtype type, gs::cuda::stream_view stream) const {
-    go::launch_causal_attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(),
-                                         logsumexp.floats(), shape, type, workspace.get(),
-                                         workspace_bytes, stream);
+  void backward(gs::cuda::stream_view stream) const {
+    go::launch_causal_attention_backward(dqkv.span(), dout.span(), qkv.span(), out.span(),
+                                         logsumexp.span(), shape, workspace.get(), workspace_bytes,
+                                         stream);
   }
   void poison_outputs() const {
     out.poison();
@@ -180,13 +179,13 @@ class attention_gpu : public gs::testing::stream_test,
     auto const D = static_cast<std::size_t>(s.head_dim);
     auto const want = ref::causal_attention(x, B, T, H, D);
 
-    buffers.forward(type, *stream_);
+    buffers.forward(*stream_);
     stream_->synchronize();
     EXPECT_LT(error_of(buffers.out.download(), want.out), bound.out) << what << " out";
     EXPECT_LT(error_of(buffers.logsumexp.download(), want.logsumexp), bound.logsumexp)
         << what << " logsumexp";
 
-    buffers.backward(type, *stream_);
+    buffers.backward(*stream_);
     stream_->synchronize();
     auto const got = buffers.dqkv.download();
     auto const want_grad = ref::causal_attention_backward(g, x, B, T, H, D);
@@ -244,16 +243,16 @@ TEST_P(attention_gpu, results_are_bitwise_reproducible) {
     attention_buffers buffers{type, s};
     static_cast<void>(buffers.qkv.upload(random_values(buffers.rows * 3 * buffers.width, rng)));
     static_cast<void>(buffers.dout.upload(random_values(buffers.rows * buffers.width, rng)));
-    buffers.forward(type, *stream_);
-    buffers.backward(type, *stream_);
+    buffers.forward(*stream_);
+    buffers.backward(*stream_);
     stream_->synchronize();
     auto const out = buffers.out.raw();
     auto const lse = buffers.logsumexp.raw();
     auto const dqkv = buffers.dqkv.raw();
     for (int run = 0; run < 2; ++run) {
       buffers.poison_outputs();
-      buffers.forward(type, *stream_);
-      buffers.backward(type, *stream_);
+      buffers.forward(*stream_);
+      buffers.backward(*stream_);
       stream_->synchronize();
       EXPECT_EQ(buffers.out.raw(), out) << describe(type, s) << " run " << run;
       EXPECT_EQ(buffers.logsumexp.raw(), lse) << describe(type, s) << " run " << run;
@@ -271,8 +270,8 @@ TEST_P(attention_gpu, launchers_are_capturable) {
   attention_buffers buffers{type, s};
   static_cast<void>(buffers.qkv.upload(random_values(buffers.rows * 3 * buffers.width, rng)));
   static_cast<void>(buffers.dout.upload(random_values(buffers.rows * buffers.width, rng)));
-  buffers.forward(type, *stream_);
-  buffers.backward(type, *stream_);
+  buffers.forward(*stream_);
+  buffers.backward(*stream_);
   stream_->synchronize();
   auto const out = buffers.out.raw();
   auto const lse = buffers.logsumexp.raw();
@@ -280,8 +279,8 @@ TEST_P(attention_gpu, launchers_are_capturable) {
 
   buffers.poison_outputs();
   captured_graph const graph{stream_->get(), [&] {
-                               buffers.forward(type, *stream_);
-                               buffers.backward(type, *stream_);
+                               buffers.forward(*stream_);
+                               buffers.backward(*stream_);
                              }};
   EXPECT_EQ(graph.kernel_nodes(), 4U);
   EXPECT_TRUE(std::isnan(buffers.out.download()[0])) << "capture ran the kernels";
@@ -302,15 +301,15 @@ TEST_P(attention_gpu, a_larger_workspace_gives_the_same_result) {
   attention_buffers buffers{type, s};
   static_cast<void>(buffers.qkv.upload(random_values(buffers.rows * 3 * buffers.width, rng)));
   static_cast<void>(buffers.dout.upload(random_values(buffers.rows * buffers.width, rng)));
-  buffers.forward(type, *stream_);
-  buffers.backward(type, *stream_);
+  buffers.forward(*stream_);
+  buffers.backward(*stream_);
   stream_->synchronize();
   auto const dqkv = buffers.dqkv.raw();
   device_values large{gs::dtype::float32, 4 * buffers.workspace_bytes / sizeof(float)};
   buffers.dqkv.poison();
-  go::launch_causal_attention_backward(buffers.dqkv.get(), buffers.dout.get(), buffers.qkv.get(),
-                                       buffers.out.get(), buffers.logsumexp.floats(), buffers.shape,
-                                       type, large.get(), large.bytes(), *stream_);
+  go::launch_causal_attention_backward(buffers.dqkv.span(), buffers.dout.span(), buffers.qkv.span(),
+                                       buffers.out.span(), buffers.logsumexp.span(), buffers.shape,
+                                       large.get(), large.bytes(), *stream_);
   stream_->synchronize();
   EXPECT_EQ(buffers.dqkv.raw(), dqkv);
 }

@@ -43,17 +43,25 @@ struct fake_buffers {
 go::attention_shape const small{2, 16, 3, 64};
 gs::cuda::stream_view const no_stream{cudaStreamPerThread};  // never used: the checks throw
 
+// More elements than any shape below needs (a fake address is never read): these tests are
+// about the pointers and sizes; `spans_too_short_*` about the counts.
+constexpr std::size_t plenty = std::size_t{1} << 24;
+
 std::string forward_error(fake_buffers const& f, go::attention_shape const& shape,
                           gs::dtype type = gs::dtype::bfloat16) {
   return message_of([&] {
-    go::launch_causal_attention_forward(f.out, f.logsumexp, f.qkv, shape, type, no_stream);
+    go::launch_causal_attention_forward({f.out, type, plenty},
+                                        {f.logsumexp, gs::dtype::float32, plenty},
+                                        {f.qkv, type, plenty}, shape, no_stream);
   });
 }
 
 std::string backward_error(fake_buffers const& f, go::attention_shape const& shape,
                            std::size_t workspace_bytes, gs::dtype type = gs::dtype::bfloat16) {
   return message_of([&] {
-    go::launch_causal_attention_backward(f.dqkv, f.dout, f.qkv, f.out, f.logsumexp, shape, type,
+    go::launch_causal_attention_backward({f.dqkv, type, plenty}, {f.dout, type, plenty},
+                                         {f.qkv, type, plenty}, {f.out, type, plenty},
+                                         {f.logsumexp, gs::dtype::float32, plenty}, shape,
                                          f.workspace, workspace_bytes, no_stream);
   });
 }
@@ -110,7 +118,7 @@ TEST(attention_arguments, an_unknown_dtype_is_refused) {
   EXPECT_TRUE(contains(forward_error(f, small, bad), "unknown dtype (7)"));
   EXPECT_TRUE(contains(backward_error(f, small, enough(small), bad), "unknown dtype (7)"));
   EXPECT_TRUE(contains(forward_error(f, small, gs::dtype::int32),
-                       "causal_attention_forward: type is int32; it takes float32, float16 or "
+                       "causal_attention_forward: qkv is int32; it takes float32, float16 or "
                        "bfloat16"));
 }
 
@@ -160,8 +168,9 @@ TEST(attention_arguments, misaligned_pointers_are_refused) {
   {
     fake_buffers f = base;
     f.logsumexp = fake_floats(3 * gigabyte + 2);
-    EXPECT_TRUE(contains(forward_error(f, small), "logsumexp is not 4-byte aligned"));
-    EXPECT_TRUE(contains(backward_error(f, small, enough(small)), "logsumexp is not 4-byte"));
+    EXPECT_TRUE(contains(forward_error(f, small), "logsumexp is not aligned to the 4 bytes"));
+    EXPECT_TRUE(
+        contains(backward_error(f, small, enough(small)), "logsumexp is not aligned to the 4"));
   }
   {
     fake_buffers f = base;
@@ -216,4 +225,35 @@ TEST(attention_arguments, overlapping_buffers_are_refused) {
     f.workspace = f.out;
     EXPECT_TRUE(contains(backward_error(f, small, enough(small)), "workspace must not overlap"));
   }
+}
+
+// {B=2, T=16, H=3, D=64}: qkv and dqkv hold 32·576 = 18432 elements, out and dout 32·192 = 6144,
+// logsumexp 2·3·16 = 96 fp32; a span short of that, or of another type, is refused by name.
+TEST(attention_arguments, spans_too_short_or_of_another_type_are_refused) {
+  fake_buffers const f;
+  auto const bf16 = gs::dtype::bfloat16;
+  auto const forward = [&](std::size_t out, std::size_t lse, std::size_t qkv,
+                           gs::dtype lse_type = gs::dtype::float32) {
+    return message_of([&] {
+      go::launch_causal_attention_forward({f.out, bf16, out}, {f.logsumexp, lse_type, lse},
+                                          {f.qkv, bf16, qkv}, small, no_stream);
+    });
+  };
+  auto message = forward(6144, 96, 18431);
+  EXPECT_TRUE(contains(message, "causal_attention_forward: qkv is 18431 bfloat16")) << message;
+  EXPECT_TRUE(contains(message, "the sizes need 18432 elements")) << message;
+  message = forward(6143, 96, 18432);
+  EXPECT_TRUE(contains(message, "out is 6143 bfloat16")) << message;
+  message = forward(6144, 95, 18432);
+  EXPECT_TRUE(contains(message, "logsumexp is 95 float32")) << message;
+  message = forward(6144, 96, 18432, bf16);
+  EXPECT_TRUE(contains(message, "logsumexp is 96 bfloat16")) << message;
+  EXPECT_TRUE(contains(message, "it must hold float32")) << message;
+  message = message_of([&] {
+    go::launch_causal_attention_backward({f.dqkv, bf16, 18432}, {f.dout, gs::dtype::float16, 6144},
+                                         {f.qkv, bf16, 18432}, {f.out, bf16, 6144},
+                                         {f.logsumexp, gs::dtype::float32, 96}, small, f.workspace,
+                                         enough(small), no_stream);
+  });
+  EXPECT_TRUE(contains(message, "causal_attention_backward: dout is 6144 float16")) << message;
 }
