@@ -24,6 +24,7 @@
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
@@ -51,13 +52,13 @@ class device_arena {
   device_arena(device_arena const&) = delete;
   device_arena& operator=(device_arena const&) = delete;
 
-  void* random(std::size_t elements) {
+  gs::device_span random(std::size_t elements) {
     std::size_t const bytes = elements * gs::size_in_bytes(type_);
     void* p = nullptr;
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&p, bytes));
     blocks_.push_back(p);
     fill(p, bytes);
-    return p;
+    return {p, type_, elements};
   }
   void* raw(std::size_t bytes) {
     void* p = nullptr;
@@ -118,13 +119,12 @@ go::gemm_operands operands_for(go::gemm_problem const& p, device_arena& arena) {
   std::string const kind = go::name(p.kind);
   if (kind.rfind("forward", 0) == 0) {
     o = {arena.random(m * k), arena.random(n * k), arena.random(m * n),
-         arena.random(n),     arena.random(m * n), nullptr};
+         arena.random(n),     arena.random(m * n), {}};
   } else if (kind.rfind("backward_data", 0) == 0) {
-    o = {arena.random(m * n), arena.random(n * k), arena.random(m * k), nullptr,
+    o = {arena.random(m * n), arena.random(n * k), arena.random(m * k), {},
          arena.random(m * k), arena.random(k)};
   } else {
-    o = {arena.random(m * n), arena.random(m * k), arena.random(n * k), nullptr, nullptr,
-         arena.random(n)};
+    o = {arena.random(m * n), arena.random(m * k), arena.random(n * k), {}, {}, arena.random(n)};
   }
   return o;
 }
@@ -255,19 +255,23 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
   for (int i = 0; i < rotation; ++i) {
     // Shared tensors as in a real backward: dY2 feeds both fc2 GEMMs, dZ1 both fc1 GEMMs.
     auto const rows = static_cast<std::size_t>(m);
-    void* dy2 = arena.random(rows * static_cast<std::size_t>(n2));
-    void* a1 = arena.random(rows * static_cast<std::size_t>(n1));
-    void* z1 = arena.random(rows * static_cast<std::size_t>(n1));
-    void* dz1 = arena.random(rows * static_cast<std::size_t>(n1));
-    void* x = arena.random(rows * static_cast<std::size_t>(k));
-    void* w1 = arena.random(static_cast<std::size_t>(n1 * k));
-    void* w2 = arena.random(static_cast<std::size_t>(n2 * n1));
+    gs::device_span const dy2 = arena.random(rows * static_cast<std::size_t>(n2));
+    gs::device_span const a1 = arena.random(rows * static_cast<std::size_t>(n1));
+    gs::device_span const z1 = arena.random(rows * static_cast<std::size_t>(n1));
+    gs::device_span const dz1 = arena.random(rows * static_cast<std::size_t>(n1));
+    gs::device_span const x = arena.random(rows * static_cast<std::size_t>(k));
+    gs::device_span const w1 = arena.random(static_cast<std::size_t>(n1 * k));
+    gs::device_span const w2 = arena.random(static_cast<std::size_t>(n2 * n1));
     std::vector<go::gemm_operands> const operands{
-        {dy2, a1, arena.random(static_cast<std::size_t>(n2 * n1)), nullptr, nullptr,
+        {dy2,
+         a1,
+         arena.random(static_cast<std::size_t>(n2 * n1)),
+         {},
+         {},
          arena.random(static_cast<std::size_t>(n2))},
-        {dy2, w2, dz1, nullptr, z1, arena.random(static_cast<std::size_t>(n1))},
-        {dz1, x, arena.random(static_cast<std::size_t>(n1 * k)), nullptr, nullptr, nullptr},
-        {dz1, w1, arena.random(rows * static_cast<std::size_t>(k)), nullptr, nullptr, nullptr}};
+        {dy2, w2, dz1, {}, z1, arena.random(static_cast<std::size_t>(n1))},
+        {dz1, x, arena.random(static_cast<std::size_t>(n1 * k)), {}, {}, {}},
+        {dz1, w1, arena.random(rows * static_cast<std::size_t>(k)), {}, {}, {}}};
     std::vector<go::gemm_plan> set;
     for (std::size_t j = 0; j < problems.size(); ++j) {
       set.emplace_back(handle, problems[j], operands[j], workspace, workspace_bytes, options,
@@ -296,15 +300,16 @@ void bias_gradient(benchmark::State& state, bool sliced, gs::dtype type) {
   void* workspace = sliced ? arena.raw(workspace_bytes) : nullptr;
   std::size_t const dz_bytes = static_cast<std::size_t>(m * n) * gs::size_in_bytes(type);
   int const rotation = rotation_for(dz_bytes);
-  std::vector<void*> dz;
-  std::vector<void*> db;
+  std::vector<gs::device_span> dz;
+  std::vector<gs::device_span> db;
   for (int i = 0; i < rotation; ++i) {
     dz.push_back(arena.random(static_cast<std::size_t>(m * n)));
-    db.push_back(arena.raw(static_cast<std::size_t>(n) * gs::size_in_bytes(type)));
+    db.push_back({arena.raw(static_cast<std::size_t>(n) * gs::size_in_bytes(type)), type,
+                  static_cast<std::size_t>(n)});
   }
   auto run = [&](std::size_t i) {
-    go::launch_bias_gradient(db[i % db.size()], dz[i % dz.size()], m, n, type, workspace,
-                             workspace_bytes, stream);
+    go::launch_bias_gradient(db[i % db.size()], dz[i % dz.size()], m, n, workspace, workspace_bytes,
+                             stream);
   };
   time_runs(state, run, stream);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(dz_bytes) / 1e9,

@@ -90,17 +90,31 @@ class mlp {
     go::gemm_options forward_options;
     forward_options.force_unfused = s.unfused;
     forward_options.allow_unfused = true;
+    std::size_t const h = hidden;
+    std::size_t const in = d_in;
+    std::size_t const out = d_out;
+    gs::device_span const none;
     fc1_ = plan(handle, {go::gemm_kind::forward_bias_gelu, b, hidden, d_in, f32, s.math},
-                {x_, w1_, a1_, b1_, z1_, nullptr}, workspace, ws, forward_options);
+                {floats(x_, m * in), floats(w1_, h * in), floats(a1_, m * h), floats(b1_, h),
+                 floats(z1_, m * h), none},
+                workspace, ws, forward_options);
     fc2_ = plan(handle, {go::gemm_kind::forward_bias, b, d_out, hidden, f32, s.math},
-                {d1_, w2_, y_, b2_, nullptr, nullptr}, workspace, ws, forward_options);
+                {floats(d1_, m * h), floats(w2_, out * h), floats(y_, m * out), floats(b2_, out),
+                 none, none},
+                workspace, ws, forward_options);
     fc2_wgrad_ = plan(handle, {go::gemm_kind::backward_weight_bias, b, d_out, hidden, f32, s.math},
-                      {dy_, d1_, dw2_, nullptr, nullptr, db2_}, workspace, ws, {});
+                      {floats(dy_, m * out), floats(d1_, m * h), floats(dw2_, out * h), none, none,
+                       floats(db2_, out)},
+                      workspace, ws, {});
     // Dropout sits between GELU and fc2, so GELU′ cannot ride in this GEMM's epilogue.
-    fc2_dgrad_ = plan(handle, {go::gemm_kind::backward_data, b, d_out, hidden, f32, s.math},
-                      {dy_, w2_, dd1_, nullptr, nullptr, nullptr}, workspace, ws, {});
-    fc1_wgrad_ = plan(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, f32, s.math},
-                      {dd1_, x_, dw1_, nullptr, nullptr, nullptr}, workspace, ws, {});
+    fc2_dgrad_ =
+        plan(handle, {go::gemm_kind::backward_data, b, d_out, hidden, f32, s.math},
+             {floats(dy_, m * out), floats(w2_, out * h), floats(dd1_, m * h), none, none, none},
+             workspace, ws, {});
+    fc1_wgrad_ =
+        plan(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, f32, s.math},
+             {floats(dd1_, m * h), floats(x_, m * in), floats(dw1_, h * in), none, none, none},
+             workspace, ws, {});
     mse_.emplace(m * d_out, stream);
     gt::lr_schedule schedule;
     schedule.base = 0.1F;
@@ -141,8 +155,11 @@ class mlp {
     fc2_dgrad_->run(stream_);
     gs::train::dropout_backward(floats(dd1_, m * hidden), bytes(mask1_, m * hidden),
                                 floats(dd1_, m * hidden), p1, stream_);
-    go::launch_gelu_backward(dd1_, dd1_, z1_, s_.batch, hidden, f32, go::gelu_form::tanh, stream_);
-    go::launch_bias_gradient(db1_, dd1_, s_.batch, hidden, f32, stream_);
+    go::launch_gelu_backward(floats(dd1_, m * hidden), floats(dd1_, m * hidden),
+                             floats(z1_, m * hidden), s_.batch, hidden, go::gelu_form::tanh,
+                             stream_);
+    go::launch_bias_gradient(floats(db1_, hidden), floats(dd1_, m * hidden), s_.batch, hidden,
+                             stream_);
     fc1_wgrad_->run(stream_);
     if (after_backward_) after_backward_(stream_);
     sgd_->step(stream_);

@@ -443,49 +443,73 @@ class transformer {
                    workspace_, workspace_bytes_, options, stream_);
     };
     using kind = go::gemm_kind;
+    // An activation of `width` columns, [rows, width].
+    auto const rows_of = [&](std::uint16_t* data, std::int64_t width) {
+      return gs::device_span{data, bf16, tokens_per_step() * static_cast<std::size_t>(width)};
+    };
+    gs::device_span const none;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       auto& a = layers_[l];
       auto const& p = layer_parameters_[l];
       plan(kind::forward_bias, 3 * C, C,
-           {a.ln1, value(p.qkv_weight), a.qkv, value(p.qkv_bias), nullptr, nullptr}, a.qkv_gemm);
+           {rows_of(a.ln1, C), value_span(p.qkv_weight), rows_of(a.qkv, 3 * C),
+            value_span(p.qkv_bias), none, none},
+           a.qkv_gemm);
       plan(kind::forward_bias, C, C,
-           {a.attention, value(p.proj_weight), projection_, value(p.proj_bias), nullptr, nullptr},
+           {rows_of(a.attention, C), value_span(p.proj_weight), rows_of(projection_, C),
+            value_span(p.proj_bias), none, none},
            a.proj);
       plan(kind::forward_bias_gelu, 4 * C, C,
-           {a.ln2, value(p.fc1_weight), a.fc1_out, value(p.fc1_bias), a.fc1_pre, nullptr}, a.fc1);
+           {rows_of(a.ln2, C), value_span(p.fc1_weight), rows_of(a.fc1_out, 4 * C),
+            value_span(p.fc1_bias), rows_of(a.fc1_pre, 4 * C), none},
+           a.fc1);
       plan(kind::forward_bias, C, 4 * C,
-           {a.fc1_out, value(p.fc2_weight), projection_, value(p.fc2_bias), nullptr, nullptr},
+           {rows_of(a.fc1_out, 4 * C), value_span(p.fc2_weight), rows_of(projection_, C),
+            value_span(p.fc2_bias), none, none},
            a.fc2);
       plan(kind::backward_weight_bias, C, 4 * C,
-           {d_residual_, a.fc1_out, grad(p.fc2_weight), nullptr, nullptr, grad(p.fc2_bias)},
+           {rows_of(d_residual_, C), rows_of(a.fc1_out, 4 * C), grad_span(p.fc2_weight), none, none,
+            grad_span(p.fc2_bias)},
            a.fc2_weight_grad);
       // Through fc2 into fc1's pre-activation, GELU′ and fc1's bias gradient in the epilogue.
       plan(kind::backward_data_gelu, C, 4 * C,
-           {d_residual_, value(p.fc2_weight), d_fc1_, nullptr, a.fc1_pre, grad(p.fc1_bias)},
+           {rows_of(d_residual_, C), value_span(p.fc2_weight), rows_of(d_fc1_, 4 * C), none,
+            rows_of(a.fc1_pre, 4 * C), grad_span(p.fc1_bias)},
            a.fc2_data_grad);
       plan(kind::backward_weight, 4 * C, C,
-           {d_fc1_, a.ln2, grad(p.fc1_weight), nullptr, nullptr, nullptr}, a.fc1_weight_grad);
+           {rows_of(d_fc1_, 4 * C), rows_of(a.ln2, C), grad_span(p.fc1_weight), none, none, none},
+           a.fc1_weight_grad);
       plan(kind::backward_data, 4 * C, C,
-           {d_fc1_, value(p.fc1_weight), d_normed_, nullptr, nullptr, nullptr}, a.fc1_data_grad);
+           {rows_of(d_fc1_, 4 * C), value_span(p.fc1_weight), rows_of(d_normed_, C), none, none,
+            none},
+           a.fc1_data_grad);
       plan(kind::backward_weight_bias, C, C,
-           {d_residual_, a.attention, grad(p.proj_weight), nullptr, nullptr, grad(p.proj_bias)},
+           {rows_of(d_residual_, C), rows_of(a.attention, C), grad_span(p.proj_weight), none, none,
+            grad_span(p.proj_bias)},
            a.proj_weight_grad);
       plan(kind::backward_data, C, C,
-           {d_residual_, value(p.proj_weight), d_attention_, nullptr, nullptr, nullptr},
+           {rows_of(d_residual_, C), value_span(p.proj_weight), rows_of(d_attention_, C), none,
+            none, none},
            a.proj_data_grad);
       plan(kind::backward_weight_bias, 3 * C, C,
-           {d_qkv_, a.ln1, grad(p.qkv_weight), nullptr, nullptr, grad(p.qkv_bias)},
+           {rows_of(d_qkv_, 3 * C), rows_of(a.ln1, C), grad_span(p.qkv_weight), none, none,
+            grad_span(p.qkv_bias)},
            a.qkv_weight_grad);
       plan(kind::backward_data, 3 * C, C,
-           {d_qkv_, value(p.qkv_weight), d_normed_, nullptr, nullptr, nullptr}, a.qkv_data_grad);
+           {rows_of(d_qkv_, 3 * C), value_span(p.qkv_weight), rows_of(d_normed_, C), none, none,
+            none},
+           a.qkv_data_grad);
     }
     // The tied output projection: logits = lnf · wteᵀ over the padded vocabulary.
-    plan(kind::forward, vp, C, {lnf_, value(token_embedding_), logits_, nullptr, nullptr, nullptr},
+    plan(kind::forward, vp, C,
+         {rows_of(lnf_, C), value_span(token_embedding_), rows_of(logits_, vp), none, none, none},
          logits_gemm_);
     plan(kind::backward_weight, vp, C,
-         {logits_, lnf_, grad(token_embedding_), nullptr, nullptr, nullptr}, logits_weight_grad_);
+         {rows_of(logits_, vp), rows_of(lnf_, C), grad_span(token_embedding_), none, none, none},
+         logits_weight_grad_);
     plan(kind::backward_data, vp, C,
-         {logits_, value(token_embedding_), d_normed_, nullptr, nullptr, nullptr},
+         {rows_of(logits_, vp), value_span(token_embedding_), rows_of(d_normed_, C), none, none,
+          none},
          logits_data_grad_);
   }
 

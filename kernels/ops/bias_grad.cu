@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <string>
@@ -163,13 +164,14 @@ void bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, voi
 
 }  // namespace
 
-void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
+void launch_bias_gradient(device_span db, device_span dz, std::int64_t m, std::int64_t n,
                           void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) {
-  graphstep::detail::expect_floating("bias_gradient: type", type);
-  GRAPHSTEP_EXPECTS(db != nullptr && dz != nullptr,
-                    "bias_gradient: db and dz are required (a pointer is null)");
+  char const* const what = "bias_gradient";
+  dtype const type = graphstep::detail::floating_operand_type(what, "dz", dz);
   GRAPHSTEP_EXPECTS(m > 0 && n > 0, "bias_gradient: sizes must be positive (M=" +
                                         std::to_string(m) + ", N=" + std::to_string(n) + ")");
+  graphstep::detail::expect_operand(what, "db", db, type, static_cast<std::size_t>(n));
+  graphstep::detail::expect_operand(what, "dz", dz, type, element_count({m, n}));
   // Grid x may hold 2^31 - 1 blocks; a tile holds at least 32 columns.
   GRAPHSTEP_EXPECTS(n / 32 < std::int64_t{0x7fffffff},
                     "bias_gradient: N=" + std::to_string(n) + " is too wide for one launch");
@@ -179,24 +181,23 @@ void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t
                     "bias_gradient: the workspace must be 4-byte aligned (take it from the pool)");
   switch (type) {
     case dtype::float32:
-      bias_gradient<float>(db, dz, m, n, workspace, workspace_bytes, stream);
+      bias_gradient<float>(db.data(), dz.data(), m, n, workspace, workspace_bytes, stream);
       break;
     case dtype::float16:
-      bias_gradient<__half>(db, dz, m, n, workspace, workspace_bytes, stream);
+      bias_gradient<__half>(db.data(), dz.data(), m, n, workspace, workspace_bytes, stream);
       break;
     case dtype::bfloat16:
-      bias_gradient<__nv_bfloat16>(db, dz, m, n, workspace, workspace_bytes, stream);
+      bias_gradient<__nv_bfloat16>(db.data(), dz.data(), m, n, workspace, workspace_bytes, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer("bias_gradient", type);
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, dtype type,
+void launch_bias_gradient(device_span db, device_span dz, std::int64_t m, std::int64_t n,
                           cuda::stream_view stream) {
-  graphstep::detail::expect_floating("bias_gradient: type", type);
-  launch_bias_gradient(db, dz, m, n, type, nullptr, 0, stream);
+  launch_bias_gradient(db, dz, m, n, nullptr, 0, stream);
 }
 
 std::size_t bias_gradient_workspace_size(std::int64_t n) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <type_traits>
@@ -141,56 +142,70 @@ void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_
       erf_form, vectorized);
 }
 
-void check_sizes(void const* p, std::int64_t m, std::int64_t n, char const* what) {
-  GRAPHSTEP_EXPECTS(p != nullptr, std::string{what} + ": a required pointer is null");
-  GRAPHSTEP_EXPECTS(m > 0 && n > 0, std::string{what} + ": sizes must be positive");
+// Refuses non-positive sizes and returns M·N.
+std::size_t matrix_elements(std::int64_t m, std::int64_t n, char const* what) {
+  GRAPHSTEP_EXPECTS(m > 0 && n > 0, std::string{what} + ": sizes must be positive (M=" +
+                                        std::to_string(m) + ", N=" + std::to_string(n) + ")");
+  return element_count({m, n});
 }
 
 }  // namespace
 
-void launch_bias_gelu(void* y, void* pre_activation, void const* bias, std::int64_t m,
-                      std::int64_t n, dtype type, bool apply_gelu, gelu_form form,
-                      cuda::stream_view stream) {
-  graphstep::detail::expect_floating("bias_gelu: type", type);
-  check_sizes(y, m, n, "bias_gelu");
+void launch_bias_gelu(device_span y, device_span pre_activation, device_span bias, std::int64_t m,
+                      std::int64_t n, bool apply_gelu, gelu_form form, cuda::stream_view stream) {
+  char const* const what = "bias_gelu";
+  dtype const type = graphstep::detail::floating_operand_type(what, "y", y);
+  std::size_t const elements = matrix_elements(m, n, what);
+  using graphstep::detail::expect_operand;
+  expect_operand(what, "y", y, type, elements);
+  if (!pre_activation.empty())
+    expect_operand(what, "pre_activation", pre_activation, type, elements);
+  if (!bias.empty()) expect_operand(what, "bias", bias, type, static_cast<std::size_t>(n));
   bool const erf_form = form == gelu_form::erf;
+  void* const pre = pre_activation.empty() ? nullptr : pre_activation.data();
+  void const* const b = bias.empty() ? nullptr : bias.data();
   switch (type) {
     case dtype::float32:
-      bias_gelu<float>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
+      bias_gelu<float>(y.data(), pre, b, m, n, apply_gelu, erf_form, stream);
       break;
     case dtype::float16:
-      bias_gelu<__half>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
+      bias_gelu<__half>(y.data(), pre, b, m, n, apply_gelu, erf_form, stream);
       break;
     case dtype::bfloat16:
-      bias_gelu<__nv_bfloat16>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
+      bias_gelu<__nv_bfloat16>(y.data(), pre, b, m, n, apply_gelu, erf_form, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer("gelu", type);
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_gelu_backward(void* dz, void const* dy, void const* pre_activation, std::int64_t m,
-                          std::int64_t n, dtype type, gelu_form form, cuda::stream_view stream) {
-  graphstep::detail::expect_floating("gelu_backward: type", type);
-  check_sizes(dz, m, n, "gelu_backward");
-  GRAPHSTEP_EXPECTS(dy != nullptr && pre_activation != nullptr,
-                    "gelu_backward: dy and the saved pre-activation are required");
+void launch_gelu_backward(device_span dz, device_span dy, device_span pre_activation,
+                          std::int64_t m, std::int64_t n, gelu_form form,
+                          cuda::stream_view stream) {
+  char const* const what = "gelu_backward";
+  dtype const type = graphstep::detail::floating_operand_type(what, "dy", dy);
+  std::size_t const elements = matrix_elements(m, n, what);
+  using graphstep::detail::expect_operand;
+  expect_operand(what, "dz", dz, type, elements);
+  expect_operand(what, "dy", dy, type, elements);
+  expect_operand(what, "pre_activation", pre_activation, type, elements);
   bool const erf_form = form == gelu_form::erf;
-  bool const vectorized = aligned(dz) && aligned(dy) && aligned(pre_activation);
+  bool const vectorized =
+      aligned(dz.data()) && aligned(dy.data()) && aligned(pre_activation.data());
   auto launch = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
     gelu_backward_kernel<T><<<grid_for(work), threads, 0, stream.get()>>>(
-        static_cast<T*>(dz), static_cast<T const*>(dy), static_cast<T const*>(pre_activation),
-        m * n, erf_form, vectorized);
+        static_cast<T*>(dz.data()), static_cast<T const*>(dy.data()),
+        static_cast<T const*>(pre_activation.data()), m * n, erf_form, vectorized);
   };
   switch (type) {
     case dtype::float32: launch(static_cast<float*>(nullptr)); break;
     case dtype::float16: launch(static_cast<__half*>(nullptr)); break;
     case dtype::bfloat16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer("gelu", type);
+    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

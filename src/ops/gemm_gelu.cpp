@@ -89,25 +89,40 @@ std::map<algorithm_key, cublasLtMatmulAlgo_t>& algorithm_cache() {
   return cache;
 }
 
+// Each operand the kind uses, of the problem's type and as large as its row-major shape
+// (gemm_operands): a missing one is an empty span, refused by name.
 void check_operands(gemm_problem const& p, gemm_operands const& o) {
   std::string const what = std::string{"gemm "} + name(p.kind);
-  GRAPHSTEP_EXPECTS(o.lhs && o.rhs && o.out, what + ": lhs, rhs and out are required");
-  lt_call const c = map_to_cublaslt(p);
-  bool const needs_bias =
-      p.kind == gemm_kind::forward_bias || p.kind == gemm_kind::forward_bias_gelu;
-  GRAPHSTEP_EXPECTS(!needs_bias || o.bias, what + ": the bias operand is required");
-  GRAPHSTEP_EXPECTS(c.aux_ld == 0 || o.pre_activation,
-                    what +
-                        ": the pre-activation operand (written by the forward, read by the "
-                        "backward) is required");
-  bool const needs_grad =
-      p.kind == gemm_kind::backward_data_gelu || p.kind == gemm_kind::backward_weight_bias;
-  GRAPHSTEP_EXPECTS(!needs_grad || o.bias_gradient,
-                    what + ": the bias-gradient operand is required");
+  lt_call const c = map_to_cublaslt(p);  // refuses bad sizes and types first
+  auto const m = static_cast<std::size_t>(p.m);
+  auto const n = static_cast<std::size_t>(p.n);
+  auto const k = static_cast<std::size_t>(p.k);
+  bool const forward = p.kind == gemm_kind::forward || p.kind == gemm_kind::forward_bias ||
+                       p.kind == gemm_kind::forward_bias_gelu || p.kind == gemm_kind::forward_gelu;
+  bool const weight =
+      p.kind == gemm_kind::backward_weight || p.kind == gemm_kind::backward_weight_bias;
+  std::size_t const lhs = forward ? m * k : m * n;
+  std::size_t const rhs = weight ? m * k : n * k;
+  std::size_t const out = forward ? m * n : (weight ? n * k : m * k);
+  using graphstep::detail::expect_operand;
+  expect_operand(what, "lhs", o.lhs, p.type, lhs);
+  expect_operand(what, "rhs", o.rhs, p.type, rhs);
+  expect_operand(what, "out", o.out, p.type, out);
+  auto const bias_length = static_cast<std::size_t>(c.bias_length);
+  if (p.kind == gemm_kind::forward_bias || p.kind == gemm_kind::forward_bias_gelu) {
+    expect_operand(what, "bias", o.bias, p.type, bias_length);
+  }
+  // The pre-activation: written by the forward ([M,N]), read by the backward ([M,K]).
+  if (c.aux_ld != 0) expect_operand(what, "pre_activation", o.pre_activation, p.type, out);
+  if (p.kind == gemm_kind::backward_data_gelu || p.kind == gemm_kind::backward_weight_bias) {
+    expect_operand(what, "bias_gradient", o.bias_gradient, p.type, bias_length);
+  }
 }
 
 operand_addresses addresses_of(gemm_problem const& problem, gemm_operands const& o) {
-  auto const address = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  auto const address = [](device_span const& s) {
+    return reinterpret_cast<std::uintptr_t>(s.data());
+  };
   // cuBLASLt's A is the row-major rhs and its B the lhs, for every kind (map_to_cublaslt).
   bool const gradient_epilogue = problem.kind == gemm_kind::backward_data_gelu ||
                                  problem.kind == gemm_kind::backward_weight_bias;
@@ -137,16 +152,16 @@ struct detail::lt_state {
 
   // cuBLASLt's A is the row-major rhs and its B the lhs, for every kind (map_to_cublaslt):
   // forward A = W, B = X; backward_data A = W, B = dY; backward_weight A = X, B = dY.
-  [[nodiscard]] void const* a_ptr() const noexcept { return operands.rhs; }
-  [[nodiscard]] void const* b_ptr() const noexcept { return operands.lhs; }
+  [[nodiscard]] void const* a_ptr() const noexcept { return operands.rhs.data(); }
+  [[nodiscard]] void const* b_ptr() const noexcept { return operands.lhs.data(); }
 
   [[nodiscard]] cublasStatus_t matmul(cublasLtMatmulAlgo_t const& algo,
                                       cuda::stream_view stream) const {
     float const alpha = 1.0F;  // host pointer mode: the values are baked into a captured graph
     float const beta = 0.0F;
     return cublasLtMatmul(handle, desc.get(), &alpha, a_ptr(), a.get(), b_ptr(), b.get(), &beta,
-                          operands.out, d.get(), operands.out, d.get(), &algo, workspace,
-                          workspace_bytes, stream.get());
+                          operands.out.data(), d.get(), operands.out.data(), d.get(), &algo,
+                          workspace, workspace_bytes, stream.get());
   }
 
   void enqueue(cuda::stream_view stream) const {
@@ -156,29 +171,28 @@ struct detail::lt_state {
     for (unfused_kernel const kernel : path.kernels) {
       switch (kernel) {
         case unfused_kernel::bias:
-          launch_bias_gelu(operands.out, nullptr, operands.bias, p.m, p.n, p.type, false,
-                           options.form, stream);
+          launch_bias_gelu(operands.out, {}, operands.bias, p.m, p.n, false, options.form, stream);
           break;
         case unfused_kernel::gelu:
-          launch_bias_gelu(operands.out, operands.pre_activation, nullptr, p.m, p.n, p.type, true,
-                           options.form, stream);
+          launch_bias_gelu(operands.out, operands.pre_activation, {}, p.m, p.n, true, options.form,
+                           stream);
           break;
         case unfused_kernel::bias_gelu:
-          launch_bias_gelu(operands.out, operands.pre_activation, operands.bias, p.m, p.n, p.type,
-                           true, options.form, stream);
+          launch_bias_gelu(operands.out, operands.pre_activation, operands.bias, p.m, p.n, true,
+                           options.form, stream);
           break;
         case unfused_kernel::gelu_backward:
           launch_gelu_backward(operands.out, operands.out, operands.pre_activation, p.m, p.k,
-                               p.type, options.form, stream);
+                               options.form, stream);
           break;
         // The GEMM's workspace is free again once the GEMM is done, in stream order: the bias
         // gradient keeps its partial sums there.
         case unfused_kernel::bias_gradient_of_out:
-          launch_bias_gradient(operands.bias_gradient, operands.out, p.m, p.k, p.type, workspace,
+          launch_bias_gradient(operands.bias_gradient, operands.out, p.m, p.k, workspace,
                                workspace_bytes, stream);
           break;
         case unfused_kernel::bias_gradient_of_lhs:
-          launch_bias_gradient(operands.bias_gradient, operands.lhs, p.m, p.n, p.type, workspace,
+          launch_bias_gradient(operands.bias_gradient, operands.lhs, p.m, p.n, workspace,
                                workspace_bytes, stream);
           break;
       }
@@ -206,15 +220,15 @@ struct detail::lt_state {
       if (c.bias_length != 0) {
         // Bias and bias gradient take D's type (the default BIAS_DATA_TYPE).
         void const* bias = e == epilogue::dgelu_bgrad || e == epilogue::bgradb
-                               ? operands.bias_gradient
-                               : operands.bias;
+                               ? operands.bias_gradient.data()
+                               : operands.bias.data();
         GRAPHSTEP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(raw, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                             &bias, sizeof bias));
       }
       if (c.aux_ld != 0) {
+        void* const aux = operands.pre_activation.data();
         GRAPHSTEP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(
-            raw, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &operands.pre_activation,
-            sizeof operands.pre_activation));
+            raw, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
         std::int64_t const aux_ld = c.aux_ld;
         GRAPHSTEP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(
             raw, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
@@ -241,7 +255,7 @@ struct detail::lt_state {
         raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     // The heuristic must know the real alignments, or it may pick a kernel that faults. The
     // bias and aux pointers it reads from the descriptor.
-    std::uint32_t const align_d = alignment_of(operands.out);
+    std::uint32_t const align_d = alignment_of(operands.out.data());
     for (auto [attribute, value] :
          {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(a_ptr())},
           std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(b_ptr())},

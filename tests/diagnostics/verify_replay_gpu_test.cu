@@ -514,7 +514,12 @@ TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differ
   gs::ops::cublaslt_handle const handle;
   gs::ops::gemm_plan const gemm{handle,
                                 {gs::ops::gemm_kind::forward, rows, rows, rows, gs::dtype::float32},
-                                {x_, w_, product, nullptr, nullptr, nullptr},
+                                {{x_, gs::dtype::float32, n},
+                                 {w_, gs::dtype::float32, n},
+                                 {product, gs::dtype::float32, rows * rows},
+                                 {},
+                                 {},
+                                 {}},
                                 workspace,
                                 workspace_bytes,
                                 {},

@@ -127,6 +127,7 @@ class device_matrix {
   device_matrix& operator=(device_matrix const&) = delete;
 
   [[nodiscard]] void* get() const { return data_; }
+  [[nodiscard]] gs::device_span span() const { return {data_, type_, elements_}; }
   [[nodiscard]] std::size_t bytes() const { return elements_ * gs::size_in_bytes(type_); }
   // All bits set: NaN in fp32, fp16 and bf16, so an element the GPU never wrote shows up.
   // cudaMemset and a pageable cudaMemcpy run on the legacy stream, unordered with the
@@ -301,12 +302,12 @@ TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
       bool const biased =
           kind == go::gemm_kind::forward_bias || kind == go::gemm_kind::forward_bias_gelu;
       go::gemm_problem const problem{kind, m, n, k, type, math};
-      go::gemm_operands const operands{x.get(),
-                                       w.get(),
-                                       y.get(),
-                                       biased ? b.get() : nullptr,
-                                       go::uses_gelu(kind) ? z.get() : nullptr,
-                                       nullptr};
+      go::gemm_operands const operands{x.span(),
+                                       w.span(),
+                                       y.span(),
+                                       biased ? b.span() : gs::device_span{},
+                                       go::uses_gelu(kind) ? z.span() : gs::device_span{},
+                                       gs::device_span{}};
       bool const fusable = go::gemm_plan::can_implement(problem, operands).fused;
       if (!fusable) {
         EXPECT_THROW(static_cast<void>(plan(problem, operands)), gs::usage_error) << what;
@@ -361,19 +362,23 @@ TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
     // fc2: dW2 and db2 in one GEMM (BGRADB).
     auto const wgrad2 =
         plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
-             {dy2.get(), y1.get(), dw2.get(), nullptr, nullptr, db2.get()}, fallback());
+             {dy2.span(), y1.span(), dw2.span(), gs::device_span{}, gs::device_span{}, db2.span()},
+             fallback());
     // Into fc1 through GELU: dZ1 and db1 in one GEMM (DGELU_BGRAD); and without db (DGELU).
-    auto const dgrad =
-        plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
-             {dy2.get(), w2.get(), dz1.get(), nullptr, z1.get(), db1.get()}, fallback());
-    auto const dgrad_nobias =
-        plan({go::gemm_kind::backward_data_dgelu, m, n2, n1, type, math},
-             {dy2.get(), w2.get(), dz1_nobias.get(), nullptr, z1.get(), nullptr}, fallback());
+    auto const dgrad = plan(
+        {go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
+        {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}, fallback());
+    auto const dgrad_nobias = plan(
+        {go::gemm_kind::backward_data_dgelu, m, n2, n1, type, math},
+        {dy2.span(), w2.span(), dz1_nobias.span(), gs::device_span{}, z1.span(), gs::device_span{}},
+        fallback());
     // fc1: dW1 and dX, plain GEMMs.
     auto const wgrad1 = plan({go::gemm_kind::backward_weight, m, n1, k, type, math},
-                             {dz1.get(), x.get(), dw1.get(), nullptr, nullptr, nullptr});
+                             {dz1.span(), x.span(), dw1.span(), gs::device_span{},
+                              gs::device_span{}, gs::device_span{}});
     auto const dgrad1 = plan({go::gemm_kind::backward_data, m, n1, k, type, math},
-                             {dz1.get(), w1.get(), dx.get(), nullptr, nullptr, nullptr});
+                             {dz1.span(), w1.span(), dx.span(), gs::device_span{},
+                              gs::device_span{}, gs::device_span{}});
     bool const aligned_widths = n1 % 8 == 0 && n2 % 8 == 0 && k % 8 == 0;
     if (aligned_widths) {
       EXPECT_TRUE(wgrad2.fused() && dgrad.fused() && dgrad_nobias.fused())
@@ -424,10 +429,10 @@ TEST_P(linear_gelu_gpu, forward_pre_activation_feeds_the_backward) {
     auto const hdy2 = dy2.upload(random(M * N2, rng));
     auto const forward =
         plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
-             {x.get(), w1.get(), a1.get(), b1.get(), z1.get(), nullptr}, fallback());
-    auto const backward =
-        plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
-             {dy2.get(), w2.get(), dz1.get(), nullptr, z1.get(), db1.get()}, fallback());
+             {x.span(), w1.span(), a1.span(), b1.span(), z1.span(), gs::device_span{}}, fallback());
+    auto const backward = plan(
+        {go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
+        {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}, fallback());
     sync();
     auto pre = ref::matmul_abt(hx, hw1, M, N1, K);
     for (std::size_t i = 0; i < M * N1; ++i) pre[i] += hb1[i % N1];
@@ -465,7 +470,7 @@ TEST_P(linear_gelu_gpu, autotuned_plan_matches_the_reference_and_captures) {
   go::gemm_options tuned;
   tuned.autotune_candidates = 4;
   auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
-                      {x.get(), w.get(), y.get(), b.get(), z.get(), nullptr}, tuned);
+                      {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}}, tuned);
   EXPECT_TRUE(p.fused()) << p.unfused_reason();
   auto pre = ref::matmul_abt(hx, hw, M, N, K);
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
@@ -493,11 +498,12 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   static_cast<void>(w.upload(random(N * K, rng, 0.1)));
   static_cast<void>(b.upload(random(N, rng)));
   go::gemm_problem const forward{go::gemm_kind::forward_bias_gelu, m, n, k, type, math};
-  auto const fused = plan(forward, {x.get(), w.get(), y1.get(), b.get(), z1.get(), nullptr});
+  auto const fused =
+      plan(forward, {x.span(), w.span(), y1.span(), b.span(), z1.span(), gs::device_span{}});
   go::gemm_options forced;
   forced.force_unfused = true;
-  auto const unfused =
-      plan(forward, {x.get(), w.get(), y2.get(), b.get(), z2.get(), nullptr}, forced);
+  auto const unfused = plan(
+      forward, {x.span(), w.span(), y2.span(), b.span(), z2.span(), gs::device_span{}}, forced);
   EXPECT_TRUE(fused.fused()) << fused.unfused_reason();
   EXPECT_FALSE(unfused.fused());
   EXPECT_EQ(unfused.decision().kernels,
@@ -512,12 +518,16 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   static_cast<void>(dy.upload(random(M * N, rng)));
   static_cast<void>(zk.upload(random(M * K, rng, 2.0)));
   go::gemm_problem const dgelu{go::gemm_kind::backward_data_gelu, m, n, k, type, math};
-  auto const f1 = plan(dgelu, {dy.get(), w.get(), dz1.get(), nullptr, zk.get(), dbk1.get()});
-  auto const u1 =
-      plan(dgelu, {dy.get(), w.get(), dz2.get(), nullptr, zk.get(), dbk2.get()}, forced);
+  auto const f1 =
+      plan(dgelu, {dy.span(), w.span(), dz1.span(), gs::device_span{}, zk.span(), dbk1.span()});
+  auto const u1 = plan(
+      dgelu, {dy.span(), w.span(), dz2.span(), gs::device_span{}, zk.span(), dbk2.span()}, forced);
   go::gemm_problem const wgrad{go::gemm_kind::backward_weight_bias, m, n, k, type, math};
-  auto const f2 = plan(wgrad, {dy.get(), x.get(), dw1.get(), nullptr, nullptr, dbn1.get()});
-  auto const u2 = plan(wgrad, {dy.get(), x.get(), dw2.get(), nullptr, nullptr, dbn2.get()}, forced);
+  auto const f2 = plan(
+      wgrad, {dy.span(), x.span(), dw1.span(), gs::device_span{}, gs::device_span{}, dbn1.span()});
+  auto const u2 = plan(
+      wgrad, {dy.span(), x.span(), dw2.span(), gs::device_span{}, gs::device_span{}, dbn2.span()},
+      forced);
   EXPECT_TRUE(f1.fused() && f2.fused()) << f1.unfused_reason() << f2.unfused_reason();
   EXPECT_FALSE(u1.fused() || u2.fused());
   EXPECT_LT(error_of(dz2.download(), dz1.download()), bound_between(GetParam(), true));
@@ -539,7 +549,7 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   go::gemm_options erf;
   erf.form = go::gelu_form::erf;
   auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
-                      {x.get(), w.get(), y.get(), b.get(), z.get(), nullptr}, erf);
+                      {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}}, erf);
   EXPECT_FALSE(p.fused());
   EXPECT_NE(p.unfused_reason().find("tanh form"), std::string::npos) << p.unfused_reason();
   auto pre = ref::matmul_abt(hx, hw, M, N, K);
@@ -548,8 +558,9 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::erf);
   EXPECT_LT(error_of(y.download(), want), bound(GetParam()));
   // The bias-only kind ignores the form and stays fused.
-  auto const linear = plan({go::gemm_kind::forward_bias, m, n, k, type, math},
-                           {x.get(), w.get(), y.get(), b.get(), nullptr, nullptr}, erf);
+  auto const linear =
+      plan({go::gemm_kind::forward_bias, m, n, k, type, math},
+           {x.span(), w.span(), y.span(), b.span(), gs::device_span{}, gs::device_span{}}, erf);
   EXPECT_TRUE(linear.fused());
 }
 
@@ -571,17 +582,22 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
   static_cast<void>(dy2.upload(random(M * N2, rng)));
   std::vector<go::gemm_plan> plans;
   plans.push_back(plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
-                       {x.get(), w1.get(), a1.get(), b1.get(), z1.get(), nullptr}));
-  plans.push_back(plan({go::gemm_kind::forward_bias, m, n2, n1, type, math},
-                       {a1.get(), w2.get(), y2.get(), b2.get(), nullptr, nullptr}));
-  plans.push_back(plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
-                       {dy2.get(), a1.get(), dw2.get(), nullptr, nullptr, db2.get()}));
-  plans.push_back(plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
-                       {dy2.get(), w2.get(), dz1.get(), nullptr, z1.get(), db1.get()}));
-  plans.push_back(plan({go::gemm_kind::backward_weight, m, n1, k, type, math},
-                       {dz1.get(), x.get(), dw1.get(), nullptr, nullptr, nullptr}));
-  plans.push_back(plan({go::gemm_kind::backward_data, m, n1, k, type, math},
-                       {dz1.get(), w1.get(), dx.get(), nullptr, nullptr, nullptr}));
+                       {x.span(), w1.span(), a1.span(), b1.span(), z1.span(), gs::device_span{}}));
+  plans.push_back(
+      plan({go::gemm_kind::forward_bias, m, n2, n1, type, math},
+           {a1.span(), w2.span(), y2.span(), b2.span(), gs::device_span{}, gs::device_span{}}));
+  plans.push_back(
+      plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
+           {dy2.span(), a1.span(), dw2.span(), gs::device_span{}, gs::device_span{}, db2.span()}));
+  plans.push_back(
+      plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
+           {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}));
+  plans.push_back(plan(
+      {go::gemm_kind::backward_weight, m, n1, k, type, math},
+      {dz1.span(), x.span(), dw1.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}}));
+  plans.push_back(plan(
+      {go::gemm_kind::backward_data, m, n1, k, type, math},
+      {dz1.span(), w1.span(), dx.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}}));
   for (auto const& p : plans) EXPECT_TRUE(p.fused()) << p.unfused_reason();
   std::vector<device_matrix*> const outputs{&z1, &a1, &y2, &dw2, &db2, &dz1, &db1, &dw1, &dx};
   // Eager, in order, after poisoning every output. Each plan's constructor ran once on the
@@ -633,7 +649,7 @@ TEST_P(linear_gelu_gpu, captured_fused_forward_is_a_few_kernel_nodes) {
     static_cast<void>(w.upload(random(N * K, rng, 0.05)));
     static_cast<void>(b.upload(random(N, rng)));
     auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
-                        {x.get(), w.get(), y.get(), b.get(), z.get(), nullptr});
+                        {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}});
     ASSERT_TRUE(p.fused()) << p.unfused_reason();
     sync();
     auto const eager = y.download();
@@ -653,7 +669,8 @@ TEST_P(linear_gelu_gpu, planning_while_capturing_is_a_usage_error) {
   gs::dtype const type = GetParam().type;
   go::gemm_math const math = GetParam().math;
   device_matrix x{type, 64 * 64}, w{type, 64 * 64}, y{type, 64 * 64};
-  go::gemm_operands const operands{x.get(), w.get(), y.get(), nullptr, nullptr, nullptr};
+  go::gemm_operands const operands{x.span(),          w.span(),          y.span(),
+                                   gs::device_span{}, gs::device_span{}, gs::device_span{}};
   auto const ready = plan({go::gemm_kind::forward, 64, 64, 64, type, math}, operands);
   try {
     captured_graph const g{
@@ -686,7 +703,8 @@ TEST_P(linear_gelu_gpu, misaligned_operands_fall_back_or_fail_clearly) {
   auto const hw = w.upload(random(N * K, rng, 0.2));
   auto const hb = b.upload(random(N, rng));
   go::gemm_problem const problem{go::gemm_kind::forward_bias_gelu, m, n, k, type, math};
-  go::gemm_operands const operands{x.get(), w.get(), y.get(), b.get(), z.get(), nullptr};
+  go::gemm_operands const operands{x.span(), w.span(), y.span(),
+                                   b.span(), z.span(), gs::device_span{}};
   auto const s = go::gemm_plan::can_implement(problem, operands);
   EXPECT_FALSE(s.fused);
   EXPECT_NE(s.reason.find("16-byte boundary"), std::string::npos) << s.reason;
@@ -705,31 +723,36 @@ TEST_P(linear_gelu_gpu, bad_arguments_are_usage_errors) {
   gs::dtype const type = GetParam().type;
   go::gemm_math const math = GetParam().math;
   device_matrix x{type, 64 * 64};
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_bias_gelu, 64, 64, 64, type, math},
-                                      {x.get(), x.get(), x.get(), nullptr, x.get(), nullptr})),
+  EXPECT_THROW(static_cast<void>(plan(
+                   {go::gemm_kind::forward_bias_gelu, 64, 64, 64, type, math},
+                   {x.span(), x.span(), x.span(), gs::device_span{}, x.span(), gs::device_span{}})),
                gs::usage_error);  // no bias
   EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_gelu, 64, 64, 64, type, math},
-                                      {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr})),
+                                      {x.span(), x.span(), x.span(), gs::device_span{},
+                                       gs::device_span{}, gs::device_span{}})),
                gs::usage_error);  // no pre-activation
   EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::backward_weight_bias, 64, 64, 64, type, math},
-                                      {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr})),
+                                      {x.span(), x.span(), x.span(), gs::device_span{},
+                                       gs::device_span{}, gs::device_span{}})),
                gs::usage_error);  // no bias gradient
   EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward, 0, 64, 64, type, math},
-                                      {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr})),
+                                      {x.span(), x.span(), x.span(), gs::device_span{},
+                                       gs::device_span{}, gs::device_span{}})),
                gs::usage_error);
-  EXPECT_THROW(
-      static_cast<void>(go::gemm_plan{*handle_,
-                                      {go::gemm_kind::forward, 8, 8, 8, type, math},
-                                      {x.get(), x.get(), x.get(), nullptr, nullptr, nullptr},
-                                      static_cast<char*>(workspace_) + 16,
-                                      1024,
-                                      {},
-                                      *stream_}),
-      gs::usage_error);  // misaligned workspace
+  EXPECT_THROW(static_cast<void>(go::gemm_plan{*handle_,
+                                               {go::gemm_kind::forward, 8, 8, 8, type, math},
+                                               {x.span(), x.span(), x.span(), gs::device_span{},
+                                                gs::device_span{}, gs::device_span{}},
+                                               static_cast<char*>(workspace_) + 16,
+                                               1024,
+                                               {},
+                                               *stream_}),
+               gs::usage_error);  // misaligned workspace
   // The plan runs once when made: its output must not alias its inputs.
   device_matrix out{type, std::size_t{64}};
-  auto p = plan({go::gemm_kind::forward, 8, 8, 8, type, math},
-                {x.get(), x.get(), out.get(), nullptr, nullptr, nullptr});
+  auto p = plan(
+      {go::gemm_kind::forward, 8, 8, 8, type, math},
+      {x.span(), x.span(), out.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}});
   auto moved = std::move(p);
   EXPECT_THROW(p.run(*stream_), gs::usage_error);  // NOLINT(bugprone-use-after-move)
   EXPECT_FALSE(p.fused());                         // NOLINT(bugprone-use-after-move)
@@ -752,11 +775,11 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
       device_matrix dz{type, M * N, offset}, db{type, N}, y{type, M * N, offset};
       device_matrix pre{type, M * N, offset}, bias{type, N}, g{type, M * N, offset};
       auto const hdz = dz.upload(random(M * N, rng));
-      go::launch_bias_gradient(db.get(), dz.get(), m, n, type, *stream_);
+      go::launch_bias_gradient(db.span(), dz.span(), m, n, *stream_);
       auto const first = db.download();
       EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), bound(GetParam())) << what;
       db.poison();
-      go::launch_bias_gradient(db.get(), dz.get(), m, n, type, *stream_);
+      go::launch_bias_gradient(db.span(), dz.span(), m, n, *stream_);
       EXPECT_EQ(db.download(), first) << what << ": the bias gradient is not reproducible";
 
       auto const hy = y.upload(random(M * N, rng, 3.0));
@@ -764,7 +787,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
       for (auto form : {go::gelu_form::tanh, go::gelu_form::erf}) {
         static_cast<void>(y.upload(hy));
         pre.poison();
-        go::launch_bias_gelu(y.get(), pre.get(), bias.get(), m, n, type, true, form, *stream_);
+        go::launch_bias_gelu(y.span(), pre.span(), bias.span(), m, n, true, form, *stream_);
         std::vector<double> want_pre(M * N), want(M * N);
         for (std::size_t i = 0; i < M * N; ++i) {
           want_pre[i] = hy[i] + hb[i % N];
@@ -775,7 +798,7 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
         // dz = dy ⊙ GELU′(pre), in place on dy.
         auto const hpre = pre.download();
         auto const hg = g.upload(random(M * N, rng));
-        go::launch_gelu_backward(g.get(), g.get(), pre.get(), m, n, type, form, *stream_);
+        go::launch_gelu_backward(g.span(), g.span(), pre.span(), m, n, form, *stream_);
         std::vector<double> want_dz(M * N);
         for (std::size_t i = 0; i < M * N; ++i)
           want_dz[i] = hg[i] * ref::gelu_derivative(hpre[i], form);
@@ -783,19 +806,20 @@ TEST_P(linear_gelu_gpu, kernels_match_the_reference) {
       }
       // Bias only, without GELU and without saving.
       static_cast<void>(y.upload(hy));
-      go::launch_bias_gelu(y.get(), nullptr, bias.get(), m, n, type, false, go::gelu_form::tanh,
-                           *stream_);
+      go::launch_bias_gelu(y.span(), gs::device_span{}, bias.span(), m, n, false,
+                           go::gelu_form::tanh, *stream_);
       std::vector<double> want_bias(M * N);
       for (std::size_t i = 0; i < M * N; ++i) want_bias[i] = hy[i] + hb[i % N];
       EXPECT_LT(error_of(y.download(), want_bias), bound(GetParam())) << what;
     }
   }
   device_matrix any{type, 16};
-  EXPECT_THROW(go::launch_bias_gradient(nullptr, any.get(), 4, 4, type, *stream_), gs::usage_error);
-  EXPECT_THROW(go::launch_bias_gelu(any.get(), nullptr, nullptr, 0, 4, type, true,
+  EXPECT_THROW(go::launch_bias_gradient(gs::device_span{}, any.span(), 4, 4, *stream_),
+               gs::usage_error);
+  EXPECT_THROW(go::launch_bias_gelu(any.span(), gs::device_span{}, gs::device_span{}, 0, 4, true,
                                     go::gelu_form::tanh, *stream_),
                gs::usage_error);
-  EXPECT_THROW(go::launch_gelu_backward(any.get(), any.get(), nullptr, 4, 4, type,
+  EXPECT_THROW(go::launch_gelu_backward(any.span(), any.span(), gs::device_span{}, 4, 4,
                                         go::gelu_form::tanh, *stream_),
                gs::usage_error);
 }
@@ -818,9 +842,9 @@ TEST_P(linear_gelu_gpu, gelu_kernels_saturate_at_large_and_infinite_inputs) {
       device_matrix y{type, n, offset}, pre{type, n, offset}, g{type, n, offset};
       auto const stored = y.upload(inputs);
       static_cast<void>(g.upload(std::vector<double>(n, 1.0)));
-      go::launch_bias_gelu(y.get(), pre.get(), nullptr, 1, static_cast<std::int64_t>(n), type, true,
-                           form, *stream_);
-      go::launch_gelu_backward(g.get(), g.get(), pre.get(), 1, static_cast<std::int64_t>(n), type,
+      go::launch_bias_gelu(y.span(), pre.span(), gs::device_span{}, 1, static_cast<std::int64_t>(n),
+                           true, form, *stream_);
+      go::launch_gelu_backward(g.span(), g.span(), pre.span(), 1, static_cast<std::int64_t>(n),
                                form, *stream_);
       auto const got = y.download();
       auto const slope = g.download();
@@ -862,23 +886,23 @@ TEST_P(linear_gelu_gpu, bias_gradient_with_workspace_is_exact_and_reproducible) 
       GRAPHSTEP_CUDA_TRY(cudaMalloc(&workspace, bytes));
       device_matrix dz{type, M * N, offset}, db{type, N}, one_pass{type, N};
       auto const hdz = dz.upload(random(M * N, rng));
-      go::launch_bias_gradient(db.get(), dz.get(), m, n, type, workspace, bytes, *stream_);
+      go::launch_bias_gradient(db.span(), dz.span(), m, n, workspace, bytes, *stream_);
       auto const first = db.download();
       EXPECT_LT(error_of(first, ref::column_sums(hdz, M, N)), bound(GetParam())) << what;
       for (int run = 0; run < 2; ++run) {
         db.poison();
         GRAPHSTEP_CUDA_TRY(cudaMemset(workspace, 0xFF, bytes));  // stale partials must not count
         GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-        go::launch_bias_gradient(db.get(), dz.get(), m, n, type, workspace, bytes, *stream_);
+        go::launch_bias_gradient(db.span(), dz.span(), m, n, workspace, bytes, *stream_);
         EXPECT_EQ(db.download(), first) << what << ": not reproducible, run " << run;
       }
-      go::launch_bias_gradient(one_pass.get(), dz.get(), m, n, type, *stream_);
+      go::launch_bias_gradient(one_pass.span(), dz.span(), m, n, *stream_);
       EXPECT_LT(error_of(one_pass.download(), first), 2 * bound(GetParam())) << what;
       GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(workspace));
     }
   }
   device_matrix any{type, 16};
-  EXPECT_THROW(go::launch_bias_gradient(any.get(), any.get(), 4, 4, type, nullptr, 64, *stream_),
+  EXPECT_THROW(go::launch_bias_gradient(any.span(), any.span(), 4, 4, nullptr, 64, *stream_),
                gs::usage_error);  // a size without a workspace
   EXPECT_THROW(static_cast<void>(go::bias_gradient_workspace_size(0)), gs::usage_error);
 }

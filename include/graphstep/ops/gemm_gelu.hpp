@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <memory>
 #include <string>
@@ -56,14 +57,16 @@ class cublaslt_handle {
 /// forward kinds: out = lhs·rhsᵀ (+ bias) with lhs = X[M,K], rhs = W[N,K], out = Y[M,N];
 /// backward_data kinds: out = lhs·rhs with lhs = dY[M,N], rhs = W[N,K], out = dX[M,K];
 /// backward_weight kinds: out = lhsᵀ·rhs with lhs = dY[M,N], rhs = X[M,K], out = dW[N,K].
-/// All share the problem's storage type.
+/// All are spans of the problem's storage type holding at least those elements; an operand the
+/// kind does not use may be left empty.
 struct gemm_operands {
-  void const* lhs{};
-  void const* rhs{};
-  void* out{};
-  void const* bias{};      ///< forward_bias, forward_bias_gelu: [N]
-  void* pre_activation{};  ///< forward_*gelu write it ([M,N]); backward_data_*gelu read it ([M,K])
-  void* bias_gradient{};   ///< backward_data_gelu: [K]; backward_weight_bias: [N]
+  device_span lhs;
+  device_span rhs;
+  device_span out;
+  device_span bias;  ///< forward_bias, forward_bias_gelu: [N]
+  device_span
+      pre_activation;  ///< forward_*gelu write it ([M,N]); backward_data_*gelu read it ([M,K])
+  device_span bias_gradient;  ///< backward_data_gelu: [K]; backward_weight_bias: [N]
 };
 
 /// @brief One planned GEMM of a layer.
@@ -87,8 +90,9 @@ class gemm_plan {
   /// @param handle must outlive the plan: run() calls cublasLtMatmul with it
   /// @param workspace device memory of `workspace_bytes`, 256-byte aligned (from the pool); it
   /// must not be used by work running concurrently with this plan's runs
-  /// @throws usage_error (unsupported without fallback, missing operands, a capturing stream,
-  /// misaligned workspace, no cuBLASLt algorithm), cublas_error, cuda_error
+  /// @throws usage_error (unsupported without fallback, missing operands or ones of another type
+  /// or too short for the problem, a capturing stream, misaligned workspace, no cuBLASLt
+  /// algorithm), cublas_error, cuda_error
   gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
             gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
             gemm_options const& options, cuda::stream_view stream);
