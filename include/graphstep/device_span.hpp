@@ -21,9 +21,9 @@ namespace graphstep {
 [[nodiscard]] std::string describe(std::vector<std::int64_t> const& shape, dtype type);
 
 /// @brief `count()` elements of `type()` at `data()` in device memory, not owned: what every
-/// graphstep API that takes a buffer of device memory takes (the collectives, the loss scaler,
-/// a graphed callable's static tensors). A typed `cuda::device_buffer` gives its own with
-/// `view()`.
+/// graphstep API that takes a buffer of device memory takes (the ops, the collectives, the
+/// optimizers' parameters, the loss scaler, dropout and the random fills, a graphed callable's
+/// static tensors). A typed `cuda::device_buffer` gives its own with `view()`.
 ///
 /// The type is always named and comes before the count, `{pointer, dtype::bfloat16, count}`,
 /// so that a (pointer, bytes, type) triple or a (pointer, bytes) pair, as graphstep's older
