@@ -144,7 +144,8 @@ class mlp {
     gs::train::dropout_forward(floats(y2_, m * d_out), bytes(mask2_, m * d_out),
                                floats(y_, m * d_out), p2,
                                rng_.reserve(gs::train::dropout_counters(m * d_out)), stream_);
-    mse_->forward_backward(y2_, target_, dy2_, loss_, stream_);
+    mse_->forward_backward(floats(y2_, m * d_out), floats(target_, m * d_out),
+                           floats(dy2_, m * d_out), floats(loss_, 1), stream_);
     gs::train::dropout_backward(floats(dy_, m * d_out), bytes(mask2_, m * d_out),
                                 floats(dy2_, m * d_out), p2, stream_);
     fc2_wgrad_->run(stream_);
@@ -183,12 +184,12 @@ class mlp {
   [[nodiscard]] std::vector<gs::diagnostics::watched_region> watched() const {
     std::size_t total = 0;
     for (std::size_t count : gradient_counts_) total += count;
-    return {gs::diagnostics::watch("fc1 weight", w1_, std::size_t(hidden) * d_in),
-            gs::diagnostics::watch("fc1 bias", b1_, hidden),
-            gs::diagnostics::watch("fc2 weight", w2_, std::size_t(d_out) * hidden),
-            gs::diagnostics::watch("fc2 bias", b2_, d_out),
-            gs::diagnostics::watch("gradients", gradients_, total),
-            gs::diagnostics::watch("loss", loss_, 1)};
+    return {gs::diagnostics::watch("fc1 weight", {w1_, gs::dtype::float32, std::size_t(hidden) * d_in}),
+            gs::diagnostics::watch("fc1 bias", {b1_, gs::dtype::float32, hidden}),
+            gs::diagnostics::watch("fc2 weight", {w2_, gs::dtype::float32, std::size_t(d_out) * hidden}),
+            gs::diagnostics::watch("fc2 bias", {b2_, gs::dtype::float32, d_out}),
+            gs::diagnostics::watch("gradients", {gradients_, gs::dtype::float32, total}),
+            gs::diagnostics::watch("loss", {loss_, gs::dtype::float32, 1})};
   }
   [[nodiscard]] gs::train::capture_safe_rng& rng() { return rng_; }
   /// Runs between the backward pass and the optimizer (e.g. averaging gradients across ranks).

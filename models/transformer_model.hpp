@@ -409,15 +409,15 @@ class transformer {
     }
     std::vector<go::cudnn_attention_operands> operands;
     for (auto& a : layers_) {
-      operands.push_back({a.qkv, a.attention, a.logsumexp, d_attention_, d_qkv_});
-      auto const support =
-          go::cudnn_attention_plan::can_implement(attention_shape_, bf16, operands.back());
+      operands.push_back({qkv(a.qkv), activation(a.attention), logsumexp(a.logsumexp),
+                          activation(d_attention_), qkv(d_qkv_)});
+      auto const support = go::cudnn_attention_plan::can_implement(attention_shape_, operands.back());
       if (!support.fused) return refuse(support.reason);
     }
     cudnn_.emplace();
     std::size_t workspace_bytes = 0;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      layers_[l].attention_plan.emplace(*cudnn_, attention_shape_, bf16, operands[l]);
+      layers_[l].attention_plan.emplace(*cudnn_, attention_shape_, operands[l]);
       workspace_bytes = std::max(workspace_bytes, layers_[l].attention_plan->workspace_size());
     }
     // The attention workspace serves every layer: they run one after another on one stream.

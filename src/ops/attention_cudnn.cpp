@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <limits>
@@ -65,12 +66,24 @@ void check_contract(attention_shape const& s, cudnn_attention_operands const& o,
                             static_cast<double>(s.heads) * static_cast<double>(s.head_dim) * 3.0 <
                         limit * limit,
                     what + ": the layer is too large to index");
-  GRAPHSTEP_EXPECTS(o.qkv != nullptr && o.out != nullptr && o.logsumexp != nullptr,
-                    what + ": qkv, out and logsumexp are required");
-  GRAPHSTEP_EXPECTS((o.dout == nullptr) == (o.dqkv == nullptr),
+  // Each operand of qkv's type (checked for cuDNN's types later: a float32 layer is reported,
+  // not thrown) and as long as the shape says.
+  dtype const type = graphstep::detail::floating_operand_type(what, "qkv", o.qkv);
+  auto const rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.sequence);
+  std::size_t const row = static_cast<std::size_t>(s.heads) * static_cast<std::size_t>(s.head_dim);
+  using graphstep::detail::expect_operand;
+  expect_operand(what, "qkv", o.qkv, type, rows * 3 * row);
+  expect_operand(what, "out", o.out, type, rows * row);
+  expect_operand(what, "logsumexp", o.logsumexp, dtype::float32,
+                 rows * static_cast<std::size_t>(s.heads));
+  GRAPHSTEP_EXPECTS(o.dout.empty() == o.dqkv.empty(),
                     what +
                         ": give dout and dqkv together (a plan with a backward) or neither (a "
                         "forward-only plan)");
+  if (!o.dqkv.empty()) {
+    expect_operand(what, "dout", o.dout, type, rows * row);
+    expect_operand(what, "dqkv", o.dqkv, type, rows * 3 * row);
+  }
 }
 
 // The frontend tells cuDNN that every tensor, logsumexp included, is 16-byte aligned when it
@@ -103,11 +116,12 @@ support check_arguments(attention_shape const& s, dtype type, cudnn_attention_op
                        " is not supported: cuDNN's fused attention needs a multiple of 8, at most "
                        "256"};
   }
-  for (auto const& [operand, pointer] : {std::pair<char const*, void const*>{"qkv", o.qkv},
-                                         {"out", o.out},
-                                         {"logsumexp", o.logsumexp},
-                                         {"dout", o.dout},
-                                         {"dqkv", o.dqkv}}) {
+  for (auto const& [operand, pointer] :
+       {std::pair<char const*, void const*>{"qkv", o.qkv.data()},
+        {"out", o.out.data()},
+        {"logsumexp", o.logsumexp.data()},
+        {"dout", o.dout.data()},
+        {"dqkv", o.dqkv.data()}}) {
     if (reinterpret_cast<std::uintptr_t>(pointer) % operand_alignment != 0) {
       return misaligned(operand, pointer, what);
     }
@@ -131,14 +145,14 @@ void check_disjoint(attention_shape const& s, dtype type, cudnn_attention_operan
     auto const begin = reinterpret_cast<std::uintptr_t>(p);
     return extent{name, begin, begin + bytes};
   };
-  extent const qkv = at("qkv", o.qkv, rows * 3 * row);
-  extent const out = at("out", o.out, rows * row);
-  extent const lse =
-      at("logsumexp", o.logsumexp, rows * static_cast<std::uintptr_t>(s.heads) * sizeof(float));
-  extent const dout = at("dout", o.dout, rows * row);
-  extent const dqkv = at("dqkv", o.dqkv, rows * 3 * row);
+  extent const qkv = at("qkv", o.qkv.data(), rows * 3 * row);
+  extent const out = at("out", o.out.data(), rows * row);
+  extent const lse = at("logsumexp", o.logsumexp.data(),
+                        rows * static_cast<std::uintptr_t>(s.heads) * sizeof(float));
+  extent const dout = at("dout", o.dout.data(), rows * row);
+  extent const dqkv = at("dqkv", o.dqkv.data(), rows * 3 * row);
   std::vector<std::pair<extent, extent>> pairs{{out, qkv}, {lse, qkv}, {lse, out}};
-  if (o.dqkv != nullptr) {
+  if (!o.dqkv.empty()) {
     pairs.insert(pairs.end(), {{dqkv, qkv}, {dqkv, out}, {dqkv, lse}, {dqkv, dout}});
   }
   for (auto const& [written, other] : pairs) {
@@ -469,8 +483,9 @@ cudnn_handle::cudnn_handle() {
 #endif
 }
 
-support cudnn_attention_plan::can_implement(attention_shape const& shape, dtype type,
+support cudnn_attention_plan::can_implement(attention_shape const& shape,
                                             cudnn_attention_operands const& operands) {
+  dtype const type = operands.qkv.type();
   std::string const what = describe(shape, type);
   check_contract(shape, operands, what);
   if (support arguments = check_arguments(shape, type, operands, what); !arguments.fused) {
@@ -496,34 +511,36 @@ support cudnn_attention_plan::can_implement(attention_shape const& shape, dtype 
 }
 
 cudnn_attention_plan::cudnn_attention_plan(cudnn_handle const& handle, attention_shape const& shape,
-                                           dtype type, cudnn_attention_operands const& operands,
+                                           cudnn_attention_operands const& operands,
                                            cudnn_attention_options const& options)
     : state_{std::make_unique<detail::cudnn_attention_state>()} {
   auto& s = *state_;
+  dtype const type = operands.qkv.type();
   s.what = describe(shape, type);
   GRAPHSTEP_EXPECTS(handle.get() != nullptr, s.what + ": the cuDNN handle was moved from");
-  support const supported = can_implement(shape, type, operands);
+  support const supported = can_implement(shape, operands);
   GRAPHSTEP_EXPECTS(supported.fused, supported.reason);
   s.shape = shape;
-  s.has_backward = operands.dqkv != nullptr;
+  s.has_backward = !operands.dqkv.empty();
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
   s.handle = handle.get();
   layouts const l{shape};
-  void* const q = const_cast<void*>(operands.qkv);
+  void* const q = operands.qkv.data();
   s.forward_pack = {{q_uid, q},
                     {k_uid, offset(q, l.head_row, type)},
                     {v_uid, offset(q, 2 * l.head_row, type)},
-                    {o_uid, operands.out},
-                    {stats_uid, operands.logsumexp}};
+                    {o_uid, operands.out.data()},
+                    {stats_uid, operands.logsumexp.data()}};
   s.forward = forward_graph(shape, type);
   build(*s.forward, s.handle, s.what + " forward");
   s.workspace_needed = workspace_of(*s.forward, s.what);
   if (s.has_backward) {
     s.backward_pack = s.forward_pack;
-    s.backward_pack.insert({{do_uid, const_cast<void*>(operands.dout)},
-                            {dq_uid, operands.dqkv},
-                            {dk_uid, offset(operands.dqkv, l.head_row, type)},
-                            {dv_uid, offset(operands.dqkv, 2 * l.head_row, type)}});
+    void* const dq = operands.dqkv.data();
+    s.backward_pack.insert({{do_uid, operands.dout.data()},
+                            {dq_uid, dq},
+                            {dk_uid, offset(dq, l.head_row, type)},
+                            {dv_uid, offset(dq, 2 * l.head_row, type)}});
     s.backward = backward_graph(shape, type, options);
     build(*s.backward, s.handle, s.what + " backward");
     s.workspace_needed = std::max(s.workspace_needed, workspace_of(*s.backward, s.what));

@@ -28,12 +28,18 @@ mse_loss::~mse_loss() = default;
 mse_loss::mse_loss(mse_loss&& other) noexcept = default;
 mse_loss& mse_loss::operator=(mse_loss&& other) noexcept = default;
 
-void mse_loss::forward_backward(float const* prediction, float const* target, float* gradient,
-                                float* loss, cuda::stream_view stream) const {
+void mse_loss::forward_backward(device_span prediction, device_span target, device_span gradient,
+                                device_span loss, cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(!partials_.empty(), "mse_loss: this loss was moved from");
-  GRAPHSTEP_EXPECTS(prediction && target && gradient && loss,
-                    "mse_loss::forward_backward: a null device pointer was passed");
-  detail::launch_mse(prediction, target, gradient, static_cast<float*>(partials_.data()), loss,
+  char const* const what = "mse_loss::forward_backward";
+  using graphstep::detail::expect_operand;
+  expect_operand(what, "prediction", prediction, dtype::float32, count_);
+  expect_operand(what, "target", target, dtype::float32, count_);
+  expect_operand(what, "gradient", gradient, dtype::float32, count_);
+  expect_operand(what, "loss", loss, dtype::float32, 1);
+  detail::launch_mse(static_cast<float const*>(prediction.data()),
+                     static_cast<float const*>(target.data()), static_cast<float*>(gradient.data()),
+                     static_cast<float*>(partials_.data()), static_cast<float*>(loss.data()),
                      count_, stream);
 }
 

@@ -125,7 +125,8 @@ TEST_F(soak_test, a_million_replays_of_a_training_step_do_not_grow_memory) {
   gs::graphs::capture(step, stream, pool, [&] {
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     scale_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(scratch, param, n, 1.0F);
-    mse.forward_backward(scratch, target, grad, loss, stream);
+    mse.forward_backward({scratch, gs::dtype::float32, n}, {target, gs::dtype::float32, n},
+                         {grad, gs::dtype::float32, n}, {loss, gs::dtype::float32, 1}, stream);
     pool.deallocate(scratch, stream);
     optimizer.step(stream);
   });

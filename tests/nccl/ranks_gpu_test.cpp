@@ -783,7 +783,7 @@ TEST_F(ranks_test, verify_replay_refuses_a_collective_of_several_ranks_and_the_p
       auto const started = std::chrono::steady_clock::now();
       try {
         static_cast<void>(gs::diagnostics::verify_replay(
-            stream, step, graph, {gs::diagnostics::watch("recv", recv, n)}));
+            stream, step, graph, {gs::diagnostics::watch("recv", {recv, gs::dtype::float32, n})}));
         checks.expect(false, "verify_replay ran a collective of two ranks alone");
       } catch (gs::usage_error const& e) {
         checks.expect(

@@ -56,17 +56,25 @@ namespace {
 
 // Host memory whose addresses stand in for device pointers: can_implement() reads the
 // addresses and never the memory.
+// `span` moved to `address`: the same type and count somewhere else.
+gs::device_span at_address(gs::device_span span, void* address) {
+  return {address, span.type(), span.count()};
+}
+
+// More elements than any shape below needs: these operands are never read.
+constexpr std::size_t plenty = std::size_t{1} << 24;
+
 struct fake_operands {
   alignas(256) std::array<unsigned char, 1024> storage{};
 
   [[nodiscard]] void* at(std::size_t offset) { return storage.data() + offset; }
-  [[nodiscard]] go::cudnn_attention_operands operands() {
+  [[nodiscard]] go::cudnn_attention_operands operands(gs::dtype type = gs::dtype::bfloat16) {
     go::cudnn_attention_operands o;
-    o.qkv = at(0);
-    o.out = at(256);
-    o.logsumexp = static_cast<float*>(at(512));
-    o.dout = at(768);
-    o.dqkv = at(896);
+    o.qkv = {at(0), type, plenty};
+    o.out = {at(256), type, plenty};
+    o.logsumexp = {at(512), gs::dtype::float32, plenty};
+    o.dout = {at(768), type, plenty};
+    o.dqkv = {at(896), type, plenty};
     return o;
   }
 };
@@ -76,7 +84,7 @@ constexpr go::attention_shape small_shape{2, 16, 2, 64};
 TEST(cudnn_attention_arguments, float32_data_is_refused_with_the_plain_path_named) {
   fake_operands fake;
   go::support const s =
-      go::cudnn_attention_plan::can_implement(small_shape, gs::dtype::float32, fake.operands());
+      go::cudnn_attention_plan::can_implement(small_shape, fake.operands(gs::dtype::float32));
   EXPECT_FALSE(s.fused);
   EXPECT_TRUE(contains(s.reason, "bfloat16 or float16")) << s.reason;
   EXPECT_TRUE(contains(s.reason, "float32")) << s.reason;
@@ -89,7 +97,7 @@ TEST(cudnn_attention_arguments, head_dims_off_multiples_of_8_or_above_256_are_re
     go::attention_shape shape = small_shape;
     shape.head_dim = head_dim;
     go::support const s =
-        go::cudnn_attention_plan::can_implement(shape, gs::dtype::bfloat16, fake.operands());
+        go::cudnn_attention_plan::can_implement(shape, fake.operands());
     EXPECT_FALSE(s.fused) << head_dim;
     EXPECT_TRUE(contains(s.reason, "head_dim " + std::to_string(head_dim))) << s.reason;
     EXPECT_TRUE(contains(s.reason, "multiple of 8, at most 256")) << s.reason;
@@ -100,20 +108,20 @@ TEST(cudnn_attention_arguments, each_operand_off_16_bytes_is_refused_by_name) {
   // The element alignment of each operand, short of 16 bytes.
   using member = std::pair<char const*, void (*)(go::cudnn_attention_operands&, void*)>;
   std::array<member, 5> const members{{
-      {"qkv", [](go::cudnn_attention_operands& o, void* p) { o.qkv = p; }},
-      {"out", [](go::cudnn_attention_operands& o, void* p) { o.out = p; }},
+      {"qkv", [](go::cudnn_attention_operands& o, void* p) { o.qkv = at_address(o.qkv, p); }},
+      {"out", [](go::cudnn_attention_operands& o, void* p) { o.out = at_address(o.out, p); }},
       {"logsumexp",
-       [](go::cudnn_attention_operands& o, void* p) { o.logsumexp = static_cast<float*>(p); }},
-      {"dout", [](go::cudnn_attention_operands& o, void* p) { o.dout = p; }},
-      {"dqkv", [](go::cudnn_attention_operands& o, void* p) { o.dqkv = p; }},
+       [](go::cudnn_attention_operands& o,
+          void* p) { o.logsumexp = at_address(o.logsumexp, p); }},
+      {"dout", [](go::cudnn_attention_operands& o, void* p) { o.dout = at_address(o.dout, p); }},
+      {"dqkv", [](go::cudnn_attention_operands& o, void* p) { o.dqkv = at_address(o.dqkv, p); }},
   }};
   fake_operands fake;
   for (auto const& [operand, set] : members) {
     for (std::size_t const offset : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
-      go::cudnn_attention_operands o = fake.operands();
+      go::cudnn_attention_operands o = fake.operands(gs::dtype::float16);
       set(o, fake.at(128 + offset));
-      go::support const s =
-          go::cudnn_attention_plan::can_implement(small_shape, gs::dtype::float16, o);
+      go::support const s = go::cudnn_attention_plan::can_implement(small_shape, o);
       EXPECT_FALSE(s.fused) << operand << " + " << offset;
       EXPECT_TRUE(contains(s.reason, std::string{": "} + operand + " at ")) << s.reason;
       EXPECT_TRUE(contains(s.reason, "16-byte aligned")) << s.reason;
@@ -130,22 +138,27 @@ TEST(cudnn_attention_arguments, contract_violations_throw_usage_error) {
     *sizes.at(static_cast<std::size_t>(size)) = size % 2 == 0 ? 0 : -3;
     std::string const what = message_of([&] {
       static_cast<void>(
-          go::cudnn_attention_plan::can_implement(shape, gs::dtype::bfloat16, fake.operands()));
+          go::cudnn_attention_plan::can_implement(shape, fake.operands()));
     });
     EXPECT_TRUE(contains(what, "must be positive")) << what;
   }
   go::cudnn_attention_operands no_out = fake.operands();
-  no_out.out = nullptr;
+  no_out.out = {};
   std::string const missing = message_of([&] {
-    static_cast<void>(
-        go::cudnn_attention_plan::can_implement(small_shape, gs::dtype::bfloat16, no_out));
+    static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, no_out));
   });
-  EXPECT_TRUE(contains(missing, "qkv, out and logsumexp are required")) << missing;
+  EXPECT_TRUE(contains(missing, "out holds no element")) << missing;
+  go::cudnn_attention_operands short_qkv = fake.operands();
+  short_qkv.qkv = {fake.at(0), gs::dtype::bfloat16, 12287};  // [32, 3·2·64] holds 12288
+  std::string const too_short = message_of([&] {
+    static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, short_qkv));
+  });
+  EXPECT_TRUE(contains(too_short, "qkv is 12287 bfloat16")) << too_short;
+  EXPECT_TRUE(contains(too_short, "the sizes need 12288 elements")) << too_short;
   go::cudnn_attention_operands half_backward = fake.operands();
-  half_backward.dqkv = nullptr;
+  half_backward.dqkv = {};
   std::string const together = message_of([&] {
-    static_cast<void>(
-        go::cudnn_attention_plan::can_implement(small_shape, gs::dtype::bfloat16, half_backward));
+    static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, half_backward));
   });
   EXPECT_TRUE(contains(together, "dout and dqkv together")) << together;
 }
@@ -157,12 +170,13 @@ TEST(cudnn_attention_arguments, outputs_sharing_memory_with_other_operands_throw
   alignas(256) static std::array<unsigned char, 2048> storage{};
   auto const at = [](std::size_t offset) { return storage.data() + offset; };
   auto const apart = [&] {
+    auto const bf16 = gs::dtype::bfloat16;
     go::cudnn_attention_operands o;
-    o.qkv = at(0);
-    o.out = at(256);
-    o.logsumexp = reinterpret_cast<float*>(at(512));
-    o.dout = at(768);
-    o.dqkv = at(1024);
+    o.qkv = {at(0), bf16, 96};
+    o.out = {at(256), bf16, 32};
+    o.logsumexp = {at(512), gs::dtype::float32, 4};
+    o.dout = {at(768), bf16, 32};
+    o.dqkv = {at(1024), bf16, 96};
     return o;
   };
   struct overlap {
@@ -172,26 +186,26 @@ TEST(cudnn_attention_arguments, outputs_sharing_memory_with_other_operands_throw
   std::array<overlap, 5> const cases{{
       {"out overlaps qkv",
        [](go::cudnn_attention_operands& o) {
-         o.out = const_cast<unsigned char*>(static_cast<unsigned char const*>(o.qkv)) + 176;
+         o.out = at_address(o.out, static_cast<unsigned char*>(o.qkv.data()) + 176);
        }},
       {"logsumexp overlaps out",
        [](go::cudnn_attention_operands& o) {
-         o.logsumexp = reinterpret_cast<float*>(static_cast<unsigned char*>(o.out) + 48);
+         o.logsumexp = at_address(o.logsumexp, static_cast<unsigned char*>(o.out.data()) + 48);
        }},
       {"dqkv overlaps dout",
-       [](go::cudnn_attention_operands& o) { o.dqkv = const_cast<void*>(o.dout); }},
+       [](go::cudnn_attention_operands& o) { o.dqkv = at_address(o.dqkv, o.dout.data()); }},
       {"dqkv overlaps qkv",
-       [](go::cudnn_attention_operands& o) { o.dqkv = const_cast<void*>(o.qkv); }},
+       [](go::cudnn_attention_operands& o) { o.dqkv = at_address(o.dqkv, o.qkv.data()); }},
       {"dqkv overlaps logsumexp",
        [](go::cudnn_attention_operands& o) {
-         o.dqkv = reinterpret_cast<unsigned char*>(o.logsumexp) - 176;
+         o.dqkv = at_address(o.dqkv, static_cast<unsigned char*>(o.logsumexp.data()) - 176);
        }},
   }};
   for (auto const& [expected, move] : cases) {
     go::cudnn_attention_operands o = apart();
     move(o);
     std::string const what = message_of([&] {
-      static_cast<void>(go::cudnn_attention_plan::can_implement(tiny, gs::dtype::bfloat16, o));
+      static_cast<void>(go::cudnn_attention_plan::can_implement(tiny, o));
     });
     EXPECT_TRUE(contains(what, expected)) << what;
   }
@@ -360,12 +374,12 @@ struct layer {
 
   [[nodiscard]] go::cudnn_attention_operands operands(bool with_backward = true) const {
     go::cudnn_attention_operands o;
-    o.qkv = qkv.get();
-    o.out = out.get();
-    o.logsumexp = static_cast<float*>(logsumexp.get());
+    o.qkv = qkv.span(type);
+    o.out = out.span(type);
+    o.logsumexp = logsumexp.span(gs::dtype::float32);
     if (with_backward) {
-      o.dout = dout.get();
-      o.dqkv = dqkv.get();
+      o.dout = dout.span(type);
+      o.dqkv = dqkv.span(type);
     }
     return o;
   }
@@ -482,7 +496,7 @@ class cudnn_attention_gpu : public gs::testing::gpu_test {
   // A plan for `l`, and a workspace of its size (from cudaMalloc, owned by the test) that
   // forward() and backward() below hand it.
   go::cudnn_attention_plan plan_for(layer const& l, bool with_backward = true) {
-    go::cudnn_attention_plan plan{*handle_, l.shape, l.type, l.operands(with_backward)};
+    go::cudnn_attention_plan plan{*handle_, l.shape, l.operands(with_backward)};
     workspace_.emplace(plan.workspace_size());
     return plan;
   }
@@ -645,24 +659,29 @@ TEST_F(cudnn_attention_gpu, captured_forward_and_backward_replay_the_eager_bytes
 
 TEST_F(cudnn_attention_gpu, bad_arguments_throw_usage_error_from_the_constructor) {
   layer l{shapes[0], gs::dtype::bfloat16, 3};
-  auto const refusal = [&](go::attention_shape const& shape, gs::dtype type,
+  auto const refusal = [&](go::attention_shape const& shape,
                            go::cudnn_attention_operands const& operands) {
     return message_of([&] {
-      go::cudnn_attention_plan const plan{*handle_, shape, type, operands};
+      go::cudnn_attention_plan const plan{*handle_, shape, operands};
     });
   };
   go::cudnn_attention_operands misaligned = l.operands();
-  misaligned.qkv = static_cast<unsigned char const*>(l.qkv.get()) + 2;
-  std::string const what = refusal(l.shape, l.type, misaligned);
+  misaligned.qkv = at_address(misaligned.qkv, static_cast<unsigned char*>(l.qkv.get()) + 2);
+  std::string const what = refusal(l.shape, misaligned);
   EXPECT_TRUE(contains(what, "qkv at")) << what;
   EXPECT_TRUE(contains(what, "16-byte aligned")) << what;
 
-  std::string const fp32 = refusal(l.shape, gs::dtype::float32, l.operands());
+  // The same spans as float32: refused for cuDNN's types, with the plain path named.
+  go::cudnn_attention_operands as_fp32 = l.operands();
+  for (gs::device_span* operand : {&as_fp32.qkv, &as_fp32.out, &as_fp32.dout, &as_fp32.dqkv}) {
+    *operand = {operand->data(), gs::dtype::float32, operand->count()};
+  }
+  std::string const fp32 = refusal(l.shape, as_fp32);
   EXPECT_TRUE(contains(fp32, "bfloat16 or float16")) << fp32;
 
   go::attention_shape head_dim_12 = l.shape;
   head_dim_12.head_dim = 12;
-  std::string const twelve = refusal(head_dim_12, l.type, l.operands());
+  std::string const twelve = refusal(head_dim_12, l.operands());
   EXPECT_TRUE(contains(twelve, "head_dim 12")) << twelve;
 
   go::cudnn_handle source;
@@ -671,14 +690,14 @@ TEST_F(cudnn_attention_gpu, bad_arguments_throw_usage_error_from_the_constructor
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): documented state
   EXPECT_EQ(source.get(), nullptr);
   std::string const moved = message_of([&] {
-    go::cudnn_attention_plan const plan{source, l.shape, l.type, l.operands()};
+    go::cudnn_attention_plan const plan{source, l.shape, l.operands()};
   });
   EXPECT_TRUE(contains(moved, "handle was moved from")) << moved;
 }
 
 TEST_F(cudnn_attention_gpu, workspace_and_plan_misuse_throw_usage_error) {
   layer l{shapes[2], gs::dtype::float16, 5};
-  go::cudnn_attention_plan plan{*handle_, l.shape, l.type, l.operands(/*with_backward=*/false)};
+  go::cudnn_attention_plan plan{*handle_, l.shape, l.operands(/*with_backward=*/false)};
   EXPECT_FALSE(plan.has_backward());
   std::size_t const needed = plan.workspace_size();
   device_bytes workspace{needed + 512};

@@ -184,13 +184,18 @@ TEST_F(train_test, mse_matches_the_reference_and_is_bitwise_reproducible) {
   float* gradient = upload(std::vector<double>(n, 0.0));
   float* loss = upload({0.0});
   gt::mse_loss mse{n, *stream_};
-  mse.forward_backward(pred, targ, gradient, loss, *stream_);
+  auto const floats = [&](float* data) { return gs::device_span{data, gs::dtype::float32, n}; };
+  gs::device_span const loss_span{loss, gs::dtype::float32, 1};
+  mse.forward_backward(floats(pred), floats(targ), floats(gradient), loss_span, *stream_);
   double const eager = download(loss, 1)[0];
   EXPECT_NEAR(eager, want, 1e-5 * want);
   EXPECT_LT(max_relative_error(download(gradient, n), want_gradient), 1e-6);
   gs::graphs::graph_exec g;
   gs::graphs::capture(g, *stream_,
-                      [&] { mse.forward_backward(pred, targ, gradient, loss, *stream_); });
+                      [&] {
+                        mse.forward_backward(floats(pred), floats(targ), floats(gradient),
+                                             loss_span, *stream_);
+                      });
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(loss, 0, sizeof(float), stream_->get()));
   g.replay(*stream_);
   EXPECT_EQ(download(loss, 1)[0], eager);  // same bits
@@ -214,6 +219,22 @@ TEST_F(train_test, bad_arguments_are_usage_errors) {
             }).find("optimizer: parameter 0 names group 1; sgd and adam have one group"),
             std::string::npos);
   EXPECT_THROW(gt::mse_loss(0, *stream_), gs::usage_error);
+  // The loss's spans: float32, as long as the count it was made for.
+  gt::mse_loss const mse{4, *stream_};
+  gs::device_span const four{values, gs::dtype::float32, 4};
+  gs::device_span const loss{gradients, gs::dtype::float32, 1};
+  EXPECT_NE(gs::testing::message_of([&] {
+              mse.forward_backward(four, {values, gs::dtype::float32, 3}, four, loss, *stream_);
+            }).find("mse_loss::forward_backward: target is 3 float32"),
+            std::string::npos);
+  EXPECT_NE(gs::testing::message_of([&] {
+              mse.forward_backward(four, four, {values, gs::dtype::bfloat16, 8}, loss, *stream_);
+            }).find("gradient is 8 bfloat16"),
+            std::string::npos);
+  EXPECT_NE(gs::testing::message_of([&] {
+              mse.forward_backward(four, four, four, {}, *stream_);
+            }).find("mse_loss::forward_backward: loss holds no element"),
+            std::string::npos);
 }
 
 // They allocate and upload at construction, which a capture cannot record: refused with the

@@ -18,7 +18,6 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,21 +37,8 @@ struct watched_region {
   region_element element{region_element::raw_bytes};
 };
 
-/// @brief A region of `count` elements of `T` at `device_pointer`, read as float32 or int32
-/// where `T` is one (set `element` yourself for 16-bit floats), else as raw bytes.
-template <typename T>
-[[nodiscard]] watched_region watch(std::string name, T* device_pointer, std::size_t count) {
-  using value = std::remove_cv_t<T>;
-  region_element const element = std::is_same_v<value, float>          ? region_element::float32
-                                 : std::is_same_v<value, std::int32_t> ? region_element::int32
-                                                                       : region_element::raw_bytes;
-  return watched_region{std::move(name),
-                        const_cast<void*>(static_cast<void const*>(device_pointer)),
-                        count * sizeof(T), element};
-}
-
 /// @brief The elements of `span` (a typed `cuda::device_buffer`'s `view()`, say), read as its
-/// dtype.
+/// dtype: a uint8 span as raw bytes (a struct of your own, say).
 [[nodiscard]] watched_region watch(std::string name, device_span const& span);
 
 /// @brief How `verify_replay` captures the step again.

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
@@ -73,17 +74,18 @@ class cudnn_handle {
   std::unique_ptr<cudnnContext, detail::cudnn_handle_deleter> handle_;
 };
 
-/// @brief The device buffers of one attention layer, in the layouts of ops/attention.hpp.
-/// `qkv`, `out`, `dout` and `dqkv` are `type` elements, 16-byte aligned (cuDNN's kernels move
-/// them in 16-byte vectors); `logsumexp` is fp32, 16-byte aligned. `dout` and `dqkv` are given
-/// together, or both left null for a plan without backward(). `out` and `logsumexp` share no
-/// memory with qkv or each other, nor `dqkv` with any other operand.
+/// @brief The device buffers of one attention layer, in the layouts of ops/attention.hpp, as
+/// spans holding at least those elements. `qkv`, `out`, `dout` and `dqkv` are of qkv's type,
+/// 16-byte aligned (cuDNN's kernels move them in 16-byte vectors); `logsumexp` is fp32, 16-byte
+/// aligned. `dout` and `dqkv` are given together, or both left empty for a plan without
+/// backward(). `out` and `logsumexp` share no memory with qkv or each other, nor `dqkv` with any
+/// other operand.
 struct cudnn_attention_operands {
-  void const* qkv{};   ///< [B·T, 3·H·D], read by forward and backward
-  void* out{};         ///< [B·T, H·D], written by forward, read by backward
-  float* logsumexp{};  ///< [B,H,T], written by forward, read by backward
-  void const* dout{};  ///< [B·T, H·D], read by backward
-  void* dqkv{};        ///< [B·T, 3·H·D], overwritten by backward
+  device_span qkv;        ///< [B·T, 3·H·D], read by forward and backward
+  device_span out;        ///< [B·T, H·D], written by forward, read by backward
+  device_span logsumexp;  ///< [B,H,T] fp32, written by forward, read by backward
+  device_span dout;       ///< [B·T, H·D], read by backward
+  device_span dqkv;       ///< [B·T, 3·H·D], overwritten by backward
 };
 
 /// @brief How a plan is made.
@@ -121,9 +123,10 @@ class cudnn_attention_plan {
   /// dimension that is not a multiple of 8 or exceeds 256, a pointer not 16-byte aligned. Does not
   /// build cuDNN's graphs: cuDNN may still refuse a supported-looking layer in the constructor.
   /// The constraints on the arguments alone are checked first, without any CUDA or cuDNN call.
-  /// @throws usage_error (non-positive sizes, missing operands, dout without dqkv or the reverse,
-  /// an output overlapping another operand of its call), cuda_error (the device cannot be queried)
-  [[nodiscard]] static support can_implement(attention_shape const& shape, dtype type,
+  /// @throws usage_error (non-positive sizes, missing operands or ones of another type or too
+  /// short for the shape, dout without dqkv or the reverse, an output overlapping another operand
+  /// of its call), cuda_error (the device cannot be queried)
+  [[nodiscard]] static support can_implement(attention_shape const& shape,
                                              cudnn_attention_operands const& operands);
 
   /// @brief Builds and checks cuDNN's forward graph, and its backward graph when the operands
@@ -131,7 +134,7 @@ class cudnn_attention_plan {
   /// @param handle must outlive the plan: forward() and backward() run cuDNN with it
   /// @throws usage_error (can_implement() refuses, with its reason; cuDNN finds no engine for the
   /// layer, with cuDNN's message; a moved-from handle), cudnn_error, cuda_error
-  cudnn_attention_plan(cudnn_handle const& handle, attention_shape const& shape, dtype type,
+  cudnn_attention_plan(cudnn_handle const& handle, attention_shape const& shape,
                        cudnn_attention_operands const& operands,
                        cudnn_attention_options const& options = {});
   ~cudnn_attention_plan();

@@ -7,6 +7,7 @@
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <memory>
 
 namespace graphstep::train {
@@ -31,10 +32,12 @@ class mse_loss {
   mse_loss(mse_loss const&) = delete;
   mse_loss& operator=(mse_loss const&) = delete;
 
-  /// @brief Writes the gradient (count floats) and the loss (one float) in device memory.
-  /// @throws usage_error (null pointer)
-  void forward_backward(float const* prediction, float const* target, float* gradient, float* loss,
-                        cuda::stream_view stream) const;
+  /// @brief Writes the gradient and the loss in device memory: prediction, target and gradient
+  /// are float32 spans of at least `count()` elements, loss one of at least one.
+  /// @throws usage_error (a span empty, null, misaligned, not float32 or too short; a moved-from
+  /// loss)
+  void forward_backward(device_span prediction, device_span target, device_span gradient,
+                        device_span loss, cuda::stream_view stream) const;
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
 
  private:
