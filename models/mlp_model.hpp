@@ -184,12 +184,14 @@ class mlp {
   [[nodiscard]] std::vector<gs::diagnostics::watched_region> watched() const {
     std::size_t total = 0;
     for (std::size_t count : gradient_counts_) total += count;
-    return {gs::diagnostics::watch("fc1 weight", {w1_, gs::dtype::float32, std::size_t(hidden) * d_in}),
-            gs::diagnostics::watch("fc1 bias", {b1_, gs::dtype::float32, hidden}),
-            gs::diagnostics::watch("fc2 weight", {w2_, gs::dtype::float32, std::size_t(d_out) * hidden}),
-            gs::diagnostics::watch("fc2 bias", {b2_, gs::dtype::float32, d_out}),
-            gs::diagnostics::watch("gradients", {gradients_, gs::dtype::float32, total}),
-            gs::diagnostics::watch("loss", {loss_, gs::dtype::float32, 1})};
+    return {
+        gs::diagnostics::watch("fc1 weight", {w1_, gs::dtype::float32, std::size_t(hidden) * d_in}),
+        gs::diagnostics::watch("fc1 bias", {b1_, gs::dtype::float32, hidden}),
+        gs::diagnostics::watch("fc2 weight",
+                               {w2_, gs::dtype::float32, std::size_t(d_out) * hidden}),
+        gs::diagnostics::watch("fc2 bias", {b2_, gs::dtype::float32, d_out}),
+        gs::diagnostics::watch("gradients", {gradients_, gs::dtype::float32, total}),
+        gs::diagnostics::watch("loss", {loss_, gs::dtype::float32, 1})};
   }
   [[nodiscard]] gs::train::capture_safe_rng& rng() { return rng_; }
   /// Runs between the backward pass and the optimizer (e.g. averaging gradients across ranks).

@@ -411,7 +411,8 @@ class transformer {
     for (auto& a : layers_) {
       operands.push_back({qkv(a.qkv), activation(a.attention), logsumexp(a.logsumexp),
                           activation(d_attention_), qkv(d_qkv_)});
-      auto const support = go::cudnn_attention_plan::can_implement(attention_shape_, operands.back());
+      auto const support =
+          go::cudnn_attention_plan::can_implement(attention_shape_, operands.back());
       if (!support.fused) return refuse(support.reason);
     }
     cudnn_.emplace();

@@ -155,7 +155,9 @@ void forward_backward(model& m, gt::mse_loss const& mse, gs::cuda::stream_view s
     }
   }
   conv_layer& last = m.layer[layers - 1];
-  auto const floats = [&](float* data) { return gs::device_span{data, gs::dtype::float32, mse.count()}; };
+  auto const floats = [&](float* data) {
+    return gs::device_span{data, gs::dtype::float32, mse.count()};
+  };
   mse.forward_backward(floats(last.pre), floats(m.target), floats(last.dpre),
                        {m.loss, gs::dtype::float32, 1}, stream);
   for (int l = layers - 1; l >= 0; --l) {

@@ -84,10 +84,9 @@ int run() {
     for (std::size_t t = 0; t < counts.size(); ++t) {
       float* gradient = gradients + plan.offsets[t] / sizeof(float);
       std::size_t const n = losses[t].count();
-      losses[t].forward_backward({params[t], gs::dtype::float32, n},
-                                 {targets[t], gs::dtype::float32, n},
-                                 {gradient, gs::dtype::float32, n},
-                                 {loss + t, gs::dtype::float32, 1}, stream);
+      losses[t].forward_backward(
+          {params[t], gs::dtype::float32, n}, {targets[t], gs::dtype::float32, n},
+          {gradient, gs::dtype::float32, n}, {loss + t, gs::dtype::float32, 1}, stream);
       // Average a bucket as soon as its last gradient is written: overlaps the rest.
       while (next_bucket < plan.buckets.size() && plan.buckets[next_bucket].last == t + 1) {
         reducer.bucket_ready(next_bucket++, stream);

@@ -116,12 +116,11 @@ support check_arguments(attention_shape const& s, dtype type, cudnn_attention_op
                        " is not supported: cuDNN's fused attention needs a multiple of 8, at most "
                        "256"};
   }
-  for (auto const& [operand, pointer] :
-       {std::pair<char const*, void const*>{"qkv", o.qkv.data()},
-        {"out", o.out.data()},
-        {"logsumexp", o.logsumexp.data()},
-        {"dout", o.dout.data()},
-        {"dqkv", o.dqkv.data()}}) {
+  for (auto const& [operand, pointer] : {std::pair<char const*, void const*>{"qkv", o.qkv.data()},
+                                         {"out", o.out.data()},
+                                         {"logsumexp", o.logsumexp.data()},
+                                         {"dout", o.dout.data()},
+                                         {"dqkv", o.dqkv.data()}}) {
     if (reinterpret_cast<std::uintptr_t>(pointer) % operand_alignment != 0) {
       return misaligned(operand, pointer, what);
     }

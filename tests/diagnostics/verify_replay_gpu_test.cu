@@ -107,7 +107,9 @@ class verify_replay_test : public gs::testing::stream_pool_test {
   }
 
   [[nodiscard]] std::vector<gd::watched_region> regions() const {
-    return {gd::watch("y", {y_, gs::dtype::float32, n}), gd::watch("w", {w_, gs::dtype::float32, n}), gd::watch("loss", {loss_, gs::dtype::float32, 1})};
+    return {gd::watch("y", {y_, gs::dtype::float32, n}),
+            gd::watch("w", {w_, gs::dtype::float32, n}),
+            gd::watch("loss", {loss_, gs::dtype::float32, 1})};
   }
 
   gd::replay_report verify(gs::graphs::graph const& g, gd::verify_options const& options = {}) {
@@ -224,9 +226,10 @@ TEST_F(verify_replay_test, names_an_output_the_next_replay_overwrites) {
   gs::graphs::graph g;
   gs::graphs::capture(g, *stream_, [&] { body(*stream_); });
   current = 1;  // the loop moves on; the last step's output in buffer 0 is still in use
-  auto const report = gd::verify_replay(
-      *stream_, body, g,
-      {gd::watch("output 0", {buffers[0], gs::dtype::float32, n}), gd::watch("output 1", {buffers[1], gs::dtype::float32, n})});
+  auto const report =
+      gd::verify_replay(*stream_, body, g,
+                        {gd::watch("output 0", {buffers[0], gs::dtype::float32, n}),
+                         gd::watch("output 1", {buffers[1], gs::dtype::float32, n})});
   auto const* kept = find(report.differences, "output 0");
   ASSERT_NE(kept, nullptr) << report.describe();
   EXPECT_EQ(kept->writer, gd::written_by::replay_only);
@@ -569,8 +572,12 @@ TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
     });
   };
   EXPECT_TRUE(contains(run({}), "at least one watched region"));
-  EXPECT_TRUE(contains(run({gd::watch("w", {w_, gs::dtype::float32, n}), gd::watch("w", {y_, gs::dtype::float32, n})}), "named twice"));
-  EXPECT_TRUE(contains(run({gd::watch("w", {w_, gs::dtype::float32, n}), gd::watch("part", {w_ + 1, gs::dtype::float32, 4})}), "overlap"));
+  EXPECT_TRUE(contains(run({gd::watch("w", {w_, gs::dtype::float32, n}),
+                            gd::watch("w", {y_, gs::dtype::float32, n})}),
+                       "named twice"));
+  EXPECT_TRUE(contains(run({gd::watch("w", {w_, gs::dtype::float32, n}),
+                            gd::watch("part", {w_ + 1, gs::dtype::float32, 4})}),
+                       "overlap"));
   EXPECT_TRUE(contains(run({gd::watched_region{"null", nullptr, 4}}), "null address"));
   EXPECT_TRUE(contains(run({gd::watched_region{"empty", w_, 0}}), "is empty"));
   EXPECT_TRUE(

@@ -69,10 +69,9 @@ struct replica {
     std::size_t next_bucket = 0;
     for (std::size_t t = 0; t < params.size(); ++t) {
       std::size_t const n = losses[t].count();
-      losses[t].forward_backward({params[t], gs::dtype::float32, n},
-                                 {targets[t], gs::dtype::float32, n},
-                                 {gradient(t), gs::dtype::float32, n}, {loss, gs::dtype::float32, 1},
-                                 stream);
+      losses[t].forward_backward(
+          {params[t], gs::dtype::float32, n}, {targets[t], gs::dtype::float32, n},
+          {gradient(t), gs::dtype::float32, n}, {loss, gs::dtype::float32, 1}, stream);
       while (next_bucket < plan.buckets.size() && plan.buckets[next_bucket].last == t + 1) {
         reducer->bucket_ready(next_bucket++, stream);
       }

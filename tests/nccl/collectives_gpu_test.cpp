@@ -94,7 +94,8 @@ TEST_F(nccl_test, verify_replay_checks_a_one_rank_collective_like_any_step) {
   std::size_t const n = 256;
   captured_all_reduce const reduce = capture_all_reduce(n);
   auto const report = gs::diagnostics::verify_replay(
-      *stream_, reduce.step, reduce.graph, {gs::diagnostics::watch("recv", {reduce.recv, gs::dtype::float32, n})});
+      *stream_, reduce.step, reduce.graph,
+      {gs::diagnostics::watch("recv", {reduce.recv, gs::dtype::float32, n})});
   EXPECT_TRUE(report.identical()) << report.describe();
   EXPECT_EQ(download(reduce.recv, n), std::vector<float>(n, 0.0F)) << "the regions are restored";
 }

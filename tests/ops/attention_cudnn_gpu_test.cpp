@@ -96,8 +96,7 @@ TEST(cudnn_attention_arguments, head_dims_off_multiples_of_8_or_above_256_are_re
   for (std::int64_t const head_dim : {12, 4, 100, 264}) {
     go::attention_shape shape = small_shape;
     shape.head_dim = head_dim;
-    go::support const s =
-        go::cudnn_attention_plan::can_implement(shape, fake.operands());
+    go::support const s = go::cudnn_attention_plan::can_implement(shape, fake.operands());
     EXPECT_FALSE(s.fused) << head_dim;
     EXPECT_TRUE(contains(s.reason, "head_dim " + std::to_string(head_dim))) << s.reason;
     EXPECT_TRUE(contains(s.reason, "multiple of 8, at most 256")) << s.reason;
@@ -111,8 +110,7 @@ TEST(cudnn_attention_arguments, each_operand_off_16_bytes_is_refused_by_name) {
       {"qkv", [](go::cudnn_attention_operands& o, void* p) { o.qkv = at_address(o.qkv, p); }},
       {"out", [](go::cudnn_attention_operands& o, void* p) { o.out = at_address(o.out, p); }},
       {"logsumexp",
-       [](go::cudnn_attention_operands& o,
-          void* p) { o.logsumexp = at_address(o.logsumexp, p); }},
+       [](go::cudnn_attention_operands& o, void* p) { o.logsumexp = at_address(o.logsumexp, p); }},
       {"dout", [](go::cudnn_attention_operands& o, void* p) { o.dout = at_address(o.dout, p); }},
       {"dqkv", [](go::cudnn_attention_operands& o, void* p) { o.dqkv = at_address(o.dqkv, p); }},
   }};
@@ -137,22 +135,19 @@ TEST(cudnn_attention_arguments, contract_violations_throw_usage_error) {
                                              &shape.head_dim};
     *sizes.at(static_cast<std::size_t>(size)) = size % 2 == 0 ? 0 : -3;
     std::string const what = message_of([&] {
-      static_cast<void>(
-          go::cudnn_attention_plan::can_implement(shape, fake.operands()));
+      static_cast<void>(go::cudnn_attention_plan::can_implement(shape, fake.operands()));
     });
     EXPECT_TRUE(contains(what, "must be positive")) << what;
   }
   go::cudnn_attention_operands no_out = fake.operands();
   no_out.out = {};
-  std::string const missing = message_of([&] {
-    static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, no_out));
-  });
+  std::string const missing = message_of(
+      [&] { static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, no_out)); });
   EXPECT_TRUE(contains(missing, "out holds no element")) << missing;
   go::cudnn_attention_operands short_qkv = fake.operands();
   short_qkv.qkv = {fake.at(0), gs::dtype::bfloat16, 12287};  // [32, 3·2·64] holds 12288
-  std::string const too_short = message_of([&] {
-    static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, short_qkv));
-  });
+  std::string const too_short = message_of(
+      [&] { static_cast<void>(go::cudnn_attention_plan::can_implement(small_shape, short_qkv)); });
   EXPECT_TRUE(contains(too_short, "qkv is 12287 bfloat16")) << too_short;
   EXPECT_TRUE(contains(too_short, "the sizes need 12288 elements")) << too_short;
   go::cudnn_attention_operands half_backward = fake.operands();
@@ -204,9 +199,8 @@ TEST(cudnn_attention_arguments, outputs_sharing_memory_with_other_operands_throw
   for (auto const& [expected, move] : cases) {
     go::cudnn_attention_operands o = apart();
     move(o);
-    std::string const what = message_of([&] {
-      static_cast<void>(go::cudnn_attention_plan::can_implement(tiny, o));
-    });
+    std::string const what =
+        message_of([&] { static_cast<void>(go::cudnn_attention_plan::can_implement(tiny, o)); });
     EXPECT_TRUE(contains(what, expected)) << what;
   }
 }
@@ -661,9 +655,7 @@ TEST_F(cudnn_attention_gpu, bad_arguments_throw_usage_error_from_the_constructor
   layer l{shapes[0], gs::dtype::bfloat16, 3};
   auto const refusal = [&](go::attention_shape const& shape,
                            go::cudnn_attention_operands const& operands) {
-    return message_of([&] {
-      go::cudnn_attention_plan const plan{*handle_, shape, operands};
-    });
+    return message_of([&] { go::cudnn_attention_plan const plan{*handle_, shape, operands}; });
   };
   go::cudnn_attention_operands misaligned = l.operands();
   misaligned.qkv = at_address(misaligned.qkv, static_cast<unsigned char*>(l.qkv.get()) + 2);

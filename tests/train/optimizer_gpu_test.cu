@@ -191,11 +191,9 @@ TEST_F(train_test, mse_matches_the_reference_and_is_bitwise_reproducible) {
   EXPECT_NEAR(eager, want, 1e-5 * want);
   EXPECT_LT(max_relative_error(download(gradient, n), want_gradient), 1e-6);
   gs::graphs::graph_exec g;
-  gs::graphs::capture(g, *stream_,
-                      [&] {
-                        mse.forward_backward(floats(pred), floats(targ), floats(gradient),
-                                             loss_span, *stream_);
-                      });
+  gs::graphs::capture(g, *stream_, [&] {
+    mse.forward_backward(floats(pred), floats(targ), floats(gradient), loss_span, *stream_);
+  });
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(loss, 0, sizeof(float), stream_->get()));
   g.replay(*stream_);
   EXPECT_EQ(download(loss, 1)[0], eager);  // same bits
