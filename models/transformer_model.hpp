@@ -314,9 +314,12 @@ class transformer {
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
-  // A [rows, C] bf16 activation as the ops take it.
+  // A bf16 activation of `width` columns, [rows, width], as the ops take it.
+  [[nodiscard]] gs::device_span rows_of(std::uint16_t* data, std::int64_t width) const {
+    return {data, bf16, tokens_per_step() * static_cast<std::size_t>(width)};
+  }
   [[nodiscard]] gs::device_span activation(std::uint16_t* data) const {
-    return {data, bf16, tokens_per_step() * static_cast<std::size_t>(c_.channels)};
+    return rows_of(data, c_.channels);
   }
   // One int32 id per row: the tokens and the targets.
   [[nodiscard]] gs::device_span ids(std::int32_t* data) const {
@@ -324,7 +327,7 @@ class transformer {
   }
   // The fused projection's [rows, 3C] bf16 output, and attention's fp32 [B, H, T] statistics.
   [[nodiscard]] gs::device_span qkv(std::uint16_t* data) const {
-    return {data, bf16, tokens_per_step() * 3 * static_cast<std::size_t>(c_.channels)};
+    return rows_of(data, 3 * std::int64_t{c_.channels});
   }
   [[nodiscard]] gs::device_span logsumexp(float* data) const {
     return {data, gs::dtype::float32, tokens_per_step() * static_cast<std::size_t>(c_.heads)};
@@ -444,10 +447,6 @@ class transformer {
                    workspace_, workspace_bytes_, options, stream_);
     };
     using kind = go::gemm_kind;
-    // An activation of `width` columns, [rows, width].
-    auto const rows_of = [&](std::uint16_t* data, std::int64_t width) {
-      return gs::device_span{data, bf16, tokens_per_step() * static_cast<std::size_t>(width)};
-    };
     gs::device_span const none;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       auto& a = layers_[l];
@@ -563,9 +562,7 @@ class transformer {
                                   value_span(lnf_bias_), m, C, layer_norm_epsilon, stream_);
     logits_gemm_->run(stream_);
     // The loss and its gradient, written over the logits.
-    gs::device_span const logits{
-        logits_, bf16,
-        tokens_per_step() * static_cast<std::size_t>(cross_entropy_shape_.padded_vocab)};
+    gs::device_span const logits = rows_of(logits_, cross_entropy_shape_.padded_vocab);
     go::launch_cross_entropy_forward_backward(
         {loss_, gs::dtype::float32, 1}, logits, logits, ids(targets_), cross_entropy_shape_, 1.0F,
         cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
