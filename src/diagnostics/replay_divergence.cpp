@@ -30,27 +30,26 @@ float float16_value(std::uint16_t bits) noexcept {
   return static_cast<float>(sign) * std::ldexp(1024.0F + mantissa, exponent - 25);
 }
 
-// The element at `at` as a double, for the numeric kinds.
-double element_value(region_element element, unsigned char const* at) noexcept {
+// The element at `at` as a double (a uint8 region is compared as bytes, never read so).
+double element_value(dtype element, unsigned char const* at) noexcept {
   switch (element) {
-    case region_element::int32: {
+    case dtype::int32: {
       std::int32_t value{};
       std::memcpy(&value, at, sizeof value);
       return value;
     }
-    case region_element::float32: {
+    case dtype::float32: {
       float value{};
       std::memcpy(&value, at, sizeof value);
       return value;
     }
-    case region_element::float16:
-    case region_element::bfloat16: {
+    case dtype::float16:
+    case dtype::bfloat16: {
       std::uint16_t bits{};
       std::memcpy(&bits, at, sizeof bits);
-      return element == region_element::float16 ? float16_value(bits)
-                                                : bfloat16_to_float(bits);
+      return element == dtype::float16 ? float16_value(bits) : bfloat16_to_float(bits);
     }
-    case region_element::raw_bytes: return *at;
+    case dtype::uint8: return *at;
   }
   return 0.0;
 }
@@ -81,10 +80,10 @@ std::string node_text(node_description const& n) {
 
 void describe_region(std::ostringstream& out, region_difference const& d, char const* first,
                      char const* second) {
-  out << "  " << d.name << " (" << d.bytes << " bytes of " << element_name(d.element)
+  out << "  " << d.name << " (" << d.bytes << " bytes of " << name(d.element)
       << "): " << d.differing_elements << " element" << (d.differing_elements == 1 ? "" : "s")
       << " differ, the first at byte " << d.first_offset;
-  if (d.element != region_element::raw_bytes) {
+  if (d.element != dtype::uint8) {
     out << "; largest difference " << d.max_abs_difference << " (relative " << d.max_rel_difference
         << ")";
   }
@@ -127,38 +126,20 @@ divergence_cause cause_of(std::vector<launch_change> const& changes) noexcept {
 
 }  // namespace
 
-std::size_t element_bytes(region_element element) noexcept {
-  switch (element) {
-    case region_element::int32:
-    case region_element::float32: return 4;
-    case region_element::float16:
-    case region_element::bfloat16: return 2;
-    case region_element::raw_bytes: return 1;
-  }
-  return 1;
-}
-
-char const* element_name(region_element element) noexcept {
-  switch (element) {
-    case region_element::raw_bytes: return "bytes";
-    case region_element::int32: return "int32";
-    case region_element::float32: return "float32";
-    case region_element::float16: return "float16";
-    case region_element::bfloat16: return "bfloat16";
-  }
-  return "unknown";
-}
-
-std::optional<region_difference> detail::compare_region(
-    std::string_view name, region_element element, unsigned char const* before,
-    unsigned char const* first, unsigned char const* second, std::size_t bytes) {
-  std::size_t const size = element_bytes(element);
-  if (bytes % size != 0) {
-    throw usage_error("the watched region \"" + std::string{name} + "\" holds " +
-                      std::to_string(bytes) + " bytes, not a whole number of " +
-                      element_name(element) + " elements: give its size in bytes of whole " +
-                      "elements, or watch it as raw bytes");
-  }
+std::optional<region_difference> detail::compare_region(std::string_view name, dtype element,
+                                                        unsigned char const* before,
+                                                        unsigned char const* first,
+                                                        unsigned char const* second,
+                                                        std::size_t bytes) {
+  std::string const what = "the watched region \"" + std::string{name} + "\"";
+  GRAPHSTEP_EXPECTS(graphstep::detail::is_known(element),
+                    what + " has an unknown dtype (" + std::to_string(static_cast<int>(element)) +
+                        "); use float32, float16, bfloat16, int32 or uint8 (raw bytes)");
+  std::size_t const size = size_in_bytes(element);
+  GRAPHSTEP_EXPECTS(bytes % size == 0,
+                    what + " holds " + std::to_string(bytes) + " bytes, not a whole number of " +
+                        graphstep::name(element) + " elements: give its size in bytes of whole " +
+                        "elements, or watch it as uint8 (raw bytes)");
   if (bytes == 0 || std::memcmp(first, second, bytes) == 0) return std::nullopt;
   region_difference d;
   d.name = std::string{name};
@@ -174,7 +155,7 @@ std::optional<region_difference> detail::compare_region(
     if (!found) d.first_offset = at;
     found = true;
     ++d.differing_elements;
-    if (element == region_element::raw_bytes) continue;
+    if (element == dtype::uint8) continue;
     double const a = element_value(element, first + at);
     double const b = element_value(element, second + at);
     double const abs = std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::infinity()

@@ -185,11 +185,11 @@ void check_regions(std::vector<watched_region> const& regions) {
     std::string const what = "the watched region \"" + r.name + "\"";
     GRAPHSTEP_EXPECTS(!r.name.empty(), "every watched region needs a name for the report");
     GRAPHSTEP_EXPECTS(names.insert(r.name).second, what + " is named twice: name each once");
-    GRAPHSTEP_EXPECTS(r.address != nullptr, what + " has a null address");
+    graphstep::detail::expect_typed_buffer(what, r.address, r.element);
     GRAPHSTEP_EXPECTS(r.bytes > 0, what + " is empty: give its size in bytes");
-    GRAPHSTEP_EXPECTS(r.bytes % element_bytes(r.element) == 0,
+    GRAPHSTEP_EXPECTS(r.bytes % size_in_bytes(r.element) == 0,
                       what + " holds " + std::to_string(r.bytes) + " bytes, not a whole number " +
-                          "of " + element_name(r.element) + " elements");
+                          "of " + name(r.element) + " elements");
     auto const begin = reinterpret_cast<std::uintptr_t>(r.address);
     spans.emplace_back(begin, begin + r.bytes);
   }
@@ -486,15 +486,7 @@ void restore_after_failure(region_copies const& copies, contents const& before) 
 }  // namespace
 
 watched_region watch(std::string name, device_span const& span) {
-  region_element element = region_element::raw_bytes;
-  switch (span.type()) {
-    case dtype::float32: element = region_element::float32; break;
-    case dtype::float16: element = region_element::float16; break;
-    case dtype::bfloat16: element = region_element::bfloat16; break;
-    case dtype::int32: element = region_element::int32; break;
-    case dtype::uint8: break;  // raw bytes
-  }
-  return watched_region{std::move(name), span.data(), span.bytes(), element};
+  return watched_region{std::move(name), span.data(), span.bytes(), span.type()};
 }
 
 replay_report verify_replay(cuda::stream_view stream,

@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace gd = graphstep::diagnostics;
+namespace gs = graphstep;
 
 namespace {
 
@@ -27,7 +28,7 @@ std::vector<unsigned char> bytes_of(std::vector<T> const& values) {
   return out;
 }
 
-std::optional<gd::region_difference> compare(gd::region_element element,
+std::optional<gd::region_difference> compare(gs::dtype element,
                                              std::vector<unsigned char> const& before,
                                              std::vector<unsigned char> const& first,
                                              std::vector<unsigned char> const& second) {
@@ -53,14 +54,14 @@ gd::node_description kernel(std::uintptr_t function, std::vector<std::vector<uns
 TEST(replay_divergence, identical_bytes_are_no_difference_even_for_nans) {
   float const nan = std::numeric_limits<float>::quiet_NaN();
   auto const a = bytes_of(std::vector<float>{1.0F, nan, 3.0F});
-  EXPECT_FALSE(compare(gd::region_element::float32, a, a, a).has_value());
+  EXPECT_FALSE(compare(gs::dtype::float32, a, a, a).has_value());
 }
 
 TEST(replay_divergence, a_float_region_reports_count_offset_and_largest_differences) {
   auto const before = bytes_of(std::vector<float>{0, 0, 0, 0});
   auto const eager = bytes_of(std::vector<float>{1.0F, 2.0F, 3.0F, 4.0F});
   auto const replay = bytes_of(std::vector<float>{1.0F, 2.5F, 3.0F, 2.0F});
-  auto const d = compare(gd::region_element::float32, before, eager, replay);
+  auto const d = compare(gs::dtype::float32, before, eager, replay);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->differing_elements, 2U);
   EXPECT_EQ(d->first_offset, 4U);
@@ -72,29 +73,28 @@ TEST(replay_divergence, a_float_region_reports_count_offset_and_largest_differen
 TEST(replay_divergence, sixteen_bit_elements_are_read_as_their_type) {
   // fp16 1.0 = 0x3c00, 2.0 = 0x4000; bf16 1.0 = 0x3f80, 2.0 = 0x4000.
   auto const before = bytes_of(std::vector<std::uint16_t>{0, 0});
-  auto const half = compare(gd::region_element::float16, before,
-                            bytes_of(std::vector<std::uint16_t>{0x3c00, 0x3c00}),
-                            bytes_of(std::vector<std::uint16_t>{0x3c00, 0x4000}));
+  auto const half =
+      compare(gs::dtype::float16, before, bytes_of(std::vector<std::uint16_t>{0x3c00, 0x3c00}),
+              bytes_of(std::vector<std::uint16_t>{0x3c00, 0x4000}));
   ASSERT_TRUE(half.has_value());
   EXPECT_DOUBLE_EQ(half->max_abs_difference, 1.0);
   EXPECT_EQ(half->first_offset, 2U);
-  auto const brain = compare(gd::region_element::bfloat16, before,
-                             bytes_of(std::vector<std::uint16_t>{0x3f80, 0x3f80}),
-                             bytes_of(std::vector<std::uint16_t>{0x4000, 0x3f80}));
+  auto const brain =
+      compare(gs::dtype::bfloat16, before, bytes_of(std::vector<std::uint16_t>{0x3f80, 0x3f80}),
+              bytes_of(std::vector<std::uint16_t>{0x4000, 0x3f80}));
   ASSERT_TRUE(brain.has_value());
   EXPECT_DOUBLE_EQ(brain->max_abs_difference, 1.0);
   EXPECT_DOUBLE_EQ(brain->max_rel_difference, 0.5);
   // An fp16 subnormal: 0x0001 is 2^-24.
-  auto const tiny =
-      compare(gd::region_element::float16, before, bytes_of(std::vector<std::uint16_t>{0, 0}),
-              bytes_of(std::vector<std::uint16_t>{1, 0}));
+  auto const tiny = compare(gs::dtype::float16, before, bytes_of(std::vector<std::uint16_t>{0, 0}),
+                            bytes_of(std::vector<std::uint16_t>{1, 0}));
   ASSERT_TRUE(tiny.has_value());
   EXPECT_DOUBLE_EQ(tiny->max_abs_difference, 1.0 / (1 << 24));
 }
 
 TEST(replay_divergence, a_nan_on_one_side_is_an_infinite_difference) {
   auto const before = bytes_of(std::vector<float>{0});
-  auto const d = compare(gd::region_element::float32, before, bytes_of(std::vector<float>{1}),
+  auto const d = compare(gs::dtype::float32, before, bytes_of(std::vector<float>{1}),
                          bytes_of(std::vector<float>{std::numeric_limits<float>::quiet_NaN()}));
   ASSERT_TRUE(d.has_value());
   EXPECT_TRUE(std::isinf(d->max_abs_difference));
@@ -104,20 +104,46 @@ TEST(replay_divergence, says_which_run_wrote_a_region_the_other_left_alone) {
   auto const before = bytes_of(std::vector<std::int32_t>{7, 7});
   auto const untouched = before;
   auto const written = bytes_of(std::vector<std::int32_t>{7, 9});
-  EXPECT_EQ(compare(gd::region_element::int32, before, untouched, written)->writer,
+  EXPECT_EQ(compare(gs::dtype::int32, before, untouched, written)->writer,
             gd::written_by::replay_only);
-  EXPECT_EQ(compare(gd::region_element::int32, before, written, untouched)->writer,
+  EXPECT_EQ(compare(gs::dtype::int32, before, written, untouched)->writer,
             gd::written_by::eager_only);
 }
 
 TEST(replay_divergence, a_region_of_partial_elements_is_refused) {
   std::vector<unsigned char> const six(6, 0);
   try {
-    static_cast<void>(compare(gd::region_element::float32, six, six, six));
+    static_cast<void>(compare(gs::dtype::float32, six, six, six));
     FAIL() << "a 6-byte float32 region was accepted";
   } catch (graphstep::usage_error const& e) {
     EXPECT_TRUE(contains(e.what(), "6 bytes")) << e.what();
     EXPECT_TRUE(contains(e.what(), "float32")) << e.what();
+  }
+}
+
+TEST(replay_divergence, a_uint8_region_is_compared_as_raw_bytes) {
+  std::vector<unsigned char> const before{1, 2, 3, 4};
+  std::vector<unsigned char> const changed{1, 200, 3, 5};
+  auto const d = compare(gs::dtype::uint8, before, before, changed);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->element, gs::dtype::uint8);
+  EXPECT_EQ(d->differing_elements, 2U);
+  EXPECT_EQ(d->first_offset, 1U);
+  // Bytes of a struct of the user's own: a numeric difference would mean nothing.
+  EXPECT_EQ(d->max_abs_difference, 0.0);
+  gd::replay_report report;
+  report.differences.push_back(*d);
+  EXPECT_TRUE(contains(report.describe(), "4 bytes of uint8")) << report.describe();
+  EXPECT_FALSE(contains(report.describe(), "largest difference")) << report.describe();
+}
+
+TEST(replay_divergence, a_region_of_no_known_dtype_is_refused) {
+  std::vector<unsigned char> const four(4, 0);
+  try {
+    static_cast<void>(compare(static_cast<gs::dtype>(42), four, four, four));
+    FAIL() << "a region of dtype 42 was accepted";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_TRUE(contains(e.what(), "unknown dtype (42)")) << e.what();
   }
 }
 
@@ -328,7 +354,7 @@ TEST(replay_divergence, the_report_names_the_cause_from_what_was_found) {
   EXPECT_TRUE(contains(report.describe(), "identical"));
 
   auto const before = bytes_of(std::vector<float>{0, 0});
-  report.differences.push_back(*compare(gd::region_element::float32, before,
+  report.differences.push_back(*compare(gs::dtype::float32, before,
                                         bytes_of(std::vector<float>{1, 1}),
                                         bytes_of(std::vector<float>{1, 2})));
   EXPECT_EQ(report.cause(), gd::divergence_cause::same_launches);

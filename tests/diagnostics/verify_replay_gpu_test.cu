@@ -549,13 +549,11 @@ TEST_F(verify_replay_test, a_span_is_watched_as_its_dtype) {
   gd::watched_region const region = gd::watch("w as bf16", halves);
   EXPECT_EQ(region.address, static_cast<void*>(w_));
   EXPECT_EQ(region.bytes, sizeof(float) * n);
-  EXPECT_EQ(region.element, gd::region_element::bfloat16);
-  EXPECT_EQ(gd::watch("f", gs::device_span{w_, gs::dtype::float32, 4}).element,
-            gd::region_element::float32);
-  EXPECT_EQ(gd::watch("ids", gs::device_span{w_, gs::dtype::int32, 4}).element,
-            gd::region_element::int32);
+  EXPECT_EQ(region.element, gs::dtype::bfloat16);
+  EXPECT_EQ(gd::watch("f", gs::device_span{w_, gs::dtype::float32, 4}).element, gs::dtype::float32);
+  EXPECT_EQ(gd::watch("ids", gs::device_span{w_, gs::dtype::int32, 4}).element, gs::dtype::int32);
   gd::watched_region const mask = gd::watch("mask", gs::device_span{w_, gs::dtype::uint8, 3});
-  EXPECT_EQ(mask.element, gd::region_element::raw_bytes);
+  EXPECT_EQ(mask.element, gs::dtype::uint8);
   EXPECT_EQ(mask.bytes, 3U);
   auto const g = capture_step();
   auto const report =
@@ -578,10 +576,14 @@ TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
   EXPECT_TRUE(contains(run({gd::watch("w", {w_, gs::dtype::float32, n}),
                             gd::watch("part", {w_ + 1, gs::dtype::float32, 4})}),
                        "overlap"));
-  EXPECT_TRUE(contains(run({gd::watched_region{"null", nullptr, 4}}), "null address"));
+  EXPECT_TRUE(contains(run({gd::watched_region{"null", nullptr, 4}}), "null pointer"));
   EXPECT_TRUE(contains(run({gd::watched_region{"empty", w_, 0}}), "is empty"));
-  EXPECT_TRUE(
-      contains(run({gd::watched_region{"odd", w_, 6, gd::region_element::float32}}), "6 bytes"));
+  EXPECT_TRUE(contains(run({gd::watched_region{"odd", w_, 6, gs::dtype::float32}}), "6 bytes"));
+  EXPECT_TRUE(contains(run({gd::watched_region{"unknown", w_, 8, static_cast<gs::dtype>(42)}}),
+                       "unknown dtype (42)"));
+  EXPECT_TRUE(contains(run({gd::watched_region{"unaligned", reinterpret_cast<char*>(w_) + 2, 8,
+                                               gs::dtype::float32}}),
+                       "not aligned"));
   auto const eager = [&](gs::cuda::stream_view s) { step(s); };
   EXPECT_TRUE(contains(message_of([&] {
                          static_cast<void>(

@@ -13,19 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/dtype.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace graphstep::diagnostics {
-
-/// @brief How a watched region's bytes are read when two copies of it differ.
-enum class region_element : unsigned char { raw_bytes, int32, float32, float16, bfloat16 };
-
-/// @brief Bytes of one element (1 for raw bytes).
-[[nodiscard]] std::size_t element_bytes(region_element element) noexcept;
-/// @brief "bytes", "int32", "float32", "float16" or "bfloat16".
-[[nodiscard]] char const* element_name(region_element element) noexcept;
 
 /// @brief Which run changed a region that ended up different.
 enum class written_by : unsigned char {
@@ -38,11 +31,12 @@ enum class written_by : unsigned char {
 struct region_difference {
   std::string name;
   std::size_t bytes{};
-  region_element element{region_element::raw_bytes};
+  dtype element{dtype::uint8};       ///< how its bytes are read; uint8 as raw bytes
   std::size_t first_offset{};        ///< byte offset of the first differing element
   std::size_t differing_elements{};  ///< elements whose bytes differ
-  /// Largest |a - b| and |a - b| / max(|a|, |b|) over the differing elements (numeric elements
-  /// only; infinite where one side is NaN or infinite and the other is not the same).
+  /// Largest |a - b| and |a - b| / max(|a|, |b|) over the differing elements (every element
+  /// type but uint8, whose bytes are compared as bytes; infinite where one side is NaN or infinite
+  /// and the other is not the same).
   double max_abs_difference{};
   double max_rel_difference{};
   written_by writer{written_by::both};

@@ -34,7 +34,7 @@ struct watched_region {
   std::string name;
   void* address{};
   std::size_t bytes{};
-  region_element element{region_element::raw_bytes};
+  dtype element{dtype::uint8};  ///< how its bytes are compared; uint8 as raw bytes
 };
 
 /// @brief The elements of `span` (a typed `cuda::device_buffer`'s `view()`, say), read as its

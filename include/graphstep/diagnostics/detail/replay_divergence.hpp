@@ -21,10 +21,12 @@ namespace graphstep::diagnostics::detail {
 /// `first` plays the eager step and `second` the replay in `written_by`. Elements are compared
 /// by their bytes: NaNs with equal bits are equal, +0 and -0 differ.
 /// @return nothing when the bytes are identical.
-/// @throws usage_error when `bytes` is not a whole number of elements
-[[nodiscard]] std::optional<region_difference> compare_region(
-    std::string_view name, region_element element, unsigned char const* before,
-    unsigned char const* first, unsigned char const* second, std::size_t bytes);
+/// @throws usage_error when `element` is no dtype or `bytes` not a whole number of elements
+[[nodiscard]] std::optional<region_difference> compare_region(std::string_view name, dtype element,
+                                                              unsigned char const* before,
+                                                              unsigned char const* first,
+                                                              unsigned char const* second,
+                                                              std::size_t bytes);
 
 /// @brief How `now` differs from `at_capture`; empty when they launch the same work with the
 /// same bytes (or when CUDA reported neither's parameters). Parameters `now` marks unstable are
