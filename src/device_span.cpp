@@ -55,6 +55,17 @@ std::string describe(device_span const& span) {
 
 namespace detail {
 
+std::size_t matrix_elements(std::string_view call, std::int64_t m, std::int64_t n) {
+  GRAPHSTEP_EXPECTS(m > 0 && n > 0, std::string{call} + ": sizes must be positive (M=" +
+                                        std::to_string(m) + ", N=" + std::to_string(n) + ")");
+  auto const rows = static_cast<std::size_t>(m);
+  auto const columns = static_cast<std::size_t>(n);
+  GRAPHSTEP_EXPECTS(rows <= std::numeric_limits<std::size_t>::max() / columns,
+                    std::string{call} + ": M=" + std::to_string(m) + " by N=" + std::to_string(n) +
+                        " is more elements than a size_t holds");
+  return rows * columns;
+}
+
 void expect_valid_span(std::string_view call, std::string_view operand, device_span const& span,
                        empty_span empty) {
   bool const valid =

@@ -141,6 +141,21 @@ TEST(device_span, checks_refuse_null_misaligned_and_oversized_spans_naming_them)
                                                 gs::detail::empty_span::refused));
 }
 
+TEST(device_span, an_ops_matrix_sizes_are_positive_and_their_product_fits) {
+  EXPECT_EQ(gs::detail::matrix_elements("bias_gelu", 640, 4096), 640U * 4096U);
+  std::string said = gs::testing::message_of(
+      [] { static_cast<void>(gs::detail::matrix_elements("bias_gelu", 0, 8)); });
+  EXPECT_NE(said.find("bias_gelu: sizes must be positive (M=0, N=8)"), std::string::npos) << said;
+  said = gs::testing::message_of(
+      [] { static_cast<void>(gs::detail::matrix_elements("layer_norm_forward", 8, -3)); });
+  EXPECT_NE(said.find("layer_norm_forward: sizes must be positive (M=8, N=-3)"), std::string::npos)
+      << said;
+  std::int64_t const huge = std::numeric_limits<std::int64_t>::max();
+  said = gs::testing::message_of(
+      [&] { static_cast<void>(gs::detail::matrix_elements("bias_gradient", huge, huge)); });
+  EXPECT_NE(said.find("more elements than a size_t holds"), std::string::npos) << said;
+}
+
 // A (pointer, bytes, type) triple or a (pointer, bytes) pair, as the older views took, must not
 // compile as a span: the type comes second and is always named.
 static_assert(!std::is_constructible_v<gs::device_span, void*, std::size_t, gs::dtype>);

@@ -88,6 +88,11 @@ void expect_valid_span(std::string_view call, std::string_view operand, device_s
 void expect_operand(std::string_view call, std::string_view operand, device_span const& span,
                     dtype type, std::size_t needed);
 
+/// @brief Elements of an M×N operand of the op `call` names: refuses an M or N that is not
+/// positive, and a product that does not fit a `size_t`. Builds no message when it passes.
+/// @throws usage_error
+[[nodiscard]] std::size_t matrix_elements(std::string_view call, std::int64_t m, std::int64_t n);
+
 /// @brief The type of an op's floating operands, read from the one that `operand` names: refused
 /// as `expect_valid_span` (an empty span refused) and when it is not a floating type.
 /// @throws usage_error

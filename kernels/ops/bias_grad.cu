@@ -168,10 +168,9 @@ void launch_bias_gradient(device_span db, device_span dz, std::int64_t m, std::i
                           void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) {
   char const* const what = "bias_gradient";
   dtype const type = graphstep::detail::floating_operand_type(what, "dz", dz);
-  GRAPHSTEP_EXPECTS(m > 0 && n > 0, "bias_gradient: sizes must be positive (M=" +
-                                        std::to_string(m) + ", N=" + std::to_string(n) + ")");
+  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
   graphstep::detail::expect_operand(what, "db", db, type, static_cast<std::size_t>(n));
-  graphstep::detail::expect_operand(what, "dz", dz, type, element_count({m, n}));
+  graphstep::detail::expect_operand(what, "dz", dz, type, elements);
   // Grid x may hold 2^31 - 1 blocks; a tile holds at least 32 columns.
   GRAPHSTEP_EXPECTS(n / 32 < std::int64_t{0x7fffffff},
                     "bias_gradient: N=" + std::to_string(n) + " is too wide for one launch");

@@ -142,20 +142,13 @@ void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_
       erf_form, vectorized);
 }
 
-// Refuses non-positive sizes and returns M·N.
-std::size_t matrix_elements(std::int64_t m, std::int64_t n, char const* what) {
-  GRAPHSTEP_EXPECTS(m > 0 && n > 0, std::string{what} + ": sizes must be positive (M=" +
-                                        std::to_string(m) + ", N=" + std::to_string(n) + ")");
-  return element_count({m, n});
-}
-
 }  // namespace
 
 void launch_bias_gelu(device_span y, device_span pre_activation, device_span bias, std::int64_t m,
                       std::int64_t n, bool apply_gelu, gelu_form form, cuda::stream_view stream) {
   char const* const what = "bias_gelu";
   dtype const type = graphstep::detail::floating_operand_type(what, "y", y);
-  std::size_t const elements = matrix_elements(m, n, what);
+  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
   using graphstep::detail::expect_operand;
   expect_operand(what, "y", y, type, elements);
   if (!pre_activation.empty())
@@ -185,7 +178,7 @@ void launch_gelu_backward(device_span dz, device_span dy, device_span pre_activa
                           cuda::stream_view stream) {
   char const* const what = "gelu_backward";
   dtype const type = graphstep::detail::floating_operand_type(what, "dy", dy);
-  std::size_t const elements = matrix_elements(m, n, what);
+  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
   using graphstep::detail::expect_operand;
   expect_operand(what, "dz", dz, type, elements);
   expect_operand(what, "dy", dy, type, elements);

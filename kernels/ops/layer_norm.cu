@@ -544,12 +544,13 @@ void add(void* out, void const* a, void const* b, std::int64_t count, cuda::stre
       static_cast<T*>(out), static_cast<T const*>(a), static_cast<T const*>(b), count, vectorized);
 }
 
-void expect_sizes(char const* what, std::int64_t m, std::int64_t n) {
-  GRAPHSTEP_EXPECTS(m > 0 && n > 0, std::string{what} + ": sizes must be positive (M=" +
-                                        std::to_string(m) + ", N=" + std::to_string(n) + ")");
+// M·N, after refusing sizes that one launch cannot take.
+std::size_t matrix_for_launch(char const* what, std::int64_t m, std::int64_t n) {
+  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
   // One block of 8 rows each in the forward; grid x holds 2^31 - 1 blocks.
   GRAPHSTEP_EXPECTS((m + warps - 1) / warps <= std::int64_t{0x7fffffff},
                     std::string{what} + ": M=" + std::to_string(m) + " is too many rows");
+  return elements;
 }
 
 using graphstep::detail::expect_operand;
@@ -561,9 +562,8 @@ void launch_layer_norm_forward(device_span y, device_span mean, device_span rstd
                                float epsilon, cuda::stream_view stream) {
   char const* const what = "layer_norm_forward";
   dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
-  expect_sizes(what, m, n);
+  std::size_t const matrix = matrix_for_launch(what, m, n);
   std::size_t const rows = static_cast<std::size_t>(m);
-  std::size_t const matrix = element_count({m, n});
   expect_operand(what, "y", y, type, matrix);
   expect_operand(what, "x", x, type, matrix);
   expect_operand(what, "gamma", gamma, type, static_cast<std::size_t>(n));
@@ -602,10 +602,9 @@ void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span 
                                 cuda::stream_view stream) {
   char const* const what = "layer_norm_backward";
   dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
-  expect_sizes(what, m, n);
+  std::size_t const matrix = matrix_for_launch(what, m, n);
   std::size_t const rows = static_cast<std::size_t>(m);
   std::size_t const columns = static_cast<std::size_t>(n);
-  std::size_t const matrix = element_count({m, n});
   expect_operand(what, "dx", dx, type, matrix);
   expect_operand(what, "dgamma", dgamma, type, columns);
   expect_operand(what, "dbeta", dbeta, type, columns);
@@ -655,7 +654,7 @@ void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span 
 }
 
 std::size_t layer_norm_backward_workspace_size(std::int64_t m, std::int64_t n) {
-  expect_sizes("layer_norm_backward_workspace_size", m, n);
+  static_cast<void>(matrix_for_launch("layer_norm_backward_workspace_size", m, n));
   return workspace_bytes_for(slicing_for(m), n);
 }
 

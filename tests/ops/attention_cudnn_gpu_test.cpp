@@ -54,8 +54,6 @@ namespace {
 
 // --- the arguments alone: no device, no cuDNN ------------------------------------------------
 
-// Host memory whose addresses stand in for device pointers: can_implement() reads the
-// addresses and never the memory.
 // `span` moved to `address`: the same type and count somewhere else.
 gs::device_span at_address(gs::device_span span, void* address) {
   return {address, span.type(), span.count()};
@@ -64,6 +62,8 @@ gs::device_span at_address(gs::device_span span, void* address) {
 // More elements than any shape below needs: these operands are never read.
 constexpr std::size_t plenty = std::size_t{1} << 24;
 
+// Host memory whose addresses stand in for device pointers: can_implement() reads the
+// addresses and never the memory.
 struct fake_operands {
   alignas(256) std::array<unsigned char, 1024> storage{};
 
