@@ -131,13 +131,14 @@ std::optional<region_difference> detail::compare_region(std::string_view name, d
                                                         unsigned char const* first,
                                                         unsigned char const* second,
                                                         std::size_t bytes) {
-  std::string const what = "the watched region \"" + std::string{name} + "\"";
+  // The messages are built only when a check refuses: every comparison passes through here.
+  auto const what = [&] { return "the watched region \"" + std::string{name} + "\""; };
   GRAPHSTEP_EXPECTS(graphstep::detail::is_known(element),
-                    what + " has an unknown dtype (" + std::to_string(static_cast<int>(element)) +
+                    what() + " has an unknown dtype (" + std::to_string(static_cast<int>(element)) +
                         "); use float32, float16, bfloat16, int32 or uint8 (raw bytes)");
   std::size_t const size = size_in_bytes(element);
   GRAPHSTEP_EXPECTS(bytes % size == 0,
-                    what + " holds " + std::to_string(bytes) + " bytes, not a whole number of " +
+                    what() + " holds " + std::to_string(bytes) + " bytes, not a whole number of " +
                         graphstep::name(element) + " elements: give its size in bytes of whole " +
                         "elements, or watch it as uint8 (raw bytes)");
   if (bytes == 0 || std::memcmp(first, second, bytes) == 0) return std::nullopt;
