@@ -68,13 +68,10 @@ std::size_t matrix_elements(std::string_view call, std::int64_t m, std::int64_t 
 
 void expect_valid_span(std::string_view call, std::string_view operand, device_span const& span,
                        empty_span empty) {
-  bool const valid =
-      span.empty()
-          ? empty == empty_span::allowed
-          : span.data() != nullptr && is_known(span.type()) &&
-                reinterpret_cast<std::uintptr_t>(span.data()) % size_in_bytes(span.type()) == 0 &&
-                span.count() <=
-                    std::numeric_limits<std::size_t>::max() / size_in_bytes(span.type());
+  bool const valid = span.empty() ? empty == empty_span::allowed
+                                  : is_typed_buffer(span.data(), span.type()) &&
+                                        span.count() <= std::numeric_limits<std::size_t>::max() /
+                                                            size_in_bytes(span.type());
   if (valid) return;
   std::string which{call};
   which.append(": ").append(operand);

@@ -141,6 +141,30 @@ TEST(device_span, checks_refuse_null_misaligned_and_oversized_spans_naming_them)
                                                 gs::detail::empty_span::refused));
 }
 
+// The check that builds no message and the one that refuses with one decide alike.
+TEST(dtype, a_typed_buffer_passes_exactly_where_its_refusal_does_not_throw) {
+  alignas(4) static unsigned char memory[8];
+  struct buffer {
+    void const* data;
+    gs::dtype type;
+    bool passes;
+  };
+  for (buffer const& b :
+       {buffer{memory, gs::dtype::float32, true}, buffer{memory + 2, gs::dtype::bfloat16, true},
+        buffer{memory + 1, gs::dtype::uint8, true}, buffer{nullptr, gs::dtype::float32, false},
+        buffer{memory + 2, gs::dtype::float32, false},
+        buffer{memory + 1, gs::dtype::float16, false},
+        buffer{memory, static_cast<gs::dtype>(9), false}}) {
+    EXPECT_EQ(gs::detail::is_typed_buffer(b.data, b.type), b.passes)
+        << b.data << " " << static_cast<int>(b.type);
+    if (b.passes) {
+      EXPECT_NO_THROW(gs::detail::expect_typed_buffer("buffer", b.data, b.type));
+    } else {
+      EXPECT_THROW(gs::detail::expect_typed_buffer("buffer", b.data, b.type), gs::usage_error);
+    }
+  }
+}
+
 TEST(device_span, an_ops_matrix_sizes_are_positive_and_their_product_fits) {
   EXPECT_EQ(gs::detail::matrix_elements("bias_gelu", 640, 4096), 640U * 4096U);
   std::string said = gs::testing::message_of(

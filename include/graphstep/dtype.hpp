@@ -53,10 +53,18 @@ namespace detail {
   return is_floating(type) || type == dtype::int32 || type == dtype::uint8;
 }
 
+/// @brief Whether `expect_typed_buffer` lets a buffer pass: a pointer that is not null, a `type`
+/// that is a dtype value, an address aligned to an element.
+[[nodiscard]] inline bool is_typed_buffer(void const* data, dtype type) noexcept {
+  return data != nullptr && is_known(type) &&
+         reinterpret_cast<std::uintptr_t>(data) % size_in_bytes(type) == 0;
+}
+
 /// @brief Refuses the buffer that `which` names ("loss_scaler: gradient 0") when its pointer is
 /// null, its `type` is no dtype value, or its address is not aligned to an element.
 /// @throws usage_error
 inline void expect_typed_buffer(std::string const& which, void const* data, dtype type) {
+  if (is_typed_buffer(data, type)) return;
   GRAPHSTEP_EXPECTS(data != nullptr, which + " is a null pointer");
   GRAPHSTEP_EXPECTS(is_known(type), which + " has an unknown dtype (" +
                                         std::to_string(static_cast<int>(type)) +
