@@ -35,5 +35,6 @@ def main():
     print(f"the leak check survived a TLS block at page offset 16 (k={landed})")
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())
