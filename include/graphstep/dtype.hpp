@@ -53,6 +53,15 @@ namespace detail {
   return is_floating(type) || type == dtype::int32 || type == dtype::uint8;
 }
 
+/// @brief Refuses a `type` that is no dtype value (a cast integer), naming `which`
+/// ("checkpoint: tensor \"w\"").
+/// @throws usage_error
+inline void expect_known(std::string_view which, dtype type) {
+  GRAPHSTEP_EXPECTS(is_known(type), std::string{which} + " has an unknown dtype (" +
+                                        std::to_string(static_cast<int>(type)) +
+                                        "); use float32, float16, bfloat16, int32 or uint8");
+}
+
 /// @brief Whether `expect_typed_buffer` lets a buffer pass: a pointer that is not null, a `type`
 /// that is a dtype value, an address aligned to an element.
 [[nodiscard]] inline bool is_typed_buffer(void const* data, dtype type) noexcept {
@@ -66,9 +75,7 @@ namespace detail {
 inline void expect_typed_buffer(std::string const& which, void const* data, dtype type) {
   if (is_typed_buffer(data, type)) return;
   GRAPHSTEP_EXPECTS(data != nullptr, which + " is a null pointer");
-  GRAPHSTEP_EXPECTS(is_known(type), which + " has an unknown dtype (" +
-                                        std::to_string(static_cast<int>(type)) +
-                                        "); use float32, float16, bfloat16, int32 or uint8");
+  expect_known(which, type);
   GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(data) % size_in_bytes(type) == 0,
                     which + " is not aligned to the " + std::to_string(size_in_bytes(type)) +
                         " bytes of its dtype " + name(type) +

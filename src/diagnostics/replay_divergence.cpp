@@ -133,9 +133,7 @@ std::optional<region_difference> detail::compare_region(std::string_view name, d
                                                         std::size_t bytes) {
   // The messages are built only when a check refuses: every comparison passes through here.
   auto const what = [&] { return "the watched region \"" + std::string{name} + "\""; };
-  GRAPHSTEP_EXPECTS(graphstep::detail::is_known(element),
-                    what() + " has an unknown dtype (" + std::to_string(static_cast<int>(element)) +
-                        "); use float32, float16, bfloat16, int32 or uint8 (raw bytes)");
+  if (!graphstep::detail::is_known(element)) graphstep::detail::expect_known(what(), element);
   std::size_t const size = size_in_bytes(element);
   GRAPHSTEP_EXPECTS(bytes % size == 0,
                     what() + " holds " + std::to_string(bytes) + " bytes, not a whole number of " +

@@ -553,9 +553,7 @@ void checkpoint::add_entry(checkpoint_entry entry) {
 void checkpoint::add_tensor(std::string name, dtype type, std::vector<std::int64_t> shape,
                             std::vector<unsigned char> bytes) {
   std::string const which = "checkpoint: tensor " + quoted(name);
-  GRAPHSTEP_EXPECTS(graphstep::detail::is_known(type),
-                    which + " has an unknown dtype (" + std::to_string(static_cast<int>(type)) +
-                        "); use float32, float16, bfloat16, int32 or uint8");
+  graphstep::detail::expect_known(which, type);
   GRAPHSTEP_EXPECTS(shape.size() <= std::numeric_limits<std::uint32_t>::max(),
                     which + " has more dimensions than the format holds (2^32 - 1)");
   std::uint64_t elements = 0;

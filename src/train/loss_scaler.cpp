@@ -31,9 +31,8 @@ std::vector<tensor_chunk> checked_chunks(std::vector<device_span> const& gradien
   std::vector<std::size_t> counts;
   for (std::size_t i = 0; i < gradients.size(); ++i) {
     auto const& g = gradients[i];
-    ::graphstep::detail::expect_valid_span("loss_scaler", "gradient " + std::to_string(i), g,
-                                           ::graphstep::detail::empty_span::refused);
-    ::graphstep::detail::expect_floating("loss_scaler: gradient " + std::to_string(i), g.type());
+    static_cast<void>(::graphstep::detail::floating_operand_type(
+        "loss_scaler", "gradient " + std::to_string(i), g));
     counts.push_back(g.count());
   }
   return plan_chunks(counts);  // refuses an empty tensor

@@ -10,11 +10,10 @@ void validate(parameter const& parameter, std::size_t index, std::string const& 
   std::string const which = who + ": parameter " + std::to_string(index);
   std::string const slot = "parameter " + std::to_string(index);
   using ::graphstep::detail::empty_span;
-  ::graphstep::detail::expect_valid_span(who, slot + " value", parameter.value,
-                                         empty_span::refused);
+  static_cast<void>(
+      ::graphstep::detail::floating_operand_type(who, slot + " value", parameter.value));
   ::graphstep::detail::expect_valid_span(who, slot + " gradient", parameter.gradient,
                                          empty_span::refused);
-  ::graphstep::detail::expect_floating(which + " value", parameter.value.type());
   GRAPHSTEP_EXPECTS(parameter.value.type() == parameter.gradient.type(),
                     which + " has a " + name(parameter.value.type()) + " value but a " +
                         name(parameter.gradient.type()) +
