@@ -1,9 +1,11 @@
 // Running a grid on the host: every thread of every block, one block at a time per host thread.
 //
-// A block's threads run one after another, each on a fiber. A thread that finishes without
-// meeting a barrier leaves its fiber to the next thread; once a thread stops at a barrier
-// (__syncthreads or a warp-level intrinsic), the threads after it start on fibers of their own and
-// the block advances barrier by barrier.
+// A block's threads run one after another on one fiber, without a switch between threads that
+// meet no barrier; once a thread stops at a barrier (__syncthreads or a warp-level intrinsic), the
+// threads after it start on fibers of their own and each runs from barrier to barrier. The
+// arrival that completes a barrier releases it: the released threads run next, so the lanes of a
+// warp stay together while their stacks are in cache, and the exchange of a shuffle or vote is
+// made at the release, one barrier per intrinsic.
 //
 // Threads that exit do not hold up a barrier. PTX ISA, "exit": "As threads exit, barriers waiting
 // on all threads are checked to see if the exiting threads are the only threads that have not
@@ -27,16 +29,20 @@
 #include <string>
 #include <vector>
 
-#include "graphstep/sim/device.hpp"  // first: it declares the built-in variables defined here
+// The built-in variables are defined here, where the simulator sets them: writable, unlike
+// the read-only declaration kernels see (device.hpp).
+// NOLINTNEXTLINE(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp): the toolkit's name
+#define __STORAGE__ extern __thread
 #include "detail/fiber.hpp"
+#include "graphstep/sim/device.hpp"  // declares the built-in variables defined here
 
 // NOLINTBEGIN(cert-err58-cpp): dim3's constructor is constexpr and cannot throw
 extern "C" {
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-thread_local dim3 blockDim;
-thread_local dim3 gridDim;
-thread_local int warpSize = 32;
+__thread uint3 threadIdx;
+__thread uint3 blockIdx;
+__thread dim3 blockDim;
+__thread dim3 gridDim;
+__thread int warpSize = 32;
 }
 // NOLINTEND(cert-err58-cpp)
 
@@ -45,28 +51,82 @@ namespace graphstep::sim::detail {
 namespace {
 
 enum class thread_status { ready, at_block_barrier, at_warp_barrier, done };
+// What a thread does at the barrier it waits at: the exchange is made when the barrier is
+// released, for every thread it releases, so one barrier serves a shuffle, a vote or a count.
+enum class barrier_work : unsigned char { none, exchange, ballot, count };
 
 constexpr unsigned warp_lanes = 32;
 constexpr std::size_t warp_slot_bytes = 16;
+using warp_slot_storage = std::array<unsigned char, warp_slot_bytes>;
+
+// The threads ready to run, each at most once: released threads go to the front, so a warp that
+// exchanges values runs on to its next exchange while its lanes' stacks are still in cache.
+class ready_threads {
+ public:
+  void reset(unsigned capacity) {
+    slots_.assign(capacity, 0U);
+    head_ = 0;
+    size_ = 0;
+  }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  void push_back(unsigned thread) noexcept {
+    slots_[(head_ + size_) % slots_.size()] = thread;
+    ++size_;
+  }
+  void push_front(unsigned thread) noexcept {
+    head_ = (head_ + static_cast<unsigned>(slots_.size()) - 1U) % slots_.size();
+    slots_[head_] = thread;
+    ++size_;
+  }
+  unsigned pop_front() noexcept {
+    unsigned const thread = slots_[head_];
+    head_ = (head_ + 1U) % slots_.size();
+    --size_;
+    return thread;
+  }
+
+ private:
+  std::vector<unsigned> slots_;
+  unsigned head_{};
+  unsigned size_{};
+};
 
 struct block_run {
   kernel_task const* task{};
-  std::function<void()> const* body{};
+  void (*body)(void const*){};
+  void const* context{};
   dim3 block_dim;
   unsigned threads{};
   std::vector<thread_status> status;
   std::vector<unsigned> warp_masks;  // the mask each thread waits with at a warp barrier
-  std::vector<unsigned char> warp_slots;
+  std::vector<unsigned> waiting;     // per warp: the lanes waiting at a warp barrier
+  // Per warp: the lanes waiting there do not all wait with one mask (code the guide leaves
+  // undefined, modelled as before: each waiter's own mask decides its release).
+  std::vector<unsigned char> masks_differ;
+  std::vector<unsigned> exited;             // per warp: the lanes whose threads have exited
+  unsigned at_block_barrier{};              // threads waiting at __syncthreads
+  unsigned done{};                          // threads that have exited
+  std::vector<barrier_work> work;           // per thread, at the barrier it waits at
+  std::vector<warp_slot_storage> given;     // per thread: the value it brings to an exchange
+  std::vector<warp_slot_storage> received;  // per thread: what the exchange gave it
+  std::vector<unsigned> source;             // per thread: the lane it reads in an exchange
+  std::vector<unsigned char> read_exited;   // per thread: that lane had exited
+  int block_count{};                        // __syncthreads_count's result, for every thread
+  ready_threads ready;
   std::vector<unsigned char> dynamic_shared;
   std::exception_ptr failure;
   // Thread t runs on fibers[t - fiber_base]: threads that finish without meeting a barrier share
   // fiber 0, the first thread that stops at one keeps it, and the threads after it take their own.
   unsigned fiber_base{};
+  bool stopped_at_barrier{};  // a thread stopped: the threads after it run on fibers of their own
 };
 
 thread_local block_run* current = nullptr;
 thread_local unsigned current_thread_id = 0;
 thread_local std::vector<std::unique_ptr<fiber>> fibers;  // reused from block to block
+
+// No thread: an exit releases others and runs on no one's behalf.
+constexpr unsigned no_thread = ~0U;
 
 std::string where() {
   std::array<char, 160> text{};
@@ -84,16 +144,6 @@ void enter_thread(unsigned linear) {
   threadIdx.z = linear / (d.x * d.y);
 }
 
-void fiber_entry(void* argument) {
-  auto const linear = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(argument));
-  try {
-    (*current->body)();
-  } catch (...) {
-    if (!current->failure) current->failure = std::current_exception();
-  }
-  current->status[linear] = thread_status::done;
-}
-
 fiber& fiber_for(unsigned linear) {
   while (fibers.size() <= linear) fibers.push_back(std::make_unique<fiber>());
   return *fibers[linear];
@@ -108,47 +158,151 @@ void resume(unsigned linear) {
   throw kernel_fault{cudaErrorLaunchFailure, what};
 }
 
-// Releases the threads waiting at a barrier every thread it concerns has reached; returns
-// whether any thread can run again.
-bool release_barriers(block_run& run) {
-  bool released = false;
-  unsigned const n = run.threads;
-  // Warp barriers: every lane in the mask that exists and has not exited is waiting.
-  for (unsigned first = 0; first < n; first += warp_lanes) {
-    unsigned const last = std::min(n, first + warp_lanes);
-    for (unsigned t = first; t < last; ++t) {
-      if (run.status[t] != thread_status::at_warp_barrier) continue;
-      unsigned const mask = run.warp_masks[t];
-      bool all = true;
-      for (unsigned lane = 0; lane < last - first; ++lane) {
-        if ((mask & (1U << lane)) == 0U) continue;
-        thread_status const s = run.status[first + lane];
-        if (s != thread_status::at_warp_barrier && s != thread_status::done) all = false;
-      }
-      if (!all) continue;
-      for (unsigned lane = 0; lane < last - first; ++lane) {
-        if ((mask & (1U << lane)) != 0U && run.status[first + lane] != thread_status::done) {
-          run.status[first + lane] = thread_status::ready;
+// The lanes of warp `warp` that exist (the last warp of a block may be partial).
+unsigned existing_lanes(block_run const& run, unsigned warp) noexcept {
+  unsigned const lanes = std::min(warp_lanes, run.threads - warp * warp_lanes);
+  return lanes == warp_lanes ? ~0U : (1U << lanes) - 1U;
+}
+
+// What a released thread's exchange gives it, computed when its barrier is released: every lane
+// it reads has given its value by then and gives no other before this thread has read.
+void finish_exchange(block_run& run, unsigned thread) {
+  unsigned const first = thread / warp_lanes * warp_lanes;
+  unsigned const warp_exited = run.exited[thread / warp_lanes] | ~existing_lanes(run, first / 32);
+  switch (run.work[thread]) {
+    case barrier_work::exchange: {
+      unsigned const from = run.source[thread];
+      bool const gone = (warp_exited >> from & 1U) != 0U;
+      // "If the target thread is inactive, the retrieved value is undefined" (CUDA Programming
+      // Guide, "Warp Shuffle Functions"): the reading thread faults rather than make one up.
+      run.read_exited[thread] = static_cast<unsigned char>(gone && from != thread - first);
+      run.received[thread] = run.given[std::min(first + from, run.threads - 1)];
+      break;
+    }
+    case barrier_work::ballot: {
+      unsigned bits = 0;
+      for (unsigned lane = 0; lane < warp_lanes; ++lane) {
+        if ((run.warp_masks[thread] >> lane & 1U) == 0U || (warp_exited >> lane & 1U) != 0U) {
+          continue;
         }
+        int vote = 0;
+        std::memcpy(&vote, run.given[first + lane].data(), sizeof vote);
+        if (vote != 0) bits |= 1U << lane;
       }
-      released = true;
+      std::memcpy(run.received[thread].data(), &bits, sizeof bits);
+      break;
+    }
+    case barrier_work::none:
+    case barrier_work::count: break;
+  }
+}
+
+// Makes `released` (ascending thread indices) ready. They run next, in that order, so the
+// threads that met at a barrier go on together; `arriving`, when among them, is the thread
+// whose arrival released them: it goes on at once when it comes first. Returns whether it does.
+bool make_ready(block_run& run, std::vector<unsigned> const& released, unsigned arriving) {
+  bool const goes_on = !released.empty() && released.front() == arriving;
+  for (auto it = released.rbegin(); it != released.rend(); ++it) {
+    run.status[*it] = thread_status::ready;
+    if (goes_on && *it == arriving) continue;
+    run.ready.push_front(*it);
+  }
+  return goes_on;
+}
+
+// Releases the threads of warp `warp` waiting at a warp barrier that every lane it concerns has
+// reached or exited; returns whether `arriving` goes on at once.
+bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
+  unsigned& waiting = run.waiting[warp];
+  if (waiting == 0U) return false;
+  unsigned const first = warp * warp_lanes;
+  // The common case, every waiter with the arriving lane's mask: only that mask can be complete.
+  if (arriving != no_thread && run.masks_differ[warp] == 0U &&
+      (run.warp_masks[arriving] & ~(waiting | run.exited[warp])) != 0U) {
+    return false;
+  }
+  unsigned freed = 0;
+  for (unsigned pending = waiting; pending != 0U; pending &= pending - 1U) {
+    auto const lane = static_cast<unsigned>(__builtin_ctz(pending));
+    if ((waiting >> lane & 1U) == 0U) continue;  // released earlier in this pass
+    unsigned const mask = run.warp_masks[first + lane];
+    if ((mask & ~(waiting | run.exited[warp])) != 0U) continue;
+    freed |= mask & waiting;
+    waiting &= ~mask;
+  }
+  if (freed == 0U) return false;
+  if (waiting == 0U) run.masks_differ[warp] = 0U;
+  thread_local std::vector<unsigned> released;
+  released.clear();
+  for (unsigned bits = freed; bits != 0U; bits &= bits - 1U) {
+    released.push_back(first + static_cast<unsigned>(__builtin_ctz(bits)));
+  }
+  for (unsigned const t : released) finish_exchange(run, t);
+  return make_ready(run, released, arriving);
+}
+
+// Releases the block barrier once every thread that has not exited waits at it.
+bool release_block(block_run& run, unsigned arriving) {
+  if (run.at_block_barrier == 0 || run.at_block_barrier + run.done != run.threads) return false;
+  thread_local std::vector<unsigned> released;
+  released.clear();
+  int count = 0;
+  for (unsigned t = 0; t < run.threads; ++t) {
+    if (run.status[t] != thread_status::at_block_barrier) continue;
+    released.push_back(t);
+    if (run.work[t] == barrier_work::count) {
+      int vote = 0;
+      std::memcpy(&vote, run.given[t].data(), sizeof vote);
+      count += vote;
     }
   }
-  if (released) return true;
-  // The block barrier: every thread that has not exited waits at it.
-  bool any_waiting = false;
-  bool all_arrived = true;
-  for (thread_status const s : run.status) {
-    any_waiting = any_waiting || s == thread_status::at_block_barrier;
-    all_arrived = all_arrived && (s == thread_status::at_block_barrier || s == thread_status::done);
+  run.block_count = count;
+  run.at_block_barrier = 0;
+  return make_ready(run, released, arriving);
+}
+
+// Runs thread `linear`'s body to its end, then lets the barriers its exit completes go.
+void run_thread(block_run& run, unsigned linear) {
+  try {
+    run.body(run.context);
+  } catch (...) {
+    if (!run.failure) run.failure = std::current_exception();
   }
-  if (any_waiting && all_arrived) {
-    for (thread_status& s : run.status) {
-      if (s == thread_status::at_block_barrier) s = thread_status::ready;
+  run.status[linear] = thread_status::done;
+  ++run.done;
+  unsigned const warp = linear / warp_lanes;
+  run.exited[warp] |= 1U << (linear % warp_lanes);
+  // Threads that exit do not hold up a barrier (PTX ISA, "exit"; see the top of this file).
+  if (run.waiting[warp] != 0U) release_warp(run, warp, no_thread);
+  if (run.at_block_barrier != 0U) release_block(run, no_thread);
+}
+
+// A thread of its own on a fiber of its own: started once an earlier thread stopped at a barrier.
+void fiber_entry(void* argument) {
+  run_thread(*current, static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(argument)));
+}
+
+// The block's threads one after another on one fiber, without a switch between them, until one
+// stops at a barrier: that one keeps the fiber (fiber_base names it) and finishes there when it
+// is resumed; the threads after it get fibers of their own (run_block_as_fibers).
+void sequential_entry(void* /*unused*/) {
+  block_run& run = *current;
+  dim3 const& d = run.block_dim;
+  uint3 index{0, 0, 0};  // counted up rather than divided out: this loop runs every thread
+  for (unsigned t = 0; t < run.threads; ++t) {
+    run.fiber_base = t;
+    current_thread_id = t;
+    threadIdx = index;
+    run_thread(run, t);
+    if (run.failure || run.stopped_at_barrier) return;
+    if (++index.x == d.x) {
+      index.x = 0;
+      if (++index.y == d.y) {
+        index.y = 0;
+        ++index.z;
+      }
     }
-    return true;
   }
-  return false;
 }
 
 // Which threads wait where, for the message of a barrier that can never complete.
@@ -171,52 +325,68 @@ std::string waiting_threads(block_run const& run) {
 }
 
 // Thread `first` stopped at a barrier: the threads after it start on fibers of their own, and
-// the block runs barrier by barrier.
+// each ready thread runs to its next barrier (or its end) in turn.
 void run_block_as_fibers(block_run& run, unsigned first) {
   for (unsigned t = first + 1; t < run.threads; ++t) {
     fiber_for(t - first).start(&fiber_entry,
                                reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
-    run.status[t] = thread_status::ready;
+    run.ready.push_back(t);
   }
-  for (;;) {
-    for (unsigned t = first; t < run.threads; ++t) {
-      if (run.status[t] == thread_status::ready) resume(t);
-      if (run.failure) std::rethrow_exception(run.failure);
-    }
-    if (std::all_of(run.status.begin(), run.status.end(),
-                    [](thread_status s) { return s == thread_status::done; })) {
-      return;
-    }
-    if (!release_barriers(run)) {
-      divergent(std::string{run.task->name()} + " block (" + std::to_string(blockIdx.x) + "," +
-                std::to_string(blockIdx.y) + "," + std::to_string(blockIdx.z) +
-                "): a barrier that can never complete: running threads wait at barriers the "
-                "others never reach (a deadlock on a GPU); " +
-                waiting_threads(run));
-    }
+  while (!run.ready.empty()) {
+    resume(run.ready.pop_front());
+    if (run.failure) std::rethrow_exception(run.failure);
   }
+  if (run.done == run.threads) return;
+  divergent(std::string{run.task->name()} + " block (" + std::to_string(blockIdx.x) + "," +
+            std::to_string(blockIdx.y) + "," + std::to_string(blockIdx.z) +
+            "): a barrier that can never complete: running threads wait at barriers the "
+            "others never reach (a deadlock on a GPU); " +
+            waiting_threads(run));
 }
 
 void run_block(block_run& run) {
-  for (unsigned t = 0; t < run.threads; ++t) {
-    run.fiber_base = t;
-    fiber_for(0).start(&fiber_entry, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
-    resume(t);
-    if (run.failure) std::rethrow_exception(run.failure);
-    if (run.status[t] != thread_status::done) {
-      run_block_as_fibers(run, t);
-      return;
-    }
-  }
+  run.stopped_at_barrier = false;
+  run.fiber_base = 0;
+  fiber& first = fiber_for(0);
+  first.start(&sequential_entry, nullptr);
+  resume(0);
+  if (run.failure) std::rethrow_exception(run.failure);
+  if (first.finished()) return;
+  run.stopped_at_barrier = true;
+  run_block_as_fibers(run, run.fiber_base);
 }
 
-void wait_at(thread_status barrier, unsigned mask) {
+// The calling thread waits at a barrier; its arrival may release it and others. A thread whose
+// arrival completes the barrier goes on without a switch when it comes first in the order.
+void wait_at(thread_status barrier, unsigned mask, barrier_work work) {
   if (current == nullptr) divergent("a barrier was called outside a kernel");
-  current->status[current_thread_id] = barrier;
-  current->warp_masks[current_thread_id] = mask;
+  block_run& run = *current;
   unsigned const me = current_thread_id;
+  run.status[me] = barrier;
+  run.warp_masks[me] = mask;
+  run.work[me] = work;
+  bool goes_on = false;
+  if (barrier == thread_status::at_warp_barrier) {
+    unsigned const warp = me / warp_lanes;
+    if (unsigned const others = run.waiting[warp]; others != 0U) {
+      auto const some_waiter = warp * warp_lanes + static_cast<unsigned>(__builtin_ctz(others));
+      if (run.warp_masks[some_waiter] != mask) run.masks_differ[warp] = 1U;
+    }
+    run.waiting[warp] |= 1U << (me % warp_lanes);
+    goes_on = release_warp(run, warp, me);
+  } else {
+    ++run.at_block_barrier;
+    goes_on = release_block(run, me);
+  }
+  if (goes_on) return;
   fiber::yield();
   enter_thread(me);
+}
+
+// A warp barrier's mask, less the lanes that do not exist.
+unsigned existing_in_mask(unsigned mask) {
+  if (current == nullptr) return mask;
+  return mask & existing_lanes(*current, current_thread_id / warp_lanes);
 }
 
 // A kernel launched while another runs on this host thread (from a host function) gets its own
@@ -246,15 +416,21 @@ class saved_indices {
 
 }  // namespace
 
-void run_grid(kernel_task const& task, std::function<void()> const& thread_body) {
+void run_grid(kernel_task const& task, void (*thread_body)(void const*), void const* context) {
   block_run run;
   run.task = &task;
-  run.body = &thread_body;
+  run.body = thread_body;
+  run.context = context;
   run.block_dim = task.block();
   run.threads = run.block_dim.x * run.block_dim.y * run.block_dim.z;
+  unsigned const warps = (run.threads + warp_lanes - 1) / warp_lanes;
   run.status.assign(run.threads, thread_status::ready);
   run.warp_masks.assign(run.threads, 0U);
-  run.warp_slots.assign(static_cast<std::size_t>(run.threads) * warp_slot_bytes, 0);
+  run.work.assign(run.threads, barrier_work::none);
+  run.given.assign(run.threads, warp_slot_storage{});
+  run.received.assign(run.threads, warp_slot_storage{});
+  run.source.assign(run.threads, 0U);
+  run.read_exited.assign(run.threads, 0U);
   saved_indices const restore_outer;
   current = &run;
   blockDim = task.block();
@@ -267,6 +443,12 @@ void run_grid(kernel_task const& task, std::function<void()> const& thread_body)
         // Shared memory starts as garbage, as on a GPU: 0xFF bytes (NaN for floats).
         run.dynamic_shared.assign(task.dynamic_shared_bytes(), 0xFF);
         std::fill(run.status.begin(), run.status.end(), thread_status::ready);
+        run.waiting.assign(warps, 0U);
+        run.exited.assign(warps, 0U);
+        run.masks_differ.assign(warps, 0U);
+        run.at_block_barrier = 0;
+        run.done = 0;
+        run.ready.reset(run.threads);
         run_block(run);
       }
     }
@@ -274,41 +456,42 @@ void run_grid(kernel_task const& task, std::function<void()> const& thread_body)
 }
 
 void sync_block() {
-  wait_at(thread_status::at_block_barrier, 0U);
+  wait_at(thread_status::at_block_barrier, 0U, barrier_work::none);
 }
 
 void sync_warp(unsigned mask) {
-  if (current != nullptr) {
-    unsigned const lanes =
-        std::min(warp_lanes, current->threads - current_thread_id / warp_lanes * warp_lanes);
-    unsigned const existing = lanes == warp_lanes ? ~0U : (1U << lanes) - 1U;
-    wait_at(thread_status::at_warp_barrier, mask & existing);
-    return;
+  wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::none);
+}
+
+void exchange_in_warp(unsigned mask, void const* value, std::size_t bytes, unsigned from,
+                      void* out) {
+  if (current == nullptr) divergent("a warp shuffle was called outside a kernel");
+  block_run& run = *current;
+  unsigned const me = current_thread_id;
+  std::memcpy(run.given[me].data(), value, bytes);
+  run.source[me] = from;
+  wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::exchange);
+  if (run.read_exited[me] != 0U) {
+    trap("a warp shuffle read the value of a lane that has exited (undefined on a GPU)");
   }
-  wait_at(thread_status::at_warp_barrier, mask);
+  std::memcpy(out, run.received[me].data(), bytes);
+}
+
+unsigned ballot_in_warp(unsigned mask, int predicate) {
+  if (current == nullptr) divergent("a warp vote was called outside a kernel");
+  block_run& run = *current;
+  unsigned const me = current_thread_id;
+  int const vote = predicate != 0 ? 1 : 0;
+  std::memcpy(run.given[me].data(), &vote, sizeof vote);
+  // The vote counts the lanes of the mask as given, exited or not there at all count as 0.
+  wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::ballot);
+  unsigned bits = 0;
+  std::memcpy(&bits, run.received[me].data(), sizeof bits);
+  return bits;
 }
 
 unsigned lane_id() noexcept {
   return current_thread_id % warp_lanes;
-}
-
-void* warp_slot(unsigned lane) noexcept {
-  unsigned const first = current_thread_id / warp_lanes * warp_lanes;
-  unsigned const thread = std::min(first + lane, current->threads - 1);
-  return current->warp_slots.data() + static_cast<std::size_t>(thread) * warp_slot_bytes;
-}
-
-bool lane_exited(unsigned lane) noexcept {
-  unsigned const thread = current_thread_id / warp_lanes * warp_lanes + lane;
-  return thread >= current->threads || current->status[thread] == thread_status::done;
-}
-
-// "If the target thread is inactive, the retrieved value is undefined" (CUDA Programming Guide,
-// "Warp Shuffle Functions"): a fault here rather than a made-up value.
-void check_exchange_source(unsigned source) {
-  if (source != lane_id() && lane_exited(source)) {
-    trap("a warp shuffle read the value of a lane that has exited (undefined on a GPU)");
-  }
 }
 
 void* dynamic_shared_memory() noexcept {
@@ -316,19 +499,12 @@ void* dynamic_shared_memory() noexcept {
 }
 
 int sync_block_count(int predicate) {
-  auto* slot = static_cast<int*>(
-      static_cast<void*>(current->warp_slots.data() + current_thread_id * warp_slot_bytes));
-  *slot = predicate != 0 ? 1 : 0;
-  sync_block();
-  int count = 0;
-  for (unsigned t = 0; t < current->threads; ++t) {
-    if (current->status[t] == thread_status::done) continue;  // exited: took no part
-    int value = 0;
-    std::memcpy(&value, current->warp_slots.data() + t * warp_slot_bytes, sizeof value);
-    count += value;
-  }
-  sync_block();  // nobody overwrites a slot before every thread has counted
-  return count;
+  if (current == nullptr) divergent("a barrier was called outside a kernel");
+  block_run& run = *current;
+  int const vote = predicate != 0 ? 1 : 0;
+  std::memcpy(run.given[current_thread_id].data(), &vote, sizeof vote);
+  wait_at(thread_status::at_block_barrier, 0U, barrier_work::count);
+  return run.block_count;
 }
 
 void trap(char const* what) {

@@ -60,20 +60,15 @@ kernel_accesses::page* kernel_accesses::find(std::uintptr_t number) noexcept {
   return bits;
 }
 
-void kernel_accesses::record(std::uintptr_t address, std::size_t bytes, access_kind kind) noexcept {
+void kernel_accesses::record_elsewhere(std::uintptr_t address, std::size_t bytes,
+                                       access_kind kind) noexcept {
   while (bytes > 0) {
     std::uintptr_t const number = address >> page_shift;
     std::size_t const offset = address & (page_bytes - 1);
     std::size_t const here = std::min(bytes, page_bytes - offset);
     cached_page const& slot = cache_[number % cache_.size()];
     page* const bits = slot.number == number ? slot.bits : find(number);
-    if (bits != nullptr) {
-      switch (kind) {
-        case access_kind::read: set_bits(bits->read, offset, here); break;
-        case access_kind::write: set_bits(bits->write, offset, here); break;
-        case access_kind::atomic: set_bits(bits->atomic, offset, here); break;
-      }
-    }
+    if (bits != nullptr) set_bits(bits->kinds[static_cast<std::size_t>(kind)], offset, here);
     address += here;
     bytes -= here;
   }
@@ -95,13 +90,11 @@ void kernel_accesses::report_to(race_checker& checker) const {
     };
     for (std::uintptr_t const number : numbers) {
       page const& p = *pages_.at(number);
+      page_bits const& written = p.kinds[static_cast<std::size_t>(access_kind::write)];
+      page_bits const& these = p.kinds[static_cast<std::size_t>(kind)];
       for (std::size_t w = 0; w < words_per_page; ++w) {
-        std::uint64_t bits = 0;
-        switch (kind) {
-          case access_kind::write: bits = p.write[w]; break;
-          case access_kind::atomic: bits = p.atomic[w] & ~p.write[w]; break;
-          case access_kind::read: bits = p.read[w] & ~p.write[w]; break;
-        }
+        // A written byte is reported as written only; an atomic or read one not written as such.
+        std::uint64_t bits = kind == access_kind::write ? these[w] : these[w] & ~written[w];
         std::uintptr_t const word_begin = (number << page_shift) + w * 64;
         while (bits != 0) {
           auto const start = static_cast<unsigned>(__builtin_ctzll(bits));

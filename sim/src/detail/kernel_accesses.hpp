@@ -28,26 +28,43 @@ class kernel_accesses {
   static constexpr std::size_t page_bytes = std::size_t{1} << page_shift;
   static constexpr std::size_t words_per_page = page_bytes / 64;
 
-  /// Records an access of `bytes` bytes at `address`.
-  void record(std::uintptr_t address, std::size_t bytes, access_kind kind) noexcept;
+  /// Records an access of `bytes` bytes at `address`. Inline for the common case, an access
+  /// within one 64-byte word of a page seen recently: every load and store of a kernel comes here.
+  void record(std::uintptr_t address, std::size_t bytes, access_kind kind) noexcept {
+    std::uintptr_t const number = address >> page_shift;
+    std::size_t const offset = address & (page_bytes - 1);
+    cached_page const& slot = cache_[number % cache_.size()];
+    if (slot.number == number && offset % 64 + bytes <= 64) {
+      if (slot.bits != nullptr) {
+        std::uint64_t const ones =
+            bytes >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bytes) - 1;
+        slot.bits->kinds[static_cast<std::size_t>(kind)][offset / 64] |= ones << (offset % 64);
+      }
+      return;
+    }
+    record_elsewhere(address, bytes, kind);
+  }
 
   /// Hands every maximal run of bytes to `race_checker::access`: written bytes as writes,
   /// atomically updated ones not written as updates, read ones not written as reads.
   void report_to(race_checker& checker) const;
 
  private:
+  using page_bits = std::array<std::uint64_t, words_per_page>;
   struct page {
-    std::array<std::uint64_t, words_per_page> read{};
-    std::array<std::uint64_t, words_per_page> write{};
-    std::array<std::uint64_t, words_per_page> atomic{};
+    // One bitmap per access_kind, indexed by it: read, write, atomic.
+    std::array<page_bits, 3> kinds{};
   };
   struct cached_page {
     std::uintptr_t number{~std::uintptr_t{0}};
     page* bits{};  // null: the page holds no device memory
   };
+  void record_elsewhere(std::uintptr_t address, std::size_t bytes, access_kind kind) noexcept;
   page* find(std::uintptr_t number) noexcept;
 
-  std::array<cached_page, 64> cache_{};
+  // Direct-mapped by page number: big enough that a block's fiber stacks (the kernels' locals,
+  // one page apart per thread) do not evict the device pages a kernel works on.
+  std::array<cached_page, 1024> cache_{};
   std::unordered_map<std::uintptr_t, std::unique_ptr<page>> pages_;  // device pages touched
   std::unordered_set<std::uintptr_t> elsewhere_;                     // other pages touched
 };

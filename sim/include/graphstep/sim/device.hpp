@@ -21,9 +21,12 @@
 // The built-in variables threadIdx, blockIdx, blockDim, gridDim and warpSize: the toolkit
 // declares them in device_launch_parameters.h with this storage class, `extern const` unless it
 // is defined first; only nvcc defines them. Here they are variables of each host thread that the
-// simulator sets before it runs a thread of a kernel (sim/src/launch.cpp).
+// simulator sets before it runs a thread of a kernel (sim/src/launch.cpp). Kernels see them
+// read-only, as on a GPU, and as `__thread` (no C++ initialization wrapper): a read is one load,
+// which the access instrumentation of the race checker skips (it skips read-only objects). They
+// do not change while a thread runs: the simulator restores them when it resumes a thread.
 #ifndef __STORAGE__
-#define __STORAGE__ extern thread_local
+#define __STORAGE__ extern __thread const
 #endif
 
 // NOLINTEND(bugprone-reserved-identifier,cert-dcl*,readability-non-const-parameter)
@@ -55,11 +58,14 @@ namespace graphstep::sim::detail {
 void sync_block();
 int sync_block_count(int predicate);
 void sync_warp(unsigned mask);
+// The warp barrier of a shuffle: this lane gives `bytes` (<= 16) of `value` and, once every lane
+// of `mask` has come, receives in `out` what lane `from` gave. A kernel fault if lane `from`,
+// other than the caller, has exited.
+void exchange_in_warp(unsigned mask, void const* value, std::size_t bytes, unsigned from,
+                      void* out);
+// The warp barrier of a vote: the lanes of `mask` whose predicate is not 0 (exited lanes vote 0).
+unsigned ballot_in_warp(unsigned mask, int predicate);
 unsigned lane_id() noexcept;
-void* warp_slot(unsigned lane) noexcept;   // 16 bytes per lane, for warp-level exchanges
-bool lane_exited(unsigned lane) noexcept;  // the lane does not exist or its thread has exited
-// A kernel fault if a warp exchange reads lane `source`, other than the caller, and it has exited.
-void check_exchange_source(unsigned source);
 void* dynamic_shared_memory() noexcept;
 [[noreturn]] void trap(char const* what);
 [[noreturn]] void device_assert(char const* expression, char const* file, unsigned line);
@@ -69,19 +75,13 @@ T* dynamic_shared() noexcept {
   return static_cast<T*>(dynamic_shared_memory());
 }
 
-// Every lane of the warp writes `value`, then reads the value of the lane `source(lane)` picks.
+// Every lane of the warp gives `value`, then gets the value of the lane `source(lane)` picks.
 template <typename T, typename Source>
 T warp_exchange(unsigned mask, T value, Source source) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16,
                 "warp intrinsics move values of up to 16 bytes");
-  unsigned const lane = lane_id();
-  std::memcpy(warp_slot(lane), &value, sizeof(T));
-  sync_warp(mask);
-  unsigned const from = source(lane);
-  check_exchange_source(from);
   T out;
-  std::memcpy(&out, warp_slot(from), sizeof(T));
-  sync_warp(mask);  // no lane overwrites its slot before every lane has read
+  exchange_in_warp(mask, &value, sizeof(T), source(lane_id()), &out);
   return out;
 }
 
@@ -196,20 +196,7 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
 // must execute the same intrinsic with the same mask", "Warp Vote Functions"); an exited lane
 // votes 0.
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
-  namespace sim = ::graphstep::sim::detail;
-  unsigned const lane = sim::lane_id();
-  int const vote = predicate != 0 ? 1 : 0;
-  std::memcpy(sim::warp_slot(lane), &vote, sizeof vote);
-  sim::sync_warp(mask);
-  unsigned bits = 0;
-  for (unsigned other = 0; other < 32; ++other) {
-    if ((mask & (1U << other)) == 0U || sim::lane_exited(other)) continue;
-    int value = 0;
-    std::memcpy(&value, sim::warp_slot(other), sizeof value);
-    if (value != 0) bits |= 1U << other;
-  }
-  sim::sync_warp(mask);  // no lane overwrites its slot before every lane has read
-  return bits;
+  return ::graphstep::sim::detail::ballot_in_warp(mask, predicate);
 }
 inline int __all_sync(unsigned mask, int predicate) {
   return __ballot_sync(mask, predicate) == (__ballot_sync(mask, 1)) ? 1 : 0;
