@@ -70,22 +70,27 @@ class ready_threads {
   }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   void push_back(unsigned thread) noexcept {
-    slots_[(head_ + size_) % slots_.size()] = thread;
+    unsigned const at = head_ + size_;
+    slots_[at < capacity() ? at : at - capacity()] = thread;
     ++size_;
   }
   void push_front(unsigned thread) noexcept {
-    head_ = (head_ + static_cast<unsigned>(slots_.size()) - 1U) % slots_.size();
+    head_ = head_ == 0 ? capacity() - 1U : head_ - 1U;
     slots_[head_] = thread;
     ++size_;
   }
   unsigned pop_front() noexcept {
     unsigned const thread = slots_[head_];
-    head_ = (head_ + 1U) % slots_.size();
+    head_ = head_ + 1U == capacity() ? 0U : head_ + 1U;
     --size_;
     return thread;
   }
 
  private:
+  [[nodiscard]] unsigned capacity() const noexcept {
+    return static_cast<unsigned>(slots_.size());
+  }
+
   std::vector<unsigned> slots_;
   unsigned head_{};
   unsigned size_{};
@@ -98,11 +103,14 @@ struct block_run {
   dim3 block_dim;
   unsigned threads{};
   std::vector<thread_status> status;
+  std::vector<uint3> thread_index;  // threadIdx of each linear index, worked out once
   std::vector<unsigned> warp_masks;  // the mask each thread waits with at a warp barrier
   std::vector<unsigned> waiting;     // per warp: the lanes waiting at a warp barrier
   // Per warp: the lanes waiting there do not all wait with one mask (code the guide leaves
   // undefined, modelled as before: each waiter's own mask decides its release).
   std::vector<unsigned char> masks_differ;
+  // Per warp: a release waits for a lane outside the mask to stop (reads_a_running_outsider).
+  std::vector<unsigned char> awaits_outsider;
   std::vector<unsigned> exited;             // per warp: the lanes whose threads have exited
   unsigned at_block_barrier{};              // threads waiting at __syncthreads
   unsigned done{};                          // threads that have exited
@@ -138,10 +146,7 @@ std::string where() {
 
 void enter_thread(unsigned linear) {
   current_thread_id = linear;
-  dim3 const& d = current->block_dim;
-  threadIdx.x = linear % d.x;
-  threadIdx.y = (linear / d.x) % d.y;
-  threadIdx.z = linear / (d.x * d.y);
+  threadIdx = current->thread_index[linear];
 }
 
 fiber& fiber_for(unsigned linear) {
@@ -210,6 +215,21 @@ bool make_ready(block_run& run, std::vector<unsigned> const& released, unsigned 
   return goes_on;
 }
 
+// Whether a lane of `lanes` (waiting at one warp barrier) shuffles from a lane outside its mask
+// that is still running. Such a read is undefined on a GPU, and a fault when that lane has
+// exited (finish_exchange); whether it exits is known only once it stops, at a barrier or at its
+// end, so the release waits for that.
+bool reads_a_running_outsider(block_run const& run, unsigned first, unsigned lanes) {
+  for (unsigned bits = lanes; bits != 0U; bits &= bits - 1U) {
+    unsigned const t = first + static_cast<unsigned>(__builtin_ctz(bits));
+    if (run.work[t] != barrier_work::exchange) continue;
+    unsigned const from = run.source[t];
+    if ((run.warp_masks[t] >> from & 1U) != 0U || first + from >= run.threads) continue;
+    if (run.status[first + from] == thread_status::ready) return true;
+  }
+  return false;
+}
+
 // Releases the threads of warp `warp` waiting at a warp barrier that every lane it concerns has
 // reached or exited; returns whether `arriving` goes on at once.
 bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
@@ -217,16 +237,21 @@ bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
   if (waiting == 0U) return false;
   unsigned const first = warp * warp_lanes;
   // The common case, every waiter with the arriving lane's mask: only that mask can be complete.
-  if (arriving != no_thread && run.masks_differ[warp] == 0U &&
+  if (arriving != no_thread && run.masks_differ[warp] == 0U && run.awaits_outsider[warp] == 0U &&
       (run.warp_masks[arriving] & ~(waiting | run.exited[warp])) != 0U) {
     return false;
   }
+  run.awaits_outsider[warp] = 0U;
   unsigned freed = 0;
   for (unsigned pending = waiting; pending != 0U; pending &= pending - 1U) {
     auto const lane = static_cast<unsigned>(__builtin_ctz(pending));
     if ((waiting >> lane & 1U) == 0U) continue;  // released earlier in this pass
     unsigned const mask = run.warp_masks[first + lane];
     if ((mask & ~(waiting | run.exited[warp])) != 0U) continue;
+    if (reads_a_running_outsider(run, first, mask & waiting)) {
+      run.awaits_outsider[warp] = 1U;
+      continue;
+    }
     freed |= mask & waiting;
     waiting &= ~mask;
   }
@@ -287,21 +312,11 @@ void fiber_entry(void* argument) {
 // is resumed; the threads after it get fibers of their own (run_block_as_fibers).
 void sequential_entry(void* /*unused*/) {
   block_run& run = *current;
-  dim3 const& d = run.block_dim;
-  uint3 index{0, 0, 0};  // counted up rather than divided out: this loop runs every thread
   for (unsigned t = 0; t < run.threads; ++t) {
     run.fiber_base = t;
-    current_thread_id = t;
-    threadIdx = index;
+    enter_thread(t);
     run_thread(run, t);
     if (run.failure || run.stopped_at_barrier) return;
-    if (++index.x == d.x) {
-      index.x = 0;
-      if (++index.y == d.y) {
-        index.y = 0;
-        ++index.z;
-      }
-    }
   }
 }
 
@@ -376,10 +391,21 @@ void wait_at(thread_status barrier, unsigned mask, barrier_work work) {
     goes_on = release_warp(run, warp, me);
   } else {
     ++run.at_block_barrier;
+    // This thread has stopped: a warp barrier that waited for it to stop may go now.
+    unsigned const warp = me / warp_lanes;
+    if (run.awaits_outsider[warp] != 0U) release_warp(run, warp, no_thread);
     goes_on = release_block(run, me);
   }
   if (goes_on) return;
-  fiber::yield();
+  if (fiber::hands_over && !run.ready.empty()) {
+    // The next ready thread runs in this one's place: one switch, not two through the loop of
+    // run_block_as_fibers (which takes over again when a fiber yields or finishes).
+    unsigned const next = run.ready.pop_front();
+    enter_thread(next);
+    fiber::hand_over(fiber_for(next - run.fiber_base));
+  } else {
+    fiber::yield();
+  }
   enter_thread(me);
 }
 
@@ -425,6 +451,11 @@ void run_grid(kernel_task const& task, void (*thread_body)(void const*), void co
   run.threads = run.block_dim.x * run.block_dim.y * run.block_dim.z;
   unsigned const warps = (run.threads + warp_lanes - 1) / warp_lanes;
   run.status.assign(run.threads, thread_status::ready);
+  run.thread_index.resize(run.threads);
+  for (unsigned t = 0; t < run.threads; ++t) {
+    dim3 const& d = run.block_dim;
+    run.thread_index[t] = uint3{t % d.x, (t / d.x) % d.y, t / (d.x * d.y)};
+  }
   run.warp_masks.assign(run.threads, 0U);
   run.work.assign(run.threads, barrier_work::none);
   run.given.assign(run.threads, warp_slot_storage{});
@@ -446,6 +477,7 @@ void run_grid(kernel_task const& task, void (*thread_body)(void const*), void co
         run.waiting.assign(warps, 0U);
         run.exited.assign(warps, 0U);
         run.masks_differ.assign(warps, 0U);
+        run.awaits_outsider.assign(warps, 0U);
         run.at_block_barrier = 0;
         run.done = 0;
         run.ready.reset(run.threads);

@@ -319,6 +319,75 @@ TEST_F(device_functions, barriers_complete_when_the_lower_threads_and_whole_warp
   GRAPHSTEP_CUDA_TRY(cudaFree(out));
 }
 
+// Every thread of an 80-thread block (two full warps and a partial one) votes at the block
+// barrier: __syncthreads_count counts the non-zero predicates, _and and _or combine them
+// (Programming Guide, "Synchronization Functions").
+__global__ void block_votes(int* out) {
+  int const t = static_cast<int>(threadIdx.x);
+  int const thirds = __syncthreads_count(t % 3 == 0);
+  int const all_below = __syncthreads_and(t < 80);
+  int const some_odd = __syncthreads_and(t % 2 == 1);
+  int const any_last = __syncthreads_or(t == 79);
+  int const none = __syncthreads_or(t > 1000);
+  if (t == 5) {
+    out[0] = thirds;
+    out[1] = all_below;
+    out[2] = some_odd;
+    out[3] = any_last;
+    out[4] = none;
+  }
+}
+
+TEST_F(device_functions, block_votes_count_and_combine_every_threads_predicate) {
+  int* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 5 * sizeof(int)));
+  block_votes<<<2, 80>>>(out);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<int> const got = read_back(out, 5);
+  EXPECT_EQ(got[0], 27);  // 0, 3, ..., 78
+  EXPECT_NE(got[1], 0);
+  EXPECT_EQ(got[2], 0);
+  EXPECT_NE(got[3], 0);
+  EXPECT_EQ(got[4], 0);
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
+// The two halves of each warp take different branches and shuffle within their own half, each
+// with its own mask: both exchanges complete, each with the values of its own lanes.
+__global__ void half_warps_shuffle_apart(int* out) {
+  int const lane = static_cast<int>(threadIdx.x % 32);
+  int const value = static_cast<int>(threadIdx.x) * 10;
+  int got = 0;
+  if (lane < 16) {
+    got = __shfl_xor_sync(0x0000FFFFU, value, 1);
+    got += __shfl_sync(0x0000FFFFU, value, 15);
+  } else {
+    got = __shfl_down_sync(0xFFFF0000U, value, 2, 16);
+  }
+  out[threadIdx.x] = got;
+}
+
+TEST_F(device_functions, half_warps_with_their_own_masks_shuffle_apart) {
+  int* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 64 * sizeof(int)));
+  half_warps_shuffle_apart<<<1, 64>>>(out);
+  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  std::vector<int> const got = read_back(out, 64);
+  for (int t = 0; t < 64; ++t) {
+    int const lane = t % 32;
+    int const warp_first = t - lane;
+    int expected = 0;
+    if (lane < 16) {
+      expected = (t ^ 1) * 10 + (warp_first + 15) * 10;
+    } else {
+      // Within its 16-lane segment, a lane 2 from the segment's end keeps its own value.
+      expected = ((lane - 16) + 2 < 16 ? t + 2 : t) * 10;
+    }
+    EXPECT_EQ(got[static_cast<std::size_t>(t)], expected) << "thread " << t;
+  }
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+}
+
 // --- kernel attributes: more dynamic shared memory
 // ------------------------------------------------
 

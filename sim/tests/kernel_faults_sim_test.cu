@@ -27,6 +27,15 @@ __global__ void trapping(int* out) {
   out[threadIdx.x] = 1;
 }
 
+// The upper half of the warp returns, then lane 3 reads lane 20 by a shuffle: "If the target
+// thread is inactive, the retrieved value is undefined" (Programming Guide, "Warp Shuffle
+// Functions"), a fault here rather than a made-up value.
+__global__ void shuffle_from_an_exited_lane(int* out) {
+  if (threadIdx.x >= 16) return;
+  int const source = threadIdx.x == 3 ? 20 : static_cast<int>(threadIdx.x);
+  out[threadIdx.x] = __shfl_sync(0x0000FFFFU, static_cast<int>(threadIdx.x), source);
+}
+
 // Launched by name: the simulator names a kernel as its launch does.
 void launch_and_exit_with_the_sticky_error(bool trap) {
   int* out = nullptr;
@@ -46,6 +55,19 @@ TEST(kernel_faults, a_barrier_only_some_threads_reach_is_a_sticky_launch_failure
               "kernel divergent_barrier faulted: divergent_barrier block \\(0,0,0\\): a barrier "
               "that can never complete.*threads at __syncthreads: \\[0 1 2 .*at a warp-level "
               "intrinsic: \\[16 17 ");
+}
+
+void shuffle_from_an_exited_lane_and_exit() {
+  int* out = nullptr;
+  if (cudaMalloc(&out, 32 * sizeof(int)) != cudaSuccess) std::exit(100);
+  shuffle_from_an_exited_lane<<<1, 32>>>(out);
+  std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1);
+}
+
+TEST(kernel_faults, a_shuffle_reading_an_exited_lane_names_the_reading_thread) {
+  EXPECT_EXIT(shuffle_from_an_exited_lane_and_exit(), ::testing::ExitedWithCode(0),
+              "shuffle_from_an_exited_lane: thread \\(3,0,0\\) of block \\(0,0,0\\): a warp "
+              "shuffle read the value of a lane that has exited");
 }
 
 TEST(kernel_faults, a_trap_names_the_kernel_and_the_thread) {

@@ -7,14 +7,6 @@
 #include <cstdlib>
 #include <new>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GRAPHSTEP_SIM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GRAPHSTEP_SIM_ASAN 1
-#endif
-#endif
-
 #if defined(GRAPHSTEP_SIM_ASAN)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
@@ -152,6 +144,18 @@ void fiber::yield() {
 #endif
 #if defined(GRAPHSTEP_SIM_ASAN)
   __sanitizer_finish_switch_fiber(fake, &self->caller_stack_bottom_, &self->caller_stack_size_);
+#endif
+}
+
+void fiber::hand_over(fiber& next) {
+#if defined(__x86_64__) && !defined(GRAPHSTEP_SIM_ASAN)
+  fiber* const self = running;
+  next.caller_pointer_ = self->caller_pointer_;  // where the thread that resumed this one waits
+  running = &next;
+  graphstep_sim_switch(&self->stack_pointer_, next.stack_pointer_);
+#else
+  static_cast<void>(next);
+  std::abort();  // callers check hands_over
 #endif
 }
 

@@ -1,0 +1,131 @@
+// What the simulated CUDA device costs a trainer's CI: the CPU time of one training step's
+// forward and backward of the GPT-2-style model of examples/transformer_lm, run eagerly on the
+// simulated device (every kernel from its source, cuBLASLt's GEMMs on the CPU, the race checker
+// on), against the same step computed in plain C++ on the host (the fp64 reference of
+// models/transformer_reference.hpp: forward, loss and every gradient), in one run, at a tiny and
+// a small size. Manual time: the process's CPU time per simulated step. Counters, each the median
+// of three steps: the host reference's time, the ratio of the two, and the same simulated step
+// with the race checker off (its own cost).
+//
+// Only built into the simulated device's benchmark binary; not part of the smoke run.
+
+#include <benchmark/benchmark.h>
+
+#if defined(GRAPHSTEP_CUDA_SIM)
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <ctime>
+#include <graphstep/graphstep.hpp>
+#include <graphstep/sim/sim.hpp>
+#include <string>
+#include <vector>
+
+#include "transformer_model.hpp"
+#include "transformer_reference.hpp"
+
+namespace gs = graphstep;
+
+namespace {
+
+using transformer_example::transformer;
+using transformer_example::transformer_config;
+
+double cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// The median CPU time of three runs of `work`.
+template <typename Work>
+double median_cpu_seconds(Work&& work) {
+  std::array<double, 3> times{};
+  for (double& t : times) {
+    double const start = cpu_seconds();
+    work();
+    t = cpu_seconds() - start;
+  }
+  std::sort(times.begin(), times.end());
+  return times[1];
+}
+
+void simulated_step(benchmark::State& state, transformer_config const& c) {
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  graphstep::ops::cublaslt_handle handle;
+  transformer model{c, pool, stream, handle};
+  auto const step = [&] {
+    model.forward_backward();
+    stream.synchronize();
+  };
+  step();  // warm-up: the pool's first mappings, cuBLASLt's plans
+  for (auto _ : state) {
+    double const start = cpu_seconds();
+    step();
+    state.SetIterationTime(cpu_seconds() - start);
+  }
+  double const simulated = median_cpu_seconds(step);
+
+  gs::sim::race_mode const mode = gs::sim::current_race_mode();
+  gs::sim::set_race_mode(gs::sim::race_mode::off);
+  double const unchecked = median_cpu_seconds(step);
+  gs::sim::set_race_mode(mode);
+
+  // The reference reads the model's own weights (bf16 on the device) as doubles.
+  std::vector<std::uint16_t> bits(model.parameter_count());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bits.data(), model.parameters(),
+                                     bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
+                                     stream.get()));
+  stream.synchronize();
+  std::vector<double> weights(bits.size());
+  std::transform(bits.begin(), bits.end(), weights.begin(),
+                 [](std::uint16_t b) { return static_cast<double>(gs::bfloat16_to_float(b)); });
+  double const host = median_cpu_seconds([&] {
+    auto const result = transformer_example::reference_step(
+        c, model.tensors(), weights, model.input_tokens(), model.target_tokens());
+    benchmark::DoNotOptimize(result.loss);
+  });
+
+  state.counters["host_reference_ms"] = host * 1e3;
+  state.counters["simulated_ms"] = simulated * 1e3;
+  state.counters["vs_host_reference"] = simulated / host;
+  state.counters["race_check_off_ms"] = unchecked * 1e3;
+  state.counters["race_checker_cost"] = simulated / unchecked;
+  state.SetLabel("CPU time per forward+backward step; host reference: fp64 plain C++");
+}
+
+void register_size(char const* name, transformer_config const& c) {
+  std::string const full = std::string{"simulator_cost/transformer_step/"} + name;
+  benchmark::RegisterBenchmark(full.c_str(), simulated_step, c)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(3)
+      ->Repetitions(3)
+      ->ReportAggregatesOnly(true);
+}
+
+transformer_config sized(int layers, int width, int heads, int batch, int sequence, int vocab) {
+  transformer_config c;
+  c.layers = layers;
+  c.channels = width;
+  c.heads = heads;
+  c.batch = batch;
+  c.sequence = sequence;
+  c.vocab = vocab;
+  c.attention = transformer_example::attention_path::plain;  // no cuDNN on the simulated device
+  return c;
+}
+
+// Registered before main() runs, as BENCHMARK() does. The tiny size is the example's test; the
+// small one the size the race checker's cost is documented at (sim/docs/simulator.md).
+bool const registered = [] {
+  register_size("tiny", sized(2, 32, 2, 2, 8, 100));
+  register_size("small", sized(2, 128, 4, 4, 64, 1000));
+  return true;
+}();
+
+}  // namespace
+
+#endif  // GRAPHSTEP_CUDA_SIM
