@@ -87,9 +87,7 @@ class ready_threads {
   }
 
  private:
-  [[nodiscard]] unsigned capacity() const noexcept {
-    return static_cast<unsigned>(slots_.size());
-  }
+  [[nodiscard]] unsigned capacity() const noexcept { return static_cast<unsigned>(slots_.size()); }
 
   std::vector<unsigned> slots_;
   unsigned head_{};
@@ -103,7 +101,7 @@ struct block_run {
   dim3 block_dim;
   unsigned threads{};
   std::vector<thread_status> status;
-  std::vector<uint3> thread_index;  // threadIdx of each linear index, worked out once
+  std::vector<uint3> thread_index;   // threadIdx of each linear index, worked out once
   std::vector<unsigned> warp_masks;  // the mask each thread waits with at a warp barrier
   std::vector<unsigned> waiting;     // per warp: the lanes waiting at a warp barrier
   // Per warp: the lanes waiting there do not all wait with one mask (code the guide leaves

@@ -135,6 +135,25 @@ void host_function_reading_device_memory() {
   std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
 }
 
+// One graph launch is one stretch of device work: a kernel writes the buffer, then a host node
+// of the same launch reads it. The host node is host code all the same: the memory the kernel
+// opened is closed to it.
+void host_node_reading_what_a_kernel_of_its_graph_wrote() {
+  float* data = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaMalloc(&data, elements * sizeof(float)) != cudaSuccess) std::exit(100);
+  if (cudaStreamCreate(&stream) != cudaSuccess) std::exit(101);
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) std::exit(102);
+  write_at<<<1, 32, 0, stream>>>(data, 5);
+  if (cudaLaunchHostFunc(stream, read_in_host_function, data) != cudaSuccess) std::exit(103);
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) std::exit(104);
+  if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) std::exit(105);
+  if (cudaGraphLaunch(exec, stream) != cudaSuccess) std::exit(106);
+  std::exit(cudaStreamSynchronize(stream) == cudaSuccess ? 0 : 1);
+}
+
 // A kernel given a null pointer: no allocation made before it, so nothing but the launch has
 // prepared the simulator's fault handler.
 void write_through_a_null_pointer() {
@@ -178,6 +197,12 @@ TEST(kernel_faults, host_code_reading_device_memory_is_named) {
 
 TEST(kernel_faults, a_host_function_reading_device_memory_is_named) {
   EXPECT_DEATH(host_function_reading_device_memory(),
+               "host code: read of device memory at 0x[0-9a-f]+, offset 0 in the 4000-byte "
+               "device allocation");
+}
+
+TEST(kernel_faults, a_host_node_reading_memory_a_kernel_of_its_launch_wrote_is_named) {
+  EXPECT_DEATH(host_node_reading_what_a_kernel_of_its_graph_wrote(),
                "host code: read of device memory at 0x[0-9a-f]+, offset 0 in the 4000-byte "
                "device allocation");
 }

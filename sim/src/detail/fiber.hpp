@@ -53,7 +53,9 @@ class fiber {
   /// in its place, one switch instead of a yield and a resume; the thread that resumed this fiber
   /// gets control back when a fiber yields or finishes. Only where hands_over.
   static void hand_over(fiber& next);
-  [[nodiscard]] bool finished() const noexcept { return finished_; }
+  [[nodiscard]] bool finished() const noexcept {
+    return finished_;
+  }
 
  private:
   static void run_entry();

@@ -4,6 +4,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cinttypes>
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -48,6 +50,8 @@ thread_local char const* kernel_on_this_thread = nullptr;
 thread_local int kernel_device_on_this_thread = -1;
 // Nesting of device_work (graph launches run nodes that run nodes); guarded by the platform lock.
 int device_work_depth = 0;
+// This thread runs the device work (only it may open device memory on a fault).
+thread_local bool device_work_on_this_thread = false;
 
 bool is_device_memory(allocation const& a) {
   return a.kind == memory_kind::device || a.kind == memory_kind::graph ||
@@ -66,10 +70,51 @@ void protect(allocation const& a, bool open) {
       mprotect(reinterpret_cast<void*>(start), bytes, open ? a.device_protection : PROT_NONE));
 }
 
-void protect_all(bool open) {
-  for (auto const& entry : state().allocations) {
-    if (is_device_memory(entry.second)) protect(entry.second, open);
+// Device memory opens lazily, a piece at a time: it stays closed while device work runs until
+// the work touches it; the fault handler then opens the piece touched (open_on_fault), and the
+// end of the work closes what was opened. Changing a page's protection costs in proportion to the
+// pages of the range (its page table entries), so opening and closing every allocation around
+// every operation cost more than most kernels; this costs in proportion to what the work touches.
+constexpr std::size_t piece_bytes = std::size_t{1} << 20;
+
+struct open_piece {
+  std::uintptr_t start{};
+  std::size_t bytes{};
+};
+
+// The pieces open now, in a fixed array: the fault handler adds to it and must not allocate.
+// Guarded by the platform lock, which the thread running device work holds.
+std::array<open_piece, 1024> open_pieces{};
+std::size_t open_count = 0;
+
+void close_open_pieces() {
+  for (std::size_t i = 0; i < open_count; ++i) {
+    static_cast<void>(
+        mprotect(reinterpret_cast<void*>(open_pieces[i].start), open_pieces[i].bytes, PROT_NONE));
   }
+  open_count = 0;
+}
+
+bool in_open_piece(std::uintptr_t address) {
+  for (std::size_t i = 0; i < open_count; ++i) {
+    if (address - open_pieces[i].start < open_pieces[i].bytes) return true;
+  }
+  return false;
+}
+
+// Closes the open pieces of one allocation (its protection changed, or a kernel may not reach it).
+void close_pieces_of(allocation const& a) {
+  auto const [start, bytes] = data_pages(a);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < open_count; ++i) {
+    open_piece const piece = open_pieces[i];
+    if (piece.start - start < bytes) {
+      static_cast<void>(mprotect(reinterpret_cast<void*>(piece.start), piece.bytes, PROT_NONE));
+    } else {
+      open_pieces[kept++] = piece;
+    }
+  }
+  open_count = kept;
 }
 struct sigaction previous_action {};
 
@@ -165,6 +210,43 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
   return false;
 }
 
+// Device work on this thread touched closed device memory that it may reach: opens the piece
+// around `address` and returns true (the access runs again and succeeds). Called with the
+// platform lock held.
+bool open_on_fault(std::uintptr_t address) {
+  if (!device_work_on_this_thread || device_work_depth == 0 || in_open_piece(address)) {
+    return false;
+  }
+  // The allocation whose data pages hold the address: the last one based at or before it, or
+  // the next one when the address is in the alignment slack before that one's base.
+  auto const holds = [address](allocation const& a) {
+    auto const [start, bytes] = data_pages(a);
+    return address - start < bytes;
+  };
+  auto const& allocations = state().allocations;
+  auto const next = allocations.upper_bound(address);
+  allocation const* found = nullptr;
+  if (next != allocations.end() && holds(next->second)) found = &next->second;
+  if (found == nullptr && next != allocations.begin() && holds(std::prev(next)->second)) {
+    found = &std::prev(next)->second;
+  }
+  if (found == nullptr) return false;
+  allocation const& a = *found;
+  if (!is_device_memory(a) || a.device_protection == PROT_NONE) return false;
+  if (kernel_on_this_thread != nullptr && !accessible_from(a, kernel_device_on_this_thread)) {
+    return false;
+  }
+  auto const [start, bytes] = data_pages(a);
+  std::uintptr_t const piece_start = start + (address - start) / piece_bytes * piece_bytes;
+  std::size_t const piece_size = std::min(piece_bytes, start + bytes - piece_start);
+  if (open_count == open_pieces.size()) close_open_pieces();  // full: start over
+  if (mprotect(reinterpret_cast<void*>(piece_start), piece_size, a.device_protection) != 0) {
+    return false;
+  }
+  open_pieces[open_count++] = open_piece{piece_start, piece_size};
+  return true;
+}
+
 void on_fault(int signal, siginfo_t* info, void* context) {
   auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
   std::array<char, 512> text{};
@@ -173,9 +255,11 @@ void on_fault(int signal, siginfo_t* info, void* context) {
   // Kernels run with the lock held by this thread (recursive); host code may fault while
   // another thread holds it, and then the fault is passed on unnamed.
   if (mutex.try_lock()) {
-    ours =
-        describe_fault(address, text.data(), text.size(), write_fault(context) ? "write" : "read");
+    bool const opened = open_on_fault(address);
+    ours = !opened && describe_fault(address, text.data(), text.size(),
+                                     write_fault(context) ? "write" : "read");
     mutex.unlock();
+    if (opened) return;
   }
   if (ours) {
     static_cast<void>(write(STDERR_FILENO, text.data(), std::strlen(text.data())));
@@ -231,27 +315,42 @@ bool device_work_running() noexcept {
 }
 
 void apply_protection(allocation const& a) {
-  if (is_device_memory(a)) protect(a, device_work_running());
+  if (!is_device_memory(a)) return;
+  // Closed, whatever the time: device work opens it with its new protection when it touches it.
+  close_pieces_of(a);
+  protect(a, false);
 }
 
 device_work::device_work() {
-  if (device_work_depth++ == 0) protect_all(true);
+  if (device_work_depth++ == 0) {
+    install_fault_handler();  // it opens what the work touches
+    device_work_on_this_thread = true;
+  }
 }
 
 device_work::~device_work() {
-  if (--device_work_depth == 0) protect_all(false);
+  if (--device_work_depth == 0) {
+    close_open_pieces();
+    device_work_on_this_thread = false;
+  }
 }
 
 host_code_inside_device_work::host_code_inside_device_work()
     : depth_{std::exchange(device_work_depth, 0)},
-      kernel_{std::exchange(kernel_on_this_thread, nullptr)} {
-  if (depth_ > 0) protect_all(false);
+      kernel_{std::exchange(kernel_on_this_thread, nullptr)},
+      kernel_device_{std::exchange(kernel_device_on_this_thread, -1)} {
+  if (depth_ > 0) {
+    close_open_pieces();
+    device_work_on_this_thread = false;
+  }
 }
 
 host_code_inside_device_work::~host_code_inside_device_work() {
   device_work_depth = depth_;
   kernel_on_this_thread = kernel_;
-  if (depth_ > 0) protect_all(true);
+  // Other work may have run on this thread meanwhile (a parked collective resumes later).
+  kernel_device_on_this_thread = kernel_device_;
+  if (depth_ > 0) device_work_on_this_thread = true;
 }
 
 void retire_guarded(allocation const& freed) {
@@ -292,18 +391,14 @@ running_kernel::running_kernel(char const* name, int device)
   install_fault_handler();  // a kernel given only null or host pointers is named too
   kernel_on_this_thread = name;
   kernel_device_on_this_thread = device;
+  // What earlier work of this window opened and this kernel may not reach closes; the fault
+  // handler opens nothing it may not reach.
   for (auto const& [base, a] : state().allocations) {
-    if (!is_device_memory(a) || accessible_from(a, device)) continue;
-    closed_.push_back(base);
-    protect(a, false);
+    if (is_device_memory(a) && !accessible_from(a, device)) close_pieces_of(a);
   }
 }
 
 running_kernel::~running_kernel() {
-  for (std::uintptr_t const base : closed_) {
-    auto found = state().allocations.find(base);
-    if (found != state().allocations.end()) apply_protection(found->second);
-  }
   kernel_on_this_thread = outer_;
   kernel_device_on_this_thread = outer_device_;
 }

@@ -13,12 +13,11 @@
 //     device work another thread's host code may still read device memory unnoticed.
 // A fault inside a guard page, a freed allocation or closed device memory is reported with the
 // kernel that made it, the allocation and the distance from it, and ends the process (on a GPU the
-// kernel fails with cudaErrorIllegalAddress; see sim/docs/simulator.md). Any other fault goes to the
-// handler that was installed before (the default one, or a sanitizer's).
+// kernel fails with cudaErrorIllegalAddress; see sim/docs/simulator.md). Any other fault goes to
+// the handler that was installed before (the default one, or a sanitizer's).
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "detail/runtime_state.hpp"
 
@@ -66,6 +65,7 @@ class host_code_inside_device_work {
  private:
   int depth_;
   char const* kernel_;
+  int kernel_device_;
 };
 
 /// Names the kernel running on this thread in fault reports while it lives.
@@ -84,7 +84,6 @@ class running_kernel {
  private:
   char const* outer_;
   int outer_device_;
-  std::vector<std::uintptr_t> closed_;  // bases of the allocations closed to this kernel
 };
 
 /// Whether a kernel on `device` may access allocation `a`.
