@@ -170,8 +170,9 @@ unsigned existing_lanes(block_run const& run, unsigned warp) noexcept {
 // What a released thread's exchange gives it, computed when its barrier is released: every lane
 // it reads has given its value by then and gives no other before this thread has read.
 void finish_exchange(block_run& run, unsigned thread) {
-  unsigned const first = thread / warp_lanes * warp_lanes;
-  unsigned const warp_exited = run.exited[thread / warp_lanes] | ~existing_lanes(run, first / 32);
+  unsigned const warp = thread / warp_lanes;
+  unsigned const first = warp * warp_lanes;
+  unsigned const warp_exited = run.exited[warp] | ~existing_lanes(run, warp);
   switch (run.work[thread]) {
     case barrier_work::exchange: {
       unsigned const from = run.source[thread];
