@@ -25,6 +25,16 @@ class command_line {
     if (index_ + 1 >= argc_) fail(flag() + " needs a value");
     return argv_[++index_];
   }
+  // The value as a file's path: not empty (an unset shell variable would make it so, and the
+  // run would quietly save or resume nothing).
+  std::string path() {
+    std::string const name = flag();
+    std::string text = value();
+    if (text.empty()) {
+      fail(name + " needs a file's path, not an empty value (an unset shell variable?)");
+    }
+    return text;
+  }
   // The value as an integer from 1 to `limit`.
   int positive(int limit) {
     std::string const name = flag();

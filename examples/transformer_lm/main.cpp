@@ -124,9 +124,9 @@ settings parse(int argc, char** argv) {
     } else if (arg == "--step-timeout") {
       s.step_timeout_s = args.positive(limit);
     } else if (arg == "--save") {
-      s.save = args.value();
+      s.save = args.path();
     } else if (arg == "--resume") {
-      s.resume = args.value();
+      s.resume = args.path();
     } else if (arg == "--check-gradients") {
       s.check_gradients = true;
     } else {

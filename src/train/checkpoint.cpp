@@ -695,7 +695,9 @@ void checkpoint::save(std::string const& path) const {
 
 checkpoint checkpoint::load(std::string const& path) {
   GRAPHSTEP_EXPECTS(!path.empty(), "checkpoint::load: the path is empty; name the file to read");
-  file_descriptor fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // Without blocking: opening a named pipe for reading would wait for a writer; it is refused
+  // below as any file that is not a regular one (for which O_NONBLOCK changes nothing).
+  file_descriptor fd{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (fd.get() < 0) {
     int const code = errno;
     std::string const problem = "checkpoint::load: cannot open " + path + ": " + errno_text(code);
@@ -710,7 +712,8 @@ checkpoint checkpoint::load(std::string const& path) {
   }
   if (!S_ISREG(status.st_mode)) {
     throw usage_error{"checkpoint::load: " + path +
-                      " is not a regular file (a directory?); name the checkpoint file"};
+                      " is not a regular file (a directory, a named pipe, a device?); name the "
+                      "checkpoint file"};
   }
   auto const file_size = static_cast<std::uint64_t>(status.st_size);
   std::string const where = "checkpoint::load: " + path;

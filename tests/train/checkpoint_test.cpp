@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/checkpoint.hpp>
@@ -606,6 +608,22 @@ TEST_F(checkpoint, save_over_a_directory_is_a_usage_error_and_leaves_no_temporar
   EXPECT_TRUE(contains(m, "names a directory")) << m;
   m = message_of([&] { small_checkpoint().save(""); });
   EXPECT_TRUE(contains(m, "the path is empty")) << m;
+}
+
+// A named pipe is not a checkpoint: load refuses it at once rather than wait for a writer that
+// may never come (an open for reading blocks until one does).
+TEST_F(checkpoint, load_of_a_named_pipe_is_refused_without_waiting_for_a_writer) {
+  std::string const path = file("pipe");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  auto refused = std::async(std::launch::async,
+                            [&] { return message_of([&] { (void)gt::checkpoint::load(path); }); });
+  if (refused.wait_for(std::chrono::seconds{10}) != std::future_status::ready) {
+    // Unblock the load so the test ends: open the pipe for writing once.
+    ::close(::open(path.c_str(), O_WRONLY | O_NONBLOCK));
+    ADD_FAILURE() << "checkpoint::load waited for a writer of the named pipe " << path;
+  }
+  std::string const m = refused.get();
+  EXPECT_TRUE(contains(m, path + " is not a regular file")) << m;
 }
 
 TEST_F(checkpoint, load_of_a_missing_file_or_a_directory_is_a_usage_error) {
