@@ -25,6 +25,13 @@ void report_release_failure(void const* pointer, std::size_t bytes, char const* 
 
 // Bytes of a typed buffer, checked before anything is allocated.
 std::size_t bytes_of(std::vector<std::int64_t> const& shape, dtype type) {
+  if (!graphstep::detail::is_known(type)) {  // a cast integer: its size would be made up
+    std::string extents;
+    for (std::int64_t const extent : shape) {
+      extents += (extents.empty() ? "" : ", ") + std::to_string(extent);
+    }
+    graphstep::detail::expect_known("device_buffer of shape [" + extents + "]", type);
+  }
   std::size_t const count = element_count(shape);
   GRAPHSTEP_EXPECTS(count > 0, "device_buffer: shape " + describe(shape, type) +
                                    " holds no element; give every extent a positive size");

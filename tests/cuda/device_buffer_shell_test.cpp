@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error_message.hpp"
 #include "common/no_device.hpp"
 
 namespace gs = graphstep;
@@ -113,6 +114,19 @@ TEST(device_buffer, zero_bytes_is_an_empty_buffer_that_never_calls_the_resource)
     EXPECT_TRUE(buffer.empty());
     EXPECT_EQ(buffer.stream(), gs::cuda::stream_view{fake_stream(0x1)});
   }
+  EXPECT_TRUE(resource.calls.empty());
+}
+
+// A cast integer that is no dtype value is refused by name before the resource is asked.
+TEST(device_buffer, a_shape_of_no_known_dtype_is_refused_before_anything_is_allocated) {
+  recording_resource resource;
+  auto const unknown = static_cast<gs::dtype>(99);
+  std::string const said = gs::testing::message_of([&] {
+    gs::cuda::device_buffer const buffer{{4, 8}, unknown, fake_stream(0x1), resource};
+  });
+  EXPECT_TRUE(
+      gs::testing::contains(said, "device_buffer of shape [4, 8] has an unknown dtype (99)"))
+      << said;
   EXPECT_TRUE(resource.calls.empty());
 }
 
