@@ -14,14 +14,12 @@
 #if defined(GRAPHSTEP_CUDA_SIM)
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <ctime>
 #include <graphstep/graphstep.hpp>
-#include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
 
+#include "simulator_cost.hpp"
 #include "transformer_model.hpp"
 #include "transformer_reference.hpp"
 
@@ -32,25 +30,6 @@ namespace {
 using transformer_example::transformer;
 using transformer_example::transformer_config;
 
-double cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
-// The median CPU time of three runs of `work`.
-template <typename Work>
-double median_cpu_seconds(Work&& work) {
-  std::array<double, 3> times{};
-  for (double& t : times) {
-    double const start = cpu_seconds();
-    work();
-    t = cpu_seconds() - start;
-  }
-  std::sort(times.begin(), times.end());
-  return times[1];
-}
-
 void simulated_step(benchmark::State& state, transformer_config const& c) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
@@ -60,18 +39,8 @@ void simulated_step(benchmark::State& state, transformer_config const& c) {
     model.forward_backward();
     stream.synchronize();
   };
-  step();  // warm-up: the pool's first mappings, cuBLASLt's plans
-  for (auto _ : state) {
-    double const start = cpu_seconds();
-    step();
-    state.SetIterationTime(cpu_seconds() - start);
-  }
-  double const simulated = median_cpu_seconds(step);
-
-  gs::sim::race_mode const mode = gs::sim::current_race_mode();
-  gs::sim::set_race_mode(gs::sim::race_mode::off);
-  double const unchecked = median_cpu_seconds(step);
-  gs::sim::set_race_mode(mode);
+  // The first step (warm-up) makes the pool's first mappings and cuBLASLt's plans.
+  bench::simulated_cost const cost = bench::time_simulated_steps(state, step);
 
   // The reference reads the model's own weights (bf16 on the device) as doubles.
   std::vector<std::uint16_t> bits(model.parameter_count());
@@ -82,17 +51,13 @@ void simulated_step(benchmark::State& state, transformer_config const& c) {
   std::vector<double> weights(bits.size());
   std::transform(bits.begin(), bits.end(), weights.begin(),
                  [](std::uint16_t b) { return static_cast<double>(gs::bfloat16_to_float(b)); });
-  double const host = median_cpu_seconds([&] {
+  double const host = bench::median_cpu_seconds([&] {
     auto const result = transformer_example::reference_step(
         c, model.tensors(), weights, model.input_tokens(), model.target_tokens());
     benchmark::DoNotOptimize(result.loss);
   });
 
-  state.counters["host_reference_ms"] = host * 1e3;
-  state.counters["simulated_ms"] = simulated * 1e3;
-  state.counters["vs_host_reference"] = simulated / host;
-  state.counters["race_check_off_ms"] = unchecked * 1e3;
-  state.counters["race_checker_cost"] = simulated / unchecked;
+  bench::report_cost(state, cost, host);
   state.SetLabel("CPU time per forward+backward step; host reference: fp64 plain C++");
 }
 

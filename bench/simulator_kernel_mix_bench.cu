@@ -18,18 +18,15 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
-#include <ctime>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/sim/sim.hpp>
 #include <random>
 #include <vector>
 
 #include "llmc_style_host.hpp"
 #include "llmc_style_kernels.cuh"
+#include "simulator_cost.hpp"
 
 namespace {
-
-namespace gs = graphstep;
 
 constexpr int layers = 2;
 constexpr int channels = 64;
@@ -39,24 +36,6 @@ constexpr int sequence = 32;
 constexpr int vocab = 8200;
 constexpr int rows = batch * sequence;
 constexpr int tile = 16;
-
-double cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
-template <typename Work>
-double median_cpu_seconds(Work&& work) {
-  std::array<double, 3> times{};
-  for (double& t : times) {
-    double const start = cpu_seconds();
-    work();
-    t = cpu_seconds() - start;
-  }
-  std::sort(times.begin(), times.end());
-  return times[1];
-}
 
 // The buffers of the step, on the device or on the host: one flat array each, filled alike.
 struct buffers {
@@ -102,37 +81,33 @@ void step(Ops& ops, buffers const& b) {
     offset += count;
     return std::pair<float*, float*>{p, g};
   };
+  // A layer norm with its weight and shift; returns the shift.
+  auto const layernorm = [&](float* out, float const* in) {
+    float const* const weight = take(channels).first;
+    float const* const shift = take(channels).first;
+    ops.layernorm(out, in, weight, shift, rows, channels);
+    return shift;
+  };
+  // A linear layer (columns × inner weight, columns bias) and its bias gradient.
+  auto const linear = [&](float* out, float const* in, int inner, int columns) {
+    float const* const weight = take(static_cast<std::size_t>(columns) * inner).first;
+    auto const bias = take(static_cast<std::size_t>(columns));
+    ops.matmul(out, in, weight, bias.first, rows, inner, columns);
+    ops.bias_gradient(bias.second, out, rows, columns);
+  };
   for (int l = 0; l < layers; ++l) {
-    auto const ln1_w = take(channels);
-    auto const ln1_b = take(channels);
-    ops.layernorm(b.normed, b.x, ln1_w.first, ln1_b.first, rows, channels);
-    auto const qkv_w = take(3 * channels * channels);
-    auto const qkv_b = take(3 * channels);
-    ops.matmul(b.wide, b.normed, qkv_w.first, qkv_b.first, rows, channels, 3 * channels);
-    ops.bias_gradient(qkv_b.second, b.wide, rows, 3 * channels);
+    layernorm(b.normed, b.x);
+    linear(b.wide, b.normed, channels, 3 * channels);
     ops.softmax(b.probs, b.scores, batch * heads * sequence, sequence);
-    auto const proj_w = take(channels * channels);
-    auto const proj_b = take(channels);
-    ops.matmul(b.x, b.normed, proj_w.first, proj_b.first, rows, channels, channels);
-    ops.bias_gradient(proj_b.second, b.x, rows, channels);
-    auto const ln2_w = take(channels);
-    auto const ln2_b = take(channels);
-    ops.layernorm(b.normed, b.x, ln2_w.first, ln2_b.first, rows, channels);
-    auto const fc_w = take(4 * channels * channels);
-    auto const fc_b = take(4 * channels);
-    ops.matmul(b.wide, b.normed, fc_w.first, fc_b.first, rows, channels, 4 * channels);
-    ops.bias_gradient(fc_b.second, b.wide, rows, 4 * channels);
-    auto const fc2_w = take(4 * channels * channels);
-    auto const fc2_b = take(channels);
-    ops.matmul(b.x, b.wide, fc2_w.first, fc2_b.first, rows, 4 * channels, channels);
-    ops.bias_gradient(fc2_b.second, b.x, rows, channels);
+    linear(b.x, b.normed, channels, channels);
+    layernorm(b.normed, b.x);
+    linear(b.wide, b.normed, channels, 4 * channels);
+    linear(b.x, b.wide, 4 * channels, channels);
   }
-  auto const lnf_w = take(channels);
-  auto const lnf_b = take(channels);
-  ops.layernorm(b.normed, b.x, lnf_w.first, lnf_b.first, rows, channels);
-  auto const wte = take(static_cast<std::size_t>(vocab) * channels);
+  float const* const final_shift = layernorm(b.normed, b.x);
+  float const* const wte = take(static_cast<std::size_t>(vocab) * channels).first;
   // The logits have no bias: the layer norm's shift serves (zeros would do as well).
-  ops.matmul(b.wide, b.normed, wte.first, lnf_b.first, rows, channels, vocab);
+  ops.matmul(b.wide, b.normed, wte, final_shift, rows, channels, vocab);
   ops.softmax(b.probs, b.wide, rows, vocab);
   ops.adamw(b.weights, b.gradients, b.m, b.v, b.parameters);
 }
@@ -257,17 +232,7 @@ void llmc_style_step(benchmark::State& state) {
     step(launch, on_device);
     GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
   };
-  simulated_step();  // warm-up
-  for (auto _ : state) {
-    double const start = cpu_seconds();
-    simulated_step();
-    state.SetIterationTime(cpu_seconds() - start);
-  }
-  double const simulated = median_cpu_seconds(simulated_step);
-  gs::sim::race_mode const mode = gs::sim::current_race_mode();
-  gs::sim::set_race_mode(gs::sim::race_mode::off);
-  double const unchecked = median_cpu_seconds(simulated_step);
-  gs::sim::set_race_mode(mode);
+  bench::simulated_cost const cost = bench::time_simulated_steps(state, simulated_step);
 
   std::vector<std::vector<float>> host_values = values;
   host_values.emplace_back(probs);
@@ -277,16 +242,12 @@ void llmc_style_step(benchmark::State& state) {
   for (std::size_t i = 0; i < host.size(); ++i) host[i] = host_values[i].data();
   buffers const on_host = as_buffers(host);
   host_ops loops{on_host.mean, on_host.rstd, {}};
-  double const plain = median_cpu_seconds([&] { step(loops, on_host); });
+  double const plain = bench::median_cpu_seconds([&] { step(loops, on_host); });
   benchmark::DoNotOptimize(host_values[8].data());
 
   for (float* p : device) GRAPHSTEP_CUDA_TRY(cudaFree(p));
   GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
-  state.counters["host_ms"] = plain * 1e3;
-  state.counters["simulated_ms"] = simulated * 1e3;
-  state.counters["vs_host"] = simulated / plain;
-  state.counters["race_check_off_ms"] = unchecked * 1e3;
-  state.counters["race_checker_cost"] = simulated / unchecked;
+  bench::report_cost(state, cost, plain);
   state.SetLabel("CPU time per step; host: the same loops in plain C++");
 }
 

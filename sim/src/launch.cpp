@@ -119,6 +119,7 @@ struct block_run {
   std::vector<unsigned char> read_exited;   // per thread: that lane had exited
   int block_count{};                        // __syncthreads_count's result, for every thread
   ready_threads ready;
+  std::vector<unsigned> released;  // the threads one release lets go, in ascending order
   std::vector<unsigned char> dynamic_shared;
   std::exception_ptr failure;
   // Thread t runs on fibers[t - fiber_base]: threads that finish without meeting a barrier share
@@ -256,7 +257,7 @@ bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
   }
   if (freed == 0U) return false;
   if (waiting == 0U) run.masks_differ[warp] = 0U;
-  thread_local std::vector<unsigned> released;
+  std::vector<unsigned>& released = run.released;
   released.clear();
   for (unsigned bits = freed; bits != 0U; bits &= bits - 1U) {
     released.push_back(first + static_cast<unsigned>(__builtin_ctz(bits)));
@@ -268,7 +269,7 @@ bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
 // Releases the block barrier once every thread that has not exited waits at it.
 bool release_block(block_run& run, unsigned arriving) {
   if (run.at_block_barrier == 0 || run.at_block_barrier + run.done != run.threads) return false;
-  thread_local std::vector<unsigned> released;
+  std::vector<unsigned>& released = run.released;
   released.clear();
   int count = 0;
   for (unsigned t = 0; t < run.threads; ++t) {

@@ -64,10 +64,9 @@ std::pair<std::uintptr_t, std::size_t> data_pages(allocation const& a) {
   return {a.base, a.bytes};
 }
 
-void protect(allocation const& a, bool open) {
+void close_data_pages(allocation const& a) {
   auto const [start, bytes] = data_pages(a);
-  static_cast<void>(
-      mprotect(reinterpret_cast<void*>(start), bytes, open ? a.device_protection : PROT_NONE));
+  static_cast<void>(mprotect(reinterpret_cast<void*>(start), bytes, PROT_NONE));
 }
 
 // Device memory opens lazily, a piece at a time: it stays closed while device work runs until
@@ -310,15 +309,11 @@ allocation map_guarded(std::size_t bytes, memory_kind kind, int device) {
   return a;
 }
 
-bool device_work_running() noexcept {
-  return device_work_depth > 0;
-}
-
 void apply_protection(allocation const& a) {
   if (!is_device_memory(a)) return;
   // Closed, whatever the time: device work opens it with its new protection when it touches it.
   close_pieces_of(a);
-  protect(a, false);
+  close_data_pages(a);
 }
 
 device_work::device_work() {

@@ -32,15 +32,12 @@ namespace graphstep::sim::detail {
 /// held, after it left `platform::allocations`.
 void retire_guarded(allocation const& freed);
 
-/// Whether device memory is open to device work now: memory made now gets that protection.
-[[nodiscard]] bool device_work_running() noexcept;
-
-/// Sets a device allocation's pages to what device work may do if it is running, else to no
-/// access. Call after changing `device_protection`, or for memory made outside a window.
+/// Closes a device allocation's pages, whatever the time: device work opens them with their
+/// protection when it touches them. Call after changing `device_protection`, or for new memory.
 void apply_protection(allocation const& a);
 
-/// Opens device memory while device work runs on this thread (the outermost one opens and
-/// closes; call with the platform lock held).
+/// Device work runs on this thread: device memory opens where it touches it, and the outermost
+/// one closes what was opened (call with the platform lock held).
 class device_work {
  public:
   device_work();
@@ -52,7 +49,7 @@ class device_work {
 };
 
 /// Closes device memory while host code runs from inside device work (host nodes,
-/// cudaLaunchHostFunc, the host going on while a collective is parked), then opens it again.
+/// cudaLaunchHostFunc, the host going on while a collective is parked), then lets it open again.
 class host_code_inside_device_work {
  public:
   host_code_inside_device_work();

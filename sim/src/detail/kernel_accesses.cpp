@@ -15,17 +15,13 @@ namespace {
 thread_local kernel_accesses* watched = nullptr;
 std::atomic<bool> hooked{false};
 
-constexpr std::uint64_t low_bits(std::size_t count) noexcept {
-  return count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;
-}
-
 template <std::size_t words>
 void set_bits(std::array<std::uint64_t, words>& bits, std::size_t offset, std::size_t count) {
   std::size_t word = offset / 64;
   std::size_t shift = offset % 64;
   while (count > 0) {
     std::size_t const here = std::min<std::size_t>(count, 64 - shift);
-    bits[word] |= low_bits(here) << shift;
+    bits[word] |= kernel_accesses::low_bits(here) << shift;
     count -= here;
     ++word;
     shift = 0;
@@ -105,7 +101,7 @@ void kernel_accesses::report_to(race_checker& checker) const {
           if (run_end != begin) flush();
           if (run_end == 0) run_begin = begin;
           run_end = begin + length;
-          bits &= ~(low_bits(length) << start);
+          bits &= ~(kernel_accesses::low_bits(length) << start);
         }
       }
     }

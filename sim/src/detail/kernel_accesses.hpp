@@ -28,6 +28,11 @@ class kernel_accesses {
   static constexpr std::size_t page_bytes = std::size_t{1} << page_shift;
   static constexpr std::size_t words_per_page = page_bytes / 64;
 
+  /// The lowest `count` bits set (all 64 from 64 on).
+  static constexpr std::uint64_t low_bits(std::size_t count) noexcept {
+    return count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;
+  }
+
   /// Records an access of `bytes` bytes at `address`. Inline for the common case, an access
   /// within one 64-byte word of a page seen recently: every load and store of a kernel comes here.
   void record(std::uintptr_t address, std::size_t bytes, access_kind kind) noexcept {
@@ -36,9 +41,8 @@ class kernel_accesses {
     cached_page const& slot = cache_[number % cache_.size()];
     if (slot.number == number && offset % 64 + bytes <= 64) {
       if (slot.bits != nullptr) {
-        std::uint64_t const ones =
-            bytes >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bytes) - 1;
-        slot.bits->kinds[static_cast<std::size_t>(kind)][offset / 64] |= ones << (offset % 64);
+        slot.bits->kinds[static_cast<std::size_t>(kind)][offset / 64] |= low_bits(bytes)
+                                                                         << (offset % 64);
       }
       return;
     }
