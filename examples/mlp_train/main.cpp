@@ -3,12 +3,14 @@
 // (forward, backward, optimizer, RNG advance) captured into one graph.
 //
 //   mlp_train [--mode eager|graphed|both] [--steps N] [--batch N] [--precision fp32|tf32]
-//             [--unfused] [--seed S] [--print-every N] [--step-timeout S] [--verify]
+//             [--unfused] [--seed S] [--print-every N] [--step-timeout S]
+//             [--min-step-timeout S] [--verify]
 //
 // "both" runs eager and graphed from the same seed and checks that their losses agree.
 // Launched as several ranks, it averages the gradients across them, every step under
-// graphstep's step guard: a rank that dies or stops ends the others with an error within
-// --step-timeout seconds (default 600), not a hang.
+// graphstep's step guard: a rank that dies ends the others at once, one that stops at the step
+// deadline (20 times the median step, at least --min-step-timeout seconds, default 60; or a
+// fixed --step-timeout), with an error, not a hang.
 // --verify (graphed) checks the captured step with diagnostics::verify_replay before training,
 // and times it against one eager step: once as it should be used (the generator restored before
 // each run), and once without restoring it, so that the replay differs and the whole analysis
@@ -48,15 +50,16 @@ struct settings : mlp_example::mlp_settings {
   int steps{200};
   int print_every{20};
   bool verify{false};
-  bool data_parallel{false};  // the launcher started several ranks
-  int step_timeout_s{600};    // data parallel: a step that takes longer ends the run
+  bool data_parallel{false};   // the launcher started several ranks
+  int step_timeout_s{0};       // data parallel: a fixed step deadline; 0 adapts to the steps
+  int min_step_timeout_s{60};  // data parallel: the adaptive deadline's floor
 };
 
 settings parse(int argc, char** argv) {
   examples::command_line args{argc, argv, "mlp_train",
                               "[--mode eager|graphed|both] [--steps N] [--batch N] "
                               "[--precision fp32|tf32] [--unfused] [--seed S] [--print-every N] "
-                              "[--step-timeout S] [--verify]"};
+                              "[--step-timeout S] [--min-step-timeout S] [--verify]"};
   constexpr int limit = 1000000;
   settings s;
   while (args.next()) {
@@ -87,6 +90,8 @@ settings parse(int argc, char** argv) {
       s.print_every = args.positive(limit);
     } else if (arg == "--step-timeout") {
       s.step_timeout_s = args.positive(limit);
+    } else if (arg == "--min-step-timeout") {
+      s.min_step_timeout_s = args.positive(limit);
     } else if (arg == "--verify") {
       s.verify = true;
     } else {
@@ -163,7 +168,9 @@ std::vector<float> train(settings const& s, bool graphed) {
   // Launched as several ranks (torchrun, mpirun, ...): average the gradients across them, every
   // step under the step guard. First: it makes the rank's device current.
   std::optional<examples::data_parallel_training> ranks;
-  if (s.data_parallel) ranks.emplace(std::chrono::seconds{s.step_timeout_s});
+  if (s.data_parallel)
+    ranks.emplace(std::chrono::seconds{s.step_timeout_s},
+                  std::chrono::seconds{s.min_step_timeout_s});
 #endif
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;

@@ -12,6 +12,7 @@
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
+#include <graphstep/nccl/step_deadline.hpp>
 #include <graphstep/nccl/step_guard.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 #include <graphstep/nccl/watchdog.hpp>

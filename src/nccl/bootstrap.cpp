@@ -1,16 +1,39 @@
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bootstrap.hpp>
 #include <graphstep/nccl/detail/device_choice.hpp>
+#include <graphstep/nccl/detail/peer_watch.hpp>
+#include <graphstep/nccl/detail/rendezvous.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
+#include <utility>
 
 #include "detail/comm_state.hpp"
 
 namespace graphstep::nccl {
+
+namespace {
+
+// Every rank has joined the communicator, so every rank is alive to meet here.
+void watch_peers(nccl_comm const& comm, launch_environment const& env,
+                 detail::bootstrap_exchange& exchanged, std::chrono::milliseconds timeout) {
+  auto& state = detail::comm_access::state(comm.view());
+  // The job's own id keys the watch: another job's ranks cannot join it.
+  std::uint64_t const job_key = detail::job_token_hash({exchanged.id.begin(), exchanged.id.end()});
+  detail::peer_watch_meeting& meeting = *exchanged.watch;
+  state.watch_peers(
+      env.rank == 0
+          ? detail::peer_watch::serve(std::move(*meeting.listener), env.world_size, job_key,
+                                      timeout, state.abort_when_a_peer_is_lost())
+          : detail::peer_watch::join(meeting.host, meeting.port, env.rank, env.world_size, job_key,
+                                     timeout, state.abort_when_a_peer_is_lost()));
+}
+
+}  // namespace
 
 nccl_comm communicator_from_environment(bootstrap_options const& options) {
   launch_environment const env = read_launch_environment(process_environment());
@@ -48,9 +71,12 @@ nccl_comm communicator_from_environment(bootstrap_options const& options) {
     case bootstrap_kind::torchrun_store: {
       unique_id_bytes root_id{};
       if (env.rank == 0) root_id = nccl_comm::new_unique_id();
-      unique_id_bytes const id =
-          detail::exchange_unique_id(env, root_id, options.rendezvous_timeout);
-      return nccl_comm::from_unique_id(id, env.rank, env.world_size, comm_options);
+      detail::bootstrap_exchange exchanged =
+          detail::exchange_unique_id(env, root_id, options.rendezvous_timeout, options.watch_peers);
+      nccl_comm comm =
+          nccl_comm::from_unique_id(exchanged.id, env.rank, env.world_size, comm_options);
+      if (exchanged.watch) watch_peers(comm, env, exchanged, options.rendezvous_timeout);
+      return comm;
     }
     case bootstrap_kind::mpi: break;
   }

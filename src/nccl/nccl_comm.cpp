@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/detail/device_choice.hpp>
@@ -63,14 +64,15 @@ nccl_comm::nccl_comm(std::shared_ptr<detail::comm_state> state) noexcept
 
 nccl_comm& nccl_comm::operator=(nccl_comm&& other) noexcept {
   if (this != &other) {
-    if (state_ != nullptr) state_->close();
+    if (state_ != nullptr) state_->close(true);
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
 nccl_comm::~nccl_comm() {
-  if (state_ != nullptr) state_->close();
+  // Destroyed while an exception unwinds: this rank is failing, and its peers are told so.
+  if (state_ != nullptr) state_->close(std::uncaught_exceptions() == 0);
 }
 
 int loaded_nccl_version() {

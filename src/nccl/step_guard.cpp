@@ -6,9 +6,7 @@ namespace graphstep::nccl {
 namespace {
 
 watchdog_options background(step_guard_options const& options) {
-  GRAPHSTEP_EXPECTS(options.step_timeout.count() > 0,
-                    "step_guard: the step timeout must be positive; give the longest a step may "
-                    "take, the first (NCCL connects then) included");
+  options.step_timeout.validate("step_guard");
   GRAPHSTEP_EXPECTS(options.sequence_timeout.count() > 0,
                     "step_guard: the sequence check's timeout must be positive");
   watchdog_options watch;

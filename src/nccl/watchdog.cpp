@@ -54,8 +54,8 @@ void watchdog::launched(cuda::stream_view stream, std::int64_t step) {
                     "graph, not inside the capture (the event would become part of the graph)");
   std::lock_guard<std::mutex> lock{mutex_};
   GRAPHSTEP_EXPECTS(!starting_ || *starting_ == step,
-                    "watchdog::launched: step " + std::to_string(step) + " was launched, but step " +
-                        std::to_string(starting_.value_or(0)) +
+                    "watchdog::launched: step " + std::to_string(step) +
+                        " was launched, but step " + std::to_string(starting_.value_or(0)) +
                         " was starting; call launched with the step given to starting");
   cuda::event marker = spare_.empty() ? cuda::event{} : std::move(spare_.back());
   if (!spare_.empty()) spare_.pop_back();
@@ -99,8 +99,9 @@ void watchdog::inspect() {
         ncclGetErrorString(async_error) + ")";
   }
   seen.overdue = deadline_.overdue(seen.rank);
-  seen.outstanding = pending_.size();
-  if (!pending_.empty()) seen.oldest_outstanding = pending_.front().first;
+  // Counted by the deadline: a step still being enqueued (`starting`) is outstanding too.
+  seen.outstanding = deadline_.outstanding_count();
+  seen.oldest_outstanding = deadline_.outstanding_step();
   if (std::string const reason = detail::watchdog_verdict(seen); !reason.empty()) {
     state.abort("watchdog: " + reason);
   }

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/detail/deadline.hpp>
+#include <graphstep/nccl/step_deadline.hpp>
 #include <string>
+#include <vector>
 
 namespace gn = graphstep::nccl;
 
@@ -114,4 +116,68 @@ TEST(watchdog_verdict, a_stream_error_comes_first_and_a_missed_deadline_last) {
   EXPECT_EQ(gn::detail::watchdog_verdict(seen),
             "rank 0, step 7: CUDA reported an error on the watched stream: "
             "cudaErrorIllegalAddress");
+}
+
+TEST(step_deadline, adapts_to_the_median_of_the_first_steps_and_never_below_its_floor) {
+  using ms = std::chrono::milliseconds;
+  gn::step_deadline const adaptive;  // the default
+  EXPECT_EQ(adaptive.limit({}), std::chrono::minutes{10}) << "no step measured yet";
+  EXPECT_EQ(adaptive.limit({ms{30000}}), ms{600000}) << "20 x the one step measured";
+  EXPECT_EQ(adaptive.limit({ms{30000}, ms{100}}), ms{600000})
+      << "the upper median: one fast step does not shrink the limit yet";
+  EXPECT_EQ(adaptive.limit({ms{30000}, ms{4000}, ms{5000}}), ms{100000});
+  EXPECT_EQ(adaptive.limit({ms{30000}, ms{100}, ms{100}}), ms{60000}) << "at least 60 s";
+  std::vector<ms> measured(10, ms{5000});
+  measured.push_back(ms{1});  // past the first ten: not counted
+  measured.push_back(ms{1});
+  EXPECT_EQ(adaptive.limit(measured), ms{100000});
+  gn::step_deadline const fixed = std::chrono::seconds{7};
+  EXPECT_EQ(fixed.limit({ms{1}, ms{1}, ms{1}}), ms{7000});
+  EXPECT_EQ(fixed.describe({}), "fixed");
+  EXPECT_EQ(adaptive.describe({ms{30000}, ms{4000}, ms{5000}}),
+            "adaptive: 20 x the median of 3 measured step(s), 5000 ms, at least 60000 ms");
+}
+
+TEST(step_deadline, a_limit_with_no_time_in_it_is_refused_by_name) {
+  gn::step_deadline fixed = std::chrono::milliseconds{0};
+  EXPECT_THROW(fixed.validate("step_guard"), graphstep::usage_error);
+  gn::step_deadline adaptive;
+  adaptive.times_median = 0;
+  try {
+    adaptive.validate("step_guard");
+    ADD_FAILURE() << "times_median 0 was accepted";
+  } catch (graphstep::usage_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("step_guard: the step deadline's times_median"),
+              std::string::npos)
+        << e.what();
+  }
+  adaptive = gn::step_deadline{};
+  adaptive.at_least = std::chrono::milliseconds{-1};
+  EXPECT_THROW(adaptive.validate("watchdog"), graphstep::usage_error);
+}
+
+TEST(deadline_tracker, an_adaptive_deadline_learns_from_the_steps_that_finished) {
+  auto now = std::chrono::steady_clock::time_point{};
+  gn::step_deadline deadline;
+  deadline.at_least = std::chrono::milliseconds{1000};
+  deadline.first_step = std::chrono::milliseconds{60000};
+  gn::detail::deadline_tracker tracker{deadline, [&] { return now; }};
+  tracker.started(1);
+  now += std::chrono::milliseconds{50000};  // a slow first step on a loaded machine
+  EXPECT_FALSE(tracker.overdue(0)) << "the first step has the first-step limit";
+  tracker.finished(1);
+  for (std::int64_t step = 2; step <= 4; ++step) {
+    tracker.started(step);
+    now += std::chrono::milliseconds{100};
+    tracker.finished(step);
+  }
+  EXPECT_EQ(tracker.timeout(), std::chrono::milliseconds{2000}) << "20 x the median, 100 ms";
+  tracker.started(5);
+  now += std::chrono::milliseconds{2001};
+  auto const late = tracker.overdue(0);
+  ASSERT_TRUE(late);
+  EXPECT_NE(late->find("step 5 has not finished after 2001 ms (deadline 2000 ms, adaptive: 20 x "
+                       "the median of 4 measured step(s), 100 ms"),
+            std::string::npos)
+      << *late;
 }

@@ -446,7 +446,7 @@ TEST(rendezvous, exchange_presents_the_environments_token) {
   env.master_port = server.port();
   env.rank = 1;
   auto joined = std::async(std::launch::async, [&] {
-    return gn::detail::exchange_unique_id(env, {}, milliseconds{5000});
+    return gn::detail::exchange_unique_id(env, {}, milliseconds{5000}).id;
   });
   server.serve(make_id(81), milliseconds{5000});
   EXPECT_EQ(joined.get(), make_id(81));
@@ -455,7 +455,9 @@ TEST(rendezvous, exchange_presents_the_environments_token) {
 TEST(rendezvous, exchange_with_one_rank_needs_no_network) {
   gn::launch_environment env;
   auto const id = make_id(5);
-  EXPECT_EQ(gn::detail::exchange_unique_id(env, id, milliseconds{10}), id);
+  EXPECT_EQ(gn::detail::exchange_unique_id(env, id, milliseconds{10}).id, id);
+  EXPECT_FALSE(gn::detail::exchange_unique_id(env, id, milliseconds{10}, true).watch)
+      << "one rank has no peers to watch";
 }
 
 TEST(rendezvous, a_port_in_use_is_refused_clearly) {

@@ -10,6 +10,7 @@
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/nccl/collectives.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
+#include <graphstep/nccl/step_deadline.hpp>
 #include <graphstep/nccl/watchdog.hpp>
 #include <utility>
 
@@ -18,24 +19,28 @@ namespace graphstep::nccl {
 /// @brief How long a guarded loop waits before it gives up on the other ranks.
 struct step_guard_options {
   /// How long one step (eager or replayed, collectives included) may take: past it the
-  /// communicator is aborted and the loop's next guard call throws. Long enough for the
-  /// slowest step, the first (NCCL connects then) included.
-  std::chrono::milliseconds step_timeout{std::chrono::minutes{10}};
+  /// communicator is aborted and the loop's next guard call throws. By default the limit adapts
+  /// to the steps measured (10 minutes until one has finished, then the larger of 60 s and 20
+  /// times the median step; see `step_deadline`); a duration gives a fixed limit, which must
+  /// then be long enough for the slowest step, the first (NCCL connects then) included.
+  step_deadline step_timeout{};
   /// How long `captured`'s check waits for the other ranks to compare their captures.
   std::chrono::milliseconds sequence_timeout{default_sequence_check_timeout};
 };
 
 /// @brief Guards a data-parallel training loop on one communicator: a background watchdog
 /// over every step it runs (eager steps and replays alike), and, after each capture, the check
-/// that every rank captured the same collectives. A peer that exits (killed, crashed) is
-/// reported as soon as NCCL reports it; a peer that stops answering (stopped, deadlocked, or
-/// issuing other collectives: another model size or bucket size) at the step deadline. Either
+/// that every rank captured the same collectives. A peer whose process ends (killed, crashed)
+/// is reported within a second by the communicator's peer watch (communicators from
+/// `communicator_from_environment`), or when NCCL reports it; a peer that stops answering
+/// (stopped, deadlocked, or issuing other collectives: another model size or bucket size) at
+/// the step deadline, which adapts to the steps measured unless fixed (`step_deadline`). Either
 /// way the communicator is aborted, so no kernel waits for the peer any more, and every call of
 /// the guard from then on throws `nccl_error` naming the rank, the step and the cause. The
 /// communicator's initialization has its own timeout (`bootstrap_options::init_timeout`).
 ///
 /// ```cpp
-/// nccl::step_guard guard{comm.view(), {std::chrono::minutes{2}}};
+/// nccl::step_guard guard{comm.view()};  // or {comm.view(), {std::chrono::minutes{2}}}: fixed
 /// guard.step(stream, [&] { train_step(); });   // eager warm-up, NCCL connects
 /// graphs::capture(step, stream, pool, train_step);
 /// guard.captured(stream);                        // every rank captured the same collectives

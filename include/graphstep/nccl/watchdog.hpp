@@ -26,6 +26,7 @@
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/nccl/detail/deadline.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
+#include <graphstep/nccl/step_deadline.hpp>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,8 +38,9 @@ namespace graphstep::nccl {
 
 /// @brief How a watchdog watches.
 struct watchdog_options {
-  /// How long a launched step may take before it counts as hung.
-  std::chrono::milliseconds timeout{std::chrono::minutes{10}};
+  /// How long a launched step may take before it counts as hung: by default a limit that adapts
+  /// to the steps measured (see `step_deadline`); a duration gives a fixed one.
+  step_deadline timeout{};
   /// Poll from a background thread as well as from `poll`.
   bool background{false};
   /// How often the background thread polls.
@@ -53,9 +55,9 @@ struct watchdog_options {
 /// not outlive it. Not copyable or movable (a background thread refers to it).
 class watchdog {
  public:
-  /// @throws usage_error (non-positive timeout or poll interval), cuda_error
+  /// @throws usage_error (a deadline or poll interval that is not positive), cuda_error
   watchdog(nccl_comm_view comm, watchdog_options options);
-  /// @brief A watchdog without a background thread.
+  /// @brief A watchdog without a background thread, with a fixed limit per step.
   /// @throws usage_error (non-positive timeout)
   watchdog(nccl_comm_view comm, std::chrono::milliseconds timeout,
            watchdog_clock now = std::chrono::steady_clock::now);

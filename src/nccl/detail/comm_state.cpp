@@ -226,7 +226,31 @@ void comm_state::abort(std::string const& reason) noexcept {
   if (locked) enqueue_mutex_.unlock();
 }
 
-void comm_state::close() noexcept {
+peer_lost_handler comm_state::abort_when_a_peer_is_lost() {
+  return [weak = weak_from_this()](std::string const& reason) {
+    if (auto const state = weak.lock()) {
+      state->abort("peer watch on rank " + std::to_string(state->rank()) + ": " + reason);
+    }
+  };
+}
+
+void comm_state::watch_peers(std::unique_ptr<peer_watch> watch) noexcept {
+  std::lock_guard<std::mutex> lock{watch_mutex_};
+  peer_watch_ = std::move(watch);
+}
+
+void comm_state::close(bool in_order) noexcept {
+  {
+    // Before the enqueue lock: the watch's thread may be aborting, which takes that lock.
+    std::unique_ptr<peer_watch> watch;
+    {
+      std::lock_guard<std::mutex> lock{watch_mutex_};
+      watch = std::move(peer_watch_);
+    }
+    if (watch != nullptr && in_order && !aborted_.load() && !abort_on_release_.load()) {
+      watch->leave();
+    }
+  }
   bool const locked = enqueue_mutex_.try_lock_for(std::chrono::seconds{2});
   forget();
   closed_.store(true);

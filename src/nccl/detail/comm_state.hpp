@@ -20,6 +20,7 @@
 #include <chrono>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collective_log.hpp>
+#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
 #include <memory>
@@ -97,7 +98,15 @@ class comm_state : public std::enable_shared_from_this<comm_state> {
   void abort(std::string const& reason) noexcept;
   /// The owner's release (`~nccl_comm`): destroys the communicator, or aborts it when an error
   /// was seen on it. Views left over then throw usage_error instead of touching freed memory.
-  void close() noexcept;
+  /// The peer watch says goodbye only when `in_order` and no error was seen: a rank closing
+  /// its communicator while it unwinds from an error is a lost rank to its peers.
+  void close(bool in_order) noexcept;
+  /// Watches the other ranks' processes for the communicator's life: a peer whose process
+  /// ends aborts the communicator at once, naming it. The handler `watch` was made with must
+  /// come from `abort_when_a_peer_is_lost`.
+  void watch_peers(std::unique_ptr<peer_watch> watch) noexcept;
+  /// The handler for this state's peer watch: aborts the communicator with the reason.
+  [[nodiscard]] peer_lost_handler abort_when_a_peer_is_lost();
   /// The recorded reason, if the communicator was aborted.
   [[nodiscard]] std::optional<std::string> failure_reason() const;
   /// @throws nccl_error with the recorded reason once the communicator was aborted;
@@ -167,6 +176,8 @@ class comm_state : public std::enable_shared_from_this<comm_state> {
   std::atomic<bool> abort_on_release_{false};
   std::atomic<bool> aborted_{false};
   std::atomic<bool> closed_{false};
+  std::mutex watch_mutex_;
+  std::unique_ptr<peer_watch> peer_watch_;  // guarded by watch_mutex_
   // Held while a call enqueues work on the handle, and by abort and close.
   std::timed_mutex enqueue_mutex_;
   mutable std::mutex failure_mutex_;

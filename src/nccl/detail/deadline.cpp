@@ -6,9 +6,9 @@
 
 namespace graphstep::nccl::detail {
 
-deadline_tracker::deadline_tracker(std::chrono::milliseconds timeout, watchdog_clock now)
-    : timeout_{timeout}, now_{std::move(now)} {
-  GRAPHSTEP_EXPECTS(timeout.count() > 0, "watchdog: the timeout must be positive");
+deadline_tracker::deadline_tracker(step_deadline deadline, watchdog_clock now)
+    : deadline_{std::move(deadline)}, now_{std::move(now)} {
+  deadline_.validate("watchdog");
 }
 
 void deadline_tracker::started(std::int64_t step) {
@@ -19,8 +19,23 @@ void deadline_tracker::started(std::int64_t step) {
   outstanding_.push_back(pending{step, now_()});
 }
 
-void deadline_tracker::finished(std::int64_t step) noexcept {
-  while (!outstanding_.empty() && outstanding_.front().step <= step) outstanding_.pop_front();
+void deadline_tracker::finished(std::int64_t step) {
+  auto const now = now_();
+  while (!outstanding_.empty() && outstanding_.front().step <= step) {
+    if (measured_.size() < static_cast<std::size_t>(deadline_.measured_steps)) {
+      measured_.push_back(
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - outstanding_.front().since));
+    }
+    outstanding_.pop_front();
+  }
+}
+
+void deadline_tracker::finished() {
+  if (!outstanding_.empty()) finished(outstanding_.back().step);
+}
+
+std::string deadline_tracker::limit_text() const {
+  return "deadline " + std::to_string(timeout().count()) + " ms, " + deadline_.describe(measured_);
 }
 
 void deadline_tracker::call_in_progress(bool in_progress) {
@@ -35,21 +50,20 @@ std::optional<std::string> deadline_tracker::overdue(int rank) const {
   if (in_progress_since_) {
     auto const waited =
         std::chrono::duration_cast<std::chrono::milliseconds>(now_() - *in_progress_since_);
-    if (waited >= timeout_) {
+    if (waited >= timeout()) {
       return "rank " + std::to_string(rank) + ": an NCCL call has been in progress for " +
-             std::to_string(waited.count()) + " ms (deadline " + std::to_string(timeout_.count()) +
-             " ms): it waits for a peer that has not issued the same collective (it failed, is "
+             std::to_string(waited.count()) + " ms (" + limit_text() +
+             "): it waits for a peer that has not issued the same collective (it failed, is "
              "stuck, or issues collectives in another order)";
     }
   }
   if (outstanding_.empty()) return std::nullopt;
   auto const waited =
       std::chrono::duration_cast<std::chrono::milliseconds>(now_() - outstanding_.front().since);
-  if (waited < timeout_) return std::nullopt;
+  if (waited < timeout()) return std::nullopt;
   std::size_t const behind = outstanding_.size() - 1;
   return "rank " + std::to_string(rank) + ": step " + std::to_string(outstanding_.front().step) +
-         " has not finished after " + std::to_string(waited.count()) + " ms (deadline " +
-         std::to_string(timeout_.count()) + " ms" +
+         " has not finished after " + std::to_string(waited.count()) + " ms (" + limit_text() +
          (behind > 0 ? ", " + std::to_string(behind) + " later step(s) queued behind it"
                      : std::string{}) +
          "): a collective is hung, most likely because another rank failed, is stuck, or "

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/detail/rendezvous.hpp>
@@ -141,6 +142,11 @@ rendezvous_server::rendezvous_server(int port, int world_size, std::string const
 
 rendezvous_server::~rendezvous_server() {
   if (listener_ >= 0) ::close(listener_);
+}
+
+peer_watch_listener rendezvous_server::keep_listening() {
+  GRAPHSTEP_EXPECTS(listener_ >= 0, "rendezvous_server::keep_listening: already handed over");
+  return peer_watch_listener{std::exchange(listener_, -1)};
 }
 
 // Serving consumes the listening socket, so it is not const.
@@ -404,32 +410,69 @@ unique_id_bytes exchange_unique_id_through_store(tcp_store& store, std::string c
   return id;
 }
 
+std::string peer_watch_store_key(std::string const& id_key) {
+  return id_key + "/peer_watch";
+}
+
 std::string torchrun_store_key(launch_environment const& environment, int sequence) {
   return "graphstep/" + environment.run_id + "/" + std::to_string(environment.restart_count) +
          "/nccl_unique_id/" + std::to_string(sequence);
 }
 
-unique_id_bytes exchange_unique_id(launch_environment const& environment,
-                                   unique_id_bytes const& root_id,
-                                   std::chrono::milliseconds timeout) {
+bootstrap_exchange exchange_unique_id(launch_environment const& environment,
+                                      unique_id_bytes const& root_id,
+                                      std::chrono::milliseconds timeout, bool with_peer_watch) {
   // Checked for one process too: the same program then fails alike when it is launched wide.
   detail::expect_positive_timeout(timeout,
                                   "exchange_unique_id (bootstrap_options::rendezvous_timeout)");
-  if (environment.world_size == 1) return root_id;
+  bootstrap_exchange exchanged;
+  if (environment.world_size == 1) {
+    exchanged.id = root_id;
+    return exchanged;
+  }
+  if (with_peer_watch) exchanged.watch.emplace();
   if (environment.bootstrap == bootstrap_kind::torchrun_store) {
     static std::atomic<int> exchanges{0};
     std::string const key = torchrun_store_key(environment, exchanges++);
     tcp_store store{environment.master_addr, environment.master_port, timeout};
-    return exchange_unique_id_through_store(store, key, environment.rank, root_id, timeout);
+    if (with_peer_watch && environment.rank == 0) {
+      // Published before the id: a rank that has the id finds the watch too.
+      auto& listener = exchanged.watch->listener.emplace();
+      std::string const meeting = store.local_host() + "|" + std::to_string(listener.port());
+      store.set(peer_watch_store_key(key), {meeting.begin(), meeting.end()});
+    }
+    exchanged.id = exchange_unique_id_through_store(store, key, environment.rank, root_id, timeout);
+    if (with_peer_watch && environment.rank != 0) {
+      std::vector<std::uint8_t> const value = store.get(peer_watch_store_key(key), timeout);
+      std::string const meeting{value.begin(), value.end()};
+      auto const bar = meeting.rfind('|');
+      char* end = nullptr;
+      long const port =
+          bar == std::string::npos ? 0 : std::strtol(meeting.c_str() + bar + 1, &end, 10);
+      if (bar == std::string::npos || end == nullptr || *end != '\0' || port < 1 || port > 65535) {
+        fail("rendezvous: the store at " + store.address() + " holds '" + meeting + "' under '" +
+             peer_watch_store_key(key) + "', not rank 0's peer watch as host|port");
+      }
+      exchanged.watch->host = meeting.substr(0, bar);
+      exchanged.watch->port = static_cast<int>(port);
+    }
+    return exchanged;
   }
   if (environment.rank == 0) {
     rendezvous_server server{environment.master_port, environment.world_size,
                              environment.rendezvous_token};
     server.serve(root_id, timeout);
-    return root_id;
+    if (with_peer_watch) exchanged.watch->listener.emplace(server.keep_listening());
+    exchanged.id = root_id;
+    return exchanged;
   }
-  return rendezvous_join(environment.master_addr, environment.master_port, environment.rank,
-                         environment.world_size, timeout, environment.rendezvous_token);
+  exchanged.id = rendezvous_join(environment.master_addr, environment.master_port, environment.rank,
+                                 environment.world_size, timeout, environment.rendezvous_token);
+  if (with_peer_watch) {
+    exchanged.watch->host = environment.master_addr;
+    exchanged.watch->port = environment.master_port;
+  }
+  return exchanged;
 }
 
 }  // namespace graphstep::nccl::detail

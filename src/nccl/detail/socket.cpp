@@ -1,6 +1,7 @@
 // graphstep_core: plain C++, includes no CUDA header.
 #include "socket.hpp"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <graphstep/error.hpp>
@@ -232,6 +234,19 @@ int bound_port(int fd) {
     return ntohs(reinterpret_cast<sockaddr_in6 const*>(&address)->sin6_port);
   }
   return ntohs(reinterpret_cast<sockaddr_in const*>(&address)->sin_port);
+}
+
+std::string local_host(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return {};
+  std::array<char, INET6_ADDRSTRLEN> text{};
+  void const* raw =
+      address.ss_family == AF_INET6
+          ? static_cast<void const*>(&reinterpret_cast<sockaddr_in6 const*>(&address)->sin6_addr)
+          : static_cast<void const*>(&reinterpret_cast<sockaddr_in const*>(&address)->sin_addr);
+  if (::inet_ntop(address.ss_family, raw, text.data(), text.size()) == nullptr) return {};
+  return text.data();
 }
 
 }  // namespace graphstep::nccl::detail

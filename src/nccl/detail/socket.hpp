@@ -88,4 +88,8 @@ enum class read_end {
 /// The local port a socket is bound to.
 [[nodiscard]] int bound_port(int fd);
 
+/// The local address of a connected socket, as text ("10.0.0.5", "::1"): the address by which
+/// its peer's network reaches this host. Empty when the system cannot tell.
+[[nodiscard]] std::string local_host(int fd);
+
 }  // namespace graphstep::nccl::detail

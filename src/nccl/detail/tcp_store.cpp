@@ -147,6 +147,10 @@ tcp_store::~tcp_store() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::string tcp_store::local_host() const {
+  return detail::local_host(fd_);
+}
+
 tcp_store::tcp_store(tcp_store&& other) noexcept
     : fd_{std::exchange(other.fd_, -1)},
       address_{std::move(other.address_)},

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       if (env.rank == 0) {
         for (auto& byte : drawn) byte = static_cast<unsigned char>(entropy());
       }
-      gn::unique_id_bytes const id = gn::detail::exchange_unique_id(env, drawn, timeout);
+      gn::unique_id_bytes const id = gn::detail::exchange_unique_id(env, drawn, timeout).id;
       std::string const received =
           "torchrun_probe/" + env.run_id + "/" + std::to_string(exchange) + "/rank/";
       check.set(received + std::to_string(env.rank), {id.begin(), id.end()});

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <graphstep/nccl/step_deadline.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace graphstep::nccl {
 
@@ -22,20 +24,21 @@ namespace detail {
 
 /// @brief Tracks the launched, unfinished steps of a communicator against a deadline. Steps
 /// finish in launch order (they run on one stream), so only the oldest can be late first; a
-/// step is measured from its own launch, so launching more steps never hides a hung one.
+/// step is measured from its own launch, so launching more steps never hides a hung one. The
+/// durations of the first finished steps feed an adaptive deadline.
 class deadline_tracker {
  public:
-  /// @throws usage_error (a non-positive timeout)
-  explicit deadline_tracker(std::chrono::milliseconds timeout,
+  /// @throws usage_error (a limit that is not positive)
+  explicit deadline_tracker(step_deadline deadline,
                             watchdog_clock now = std::chrono::steady_clock::now);
 
   /// @brief Step `step` was launched now.
   /// @throws usage_error (a step not greater than the last one launched)
   void started(std::int64_t step);
-  /// @brief Step `step`, and every step launched before it, finished.
-  void finished(std::int64_t step) noexcept;
-  /// @brief Every outstanding step finished.
-  void finished() noexcept { outstanding_.clear(); }
+  /// @brief Step `step`, and every step launched before it, finished now.
+  void finished(std::int64_t step);
+  /// @brief Every outstanding step finished now.
+  void finished();
   /// @brief Whether NCCL now answers ncclInProgress for the communicator: a call still waits
   /// for its work to be issued (on a non-blocking communicator, the first collective of a kind
   /// waits for every peer to issue it too). Measured from the first look that saw it.
@@ -50,15 +53,18 @@ class deadline_tracker {
     return outstanding_.front().step;
   }
   [[nodiscard]] std::size_t outstanding_count() const noexcept { return outstanding_.size(); }
-  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  /// @brief The limit the next look applies.
+  [[nodiscard]] std::chrono::milliseconds timeout() const { return deadline_.limit(measured_); }
 
  private:
   struct pending {
     std::int64_t step{0};
     std::chrono::steady_clock::time_point since;
   };
-  std::chrono::milliseconds timeout_;
+  [[nodiscard]] std::string limit_text() const;  // "deadline 600 ms" and how it came about
+  step_deadline deadline_;
   watchdog_clock now_;
+  std::vector<std::chrono::milliseconds> measured_;  // the first finished steps' durations
   std::deque<pending> outstanding_;
   std::optional<std::chrono::steady_clock::time_point> in_progress_since_;
 };

@@ -13,9 +13,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <graphstep/nccl/detail/tcp_store.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/unique_id.hpp>
+#include <optional>
 #include <string>
 
 namespace graphstep::nccl::detail {
@@ -56,6 +58,11 @@ class rendezvous_server {
   void serve(unique_id_bytes const& id,
              std::chrono::milliseconds timeout = default_rendezvous_timeout);
 
+  /// @brief After `serve`: the listening socket, kept for the peer watch, whose connections
+  /// the ranks then make to the same MASTER_ADDR:MASTER_PORT. The server listens no more.
+  /// @throws usage_error (already handed over)
+  [[nodiscard]] peer_watch_listener keep_listening();
+
  private:
   int listener_{-1};
   int port_;
@@ -89,15 +96,39 @@ class rendezvous_server {
 /// fresh after each restart of the workers, which keep the agent's store.
 [[nodiscard]] std::string torchrun_store_key(launch_environment const& environment, int sequence);
 
+/// @brief Where a rank's peer watch meets rank 0's, learnt with NCCL's id.
+struct peer_watch_meeting {
+  /// Rank 0: the socket the other ranks' watches connect to.
+  std::optional<peer_watch_listener> listener;
+  /// Other ranks: rank 0's watch.
+  std::string host;
+  int port{0};
+};
+
+/// @brief What `exchange_unique_id` brings back.
+struct bootstrap_exchange {
+  unique_id_bytes id{};
+  /// Set when the exchange was asked to prepare the peer watch (and the world has peers).
+  std::optional<peer_watch_meeting> watch;
+};
+
+/// @brief The store key under which rank 0 publishes its peer watch's "host:port", beside the
+/// id's key.
+[[nodiscard]] std::string peer_watch_store_key(std::string const& id_key);
+
 /// @brief Both sides in one call, by the environment's bootstrap. `rendezvous`: rank 0 serves
 /// `root_id` (and returns it); other ranks join and return what rank 0 sent. `torchrun_store`:
 /// through torchrun's store at MASTER_ADDR:MASTER_PORT, under `torchrun_store_key` with this
 /// process's count of such exchanges as the sequence (so every rank must make its
 /// communicators in the same order, as with any collective).
+/// With `with_peer_watch` (and more than one rank), where the peer watch meets comes back too:
+/// the rendezvous keeps rank 0's socket at MASTER_PORT listening for it; through torchrun's
+/// store, rank 0 listens on a free port and publishes "host:port" (`peer_watch_store_key`),
+/// with the host by which the store reached it, before it publishes the id.
 /// @throws what the call of the environment's bootstrap throws; usage_error for a timeout that
 /// is not positive, for one process too
-[[nodiscard]] unique_id_bytes exchange_unique_id(
+[[nodiscard]] bootstrap_exchange exchange_unique_id(
     launch_environment const& environment, unique_id_bytes const& root_id,
-    std::chrono::milliseconds timeout = default_rendezvous_timeout);
+    std::chrono::milliseconds timeout = default_rendezvous_timeout, bool with_peer_watch = false);
 
 }  // namespace graphstep::nccl::detail

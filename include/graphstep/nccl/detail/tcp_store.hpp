@@ -67,6 +67,9 @@ class tcp_store {
 
   /// @brief "host:port", for messages.
   [[nodiscard]] std::string const& address() const noexcept { return address_; }
+  /// @brief This host's address on the connection to the store: one by which the store's
+  /// network reaches this host (empty when the system cannot tell).
+  [[nodiscard]] std::string local_host() const;
 
  private:
   void send_bytes(std::vector<std::uint8_t> const& message) const;
