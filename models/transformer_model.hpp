@@ -21,6 +21,7 @@
 #include <graphstep/ops/embedding.hpp>
 #include <graphstep/ops/layer_norm.hpp>
 #include <graphstep/train/mixed_precision.hpp>
+#include <graphstep/train/run_settings.hpp>
 #include <initializer_list>
 #include <optional>
 #include <random>
@@ -216,6 +217,34 @@ class transformer {
     }
     optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
     gt::load_device_tensors(from, "model", layout_, parameters_, stream_);
+  }
+  // What a step computes beyond the dtypes and shapes of the tensors save_to writes (those
+  // restore_from checks): a run resumed with other settings would not go on with the saved one.
+  // Not here, as not the model's: the number of data-parallel ranks, and the number of steps to
+  // train (which a resume may raise: the schedule is constant). Not checked at all: the GPU and
+  // the libraries' versions, on which cuBLASLt's choice of algorithm depends.
+  [[nodiscard]] gt::run_settings settings() const {
+    gt::run_settings s;
+    s.add("layers", c_.layers).add("width", c_.channels).add("heads", c_.heads);
+    s.add("batch", c_.batch).add("sequence", c_.sequence).add("vocabulary", c_.vocab);
+    s.add("seed", c_.seed);
+    s.add("precision", "bf16 weights, activations and gradients, fp32 master weights");
+    s.add("attention", cudnn_.has_value() ? "cuDNN fused attention" : "plain CUDA kernels");
+    s.add("GELU", fused_gelu() ? "fused into fc1's GEMM" : "a separate kernel");
+    gt::lr_schedule const schedule = learning_rate_schedule();
+    s.add("learning rate", schedule.base);
+    s.add("learning-rate schedule", schedule_name(schedule.shape));
+    s.add("warm-up steps", schedule.warmup_steps)
+        .add("schedule's total steps", schedule.total_steps);
+    s.add("final learning-rate fraction", schedule.final_fraction);
+    s.add("decay steps", schedule.decay_steps);
+    gt::mixed_adamw_options const options = optimizer_options();
+    s.add("AdamW beta1", options.beta1).add("AdamW beta2", options.beta2);
+    s.add("AdamW epsilon", options.epsilon).add("gradient clipping norm", options.max_grad_norm);
+    for (std::size_t g = 0; g < parameter_groups().size(); ++g) {
+      s.add("weight decay of group " + std::to_string(g), parameter_groups()[g].weight_decay);
+    }
+    return s;
   }
   // Optimizer steps taken so far (synchronizes the stream).
   [[nodiscard]] std::int64_t steps_taken() const { return optimizer_->steps_taken(stream_); }
@@ -513,18 +542,38 @@ class transformer {
          logits_data_grad_);
   }
 
-  void make_optimizer() {
+  static char const* schedule_name(gt::lr_shape shape) {
+    switch (shape) {
+      case gt::lr_shape::constant: return "constant";
+      case gt::lr_shape::linear_warmup: return "linear warm-up";
+      case gt::lr_shape::warmup_cosine: return "warm-up, cosine decay";
+      case gt::lr_shape::warmup_linear: return "warm-up, linear decay";
+      case gt::lr_shape::warmup_stable_decay: return "warm-up, stable, decay";
+    }
+    return "unknown";
+  }
+  // The optimizer's settings, here once for make_optimizer and settings().
+  static gt::mixed_adamw_options optimizer_options() {
     gt::mixed_adamw_options options;
     options.beta1 = 0.9F;
     options.beta2 = 0.95F;
     options.epsilon = 1e-8F;
     options.max_grad_norm = 1.0F;
+    return options;
+  }
+  [[nodiscard]] gt::lr_schedule learning_rate_schedule() const {
     gt::lr_schedule schedule;
     schedule.base = c_.learning_rate;
-    // Group 0 decays (matrices and embeddings), group 1 does not (biases and norms).
-    optimizer_.emplace(layout_, parameters_, gradients_,
-                       std::vector<gt::parameter_group>{{0.1F, 1.0F}, {0.0F, 1.0F}}, options,
-                       schedule, gt::gradient_scaling{}, stream_, pool_);
+    return schedule;
+  }
+  // Group 0 decays (matrices and embeddings), group 1 does not (biases and norms).
+  static std::vector<gt::parameter_group> const& parameter_groups() {
+    static std::vector<gt::parameter_group> const groups{{0.1F, 1.0F}, {0.0F, 1.0F}};
+    return groups;
+  }
+  void make_optimizer() {
+    optimizer_.emplace(layout_, parameters_, gradients_, parameter_groups(), optimizer_options(),
+                       learning_rate_schedule(), gt::gradient_scaling{}, stream_, pool_);
   }
 
   void forward() {

@@ -7,7 +7,8 @@
 //   transformer_lm [--mode eager|graphed|both] [--steps N] [--layers N] [--width N]
 //                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
 //                  [--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N]
-//                  [--save FILE] [--resume FILE] [--step-timeout S] [--check-gradients]
+//                  [--save FILE] [--resume FILE] [--step-timeout S] [--min-step-timeout S]
+//                  [--check-gradients]
 //
 // "both" trains eager and graphed from the same seed and checks that every step's loss is the
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
@@ -19,14 +20,18 @@
 // inside the step (and inside its graph), each bucket as soon as the backward has finished its
 // gradients, while the backward goes on; at the end every rank checks that its weights are those
 // of rank 0, bit for bit. Every step runs under graphstep's step guard: a rank that dies, stops,
-// or runs other collectives (another model or bucket size) ends the others with an error within
-// --step-timeout seconds (default 600; the check that every rank captured the same collectives
-// waits as long), not a hang.
+// or runs other collectives (another model or bucket size) ends the others with an error, not a
+// hang: a rank whose process ends at once (the communicator's peer watch), any other at the step
+// deadline. That adapts to the steps measured (20 times the median step, at least
+// --min-step-timeout seconds, default 60); --step-timeout S fixes it at S seconds instead (and
+// the check that every rank captured the same collectives waits as long).
 //
 // --resume loads a checkpoint (the weights, and the optimizer's master weights, moments and
 // step count) and trains on from the step after the one it was saved at, up to --steps; --save
 // writes one after the last step (rank 0 alone, when data parallel: every rank loads the same
 // file). A run resumed at step k ends with the same state, bit for bit, as one that went on.
+// The checkpoint records the run's settings and number of ranks, and a resume with others is
+// refused, naming each that differs (run_settings_of).
 //
 // --check-gradients runs one forward and backward pass and compares the loss and every
 // gradient tensor with the same model computed in fp64 on the host from graphstep's reference
@@ -68,10 +73,11 @@ struct settings : transformer_example::transformer_config {
   bool check_gradients{false};
   // Bucket size of the gradient all-reduce: PyTorch DDP's 25 MiB.
   std::size_t bucket_kib{std::size_t{25} * 1024};
-  bool data_parallel{false};  // the launcher started several ranks
-  std::string save;           // checkpoint written after the last step
-  std::string resume;         // checkpoint loaded before the first
-  int step_timeout_s{600};    // data parallel: a step that takes longer ends the run
+  bool data_parallel{false};   // the launcher started several ranks
+  std::string save;            // checkpoint written after the last step
+  std::string resume;          // checkpoint loaded before the first
+  int step_timeout_s{0};       // data parallel: a fixed step deadline; 0 adapts to the steps
+  int min_step_timeout_s{60};  // data parallel: the adaptive deadline's floor
 };
 
 settings parse(int argc, char** argv) {
@@ -80,7 +86,7 @@ settings parse(int argc, char** argv) {
                               "[--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S] "
                               "[--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N] "
                               "[--save FILE] [--resume FILE] [--step-timeout S] "
-                              "[--check-gradients]"};
+                              "[--min-step-timeout S] [--check-gradients]"};
   constexpr int limit = 10000000;
   settings s;
   while (args.next()) {
@@ -123,6 +129,8 @@ settings parse(int argc, char** argv) {
       s.bucket_kib = static_cast<std::size_t>(args.positive(limit));
     } else if (arg == "--step-timeout") {
       s.step_timeout_s = args.positive(limit);
+    } else if (arg == "--min-step-timeout") {
+      s.min_step_timeout_s = args.positive(limit);
     } else if (arg == "--save") {
       s.save = args.path();
     } else if (arg == "--resume") {
@@ -240,18 +248,39 @@ gs::graphs::graph_exec capture_step(transformer& model, gs::cuda::stream_view st
   return step;
 }
 
+// What a resumed run must share with the run that saved, for the resume to go on with that run:
+// the model's settings (sizes, batch, seed, learning rate, optimizer, kernels) and the number of
+// ranks, whose batches a step averages. Not checked: the mode (eager and graphed steps are the
+// same, bit for bit), and the size of the gradient buckets, which groups the all-reduce but not
+// what it averages (with more than two ranks NCCL may add in another order at another size:
+// keep it for a resume that must be exact bit for bit).
+gs::train::run_settings run_settings_of(transformer const& model, int world_size) {
+  gs::train::run_settings settings = model.settings();
+  settings.add("world size", world_size);
+  return settings;
+}
+constexpr char const* settings_prefix = "settings";
+
 // The state after the last step to `path` (by rank 0 alone when data parallel: every rank's
-// state is the same), and back.
-void save(transformer const& model, std::string const& path, bool writes, char const* mode) {
+// state is the same), and back, after checking that this run's settings are the saved run's.
+void save(transformer const& model, int world_size, std::string const& path, bool writes,
+          char const* mode) {
   if (!writes) return;
   gs::train::checkpoint saved;
+  run_settings_of(model, world_size).save_to(saved, settings_prefix);
   model.save_to(saved);
   saved.save(path);
   std::printf("[%s] saved the state after step %lld to %s\n", mode,
               static_cast<long long>(model.steps_taken()), path.c_str());
 }
-void resume(transformer& model, std::string const& path, char const* mode) {
-  model.restore_from(gs::train::checkpoint::load(path));
+void resume(transformer& model, int world_size, std::string const& path, char const* mode) {
+  gs::train::checkpoint const loaded = gs::train::checkpoint::load(path);
+  if (!run_settings_of(model, world_size).check(loaded, settings_prefix)) {
+    std::printf("[%s] %s records no run settings (it was saved before transformer_lm recorded "
+                "them): resuming without checking that this run's settings are the saved run's\n",
+                mode, path.c_str());
+  }
+  model.restore_from(loaded);
   std::printf("[%s] resumed from %s after step %lld\n", mode, path.c_str(),
               static_cast<long long>(model.steps_taken()));
 }
@@ -262,7 +291,9 @@ run train(settings const& base, bool graphed) {
   settings s = base;
 #if defined(TRANSFORMER_LM_WITH_NCCL)
   std::optional<data_parallel> ranks;  // first: it makes the rank's device current
-  if (s.data_parallel) ranks.emplace(std::chrono::seconds{s.step_timeout_s});
+  if (s.data_parallel)
+    ranks.emplace(std::chrono::seconds{s.step_timeout_s},
+                  std::chrono::seconds{s.min_step_timeout_s});
   if (ranks) s.data_stream = ranks->comm().rank();
 #endif
   gs::cuda::stream stream;
@@ -270,12 +301,14 @@ run train(settings const& base, bool graphed) {
   go::cublaslt_handle handle;
   transformer model{s, pool, stream, handle};
   bool writes_checkpoints = true;
+  int world_size = 1;
 #if defined(TRANSFORMER_LM_WITH_NCCL)
   if (ranks) average_gradients(model, s, *ranks, mode);
   writes_checkpoints = !ranks || ranks->comm().rank() == 0;
+  if (ranks) world_size = ranks->comm().size();
 #endif
   describe(s, model, mode);
-  if (!s.resume.empty()) resume(model, s.resume, mode);
+  if (!s.resume.empty()) resume(model, world_size, s.resume, mode);
   int const resumed_steps = static_cast<int>(model.steps_taken());
   auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read
 #if defined(TRANSFORMER_LM_WITH_NCCL)
@@ -316,7 +349,7 @@ run train(settings const& base, bool graphed) {
 #if defined(TRANSFORMER_LM_WITH_NCCL)
   if (ranks) check_ranks_agree(model, *ranks, stream, mode);
 #endif
-  if (!s.save.empty()) save(model, s.save, writes_checkpoints, mode);
+  if (!s.save.empty()) save(model, world_size, s.save, writes_checkpoints, mode);
   return {std::move(losses), median(std::move(step_ms))};
 }
 

@@ -72,3 +72,4 @@
 #include <graphstep/train/optimizer_options.hpp>
 #include <graphstep/train/philox.hpp>
 #include <graphstep/train/random_fill.hpp>
+#include <graphstep/train/run_settings.hpp>

@@ -1,5 +1,7 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <system_error>
@@ -160,16 +163,41 @@ constexpr std::size_t io_buffer_size = std::size_t{1} << 20;
 // Linux writes at most 0x7ffff000 bytes a call; smaller writes also let the hook see progress.
 constexpr std::size_t largest_write = std::size_t{64} << 20;
 
-// A new file beside the checkpoint, removed again unless `commit` renamed it into place.
+class file_descriptor {
+ public:
+  explicit file_descriptor(int fd) noexcept : fd_{fd} {}
+  file_descriptor(file_descriptor const&) = delete;
+  file_descriptor& operator=(file_descriptor const&) = delete;
+  ~file_descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// A temporary is named `<checkpoint>.partial.` and this many lowercase hex digits.
+constexpr std::string_view partial_infix = ".partial.";
+constexpr int partial_digits = 16;
+
+// A new file beside the checkpoint, removed again unless `commit` renamed it into place. It is
+// held under flock(LOCK_EX) until then, which tells the cleanup of other saves
+// (remove_stranded_temporaries) that it is being written; the kernel releases the lock when
+// the process ends, however it ends.
 class temporary_file {
  public:
   explicit temporary_file(std::string const& path) : path_{path} {
     std::random_device random;
     for (int attempt = 0; attempt < 16; ++attempt) {
       std::uint64_t const nonce = (std::uint64_t{random()} << 32) | random();
-      name_ = path + ".partial." + hex(nonce, 16);
+      name_ = path + std::string{partial_infix} + hex(nonce, partial_digits);
       fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) return;
+      if (fd_ >= 0) {
+        if (lock_still_linked()) return;
+        ::close(std::exchange(fd_, -1));  // a cleanup removed it before the lock: another name
+        continue;
+      }
       if (errno != EEXIST) break;
     }
     int const code = errno;
@@ -183,8 +211,8 @@ class temporary_file {
   temporary_file(temporary_file const&) = delete;
   temporary_file& operator=(temporary_file const&) = delete;
   ~temporary_file() {
+    if (!committed_) ::unlink(name_.c_str());  // before the lock goes with the descriptor
     if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(name_.c_str());
   }
 
   [[nodiscard]] int fd() const noexcept { return fd_; }
@@ -193,6 +221,10 @@ class temporary_file {
   // Flushes the file to the device, closes it and renames it over the checkpoint's path.
   void commit() {
     if (::fsync(fd_) != 0) fail("cannot flush " + name_ + " to the disk");
+    // The lock belongs to the open file, not to a descriptor: a duplicate keeps it past the
+    // close until the rename, so that no cleanup removes the finished file before it is in place.
+    file_descriptor const lock{::fcntl(fd_, F_DUPFD_CLOEXEC, 0)};
+    if (lock.get() < 0) fail("cannot duplicate the descriptor of " + name_);
     int const fd = std::exchange(fd_, -1);
     // close() reports write errors that some file systems (NFS) defer to it.
     if (::close(fd) != 0) fail("cannot close " + name_);
@@ -213,6 +245,17 @@ class temporary_file {
   }
 
  private:
+  // Takes the lock, and says whether the file is still there: a cleanup may have locked and
+  // removed it between the open and the lock. Where the file system has no flock, the file
+  // stays unlocked, and the cleanups there cannot lock it either, so they leave it.
+  [[nodiscard]] bool lock_still_linked() const {
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) return true;
+    }
+    struct stat status {};
+    return ::fstat(fd_, &status) != 0 || status.st_nlink > 0;
+  }
+
   std::string path_;
   std::string name_;
   int fd_{-1};
@@ -298,6 +341,48 @@ std::string directory_of(std::string const& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+// Whether `name` is `base` + ".partial." + 16 lowercase hex digits: the name of a temporary of
+// a save to `base`, and nothing else.
+bool is_temporary_of(std::string_view name, std::string_view base) {
+  if (name.size() != base.size() + partial_infix.size() + partial_digits) return false;
+  if (name.substr(0, base.size()) != base) return false;
+  if (name.substr(base.size(), partial_infix.size()) != partial_infix) return false;
+  std::string_view const digits = name.substr(base.size() + partial_infix.size());
+  return std::all_of(digits.begin(), digits.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// Removes the temporaries that saves to `path` left behind when their process died mid-write:
+// each regular file of the name that no one holds locked (a save in progress holds its lock;
+// the kernel released a dead process's). Best effort: the new checkpoint is in place already,
+// and what cannot be removed now is tried again at the next save.
+void remove_stranded_temporaries(std::string const& path) {
+  std::string const directory = directory_of(path);
+  std::string_view const base = std::string_view{path}.substr(path.rfind('/') + 1);
+  std::unique_ptr<DIR, int (*)(DIR*)> const listing{::opendir(directory.c_str()), &::closedir};
+  if (!listing) return;
+  int const at = ::dirfd(listing.get());
+  std::vector<std::string> candidates;
+  while (dirent const* entry = ::readdir(listing.get())) {
+    if (is_temporary_of(entry->d_name, base)) candidates.emplace_back(entry->d_name);
+  }
+  for (std::string const& name : candidates) {
+    // No link is followed, and a named pipe does not block the open.
+    file_descriptor const fd{
+        ::openat(at, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+    struct stat opened {};
+    if (fd.get() < 0 || ::fstat(fd.get(), &opened) != 0 || !S_ISREG(opened.st_mode)) continue;
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // being written
+    // Only the file that was locked: the name may have been renamed into place meanwhile.
+    struct stat named {};
+    if (::fstatat(at, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+        named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) {
+      continue;
+    }
+    ::unlinkat(at, name.c_str(), 0);
+  }
 }
 
 // Makes the rename durable: the directory entry reaches the disk.
@@ -390,20 +475,6 @@ class file_reader {
   std::size_t begin_{0};
   std::size_t end_{0};
   std::uint32_t crc_{0};
-};
-
-class file_descriptor {
- public:
-  explicit file_descriptor(int fd) noexcept : fd_{fd} {}
-  file_descriptor(file_descriptor const&) = delete;
-  file_descriptor& operator=(file_descriptor const&) = delete;
-  ~file_descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
 };
 
 [[noreturn]] void throw_checksum_error(std::string const& path, std::uint32_t computed,
@@ -690,6 +761,7 @@ void checkpoint::save(std::string const& path) const {
   }
   writer.finish();
   file.commit();
+  remove_stranded_temporaries(path);  // before the sync, which makes the removals durable too
   sync_directory(path);
 }
 

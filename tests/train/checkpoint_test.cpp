@@ -1,10 +1,12 @@
 // Checkpoints (train/checkpoint.hpp): the round trip, the bytes of the format, what adding and
-// reading refuse, what loading a damaged file says, and that a save interrupted at any point
-// leaves the checkpoint before it in place. Each test writes into a directory of its own.
+// reading refuse, what loading a damaged file says, that a save interrupted at any point
+// leaves the checkpoint before it in place, and that the next save removes the temporary such a
+// save left and nothing else. Each test writes into a directory of its own.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -561,6 +563,165 @@ TEST_F(checkpoint, a_crash_mid_save_leaves_the_earlier_checkpoint) {
   // A stranded temporary is no obstacle to the next save.
   big_checkpoint().save(path);
   expect_same(gt::checkpoint::load(path), big_checkpoint());
+}
+
+namespace {
+// The save of a child process that stops mid-write and waits to be killed: a save still in
+// progress, as another process's would be. It tells the parent through a pipe once 3 MiB are
+// written.
+int paused_save_signal = -1;
+
+void pause_mid_write(std::uint64_t written) {
+  if (written < stop_after) return;
+  char const ready = 1;
+  static_cast<void>(::write(paused_save_signal, &ready, 1));
+  for (;;) ::pause();
+}
+
+// The paused save of `c` to `path` in a child process, killed when this goes out of scope.
+class paused_save {
+ public:
+  paused_save(gt::checkpoint const& c, std::string const& path) {
+    int ends[2];
+    if (::pipe(ends) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(ends[0]);
+      paused_save_signal = ends[1];
+      gt::detail::set_checkpoint_write_hook(&pause_mid_write);
+      try {
+        c.save(path);
+      } catch (...) {
+      }
+      ::_exit(3);  // the hook did not pause the save
+    }
+    ::close(ends[1]);
+    char ready = 0;
+    paused_ = pid_ > 0 && ::read(ends[0], &ready, 1) == 1;
+    ::close(ends[0]);
+  }
+  paused_save(paused_save const&) = delete;
+  paused_save& operator=(paused_save const&) = delete;
+  ~paused_save() { kill(); }
+
+  [[nodiscard]] bool paused() const noexcept { return paused_; }
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_{-1};
+  bool paused_{false};
+};
+
+// The names of `directory` that start with `prefix`.
+std::vector<std::string> files_starting_with(std::string const& directory,
+                                             std::string const& prefix) {
+  std::vector<std::string> names = files_in(directory);
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [&](std::string const& n) { return n.rfind(prefix, 0) != 0; }),
+              names.end());
+  return names;
+}
+}  // namespace
+
+TEST_F(checkpoint, the_next_save_removes_the_temporary_of_a_crashed_save) {
+  std::string const path = file("run.ckpt");
+  small_checkpoint().save(path);
+  pid_t const child = ::fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {
+    gt::detail::set_checkpoint_write_hook(&kill_mid_write);
+    try {
+      big_checkpoint().save(path);
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  ASSERT_EQ(files_starting_with(dir_, "run.ckpt.partial.").size(), 1U);
+
+  gt::checkpoint next;
+  next.add_value("step", std::int64_t{2000});
+  next.save(path);
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"run.ckpt"});
+  expect_same(gt::checkpoint::load(path), next);
+}
+
+// A save in progress elsewhere (here a child process paused mid-write) keeps its temporary
+// through another save to the same path; once that process is gone, the next save removes it.
+TEST_F(checkpoint, a_save_keeps_the_temporary_of_a_save_still_in_progress) {
+  std::string const path = file("run.ckpt");
+  small_checkpoint().save(path);
+  paused_save in_progress_elsewhere{big_checkpoint(), path};
+  ASSERT_TRUE(in_progress_elsewhere.paused()) << "the child's save did not pause mid-write";
+  std::vector<std::string> const in_progress = files_starting_with(dir_, "run.ckpt.partial.");
+  ASSERT_EQ(in_progress.size(), 1U);
+
+  small_checkpoint().save(path);
+  EXPECT_EQ(files_starting_with(dir_, "run.ckpt.partial."), in_progress);
+
+  in_progress_elsewhere.kill();
+  small_checkpoint().save(path);
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"run.ckpt"});
+  expect_same(gt::checkpoint::load(path), small_checkpoint());
+}
+
+// Saves racing to one path (threads here; each save's lock is its own open file, so threads
+// see each other's as processes do): none removes another's temporary while it is written.
+TEST_F(checkpoint, concurrent_saves_to_one_path_never_remove_each_others_temporaries) {
+  std::string const path = file("run.ckpt");
+  auto const save_many = [&] {
+    for (int i = 0; i < 100; ++i) small_checkpoint().save(path);
+  };
+  auto other = std::async(std::launch::async, save_many);
+  EXPECT_NO_THROW(save_many());
+  EXPECT_NO_THROW(other.get());
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"run.ckpt"});
+  expect_same(gt::checkpoint::load(path), small_checkpoint());
+}
+
+// Only `<path>.partial.` and exactly 16 lowercase hex digits, a regular file that no one holds
+// locked, is taken for a stranded temporary.
+TEST_F(checkpoint, a_save_removes_no_file_but_its_own_stranded_temporaries) {
+  std::string const path = file("run.ckpt");
+  std::vector<std::string> const kept{
+      "other.ckpt.partial.0123456789abcdef",  // another checkpoint's
+      "run.ckpt.partial.",
+      "run.ckpt.partial.0123456789ABCDEF",  // save writes lowercase digits
+      "run.ckpt.partial.0123456789abcde",   // 15 digits
+      "run.ckpt.partial.0123456789abcdef.bak",
+      "run.ckpt.partial.0123456789abcdef0",  // 17 digits
+      "run.ckpt.partial.0123456789abcdeg",
+      "run.ckpt.partial.fedcba9876543210",  // locked: a save in progress
+      "run.ckpt2.partial.0123456789abcdef",
+      "xrun.ckpt.partial.0123456789abcdef",
+  };
+  for (std::string const& name : kept) write_file(file(name), bytes{1, 2, 3});
+  std::string const stranded = "run.ckpt.partial.0123456789abcdef";
+  write_file(file(stranded), bytes{1, 2, 3});
+  // A directory and a symbolic link of the pattern's name are not files a save wrote.
+  std::vector<std::string> const odd{"run.ckpt.partial.00000000000000d1",
+                                     "run.ckpt.partial.00000000000000a1"};
+  ASSERT_EQ(::mkdir(file(odd[0]).c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(file("other.ckpt.partial.0123456789abcdef").c_str(), file(odd[1]).c_str()),
+            0);
+  int const held = ::open(file("run.ckpt.partial.fedcba9876543210").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0) << std::strerror(errno);
+
+  small_checkpoint().save(path);
+  ::close(held);
+  std::vector<std::string> expected = kept;
+  expected.insert(expected.end(), odd.begin(), odd.end());
+  expected.push_back("run.ckpt");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(files_in(dir_), expected);
 }
 
 TEST_F(checkpoint, a_failed_save_removes_its_temporary_and_keeps_the_earlier_checkpoint) {

@@ -103,10 +103,15 @@ class checkpoint {
   [[nodiscard]] std::vector<checkpoint_entry> const& entries() const noexcept { return entries_; }
 
   /// @brief Writes the checkpoint to `path`, atomically: the bytes go to a new temporary file
-  /// in the same directory (`<path>.partial.<random>`), which is flushed and fsync'ed, then
-  /// renamed over `path`, and the directory is fsync'ed. A crash at any point leaves the earlier
-  /// file at `path` intact (and may leave the temporary behind); an error removes the temporary
-  /// before it is reported. `path` names the file itself: a symbolic link there is replaced,
+  /// in the same directory (`<path>.partial.<16 hex digits>`), which is flushed and fsync'ed,
+  /// then renamed over `path`, and the directory is fsync'ed. A crash at any point leaves the
+  /// earlier file at `path` intact (and may leave the temporary behind); an error removes the
+  /// temporary before it is reported. Each save holds its temporary under `flock(LOCK_EX)`
+  /// until the rename; after the rename it removes the temporaries that saves to `path` left
+  /// behind when they died: regular files named `<path>.partial.` and exactly 16 lowercase hex
+  /// digits that no one holds locked, so a save still in progress (in this process or another)
+  /// keeps its own. Nothing else is removed, and a failure to remove one is not reported (the
+  /// next save tries again). `path` names the file itself: a symbolic link there is replaced,
   /// not followed, and the new file gets the default permissions (0666 less the umask).
   /// @throws usage_error when the caller is at fault: an empty path, a directory that does not
   /// exist, a path that names a directory.
