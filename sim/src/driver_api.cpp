@@ -11,10 +11,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string_view>
@@ -181,6 +186,52 @@ CUresult CUDAAPI mem_address_free(CUdeviceptr address, std::size_t bytes) {
   return CUDA_SUCCESS;
 }
 
+// Sizes the memory file that backs physical memory; 0 or the errno of the failure. A memory file
+// is subject to the process's file-size limit (RLIMIT_FSIZE, `ulimit -f`), which a GPU never
+// meets: past it ftruncate fails with EFBIG and raises SIGXFSZ (setrlimit(2), RLIMIT_FSIZE),
+// which Linux sends to the calling thread and whose default action ends the process. The signal is
+// blocked around the call and, when this call raised it, taken back, so that the failure is a
+// return value; the mask is restored.
+int size_memory_file(int file, std::size_t bytes) {
+  sigset_t file_size_signal;
+  sigemptyset(&file_size_signal);
+  sigaddset(&file_size_signal, SIGXFSZ);
+  sigset_t previous_mask;
+  pthread_sigmask(SIG_BLOCK, &file_size_signal, &previous_mask);
+  sigset_t pending;
+  sigpending(&pending);
+  bool const pending_before = sigismember(&pending, SIGXFSZ) == 1;
+  int const failure = ftruncate(file, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+  if (failure == EFBIG && !pending_before) {
+    timespec const no_wait{};
+    static_cast<void>(sigtimedwait(&file_size_signal, nullptr, &no_wait));
+  }
+  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  return failure;
+}
+
+// What a failed sizing of the memory file means, on stderr: the driver has only a code for it.
+// Called under the simulator's lock, so strerror's buffer is not shared.
+void report_memory_file_failure(std::size_t bytes, int failure) {
+  rlimit limit{};
+  if (failure == EFBIG && getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      bytes > limit.rlim_cur) {
+    static_cast<void>(std::fprintf(
+        stderr,
+        "graphstep simulated device: cuMemCreate of %zu bytes: the process's file-size limit "
+        "(ulimit -f) of %llu bytes stops the simulated device from growing its memory, which a "
+        "memory file backs; raise it above the device memory the program uses (ulimit -f "
+        "unlimited). The call returns CUDA_ERROR_OUT_OF_MEMORY\n",
+        bytes, static_cast<unsigned long long>(limit.rlim_cur)));
+    return;
+  }
+  static_cast<void>(std::fprintf(
+      stderr,
+      "graphstep simulated device: cuMemCreate of %zu bytes: sizing the memory file that backs "
+      "it failed: %s. The call returns CUDA_ERROR_OUT_OF_MEMORY\n",
+      bytes, std::strerror(failure)));  // NOLINT(concurrency-mt-unsafe)
+}
+
 CUresult CUDAAPI mem_create(CUmemGenericAllocationHandle* handle, std::size_t bytes,
                             CUmemAllocationProp const* prop, unsigned long long flags) {
   sim::lock_guard const lock{sim::state().mutex};
@@ -199,8 +250,9 @@ CUresult CUDAAPI mem_create(CUmemGenericAllocationHandle* handle, std::size_t by
   }
   int const file = memfd_create("graphstep-simulated-device-memory", MFD_CLOEXEC);
   if (file < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(file, static_cast<off_t>(bytes)) != 0) {
+  if (int const failure = size_memory_file(file, bytes); failure != 0) {
     close(file);
+    report_memory_file_failure(bytes, failure);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (bytes <= poison_limit) {

@@ -909,6 +909,8 @@ cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
   return cudaSuccess;
 }
 
+// "Returns in *device the device of the stream" (cudaStreamGetDevice, cuda_runtime_api.h of
+// CUDA 13.0); the null stream is the current device's legacy stream (\note_null_stream there).
 cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
   sim::lock_guard const lock{sim::state().mutex};
   cudaError_t error = cudaSuccess;

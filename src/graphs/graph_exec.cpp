@@ -2,10 +2,12 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "cuda/detail/stream_device.hpp"
 #include "graphs/detail/graph_state.hpp"
 
 namespace graphstep::graphs {
@@ -131,6 +133,14 @@ void graph_exec::replay(cuda::stream_view stream) {
                     "graph '" + name() +
                         "': replaying on the legacy default stream serializes with every other "
                         "stream; replay on a graphstep::cuda::stream");
+  // CUDA refuses a launch on another device's stream with a bare cudaErrorInvalidValue.
+  std::optional<int> const stream_device = cuda::detail::stream_device(stream.get());
+  GRAPHSTEP_EXPECTS(!stream_device || *stream_device == device(),
+                    "graph_exec::replay: graph '" + name() + "' was captured on device " +
+                        std::to_string(device()) + ", the stream belongs to device " +
+                        std::to_string(stream_device.value_or(-1)) +
+                        ": replay on a stream of device " + std::to_string(device()) +
+                        " (one created while that device is current)");
   int current = -1;
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
   GRAPHSTEP_EXPECTS(current == device(),

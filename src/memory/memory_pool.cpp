@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "cuda/detail/stream_device.hpp"
 #include "memory/detail/graph_lease.hpp"
 #include "memory/detail/pool_state.hpp"
 
@@ -257,11 +258,24 @@ pool_state::~pool_state() {
   device_->keep_mapped_forever();
 }
 
+void pool_state::expect_own_device(cudaStream_t stream, char const* call) const {
+  std::optional<int> const stream_device = cuda::detail::stream_device(stream);
+  GRAPHSTEP_EXPECTS(!stream_device || *stream_device == device_id_,
+                    std::string{call} + ": the pool is on device " + std::to_string(device_id_) +
+                        ", the stream belongs to device " +
+                        std::to_string(stream_device.value_or(-1)) + ": use a stream of device " +
+                        std::to_string(device_id_) + ", or a pool on device " +
+                        std::to_string(stream_device.value_or(-1)) + " (pool_options::device = " +
+                        std::to_string(stream_device.value_or(-1)) + ") for that device's work");
+}
+
 void* pool_state::allocate(std::size_t bytes, cudaStream_t stream) {
+  expect_own_device(stream, "memory_pool::allocate");
   return reinterpret_cast<void*>(engine_->allocate(bytes, stream_key(stream), capture_of(stream)));
 }
 
 void pool_state::deallocate(void* pointer, cudaStream_t stream) {
+  expect_own_device(stream, "memory_pool::deallocate");
   engine_->deallocate(reinterpret_cast<std::uintptr_t>(pointer), stream_key(stream),
                       capture_of(stream));
 }
@@ -269,6 +283,7 @@ void pool_state::deallocate(void* pointer, cudaStream_t stream) {
 void pool_state::begin_capture(unsigned long long capture_id, std::uint64_t graph, std::string name,
                                cudaStream_t origin) {
   nvtx_range const range{"graphstep::memory::memory_pool begin_capture"};
+  expect_own_device(origin, "memory_pool::open_capture");
   engine_->begin_capture(capture_id, graph, std::move(name), stream_key(origin));
 }
 
@@ -312,6 +327,7 @@ void pool_state::record_use(void* pointer, cudaStream_t stream) {
   GRAPHSTEP_EXPECTS(!capture_of(stream),
                     "memory_pool::record_use: the stream is capturing; inside a capture, order "
                     "a side stream's use with graphs::capture_scope::join (or an event) instead");
+  expect_own_device(stream, "memory_pool::record_use");
   cuda::device_guard const on_device{device_id_};
   engine_->record_use(reinterpret_cast<std::uintptr_t>(pointer), stream_key(stream));
 }

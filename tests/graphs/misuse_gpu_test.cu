@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <graphstep/graphstep.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -93,6 +94,34 @@ TEST_F(misuse_test, replaying_on_another_device_is_a_usage_error) {
   gs::cuda::stream other;
   EXPECT_THROW(g.replay(other), gs::usage_error);
   gs::cuda::device_guard const back{0};
+  GRAPHSTEP_CUDA_TRY(cudaFree(x));
+}
+
+// The current device is the graph's, but the stream is another device's: CUDA would refuse the
+// launch with a bare cudaErrorInvalidValue.
+TEST_F(misuse_test, replaying_on_a_stream_of_another_device_names_both_devices) {
+  if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  gs::cuda::device_guard const on_first{0};
+  gs::cuda::stream stream;
+  float* x = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&x, sizeof(float)));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(float), stream.get()));
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(g, stream, [&] { increment_kernel<<<1, 1, 0, stream.get()>>>(x); });
+  std::optional<gs::cuda::stream> second_devices;
+  {
+    gs::cuda::device_guard const on_second{1};
+    second_devices.emplace();
+  }
+  std::string const message = gs::testing::message_of([&] { g.replay(*second_devices); });
+  EXPECT_NE(message.find("captured on device 0, the stream belongs to device 1: replay on a "
+                         "stream of device 0"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(g.replay_count(), 0U);
+  g.replay(stream);  // the refusal left the graph and the device usable
+  stream.synchronize();
+  EXPECT_EQ(read(x), 1.0F);
   GRAPHSTEP_CUDA_TRY(cudaFree(x));
 }
 

@@ -335,6 +335,63 @@ TEST_P(pool_test, peer_devices_may_use_the_pools_memory) {
   pool.deallocate(data, *stream_);
 }
 
+// The pool's events and memory are its device's: a stream of another device is refused at its
+// first use, before anything is recorded on it, rather than failing later at a replay.
+TEST_P(pool_test, a_stream_of_another_device_is_refused_at_its_first_use_by_name) {
+  if (gs::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  gs::memory::pool_options on_first = options();
+  on_first.device = 0;
+  gs::memory::memory_pool pool{on_first};
+  void* const block = pool.allocate(1024, *stream_);
+  std::optional<gs::cuda::stream> second_devices;
+  {
+    gs::cuda::device_guard const on_second_device{1};
+    second_devices.emplace();
+  }
+  std::string const names_both =
+      "the pool is on device 0, the stream belongs to device 1: use a stream of device 0";
+  std::string message =
+      message_of([&] { static_cast<void>(pool.allocate(1024, *second_devices)); });
+  EXPECT_NE(message.find("allocate: " + names_both), std::string::npos) << message;
+  EXPECT_NE(message.find("pool_options::device = 1"), std::string::npos) << message;
+  message = message_of([&] { pool.deallocate(block, *second_devices); });
+  EXPECT_NE(message.find("deallocate: " + names_both), std::string::npos) << message;
+  message = message_of([&] { pool.record_use(block, *second_devices); });
+  EXPECT_NE(message.find("record_use: " + names_both), std::string::npos) << message;
+  {
+    gs::cuda::device_guard const on_second_device{1};
+    gs::graphs::graph_exec g;
+    message = message_of([&] {
+      gs::graphs::capture(g, *second_devices, pool,
+                          [&] { static_cast<void>(pool.allocate(1024, *second_devices)); });
+    });
+    EXPECT_NE(message.find("open_capture: " + names_both), std::string::npos) << message;
+    EXPECT_TRUE(g.empty());
+    EXPECT_FALSE(gs::cuda::stream_view{*second_devices}.is_capturing());
+  }
+  EXPECT_EQ(pool.statistics().bytes_in_use, 1024U) << "the refused calls changed nothing";
+  pool.deallocate(block, *stream_);  // the pool still works on its own device
+  stream_->synchronize();
+  EXPECT_EQ(pool.statistics().bytes_in_use, 0U);
+}
+
+// An alignment past the granularity the pool grows by could never be kept: the pool's ranges
+// begin on granularity boundaries. Refused when the pool is made, with the range it takes.
+TEST_P(pool_test, an_alignment_past_the_growth_granularity_is_refused_by_name) {
+  gs::memory::pool_options bad = options();
+  bad.alignment = std::size_t{1} << 40;
+  std::string const message = message_of([&] { gs::memory::memory_pool pool{bad}; });
+  EXPECT_NE(message.find("pool_options::alignment of 1099511627776 bytes"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("a power of two from 1 to 2097152"), std::string::npos) << message;
+  bad.alignment = 4096;
+  gs::memory::memory_pool pool{bad};
+  void* const block = pool.allocate(1, *stream_);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(block) % bad.alignment, 0U);
+  pool.deallocate(block, *stream_);
+  stream_->synchronize();
+}
+
 TEST_P(pool_test, bad_peer_devices_are_usage_errors_that_say_which) {
   gs::memory::pool_options bad = options();
   bad.device = 0;

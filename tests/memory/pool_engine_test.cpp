@@ -805,6 +805,29 @@ TEST(pool_engine, the_smallest_growth_step_is_rounded_up_to_the_granularity) {
   EXPECT_EQ(device.grow_requests, (std::vector<std::size_t>{4 * mib}));
 }
 
+// The pool's ranges begin on granularity boundaries, so no larger alignment could be kept; an
+// absurd one used to pass and then report a full address range with nothing in use.
+TEST(pool_engine, an_alignment_past_the_granularity_is_refused_with_the_range_it_takes) {
+  test_device device;
+  gm::pool_engine_options options = small_steps();
+  options.alignment = std::size_t{1} << 40;
+  try {
+    gm::pool_engine pool{options, device};
+    ADD_FAILURE() << "an alignment of 1 TiB was accepted";
+  } catch (graphstep::usage_error const& e) {
+    std::string const message = e.what();
+    EXPECT_NE(message.find("pool_options::alignment of 1099511627776 bytes"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("a power of two from 1 to 2097152"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(device.grow_requests.empty());
+  options.alignment = 2 * mib;  // the granularity itself is kept
+  gm::pool_engine pool{options, device};
+  std::uintptr_t const block = pool.allocate(1, stream_a, std::nullopt);
+  EXPECT_EQ(block % (2 * mib), 0U);
+  pool.deallocate(block, stream_a, std::nullopt);
+}
+
 // One lock around every call: threads that allocate and free on their own streams at once
 // leave the blocks consistent and nothing in use.
 TEST(pool_engine, threads_allocating_at_once_leave_the_blocks_consistent) {

@@ -55,8 +55,10 @@ class graph_exec {
   /// taken from it stay valid and fail their check from now on.
   /// @post `empty()`
   void reset() noexcept;
-  /// @brief Enqueues the whole graph on `stream`.
-  /// @throws usage_error (empty executable, legacy default stream, wrong device), cuda_error
+  /// @brief Enqueues the whole graph on `stream`, a stream of the device the graph was captured
+  /// on (`device()`), which must also be current.
+  /// @throws usage_error (empty executable, legacy default stream, a stream of another device,
+  /// another device current), cuda_error
   void replay(cuda::stream_view stream);
   /// @brief Blocks the host until the latest replay (and so every earlier one) has finished;
   /// returns at once if it never replayed. It waits on an event recorded after each replay, in

@@ -28,7 +28,9 @@ struct pool_options {
   std::size_t reserve_bytes{0};
   /// The most device memory the pool may map or allocate; 0 means no budget.
   std::size_t budget_bytes{0};
-  /// Alignment of every block, a power of two (256 B matches cudaMalloc).
+  /// Alignment of every block, a power of two (256 B matches cudaMalloc) and at most the
+  /// granularity the pool grows by (2 MiB for device memory on current GPUs, 64 KiB for
+  /// pinned_host), on which its ranges begin.
   std::size_t alignment{256};
   /// Smallest growth step; rounded up to the allocation granularity.
   std::size_t growth_bytes{std::size_t{32} << 20};
@@ -102,10 +104,16 @@ struct pool_segment {
 /// A `cuda::memory_resource`: a `cuda::device_buffer` given this pool takes its memory here,
 /// within the pool's budget and statistics.
 ///
+/// Every stream given to the pool belongs to its device (`pool_options::device`): the pool
+/// records its events on those streams, and CUDA records an event only on a stream of the
+/// event's context. A stream of another device, a peer's included, is refused by name at its
+/// first use.
+///
 /// Thread-safe. Move-only.
 class memory_pool : public cuda::memory_resource {
  public:
-  /// @throws no_device_error, cuda_error, cuda_driver_error, usage_error (bad options)
+  /// @throws no_device_error, cuda_error, cuda_driver_error, usage_error (bad options: each
+  /// named with its value and what it may be)
   explicit memory_pool(pool_options const& options = {});
   memory_pool(memory_pool&& other) noexcept;
   memory_pool& operator=(memory_pool&& other) noexcept;
@@ -120,13 +128,14 @@ class memory_pool : public cuda::memory_resource {
 
   /// @brief A block of at least `bytes`, aligned to the pool's alignment, ordered on `stream`.
   /// @throws usage_error (zero bytes or more than half the address space, moved-from pool,
-  /// stream capturing into a graph that was not started with this pool, planned-mode
-  /// divergence), out_of_memory (budget or device exhausted: the message gives requested,
-  /// in-use, reserved, budget and largest free block)
+  /// a stream of another device, stream capturing into a graph that was not started with this
+  /// pool, planned-mode divergence), out_of_memory (budget or device exhausted: the message gives
+  /// requested, in-use, reserved, budget and largest free block)
   [[nodiscard]] void* allocate(std::size_t bytes, cuda::stream_view stream);
 
   /// @brief Returns a block obtained from `allocate`, ordered on `stream`.
-  /// @throws usage_error (double free, a pointer this pool did not return)
+  /// @throws usage_error (double free, a pointer this pool did not return, a stream of another
+  /// device)
   void deallocate(void* pointer, cuda::stream_view stream);
   /// `deallocate(pointer, bytes, stream)` of `cuda::memory_resource` too (the pool knows each
   /// block's size and ignores `bytes`).
@@ -148,7 +157,8 @@ class memory_pool : public cuda::memory_resource {
   /// release of the graph whose output it is, wait for it on the host. Work issued to `stream`
   /// after the call is not covered: record again after it.
   /// @throws usage_error (moved-from pool; no live block of this pool starts at `pointer`;
-  /// `stream` capturing: order a side stream's use with a join instead), cuda_error
+  /// `stream` capturing: order a side stream's use with a join instead; a stream of another
+  /// device), cuda_error
   void record_use(void* pointer, cuda::stream_view stream);
 
   /// @brief Gives unused memory back to the device (PyTorch's `torch.cuda.empty_cache()`):
@@ -187,7 +197,8 @@ class memory_pool : public cuda::memory_resource {
   /// @brief Opens the pool's side of the capture that has begun on `stream` into the graph with
   /// id `graph_id` (`name` is used in messages): until it ends, `allocate` and `deallocate` on
   /// that capture's streams serve that graph.
-  /// @throws usage_error (moved-from pool, `stream` not capturing), cuda_error
+  /// @throws usage_error (moved-from pool, `stream` not capturing, a stream of another
+  /// device), cuda_error
   [[nodiscard]] pool_capture open_capture(cuda::stream_view stream, std::uint64_t graph_id,
                                           std::string name);
   /// @brief The backing chosen (automatic resolves to one of the other two).

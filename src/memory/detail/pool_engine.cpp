@@ -34,6 +34,17 @@ pool_engine::pool_engine(pool_engine_options const& options, pool_device& device
                     "pool_options::growth_bytes of " + std::to_string(options.growth_bytes) +
                         " bytes is more than any device holds (a negative size converted to "
                         "size_t?); give the smallest step the pool grows by, e.g. 32 MiB");
+  // A block keeps its alignment only where the range it is cut from begins on it, and the
+  // pool's ranges begin, at best, on a boundary of the granularity it grows by (the reserved
+  // virtual range is aligned to it). A larger alignment is never kept, and rounding each
+  // request up to it asks the device for more than it holds.
+  std::size_t const granularity = device.granularity();
+  GRAPHSTEP_EXPECTS(options.alignment <= granularity,
+                    "pool_options::alignment of " + std::to_string(options.alignment) +
+                        " bytes is more than the " + std::to_string(granularity) +
+                        "-byte granularity the pool grows by, on which its ranges begin, so no "
+                        "block could keep it: give a power of two from 1 to " +
+                        std::to_string(granularity) + " (256 matches cudaMalloc)");
 }
 
 pool_engine::~pool_engine() {

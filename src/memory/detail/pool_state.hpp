@@ -95,6 +95,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
  private:
+  // Refuses, by name, a stream of another device than the pool's: the pool records its events
+  // on the streams it serves, and "event and stream must be on the same CUDA context"
+  // (cudaEventRecord).
+  void expect_own_device(cudaStream_t stream, char const* call) const;
+
   std::uint64_t id_{};
   int device_id_{};
   std::unique_ptr<cuda_pool_device> device_;  // outlives the engine, which forgets its events

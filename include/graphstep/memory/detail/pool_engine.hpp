@@ -84,7 +84,8 @@ inline constexpr std::size_t largest_pool_size = std::numeric_limits<std::size_t
 
 /// @brief How the engine sizes its growth and what it may hold.
 struct pool_engine_options {
-  std::size_t alignment{256};                       ///< of every block, a power of two
+  /// Of every block: a power of two, at most the device's granularity.
+  std::size_t alignment{256};
   std::size_t growth_bytes{std::size_t{32} << 20};  ///< smallest growth step
   std::size_t budget_bytes{0};                      ///< most memory mapped; 0: no budget
   /// Whether graphs reuse memory other live graphs (or their own capture) marked; off for
@@ -120,7 +121,8 @@ struct pool_engine_options {
 /// Thread-safe: one lock around every call, the device's calls included.
 class pool_engine {
  public:
-  /// @throws usage_error (alignment not a power of two, growth_bytes 0)
+  /// @throws usage_error (alignment not a power of two or past the device's granularity,
+  /// growth_bytes 0 or past `largest_pool_size`)
   pool_engine(pool_engine_options const& options, pool_device& device);
   pool_engine(pool_engine const&) = delete;
   pool_engine& operator=(pool_engine const&) = delete;
