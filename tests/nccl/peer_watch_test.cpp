@@ -140,26 +140,33 @@ TEST(peer_watch, a_killed_process_is_reported_at_once) {
 }
 
 TEST(peer_watch, a_handler_may_end_its_own_watch) {
-  // Rank 0's owner lets go of its watch when told, from the watch's own thread.
-  std::mutex mutex;
-  std::unique_ptr<peer_watch> rank0;
-  std::promise<void> ended;
+  // Rank 0's owner lets go of its watch when told, from the watch's own thread, which then
+  // finishes alone: what it touches is held by the handler itself.
+  struct owner {
+    std::mutex mutex;
+    std::unique_ptr<peer_watch> watch;
+    std::promise<void> ended;
+  };
+  auto const rank0 = std::make_shared<owner>();
+  std::future<void> ended = rank0->ended.get_future();
   peer_watch_listener listener;
   int const port = listener.port();
-  auto served = std::async(std::launch::async, [&, l = std::move(listener)]() mutable {
-    return peer_watch::serve(std::move(l), 2, job_key, generous, [&](std::string const&) {
-      std::lock_guard<std::mutex> lock{mutex};
-      rank0.reset();
-      ended.set_value();
+  auto served = std::async(std::launch::async, [rank0, l = std::move(listener)]() mutable {
+    return peer_watch::serve(std::move(l), 2, job_key, generous, [rank0](std::string const&) {
+      {
+        std::lock_guard<std::mutex> lock{rank0->mutex};
+        rank0->watch.reset();
+      }
+      rank0->ended.set_value();
     });
   });
   auto rank1 = peer_watch::join("127.0.0.1", port, 1, 2, job_key, generous, {});
   {
-    std::lock_guard<std::mutex> lock{mutex};
-    rank0 = served.get();
+    std::lock_guard<std::mutex> lock{rank0->mutex};
+    rank0->watch = served.get();
   }
   rank1.reset();
-  EXPECT_EQ(ended.get_future().wait_for(generous), std::future_status::ready);
+  EXPECT_EQ(ended.wait_for(generous), std::future_status::ready);
 }
 
 TEST(peer_watch, another_jobs_rank_is_refused_and_the_missing_rank_named) {

@@ -13,8 +13,11 @@
 #include <chrono>
 #include <future>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <graphstep/nccl/detail/rendezvous.hpp>
 #include <graphstep/nccl/detail/tcp_store.hpp>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -530,5 +533,68 @@ TEST(rendezvous, separate_processes_succeed) {
     int status = 0;
     ::waitpid(child, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
+// The rendezvous prepares the peer watch: rank 0 keeps listening at MASTER_PORT, and every
+// rank's watch meets it there once the id went round; a rank that then ends without a goodbye
+// is reported to the others.
+TEST(rendezvous, the_peer_watch_meets_at_master_port_and_reports_a_lost_rank) {
+  int const world = 3;
+  int const port = closed_port();
+  auto environment = [&](int rank) {
+    gn::launch_environment env;
+    env.world_size = world;
+    env.rank = rank;
+    env.bootstrap = gn::bootstrap_kind::rendezvous;
+    env.master_addr = "127.0.0.1";
+    env.master_port = port;
+    return env;
+  };
+  std::vector<std::future<gn::detail::bootstrap_exchange>> others;
+  for (int rank = 1; rank < world; ++rank) {
+    others.push_back(std::async(std::launch::async, [&, rank] {
+      return gn::detail::exchange_unique_id(environment(rank), {}, milliseconds{10000}, true);
+    }));
+  }
+  auto root = gn::detail::exchange_unique_id(environment(0), make_id(9), milliseconds{10000}, true);
+  ASSERT_TRUE(root.watch && root.watch->listener);
+  EXPECT_EQ(root.watch->listener->port(), port);
+  std::vector<gn::detail::bootstrap_exchange> joined;
+  for (auto& other : others) joined.push_back(other.get());
+
+  std::uint64_t const key = 42;
+  std::mutex mutex;
+  std::vector<std::string> told;
+  auto record = [&](std::string const& reason) {
+    std::lock_guard<std::mutex> lock{mutex};
+    told.push_back(reason);
+  };
+  auto served = std::async(std::launch::async, [&] {
+    return gn::detail::peer_watch::serve(std::move(*root.watch->listener), world, key,
+                                         milliseconds{10000}, record);
+  });
+  std::vector<std::unique_ptr<gn::detail::peer_watch>> watches;
+  for (int rank = 1; rank < world; ++rank) {
+    auto const& meeting = *joined[static_cast<std::size_t>(rank - 1)].watch;
+    EXPECT_EQ(meeting.host, "127.0.0.1");
+    EXPECT_EQ(meeting.port, port);
+    watches.push_back(gn::detail::peer_watch::join(meeting.host, meeting.port, rank, world, key,
+                                                   milliseconds{10000}, record));
+  }
+  auto rank0 = served.get();
+  watches[0].reset();  // rank 1 ends without a goodbye
+  auto const until = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (std::chrono::steady_clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> lock{mutex};
+      if (told.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(milliseconds{10});
+  }
+  std::lock_guard<std::mutex> lock{mutex};
+  ASSERT_EQ(told.size(), 2U) << "rank 0 and rank 2 are both told";
+  for (auto const& reason : told) {
+    EXPECT_TRUE(contains(reason, "rank 1's process has ended")) << reason;
   }
 }

@@ -12,8 +12,10 @@
 #include <cstdlib>
 #include <future>
 #include <graphstep/error.hpp>
+#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <graphstep/nccl/detail/rendezvous.hpp>
 #include <graphstep/nccl/detail/tcp_store.hpp>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -311,4 +313,45 @@ TEST(tcp_store, a_silent_stranger_is_named_at_the_deadline) {
 TEST(tcp_store, bad_arguments) {
   EXPECT_THROW(gn::detail::tcp_store("127.0.0.1", 0, milliseconds{10}), graphstep::usage_error);
   EXPECT_THROW(gn::detail::tcp_store("127.0.0.1", 70000, milliseconds{10}), graphstep::usage_error);
+}
+
+// Under torchrun, rank 0 publishes its peer watch's host|port in the store beside the id, and
+// every other rank's watch connects there; a value that is not one is named.
+TEST_P(tcp_store_test, the_peer_watch_meets_where_rank_zero_published_it) {
+  int const world = 3;
+  std::string const key = "job/id/watch";
+  gn::detail::peer_watch_listener listener;
+  int const watch_port = listener.port();
+  std::vector<std::future<gn::detail::peer_watch_meeting>> others;
+  for (int rank = 1; rank < world; ++rank) {
+    others.push_back(std::async(std::launch::async, [&] {
+      auto store = client();
+      return gn::detail::find_peer_watch(store, key, milliseconds{10000});
+    }));
+  }
+  auto store = client();
+  gn::detail::publish_peer_watch(store, key, watch_port);
+  auto served = std::async(std::launch::async, [&] {
+    return gn::detail::peer_watch::serve(std::move(listener), world, 1, milliseconds{10000}, {});
+  });
+  std::vector<std::unique_ptr<gn::detail::peer_watch>> watches;
+  for (auto& other : others) {
+    auto const meeting = other.get();
+    EXPECT_FALSE(meeting.host.empty());
+    EXPECT_EQ(meeting.port, watch_port);
+    int const rank = static_cast<int>(watches.size()) + 1;
+    watches.push_back(gn::detail::peer_watch::join(meeting.host, meeting.port, rank, world, 1,
+                                                   milliseconds{10000}, {}));
+  }
+  auto const rank0 = served.get();
+  ASSERT_NE(rank0, nullptr) << "every rank's watch connected to rank 0's";
+  rank0->leave();
+  for (auto& watch : watches) watch->leave();
+
+  std::string const text = "localhost:80";  // host:port, not host|port
+  store.set(gn::detail::peer_watch_store_key("job/id/bad"), {text.begin(), text.end()});
+  std::string const what = message_of<graphstep::nccl_error>([&] {
+    static_cast<void>(gn::detail::find_peer_watch(store, "job/id/bad", milliseconds{1000}));
+  });
+  EXPECT_NE(what.find("not rank 0's peer watch as host|port"), std::string::npos) << what;
 }

@@ -414,6 +414,30 @@ std::string peer_watch_store_key(std::string const& id_key) {
   return id_key + "/peer_watch";
 }
 
+void publish_peer_watch(tcp_store& store, std::string const& id_key, int port) {
+  std::string const meeting = store.local_host() + "|" + std::to_string(port);
+  store.set(peer_watch_store_key(id_key), {meeting.begin(), meeting.end()});
+}
+
+peer_watch_meeting find_peer_watch(tcp_store& store, std::string const& id_key,
+                                   std::chrono::milliseconds timeout) {
+  std::string const key = peer_watch_store_key(id_key);
+  std::vector<std::uint8_t> const value = store.get(key, timeout);
+  std::string const meeting{value.begin(), value.end()};
+  auto const bar = meeting.rfind('|');
+  char* end = nullptr;
+  long const port = bar == std::string::npos ? 0 : std::strtol(meeting.c_str() + bar + 1, &end, 10);
+  if (bar == std::string::npos || bar == 0 || end == nullptr || *end != '\0' || port < 1 ||
+      port > 65535) {
+    fail("rendezvous: the store at " + store.address() + " holds '" + meeting + "' under '" + key +
+         "', not rank 0's peer watch as host|port");
+  }
+  peer_watch_meeting found;
+  found.host = meeting.substr(0, bar);
+  found.port = static_cast<int>(port);
+  return found;
+}
+
 std::string torchrun_store_key(launch_environment const& environment, int sequence) {
   return "graphstep/" + environment.run_id + "/" + std::to_string(environment.restart_count) +
          "/nccl_unique_id/" + std::to_string(sequence);
@@ -437,24 +461,11 @@ bootstrap_exchange exchange_unique_id(launch_environment const& environment,
     tcp_store store{environment.master_addr, environment.master_port, timeout};
     if (with_peer_watch && environment.rank == 0) {
       // Published before the id: a rank that has the id finds the watch too.
-      auto& listener = exchanged.watch->listener.emplace();
-      std::string const meeting = store.local_host() + "|" + std::to_string(listener.port());
-      store.set(peer_watch_store_key(key), {meeting.begin(), meeting.end()});
+      publish_peer_watch(store, key, exchanged.watch->listener.emplace().port());
     }
     exchanged.id = exchange_unique_id_through_store(store, key, environment.rank, root_id, timeout);
     if (with_peer_watch && environment.rank != 0) {
-      std::vector<std::uint8_t> const value = store.get(peer_watch_store_key(key), timeout);
-      std::string const meeting{value.begin(), value.end()};
-      auto const bar = meeting.rfind('|');
-      char* end = nullptr;
-      long const port =
-          bar == std::string::npos ? 0 : std::strtol(meeting.c_str() + bar + 1, &end, 10);
-      if (bar == std::string::npos || end == nullptr || *end != '\0' || port < 1 || port > 65535) {
-        fail("rendezvous: the store at " + store.address() + " holds '" + meeting + "' under '" +
-             peer_watch_store_key(key) + "', not rank 0's peer watch as host|port");
-      }
-      exchanged.watch->host = meeting.substr(0, bar);
-      exchanged.watch->port = static_cast<int>(port);
+      *exchanged.watch = find_peer_watch(store, key, timeout);
     }
     return exchanged;
   }

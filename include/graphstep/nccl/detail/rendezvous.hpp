@@ -112,9 +112,20 @@ struct bootstrap_exchange {
   std::optional<peer_watch_meeting> watch;
 };
 
-/// @brief The store key under which rank 0 publishes its peer watch's "host:port", beside the
+/// @brief The store key under which rank 0 publishes its peer watch's "host|port", beside the
 /// id's key.
 [[nodiscard]] std::string peer_watch_store_key(std::string const& id_key);
+
+/// @brief Rank 0: publishes "host|port" of its peer watch beside `id_key`, with the host by
+/// which the store reached it (an address its network routes to this host).
+/// @throws nccl_error (the store failed)
+void publish_peer_watch(tcp_store& store, std::string const& id_key, int port);
+
+/// @brief Another rank: where rank 0's peer watch listens, waiting for it until `timeout`.
+/// @throws nccl_error (not published by the deadline; a value that is not host|port; the store
+/// failed)
+[[nodiscard]] peer_watch_meeting find_peer_watch(tcp_store& store, std::string const& id_key,
+                                                 std::chrono::milliseconds timeout);
 
 /// @brief Both sides in one call, by the environment's bootstrap. `rendezvous`: rank 0 serves
 /// `root_id` (and returns it); other ranks join and return what rank 0 sent. `torchrun_store`:
@@ -123,7 +134,7 @@ struct bootstrap_exchange {
 /// communicators in the same order, as with any collective).
 /// With `with_peer_watch` (and more than one rank), where the peer watch meets comes back too:
 /// the rendezvous keeps rank 0's socket at MASTER_PORT listening for it; through torchrun's
-/// store, rank 0 listens on a free port and publishes "host:port" (`peer_watch_store_key`),
+/// store, rank 0 listens on a free port and publishes "host|port" (`publish_peer_watch`),
 /// with the host by which the store reached it, before it publishes the id.
 /// @throws what the call of the environment's bootstrap throws; usage_error for a timeout that
 /// is not positive, for one process too
