@@ -19,7 +19,9 @@ template <class F, class Read>
 std::string shortest(F value, int most_digits, Read read) {
   std::array<char, 64> text{};
   for (int digits = 1; digits <= most_digits; ++digits) {
-    std::snprintf(text.data(), text.size(), "%.*g", digits, static_cast<double>(value));
+    // 64 characters hold any %g text of at most 17 digits: it is never cut short.
+    static_cast<void>(
+        std::snprintf(text.data(), text.size(), "%.*g", digits, static_cast<double>(value)));
     if (read(text.data()) == value) break;
   }
   return text.data();
@@ -54,7 +56,9 @@ void run_settings::save_to(checkpoint& into, std::string const& prefix) const {
   GRAPHSTEP_EXPECTS(!prefix.empty(),
                     "run_settings::save_to: the prefix is empty; name one, e.g. \"settings\"");
   for (auto const& [name, value] : settings_) {
-    into.add_tensor(prefix + "/" + name, dtype::uint8, {static_cast<std::int64_t>(value.size())},
+    std::string entry = prefix;
+    entry.append("/").append(name);
+    into.add_tensor(std::move(entry), dtype::uint8, {static_cast<std::int64_t>(value.size())},
                     std::vector<unsigned char>(value.begin(), value.end()));
   }
 }
@@ -91,8 +95,9 @@ bool run_settings::check(checkpoint const& from, std::string const& prefix) cons
     bool const here = std::any_of(settings_.begin(), settings_.end(),
                                   [&](auto const& setting) { return setting.first == name; });
     if (!here) {
-      differences.push_back("the checkpoint was written with " + name + " " +
-                            shown(recorded[name]) + ", this run sets no " + name);
+      std::string difference = "the checkpoint was written with " + name + " " +
+                               shown(recorded[name]) + ", this run sets no ";
+      differences.push_back(difference.append(name));
     }
   }
   if (differences.empty()) return true;

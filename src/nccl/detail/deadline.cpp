@@ -7,7 +7,7 @@
 namespace graphstep::nccl::detail {
 
 deadline_tracker::deadline_tracker(step_deadline deadline, watchdog_clock now)
-    : deadline_{std::move(deadline)}, now_{std::move(now)} {
+    : deadline_{deadline}, now_{std::move(now)} {
   deadline_.validate("watchdog");
 }
 

@@ -155,6 +155,7 @@ std::unique_ptr<peer_watch> peer_watch::serve(peer_watch_listener listener, int 
     admitted.emplace(rank, std::move(connection));
   }
   std::vector<peer> peers;
+  peers.reserve(admitted.size());
   for (auto& [rank, connection] : admitted) peers.push_back({rank, connection.release()});
   return std::unique_ptr<peer_watch>{new peer_watch{0, std::move(peers), std::move(on_lost)}};
 }
