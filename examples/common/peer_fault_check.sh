@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A data-parallel example fails fast when a peer fails: it starts RANKS ranks of a program as
-# torchrun would, makes rank 1 fail, and checks that every other rank ends with graphstep's
-# error naming the cause in time, and that nothing is left behind (no process of the run, no
-# shared-memory segment of the simulated NCCL).
+# torchrun would (or as srun would, with LAUNCHER=srun: common/rank_environment.sh), makes rank
+# 1 fail, and checks that every other rank ends with graphstep's error naming the cause in time,
+# and that nothing is left behind (no process of the run, no shared-memory segment of the
+# simulated NCCL).
 #
 #   peer_fault_check.sh kill|stop|mismatch SECONDS RANKS program [arguments...]
 #
@@ -19,8 +20,10 @@ fault=$1
 seconds=$2
 ranks=$3
 shift 3
+launcher=${LAUNCHER:-torchrun}
 source "$(dirname "$0")/free_port.sh"
-port=$(free_port)
+source "$(dirname "$0")/rank_environment.sh"
+if [[ "${launcher}" == srun ]]; then port=$(free_slurm_port); else port=$(free_port); fi
 work=$(mktemp -d)
 ls /dev/shm 2>/dev/null | sort > "${work}/shm-before"
 pids=()
@@ -33,8 +36,9 @@ for ((rank = 0; rank < ranks; ++rank)); do
     stop) deadline=(--min-step-timeout "${seconds}") ;;
     *) deadline=(--step-timeout "${seconds}") ;;
   esac
-  RANK=${rank} WORLD_SIZE=${ranks} LOCAL_RANK=${rank} LOCAL_WORLD_SIZE=${ranks} \
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=${port} GRAPHSTEP_SIM_DEVICES=${ranks} \
+  # shellcheck disable=SC2046  # one variable per line
+  env $(rank_environment "${launcher}" "${rank}" "${ranks}" "${port}") \
+    GRAPHSTEP_SIM_DEVICES=${ranks} \
     stdbuf -oL "$@" "${deadline[@]}" "${extra[@]}" > "${work}/rank${rank}.log" 2>&1 &
   pids+=($!)
 done

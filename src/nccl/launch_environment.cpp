@@ -1,8 +1,10 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/detail/device_choice.hpp>
+#include <graphstep/nccl/detail/slurm.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <limits>
 #include <set>
@@ -72,6 +74,57 @@ bool read_layout(environment_reader const& read, rank_variables const& names,
   return true;
 }
 
+// The count of tasks on node `node` of a Slurm tasks-per-node list ("2(x3),1": three nodes of
+// two tasks, then one of one); none when the list does not say.
+std::optional<int> tasks_on_node(std::string const& list, int node) {
+  int first = 0;  // the first node the current item covers
+  std::size_t at = 0;
+  while (at < list.size()) {
+    std::size_t const end = std::min(list.find(',', at), list.size());
+    std::string const item = list.substr(at, end - at);
+    char* rest = nullptr;
+    long const tasks = std::strtol(item.c_str(), &rest, 10);
+    long repeat = 1;
+    if (rest != nullptr && std::string{rest}.rfind("(x", 0) == 0)
+      repeat = std::strtol(rest + 2, nullptr, 10);
+    if (tasks < 1 || repeat < 1) return std::nullopt;
+    if (node < first + repeat) return static_cast<int>(tasks);
+    first += static_cast<int>(repeat);
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+// Reads srun's layout of a multi-task step into `env`; false for a batch script or one task.
+bool read_slurm_layout(environment_reader const& read, launch_environment& env) {
+  int const step_tasks = read_int(read, "SLURM_STEP_NUM_TASKS").value_or(1);
+  if (step_tasks <= 1) return false;
+  auto const rank = read_int(read, "SLURM_PROCID");
+  GRAPHSTEP_EXPECTS(rank.has_value(),
+                    "this process is one of SLURM_STEP_NUM_TASKS=" + std::to_string(step_tasks) +
+                        " tasks started by srun, but SLURM_PROCID is not set: start it with "
+                        "srun, or set RANK and WORLD_SIZE");
+  env.rank = *rank;
+  env.world_size = step_tasks;
+  env.rank_source = "SLURM_PROCID/SLURM_STEP_NUM_TASKS";
+  GRAPHSTEP_EXPECTS(env.rank >= 0 && env.rank < env.world_size,
+                    "SLURM_PROCID=" + std::to_string(env.rank) +
+                        " must lie in [0, SLURM_STEP_NUM_TASKS=" + std::to_string(step_tasks) +
+                        ")");
+  env.local_rank = read_int(read, "SLURM_LOCALID").value_or(0);
+  auto const per_node = read("SLURM_STEP_TASKS_PER_NODE");
+  auto const node = read_int(read, "SLURM_NODEID");
+  std::optional<int> const on_this_node =
+      per_node && node ? tasks_on_node(*per_node, *node) : std::nullopt;
+  env.local_world_size = on_this_node.value_or(env.world_size);
+  GRAPHSTEP_EXPECTS(env.local_world_size <= env.world_size && env.local_rank >= 0 &&
+                        env.local_rank < env.local_world_size,
+                    "SLURM_LOCALID=" + std::to_string(env.local_rank) + " must lie in [0, " +
+                        std::to_string(env.local_world_size) +
+                        "), the tasks srun started on this node (SLURM_STEP_TASKS_PER_NODE)");
+  return true;
+}
+
 }  // namespace
 
 char const* name(bootstrap_kind kind) noexcept {
@@ -103,6 +156,33 @@ bool built_with_mpi() noexcept {
 
 namespace detail {
 
+std::string first_host(std::string const& host_list) {
+  std::string host;
+  int depth = 0;
+  bool skipping = false;  // inside brackets, past the first number or range's start
+  for (char const c : host_list) {
+    if (c == '[') {
+      ++depth;
+      skipping = false;
+    } else if (c == ']') {
+      --depth;
+      skipping = false;
+    } else if (depth == 0 && c == ',') {
+      break;  // the next host
+    } else if (depth > 0 && (c == '-' || c == ',')) {
+      skipping = true;  // the rest of the range or list
+    } else if (!skipping) {
+      host += c;
+    }
+  }
+  return depth == 0 ? host : std::string{};
+}
+
+int slurm_rendezvous_port(int job_id, int step_id) noexcept {
+  return 20000 +
+         static_cast<int>((static_cast<long long>(job_id) + step_id) % 10000 + 10000) % 10000;
+}
+
 bool ranks_may_share_a_gpu(environment_reader const& read) {
   // NCCL reads its integer parameters with strtoll; any nonzero value switches this one on.
   return read_int(read, "NCCL_MULTI_RANK_GPU_ENABLE").value_or(0) != 0;
@@ -118,17 +198,9 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
   bool const from_torchrun = read_layout(read, torchrun, env);
   bool const from_mpirun =
       !from_torchrun && (read_layout(read, open_mpi, env) || read_layout(read, mpich, env));
-  // srun sets SLURM_STEP_NUM_TASKS in each task of a job step (a batch script, a single task,
-  // has none); several tasks with no rank layout would run as that many one-rank jobs.
-  if (!from_torchrun && !from_mpirun) {
-    int const step_tasks = read_int(read, "SLURM_STEP_NUM_TASKS").value_or(1);
-    GRAPHSTEP_EXPECTS(step_tasks <= 1,
-                      "this process is one of SLURM_STEP_NUM_TASKS=" + std::to_string(step_tasks) +
-                          " tasks started by srun, but RANK and WORLD_SIZE are not set: map "
-                          "Slurm's variables (RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS, "
-                          "LOCAL_RANK, MASTER_ADDR, MASTER_PORT; docs/distributed.md), or each "
-                          "task would train alone");
-  }
+  // srun sets SLURM_STEP_NUM_TASKS and SLURM_PROCID in each task of a job step (a batch
+  // script, a single task, has none or 1).
+  bool const from_srun = !from_torchrun && !from_mpirun && read_slurm_layout(read, env);
   if (has_comm_id) {
     env.bootstrap = bootstrap_kind::nccl_comm_id;
     return env;
@@ -147,13 +219,38 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
     env.bootstrap = bootstrap_kind::mpi;
     return env;
   }
-  if (!from_torchrun) {
+  if (!from_torchrun && !from_srun) {
     env.bootstrap = bootstrap_kind::single_process;
     return env;
   }
   env.bootstrap = bootstrap_kind::rendezvous;
-  auto const addr = read("MASTER_ADDR");
-  auto const port = read_int(read, "MASTER_PORT");
+  auto addr = read("MASTER_ADDR");
+  auto port = read_int(read, "MASTER_PORT");
+  env.rendezvous_token = read("GRAPHSTEP_RENDEZVOUS_TOKEN").value_or("");
+  if (from_srun) {
+    // Rank 0 runs on the step's first node under srun's block and cyclic distributions.
+    if (!addr || addr->empty()) {
+      auto const nodes =
+          read("SLURM_STEP_NODELIST") ? read("SLURM_STEP_NODELIST") : read("SLURM_JOB_NODELIST");
+      GRAPHSTEP_EXPECTS(nodes && !detail::first_host(*nodes).empty(),
+                        "srun started this task, but neither MASTER_ADDR nor a node list "
+                        "(SLURM_STEP_NODELIST, SLURM_JOB_NODELIST) names rank 0's host: set "
+                        "MASTER_ADDR");
+      addr = detail::first_host(*nodes);
+    }
+    auto const job = read_int(read, "SLURM_JOB_ID");
+    int const step = read_int(read, "SLURM_STEP_ID").value_or(0);
+    if (!port) {
+      GRAPHSTEP_EXPECTS(job.has_value(),
+                        "srun started this task, but neither MASTER_PORT nor SLURM_JOB_ID is set "
+                        "to choose the rendezvous port from: set MASTER_PORT");
+      port = detail::slurm_rendezvous_port(*job, step);
+    }
+    // Keeps the tasks of other jobs and steps, which may pick the same port, out.
+    if (env.rendezvous_token.empty() && job) {
+      env.rendezvous_token = "slurm/" + std::to_string(*job) + "." + std::to_string(step);
+    }
+  }
   if (env.world_size > 1) {
     GRAPHSTEP_EXPECTS(addr && !addr->empty(),
                       "MASTER_ADDR is not set: set it to the host of rank 0 (or set "
@@ -163,7 +260,6 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
                       "the host of rank 0");
   }
   if (addr && !addr->empty()) env.master_addr = *addr;
-  env.rendezvous_token = read("GRAPHSTEP_RENDEZVOUS_TOKEN").value_or("");
   if (port) env.master_port = *port;
   GRAPHSTEP_EXPECTS(env.master_port >= 1 && env.master_port <= 65535,
                     "MASTER_PORT=" + std::to_string(env.master_port) + " must lie in 1..65535");

@@ -1,10 +1,12 @@
-// Launcher variables (nccl/launch_environment.hpp): torchrun's and mpirun's, the bootstrap they
-// choose, messages that name a bad variable, and the checks of local ranks against visible GPUs.
+// Launcher variables (nccl/launch_environment.hpp): torchrun's, mpirun's and srun's, the
+// bootstrap they choose, messages that name a bad variable, and the checks of local ranks
+// against visible GPUs.
 
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/detail/device_choice.hpp>
+#include <graphstep/nccl/detail/slurm.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <map>
 #include <optional>
@@ -103,12 +105,41 @@ TEST(launch_environment, no_launcher_is_a_single_process_and_nccl_comm_id_is_rec
   EXPECT_EQ(env.local_rank, 1) << "LOCAL_RANK defaults to RANK";
 }
 
-// srun starts every task with SLURM_STEP_NUM_TASKS; without RANK/WORLD_SIZE each would train
-// alone, N copies of a one-rank job. A batch script (no step variables) or one task is fine.
-TEST(launch_environment, an_unmapped_multi_task_srun_step_is_refused) {
-  std::string const what = usage_message({{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_PROCID", "3"}});
-  EXPECT_NE(what.find("SLURM_STEP_NUM_TASKS=8 tasks started by srun"), std::string::npos) << what;
-  EXPECT_NE(what.find("RANK=$SLURM_PROCID"), std::string::npos) << what;
+// srun starts every task of a step with SLURM_STEP_NUM_TASKS and SLURM_PROCID: a multi-task
+// step is read as its ranks (before, each task would have trained alone); a batch script (no
+// step variables) or one task is a single process.
+TEST(launch_environment, a_multi_task_srun_step_is_read_as_its_ranks) {
+  auto const env = gn::read_launch_environment(fake({{"SLURM_STEP_NUM_TASKS", "6"},
+                                                     {"SLURM_PROCID", "4"},
+                                                     {"SLURM_LOCALID", "0"},
+                                                     {"SLURM_NODEID", "2"},
+                                                     {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1,1"},
+                                                     {"SLURM_STEP_NODELIST", "gpu[07-09],cpu1"},
+                                                     {"SLURM_JOB_ID", "123456"},
+                                                     {"SLURM_STEP_ID", "2"}}));
+  EXPECT_EQ(env.bootstrap, gn::bootstrap_kind::rendezvous);
+  EXPECT_EQ(env.rank, 4);
+  EXPECT_EQ(env.world_size, 6);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.local_world_size, 1) << "node 2 runs one task";
+  EXPECT_EQ(env.master_addr, "gpu07") << "rank 0's host: the step's first node";
+  EXPECT_EQ(env.master_port, gn::detail::slurm_rendezvous_port(123456, 2));
+  EXPECT_EQ(env.master_port, 23458);
+  EXPECT_EQ(env.rendezvous_token, "slurm/123456.2");
+  EXPECT_EQ(env.rank_source, "SLURM_PROCID/SLURM_STEP_NUM_TASKS");
+
+  auto const given = gn::read_launch_environment(fake({{"SLURM_STEP_NUM_TASKS", "2"},
+                                                       {"SLURM_PROCID", "1"},
+                                                       {"SLURM_LOCALID", "1"},
+                                                       {"SLURM_JOB_NODELIST", "n1"},
+                                                       {"MASTER_ADDR", "head"},
+                                                       {"MASTER_PORT", "4000"},
+                                                       {"GRAPHSTEP_RENDEZVOUS_TOKEN", "mine"}}));
+  EXPECT_EQ(given.master_addr, "head") << "the user's MASTER_ADDR wins";
+  EXPECT_EQ(given.master_port, 4000);
+  EXPECT_EQ(given.rendezvous_token, "mine");
+  EXPECT_EQ(given.local_world_size, 2) << "no tasks-per-node list: the world, as for torchrun";
+
   EXPECT_EQ(
       gn::read_launch_environment(fake({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}})).bootstrap,
       gn::bootstrap_kind::single_process)
@@ -121,6 +152,43 @@ TEST(launch_environment, an_unmapped_multi_task_srun_step_is_refused) {
                                                         {"MASTER_ADDR", "node0"},
                                                         {"MASTER_PORT", "29500"}}));
   EXPECT_EQ(mapped.bootstrap, gn::bootstrap_kind::rendezvous);
+  EXPECT_EQ(mapped.rank_source, "RANK/WORLD_SIZE") << "variables mapped by hand still win";
+}
+
+TEST(launch_environment, an_srun_step_that_cannot_name_rank_0_is_refused_by_name) {
+  std::map<std::string, std::string> const step{{"SLURM_STEP_NUM_TASKS", "4"},
+                                                {"SLURM_PROCID", "1"}};
+  auto with = [&](std::map<std::string, std::string> more) {
+    more.insert(step.begin(), step.end());
+    return usage_message(std::move(more));
+  };
+  EXPECT_NE(with({{"SLURM_JOB_ID", "7"}}).find("set MASTER_ADDR"), std::string::npos);
+  EXPECT_NE(with({{"SLURM_JOB_NODELIST", "n[1-2"}, {"SLURM_JOB_ID", "7"}}).find("set MASTER_ADDR"),
+            std::string::npos)
+      << "brackets that do not close";
+  EXPECT_NE(with({{"SLURM_JOB_NODELIST", "n1"}}).find("set MASTER_PORT"), std::string::npos);
+  EXPECT_NE(usage_message({{"SLURM_STEP_NUM_TASKS", "4"}}).find("SLURM_PROCID is not set"),
+            std::string::npos);
+  EXPECT_NE(usage_message({{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "4"}})
+                .find("SLURM_PROCID=4 must lie in [0, SLURM_STEP_NUM_TASKS=4)"),
+            std::string::npos);
+  EXPECT_NE(with({{"SLURM_LOCALID", "2"},
+                  {"SLURM_NODEID", "0"},
+                  {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+                  {"MASTER_ADDR", "h"},
+                  {"MASTER_PORT", "1"}})
+                .find("SLURM_LOCALID=2 must lie in [0, 2)"),
+            std::string::npos);
+}
+
+TEST(slurm, the_first_host_of_a_host_list) {
+  EXPECT_EQ(gn::detail::first_host("node1"), "node1");
+  EXPECT_EQ(gn::detail::first_host("node[01-04,07],gpu5"), "node01");
+  EXPECT_EQ(gn::detail::first_host("node[3,5-6]"), "node3");
+  EXPECT_EQ(gn::detail::first_host("rack[1-2]-n[3,5]"), "rack1-n3");
+  EXPECT_EQ(gn::detail::first_host("a-b,c"), "a-b");
+  EXPECT_EQ(gn::detail::first_host("n[1-2"), "");
+  EXPECT_EQ(gn::detail::slurm_rendezvous_port(9999, 1), 20000) << "wraps within 20000..29999";
 }
 
 TEST(launch_environment, bad_values_name_the_variable) {

@@ -1,9 +1,9 @@
 #pragma once
 
 /// @file nccl/bootstrap.hpp
-/// @brief A communicator made from the launcher's environment: torchrun's variables (the id
-/// travels by graphstep's TCP rendezvous), NCCL_COMM_ID (NCCL bootstraps itself), mpirun (MPI,
-/// in builds with it), or none (one rank).
+/// @brief A communicator made from the launcher's environment: torchrun's variables or srun's
+/// (the id travels by graphstep's TCP rendezvous, or torchrun's store), NCCL_COMM_ID (NCCL
+/// bootstraps itself), mpirun (MPI, in builds with it), or none (one rank).
 
 #include <chrono>
 #include <graphstep/nccl/detail/rendezvous.hpp>
@@ -20,8 +20,8 @@ struct bootstrap_options {
   /// The communicator's `nccl_comm_options::init_timeout`: how long NCCL's own initialization
   /// waits for every rank, once the id has reached them.
   std::chrono::milliseconds init_timeout{default_init_timeout};
-  /// Watch the other ranks' processes for the communicator's life (RANK/WORLD_SIZE launches:
-  /// graphstep's rendezvous and torchrun's store): every rank keeps a TCP connection to rank 0,
+  /// Watch the other ranks' processes for the communicator's life (RANK/WORLD_SIZE and srun
+  /// launches: graphstep's rendezvous and torchrun's store): every rank keeps a TCP connection to rank 0,
   /// and a rank whose process ends without closing its communicator (killed, crashed) aborts
   /// the communicator on every other rank within a second, naming that rank, instead of
   /// leaving them to the step deadline. A vanished host is found by TCP keepalive in about
@@ -31,7 +31,8 @@ struct bootstrap_options {
 };
 
 /// @brief From the launcher's environment (see `read_launch_environment`): RANK/WORLD_SIZE/
-/// MASTER_ADDR/MASTER_PORT (the id is exchanged by graphstep's TCP rendezvous), NCCL_COMM_ID
+/// MASTER_ADDR/MASTER_PORT or srun's variables (the id is exchanged by graphstep's TCP
+/// rendezvous), NCCL_COMM_ID
 /// (NCCL bootstraps itself), mpirun (MPI_Bcast, in builds with MPI; MPI must be initialized),
 /// or, with no launcher variables, a one-rank communicator. Makes LOCAL_RANK's device current.
 /// @throws usage_error (bad environment, LOCAL_RANK without a GPU, mpirun without MPI_Init),
