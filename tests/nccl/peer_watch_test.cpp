@@ -198,3 +198,24 @@ TEST(peer_watch, bad_arguments_are_refused_by_name) {
                        }),
                        "rank 0 must lie in 1..1"));
 }
+
+// A process forked from a rank (a data loader, say) inherits its sockets; were they left open
+// in the child, a rank that dies would keep its connection open and be found only at the step
+// deadline.
+TEST(peer_watch, a_forked_child_does_not_hold_a_ranks_connection_open) {
+  job j;
+  start(j, 2);
+  pid_t const child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds whatever it inherited until it is killed
+    ::pause();
+    ::_exit(0);
+  }
+  j.watches[1].reset();  // rank 1 ends without a goodbye while the child lives on
+  auto const reason = j.told[0].first_within(milliseconds{3000});
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(reason) << "the child kept rank 1's connection open";
+  EXPECT_TRUE(contains(*reason, "rank 1's process has ended")) << *reason;
+}

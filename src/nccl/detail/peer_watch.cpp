@@ -4,10 +4,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <graphstep/error.hpp>
@@ -71,6 +73,41 @@ void keep_alive(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
+
+// The watches' connections, closed in every child this process forks: a child that kept one
+// open (a data loader forked from a rank, say) would hide the rank's death. Lock-free, as a
+// child of a multi-threaded process may only make async-signal-safe calls. A slot holds a
+// descriptor plus one, so that zero, its initial value, means empty.
+constexpr std::size_t most_connections = 4096;
+std::array<std::atomic<int>, most_connections> connections_to_close_in_children{};
+
+void close_connections_in_child() {
+  for (auto& slot : connections_to_close_in_children) {
+    int const held = slot.load(std::memory_order_relaxed);
+    if (held > 0) ::close(held - 1);
+  }
+}
+
+// A connection of a watch from now on; past `most_connections` the child keeps it (the step
+// deadline then remains, as before).
+void track_connection(int fd) {
+  static bool const registered = [] {
+    return ::pthread_atfork(nullptr, nullptr, close_connections_in_child) == 0;
+  }();
+  static_cast<void>(registered);
+  for (auto& slot : connections_to_close_in_children) {
+    int empty = 0;
+    if (slot.compare_exchange_strong(empty, fd + 1)) return;
+  }
+}
+
+void close_connection(int& fd) {
+  for (auto& slot : connections_to_close_in_children) {
+    int held = fd + 1;
+    if (slot.compare_exchange_strong(held, 0)) break;
+  }
+  ::close(std::exchange(fd, -1));
 }
 
 std::string ended(int rank) {
@@ -200,10 +237,11 @@ std::unique_ptr<peer_watch> peer_watch::join(std::string const& host, int port, 
 
 peer_watch::peer_watch(int rank, std::vector<peer> peers, peer_lost_handler on_lost)
     : rank_{rank}, peers_{std::move(peers)}, on_lost_{std::move(on_lost)} {
+  for (peer const& p : peers_) track_connection(p.fd);
   std::array<int, 2> pipe_ends{-1, -1};
   if (::pipe2(pipe_ends.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
     std::string const why = errno_text();
-    for (peer const& p : peers_) ::close(p.fd);
+    for (peer& p : peers_) close_connection(p.fd);
     fail("peer watch: no pipe for its thread: " + why);
   }
   wake_read_ = pipe_ends[0];
@@ -212,7 +250,7 @@ peer_watch::peer_watch(int rank, std::vector<peer> peers, peer_lost_handler on_l
     thread_ = std::thread{[this] { watch(); }};
   } catch (...) {
     stop();
-    for (peer const& p : peers_) ::close(p.fd);
+    for (peer& p : peers_) close_connection(p.fd);
     throw;
   }
 }
@@ -220,7 +258,7 @@ peer_watch::peer_watch(int rank, std::vector<peer> peers, peer_lost_handler on_l
 peer_watch::~peer_watch() {
   stop();
   for (peer& p : peers_) {
-    if (p.fd >= 0) ::close(std::exchange(p.fd, -1));
+    if (p.fd >= 0) close_connection(p.fd);
   }
 }
 
@@ -247,7 +285,7 @@ void peer_watch::leave() noexcept {
     if (p.fd < 0) continue;
     // A peer that is already gone cannot be told; nothing else is to be done then.
     static_cast<void>(send_message(p.fd, message_kind::goodbye, rank_));
-    ::close(std::exchange(p.fd, -1));
+    close_connection(p.fd);
   }
 }
 
@@ -286,7 +324,7 @@ void peer_watch::watch() {
       auto const kind = static_cast<message_kind>(word_at(message.data(), 0));
       int const about = static_cast<int>(word_at(message.data(), 1));
       if (kind == message_kind::goodbye) {
-        ::close(std::exchange(p.fd, -1));  // left in order: no longer watched
+        close_connection(p.fd);  // left in order: no longer watched
       } else if (kind == message_kind::lost && rank_ != 0) {
         reason = ended(about) + ", as rank 0 saw";
         break;

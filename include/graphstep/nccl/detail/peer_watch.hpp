@@ -10,6 +10,8 @@
 /// others see rank 0's own end on their connection. TCP keepalive probes (every 2 s after 5 s
 /// of silence, 5 unanswered) find a host that vanished in about 15 s. A stopped or deadlocked
 /// process keeps its connection open and answers the probes: only the step deadline finds it.
+/// A process forked from a rank (a data loader) closes the watches' connections it inherited
+/// (pthread_atfork), so that it never holds a dead rank's connection open.
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <chrono>
