@@ -1,5 +1,4 @@
 // graphstep_core: plain C++, includes no CUDA header.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,7 +10,6 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/detail/peer_watch.hpp>
 #include <map>
@@ -43,17 +41,6 @@ constexpr std::size_t hello_bytes = 24;
 
 [[noreturn]] void fail(std::string const& what) {
   throw nccl_error{system_error, what};
-}
-
-std::uint32_t word_at(unsigned char const* in, std::size_t index) {
-  std::uint32_t word = 0;
-  std::memcpy(&word, in + 4 * index, sizeof word);
-  return ntohl(word);
-}
-
-void put_word(unsigned char* out, std::size_t index, std::uint32_t value) {
-  std::uint32_t const word = htonl(value);
-  std::memcpy(out + 4 * index, &word, sizeof word);
 }
 
 bool send_message(int fd, message_kind kind, int rank) {

@@ -1,5 +1,4 @@
 // graphstep_core: plain C++, includes no CUDA header.
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -58,17 +57,6 @@ constexpr std::size_t acknowledgement_bytes = 8;
 
 [[noreturn]] void fail(std::string const& what) {
   throw nccl_error{system_error, what};
-}
-
-std::uint32_t word_at(unsigned char const* in, std::size_t index) {
-  std::uint32_t word = 0;
-  std::memcpy(&word, in + 4 * index, sizeof word);
-  return ntohl(word);
-}
-
-void put_word(unsigned char* out, std::size_t index, std::uint32_t value) {
-  std::uint32_t const word = htonl(value);
-  std::memcpy(out + 4 * index, &word, sizeof word);
 }
 
 std::array<unsigned char, hello_bytes> encode(hello const& h) {

@@ -226,6 +226,17 @@ socket_fd listen_on(int port, int backlog, std::string& error) {
   return listener;
 }
 
+std::uint32_t word_at(unsigned char const* in, std::size_t index) {
+  std::uint32_t word = 0;
+  std::memcpy(&word, in + 4 * index, sizeof word);
+  return ntohl(word);
+}
+
+void put_word(unsigned char* out, std::size_t index, std::uint32_t value) {
+  std::uint32_t const word = htonl(value);
+  std::memcpy(out + 4 * index, &word, sizeof word);
+}
+
 int bound_port(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -84,6 +85,13 @@ enum class read_end {
 /// IPv4 alone otherwise; `port` 0 picks a free one. Returns an invalid socket, with the reason
 /// in `error`, when the port cannot be bound.
 [[nodiscard]] socket_fd listen_on(int port, int backlog, std::string& error);
+
+/// The `index`th 32-bit word of a message in network byte order, as the rendezvous and the
+/// peer watch write their fixed-size messages.
+[[nodiscard]] std::uint32_t word_at(unsigned char const* in, std::size_t index);
+
+/// Writes `value` as the `index`th 32-bit word of a message, in network byte order.
+void put_word(unsigned char* out, std::size_t index, std::uint32_t value);
 
 /// The local port a socket is bound to.
 [[nodiscard]] int bound_port(int fd);
