@@ -15,7 +15,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/dtype_conversion.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/ops/gemm_gelu.hpp>
 #include <string>
 #include <vector>
 

@@ -7,7 +7,12 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/ops/gemm_gelu.hpp>
 #include <optional>
 #include <string>
 

@@ -2,8 +2,16 @@
 // refilling between replays, and a release ordered after uses on other streams.
 
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <memory>
 #include <string>
 #include <vector>

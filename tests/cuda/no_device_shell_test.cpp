@@ -3,7 +3,18 @@
 
 #include <gtest/gtest.h>
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/pool_statistics.hpp>
+#include <graphstep/train/mse_loss.hpp>
+#include <graphstep/train/optimizer.hpp>
 #include <string>
 
 #include "common/no_device.hpp"

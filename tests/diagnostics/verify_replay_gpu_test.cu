@@ -4,8 +4,24 @@
 // identical; graphs with host functions are bisected too; and each refusal.
 
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
+#include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/conditional.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/ops/gemm_gelu.hpp>
+#include <graphstep/ops/gemm_problem.hpp>
+#include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <numeric>
 #include <string>
 #include <utility>

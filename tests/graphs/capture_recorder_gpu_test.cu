@@ -1,7 +1,14 @@
 // Capture diagnostics on a GPU: CUPTI records the calls made while capturing, and a failed
 // capture names the call that broke it and the function of the test that made it.
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/capture_trace.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 
 #include "common/gpu_test.hpp"
 

@@ -4,7 +4,14 @@
 #include <cublas_v2.h>
 
 #include <fstream>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <random>
 #include <vector>
 

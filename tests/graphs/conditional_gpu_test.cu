@@ -2,8 +2,18 @@
 // (no host synchronization), and a device-decided loop.
 
 #include <cmath>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/conditional.hpp>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/optimizer.hpp>
 #include <limits>
 #include <string>
 #include <vector>

@@ -2,9 +2,13 @@
 // that waits for an event recorded outside it, and timing events inside a graph.
 
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/external_events.hpp>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <vector>
 
 #include "common/error_message.hpp"

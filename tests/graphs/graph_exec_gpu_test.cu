@@ -2,7 +2,16 @@
 // later; an executable updated to another graph's work; a graph built with CUDA's graph API
 // adopted; ownership moving with the executable.
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/conditional.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/graphs/output_guard.hpp>
 #include <optional>
 #include <string>
 #include <vector>

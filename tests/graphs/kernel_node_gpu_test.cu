@@ -2,8 +2,13 @@
 // needs each step, replays already queued keeping their launch, and each refusal.
 
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/graphs/kernel_node.hpp>
-#include <graphstep/graphstep.hpp>
 #include <optional>
 #include <string>
 #include <vector>

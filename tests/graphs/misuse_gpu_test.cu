@@ -2,7 +2,16 @@
 // in documented, correct behaviour.
 
 #include <atomic>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <optional>
 #include <string>
 #include <thread>

@@ -2,7 +2,15 @@
 // the same time.
 
 #include <future>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <memory>
 #include <string>
 #include <thread>

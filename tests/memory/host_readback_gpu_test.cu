@@ -2,7 +2,10 @@
 // while later steps run; overwritten results refused; copies into a reused slot ordered.
 
 #include <cstdint>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <string>

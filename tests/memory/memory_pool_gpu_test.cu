@@ -2,7 +2,18 @@
 // growth, budgets, planned mode and teardown in any order. Every test runs on both backings.
 
 #include <algorithm>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/event.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_mode.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/pool_statistics.hpp>
 #include <limits>
 #include <memory>
 #include <optional>

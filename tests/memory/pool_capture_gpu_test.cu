@@ -2,7 +2,10 @@
 // calls would: allocations in the capture serve the graph, a commit hands it a lease, an
 // abandon gives the memory back.
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/graph.hpp>
+#include <graphstep/memory/pool_capture.hpp>
 #include <optional>
 #include <string>
 

@@ -3,7 +3,12 @@
 // own values, and refused inside a capture.
 
 #include <cstdint>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/memory_resource.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <string>
 #include <vector>

@@ -3,8 +3,25 @@
 
 #include <cuda_runtime_api.h>
 
-#include <graphstep/graphstep.hpp>
-#include <graphstep/nccl.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/nccl/bucket_plan.hpp>
+#include <graphstep/nccl/bucketed_all_reduce.hpp>
+#include <graphstep/nccl/collective_log.hpp>
+#include <graphstep/nccl/collectives.hpp>
+#include <graphstep/nccl/nccl_comm.hpp>
+#include <graphstep/nccl/nccl_comm_view.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/mse_loss.hpp>
+#include <graphstep/train/optimizer.hpp>
+#include <graphstep/train/optimizer_options.hpp>
 #include <vector>
 
 #include "common/gpu_test.hpp"

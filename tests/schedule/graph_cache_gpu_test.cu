@@ -1,8 +1,14 @@
 // The graph cache on a device: buckets replay the eager results, share one pool, derive their
 // executables by update, and are evicted under a budget.
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/schedule/bucket_policy.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
+#include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <set>
 #include <vector>
 

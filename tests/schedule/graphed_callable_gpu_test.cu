@@ -1,6 +1,12 @@
 // graphed_callable: forward and backward graphs with static buffers equal the eager callables.
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/lifecycle_options.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/graphed_callable.hpp>
 #include <string>
 #include <vector>

@@ -1,8 +1,13 @@
 // The replay scheduler: graphed segments replay, an eager segment with host logic runs between
 // them on another stream, and the event dependencies order them.
 
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/schedule/replay_scheduler.hpp>
+#include <graphstep/schedule/step_plan.hpp>
 
 #include "common/gpu_test.hpp"
 #include "common/pool_blocks.hpp"

@@ -9,13 +9,15 @@ in a detail/ folder, and every file of a part that is not a library component (t
 bench, fuzz, models, sim). Includes that name no file of the tree (the standard library, CUDA)
 are not walls and are skipped.
 
-Every public header of the library is in the umbrella headers, or named as left out.
+Every public header of the library is in the umbrella headers, or named as left out; and only
+the files named as its includers include <graphstep/graphstep.hpp>, which reaches every public
+header (a file that includes it recompiles whenever any public header changes).
 
 Usage: layering.py <source dir>            check the tree; exit 1 and list each wrong include
        layering.py <source dir> --self-test also plant a wrong-way include, another component's
-                                           private include, a header left out of the umbrella
-                                           and a component cycle in copies, and expect each
-                                           refused
+                                           private include, a header left out of the umbrella,
+                                           an include of the umbrella and a component cycle in
+                                           copies, and expect each refused
 """
 
 import json
@@ -40,6 +42,7 @@ class Walls:
         self.components = data["components"]
         self.include_roots = data["include_roots"]
         self.umbrella_leaves_out = data["umbrella_leaves_out"]
+        self.umbrella_includers = data["umbrella_includers"]
         self.prefixes = sorted(((p, name) for name, c in self.components.items()
                                 for p in c["paths"]), key=lambda x: -len(x[0]))
         for name, c in self.components.items():
@@ -112,6 +115,11 @@ class Walls:
                                 "it in umbrella_leaves_out of docs/components.json")
         return gaps
 
+    def may_include_the_umbrella(self, rel):
+        return rel == "include/graphstep/graphstep.hpp" or any(
+            rel == allowed or (allowed.endswith("/") and rel.startswith(allowed))
+            for allowed in self.umbrella_includers)
+
     def check(self):
         wrong = []
         scanned = 0
@@ -136,6 +144,14 @@ class Walls:
                             dst_rel = self.resolve(rel, match.group(2))
                             if dst_rel is None:
                                 continue
+                            if (dst_rel == "include/graphstep/graphstep.hpp" and
+                                    not self.may_include_the_umbrella(rel)):
+                                wrong.append(f"{rel}:{number}: includes <graphstep/graphstep.hpp>"
+                                             ", which reaches every public header, so that any "
+                                             "change to one recompiles it: include the headers "
+                                             "of what it uses (or name it in umbrella_includers "
+                                             "of docs/components.json, for code shown to users)")
+                                continue
                             dst = self.component_of(dst_rel)
                             if dst is None or self.allowed(rel, src, dst_rel, dst):
                                 continue
@@ -156,7 +172,7 @@ def check_tree(root):
 
 def self_test(root):
     """Plants a wrong-way include, another component's private include, a header left out of
-    the umbrella and a cycle, one at a time in a copy of the tree, and expects each refused."""
+    the umbrella, an include of the umbrella and a cycle, one at a time in a copy of the tree, and expects each refused."""
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "tree")
@@ -200,6 +216,10 @@ def self_test(root):
                        "src/schedule/graph_cache.cpp",
                        lambda text: text + '#include "memory/detail/pool_state.hpp"\n',
                        ["a private header of memory"])
+        expect_refused("an include of the umbrella outside its includers",
+                       "tests/graphs/capture_trace_test.cpp",
+                       lambda text: "#include <graphstep/graphstep.hpp>\n" + text,
+                       ["capture_trace_test.cpp:1: includes <graphstep/graphstep.hpp>"])
         expect_refused("a public header missing from the umbrella",
                        "include/graphstep/cuda/planted_header.hpp",
                        lambda text: "#pragma once\n",

@@ -2,8 +2,14 @@
 // replay, are reproducible from the seed eagerly and graphed, and survive save/restore.
 
 #include <cstdint>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/device_span.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/philox.hpp>
 #include <vector>
 

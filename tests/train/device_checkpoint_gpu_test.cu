@@ -4,7 +4,14 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/train/checkpoint.hpp>
+#include <graphstep/train/device_checkpoint.hpp>
 #include <optional>
 #include <string>
 #include <vector>

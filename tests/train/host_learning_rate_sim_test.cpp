@@ -6,8 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/step_input.hpp>
 #include <graphstep/sim/sim.hpp>
+#include <graphstep/train/mixed_precision_adamw.hpp>
 #include <vector>
 
 namespace gs = graphstep;

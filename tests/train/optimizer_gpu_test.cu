@@ -2,9 +2,18 @@
 // follows a learning-rate schedule on every replay instead of freezing the capture's value.
 
 #include <cmath>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/device_span.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
 #include <graphstep/train/optimizer.hpp>
+#include <graphstep/train/optimizer_options.hpp>
 #include <graphstep/train/reference.hpp>
 #include <random>
 #include <string>

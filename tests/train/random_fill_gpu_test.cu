@@ -17,10 +17,14 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/dtype.hpp>
-#include <graphstep/graphstep.hpp>
+#include <graphstep/dtype_conversion.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
-#include <graphstep/train/mixed_precision.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <graphstep/train/reference.hpp>
 #include <string>
