@@ -93,33 +93,8 @@ install_mpi() {
 }
 run_step "Open MPI for the MPI bootstrap's test (scripts/install-mpi.sh)" install_mpi
 
-# The default configuration (the ci preset: its tests, examples and benchmarks compiled by nvcc
-# for one architecture, which proves they compile for a GPU). Its GPU tests run where a GPU is
-# visible, for that GPU's architecture; elsewhere they run in the next step, on the simulated
-# device, and here only the tests that need no device.
-default_build() {
-  local architectures=native
-  local test_filter=()
-  if ! gpu_visible; then
-    architectures=90
-    test_filter=(--label-exclude gpu)
-    echo "check.sh: no GPU visible: the GPU tests (label gpu) are built but not run here; they" \
-         "run in the next step, on the simulated CUDA device"
-  fi
-  cmake --preset ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES="${architectures}"
-  cmake --build --preset ci
-  run_tests --preset ci "${test_filter[@]}"
-}
-run_step "build and test (--preset ci: the default preset, tests for one arch)" default_build
-
-simulated_device() {
-  workflow sim
-  run_tests --preset sim-interleaved
-}
-run_step "every test on the simulated CUDA device (--preset sim, sim-interleaved)" \
-  simulated_device
-
-# graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build.
+# graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build
+# (first: the default build leaves out the tests that ran here).
 core_only() {
   local path_without_cuda
   # Every directory that holds an nvcc (the toolkit's, and wrappers beside other tools) goes.
@@ -141,6 +116,42 @@ core_only() {
   PATH="${path_without_cuda}" run_tests --test-dir build-core --output-on-failure --no-tests=error
 }
 run_step "graphstep_core without nvcc on the path (build-core)" core_only
+
+# The default configuration (the ci preset: its tests, examples and benchmarks compiled by nvcc
+# for one architecture, which proves they compile for a GPU). Its GPU tests run where a GPU is
+# visible, for that GPU's architecture; elsewhere they run in the next step, on the simulated
+# device, and here only the tests that need no device. graphstep_core's own tests are built here
+# by the very commands of the step before: they ran there, and run here only if a command differs
+# (scripts/lib/tests_not_run_in.py).
+default_build() {
+  local architectures=native
+  local test_filter=()
+  if ! gpu_visible; then
+    architectures=90
+    test_filter=(--label-exclude gpu)
+    echo "check.sh: no GPU visible: the GPU tests (label gpu) are built but not run here; they" \
+         "run in the next step, on the simulated CUDA device"
+  fi
+  cmake --preset ci -DGRAPHSTEP_TEST_CUDA_ARCHITECTURES="${architectures}"
+  cmake --build --preset ci
+  local selection
+  selection=$(python3 scripts/lib/tests_not_run_in.py build-ci build-core -- --preset ci \
+    "${test_filter[@]}")
+  if [[ -z "${selection}" ]]; then
+    echo "check.sh: every test of the default build ran in the build without CUDA"
+    return 0
+  fi
+  run_tests --preset ci "${test_filter[@]}" -I "${selection}"
+}
+run_step "build and test (--preset ci: the default preset, tests for one arch)" default_build
+
+simulated_device() {
+  workflow sim
+  run_tests --preset sim-interleaved
+}
+run_step "every test on the simulated CUDA device (--preset sim, sim-interleaved)" \
+  simulated_device
+
 run_step "CPU tests under ASan + UBSan (--preset sanitize)" workflow sanitize
 # The tests that count resident host pages are left out: ASan's quarantine holds freed memory.
 run_step "GPU tests on the simulated device under ASan + UBSan (--preset sim-sanitize)" \

@@ -3,7 +3,9 @@
 # number of seconds (default 60): the allocator core with the planner, the bucket policies with
 # the graph cache's LRU budget, and the validation of step descriptions (plan_step). Needs clang with its libFuzzer runtime (Debian: clang,
 # libclang-rt-14-dev), installed with apt-get when missing and run as root. Each target keeps
-# its corpus, log and any crash input in build-fuzz/<target>/.
+# its corpus, log and any crash input in build-fuzz/<target>/. The targets compile through ccache
+# where it is installed, and fuzz side by side, one per core (GRAPHSTEP_CHECK_JOBS to change it):
+# each still gets its seconds of a core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -25,12 +27,24 @@ fi
 
 # The targets fuzz graphstep_core alone: plain C++, no CUDA.
 common_sources=(src/error.cpp)
+compiler=(clang++)
+if command -v ccache >/dev/null 2>&1; then
+  compiler=(env CCACHE_BASEDIR="${PWD}" ccache clang++)
+fi
+flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+# Each source compiles on its own (ccache caches single compilations, not links), then links.
 build() {
   local name=$1
   shift
-  mkdir -p "build-fuzz/${name}/corpus"
-  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -Iinclude -Isrc "fuzz/${name}.cpp" "$@" "${common_sources[@]}" -o "build-fuzz/${name}/${name}"
+  mkdir -p "build-fuzz/${name}/corpus" "build-fuzz/${name}/objects"
+  local objects=()
+  local source
+  for source in "fuzz/${name}.cpp" "$@" "${common_sources[@]}"; do
+    local object="build-fuzz/${name}/objects/${source//\//_}.o"
+    "${compiler[@]}" "${flags[@]}" -Iinclude -Isrc -c "${source}" -o "${object}"
+    objects+=("${object}")
+  done
+  clang++ "${flags[@]}" "${objects[@]}" -o "build-fuzz/${name}/${name}"
 }
 build block_allocator_fuzz src/memory/detail/block_allocator.cpp src/memory/allocation_plan.cpp &
 build bucket_policy_fuzz src/schedule/bucket_policy.cpp src/schedule/shape_bucket_policy.cpp &
@@ -39,12 +53,34 @@ wait -n  # each wait stops the script if that build failed
 wait -n
 wait -n
 
+# Fuzzes one target; its exit status is kept in build-fuzz/<target>/status.
+fuzz() {
+  local name=$1
+  local result=0
+  (cd "build-fuzz/${name}" &&
+    "./${name}" -max_total_time="${seconds}" -max_len=4096 -print_final_stats=1 corpus \
+      >fuzz.log 2>&1) || result=$?
+  echo "${result}" >"build-fuzz/${name}/status"
+}
+
+targets=(block_allocator_fuzz bucket_policy_fuzz step_plan_fuzz)
+jobs=${GRAPHSTEP_CHECK_JOBS:-$(nproc)}
+running=0
+for name in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true  # the status is read from the file
+    running=$((running - 1))
+  fi
+  rm -f "build-fuzz/${name}/status"
+  fuzz "${name}" &
+  running=$((running + 1))
+done
+wait || true
+
 status=0
-for name in block_allocator_fuzz bucket_policy_fuzz step_plan_fuzz; do
+for name in "${targets[@]}"; do
   echo "== ${name}: ${seconds} s"
-  if (cd "build-fuzz/${name}" &&
-      "./${name}" -max_total_time="${seconds}" -max_len=4096 -print_final_stats=1 corpus \
-        >fuzz.log 2>&1); then
+  if [[ "$(cat "build-fuzz/${name}/status" 2>/dev/null)" == 0 ]]; then
     grep -E "stat::number_of_executed_units|stat::new_units_added" "build-fuzz/${name}/fuzz.log"
   else
     status=1
