@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "../common/command_line.hpp"
+
 namespace gs = graphstep;
 namespace gsch = graphstep::schedule;
 
@@ -94,7 +96,14 @@ int run(gsch::bucket_instantiation how) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  examples::command_line{
+      argc, argv, "bucketed_shapes", "",
+      "Requests of varying batch size served by a handful of captured CUDA graphs: batches\n"
+      "are padded up to buckets (1, 2, 4, then steps of 16 up to 256), each bucket captured on\n"
+      "first use into one shared pool and replayed after; then again with the buckets sharing\n"
+      "one executable graph, switched by update. Takes no arguments.\n"}
+      .expect_none();
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr,
                  "bucketed_shapes: no CUDA device visible; this example needs an "

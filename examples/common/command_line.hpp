@@ -2,6 +2,7 @@
 
 // The examples' command lines: flags read in order, some followed by a value that is checked;
 // on any mistake the problem and the usage line go to stderr and the program exits with 2.
+// --help (or -h) prints the usage line and the description to stdout and exits with 0.
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,12 +13,30 @@ namespace examples {
 
 class command_line {
  public:
-  // `synopsis`: what follows the program's name in the usage line ("[--steps N] [--verify]").
-  command_line(int argc, char** argv, std::string program, std::string synopsis)
-      : argc_{argc}, argv_{argv}, program_{std::move(program)}, synopsis_{std::move(synopsis)} {}
+  // `synopsis`: what follows the program's name in the usage line ("[--steps N] [--verify]");
+  // `description`: what the program does and what each flag means, for --help.
+  command_line(int argc, char** argv, std::string program, std::string synopsis,
+               std::string description)
+      : argc_{argc},
+        argv_{argv},
+        program_{std::move(program)},
+        synopsis_{std::move(synopsis)},
+        description_{std::move(description)} {}
 
-  // Moves to the next flag; false when there is none.
-  bool next() { return ++index_ < argc_; }
+  // Moves to the next flag; false when there is none. Answers --help itself.
+  bool next() {
+    if (++index_ >= argc_) return false;
+    if (flag() == "--help" || flag() == "-h") {
+      std::printf("usage: %s%s%s\n\n%s", program_.c_str(), synopsis_.empty() ? "" : " ",
+                  synopsis_.c_str(), description_.c_str());
+      std::exit(0);
+    }
+    return true;
+  }
+  // For a program that takes no flags: refuses any but --help.
+  void expect_none() {
+    if (next()) fail("takes no arguments, not '" + flag() + "'");
+  }
   // The flag at hand.
   [[nodiscard]] std::string flag() const { return argv_[index_]; }
   // The argument after the flag at hand: its value.
@@ -47,8 +66,9 @@ class command_line {
     return static_cast<int>(number);
   }
   [[noreturn]] void fail(std::string const& problem) const {
-    std::fprintf(stderr, "%s: %s\nusage: %s %s\n", program_.c_str(), problem.c_str(),
-                 program_.c_str(), synopsis_.c_str());
+    std::fprintf(stderr, "%s: %s\nusage: %s%s%s (--help says more)\n", program_.c_str(),
+                 problem.c_str(), program_.c_str(), synopsis_.empty() ? "" : " ",
+                 synopsis_.c_str());
     std::exit(2);
   }
 
@@ -58,6 +78,7 @@ class command_line {
   int index_{0};
   std::string program_;
   std::string synopsis_;
+  std::string description_;
 };
 
 }  // namespace examples

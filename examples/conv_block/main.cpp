@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "../common/command_line.hpp"
+
 namespace gs = graphstep;
 namespace gt = graphstep::train;
 
@@ -293,7 +295,13 @@ int run() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  examples::command_line{
+      argc, argv, "conv_block", "",
+      "Existing cuDNN training code (three convolutions with bias and ReLU, forward and\n"
+      "backward, an MSE loss and SGD) captured whole into one CUDA graph with a capture scope,\n"
+      "and checked step by step against the same code run eagerly. Takes no arguments.\n"}
+      .expect_none();
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "conv_block: no CUDA device visible; this example needs an NVIDIA GPU\n");
     return 1;

@@ -19,6 +19,7 @@
 #include <graphstep/nccl.hpp>
 #include <vector>
 
+#include "../common/command_line.hpp"
 #include "../common/data_parallel_launch.hpp"
 
 namespace gs = graphstep;
@@ -157,6 +158,20 @@ int run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::command_line{
+      argc, argv, "ddp", "",
+      "A data-parallel training loop whose whole step (loss and gradients, gradient averaging\n"
+      "across ranks bucket by bucket, SGD) is one captured CUDA graph. Each rank fits the same\n"
+      "parameters to its own targets; at the end it checks that every rank's parameters are\n"
+      "identical. Takes no arguments; the launcher's variables say which rank it is:\n"
+      "\n"
+      "  by hand:   RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp &\n"
+      "             RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp\n"
+      "  torchrun:  torchrun --nproc-per-node=2 --no-python ddp\n"
+      "  srun:      srun --ntasks=2 ddp\n"
+      "  mpirun:    mpirun -np 2 ddp   (in builds with MPI)\n"
+      "  one GPU:   ddp\n"}
+      .expect_none();
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr, "ddp: no CUDA device visible; this example needs an NVIDIA GPU\n");
     return 1;

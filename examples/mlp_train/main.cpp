@@ -56,10 +56,28 @@ struct settings : mlp_example::mlp_settings {
 };
 
 settings parse(int argc, char** argv) {
-  examples::command_line args{argc, argv, "mlp_train",
-                              "[--mode eager|graphed|both] [--steps N] [--batch N] "
-                              "[--precision fp32|tf32] [--unfused] [--seed S] [--print-every N] "
-                              "[--step-timeout S] [--min-step-timeout S] [--verify]"};
+  examples::command_line args{
+      argc, argv, "mlp_train",
+      "[--mode eager|graphed|both] [--steps N] [--batch N] [--precision fp32|tf32] [--unfused] "
+      "[--seed S] [--print-every N] [--step-timeout S] [--min-step-timeout S] [--verify]",
+      "Trains an MLP (Linear 4096->2048 + GELU fused into the GEMM, dropout 0.2, Linear\n"
+      "2048->1024, dropout 0.1, MSE, SGD) eagerly, or with the whole step captured into one\n"
+      "CUDA graph and replayed. Launched as several ranks (torchrun, mpirun, srun, or RANK,\n"
+      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT), it averages the gradients across them.\n"
+      "\n"
+      "  --mode M              eager, graphed, or both: the two from the same seed, their\n"
+      "                        losses compared (default both)\n"
+      "  --steps N             training steps (default 200)\n"
+      "  --batch N             rows per batch (default 640)\n"
+      "  --precision P         fp32 or tf32 GEMMs (default fp32)\n"
+      "  --unfused             the GELU as a kernel of its own, not the GEMM's epilogue\n"
+      "  --seed S              weights, data and dropout (default 2024)\n"
+      "  --print-every N       print the loss every N steps (default 20)\n"
+      "  --step-timeout S      data parallel: a fixed step deadline of S seconds\n"
+      "  --min-step-timeout S  data parallel: the adaptive deadline (20 times the median\n"
+      "                        step) is at least S seconds (default 60)\n"
+      "  --verify              graphed: check the captured step with verify_replay first\n"
+      "  --help                this text\n"};
   constexpr int limit = 1000000;
   settings s;
   while (args.next()) {

@@ -16,6 +16,8 @@
 #include <random>
 #include <vector>
 
+#include "../common/command_line.hpp"
+
 namespace gs = graphstep;
 
 namespace {
@@ -226,7 +228,16 @@ int run() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  examples::command_line{
+      argc, argv, "trainer_step", "",
+      "The step of a mixed-precision trainer captured once and replayed, with what changes every\n"
+      "step kept out of the graph's frozen values: token ids and scalars uploaded before each\n"
+      "replay, a grid sized each step, AdamW with a warm-up and cosine schedule, clipping and\n"
+      "stochastic rounding decided on the device, the loss read back one step late. The same\n"
+      "steps run eagerly on a second copy, and the losses must agree bit for bit.\n"
+      "Takes no arguments.\n"}
+      .expect_none();
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr,
                  "trainer_step: no CUDA device visible; this example needs an NVIDIA GPU, or a "

@@ -40,8 +40,8 @@
 #include <graphstep/graphstep.hpp>
 
 #include "../common/command_line.hpp"
-#include "transformer_reference.hpp"
 #include "transformer_model.hpp"
+#include "transformer_reference.hpp"
 #if defined(TRANSFORMER_LM_WITH_NCCL)
 #include <graphstep/nccl.hpp>
 
@@ -81,12 +81,38 @@ struct settings : transformer_example::transformer_config {
 };
 
 settings parse(int argc, char** argv) {
-  examples::command_line args{argc, argv, "transformer_lm",
-                              "[--mode eager|graphed|both] [--steps N] [--layers N] [--width N] "
-                              "[--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S] "
-                              "[--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N] "
-                              "[--save FILE] [--resume FILE] [--step-timeout S] "
-                              "[--min-step-timeout S] [--check-gradients]"};
+  examples::command_line args{
+      argc, argv, "transformer_lm",
+      "[--mode eager|graphed|both] [--steps N] [--layers N] [--width N] [--heads N] [--batch N] "
+      "[--sequence N] [--vocab N] [--seed S] [--attention auto|plain|cudnn] [--print-every N] "
+      "[--bucket-kib N] [--save FILE] [--resume FILE] [--step-timeout S] "
+      "[--min-step-timeout S] [--check-gradients]",
+      "Trains a GPT-2-style language model (bf16 weights, fp32 master weights, AdamW with\n"
+      "gradient clipping) on random tokens, eagerly, or with the whole step captured into\n"
+      "one CUDA graph and replayed. Launched as several ranks (torchrun, mpirun, srun, or\n"
+      "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), it trains data parallel and checks at the\n"
+      "end that every rank holds rank 0's weights bit for bit.\n"
+      "\n"
+      "  --mode M              eager, graphed, or both: the two from the same seed, every\n"
+      "                        step's loss compared bit for bit (default both)\n"
+      "  --steps N             the step to train up to (default 20)\n"
+      "  --layers N            transformer blocks (default 12)\n"
+      "  --width N             channels (default 768)\n"
+      "  --heads N             attention heads; must divide the width (default 12)\n"
+      "  --batch N             sequences per batch (default 1)\n"
+      "  --sequence N          tokens per sequence (default 128)\n"
+      "  --vocab N             vocabulary (default 50257, padded to a multiple of 64)\n"
+      "  --seed S              the weights' seed, the same on every rank (default 1337)\n"
+      "  --attention A         auto, plain (graphstep's kernels) or cudnn (default auto)\n"
+      "  --print-every N       print the loss every N steps (default 5)\n"
+      "  --bucket-kib N        data parallel: all-reduce buckets of N KiB (default 25600)\n"
+      "  --save FILE           write a checkpoint after the last step (one --mode only)\n"
+      "  --resume FILE         load a checkpoint and train on from the step after it\n"
+      "  --step-timeout S      data parallel: a fixed step deadline of S seconds\n"
+      "  --min-step-timeout S  data parallel: the adaptive deadline (20 times the median\n"
+      "                        step) is at least S seconds (default 60)\n"
+      "  --check-gradients     one step's loss and gradients against an fp64 host model\n"
+      "  --help                this text\n"};
   constexpr int limit = 10000000;
   settings s;
   while (args.next()) {
@@ -209,8 +235,8 @@ void average_gradients(transformer& model, settings const& s, data_parallel& ran
 }
 
 // After training: every rank's weights must be rank 0's.
-void check_ranks_agree(transformer const& model, data_parallel& ranks,
-                       gs::cuda::stream_view stream, char const* mode) {
+void check_ranks_agree(transformer const& model, data_parallel& ranks, gs::cuda::stream_view stream,
+                       char const* mode) {
   if (!weights_agree_across_ranks(model, ranks, stream)) {
     throw gs::usage_error("rank " + std::to_string(ranks.comm().rank()) +
                           "'s weights differ from rank 0's after training");
@@ -242,9 +268,10 @@ gs::graphs::graph_exec capture_step(transformer& model, gs::cuda::stream_view st
   auto const instantiate_start = std::chrono::steady_clock::now();
   gs::graphs::graph_exec step = captured.instantiate();
   auto const nodes = step.node_counts();
-  std::printf("[graphed] one graph per step: %zu nodes (%zu kernels); capture %.1f ms, "
-              "instantiate %.1f ms\n",
-              nodes.total, nodes.kernel, capture_ms, milliseconds_since(instantiate_start));
+  std::printf(
+      "[graphed] one graph per step: %zu nodes (%zu kernels); capture %.1f ms, "
+      "instantiate %.1f ms\n",
+      nodes.total, nodes.kernel, capture_ms, milliseconds_since(instantiate_start));
   return step;
 }
 
@@ -276,9 +303,10 @@ void save(transformer const& model, int world_size, std::string const& path, boo
 void resume(transformer& model, int world_size, std::string const& path, char const* mode) {
   gs::train::checkpoint const loaded = gs::train::checkpoint::load(path);
   if (!run_settings_of(model, world_size).check(loaded, settings_prefix)) {
-    std::printf("[%s] %s records no run settings (it was saved before transformer_lm recorded "
-                "them): resuming without checking that this run's settings are the saved run's\n",
-                mode, path.c_str());
+    std::printf(
+        "[%s] %s records no run settings (it was saved before transformer_lm recorded "
+        "them): resuming without checking that this run's settings are the saved run's\n",
+        mode, path.c_str());
   }
   model.restore_from(loaded);
   std::printf("[%s] resumed from %s after step %lld\n", mode, path.c_str(),
@@ -463,14 +491,16 @@ int main(int argc, char** argv) {
       std::printf("eager and graphed losses %s\n",
                   mismatches == 0 ? "are the same bit for bit at every step" : "differ");
 #if defined(GRAPHSTEP_CUDA_SIM)
-      std::printf("step times: the simulated device runs kernels on the CPU, so its step times "
-                  "say nothing of a GPU's; run on a GPU for the graphed/eager ratio\n");
+      std::printf(
+          "step times: the simulated device runs kernels on the CPU, so its step times "
+          "say nothing of a GPU's; run on a GPU for the graphed/eager ratio\n");
 #else
       if (graphed_run.median_step_ms > 0.0) {
-        std::printf("step time (median, after each loop's first step): eager %.3f ms, graphed "
-                    "%.3f ms: the graphed step takes %.2fx less time\n",
-                    eager_run.median_step_ms, graphed_run.median_step_ms,
-                    eager_run.median_step_ms / graphed_run.median_step_ms);
+        std::printf(
+            "step time (median, after each loop's first step): eager %.3f ms, graphed "
+            "%.3f ms: the graphed step takes %.2fx less time\n",
+            eager_run.median_step_ms, graphed_run.median_step_ms,
+            eager_run.median_step_ms / graphed_run.median_step_ms);
       }
 #endif
     }

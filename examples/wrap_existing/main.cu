@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "../common/command_line.hpp"
+
 namespace gs = graphstep;
 
 namespace {
@@ -170,7 +172,13 @@ int run() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  examples::command_line{
+      argc, argv, "wrap_existing", "",
+      "An existing multi-kernel CUDA routine (kernels, a cuBLAS GEMM, a memcpy and a memset)\n"
+      "captured into one CUDA graph without changing it, then replayed on new inputs and\n"
+      "checked against the same routine run eagerly. Takes no arguments.\n"}
+      .expect_none();
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr,
                  "wrap_existing: no CUDA device visible; this example needs an NVIDIA "
