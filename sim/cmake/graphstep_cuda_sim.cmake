@@ -220,6 +220,15 @@ function(_graphstep_cuda_sim_rewrite target)
     set(depfile_supported ON)
   endif()
 
+  # The folder the compiler runs in, which #line names the sources from (so that the rewritten
+  # text holds no absolute path and a compiler cache serves another checkout): Ninja compiles
+  # from the top of the build tree, other generators from the target's folder.
+  if(CMAKE_GENERATOR MATCHES "Ninja")
+    set(line_base --line-base ${CMAKE_BINARY_DIR})
+  else()
+    set(line_base --line-base ${CMAKE_CURRENT_BINARY_DIR})
+  endif()
+
   set(rewritten)
   set(header_roots ${own_include_dirs})
   foreach(input IN LISTS inputs)
@@ -229,7 +238,8 @@ function(_graphstep_cuda_sim_rewrite target)
     _graphstep_cuda_sim_depfile(${output} ${depfile_supported})
     add_custom_command(
       OUTPUT ${output}
-      COMMAND graphstep::rewrite_launches ${search} ${depfile_option} ${input} ${output}
+      COMMAND graphstep::rewrite_launches ${search} ${depfile_option} ${line_base} ${input}
+              ${output}
       DEPENDS ${input} graphstep::rewrite_launches
       ${depfile}
       COMMENT "Rewriting ${relative} for the simulated CUDA device"
@@ -289,8 +299,8 @@ function(_graphstep_cuda_sim_rewrite target)
       _graphstep_cuda_sim_depfile(${output} ${depfile_supported})
       add_custom_command(
         OUTPUT ${output}
-        COMMAND graphstep::rewrite_launches --header ${search} ${depfile_option} ${header}
-                ${output}
+        COMMAND graphstep::rewrite_launches --header ${search} ${depfile_option} ${line_base}
+                ${header} ${output}
         DEPENDS ${header} graphstep::rewrite_launches
         ${depfile}
         VERBATIM)

@@ -1,6 +1,11 @@
-// rewrite_launches [--header] [-I <dir>]... [--depfile <file>] <in> <out>: the build step that
-// lets a CUDA source run on the simulated device (see sim/src/detail/launch_rewriter.hpp). With
-// --header, <in> is a header of the project and <out> its copy in the mirrored include folder.
+// rewrite_launches [--header] [-I <dir>]... [--depfile <file>] [--line-base <dir>] <in> <out>:
+// the build step that lets a CUDA source run on the simulated device (see
+// sim/src/detail/launch_rewriter.hpp). With --header, <in> is a header of the project and <out>
+// its copy in the mirrored include folder.
+// No absolute path of <in> goes into <out> where it can be avoided, so that a compiler cache
+// finds the compilations of another checkout of the same sources: #line names <in> relative to
+// --line-base (the folder the compiler runs in; absolute without it), and a mirrored header
+// includes its original by a path relative to the mirror's folder.
 // The headers <in> includes, found beside the file that includes them or in the -I folders,
 // are read for the macros that declare kernels (`#define KERNEL __global__ void`); --depfile
 // names them all, for the build to run the step again when one changes. <out> is written only
@@ -93,12 +98,21 @@ bool write_if_changed(std::string const& path, std::string const& text) {
   return static_cast<bool>(out);
 }
 
+// `path` relative to the folder `base` (both made absolute), with forward slashes; `path` as it
+// is when no relative path leads there (another root).
+std::string relative_if_possible(std::string const& path, std::string const& base) {
+  fs::path const relative = fs::absolute(path).lexically_normal().lexically_relative(
+      fs::absolute(base).lexically_normal());
+  return relative.empty() ? path : relative.generic_string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool header = false;
   std::vector<fs::path> include_dirs;
   std::string depfile;
+  std::string line_base;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     std::string_view const argument{argv[i]};
@@ -108,6 +122,8 @@ int main(int argc, char** argv) {
       include_dirs.emplace_back(argv[++i]);
     } else if (argument == "--depfile" && i + 1 < argc) {
       depfile = argv[++i];
+    } else if (argument == "--line-base" && i + 1 < argc) {
+      line_base = argv[++i];
     } else {
       files.emplace_back(argument);
     }
@@ -115,7 +131,7 @@ int main(int argc, char** argv) {
   if (files.size() != 2) {
     static_cast<void>(std::fprintf(stderr,
                                    "usage: rewrite_launches [--header] [-I <dir>]... "
-                                   "[--depfile <file>] <in.cu> <out.cpp>\n"));
+                                   "[--depfile <file>] [--line-base <dir>] <in.cu> <out.cpp>\n"));
     return 2;
   }
   std::string const& input = files[0];
@@ -128,10 +144,14 @@ int main(int argc, char** argv) {
   std::set<fs::path> read_files;
   std::vector<std::string> const macro_names = graphstep::sim::detail::kernel_macros(
       included_macros(*source, input, include_dirs, read_files));
+  std::string const line_name = line_base.empty() ? input : relative_if_possible(input, line_base);
+  std::string const included_as =
+      relative_if_possible(input, fs::absolute(output).parent_path().string());
   std::string rewritten;
   try {
-    rewritten = header ? graphstep::sim::detail::rewrite_header(*source, input, macro_names)
-                       : graphstep::sim::detail::rewrite_launches(*source, input, macro_names);
+    rewritten = header ? graphstep::sim::detail::rewrite_header(*source, line_name, macro_names,
+                                                                included_as)
+                       : graphstep::sim::detail::rewrite_launches(*source, line_name, macro_names);
   } catch (graphstep::sim::detail::rewrite_error const& e) {
     static_cast<void>(std::fprintf(stderr, "rewrite_launches: %s\n", e.what()));
     return 1;

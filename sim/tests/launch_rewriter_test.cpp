@@ -235,6 +235,17 @@ TEST(launch_rewriter, a_header_without_device_code_becomes_an_include_of_the_ori
             "::graphstep::sim::detail::dynamic_shared<float>(); }");
 }
 
+TEST(launch_rewriter, a_mirrored_header_includes_its_original_by_the_path_it_is_given) {
+  // The build gives a path from the mirror's folder: no absolute path of the checkout goes into
+  // the mirror, so a compiler cache serves another checkout of the same sources.
+  EXPECT_EQ(rewrite_header("#pragma once\nint f();\n", "../src/a.h", {}, "../../../src/a.h"),
+            "#include \"../../../src/a.h\"\n");
+  // A header with device code is rewritten, named in #line as given.
+  EXPECT_EQ(rewrite_header("__global__ void k();\n", "../src/k.cuh", {}, "../../../src/k.cuh")
+                .rfind("#line 1 \"../src/k.cuh\"\n", 0),
+            0U);
+}
+
 TEST(launch_rewriter, keeps_line_numbers_of_a_launch_over_several_lines) {
   std::string const source = "k<<<blocks,\n    threads, 0,\n    stream>>>(a,\n b);\nint after;\n";
   std::string const out = body(source);

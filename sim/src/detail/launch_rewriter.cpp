@@ -713,7 +713,8 @@ std::string rewrite_launches(std::string_view source, std::string_view file_name
 }
 
 std::string rewrite_header(std::string_view source, std::string_view file_name,
-                           std::vector<std::string> const& kernel_macro_names) {
+                           std::vector<std::string> const& kernel_macro_names,
+                           std::string_view included_as) {
   // Most headers of an include folder hold no device code: they are not parsed.
   bool device_code = false;
   for (std::string_view const word : {"__global__", "<<<", "__shared__"}) {
@@ -727,7 +728,7 @@ std::string rewrite_header(std::string_view source, std::string_view file_name,
     std::string rewritten = header.run(kernel_macro_names);
     if (header.changed()) return header.fallback_signatures() + rewritten;
   }
-  return "#include \"" + std::string{file_name} + "\"\n";
+  return "#include \"" + std::string{included_as.empty() ? file_name : included_as} + "\"\n";
 }
 
 }  // namespace graphstep::sim::detail

@@ -61,9 +61,11 @@ std::string rewrite_launches(std::string_view source, std::string_view file_name
 
 /// @brief A header for the mirrored include folder: rewritten as rewrite_launches does (without
 /// the #include of device.hpp, which the .cu file had first) when it holds device code to
-/// rewrite, else one line that includes the original `file_name`.
+/// rewrite, else one line that includes the original: `included_as` (a path from the mirrored
+/// copy's folder), or `file_name` when that is empty.
 /// @throws rewrite_error
 std::string rewrite_header(std::string_view source, std::string_view file_name,
-                           std::vector<std::string> const& kernel_macro_names = {});
+                           std::vector<std::string> const& kernel_macro_names = {},
+                           std::string_view included_as = {});
 
 }  // namespace graphstep::sim::detail
