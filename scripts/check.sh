@@ -107,7 +107,7 @@ core_only() {
   done < <(tr ':' '\n' <<<"${PATH}")
   local configured
   configured=$(env -u CUDACXX PATH="${path_without_cuda}" cmake -S . -B build-core -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_BUILD_TYPE=Release -DGRAPHSTEP_WARNINGS_AS_ERRORS=ON)
   if ! grep -q "building graphstep_core and its tests only" <<<"${configured}"; then
     echo "check.sh: a CUDA compiler was still found without CUDA on the path" >&2
     return 1

@@ -73,3 +73,4 @@
 #include <graphstep/train/philox.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <graphstep/train/run_settings.hpp>
+#include <graphstep/version.hpp>

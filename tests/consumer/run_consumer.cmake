@@ -69,7 +69,7 @@ if(CUDA_RUNTIME)
   endif()
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
-                        ${locate} ${options} RESULT_VARIABLE rc)
+                        ${locate} ${options} -DWANTED_VERSION=${WANTED_VERSION} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the consumer against the ${MODE} tree failed (${rc})")
 endif()

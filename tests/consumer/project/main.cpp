@@ -4,6 +4,13 @@
 
 int main() {
   namespace gs = graphstep;
+  // The library linked is the one whose headers this was compiled with.
+  if (gs::version() != GRAPHSTEP_VERSION) {
+    std::printf("consumer: compiled against graphstep %d, linked with %s\n", GRAPHSTEP_VERSION,
+                gs::version_string());
+    return 1;
+  }
+  std::printf("consumer: graphstep %s\n", gs::version_string());
   int const devices = gs::cuda::device_count();
   if (devices == 0) {
     try {

@@ -1,0 +1,36 @@
+# A build configured without a preset compiles graphstep's own targets without -Werror (a user's
+# newer compiler may warn where ours does not); GRAPHSTEP_WARNINGS_AS_ERRORS=ON, which the
+# presets set, adds it. Usage: cmake -DSOURCE_DIR=<graphstep> -DWORK_DIR=<dir>
+#                                   -DGENERATOR=<generator> -P warnings_as_errors.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+
+function(configure_and_count_werror result)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR} -G ${GENERATOR}
+                          -DGRAPHSTEP_TEST_LABELS=unit -DGRAPHSTEP_BUILD_BENCHMARKS=OFF
+                          -DGRAPHSTEP_BUILD_EXAMPLES=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+                          ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "configuring graphstep in ${WORK_DIR} failed (${rc})")
+  endif()
+  file(READ ${WORK_DIR}/compile_commands.json commands)
+  string(REGEX MATCHALL "\"command\": \"[^\"]*\"" all "${commands}")
+  string(REGEX MATCHALL "\"command\": \"[^\"]* -Werror[^\"]*\"" with "${commands}")
+  list(LENGTH all total)
+  list(LENGTH with werror)
+  if(total EQUAL 0)
+    message(FATAL_ERROR "${WORK_DIR}/compile_commands.json lists no compile command")
+  endif()
+  set(${result} "${werror} of ${total}" PARENT_SCOPE)
+endfunction()
+
+configure_and_count_werror(by_default)
+if(NOT by_default MATCHES "^0 of ")
+  message(FATAL_ERROR "configured without options, ${by_default} compile commands have -Werror")
+endif()
+# The same directory again, so that the toolchain is not detected twice.
+configure_and_count_werror(turned_on -DGRAPHSTEP_WARNINGS_AS_ERRORS=ON)
+if(turned_on MATCHES "^0 of ")
+  message(FATAL_ERROR "GRAPHSTEP_WARNINGS_AS_ERRORS=ON added -Werror to no compile command")
+endif()
+message(STATUS "-Werror in ${by_default} compile commands by default, ${turned_on} when asked")
