@@ -1,9 +1,11 @@
 # Every file graphstep_cuda_sim_sources wrote in the build tree (the rewritten .cu files and the
-# mirrored headers, under */graphstep_cuda_sim/) is free of SOURCE_DIR, the checkout's absolute
-# path. Usage: cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<checkout> -P <this file>
+# mirrored headers, under */graphstep_cuda_sim/ outside CMakeFiles/) is free of SOURCE_DIR, the
+# checkout's absolute path. Usage: cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<checkout> -P <this file>
 file(GLOB_RECURSE written LIST_DIRECTORIES false ${BUILD_DIR}/*)
 list(FILTER written INCLUDE REGEX "/graphstep_cuda_sim/")
-list(FILTER written EXCLUDE REGEX "\\.d$")  # depfiles: read by the build tool, not compiled
+# Not the compiler's objects (under CMakeFiles/: a debug build records its folder in them) nor the
+# depfiles (read by the build tool): only what the rewriter wrote for the compiler to read.
+list(FILTER written EXCLUDE REGEX "/CMakeFiles/|\\.d$")
 # The path as a regular expression: any character of it taken literally.
 string(REGEX REPLACE "([][+.*()^$?|\\])" "\\\\\\1" source_pattern "${SOURCE_DIR}/")
 list(LENGTH written count)
