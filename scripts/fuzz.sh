@@ -28,8 +28,10 @@ fi
 # The targets fuzz graphstep_core alone: plain C++, no CUDA.
 common_sources=(src/error.cpp)
 compiler=(clang++)
+# CCACHE_NOHASHDIR: with -g ccache would otherwise hash the folder it runs in, and a clone at
+# another path would compile everything again.
 if command -v ccache >/dev/null 2>&1; then
-  compiler=(env CCACHE_BASEDIR="${PWD}" ccache clang++)
+  compiler=(env CCACHE_BASEDIR="${PWD}" CCACHE_NOHASHDIR=true ccache clang++)
 fi
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 # Each source compiles on its own (ccache caches single compilations, not links), then links.
