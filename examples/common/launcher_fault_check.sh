@@ -19,8 +19,9 @@ if [[ ! -x "${launcher}" ]]; then
   exit 0
 fi
 source "$(dirname "$0")/free_port.sh"
+source "$(dirname "$0")/fault_check.sh"
 work=$(mktemp -d)
-ls /dev/shm 2>/dev/null | sort > "${work}/shm-before"
+shm_snapshot "${work}/shm-before"
 # Every process of this run inherits the mark, so that rank 1 and any process left over are
 # found among all others.
 mark="graphstep-fault-$$-${RANDOM}"
@@ -62,12 +63,11 @@ fail() {
   exit 1
 }
 
-for ((i = 0; i < 600; ++i)); do
-  grep -q 'step .*loss' "${work}/log" 2>/dev/null && break
-  kill -0 "${launched}" 2>/dev/null || fail "the run ended before a step was trained"
-  sleep 0.1
-done
-grep -q 'step .*loss' "${work}/log" || fail "no step was trained within 60 s"
+await_first_step "${work}/log" "${launched}"
+case $? in
+  1) fail "the run ended before a step was trained" ;;
+  2) fail "no step was trained within 60 s" ;;
+esac
 victim=$(marked "${rank_variable}=1" | head -1)
 [[ -n "${victim}" ]] || fail "rank 1's process was not found"
 seen=$(marked | tr '\n' '|')
@@ -81,9 +81,7 @@ took=$(($(date +%s) - killed_at))
 sleep 1  # the launcher's last children, if any, are reaped
 left=$(marked)
 [[ -z "${left}" ]] || fail "processes of the run are left: ${left}"
-pattern=${seen%|}
-segments=$(ls /dev/shm 2>/dev/null | sort | comm -13 "${work}/shm-before" - |
-  grep -E "^graphstep-nccl-(${pattern})-" || true)
+segments=$(new_nccl_segments "${work}/shm-before" "${seen%|}")
 if [[ -n "${segments}" ]]; then
   for segment in ${segments}; do rm -f "/dev/shm/${segment}"; done
   fail "left in /dev/shm: ${segments}"

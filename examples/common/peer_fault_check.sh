@@ -23,9 +23,10 @@ shift 3
 launcher=${LAUNCHER:-torchrun}
 source "$(dirname "$0")/free_port.sh"
 source "$(dirname "$0")/rank_environment.sh"
+source "$(dirname "$0")/fault_check.sh"
 if [[ "${launcher}" == srun ]]; then port=$(free_slurm_port); else port=$(free_port); fi
 work=$(mktemp -d)
-ls /dev/shm 2>/dev/null | sort > "${work}/shm-before"
+shm_snapshot "${work}/shm-before"
 pids=()
 for ((rank = 0; rank < ranks; ++rank)); do
   extra=()
@@ -60,12 +61,11 @@ fail() {
 }
 
 if [[ "${fault}" != mismatch ]]; then  # rank 1 fails once it has trained a step
-  for ((i = 0; i < 600; ++i)); do
-    grep -q 'step .*loss' "${work}/rank1.log" 2>/dev/null && break
-    kill -0 "${faulty}" 2>/dev/null || fail "rank 1 ended before its first step"
-    sleep 0.1
-  done
-  grep -q 'step .*loss' "${work}/rank1.log" || fail "rank 1 trained no step within 60 s"
+  await_first_step "${work}/rank1.log" "${faulty}"
+  case $? in
+    1) fail "rank 1 ended before its first step" ;;
+    2) fail "rank 1 trained no step within 60 s" ;;
+  esac
   if [[ "${fault}" == kill ]]; then
     kill -KILL "${faulty}"
     wait "${faulty}" 2>/dev/null
@@ -95,11 +95,8 @@ for ((rank = 0; rank < ranks; ++rank)); do
   causes+=("rank ${rank}: ${cause}")
 done
 took=$(($(date +%s) - failed_at))
-# The simulated NCCL names its segment after the process that made the id (one of the ranks);
-# one of an earlier run whose process had the same number is not this run's.
-pattern=$(IFS='|'; echo "${pids[*]}")
-left=$(ls /dev/shm 2>/dev/null | sort | comm -13 "${work}/shm-before" - |
-  grep -E "^graphstep-nccl-(${pattern})-" || true)
+# The process that made the id, whose number names the segment, is one of the ranks.
+left=$(new_nccl_segments "${work}/shm-before" "$(IFS='|'; echo "${pids[*]}")")
 finish
 if [[ -n "${left}" ]]; then
   echo "peer_fault_check (${fault}, ${ranks} ranks): left in /dev/shm: ${left}"
