@@ -10,6 +10,7 @@ every test). Usage: tests_not_run_in_test.py <source dir>
 """
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -55,8 +56,7 @@ def selected(script, build, other, *ctest_arguments):
         return None
     listing = subprocess.run(["ctest", "--test-dir", build, "-N", *ctest_arguments, "-I", spec],
                              capture_output=True, text=True, check=True).stdout
-    return {line.split(": ", 1)[1] for line in listing.splitlines() if "Test #" in line or
-            "Test  #" in line}
+    return set(re.findall(r"Test +#\d+: (\S+)", listing))
 
 
 def main():
