@@ -322,6 +322,10 @@ def main() -> int:
     context = run / "context.txt"
     if context.exists():
         lines += ["```", context.read_text().strip(), "```", ""]
+    skipped = run / "skipped.txt"
+    if skipped.exists() and skipped.read_text().strip():
+        lines += ["Skipped in this run:", ""]
+        lines += [f"- {line}" for line in skipped.read_text().strip().splitlines()] + [""]
     families = [("launch_overhead/", ["kernels", "host_us"]),
                 ("capture_and_instantiate/", ["us_per_node"]),
                 ("mlp_training_step/", ["batch", "host_us"]),
