@@ -85,11 +85,12 @@ install_torch() {
     "and torchrun tests will report themselves skipped" >&2
 }
 run_step "PyTorch from PyPI for the torchrun tests (scripts/install-torch.sh)" install_torch
-# Open MPI from Debian's packages, for the MPI bootstrap and its test in the sim build. Where it
-# cannot be installed, the sim build leaves the MPI bootstrap out.
+# Open MPI from Debian's packages, for the MPI bootstrap and its test (the default and sim builds
+# find it; the sanitizer builds leave it out). Where it cannot be installed, the builds leave the
+# MPI bootstrap out.
 install_mpi() {
-  scripts/install-mpi.sh || echo "check.sh: Open MPI could not be installed; the sim build" \
-    "leaves the MPI bootstrap and its test out" >&2
+  scripts/install-mpi.sh || echo "check.sh: Open MPI could not be installed; the builds" \
+    "leave the MPI bootstrap and its test out" >&2
 }
 run_step "Open MPI for the MPI bootstrap's test (scripts/install-mpi.sh)" install_mpi
 

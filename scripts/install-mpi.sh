@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Open MPI from Debian's packages (openmpi-bin, libopenmpi-dev), for a build configured with
-# -DGRAPHSTEP_WITH_MPI=ON and its test mpi_bootstrap (tests/nccl/mpi_bootstrap_mpi_test.cpp),
-# which runs three ranks under mpiexec and needs no GPU. Nothing is done when mpiexec and mpicc
+# Open MPI from Debian's packages (openmpi-bin, libopenmpi-dev), for the MPI bootstrap (built
+# wherever CMake finds MPI: GRAPHSTEP_WITH_MPI is AUTO by default) and its test mpi_bootstrap
+# (tests/nccl/mpi_bootstrap_mpi_test.cpp), which runs three ranks under mpiexec and needs no GPU. Nothing is done when mpiexec and mpicc
 # are already found. Needs root, or sudo, and apt-get.
 # Usage: scripts/install-mpi.sh
 set -euo pipefail
@@ -18,8 +18,7 @@ fail() {
 
 command -v apt-get >/dev/null 2>&1 ||
   fail "apt-get not found: install Open MPI or MPICH (mpiexec, mpicc, mpi.h) with this" \
-    "system's package manager, or build Open MPI from source, then configure with" \
-    "-DGRAPHSTEP_WITH_MPI=ON"
+    "system's package manager, or build Open MPI from source, then configure graphstep again"
 
 sudo=()
 if [[ $(id -u) -ne 0 ]]; then

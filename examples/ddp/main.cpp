@@ -6,7 +6,7 @@
 //   by hand:   RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp &
 //              RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ddp
 //   torchrun:  torchrun --nproc-per-node=2 --no-python ddp
-//   mpirun:    mpirun -np 2 ddp        (when built with -DGRAPHSTEP_WITH_MPI=ON)
+//   mpirun:    mpirun -np 2 ddp        (when graphstep was built where MPI is installed)
 //   one GPU:   ddp
 
 #include <cuda_runtime_api.h>

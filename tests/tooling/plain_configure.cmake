@@ -1,7 +1,9 @@
 # A build configured without a preset compiles graphstep's own targets without -Werror (a user's
 # newer compiler may warn where ours does not); GRAPHSTEP_WARNINGS_AS_ERRORS=ON, which the
-# presets set, adds it. Usage: cmake -DSOURCE_DIR=<graphstep> -DWORK_DIR=<dir>
-#                                   -DGENERATOR=<generator> -P warnings_as_errors.cmake
+# presets set, adds it. The same plain configure builds the MPI bootstrap exactly when CMake
+# finds MPI (GRAPHSTEP_WITH_MPI defaults to AUTO: no rebuild for mpirun where MPI is installed).
+# Usage: cmake -DSOURCE_DIR=<graphstep> -DWORK_DIR=<dir> -DGENERATOR=<generator>
+#              -P plain_configure.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 
 function(configure_and_count_werror result)
@@ -9,7 +11,7 @@ function(configure_and_count_werror result)
                           -DGRAPHSTEP_TEST_LABELS=unit -DGRAPHSTEP_BUILD_BENCHMARKS=OFF
                           -DGRAPHSTEP_BUILD_EXAMPLES=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
                           ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_QUIET)
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE output)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "configuring graphstep in ${WORK_DIR} failed (${rc})")
   endif()
@@ -22,11 +24,27 @@ function(configure_and_count_werror result)
     message(FATAL_ERROR "${WORK_DIR}/compile_commands.json lists no compile command")
   endif()
   set(${result} "${werror} of ${total}" PARENT_SCOPE)
+  set(configure_output "${output}" PARENT_SCOPE)
 endfunction()
 
 configure_and_count_werror(by_default)
 if(NOT by_default MATCHES "^0 of ")
   message(FATAL_ERROR "configured without options, ${by_default} compile commands have -Werror")
+endif()
+# CMakeLists.txt says "graphstep: no MPI found" when AUTO finds none.
+string(FIND "${configure_output}" "graphstep: no MPI found" mpi_missing)
+file(READ ${WORK_DIR}/compile_commands.json commands)
+string(FIND "${commands}" "src/nccl/mpi_bootstrap.cpp" mpi_compiled)
+if(mpi_missing EQUAL -1 AND mpi_compiled EQUAL -1)
+  message(FATAL_ERROR "configured without options where MPI is found, the MPI bootstrap "
+                      "(src/nccl/mpi_bootstrap.cpp) is not compiled")
+elseif(NOT mpi_missing EQUAL -1 AND NOT mpi_compiled EQUAL -1)
+  message(FATAL_ERROR "MPI was not found, yet the MPI bootstrap is compiled")
+endif()
+if(mpi_missing EQUAL -1)
+  message(STATUS "MPI found: the MPI bootstrap is compiled")
+else()
+  message(STATUS "no MPI found: the MPI bootstrap is left out")
 endif()
 # The same directory again, so that the toolchain is not detected twice.
 configure_and_count_werror(turned_on -DGRAPHSTEP_WARNINGS_AS_ERRORS=ON)
