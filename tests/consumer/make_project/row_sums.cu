@@ -1,8 +1,7 @@
 // The launches: plain CUDA, compiled by nvcc on a GPU machine and, here, rewritten by
 // graphstep_rewrite_launches and compiled as C++ for the simulated device.
-#include "row_sums.hpp"
-
 #include "row_sums.cuh"
+#include "row_sums.hpp"
 
 namespace consumer {
 
