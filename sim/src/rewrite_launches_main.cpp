@@ -1,7 +1,9 @@
-// rewrite_launches [--header] [-I <dir>]... [--depfile <file>] [--line-base <dir>] <in> <out>:
+// graphstep_rewrite_launches [--header] [-I <dir>]... [--depfile <file>] [--line-base <dir>]
+//                            <in> <out>:
 // the build step that lets a CUDA source run on the simulated device (see
-// sim/src/detail/launch_rewriter.hpp). With --header, <in> is a header of the project and <out>
-// its copy in the mirrored include folder.
+// sim/src/detail/launch_rewriter.hpp): graphstep_cuda_sim_sources runs it for CMake projects,
+// and a Makefile runs it itself (docs/install.md). With --header, <in> is a header of the project
+// and <out> its copy in the mirrored include folder.
 // No absolute path of <in> goes into <out> where it can be avoided, so that a compiler cache
 // finds the compilations of another checkout of the same sources: #line names <in> relative to
 // --line-base (the folder the compiler runs in; absolute without it), and a mirrored header
@@ -106,6 +108,25 @@ std::string relative_if_possible(std::string const& path, std::string const& bas
   return relative.empty() ? path : relative.generic_string();
 }
 
+constexpr char const* usage =
+    "usage: graphstep_rewrite_launches [--header] [-I <dir>]... [--depfile <file>]\n"
+    "                                  [--line-base <dir>] <in.cu> <out.cpp>\n"
+    "Rewrites the kernel launches of a CUDA source for graphstep's simulated device; compile\n"
+    "<out.cpp> as C++ with the flags of `pkg-config --cflags graphstep-cuda-sim`.\n"
+    "  --header           <in> is a header with kernels: <out> is its copy in a folder that\n"
+    "                     comes first on the include path\n"
+    "  -I <dir>           where the headers <in> includes are, for the macros that declare\n"
+    "                     kernels (the folder of <in> is searched first)\n"
+    "  --depfile <file>   write a Makefile rule naming the headers read\n"
+    "  --line-base <dir>  #line names <in> relative to <dir> (the compiler's folder)\n";
+
+// What was wrong with the command line, and the usage; exit status 2.
+int usage_error(std::string const& what) {
+  static_cast<void>(
+      std::fprintf(stderr, "graphstep_rewrite_launches: %s\n%s", what.c_str(), usage));
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,29 +137,40 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     std::string_view const argument{argv[i]};
+    bool const has_value = i + 1 < argc;
+    if (argument == "--help" || argument == "-h") {
+      static_cast<void>(std::fputs(usage, stdout));
+      return 0;
+    }
     if (argument == "--header") {
       header = true;
-    } else if (argument == "-I" && i + 1 < argc) {
-      include_dirs.emplace_back(argv[++i]);
-    } else if (argument == "--depfile" && i + 1 < argc) {
-      depfile = argv[++i];
-    } else if (argument == "--line-base" && i + 1 < argc) {
-      line_base = argv[++i];
+    } else if (argument == "-I" || argument == "--depfile" || argument == "--line-base") {
+      if (!has_value) return usage_error(std::string{argument} + " needs a value");
+      std::string const value{argv[++i]};
+      if (argument == "-I") {
+        include_dirs.emplace_back(value);
+      } else if (argument == "--depfile") {
+        depfile = value;
+      } else {
+        line_base = value;
+      }
+    } else if (argument.size() > 2 && argument.substr(0, 2) == "-I") {
+      include_dirs.emplace_back(std::string{argument.substr(2)});  // -I<dir>, as compilers take it
+    } else if (argument.size() > 1 && argument.front() == '-') {
+      return usage_error("unknown option " + std::string{argument});
     } else {
       files.emplace_back(argument);
     }
   }
   if (files.size() != 2) {
-    static_cast<void>(std::fprintf(stderr,
-                                   "usage: rewrite_launches [--header] [-I <dir>]... "
-                                   "[--depfile <file>] [--line-base <dir>] <in.cu> <out.cpp>\n"));
-    return 2;
+    return usage_error("give one input and one output file, not " + std::to_string(files.size()));
   }
   std::string const& input = files[0];
   std::string const& output = files[1];
   std::optional<std::string> const source = read(input);
   if (!source) {
-    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot read %s\n", input.c_str()));
+    static_cast<void>(
+        std::fprintf(stderr, "graphstep_rewrite_launches: cannot read %s\n", input.c_str()));
     return 1;
   }
   std::set<fs::path> read_files;
@@ -153,12 +185,12 @@ int main(int argc, char** argv) {
                                                                 included_as)
                        : graphstep::sim::detail::rewrite_launches(*source, line_name, macro_names);
   } catch (graphstep::sim::detail::rewrite_error const& e) {
-    static_cast<void>(std::fprintf(stderr, "rewrite_launches: %s\n", e.what()));
+    static_cast<void>(std::fprintf(stderr, "graphstep_rewrite_launches: %s\n", e.what()));
     return 1;
   }
   if (!write_if_changed(output, rewritten) ||
       (!depfile.empty() && !write_if_changed(depfile, dependency_rule(output, read_files)))) {
-    static_cast<void>(std::fprintf(stderr, "rewrite_launches: cannot write %s\n",
+    static_cast<void>(std::fprintf(stderr, "graphstep_rewrite_launches: cannot write %s\n",
                                    (depfile.empty() ? output : depfile).c_str()));
     return 1;
   }

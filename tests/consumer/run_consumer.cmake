@@ -1,15 +1,23 @@
 # Runs one consumer check; MODE is "install" or "build".
 #
-# install: graphstep is installed into a staging prefix; no file under lib/cmake/graphstep may
-# name the build or source directory, the staging prefix, or any of FORBIDDEN_PATHS (the CUDA
-# toolkit's and NCCL's directories on this machine); the prefix is then moved elsewhere and the
-# consumer is built and run against the moved copy alone.
+# install: graphstep is installed into a staging prefix; no package file (lib/cmake/graphstep/*,
+# and the pkg-config files PC_FILES, which must all be there) may name the build or source
+# directory, the staging prefix, or any of FORBIDDEN_PATHS (the CUDA toolkit's and NCCL's
+# directories on this machine), nor hand its users -Werror; the prefix is then moved elsewhere
+# and the consumer is built and run against the moved copy alone.
+# MAKE_PROGRAM (install mode only): the consumer is a plain Makefile project, built with that
+# make through PKG_CONFIG (pkg-config) from the moved copy's .pc files alone, with CXX and the
+# CUDA toolkit's include folders CUDA_INCLUDE_DIRS; before that, pkg-config must refuse a module
+# that is not installed (a misspelt one, and graphstep-nccl unless WITH_NCCL), and the Makefile
+# must stop with its own message where pkg-config finds no graphstep.
 # CUDA_RUNTIME (Static or Shared, for a CUDA-language consumer): the consumer is configured with
 # that runtime (Static as CMake's default, without setting CMAKE_CUDA_RUNTIME_LIBRARY) and must
 # link exactly that one.
 # Lists arrive with "|" for ";" (add_test would split them into arguments).
 string(REPLACE "|" ";" FORBIDDEN_PATHS "${FORBIDDEN_PATHS}")
 string(REPLACE "|" ";" CUDA_ARCHITECTURES "${CUDA_ARCHITECTURES}")
+string(REPLACE "|" ";" PC_FILES "${PC_FILES}")
+string(REPLACE "|" ";" CUDA_INCLUDE_DIRS "${CUDA_INCLUDE_DIRS}")
 file(REMOVE_RECURSE ${WORK_DIR})
 
 if(MODE STREQUAL "install")
@@ -31,9 +39,18 @@ if(MODE STREQUAL "install")
   endforeach()
   list(REMOVE_DUPLICATES forbidden)
   file(GLOB_RECURSE installed LIST_DIRECTORIES false ${staging}/*)
-  list(FILTER installed INCLUDE REGEX "/cmake/graphstep/[^/]+$")
+  list(FILTER installed INCLUDE REGEX "/cmake/graphstep/[^/]+$|/pkgconfig/graphstep[^/]*\\.pc$")
   if(NOT installed MATCHES "/graphstepConfig\\.cmake(;|$)")
     message(FATAL_ERROR "no graphstepConfig.cmake under ${staging}: ${installed}")
+  endif()
+  set(pc_installed ${installed})
+  list(FILTER pc_installed INCLUDE REGEX "\\.pc$")
+  list(TRANSFORM pc_installed REPLACE ".*/" "")
+  list(SORT pc_installed)
+  list(SORT PC_FILES)
+  if(NOT pc_installed STREQUAL PC_FILES)
+    message(FATAL_ERROR "the installed pkg-config files are \"${pc_installed}\", this build "
+                        "should install \"${PC_FILES}\"")
   endif()
   foreach(file IN LISTS installed)
     file(READ ${file} content)
@@ -44,9 +61,16 @@ if(MODE STREQUAL "install")
                             "on: the installed package would not be relocatable")
       endif()
     endforeach()
+    # Warnings are errors in graphstep's own builds only: a user's compiler may warn where ours
+    # does not.
+    if(content MATCHES "-Werror")
+      message(FATAL_ERROR "${file} hands its users -Werror")
+    endif()
   endforeach()
   list(LENGTH installed count)
-  message(STATUS "${count} installed package files name no path of this machine")
+  list(JOIN PC_FILES ", " pc_list)
+  message(STATUS "${count} installed package files (${pc_list} among them) name no path of this "
+                 "machine")
 
   # Move the installation; the consumer sees only the moved copy.
   set(prefix ${WORK_DIR}/moved/elsewhere)
@@ -58,6 +82,56 @@ if(MODE STREQUAL "install")
   set(locate -DCMAKE_PREFIX_PATH=${prefix})
 else()
   set(locate -Dgraphstep_DIR=${BUILD_DIR})
+endif()
+
+if(MAKE_PROGRAM)
+  if(NOT MODE STREQUAL "install")
+    message(FATAL_ERROR "a Makefile consumer builds from the install tree only")
+  endif()
+  # pkg-config sees the moved copy's files alone, whatever the machine has.
+  set(pkg_config ${CMAKE_COMMAND} -E env --unset=PKG_CONFIG_PATH
+                  PKG_CONFIG_LIBDIR=${prefix}/${LIBDIR}/pkgconfig ${PKG_CONFIG})
+  set(absent graphstep-ncl)
+  if(NOT WITH_NCCL)
+    list(APPEND absent graphstep-nccl)
+  endif()
+  foreach(module IN LISTS absent)
+    execute_process(COMMAND ${pkg_config} --cflags --libs ${module}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(rc EQUAL 0 OR NOT out MATCHES "Package '?${module}'? was not found")
+      message(FATAL_ERROR "pkg-config --cflags --libs ${module}, which is not installed, exited "
+                          "with ${rc} and said: ${out}")
+    endif()
+    message(STATUS "pkg-config refuses ${module}, which is not installed")
+  endforeach()
+
+  file(COPY ${SOURCE_DIR}/ DESTINATION ${WORK_DIR}/project)
+  set(cuda_cppflags)
+  foreach(dir IN LISTS CUDA_INCLUDE_DIRS)
+    string(APPEND cuda_cppflags " -isystem ${dir}")
+  endforeach()
+  set(make ${MAKE_PROGRAM} -C ${WORK_DIR}/project PKG_CONFIG=${PKG_CONFIG} CXX=${CXX}
+           "CUDA_CPPFLAGS=${cuda_cppflags}")
+  # Without the .pc files on its path the Makefile stops, and says what to do.
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=PKG_CONFIG_PATH
+                          PKG_CONFIG_LIBDIR=${WORK_DIR}/project ${make}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc EQUAL 0 OR NOT out MATCHES "finds no graphstep 0\\.1 built for the simulated device")
+    message(FATAL_ERROR "make without graphstep on pkg-config's path exited with ${rc}: ${out}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=PKG_CONFIG_PATH
+                          PKG_CONFIG_LIBDIR=${prefix}/${LIBDIR}/pkgconfig ${make} -j 2
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "building the Makefile consumer against the install tree failed (${rc})")
+  endif()
+  execute_process(COMMAND ${WORK_DIR}/project/row_sums RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  message(STATUS "consumer printed: ${out}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the Makefile consumer failed to run (${rc}): ${out}")
+  endif()
+  return()
 endif()
 
 set(options)
