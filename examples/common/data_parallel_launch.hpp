@@ -40,6 +40,10 @@ class data_parallel_launch {
   [[nodiscard]] bool several_ranks() const {
     return environment_.world_size > 1;
   }
+  /// What was read: graphstep::nccl::describe() says it in a line.
+  [[nodiscard]] graphstep::nccl::launch_environment const& environment() const {
+    return environment_;
+  }
 
  private:
   graphstep::nccl::launch_environment environment_;

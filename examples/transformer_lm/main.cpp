@@ -15,7 +15,8 @@
 // cuBLASLt runs the same algorithm for the same plan.
 //
 // Launched as several ranks (by torchrun, mpirun, or RANK, WORLD_SIZE, ...), it trains data
-// parallel: every rank starts from the same weights with its own batch, the gradients are
+// parallel: each rank first says what it read of its launcher (its rank and local rank, where it
+// meets the others), every rank starts from the same weights with its own batch, the gradients are
 // averaged across the ranks in buckets of --bucket-kib (default 25 MiB, the first at most 1 MiB)
 // inside the step (and inside its graph), each bucket as soon as the backward has finished its
 // gradients, while the backward goes on; at the end every rank checks that its weights are those
@@ -462,6 +463,10 @@ int main(int argc, char** argv) {
 #if defined(TRANSFORMER_LM_WITH_NCCL)
     examples::data_parallel_launch const launch{argc, argv};
     s.data_parallel = launch.several_ranks();
+    // Which rank of which host this process is, and where it meets the others, as read.
+    if (s.data_parallel) {
+      std::printf("transformer_lm: %s\n", gs::nccl::describe(launch.environment()).c_str());
+    }
 #endif
     if (s.check_gradients) return check_gradients(s) ? 0 : 1;
     run eager_run;
