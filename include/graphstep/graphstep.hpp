@@ -38,6 +38,7 @@
 #include <graphstep/graphs/kernel_node.hpp>
 #include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/graphs/output_guard.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/memory_pool.hpp>
