@@ -45,6 +45,7 @@
 #include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
+#include <graphstep/memory/pool_timeline.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>

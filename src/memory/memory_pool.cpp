@@ -373,6 +373,40 @@ memory::allocation_plan pool_state::plan_next_capture(memory::allocation_trace t
   return engine_->plan_next_capture(std::move(trace));
 }
 
+namespace {
+char const* backing_name(pool_backing backing) {
+  switch (backing) {
+    case pool_backing::virtual_memory: return "virtual_memory";
+    case pool_backing::device_malloc: return "device_malloc";
+    case pool_backing::pinned_host: return "pinned_host";
+    case pool_backing::automatic: break;
+  }
+  return "automatic";
+}
+}  // namespace
+
+void pool_state::begin_timeline(std::size_t max_allocations) {
+  engine_->begin_timeline(max_allocations);
+}
+
+pool_timeline pool_state::timeline() const {
+  pool_timeline out = engine_->timeline();
+  out.pool = id_;
+  out.backing = backing_name(device_->kind());
+  return out;
+}
+
+pool_timeline pool_state::end_timeline() {
+  pool_timeline out = engine_->end_timeline();
+  out.pool = id_;
+  out.backing = backing_name(device_->kind());
+  return out;
+}
+
+void pool_state::name_allocation(void* address, std::string name) {
+  engine_->name_allocation(reinterpret_cast<std::uintptr_t>(address), std::move(name));
+}
+
 }  // namespace detail
 
 namespace {
@@ -457,6 +491,18 @@ memory::allocation_trace memory_pool::end_trace() {
 }
 memory::allocation_plan memory_pool::plan_next_capture(memory::allocation_trace trace) {
   return checked(state_).plan_next_capture(std::move(trace));
+}
+void memory_pool::begin_timeline(std::size_t max_allocations) {
+  checked(state_).begin_timeline(max_allocations);
+}
+pool_timeline memory_pool::timeline() const {
+  return checked(state_).timeline();
+}
+pool_timeline memory_pool::end_timeline() {
+  return checked(state_).end_timeline();
+}
+void memory_pool::name_allocation(void* address, std::string name) {
+  checked(state_).name_allocation(address, std::move(name));
 }
 
 }  // namespace graphstep::memory
