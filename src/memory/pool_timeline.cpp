@@ -64,7 +64,7 @@ std::string quoted(std::string const& text) {
 }  // namespace
 
 std::string pool_timeline::to_json() const {
-  std::string out = "{\"format\":\"graphstep.memory_timeline\",\"version\":1,";
+  std::string out = R"({"format":"graphstep.memory_timeline","version":1,)";
   append_field(out, "pool", number(pool));
   out += ',';
   append_field(out, "backing", quoted(backing));
