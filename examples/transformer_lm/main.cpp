@@ -8,7 +8,7 @@
 //                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
 //                  [--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N]
 //                  [--save FILE] [--resume FILE] [--step-timeout S] [--min-step-timeout S]
-//                  [--check-gradients]
+//                  [--memory-timeline FILE] [--check-gradients]
 //
 // "both" trains eager and graphed from the same seed and checks that every step's loss is the
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
@@ -33,6 +33,10 @@
 // file). A run resumed at step k ends with the same state, bit for bit, as one that went on.
 // The checkpoint records the run's settings and number of ranks, and a resume with others is
 // refused, naming each that differs (run_settings_of).
+//
+// --memory-timeline FILE records the pool's memory timeline of the graphed run (of the eager one
+// with --mode eager) and writes it to FILE as JSON (docs/memory.md#memory-timeline), for
+// scripts/plot-memory-timeline.py to draw.
 //
 // --check-gradients runs one forward and backward pass and compares the loss and every
 // gradient tensor with the same model computed in fp64 on the host from graphstep's reference
@@ -79,6 +83,7 @@ struct settings : transformer_example::transformer_config {
   std::string resume;          // checkpoint loaded before the first
   int step_timeout_s{0};       // data parallel: a fixed step deadline; 0 adapts to the steps
   int min_step_timeout_s{60};  // data parallel: the adaptive deadline's floor
+  std::string memory_timeline;  // the pool's memory timeline written here, as JSON
 };
 
 settings parse(int argc, char** argv) {
@@ -87,7 +92,7 @@ settings parse(int argc, char** argv) {
       "[--mode eager|graphed|both] [--steps N] [--layers N] [--width N] [--heads N] [--batch N] "
       "[--sequence N] [--vocab N] [--seed S] [--attention auto|plain|cudnn] [--print-every N] "
       "[--bucket-kib N] [--save FILE] [--resume FILE] [--step-timeout S] "
-      "[--min-step-timeout S] [--check-gradients]",
+      "[--min-step-timeout S] [--memory-timeline FILE] [--check-gradients]",
       "Trains a GPT-2-style language model (bf16 weights, fp32 master weights, AdamW with\n"
       "gradient clipping) on random tokens, eagerly, or with the whole step captured into\n"
       "one CUDA graph and replayed. Launched as several ranks (torchrun, mpirun, srun, or\n"
@@ -112,6 +117,9 @@ settings parse(int argc, char** argv) {
       "  --step-timeout S      data parallel: a fixed step deadline of S seconds\n"
       "  --min-step-timeout S  data parallel: the adaptive deadline (20 times the median\n"
       "                        step) is at least S seconds (default 60)\n"
+      "  --memory-timeline FILE  write the pool's memory timeline of the graphed run (the\n"
+      "                        eager one with --mode eager) to FILE as JSON, for\n"
+      "                        scripts/plot-memory-timeline.py\n"
       "  --check-gradients     one step's loss and gradients against an fp64 host model\n"
       "  --help                this text\n"};
   constexpr int limit = 10000000;
@@ -162,6 +170,8 @@ settings parse(int argc, char** argv) {
       s.save = args.path();
     } else if (arg == "--resume") {
       s.resume = args.path();
+    } else if (arg == "--memory-timeline") {
+      s.memory_timeline = args.path();
     } else if (arg == "--check-gradients") {
       s.check_gradients = true;
     } else {
@@ -327,8 +337,15 @@ run train(settings const& base, bool graphed) {
 #endif
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
+  // The timeline of one run: the graphed one, unless only the eager one runs.
+  bool const records_timeline = !s.memory_timeline.empty() && (graphed || s.mode == "eager");
+  if (records_timeline) pool.begin_timeline();
   go::cublaslt_handle handle;
   transformer model{s, pool, stream, handle};
+  if (records_timeline) {
+    pool.name_allocation(model.parameters(), "parameters (bf16)");
+    pool.name_allocation(model.gradients(), "gradients (bf16)");
+  }
   bool writes_checkpoints = true;
   int world_size = 1;
 #if defined(TRANSFORMER_LM_WITH_NCCL)
@@ -379,6 +396,13 @@ run train(settings const& base, bool graphed) {
   if (ranks) check_ranks_agree(model, *ranks, stream, mode);
 #endif
   if (!s.save.empty()) save(model, world_size, s.save, writes_checkpoints, mode);
+  if (records_timeline && writes_checkpoints) {  // rank 0 alone, when data parallel
+    gs::memory::pool_timeline const timeline = pool.end_timeline();
+    timeline.write_json(s.memory_timeline);
+    std::printf("[%s] memory timeline: %zu allocations, %zu captures, %zu segments written to %s\n",
+                mode, timeline.allocations.size(), timeline.captures.size(),
+                timeline.segments.size(), s.memory_timeline.c_str());
+  }
   return {std::move(losses), median(std::move(step_ms))};
 }
 

@@ -38,12 +38,14 @@
 #include <graphstep/graphs/kernel_node.hpp>
 #include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/graphs/output_guard.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
+#include <graphstep/memory/pool_timeline.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>

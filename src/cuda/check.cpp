@@ -1,12 +1,13 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/log.hpp>
 #include <string>
 #include <utility>
 
 #include "cuda/detail/driver_api.hpp"
+#include "detail/logger.hpp"
 
 namespace graphstep::cuda::detail {
 
@@ -88,9 +89,10 @@ void report_cleanup_failure(int code, char const* call, char const* file, int li
   auto const status = static_cast<cudaError_t>(code);
   if (status == cudaErrorCudartUnloading) return;  // the runtime is shutting down at exit
   static_cast<void>(cudaGetLastError());
-  static_cast<void>(
-      std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s:%d: %s: %s (%s)\n", file,
-                   line, call, cudaGetErrorName(status), cudaGetErrorString(status)));
+  graphstep::detail::log_lazily(log_level::error, [&] {
+    return std::string{"cleanup failed, continuing: "} + file + ":" + std::to_string(line) + ": " +
+           call + ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")";
+  });
 }
 
 }  // namespace graphstep::cuda::detail

@@ -1,26 +1,29 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <limits>
 #include <string>
 #include <utility>
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "detail/address_text.hpp"
+#include "detail/logger.hpp"
 
 namespace graphstep::cuda {
 namespace {
 
 // As GRAPHSTEP_ASSERT_CUDA_SUCCESS reports: a destructor must not throw.
 void report_release_failure(void const* pointer, std::size_t bytes, char const* what) noexcept {
-  static_cast<void>(std::fprintf(
-      stderr, "graphstep: cleanup failed, continuing: device_buffer of %zu B at %p: %s\n", bytes,
-      pointer, what));
+  graphstep::detail::log_lazily(log_level::error, [&] {
+    return "cleanup failed, continuing: device_buffer of " + std::to_string(bytes) + " B at " +
+           graphstep::detail::pointer_text(pointer) + ": " + what;
+  });
 }
 
 // Bytes of a typed buffer, checked before anything is allocated.

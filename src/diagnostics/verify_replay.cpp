@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
@@ -12,6 +11,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/log.hpp>
 #include <memory>
 #include <optional>
 #include <set>
@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "detail/logger.hpp"
 
 namespace graphstep::diagnostics {
 
@@ -478,8 +480,9 @@ void restore_after_failure(region_copies const& copies, contents const& before) 
   try {
     copies.restore(before);
   } catch (std::exception const& e) {
-    static_cast<void>(std::fprintf(
-        stderr, "graphstep: verify_replay could not restore the watched regions: %s\n", e.what()));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return std::string{"verify_replay could not restore the watched regions: "} + e.what();
+    });
   }
 }
 

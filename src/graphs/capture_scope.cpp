@@ -1,17 +1,19 @@
 #include <algorithm>
-#include <cstdio>
 #include <deque>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <mutex>
 #include <new>
 #include <sstream>
+#include <string>
 #include <unordered_set>
 
 #include "detail/address_text.hpp"
+#include "detail/logger.hpp"
 #include "graphs/detail/capture_recorder.hpp"
 #include "graphs/detail/graph_state.hpp"
 #include "graphs/detail/legacy_stream_guard.hpp"
@@ -215,8 +217,9 @@ void capture_scope::start_diagnostics() {
     }
     static std::once_flag warned;
     std::call_once(warned, [&] {
-      static_cast<void>(std::fprintf(
-          stderr, "graphstep: GRAPHSTEP_CAPTURE_DIAGNOSTICS is set, but %s\n", e.what()));
+      graphstep::detail::log_lazily(log_level::warning, [&] {
+        return std::string{"GRAPHSTEP_CAPTURE_DIAGNOSTICS is set, but "} + e.what();
+      });
     });
   }
 }
@@ -230,8 +233,8 @@ std::string capture_scope::finish_diagnostics(int outcome) {
   }
   recorder_.reset();
   if (outcome == cudaSuccess && !report.empty()) {
-    static_cast<void>(
-        std::fprintf(stderr, "graphstep: %s: %s", describe().c_str(), report.c_str()));
+    graphstep::detail::log_lazily(log_level::warning,
+                                  [&] { return describe() + ": " + report; });
   }
   return report;
 }
@@ -361,11 +364,11 @@ void capture_scope::warn_if_empty(cudaGraph_t captured) const {
   }
   // An empty graph is legal, and almost always a mistake: the work went elsewhere.
   if (nodes == 0) {
-    static_cast<void>(std::fprintf(
-        stderr,
-        "graphstep: warning: %s recorded no work: was it issued to another stream than "
-        "the capturing one (or one not forked into it), or on another device?\n",
-        describe().c_str()));
+    graphstep::detail::log_lazily(log_level::warning, [&] {
+      return describe() +
+             " recorded no work: was it issued to another stream than the capturing one (or "
+             "one not forked into it), or on another device?";
+    });
   }
 }
 

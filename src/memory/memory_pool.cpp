@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -15,6 +15,7 @@
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
 #include "cuda/detail/stream_device.hpp"
+#include "detail/logger.hpp"
 #include "memory/detail/graph_lease.hpp"
 #include "memory/detail/pool_state.hpp"
 
@@ -63,11 +64,11 @@ std::unique_ptr<memory_backing> make_backing(pool_options const& options, int de
   auto backing =
       make_virtual_memory_backing(device, options.reserve_bytes, options.peer_devices, why_not);
   if (backing) return backing;
-  static_cast<void>(std::fprintf(
-      stderr,
-      "graphstep: memory_pool falls back to cudaMalloc segments: %s. Addresses still never "
-      "move; growth adds segments instead of extending one range\n",
-      why_not.c_str()));
+  // Nothing to fix: a note, not a warning.
+  graphstep::detail::log_lazily(log_level::info, [&] {
+    return "memory_pool falls back to cudaMalloc segments: " + why_not +
+           ". Addresses still never move; growth adds segments instead of extending one range";
+  });
   return make_device_malloc_backing(device, options.peer_devices);
 }
 
@@ -238,9 +239,9 @@ pool_state::~pool_state() {
     cuda::device_guard const on_device{device_id_};
     for (event_id const event : engine_->pending_free_events()) device_->synchronize(event);
   } catch (std::exception const& e) {
-    static_cast<void>(std::fprintf(
-        stderr, "graphstep: memory_pool: waiting for freed blocks failed, continuing: %s\n",
-        e.what()));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return std::string{"memory_pool: waiting for freed blocks failed, continuing: "} + e.what();
+    });
   }
   engine_->drop_next_plan();  // its slab was never used
   std::size_t const never_given_back = engine_->stats().bytes_in_use;
@@ -249,12 +250,11 @@ pool_state::~pool_state() {
   // A block never given back may still be used by work on any stream, which nothing short of a
   // device-wide wait covers, and that would break every capture under way on the device. The
   // memory stays mapped instead, for the life of the process.
-  static_cast<void>(std::fprintf(
-      stderr,
-      "graphstep: a memory_pool was destroyed with %zu bytes never deallocated; its memory "
-      "stays mapped, since work on some stream may still use them. Deallocate every block "
-      "before the pool's last user goes\n",
-      never_given_back));
+  graphstep::detail::log_lazily(log_level::warning, [&] {
+    return "a memory_pool was destroyed with " + std::to_string(never_given_back) +
+           " bytes never deallocated; its memory stays mapped, since work on some stream may "
+           "still use them. Deallocate every block before the pool's last user goes";
+  });
   device_->keep_mapped_forever();
 }
 
@@ -373,6 +373,40 @@ memory::allocation_plan pool_state::plan_next_capture(memory::allocation_trace t
   return engine_->plan_next_capture(std::move(trace));
 }
 
+namespace {
+char const* backing_name(pool_backing backing) {
+  switch (backing) {
+    case pool_backing::virtual_memory: return "virtual_memory";
+    case pool_backing::device_malloc: return "device_malloc";
+    case pool_backing::pinned_host: return "pinned_host";
+    case pool_backing::automatic: break;
+  }
+  return "automatic";
+}
+}  // namespace
+
+void pool_state::begin_timeline(std::size_t max_allocations) {
+  engine_->begin_timeline(max_allocations);
+}
+
+pool_timeline pool_state::timeline() const {
+  pool_timeline out = engine_->timeline();
+  out.pool = id_;
+  out.backing = backing_name(device_->kind());
+  return out;
+}
+
+pool_timeline pool_state::end_timeline() {
+  pool_timeline out = engine_->end_timeline();
+  out.pool = id_;
+  out.backing = backing_name(device_->kind());
+  return out;
+}
+
+void pool_state::name_allocation(void* address, std::string name) {
+  engine_->name_allocation(reinterpret_cast<std::uintptr_t>(address), std::move(name));
+}
+
 }  // namespace detail
 
 namespace {
@@ -457,6 +491,18 @@ memory::allocation_trace memory_pool::end_trace() {
 }
 memory::allocation_plan memory_pool::plan_next_capture(memory::allocation_trace trace) {
   return checked(state_).plan_next_capture(std::move(trace));
+}
+void memory_pool::begin_timeline(std::size_t max_allocations) {
+  checked(state_).begin_timeline(max_allocations);
+}
+pool_timeline memory_pool::timeline() const {
+  return checked(state_).timeline();
+}
+pool_timeline memory_pool::end_timeline() {
+  return checked(state_).end_timeline();
+}
+void memory_pool::name_allocation(void* address, std::string name) {
+  checked(state_).name_allocation(address, std::move(name));
 }
 
 }  // namespace graphstep::memory

@@ -1,11 +1,13 @@
 #include <nccl.h>
 
-#include <cstdio>
 #include <exception>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/nccl/collectives.hpp>
+#include <string>
 
 #include "detail/comm_state.hpp"
+#include "detail/logger.hpp"
 
 namespace graphstep::nccl {
 
@@ -41,15 +43,17 @@ group_guard::~group_guard() {
     static_cast<void>(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, nullptr, nullptr));
     static_cast<void>(ncclGroupEnd());
     static_cast<void>(detail::group_members::close());
-    static_cast<void>(std::fprintf(stderr,
-                                   "graphstep: an exception left a group_guard's scope: the "
-                                   "group's collectives were dropped, not launched\n"));
+    graphstep::log(log_level::warning,
+        "an exception left a group_guard's scope: the group's collectives were dropped, not "
+        "launched");
     return;
   }
   try {
     end_group("~group_guard");
   } catch (std::exception const& e) {
-    static_cast<void>(std::fprintf(stderr, "graphstep: ending a group failed: %s\n", e.what()));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return std::string{"ending a group failed: "} + e.what();
+    });
   }
 }
 

@@ -7,16 +7,18 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "detail/logger.hpp"
 
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
 #include <dlfcn.h>
@@ -446,11 +448,14 @@ void detail::cudnn_handle_deleter::operator()(pointer handle) const noexcept {
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
   try {
     if (cudnnStatus_t const s = fe::detail::destroy_handle(handle); s != CUDNN_STATUS_SUCCESS) {
-      static_cast<void>(std::fprintf(stderr, "graphstep: cudnnDestroy failed (%s)\n",
-                                     fe::detail::get_error_string(s)));
+      graphstep::detail::log_lazily(log_level::error, [&] {
+        return std::string{"cudnnDestroy failed ("} + fe::detail::get_error_string(s) + ")";
+      });
     }
   } catch (std::exception const& e) {
-    static_cast<void>(std::fprintf(stderr, "graphstep: cudnnDestroy failed (%s)\n", e.what()));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return std::string{"cudnnDestroy failed ("} + e.what() + ")";
+    });
   }
 #else
   static_cast<void>(handle);  // no handle is ever made without cuDNN

@@ -2,24 +2,28 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/ops/gelu_kernels.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "detail/logger.hpp"
 
 namespace graphstep::ops {
 
 void detail::lt_handle_deleter::operator()(pointer handle) const noexcept {
   if (cublasStatus_t const s = cublasLtDestroy(handle); s != CUBLAS_STATUS_SUCCESS) {
-    static_cast<void>(
-        std::fprintf(stderr, "graphstep: cublasLtDestroy failed (%d)\n", static_cast<int>(s)));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return "cublasLtDestroy failed (" + std::to_string(static_cast<int>(s)) + ")";
+    });
   }
 }
 

@@ -1,12 +1,15 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
+#include <string>
 #include <vector>
+
+#include "detail/logger.hpp"
 
 namespace graphstep::schedule {
 namespace {
@@ -42,8 +45,9 @@ basic_graph_cache<Policy>::~basic_graph_cache() {
   try {
     wait_for_replays(executables_);
   } catch (std::exception const& e) {
-    static_cast<void>(std::fprintf(
-        stderr, "graphstep: graph_cache: waiting for replays failed, continuing: %s\n", e.what()));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return std::string{"graph_cache: waiting for replays failed, continuing: "} + e.what();
+    });
   }
 }
 

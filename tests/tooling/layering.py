@@ -4,7 +4,7 @@
 An include is allowed when it stays in its component, or reaches a public header of a
 component its own uses (directly or through what those use), or a private header of a component
 that shares its private headers with it (`shares_private_with`, `sees_private_of`, or the tests
-of that component under tests/<name>/). Private: everything under src/ and kernels/, every file
+of that component under tests/<name>/, the root's directly in tests/). Private: everything under src/ and kernels/, every file
 in a detail/ folder, and every file of a part that is not a library component (tests, examples,
 bench, fuzz, models, sim). Includes that name no file of the tree (the standard library, CUDA)
 are not walls and are skipped.
@@ -92,7 +92,11 @@ class Walls:
                 return True
             if dst in self.components[src].get("sees_private_of", []):
                 return True
-            return src == "tests" and src_rel.startswith(f"tests/{dst}/")
+            if src != "tests":
+                return False
+            if dst == "root":  # the root component's tests sit in tests/ itself
+                return "/" not in src_rel[len("tests/"):]
+            return src_rel.startswith(f"tests/{dst}/")
         return dst in self.reach[src]
 
     def umbrella_gaps(self):

@@ -10,6 +10,7 @@
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
+#include <graphstep/memory/pool_timeline.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -216,6 +217,25 @@ class memory_pool : public cuda::memory_resource {
   /// back.
   /// @throws usage_error (empty trace), out_of_memory (no room for the slab)
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
+
+  /// @brief Starts recording the pool's memory timeline: the segments and live blocks it holds
+  /// now, then every growth, trim, allocation, free, capture and graph release, in order, with
+  /// the capture each allocation belongs to (docs/memory.md#memory-timeline). Records at most
+  /// `max_allocations` allocations; later ones are counted, not kept (so a long run's timeline
+  /// stays bounded).
+  /// @throws usage_error (moved-from pool; already recording; `max_allocations` 0)
+  void begin_timeline(std::size_t max_allocations = std::size_t{1} << 20);
+  /// @brief The timeline recorded so far; `to_json()` or `write_json(path)` writes it out, and
+  /// scripts/plot-memory-timeline.py draws it.
+  /// @throws usage_error (moved-from pool; not recording)
+  [[nodiscard]] pool_timeline timeline() const;
+  /// @brief Stops recording and returns the timeline.
+  /// @throws usage_error (moved-from pool; not recording)
+  pool_timeline end_timeline();
+  /// @brief Gives the live allocation at `address` a name in the timeline ("attention
+  /// workspace"); does nothing more when no timeline is being recorded.
+  /// @throws usage_error (moved-from pool; no live block of this pool starts at `address`)
+  void name_allocation(void* address, std::string name);
 
  private:
   // cuda::memory_resource: the same as allocate and deallocate above.

@@ -3,16 +3,17 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/memory/detail/pool_engine.hpp>
 #include <string>
 #include <vector>
 
 #include "cuda/detail/driver_api.hpp"
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "detail/logger.hpp"
 
 namespace graphstep::memory::detail {
 namespace {
@@ -100,8 +101,10 @@ class virtual_memory_backing final : public memory_backing {
 
   static void report(CUresult status, char const* call) noexcept {
     if (status != CUDA_SUCCESS && status != CUDA_ERROR_DEINITIALIZED) {
-      static_cast<void>(std::fprintf(stderr, "graphstep: cleanup failed, continuing: %s: %s\n",
-                                     call, cuda::detail::driver_error_name(status).c_str()));
+      graphstep::detail::log_lazily(log_level::error, [&] {
+        return std::string{"cleanup failed, continuing: "} + call + ": " +
+               cuda::detail::driver_error_name(status);
+      });
     }
   }
 

@@ -85,16 +85,24 @@ std::uintptr_t pool_engine::allocate(std::size_t bytes, stream_id stream,
   std::lock_guard const lock{mutex_};
   if (capture) {
     capture_state& state = capture_of(*capture, stream);
-    stream_id const tag = tag_of(state, stream);
-    if (state.plan) return state.slab + state.plan->next_allocate(bytes);
-    if (auto found = blocks_.allocate(bytes, tag, state.graph)) return found->address;
-    // Then blocks freed eagerly on this stream: that work precedes the capture in its order.
-    if (auto found = blocks_.allocate(bytes, stream, state.graph)) return found->address;
-    return allocate_block(bytes, tag, state.graph);
+    std::uintptr_t const address = allocate_in_capture(state, bytes, stream);
+    if (timeline_) timeline_->allocated(address, bytes, state.graph, state.plan.has_value());
+    return address;
   }
   std::uintptr_t const address = allocate_block(bytes, stream, no_graph);
   if (trace_) traced_ids_[address] = trace_->record_allocate(bytes);
+  if (timeline_) timeline_->allocated(address, bytes, no_graph, false);
   return address;
+}
+
+std::uintptr_t pool_engine::allocate_in_capture(capture_state& state, std::size_t bytes,
+                                                stream_id stream) {
+  stream_id const tag = tag_of(state, stream);
+  if (state.plan) return state.slab + state.plan->next_allocate(bytes);
+  if (auto found = blocks_.allocate(bytes, tag, state.graph)) return found->address;
+  // Then blocks freed eagerly on this stream: that work precedes the capture in its order.
+  if (auto found = blocks_.allocate(bytes, stream, state.graph)) return found->address;
+  return allocate_block(bytes, tag, state.graph);
 }
 
 std::uintptr_t pool_engine::allocate_block(std::size_t bytes, stream_id tag, graph_id owner) {
@@ -186,6 +194,7 @@ void pool_engine::grow(std::size_t bytes, std::size_t requested) {
   } else {
     blocks_.add_region(grown.base, grown.bytes);
   }
+  if (timeline_) timeline_->segment_grown(grown.base, grown.bytes);
 }
 
 void pool_engine::throw_out_of_memory(std::size_t requested, std::string const& reason) const {
@@ -253,13 +262,16 @@ void pool_engine::deallocate(std::uintptr_t address, stream_id stream,
                         "memory_pool: planned capture '" + state.name + "' freed " +
                             graphstep::detail::hex_text(address) + ", which it did not allocate");
       state.plan->deallocate(address - state.slab);
+      if (timeline_) timeline_->freed(address);
       return;
     }
     blocks_.deallocate(address, tag, state.graph);
+    if (timeline_) timeline_->freed(address);
     return;
   }
   order_free_after_uses(address, stream, false);
   blocks_.deallocate(address, stream);
+  if (timeline_) timeline_->freed(address);
   if (trace_) {
     if (auto traced = traced_ids_.find(address); traced != traced_ids_.end()) {
       trace_->record_deallocate(traced->second);
@@ -289,6 +301,7 @@ void pool_engine::begin_capture(capture_id capture, graph_id graph, std::string 
     state.plan.emplace(std::move(next_plan_->trace), std::move(next_plan_->plan));
     next_plan_.reset();
   }
+  if (timeline_) timeline_->capture_began(state.graph, state.name);
   captures_.emplace(capture, std::move(state));
 }
 
@@ -319,6 +332,7 @@ std::optional<graph_id> pool_engine::finish_capture(capture_id capture, bool suc
   // runs whole: what the capture freed is free for any stream (and marked with its graph).
   for (auto const& entry : state.tags) blocks_.release_stream(entry.second);
   sharing_.clear();
+  if (timeline_) timeline_->capture_ended(state.graph, success);
   if (!success) {
     blocks_.release_graph(state.graph);
     return std::nullopt;
@@ -342,6 +356,7 @@ void pool_engine::release_graph(graph_id graph) noexcept {
     it = next;
   }
   blocks_.release_graph(graph);
+  if (timeline_) timeline_->graph_released(graph);
   live_graphs_.erase(graph);
   sharing_.clear();
   forget_launch(graph, any_stream);
@@ -425,6 +440,7 @@ void pool_engine::after_replay(graph_id graph, stream_id stream) {
 void pool_engine::keep_after_graph(std::uintptr_t address) {
   std::lock_guard const lock{mutex_};
   blocks_.keep_after_graph(address);
+  if (timeline_) timeline_->kept_after_graph(address);
 }
 
 std::size_t pool_engine::trim() {
@@ -441,6 +457,7 @@ std::size_t pool_engine::trim() {
     std::size_t const bytes = device_.shrink(region.base, region.bytes, region.free_bytes);
     if (bytes == 0) continue;
     blocks_.shrink_region(region.base, bytes);
+    if (timeline_) timeline_->segment_shrunk(region.base, bytes);
     given_back += bytes;
   }
   trimmed_bytes_ += given_back;
@@ -525,6 +542,59 @@ allocation_plan pool_engine::plan_next_capture(allocation_trace trace) {
   std::uintptr_t const slab = allocate_block(slab_bytes, any_stream, planned_graph);
   next_plan_.emplace(next_plan{std::move(trace), plan, slab});
   return plan;
+}
+
+void pool_engine::begin_timeline(std::size_t max_allocations) {
+  GRAPHSTEP_EXPECTS(max_allocations > 0,
+                    "memory_pool::begin_timeline: max_allocations is 0; give how many "
+                    "allocations to record at most (at least 1)");
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(!timeline_,
+                    "memory_pool::begin_timeline: a timeline is already being recorded; call "
+                    "end_timeline first");
+  timeline_recorder recorder{max_allocations};
+  auto const regions = blocks_.snapshot();
+  for (auto const& region : regions) recorder.existing_segment(region.base, region.bytes);
+  for (auto const& region : regions) {
+    for (auto const& block : region.blocks) {
+      if (!block.free) recorder.existing_allocation(block.address, block.size, block.owner);
+    }
+  }
+  timeline_.emplace(std::move(recorder));
+}
+
+pool_timeline pool_engine::timeline() const {
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(timeline_, "memory_pool::timeline: no timeline is being recorded; call "
+                               "begin_timeline before the work to look at");
+  pool_timeline out = timeline_->timeline();
+  out.alignment = blocks_.alignment();
+  return out;
+}
+
+pool_timeline pool_engine::end_timeline() {
+  std::lock_guard const lock{mutex_};
+  GRAPHSTEP_EXPECTS(timeline_, "memory_pool::end_timeline: no timeline is being recorded; call "
+                               "begin_timeline before the work to look at");
+  pool_timeline out = timeline_->timeline();
+  out.alignment = blocks_.alignment();
+  timeline_.reset();
+  return out;
+}
+
+void pool_engine::name_allocation(std::uintptr_t address, std::string name) {
+  std::lock_guard const lock{mutex_};
+  if (timeline_ && timeline_->name(address, name)) return;
+  auto const block = blocks_.block_at(address);
+  // A planned capture's allocations lie inside its slab, one block.
+  bool const in_planned_slab =
+      std::any_of(captures_.begin(), captures_.end(), [&](auto const& capture) {
+        return capture.second.plan && address >= capture.second.slab && blocks_.owns(address);
+      });
+  GRAPHSTEP_EXPECTS((block && !block->free) || in_planned_slab,
+                    "memory_pool::name_allocation: no live block of this pool starts at " +
+                        graphstep::detail::hex_text(address) +
+                        "; pass an address that allocate returned and that is not freed");
 }
 
 void pool_engine::drop_next_plan() noexcept {

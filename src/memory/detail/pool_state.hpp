@@ -94,6 +94,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   memory::allocation_trace end_trace();
   memory::allocation_plan plan_next_capture(memory::allocation_trace trace);
 
+  void begin_timeline(std::size_t max_allocations);
+  [[nodiscard]] pool_timeline timeline() const;
+  pool_timeline end_timeline();
+  void name_allocation(void* address, std::string name);
+
  private:
   // Refuses, by name, a stream of another device than the pool's: the pool records its events
   // on the streams it serves, and "event and stream must be on the same CUDA context"

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/log.hpp>
+#include <string>
 #include <thread>
 #include <unordered_map>
+
+#include "detail/logger.hpp"
 
 namespace graphstep::nccl::detail {
 namespace {
@@ -109,9 +112,10 @@ pending_releases& releases() {
 void release_now(ncclComm_t handle, bool abort) noexcept {
   ncclResult_t const status = abort ? ncclCommAbort(handle) : ncclCommDestroy(handle);
   if (status != ncclSuccess) {
-    static_cast<void>(std::fprintf(stderr, "graphstep: %s of a communicator failed: %s\n",
-                                   abort ? "ncclCommAbort" : "ncclCommDestroy",
-                                   ncclGetErrorString(status)));
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return std::string{abort ? "ncclCommAbort" : "ncclCommDestroy"} +
+             " of a communicator failed: " + ncclGetErrorString(status);
+    });
   }
 }
 

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/detail/block_allocator.hpp>
+#include <graphstep/memory/detail/timeline_recorder.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
+#include <graphstep/memory/pool_timeline.hpp>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -209,6 +211,20 @@ class pool_engine {
   /// @brief Gives back the slab of a plan no capture has used.
   void drop_next_plan() noexcept;
 
+  /// @brief Starts recording the timeline: what the pool holds now, then every event, up to
+  /// `max_allocations` allocations.
+  /// @throws usage_error (already recording; `max_allocations` 0)
+  void begin_timeline(std::size_t max_allocations);
+  /// @brief The timeline recorded so far (`pool` and `backing` are the shell's to fill).
+  /// @throws usage_error (not recording)
+  [[nodiscard]] pool_timeline timeline() const;
+  /// @brief Stops recording and returns the timeline.
+  /// @throws usage_error (not recording)
+  pool_timeline end_timeline();
+  /// @brief Names the live block at `address` in the timeline (when one is recorded).
+  /// @throws usage_error (no live block starts at `address`)
+  void name_allocation(std::uintptr_t address, std::string name);
+
   /// @brief The graph that holds a planned slab until its capture begins.
   static constexpr graph_id planned_graph = ~graph_id{0};
 
@@ -227,6 +243,7 @@ class pool_engine {
 
   capture_state& capture_of(capture_id capture, stream_id stream);
   stream_id tag_of(capture_state& capture, stream_id stream);
+  std::uintptr_t allocate_in_capture(capture_state& state, std::size_t bytes, stream_id stream);
   std::uintptr_t allocate_block(std::size_t bytes, stream_id tag, graph_id owner);
   bool release_completed_streams(stream_id except);
   bool take_other_streams(stream_id stream);
@@ -251,6 +268,7 @@ class pool_engine {
   // Live blocks used on other streams (record_use): the latest use event on each stream.
   std::map<std::uintptr_t, std::map<stream_id, event_id>> uses_;
   std::optional<allocation_trace> trace_;
+  std::optional<timeline_recorder> timeline_;
   std::unordered_map<std::uintptr_t, std::size_t> traced_ids_;
   struct next_plan {
     allocation_trace trace;
