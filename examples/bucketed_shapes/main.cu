@@ -2,9 +2,12 @@
 // Batches are padded up to buckets (1, 2, 4, then steps of 16 up to 256); each bucket is
 // captured on first use into one shared pool and replayed after. Run with the template mode,
 // buckets share one executable graph and are switched by update instead of instantiation.
+// --memory-timeline FILE writes the pool's memory timeline of the first run (each bucket its own
+// capture and scratch) as JSON; scripts/plot-memory-timeline.py draws it.
 
 #include <cstdio>
 #include <graphstep/graphstep.hpp>
+#include <string>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <random>
 #include <vector>
@@ -32,9 +35,11 @@ __global__ void row_max_kernel(float* out, float const* y, int rows, int cols) {
   out[r] = best;
 }
 
-int run(gsch::bucket_instantiation how) {
+// `timeline`: where to write the pool's memory timeline of this run, or empty.
+int run(gsch::bucket_instantiation how, std::string const& timeline) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
+  if (!timeline.empty()) pool.begin_timeline();
   // The static input and output, given back to the pool when they go (before the pool).
   gs::cuda::device_buffer input_buffer{{largest, features}, gs::dtype::float32, stream, pool};
   gs::cuda::device_buffer output_buffer{{largest}, gs::dtype::float32, stream, pool};
@@ -51,6 +56,7 @@ int run(gsch::bucket_instantiation how) {
   auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
     int const rows = static_cast<int>(bucket);
     auto* hidden = static_cast<float*>(pool.allocate(sizeof(float) * rows * features, s));
+    pool.name_allocation(hidden, "hidden, bucket " + std::to_string(bucket));
     scale_rows_kernel<<<(rows * features + 255) / 256, 256, 0, s.get()>>>(hidden, input, rows,
                                                                           features, 2.0F);
     row_max_kernel<<<(rows + 127) / 128, 128, 0, s.get()>>>(output, hidden, rows, features);
@@ -91,19 +97,36 @@ int run(gsch::bucket_instantiation how) {
       static_cast<unsigned long long>(stats.update_refusals), 100.0 * stats.pad_ratio(),
       static_cast<double>(pool.statistics().mapped_bytes) / (1 << 20));
   std::printf("%s: every request's result checked against the host\n", ok ? "OK" : "FAILED");
+  if (!timeline.empty()) {
+    gs::memory::pool_timeline const recorded = pool.end_timeline();
+    recorded.write_json(timeline);
+    std::printf("memory timeline: %zu allocations, %zu captures, %zu segments written to %s\n",
+                recorded.allocations.size(), recorded.captures.size(), recorded.segments.size(),
+                timeline.c_str());
+  }
   return ok ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::command_line{
-      argc, argv, "bucketed_shapes", "",
+  examples::command_line args{
+      argc, argv, "bucketed_shapes", "[--memory-timeline FILE]",
       "Requests of varying batch size served by a handful of captured CUDA graphs: batches\n"
       "are padded up to buckets (1, 2, 4, then steps of 16 up to 256), each bucket captured on\n"
       "first use into one shared pool and replayed after; then again with the buckets sharing\n"
-      "one executable graph, switched by update. Takes no arguments.\n"}
-      .expect_none();
+      "one executable graph, switched by update.\n"
+      "  --memory-timeline FILE  write the pool's memory timeline of the first run (segments,\n"
+      "                          each bucket's capture and scratch) to FILE as JSON;\n"
+      "                          scripts/plot-memory-timeline.py draws it\n"};
+  std::string timeline;
+  while (args.next()) {
+    if (args.flag() == "--memory-timeline") {
+      timeline = args.path();
+    } else {
+      args.fail("unknown argument '" + args.flag() + "'");
+    }
+  }
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr,
                  "bucketed_shapes: no CUDA device visible; this example needs an "
@@ -116,8 +139,8 @@ int main(int argc, char** argv) {
       "against the host; times are not a GPU's\n");
 #endif
   try {
-    int const a = run(gsch::bucket_instantiation::each_bucket);
-    int const b = run(gsch::bucket_instantiation::update_template);
+    int const a = run(gsch::bucket_instantiation::each_bucket, timeline);
+    int const b = run(gsch::bucket_instantiation::update_template, "");
     return a != 0 ? a : b;
   } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
     std::fprintf(stderr, "bucketed_shapes: %s\n", e.what());

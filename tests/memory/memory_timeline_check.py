@@ -15,6 +15,37 @@ import subprocess
 import sys
 
 
+def transformer_lm(data: dict) -> list:
+    """Its model's named buffers, its one step's capture, and the model live at the end."""
+    problems = []
+    names = {a["name"] for a in data["allocations"]}
+    for wanted in ("parameters (bf16)", "gradients (bf16)"):
+        if wanted not in names:
+            problems.append(f"no allocation named {wanted!r}")
+    committed = [c for c in data["captures"] if c["committed"]]
+    if [c["name"] for c in committed] != ["transformer_lm step"]:
+        problems.append(f"expected the one capture 'transformer_lm step', got {committed}")
+    if not [a for a in data["allocations"] if a["freed_at"] is None]:
+        problems.append("no allocation is live at the end, while the model still is")
+    return problems
+
+
+def bucketed_shapes(data: dict) -> list:
+    """One capture per bucket used, each with its own named scratch allocated inside it."""
+    problems = []
+    committed = [c for c in data["captures"] if c["committed"]]
+    if len(committed) < 3:
+        problems.append(f"expected a capture per bucket (at least 3), got {len(committed)}")
+    for capture in committed:
+        inside = [a for a in data["allocations"] if a["graph"] == capture["graph"]]
+        if not any(a["name"].startswith("hidden, bucket ") for a in inside):
+            problems.append(f"capture {capture['graph']} holds no named scratch: {inside}")
+    return problems
+
+
+EXPECTED = {"transformer_lm": transformer_lm, "bucketed_shapes": bucketed_shapes}
+
+
 def main() -> int:
     mode, example, work, source = sys.argv[1:5]
     rest = sys.argv[5:]
@@ -56,16 +87,8 @@ def main() -> int:
         problems = []
         if not data["segments"]:
             problems.append("no segment")
-        names = {a["name"] for a in data["allocations"]}
-        for wanted in ("parameters (bf16)", "gradients (bf16)"):
-            if wanted not in names:
-                problems.append(f"no allocation named {wanted!r}")
-        committed = [c for c in data["captures"] if c["committed"]]
-        if [c["name"] for c in committed] != ["transformer_lm step"]:
-            problems.append(f"expected the one capture 'transformer_lm step', got {committed}")
-        live = [a for a in data["allocations"] if a["freed_at"] is None]
-        if not live:
-            problems.append("no allocation is live at the end, while the model still is")
+        expect = EXPECTED[os.path.basename(example)]
+        problems += expect(data)
         if problems:
             print("FAILED: " + "; ".join(problems))
             return 1
