@@ -283,7 +283,8 @@ void verify_checksum(int fd, std::string const& path, std::uint64_t file_size) {
 
 std::string hex_bytes(unsigned char const* bytes, std::size_t size) {
   std::string text;
-  for (std::size_t i = 0; i < size; ++i) text += (i > 0 ? " " : "") + detail::hex_digits(bytes[i], 2);
+  for (std::size_t i = 0; i < size; ++i)
+    text += (i > 0 ? " " : "") + detail::hex_digits(bytes[i], 2);
   return text;
 }
 

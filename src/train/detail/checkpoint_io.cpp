@@ -41,8 +41,7 @@ constexpr int partial_digits = 16;
 // the process ends, however it ends.
 class temporary_file {
  public:
-  temporary_file(std::string const& path, std::string_view caller)
-      : path_{path}, caller_{caller} {
+  temporary_file(std::string const& path, std::string_view caller) : path_{path}, caller_{caller} {
     std::random_device random;
     for (int attempt = 0; attempt < 16; ++attempt) {
       std::uint64_t const nonce = (std::uint64_t{random()} << 32) | random();
@@ -223,8 +222,8 @@ void sync_directory(std::string const& path, std::string_view caller) {
     ::close(fd);
   }
   if (code != 0) {
-    throw error{std::string{caller} + ": " + path + " is written, but its directory " +
-                directory + " could not be synced (" + errno_text(code) +
+    throw error{std::string{caller} + ": " + path + " is written, but its directory " + directory +
+                " could not be synced (" + errno_text(code) +
                 "): the new file may not survive a crash of the machine"};
   }
 }
@@ -278,13 +277,13 @@ file_descriptor open_for_reading(std::string const& path, std::string_view calle
   return fd;
 }
 
-void read_at(int fd, std::string const& path, std::string_view caller, void* out,
-             std::size_t size, std::uint64_t offset) {
+void read_at(int fd, std::string const& path, std::string_view caller, void* out, std::size_t size,
+             std::uint64_t offset) {
   auto* to = static_cast<unsigned char*>(out);
   std::size_t done = 0;
   while (done < size) {
-    ssize_t const got =
-        ::pread(fd, to + done, std::min(size - done, largest_io), static_cast<off_t>(offset + done));
+    ssize_t const got = ::pread(fd, to + done, std::min(size - done, largest_io),
+                                static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       throw error{std::string{caller} + ": cannot read " + path + ": " + errno_text(errno)};

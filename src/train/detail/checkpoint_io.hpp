@@ -62,8 +62,8 @@ void save_atomically(std::string const& path, std::string_view caller,
 
 /// @brief Reads exactly `size` bytes at `offset` of `fd` (the file at `path`) into `out`.
 /// @throws error when the read fails or the file ends first (it shrank while it was read)
-void read_at(int fd, std::string const& path, std::string_view caller, void* out,
-             std::size_t size, std::uint64_t offset);
+void read_at(int fd, std::string const& path, std::string_view caller, void* out, std::size_t size,
+             std::uint64_t offset);
 
 /// @brief The system's text for the errno value `code`.
 [[nodiscard]] std::string errno_text(int code);
