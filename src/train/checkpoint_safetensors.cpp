@@ -314,18 +314,19 @@ checkpoint checkpoint::load_safetensors(std::string const& path) {
   }
 
   // The values: a U8 tensor of the stated size each.
-  for (auto const& [name, size] : values) {
+  for (auto const& value : values) {
+    std::string const name{value.first};
+    std::uint64_t const size = value.second;
     auto const found = std::find_if(entries.begin(), entries.end(),
                                     [&](checkpoint_entry const& e) { return e.name == name; });
-    std::string const key = quoted(std::string{value_prefix} + std::string{name});
+    std::string const mark = where + ": the metadata's " + quoted(std::string{value_prefix} + name);
     if (found == entries.end()) {
-      throw error{where + ": the metadata's " + key + " marks a value, but no tensor is named " +
-                  quoted(name)};
+      throw error{mark + " marks a value, but no tensor is named " + quoted(name)};
     }
     if (found->type != dtype::uint8 || found->shape.size() != 1 ||
         static_cast<std::uint64_t>(found->shape[0]) != size) {
       std::vector<std::uint64_t> const shape(found->shape.begin(), found->shape.end());
-      throw error{where + ": the metadata's " + key + " marks a value of " + std::to_string(size) +
+      throw error{mark + " marks a value of " + std::to_string(size) +
                   " bytes, but the tensor is " + safetensors_dtype(found->type) + " " +
                   shape_text(shape) + ", not U8 [" + std::to_string(size) + "]"};
     }

@@ -34,14 +34,15 @@ class file_descriptor {
 /// temporary, each reported to the write hook (`set_checkpoint_write_hook`).
 class save_sink {
  public:
+  save_sink() = default;
+  virtual ~save_sink() = default;
+  save_sink(save_sink const&) = delete;
+  save_sink& operator=(save_sink const&) = delete;
+  save_sink(save_sink&&) = delete;
+  save_sink& operator=(save_sink&&) = delete;
+
   /// @throws error when the write fails (a full disk, an I/O error), naming the file
   virtual void put(void const* data, std::size_t size) = 0;
-
- protected:
-  save_sink() = default;
-  ~save_sink() = default;
-  save_sink(save_sink const&) = default;
-  save_sink& operator=(save_sink const&) = default;
 };
 
 /// @brief Writes the file at `path` atomically, as `checkpoint::save` documents: `write` puts

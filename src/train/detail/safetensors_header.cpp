@@ -147,7 +147,7 @@ class parser {
   safetensors_tensor tensor(std::string name) {
     if (!next_is('{')) {
       fail("the value of " + quoted(name) + " is not an object",
-           "a tensor is {\"dtype\": ..., \"shape\": [...], \"data_offsets\": [begin, end]}");
+           R"(a tensor is {"dtype": ..., "shape": [...], "data_offsets": [begin, end]})");
     }
     safetensors_tensor result;
     bool seen_dtype = false;
@@ -160,7 +160,7 @@ class parser {
       }
       seen = true;
     };
-    members([&](std::string key) {
+    members([&](std::string const& key) {
       if (key == "dtype") {
         once(seen_dtype, key);
         if (!next_is('"')) {
@@ -188,14 +188,14 @@ class parser {
         }
       } else {
         fail("tensor " + quoted(name) + " has the unknown key " + quoted(key),
-             "a tensor has exactly \"dtype\", \"shape\" and \"data_offsets\"");
+             R"(a tensor has exactly "dtype", "shape" and "data_offsets")");
       }
     });
     for (auto const& [seen, key] : {std::pair{seen_dtype, "dtype"}, std::pair{seen_shape, "shape"},
                                     std::pair{seen_offsets, "data_offsets"}}) {
       if (!seen) {
         fail("tensor " + quoted(name) + " has no \"" + key + "\"",
-             "a tensor has exactly \"dtype\", \"shape\" and \"data_offsets\"");
+             R"(a tensor has exactly "dtype", "shape" and "data_offsets")");
       }
     }
     result.name = std::move(name);
@@ -324,7 +324,7 @@ class parser {
         default:
           --at_;
           fail(std::string{"a string holds the unknown escape \\"} + e,
-               "JSON escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX");
+               R"(JSON escapes are \" \\ \/ \b \f \n \r \t \uXXXX)");
       }
     }
   }
