@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and fuzzes each for the given
 # number of seconds (default 60): the allocator core with the planner, the bucket policies with
-# the graph cache's LRU budget, and the validation of step descriptions (plan_step). Needs clang with its libFuzzer runtime (Debian: clang,
+# the graph cache's LRU budget, the validation of step descriptions (plan_step), and the parser of
+# safetensors headers (load_safetensors). Needs clang with its libFuzzer runtime (Debian: clang,
 # libclang-rt-14-dev), installed with apt-get when missing and run as root. Each target keeps
 # its corpus, log and any crash input in build-fuzz/<target>/. The targets compile through ccache
 # where it is installed, and fuzz side by side, one per core (GRAPHSTEP_CHECK_JOBS to change it):
@@ -51,7 +52,9 @@ build() {
 build block_allocator_fuzz src/memory/detail/block_allocator.cpp src/memory/allocation_plan.cpp &
 build bucket_policy_fuzz src/schedule/bucket_policy.cpp src/schedule/shape_bucket_policy.cpp &
 build step_plan_fuzz src/schedule/step_plan.cpp &
+build safetensors_header_fuzz src/train/detail/safetensors_header.cpp &
 wait -n  # each wait stops the script if that build failed
+wait -n
 wait -n
 wait -n
 
@@ -65,7 +68,7 @@ fuzz() {
   echo "${result}" >"build-fuzz/${name}/status"
 }
 
-targets=(block_allocator_fuzz bucket_policy_fuzz step_plan_fuzz)
+targets=(block_allocator_fuzz bucket_policy_fuzz step_plan_fuzz safetensors_header_fuzz)
 jobs=${GRAPHSTEP_CHECK_JOBS:-$(nproc)}
 running=0
 for name in "${targets[@]}"; do

@@ -1,22 +1,16 @@
 // graphstep_core: plain C++, includes no CUDA header.
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <graphstep/error.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <limits>
-#include <memory>
-#include <random>
 #include <string>
-#include <system_error>
 #include <utility>
+
+#include "train/detail/checkpoint_io.hpp"
 
 // The format (docs/checkpoint_format.md) is little-endian. Header fields are encoded byte by
 // byte, so they read the same on any host; tensor and value bytes are stored as the caller gave
@@ -94,22 +88,8 @@ std::string quoted(std::string_view text) {
   return "\"" + std::string{text} + "\"";
 }
 
-std::string errno_text(int code) {
-  return std::generic_category().message(code);
-}
-
-// `digits` hexadecimal digits of `value`, the most significant first.
-std::string hex(std::uint64_t value, int digits) {
-  constexpr std::string_view digit = "0123456789abcdef";
-  std::string text(static_cast<std::size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, value >>= 4) {
-    text[static_cast<std::size_t>(i)] = digit[value & 0xFU];
-  }
-  return text;
-}
-
 std::string hex32(std::uint32_t value) {
-  return "0x" + hex(value, 8);
+  return "0x" + detail::hex_digits(value, 8);
 }
 
 void put_u32(unsigned char* out, std::uint32_t value) {
@@ -155,123 +135,19 @@ constexpr crc_tables crc_table{};
 
 // --- writing ------------------------------------------------------------------------------
 
-std::atomic<detail::checkpoint_write_hook> write_hook{nullptr};
-
-// Large enough that a checkpoint of many small entries costs few system calls; tensors at least
-// this large are written straight from their own storage.
+// Large enough that a checkpoint of many small entries costs few system calls.
 constexpr std::size_t io_buffer_size = std::size_t{1} << 20;
-// Linux writes at most 0x7ffff000 bytes a call; smaller writes also let the hook see progress.
-constexpr std::size_t largest_write = std::size_t{64} << 20;
+// Linux reads at most 0x7ffff000 bytes a call.
+constexpr std::size_t largest_read = std::size_t{64} << 20;
 
-class file_descriptor {
- public:
-  explicit file_descriptor(int fd) noexcept : fd_{fd} {}
-  file_descriptor(file_descriptor const&) = delete;
-  file_descriptor& operator=(file_descriptor const&) = delete;
-  ~file_descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
-};
-
-// A temporary is named `<checkpoint>.partial.` and this many lowercase hex digits.
-constexpr std::string_view partial_infix = ".partial.";
-constexpr int partial_digits = 16;
-
-// A new file beside the checkpoint, removed again unless `commit` renamed it into place. It is
-// held under flock(LOCK_EX) until then, which tells the cleanup of other saves
-// (remove_stranded_temporaries) that it is being written; the kernel releases the lock when
-// the process ends, however it ends.
-class temporary_file {
- public:
-  explicit temporary_file(std::string const& path) : path_{path} {
-    std::random_device random;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-      std::uint64_t const nonce = (std::uint64_t{random()} << 32) | random();
-      name_ = path + std::string{partial_infix} + hex(nonce, partial_digits);
-      fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) {
-        if (lock_still_linked()) return;
-        ::close(std::exchange(fd_, -1));  // a cleanup removed it before the lock: another name
-        continue;
-      }
-      if (errno != EEXIST) break;
-    }
-    int const code = errno;
-    std::string const problem =
-        "checkpoint::save: cannot create " + name_ + " to write " + path + ": " + errno_text(code);
-    if (code == ENOENT || code == ENOTDIR) {
-      throw usage_error{problem + "; the directory must exist: create it before saving"};
-    }
-    throw error{problem};
-  }
-  temporary_file(temporary_file const&) = delete;
-  temporary_file& operator=(temporary_file const&) = delete;
-  ~temporary_file() {
-    if (!committed_) ::unlink(name_.c_str());  // before the lock goes with the descriptor
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  [[nodiscard]] int fd() const noexcept { return fd_; }
-  [[nodiscard]] std::string const& name() const noexcept { return name_; }
-
-  // Flushes the file to the device, closes it and renames it over the checkpoint's path.
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot flush " + name_ + " to the disk");
-    // The lock belongs to the open file, not to a descriptor: a duplicate keeps it past the
-    // close until the rename, so that no cleanup removes the finished file before it is in place.
-    file_descriptor const lock{::fcntl(fd_, F_DUPFD_CLOEXEC, 0)};
-    if (lock.get() < 0) fail("cannot duplicate the descriptor of " + name_);
-    int const fd = std::exchange(fd_, -1);
-    // close() reports write errors that some file systems (NFS) defer to it.
-    if (::close(fd) != 0) fail("cannot close " + name_);
-    if (::rename(name_.c_str(), path_.c_str()) != 0) {
-      int const code = errno;
-      std::string const problem =
-          "checkpoint::save: cannot rename " + name_ + " to " + path_ + ": " + errno_text(code);
-      if (code == EISDIR || code == ENOTDIR) {
-        throw usage_error{problem + "; the path names a directory: name the checkpoint file"};
-      }
-      throw error{problem};
-    }
-    committed_ = true;
-  }
-
-  [[noreturn]] void fail(std::string const& what) const {
-    throw error{"checkpoint::save: " + what + " (writing " + path_ + "): " + errno_text(errno)};
-  }
-
- private:
-  // Takes the lock, and says whether the file is still there: a cleanup may have locked and
-  // removed it between the open and the lock. Where the file system has no flock, the file
-  // stays unlocked, and the cleanups there cannot lock it either, so they leave it.
-  [[nodiscard]] bool lock_still_linked() const {
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) return true;
-    }
-    struct stat status {};
-    return ::fstat(fd_, &status) != 0 || status.st_nlink > 0;
-  }
-
-  std::string path_;
-  std::string name_;
-  int fd_{-1};
-  bool committed_{false};
-};
-
-// Writes through a buffer into the temporary file, keeping the CRC-32C of what it wrote.
+// Puts the file's bytes into the sink of an atomic save, keeping the CRC-32C of what it wrote.
 class file_writer {
  public:
-  explicit file_writer(temporary_file const& file) : file_{file} {
-    buffer_.reserve(io_buffer_size);
-  }
+  explicit file_writer(detail::save_sink& sink) : sink_{sink} {}
 
   void put(void const* data, std::size_t size) {
     crc_ = detail::crc32c(crc_, data, size);
-    append(static_cast<unsigned char const*>(data), size);
+    sink_.put(data, size);
   }
   void put_u32(std::uint32_t value) {
     std::array<unsigned char, 4> bytes{};
@@ -284,47 +160,16 @@ class file_writer {
     put(bytes.data(), bytes.size());
   }
 
-  // Appends the CRC-32C of everything written before it, and writes out the buffer.
+  // Appends the CRC-32C of everything written before it.
   void finish() {
     std::array<unsigned char, 4> bytes{};
     train::put_u32(bytes.data(), crc_);
-    append(bytes.data(), bytes.size());
-    flush();
+    sink_.put(bytes.data(), bytes.size());
   }
 
  private:
-  void append(unsigned char const* data, std::size_t size) {
-    if (buffer_.size() + size > io_buffer_size) flush();
-    if (size >= io_buffer_size) {
-      write_out(data, size);
-    } else {
-      buffer_.insert(buffer_.end(), data, data + size);
-    }
-  }
-
-  void flush() {
-    write_out(buffer_.data(), buffer_.size());
-    buffer_.clear();
-  }
-
-  void write_out(unsigned char const* data, std::size_t size) {
-    while (size > 0) {
-      ssize_t const written = ::write(file_.fd(), data, std::min(size, largest_write));
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        file_.fail("cannot write " + file_.name());
-      }
-      data += written;
-      size -= static_cast<std::size_t>(written);
-      written_ += static_cast<std::uint64_t>(written);
-      if (auto hook = write_hook.load()) hook(written_);
-    }
-  }
-
-  temporary_file const& file_;
-  std::vector<unsigned char> buffer_;
+  detail::save_sink& sink_;
   std::uint32_t crc_{0};
-  std::uint64_t written_{0};
 };
 
 std::uint64_t payload_size(std::vector<checkpoint_entry> const& entries) {
@@ -334,74 +179,6 @@ std::uint64_t payload_size(std::vector<checkpoint_entry> const& entries) {
     if (entry.kind == checkpoint_kind::tensor) size += 4 + 4 + 8 * entry.shape.size();
   }
   return size;
-}
-
-std::string directory_of(std::string const& path) {
-  std::size_t const slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// Whether `name` is `base` + ".partial." + 16 lowercase hex digits: the name of a temporary of
-// a save to `base`, and nothing else.
-bool is_temporary_of(std::string_view name, std::string_view base) {
-  if (name.size() != base.size() + partial_infix.size() + partial_digits) return false;
-  if (name.substr(0, base.size()) != base) return false;
-  if (name.substr(base.size(), partial_infix.size()) != partial_infix) return false;
-  std::string_view const digits = name.substr(base.size() + partial_infix.size());
-  return std::all_of(digits.begin(), digits.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// Removes the temporaries that saves to `path` left behind when their process died mid-write:
-// each regular file of the name that no one holds locked (a save in progress holds its lock;
-// the kernel released a dead process's). Best effort: the new checkpoint is in place already,
-// and what cannot be removed now is tried again at the next save.
-void remove_stranded_temporaries(std::string const& path) {
-  std::string const directory = directory_of(path);
-  std::string_view const base = std::string_view{path}.substr(path.rfind('/') + 1);
-  std::unique_ptr<DIR, int (*)(DIR*)> const listing{::opendir(directory.c_str()), &::closedir};
-  if (!listing) return;
-  int const at = ::dirfd(listing.get());
-  std::vector<std::string> candidates;
-  while (dirent const* entry = ::readdir(listing.get())) {
-    if (is_temporary_of(entry->d_name, base)) candidates.emplace_back(entry->d_name);
-  }
-  for (std::string const& name : candidates) {
-    // No link is followed, and a named pipe does not block the open.
-    file_descriptor const fd{
-        ::openat(at, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
-    struct stat opened {};
-    if (fd.get() < 0 || ::fstat(fd.get(), &opened) != 0 || !S_ISREG(opened.st_mode)) continue;
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // being written
-    // Only the file that was locked: the name may have been renamed into place meanwhile.
-    struct stat named {};
-    if (::fstatat(at, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
-        named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) {
-      continue;
-    }
-    ::unlinkat(at, name.c_str(), 0);
-  }
-}
-
-// Makes the rename durable: the directory entry reaches the disk.
-void sync_directory(std::string const& path) {
-  std::string const directory = directory_of(path);
-  int const fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int code = 0;
-  if (fd < 0) {
-    code = errno;
-  } else {
-    // Some file systems cannot sync a directory (EINVAL): nothing more can be done there.
-    if (::fsync(fd) != 0 && errno != EINVAL) code = errno;
-    ::close(fd);
-  }
-  if (code != 0) {
-    throw error{"checkpoint::save: " + path + " is written, but its directory " + directory +
-                " could not be synced (" + errno_text(code) +
-                "): the new file may not survive a crash of the machine"};
-  }
 }
 
 // --- reading ------------------------------------------------------------------------------
@@ -454,10 +231,10 @@ class file_reader {
   std::size_t read_some(unsigned char* out, std::size_t most, std::size_t least) {
     std::size_t done = 0;
     while (done < least) {
-      ssize_t const got = ::read(fd_, out + done, std::min(most - done, largest_write));
+      ssize_t const got = ::read(fd_, out + done, std::min(most - done, largest_read));
       if (got < 0) {
         if (errno == EINTR) continue;
-        throw error{"checkpoint::load: cannot read " + path_ + ": " + errno_text(errno)};
+        throw error{"checkpoint::load: cannot read " + path_ + ": " + detail::errno_text(errno)};
       }
       if (got == 0) {
         throw error{"checkpoint::load: " + path_ +
@@ -492,36 +269,22 @@ void verify_checksum(int fd, std::string const& path, std::uint64_t file_size) {
   std::uint64_t const covered = file_size - checksum_size;
   std::uint64_t offset = 0;
   std::uint32_t crc = 0;
-  auto read_at = [&](unsigned char* out, std::size_t size, std::uint64_t at) {
-    std::size_t done = 0;
-    while (done < size) {
-      ssize_t const got = ::pread(fd, out + done, size - done, static_cast<off_t>(at + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        throw error{"checkpoint::load: cannot read " + path + ": " + errno_text(errno)};
-      }
-      if (got == 0) {
-        throw error{"checkpoint::load: " + path +
-                    " is truncated: it became shorter while it was read"};
-      }
-      done += static_cast<std::size_t>(got);
-    }
-  };
   while (offset < covered) {
     auto const size =
         static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), covered - offset));
-    read_at(buffer.data(), size, offset);
+    detail::read_at(fd, path, "checkpoint::load", buffer.data(), size, offset);
     crc = detail::crc32c(crc, buffer.data(), size);
     offset += size;
   }
   std::array<unsigned char, 4> stored{};
-  read_at(stored.data(), stored.size(), covered);
+  detail::read_at(fd, path, "checkpoint::load", stored.data(), stored.size(), covered);
   if (get_u32(stored.data()) != crc) throw_checksum_error(path, crc, get_u32(stored.data()));
 }
 
 std::string hex_bytes(unsigned char const* bytes, std::size_t size) {
   std::string text;
-  for (std::size_t i = 0; i < size; ++i) text += (i > 0 ? " " : "") + hex(bytes[i], 2);
+  for (std::size_t i = 0; i < size; ++i)
+    text += (i > 0 ? " " : "") + detail::hex_digits(bytes[i], 2);
   return text;
 }
 
@@ -735,59 +498,34 @@ checkpoint_entry const& checkpoint::value_entry(std::string_view name, std::size
 }
 
 void checkpoint::save(std::string const& path) const {
-  GRAPHSTEP_EXPECTS(!path.empty(), "checkpoint::save: the path is empty; name the file to write");
-  GRAPHSTEP_EXPECTS(path.back() != '/',
-                    "checkpoint::save: " + path + " names a directory; name the checkpoint file");
-  temporary_file file{path};
-  file_writer writer{file};
-  writer.put(magic.data(), magic.size());
-  writer.put_u32(format_version);
-  writer.put_u32(0);  // flags
-  writer.put_u64(entries_.size());
-  writer.put_u64(payload_size(entries_));
-  for (checkpoint_entry const& entry : entries_) {
-    writer.put_u32(static_cast<std::uint32_t>(entry.kind));
-    writer.put_u32(static_cast<std::uint32_t>(entry.name.size()));
-    writer.put(entry.name.data(), entry.name.size());
-    if (entry.kind == checkpoint_kind::tensor) {
-      writer.put_u32(dtype_code(entry.type));
-      writer.put_u32(static_cast<std::uint32_t>(entry.shape.size()));
-      for (std::int64_t dimension : entry.shape) {
-        writer.put_u64(static_cast<std::uint64_t>(dimension));
+  detail::save_atomically(path, "checkpoint::save", [&](detail::save_sink& sink) {
+    file_writer writer{sink};
+    writer.put(magic.data(), magic.size());
+    writer.put_u32(format_version);
+    writer.put_u32(0);  // flags
+    writer.put_u64(entries_.size());
+    writer.put_u64(payload_size(entries_));
+    for (checkpoint_entry const& entry : entries_) {
+      writer.put_u32(static_cast<std::uint32_t>(entry.kind));
+      writer.put_u32(static_cast<std::uint32_t>(entry.name.size()));
+      writer.put(entry.name.data(), entry.name.size());
+      if (entry.kind == checkpoint_kind::tensor) {
+        writer.put_u32(dtype_code(entry.type));
+        writer.put_u32(static_cast<std::uint32_t>(entry.shape.size()));
+        for (std::int64_t dimension : entry.shape) {
+          writer.put_u64(static_cast<std::uint64_t>(dimension));
+        }
       }
+      writer.put_u64(entry.bytes.size());
+      writer.put(entry.bytes.data(), entry.bytes.size());
     }
-    writer.put_u64(entry.bytes.size());
-    writer.put(entry.bytes.data(), entry.bytes.size());
-  }
-  writer.finish();
-  file.commit();
-  remove_stranded_temporaries(path);  // before the sync, which makes the removals durable too
-  sync_directory(path);
+    writer.finish();
+  });
 }
 
 checkpoint checkpoint::load(std::string const& path) {
-  GRAPHSTEP_EXPECTS(!path.empty(), "checkpoint::load: the path is empty; name the file to read");
-  // Without blocking: opening a named pipe for reading would wait for a writer; it is refused
-  // below as any file that is not a regular one (for which O_NONBLOCK changes nothing).
-  file_descriptor fd{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
-  if (fd.get() < 0) {
-    int const code = errno;
-    std::string const problem = "checkpoint::load: cannot open " + path + ": " + errno_text(code);
-    if (code == ENOENT || code == ENOTDIR) {
-      throw usage_error{problem + "; no checkpoint is there: check the path"};
-    }
-    throw error{problem};
-  }
-  struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) {
-    throw error{"checkpoint::load: cannot stat " + path + ": " + errno_text(errno)};
-  }
-  if (!S_ISREG(status.st_mode)) {
-    throw usage_error{"checkpoint::load: " + path +
-                      " is not a regular file (a directory, a named pipe, a device?); name the "
-                      "checkpoint file"};
-  }
-  auto const file_size = static_cast<std::uint64_t>(status.st_size);
+  std::uint64_t file_size = 0;
+  detail::file_descriptor const fd = detail::open_for_reading(path, "checkpoint::load", file_size);
   std::string const where = "checkpoint::load: " + path;
 
   file_reader reader{fd.get(), path};
@@ -881,10 +619,6 @@ std::uint32_t crc32c(std::uint32_t crc, void const* data, std::size_t size) noex
   }
   for (; size > 0; --size, ++p) c = (c >> 8) ^ t[0][(c ^ *p) & 0xFFU];
   return ~c;
-}
-
-checkpoint_write_hook set_checkpoint_write_hook(checkpoint_write_hook hook) noexcept {
-  return write_hook.exchange(hook);
 }
 
 }  // namespace detail

@@ -6,8 +6,10 @@
 ///
 /// The file format is specified in docs/checkpoint_format.md (little-endian; an 8-byte magic,
 /// the format version, the entry count and the payload size, then the entries, then a CRC-32C
-/// of everything before it). A checkpoint holds host bytes only: copying tensors to and from
-/// device memory is the caller's, so this header is plain C++ and needs no device.
+/// of everything before it). `save_safetensors` and `load_safetensors` write and read the same
+/// checkpoint as a safetensors file instead, for other tools. A checkpoint holds host bytes
+/// only: copying tensors to and from device memory is the caller's, so this header is plain C++
+/// and needs no device.
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
@@ -128,6 +130,34 @@ class checkpoint {
   /// was written by a newer format version; the message names the path and what was found.
   [[nodiscard]] static checkpoint load(std::string const& path);
 
+  /// @brief Writes the checkpoint to `path` as a safetensors file
+  /// (https://github.com/huggingface/safetensors), atomically as `save` does, for tools that
+  /// read that format (the `safetensors` package, PyTorch, Hugging Face). Every entry becomes a
+  /// tensor of the same name: a tensor keeps its shape and maps its dtype one to one (float32
+  /// F32, float16 F16, bfloat16 BF16, int32 I32, uint8 U8); a value becomes a U8 tensor of its
+  /// bytes, shape [size], marked in `__metadata__` as `"graphstep.value:<name>": "<size>"`.
+  /// `__metadata__` also holds `"graphstep.checkpoint": "1"`. The header lists the entries in
+  /// their order; their data is laid out by element size, largest first, so that each tensor's
+  /// data is aligned to its element. docs/checkpoint_format.md specifies the mapping.
+  /// @throws usage_error for a name that is not UTF-8 or is `__metadata__` (safetensors cannot
+  /// hold it), and for what `save` refuses.
+  /// @throws error for any other failure of the file system, as `save`.
+  void save_safetensors(std::string const& path) const;
+
+  /// @brief Reads the safetensors file at `path`, written by `save_safetensors` or by another
+  /// tool, and verifies it: the header's length against the file, its JSON (strictly: no
+  /// repeated name, no unknown key in a tensor), every dtype (one of F32, F16, BF16, I32, U8),
+  /// every shape against its data offsets, and the offsets (together they cover the byte buffer
+  /// exactly: no overlap, no gap, nothing past its end). The entries come back in the header's
+  /// order; those marked `graphstep.value:<name>` as values, every other as a tensor. Metadata
+  /// keys not beginning with `graphstep.` are ignored. Every byte is checked before it is
+  /// allocated, so memory stays within the file's size.
+  /// @throws usage_error when no file is at `path`.
+  /// @throws error for a file that cannot be read, is truncated, is no safetensors file, holds a
+  /// dtype graphstep has no counterpart for (F64, I64, F8_E4M3, ...: convert it first), or was
+  /// written by a newer graphstep; the message names the path, the tensor and what was found.
+  [[nodiscard]] static checkpoint load_safetensors(std::string const& path);
+
  private:
   void add_value_bytes(std::string name, void const* data, std::size_t size);
   void add_entry(checkpoint_entry entry);
@@ -145,12 +175,12 @@ namespace detail {
 /// them (0 for none), as zlib's `crc32` continues. CRC-32C("123456789") is 0xE3069283.
 [[nodiscard]] std::uint32_t crc32c(std::uint32_t crc, void const* data, std::size_t size) noexcept;
 
-/// @brief For tests: called by `checkpoint::save` after each write to the temporary file with
-/// the bytes written to it so far. It may throw (the save then fails as on an I/O error) or
-/// end the process (a crash mid-write). `nullptr` (the default) calls nothing.
+/// @brief For tests: called by `checkpoint::save` and `save_safetensors` after each write to the
+/// temporary file with the bytes written to it so far. It may throw (the save then fails as on
+/// an I/O error) or end the process (a crash mid-write). `nullptr` (the default) calls nothing.
 using checkpoint_write_hook = void (*)(std::uint64_t bytes_written);
 
-/// @brief Installs `hook` for every later `save` in the process and returns the one before.
+/// @brief Installs `hook` for every later save in the process and returns the one before.
 checkpoint_write_hook set_checkpoint_write_hook(checkpoint_write_hook hook) noexcept;
 
 }  // namespace detail
