@@ -634,6 +634,13 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     if (capture->invalidated_by != cudaSuccess) {
       return sim::fail(cudaErrorStreamCaptureInvalidated);
     }
+    // "Allocation and free nodes cannot be added to the returned graph"
+    // (cudaGraphChildGraphNodeGetGraph): refused, and the capture invalidated as for a refused
+    // cudaFreeAsync.
+    if (capture->graph->embedded) {
+      sim::invalidate(*capture, cudaErrorInvalidValue);
+      return sim::fail(cudaErrorInvalidValue);
+    }
     // A graph allocation: the node's address is fixed when it is captured and the memory
     // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
     sim::allocation mapped;

@@ -653,18 +653,6 @@ cudaError_t CUDARTAPI cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const s
   return refusal::refuse("cudaGraphMemsetNodeSetParams", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphHostNodeGetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphHostNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph) {
-  return refusal::refuse("cudaGraphChildGraphNodeGetGraph", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
   return refusal::refuse("cudaGraphAddEventRecordNode", "not modelled yet");
 }
@@ -717,26 +705,6 @@ cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cuda
   return refusal::refuse("cudaGraphAddMemAllocNode", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes, size_t *pNumRootNodes) {
-  return refusal::refuse("cudaGraphGetRootNodes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *edgeData, size_t *numEdges) {
-  return refusal::refuse("cudaGraphGetEdges", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes) {
-  return refusal::refuse("cudaGraphNodeGetDependentNodes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies) {
-  return refusal::refuse("cudaGraphAddDependencies", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies) {
-  return refusal::refuse("cudaGraphRemoveDependencies", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams) {
   return refusal::refuse("cudaGraphInstantiateWithParams", "not modelled yet");
 }
@@ -759,10 +727,6 @@ cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphE
 
 cudaError_t CUDARTAPI cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams) {
   return refusal::refuse("cudaGraphExecMemsetNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphExecHostNodeSetParams", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph) {

@@ -88,6 +88,10 @@ struct node_state {
   memcpy_params copy{};
   cudaHostFn_t host_function{};
   void* host_data{};
+  // cudaStreamAddCallback: called with the stream as the caller named it and the device's error
+  // (host_data is its user data); runs after a device error too, unlike a host function.
+  cudaStreamCallback_t stream_callback{};
+  cudaStream_t callback_stream{};
   event_state* event{};
   std::unique_ptr<graph_state> child;
   conditional_params conditional;
@@ -130,7 +134,20 @@ struct graph_state {
   std::vector<std::shared_ptr<conditional_handle_state>> conditionals;
   // The capture that is building this graph, if any (its nodes may only be read when it ends).
   struct capture_state* capture{};
+  // Whether every edge goes from an earlier node to a later one, so that creation order is a
+  // topological order (cudaGraphAddDependencies may add an edge against it).
+  bool edges_follow_creation_order{true};
+  // A child graph node's graph, handed out by cudaGraphChildGraphNodeGetGraph: the node owns it,
+  // and allocation and free nodes cannot be added to it.
+  bool embedded{};
 };
+
+// The graph's nodes in an order where each follows its dependencies: creation order where the
+// edges allow it (a node waits only for nodes created before it), else the earliest-created
+// ready node first.
+std::vector<node_state const*> topological_order(graph_state const& graph);
+// Whether the edges of `graph` leave no cycle.
+bool acyclic(graph_state const& graph);
 
 struct exec_state {
   std::unique_ptr<graph_state> graph;
@@ -309,6 +326,8 @@ device_state* current_device();
 // every call that reads the current device's state counts (current_device() records it), and
 // cudaThreadExchangeStreamCaptureMode too, the stricter reading.
 void use_primary_context() noexcept;
+// The thread uses `device`'s primary context without making the device current (cudaInitDevice).
+void use_primary_context_of(device_state& device) noexcept;
 
 // Resolves a stream handle (0 and cudaStreamLegacy are the legacy stream, cudaStreamPerThread the
 // thread's default stream); nullptr when the handle names no live stream.
