@@ -1421,6 +1421,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (cudaError_t const unfreed = allocate_graph_memory(*e); unfreed != cudaSuccess) {
     return sim::fail(unfreed);
   }
+  if (contains_type(*e->graph, {cudaGraphNodeTypeKernel})) {
+    sim::state().devices[static_cast<std::size_t>(e->device)]->kernel_launched = true;
+  }
   // An ordering point in the stream (legacy-stream and sticky-error rules), then the
   // executable's own nodes: its conditional handles and allocations are the ones it shares.
   node->type = cudaGraphNodeTypeEmpty;

@@ -20,14 +20,6 @@ cudaError_t CUDARTAPI cudaDeviceReset(void) {
   return refusal::refuse("cudaDeviceReset", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
-  return refusal::refuse("cudaDeviceSetLimit", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit) {
-  return refusal::refuse("cudaDeviceGetLimit", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device) {
   return refusal::refuse("cudaDeviceGetTexture1DLinearMaxWidth", "not modelled");
 }
@@ -38,14 +30,6 @@ cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig)
 
 cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) {
   return refusal::refuse("cudaDeviceSetCacheConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetByPCIBusId(int *device, const char *pciBusId) {
-  return refusal::refuse("cudaDeviceGetByPCIBusId", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
-  return refusal::refuse("cudaDeviceGetPCIBusId", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event) {
@@ -116,28 +100,8 @@ cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilit
   return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaChooseDevice(int *device, const struct cudaDeviceProp *prop) {
-  return refusal::refuse("cudaChooseDevice", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags) {
-  return refusal::refuse("cudaInitDevice", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
   return refusal::refuse("cudaSetValidDevices", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags) {
-  return refusal::refuse("cudaSetDeviceFlags", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int *flags) {
-  return refusal::refuse("cudaGetDeviceFlags", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId) {
-  return refusal::refuse("cudaStreamGetId", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaCtxResetPersistingL2Cache(void) {
@@ -154,10 +118,6 @@ cudaError_t CUDARTAPI cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAtt
 
 cudaError_t CUDARTAPI cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr, const cudaStreamAttrValue *value) {
   return refusal::refuse("cudaStreamSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags) {
-  return refusal::refuse("cudaStreamAddCallback", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags) {

@@ -45,7 +45,6 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.maxGridSize[2] = 65535;
   p.multiProcessorCount = 132;
   p.maxThreadsPerMultiProcessor = 2048;
-  p.maxBlocksPerMultiProcessor = 32;
   p.totalConstMem = std::size_t{64} << 10;
   p.memPitch = 0x7fffffff;
   p.textureAlignment = 512;
@@ -54,7 +53,13 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.asyncEngineCount = 2;
   p.unifiedAddressing = 1;
   p.memoryBusWidth = 5120;
-  p.pciDeviceID = ordinal;
+  // One device per PCI bus, as GPUs sit on a node (cudaDeviceGetPCIBusId reads these).
+  p.pciDomainID = 0;
+  p.pciBusID = ordinal + 1;
+  p.pciDeviceID = 0;
+  p.maxBlocksPerMultiProcessor = 32;
+  p.reservedSharedMemPerBlock = std::size_t{1} << 10;  // sm_80 and later reserve 1 KiB a block
+  p.persistingL2CacheMaxSize = p.l2CacheSize / 4 * 3;
   p.memoryPoolsSupported = 1;
   p.managedMemory = 1;  // cudaMallocManaged; an H100 also migrates pages concurrently
   p.concurrentManagedAccess = 1;
@@ -73,6 +78,15 @@ void populate(platform& p) {
     auto device = std::make_unique<device_state>();
     device->ordinal = ordinal;
     fill_properties(device->properties, ordinal);
+    // cudaDeviceGetLimit's defaults on sm_90 (the thread stack, the printf FIFO, the malloc
+    // heap, the device runtime's pending launches; the L2 fetch granularity and no persisting
+    // L2). cudaLimitDevRuntimeSyncDepth is not supported on compute capability 9.0.
+    device->limits = {{cudaLimitStackSize, 1024},
+                      {cudaLimitPrintfFifoSize, std::size_t{1} << 20},
+                      {cudaLimitMallocHeapSize, std::size_t{8} << 20},
+                      {cudaLimitDevRuntimePendingLaunchCount, 2048},
+                      {cudaLimitMaxL2FetchGranularity, 64},
+                      {cudaLimitPersistingL2CacheSize, 0}};
     device->legacy_stream = std::make_unique<stream_state>();
     device->legacy_stream->device = ordinal;
     device->legacy_stream->legacy = true;
@@ -101,6 +115,13 @@ thread_state& this_thread() {
 cudaError_t fail(cudaError_t error) noexcept {
   if (error != cudaSuccess) this_thread().last_error = error;
   return error;
+}
+
+cudaError_t enter_runtime_call() {
+  if (this_thread().in_host_function) return fail(cudaErrorNotPermitted);
+  if (cudaError_t const sticky = sticky_error(); sticky != cudaSuccess) return fail(sticky);
+  progress();
+  return cudaSuccess;
 }
 
 namespace {

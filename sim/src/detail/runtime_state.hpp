@@ -216,6 +216,13 @@ struct device_state {
   std::size_t graph_reserved{};
   std::size_t graph_reserved_high{};
   cudaError_t sticky_error{cudaSuccess};
+  // cudaSetDeviceFlags / cudaInitDevice: the scheduling and other flags of its primary context.
+  unsigned flags{};
+  // cudaDeviceSetLimit: the limits a program may set, by cudaLimit; a device's defaults at first.
+  std::map<int, std::size_t> limits;
+  // Whether a kernel was launched on it (cudaDeviceSetLimit: the printf FIFO and the malloc heap
+  // cannot change after a launch of a kernel that uses them).
+  bool kernel_launched{};
   std::unique_ptr<stream_state> legacy_stream;
   // The host threads that have used this device's primary context (use_primary_context).
   std::mutex context_mutex;
@@ -315,6 +322,10 @@ thread_state& this_thread();
 
 // Records `error` as the thread's last error (cudaGetLastError's rule) and returns it.
 cudaError_t fail(cudaError_t error) noexcept;
+// What every runtime entry point checks first: no CUDA call from a host function
+// (cudaErrorNotPermitted), and a sticky error of the current device is returned by every call
+// that follows it; then queued work goes on (progress). Call with the platform lock held.
+cudaError_t enter_runtime_call();
 // The sticky error of the current device, or cudaSuccess.
 cudaError_t sticky_error() noexcept;
 device_state* current_device();
