@@ -38,14 +38,36 @@ sim::graph_state* register_graph(std::unique_ptr<sim::graph_state> graph) {
   return raw;
 }
 
-// Body graphs of conditional nodes are handles the user may capture into, owned by the node.
-void unregister_bodies(sim::graph_state const& graph) {  // NOLINT(misc-no-recursion): graphs nest
+// The graphs a node owns that may be handles: conditional bodies (the user may capture into
+// them) and a child graph node's graph (cudaGraphChildGraphNodeGetGraph).
+void unregister_owned(sim::node_state const& node);
+
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+void unregister_bodies(sim::graph_state const& graph) {
+  for (auto const& node : graph.nodes) unregister_owned(*node);
+}
+
+void unregister_owned(sim::node_state const& node) {  // NOLINT(misc-no-recursion): graphs nest
+  for (auto const& body : node.conditional.bodies) {
+    sim::state().graphs.erase(body.get());
+    unregister_bodies(*body);
+  }
+  if (node.child) {
+    sim::state().graphs.erase(node.child.get());
+    unregister_bodies(*node.child);
+  }
+}
+
+// Whether a capture appends to `graph` or to a graph one of its nodes owns.
+bool captured_into(sim::graph_state const& graph) {  // NOLINT(misc-no-recursion): graphs nest
+  if (graph.capture != nullptr) return true;
   for (auto const& node : graph.nodes) {
+    if (node->child && captured_into(*node->child)) return true;
     for (auto const& body : node->conditional.bodies) {
-      sim::state().graphs.erase(body.get());
-      unregister_bodies(*body);
+      if (captured_into(*body)) return true;
     }
   }
+  return false;
 }
 
 void destroy_graph(sim::graph_state* graph) {
@@ -330,7 +352,11 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
   sim::graph_state* g = sim::find_graph(graph);
   if (g == nullptr) return sim::fail(cudaErrorInvalidValue);
-  if (g->capture != nullptr) return sim::fail(cudaErrorIllegalState);  // a capture appends to it
+  // A capture appends to it, or to a graph one of its nodes owns.
+  if (captured_into(*g)) return sim::fail(cudaErrorIllegalState);
+  // A child graph node's graph belongs to the node ("the node retains ownership of the graph",
+  // cudaGraphChildGraphNodeGetGraph): the stricter reading refuses to destroy it.
+  if (g->embedded) return sim::fail(cudaErrorInvalidValue);
   // A conditional body belongs to its node ("valid for the lifetime of the conditional node").
   for (sim::graph_state const* other : sim::state().graphs) {
     for (auto const& node : other->nodes) {
@@ -414,9 +440,18 @@ sim::node_state* node_of_type(cudaGraphNode_t node, cudaGraphNodeType type) {
 sim::node_state* node_of_exec(sim::exec_state& exec, cudaGraphNode_t node) {
   sim::graph_state* original = graph_holding(node);
   if (original == nullptr || original != exec.instantiated_from) return nullptr;
+  // The executable's copy of the node, while the executable is the instantiation's copy.
+  for (auto const& candidate : exec.graph->nodes) {
+    if (reinterpret_cast<cudaGraphNode_t>(const_cast<sim::node_state*>(candidate->cloned_from)) ==
+        node) {
+      return candidate.get();
+    }
+  }
+  // After cudaGraphExecUpdate nodes pair in creation order; a node added to the graph after
+  // the executable was made names none of its nodes.
   std::size_t index = 0;
   while (reinterpret_cast<cudaGraphNode_t>(original->nodes[index].get()) != node) ++index;
-  return exec.graph->nodes[index].get();
+  return index < exec.graph->nodes.size() ? exec.graph->nodes[index].get() : nullptr;
 }
 
 // The executable's node `node` names, if CUDA lets it be disabled: "Currently only kernel,
@@ -460,7 +495,7 @@ cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::graph_state* g = graph_holding(node);
-  if (g == nullptr || g->capture != nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (g == nullptr || captured_into(*g)) return sim::fail(cudaErrorInvalidValue);
   bool const memory_nodes = std::any_of(g->nodes.begin(), g->nodes.end(), [](auto const& n) {
     return n->type == cudaGraphNodeTypeMemAlloc || n->type == cudaGraphNodeTypeMemFree;
   });
@@ -470,10 +505,7 @@ cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
     auto& deps = other->dependencies;
     deps.erase(std::remove(deps.begin(), deps.end(), doomed), deps.end());
   }
-  for (auto const& body : doomed->conditional.bodies) {
-    sim::state().graphs.erase(body.get());
-    unregister_bodies(*body);
-  }
+  unregister_owned(*doomed);
   g->nodes.erase(std::find_if(g->nodes.begin(), g->nodes.end(),
                               [&](auto const& n) { return n.get() == doomed; }));
   return cudaSuccess;
@@ -502,6 +534,287 @@ cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* 
     if (edge_data != nullptr) edge_data[i] = cudaGraphEdgeData{};
   }
   *count = std::min(wanted, held.size());
+  return cudaSuccess;
+}
+
+namespace {
+
+// Fills `out` (room for `*count` entries) from `found`, the rest with null, and sets `*count` to
+// the number written: the padding rule the graph queries share ("If pNumNodes is higher than the
+// actual number ..., the remaining entries ... will be set to NULL, and the number of nodes
+// actually obtained will be returned").
+void list_nodes(std::vector<sim::node_state*> const& found, cudaGraphNode_t* out,
+                std::size_t* count) {
+  std::size_t const wanted = *count;
+  for (std::size_t i = 0; i < wanted; ++i) {
+    out[i] = i < found.size() ? reinterpret_cast<cudaGraphNode_t>(found[i]) : nullptr;
+  }
+  *count = std::min(wanted, found.size());
+}
+
+bool default_edge(cudaGraphEdgeData const& edge) {
+  cudaGraphEdgeData const zero{};
+  return std::memcmp(&edge, &zero, sizeof edge) == 0;
+}
+
+bool has_edge(sim::node_state const& to, sim::node_state const* from) {
+  return std::find(to.dependencies.begin(), to.dependencies.end(), from) != to.dependencies.end();
+}
+
+// Whether each edge runs from a node created earlier to one created later.
+bool edges_follow_creation_order(sim::graph_state const& graph) {
+  std::unordered_map<sim::node_state const*, std::size_t> index;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) index[graph.nodes[i].get()] = i;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (sim::node_state const* dependency : graph.nodes[i]->dependencies) {
+      if (index.at(dependency) > i) return false;
+    }
+  }
+  return true;
+}
+
+// The edges `from[i]` -> `to[i]` of cudaGraphAddDependencies and cudaGraphRemoveDependencies:
+// "Each node in pFrom and pTo must belong to graph"; null when one does not.
+std::vector<std::pair<sim::node_state*, sim::node_state*>> edges_of(
+    sim::graph_state const& graph, cudaGraphNode_t const* from, cudaGraphNode_t const* to,
+    std::size_t count) {
+  std::vector<std::pair<sim::node_state*, sim::node_state*>> edges;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto* source = reinterpret_cast<sim::node_state*>(from[i]);
+    auto* target = reinterpret_cast<sim::node_state*>(to[i]);
+    if (!owns_node(graph, source) || !owns_node(graph, target)) return {};
+    edges.emplace_back(source, target);
+  }
+  return edges;
+}
+
+}  // namespace
+
+// "Returns a list of graph's root nodes. pRootNodes may be NULL, in which case this function will
+// return the number of root nodes in pNumRootNodes ... If pNumRootNodes is higher than the actual
+// number of root nodes, the remaining entries in pRootNodes will be set to NULL"
+// (cudaGraphGetRootNodes). In creation order.
+cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* roots, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || count == nullptr) return sim::fail(cudaErrorInvalidValue);
+  std::vector<sim::node_state*> found;
+  for (auto const& node : g->nodes) {
+    if (node->dependencies.empty()) found.push_back(node.get());
+  }
+  if (roots == nullptr) {
+    *count = found.size();
+    return cudaSuccess;
+  }
+  list_nodes(found, roots, count);
+  return cudaSuccess;
+}
+
+// "the node in to[i] has a dependency on the node in from[i] with data edgeData[i]. from and to
+// may both be NULL, in which case this function only returns the number of edges ... If numEdges
+// is higher than the actual number of edges, the remaining entries in from and to will be set to
+// NULL ... If edgeData is non-NULL then from and to must be as well" (cudaGraphGetEdges). Every
+// edge here has the default data, so a query without edgeData is never lossy. One of from and to
+// without the other is cudaErrorInvalidValue (the stricter reading). Edges are listed by their
+// dependent node in creation order, then in the order the dependencies were added.
+cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t* from, cudaGraphNode_t* to,
+                              cudaGraphEdgeData* edge_data, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || count == nullptr || (from == nullptr) != (to == nullptr) ||
+      (edge_data != nullptr && from == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::vector<std::pair<sim::node_state*, sim::node_state*>> edges;
+  for (auto const& node : g->nodes) {
+    for (sim::node_state* dependency : node->dependencies) edges.emplace_back(dependency, node.get());
+  }
+  if (from == nullptr) {
+    *count = edges.size();
+    return cudaSuccess;
+  }
+  std::size_t const wanted = *count;
+  for (std::size_t i = 0; i < wanted; ++i) {
+    bool const listed = i < edges.size();
+    from[i] = listed ? reinterpret_cast<cudaGraphNode_t>(edges[i].first) : nullptr;
+    to[i] = listed ? reinterpret_cast<cudaGraphNode_t>(edges[i].second) : nullptr;
+    if (edge_data != nullptr) edge_data[i] = cudaGraphEdgeData{};
+  }
+  *count = std::min(wanted, edges.size());
+  return cudaSuccess;
+}
+
+// "Returns a list of node's dependent nodes ... If pNumDependentNodes is higher than the actual
+// number of dependent nodes, the remaining entries in pDependentNodes will be set to NULL ... If
+// edgeData is non-NULL, then pDependentNodes must be as well" (cudaGraphNodeGetDependentNodes).
+// Default edge data only, so never cudaErrorLossyQuery; in creation order.
+cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t* dependents,
+                                           cudaGraphEdgeData* edge_data, std::size_t* count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = graph_holding(node);
+  if (count == nullptr || g == nullptr || (edge_data != nullptr && dependents == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const* source = reinterpret_cast<sim::node_state const*>(node);
+  std::vector<sim::node_state*> found;
+  for (auto const& candidate : g->nodes) {
+    if (has_edge(*candidate, source)) found.push_back(candidate.get());
+  }
+  if (dependents == nullptr) {
+    *count = found.size();
+    return cudaSuccess;
+  }
+  if (edge_data != nullptr) {
+    for (std::size_t i = 0; i < *count; ++i) edge_data[i] = cudaGraphEdgeData{};
+  }
+  list_nodes(found, dependents, count);
+  return cudaSuccess;
+}
+
+// "Each node in pFrom and pTo must belong to graph. If numDependencies is 0, elements in pFrom
+// and pTo will be ignored. Specifying an existing dependency will return an error"
+// (cudaGraphAddDependencies, whose only error listed is cudaErrorInvalidValue). Stricter where
+// the header is silent: an edge that would close a cycle (a node on itself included) is
+// cudaErrorInvalidValue here, not at instantiation; a graph being captured into refuses, as for
+// cudaGraphDestroyNode; and nothing is added unless every edge can be. Edge data other than the
+// default (programmatic dependencies and ports) is not modelled: cudaErrorNotSupported, with a
+// line on stderr.
+cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, cudaGraphNode_t const* from,
+                                     cudaGraphNode_t const* to, cudaGraphEdgeData const* edge_data,
+                                     std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || captured_into(*g)) return sim::fail(cudaErrorInvalidValue);
+  if (count == 0) return cudaSuccess;
+  if (from == nullptr || to == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const edges = edges_of(*g, from, to, count);
+  if (edges.size() != count) return sim::fail(cudaErrorInvalidValue);
+  if (edge_data != nullptr &&
+      !std::all_of(edge_data, edge_data + count, [](auto const& e) { return default_edge(e); })) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep simulated device: cudaGraphAddDependencies with edge data other than "
+                "the default (programmatic dependencies, ports) is not modelled\n"));
+    return sim::fail(cudaErrorNotSupported);
+  }
+  std::size_t added = 0;
+  for (auto const& [source, target] : edges) {
+    if (source == target || has_edge(*target, source)) break;  // a duplicate in the call too
+    target->dependencies.push_back(source);
+    ++added;
+  }
+  if (added != count || !sim::acyclic(*g)) {
+    for (std::size_t i = added; i-- > 0;) edges[i].second->dependencies.pop_back();
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  g->edges_follow_creation_order = edges_follow_creation_order(*g);
+  return cudaSuccess;
+}
+
+// "Specifying an edge that does not exist in the graph, with data matching edgeData, results in
+// an error. edgeData is nullable, which is equivalent to passing default (zeroed) data for each
+// edge" (cudaGraphRemoveDependencies); every edge here has the default data, so other data names
+// no edge. "Nodes and edges of the graph cannot be deleted" in a graph holding allocation or free
+// nodes (cudaGraphAddMemAllocNode). Stricter: a graph being captured into refuses, and nothing
+// is removed unless every edge can be.
+cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, cudaGraphNode_t const* from,
+                                        cudaGraphNode_t const* to,
+                                        cudaGraphEdgeData const* edge_data, std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || captured_into(*g)) return sim::fail(cudaErrorInvalidValue);
+  if (count == 0) return cudaSuccess;
+  if (from == nullptr || to == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (contains_type(*g, {cudaGraphNodeTypeMemAlloc, cudaGraphNodeTypeMemFree})) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const edges = edges_of(*g, from, to, count);
+  if (edges.size() != count) return sim::fail(cudaErrorInvalidValue);
+  if (edge_data != nullptr &&
+      !std::all_of(edge_data, edge_data + count, [](auto const& e) { return default_edge(e); })) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  // Each edge once: the same edge twice in one call names an edge the first removed.
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    if (!has_edge(*edges[i].second, edges[i].first) ||
+        std::find(edges.begin(), edges.begin() + static_cast<std::ptrdiff_t>(i), edges[i]) !=
+            edges.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  for (auto const& [source, target] : edges) {
+    auto& deps = target->dependencies;
+    deps.erase(std::find(deps.begin(), deps.end(), source));
+  }
+  return cudaSuccess;
+}
+
+// "Gets a handle to the embedded graph in a child graph node. This call does not clone the graph.
+// Changes to the graph will be reflected in the node, and the node retains ownership of the
+// graph. Allocation and free nodes cannot be added to the returned graph"
+// (cudaGraphChildGraphNodeGetGraph). The handle lives as long as the node; destroying it with
+// cudaGraphDestroy is refused (cudaErrorInvalidValue), the stricter reading.
+cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t* graph) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeGraph);
+  if (graph == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  n->child->embedded = true;
+  sim::state().graphs.insert(n->child.get());
+  *graph = reinterpret_cast<cudaGraph_t>(n->child.get());
+  return cudaSuccess;
+}
+
+// "Returns the parameters of host node node in pNodeParams" (cudaGraphHostNodeGetParams).
+cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, cudaHostNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeHost);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *params = cudaHostNodeParams{};
+  params->fn = n->host_function;
+  params->userData = n->host_data;
+  return cudaSuccess;
+}
+
+// "Sets the parameters of host node node to nodeParams" (cudaGraphHostNodeSetParams); a null
+// function is cudaErrorInvalidValue, as for cudaGraphAddHostNode. Executables made before keep
+// theirs (an executable is a copy).
+cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, cudaHostNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeHost);
+  if (params == nullptr || params->fn == nullptr || n == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  n->host_function = params->fn;
+  n->host_data = params->userData;
+  return cudaSuccess;
+}
+
+// "Updates the work represented by node in hGraphExec as though node had contained pNodeParams at
+// instantiation. node must remain in the graph which was used to instantiate hGraphExec ... The
+// modifications only affect future launches of hGraphExec. Already enqueued or running launches
+// of hGraphExec are not affected by this call. node is also not modified by this call"
+// (cudaGraphExecHostNodeSetParams). Queued launches run a copy of the executable.
+cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                           cudaHostNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr || params == nullptr || params->fn == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  sim::node_state* target = node_of_exec(*e, node);
+  if (target == nullptr || target->type != cudaGraphNodeTypeHost) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  target->host_function = params->fn;
+  target->host_data = params->userData;
   return cudaSuccess;
 }
 
@@ -759,7 +1072,9 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
           (conditional.type == cudaGraphCondTypeIf &&
            (conditional.size == 1 || conditional.size == 2)) ||
           (conditional.type == cudaGraphCondTypeSwitch && conditional.size >= 1);
-      if (!handle_of_graph || !size_valid) return sim::fail(cudaErrorInvalidValue);
+      // A child graph "must not contain conditional nodes" (cudaChildGraphNodeParams::graph):
+      // nor may one be added to a child graph node's graph, the stricter reading.
+      if (!handle_of_graph || !size_valid || g->embedded) return sim::fail(cudaErrorInvalidValue);
       auto created = std::make_unique<sim::node_state>();
       created->type = cudaGraphNodeTypeConditional;
       created->conditional.handle = conditional.handle;
@@ -800,6 +1115,9 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
 namespace graphstep::sim::detail {
 
 bool free_node_allowed(graph_state const& into, void const* memory) {
+  // "Allocation and free nodes cannot be added to the returned graph"
+  // (cudaGraphChildGraphNodeGetGraph).
+  if (into.embedded) return false;
   allocation const* found = find_allocation(memory);
   if (memory == nullptr || found == nullptr || found->kind != memory_kind::graph ||
       found->base != reinterpret_cast<std::uintptr_t>(memory)) {
@@ -1103,6 +1421,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (cudaError_t const unfreed = allocate_graph_memory(*e); unfreed != cudaSuccess) {
     return sim::fail(unfreed);
   }
+  if (contains_type(*e->graph, {cudaGraphNodeTypeKernel})) {
+    sim::state().devices[static_cast<std::size_t>(e->device)]->kernel_launched = true;
+  }
   // An ordering point in the stream (legacy-stream and sticky-error rules), then the
   // executable's own nodes: its conditional handles and allocations are the ones it shares.
   node->type = cudaGraphNodeTypeEmpty;
@@ -1293,10 +1614,10 @@ cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, char const* path, unsigned
   std::ofstream out{path};
   if (!out) return sim::fail(cudaErrorOperatingSystem);
   std::unordered_map<sim::node_state const*, std::size_t> index;
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) index[g->nodes[i].get()] = i;
   out << "digraph graphstep_simulated_graph {\n";
   for (std::size_t i = 0; i < g->nodes.size(); ++i) {
     sim::node_state const& node = *g->nodes[i];
-    index[&node] = i;
     std::string label;
     switch (node.type) {
       case cudaGraphNodeTypeKernel: label = std::string{"kernel "} + node.kernel->name(); break;

@@ -209,6 +209,13 @@ std::unique_ptr<sim::node_state> memset_node(void* destination, int value, std::
   return node;
 }
 
+// Whether the current device's flags ask synchronous copies and memsets to block the host
+// (cudaDeviceSyncMemops, cudaSetDeviceFlags).
+bool sync_memops() {
+  sim::device_state const* device = sim::current_device();
+  return device != nullptr && (device->flags & cudaDeviceSyncMemops) != 0U;
+}
+
 sim::stream_state* stream_or_fail(cudaStream_t stream, cudaError_t& error) {
   sim::stream_state* found = sim::find_stream(stream);
   error = found == nullptr ? sim::fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
@@ -240,6 +247,8 @@ cudaError_t cudaPeekAtLastError() {
   X(cudaErrorInvalidConfiguration, "invalid configuration argument")                              \
   X(cudaErrorInvalidDevicePointer, "invalid device pointer")                                      \
   X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                         \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                         \
+  X(cudaErrorUnsupportedLimit, "limit is not supported on this architecture")                     \
   X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")  \
   X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                      \
   X(cudaErrorInvalidDevice, "invalid device ordinal")                                             \
@@ -401,6 +410,17 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrManagedMemory: *value = p.managedMemory; break;
     case cudaDevAttrConcurrentManagedAccess: *value = p.concurrentManagedAccess; break;
     case cudaDevAttrPageableMemoryAccess: *value = p.pageableMemoryAccess; break;
+    case cudaDevAttrPciBusId: *value = p.pciBusID; break;
+    case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
+    case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+      *value = static_cast<int>(p.sharedMemPerMultiprocessor);
+      break;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
+    case cudaDevAttrReservedSharedMemoryPerBlock:
+      *value = static_cast<int>(p.reservedSharedMemPerBlock);
+      break;
+    case cudaDevAttrMaxPersistingL2CacheSize: *value = p.persistingL2CacheMaxSize; break;
     default:
       // An attribute the simulated device does not model: refused, never a made-up value.
       return sim::fail(cudaErrorInvalidValue);
@@ -634,6 +654,13 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     if (capture->invalidated_by != cudaSuccess) {
       return sim::fail(cudaErrorStreamCaptureInvalidated);
     }
+    // "Allocation and free nodes cannot be added to the returned graph"
+    // (cudaGraphChildGraphNodeGetGraph): refused, and the capture invalidated as for a refused
+    // cudaFreeAsync.
+    if (capture->graph->embedded) {
+      sim::invalidate(*capture, cudaErrorInvalidValue);
+      return sim::fail(cudaErrorInvalidValue);
+    }
     // A graph allocation: the node's address is fixed when it is captured and the memory
     // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
     sim::allocation mapped;
@@ -784,8 +811,10 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
                                 (kind == cudaMemcpyDefault && is_device_memory(source));
   sim::allocation const* source_allocation = sim::find_allocation(source);
   bool const pageable_source = !source_on_device && source_allocation == nullptr;
-  bool const blocks_host =
-      !(destination_on_device && source_on_device) && !(destination_on_device && pageable_source);
+  // cudaDeviceSyncMemops: "synchronous memory operations initiated on this context will always
+  // synchronize" (cudaSetDeviceFlags).
+  bool const blocks_host = sync_memops() || (!(destination_on_device && source_on_device) &&
+                                             !(destination_on_device && pageable_source));
   // Not a "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 a
   // synchronous copy or memset beside a capture of a non-blocking stream succeeds in every mode
   // and leaves the capture intact (docs/validation.md). Beside a blocking stream's capture the
@@ -811,7 +840,12 @@ cudaError_t cudaMemsetAsync(void* destination, int value, std::size_t bytes, cud
 }
 
 cudaError_t cudaMemset(void* destination, int value, std::size_t bytes) {
-  return cudaMemsetAsync(destination, value, bytes, cudaStreamLegacy);
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t const set = cudaMemsetAsync(destination, value, bytes, cudaStreamLegacy);
+  if (set == cudaSuccess && sync_memops()) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return set;
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void const* pointer) {
@@ -1000,6 +1034,50 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void*
   node->host_function = function;
   node->host_data = data;
   return sim::submit(*s, std::move(node));
+}
+
+// "Adds a callback to be called on the host after all currently enqueued items in the stream have
+// completed ... The callback will block later work in the stream until it is finished. The
+// callback may be passed cudaSuccess or an error code. In the event of a device error, all
+// subsequently executed callbacks will receive an appropriate cudaError_t ... flags - Reserved for
+// future use, must be 0" (cudaStreamAddCallback). It runs as a host function does (no CUDA calls:
+// cudaErrorNotPermitted), and after a device error too, with that error. "This function is not
+// supported with cudaStreamBeginCapture and cudaStreamEndCapture, unlike cudaLaunchHostFunc": in
+// a capture it is cudaErrorStreamCaptureUnsupported ("The operation is not permitted when the
+// stream is capturing", driver_types.h) and the capture is invalidated, as for other operations a
+// capture cannot hold (an open question for a GPU run, which may answer cudaErrorNotSupported,
+// the code the function lists).
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* data,
+                                  unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (callback == nullptr || flags != 0U) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeHost;
+  node->stream_callback = callback;
+  node->callback_stream = stream;
+  node->host_data = data;
+  return sim::submit(*s, std::move(node), "stream callback");
+}
+
+// "Query the Id of a stream ... The Id is unique for the life of the program"; the NULL stream,
+// cudaStreamLegacy and cudaStreamPerThread are accepted (cudaStreamGetId). "Passing an invalid
+// handle will result in undefined behavior": here cudaErrorInvalidResourceHandle.
+cudaError_t cudaStreamGetId(cudaStream_t stream, unsigned long long* id) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (id == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *id = s->id;
+  return cudaSuccess;
 }
 
 // --- events ------------------------------------------------------------------------------------
@@ -1432,6 +1510,7 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
     state().functions.try_emplace(task->function(),
                                   launched_function{task->name(), task->parameter_layout()});
   }
+  if (s->capture == nullptr) state().devices[static_cast<std::size_t>(s->device)]->kernel_launched = true;
   auto node = std::make_unique<node_state>();
   node->type = cudaGraphNodeTypeKernel;
   node->kernel = std::move(task);

@@ -20,14 +20,6 @@ cudaError_t CUDARTAPI cudaDeviceReset(void) {
   return refusal::refuse("cudaDeviceReset", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
-  return refusal::refuse("cudaDeviceSetLimit", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit) {
-  return refusal::refuse("cudaDeviceGetLimit", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device) {
   return refusal::refuse("cudaDeviceGetTexture1DLinearMaxWidth", "not modelled");
 }
@@ -38,14 +30,6 @@ cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig)
 
 cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) {
   return refusal::refuse("cudaDeviceSetCacheConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetByPCIBusId(int *device, const char *pciBusId) {
-  return refusal::refuse("cudaDeviceGetByPCIBusId", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
-  return refusal::refuse("cudaDeviceGetPCIBusId", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event) {
@@ -116,28 +100,8 @@ cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilit
   return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaChooseDevice(int *device, const struct cudaDeviceProp *prop) {
-  return refusal::refuse("cudaChooseDevice", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags) {
-  return refusal::refuse("cudaInitDevice", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
   return refusal::refuse("cudaSetValidDevices", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags) {
-  return refusal::refuse("cudaSetDeviceFlags", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int *flags) {
-  return refusal::refuse("cudaGetDeviceFlags", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId) {
-  return refusal::refuse("cudaStreamGetId", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaCtxResetPersistingL2Cache(void) {
@@ -154,10 +118,6 @@ cudaError_t CUDARTAPI cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAtt
 
 cudaError_t CUDARTAPI cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr, const cudaStreamAttrValue *value) {
   return refusal::refuse("cudaStreamSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags) {
-  return refusal::refuse("cudaStreamAddCallback", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags) {
@@ -653,18 +613,6 @@ cudaError_t CUDARTAPI cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const s
   return refusal::refuse("cudaGraphMemsetNodeSetParams", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphHostNodeGetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphHostNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph) {
-  return refusal::refuse("cudaGraphChildGraphNodeGetGraph", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
   return refusal::refuse("cudaGraphAddEventRecordNode", "not modelled yet");
 }
@@ -717,26 +665,6 @@ cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cuda
   return refusal::refuse("cudaGraphAddMemAllocNode", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes, size_t *pNumRootNodes) {
-  return refusal::refuse("cudaGraphGetRootNodes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *edgeData, size_t *numEdges) {
-  return refusal::refuse("cudaGraphGetEdges", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes) {
-  return refusal::refuse("cudaGraphNodeGetDependentNodes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies) {
-  return refusal::refuse("cudaGraphAddDependencies", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies) {
-  return refusal::refuse("cudaGraphRemoveDependencies", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams) {
   return refusal::refuse("cudaGraphInstantiateWithParams", "not modelled yet");
 }
@@ -759,10 +687,6 @@ cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphE
 
 cudaError_t CUDARTAPI cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams) {
   return refusal::refuse("cudaGraphExecMemsetNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphExecHostNodeSetParams", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph) {

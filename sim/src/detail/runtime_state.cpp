@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -43,7 +45,6 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.maxGridSize[2] = 65535;
   p.multiProcessorCount = 132;
   p.maxThreadsPerMultiProcessor = 2048;
-  p.maxBlocksPerMultiProcessor = 32;
   p.totalConstMem = std::size_t{64} << 10;
   p.memPitch = 0x7fffffff;
   p.textureAlignment = 512;
@@ -52,7 +53,13 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.asyncEngineCount = 2;
   p.unifiedAddressing = 1;
   p.memoryBusWidth = 5120;
-  p.pciDeviceID = ordinal;
+  // One device per PCI bus, as GPUs sit on a node (cudaDeviceGetPCIBusId reads these).
+  p.pciDomainID = 0;
+  p.pciBusID = ordinal + 1;
+  p.pciDeviceID = 0;
+  p.maxBlocksPerMultiProcessor = 32;
+  p.reservedSharedMemPerBlock = std::size_t{1} << 10;  // sm_80 and later reserve 1 KiB a block
+  p.persistingL2CacheMaxSize = p.l2CacheSize / 4 * 3;
   p.memoryPoolsSupported = 1;
   p.managedMemory = 1;  // cudaMallocManaged; an H100 also migrates pages concurrently
   p.concurrentManagedAccess = 1;
@@ -71,6 +78,15 @@ void populate(platform& p) {
     auto device = std::make_unique<device_state>();
     device->ordinal = ordinal;
     fill_properties(device->properties, ordinal);
+    // cudaDeviceGetLimit's defaults on sm_90 (the thread stack, the printf FIFO, the malloc
+    // heap, the device runtime's pending launches; the L2 fetch granularity and no persisting
+    // L2). cudaLimitDevRuntimeSyncDepth is not supported on compute capability 9.0.
+    device->limits = {{cudaLimitStackSize, 1024},
+                      {cudaLimitPrintfFifoSize, std::size_t{1} << 20},
+                      {cudaLimitMallocHeapSize, std::size_t{8} << 20},
+                      {cudaLimitDevRuntimePendingLaunchCount, 2048},
+                      {cudaLimitMaxL2FetchGranularity, 64},
+                      {cudaLimitPersistingL2CacheSize, 0}};
     device->legacy_stream = std::make_unique<stream_state>();
     device->legacy_stream->device = ordinal;
     device->legacy_stream->legacy = true;
@@ -99,6 +115,13 @@ thread_state& this_thread() {
 cudaError_t fail(cudaError_t error) noexcept {
   if (error != cudaSuccess) this_thread().last_error = error;
   return error;
+}
+
+cudaError_t enter_runtime_call() {
+  if (this_thread().in_host_function) return fail(cudaErrorNotPermitted);
+  if (cudaError_t const sticky = sticky_error(); sticky != cudaSuccess) return fail(sticky);
+  progress();
+  return cudaSuccess;
 }
 
 namespace {
@@ -130,6 +153,10 @@ device_state* current_device() {
 
 void use_primary_context() noexcept {
   static_cast<void>(current_device());
+}
+
+void use_primary_context_of(device_state& device) noexcept {
+  record_context_use(this_thread(), device);
 }
 
 cudaError_t sticky_error() noexcept {
@@ -276,6 +303,18 @@ void run_host_function(cudaHostFn_t function, void* data) {
   me.in_host_function = outer;
 }
 
+// cudaStreamAddCallback: "The callback may be passed cudaSuccess or an error code. In the event
+// of a device error, all subsequently executed callbacks will receive an appropriate
+// cudaError_t"; like a host function it may not call CUDA.
+void run_stream_callback(node_state const& node, cudaError_t status) {
+  auto& me = this_thread();
+  bool const outer = me.in_host_function;
+  me.in_host_function = true;
+  host_code_inside_device_work const closed;
+  node.stream_callback(node.callback_stream, status, node.host_data);
+  me.in_host_function = outer;
+}
+
 // Whether the race checker sees the kernel's own accesses (kernel_accesses.hpp), rather than its
 // pointer arguments.
 bool watched(kernel_task const& task) {
@@ -371,7 +410,12 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
   device_work const running;
   record_accesses(node);
   int const device = node.owner != nullptr ? node.owner->device : node.device;
-  if (state().devices[static_cast<std::size_t>(device)]->sticky_error != cudaSuccess) return;
+  cudaError_t const device_error = state().devices[static_cast<std::size_t>(device)]->sticky_error;
+  if (node.stream_callback != nullptr) {
+    run_stream_callback(node, device_error);  // also after a device error
+    return;
+  }
+  if (device_error != cudaSuccess) return;
   switch (node.type) {
     case cudaGraphNodeTypeKernel: run_kernel(*node.kernel, device); break;
     case cudaGraphNodeTypeMemset: {
@@ -439,9 +483,10 @@ std::vector<std::vector<std::uint64_t>> ancestors_of(
   std::size_t const words = (graph.nodes.size() + 63) / 64;
   std::vector<std::vector<std::uint64_t>> ancestors(graph.nodes.size(),
                                                     std::vector<std::uint64_t>(words));
-  // Creation order is a topological order: a node's dependencies come before it.
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
-    for (node_state const* dependency : graph.nodes[i]->dependencies) {
+  // In topological order: a node's dependencies have their ancestors before it is reached.
+  for (node_state const* node : topological_order(graph)) {
+    std::size_t const i = index.at(node);
+    for (node_state const* dependency : node->dependencies) {
       std::size_t const d = index.at(dependency);
       for (std::size_t w = 0; w < words; ++w) ancestors[i][w] |= ancestors[d][w];
       ancestors[i][d / 64] |= std::uint64_t{1} << (d % 64);
@@ -460,7 +505,7 @@ std::vector<std::size_t> run_order(
   order.reserve(count);
   auto& p = state();
   if (p.execution != execution_mode::interleaved) {
-    for (std::size_t i = 0; i < count; ++i) order.push_back(i);
+    for (node_state const* node : topological_order(graph)) order.push_back(index.at(node));
     return order;
   }
   std::vector<std::size_t> waiting_on(count);
@@ -492,9 +537,8 @@ std::vector<std::size_t> run_order(
 }  // namespace
 
 void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
-  // Nodes are stored in creation order, which is a topological order: a node's dependencies
-  // must exist before it is added (cudaGraphAddDependencies may add edges later; those still
-  // point from an earlier to a later node or are refused).
+  // Nodes are stored in creation order, a topological order unless cudaGraphAddDependencies
+  // added an edge against it (topological_order then gives one).
   for (auto const& handle : graph.conditionals) {
     if (handle->assign_default) handle->value = handle->default_value;
   }
@@ -504,7 +548,11 @@ void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   // graph or a conditional body runs as part of its node.
   bool const own_operations = p.race_checking != race_mode::off && !p.races.in_graph_launch();
   if (!own_operations && p.execution != execution_mode::interleaved) {
-    for (auto const& node : graph.nodes) execute(*node);  // creation order, nothing to track
+    if (graph.edges_follow_creation_order) {
+      for (auto const& node : graph.nodes) execute(*node);  // creation order, nothing to track
+    } else {
+      for (node_state const* node : topological_order(graph)) execute(*node);
+    }
     return;
   }
   std::unordered_map<node_state const*, std::size_t> index;
@@ -562,18 +610,77 @@ cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
   return cudaSuccess;
 }
 
+namespace {
+
+// Kahn's algorithm, the earliest-created ready node first; the nodes it reached, in order (fewer
+// than the graph's when a cycle holds the rest back).
+std::vector<node_state const*> ordered_nodes(graph_state const& graph) {
+  std::size_t const count = graph.nodes.size();
+  std::unordered_map<node_state const*, std::size_t> index;
+  index.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) index.emplace(graph.nodes[i].get(), i);
+  std::vector<std::size_t> waiting_on(count);
+  std::vector<std::vector<std::size_t>> dependents(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    for (node_state const* dependency : graph.nodes[i]->dependencies) {
+      ++waiting_on[i];
+      dependents[index.at(dependency)].push_back(i);
+    }
+  }
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (waiting_on[i] == 0) ready.push(i);
+  }
+  std::vector<node_state const*> order;
+  order.reserve(count);
+  while (!ready.empty()) {
+    std::size_t const next = ready.top();
+    ready.pop();
+    order.push_back(graph.nodes[next].get());
+    for (std::size_t const dependent : dependents[next]) {
+      if (--waiting_on[dependent] == 0) ready.push(dependent);
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<node_state const*> topological_order(graph_state const& graph) {
+  if (graph.edges_follow_creation_order) {
+    std::vector<node_state const*> order;
+    order.reserve(graph.nodes.size());
+    for (auto const& node : graph.nodes) order.push_back(node.get());
+    return order;
+  }
+  return ordered_nodes(graph);
+}
+
+bool acyclic(graph_state const& graph) {
+  return ordered_nodes(graph).size() == graph.nodes.size();
+}
+
 std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   auto copy = std::make_unique<graph_state>();
   copy->device = graph.device;
   copy->allocations = graph.allocations;
   copy->conditionals = graph.conditionals;
+  copy->edges_follow_creation_order = graph.edges_follow_creation_order;
   std::unordered_map<node_state const*, node_state*> mapped;
   for (auto const& node : graph.nodes) {
     auto twin = std::make_unique<node_state>();
+    mapped[node.get()] = twin.get();
+    copy->nodes.push_back(std::move(twin));
+  }
+  // A second pass for the edges: a dependency may come later in creation order
+  // (cudaGraphAddDependencies).
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    node_state const* node = graph.nodes[i].get();
+    node_state* twin = copy->nodes[i].get();
     twin->type = node->type;
     twin->disabled = node->disabled;
     twin->owner = copy.get();
-    twin->cloned_from = node.get();
+    twin->cloned_from = node;
     for (node_state const* dependency : node->dependencies) {
       twin->dependencies.push_back(mapped.at(dependency));
     }
@@ -582,6 +689,8 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
     twin->copy = node->copy;
     twin->host_function = node->host_function;
     twin->host_data = node->host_data;
+    twin->stream_callback = node->stream_callback;
+    twin->callback_stream = node->callback_stream;
     twin->event = node->event;
     if (node->child) twin->child = clone(*node->child);
     twin->conditional.handle = node->conditional.handle;
@@ -591,8 +700,6 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
     }
     twin->memory = node->memory;
     twin->memory_bytes = node->memory_bytes;
-    mapped[node.get()] = twin.get();
-    copy->nodes.push_back(std::move(twin));
   }
   return copy;
 }

@@ -88,6 +88,10 @@ struct node_state {
   memcpy_params copy{};
   cudaHostFn_t host_function{};
   void* host_data{};
+  // cudaStreamAddCallback: called with the stream as the caller named it and the device's error
+  // (host_data is its user data); runs after a device error too, unlike a host function.
+  cudaStreamCallback_t stream_callback{};
+  cudaStream_t callback_stream{};
   event_state* event{};
   std::unique_ptr<graph_state> child;
   conditional_params conditional;
@@ -130,7 +134,20 @@ struct graph_state {
   std::vector<std::shared_ptr<conditional_handle_state>> conditionals;
   // The capture that is building this graph, if any (its nodes may only be read when it ends).
   struct capture_state* capture{};
+  // Whether every edge goes from an earlier node to a later one, so that creation order is a
+  // topological order (cudaGraphAddDependencies may add an edge against it).
+  bool edges_follow_creation_order{true};
+  // A child graph node's graph, handed out by cudaGraphChildGraphNodeGetGraph: the node owns it,
+  // and allocation and free nodes cannot be added to it.
+  bool embedded{};
 };
+
+// The graph's nodes in an order where each follows its dependencies: creation order where the
+// edges allow it (a node waits only for nodes created before it), else the earliest-created
+// ready node first.
+std::vector<node_state const*> topological_order(graph_state const& graph);
+// Whether the edges of `graph` leave no cycle.
+bool acyclic(graph_state const& graph);
 
 struct exec_state {
   std::unique_ptr<graph_state> graph;
@@ -199,6 +216,13 @@ struct device_state {
   std::size_t graph_reserved{};
   std::size_t graph_reserved_high{};
   cudaError_t sticky_error{cudaSuccess};
+  // cudaSetDeviceFlags / cudaInitDevice: the scheduling and other flags of its primary context.
+  unsigned flags{};
+  // cudaDeviceSetLimit: the limits a program may set, by cudaLimit; a device's defaults at first.
+  std::map<int, std::size_t> limits;
+  // Whether a kernel was launched on it (cudaDeviceSetLimit: the printf FIFO and the malloc heap
+  // cannot change after a launch of a kernel that uses them).
+  bool kernel_launched{};
   std::unique_ptr<stream_state> legacy_stream;
   // The host threads that have used this device's primary context (use_primary_context).
   std::mutex context_mutex;
@@ -298,6 +322,10 @@ thread_state& this_thread();
 
 // Records `error` as the thread's last error (cudaGetLastError's rule) and returns it.
 cudaError_t fail(cudaError_t error) noexcept;
+// What every runtime entry point checks first: no CUDA call from a host function
+// (cudaErrorNotPermitted), and a sticky error of the current device is returned by every call
+// that follows it; then queued work goes on (progress). Call with the platform lock held.
+cudaError_t enter_runtime_call();
 // The sticky error of the current device, or cudaSuccess.
 cudaError_t sticky_error() noexcept;
 device_state* current_device();
@@ -309,6 +337,8 @@ device_state* current_device();
 // every call that reads the current device's state counts (current_device() records it), and
 // cudaThreadExchangeStreamCaptureMode too, the stricter reading.
 void use_primary_context() noexcept;
+// The thread uses `device`'s primary context without making the device current (cudaInitDevice).
+void use_primary_context_of(device_state& device) noexcept;
 
 // Resolves a stream handle (0 and cudaStreamLegacy are the legacy stream, cudaStreamPerThread the
 // thread's default stream); nullptr when the handle names no live stream.
