@@ -75,24 +75,43 @@ bool read_layout(environment_reader const& read, rank_variables const& names,
 }
 
 // The count of tasks on node `node` of a Slurm tasks-per-node list ("2(x3),1": three nodes of
-// two tasks, then one of one); none when the list does not say.
-std::optional<int> tasks_on_node(std::string const& list, int node) {
+// two tasks, then one of one). A list that does not read, or that ends before `node`, is refused
+// by name: taken for "every task on this node" it would give ranks the wrong local GPU.
+int tasks_on_node(std::string const& list, int node) {
+  auto malformed = [&](std::string const& why) {
+    return "SLURM_STEP_TASKS_PER_NODE='" + list + "' " + why +
+           ": srun writes it as counts per node, a run of equal nodes as <tasks>(x<nodes>), "
+           "e.g. '2(x3),1'";
+  };
+  std::optional<int> found;
   int first = 0;  // the first node the current item covers
-  std::size_t at = 0;
-  while (at < list.size()) {
+  for (std::size_t at = 0; at <= list.size();) {
     std::size_t const end = std::min(list.find(',', at), list.size());
     std::string const item = list.substr(at, end - at);
     char* rest = nullptr;
     long const tasks = std::strtol(item.c_str(), &rest, 10);
     long repeat = 1;
-    if (rest != nullptr && std::string{rest}.rfind("(x", 0) == 0)
-      repeat = std::strtol(rest + 2, nullptr, 10);
-    if (tasks < 1 || repeat < 1) return std::nullopt;
-    if (node < first + repeat) return static_cast<int>(tasks);
+    std::string const after{rest};
+    if (after.rfind("(x", 0) == 0) {
+      char* close = nullptr;
+      repeat = std::strtol(after.c_str() + 2, &close, 10);
+      GRAPHSTEP_EXPECTS(close != after.c_str() + 2 && std::string{close} == ")",
+                        malformed("has '" + item + "', whose repeat count does not read"));
+    } else {
+      GRAPHSTEP_EXPECTS(rest != item.c_str() && after.empty(),
+                        malformed("has '" + item + "', which is no task count"));
+    }
+    GRAPHSTEP_EXPECTS(tasks >= 1 && tasks <= std::numeric_limits<int>::max() && repeat >= 1 &&
+                          repeat <= std::numeric_limits<int>::max() - first,
+                      malformed("has '" + item + "': counts are at least 1"));
+    if (!found && node < first + repeat) found = static_cast<int>(tasks);
     first += static_cast<int>(repeat);
     at = end + 1;
   }
-  return std::nullopt;
+  GRAPHSTEP_EXPECTS(found.has_value(),
+                    malformed("covers " + std::to_string(first) +
+                              " node(s), not SLURM_NODEID=" + std::to_string(node)));
+  return *found;
 }
 
 // Reads srun's layout of a multi-task step into `env`; false for a batch script or one task.
@@ -115,7 +134,7 @@ bool read_slurm_layout(environment_reader const& read, launch_environment& env) 
   auto const per_node = read("SLURM_STEP_TASKS_PER_NODE");
   auto const node = read_int(read, "SLURM_NODEID");
   std::optional<int> const on_this_node =
-      per_node && node ? tasks_on_node(*per_node, *node) : std::nullopt;
+      per_node && node ? std::optional<int>{tasks_on_node(*per_node, *node)} : std::nullopt;
   env.local_world_size = on_this_node.value_or(env.world_size);
   GRAPHSTEP_EXPECTS(env.local_world_size <= env.world_size && env.local_rank >= 0 &&
                         env.local_rank < env.local_world_size,

@@ -172,6 +172,34 @@ TEST(launch_environment, an_srun_step_that_cannot_name_rank_0_is_refused_by_name
   EXPECT_NE(usage_message({{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "4"}})
                 .find("SLURM_PROCID=4 must lie in [0, SLURM_STEP_NUM_TASKS=4)"),
             std::string::npos);
+  EXPECT_NE(usage_message({{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "x"}})
+                .find("SLURM_PROCID='x'"),
+            std::string::npos)
+      << "not a number";
+  EXPECT_NE(usage_message({{"SLURM_STEP_NUM_TASKS", "four"}, {"SLURM_PROCID", "1"}})
+                .find("SLURM_STEP_NUM_TASKS='four'"),
+            std::string::npos)
+      << "not a number";
+  EXPECT_NE(
+      with({{"SLURM_LOCALID", "0"},
+            {"SLURM_NODEID", "0"},
+            {"SLURM_STEP_TASKS_PER_NODE", "2(x"},
+            {"MASTER_ADDR", "h"},
+            {"MASTER_PORT", "1"}})
+          .find("SLURM_STEP_TASKS_PER_NODE='2(x' has '2(x', whose repeat count does not read"),
+      std::string::npos)
+      << "a repeat count that does not close";
+  auto per_node = [&](std::string list, std::string node) {
+    return with({{"SLURM_LOCALID", "0"},
+                 {"SLURM_NODEID", std::move(node)},
+                 {"SLURM_STEP_TASKS_PER_NODE", std::move(list)},
+                 {"MASTER_ADDR", "h"},
+                 {"MASTER_PORT", "1"}});
+  };
+  EXPECT_NE(per_node("2,", "0").find("has '', which is no task count"), std::string::npos);
+  EXPECT_NE(per_node("two", "0").find("has 'two', which is no task count"), std::string::npos);
+  EXPECT_NE(per_node("0(x4)", "0").find("counts are at least 1"), std::string::npos);
+  EXPECT_NE(per_node("2(x1)", "1").find("covers 1 node(s), not SLURM_NODEID=1"), std::string::npos);
   EXPECT_NE(with({{"SLURM_LOCALID", "2"},
                   {"SLURM_NODEID", "0"},
                   {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
