@@ -31,6 +31,8 @@
 // step count) and trains on from the step after the one it was saved at, up to --steps; --save
 // writes one after the last step (rank 0 alone, when data parallel: every rank loads the same
 // file). A run resumed at step k ends with the same state, bit for bit, as one that went on.
+// A FILE ending in .safetensors is written and read as a safetensors file (the same entries, for
+// numpy, PyTorch or the safetensors package to read); any other in graphstep's own format.
 // The checkpoint records the run's settings and number of ranks, and a resume with others is
 // refused, naming each that differs (run_settings_of).
 //
@@ -112,7 +114,8 @@ settings parse(int argc, char** argv) {
       "  --attention A         auto, plain (graphstep's kernels) or cudnn (default auto)\n"
       "  --print-every N       print the loss every N steps (default 5)\n"
       "  --bucket-kib N        data parallel: all-reduce buckets of N KiB (default 25600)\n"
-      "  --save FILE           write a checkpoint after the last step (one --mode only)\n"
+      "  --save FILE           write a checkpoint after the last step (one --mode only;\n"
+      "                        FILE.safetensors: as a safetensors file)\n"
       "  --resume FILE         load a checkpoint and train on from the step after it\n"
       "  --step-timeout S      data parallel: a fixed step deadline of S seconds\n"
       "  --min-step-timeout S  data parallel: the adaptive deadline (20 times the median\n"
@@ -299,6 +302,12 @@ gs::train::run_settings run_settings_of(transformer const& model, int world_size
 }
 constexpr char const* settings_prefix = "settings";
 
+bool is_safetensors(std::string const& path) {
+  std::string const suffix = ".safetensors";
+  return path.size() > suffix.size() &&
+         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // The state after the last step to `path` (by rank 0 alone when data parallel: every rank's
 // state is the same), and back, after checking that this run's settings are the saved run's.
 void save(transformer const& model, int world_size, std::string const& path, bool writes,
@@ -307,12 +316,18 @@ void save(transformer const& model, int world_size, std::string const& path, boo
   gs::train::checkpoint saved;
   run_settings_of(model, world_size).save_to(saved, settings_prefix);
   model.save_to(saved);
-  saved.save(path);
+  if (is_safetensors(path)) {
+    saved.save_safetensors(path);
+  } else {
+    saved.save(path);
+  }
   std::printf("[%s] saved the state after step %lld to %s\n", mode,
               static_cast<long long>(model.steps_taken()), path.c_str());
 }
 void resume(transformer& model, int world_size, std::string const& path, char const* mode) {
-  gs::train::checkpoint const loaded = gs::train::checkpoint::load(path);
+  gs::train::checkpoint const loaded = is_safetensors(path)
+                                          ? gs::train::checkpoint::load_safetensors(path)
+                                          : gs::train::checkpoint::load(path);
   if (!run_settings_of(model, world_size).check(loaded, settings_prefix)) {
     std::printf(
         "[%s] %s records no run settings (it was saved before transformer_lm recorded "

@@ -3,12 +3,16 @@
 # weights, the optimizer's master weights, moments and step count) are the same file.
 #
 #   cmake -DPROGRAM=<transformer_lm> -DMODE=eager|graphed -DWORK=<directory>
-#         -DARGUMENTS=<model arguments, ;-separated> -P resume_check.cmake
+#         -DARGUMENTS=<model arguments, ;-separated> [-DFORMAT=ckpt|safetensors]
+#         -P resume_check.cmake
 foreach(variable PROGRAM MODE WORK ARGUMENTS)
   if(NOT DEFINED ${variable})
     message(FATAL_ERROR "resume_check.cmake: -D${variable}=... is missing")
   endif()
 endforeach()
+if(NOT DEFINED FORMAT)
+  set(FORMAT ckpt)  # graphstep's own; safetensors: the file's extension chooses it
+endif()
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 
@@ -22,18 +26,18 @@ function(train steps)
   set(output "${output}" PARENT_SCOPE)
 endfunction()
 
-train(4 --save "${WORK}/straight.ckpt")
-train(2 --save "${WORK}/half.ckpt")
-train(4 --resume "${WORK}/half.ckpt" --save "${WORK}/resumed.ckpt")
+train(4 --save "${WORK}/straight.${FORMAT}")
+train(2 --save "${WORK}/half.${FORMAT}")
+train(4 --resume "${WORK}/half.${FORMAT}" --save "${WORK}/resumed.${FORMAT}")
 # The resumed run took steps 3 and 4 alone: a restore that lost the step count would train 4
 # steps from the initial weights and end where the straight run does.
 if(NOT output MATCHES "resumed from [^\n]* after step 2\n" OR output MATCHES "step +[12]/4")
   message(FATAL_ERROR "the resumed run did not go on from step 2 alone")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/straight.ckpt"
-                        "${WORK}/resumed.ckpt" RESULT_VARIABLE different)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/straight.${FORMAT}"
+                        "${WORK}/resumed.${FORMAT}" RESULT_VARIABLE different)
 if(different)
   message(FATAL_ERROR "the resumed run ended in another state than the straight one")
 endif()
-message("resumed at step 2 of 4: the same state as the straight run, bit for bit")
+message("resumed at step 2 of 4 (.${FORMAT}): the same state as the straight run, bit for bit")
 file(REMOVE_RECURSE "${WORK}")
