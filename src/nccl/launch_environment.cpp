@@ -231,8 +231,9 @@ launch_environment read_launch_environment(environment_reader const& read, bool 
     }
     GRAPHSTEP_EXPECTS(mpi_available,
                       "this process was started by mpirun (" + env.rank_source +
-                          " is set) but graphstep was built without MPI: configure with "
-                          "-DGRAPHSTEP_WITH_MPI=ON, or set NCCL_COMM_ID=host:port on every "
+                          " is set) but graphstep was built without MPI: build it where MPI "
+                          "is installed (GRAPHSTEP_WITH_MPI=AUTO, the default, finds it), or set "
+                          "NCCL_COMM_ID=host:port on every "
                           "rank, or map the ranks to RANK, WORLD_SIZE, MASTER_ADDR and "
                           "MASTER_PORT");
     env.bootstrap = bootstrap_kind::mpi;
