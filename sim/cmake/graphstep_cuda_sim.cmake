@@ -1,4 +1,4 @@
-# graphstep_cuda_sim_sources(<target>...)
+# graphstep_cuda_sim_sources(<target>... [HEADER_ROOTS <folder>...])
 #
 # Builds a target's CUDA sources (*.cu) for the simulated CUDA device: each is rewritten by
 # graphstep::rewrite_launches (every `kernel<<<grid, block, shared, stream>>>(args)` becomes a
@@ -12,7 +12,12 @@
 # ...): those (.cuh, .h, .hpp, .hh, .inl) under the folders of the target's .cu files, under
 # the target's include directories and those of its .cu files, and under the include
 # directories its linked targets of the project give it (not IMPORTED, not SYSTEM, not the
-# simulator's own). A header holding kernels, launches or extern __shared__ arrays becomes its
+# simulator's own). So are those under the folders named with HEADER_ROOTS (relative to the
+# calling CMakeLists.txt), under the folder of a .cu file outside the project that no such
+# folder holds (a trainer in a sibling checkout), and under the include directories inside
+# either (graphstep_cuda_sim/<target>/outside/<folder>/...). A .cu file that includes a header
+# with kernels or launches outside all of these is refused at its rewriting, which names the
+# header and says to add its folder with HEADER_ROOTS. A header holding kernels, launches or extern __shared__ arrays becomes its
 # rewritten copy (with #line, so that messages name the original), any other a one-line
 # #include of the original. The mirrors come first on the include path of the rewritten .cu
 # files, so that a quoted or angled #include finds the rewritten header, and its own quoted
