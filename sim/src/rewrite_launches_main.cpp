@@ -88,8 +88,7 @@ std::vector<macro_definition> included_macros(std::string const& source, fs::pat
 // Whether `path` (canonical) lies in one of `roots` (canonical).
 bool inside_any(fs::path const& path, std::vector<fs::path> const& roots) {
   return std::any_of(roots.begin(), roots.end(), [&](fs::path const& root) {
-    auto const root_end =
-        std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first;
+    auto const root_end = std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first;
     return root_end == root.end() ||
            (std::next(root_end) == root.end() && root_end->empty());  // a root ending in '/'
   });
@@ -109,8 +108,8 @@ std::string unrewritten_device_headers(std::set<fs::path> const& read_files,
     std::optional<std::string> const text = read(header);
     bool device_code = false;
     try {
-      device_code = text && graphstep::sim::detail::holds_device_code(*text, header.string(),
-                                                                      macro_names);
+      device_code =
+          text && graphstep::sim::detail::holds_device_code(*text, header.string(), macro_names);
     } catch (graphstep::sim::detail::rewrite_error const&) {
       device_code = true;  // it names device code, and could not be rewritten either
     }
