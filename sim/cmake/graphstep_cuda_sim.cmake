@@ -1,4 +1,4 @@
-# graphstep_cuda_sim_sources(<target>...)
+# graphstep_cuda_sim_sources(<target>... [HEADER_ROOTS <folder>...])
 #
 # Builds a target's CUDA sources (*.cu) for the simulated CUDA device: each is rewritten by
 # graphstep::rewrite_launches (every `kernel<<<grid, block, shared, stream>>>(args)` becomes a
@@ -12,7 +12,12 @@
 # ...): those (.cuh, .h, .hpp, .hh, .inl) under the folders of the target's .cu files, under
 # the target's include directories and those of its .cu files, and under the include
 # directories its linked targets of the project give it (not IMPORTED, not SYSTEM, not the
-# simulator's own). A header holding kernels, launches or extern __shared__ arrays becomes its
+# simulator's own). So are those under the folders named with HEADER_ROOTS (relative to the
+# calling CMakeLists.txt), under the folder of a .cu file outside the project that no such
+# folder holds (a trainer in a sibling checkout), and under the include directories inside
+# either (graphstep_cuda_sim/<target>/outside/<folder>/...). A .cu file that includes a header
+# with kernels or launches outside all of these is refused at its rewriting, which names the
+# header and says to add its folder with HEADER_ROOTS. A header holding kernels, launches or extern __shared__ arrays becomes its
 # rewritten copy (with #line, so that messages name the original), any other a one-line
 # #include of the original. The mirrors come first on the include path of the rewritten .cu
 # files, so that a quoted or angled #include finds the rewritten header, and its own quoted
@@ -44,11 +49,31 @@ if(GRAPHSTEP_SIM_WATCH_ACCESSES)
   endif()
 endif()
 
-# The mirror of `dir`, a folder of the project, for `target`.
-function(_graphstep_cuda_sim_mirror target dir out)
-  file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${dir})
-  set(${out} ${CMAKE_CURRENT_BINARY_DIR}/graphstep_cuda_sim/${target}/include/${relative}
-      PARENT_SCOPE)
+# The mirror of `dir`, a folder inside one of `top_roots` (the caller's list of the folders whose
+# headers are mirrored, none inside another, and `top_mirrors`, their mirrors): the same folder
+# of its root's mirror, so that the quoted #includes between mirrored headers still resolve.
+function(_graphstep_cuda_sim_mirror dir out)
+  set(mirror)
+  foreach(root mirror_of_root IN ZIP_LISTS top_roots top_mirrors)
+    cmake_path(IS_PREFIX root ${dir} NORMALIZE inside)
+    if(inside)
+      file(RELATIVE_PATH relative ${root} ${dir})
+      cmake_path(APPEND mirror_of_root ${relative} OUTPUT_VARIABLE mirror)
+      break()
+    endif()
+  endforeach()
+  set(${out} ${mirror} PARENT_SCOPE)
+endfunction()
+
+# Whether `dir` lies in the build tree or a fetched dependency, whose headers are never mirrored.
+function(_graphstep_cuda_sim_built_dir dir out)
+  cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${dir} NORMALIZE in_build)
+  cmake_path(IS_PREFIX PROJECT_BINARY_DIR ${dir} NORMALIZE in_project_build)
+  if(in_build OR in_project_build OR dir MATCHES "/_deps/|/CMakeFiles/")
+    set(${out} ON PARENT_SCOPE)
+  else()
+    set(${out} OFF PARENT_SCOPE)
+  endif()
 endfunction()
 
 # Whether `dir` holds headers of the project to mirror: inside PROJECT_SOURCE_DIR, outside the
@@ -142,7 +167,28 @@ macro(_graphstep_cuda_sim_depfile output supported)
 endmacro()
 
 function(graphstep_cuda_sim_sources)
-  foreach(target IN LISTS ARGN)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "HEADER_ROOTS")
+  if(NOT arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "graphstep_cuda_sim_sources: name the targets whose .cu files run on the "
+                        "simulated device: graphstep_cuda_sim_sources(<target>... "
+                        "[HEADER_ROOTS <folder>...])")
+  endif()
+  set(header_roots)
+  foreach(root IN LISTS arg_HEADER_ROOTS)
+    cmake_path(ABSOLUTE_PATH root BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} NORMALIZE)
+    string(REGEX REPLACE "(.)/$" "\\1" root "${root}")
+    if(NOT IS_DIRECTORY "${root}")
+      message(FATAL_ERROR "graphstep_cuda_sim_sources: HEADER_ROOTS names ${root}, which is not a "
+                          "folder: name the folders that hold the headers of the .cu files")
+    endif()
+    list(APPEND header_roots ${root})
+  endforeach()
+  foreach(target IN LISTS arg_UNPARSED_ARGUMENTS)
+    if(NOT TARGET ${target})
+      message(FATAL_ERROR "graphstep_cuda_sim_sources: there is no target ${target}")
+    endif()
+    set_property(TARGET ${target} APPEND PROPERTY _graphstep_cuda_sim_header_roots
+                                                  ${header_roots})
     get_target_property(deferred ${target} _graphstep_cuda_sim_deferred)
     if(deferred)
       continue()
@@ -198,19 +244,119 @@ function(_graphstep_cuda_sim_rewrite target)
   _graphstep_cuda_sim_linked_dirs(${target} linked_dirs)
   list(APPEND include_dirs ${linked_dirs})
   list(REMOVE_DUPLICATES include_dirs)
-  set(own_include_dirs)
-  foreach(dir IN LISTS include_dirs)
-    _graphstep_cuda_sim_own_dir(${dir} own)
-    if(own)
-      list(APPEND own_include_dirs ${dir})
+
+  # The folders whose headers are mirrored: the project's include directories and folders of .cu
+  # files (inside PROJECT_SOURCE_DIR); the folders the caller named (HEADER_ROOTS); and the
+  # folder of each .cu file outside the project (a sibling checkout's) that no named folder
+  # holds, with all below it. An include directory inside one of those is mirrored too.
+  get_target_property(named_roots ${target} _graphstep_cuda_sim_header_roots)
+  if(NOT named_roots)
+    set(named_roots)
+  endif()
+  set(outside_roots)
+  foreach(root IN LISTS named_roots)
+    _graphstep_cuda_sim_own_dir(${root} own)
+    if(NOT own)
+      list(APPEND outside_roots ${root})
     endif()
   endforeach()
+  set(header_roots ${named_roots})
+  foreach(input IN LISTS inputs)
+    cmake_path(GET input PARENT_PATH input_dir)
+    _graphstep_cuda_sim_own_dir(${input_dir} own)
+    _graphstep_cuda_sim_built_dir(${input_dir} built)
+    if(own)
+      list(APPEND header_roots ${input_dir})
+    elseif(NOT built)
+      set(named OFF)
+      foreach(root IN LISTS named_roots)
+        cmake_path(IS_PREFIX root ${input_dir} NORMALIZE inside)
+        if(inside)
+          set(named ON)
+        endif()
+      endforeach()
+      if(NOT named)
+        list(APPEND header_roots ${input_dir})
+        list(APPEND outside_roots ${input_dir})
+      endif()
+    endif()
+  endforeach()
+  set(mirrored_include_dirs)
+  foreach(dir IN LISTS include_dirs)
+    _graphstep_cuda_sim_own_dir(${dir} own)
+    _graphstep_cuda_sim_built_dir(${dir} built)
+    set(mirrored ${own})
+    foreach(root IN LISTS outside_roots)
+      cmake_path(IS_PREFIX root ${dir} NORMALIZE inside)
+      if(inside AND NOT built)
+        set(mirrored ON)
+      endif()
+    endforeach()
+    if(mirrored)
+      list(APPEND mirrored_include_dirs ${dir})
+      list(APPEND header_roots ${dir})
+    endif()
+  endforeach()
+
+  # Those folders, each once (a folder inside another is globbed with it, and its mirror is the
+  # same folder of the other's mirror). The project's mirror is one tree, named from
+  # PROJECT_SOURCE_DIR; a folder outside it gets its own, named after it.
+  list(REMOVE_DUPLICATES header_roots)
+  set(top_roots)
+  foreach(root IN LISTS header_roots)
+    set(inside_another OFF)
+    foreach(other IN LISTS header_roots)
+      if(NOT other STREQUAL root)
+        cmake_path(IS_PREFIX other ${root} NORMALIZE inside)
+        if(inside)
+          set(inside_another ON)
+        endif()
+      endif()
+    endforeach()
+    if(NOT inside_another)
+      list(APPEND top_roots ${root})
+    endif()
+  endforeach()
+  set(mirror_base ${CMAKE_CURRENT_BINARY_DIR}/graphstep_cuda_sim/${target})
+  set(top_mirrors)
+  set(outside_names)
+  foreach(root IN LISTS top_roots)
+    _graphstep_cuda_sim_own_dir(${root} own)
+    if(own)
+      file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${root})
+      cmake_path(APPEND mirror_base include ${relative} OUTPUT_VARIABLE root_mirror)
+    else()
+      cmake_path(GET root FILENAME name)
+      set(unique ${name})
+      set(count 1)
+      while(unique IN_LIST outside_names)
+        math(EXPR count "${count} + 1")
+        set(unique ${name}_${count})
+      endwhile()
+      list(APPEND outside_names ${unique})
+      set(root_mirror ${mirror_base}/outside/${unique})
+    endif()
+    string(REGEX REPLACE "(.)/$" "\\1" root_mirror "${root_mirror}")
+    list(APPEND top_mirrors ${root_mirror})
+  endforeach()
+
+  # The rewriter searches every include directory, for the macros that declare kernels and to
+  # refuse a header with kernels outside the mirrored folders (which the compiler would see
+  # unrewritten) by name.
   set(include_mirrors)
-  set(search)
-  foreach(dir IN LISTS own_include_dirs)
-    _graphstep_cuda_sim_mirror(${target} ${dir} dir_mirror)
+  foreach(dir IN LISTS mirrored_include_dirs)
+    _graphstep_cuda_sim_mirror(${dir} dir_mirror)
     list(APPEND include_mirrors ${dir_mirror})
+  endforeach()
+  # A .cu file's rewriting reads all the headers it includes, transitively: it alone checks them
+  # (a mirrored header the target never includes is not).
+  set(search)
+  foreach(dir IN LISTS include_dirs)
     list(APPEND search -I ${dir})
+  endforeach()
+  set(roots)
+  foreach(root IN LISTS top_roots)
+    list(APPEND roots --root ${root})
   endforeach()
 
   # The headers each rewriting read, for it to run again when one changes (the macros that
@@ -230,7 +376,6 @@ function(_graphstep_cuda_sim_rewrite target)
   endif()
 
   set(rewritten)
-  set(header_roots ${own_include_dirs})
   foreach(input IN LISTS inputs)
     file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${input})
     string(MAKE_C_IDENTIFIER "${relative}" id)
@@ -238,18 +383,17 @@ function(_graphstep_cuda_sim_rewrite target)
     _graphstep_cuda_sim_depfile(${output} ${depfile_supported})
     add_custom_command(
       OUTPUT ${output}
-      COMMAND graphstep::rewrite_launches ${search} ${depfile_option} ${line_base} ${input}
+      COMMAND graphstep::rewrite_launches ${search} ${roots} ${depfile_option} ${line_base}
+              ${input}
               ${output}
       DEPENDS ${input} graphstep::rewrite_launches
       ${depfile}
       COMMENT "Rewriting ${relative} for the simulated CUDA device"
       VERBATIM)
     cmake_path(GET input PARENT_PATH input_dir)
-    _graphstep_cuda_sim_own_dir(${input_dir} own)
     set(source_include_dirs ${include_mirrors} ${input_dir})
-    if(own)
-      list(APPEND header_roots ${input_dir})
-      _graphstep_cuda_sim_mirror(${target} ${input_dir} input_mirror)
+    _graphstep_cuda_sim_mirror(${input_dir} input_mirror)
+    if(input_mirror)
       list(PREPEND source_include_dirs ${input_mirror})
     endif()
     # nvcc's `#pragma unroll` means nothing to the host compiler; and the #line that points
@@ -263,31 +407,13 @@ function(_graphstep_cuda_sim_rewrite target)
     list(APPEND rewritten ${output})
   endforeach()
 
-  # The headers under those folders, each once (a folder inside another is globbed with it, and
-  # its mirror is the same folder of the other's mirror).
-  list(REMOVE_DUPLICATES header_roots)
-  set(roots)
-  foreach(root IN LISTS header_roots)
-    set(inside_another OFF)
-    foreach(other IN LISTS header_roots)
-      if(NOT other STREQUAL root)
-        cmake_path(IS_PREFIX other ${root} NORMALIZE inside)
-        if(inside)
-          set(inside_another ON)
-        endif()
-      endif()
-    endforeach()
-    if(NOT inside_another)
-      list(APPEND roots ${root})
-    endif()
-  endforeach()
-  foreach(root IN LISTS roots)
+  # The headers under the mirrored folders.
+  foreach(root root_mirror IN ZIP_LISTS top_roots top_mirrors)
     set(patterns)
     foreach(extension IN ITEMS cuh h hpp hh inl)
       list(APPEND patterns ${root}/*.${extension})
     endforeach()
     file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${patterns})
-    _graphstep_cuda_sim_mirror(${target} ${root} root_mirror)
     foreach(header IN LISTS headers)
       # Never a build tree's files (a build folder inside the source tree).
       cmake_path(IS_PREFIX CMAKE_BINARY_DIR ${header} NORMALIZE in_build)

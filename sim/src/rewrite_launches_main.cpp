@@ -1,5 +1,5 @@
-// graphstep_rewrite_launches [--header] [-I <dir>]... [--depfile <file>] [--line-base <dir>]
-//                            <in> <out>:
+// graphstep_rewrite_launches [--header] [-I <dir>]... [--root <dir>]... [--depfile <file>]
+//                            [--line-base <dir>] <in> <out>:
 // the build step that lets a CUDA source run on the simulated device (see
 // sim/src/detail/launch_rewriter.hpp): graphstep_cuda_sim_sources runs it for CMake projects,
 // and a Makefile runs it itself (docs/install.md). With --header, <in> is a header of the project
@@ -12,12 +12,17 @@
 // are read for the macros that declare kernels (`#define KERNEL __global__ void`); --depfile
 // names them all, for the build to run the step again when one changes. <out> is written only
 // when its text changes, so that what includes it is not rebuilt for nothing.
+// With --root, the folders whose headers the build rewrites (mirrors): a header read outside all
+// of them that holds kernels or launches would reach the compiler as CUDA, and fail with errors
+// that do not say why; it is refused here, by name, with the folder to add.
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,10 +44,11 @@ std::optional<std::string> read(fs::path const& path) {
 
 // The object-like macros of the headers `source` includes, transitively: quoted ones beside the
 // including file first, then in `include_dirs`; headers elsewhere (the toolkit, the system) are
-// not read. `read_files` gets every header read.
+// not read. `read_files` gets every header read, `includers` the file that included each.
 std::vector<macro_definition> included_macros(std::string const& source, fs::path const& file,
                                               std::vector<fs::path> const& include_dirs,
-                                              std::set<fs::path>& read_files) {
+                                              std::set<fs::path>& read_files,
+                                              std::map<fs::path, fs::path>& includers) {
   std::vector<macro_definition> macros;
   std::deque<std::pair<fs::path, std::string>> pending{{file, source}};
   read_files.insert(fs::weakly_canonical(file));
@@ -65,7 +71,9 @@ std::vector<macro_definition> included_macros(std::string const& source, fs::pat
       for (fs::path const& candidate : candidates) {
         std::error_code error;
         if (!fs::is_regular_file(candidate, error)) continue;
-        if (read_files.insert(fs::weakly_canonical(candidate, error)).second) {
+        fs::path const canonical = fs::weakly_canonical(candidate, error);
+        if (read_files.insert(canonical).second) {
+          includers.emplace(canonical, path);
           if (auto included = read(candidate)) {
             pending.emplace_back(candidate, std::move(*included));
           }
@@ -75,6 +83,41 @@ std::vector<macro_definition> included_macros(std::string const& source, fs::pat
     }
   }
   return macros;
+}
+
+// Whether `path` (canonical) lies in one of `roots` (canonical).
+bool inside_any(fs::path const& path, std::vector<fs::path> const& roots) {
+  return std::any_of(roots.begin(), roots.end(), [&](fs::path const& root) {
+    auto const root_end = std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first;
+    return root_end == root.end() ||
+           (std::next(root_end) == root.end() && root_end->empty());  // a root ending in '/'
+  });
+}
+
+// The headers among `read_files` outside every root that hold device code: the rewritten
+// source would include them as they are, and the compiler would see CUDA syntax. One line
+// each, naming the header and what included it.
+std::string unrewritten_device_headers(std::set<fs::path> const& read_files,
+                                       std::map<fs::path, fs::path> const& includers,
+                                       std::vector<fs::path> const& roots,
+                                       std::vector<std::string> const& macro_names) {
+  std::string found;
+  for (fs::path const& header : read_files) {
+    auto const includer = includers.find(header);
+    if (includer == includers.end() || inside_any(header, roots)) continue;  // the input itself
+    std::optional<std::string> const text = read(header);
+    bool device_code = false;
+    try {
+      device_code =
+          text && graphstep::sim::detail::holds_device_code(*text, header.string(), macro_names);
+    } catch (graphstep::sim::detail::rewrite_error const&) {
+      device_code = true;  // it names device code, and could not be rewritten either
+    }
+    if (device_code) {
+      found += "  " + header.string() + " (included by " + includer->second.string() + ")\n";
+    }
+  }
+  return found;
 }
 
 // A Makefile rule, as Ninja and Make read depfiles: spaces in paths escaped.
@@ -109,14 +152,17 @@ std::string relative_if_possible(std::string const& path, std::string const& bas
 }
 
 constexpr char const* usage =
-    "usage: graphstep_rewrite_launches [--header] [-I <dir>]... [--depfile <file>]\n"
-    "                                  [--line-base <dir>] <in.cu> <out.cpp>\n"
+    "usage: graphstep_rewrite_launches [--header] [-I <dir>]... [--root <dir>]...\n"
+    "                                  [--depfile <file>] [--line-base <dir>] <in.cu> <out.cpp>\n"
     "Rewrites the kernel launches of a CUDA source for graphstep's simulated device; compile\n"
     "<out.cpp> as C++ with the flags of `pkg-config --cflags graphstep-cuda-sim`.\n"
     "  --header           <in> is a header with kernels: <out> is its copy in a folder that\n"
     "                     comes first on the include path\n"
     "  -I <dir>           where the headers <in> includes are, for the macros that declare\n"
     "                     kernels (the folder of <in> is searched first)\n"
+    "  --root <dir>       a folder whose headers the build rewrites too: a header <in>\n"
+    "                     includes that holds kernels or launches and lies outside every\n"
+    "                     --root is refused (without --root, none is checked)\n"
     "  --depfile <file>   write a Makefile rule naming the headers read\n"
     "  --line-base <dir>  #line names <in> relative to <dir> (the compiler's folder)\n";
 
@@ -132,6 +178,7 @@ int usage_error(std::string const& what) {
 int main(int argc, char** argv) {
   bool header = false;
   std::vector<fs::path> include_dirs;
+  std::vector<fs::path> roots;
   std::string depfile;
   std::string line_base;
   std::vector<std::string> files;
@@ -144,11 +191,14 @@ int main(int argc, char** argv) {
     }
     if (argument == "--header") {
       header = true;
-    } else if (argument == "-I" || argument == "--depfile" || argument == "--line-base") {
+    } else if (argument == "-I" || argument == "--root" || argument == "--depfile" ||
+               argument == "--line-base") {
       if (!has_value) return usage_error(std::string{argument} + " needs a value");
       std::string const value{argv[++i]};
       if (argument == "-I") {
         include_dirs.emplace_back(value);
+      } else if (argument == "--root") {
+        roots.push_back(fs::weakly_canonical(value));
       } else if (argument == "--depfile") {
         depfile = value;
       } else {
@@ -174,8 +224,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::set<fs::path> read_files;
+  std::map<fs::path, fs::path> includers;
   std::vector<std::string> const macro_names = graphstep::sim::detail::kernel_macros(
-      included_macros(*source, input, include_dirs, read_files));
+      included_macros(*source, input, include_dirs, read_files, includers));
+  if (!roots.empty()) {
+    std::string const outside =
+        unrewritten_device_headers(read_files, includers, roots, macro_names);
+    if (!outside.empty()) {
+      std::string root_list;
+      for (fs::path const& root : roots) root_list += "  " + root.string() + "\n";
+      static_cast<void>(std::fprintf(
+          stderr,
+          "graphstep_rewrite_launches: %s includes headers with kernels or launches that are "
+          "outside every folder whose headers are rewritten for the simulated device, so the "
+          "compiler would see their CUDA syntax:\n%s"
+          "Add the folder that holds them to those rewritten: in CMake, "
+          "graphstep_cuda_sim_sources(<target> HEADER_ROOTS <folder>...); on the command line, "
+          "--root <folder>. The folders rewritten now are:\n%s",
+          input.c_str(), outside.c_str(), root_list.c_str()));
+      return 1;
+    }
+  }
   std::string const line_name = line_base.empty() ? input : relative_if_possible(input, line_base);
   std::string const included_as =
       relative_if_possible(input, fs::absolute(output).parent_path().string());

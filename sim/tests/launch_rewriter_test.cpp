@@ -11,6 +11,7 @@
 namespace {
 
 using graphstep::sim::detail::directives_of;
+using graphstep::sim::detail::holds_device_code;
 using graphstep::sim::detail::kernel_macros;
 using graphstep::sim::detail::macro_definition;
 using graphstep::sim::detail::rewrite_error;
@@ -233,6 +234,22 @@ TEST(launch_rewriter, a_header_without_device_code_becomes_an_include_of_the_ori
   EXPECT_EQ(rewrite_header("void f() { extern __shared__ float s[]; }", "/src/s.cuh"),
             "#line 1 \"/src/s.cuh\"\nvoid f() { float* const s = "
             "::graphstep::sim::detail::dynamic_shared<float>(); }");
+}
+
+TEST(launch_rewriter, a_header_holds_device_code_exactly_where_it_would_be_rewritten) {
+  // What the build refuses in a header outside the rewritten folders: kernels, launches,
+  // dynamic shared memory.
+  EXPECT_TRUE(holds_device_code("template <class T> __global__ void k(T* p);\n", "k.cuh"));
+  EXPECT_TRUE(holds_device_code("void f(int* p) { k<<<1, 1>>>(p); }\n", "l.cuh"));
+  EXPECT_TRUE(holds_device_code("void f() { extern __shared__ float s[]; }", "s.cuh"));
+  EXPECT_TRUE(holds_device_code("GLOBAL void k();\n", "m.cuh", {"GLOBAL"}));
+  // Not what merely names the words: a macro that defines __global__ (as the toolkit's headers
+  // do), a comment, a string, a plain header.
+  EXPECT_FALSE(holds_device_code("#define __global__ __attribute__((global))\n", "d.h"));
+  EXPECT_FALSE(holds_device_code("// k<<<1, 1>>>(p) launches __global__ k\nint f();\n", "c.h"));
+  EXPECT_FALSE(holds_device_code("char const* s = \"__global__ <<<\";\n", "t.h"));
+  EXPECT_FALSE(holds_device_code("#pragma once\nint f();\n", "a.h"));
+  EXPECT_FALSE(holds_device_code("GLOBAL void k();\n", "m.cuh"));
 }
 
 TEST(launch_rewriter, a_mirrored_header_includes_its_original_by_the_path_it_is_given) {

@@ -712,10 +712,12 @@ std::string rewrite_launches(std::string_view source, std::string_view file_name
   return "#include <graphstep/sim/device.hpp>\n" + file.fallback_signatures() + rewritten;
 }
 
-std::string rewrite_header(std::string_view source, std::string_view file_name,
-                           std::vector<std::string> const& kernel_macro_names,
-                           std::string_view included_as) {
-  // Most headers of an include folder hold no device code: they are not parsed.
+namespace {
+
+// Whether `source` names what the rewriting changes: most headers of an include folder do not,
+// and are not parsed.
+bool mentions_device_code(std::string_view source,
+                          std::vector<std::string> const& kernel_macro_names) {
   bool device_code = false;
   for (std::string_view const word : {"__global__", "<<<", "__shared__"}) {
     device_code = device_code || source.find(word) != std::string_view::npos;
@@ -723,7 +725,23 @@ std::string rewrite_header(std::string_view source, std::string_view file_name,
   for (std::string const& name : kernel_macro_names) {
     device_code = device_code || holds_word(source, name);
   }
-  if (device_code) {
+  return device_code;
+}
+
+}  // namespace
+
+bool holds_device_code(std::string_view source, std::string_view file_name,
+                       std::vector<std::string> const& kernel_macro_names) {
+  if (!mentions_device_code(source, kernel_macro_names)) return false;
+  rewriter header{source, file_name};
+  static_cast<void>(header.run(kernel_macro_names));
+  return header.changed();
+}
+
+std::string rewrite_header(std::string_view source, std::string_view file_name,
+                           std::vector<std::string> const& kernel_macro_names,
+                           std::string_view included_as) {
+  if (mentions_device_code(source, kernel_macro_names)) {
     rewriter header{source, file_name};
     std::string rewritten = header.run(kernel_macro_names);
     if (header.changed()) return header.fallback_signatures() + rewritten;

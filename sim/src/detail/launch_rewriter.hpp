@@ -59,6 +59,12 @@ std::vector<std::string> kernel_macros(std::vector<macro_definition> const& macr
 std::string rewrite_launches(std::string_view source, std::string_view file_name,
                              std::vector<std::string> const& kernel_macro_names = {});
 
+/// @brief Whether rewrite_header would rewrite `source` (it declares or launches kernels, or
+/// declares `extern __shared__` arrays) rather than include the original.
+/// @throws rewrite_error
+bool holds_device_code(std::string_view source, std::string_view file_name,
+                       std::vector<std::string> const& kernel_macro_names = {});
+
 /// @brief A header for the mirrored include folder: rewritten as rewrite_launches does (without
 /// the #include of device.hpp, which the .cu file had first) when it holds device code to
 /// rewrite, else one line that includes the original: `included_as` (a path from the mirrored
