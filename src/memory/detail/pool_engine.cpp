@@ -584,7 +584,7 @@ pool_timeline pool_engine::end_timeline() {
 
 void pool_engine::name_allocation(std::uintptr_t address, std::string name) {
   std::lock_guard const lock{mutex_};
-  if (timeline_ && timeline_->name(address, name)) return;
+  if (timeline_ && timeline_->name(address, std::move(name))) return;
   auto const block = blocks_.block_at(address);
   // A planned capture's allocations lie inside its slab, one block.
   bool const in_planned_slab =
