@@ -806,8 +806,8 @@ cudaError_t enqueue_copy(sim::stream_state& s, sim::memcpy_params const& copy) {
   static_cast<void>(pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span));
   bool const source_on_host = !is_device_memory(copy.source);
   bool const pageable_source = source_on_host && sim::find_allocation(copy.source) == nullptr;
-  bool const pageable_destination = !is_device_memory(copy.destination) &&
-                                    sim::find_allocation(copy.destination) == nullptr;
+  bool const pageable_destination =
+      !is_device_memory(copy.destination) && sim::find_allocation(copy.destination) == nullptr;
   if (sim::defers(s) && pageable_source && source_span > 0) {
     // From pageable memory "host memory is copied to a staging buffer immediately" (CUDA
     // Runtime API, "API synchronization behavior"): later host writes do not reach the copy.
@@ -1654,14 +1654,15 @@ constexpr std::size_t shared_allocation_granularity = 128;
 
 struct occupancy_inputs {
   cudaDeviceProp const* device{};
-  std::size_t static_shared{};   // cudaFuncAttributes::sharedSizeBytes: 0 here
-  std::size_t max_dynamic{};     // cudaFuncAttributes::maxDynamicSharedSizeBytes
-  bool dynamic_limit_set{};      // cudaFuncAttributeMaxDynamicSharedMemorySize was set
+  std::size_t static_shared{};  // cudaFuncAttributes::sharedSizeBytes: 0 here
+  std::size_t max_dynamic{};    // cudaFuncAttributes::maxDynamicSharedSizeBytes
+  bool dynamic_limit_set{};     // cudaFuncAttributeMaxDynamicSharedMemorySize was set
 };
 
 occupancy_inputs occupancy_of(void const* func) {
   occupancy_inputs in;
-  in.device = &sim::state().devices[static_cast<std::size_t>(sim::this_thread().device)]->properties;
+  in.device =
+      &sim::state().devices[static_cast<std::size_t>(sim::this_thread().device)]->properties;
   in.max_dynamic = in.device->sharedMemPerBlock;
   if (auto found = sim::state().settings_by_function.find(func);
       found != sim::state().settings_by_function.end() &&
@@ -1730,8 +1731,7 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, void c
 // cudaOccupancyDisableCachingOverride concerns "platform where global caching affects
 // occupancy", which the simulated device is not: it changes nothing. Other flags are
 // cudaErrorInvalidValue.
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks,
-                                                                   void const* func,
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, void const* func,
                                                                    int blockSize,
                                                                    std::size_t dynamicSMemSize,
                                                                    unsigned int flags) {
@@ -1740,12 +1740,12 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlock
 }
 
 // "Returns in *dynamicSmemSize the maximum size of dynamic shared memory to allow numBlocks
-// blocks per SM" (cudaOccupancyAvailableDynamicSMemPerBlock). As cudaOccAvailableDynamicSMemPerBlock
-// computes it: numBlocks of 0 or less, or more blocks than fit with no dynamic shared memory, is
-// cudaErrorInvalidValue; else the SM's shared memory split numBlocks ways, rounded down to the
-// allocation granularity, at most what one block may have, less the static shared memory, at
-// most the kernel's dynamic limit. Unlike the calculator, the shared memory reserved per block
-// is subtracted as well, so that numBlocks blocks of that size do fit
+// blocks per SM" (cudaOccupancyAvailableDynamicSMemPerBlock). As
+// cudaOccAvailableDynamicSMemPerBlock computes it: numBlocks of 0 or less, or more blocks than fit
+// with no dynamic shared memory, is cudaErrorInvalidValue; else the SM's shared memory split
+// numBlocks ways, rounded down to the allocation granularity, at most what one block may have, less
+// the static shared memory, at most the kernel's dynamic limit. Unlike the calculator, the shared
+// memory reserved per block is subtracted as well, so that numBlocks blocks of that size do fit
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor agrees); sim/docs/simulator.md asks a GPU.
 cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(std::size_t* dynamicSmemSize,
                                                       void const* func, int numBlocks,

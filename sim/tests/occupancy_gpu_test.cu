@@ -116,8 +116,7 @@ TEST_F(occupancy, available_dynamic_shared_memory_is_the_most_that_lets_the_bloc
   GRAPHSTEP_CUDA_TRY(cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), 1, 128));
   EXPECT_EQ(available, properties_.sharedMemPerBlock);
   for (int const wanted : {3, 5, 8, 13}) {
-    GRAPHSTEP_CUDA_TRY(
-        cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), wanted, 128));
+    GRAPHSTEP_CUDA_TRY(cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), wanted, 128));
     int blocks = 0;
     GRAPHSTEP_CUDA_TRY(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, probe(), 128, available));

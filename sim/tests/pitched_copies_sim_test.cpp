@@ -94,12 +94,12 @@ TEST_F(pitched_copies_sim, a_2d_memset_races_with_an_unordered_2d_copy_of_its_ro
 // A span that leaves its allocation is refused (cudaErrorInvalidValue), on either side of a copy
 // and for a memset; a GPU may not notice when the memory past it is mapped.
 TEST_F(pitched_copies_sim, a_span_past_its_allocation_is_refused) {
-  EXPECT_EQ(cudaMemcpy2DAsync(x_, pitch, y_, pitch, width, height + 1, cudaMemcpyDeviceToDevice,
-                              a_),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(cudaMemcpy2DAsync(x_ + pitch, pitch, y_, pitch, width, height,
-                              cudaMemcpyDeviceToDevice, a_),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cudaMemcpy2DAsync(x_, pitch, y_, pitch, width, height + 1, cudaMemcpyDeviceToDevice, a_),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cudaMemcpy2DAsync(x_ + pitch, pitch, y_, pitch, width, height, cudaMemcpyDeviceToDevice, a_),
+      cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemset2DAsync(x_ + 1, pitch, 0, pitch, height, a_), cudaErrorInvalidValue);
   // A pitch so large that the span overflows.
   EXPECT_EQ(cudaMemset2DAsync(x_, SIZE_MAX / 2, 0, width, height, a_), cudaErrorInvalidValue);
