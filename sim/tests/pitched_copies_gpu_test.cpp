@@ -90,8 +90,8 @@ TEST_F(pitched_copies, a_2d_copy_moves_a_sub_rectangle_between_pitches) {
   expect_rectangle(got, 0xAB, [this](std::size_t y, std::size_t x) { return host_at(y, x); });
   // And back: device to host into a third pitch, through cudaMemcpyDefault.
   std::vector<unsigned char> back(width * height, 0);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy2D(back.data(), width, target, device_pitch, width, height,
-                                  cudaMemcpyDefault));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpy2D(back.data(), width, target, device_pitch, width, height, cudaMemcpyDefault));
   for (std::size_t y = 0; y < height; ++y) {
     for (std::size_t x = 0; x < width; ++x) {
       ASSERT_EQ(back[y * width + x], host_at(y, x)) << "row " << y << ", byte " << x;
@@ -103,8 +103,8 @@ TEST_F(pitched_copies, a_2d_copy_moves_a_sub_rectangle_between_pitches) {
 // will instead be captured into a graph" (cudaStreamBeginCapture), as a memcpy node; the launch
 // copies the rectangle device to device.
 TEST_F(pitched_copies, a_captured_2d_copy_is_a_memcpy_node_that_copies_when_launched) {
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(other_, host_.data(), device_pitch * rows,
-                                     cudaMemcpyHostToDevice, stream_));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(other_, host_.data(), device_pitch * rows, cudaMemcpyHostToDevice, stream_));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(device_, 0x5C, device_pitch * rows, stream_));
   GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
   std::size_t const offset = row * device_pitch + column;
@@ -139,8 +139,8 @@ TEST_F(pitched_copies, a_captured_2d_copy_is_a_memcpy_node_that_copies_when_laun
 // pointed to by dstPtr"; the padding past each row's width keeps its bytes.
 TEST_F(pitched_copies, a_2d_memset_sets_only_its_rectangle) {
   GRAPHSTEP_CUDA_TRY(cudaMemset(device_, 0x11, device_pitch * rows));
-  GRAPHSTEP_CUDA_TRY(cudaMemset2D(device_ + row * device_pitch + column, device_pitch, 0x7E, width,
-                                  height));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemset2D(device_ + row * device_pitch + column, device_pitch, 0x7E, width, height));
   GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   expect_rectangle(device_matrix(device_), 0x11, [](std::size_t, std::size_t) { return 0x7E; });
 }
@@ -300,4 +300,38 @@ TEST_F(pitched_copies, peer_copies_refuse_an_invalid_device_and_a_null_pointer) 
   EXPECT_EQ(cudaMemcpyPeerAsync(device_, current, nullptr, current, 64, stream_),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+}
+
+// cudaGraphExecUpdate: "For 2d memsets, only address and assigned value may be updated": a
+// captured 2-D memset moved to other memory with another value updates the executable, which
+// then sets the new rectangle; one with another width is refused
+// (cudaGraphExecUpdateErrorParametersChanged).
+TEST_F(pitched_copies, an_update_may_change_a_2d_memsets_address_and_value_but_not_its_shape) {
+  auto const capture = [this](unsigned char* memory, int value, std::size_t columns) {
+    cudaGraph_t graph = nullptr;
+    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    GRAPHSTEP_CUDA_TRY(cudaMemset2DAsync(memory + row * device_pitch + column, device_pitch, value,
+                                         columns, height, stream_));
+    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+    return graph;
+  };
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(device_, 0x01, device_pitch * rows, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(other_, 0x02, device_pitch * rows, stream_));
+  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  cudaGraph_t first = capture(device_, 0x10, width);
+  cudaGraphExec_t exec = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, first, 0));
+  cudaGraph_t moved = capture(other_, 0x20, width);
+  cudaGraphExecUpdateResultInfo info{};
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecUpdate(exec, moved, &info));
+  EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
+  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  expect_rectangle(device_matrix(other_), 0x02, [](std::size_t, std::size_t) { return 0x20; });
+  expect_rectangle(device_matrix(device_), 0x01, [](std::size_t, std::size_t) { return 0x01; });
+  cudaGraph_t reshaped = capture(device_, 0x10, width - 1);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, reshaped, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorParametersChanged);
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  for (cudaGraph_t graph : {first, moved, reshaped}) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
 }
