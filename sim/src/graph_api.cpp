@@ -1479,8 +1479,8 @@ bool same_memory_kind(void const* a, void const* b) {
 
 // cudaGraphExecUpdate's rules (cuda_runtime_api.h): identical topology (nodes paired in
 // creation order, same types, same dependencies), and per node type: memset and memcpy operands
-// on the same device and of the same memory type, only 1-D memsets changed; kernel functions
-// may change. The first violation names its node and the reason.
+// on the same device and of the same memory type, a 2-D memset only in its address and value;
+// kernel functions may change. The first violation names its node and the reason.
 // The handles created for a graph, in creation order: an update pairs the executable's with the
 // new graph's by that order, as it pairs nodes.
 using handle_list = std::vector<std::shared_ptr<sim::conditional_handle_state>>;
@@ -1519,12 +1519,12 @@ cudaGraphExecUpdateResult compare(sim::graph_state const& current, sim::graph_st
     }
     switch (a.type) {
       case cudaGraphNodeTypeMemset: {
+        // "For 2d memsets, only address and assigned value may be updated."
         bool const two_d = a.memset.height > 1 || b.memset.height > 1;
-        bool const changed =
-            a.memset.dst != b.memset.dst || a.memset.value != b.memset.value ||
+        bool const reshaped =
             a.memset.width != b.memset.width || a.memset.height != b.memset.height ||
             a.memset.pitch != b.memset.pitch || a.memset.elementSize != b.memset.elementSize;
-        if (two_d && changed) return cudaGraphExecUpdateErrorParametersChanged;
+        if (two_d && reshaped) return cudaGraphExecUpdateErrorParametersChanged;
         sim::allocation const* x = sim::find_allocation(a.memset.dst);
         sim::allocation const* y = sim::find_allocation(b.memset.dst);
         if (x == nullptr || y == nullptr || x->device != y->device) {

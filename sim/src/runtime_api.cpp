@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -165,9 +166,10 @@ cudaError_t free_graph_allocation(void const* pointer) {
 
 // cudaMemcpyKind against the pointers (unified addressing: cudaMemcpyDefault infers the
 // direction). A side the kind calls "device" must be device memory of the right size.
-cudaError_t check_copy(void const* destination, void const* source, std::size_t bytes,
-                       cudaMemcpyKind kind) {
-  if (bytes == 0) return cudaSuccess;
+// A 2-D copy names the span of each side: from its first row's start to its last row's end.
+cudaError_t check_copy(void const* destination, std::size_t destination_bytes, void const* source,
+                       std::size_t source_bytes, cudaMemcpyKind kind) {
+  if (destination_bytes == 0 || source_bytes == 0) return cudaSuccess;
   if (destination == nullptr || source == nullptr) return cudaErrorInvalidValue;
   bool destination_on_device = false;
   bool source_on_device = false;
@@ -182,19 +184,49 @@ cudaError_t check_copy(void const* destination, void const* source, std::size_t 
       break;
     default: return cudaErrorInvalidMemcpyDirection;
   }
-  if (destination_on_device && !sim::device_range_valid(destination, bytes)) {
+  if (destination_on_device && !sim::device_range_valid(destination, destination_bytes)) {
     return cudaErrorInvalidValue;
   }
-  if (source_on_device && !sim::device_range_valid(source, bytes)) return cudaErrorInvalidValue;
+  if (source_on_device && !sim::device_range_valid(source, source_bytes)) {
+    return cudaErrorInvalidValue;
+  }
   return cudaSuccess;
 }
 
-std::unique_ptr<sim::node_state> copy_node(void* destination, void const* source, std::size_t bytes,
-                                           cudaMemcpyKind kind) {
-  auto node = std::make_unique<sim::node_state>();
-  node->type = cudaGraphNodeTypeMemcpy;
-  node->copy = sim::memcpy_params{destination, source, bytes, kind};
-  return node;
+cudaError_t check_copy(void const* destination, void const* source, std::size_t bytes,
+                       cudaMemcpyKind kind) {
+  return check_copy(destination, bytes, source, bytes, kind);
+}
+
+// The bytes from the start of a pitched region's first row to the end of its last: `height`
+// rows of `width` bytes, `pitch` apart; 0 when it is empty, and false when it overflows.
+bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std::size_t& span) {
+  span = 0;
+  if (width == 0 || height == 0) return true;
+  if (pitch != 0 && height - 1 > (SIZE_MAX - width) / pitch) return false;
+  span = (height - 1) * pitch + width;
+  return true;
+}
+
+// cudaMemcpy2D and cudaMemcpy2DAsync: "width must not exceed either dpitch or spitch", and the
+// call "returns an error if dpitch or spitch exceeds the maximum allowed" (the device's memPitch);
+// both are cudaErrorInvalidPitchValue, the pitch error the header lists. Checked for one row too
+// (the stricter reading: the header does not exempt it). An empty copy is accepted, as a 1-D one
+// of 0 bytes is; then the kind as for the 1-D copy, and each side's span.
+cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
+  if (copy.bytes == 0 || copy.height == 0) return cudaSuccess;
+  std::size_t const max_pitch = sim::current_device()->properties.memPitch;
+  if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
+      copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
+    return cudaErrorInvalidPitchValue;
+  }
+  std::size_t destination_span = 0;
+  std::size_t source_span = 0;
+  if (!pitched_span(copy.bytes, copy.height, copy.destination_pitch, destination_span) ||
+      !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span)) {
+    return cudaErrorInvalidValue;
+  }
+  return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
 }
 
 std::unique_ptr<sim::node_state> memset_node(void* destination, int value, std::size_t bytes) {
@@ -763,6 +795,57 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   return sim::submit(*s, std::move(node), "cudaFreeAsync");
 }
 
+namespace {
+
+// Enqueues a checked copy (1-D or 2-D) to a stream: a memcpy node, captured or run.
+cudaError_t enqueue_copy(sim::stream_state& s, sim::memcpy_params const& copy) {
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemcpy;
+  node->copy = copy;
+  std::size_t source_span = 0;
+  static_cast<void>(pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span));
+  bool const source_on_host = !is_device_memory(copy.source);
+  bool const pageable_source = source_on_host && sim::find_allocation(copy.source) == nullptr;
+  bool const pageable_destination =
+      !is_device_memory(copy.destination) && sim::find_allocation(copy.destination) == nullptr;
+  if (sim::defers(s) && pageable_source && source_span > 0) {
+    // From pageable memory "host memory is copied to a staging buffer immediately" (CUDA
+    // Runtime API, "API synchronization behavior"): later host writes do not reach the copy.
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<unsigned char const*>(copy.source),
+        static_cast<unsigned char const*>(copy.source) + source_span);
+    node->copy.source = staged->data();
+    node->staging = staged;
+  }
+  if (cudaError_t const submitted = sim::submit(s, std::move(node)); submitted != cudaSuccess) {
+    return submitted;
+  }
+  // To pageable memory the call "will return only once the copy has completed" (ibid.).
+  if (sim::defers(s) && pageable_destination && !source_on_host) sim::host_waits_for(s.clock);
+  return cudaSuccess;
+}
+
+// Whether a synchronous copy (cudaMemcpy, cudaMemcpy2D), issued to the legacy stream, returns
+// only once it is done (CUDA Runtime API, "API synchronization behavior", synchronous memcpy):
+// device to device does not block the host; from pageable host memory to the device the call
+// may return "before the DMA to final destination" is done, so the host has not seen the copy
+// complete; every other direction blocks until done. cudaDeviceSyncMemops: "synchronous memory
+// operations initiated on this context will always synchronize" (cudaSetDeviceFlags).
+bool synchronous_copy_blocks_host(void const* destination, void const* source,
+                                  cudaMemcpyKind kind) {
+  bool const destination_on_device = kind == cudaMemcpyHostToDevice ||
+                                     kind == cudaMemcpyDeviceToDevice ||
+                                     (kind == cudaMemcpyDefault && is_device_memory(destination));
+  bool const source_on_device = kind == cudaMemcpyDeviceToHost ||
+                                kind == cudaMemcpyDeviceToDevice ||
+                                (kind == cudaMemcpyDefault && is_device_memory(source));
+  bool const pageable_source = !source_on_device && sim::find_allocation(source) == nullptr;
+  return sync_memops() || (!(destination_on_device && source_on_device) &&
+                           !(destination_on_device && pageable_source));
+}
+
+}  // namespace
+
 cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream) {
   sim::lock_guard const lock{sim::state().mutex};
@@ -774,47 +857,13 @@ cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t b
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
     return sim::fail(bad);
   }
-  auto node = copy_node(destination, source, bytes, kind);
-  bool const source_on_host = !is_device_memory(source);
-  bool const pageable_source = source_on_host && sim::find_allocation(source) == nullptr;
-  bool const pageable_destination =
-      !is_device_memory(destination) && sim::find_allocation(destination) == nullptr;
-  if (sim::defers(*s) && pageable_source && bytes > 0) {
-    // From pageable memory "host memory is copied to a staging buffer immediately" (CUDA
-    // Runtime API, "API synchronization behavior"): later host writes do not reach the copy.
-    auto staged = std::make_shared<std::vector<unsigned char>>(
-        static_cast<unsigned char const*>(source),
-        static_cast<unsigned char const*>(source) + bytes);
-    node->copy.source = staged->data();
-    node->staging = staged;
-  }
-  if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
-    return submitted;
-  }
-  // To pageable memory the call "will return only once the copy has completed" (ibid.).
-  if (sim::defers(*s) && pageable_destination && !source_on_host) sim::host_waits_for(s->clock);
-  return cudaSuccess;
+  return enqueue_copy(*s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes});
 }
 
 cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
                        cudaMemcpyKind kind) {
-  // Issued to the legacy stream of the current device (CUDA Runtime API, "API synchronization
-  // behavior", synchronous memcpy): device to device does not block the host; from pageable
-  // host memory to the device the call may return "before the DMA to final destination" is
-  // done, so the host has not seen the copy complete; every other direction blocks until done.
   sim::lock_guard const lock{sim::state().mutex};
-  bool const destination_on_device = kind == cudaMemcpyHostToDevice ||
-                                     kind == cudaMemcpyDeviceToDevice ||
-                                     (kind == cudaMemcpyDefault && is_device_memory(destination));
-  bool const source_on_device = kind == cudaMemcpyDeviceToHost ||
-                                kind == cudaMemcpyDeviceToDevice ||
-                                (kind == cudaMemcpyDefault && is_device_memory(source));
-  sim::allocation const* source_allocation = sim::find_allocation(source);
-  bool const pageable_source = !source_on_device && source_allocation == nullptr;
-  // cudaDeviceSyncMemops: "synchronous memory operations initiated on this context will always
-  // synchronize" (cudaSetDeviceFlags).
-  bool const blocks_host = sync_memops() || (!(destination_on_device && source_on_device) &&
-                                             !(destination_on_device && pageable_source));
+  bool const blocks_host = synchronous_copy_blocks_host(destination, source, kind);
   // Not a "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 a
   // synchronous copy or memset beside a capture of a non-blocking stream succeeds in every mode
   // and leaves the capture intact (docs/validation.md). Beside a blocking stream's capture the
@@ -823,6 +872,112 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
   if (copied == cudaSuccess && blocks_host) {
     sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
   }
+  return copied;
+}
+
+// cudaMemcpy2DAsync: "Copies a matrix (height rows of width bytes each) from the memory area
+// pointed to by src to the memory area pointed to by dst ... dpitch and spitch are the widths in
+// memory in bytes of the 2D arrays ... including any padding"; checked as check_copy_2d says,
+// then as cudaMemcpyAsync (a refused copy invalidates a capture; captured, it is a memcpy node).
+// "The memory areas may not overlap": an overlap is not detected (each row is copied as by
+// memmove).
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, std::size_t spitch,
+                              std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
+  if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
+    return sim::fail(bad);
+  }
+  return enqueue_copy(*s, copy);
+}
+
+// cudaMemcpy2D: the synchronous form, on the legacy stream, blocking the host as cudaMemcpy does.
+cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, void const* src, std::size_t spitch,
+                         std::size_t width, std::size_t height, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  bool const blocks_host = synchronous_copy_blocks_host(dst, src, kind);
+  cudaError_t const copied =
+      cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy);
+  if (copied == cudaSuccess && blocks_host) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return copied;
+}
+
+namespace {
+
+// cudaMemcpyPeer and cudaMemcpyPeerAsync: "dst is the base device pointer of the destination
+// memory and dstDevice is the destination device. src is the base device pointer of the source
+// memory and srcDevice is the source device"; cudaErrorInvalidDevice and cudaErrorInvalidValue
+// are the errors listed. An invalid device is cudaErrorInvalidDevice even for 0 bytes; null
+// pointers, memory that is not device memory (host, managed), a range past its allocation, or
+// memory of another device than the one named are cudaErrorInvalidValue (the stricter reading:
+// the header does not say what a GPU does with a pointer of another device). Peer access need
+// not be enabled (cudaDeviceEnablePeerAccess is for kernels).
+cudaError_t check_peer_copy(void const* dst, int dst_device, void const* src, int src_device,
+                            std::size_t bytes) {
+  if (!valid_device(dst_device) || !valid_device(src_device)) return cudaErrorInvalidDevice;
+  if (bytes == 0) return cudaSuccess;
+  auto const on = [bytes](void const* pointer, int device) {
+    sim::allocation const* owner = sim::find_allocation(pointer);
+    return pointer != nullptr && is_device_memory(pointer) && owner != nullptr &&
+           owner->device == device && sim::device_range_valid(pointer, bytes);
+  };
+  return on(dst, dst_device) && on(src, src_device) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+// "Note that this function is asynchronous with respect to the host and all work on other
+// devices" (cudaMemcpyPeerAsync): ordered in `stream` only; captured, it is a memcpy node.
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, void const* src, int srcDevice,
+                                std::size_t count, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (cudaError_t const bad = check_peer_copy(dst, dstDevice, src, srcDevice, count);
+      bad != cudaSuccess) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
+    return sim::fail(bad);
+  }
+  return enqueue_copy(
+      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count});
+}
+
+// cudaMemcpyPeer: "asynchronous with respect to the host, but serialized with respect all pending
+// and future asynchronous work in to the current device, srcDevice, and dstDevice". Modelled as
+// a synchronization of the three devices before the copy (so it is refused, as
+// cudaDeviceSynchronize is, while one of them is capturing: the stricter reading), the copy on
+// the current device's legacy stream, and the host waiting for it, so that later work on any of
+// the devices follows it. The host waiting is stricter than a GPU's ordering: a host read of dst
+// right after the call, unsynchronized on a GPU, is not reported as a race here.
+cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, void const* src, int srcDevice,
+                           std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (cudaError_t const bad = check_peer_copy(dst, dstDevice, src, srcDevice, count);
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  int const devices[] = {sim::this_thread().device, srcDevice, dstDevice};
+  for (int const device : devices) {
+    if (cudaError_t const capturing = sim::check_device_wide_sync(device);
+        capturing != cudaSuccess) {
+      return sim::fail(capturing);
+    }
+  }
+  for (int const device : devices) sim::host_waits_for_device(device);
+  cudaError_t const copied =
+      cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, cudaStreamLegacy);
+  if (copied == cudaSuccess) sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
   return copied;
 }
 
@@ -842,6 +997,47 @@ cudaError_t cudaMemsetAsync(void* destination, int value, std::size_t bytes, cud
 cudaError_t cudaMemset(void* destination, int value, std::size_t bytes) {
   sim::lock_guard const lock{sim::state().mutex};
   cudaError_t const set = cudaMemsetAsync(destination, value, bytes, cudaStreamLegacy);
+  if (set == cudaSuccess && sync_memops()) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return set;
+}
+
+// cudaMemset2DAsync: "Sets to the specified value value a matrix (height rows of width bytes
+// each) pointed to by dstPtr. pitch is the width in bytes of the 2D array pointed to by dstPtr,
+// including any padding added to the end of each row"; the pitch is "Unused if height is 1".
+// cudaErrorInvalidValue is the only error listed: a pitch narrower than the width (with more
+// than one row), a span that overflows or leaves its allocation. Captured, it is a 2-D memset
+// node (elementSize 1, as cudaGraphMemsetNodeGetParams shows); a refused one invalidates the
+// capture, as cudaMemsetAsync does.
+cudaError_t cudaMemset2DAsync(void* devPtr, std::size_t pitch, int value, std::size_t width,
+                              std::size_t height, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  std::size_t const row_pitch = height > 1 ? pitch : width;
+  std::size_t span = 0;
+  bool const valid = width == 0 || height == 0 ||
+                     (row_pitch >= width && pitched_span(width, height, row_pitch, span) &&
+                      sim::device_range_valid(devPtr, span));
+  if (!valid) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue);
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto node = memset_node(devPtr, value, width);
+  node->memset.height = height;
+  node->memset.pitch = row_pitch;
+  return sim::submit(*s, std::move(node));
+}
+
+// cudaMemset2D: "asynchronous with respect to the host unless devPtr refers to pinned host
+// memory"; on the legacy stream, as cudaMemset.
+cudaError_t cudaMemset2D(void* devPtr, std::size_t pitch, int value, std::size_t width,
+                         std::size_t height) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t const set = cudaMemset2DAsync(devPtr, pitch, value, width, height, cudaStreamLegacy);
   if (set == cudaSuccess && sync_memops()) {
     sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
   }
@@ -1441,6 +1637,137 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void const* fu
   attributes->preferredShmemCarveout = settings.preferred_carveout;
   attributes->nonPortableClusterSizeAllowed = settings.non_portable_cluster_size_allowed;
   attributes->clusterSchedulingPolicyPreference = settings.cluster_scheduling_policy;
+  return cudaSuccess;
+}
+
+// --- occupancy ----------------------------------------------------------------------------------
+// The occupancy calculator follows cuda_occupancy.h, CUDA's reference calculator, with the
+// kernel's attributes as cudaFuncGetAttributes gives them here: no registers (unknown on the
+// simulated device, so the register limit is left out and every result is an upper bound of a
+// GPU's), static shared memory 0, and the dynamic shared memory limit cudaFuncSetAttribute set.
+// The carveout preference is a hint and is left out too (it can only lower a GPU's count).
+
+namespace {
+
+// cudaOccSMemAllocationGranularity: 128 bytes from compute capability 8 to 12.
+constexpr std::size_t shared_allocation_granularity = 128;
+
+struct occupancy_inputs {
+  cudaDeviceProp const* device{};
+  std::size_t static_shared{};  // cudaFuncAttributes::sharedSizeBytes: 0 here
+  std::size_t max_dynamic{};    // cudaFuncAttributes::maxDynamicSharedSizeBytes
+  bool dynamic_limit_set{};     // cudaFuncAttributeMaxDynamicSharedMemorySize was set
+};
+
+occupancy_inputs occupancy_of(void const* func) {
+  occupancy_inputs in;
+  in.device =
+      &sim::state().devices[static_cast<std::size_t>(sim::this_thread().device)]->properties;
+  in.max_dynamic = in.device->sharedMemPerBlock;
+  if (auto found = sim::state().settings_by_function.find(func);
+      found != sim::state().settings_by_function.end() &&
+      found->second.max_dynamic_shared_bytes >= 0) {
+    in.max_dynamic = static_cast<std::size_t>(found->second.max_dynamic_shared_bytes);
+    in.dynamic_limit_set = true;
+  }
+  return in;
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t granularity) {
+  return (bytes + granularity - 1) / granularity * granularity;
+}
+
+// cudaOccMaxActiveBlocksPerMultiprocessor without its register limit: the least of the warp
+// limit (none past the block's thread limit), the device's blocks per SM, and the shared memory
+// limit (none when the block's shared memory exceeds what one block may have: cudaOccSMemPerBlock
+// adds the reserved shared memory to sharedMemPerBlock, or to the opt-in limit once the kernel's
+// dynamic limit was raised past it).
+int active_blocks(occupancy_inputs const& in, int block_size, std::size_t dynamic_shared) {
+  cudaDeviceProp const& p = *in.device;
+  if (block_size > p.maxThreadsPerBlock) return 0;
+  int const warps_per_block = (block_size + p.warpSize - 1) / p.warpSize;
+  int const by_warps = p.maxThreadsPerMultiProcessor / p.warpSize / warps_per_block;
+  std::size_t const static_shared = in.static_shared + p.reservedSharedMemPerBlock;
+  if (dynamic_shared > SIZE_MAX / 2) return 0;
+  std::size_t const allocated =
+      round_up(static_shared + dynamic_shared, shared_allocation_granularity);
+  std::size_t const most = static_shared + in.max_dynamic;
+  std::size_t const per_block_limit =
+      (in.dynamic_limit_set && most > p.sharedMemPerBlock ? p.sharedMemPerBlockOptin
+                                                          : p.sharedMemPerBlock) +
+      p.reservedSharedMemPerBlock;
+  if ((in.dynamic_limit_set && dynamic_shared > in.max_dynamic) || allocated > per_block_limit) {
+    return 0;
+  }
+  auto const by_shared = static_cast<int>(p.sharedMemPerMultiprocessor / allocated);
+  return std::min({by_warps, p.maxBlocksPerMultiProcessor, by_shared});
+}
+
+cudaError_t max_active_blocks(int* blocks, void const* func, int block_size,
+                              std::size_t dynamic_shared, unsigned int flags) {
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (blocks == nullptr || block_size <= 0) return sim::fail(cudaErrorInvalidValue);
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  if (flags != cudaOccupancyDefault && flags != cudaOccupancyDisableCachingOverride) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  *blocks = active_blocks(occupancy_of(func), block_size, dynamic_shared);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// "Returns in *numBlocks the maximum number of active blocks per streaming multiprocessor for
+// the device function" (cudaOccupancyMaxActiveBlocksPerMultiprocessor). A block size of 0 or
+// less is cudaErrorInvalidValue (the calculator's invalid input); one past the thread limit, or
+// more dynamic shared memory than a block may have, gives 0 blocks, as the calculator does.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, void const* func,
+                                                          int blockSize,
+                                                          std::size_t dynamicSMemSize) {
+  sim::lock_guard const lock{sim::state().mutex};
+  return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, cudaOccupancyDefault);
+}
+
+// cudaOccupancyDisableCachingOverride concerns "platform where global caching affects
+// occupancy", which the simulated device is not: it changes nothing. Other flags are
+// cudaErrorInvalidValue.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, void const* func,
+                                                                   int blockSize,
+                                                                   std::size_t dynamicSMemSize,
+                                                                   unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, flags);
+}
+
+// "Returns in *dynamicSmemSize the maximum size of dynamic shared memory to allow numBlocks
+// blocks per SM" (cudaOccupancyAvailableDynamicSMemPerBlock). As
+// cudaOccAvailableDynamicSMemPerBlock computes it: numBlocks of 0 or less, or more blocks than fit
+// with no dynamic shared memory, is cudaErrorInvalidValue; else the SM's shared memory split
+// numBlocks ways, rounded down to the allocation granularity, at most what one block may have, less
+// the static shared memory, at most the kernel's dynamic limit. Unlike the calculator, the shared
+// memory reserved per block is subtracted as well, so that numBlocks blocks of that size do fit
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor agrees); sim/docs/simulator.md asks a GPU.
+cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(std::size_t* dynamicSmemSize,
+                                                      void const* func, int numBlocks,
+                                                      int blockSize) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (dynamicSmemSize == nullptr || numBlocks <= 0 || blockSize <= 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  occupancy_inputs const in = occupancy_of(func);
+  if (active_blocks(in, blockSize, 0) < numBlocks) return sim::fail(cudaErrorInvalidValue);
+  cudaDeviceProp const& p = *in.device;
+  std::size_t const per_block_limit =
+      (in.dynamic_limit_set ? p.sharedMemPerBlockOptin : p.sharedMemPerBlock) +
+      p.reservedSharedMemPerBlock;
+  std::size_t share = p.sharedMemPerMultiprocessor / static_cast<std::size_t>(numBlocks);
+  share = share / shared_allocation_granularity * shared_allocation_granularity;
+  share = std::min(share, per_block_limit);
+  std::size_t const taken = in.static_shared + p.reservedSharedMemPerBlock;
+  std::size_t const available = share > taken ? share - taken : 0;
+  *dynamicSmemSize = std::min(available, in.max_dynamic);
   return cudaSuccess;
 }
 

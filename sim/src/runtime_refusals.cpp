@@ -172,18 +172,6 @@ cudaError_t CUDARTAPI cudaFuncSetSharedMemConfig(const void *func, enum cudaShar
   return refusal::refuse("cudaFuncSetSharedMemConfig", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize) {
-  return refusal::refuse("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, const void *func, int numBlocks, int blockSize) {
-  return refusal::refuse("cudaOccupancyAvailableDynamicSMemPerBlock", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  return refusal::refuse("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) {
   return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet");
 }
@@ -280,14 +268,6 @@ cudaError_t CUDARTAPI cudaMipmappedArrayGetSparseProperties(struct cudaArraySpar
   return refusal::refuse("cudaMipmappedArrayGetSparseProperties", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count) {
-  return refusal::refuse("cudaMemcpyPeer", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaMemcpy2D", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaMemcpy2DToArray", "not modelled");
 }
@@ -308,20 +288,12 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t
   return refusal::refuse("cudaMemcpyFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpyPeerAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpyBatchAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpy3DBatchAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy2DAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
@@ -340,16 +312,8 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, s
   return refusal::refuse("cudaMemcpyFromSymbolAsync", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height) {
-  return refusal::refuse("cudaMemset2D", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent) {
   return refusal::refuse("cudaMemset3D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
-  return refusal::refuse("cudaMemset2DAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream) {

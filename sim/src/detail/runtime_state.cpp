@@ -377,14 +377,19 @@ void record_accesses(node_state const& node) {
         p.races.access(node.memory, node.memory_bytes, access_kind::write);
       }
       break;
-    case cudaGraphNodeTypeMemcpy:
-      if (tracked(node.copy.source)) {
-        p.races.access(node.copy.source, node.copy.bytes, access_kind::read);
-      }
-      if (tracked(node.copy.destination)) {
-        p.races.access(node.copy.destination, node.copy.bytes, access_kind::write);
+    case cudaGraphNodeTypeMemcpy: {
+      auto const* source = static_cast<unsigned char const*>(node.copy.source);
+      auto const* destination = static_cast<unsigned char const*>(node.copy.destination);
+      bool const source_tracked = tracked(source);
+      bool const destination_tracked = tracked(destination);
+      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
+        if (source_tracked) p.races.access(source, node.copy.bytes, access_kind::read);
+        if (destination_tracked) p.races.access(destination, node.copy.bytes, access_kind::write);
+        source += node.copy.source_pitch;
+        destination += node.copy.destination_pitch;
       }
       break;
+    }
     default: break;
   }
 }
@@ -394,7 +399,12 @@ std::string describe(node_state const& node) {
     case cudaGraphNodeTypeKernel: return std::string{"kernel "} + node.kernel->name();
     case cudaGraphNodeTypeMemset:
       return "memset of " + std::to_string(node.memset.width) + " bytes";
-    case cudaGraphNodeTypeMemcpy: return "memcpy of " + std::to_string(node.copy.bytes) + " bytes";
+    case cudaGraphNodeTypeMemcpy:
+      if (node.copy.height > 1) {
+        return "2-D memcpy of " + std::to_string(node.copy.height) + " rows of " +
+               std::to_string(node.copy.bytes) + " bytes";
+      }
+      return "memcpy of " + std::to_string(node.copy.bytes) + " bytes";
     case cudaGraphNodeTypeHost: return "host function";
     case cudaGraphNodeTypeEventRecord: return "event record";
     case cudaGraphNodeTypeMemFree: return "cudaFreeAsync";
@@ -429,10 +439,16 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
       }
       break;
     }
-    case cudaGraphNodeTypeMemcpy:
-      if (node.copy.bytes > 0)
-        std::memmove(node.copy.destination, node.copy.source, node.copy.bytes);
+    case cudaGraphNodeTypeMemcpy: {
+      auto* destination = static_cast<unsigned char*>(node.copy.destination);
+      auto const* source = static_cast<unsigned char const*>(node.copy.source);
+      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
+        std::memmove(destination, source, node.copy.bytes);
+        destination += node.copy.destination_pitch;
+        source += node.copy.source_pitch;
+      }
       break;
+    }
     case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;
     case cudaGraphNodeTypeEventRecord:
       // Whether the event is a capture's was decided when the record was issued (cudaEventRecord,

@@ -58,11 +58,16 @@ struct allocation {
 struct graph_state;
 struct event_state;
 
+// A copy of `height` rows of `bytes` each (cudaMemcpy2DAsync); a 1-D copy is one row. Row y
+// starts at destination + y * destination_pitch and source + y * source_pitch.
 struct memcpy_params {
   void* destination{};
   void const* source{};
   std::size_t bytes{};
   cudaMemcpyKind kind{cudaMemcpyDefault};
+  std::size_t height{1};
+  std::size_t destination_pitch{};
+  std::size_t source_pitch{};
 };
 
 struct conditional_params {
