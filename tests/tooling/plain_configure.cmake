@@ -25,26 +25,33 @@ function(configure_and_count_werror result)
   endif()
   set(${result} "${werror} of ${total}" PARENT_SCOPE)
   set(configure_output "${output}" PARENT_SCOPE)
+  set(commands "${commands}" PARENT_SCOPE)
 endfunction()
 
 configure_and_count_werror(by_default)
 if(NOT by_default MATCHES "^0 of ")
   message(FATAL_ERROR "configured without options, ${by_default} compile commands have -Werror")
 endif()
-# CMakeLists.txt says "graphstep: no MPI found" when AUTO finds none.
+# CMakeLists.txt says "graphstep: no MPI found" when AUTO finds none; where it finds MPI, the
+# core's launch environment (built in every configuration, with CUDA or without) is compiled
+# knowing it, and so is the MPI bootstrap of graphstep::nccl where that is built.
 string(FIND "${configure_output}" "graphstep: no MPI found" mpi_missing)
-file(READ ${WORK_DIR}/compile_commands.json commands)
-string(FIND "${commands}" "src/nccl/mpi_bootstrap.cpp" mpi_compiled)
+string(REGEX MATCH "\"command\": \"[^\"]*\",[ \n]*\"file\": \"[^\"]*src/nccl/launch_environment.cpp\""
+       launch_environment "${commands}")
+if(NOT launch_environment)
+  message(FATAL_ERROR "compile_commands.json has no command for src/nccl/launch_environment.cpp")
+endif()
+string(FIND "${launch_environment}" "-DGRAPHSTEP_WITH_MPI" mpi_compiled)
 if(mpi_missing EQUAL -1 AND mpi_compiled EQUAL -1)
-  message(FATAL_ERROR "configured without options where MPI is found, the MPI bootstrap "
-                      "(src/nccl/mpi_bootstrap.cpp) is not compiled")
+  message(FATAL_ERROR "configured without options where MPI is found, graphstep is built "
+                      "without MPI (no -DGRAPHSTEP_WITH_MPI in ${launch_environment})")
 elseif(NOT mpi_missing EQUAL -1 AND NOT mpi_compiled EQUAL -1)
-  message(FATAL_ERROR "MPI was not found, yet the MPI bootstrap is compiled")
+  message(FATAL_ERROR "MPI was not found, yet graphstep is built with it")
 endif()
 if(mpi_missing EQUAL -1)
-  message(STATUS "MPI found: the MPI bootstrap is compiled")
+  message(STATUS "MPI found: graphstep is built with it")
 else()
-  message(STATUS "no MPI found: the MPI bootstrap is left out")
+  message(STATUS "no MPI found: graphstep is built without it")
 endif()
 # The same directory again, so that the toolchain is not detected twice.
 configure_and_count_werror(turned_on -DGRAPHSTEP_WARNINGS_AS_ERRORS=ON)
