@@ -26,6 +26,7 @@ class memory_pool;
 }
 namespace graphstep::graphs::detail {
 class capture_recorder;
+struct failed_call;
 }
 
 namespace graphstep::graphs {
@@ -156,6 +157,7 @@ class capture_scope {
   [[nodiscard]] std::string finish_diagnostics(int outcome);
   void abandon() noexcept;
   void deliver(graph captured);
+  [[nodiscard]] std::optional<detail::failed_call> first_failed_call() const;
   void warn_if_empty(cudaGraph_t captured) const;
   [[nodiscard]] std::string describe() const;
 
@@ -170,6 +172,7 @@ class capture_scope {
   memory::pool_capture pool_capture_;
   memory::pool_capture host_pool_capture_;  // capture_options::host_pool's side
   std::vector<cudaStream_t> forked_;
+  std::vector<cudaStream_t> sides_;  // every stream forked into the capture, joined or not
   std::vector<cuda::event> fork_events_;
   std::unique_ptr<detail::capture_recorder> recorder_;
   std::unique_ptr<detail::legacy_stream_guard> legacy_guard_;  // refuse_legacy_stream
