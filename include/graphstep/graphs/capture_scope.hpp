@@ -102,7 +102,11 @@ void note_capture_waits_for_other_processes(std::uint64_t capture_sequence);
 /// blocking stream's capture; beside graphstep's non-blocking streams CUDA runs such a copy at
 /// once and reports nothing) `end()` throws `capture_error` naming the scope, the stream and the
 /// CUDA reason; the partial graph is discarded, the pool memory of the failed capture is returned,
-/// the target stays empty and the stream is usable again. If the code inside the scope throws, the
+/// the target stays empty and the stream is usable again. A call issued to a captured stream that
+/// returned an error but left the capture valid (cudaMemcpyBatchAsync under CUDA 13, refused with
+/// cudaErrorStreamCaptureUnsupported) ends it the same way, the `capture_error` naming the call:
+/// on the simulated device always, on a GPU when capture diagnostics are on (only CUPTI's
+/// callbacks see each call's result; docs/graphs.md). If the code inside the scope throws, the
 /// destructor ends the capture the same way, silently, and the exception goes on.
 ///
 /// The destructor calls `end()` when it was not called and no exception is in flight, so it may
@@ -138,7 +142,8 @@ class capture_scope {
   void join(cuda::stream_view side);
   /// @brief Ends the capture and hands the target its graph. Outside `capture_mode::relaxed`
   /// it must be called on the thread that began the capture (CUDA's rule).
-  /// @throws capture_error (invalidated capture, unjoined side stream, instantiation failure),
+  /// @throws capture_error (invalidated capture, a failed call on a captured stream, unjoined
+  /// side stream, instantiation failure),
   /// usage_error (called twice; called on another thread, which leaves the capture open)
   void end();
   /// @brief The capturing stream.
