@@ -372,12 +372,31 @@ CUresult CUDAAPI mem_set_access(CUdeviceptr address, std::size_t bytes,
   return CUDA_SUCCESS;
 }
 
+// Not a driver function: the simulator's answer to what CUPTI's callbacks tell a program on a
+// GPU, each runtime call's result at API exit. For the capture `capturing` takes part in, the
+// first call issued to one of its streams that failed yet left the capture valid (cudaMemcpyBatchAsync
+// during capture: rapidsai/rmm#2518), so that the capture's owner can refuse a graph that lacks
+// its work. Returns 1 and sets `call` (a string literal) and `error` when there is one; 0 when
+// there is none or `capturing` is not capturing. No driver has the symbol, so on a GPU
+// cudaGetDriverEntryPointByVersion reports it not found.
+int capture_failed_call(cudaStream_t capturing, char const** call, int* error) {
+  if (call == nullptr || error == nullptr) return 0;
+  sim::lock_guard const lock{sim::state().mutex};
+  sim::stream_state const* stream = sim::find_stream(capturing);
+  if (stream == nullptr || stream->capture == nullptr) return 0;
+  sim::capture_state const& capture = *stream->capture;
+  if (capture.failed_call == nullptr) return 0;
+  *call = capture.failed_call;
+  *error = static_cast<int>(capture.failed_call_error);
+  return 1;
+}
+
 struct entry_point {
   std::string_view name;
   void* function;
 };
 
-std::array<entry_point, 12> const entry_points{{
+std::array<entry_point, 13> const entry_points{{
     {"cuGetErrorName", reinterpret_cast<void*>(&get_error_name)},
     {"cuGetErrorString", reinterpret_cast<void*>(&get_error_string)},
     {"cuDeviceGet", reinterpret_cast<void*>(&device_get)},
@@ -390,6 +409,7 @@ std::array<entry_point, 12> const entry_points{{
     {"cuMemMap", reinterpret_cast<void*>(&mem_map)},
     {"cuMemUnmap", reinterpret_cast<void*>(&mem_unmap)},
     {"cuMemSetAccess", reinterpret_cast<void*>(&mem_set_access)},
+    {"graphstepSimCaptureFailedCall", reinterpret_cast<void*>(&capture_failed_call)},
 }};
 
 }  // namespace

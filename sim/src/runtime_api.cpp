@@ -897,6 +897,112 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
   return enqueue_copy(*s, copy);
 }
 
+namespace {
+
+// The attributes of one copy of a batch, as cudaMemcpyBatchAsync's doc comment
+// (cuda_runtime_api.h) lets them be: a source access order of stream, during-API-call or any
+// ("Each memcpy operation in the batch must have a valid cudaMemcpyAttributes ... including the
+// appropriate srcAccessOrder setting, otherwise the API will return cudaErrorInvalidValue"), and
+// only the flags cudaMemcpyFlags names (others refused: the stricter reading). The location
+// hints apply only to managed or system-allocated pageable memory that the device may access,
+// which the simulated device does not have; "For other cases, these hints are ignored".
+bool batch_attributes_valid(cudaMemcpyAttributes const& attributes) {
+  switch (attributes.srcAccessOrder) {
+    case cudaMemcpySrcAccessOrderStream:
+    case cudaMemcpySrcAccessOrderDuringApiCall:
+    case cudaMemcpySrcAccessOrderAny: break;
+    default: return false;
+  }
+  return (attributes.flags & ~static_cast<unsigned>(cudaMemcpyFlagPreferOverlapWithCompute)) == 0U;
+}
+
+// "the first entry in attrsIdxs must always be 0. Also, each entry must be greater than the
+// previous entry and the last entry should be less than count. Furthermore, numAttrs must be
+// lesser than or equal to count."
+bool batch_attribute_indices_valid(std::size_t const* indices, std::size_t attributes,
+                                   std::size_t count) {
+  if (attributes == 0 || attributes > count || indices[0] != 0) return false;
+  for (std::size_t k = 1; k < attributes; ++k) {
+    if (indices[k] <= indices[k - 1]) return false;
+  }
+  return indices[attributes - 1] < count;
+}
+
+}  // namespace
+
+// cudaMemcpyBatchAsync (cuda_runtime_api.h): "Performs a batch of memory copies" from srcs[i] to
+// dsts[i] of sizes[i] bytes, "in stream order but copies within a batch are not guaranteed to
+// execute in any specific order"; here they run (or are queued) one after another, in the order
+// given, each as cudaMemcpyAsync with cudaMemcpyDefault (pointer-to-pointer copies: unified
+// addressing tells the direction). attrs[k] applies to the copies from attrsIdxs[k] up to the
+// next index. A source access order of "during API call" means "all accesses must be complete
+// before the API call returns": a host source is read now, whatever the stream still has queued
+// (a device source is read in stream order: host code may not touch device memory here);
+// "any" may be accessed "even after the API call returns", and stream order is one such time.
+// The whole batch is checked before any copy is issued; a bad one refuses the whole call. An
+// empty copy or a null pointer is refused, as CUDA 13 does (rapidsai/rmm#2509: the call "rejects
+// them"); so is the legacy stream ("Must not be legacy NULL stream").
+// During a capture it is refused with cudaErrorStreamCaptureUnsupported and the capture stays
+// valid: nothing is recorded, and ending the capture succeeds, with a graph that lacks the copies
+// (CUDA 13, rapidsai/rmm#2518; a question for a GPU, docs/validation.md). The failure is noted
+// for graphstepSimCaptureFailedCall (driver_api.cpp).
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, void const* const* srcs, std::size_t const* sizes,
+                                 std::size_t count, cudaMemcpyAttributes* attrs,
+                                 std::size_t* attrsIdxs, std::size_t numAttrs,
+                                 cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (s->legacy) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    return sim::fail_leaving_capture_valid(*s->capture, "cudaMemcpyBatchAsync",
+                                           cudaErrorStreamCaptureUnsupported);
+  }
+  if (dsts == nullptr || srcs == nullptr || sizes == nullptr || count == 0 || attrs == nullptr ||
+      attrsIdxs == nullptr || !batch_attribute_indices_valid(attrsIdxs, numAttrs, count)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t k = 0; k < numAttrs; ++k) {
+    if (!batch_attributes_valid(attrs[k])) return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dsts[i] == nullptr || srcs[i] == nullptr || sizes[i] == 0) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    if (cudaError_t const bad = check_copy(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault);
+        bad != cudaSuccess) {
+      return sim::fail(bad);
+    }
+  }
+  std::size_t attribute = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    while (attribute + 1 < numAttrs && attrsIdxs[attribute + 1] <= i) ++attribute;
+    sim::memcpy_params copy{dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, 1, sizes[i], sizes[i]};
+    if (attrs[attribute].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall &&
+        !is_device_memory(srcs[i])) {
+      // Read now: the caller may reuse the source as soon as the call returns.
+      auto const* const source = static_cast<unsigned char const*>(srcs[i]);
+      auto staged = std::make_shared<std::vector<unsigned char>>(source, source + sizes[i]);
+      copy.source = staged->data();
+      auto node = std::make_unique<sim::node_state>();
+      node->type = cudaGraphNodeTypeMemcpy;
+      node->copy = copy;
+      node->staging = staged;
+      if (cudaError_t const submitted = sim::submit(*s, std::move(node), "cudaMemcpyBatchAsync");
+          submitted != cudaSuccess) {
+        return submitted;
+      }
+      continue;
+    }
+    if (cudaError_t const enqueued = enqueue_copy(*s, copy); enqueued != cudaSuccess) {
+      return enqueued;
+    }
+  }
+  return cudaSuccess;
+}
+
 // cudaMemcpy2D: the synchronous form, on the legacy stream, blocking the host as cudaMemcpy does.
 cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, void const* src, std::size_t spitch,
                          std::size_t width, std::size_t height, cudaMemcpyKind kind) {

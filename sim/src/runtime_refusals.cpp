@@ -288,10 +288,6 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t
   return refusal::refuse("cudaMemcpyFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpyBatchAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpy3DBatchAsync", "not modelled yet");
 }

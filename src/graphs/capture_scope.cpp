@@ -20,6 +20,16 @@
 
 namespace graphstep::graphs {
 
+namespace detail {
+
+// A runtime call issued to a captured stream that returned an error and left the capture valid.
+struct failed_call {
+  std::string name;
+  cudaError_t error{cudaSuccess};
+};
+
+}  // namespace detail
+
 namespace {
 
 // The captures graphstep discarded, by CUDA's capture id, oldest first.
@@ -93,6 +103,42 @@ char const* advice_for(cudaError_t code) {
              "that began it: keep one capture per scope and end it on its own stream";
     default: return "see the CUDA reason above";
   }
+}
+
+#if defined(GRAPHSTEP_CUDA_SIM)
+// The simulated device notes such a call for the capture and answers this query, handed out
+// through the driver entry point table under a name no driver has (sim/docs/simulator.md):
+// 1 with the call (a string literal) and its cudaError_t, 0 when there is none.
+using simulator_failed_call_query = int (*)(cudaStream_t capturing, char const** call, int* error);
+
+simulator_failed_call_query simulator_failed_call() {
+  static simulator_failed_call_query const query = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("graphstepSimCaptureFailedCall", &function, CUDART_VERSION,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      static_cast<void>(cudaGetLastError());
+      return simulator_failed_call_query{};
+    }
+    return reinterpret_cast<simulator_failed_call_query>(function);
+  }();
+  return query;
+}
+#endif
+
+// What a user should do about a call that failed on a captured stream without ending the capture.
+std::string advice_for_failed_call(std::string const& call, cudaError_t code) {
+  if (code == cudaErrorStreamCaptureUnsupported) {
+    return call +
+           " cannot be captured (cudaMemcpyBatchAsync cannot, with CUDA 13): issue its work with "
+           "a call that can (cudaMemcpyAsync for each copy) while capturing — a library that "
+           "chooses the call itself needs its non-batch path inside the scope — or make the call "
+           "before the capture begins";
+  }
+  return "its work is missing from the graph: correct the call (the error says what CUDA "
+         "refused) or make it outside the capture, and check the result of every CUDA call made "
+         "inside the scope";
 }
 
 // Runs `action` when the scope is left, by return or by exception.
@@ -262,6 +308,9 @@ void capture_scope::fork(cuda::stream_view side) {
   forked.record(stream_);
   side.wait(forked);
   forked_.push_back(side.get());
+  if (std::find(sides_.begin(), sides_.end(), side.get()) == sides_.end()) {
+    sides_.push_back(side.get());
+  }
 }
 
 void capture_scope::join(cuda::stream_view side) {
@@ -324,6 +373,8 @@ void capture_scope::end() {
     if (!delivered) note_abandoned_capture(capture_id_);
   }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
+  // Asked before the capture ends: the simulated device forgets a capture once it has ended.
+  std::optional<detail::failed_call> const failed = first_failed_call();
   if (legacy_guard_) legacy_guard_->leave(stream_.get());
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.get(), &captured);
@@ -338,6 +389,20 @@ void capture_scope::end() {
                                    cudaGetErrorString(ended) + "): " + advice_for(ended) +
                                    ". The partial graph was discarded; the stream is usable" +
                                    (report.empty() ? "" : "\n" + report)};
+  }
+  if (failed) {
+    // CUDA ended the capture, yet a call's work is not in the graph: never deliver it.
+    static_cast<void>(cudaGetLastError());
+    std::string const report = finish_diagnostics(failed->error);
+    throw capture_error{failed->error,
+                        describe() + " failed: " + failed->name + " returned " +
+                            cudaGetErrorName(failed->error) + " (" +
+                            cudaGetErrorString(failed->error) +
+                            ") on a captured stream, and CUDA left the capture valid: the graph "
+                            "would silently lack that call's work. " +
+                            advice_for_failed_call(failed->name, failed->error) +
+                            ". The graph was discarded; the stream is usable" +
+                            (report.empty() ? "" : "\n" + report)};
   }
   static_cast<void>(finish_diagnostics(cudaSuccess));
   warn_if_empty(owned.get());
@@ -354,6 +419,25 @@ void capture_scope::end() {
   }
   deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
   delivered = true;
+}
+
+std::optional<detail::failed_call> capture_scope::first_failed_call() const {
+#if defined(GRAPHSTEP_CUDA_SIM)
+  if (simulator_failed_call_query const query = simulator_failed_call(); query != nullptr) {
+    char const* call = nullptr;
+    int error = 0;
+    if (query(stream_.get(), &call, &error) != 0 && call != nullptr) {
+      return detail::failed_call{call, static_cast<cudaError_t>(error)};
+    }
+  }
+#endif
+  // On a GPU only CUPTI's callbacks see each call's result: the capture diagnostics' recorder.
+  if (!recorder_) return std::nullopt;
+  std::vector<std::uintptr_t> streams{reinterpret_cast<std::uintptr_t>(stream_.get())};
+  for (cudaStream_t side : sides_) streams.push_back(reinterpret_cast<std::uintptr_t>(side));
+  std::optional<detail::api_call> const call = recorder_->first_failed_call_on(streams);
+  if (!call) return std::nullopt;
+  return detail::failed_call{call->name, static_cast<cudaError_t>(call->result)};
 }
 
 void capture_scope::warn_if_empty(cudaGraph_t captured) const {

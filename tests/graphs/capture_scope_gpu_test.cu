@@ -191,6 +191,123 @@ TEST_F(capture_test, synchronize_inside_capture_is_a_capture_error) {
   expect_stream_usable(*stream_);
 }
 
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 13000
+// A call refused on a captured stream that leaves the capture valid: under CUDA 13
+// cudaMemcpyBatchAsync (rapidsai/rmm#2518). CUDA would end the capture with a graph that lacks
+// the copy; the scope refuses it, naming the call. On a GPU only CUPTI's callbacks see the
+// failed call, so the capture is diagnosed there.
+class failed_call_test : public capture_test {
+ protected:
+  void SetUp() override {
+    capture_test::SetUp();
+    if (IsSkipped()) return;
+#if !defined(GRAPHSTEP_CUDA_SIM)
+    if (std::string const why = gs::graphs::capture_diagnostics_unavailable_reason();
+        !why.empty()) {
+      GTEST_SKIP() << "on a GPU a failed call that leaves the capture valid is seen only with "
+                      "capture diagnostics: "
+                   << why;
+    }
+    options_.diagnose = true;
+#endif
+  }
+  // What a library that ignores the result does (rmm's callers did): a batched host-to-device
+  // copy of `n` floats.
+  static void batched_copy(float* device, std::vector<float> const& host, cudaStream_t stream) {
+    void* destinations[] = {device};
+    void const* sources[] = {host.data()};
+    std::size_t sizes[] = {host.size() * sizeof(float)};
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t first_copy = 0;
+    static_cast<void>(cudaMemcpyBatchAsync(destinations, sources, sizes, 1, &attributes,
+                                           &first_copy, 1, stream));
+  }
+  gs::graphs::capture_options options_{gs::graphs::capture_mode::this_thread, "batched"};
+};
+
+TEST_F(failed_call_test, a_batched_copy_in_the_capture_is_a_capture_error_naming_it) {
+  int const n = 64;
+  float* x = blocks_->get(n);
+  std::vector<float> const host(n, 5.0F);
+  gs::graphs::graph_exec g;
+  try {
+    gs::graphs::capture(
+        g, *stream_, *pool_,
+        [&] {
+          fill_kernel<<<1, 64, 0, stream_->get()>>>(x, 1.0F, n);
+          batched_copy(x, host, stream_->get());
+        },
+        options_);
+    FAIL() << "no exception";
+  } catch (gs::capture_error const& e) {
+    std::string const what = e.what();
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnsupported);
+    EXPECT_NE(what.find("capture 'batched'"), std::string::npos) << what;
+    EXPECT_NE(what.find("cudaMemcpyBatchAsync returned cudaErrorStreamCaptureUnsupported"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("left the capture valid"), std::string::npos) << what;
+    EXPECT_NE(what.find("cudaMemcpyAsync for each copy"), std::string::npos) << what;  // the fix
+  }
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+}
+
+TEST_F(failed_call_test, a_batched_copy_on_a_forked_side_stream_is_seen_too) {
+  int const n = 64;
+  float* x = blocks_->get(n);
+  std::vector<float> const host(n, 5.0F);
+  gs::cuda::stream side;
+  gs::graphs::graph g;
+  try {
+    gs::graphs::capture_scope scope{g, *stream_, options_};
+    scope.fork(side);
+    batched_copy(x, host, side.get());
+    scope.join(side);
+    scope.end();
+    FAIL() << "no exception";
+  } catch (gs::capture_error const& e) {
+    EXPECT_NE(std::string{e.what()}.find("cudaMemcpyBatchAsync"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(g.empty());
+  expect_stream_usable(*stream_);
+  expect_stream_usable(side);
+}
+
+// A call that fails on a stream outside the capture is not the capture's: the graph is made, and
+// the capture's own copy (cudaMemcpyAsync, which can be captured) replays.
+TEST_F(failed_call_test, a_clean_capture_beside_a_failed_call_elsewhere_is_unaffected) {
+  int const n = 64;
+  float* x = blocks_->get(n);
+  std::vector<float> const host(n, 5.0F);
+  gs::cuda::stream elsewhere;
+  gs::graphs::graph_exec g;
+  gs::graphs::capture(
+      g, *stream_, *pool_,
+      [&] {
+        fill_kernel<<<1, 64, 0, stream_->get()>>>(x, 1.0F, n);
+        GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(x, host.data(), n * sizeof(float),
+                                           cudaMemcpyHostToDevice, stream_->get()));
+        std::size_t empty = 0;  // refused (an empty copy), on a stream the capture does not hold
+        void* destinations[] = {x};
+        void const* sources[] = {host.data()};
+        cudaMemcpyAttributes attributes{};
+        attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        std::size_t first_copy = 0;
+        EXPECT_NE(cudaMemcpyBatchAsync(destinations, sources, &empty, 1, &attributes,
+                                       &first_copy, 1, elsewhere.get()),
+                  cudaSuccess);
+        static_cast<void>(cudaGetLastError());
+      },
+      options_);
+  ASSERT_FALSE(g.empty());
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, n * sizeof(float), stream_->get()));
+  g.replay(*stream_);
+  EXPECT_EQ(download(x, n), host);
+}
+#endif
+
 TEST_F(capture_test, cuda_malloc_inside_global_capture_is_a_capture_error) {
   gs::graphs::graph_exec g;
   EXPECT_THROW(gs::graphs::capture(g, *stream_,

@@ -26,6 +26,7 @@ class memory_pool;
 }
 namespace graphstep::graphs::detail {
 class capture_recorder;
+struct failed_call;
 }
 
 namespace graphstep::graphs {
@@ -101,7 +102,11 @@ void note_capture_waits_for_other_processes(std::uint64_t capture_sequence);
 /// blocking stream's capture; beside graphstep's non-blocking streams CUDA runs such a copy at
 /// once and reports nothing) `end()` throws `capture_error` naming the scope, the stream and the
 /// CUDA reason; the partial graph is discarded, the pool memory of the failed capture is returned,
-/// the target stays empty and the stream is usable again. If the code inside the scope throws, the
+/// the target stays empty and the stream is usable again. A call issued to a captured stream that
+/// returned an error but left the capture valid (cudaMemcpyBatchAsync under CUDA 13, refused with
+/// cudaErrorStreamCaptureUnsupported) ends it the same way, the `capture_error` naming the call:
+/// on the simulated device always, on a GPU when capture diagnostics are on (only CUPTI's
+/// callbacks see each call's result; docs/graphs.md). If the code inside the scope throws, the
 /// destructor ends the capture the same way, silently, and the exception goes on.
 ///
 /// The destructor calls `end()` when it was not called and no exception is in flight, so it may
@@ -137,7 +142,8 @@ class capture_scope {
   void join(cuda::stream_view side);
   /// @brief Ends the capture and hands the target its graph. Outside `capture_mode::relaxed`
   /// it must be called on the thread that began the capture (CUDA's rule).
-  /// @throws capture_error (invalidated capture, unjoined side stream, instantiation failure),
+  /// @throws capture_error (invalidated capture, a failed call on a captured stream, unjoined
+  /// side stream, instantiation failure),
   /// usage_error (called twice; called on another thread, which leaves the capture open)
   void end();
   /// @brief The capturing stream.
@@ -156,6 +162,7 @@ class capture_scope {
   [[nodiscard]] std::string finish_diagnostics(int outcome);
   void abandon() noexcept;
   void deliver(graph captured);
+  [[nodiscard]] std::optional<detail::failed_call> first_failed_call() const;
   void warn_if_empty(cudaGraph_t captured) const;
   [[nodiscard]] std::string describe() const;
 
@@ -170,6 +177,7 @@ class capture_scope {
   memory::pool_capture pool_capture_;
   memory::pool_capture host_pool_capture_;  // capture_options::host_pool's side
   std::vector<cudaStream_t> forked_;
+  std::vector<cudaStream_t> sides_;  // every stream forked into the capture, joined or not
   std::vector<cuda::event> fork_events_;
   std::unique_ptr<detail::capture_recorder> recorder_;
   std::unique_ptr<detail::legacy_stream_guard> legacy_guard_;  // refuse_legacy_stream

@@ -233,6 +233,15 @@ void invalidate(capture_state& capture, cudaError_t reason) {
   if (capture.invalidated_by == cudaSuccess) capture.invalidated_by = reason;
 }
 
+cudaError_t fail_leaving_capture_valid(capture_state& capture, char const* call,
+                                       cudaError_t error) noexcept {
+  if (capture.failed_call == nullptr) {
+    capture.failed_call = call;
+    capture.failed_call_error = error;
+  }
+  return fail(error);
+}
+
 cudaError_t check_unsafe_call() {
   // cudaThreadExchangeStreamCaptureMode (cuda_runtime_api.h): under Global, a thread may not make
   // potentially unsafe calls while it has a capture not begun in Relaxed mode, or while another

@@ -180,6 +180,10 @@ struct capture_state {
   std::vector<node_state*> orphans;
   // The first error that invalidated the capture; cudaSuccess while it is valid.
   cudaError_t invalidated_by{cudaSuccess};
+  // The first call on one of its streams that failed and left it valid (cudaMemcpyBatchAsync):
+  // its graph lacks that work. Null while there is none; a string literal.
+  char const* failed_call{};
+  cudaError_t failed_call_error{cudaSuccess};
   int device{};
 };
 
@@ -371,6 +375,11 @@ cudaError_t check_unsafe_call();
 // capture is under way on it: CUDA Programming Guide, "Prohibited and Unhandled Operations".
 cudaError_t check_device_wide_sync(int device);
 void invalidate(capture_state& capture, cudaError_t reason);
+// A call issued to a capturing stream failed with `error` and leaves the capture valid, as CUDA
+// does for some (cudaMemcpyBatchAsync): noted for graphstepSimCaptureFailedCall (driver_api.cpp).
+// `call` is a string literal. Returns fail(error).
+cudaError_t fail_leaving_capture_valid(capture_state& capture, char const* call,
+                                       cudaError_t error) noexcept;
 
 // One unit of stream work: either a node to record (capturing stream) or work to run now.
 // `description` names the operation in race reports (default: from the node).

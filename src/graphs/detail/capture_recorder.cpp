@@ -218,6 +218,14 @@ decoded_call decode_runtime(CUpti_CallbackId id, void const* params) {
       return stream_of<cudaMemsetAsync_v3020_params>(params, false);
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000:
       return stream_of<cudaMemsetAsync_ptsz_v7000_params>(params, true);
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 13000
+    // A batch has no one source or destination; its stream tells the capture scope that the
+    // call was issued to a captured stream (refused there under CUDA 13, capture left valid).
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000:
+      return stream_of<cudaMemcpyBatchAsync_v13000_params>(params, false);
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000:
+      return stream_of<cudaMemcpyBatchAsync_ptsz_v13000_params>(params, true);
+#endif
     case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020:
       return stream_of<cudaEventRecord_v3020_params>(params, false);
     case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000:
@@ -460,6 +468,16 @@ capture_diagnosis capture_recorder::diagnose(int outcome) {
   return graphs::detail::diagnose(calls_, context_, slot_->trace.seen());
 }
 
+std::optional<api_call> capture_recorder::first_failed_call_on(
+    std::vector<std::uintptr_t> const& streams) const {
+  for (api_call& call : slot_->trace.calls()) {
+    if (call.domain != api_domain::runtime || call.result == 0 || call.stream_handle == 0) continue;
+    if (std::find(streams.begin(), streams.end(), call.stream_handle) == streams.end()) continue;
+    return std::move(call);
+  }
+  return std::nullopt;
+}
+
 std::string capture_recorder::report(capture_diagnosis const& diagnosis) const {
   return format_report(diagnosis, calls_, &symbolize);
 }
@@ -486,6 +504,10 @@ capture_recorder::~capture_recorder() = default;
 void capture_recorder::stop() noexcept {}
 capture_diagnosis capture_recorder::diagnose(int /*outcome*/) {
   return {};
+}
+std::optional<api_call> capture_recorder::first_failed_call_on(
+    std::vector<std::uintptr_t> const& /*streams*/) const {
+  return std::nullopt;
 }
 std::string capture_recorder::report(capture_diagnosis const& /*diagnosis*/) const {
   return {};

@@ -9,7 +9,9 @@
 
 #include <graphstep/graphs/capture_mode.hpp>
 #include <graphstep/graphs/detail/capture_trace.hpp>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,12 @@ class capture_recorder {
   /// Stops recording, finds where the host side of each copy lives, and diagnoses the calls
   /// for a capture that ended with `outcome` (a cudaError_t).
   [[nodiscard]] capture_diagnosis diagnose(int outcome);
+  /// The first runtime call recorded so far that was issued to one of `streams` (the capturing
+  /// stream and the side streams forked into it) and returned an error, if any. CUDA leaves a
+  /// capture valid after some such failures (cudaMemcpyBatchAsync, refused during capture), and
+  /// the graph then lacks the call's work.
+  [[nodiscard]] std::optional<api_call> first_failed_call_on(
+      std::vector<std::uintptr_t> const& streams) const;
   /// The report of the last diagnosis, with names looked up.
   [[nodiscard]] std::string report(capture_diagnosis const& diagnosis) const;
 
