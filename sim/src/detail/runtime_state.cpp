@@ -789,6 +789,21 @@ void host_waits_for_device(int device) {
   for_each_stream_of(device, [](stream_state const& s) { host_waits_for(s.clock); });
 }
 
+void host_frees_without_waiting(allocation const& freed) {
+  auto& p = state();
+  // Queued work still runs before the memory goes (the simulator must not free memory under
+  // it), but the race checker is not told the host saw it complete: on a GPU it may not have.
+  for_each_stream_of(freed.device, [](stream_state const& s) { run_until_complete(s.clock); });
+  auto const* memory = reinterpret_cast<void const*>(freed.base);
+  if (p.race_checking != race_mode::off) {
+    p.races.begin_operation(timeline{0}, p.host_clock,
+                            "cudaFree of memory from cudaMallocAsync, on the host");
+    p.races.access(memory, freed.bytes, access_kind::write);
+    report_races();
+  }
+  forget_accesses(memory, freed.bytes);
+}
+
 void forget_accesses(void const* address, std::size_t bytes) {
   state().races.forget(address, bytes);
 }

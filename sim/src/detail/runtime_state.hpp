@@ -52,6 +52,8 @@ struct allocation {
   std::map<int, int> access_by_device{};
   // cudaMallocManaged memory (kind pinned_host: the host and every device reach it).
   bool managed{};
+  // cudaMallocAsync memory outside a capture: cudaFree of it does not synchronize.
+  bool stream_ordered{};
 };
 
 // --- graphs ----------------------------------------------------------------------------------
@@ -424,6 +426,9 @@ void wait_for_other_processes(std::function<bool()> const& may_go_on,
 void begin_operation(stream_state& stream, std::string const& description);
 void host_waits_for(vector_clock const& clock);
 void host_waits_for_device(int device);
+// cudaFree of stream-ordered memory: the host writes all of it, ordered after what the host has
+// seen complete and nothing else (it does not synchronize), then the accesses are forgotten.
+void host_frees_without_waiting(allocation const& freed);
 void forget_accesses(void const* address, std::size_t bytes);
 void report_races();
 std::string describe(stream_state const& stream);
