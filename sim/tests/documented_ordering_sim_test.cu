@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/sim/sim.hpp>
 #include <string>
@@ -133,6 +134,47 @@ TEST_F(documented_ordering, the_event_record_nodes_dependencies_are_ordered_by_t
   GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, a_));
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 3, bytes, a_));
   EXPECT_TRUE(new_races().empty());
+}
+
+__global__ void trapping(int* out) {
+  if (threadIdx.x == 3) __trap();
+  out[threadIdx.x] = 1;
+}
+
+// A queued launch with an event record node, skipped because a kernel before it faulted: the
+// work waiting for its event still runs (with the sticky error), rather than waiting forever.
+void fault_before_a_recording_launch_and_exit() {
+  gs::sim::set_execution_mode(gs::sim::execution_mode::deferred);
+  cudaStream_t a{};
+  cudaStream_t b{};
+  cudaEvent_t event{};
+  int* out{};
+  if (cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+      cudaMalloc(&out, 64 * sizeof(int)) != cudaSuccess) {
+    std::exit(100);
+  }
+  cudaGraph_t graph{};
+  cudaGraphExec_t exec{};
+  if (cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal) != cudaSuccess ||
+      cudaMemsetAsync(out, 0, sizeof(int), a) != cudaSuccess ||
+      cudaEventRecordWithFlags(event, a, cudaEventRecordExternal) != cudaSuccess ||
+      cudaStreamEndCapture(a, &graph) != cudaSuccess ||
+      cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    std::exit(101);
+  }
+  trapping<<<1, 64, 0, a>>>(out);
+  if (cudaGraphLaunch(exec, a) != cudaSuccess || cudaStreamWaitEvent(b, event, 0) != cudaSuccess ||
+      cudaMemsetAsync(out + 1, 0, sizeof(int), b) != cudaSuccess) {
+    std::exit(102);
+  }
+  std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1);
+}
+
+TEST(documented_ordering_after_a_fault, work_waiting_for_a_skipped_launchs_event_still_ends) {
+  EXPECT_EXIT(fault_before_a_recording_launch_and_exit(), ::testing::ExitedWithCode(0),
+              "kernel trapping faulted");
 }
 
 // --- an event wait node orders its dependents, not the launch ---------------------------------

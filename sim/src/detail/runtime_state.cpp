@@ -414,6 +414,18 @@ std::string describe(node_state const& node) {
 
 }  // namespace
 
+namespace {
+
+// What a launch's record nodes recorded has run: work waiting for those events may go on.
+void mark_recorded(launch_ordering const& ordering) {
+  for (auto const& [line, tick] : ordering.recorded) {
+    unsigned long long& done = state().completed[line];
+    done = std::max(done, tick);
+  }
+}
+
+}  // namespace
+
 // Graphs nest (child graphs, conditional bodies): execution recurses with them.
 void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
   if (node.disabled) return;            // an empty node (cudaGraphNodeSetEnabled)
@@ -425,7 +437,11 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
     run_stream_callback(node, device_error);  // also after a device error
     return;
   }
-  if (device_error != cudaSuccess) return;
+  if (device_error != cudaSuccess) {
+    // A launch skipped after a device fault still ends: work waiting for its events goes on.
+    if (node.ordering != nullptr) mark_recorded(*node.ordering);
+    return;
+  }
   switch (node.type) {
     case cudaGraphNodeTypeKernel: run_kernel(*node.kernel, device); break;
     case cudaGraphNodeTypeMemset: {
@@ -611,12 +627,7 @@ void events_of(node_state const& node, cudaGraphNodeType type, std::vector<event
 void execute_graph(graph_state const& graph,  // NOLINT(misc-no-recursion)
                    launch_ordering const* ordering) {
   run_nodes(graph, ordering);
-  // What its record nodes recorded has run: work waiting for those events may go on.
-  if (ordering == nullptr) return;
-  for (auto const& [line, tick] : ordering->recorded) {
-    unsigned long long& done = state().completed[line];
-    done = std::max(done, tick);
-  }
+  if (ordering != nullptr) mark_recorded(*ordering);
 }
 
 // cudaGraphAddEventWaitNode: "The graph node will wait for all work captured in event"; a node
