@@ -1349,31 +1349,6 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
 
 namespace {
 
-// The events a graph's nodes wait for (wait_external) and record (record_external), nested
-// graphs included.
-// NOLINTNEXTLINE(misc-no-recursion): graphs nest
-void collect_events(sim::graph_state const& graph, std::vector<sim::event_state*>& waited,
-                    std::vector<sim::event_state*>& recorded) {
-  for (auto const& node : graph.nodes) {
-    if (node->type == cudaGraphNodeTypeWaitEvent) waited.push_back(node->event);
-    if (node->type == cudaGraphNodeTypeEventRecord) recorded.push_back(node->event);
-    if (node->child) collect_events(*node->child, waited, recorded);
-    for (auto const& body : node->conditional.bodies) collect_events(*body, waited, recorded);
-  }
-}
-
-// A launch records its events as cudaEventRecord would at the launch: later waits and queries
-// see this launch's work ("the most recently captured state at the time of the API call").
-void records_at_launch(std::vector<sim::event_state*> const& recorded,
-                       sim::vector_clock const& clock) {
-  for (sim::event_state* event : recorded) {
-    event->clock = clock;
-    event->captured = false;
-    event->capture = nullptr;
-    event->capture_nodes.clear();
-  }
-}
-
 // "If any allocations created by graphExec remain unfreed (from a previous launch) and graphExec
 // was not instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch, the launch will fail with
 // cudaErrorInvalidValue" (cudaGraphLaunch). Otherwise the launch allocates what its allocation
@@ -1430,14 +1405,20 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   // "Each launch is ordered behind both any previous work in stream and any previous launches
   // of graphExec" (cudaGraphLaunch).
   sim::merge(s->clock, e->launches);
-  // Event nodes order the launch against other work, to which the launch is one operation: a
-  // wait node orders every node after the event's work, and a record node marks the event
-  // complete when the whole launch is (races with nodes not behind the wait, or after the
-  // record, are not reported: sim/docs/simulator.md).
-  std::vector<sim::event_state*> waited;
-  std::vector<sim::event_state*> recorded;
-  collect_events(*e->graph, waited, recorded);
-  for (sim::event_state* event : waited) sim::merge(s->clock, event->clock);
+  // Event nodes order some of the launch's nodes, not the launch (launch_event_ordering): a wait
+  // node orders itself and the nodes behind it after the event's work, a record node's event
+  // names the nodes it records. The launch's work as a whole waits for the events it waits for
+  // (runs_after), and the work after it on its stream follows all of it.
+  std::shared_ptr<sim::launch_ordering> const ordering = sim::launch_event_ordering(*e);
+  sim::vector_clock const no_events;
+  sim::vector_clock const& waited = ordering != nullptr ? ordering->waited : no_events;
+  // After the launch's operation has started: its record nodes' events, and its stream.
+  auto const after_the_launch = [&] {
+    if (ordering == nullptr) return;
+    sim::record_launch_events(*e, *ordering, s->clock, s->id);
+    sim::merge(s->clock, ordering->waited);
+    sim::merge(s->clock, ordering->recorded);
+  };
   std::array<char, 48> name{};
   static_cast<void>(std::snprintf(name.data(), name.size(), "graph launch of executable %p",
                                   static_cast<void*>(e)));
@@ -1448,17 +1429,18 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     // completion", cudaGraphExecDestroy), so it takes a copy.
     node->type = cudaGraphNodeTypeGraph;
     node->child = sim::clone(*e->graph);
-    cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
+    node->ordering = ordering;
+    cudaError_t const submitted = sim::submit(*s, std::move(node), name.data(), waited);
+    after_the_launch();
     e->launches = s->clock;
-    records_at_launch(recorded, s->clock);
     return submitted;
   }
   if (cudaError_t const submitted = sim::submit(*s, std::move(node), name.data());
       submitted != cudaSuccess) {
     return submitted;
   }
-  records_at_launch(recorded, s->clock);
-  sim::execute_graph(*e->graph);
+  after_the_launch();
+  sim::execute_graph(*e->graph, ordering.get());
   e->launches = s->clock;
   sim::report_races();
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess) {

@@ -78,10 +78,19 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
     return sim::fail(cudaErrorInvalidValue);
   }
   sim::allocation const freed = it->second;
-  // cudaFree waits for the device's work before it frees (the CUDA Programming Guide's
-  // "Implicit Synchronization"); the memory's past accesses go with it.
-  sim::host_waits_for_device(freed.device);
-  sim::forget_accesses(pointer, freed.bytes);
+  if (freed.stream_ordered) {
+    // cudaFree: "This API will not perform any implicit synchronization when the pointer was
+    // allocated with cudaMallocAsync or cudaMallocFromPoolAsync. Callers must ensure that all
+    // accesses to these pointer have completed before invoking cudaFree." The free is a write
+    // by the host, which races with any access the host has not seen complete.
+    sim::host_frees_without_waiting(freed);
+  } else {
+    // "For all other pointers, this API may perform implicit synchronization" (cudaFree): it
+    // waits for the device's work before it frees (the CUDA Programming Guide's "Implicit
+    // Synchronization"); the memory's past accesses go with it.
+    sim::host_waits_for_device(freed.device);
+    sim::forget_accesses(pointer, freed.bytes);
+  }
   p.allocations.erase(it);
   if (kind == sim::memory_kind::device) {
     p.devices[static_cast<std::size_t>(freed.device)]->used_bytes -= accounted(freed.bytes);
@@ -739,8 +748,12 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     return sim::fail(unsafe);
   }
   // Stream-ordered allocation is ordinary device memory here: work runs in stream order at once,
-  // so "available once the stream reaches it" is immediately.
-  return allocate(pointer, bytes, sim::memory_kind::device, s->device);
+  // so "available once the stream reaches it" is immediately. Only cudaFree treats it apart.
+  cudaError_t const allocated = allocate(pointer, bytes, sim::memory_kind::device, s->device);
+  if (allocated == cudaSuccess && *pointer != nullptr) {
+    sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)].stream_ordered = true;
+  }
+  return allocated;
 }
 
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {

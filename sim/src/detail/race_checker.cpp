@@ -43,38 +43,48 @@ void race_checker::begin_graph_launch(graph_launch& launch) {
 
 void race_checker::begin_node(graph_launch& launch, std::size_t index,
                               std::vector<std::uint64_t> const& ancestors,
-                              std::string description) {
+                              std::string description, vector_clock const* also_after) {
   description += " in ";
   description += *launch.launch_.description;
   current_ =
       stamp{std::make_shared<std::string const>(std::move(description)), launch.first_ + index, 1};
   current_clock_ = launch.clock_;
+  if (also_after != nullptr) merge(current_clock_, *also_after);
   current_launch_ = &launch;
   current_ancestors_ = &ancestors;
 }
 
-void race_checker::end_graph_launch(graph_launch& launch) {
+void race_checker::end_graph_launch(graph_launch& launch, std::vector<node_stamp> const* stamps) {
   timeline const first = launch.first_;
   timeline const last = first + launch.nodes_;
   auto const of_launch = [&](stamp const& s) { return s.stream >= first && s.stream < last; };
+  auto const restamp = [&](stamp& s) {
+    if (stamps != nullptr) {
+      node_stamp const& own = (*stamps)[s.stream - first];
+      if (own.first != 0) {
+        s.stream = own.first;
+        s.tick = own.second;
+        return;
+      }
+    }
+    s.stream = launch.launch_.stream;
+    s.tick = launch.launch_.tick;
+  };
   for (auto const& [begin, end] : launch.touched_) {
     for (auto it = shadow_.lower_bound(begin); it != shadow_.end() && it->first < end; ++it) {
       segment& s = it->second;
-      if (s.written && of_launch(s.writer)) {
-        s.writer.stream = launch.launch_.stream;
-        s.writer.tick = launch.launch_.tick;
-      }
+      if (s.written && of_launch(s.writer)) restamp(s.writer);
       bool restamped = false;
       for (reader& r : s.readers) {
         if (of_launch(r.by)) {
-          r.by.stream = launch.launch_.stream;
-          r.by.tick = launch.launch_.tick;
+          restamp(r.by);
           restamped = true;
         }
       }
       if (!restamped) continue;
-      // One read and one atomic update per timeline: the launch's stamp is the latest of its
-      // stream's, so it replaces the others of its kind there.
+      // One read and one atomic update per timeline: the new stamps are the latest of their
+      // timelines (the launch's stream, or a record node's timeline of the executable, whose
+      // launches are ordered), so each replaces the others of its kind there.
       std::stable_sort(s.readers.begin(), s.readers.end(), [](reader const& a, reader const& b) {
         if (a.by.stream != b.by.stream) return a.by.stream < b.by.stream;
         if (a.atomic != b.atomic) return b.atomic;  // plain reads first

@@ -18,13 +18,18 @@
 // The nodes of one graph launch are ordered by the graph's edges alone: each node is an operation
 // of its own, on a timeline no clock outside the launch ever holds, ordered after the launch's
 // clock and after its ancestors in the graph. When the launch ends, its nodes' accesses take the
-// launch's own stamp: from outside, the launch is one operation on its stream.
+// launch's own stamp: from outside, the launch is one operation on its stream. Event nodes make
+// two exceptions (cudaGraphLaunch in graph_api.cpp gives the rules): a node behind an event wait
+// node is also ordered after the event's work, and the nodes an event record node records take
+// the stamp of a timeline of their own, which the event names and the stream does after the
+// launch.
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace graphstep::sim::detail {
@@ -85,12 +90,18 @@ class race_checker {
   /// The current operation is the launch of a graph of `launch`'s node count: its nodes become
   /// operations of their own (begin_node) until end_graph_launch.
   void begin_graph_launch(graph_launch& launch);
-  /// Node `index` of `launch` runs: ordered after the launch and after the nodes whose bits are
-  /// set in `ancestors` (one bit per node index; the vector must outlive the node's accesses).
+  /// Node `index` of `launch` runs: ordered after the launch, after the nodes whose bits are
+  /// set in `ancestors` (one bit per node index; the vector must outlive the node's accesses) and
+  /// after `also_after` when given (the work of events it waits for through event wait nodes).
   void begin_node(graph_launch& launch, std::size_t index,
-                  std::vector<std::uint64_t> const& ancestors, std::string description);
-  /// The launch's nodes have run: their accesses become the launch's, which is current again.
-  void end_graph_launch(graph_launch& launch);
+                  std::vector<std::uint64_t> const& ancestors, std::string description,
+                  vector_clock const* also_after = nullptr);
+  /// A node's stamp once its launch has ended: a timeline and tick; timeline 0 for the
+  /// launch's own stamp.
+  using node_stamp = std::pair<timeline, unsigned long long>;
+  /// The launch's nodes have run: their accesses become the launch's, or those of `stamps`
+  /// (one per node index) where it names one; the launch is current again.
+  void end_graph_launch(graph_launch& launch, std::vector<node_stamp> const* stamps = nullptr);
   /// Whether a node of a graph launch is the current operation.
   [[nodiscard]] bool in_graph_launch() const noexcept { return current_launch_ != nullptr; }
 

@@ -423,6 +423,18 @@ std::string describe(node_state const& node) {
 
 }  // namespace
 
+namespace {
+
+// What a launch's record nodes recorded has run: work waiting for those events may go on.
+void mark_recorded(launch_ordering const& ordering) {
+  for (auto const& [line, tick] : ordering.recorded) {
+    unsigned long long& done = state().completed[line];
+    done = std::max(done, tick);
+  }
+}
+
+}  // namespace
+
 // Graphs nest (child graphs, conditional bodies): execution recurses with them.
 void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
   if (node.disabled) return;            // an empty node (cudaGraphNodeSetEnabled)
@@ -434,7 +446,11 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
     run_stream_callback(node, device_error);  // also after a device error
     return;
   }
-  if (device_error != cudaSuccess) return;
+  if (device_error != cudaSuccess) {
+    // A launch skipped after a device fault still ends: work waiting for its events goes on.
+    if (node.ordering != nullptr) mark_recorded(*node.ordering);
+    return;
+  }
   switch (node.type) {
     case cudaGraphNodeTypeKernel: run_kernel(*node.kernel, device); break;
     case cudaGraphNodeTypeMemset: {
@@ -465,7 +481,7 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
       node.event->recorded = true;
       node.event->milliseconds = now_ms();
       break;
-    case cudaGraphNodeTypeGraph: execute_graph(*node.child); break;
+    case cudaGraphNodeTypeGraph: execute_graph(*node.child, node.ordering.get()); break;
     case cudaGraphNodeTypeConditional: {
       auto const& handle = state().conditionals.at(node.conditional.handle);
       auto const& bodies = node.conditional.bodies;
@@ -561,7 +577,10 @@ std::vector<std::size_t> run_order(
 
 }  // namespace
 
-void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
+namespace {
+
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+void run_nodes(graph_state const& graph, launch_ordering const* ordering) {
   // Nodes are stored in creation order, a topological order unless cudaGraphAddDependencies
   // added an edge against it (topological_order then gives one).
   for (auto const& handle : graph.conditionals) {
@@ -594,14 +613,125 @@ void execute_graph(graph_state const& graph) {  // NOLINT(misc-no-recursion)
   for (std::size_t const i : order) {
     node_state const& node = *graph.nodes[i];
     p.races.begin_node(launch, i, ancestors[i],
-                       describe(node) + " (node " + std::to_string(i) + ")");
+                       describe(node) + " (node " + std::to_string(i) + ")",
+                       ordering != nullptr ? &ordering->after_events[i] : nullptr);
     execute(node);
   }
-  p.races.end_graph_launch(launch);
+  p.races.end_graph_launch(launch, ordering != nullptr ? &ordering->stamps : nullptr);
+}
+
+// The events a node waits for or records, in child graphs and conditional bodies too.
+// NOLINTNEXTLINE(misc-no-recursion): graphs nest
+void events_of(node_state const& node, cudaGraphNodeType type, std::vector<event_state*>& out) {
+  if (node.type == type && node.event != nullptr) out.push_back(node.event);
+  auto const of_graph = [&](graph_state const& graph) {  // NOLINT(misc-no-recursion)
+    for (auto const& inner : graph.nodes) events_of(*inner, type, out);
+  };
+  if (node.child) of_graph(*node.child);
+  for (auto const& body : node.conditional.bodies) of_graph(*body);
+}
+
+}  // namespace
+
+void execute_graph(graph_state const& graph,  // NOLINT(misc-no-recursion)
+                   launch_ordering const* ordering) {
+  run_nodes(graph, ordering);
+  if (ordering != nullptr) mark_recorded(*ordering);
+}
+
+// cudaGraphAddEventWaitNode: "The graph node will wait for all work captured in event"; a node
+// runs after its dependencies ("dependencies ... must be complete before the node can run",
+// cudaGraphAddNode), so only the wait node and the nodes behind it follow the event's work.
+// cudaGraphAddEventRecordNode: "Each launch of the graph will record event to capture execution
+// of the node's dependencies": the event names the record node's ancestors, not the launch.
+// An event node inside a child graph is taken as its top-level node's: a wait orders all of the
+// child graph, a record records the child node and its ancestors (looser than a GPU, never
+// stricter).
+std::shared_ptr<launch_ordering> launch_event_ordering(exec_state& exec) {
+  graph_state const& graph = *exec.graph;
+  std::size_t const count = graph.nodes.size();
+  auto ordering = std::make_shared<launch_ordering>();
+  ordering->after_events.resize(count);
+  ordering->stamps.resize(count);
+  std::vector<std::size_t> recorders;
+  bool waits = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::vector<event_state*> events;
+    events_of(*graph.nodes[i], cudaGraphNodeTypeWaitEvent, events);
+    for (event_state const* event : events) merge(ordering->after_events[i], event->clock);
+    waits = waits || !events.empty();
+    std::vector<event_state*> recorded;
+    events_of(*graph.nodes[i], cudaGraphNodeTypeEventRecord, recorded);
+    if (!recorded.empty()) recorders.push_back(i);
+  }
+  if (!waits && recorders.empty()) return nullptr;  // the launch is one operation
+  std::unordered_map<node_state const*, std::size_t> index;
+  index.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) index.emplace(graph.nodes[i].get(), i);
+  if (waits) {
+    // In topological order: a node's dependencies have theirs before it is reached.
+    for (node_state const* node : topological_order(graph)) {
+      std::size_t const i = index.at(node);
+      for (node_state const* dependency : node->dependencies) {
+        merge(ordering->after_events[i], ordering->after_events[index.at(dependency)]);
+      }
+      merge(ordering->waited, ordering->after_events[i]);
+    }
+  }
+  if (recorders.empty()) return ordering;
+  std::vector<std::vector<std::uint64_t>> const ancestors = ancestors_of(graph, index);
+  auto const is_ancestor = [&](std::size_t node, std::size_t of) {
+    return ((ancestors[of][node / 64] >> (node % 64)) & 1U) != 0;
+  };
+  // Nodes recorded by the same record nodes share a timeline; launches of one executable are
+  // ordered, so each launch is one tick of it.
+  unsigned long long const tick = ++exec.launch_count;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::vector<std::size_t> recorded_by;
+    for (std::size_t const r : recorders) {
+      bool const nested = graph.nodes[r]->type != cudaGraphNodeTypeEventRecord;
+      if (is_ancestor(i, r) || (nested && i == r)) recorded_by.push_back(r);
+    }
+    if (recorded_by.empty()) continue;
+    auto [it, added] = exec.recorded_timelines.try_emplace(recorded_by, timeline{});
+    if (added) it->second = state().next_recorded_timeline++;
+    ordering->stamps[i] = {it->second, tick};
+    ordering->recorded[it->second] = tick;
+  }
+  return ordering;
+}
+
+void record_launch_events(exec_state const& exec, launch_ordering const& ordering,
+                          vector_clock const& launched, timeline stream) {
+  graph_state const& graph = *exec.graph;
+  for (std::size_t r = 0; r < graph.nodes.size(); ++r) {
+    std::vector<event_state*> recorded;
+    events_of(*graph.nodes[r], cudaGraphNodeTypeEventRecord, recorded);
+    if (recorded.empty()) continue;
+    // The work before the launch (a record node without dependencies records the launch's
+    // start), the events it waits for, and the timelines of the nodes it records.
+    vector_clock clock = launched;
+    --clock[stream];
+    merge(clock, ordering.after_events[r]);
+    for (auto const& [recorded_by, line] : exec.recorded_timelines) {
+      if (std::find(recorded_by.begin(), recorded_by.end(), r) != recorded_by.end()) {
+        auto const tick = ordering.recorded.find(line);
+        if (tick != ordering.recorded.end()) clock[line] = tick->second;
+      }
+    }
+    for (event_state* event : recorded) {
+      // Recorded as cudaEventRecord would at the launch: later waits and queries see this
+      // launch's work ("the most recently captured state at the time of the API call").
+      event->clock = clock;
+      event->captured = false;
+      event->capture = nullptr;
+      event->capture_nodes.clear();
+    }
+  }
 }
 
 cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
-                   std::string description) {
+                   std::string description, vector_clock const& runs_after) {
   if (this_thread().in_host_function) return fail(cudaErrorNotPermitted);
   if (cudaError_t const sticky = sticky_error(); sticky != cudaSuccess) return fail(sticky);
   if (capture_state* capture = stream.capture; capture != nullptr) {
@@ -621,7 +751,8 @@ cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
   begin_operation(stream, description.empty() ? describe(*node) : std::move(description));
   if (defers(stream) || waits_for_other_processes(*node)) {
     auto& queued = state().queued;
-    queued.push_back(queued_work{std::move(node), state().races.current_operation(), nullptr});
+    queued.push_back(
+        queued_work{std::move(node), state().races.current_operation(), runs_after, nullptr});
     if (state().execution == execution_mode::immediate) progress();
     // A GPU's launch queue is bounded: when it is full the host waits for room.
     run_until_at_most(queued_work_limit);
@@ -796,6 +927,21 @@ void host_waits_for(vector_clock const& clock) {
 
 void host_waits_for_device(int device) {
   for_each_stream_of(device, [](stream_state const& s) { host_waits_for(s.clock); });
+}
+
+void host_frees_without_waiting(allocation const& freed) {
+  auto& p = state();
+  // Queued work still runs before the memory goes (the simulator must not free memory under
+  // it), but the race checker is not told the host saw it complete: on a GPU it may not have.
+  for_each_stream_of(freed.device, [](stream_state const& s) { run_until_complete(s.clock); });
+  auto const* memory = reinterpret_cast<void const*>(freed.base);
+  if (p.race_checking != race_mode::off) {
+    p.races.begin_operation(timeline{0}, p.host_clock,
+                            "cudaFree of memory from cudaMallocAsync, on the host");
+    p.races.access(memory, freed.bytes, access_kind::write);
+    report_races();
+  }
+  forget_accesses(memory, freed.bytes);
 }
 
 void forget_accesses(void const* address, std::size_t bytes) {

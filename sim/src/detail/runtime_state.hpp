@@ -52,11 +52,26 @@ struct allocation {
   std::map<int, int> access_by_device{};
   // cudaMallocManaged memory (kind pinned_host: the host and every device reach it).
   bool managed{};
+  // cudaMallocAsync memory outside a capture: cudaFree of it does not synchronize.
+  bool stream_ordered{};
 };
 
 // --- graphs ----------------------------------------------------------------------------------
 struct graph_state;
 struct event_state;
+
+// How a graph launch's event nodes order its top-level nodes (launch_event_ordering).
+struct launch_ordering {
+  // Per node: the work of the events its event wait nodes wait for, its own and its ancestors'.
+  std::vector<vector_clock> after_events;
+  // Per node: the stamp its accesses take when the launch ends (race_checker::end_graph_launch):
+  // a timeline of the nodes some event record nodes record, or 0 for the launch's own.
+  std::vector<race_checker::node_stamp> stamps;
+  // Those timelines, with this launch's tick: complete once the launch has run.
+  vector_clock recorded;
+  // Every event the launch's wait nodes wait for: the launch runs after them.
+  vector_clock waited;
+};
 
 // A copy of `height` rows of `bytes` each (cudaMemcpy2DAsync); a 1-D copy is one row. Row y
 // starts at destination + y * destination_pitch and source + y * source_pitch.
@@ -109,6 +124,8 @@ struct node_state {
   // (cudaFreeAsync gives the memory back then).
   std::shared_ptr<void const> staging;
   std::function<void()> completion;
+  // A graph launch's node: how its event nodes order its nodes.
+  std::shared_ptr<launch_ordering const> ordering;
 };
 
 struct launched_function {
@@ -163,6 +180,10 @@ struct exec_state {
   graph_state const* instantiated_from{};
   int device{};
   vector_clock launches;  // what the next launch is ordered after (the previous launches)
+  // The timelines of the nodes its event record nodes record, by the set of record nodes
+  // (indices) that record them, and the number of launches so far (their ticks).
+  std::map<std::vector<std::size_t>, timeline> recorded_timelines;
+  unsigned long long launch_count{};
 };
 
 // --- streams, events, captures ---------------------------------------------------------------
@@ -253,6 +274,9 @@ struct parked_operation {
 struct queued_work {
   std::unique_ptr<node_state> node;
   race_checker::operation operation;  // its stream, tick and what it is ordered after
+  // What it runs after besides (a graph launch: the events its wait nodes wait for, which order
+  // only some of its nodes).
+  vector_clock runs_after;
   // Work that waits for other processes (a collective whose peers have not joined) runs on a
   // fiber of its own and parks there until it may go on; set once it has started.
   std::unique_ptr<parked_operation> parked;
@@ -294,6 +318,9 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   unsigned long long next_capture_id{1};
   unsigned long long next_stream_id{1};
   unsigned long long next_conditional{1};
+  // Timelines of what graphs' event record nodes record: far above every stream's id and
+  // below the race checker's node timelines.
+  timeline next_recorded_timeline{timeline{1} << 62U};
   // Kernel functions launched so far, with the name written at the launch and the parameter
   // layout (cudaFuncGetName, cudaFuncGetParamInfo). A GPU knows every kernel of a loaded
   // module; here a function is known from its first launch.
@@ -383,11 +410,21 @@ cudaError_t fail_leaving_capture_valid(capture_state& capture, char const* call,
 
 // One unit of stream work: either a node to record (capturing stream) or work to run now.
 // `description` names the operation in race reports (default: from the node).
+// `runs_after`: what queued work waits for besides its clock (a graph launch's waited events).
 cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
-                   std::string description = {});
+                   std::string description = {}, vector_clock const& runs_after = {});
 // Runs a node's work on the host (a launch's or a replay's execution).
 void execute(node_state const& node);
-void execute_graph(graph_state const& graph);
+// `ordering`: a graph launch's (launch_event_ordering), for its top-level nodes.
+void execute_graph(graph_state const& graph, launch_ordering const* ordering = nullptr);
+// How the event nodes of a launch of `exec` order its nodes (cudaGraphLaunch), for this launch
+// (it counts it): the waited events as they are now, and a new tick of the recorded timelines.
+std::shared_ptr<launch_ordering> launch_event_ordering(exec_state& exec);
+// After the launch's operation has started on its stream (`launched` is the stream's clock
+// then, `stream` its id): each event the launch's record nodes record names the work before the
+// launch, what the record node waits for and the nodes it records.
+void record_launch_events(exec_state const& exec, launch_ordering const& ordering,
+                          vector_clock const& launched, timeline stream);
 
 std::unique_ptr<graph_state> clone(graph_state const& graph);
 // Whether a launch of `task` fits the device's limits.
@@ -433,6 +470,9 @@ void wait_for_other_processes(std::function<bool()> const& may_go_on,
 void begin_operation(stream_state& stream, std::string const& description);
 void host_waits_for(vector_clock const& clock);
 void host_waits_for_device(int device);
+// cudaFree of stream-ordered memory: the host writes all of it, ordered after what the host has
+// seen complete and nothing else (it does not synchronize), then the accesses are forgotten.
+void host_frees_without_waiting(allocation const& freed);
 void forget_accesses(void const* address, std::size_t bytes);
 void report_races();
 std::string describe(stream_state const& stream);

@@ -52,7 +52,8 @@ bool ready(queued_work const& work) {
                        if (line == 0) return true;  // the host's timeline: done when it was done
                        if (line == work.operation.stream) return completed_tick(line) + 1 >= tick;
                        return completed_tick(line) >= tick;
-                     });
+                     }) &&
+         complete(work.runs_after);
 }
 
 void run_on_fiber(void* node) {
