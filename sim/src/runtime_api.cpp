@@ -902,6 +902,12 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
   cudaError_t error = cudaSuccess;
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
+  // A kind no enumerator names is refused before it is stored as a cudaMemcpyKind: reading such
+  // a value back from memory is undefined behaviour (and UBSan says so).
+  if (int const k = static_cast<int>(kind); k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection);
+    return sim::fail(cudaErrorInvalidMemcpyDirection);
+  }
   sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
   if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
