@@ -30,12 +30,16 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/file_bytes.hpp"
 
 namespace gt = graphstep::train;
 using graphstep::dtype;
 using graphstep::testing::contains;
 using graphstep::testing::message_of;
-using bytes = std::vector<unsigned char>;
+using graphstep::testing::bytes;
+using graphstep::testing::random_bytes;
+using graphstep::testing::read_file;
+using graphstep::testing::write_file;
 
 namespace {
 
@@ -46,24 +50,6 @@ struct loop_state {
   float learning_rate;
   std::uint32_t epoch;
 };
-
-bytes random_bytes(std::size_t size, std::uint32_t seed) {
-  std::mt19937 generator{seed};
-  bytes out(size);
-  for (auto& byte : out) byte = static_cast<unsigned char>(generator());
-  return out;
-}
-
-bytes read_file(std::string const& path) {
-  std::ifstream in{path, std::ios::binary};
-  return bytes{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
-}
-
-void write_file(std::string const& path, bytes const& content) {
-  std::ofstream out{path, std::ios::binary | std::ios::trunc};
-  out.write(reinterpret_cast<char const*>(content.data()),
-            static_cast<std::streamsize>(content.size()));
-}
 
 void put_u32(bytes& file, std::size_t at, std::uint32_t value) {
   for (int i = 0; i < 4; ++i) file[at + i] = static_cast<unsigned char>(value >> (8 * i));
