@@ -1,4 +1,4 @@
-// The dynamic loss scale's update rule (train/loss_scale.hpp) against PyTorch's GradScaler
+// The dynamic loss scale's update rule (train/loss_scaler_options.hpp) against PyTorch's GradScaler
 // tests (test/test_cuda.py), and what validate refuses.
 
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <graphstep/error.hpp>
-#include <graphstep/train/loss_scale.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 #include <limits>
 #include <string>
@@ -16,7 +16,7 @@ namespace gt = graphstep::train;
 
 namespace {
 
-std::string message_of_validate(gt::loss_scale_options const& options) {
+std::string message_of_validate(gt::loss_scaler_options const& options) {
   try {
     gt::validate(options);
   } catch (graphstep::usage_error const& e) {
@@ -29,20 +29,20 @@ std::string message_of_validate(gt::loss_scale_options const& options) {
 
 // test_grad_scaling_update_scale: growth 2, backoff 0.25, interval 2, from scale 4.
 TEST(loss_scale, two_finite_steps_grow_the_scale_and_an_overflow_backs_it_off) {
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 4.0F;
   options.growth_factor = 2.0F;
   options.backoff_factor = 0.25F;
   options.growth_interval = 2;
-  gt::loss_scale_state state = gt::initial_loss_scale(options);
-  gt::update_loss_scale(state, options);
+  gt::loss_scaler_state state = gt::initial_loss_scaler_state(options);
+  gt::update_loss_scaler(state, options);
   EXPECT_EQ(state.growth_tracker, 1);
   EXPECT_EQ(state.scale, 4.0F);
-  gt::update_loss_scale(state, options);
+  gt::update_loss_scaler(state, options);
   EXPECT_EQ(state.growth_tracker, 0);
   EXPECT_EQ(state.scale, 8.0F);
   state.all_finite = 0U;
-  gt::update_loss_scale(state, options);
+  gt::update_loss_scaler(state, options);
   EXPECT_EQ(state.growth_tracker, 0);
   EXPECT_EQ(state.scale, 2.0F);
   EXPECT_EQ(state.inv_scale, 0.5F);
@@ -52,14 +52,14 @@ TEST(loss_scale, two_finite_steps_grow_the_scale_and_an_overflow_backs_it_off) {
 // the input times the scale in fp16, which overflows above 65504 (values from 65520 on round
 // to inf). Inputs 5, 20000, 5, 40000 give scales 4, 2, 2, 1 and trackers 1, 0, 1, 0.
 TEST(loss_scale, pytorchs_graphed_grad_scaling_sequence) {
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 4.0F;
-  gt::loss_scale_state state = gt::initial_loss_scale(options);
+  gt::loss_scaler_state state = gt::initial_loss_scaler_state(options);
   std::vector<float> scales;
   std::vector<std::int32_t> trackers;
   for (float const input : {5.0F, 20000.0F, 5.0F, 40000.0F}) {
     state.all_finite = input * state.scale < 65520.0F ? 1U : 0U;
-    gt::update_loss_scale(state, options);
+    gt::update_loss_scaler(state, options);
     scales.push_back(state.scale);
     trackers.push_back(state.growth_tracker);
   }
@@ -68,11 +68,11 @@ TEST(loss_scale, pytorchs_graphed_grad_scaling_sequence) {
 }
 
 TEST(loss_scale, growth_that_would_overflow_keeps_the_scale_and_restarts_the_tracker) {
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = std::numeric_limits<float>::max();
   options.growth_interval = 1;
-  gt::loss_scale_state state = gt::initial_loss_scale(options);
-  gt::update_loss_scale(state, options);
+  gt::loss_scaler_state state = gt::initial_loss_scaler_state(options);
+  gt::update_loss_scaler(state, options);
   EXPECT_EQ(state.scale, std::numeric_limits<float>::max());
   EXPECT_EQ(state.growth_tracker, 0);
 }
@@ -118,7 +118,7 @@ TEST(loss_scale, float16_is_finite_refuses_exactly_inf_and_nan) {
 }
 
 TEST(loss_scale, validation_names_the_bad_option) {
-  EXPECT_EQ(message_of_validate(gt::loss_scale_options{}), "");
+  EXPECT_EQ(message_of_validate(gt::loss_scaler_options{}), "");
   float const inf = std::numeric_limits<float>::infinity();
   EXPECT_NE(message_of_validate({0.0F}).find("init_scale"), std::string::npos);
   EXPECT_NE(message_of_validate({inf}).find("init_scale"), std::string::npos);
