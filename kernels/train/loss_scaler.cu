@@ -57,12 +57,8 @@ __global__ void check_kernel(scaled_slot const* gradients, tensor_chunk const* c
       }
       break;
     }
-    case dtype::float16:
-      finite = check_16<__half>(gradient.data, chunk);
-      break;
-    case dtype::bfloat16:
-      finite = check_16<__nv_bfloat16>(gradient.data, chunk);
-      break;
+    case dtype::float16: finite = check_16<__half>(gradient.data, chunk); break;
+    case dtype::bfloat16: finite = check_16<__nv_bfloat16>(gradient.data, chunk); break;
     case dtype::int32:
     case dtype::uint8: break;  // the constructor refuses integer gradients
   }
@@ -70,15 +66,14 @@ __global__ void check_kernel(scaled_slot const* gradients, tensor_chunk const* c
 }
 
 __global__ void update_loss_scaler_kernel(train::loss_scaler_state* state,
-                                         train::loss_scaler_options options) {
+                                          train::loss_scaler_options options) {
   train::update_loss_scaler(*state, options);
 }
 
 }  // namespace
 
-void launch_check(scaled_slot const* gradients, tensor_chunk const* chunks,
-                  std::size_t chunk_count, train::loss_scaler_state* state,
-                  cuda::stream_view stream) {
+void launch_check(scaled_slot const* gradients, tensor_chunk const* chunks, std::size_t chunk_count,
+                  train::loss_scaler_state* state, cuda::stream_view stream) {
   reset_all_finite_kernel<<<1, 1, 0, stream.get()>>>(state);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
   check_kernel<<<static_cast<unsigned>(chunk_count), check_threads, 0, stream.get()>>>(
@@ -87,7 +82,8 @@ void launch_check(scaled_slot const* gradients, tensor_chunk const* chunks,
 }
 
 void launch_update_loss_scaler(train::loss_scaler_state* state,
-                              train::loss_scaler_options const& options, cuda::stream_view stream) {
+                               train::loss_scaler_options const& options,
+                               cuda::stream_view stream) {
   update_loss_scaler_kernel<<<1, 1, 0, stream.get()>>>(state, options);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }

@@ -53,12 +53,11 @@ void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks, std::size
 
 /// Resets the state's all_finite flag to 1, then clears it on an inf or NaN in any gradient
 /// (one launch for every tensor); writes no gradient.
-void launch_check(scaled_slot const* gradients, tensor_chunk const* chunks,
-                  std::size_t chunk_count, train::loss_scaler_state* state,
-                  cuda::stream_view stream);
+void launch_check(scaled_slot const* gradients, tensor_chunk const* chunks, std::size_t chunk_count,
+                  train::loss_scaler_state* state, cuda::stream_view stream);
 /// One thread applies train::update_loss_scaler to the state.
 void launch_update_loss_scaler(train::loss_scaler_state* state,
-                              train::loss_scaler_options const& options, cuda::stream_view stream);
+                               train::loss_scaler_options const& options, cuda::stream_view stream);
 
 /// Blocks of the first pass of the loss; the partial sums buffer needs this many floats.
 [[nodiscard]] unsigned mse_partial_blocks(std::size_t count) noexcept;

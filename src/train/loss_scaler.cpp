@@ -47,8 +47,9 @@ loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
                   resource} {}
 
 loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
-                         std::vector<tensor_chunk> const& chunks, loss_scaler_options const& options,
-                         cuda::stream_view stream, cuda::memory_resource& resource)
+                         std::vector<tensor_chunk> const& chunks,
+                         loss_scaler_options const& options, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
     : options_{options},
       chunk_count_{chunks.size()},
       state_{sizeof(loss_scaler_state), stream, resource},

@@ -95,10 +95,12 @@ detail::mixed_adamw_plan checked_plan(std::vector<parameter> const& parameters,
 
 }  // namespace
 
-mixed_precision_adamw::mixed_precision_adamw(
-    std::vector<parameter> const& parameters, std::vector<parameter_group> const& groups,
-    mixed_adamw_options const& options, lr_schedule const& schedule,
-    loss_scaler const* scaler, cuda::stream_view stream, cuda::memory_resource& resource)
+mixed_precision_adamw::mixed_precision_adamw(std::vector<parameter> const& parameters,
+                                             std::vector<parameter_group> const& groups,
+                                             mixed_adamw_options const& options,
+                                             lr_schedule const& schedule, loss_scaler const* scaler,
+                                             cuda::stream_view stream,
+                                             cuda::memory_resource& resource)
     : mixed_precision_adamw{checked_plan(parameters, groups, options, schedule, stream),
                             parameters,
                             options,
@@ -107,24 +109,28 @@ mixed_precision_adamw::mixed_precision_adamw(
                             stream,
                             resource} {}
 
-mixed_precision_adamw::mixed_precision_adamw(
-    memory::parameter_layout const& layout, void* values, void const* gradients,
-    std::vector<parameter_group> const& groups, mixed_adamw_options const& options,
-    lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
-    cuda::memory_resource& resource)
-    : mixed_precision_adamw{detail::layout_parameters(layout, values, gradients,
-                                                      "mixed_precision_adamw"),
-                            groups,
-                            options,
-                            schedule,
-                            scaler,
-                            stream,
-                            resource} {}
+mixed_precision_adamw::mixed_precision_adamw(memory::parameter_layout const& layout, void* values,
+                                             void const* gradients,
+                                             std::vector<parameter_group> const& groups,
+                                             mixed_adamw_options const& options,
+                                             lr_schedule const& schedule, loss_scaler const* scaler,
+                                             cuda::stream_view stream,
+                                             cuda::memory_resource& resource)
+    : mixed_precision_adamw{
+          detail::layout_parameters(layout, values, gradients, "mixed_precision_adamw"),
+          groups,
+          options,
+          schedule,
+          scaler,
+          stream,
+          resource} {}
 
-mixed_precision_adamw::mixed_precision_adamw(
-    detail::mixed_adamw_plan const& plan, std::vector<parameter> const& parameters,
-    mixed_adamw_options const& options, lr_schedule const& schedule,
-    loss_scaler const* scaler, cuda::stream_view stream, cuda::memory_resource& resource)
+mixed_precision_adamw::mixed_precision_adamw(detail::mixed_adamw_plan const& plan,
+                                             std::vector<parameter> const& parameters,
+                                             mixed_adamw_options const& options,
+                                             lr_schedule const& schedule, loss_scaler const* scaler,
+                                             cuda::stream_view stream,
+                                             cuda::memory_resource& resource)
     : optimizer{"mixed_precision_adamw"},
       options_{options},
       loss_scale_{scaler != nullptr ? scaler->scale() : nullptr},
@@ -171,16 +177,14 @@ void mixed_precision_adamw::do_step(cuda::stream_view stream) {
   auto* partials = static_cast<float*>(partials_.data());
   std::size_t const partial_count = partials_.empty() ? 0 : chunk_count_;
   if (partial_count > 0) {
-    detail::launch_mixed_norm_partials(slots, chunks, chunk_count_, loss_scale_, partials,
-                                       stream);
+    detail::launch_mixed_norm_partials(slots, chunks, chunk_count_, loss_scale_, partials, stream);
   }
-  detail::launch_mixed_finalize(state, partials, partial_count, loss_scale_,
-                                all_finite_, options_, stream);
+  detail::launch_mixed_finalize(state, partials, partial_count, loss_scale_, all_finite_, options_,
+                                stream);
   detail::launch_mixed_adamw(slots, chunks, chunk_count_, state, options_, stream);
 }
 
-void mixed_precision_adamw::do_set_schedule(lr_schedule const& schedule,
-                                            cuda::stream_view stream) {
+void mixed_precision_adamw::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
   auto* const to =
       static_cast<unsigned char*>(state_.data()) + offsetof(mixed_adamw_device_state, schedule);
   GRAPHSTEP_CUDA_TRY(

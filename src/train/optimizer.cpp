@@ -203,9 +203,9 @@ class multi_tensor_optimizer {
  private:
   // One allocation per purpose, checked and planned first (see checked_plan).
   multi_tensor_optimizer(table_plan const& plan, std::vector<parameter> const& parameters,
-                         std::vector<std::string> buffer_names,
-                         lr_schedule const& schedule, loss_scaler const* scaler,
-                         cuda::stream_view stream, cuda::memory_resource& resource)
+                         std::vector<std::string> buffer_names, lr_schedule const& schedule,
+                         loss_scaler const* scaler, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
       : loss_scale_{scaler != nullptr ? scaler->scale() : nullptr},
         all_finite_{scaler != nullptr ? scaler->all_finite() : nullptr},
         buffer_names_{std::move(buffer_names)},
@@ -313,8 +313,7 @@ void sgd::do_read_learning_rate_from(float const* learning_rate, cuda::stream_vi
 std::int64_t sgd::do_steps_taken(cuda::stream_view stream) const {
   return impl_->steps_taken(stream);
 }
-void sgd::do_save_to(checkpoint& into, std::string const& prefix,
-                     cuda::stream_view stream) const {
+void sgd::do_save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
   impl_->save_to(into, prefix, stream);
 }
 void sgd::do_restore_from(checkpoint const& from, std::string const& prefix,
@@ -356,8 +355,7 @@ void adam::do_read_learning_rate_from(float const* learning_rate, cuda::stream_v
 std::int64_t adam::do_steps_taken(cuda::stream_view stream) const {
   return impl_->steps_taken(stream);
 }
-void adam::do_save_to(checkpoint& into, std::string const& prefix,
-                      cuda::stream_view stream) const {
+void adam::do_save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
   impl_->save_to(into, prefix, stream);
 }
 void adam::do_restore_from(checkpoint const& from, std::string const& prefix,

@@ -19,8 +19,8 @@
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/train/checkpoint.hpp>
-#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <limits>
@@ -305,7 +305,6 @@ TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are) {
   EXPECT_EQ(half_bits(), half_before) << "check writes no gradient";
   EXPECT_EQ(bf16_bits(), bf16_before);
   EXPECT_EQ(download(fp32_data, 3), std::vector<float>(3, 96.0F));
-
 }
 
 // One launch checks every tensor, across chunk boundaries; a NaN in the last tensor clears the

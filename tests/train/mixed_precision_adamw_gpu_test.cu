@@ -5,14 +5,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
@@ -26,8 +25,8 @@
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
-#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>

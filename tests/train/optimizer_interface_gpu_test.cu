@@ -63,7 +63,9 @@ struct optimizer_kind {
   layout_factory from_layout;
   list_factory from_list;
 };
-void PrintTo(optimizer_kind const& kind, std::ostream* out) { *out << kind.name; }
+void PrintTo(optimizer_kind const& kind, std::ostream* out) {
+  *out << kind.name;
+}
 
 gt::sgd_options const sgd_settings{0.9F, 0.0F, 0.01F, true};  // Nesterov momentum, L2 decay
 gt::adam_options const adam_settings{0.9F, 0.999F, 1e-8F, 0.01F};
@@ -182,10 +184,10 @@ TEST_P(optimizer_interface, steps_from_the_layout_match_steps_from_its_tensors) 
   std::vector<gt::parameter> list;
   for (gs::memory::parameter_slot const& slot : layout.slots()) {
     auto* const gradient = static_cast<unsigned char*>(gradients.data()) + slot.offset;
-    list.push_back({{static_cast<unsigned char*>(by_list.data()) + slot.offset, slot.type,
-                     slot.count},
-                    {gradient, slot.type, slot.count},
-                    slot.group});
+    list.push_back(
+        {{static_cast<unsigned char*>(by_list.data()) + slot.offset, slot.type, slot.count},
+         {gradient, slot.type, slot.count},
+         slot.group});
   }
   auto const schedule = warmup_cosine();
   std::unique_ptr<gt::optimizer> const from_layout =
@@ -220,10 +222,10 @@ TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bi
   auto resumed_weights = buffer(random(layout, 3.0F, rng));
   auto const gradients = buffer(random(layout, 1.0F, rng));
   auto const schedule = warmup_cosine();
-  std::unique_ptr<gt::optimizer> const went_on = GetParam().from_layout(
-      layout, went_on_weights.data(), gradients.data(), schedule, *stream_);
-  std::unique_ptr<gt::optimizer> const resumed = GetParam().from_layout(
-      layout, resumed_weights.data(), gradients.data(), schedule, *stream_);
+  std::unique_ptr<gt::optimizer> const went_on =
+      GetParam().from_layout(layout, went_on_weights.data(), gradients.data(), schedule, *stream_);
+  std::unique_ptr<gt::optimizer> const resumed =
+      GetParam().from_layout(layout, resumed_weights.data(), gradients.data(), schedule, *stream_);
   gs::graphs::graph_exec went_on_step;
   gs::graphs::graph_exec resumed_step;
   gs::graphs::capture(went_on_step, *stream_, [&] { went_on->step(*stream_); });
@@ -269,8 +271,8 @@ TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bi
   // Another model: the first two tensors of this one. Its optimizer keeps its state.
   auto const smaller = model_layout(2);
   auto smaller_weights = buffer(random(smaller, 1.0F, rng));
-  std::unique_ptr<gt::optimizer> const other = GetParam().from_layout(
-      smaller, smaller_weights.data(), gradients.data(), schedule, *stream_);
+  std::unique_ptr<gt::optimizer> const other =
+      GetParam().from_layout(smaller, smaller_weights.data(), gradients.data(), schedule, *stream_);
   other->step(*stream_);
   std::string const more = message_of([&] { other->restore_from(loaded, "optimizer", *stream_); });
   EXPECT_NE(more.find("more tensors"), std::string::npos) << more;
@@ -324,8 +326,8 @@ TEST_P(optimizer_interface, host_calls_inside_a_capture_are_refused_by_name) {
   auto const layout = model_layout();
   auto weights = buffer(random(layout, 1.0F, rng));
   auto const gradients = buffer(random(layout, 1.0F, rng));
-  std::unique_ptr<gt::optimizer> const optimizer = GetParam().from_layout(
-      layout, weights.data(), gradients.data(), constant(0.01F), *stream_);
+  std::unique_ptr<gt::optimizer> const optimizer =
+      GetParam().from_layout(layout, weights.data(), gradients.data(), constant(0.01F), *stream_);
   gt::checkpoint saved;
   optimizer->save_to(saved, "optimizer", *stream_);
   std::vector<std::pair<std::string, std::string>> refused;
@@ -375,12 +377,13 @@ TEST_F(optimizer_interface_moved, a_moved_from_optimizer_refuses_its_calls) {
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   std::string const said = message_of([&] { first.step(*stream_); });
   EXPECT_NE(said.find("sgd::step: this optimizer was moved from"), std::string::npos) << said;
-  gt::mixed_precision_adamw adamw{layout, weights.data(), gradients.data(), {{}}, {}, {},
-                                  nullptr, *stream_};
+  gt::mixed_precision_adamw adamw{layout, weights.data(), gradients.data(), {{}}, {},
+                                  {},     nullptr,        *stream_};
   gt::mixed_precision_adamw taken = std::move(adamw);
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
-  EXPECT_NE(message_of([&] { static_cast<void>(adamw.steps_taken(*stream_)); })
-                .find("mixed_precision_adamw::steps_taken: this optimizer was moved from"),
+  EXPECT_NE(message_of([&] {
+              static_cast<void>(adamw.steps_taken(*stream_));
+            }).find("mixed_precision_adamw::steps_taken: this optimizer was moved from"),
             std::string::npos);
   EXPECT_EQ(taken.steps_taken(*stream_), 0);
 }

@@ -1,6 +1,8 @@
 // What every optimizer decides alike on the host: the tensors of a parameter layout as its
 // parameters, and which checkpoints its restore accepts (before it copies anything).
 
+#include "train/detail/optimizer_state.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "common/error_message.hpp"
-#include "train/detail/optimizer_state.hpp"
 
 namespace gs = graphstep;
 namespace gt = graphstep::train;
@@ -44,7 +45,7 @@ TEST(optimizer_state, an_empty_layout_or_a_null_buffer_is_refused_by_name) {
   std::vector<float> buffer(64);
   EXPECT_NE(message_of([&] {
               (void)gt::detail::layout_parameters(gs::memory::parameter_layout{}, buffer.data(),
-                                                 buffer.data(), "adam");
+                                                  buffer.data(), "adam");
             }).find("adam: the parameter layout holds no tensor"),
             std::string::npos);
   gs::memory::parameter_layout layout;
@@ -90,13 +91,15 @@ TEST(optimizer_state, a_checkpoint_of_the_same_layout_is_accepted) {
 TEST(optimizer_state, another_layout_is_refused_naming_the_entry) {
   std::vector<std::string> const buffers{"exp_avg", "exp_avg_sq"};
   auto const saved = saved_state({10, 3}, buffers);
-  std::string const other_size = message_of(
-      [&] { gt::detail::expect_state_entries(saved, "opt", {10, 4}, buffers, "adam"); });
+  std::string const other_size = message_of([&] {
+    gt::detail::expect_state_entries(saved, "opt", {10, 4}, buffers, "adam");
+  });
   EXPECT_NE(other_size.find("opt/1/exp_avg"), std::string::npos) << other_size;
   EXPECT_NE(other_size.find("[3]"), std::string::npos) << other_size;
   EXPECT_NE(other_size.find("[4]"), std::string::npos) << other_size;
-  std::string const fewer = message_of(
-      [&] { gt::detail::expect_state_entries(saved, "opt", {10, 3, 5}, buffers, "adam"); });
+  std::string const fewer = message_of([&] {
+    gt::detail::expect_state_entries(saved, "opt", {10, 3, 5}, buffers, "adam");
+  });
   EXPECT_NE(fewer.find("opt/2/exp_avg"), std::string::npos) << fewer;
   std::string const more =
       message_of([&] { gt::detail::expect_state_entries(saved, "opt", {10}, buffers, "adam"); });

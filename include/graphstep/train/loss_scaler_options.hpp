@@ -31,7 +31,8 @@ struct loss_scaler_state {
 };
 
 /// @brief The state a scaler starts in.
-[[nodiscard]] inline loss_scaler_state initial_loss_scaler_state(loss_scaler_options const& options) {
+[[nodiscard]] inline loss_scaler_state initial_loss_scaler_state(
+    loss_scaler_options const& options) {
   return {options.init_scale, 1.0F / options.init_scale, 0, 1U};
 }
 
@@ -57,7 +58,7 @@ GRAPHSTEP_HOST_DEVICE inline bool bfloat16_is_finite(std::uint16_t bits) {
 /// reaching `growth_interval` the scale is multiplied by the growth factor (unless that
 /// overflows) and the tracker restarts.
 GRAPHSTEP_HOST_DEVICE inline void update_loss_scaler(loss_scaler_state& state,
-                                                    loss_scaler_options const& options) {
+                                                     loss_scaler_options const& options) {
   if (state.all_finite == 0U) {
     state.scale *= options.backoff_factor;
     state.growth_tracker = 0;

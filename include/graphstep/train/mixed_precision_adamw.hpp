@@ -30,8 +30,8 @@ struct mixed_adamw_plan;  // what the constructor checks and plans before it all
 /// Each step, all capturable, on one stream: (with clipping) one multi-tensor launch computes
 /// per-chunk sums of squares of the unscaled gradients; one single-block launch sums them in a
 /// fixed order into the global norm, decides whether the step is skipped (the loss scaler found
-/// an inf or NaN, or clipping is on and the norm is not finite), and if not advances the device step
-/// count and writes the step's learning rate, bias corrections, inverse loss scale and clip
+/// an inf or NaN, or clipping is on and the norm is not finite), and if not advances the device
+/// step count and writes the step's learning rate, bias corrections, inverse loss scale and clip
 /// factor to device memory; one multi-tensor launch updates the fp32 master weights and the
 /// fp32 moments and writes the rounded model weights. Nothing of a step is frozen at capture:
 /// every replay reads its own step's values.

@@ -96,8 +96,7 @@ class optimizer {
   // Each is called after the checks above (not capturing, a valid schedule).
   virtual void do_step(cuda::stream_view stream) = 0;
   virtual void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) = 0;
-  virtual void do_read_learning_rate_from(float const* learning_rate,
-                                          cuda::stream_view stream) = 0;
+  virtual void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) = 0;
   [[nodiscard]] virtual std::int64_t do_steps_taken(cuda::stream_view stream) const = 0;
   virtual void do_save_to(checkpoint& into, std::string const& prefix,
                           cuda::stream_view stream) const = 0;
@@ -136,6 +135,8 @@ class sgd final : public optimizer {
   ~sgd() override;
   sgd(sgd&& other) noexcept;
   sgd& operator=(sgd&& other) noexcept;
+  sgd(sgd const&) = delete;
+  sgd& operator=(sgd const&) = delete;
 
  private:
   void do_step(cuda::stream_view stream) override;
@@ -169,6 +170,8 @@ class adam final : public optimizer {
   ~adam() override;
   adam(adam&& other) noexcept;
   adam& operator=(adam&& other) noexcept;
+  adam(adam const&) = delete;
+  adam& operator=(adam const&) = delete;
 
  private:
   void do_step(cuda::stream_view stream) override;

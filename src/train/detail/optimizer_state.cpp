@@ -10,8 +10,9 @@ std::vector<parameter> layout_parameters(memory::parameter_layout const& layout,
                                          void const* gradients, std::string const& who) {
   GRAPHSTEP_EXPECTS(!layout.empty(), who + ": the parameter layout holds no tensor");
   GRAPHSTEP_EXPECTS(values != nullptr && gradients != nullptr,
-                    who + ": the weight or gradient buffer of the parameter layout is a null "
-                          "pointer");
+                    who +
+                        ": the weight or gradient buffer of the parameter layout is a null "
+                        "pointer");
   // The gradients are only read: the span's pointer is not const, as a span's never is.
   auto* const gradient_bytes = static_cast<unsigned char*>(const_cast<void*>(gradients));
   std::vector<parameter> parameters;
