@@ -1,5 +1,5 @@
-// The dynamic loss scale's update rule (train/loss_scaler_options.hpp) against PyTorch's GradScaler
-// tests (test/test_cuda.py), and what validate refuses.
+// The loss scaler's update rule (train/loss_scaler_options.hpp) against PyTorch's GradScaler tests
+// (test/test_cuda.py), and what validate refuses.
 
 #include <gtest/gtest.h>
 
