@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -493,14 +494,23 @@ TEST_F(ranks_test, a_discarded_capture_does_not_count_in_the_sequence_check) {
 // remote_error, as network transports do), ncclRemoteError becomes an error at once, long
 // before the watchdog's deadline: from the call, or from the watchdog.
 TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_deadline) {
-  run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
+  // Rank 0 says through the pipe when its first call has returned: a peer that left as soon as
+  // its own side of that collective was done could fail rank 0's call still polling for it.
+  std::array<int, 2> first_call_done{};
+  ASSERT_EQ(pipe(first_call_done.data()), 0);
+  run_job(2, [&](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     ::setenv("GRAPHSTEP_SIM_NCCL_PEER_FAILURE", "remote_error", 1);
     std::size_t const n = 256;
     float* x = upload(std::vector<float>(n, 1.0F), stream);
     // Connected first: a peer gone before then fails the collective's call itself.
     gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
     stream.synchronize();
-    if (rank == 1) _exit(0);  // gone without a word, its communicator never destroyed
+    char done = 1;
+    if (rank == 0) checks.expect(write(first_call_done[1], &done, 1) == 1, "write to the pipe");
+    if (rank == 1) {
+      checks.expect(read(first_call_done[0], &done, 1) == 1, "read from the pipe");
+      _exit(0);  // gone without a word, its communicator never destroyed
+    }
     gn::watchdog_options options;
     options.timeout = std::chrono::seconds{60};
     options.background = true;
@@ -515,6 +525,8 @@ TEST_F(ranks_test, a_peer_that_exits_is_reported_as_a_remote_error_before_the_de
         });
     stream.synchronize();
   });
+  close(first_call_done[0]);
+  close(first_call_done[1]);
 }
 
 // A rank that never creates its communicator: the others' creation fails within its timeout
