@@ -61,6 +61,7 @@
 #include <graphstep/schedule/replay_scheduler.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <graphstep/schedule/step_plan.hpp>
+#include <graphstep/tensor.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>

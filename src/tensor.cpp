@@ -1,0 +1,61 @@
+// graphstep_core: plain C++, includes no CUDA header.
+#include <cstdint>
+#include <graphstep/error.hpp>
+#include <graphstep/tensor.hpp>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace graphstep {
+
+tensor_spec::tensor_spec(std::vector<std::int64_t> shape, dtype type)
+    : tensor_spec{std::string{}, std::move(shape), type} {}
+
+tensor_spec::tensor_spec(std::string name, std::vector<std::int64_t> shape, dtype type)
+    : name_{std::move(name)}, shape_{std::move(shape)}, type_{type} {
+  std::string const which =
+      name_.empty() ? std::string{"tensor_spec"} : "tensor_spec: tensor '" + name_ + "'";
+  graphstep::detail::expect_known(which, type_);
+  count_ = element_count(shape_);  // refuses a negative extent and a count that overflows
+  GRAPHSTEP_EXPECTS(count_ <= std::numeric_limits<std::size_t>::max() / size_in_bytes(type_),
+                    which + " of shape " + describe(shape_, type_) +
+                        " has more bytes than a size_t holds; split it");
+}
+
+tensor_spec tensor_spec::renamed(std::string name) const {
+  tensor_spec copy = *this;
+  copy.name_ = std::move(name);
+  return copy;
+}
+
+bool same_shape_and_type(tensor_spec const& a, tensor_spec const& b) noexcept {
+  return a.type() == b.type() && a.shape() == b.shape();
+}
+
+std::string describe(tensor_spec const& spec) {
+  std::string const shape = describe(spec.shape(), spec.type());
+  return spec.name().empty() ? shape : "'" + spec.name() + "' " + shape;
+}
+
+tensor_view::tensor_view(void* data, tensor_spec spec) : data_{data}, spec_{std::move(spec)} {
+  if (spec_.count() == 0) return;
+  graphstep::detail::expect_typed_buffer("tensor_view of " + describe(spec_), data_, spec_.type());
+}
+
+tensor_view::tensor_view(device_span span, std::vector<std::int64_t> shape)
+    : tensor_view{span.data(), tensor_spec{std::move(shape), span.type()}} {
+  GRAPHSTEP_EXPECTS(spec_.count() == span.count(),
+                    "tensor_view: the shape " + describe(spec_.shape(), span.type()) + " holds " +
+                        std::to_string(spec_.count()) + " elements but the span " + describe(span) +
+                        " holds " + std::to_string(span.count()) +
+                        "; give a shape whose product is the span's count");
+}
+
+std::string describe(tensor_view const& view) {
+  std::ostringstream out;
+  out << describe(view.spec()) << " at " << view.data();
+  return out.str();
+}
+
+}  // namespace graphstep
