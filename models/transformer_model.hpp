@@ -22,7 +22,7 @@
 #include <graphstep/dtype_conversion.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
@@ -200,7 +200,7 @@ class transformer {
   // Where each tensor lies in those buffers, in the order the backward finishes the gradients
   // (see set_gradients_finished): what the data-parallel bucket plan, the optimizer and the
   // checkpoint take.
-  [[nodiscard]] gs::memory::parameter_layout const& layout() const { return layout_; }
+  [[nodiscard]] gs::parameter_layout const& layout() const { return layout_; }
   [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
   // Which attention runs, and why the plain kernels where cuDNN's was possible but not taken.
   [[nodiscard]] std::string const& attention_description() const { return attention_; }
@@ -226,8 +226,8 @@ class transformer {
   // is refused naming the tensor, before anything is copied. Graphs captured before it replay
   // from the loaded state.
   void restore_from(gt::checkpoint const& from) {
-    for (gs::memory::parameter_slot const& slot : layout_.slots()) {  // before anything changes
-      static_cast<void>(from.tensor("model/" + slot.name, slot.type, slot.shape));
+    for (gs::parameter_slot const& slot : layout_.slots()) {  // before anything changes
+      static_cast<void>(from.tensor("model/" + slot.spec.name(), slot.spec.type(), slot.spec.shape()));
     }
     optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
     gt::load_device_tensors(from, "model", layout_, parameters_, stream_);
@@ -326,8 +326,8 @@ class transformer {
     // Each tensor's slot starts on a 128-byte boundary, so every tensor is aligned for the
     // 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
     auto place = [this](tensor& t) {
-      t.slot = layout_.add(t.name, {static_cast<std::int64_t>(t.count)}, bf16, t.decays ? 0U : 1U);
-      t.offset = layout_.at(t.slot).offset / sizeof(std::uint16_t);
+      t.slot = layout_.add({t.name, {static_cast<std::int64_t>(t.count)}, bf16}, t.decays ? 0U : 1U);
+      t.offset = layout_.at(t.slot).offset;
     };
     place(lnf_weight_);
     place(lnf_bias_);
@@ -352,8 +352,7 @@ class transformer {
   }
   // Bytes from the gradient buffer's start to the end of t's slot.
   [[nodiscard]] std::size_t finished_through(tensor const& t) const {
-    gs::memory::parameter_slot const& slot = layout_.at(t.slot);
-    return slot.offset + slot.bytes;
+    return layout_.bytes_through(t.slot);
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
@@ -706,7 +705,7 @@ class transformer {
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 
-  gs::memory::parameter_layout layout_{128};
+  gs::parameter_layout layout_{128};
   std::size_t parameter_count_{};
   std::vector<tensor> tensors_;
   tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;

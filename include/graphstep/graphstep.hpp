@@ -42,6 +42,7 @@
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/memory/parameter_layout.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
@@ -55,6 +56,7 @@
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/layer_norm.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <graphstep/schedule/graphed_callable.hpp>

@@ -35,14 +35,16 @@ bucket_plan plan_buckets(std::vector<std::size_t> const& gradient_bytes, std::si
   return plan;
 }
 
-bucket_plan detail::plan_layout_buckets(memory::parameter_layout const& layout,
+bucket_plan detail::plan_layout_buckets(parameter_layout const& layout,
                                         std::size_t bucket_bytes, std::size_t first_bucket_bytes) {
   GRAPHSTEP_EXPECTS(!layout.empty(), "plan_buckets: the parameter layout holds no tensor");
   // Every slot is a multiple of the layout's alignment, so packing the slots at that alignment
   // puts each gradient at its layout offset.
   std::vector<std::size_t> slot_bytes;
   slot_bytes.reserve(layout.size());
-  for (memory::parameter_slot const& slot : layout.slots()) slot_bytes.push_back(slot.bytes);
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    slot_bytes.push_back(layout.bytes_through(i) - layout.at(i).byte_offset());
+  }
   return plan_buckets(slot_bytes, bucket_bytes, first_bucket_bytes, layout.alignment());
 }
 

@@ -53,40 +53,40 @@ void load_device_tensor(checkpoint const& from, std::string_view name, void* dev
 }
 
 void add_device_tensors(checkpoint& into, std::string const& prefix,
-                        memory::parameter_layout const& layout, void const* device,
+                        parameter_layout const& layout, void const* device,
                         cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!layout.empty(), "add_device_tensors: the parameter layout holds no tensor");
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    expect_copy_allowed("add_device_tensors", slot.name, device, slot.type, stream);
-    GRAPHSTEP_EXPECTS(!into.contains(prefix + "/" + slot.name),
-                      "add_device_tensors: the checkpoint holds '" + prefix + "/" + slot.name +
+  for (parameter_slot const& slot : layout.slots()) {
+    expect_copy_allowed("add_device_tensors", slot.spec.name(), device, slot.spec.type(), stream);
+    GRAPHSTEP_EXPECTS(!into.contains(prefix + "/" + slot.spec.name()),
+                      "add_device_tensors: the checkpoint holds '" + prefix + "/" + slot.spec.name() +
                           "' already; give each layout its own prefix");
   }
   std::vector<unsigned char> buffer(layout.buffer_bytes());
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(buffer.data(), device, buffer.size(), cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    auto const first = buffer.begin() + static_cast<std::ptrdiff_t>(slot.offset);
-    std::size_t const bytes = slot.count * size_in_bytes(slot.type);
-    into.add_tensor(prefix + "/" + slot.name, slot.type, slot.shape,
+  for (parameter_slot const& slot : layout.slots()) {
+    auto const first = buffer.begin() + static_cast<std::ptrdiff_t>(slot.byte_offset());
+    std::size_t const bytes = slot.spec.bytes();
+    into.add_tensor(prefix + "/" + slot.spec.name(), slot.spec.type(), slot.spec.shape(),
                     {first, first + static_cast<std::ptrdiff_t>(bytes)});
   }
 }
 
 void load_device_tensors(checkpoint const& from, std::string const& prefix,
-                         memory::parameter_layout const& layout, void* device,
+                         parameter_layout const& layout, void* device,
                          cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!layout.empty(), "load_device_tensors: the parameter layout holds no tensor");
   std::vector<checkpoint_entry const*> entries;
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    expect_copy_allowed("load_device_tensors", slot.name, device, slot.type, stream);
-    entries.push_back(&from.tensor(prefix + "/" + slot.name, slot.type, slot.shape));
+  for (parameter_slot const& slot : layout.slots()) {
+    expect_copy_allowed("load_device_tensors", slot.spec.name(), device, slot.spec.type(), stream);
+    entries.push_back(&from.tensor(prefix + "/" + slot.spec.name(), slot.spec.type(), slot.spec.shape()));
   }
   auto* const base = static_cast<unsigned char*>(device);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::vector<unsigned char> const& bytes = entries[i]->bytes;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(base + layout.at(i).offset, bytes.data(), bytes.size(),
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(base + layout.at(i).byte_offset(), bytes.data(), bytes.size(),
                                        cudaMemcpyHostToDevice, stream.get()));
   }
   stream.synchronize();  // the entries' bytes are pageable host memory the caller may free

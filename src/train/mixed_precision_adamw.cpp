@@ -99,13 +99,11 @@ std::vector<parameter> parameters_of(memory::parameter_layout const& layout, voi
                     "is a null pointer");
   std::vector<parameter> parameters;
   parameters.reserve(layout.size());
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    // The gradients are only read: the span's pointer is not const, as a span never is.
-    auto* const gradient_bytes = static_cast<unsigned char*>(const_cast<void*>(gradients));
-    parameters.push_back(
-        {{static_cast<unsigned char*>(values) + slot.offset, slot.type, slot.count},
-         {gradient_bytes + slot.offset, slot.type, slot.count},
-         slot.group});
+  // The gradients are only read: the span's pointer is not const, as a span never is.
+  void* const gradient_base = const_cast<void*>(gradients);
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    parameters.push_back({layout.view(values, i).span(), layout.view(gradient_base, i).span(),
+                          layout.at(i).group});
   }
   return parameters;
 }

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <vector>
 
@@ -44,15 +44,15 @@ TEST(bucket_plan, bad_input) {
 }
 
 TEST(bucket_plan, over_a_parameter_layout_puts_each_gradient_at_its_layout_offset) {
-  graphstep::memory::parameter_layout layout{128};
-  layout.add("final norm", {100}, graphstep::dtype::bfloat16);  // 256 bytes of slot
-  layout.add("fc2", {300, 1000}, graphstep::dtype::bfloat16);   // 600 000 bytes
-  layout.add("fc1", {1000, 300}, graphstep::dtype::bfloat16);   // 600 000 bytes
-  layout.add("embedding", {7, 3}, graphstep::dtype::float32);   // 128 bytes of slot
+  graphstep::parameter_layout layout{128};
+  layout.add({"final norm", {100}, graphstep::dtype::bfloat16});  // 256 bytes of slot
+  layout.add({"fc2", {300, 1000}, graphstep::dtype::bfloat16});   // 600 000 bytes
+  layout.add({"fc1", {1000, 300}, graphstep::dtype::bfloat16});   // 600 000 bytes
+  layout.add({"embedding", {7, 3}, graphstep::dtype::float32});   // 128 bytes of slot
   auto const plan = gn::plan_buckets(layout, 1 << 20, 4096);
   ASSERT_EQ(plan.offsets.size(), layout.size());
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    EXPECT_EQ(plan.offsets[i], layout.at(i).offset) << layout.at(i).name;
+    EXPECT_EQ(plan.offsets[i], layout.at(i).byte_offset()) << layout.at(i).spec.name();
   }
   EXPECT_EQ(plan.buffer_bytes, layout.buffer_bytes());
   // The first bucket (at most 4 KiB) holds the final norm alone; fc2 and fc1 do not fit one.
@@ -63,6 +63,6 @@ TEST(bucket_plan, over_a_parameter_layout_puts_each_gradient_at_its_layout_offse
   std::size_t covered = 0;
   for (auto const& b : plan.buckets) covered += b.bytes;
   EXPECT_EQ(covered, plan.buffer_bytes);
-  EXPECT_THROW(static_cast<void>(gn::plan_buckets(graphstep::memory::parameter_layout{})),
+  EXPECT_THROW(static_cast<void>(gn::plan_buckets(graphstep::parameter_layout{})),
                graphstep::usage_error);
 }

@@ -9,7 +9,7 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <optional>
@@ -109,10 +109,10 @@ TEST_F(device_checkpoint_test, refusals_say_what_is_wrong_and_copy_nothing) {
 // A model's weights by its parameter layout: one file entry per tensor, of its dtype and shape,
 // and back into the slots, the gaps between them untouched.
 TEST_F(device_checkpoint_test, a_parameter_layout_saves_every_tensor_and_loads_it_into_its_slot) {
-  gs::memory::parameter_layout layout{128};
-  layout.add("fc weight", {3, 7}, gs::dtype::bfloat16);
-  layout.add("fc bias", {7}, gs::dtype::float16, 1);
-  layout.add("scale", {1}, gs::dtype::float32, 1);
+  gs::parameter_layout layout{128};
+  layout.add({"fc weight", {3, 7}, gs::dtype::bfloat16});
+  layout.add({"fc bias", {7}, gs::dtype::float16}, 1);
+  layout.add({"scale", {1}, gs::dtype::float32}, 1);
   std::size_t const bytes = layout.buffer_bytes();
   std::vector<std::uint8_t> pattern(bytes);
   for (std::size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<std::uint8_t>(i * 13 + 1);
@@ -121,7 +121,7 @@ TEST_F(device_checkpoint_test, a_parameter_layout_saves_every_tensor_and_loads_i
   gt::checkpoint saved;
   gt::add_device_tensors(saved, "model", layout, weights.data(), *stream_);
   gt::checkpoint_entry const& bias = saved.tensor("model/fc bias", gs::dtype::float16, {7});
-  std::size_t const bias_offset = layout.at("fc bias").offset;
+  std::size_t const bias_offset = layout.at("fc bias").byte_offset();
   EXPECT_EQ(bias.bytes, std::vector<std::uint8_t>(pattern.begin() + bias_offset,
                                                   pattern.begin() + bias_offset + 14));
   EXPECT_NE(message_of([&] {
@@ -134,28 +134,29 @@ TEST_F(device_checkpoint_test, a_parameter_layout_saves_every_tensor_and_loads_i
   gs::testing::copy_to_device(target.data(), fill.data(), bytes);
   gt::load_device_tensors(saved, "model", layout, target.data(), *stream_);
   std::vector<std::uint8_t> const loaded = bytes_at(target.data(), bytes);
-  for (gs::memory::parameter_slot const& slot : layout.slots()) {
-    std::size_t const used = slot.count * gs::size_in_bytes(slot.type);
-    for (std::size_t i = slot.offset; i < slot.offset + slot.bytes; ++i) {
-      ASSERT_EQ(loaded[i], i < slot.offset + used ? pattern[i] : 0xAB)
-          << slot.name << ", byte " << i - slot.offset;
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    gs::parameter_slot const& slot = layout.at(t);
+    std::size_t const first = slot.byte_offset();
+    for (std::size_t i = first; i < layout.bytes_through(t); ++i) {
+      ASSERT_EQ(loaded[i], i < first + slot.spec.bytes() ? pattern[i] : 0xAB)
+          << slot.spec.name() << ", byte " << i - first;
     }
   }
 }
 
 TEST_F(device_checkpoint_test, a_checkpoint_of_another_layout_is_refused_naming_the_tensor) {
-  gs::memory::parameter_layout saved_layout{128};
-  saved_layout.add("weight", {4, 4}, gs::dtype::float32);
-  saved_layout.add("bias", {4}, gs::dtype::float32);
+  gs::parameter_layout saved_layout{128};
+  saved_layout.add({"weight", {4, 4}, gs::dtype::float32});
+  saved_layout.add({"bias", {4}, gs::dtype::float32});
   gs::cuda::device_buffer weights{saved_layout.buffer_bytes(), *stream_};
   std::vector<std::uint8_t> const ones(saved_layout.buffer_bytes(), 1);
   gs::testing::copy_to_device(weights.data(), ones.data(), ones.size());
   gt::checkpoint saved;
   gt::add_device_tensors(saved, "model", saved_layout, weights.data(), *stream_);
 
-  gs::memory::parameter_layout wider{128};
-  wider.add("weight", {4, 4}, gs::dtype::float32);
-  wider.add("bias", {8}, gs::dtype::float32);
+  gs::parameter_layout wider{128};
+  wider.add({"weight", {4, 4}, gs::dtype::float32});
+  wider.add({"bias", {8}, gs::dtype::float32});
   gs::cuda::device_buffer target{wider.buffer_bytes(), *stream_};
   std::vector<std::uint8_t> const zeros(wider.buffer_bytes(), 0);
   gs::testing::copy_to_device(target.data(), zeros.data(), zeros.size());
@@ -166,7 +167,7 @@ TEST_F(device_checkpoint_test, a_checkpoint_of_another_layout_is_refused_naming_
   EXPECT_EQ(bytes_at(target.data(), zeros.size()), zeros)
       << "the weight matched, but nothing may be copied before every tensor is checked";
   EXPECT_NE(message_of([&] {
-              gt::load_device_tensors(saved, "model", gs::memory::parameter_layout{}, target.data(),
+              gt::load_device_tensors(saved, "model", gs::parameter_layout{}, target.data(),
                                       *stream_);
             }).find("holds no tensor"),
             std::string::npos);

@@ -767,8 +767,8 @@ TEST_F(mixed_adamw_test, bf16_gradients_checked_by_a_loss_scaler_skip_overflowin
 // places: the same master weights, tensor by tensor, and the same weights after a step.
 TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_list_would) {
   gs::memory::parameter_layout layout{128};
-  layout.add("weight", {5, 9}, gs::dtype::bfloat16, 0);
-  layout.add("bias", {9}, gs::dtype::bfloat16, 1);
+  layout.add({"weight", {5, 9}, gs::dtype::bfloat16}, 0);
+  layout.add({"bias", {9}, gs::dtype::bfloat16}, 1);
   std::mt19937 rng{11};
   std::size_t const elements = layout.buffer_bytes() / sizeof(std::uint16_t);
   std::vector<std::uint16_t> const weights = random_bf16(elements, 1.0F, rng);
@@ -783,17 +783,17 @@ TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_li
                                         {},     schedule,  {},       *stream_};
   std::vector<gt::parameter> list;
   for (gs::memory::parameter_slot const& slot : layout.slots()) {
-    std::size_t const first = slot.offset / sizeof(std::uint16_t);
-    list.push_back({{by_list + first, slot.type, slot.count},
-                    {gradient + first, slot.type, slot.count},
+    std::size_t const first = slot.offset;  // elements of bfloat16
+    list.push_back({{by_list + first, slot.spec.type(), slot.spec.count()},
+                    {gradient + first, slot.spec.type(), slot.spec.count()},
                     slot.group});
   }
   gt::mixed_precision_adamw from_list{list, groups, {}, schedule, {}, *stream_};
   for (std::size_t t = 0; t < layout.size(); ++t) {
-    std::size_t const count = layout.at(t).count;
+    std::size_t const count = layout.at(t).spec.count();
     EXPECT_EQ(bits_of(download(from_layout.master_weights(t), count)),
               bits_of(download(from_list.master_weights(t), count)))
-        << layout.at(t).name;
+        << layout.at(t).spec.name();
   }
   from_layout.step(*stream_);
   from_list.step(*stream_);

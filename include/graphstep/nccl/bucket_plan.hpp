@@ -6,7 +6,7 @@
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <type_traits>
 #include <vector>
 
@@ -42,7 +42,7 @@ struct bucket_plan {
                                        std::size_t alignment = 256);
 
 namespace detail {
-[[nodiscard]] bucket_plan plan_layout_buckets(memory::parameter_layout const& layout,
+[[nodiscard]] bucket_plan plan_layout_buckets(parameter_layout const& layout,
                                               std::size_t bucket_bytes,
                                               std::size_t first_bucket_bytes);
 }  // namespace detail
@@ -53,7 +53,7 @@ namespace detail {
 /// list of sizes, `plan_buckets({a, b})`, still means the overload above.)
 /// @throws usage_error (an empty layout, zero bucket size)
 template <typename Layout,
-          std::enable_if_t<std::is_same_v<Layout, memory::parameter_layout>, int> = 0>
+          std::enable_if_t<std::is_same_v<Layout, parameter_layout>, int> = 0>
 [[nodiscard]] bucket_plan plan_buckets(
     Layout const& layout, std::size_t bucket_bytes = default_bucket_bytes,
     std::size_t first_bucket_bytes = default_first_bucket_bytes) {

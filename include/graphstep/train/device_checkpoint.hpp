@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <string>
 #include <string_view>
@@ -37,7 +37,7 @@ void load_device_tensor(checkpoint const& from, std::string_view name, void* dev
 /// @throws usage_error (an empty layout, a null pointer, a capturing stream, a name already in
 /// `into`), cuda_error
 void add_device_tensors(checkpoint& into, std::string const& prefix,
-                        memory::parameter_layout const& layout, void const* device,
+                        parameter_layout const& layout, void const* device,
                         cuda::stream_view stream);
 
 /// @brief Copies every tensor of `layout` from `<prefix>/<name>` of `from` to its slot of the
@@ -49,7 +49,7 @@ void add_device_tensors(checkpoint& into, std::string const& prefix,
 /// @throws usage_error (an empty layout, a null pointer, a capturing stream, a missing or
 /// mismatched tensor), cuda_error
 void load_device_tensors(checkpoint const& from, std::string const& prefix,
-                         memory::parameter_layout const& layout, void* device,
+                         parameter_layout const& layout, void* device,
                          cuda::stream_view stream);
 
 }  // namespace graphstep::train
