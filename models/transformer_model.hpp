@@ -22,7 +22,7 @@
 #include <graphstep/dtype_conversion.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/parameter_layout.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
@@ -30,6 +30,7 @@
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/layer_norm.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
@@ -96,7 +97,7 @@ struct tensor {
   std::string name;
   std::size_t offset{};  // elements into the buffer
   std::size_t count{};
-  bool decays{};  // weight decay for matrices and embeddings, none for biases and norms
+  bool decays{};       // weight decay for matrices and embeddings, none for biases and norms
   std::size_t slot{};  // its index in the parameter layout
 };
 
@@ -111,8 +112,10 @@ class transformer {
     std::size_t const vp = static_cast<std::size_t>(c.padded_vocab());
     layout_parameters();
 
-    parameters_ = buffer(parameter_count_);
-    gradients_ = buffer(parameter_count_);
+    weights_.emplace(layout_, stream_, pool_);
+    gradients_buffer_.emplace(layout_, stream_, pool_);
+    parameters_ = zeroed(*weights_);
+    gradients_ = zeroed(*gradients_buffer_);
     tokens_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
     targets_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
     loss_ = static_cast<float*>(allocate(sizeof(float)));
@@ -219,7 +222,7 @@ class transformer {
   // [count]) and the optimizer's master weights, moments and step count under "optimizer/".
   // Between steps; synchronizes the stream.
   void save_to(gt::checkpoint& into) const {
-    gt::add_device_tensors(into, "model", layout_, parameters_, stream_);
+    gt::add_device_tensors(into, "model", *weights_, stream_);
     optimizer_->save_to(into, "optimizer", stream_);
   }
   // Loads what save_to wrote; a checkpoint of another model (a tensor missing, of another size)
@@ -227,10 +230,11 @@ class transformer {
   // from the loaded state.
   void restore_from(gt::checkpoint const& from) {
     for (gs::parameter_slot const& slot : layout_.slots()) {  // before anything changes
-      static_cast<void>(from.tensor("model/" + slot.spec.name(), slot.spec.type(), slot.spec.shape()));
+      static_cast<void>(
+          from.tensor("model/" + slot.spec.name(), slot.spec.type(), slot.spec.shape()));
     }
     optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
-    gt::load_device_tensors(from, "model", layout_, parameters_, stream_);
+    gt::load_device_tensors(from, "model", *weights_, stream_);
   }
   // What a step computes beyond the dtypes and shapes of the tensors save_to writes (those
   // restore_from checks): a run resumed with other settings would not go on with the saved one.
@@ -326,7 +330,8 @@ class transformer {
     // Each tensor's slot starts on a 128-byte boundary, so every tensor is aligned for the
     // 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
     auto place = [this](tensor& t) {
-      t.slot = layout_.add({t.name, {static_cast<std::int64_t>(t.count)}, bf16}, t.decays ? 0U : 1U);
+      t.slot =
+          layout_.add({t.name, {static_cast<std::int64_t>(t.count)}, bf16}, t.decays ? 0U : 1U);
       t.offset = layout_.at(t.slot).offset;
     };
     place(lnf_weight_);
@@ -686,6 +691,10 @@ class transformer {
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.get()));
     return p;
   }
+  std::uint16_t* zeroed(gs::memory::parameter_buffer const& b) {
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(b.data(), 0, b.bytes(), stream_.get()));
+    return static_cast<std::uint16_t*>(b.data());
+  }
   std::uint16_t* buffer(std::size_t count) {
     return static_cast<std::uint16_t*>(allocate(count * sizeof(std::uint16_t)));
   }
@@ -702,6 +711,8 @@ class transformer {
   // declared before the plans and the optimizer that use it, so destroyed after them, and also
   // when the constructor throws.
   std::vector<gs::cuda::device_buffer> allocations_;
+  // The weights and the gradients, laid out by layout_, from the pool too.
+  std::optional<gs::memory::parameter_buffer> weights_, gradients_buffer_;
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 

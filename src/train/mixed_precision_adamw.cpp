@@ -102,8 +102,8 @@ std::vector<parameter> parameters_of(memory::parameter_layout const& layout, voi
   // The gradients are only read: the span's pointer is not const, as a span never is.
   void* const gradient_base = const_cast<void*>(gradients);
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    parameters.push_back({layout.view(values, i).span(), layout.view(gradient_base, i).span(),
-                          layout.at(i).group});
+    parameters.push_back(
+        {layout.view(values, i).span(), layout.view(gradient_base, i).span(), layout.at(i).group});
   }
   return parameters;
 }
@@ -229,10 +229,12 @@ void mixed_precision_adamw::save_to(checkpoint& into, std::string const& prefix,
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
     auto const names = entries_of(prefix, t);
     std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
-    float const* const master = buffers + first_element_[t];
-    add_device_tensor(into, names.master, master, dtype::float32, shape, stream);
-    add_device_tensor(into, names.exp_avg, master + total, dtype::float32, shape, stream);
-    add_device_tensor(into, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
+    // Only read: a view's pointer is not const, as a span's never is.
+    float* const master = const_cast<float*>(buffers) + first_element_[t];
+    add_device_tensor(into, {master, {names.master, shape, dtype::float32}}, stream);
+    add_device_tensor(into, {master + total, {names.exp_avg, shape, dtype::float32}}, stream);
+    add_device_tensor(into, {master + 2 * total, {names.exp_avg_sq, shape, dtype::float32}},
+                      stream);
   }
 }
 
@@ -254,18 +256,20 @@ void mixed_precision_adamw::restore_from(checkpoint const& from, std::string con
       static_cast<void>(from.tensor(*name, dtype::float32, shape));
     }
   }
-  GRAPHSTEP_EXPECTS(!from.contains(entries_of(prefix, first_element_.size()).master),
-                    "mixed_precision_adamw::restore_from: the checkpoint holds more tensors under '" +
-                        prefix + "' than the " + std::to_string(first_element_.size()) +
-                        " this optimizer updates; it was written for another model");
+  GRAPHSTEP_EXPECTS(
+      !from.contains(entries_of(prefix, first_element_.size()).master),
+      "mixed_precision_adamw::restore_from: the checkpoint holds more tensors under '" + prefix +
+          "' than the " + std::to_string(first_element_.size()) +
+          " this optimizer updates; it was written for another model");
   auto* const buffers = static_cast<float*>(buffers_.data());
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
     auto const names = entries_of(prefix, t);
     std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
     float* const master = buffers + first_element_[t];
-    load_device_tensor(from, names.master, master, dtype::float32, shape, stream);
-    load_device_tensor(from, names.exp_avg, master + total, dtype::float32, shape, stream);
-    load_device_tensor(from, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
+    load_device_tensor(from, {master, {names.master, shape, dtype::float32}}, stream);
+    load_device_tensor(from, {master + total, {names.exp_avg, shape, dtype::float32}}, stream);
+    load_device_tensor(from, {master + 2 * total, {names.exp_avg_sq, shape, dtype::float32}},
+                       stream);
   }
   auto* const state = static_cast<unsigned char*>(state_.data());
   std::array<double, 2> const powers{counters.beta1_power, counters.beta2_power};

@@ -5,14 +5,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
@@ -255,11 +254,9 @@ TEST_F(mixed_adamw_test, a_learning_rate_the_host_sets_before_each_replay_is_wha
   EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master));
 
   gs::graphs::graph_exec refused;
-  EXPECT_THROW(gs::graphs::capture(refused, *stream_,
-                                   [&] {
-                                     optimizer.read_learning_rate_from(learning_rate.data(),
-                                                                       *stream_);
-                                   }),
+  EXPECT_THROW(gs::graphs::capture(
+                   refused, *stream_,
+                   [&] { optimizer.read_learning_rate_from(learning_rate.data(), *stream_); }),
                gs::usage_error);
 }
 
@@ -325,16 +322,22 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
   {
     gt::checkpoint saved;
     for (std::size_t t = 0; t < sizes.size(); ++t) {  // the model's part: its weights
-      gt::add_device_tensor(saved, "model/" + std::to_string(t), went_on_parameters[t].value.data(),
-                            types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
+      gt::add_device_tensor(
+          saved,
+          {went_on_parameters[t].value.data(),
+           {"model/" + std::to_string(t), {static_cast<std::int64_t>(sizes[t])}, types[t]}},
+          *stream_);
     }
     went_on.save_to(saved, "optimizer", *stream_);
     saved.save(path);
   }
   auto const loaded = gt::checkpoint::load(path);
   for (std::size_t t = 0; t < sizes.size(); ++t) {
-    gt::load_device_tensor(loaded, "model/" + std::to_string(t), resumed_parameters[t].value.data(),
-                           types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
+    gt::load_device_tensor(
+        loaded,
+        {resumed_parameters[t].value.data(),
+         {"model/" + std::to_string(t), {static_cast<std::int64_t>(sizes[t])}, types[t]}},
+        *stream_);
   }
   resumed.restore_from(loaded, "optimizer", *stream_);
   std::remove(path.c_str());
@@ -391,8 +394,7 @@ TEST_F(mixed_adamw_test, a_checkpoint_of_another_layout_is_refused_and_changes_n
   EXPECT_EQ(fewer.steps_taken(*stream_), 0);
 
   gt::mixed_precision_adamw elsewhere{make({64, 128}), groups, {}, {}, {}, *stream_};
-  std::string const missing =
-      message_of([&] { elsewhere.restore_from(saved, "adamw", *stream_); });
+  std::string const missing = message_of([&] { elsewhere.restore_from(saved, "adamw", *stream_); });
   EXPECT_NE(missing.find("adamw/step"), std::string::npos) << missing;
 
   gs::graphs::graph_exec refused;
