@@ -195,7 +195,7 @@ class mlp {
   [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const { return gradient_counts_; }
   /// The memory a step reads and changes that `verify_replay` compares: the weights, the
   /// gradients and the loss. The generator's state is restored through `rng()` instead.
-  [[nodiscard]] std::vector<gs::diagnostics::watched_region> watched() const {
+  [[nodiscard]] std::vector<gs::tensor_view> watched() const {
     std::size_t total = 0;
     for (std::size_t count : gradient_counts_) total += count;
     return {

@@ -131,16 +131,16 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
   auto const weights = model.watched();
   std::vector<std::vector<std::byte>> saved_weights;
   for (auto const& r : weights) {
-    saved_weights.emplace_back(r.bytes);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(saved_weights.back().data(), r.address, r.bytes,
+    saved_weights.emplace_back(r.bytes());
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(saved_weights.back().data(), r.data(), r.bytes(),
                                        cudaMemcpyDeviceToHost, stream.get()));
   }
   gs::train::checkpoint saved_rng;
   model.rng().save_to(saved_rng, "rng", stream);
   auto const restore = [&](gs::cuda::stream_view s) {
     for (std::size_t i = 0; i < weights.size(); ++i) {
-      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights[i].address, saved_weights[i].data(),
-                                         weights[i].bytes, cudaMemcpyHostToDevice, s.get()));
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights[i].data(), saved_weights[i].data(),
+                                         weights[i].bytes(), cudaMemcpyHostToDevice, s.get()));
     }
     model.rng().restore_from(saved_rng, "rng", s);
   };
