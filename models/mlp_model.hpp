@@ -165,7 +165,7 @@ class mlp {
     fc2_wgrad_->run(stream_);
     // fc2's weight and bias gradients, the first two in the gradient buffer, are final.
     if (gradients_finished_) {
-      gradients_finished_((gradient_counts_[0] + gradient_counts_[1]) * sizeof(float), stream_);
+      gradients_finished_(gradient_counts_[0] + gradient_counts_[1], stream_);
     }
     fc2_dgrad_->run(stream_);
     gs::train::dropout_backward(floats(dd1_, m * hidden), bytes(mask1_, m * hidden),
@@ -212,10 +212,10 @@ class mlp {
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
-  /// Called in the backward when the gradient buffer's first `bytes` bytes are final for this
+  /// Called in the backward when the gradient buffer's first `count` elements are final for this
   /// step (the buffer holds the gradients in the order the backward finishes them), so a
   /// data-parallel run can reduce them while the backward goes on.
-  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+  void set_gradients_finished(std::function<void(std::size_t count, gs::cuda::stream_view)> hook) {
     gradients_finished_ = std::move(hook);
   }
 

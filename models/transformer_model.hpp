@@ -212,10 +212,10 @@ class transformer {
     after_backward_ = std::move(hook);
   }
   // Called in the backward each time more gradients are final for this step, with their extent:
-  // the gradient buffer's first `bytes` bytes, once the work issued to the stream so far has run
-  // (after the final norm and after each layer). A data-parallel run starts reducing those
-  // gradients there, while the backward goes on.
-  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+  // the gradient buffer's first `count` bf16 elements, once the work issued to the stream so far
+  // has run (after the final norm and after each layer). A data-parallel run starts reducing
+  // those gradients there, while the backward goes on.
+  void set_gradients_finished(std::function<void(std::size_t count, gs::cuda::stream_view)> hook) {
     gradients_finished_ = std::move(hook);
   }
   // Everything a step carries to the next: each weight tensor under "model/<name>" (bf16,
@@ -355,9 +355,9 @@ class transformer {
     }
     tensors_.insert(tensors_.end(), {lnf_weight_, lnf_bias_});
   }
-  // Bytes from the gradient buffer's start to the end of t's slot.
+  // Elements from the gradient buffer's start to the end of t's slot.
   [[nodiscard]] std::size_t finished_through(tensor const& t) const {
-    return layout_.bytes_through(t.slot);
+    return layout_.bytes_through(t.slot) / sizeof(std::uint16_t);
   }
   [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
   [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
@@ -680,8 +680,8 @@ class transformer {
                                   {c_.batch, c_.sequence, c_.vocab, c_.channels}, true, stream_);
   }
 
-  void finished(std::size_t bytes) {
-    if (gradients_finished_) gradients_finished_(bytes, stream_);
+  void finished(std::size_t count) {
+    if (gradients_finished_) gradients_finished_(count, stream_);
   }
 
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given

@@ -196,18 +196,16 @@ std::vector<float> train(settings const& s, bool graphed) {
   mlp model{s, pool, stream, handle};
 #if defined(MLP_TRAIN_WITH_NCCL)
   if (ranks) {
-    std::vector<std::size_t> bytes;
-    for (std::size_t count : model.gradient_counts()) bytes.push_back(count * sizeof(float));
     // The gradients are contiguous: no alignment padding between them. Each bucket is reduced
     // as soon as the backward has finished it (fc2's first), the rest before the update.
-    auto plan = graphstep::nccl::plan_buckets(bytes, graphstep::nccl::default_bucket_bytes,
-                                              graphstep::nccl::default_first_bucket_bytes, 4);
+    auto plan = graphstep::nccl::plan_buckets(
+        gs::dtype::float32, model.gradient_counts(), graphstep::nccl::default_bucket_bytes,
+        graphstep::nccl::default_first_bucket_bytes, sizeof(float));
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
                 graphed ? "graphed" : "eager", ranks->comm().rank(), ranks->comm().size(),
                 plan.buckets.size());
-    ranks->average_gradients(
-        model, {model.gradients(), gs::dtype::float32, plan.buffer_bytes / sizeof(float)},
-        std::move(plan));
+    ranks->average_gradients(model, {model.gradients(), gs::dtype::float32, plan.buffer_count},
+                             std::move(plan));
   }
 #endif
   auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read
