@@ -91,15 +91,10 @@ struct transformer_config {
 constexpr gs::dtype bf16 = gs::dtype::bfloat16;
 constexpr float layer_norm_epsilon = 1e-5F;
 
-// One tensor of the model: where it lies in the parameter buffer (and, at the same offset, in
-// the gradient buffer), as its slot of the model's parameter layout says.
-struct tensor {
-  std::string name;
-  std::size_t offset{};  // elements into the buffer
-  std::size_t count{};
-  bool decays{};       // weight decay for matrices and embeddings, none for biases and norms
-  std::size_t slot{};  // its index in the parameter layout
-};
+// A tensor of the model: its index in the model's parameter layout, whose slot says what it is
+// (name, shape, dtype, group) and where it lies in the parameter buffer (and, at the same
+// offset, in the gradient buffer).
+using tensor = std::size_t;
 
 class transformer {
  public:
@@ -271,7 +266,7 @@ class transformer {
   // weight and bias, qkv weight and bias, proj weight and bias, ln2 weight and bias, fc1
   // weight and bias, fc2 weight and bias, then the final norm's weight and bias. Their offsets
   // follow the backward's order instead (layout_parameters).
-  [[nodiscard]] std::vector<tensor> const& tensors() const { return tensors_; }
+  [[nodiscard]] std::vector<gs::parameter_slot> const& tensors() const { return tensors_; }
   // The batch: input tokens and next-token targets, [batch, sequence] each.
   [[nodiscard]] std::vector<std::int32_t> const& input_tokens() const { return host_tokens_; }
   [[nodiscard]] std::vector<std::int32_t> const& target_tokens() const { return host_targets_; }
@@ -304,63 +299,53 @@ class transformer {
   // of the gradient buffer, and a data-parallel run's buckets can be reduced as it goes.
   void layout_parameters() {
     std::size_t const C = channels();
-    token_embedding_ = {"token embedding", 0, static_cast<std::size_t>(c_.padded_vocab()) * C,
-                        true};
-    position_embedding_ = {"position embedding", 0, static_cast<std::size_t>(c_.sequence) * C,
-                           true};
-    for (int l = 0; l < c_.layers; ++l) {
-      std::string const n = "layer " + std::to_string(l) + " ";
-      layer_parameters& p = layer_parameters_.emplace_back();
-      p.ln1_weight = {n + "ln1 weight", 0, C, false};
-      p.ln1_bias = {n + "ln1 bias", 0, C, false};
-      p.qkv_weight = {n + "qkv weight", 0, 3 * C * C, true};
-      p.qkv_bias = {n + "qkv bias", 0, 3 * C, false};
-      p.proj_weight = {n + "proj weight", 0, C * C, true};
-      p.proj_bias = {n + "proj bias", 0, C, false};
-      p.ln2_weight = {n + "ln2 weight", 0, C, false};
-      p.ln2_bias = {n + "ln2 bias", 0, C, false};
-      p.fc1_weight = {n + "fc1 weight", 0, 4 * C * C, true};
-      p.fc1_bias = {n + "fc1 bias", 0, 4 * C, false};
-      p.fc2_weight = {n + "fc2 weight", 0, 4 * C * C, true};
-      p.fc2_bias = {n + "fc2 bias", 0, C, false};
-    }
-    lnf_weight_ = {"final norm weight", 0, C, false};
-    lnf_bias_ = {"final norm bias", 0, C, false};
-
     // Each tensor's slot starts on a 128-byte boundary, so every tensor is aligned for the
-    // 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
-    auto place = [this](tensor& t) {
-      t.slot =
-          layout_.add({t.name, {static_cast<std::int64_t>(t.count)}, bf16}, t.decays ? 0U : 1U);
-      t.offset = layout_.at(t.slot).offset;
+    // 16-byte accesses of the GEMMs and kernels whatever the sizes before it. Weight decay for
+    // matrices and embeddings (group 0), none for biases and norms (group 1).
+    auto place = [this](std::string name, std::size_t count, bool decays) {
+      return layout_.add({std::move(name), {static_cast<std::int64_t>(count)}, bf16},
+                         decays ? 0U : 1U);
     };
-    place(lnf_weight_);
-    place(lnf_bias_);
-    for (auto p = layer_parameters_.rbegin(); p != layer_parameters_.rend(); ++p) {
-      for (tensor* t : {&p->fc2_weight, &p->fc2_bias, &p->fc1_weight, &p->fc1_bias, &p->ln2_weight,
-                        &p->ln2_bias, &p->proj_weight, &p->proj_bias, &p->qkv_weight, &p->qkv_bias,
-                        &p->ln1_weight, &p->ln1_bias}) {
-        place(*t);
-      }
+    lnf_weight_ = place("final norm weight", C, false);
+    lnf_bias_ = place("final norm bias", C, false);
+    layer_parameters_.resize(static_cast<std::size_t>(c_.layers));
+    for (std::size_t l = layer_parameters_.size(); l-- > 0;) {
+      std::string const n = "layer " + std::to_string(l) + " ";
+      layer_parameters& p = layer_parameters_[l];
+      p.fc2_weight = place(n + "fc2 weight", 4 * C * C, true);
+      p.fc2_bias = place(n + "fc2 bias", C, false);
+      p.fc1_weight = place(n + "fc1 weight", 4 * C * C, true);
+      p.fc1_bias = place(n + "fc1 bias", 4 * C, false);
+      p.ln2_weight = place(n + "ln2 weight", C, false);
+      p.ln2_bias = place(n + "ln2 bias", C, false);
+      p.proj_weight = place(n + "proj weight", C * C, true);
+      p.proj_bias = place(n + "proj bias", C, false);
+      p.qkv_weight = place(n + "qkv weight", 3 * C * C, true);
+      p.qkv_bias = place(n + "qkv bias", 3 * C, false);
+      p.ln1_weight = place(n + "ln1 weight", C, false);
+      p.ln1_bias = place(n + "ln1 bias", C, false);
     }
-    place(position_embedding_);
-    place(token_embedding_);
+    position_embedding_ =
+        place("position embedding", static_cast<std::size_t>(c_.sequence) * C, true);
+    token_embedding_ =
+        place("token embedding", static_cast<std::size_t>(c_.padded_vocab()) * C, true);
     parameter_count_ = layout_.buffer_bytes() / sizeof(std::uint16_t);
 
-    tensors_ = {token_embedding_, position_embedding_};
+    std::vector<tensor> order{token_embedding_, position_embedding_};
     for (auto const& p : layer_parameters_) {
-      tensors_.insert(tensors_.end(), {p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias,
-                                       p.proj_weight, p.proj_bias, p.ln2_weight, p.ln2_bias,
-                                       p.fc1_weight, p.fc1_bias, p.fc2_weight, p.fc2_bias});
+      order.insert(order.end(),
+                   {p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias, p.proj_weight, p.proj_bias,
+                    p.ln2_weight, p.ln2_bias, p.fc1_weight, p.fc1_bias, p.fc2_weight, p.fc2_bias});
     }
-    tensors_.insert(tensors_.end(), {lnf_weight_, lnf_bias_});
+    order.insert(order.end(), {lnf_weight_, lnf_bias_});
+    for (tensor t : order) tensors_.push_back(layout_.at(t));
   }
   // Elements from the gradient buffer's start to the end of t's slot.
-  [[nodiscard]] std::size_t finished_through(tensor const& t) const {
-    return layout_.bytes_through(t.slot) / sizeof(std::uint16_t);
+  [[nodiscard]] std::size_t finished_through(tensor t) const {
+    return layout_.bytes_through(t) / sizeof(std::uint16_t);
   }
-  [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
-  [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
+  [[nodiscard]] std::uint16_t* value(tensor t) const { return parameters_ + layout_.at(t).offset; }
+  [[nodiscard]] std::uint16_t* grad(tensor t) const { return gradients_ + layout_.at(t).offset; }
   // A bf16 activation of `width` columns, [rows, width], as the ops take it.
   [[nodiscard]] gs::device_span rows_of(std::uint16_t* data, std::int64_t width) const {
     return {data, bf16, tokens_per_step() * static_cast<std::size_t>(width)};
@@ -383,11 +368,11 @@ class transformer {
   [[nodiscard]] gs::device_span statistic(float* data) const {
     return {data, gs::dtype::float32, tokens_per_step()};
   }
-  [[nodiscard]] gs::device_span value_span(tensor const& t) const {
-    return {value(t), bf16, t.count};
+  [[nodiscard]] gs::device_span value_span(tensor t) const {
+    return {value(t), bf16, layout_.at(t).spec.count()};
   }
-  [[nodiscard]] gs::device_span grad_span(tensor const& t) const {
-    return {grad(t), bf16, t.count};
+  [[nodiscard]] gs::device_span grad_span(tensor t) const {
+    return {grad(t), bf16, layout_.at(t).spec.count()};
   }
 
   // Weights as GPT-2 initializes them (normal, σ = 0.02; biases zero; norms one and zero); the
@@ -397,18 +382,21 @@ class transformer {
     std::mt19937_64 rng{c_.seed};
     std::normal_distribution<float> normal{0.0F, 0.02F};
     std::vector<std::uint16_t> host(parameter_count_, 0);
-    auto fill_normal = [&](tensor const& t) {
-      for (std::size_t i = 0; i < t.count; ++i) {
-        host[t.offset + i] = graphstep::bfloat16_nearest_even(normal(rng));
+    // The first `count` elements of t (all of them by default).
+    auto fill_normal = [&](tensor t, std::size_t count = 0) {
+      gs::parameter_slot const& slot = layout_.at(t);
+      for (std::size_t i = 0; i < (count != 0 ? count : slot.spec.count()); ++i) {
+        host[slot.offset + i] = graphstep::bfloat16_nearest_even(normal(rng));
       }
     };
-    auto fill_ones = [&](tensor const& t) {
-      for (std::size_t i = 0; i < t.count; ++i) {
-        host[t.offset + i] = graphstep::bfloat16_nearest_even(1.0F);
+    auto fill_ones = [&](tensor t) {
+      gs::parameter_slot const& slot = layout_.at(t);
+      for (std::size_t i = 0; i < slot.spec.count(); ++i) {
+        host[slot.offset + i] = graphstep::bfloat16_nearest_even(1.0F);
       }
     };
     // The padded rows of the token table stay zero: no token selects them.
-    fill_normal({"", token_embedding_.offset, static_cast<std::size_t>(c_.vocab) * channels()});
+    fill_normal(token_embedding_, static_cast<std::size_t>(c_.vocab) * channels());
     fill_normal(position_embedding_);
     for (auto const& p : layer_parameters_) {
       fill_ones(p.ln1_weight);
@@ -635,8 +623,8 @@ class transformer {
         cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
   }
 
-  void layer_norm_backward(std::uint16_t* d_input, tensor const& weight, tensor const& bias,
-                           std::uint16_t* input, float* mean, float* rstd, bool accumulate) {
+  void layer_norm_backward(std::uint16_t* d_input, tensor weight, tensor bias, std::uint16_t* input,
+                           float* mean, float* rstd, bool accumulate) {
     go::launch_layer_norm_backward(
         activation(d_input), grad_span(weight), grad_span(bias), activation(d_normed_),
         activation(input), value_span(weight), statistic(mean), statistic(rstd), rows(),
@@ -718,7 +706,7 @@ class transformer {
 
   gs::parameter_layout layout_{128};
   std::size_t parameter_count_{};
-  std::vector<tensor> tensors_;
+  std::vector<gs::parameter_slot> tensors_;  // in model order
   tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;
   std::vector<layer_parameters> layer_parameters_;
   std::uint16_t* parameters_{};

@@ -462,18 +462,19 @@ bool check_gradients(settings const& s) {
   std::string worst_name;
   for (auto const& t : model.tensors()) {
     auto const slice = [&](std::vector<double> const& v) {
-      return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                                 v.begin() + static_cast<std::ptrdiff_t>(t.offset + t.count));
+      return std::vector<double>(
+          v.begin() + static_cast<std::ptrdiff_t>(t.offset),
+          v.begin() + static_cast<std::ptrdiff_t>(t.offset + t.spec.count()));
     };
     double const error = go::reference::relative_error(slice(got), slice(want.gradients));
     if (!(error <= gradient_bound)) {
       ok = false;
       std::fprintf(stderr, "[check] %s: gradient off by %.3g (relative, bound %.0e)\n",
-                   t.name.c_str(), error, gradient_bound);
+                   t.spec.name().c_str(), error, gradient_bound);
     }
     if (!(error <= worst)) {
       worst = error;
-      worst_name = t.name;
+      worst_name = t.spec.name();
     }
   }
   std::printf(
