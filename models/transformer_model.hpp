@@ -225,8 +225,7 @@ class transformer {
   // from the loaded state.
   void restore_from(gt::checkpoint const& from) {
     for (gs::parameter_slot const& slot : layout_.slots()) {  // before anything changes
-      static_cast<void>(
-          from.tensor("model/" + slot.spec.name(), slot.spec.type(), slot.spec.shape()));
+      static_cast<void>(from.tensor(slot.spec.renamed("model/" + slot.spec.name())));
     }
     optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
     gt::load_device_tensors(from, "model", *weights_, stream_);

@@ -45,13 +45,13 @@ void add_device_tensor(checkpoint& into, tensor_view const& tensor, cuda::stream
                                        cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
   }
-  into.add_tensor(tensor.name(), tensor.type(), tensor.shape(), std::move(bytes));
+  into.add_tensor(tensor.spec(), std::move(bytes));
 }
 
 void load_device_tensor(checkpoint const& from, tensor_view const& tensor,
                         cuda::stream_view stream) {
   expect_copy_allowed("load_device_tensor", tensor, stream);
-  checkpoint_entry const& entry = from.tensor(tensor.name(), tensor.type(), tensor.shape());
+  checkpoint_entry const& entry = from.tensor(tensor.spec());
   if (entry.bytes.empty()) return;
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(tensor.data(), entry.bytes.data(), entry.bytes.size(),
                                      cudaMemcpyHostToDevice, stream.get()));
@@ -73,7 +73,7 @@ void add_device_tensors(checkpoint& into, std::string const& prefix,
   stream.synchronize();
   for (parameter_slot const& slot : layout.slots()) {
     auto const first = host.begin() + static_cast<std::ptrdiff_t>(slot.byte_offset());
-    into.add_tensor(prefix + "/" + slot.spec.name(), slot.spec.type(), slot.spec.shape(),
+    into.add_tensor(slot.spec.renamed(prefix + "/" + slot.spec.name()),
                     {first, first + static_cast<std::ptrdiff_t>(slot.spec.bytes())});
   }
 }
@@ -84,8 +84,7 @@ void load_device_tensors(checkpoint const& from, std::string const& prefix,
   parameter_layout const& layout = buffer.layout();
   std::vector<checkpoint_entry const*> entries;
   for (parameter_slot const& slot : layout.slots()) {
-    entries.push_back(
-        &from.tensor(prefix + "/" + slot.spec.name(), slot.spec.type(), slot.spec.shape()));
+    entries.push_back(&from.tensor(slot.spec.renamed(prefix + "/" + slot.spec.name())));
   }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::vector<unsigned char> const& bytes = entries[i]->bytes;

@@ -253,7 +253,7 @@ void mixed_precision_adamw::restore_from(checkpoint const& from, std::string con
     auto const names = entries_of(prefix, t);
     std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
     for (auto const* name : {&names.master, &names.exp_avg, &names.exp_avg_sq}) {
-      static_cast<void>(from.tensor(*name, dtype::float32, shape));
+      static_cast<void>(from.tensor({*name, shape, dtype::float32}));
     }
   }
   GRAPHSTEP_EXPECTS(

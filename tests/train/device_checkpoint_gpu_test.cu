@@ -77,7 +77,7 @@ TEST_F(device_checkpoint_test, refusals_say_what_is_wrong_and_copy_nothing) {
   gs::testing::copy_to_device(memory.data(), zeros.data(), zeros.size());
   gt::checkpoint saved;
   std::vector<std::uint8_t> ones(16 * 4, 0xFF);
-  saved.add_tensor("weights", gs::dtype::float32, {16}, ones);
+  saved.add_tensor({"weights", {16}, gs::dtype::float32}, ones);
 
   auto const weights = [&](std::vector<std::int64_t> shape) {
     return gs::tensor_view{memory.data(), {"weights", std::move(shape), gs::dtype::float32}};
@@ -124,7 +124,7 @@ TEST_F(device_checkpoint_test, a_parameter_layout_saves_every_tensor_and_loads_i
   gs::testing::copy_to_device(weights.data(), pattern.data(), bytes);
   gt::checkpoint saved;
   gt::add_device_tensors(saved, "model", weights, *stream_);
-  gt::checkpoint_entry const& bias = saved.tensor("model/fc bias", gs::dtype::float16, {7});
+  gt::checkpoint_entry const& bias = saved.tensor({"model/fc bias", {7}, gs::dtype::float16});
   std::size_t const bias_offset = layout.at("fc bias").byte_offset();
   EXPECT_EQ(bias.bytes, std::vector<std::uint8_t>(pattern.begin() + bias_offset,
                                                   pattern.begin() + bias_offset + 14));
