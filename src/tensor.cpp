@@ -8,20 +8,31 @@
 #include <utility>
 
 namespace graphstep {
+namespace {
+
+// The elements of a tensor `name` of `shape` and `type`, refused as the constructor says.
+std::size_t checked_count(std::string const& name, std::vector<std::int64_t> const& shape,
+                          dtype type) {
+  std::string const which =
+      name.empty() ? std::string{"tensor_spec"} : "tensor_spec: tensor '" + name + "'";
+  graphstep::detail::expect_known(which, type);
+  std::size_t const count = element_count(shape);  // refuses a negative extent, an overflow
+  GRAPHSTEP_EXPECTS(count <= std::numeric_limits<std::size_t>::max() / size_in_bytes(type),
+                    which + " of shape " + describe(shape, type) +
+                        " has more bytes than a size_t holds; split it");
+  return count;
+}
+
+}  // namespace
 
 tensor_spec::tensor_spec(std::vector<std::int64_t> shape, dtype type)
     : tensor_spec{std::string{}, std::move(shape), type} {}
 
 tensor_spec::tensor_spec(std::string name, std::vector<std::int64_t> shape, dtype type)
-    : name_{std::move(name)}, shape_{std::move(shape)}, type_{type} {
-  std::string const which =
-      name_.empty() ? std::string{"tensor_spec"} : "tensor_spec: tensor '" + name_ + "'";
-  graphstep::detail::expect_known(which, type_);
-  count_ = element_count(shape_);  // refuses a negative extent and a count that overflows
-  GRAPHSTEP_EXPECTS(count_ <= std::numeric_limits<std::size_t>::max() / size_in_bytes(type_),
-                    which + " of shape " + describe(shape_, type_) +
-                        " has more bytes than a size_t holds; split it");
-}
+    : name_{std::move(name)},
+      shape_{std::move(shape)},
+      type_{type},
+      count_{checked_count(name_, shape_, type_)} {}
 
 tensor_spec tensor_spec::renamed(std::string name) const {
   tensor_spec copy = *this;
