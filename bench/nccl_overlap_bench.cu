@@ -33,17 +33,18 @@ void bucketed_step(benchmark::State& state, bool overlap) {
   std::size_t const elements = std::size_t{4} << 20;  // 16 MiB of gradient per layer
   static gn::nccl_comm* const comm = new gn::nccl_comm{gn::communicator_from_environment()};
   gs::cuda::stream stream;
-  std::vector<std::size_t> const bytes(layers, elements * sizeof(float));
-  auto const plan = gn::plan_buckets(bytes, elements * sizeof(float), elements * sizeof(float));
+  std::vector<std::size_t> const counts(layers, elements);
+  auto const plan = gn::plan_buckets(gs::dtype::float32, counts, elements * sizeof(float),
+                                     elements * sizeof(float));
   void* flat = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&flat, plan.buffer_bytes));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(flat, 0, plan.buffer_bytes, stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&flat, plan.buffer_bytes()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(flat, 0, plan.buffer_bytes(), stream.get()));
   auto* gradients = static_cast<float*>(flat);
   gn::bucketed_all_reduce reducer{
-      comm->view(), {flat, gs::dtype::float32, plan.buffer_bytes / sizeof(float)}, plan};
+      comm->view(), {flat, gs::dtype::float32, plan.buffer_count}, plan};
   auto step = [&] {
     for (int l = 0; l < layers; ++l) {
-      float* g = gradients + plan.offsets[static_cast<std::size_t>(l)] / sizeof(float);
+      float* g = gradients + plan.offsets[static_cast<std::size_t>(l)];
       int const n = static_cast<int>(elements);
       backward_layer_kernel<<<(n + 255) / 256, 256, 0, stream.get()>>>(g, n, 64);
       if (overlap) reducer.bucket_ready(static_cast<std::size_t>(l), stream);

@@ -165,7 +165,7 @@ class mlp {
     fc2_wgrad_->run(stream_);
     // fc2's weight and bias gradients, the first two in the gradient buffer, are final.
     if (gradients_finished_) {
-      gradients_finished_((gradient_counts_[0] + gradient_counts_[1]) * sizeof(float), stream_);
+      gradients_finished_(gradient_counts_[0] + gradient_counts_[1], stream_);
     }
     fc2_dgrad_->run(stream_);
     gs::train::dropout_backward(floats(dd1_, m * hidden), bytes(mask1_, m * hidden),
@@ -195,7 +195,7 @@ class mlp {
   [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const { return gradient_counts_; }
   /// The memory a step reads and changes that `verify_replay` compares: the weights, the
   /// gradients and the loss. The generator's state is restored through `rng()` instead.
-  [[nodiscard]] std::vector<gs::diagnostics::watched_region> watched() const {
+  [[nodiscard]] std::vector<gs::tensor_view> watched() const {
     std::size_t total = 0;
     for (std::size_t count : gradient_counts_) total += count;
     return {
@@ -212,10 +212,10 @@ class mlp {
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
-  /// Called in the backward when the gradient buffer's first `bytes` bytes are final for this
+  /// Called in the backward when the gradient buffer's first `count` elements are final for this
   /// step (the buffer holds the gradients in the order the backward finishes them), so a
   /// data-parallel run can reduce them while the backward goes on.
-  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+  void set_gradients_finished(std::function<void(std::size_t count, gs::cuda::stream_view)> hook) {
     gradients_finished_ = std::move(hook);
   }
 

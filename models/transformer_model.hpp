@@ -22,7 +22,7 @@
 #include <graphstep/dtype_conversion.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
@@ -30,6 +30,7 @@
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/layer_norm.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
@@ -90,15 +91,10 @@ struct transformer_config {
 constexpr gs::dtype bf16 = gs::dtype::bfloat16;
 constexpr float layer_norm_epsilon = 1e-5F;
 
-// One tensor of the model: where it lies in the parameter buffer (and, at the same offset, in
-// the gradient buffer), as its slot of the model's parameter layout says.
-struct tensor {
-  std::string name;
-  std::size_t offset{};  // elements into the buffer
-  std::size_t count{};
-  bool decays{};  // weight decay for matrices and embeddings, none for biases and norms
-  std::size_t slot{};  // its index in the parameter layout
-};
+// A tensor of the model: its index in the model's parameter layout, whose slot says what it is
+// (name, shape, dtype, group) and where it lies in the parameter buffer (and, at the same
+// offset, in the gradient buffer).
+using tensor = std::size_t;
 
 class transformer {
  public:
@@ -111,8 +107,10 @@ class transformer {
     std::size_t const vp = static_cast<std::size_t>(c.padded_vocab());
     layout_parameters();
 
-    parameters_ = buffer(parameter_count_);
-    gradients_ = buffer(parameter_count_);
+    weights_.emplace(layout_, stream_, pool_);
+    gradients_buffer_.emplace(layout_, stream_, pool_);
+    parameters_ = zeroed(*weights_);
+    gradients_ = zeroed(*gradients_buffer_);
     tokens_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
     targets_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
     loss_ = static_cast<float*>(allocate(sizeof(float)));
@@ -200,7 +198,7 @@ class transformer {
   // Where each tensor lies in those buffers, in the order the backward finishes the gradients
   // (see set_gradients_finished): what the data-parallel bucket plan, the optimizer and the
   // checkpoint take.
-  [[nodiscard]] gs::memory::parameter_layout const& layout() const { return layout_; }
+  [[nodiscard]] gs::parameter_layout const& layout() const { return layout_; }
   [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
   // Which attention runs, and why the plain kernels where cuDNN's was possible but not taken.
   [[nodiscard]] std::string const& attention_description() const { return attention_; }
@@ -209,28 +207,28 @@ class transformer {
     after_backward_ = std::move(hook);
   }
   // Called in the backward each time more gradients are final for this step, with their extent:
-  // the gradient buffer's first `bytes` bytes, once the work issued to the stream so far has run
-  // (after the final norm and after each layer). A data-parallel run starts reducing those
-  // gradients there, while the backward goes on.
-  void set_gradients_finished(std::function<void(std::size_t bytes, gs::cuda::stream_view)> hook) {
+  // the gradient buffer's first `count` bf16 elements, once the work issued to the stream so far
+  // has run (after the final norm and after each layer). A data-parallel run starts reducing
+  // those gradients there, while the backward goes on.
+  void set_gradients_finished(std::function<void(std::size_t count, gs::cuda::stream_view)> hook) {
     gradients_finished_ = std::move(hook);
   }
   // Everything a step carries to the next: each weight tensor under "model/<name>" (bf16,
   // [count]) and the optimizer's master weights, moments and step count under "optimizer/".
   // Between steps; synchronizes the stream.
   void save_to(gt::checkpoint& into) const {
-    gt::add_device_tensors(into, "model", layout_, parameters_, stream_);
+    gt::add_device_tensors(into, "model", *weights_, stream_);
     optimizer_->save_to(into, "optimizer", stream_);
   }
   // Loads what save_to wrote; a checkpoint of another model (a tensor missing, of another size)
   // is refused naming the tensor, before anything is copied. Graphs captured before it replay
   // from the loaded state.
   void restore_from(gt::checkpoint const& from) {
-    for (gs::memory::parameter_slot const& slot : layout_.slots()) {  // before anything changes
-      static_cast<void>(from.tensor("model/" + slot.name, slot.type, slot.shape));
+    for (gs::parameter_slot const& slot : layout_.slots()) {  // before anything changes
+      static_cast<void>(from.tensor(slot.spec.renamed("model/" + slot.spec.name())));
     }
     optimizer_->restore_from(from, "optimizer", stream_);  // checks its own entries first
-    gt::load_device_tensors(from, "model", layout_, parameters_, stream_);
+    gt::load_device_tensors(from, "model", *weights_, stream_);
   }
   // What a step computes beyond the dtypes and shapes of the tensors save_to writes (those
   // restore_from checks): a run resumed with other settings would not go on with the saved one.
@@ -267,7 +265,7 @@ class transformer {
   // weight and bias, qkv weight and bias, proj weight and bias, ln2 weight and bias, fc1
   // weight and bias, fc2 weight and bias, then the final norm's weight and bias. Their offsets
   // follow the backward's order instead (layout_parameters).
-  [[nodiscard]] std::vector<tensor> const& tensors() const { return tensors_; }
+  [[nodiscard]] std::vector<gs::parameter_slot> const& tensors() const { return tensors_; }
   // The batch: input tokens and next-token targets, [batch, sequence] each.
   [[nodiscard]] std::vector<std::int32_t> const& input_tokens() const { return host_tokens_; }
   [[nodiscard]] std::vector<std::int32_t> const& target_tokens() const { return host_targets_; }
@@ -300,63 +298,53 @@ class transformer {
   // of the gradient buffer, and a data-parallel run's buckets can be reduced as it goes.
   void layout_parameters() {
     std::size_t const C = channels();
-    token_embedding_ = {"token embedding", 0, static_cast<std::size_t>(c_.padded_vocab()) * C,
-                        true};
-    position_embedding_ = {"position embedding", 0, static_cast<std::size_t>(c_.sequence) * C,
-                           true};
-    for (int l = 0; l < c_.layers; ++l) {
-      std::string const n = "layer " + std::to_string(l) + " ";
-      layer_parameters& p = layer_parameters_.emplace_back();
-      p.ln1_weight = {n + "ln1 weight", 0, C, false};
-      p.ln1_bias = {n + "ln1 bias", 0, C, false};
-      p.qkv_weight = {n + "qkv weight", 0, 3 * C * C, true};
-      p.qkv_bias = {n + "qkv bias", 0, 3 * C, false};
-      p.proj_weight = {n + "proj weight", 0, C * C, true};
-      p.proj_bias = {n + "proj bias", 0, C, false};
-      p.ln2_weight = {n + "ln2 weight", 0, C, false};
-      p.ln2_bias = {n + "ln2 bias", 0, C, false};
-      p.fc1_weight = {n + "fc1 weight", 0, 4 * C * C, true};
-      p.fc1_bias = {n + "fc1 bias", 0, 4 * C, false};
-      p.fc2_weight = {n + "fc2 weight", 0, 4 * C * C, true};
-      p.fc2_bias = {n + "fc2 bias", 0, C, false};
-    }
-    lnf_weight_ = {"final norm weight", 0, C, false};
-    lnf_bias_ = {"final norm bias", 0, C, false};
-
     // Each tensor's slot starts on a 128-byte boundary, so every tensor is aligned for the
-    // 16-byte accesses of the GEMMs and kernels whatever the sizes before it.
-    auto place = [this](tensor& t) {
-      t.slot = layout_.add(t.name, {static_cast<std::int64_t>(t.count)}, bf16, t.decays ? 0U : 1U);
-      t.offset = layout_.at(t.slot).offset / sizeof(std::uint16_t);
+    // 16-byte accesses of the GEMMs and kernels whatever the sizes before it. Weight decay for
+    // matrices and embeddings (group 0), none for biases and norms (group 1).
+    auto place = [this](std::string name, std::size_t count, bool decays) {
+      return layout_.add({std::move(name), {static_cast<std::int64_t>(count)}, bf16},
+                         decays ? 0U : 1U);
     };
-    place(lnf_weight_);
-    place(lnf_bias_);
-    for (auto p = layer_parameters_.rbegin(); p != layer_parameters_.rend(); ++p) {
-      for (tensor* t : {&p->fc2_weight, &p->fc2_bias, &p->fc1_weight, &p->fc1_bias, &p->ln2_weight,
-                        &p->ln2_bias, &p->proj_weight, &p->proj_bias, &p->qkv_weight, &p->qkv_bias,
-                        &p->ln1_weight, &p->ln1_bias}) {
-        place(*t);
-      }
+    lnf_weight_ = place("final norm weight", C, false);
+    lnf_bias_ = place("final norm bias", C, false);
+    layer_parameters_.resize(static_cast<std::size_t>(c_.layers));
+    for (std::size_t l = layer_parameters_.size(); l-- > 0;) {
+      std::string const n = "layer " + std::to_string(l) + " ";
+      layer_parameters& p = layer_parameters_[l];
+      p.fc2_weight = place(n + "fc2 weight", 4 * C * C, true);
+      p.fc2_bias = place(n + "fc2 bias", C, false);
+      p.fc1_weight = place(n + "fc1 weight", 4 * C * C, true);
+      p.fc1_bias = place(n + "fc1 bias", 4 * C, false);
+      p.ln2_weight = place(n + "ln2 weight", C, false);
+      p.ln2_bias = place(n + "ln2 bias", C, false);
+      p.proj_weight = place(n + "proj weight", C * C, true);
+      p.proj_bias = place(n + "proj bias", C, false);
+      p.qkv_weight = place(n + "qkv weight", 3 * C * C, true);
+      p.qkv_bias = place(n + "qkv bias", 3 * C, false);
+      p.ln1_weight = place(n + "ln1 weight", C, false);
+      p.ln1_bias = place(n + "ln1 bias", C, false);
     }
-    place(position_embedding_);
-    place(token_embedding_);
+    position_embedding_ =
+        place("position embedding", static_cast<std::size_t>(c_.sequence) * C, true);
+    token_embedding_ =
+        place("token embedding", static_cast<std::size_t>(c_.padded_vocab()) * C, true);
     parameter_count_ = layout_.buffer_bytes() / sizeof(std::uint16_t);
 
-    tensors_ = {token_embedding_, position_embedding_};
+    std::vector<tensor> order{token_embedding_, position_embedding_};
     for (auto const& p : layer_parameters_) {
-      tensors_.insert(tensors_.end(), {p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias,
-                                       p.proj_weight, p.proj_bias, p.ln2_weight, p.ln2_bias,
-                                       p.fc1_weight, p.fc1_bias, p.fc2_weight, p.fc2_bias});
+      order.insert(order.end(),
+                   {p.ln1_weight, p.ln1_bias, p.qkv_weight, p.qkv_bias, p.proj_weight, p.proj_bias,
+                    p.ln2_weight, p.ln2_bias, p.fc1_weight, p.fc1_bias, p.fc2_weight, p.fc2_bias});
     }
-    tensors_.insert(tensors_.end(), {lnf_weight_, lnf_bias_});
+    order.insert(order.end(), {lnf_weight_, lnf_bias_});
+    for (tensor t : order) tensors_.push_back(layout_.at(t));
   }
-  // Bytes from the gradient buffer's start to the end of t's slot.
-  [[nodiscard]] std::size_t finished_through(tensor const& t) const {
-    gs::memory::parameter_slot const& slot = layout_.at(t.slot);
-    return slot.offset + slot.bytes;
+  // Elements from the gradient buffer's start to the end of t's slot.
+  [[nodiscard]] std::size_t finished_through(tensor t) const {
+    return layout_.bytes_through(t) / sizeof(std::uint16_t);
   }
-  [[nodiscard]] std::uint16_t* value(tensor const& t) const { return parameters_ + t.offset; }
-  [[nodiscard]] std::uint16_t* grad(tensor const& t) const { return gradients_ + t.offset; }
+  [[nodiscard]] std::uint16_t* value(tensor t) const { return parameters_ + layout_.at(t).offset; }
+  [[nodiscard]] std::uint16_t* grad(tensor t) const { return gradients_ + layout_.at(t).offset; }
   // A bf16 activation of `width` columns, [rows, width], as the ops take it.
   [[nodiscard]] gs::device_span rows_of(std::uint16_t* data, std::int64_t width) const {
     return {data, bf16, tokens_per_step() * static_cast<std::size_t>(width)};
@@ -379,11 +367,11 @@ class transformer {
   [[nodiscard]] gs::device_span statistic(float* data) const {
     return {data, gs::dtype::float32, tokens_per_step()};
   }
-  [[nodiscard]] gs::device_span value_span(tensor const& t) const {
-    return {value(t), bf16, t.count};
+  [[nodiscard]] gs::device_span value_span(tensor t) const {
+    return {value(t), bf16, layout_.at(t).spec.count()};
   }
-  [[nodiscard]] gs::device_span grad_span(tensor const& t) const {
-    return {grad(t), bf16, t.count};
+  [[nodiscard]] gs::device_span grad_span(tensor t) const {
+    return {grad(t), bf16, layout_.at(t).spec.count()};
   }
 
   // Weights as GPT-2 initializes them (normal, σ = 0.02; biases zero; norms one and zero); the
@@ -393,18 +381,21 @@ class transformer {
     std::mt19937_64 rng{c_.seed};
     std::normal_distribution<float> normal{0.0F, 0.02F};
     std::vector<std::uint16_t> host(parameter_count_, 0);
-    auto fill_normal = [&](tensor const& t) {
-      for (std::size_t i = 0; i < t.count; ++i) {
-        host[t.offset + i] = graphstep::bfloat16_nearest_even(normal(rng));
+    // The first `count` elements of t (all of them by default).
+    auto fill_normal = [&](tensor t, std::size_t count = 0) {
+      gs::parameter_slot const& slot = layout_.at(t);
+      for (std::size_t i = 0; i < (count != 0 ? count : slot.spec.count()); ++i) {
+        host[slot.offset + i] = graphstep::bfloat16_nearest_even(normal(rng));
       }
     };
-    auto fill_ones = [&](tensor const& t) {
-      for (std::size_t i = 0; i < t.count; ++i) {
-        host[t.offset + i] = graphstep::bfloat16_nearest_even(1.0F);
+    auto fill_ones = [&](tensor t) {
+      gs::parameter_slot const& slot = layout_.at(t);
+      for (std::size_t i = 0; i < slot.spec.count(); ++i) {
+        host[slot.offset + i] = graphstep::bfloat16_nearest_even(1.0F);
       }
     };
     // The padded rows of the token table stay zero: no token selects them.
-    fill_normal({"", token_embedding_.offset, static_cast<std::size_t>(c_.vocab) * channels()});
+    fill_normal(token_embedding_, static_cast<std::size_t>(c_.vocab) * channels());
     fill_normal(position_embedding_);
     for (auto const& p : layer_parameters_) {
       fill_ones(p.ln1_weight);
@@ -631,8 +622,8 @@ class transformer {
         cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
   }
 
-  void layer_norm_backward(std::uint16_t* d_input, tensor const& weight, tensor const& bias,
-                           std::uint16_t* input, float* mean, float* rstd, bool accumulate) {
+  void layer_norm_backward(std::uint16_t* d_input, tensor weight, tensor bias, std::uint16_t* input,
+                           float* mean, float* rstd, bool accumulate) {
     go::launch_layer_norm_backward(
         activation(d_input), grad_span(weight), grad_span(bias), activation(d_normed_),
         activation(input), value_span(weight), statistic(mean), statistic(rstd), rows(),
@@ -676,8 +667,8 @@ class transformer {
                                   {c_.batch, c_.sequence, c_.vocab, c_.channels}, true, stream_);
   }
 
-  void finished(std::size_t bytes) {
-    if (gradients_finished_) gradients_finished_(bytes, stream_);
+  void finished(std::size_t count) {
+    if (gradients_finished_) gradients_finished_(count, stream_);
   }
 
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
@@ -686,6 +677,10 @@ class transformer {
     void* const p = allocations_.emplace_back(bytes, stream_, pool_).data();
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_.get()));
     return p;
+  }
+  std::uint16_t* zeroed(gs::memory::parameter_buffer const& b) {
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(b.data(), 0, b.bytes(), stream_.get()));
+    return static_cast<std::uint16_t*>(b.data());
   }
   std::uint16_t* buffer(std::size_t count) {
     return static_cast<std::uint16_t*>(allocate(count * sizeof(std::uint16_t)));
@@ -703,12 +698,14 @@ class transformer {
   // declared before the plans and the optimizer that use it, so destroyed after them, and also
   // when the constructor throws.
   std::vector<gs::cuda::device_buffer> allocations_;
+  // The weights and the gradients, laid out by layout_, from the pool too.
+  std::optional<gs::memory::parameter_buffer> weights_, gradients_buffer_;
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 
-  gs::memory::parameter_layout layout_{128};
+  gs::parameter_layout layout_{128};
   std::size_t parameter_count_{};
-  std::vector<tensor> tensors_;
+  std::vector<gs::parameter_slot> tensors_;  // in model order
   tensor token_embedding_, position_embedding_, lnf_weight_, lnf_bias_;
   std::vector<layer_parameters> layer_parameters_;
   std::uint16_t* parameters_{};

@@ -21,7 +21,7 @@ struct reference_result {
 // `weights`: the model's parameter buffer as doubles; `tensors`: its layout (in the order
 // transformer::tensors() documents).
 inline reference_result reference_step(transformer_config const& c,
-                                       std::vector<tensor> const& tensors,
+                                       std::vector<graphstep::parameter_slot> const& tensors,
                                        std::vector<double> const& weights,
                                        std::vector<std::int32_t> const& tokens,
                                        std::vector<std::int32_t> const& targets) {
@@ -38,12 +38,14 @@ inline reference_result reference_step(transformer_config const& c,
 
   std::size_t next = 0;
   auto take = [&] { return tensors.at(next++); };
-  auto get = [&](tensor const& t) {
-    return std::vector<double>(weights.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                               weights.begin() + static_cast<std::ptrdiff_t>(t.offset + t.count));
+  using slot = graphstep::parameter_slot;
+  auto get = [&](slot const& t) {
+    return std::vector<double>(
+        weights.begin() + static_cast<std::ptrdiff_t>(t.offset),
+        weights.begin() + static_cast<std::ptrdiff_t>(t.offset + t.spec.count()));
   };
   reference_result result{0.0, std::vector<double>(weights.size(), 0.0)};
-  auto put = [&](tensor const& t, std::vector<double> const& g, bool add) {
+  auto put = [&](slot const& t, std::vector<double> const& g, bool add) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       result.gradients[t.offset + i] = (add ? result.gradients[t.offset + i] : 0.0) + g[i];
     }
@@ -56,19 +58,19 @@ inline reference_result reference_step(transformer_config const& c,
   };
 
   struct layer {
-    tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+    slot ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
     std::vector<double> x, ln1, qkv, attention, h, ln2, z, a;
   };
-  tensor const wte = take();
-  tensor const wpe = take();
+  slot const wte = take();
+  slot const wpe = take();
   std::vector<layer> layers(static_cast<std::size_t>(c.layers));
   for (auto& l : layers) {
     l.ln1_w = take(), l.ln1_b = take(), l.qkv_w = take(), l.qkv_b = take();
     l.proj_w = take(), l.proj_b = take(), l.ln2_w = take(), l.ln2_b = take();
     l.fc1_w = take(), l.fc1_b = take(), l.fc2_w = take(), l.fc2_b = take();
   }
-  tensor const lnf_w = take();
-  tensor const lnf_b = take();
+  slot const lnf_w = take();
+  slot const lnf_b = take();
 
   // Forward.
   std::vector<double> x = ref::embedding(tokens, get(wte), get(wpe), B, T, V, C);

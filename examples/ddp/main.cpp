@@ -41,9 +41,8 @@ int run() {
   // buckets of two tensors after a first bucket of one.
   std::size_t const elements = std::size_t{1} << 16;
   std::vector<std::size_t> const counts(4, elements);
-  std::vector<std::size_t> bytes;
-  for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
-  auto const plan = gn::plan_buckets(bytes, std::size_t{512} << 10, std::size_t{256} << 10);
+  auto const plan =
+      gn::plan_buckets(gs::dtype::float32, counts, std::size_t{512} << 10, std::size_t{256} << 10);
   // Every buffer from the pool, given back when it goes (before the pool: declared after it).
   std::vector<gs::cuda::device_buffer> storage;
   storage.reserve(2 * counts.size() + 3);
@@ -52,7 +51,7 @@ int run() {
                          gs::dtype::float32, stream, pool);
     return static_cast<float*>(storage.back().data());
   };
-  float* const gradients = floats((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
+  float* const gradients = floats(plan.buffer_count);
   gs::device_span const all_gradients = storage.back().view();
   float* const loss = floats(counts.size());
   std::vector<float*> params;
@@ -71,8 +70,8 @@ int run() {
                                        cudaMemcpyHostToDevice, stream.get()));
     stream.synchronize();
     losses.emplace_back(n, stream);
-    parameters.push_back({{params[t], gs::dtype::float32, n},
-                          {gradients + plan.offsets[t] / sizeof(float), gs::dtype::float32, n}});
+    parameters.push_back(
+        {{params[t], gs::dtype::float32, n}, all_gradients.subspan(plan.offsets[t], n)});
   }
   // The loss is a mean over the elements, so its gradient carries a 1/elements factor.
   gt::lr_schedule schedule;
@@ -83,7 +82,7 @@ int run() {
   auto train_step = [&] {
     std::size_t next_bucket = 0;
     for (std::size_t t = 0; t < counts.size(); ++t) {
-      float* gradient = gradients + plan.offsets[t] / sizeof(float);
+      float* gradient = gradients + plan.offsets[t];
       std::size_t const n = losses[t].count();
       losses[t].forward_backward(
           {params[t], gs::dtype::float32, n}, {targets[t], gs::dtype::float32, n},

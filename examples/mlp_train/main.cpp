@@ -131,16 +131,16 @@ bool verify(mlp& model, gs::graphs::graph const& captured, gs::cuda::stream_view
   auto const weights = model.watched();
   std::vector<std::vector<std::byte>> saved_weights;
   for (auto const& r : weights) {
-    saved_weights.emplace_back(r.bytes);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(saved_weights.back().data(), r.address, r.bytes,
+    saved_weights.emplace_back(r.bytes());
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(saved_weights.back().data(), r.data(), r.bytes(),
                                        cudaMemcpyDeviceToHost, stream.get()));
   }
   gs::train::checkpoint saved_rng;
   model.rng().save_to(saved_rng, "rng", stream);
   auto const restore = [&](gs::cuda::stream_view s) {
     for (std::size_t i = 0; i < weights.size(); ++i) {
-      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights[i].address, saved_weights[i].data(),
-                                         weights[i].bytes, cudaMemcpyHostToDevice, s.get()));
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights[i].data(), saved_weights[i].data(),
+                                         weights[i].bytes(), cudaMemcpyHostToDevice, s.get()));
     }
     model.rng().restore_from(saved_rng, "rng", s);
   };
@@ -196,18 +196,16 @@ std::vector<float> train(settings const& s, bool graphed) {
   mlp model{s, pool, stream, handle};
 #if defined(MLP_TRAIN_WITH_NCCL)
   if (ranks) {
-    std::vector<std::size_t> bytes;
-    for (std::size_t count : model.gradient_counts()) bytes.push_back(count * sizeof(float));
     // The gradients are contiguous: no alignment padding between them. Each bucket is reduced
     // as soon as the backward has finished it (fc2's first), the rest before the update.
-    auto plan = graphstep::nccl::plan_buckets(bytes, graphstep::nccl::default_bucket_bytes,
-                                              graphstep::nccl::default_first_bucket_bytes, 4);
+    auto plan = graphstep::nccl::plan_buckets(
+        gs::dtype::float32, model.gradient_counts(), graphstep::nccl::default_bucket_bytes,
+        graphstep::nccl::default_first_bucket_bytes, sizeof(float));
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
                 graphed ? "graphed" : "eager", ranks->comm().rank(), ranks->comm().size(),
                 plan.buckets.size());
-    ranks->average_gradients(
-        model, {model.gradients(), gs::dtype::float32, plan.buffer_bytes / sizeof(float)},
-        std::move(plan));
+    ranks->average_gradients(model, {model.gradients(), gs::dtype::float32, plan.buffer_count},
+                             std::move(plan));
   }
 #endif
   auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read

@@ -80,11 +80,11 @@ struct settings : transformer_example::transformer_config {
   bool check_gradients{false};
   // Bucket size of the gradient all-reduce: PyTorch DDP's 25 MiB.
   std::size_t bucket_kib{std::size_t{25} * 1024};
-  bool data_parallel{false};   // the launcher started several ranks
-  std::string save;            // checkpoint written after the last step
-  std::string resume;          // checkpoint loaded before the first
-  int step_timeout_s{0};       // data parallel: a fixed step deadline; 0 adapts to the steps
-  int min_step_timeout_s{60};  // data parallel: the adaptive deadline's floor
+  bool data_parallel{false};    // the launcher started several ranks
+  std::string save;             // checkpoint written after the last step
+  std::string resume;           // checkpoint loaded before the first
+  int step_timeout_s{0};        // data parallel: a fixed step deadline; 0 adapts to the steps
+  int min_step_timeout_s{60};   // data parallel: the adaptive deadline's floor
   std::string memory_timeline;  // the pool's memory timeline written here, as JSON
 };
 
@@ -242,10 +242,8 @@ void average_gradients(transformer& model, settings const& s, data_parallel& ran
                                      std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes));
   std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
               ranks.comm().rank(), ranks.comm().size(), plan.buckets.size());
-  ranks.average_gradients(model,
-                          {model.gradients(), gs::dtype::bfloat16,
-                           model.layout().buffer_bytes() / sizeof(std::uint16_t)},
-                          std::move(plan));
+  gs::device_span const gradients{model.gradients(), plan.type, plan.buffer_count};
+  ranks.average_gradients(model, gradients, std::move(plan));
 }
 
 // After training: every rank's weights must be rank 0's.
@@ -326,8 +324,8 @@ void save(transformer const& model, int world_size, std::string const& path, boo
 }
 void resume(transformer& model, int world_size, std::string const& path, char const* mode) {
   gs::train::checkpoint const loaded = is_safetensors(path)
-                                          ? gs::train::checkpoint::load_safetensors(path)
-                                          : gs::train::checkpoint::load(path);
+                                           ? gs::train::checkpoint::load_safetensors(path)
+                                           : gs::train::checkpoint::load(path);
   if (!run_settings_of(model, world_size).check(loaded, settings_prefix)) {
     std::printf(
         "[%s] %s records no run settings (it was saved before transformer_lm recorded "
@@ -464,18 +462,19 @@ bool check_gradients(settings const& s) {
   std::string worst_name;
   for (auto const& t : model.tensors()) {
     auto const slice = [&](std::vector<double> const& v) {
-      return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                                 v.begin() + static_cast<std::ptrdiff_t>(t.offset + t.count));
+      return std::vector<double>(
+          v.begin() + static_cast<std::ptrdiff_t>(t.offset),
+          v.begin() + static_cast<std::ptrdiff_t>(t.offset + t.spec.count()));
     };
     double const error = go::reference::relative_error(slice(got), slice(want.gradients));
     if (!(error <= gradient_bound)) {
       ok = false;
       std::fprintf(stderr, "[check] %s: gradient off by %.3g (relative, bound %.0e)\n",
-                   t.name.c_str(), error, gradient_bound);
+                   t.spec.name().c_str(), error, gradient_bound);
     }
     if (!(error <= worst)) {
       worst = error;
-      worst_name = t.name;
+      worst_name = t.spec.name();
     }
   }
   std::printf(

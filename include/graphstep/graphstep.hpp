@@ -42,7 +42,7 @@
 #include <graphstep/memory/allocation_plan.hpp>
 #include <graphstep/memory/host_readback.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
 #include <graphstep/memory/pool_timeline.hpp>
@@ -55,12 +55,14 @@
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/layer_norm.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <graphstep/schedule/graphed_callable.hpp>
 #include <graphstep/schedule/replay_scheduler.hpp>
 #include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <graphstep/schedule/step_plan.hpp>
+#include <graphstep/tensor.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>

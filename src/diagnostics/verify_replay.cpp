@@ -177,23 +177,22 @@ void run_and_release(graphs::graph_exec& exec, ordered_graph const& g, cuda::str
   for (void* address : g.unfreed) GRAPHSTEP_CUDA_TRY(cudaFreeAsync(address, stream.get()));
 }
 
-void check_regions(std::vector<watched_region> const& regions) {
+void check_regions(std::vector<tensor_view> const& regions) {
   GRAPHSTEP_EXPECTS(!regions.empty(),
                     "verify_replay needs at least one watched region: the device memory the "
                     "step writes (its outputs, parameters, optimizer state)");
   std::set<std::string> names;
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> spans;
-  for (auto const& r : regions) {
-    std::string const what = "the watched region \"" + r.name + "\"";
-    GRAPHSTEP_EXPECTS(!r.name.empty(), "every watched region needs a name for the report");
-    GRAPHSTEP_EXPECTS(names.insert(r.name).second, what + " is named twice: name each once");
-    graphstep::detail::expect_typed_buffer(what, r.address, r.element);
-    GRAPHSTEP_EXPECTS(r.bytes > 0, what + " is empty: give its size in bytes");
-    GRAPHSTEP_EXPECTS(r.bytes % size_in_bytes(r.element) == 0,
-                      what + " holds " + std::to_string(r.bytes) + " bytes, not a whole number " +
-                          "of " + name(r.element) + " elements");
-    auto const begin = reinterpret_cast<std::uintptr_t>(r.address);
-    spans.emplace_back(begin, begin + r.bytes);
+  for (tensor_view const& r : regions) {
+    std::string const what = "the watched region \"" + r.name() + "\"";
+    GRAPHSTEP_EXPECTS(!r.name().empty(), "the watched region " + describe(r) +
+                                             " has no name; every watched region needs one for "
+                                             "the report");
+    GRAPHSTEP_EXPECTS(names.insert(r.name()).second, what + " is named twice: name each once");
+    graphstep::detail::expect_typed_buffer(what, r.data(), r.type());
+    GRAPHSTEP_EXPECTS(r.count() > 0, what + " is empty: give it a shape with elements");
+    auto const begin = reinterpret_cast<std::uintptr_t>(r.data());
+    spans.emplace_back(begin, begin + r.bytes());
   }
   std::sort(spans.begin(), spans.end());
   for (std::size_t i = 1; i < spans.size(); ++i) {
@@ -205,16 +204,16 @@ void check_regions(std::vector<watched_region> const& regions) {
 
 class region_copies {
  public:
-  region_copies(cuda::stream_view stream, std::vector<watched_region> const& regions,
+  region_copies(cuda::stream_view stream, std::vector<tensor_view> const& regions,
                 std::function<void(cuda::stream_view)> const& before_each_run)
       : stream_{stream}, regions_{regions}, before_each_run_{before_each_run} {}
 
   [[nodiscard]] contents read() const {
     contents out;
     for (auto const& r : regions_) {
-      out.emplace_back(r.bytes);
-      GRAPHSTEP_CUDA_TRY(
-          cudaMemcpyAsync(out.back().data(), r.address, r.bytes, cudaMemcpyDefault, stream_.get()));
+      out.emplace_back(r.bytes());
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(out.back().data(), r.data(), r.bytes(), cudaMemcpyDefault,
+                                         stream_.get()));
     }
     stream_.synchronize();
     return out;
@@ -223,7 +222,7 @@ class region_copies {
   // Puts the watched regions back to `from`, and whatever else the caller restores.
   void restore(contents const& from) const {
     for (std::size_t i = 0; i < regions_.size(); ++i) {
-      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(regions_[i].address, from[i].data(), regions_[i].bytes,
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(regions_[i].data(), from[i].data(), regions_[i].bytes(),
                                          cudaMemcpyDefault, stream_.get()));
     }
     if (before_each_run_) before_each_run_(stream_);
@@ -236,8 +235,8 @@ class region_copies {
     std::vector<region_difference> out;
     for (std::size_t i = 0; i < regions_.size(); ++i) {
       auto const& r = regions_[i];
-      if (auto d = detail::compare_region(r.name, r.element, before[i].data(), first[i].data(),
-                                          second[i].data(), r.bytes)) {
+      if (auto d = detail::compare_region(r.name(), r.type(), before[i].data(), first[i].data(),
+                                          second[i].data(), r.bytes())) {
         out.push_back(std::move(*d));
       }
     }
@@ -246,7 +245,7 @@ class region_copies {
 
  private:
   cuda::stream_view stream_;
-  std::vector<watched_region> const& regions_;
+  std::vector<tensor_view> const& regions_;
   std::function<void(cuda::stream_view)> const& before_each_run_;
 };
 
@@ -488,13 +487,14 @@ void restore_after_failure(region_copies const& copies, contents const& before) 
 
 }  // namespace
 
-watched_region watch(std::string name, device_span const& span) {
-  return watched_region{std::move(name), span.data(), span.bytes(), span.type()};
+tensor_view watch(std::string name, device_span const& span) {
+  return {span.data(),
+          tensor_spec{std::move(name), {static_cast<std::int64_t>(span.count())}, span.type()}};
 }
 
 replay_report verify_replay(cuda::stream_view stream,
                             std::function<void(cuda::stream_view)> const& step,
-                            graphs::graph const& graph, std::vector<watched_region> const& regions,
+                            graphs::graph const& graph, std::vector<tensor_view> const& regions,
                             verify_options const& options) {
   GRAPHSTEP_EXPECTS(!graph.empty(), "verify_replay needs a captured graph; this one is empty");
   GRAPHSTEP_EXPECTS(static_cast<bool>(step), "verify_replay needs the step to run eagerly");

@@ -9,21 +9,23 @@ namespace graphstep::nccl {
 bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, device_span gradients,
                                          bucket_plan plan)
     : comm_{std::move(comm)},
-      gradients_{static_cast<unsigned char*>(gradients.data())},
+      gradients_{gradients},
       plan_{std::move(plan)},
-      type_{gradients.type()},
       made_ready_(plan_.buckets.size(), false) {
   graphstep::detail::expect_valid_span("bucketed_all_reduce", "the gradient buffer", gradients,
                                        graphstep::detail::empty_span::refused);
   GRAPHSTEP_EXPECTS(!plan_.buckets.empty(), "bucketed_all_reduce: the plan has no bucket");
-  GRAPHSTEP_EXPECTS(gradients.bytes() >= plan_.buffer_bytes,
+  GRAPHSTEP_EXPECTS(gradients.type() == plan_.type,
+                    "bucketed_all_reduce: the gradient buffer is " + describe(gradients) +
+                        " but the plan is of " + name(plan_.type) +
+                        "; plan the buckets for the gradients' dtype");
+  GRAPHSTEP_EXPECTS(gradients.count() >= plan_.buffer_count,
                     "bucketed_all_reduce: the gradient buffer holds " +
-                        std::to_string(gradients.bytes()) + " bytes but the plan needs " +
-                        std::to_string(plan_.buffer_bytes) + ": allocate plan.buffer_bytes");
+                        std::to_string(gradients.count()) + " elements but the plan needs " +
+                        std::to_string(plan_.buffer_count) + ": allocate plan.buffer_count");
   for (auto const& b : plan_.buckets) {
-    GRAPHSTEP_EXPECTS(b.bytes % size_in_bytes(type_) == 0,
-                      "bucketed_all_reduce: a bucket of " + std::to_string(b.bytes) +
-                          " bytes is not a whole number of " + name(type_) + " elements");
+    GRAPHSTEP_EXPECTS(b.count <= plan_.buffer_count && b.offset <= plan_.buffer_count - b.count,
+                      "bucketed_all_reduce: a bucket of the plan reaches past its buffer_count");
   }
   ready_.resize(plan_.buckets.size());
 }
@@ -41,10 +43,10 @@ void bucketed_all_reduce::bucket_ready(std::size_t index, cuda::stream_view comp
   }
 }
 
-void bucketed_all_reduce::ready_through(std::size_t bytes, cuda::stream_view compute) {
+void bucketed_all_reduce::ready_through(std::size_t count, cuda::stream_view compute) {
   for (std::size_t i = 0; i < plan_.buckets.size(); ++i) {
     bucket const& b = plan_.buckets[i];
-    if (!made_ready_[i] && b.offset + b.bytes <= bytes) bucket_ready(i, compute);
+    if (!made_ready_[i] && b.offset + b.count <= count) bucket_ready(i, compute);
   }
 }
 
@@ -55,8 +57,7 @@ std::size_t bucketed_all_reduce::buckets_ready() const noexcept {
 void bucketed_all_reduce::launch(std::size_t index) {
   bucket const& b = plan_.buckets[index];
   comm_stream_.view().wait(ready_[index]);
-  // Whole elements: the constructor checked every bucket's bytes against the type.
-  device_span const data{gradients_ + b.offset, type_, b.bytes / size_in_bytes(type_)};
+  device_span const data = gradients_.subspan(b.offset, b.count);  // checked when made
   all_reduce(data, data, reduce_op::avg, comm_, comm_stream_);
 }
 

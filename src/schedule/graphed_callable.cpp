@@ -9,23 +9,34 @@
 namespace graphstep::schedule {
 namespace {
 
-void check_tensors(std::vector<device_span> const& tensors, char const* what) {
+void check_tensors(std::vector<tensor_view> const& tensors, char const* what) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     detail::expect_valid_span("graphed_callable", std::string{what} + " " + std::to_string(i),
-                              tensors[i], detail::empty_span::refused);
+                              tensors[i].span(), detail::empty_span::refused);
   }
 }
 
-void copy_in(std::vector<device_span> const& statics, std::vector<void const*> const& sources,
-             char const* what, cuda::stream_view stream) {
+// Copies each source into its static tensor, after checking them all: same dtype, same count.
+void copy_in(std::vector<tensor_view> const& statics, std::vector<device_span> const& sources,
+             char const* call, char const* what, cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(sources.size() == statics.size(),
-                    std::string{"graphed_callable: "} + std::to_string(sources.size()) + " " +
-                        what + " given, " + std::to_string(statics.size()) + " expected");
+                    std::string{"graphed_callable::"} + call + ": " +
+                        std::to_string(sources.size()) + " spans given for " +
+                        std::to_string(statics.size()) + " static " + what + "s");
   for (std::size_t i = 0; i < statics.size(); ++i) {
-    GRAPHSTEP_EXPECTS(sources[i] != nullptr, std::string{"graphed_callable: "} + what + " " +
-                                                 std::to_string(i) + " is null");
-    if (sources[i] == statics[i].data()) continue;  // already in place
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(statics[i].data(), sources[i], statics[i].bytes(),
+    std::string const which = std::string{what} + " " + std::to_string(i);
+    detail::expect_valid_span(std::string{"graphed_callable::"} + call, which, sources[i],
+                              detail::empty_span::refused);
+    GRAPHSTEP_EXPECTS(
+        sources[i].type() == statics[i].type() && sources[i].count() == statics[i].count(),
+        std::string{"graphed_callable::"} + call + ": " + which + " is " + describe(sources[i]) +
+            " but its static tensor is " + describe(statics[i].spec()) +
+            "; pass a span of its dtype and count");
+  }
+  for (std::size_t i = 0; i < statics.size(); ++i) {
+    device_span const target = statics[i].span();
+    if (sources[i].data() == target.data()) continue;  // already in place
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(target.data(), sources[i].data(), target.bytes(),
                                        cudaMemcpyDeviceToDevice, stream.get()));
   }
 }
@@ -33,10 +44,10 @@ void copy_in(std::vector<device_span> const& statics, std::vector<void const*> c
 }  // namespace
 
 graphed_callable::graphed_callable(callable const& forward, callable const& backward,
-                                   std::vector<device_span> inputs,
-                                   std::vector<device_span> outputs,
-                                   std::vector<device_span> output_gradients,
-                                   std::vector<device_span> input_gradients,
+                                   std::vector<tensor_view> inputs,
+                                   std::vector<tensor_view> outputs,
+                                   std::vector<tensor_view> output_gradients,
+                                   std::vector<tensor_view> input_gradients,
                                    memory::memory_pool& pool, cuda::stream_view stream,
                                    graphs::lifecycle_options const& lifecycle)
     : inputs_{std::move(inputs)},
@@ -62,10 +73,10 @@ graphed_callable::graphed_callable(tensor_callable forward, tensor_callable back
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "graphed_callable: build it outside any capture (it captures itself)");
   // Allocated eagerly, before any capture: their addresses are baked into both graphs.
-  auto allocate = [&](std::vector<tensor_spec> const& role, std::vector<device_span>& into) {
-    for (auto const& spec : role) {
-      owned_.emplace_back(spec.shape, spec.type, stream, pool);
-      into.push_back(owned_.back().view());
+  auto allocate = [&](std::vector<tensor_spec> const& role, std::vector<tensor_view>& into) {
+    for (tensor_spec const& spec : role) {
+      owned_.emplace_back(spec.shape(), spec.type(), stream, pool);
+      into.emplace_back(owned_.back().data(), spec);
     }
   };
   allocate(specs.inputs, inputs_);
@@ -104,14 +115,14 @@ void graphed_callable::build(callable const& forward, callable const& backward,
       backward_graph_, stream, pool, [&] { backward(stream); }, options);
 }
 
-void graphed_callable::forward(std::vector<void const*> const& inputs, cuda::stream_view stream) {
-  copy_in(inputs_, inputs, "inputs", stream);
+void graphed_callable::forward(std::vector<device_span> const& inputs, cuda::stream_view stream) {
+  copy_in(inputs_, inputs, "forward", "input", stream);
   forward_graph_.replay(stream);
 }
 
-void graphed_callable::backward(std::vector<void const*> const& output_gradients,
+void graphed_callable::backward(std::vector<device_span> const& output_gradients,
                                 cuda::stream_view stream) {
-  copy_in(output_gradients_, output_gradients, "output gradients", stream);
+  copy_in(output_gradients_, output_gradients, "backward", "output gradient", stream);
   backward_graph_.replay(stream);
 }
 

@@ -175,8 +175,8 @@ class file_writer {
 std::uint64_t payload_size(std::vector<checkpoint_entry> const& entries) {
   std::uint64_t size = 0;
   for (checkpoint_entry const& entry : entries) {
-    size += 4 + 4 + entry.name.size() + 8 + entry.bytes.size();
-    if (entry.kind == checkpoint_kind::tensor) size += 4 + 4 + 8 * entry.shape.size();
+    size += 4 + 4 + entry.spec.name().size() + 8 + entry.bytes.size();
+    if (entry.kind == checkpoint_kind::tensor) size += 4 + 4 + 8 * entry.spec.shape().size();
   }
   return size;
 }
@@ -297,8 +297,11 @@ std::vector<checkpoint_entry> read_entries(file_reader& reader, std::uint64_t co
   std::map<std::string, std::size_t, std::less<>> names;
   for (std::uint64_t i = 0; i < count; ++i) {
     checkpoint_entry entry;
+    std::string name;
+    dtype type{dtype::uint8};  // a value's: its bytes
+    std::vector<std::int64_t> shape;
     auto const where = [&] {
-      return "entry " + std::to_string(i) + (entry.name.empty() ? "" : " " + quoted(entry.name));
+      return "entry " + std::to_string(i) + (name.empty() ? "" : " " + quoted(name));
     };
     auto const take = [&](std::uint64_t size, char const* what) {
       if (size > left) {
@@ -320,45 +323,47 @@ std::vector<checkpoint_entry> read_entries(file_reader& reader, std::uint64_t co
     std::uint32_t const name_size = reader.read_u32();
     if (name_size == 0) throw malformed{where() + " has an empty name"};
     take(name_size, "name");
-    entry.name.resize(name_size);
-    reader.read(entry.name.data(), name_size);
-    if (names.count(entry.name) != 0) {
+    name.resize(name_size);
+    reader.read(name.data(), name_size);
+    if (names.count(name) != 0) {
       throw malformed{where() + " repeats the name of entry " +
-                      std::to_string(names.find(entry.name)->second)};
+                      std::to_string(names.find(name)->second)};
     }
 
     std::uint64_t expected_bytes = 0;
     if (entry.kind == checkpoint_kind::tensor) {
       take(8, "dtype and rank");
       std::uint32_t const code = reader.read_u32();
-      if (!dtype_of_code(code, entry.type)) {
+      if (!dtype_of_code(code, type)) {
         throw malformed{where() + " has dtype code " + std::to_string(code) +
                         ", which is no dtype (0 float32, 1 float16, 2 bfloat16)"};
       }
       std::uint32_t const rank = reader.read_u32();
       take(std::uint64_t{8} * rank, "shape");
-      entry.shape.resize(rank);
-      for (std::int64_t& dimension : entry.shape) {
+      shape.resize(rank);
+      for (std::int64_t& dimension : shape) {
         dimension = static_cast<std::int64_t>(reader.read_u64());
       }
       std::uint64_t elements = 0;
-      if (!element_count(entry.shape, elements) ||
-          !byte_count(elements, entry.type, expected_bytes)) {
-        throw malformed{where() + " has the shape " + layout(entry.type, entry.shape) +
+      if (!element_count(shape, elements) || !byte_count(elements, type, expected_bytes)) {
+        throw malformed{where() + " has the shape " + layout(type, shape) +
                         ", which has a negative dimension or more elements than fit 64 bits"};
       }
     }
     take(8, "byte count");
     std::uint64_t const size = reader.read_u64();
     if (entry.kind == checkpoint_kind::tensor && size != expected_bytes) {
-      throw malformed{where() + " is a tensor " + layout(entry.type, entry.shape) + " of " +
+      throw malformed{where() + " is a tensor " + layout(type, shape) + " of " +
                       std::to_string(expected_bytes) + " bytes, but its byte count is " +
                       std::to_string(size)};
     }
     take(size, "data");
     entry.bytes.resize(static_cast<std::size_t>(size));
     reader.read(entry.bytes.data(), entry.bytes.size());
-    names.emplace(entry.name, static_cast<std::size_t>(i));
+    if (entry.kind == checkpoint_kind::value) shape = {static_cast<std::int64_t>(size)};
+    // Checked above: the extents are not negative and the bytes fit 64 bits.
+    entry.spec = tensor_spec{name, std::move(shape), type};
+    names.emplace(std::move(name), static_cast<std::size_t>(i));
     entries.push_back(std::move(entry));
   }
   if (left != 0) {
@@ -373,46 +378,36 @@ std::vector<checkpoint_entry> read_entries(file_reader& reader, std::uint64_t co
 // --- checkpoint ---------------------------------------------------------------------------
 
 void checkpoint::add_entry(checkpoint_entry entry) {
-  GRAPHSTEP_EXPECTS(!entry.name.empty(),
+  std::string const& name = entry.spec.name();
+  GRAPHSTEP_EXPECTS(!name.empty(),
                     "checkpoint: an entry needs a name (e.g. \"optimizer/master/3\")");
-  GRAPHSTEP_EXPECTS(entry.name.size() <= std::numeric_limits<std::uint32_t>::max(),
+  GRAPHSTEP_EXPECTS(name.size() <= std::numeric_limits<std::uint32_t>::max(),
                     "checkpoint: an entry's name must be shorter than 4 GiB");
-  GRAPHSTEP_EXPECTS(index_.count(entry.name) == 0,
-                    "checkpoint: an entry named " + quoted(entry.name) +
+  GRAPHSTEP_EXPECTS(index_.count(name) == 0,
+                    "checkpoint: an entry named " + quoted(name) +
                         " is already present; give each tensor and value its own name");
-  index_.emplace(entry.name, entries_.size());
+  index_.emplace(name, entries_.size());
   entries_.push_back(std::move(entry));
 }
 
-void checkpoint::add_tensor(std::string name, dtype type, std::vector<std::int64_t> shape,
-                            std::vector<unsigned char> bytes) {
-  std::string const which = "checkpoint: tensor " + quoted(name);
-  graphstep::detail::expect_known(which, type);
-  GRAPHSTEP_EXPECTS(shape.size() <= std::numeric_limits<std::uint32_t>::max(),
+void checkpoint::add_tensor(tensor_spec spec, std::vector<unsigned char> bytes) {
+  std::string const which = "checkpoint: tensor " + quoted(spec.name());
+  GRAPHSTEP_EXPECTS(spec.shape().size() <= std::numeric_limits<std::uint32_t>::max(),
                     which + " has more dimensions than the format holds (2^32 - 1)");
-  std::uint64_t elements = 0;
-  std::uint64_t expected = 0;
-  bool const negative = std::any_of(shape.begin(), shape.end(), [](auto d) { return d < 0; });
-  GRAPHSTEP_EXPECTS(!negative, which + " has a negative dimension in its shape " +
-                                   layout(type, shape) + "; dimensions are 0 or more");
-  GRAPHSTEP_EXPECTS(
-      element_count(shape, elements) && byte_count(elements, type, expected),
-      which + ": the shape " + layout(type, shape) + " has more bytes than fit 64 bits");
-  GRAPHSTEP_EXPECTS(bytes.size() == expected,
-                    which + " is " + layout(type, shape) + ", which is " +
-                        std::to_string(expected) + " bytes, but " + std::to_string(bytes.size()) +
+  GRAPHSTEP_EXPECTS(bytes.size() == spec.bytes(),
+                    which + " is " + layout(spec.type(), spec.shape()) + ", which is " +
+                        std::to_string(spec.bytes()) + " bytes, but " +
+                        std::to_string(bytes.size()) +
                         " bytes were given; pass product(shape) * size_in_bytes(type) bytes");
-  add_entry(checkpoint_entry{std::move(name), checkpoint_kind::tensor, type, std::move(shape),
-                             std::move(bytes)});
+  add_entry(checkpoint_entry{checkpoint_kind::tensor, std::move(spec), std::move(bytes)});
 }
 
 void checkpoint::add_value_bytes(std::string name, void const* data, std::size_t size) {
   auto const* bytes = static_cast<unsigned char const*>(data);
-  add_entry(checkpoint_entry{std::move(name),
-                             checkpoint_kind::value,
-                             dtype::float32,
-                             {},
-                             std::vector<unsigned char>(bytes, bytes + size)});
+  add_entry(checkpoint_entry{
+      checkpoint_kind::value,
+      tensor_spec{std::move(name), {static_cast<std::int64_t>(size)}, dtype::uint8},
+      std::vector<unsigned char>(bytes, bytes + size)});
 }
 
 bool checkpoint::contains(std::string_view name) const noexcept {
@@ -425,7 +420,7 @@ std::string checkpoint::missing_entry(std::string_view name) const {
   // missing shows "layer/2/w" and its neighbours rather than the first entries.
   std::vector<std::pair<std::size_t, std::size_t>> ranked;  // (-common prefix, position)
   for (std::size_t i = 0; i < entries_.size(); ++i) {
-    std::string const& other = entries_[i].name;
+    std::string const& other = entries_[i].spec.name();
     std::size_t common = 0;
     while (common < other.size() && common < name.size() && other[common] == name[common]) {
       ++common;
@@ -441,7 +436,7 @@ std::string checkpoint::missing_entry(std::string_view name) const {
                      (entries_.size() == 1 ? "y" : "ies") + ", among them ";
   for (std::size_t i = 0; i < shown; ++i) {
     if (i > 0) text += ", ";
-    text += quoted(entries_[ranked[i].second].name);
+    text += quoted(entries_[ranked[i].second].spec.name());
   }
   return text;
 }
@@ -452,11 +447,10 @@ constexpr char const* another_layout =
     "the run that wrote it did, or convert the checkpoint";
 }  // namespace
 
-checkpoint_entry const& checkpoint::tensor(std::string_view name, dtype type,
-                                           std::vector<std::int64_t> const& shape) const {
-  GRAPHSTEP_EXPECTS(graphstep::detail::is_known(type),
-                    "checkpoint: tensor " + quoted(name) + " is asked for with an unknown dtype (" +
-                        std::to_string(static_cast<int>(type)) + ")");
+checkpoint_entry const& checkpoint::tensor(tensor_spec const& expected_spec) const {
+  std::string const& name = expected_spec.name();
+  dtype const type = expected_spec.type();
+  std::vector<std::int64_t> const& shape = expected_spec.shape();
   std::string const expected = layout(type, shape);
   auto const found = index_.find(name);
   GRAPHSTEP_EXPECTS(found != index_.end(), "checkpoint: no tensor " + quoted(name) + " (expected " +
@@ -467,10 +461,10 @@ checkpoint_entry const& checkpoint::tensor(std::string_view name, dtype type,
                     "checkpoint: " + quoted(name) + " is a value of " +
                         std::to_string(entry.bytes.size()) + " bytes, not a tensor (expected " +
                         expected + ")" + another_layout);
-  bool const same_type = entry.type == type;
-  bool const same_shape = entry.shape == shape;
+  bool const same_type = entry.spec.type() == type;
+  bool const same_shape = entry.spec.shape() == shape;
   GRAPHSTEP_EXPECTS(same_type && same_shape, "checkpoint: tensor " + quoted(name) + " is " +
-                                                 layout(entry.type, entry.shape) +
+                                                 layout(entry.spec.type(), entry.spec.shape()) +
                                                  " in the checkpoint, but " + expected +
                                                  " is expected (" +
                                                  (same_type    ? "the shape differs"
@@ -488,7 +482,8 @@ checkpoint_entry const& checkpoint::value_entry(std::string_view name, std::size
   checkpoint_entry const& entry = entries_[found->second];
   GRAPHSTEP_EXPECTS(entry.kind == checkpoint_kind::value,
                     "checkpoint: " + quoted(name) + " is a tensor " +
-                        layout(entry.type, entry.shape) + ", not a value; read it with tensor()");
+                        layout(entry.spec.type(), entry.spec.shape()) +
+                        ", not a value; read it with tensor()");
   GRAPHSTEP_EXPECTS(entry.bytes.size() == size,
                     "checkpoint: value " + quoted(name) + " holds " +
                         std::to_string(entry.bytes.size()) + " bytes, but is read as a type of " +
@@ -507,12 +502,12 @@ void checkpoint::save(std::string const& path) const {
     writer.put_u64(payload_size(entries_));
     for (checkpoint_entry const& entry : entries_) {
       writer.put_u32(static_cast<std::uint32_t>(entry.kind));
-      writer.put_u32(static_cast<std::uint32_t>(entry.name.size()));
-      writer.put(entry.name.data(), entry.name.size());
+      writer.put_u32(static_cast<std::uint32_t>(entry.spec.name().size()));
+      writer.put(entry.spec.name().data(), entry.spec.name().size());
       if (entry.kind == checkpoint_kind::tensor) {
-        writer.put_u32(dtype_code(entry.type));
-        writer.put_u32(static_cast<std::uint32_t>(entry.shape.size()));
-        for (std::int64_t dimension : entry.shape) {
+        writer.put_u32(dtype_code(entry.spec.type()));
+        writer.put_u32(static_cast<std::uint32_t>(entry.spec.shape().size()));
+        for (std::int64_t dimension : entry.spec.shape()) {
           writer.put_u64(static_cast<std::uint64_t>(dimension));
         }
       }
@@ -597,7 +592,7 @@ checkpoint checkpoint::load(std::string const& path) {
     throw_checksum_error(path, computed, get_u32(stored.data()));
   }
   for (std::size_t i = 0; i < result.entries_.size(); ++i) {
-    result.index_.emplace(result.entries_[i].name, i);
+    result.index_.emplace(result.entries_[i].spec.name(), i);
   }
   return result;
 }

@@ -119,22 +119,21 @@ void checkpoint::save_safetensors(std::string const& path) const {
   header.metadata.emplace_back(version_key, mapping_version);
   header.tensors.reserve(entries_.size());
   for (checkpoint_entry const& entry : entries_) {
-    GRAPHSTEP_EXPECTS(detail::is_utf8(entry.name),
-                      who + ": the name of entry " + quoted(entry.name) +
+    std::string const& name = entry.spec.name();
+    GRAPHSTEP_EXPECTS(detail::is_utf8(name),
+                      who + ": the name of entry " + quoted(name) +
                           " is not UTF-8, which a safetensors header (JSON) must be; rename it");
-    GRAPHSTEP_EXPECTS(entry.name != "__metadata__",
+    GRAPHSTEP_EXPECTS(name != "__metadata__",
                       who +
                           ": an entry is named \"__metadata__\", the key safetensors keeps for "
                           "its metadata; rename it");
     detail::safetensors_tensor tensor;
-    tensor.name = entry.name;
-    if (entry.kind == checkpoint_kind::tensor) {
-      tensor.dtype = safetensors_dtype(entry.type);
-      tensor.shape.assign(entry.shape.begin(), entry.shape.end());
-    } else {
-      tensor.dtype = "U8";
-      tensor.shape = {entry.bytes.size()};
-      header.metadata.emplace_back(std::string{value_prefix} + entry.name,
+    tensor.name = name;
+    // A value's spec is already U8 [its size]; the metadata marks it as a value.
+    tensor.dtype = safetensors_dtype(entry.spec.type());
+    tensor.shape.assign(entry.spec.shape().begin(), entry.spec.shape().end());
+    if (entry.kind == checkpoint_kind::value) {
+      header.metadata.emplace_back(std::string{value_prefix} + name,
                                    std::to_string(entry.bytes.size()));
     }
     header.tensors.push_back(std::move(tensor));
@@ -147,7 +146,7 @@ void checkpoint::save_safetensors(std::string const& path) const {
   std::iota(layout.begin(), layout.end(), std::size_t{0});
   auto const element = [&](std::size_t i) {
     checkpoint_entry const& entry = entries_[i];
-    return entry.kind == checkpoint_kind::tensor ? size_in_bytes(entry.type) : std::size_t{1};
+    return size_in_bytes(entry.spec.type());  // a value's is uint8
   };
   std::stable_sort(layout.begin(), layout.end(),
                    [&](std::size_t a, std::size_t b) { return element(a) > element(b); });
@@ -238,8 +237,8 @@ checkpoint checkpoint::load_safetensors(std::string const& path) {
       throw error{where + ": a tensor has an empty name, which a checkpoint entry cannot have"};
     }
     checkpoint_entry& entry = entries[i];
-    entry.name = t.name;
-    if (!dtype_of_safetensors(t.dtype, entry.type)) {
+    dtype type{};
+    if (!dtype_of_safetensors(t.dtype, type)) {
       if (is_other_safetensors_dtype(t.dtype)) {
         throw error{which + " is " + t.dtype +
                     ", which graphstep has no dtype for; it holds F32, F16, BF16, I32 and U8: "
@@ -258,7 +257,7 @@ checkpoint checkpoint::load_safetensors(std::string const& path) {
       }
       elements *= dimension;
     }
-    std::uint64_t const element = size_in_bytes(entry.type);
+    std::uint64_t const element = size_in_bytes(type);
     if (elements > std::numeric_limits<std::uint64_t>::max() / element) {
       throw error{which + " has the shape " + shape_text(t.shape) +
                   ", whose size does not fit 64 bits"};
@@ -270,7 +269,9 @@ checkpoint checkpoint::load_safetensors(std::string const& path) {
                   " hold " + std::to_string(t.end - t.begin) +
                   ": the shape does not match the data offsets"};
     }
-    entry.shape.assign(t.shape.begin(), t.shape.end());
+    // Checked above: each extent fits an int64, and the bytes 64 bits.
+    entry.spec =
+        tensor_spec{t.name, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), type};
   }
 
   // The data_offsets together cover the byte buffer exactly, as the format requires: no tensor
@@ -317,22 +318,22 @@ checkpoint checkpoint::load_safetensors(std::string const& path) {
   for (auto const& value : values) {
     std::string const name{value.first};
     std::uint64_t const size = value.second;
-    auto const found = std::find_if(entries.begin(), entries.end(),
-                                    [&](checkpoint_entry const& e) { return e.name == name; });
+    auto const found = std::find_if(entries.begin(), entries.end(), [&](checkpoint_entry const& e) {
+      return e.spec.name() == name;
+    });
     std::string const mark = where + ": the metadata's " + quoted(std::string{value_prefix} + name);
     if (found == entries.end()) {
       throw error{mark + " marks a value, but no tensor is named " + quoted(name)};
     }
-    if (found->type != dtype::uint8 || found->shape.size() != 1 ||
-        static_cast<std::uint64_t>(found->shape[0]) != size) {
-      std::vector<std::uint64_t> const shape(found->shape.begin(), found->shape.end());
+    std::vector<std::int64_t> const& found_shape = found->spec.shape();
+    if (found->spec.type() != dtype::uint8 || found_shape.size() != 1 ||
+        static_cast<std::uint64_t>(found_shape[0]) != size) {
+      std::vector<std::uint64_t> const shape(found_shape.begin(), found_shape.end());
       throw error{mark + " marks a value of " + std::to_string(size) +
-                  " bytes, but the tensor is " + safetensors_dtype(found->type) + " " +
+                  " bytes, but the tensor is " + safetensors_dtype(found->spec.type()) + " " +
                   shape_text(shape) + ", not U8 [" + std::to_string(size) + "]"};
     }
-    found->kind = checkpoint_kind::value;
-    found->type = dtype::float32;  // what add_value gives a value: it has no dtype
-    found->shape.clear();
+    found->kind = checkpoint_kind::value;  // its spec, U8 [size], is what add_value gives it
   }
 
   // The data, read in the file's order; each size was checked against the file above.

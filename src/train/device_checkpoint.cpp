@@ -11,82 +11,84 @@
 namespace graphstep::train {
 namespace {
 
-void expect_copy_allowed(char const* call, std::string_view name, void const* device, dtype type,
-                         cuda::stream_view stream) {
-  graphstep::detail::expect_typed_buffer(std::string{call} + ": tensor '" + std::string{name} +
-                                             "'",
-                                         device, type);
+void expect_copy_allowed(char const* call, tensor_view const& tensor, cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!tensor.name().empty(),
+                    std::string{call} + ": the tensor " + describe(tensor) +
+                        " has no name; name it in its tensor_spec, as the checkpoint will");
+  graphstep::detail::expect_typed_buffer(std::string{call} + ": tensor '" + tensor.name() + "'",
+                                         tensor.data(), tensor.type());
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    std::string{call} + ": the stream is capturing into a graph, which would "
-                                        "record the copy instead of making it; copy between "
-                                        "replays");
+                    std::string{call} +
+                        ": the stream is capturing into a graph, which would "
+                        "record the copy instead of making it; copy between "
+                        "replays");
+}
+
+void expect_buffer(char const* call, memory::parameter_buffer const& buffer,
+                   cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(buffer.data() != nullptr,
+                    std::string{call} + ": the parameter buffer was moved from; it holds nothing");
+  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
+                    std::string{call} +
+                        ": the stream is capturing into a graph, which would "
+                        "record the copy instead of making it; copy between "
+                        "replays");
 }
 
 }  // namespace
 
-void add_device_tensor(checkpoint& into, std::string name, void const* device, dtype type,
-                       std::vector<std::int64_t> shape, cuda::stream_view stream) {
-  expect_copy_allowed("add_device_tensor", name, device, type, stream);
-  std::size_t elements = 1;
-  for (std::int64_t const extent : shape) {
-    GRAPHSTEP_EXPECTS(extent >= 0, "add_device_tensor: tensor '" + name +
-                                       "' has a negative extent; give its shape");
-    elements *= static_cast<std::size_t>(extent);
-  }
-  std::vector<unsigned char> bytes(elements * size_in_bytes(type));
+void add_device_tensor(checkpoint& into, tensor_view const& tensor, cuda::stream_view stream) {
+  expect_copy_allowed("add_device_tensor", tensor, stream);
+  std::vector<unsigned char> bytes(tensor.bytes());
   if (!bytes.empty()) {
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(bytes.data(), device, bytes.size(), cudaMemcpyDeviceToHost, stream.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bytes.data(), tensor.data(), bytes.size(),
+                                       cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
   }
-  into.add_tensor(std::move(name), type, std::move(shape), std::move(bytes));
+  into.add_tensor(tensor.spec(), std::move(bytes));
 }
 
-void load_device_tensor(checkpoint const& from, std::string_view name, void* device, dtype type,
-                        std::vector<std::int64_t> const& shape, cuda::stream_view stream) {
-  expect_copy_allowed("load_device_tensor", name, device, type, stream);
-  checkpoint_entry const& entry = from.tensor(name, type, shape);
+void load_device_tensor(checkpoint const& from, tensor_view const& tensor,
+                        cuda::stream_view stream) {
+  expect_copy_allowed("load_device_tensor", tensor, stream);
+  checkpoint_entry const& entry = from.tensor(tensor.spec());
   if (entry.bytes.empty()) return;
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, entry.bytes.data(), entry.bytes.size(),
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(tensor.data(), entry.bytes.data(), entry.bytes.size(),
                                      cudaMemcpyHostToDevice, stream.get()));
   stream.synchronize();  // the entry's bytes are pageable host memory the caller may free
 }
 
 void add_device_tensors(checkpoint& into, std::string const& prefix,
-                        memory::parameter_layout const& layout, void const* device,
-                        cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(!layout.empty(), "add_device_tensors: the parameter layout holds no tensor");
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    expect_copy_allowed("add_device_tensors", slot.name, device, slot.type, stream);
-    GRAPHSTEP_EXPECTS(!into.contains(prefix + "/" + slot.name),
-                      "add_device_tensors: the checkpoint holds '" + prefix + "/" + slot.name +
-                          "' already; give each layout its own prefix");
+                        memory::parameter_buffer const& buffer, cuda::stream_view stream) {
+  expect_buffer("add_device_tensors", buffer, stream);
+  parameter_layout const& layout = buffer.layout();
+  for (parameter_slot const& slot : layout.slots()) {
+    GRAPHSTEP_EXPECTS(!into.contains(prefix + "/" + slot.spec.name()),
+                      "add_device_tensors: the checkpoint holds '" + prefix + "/" +
+                          slot.spec.name() + "' already; give each layout its own prefix");
   }
-  std::vector<unsigned char> buffer(layout.buffer_bytes());
-  GRAPHSTEP_CUDA_TRY(
-      cudaMemcpyAsync(buffer.data(), device, buffer.size(), cudaMemcpyDeviceToHost, stream.get()));
+  std::vector<unsigned char> host(layout.buffer_bytes());
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), buffer.data(), host.size(),
+                                     cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    auto const first = buffer.begin() + static_cast<std::ptrdiff_t>(slot.offset);
-    std::size_t const bytes = slot.count * size_in_bytes(slot.type);
-    into.add_tensor(prefix + "/" + slot.name, slot.type, slot.shape,
-                    {first, first + static_cast<std::ptrdiff_t>(bytes)});
+  for (parameter_slot const& slot : layout.slots()) {
+    auto const first = host.begin() + static_cast<std::ptrdiff_t>(slot.byte_offset());
+    into.add_tensor(slot.spec.renamed(prefix + "/" + slot.spec.name()),
+                    {first, first + static_cast<std::ptrdiff_t>(slot.spec.bytes())});
   }
 }
 
 void load_device_tensors(checkpoint const& from, std::string const& prefix,
-                         memory::parameter_layout const& layout, void* device,
-                         cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(!layout.empty(), "load_device_tensors: the parameter layout holds no tensor");
+                         memory::parameter_buffer const& buffer, cuda::stream_view stream) {
+  expect_buffer("load_device_tensors", buffer, stream);
+  parameter_layout const& layout = buffer.layout();
   std::vector<checkpoint_entry const*> entries;
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    expect_copy_allowed("load_device_tensors", slot.name, device, slot.type, stream);
-    entries.push_back(&from.tensor(prefix + "/" + slot.name, slot.type, slot.shape));
+  for (parameter_slot const& slot : layout.slots()) {
+    entries.push_back(&from.tensor(slot.spec.renamed(prefix + "/" + slot.spec.name())));
   }
-  auto* const base = static_cast<unsigned char*>(device);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::vector<unsigned char> const& bytes = entries[i]->bytes;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(base + layout.at(i).offset, bytes.data(), bytes.size(),
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(buffer.view(i).data(), bytes.data(), bytes.size(),
                                        cudaMemcpyHostToDevice, stream.get()));
   }
   stream.synchronize();  // the entries' bytes are pageable host memory the caller may free

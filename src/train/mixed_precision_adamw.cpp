@@ -109,7 +109,7 @@ mixed_precision_adamw::mixed_precision_adamw(std::vector<parameter> const& param
                             stream,
                             resource} {}
 
-mixed_precision_adamw::mixed_precision_adamw(memory::parameter_layout const& layout, void* values,
+mixed_precision_adamw::mixed_precision_adamw(parameter_layout const& layout, void* values,
                                              void const* gradients,
                                              std::vector<parameter_group> const& groups,
                                              mixed_adamw_options const& options,
@@ -211,10 +211,12 @@ void mixed_precision_adamw::do_save_to(checkpoint& into, std::string const& pref
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
     auto const names = entries_of(prefix, t);
     std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
-    float const* const master = buffers + first_element_[t];
-    add_device_tensor(into, names.master, master, dtype::float32, shape, stream);
-    add_device_tensor(into, names.exp_avg, master + total, dtype::float32, shape, stream);
-    add_device_tensor(into, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
+    // Only read: a view's pointer is not const, as a span's never is.
+    float* const master = const_cast<float*>(buffers) + first_element_[t];
+    add_device_tensor(into, {master, {names.master, shape, dtype::float32}}, stream);
+    add_device_tensor(into, {master + total, {names.exp_avg, shape, dtype::float32}}, stream);
+    add_device_tensor(into, {master + 2 * total, {names.exp_avg_sq, shape, dtype::float32}},
+                      stream);
   }
 }
 
@@ -237,9 +239,10 @@ void mixed_precision_adamw::do_restore_from(checkpoint const& from, std::string 
     auto const names = entries_of(prefix, t);
     std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
     float* const master = buffers + first_element_[t];
-    load_device_tensor(from, names.master, master, dtype::float32, shape, stream);
-    load_device_tensor(from, names.exp_avg, master + total, dtype::float32, shape, stream);
-    load_device_tensor(from, names.exp_avg_sq, master + 2 * total, dtype::float32, shape, stream);
+    load_device_tensor(from, {master, {names.master, shape, dtype::float32}}, stream);
+    load_device_tensor(from, {master + total, {names.exp_avg, shape, dtype::float32}}, stream);
+    load_device_tensor(from, {master + 2 * total, {names.exp_avg_sq, shape, dtype::float32}},
+                       stream);
   }
   auto* const state = static_cast<unsigned char*>(state_.data());
   std::array<double, 2> const powers{counters.beta1_power, counters.beta2_power};

@@ -160,9 +160,13 @@ class multi_tensor_optimizer {
     for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
       std::size_t first = 0;
       for (std::size_t t = 0; t < counts_.size(); ++t) {
-        add_device_tensor(into, state_entry(prefix, t, buffer_names_[b]),
-                          buffers + b * total_ + first, dtype::float32,
-                          {static_cast<std::int64_t>(counts_[t])}, stream);
+        // The state is only read here: a view's pointer is not const, as a span's never is.
+        add_device_tensor(into,
+                          {const_cast<float*>(buffers + b * total_ + first),
+                           {state_entry(prefix, t, buffer_names_[b]),
+                            {static_cast<std::int64_t>(counts_[t])},
+                            dtype::float32}},
+                          stream);
         first += counts_[t];
       }
     }
@@ -180,9 +184,12 @@ class multi_tensor_optimizer {
     for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
       std::size_t first = 0;
       for (std::size_t t = 0; t < counts_.size(); ++t) {
-        load_device_tensor(from, state_entry(prefix, t, buffer_names_[b]),
-                           buffers + b * total_ + first, dtype::float32,
-                           {static_cast<std::int64_t>(counts_[t])}, stream);
+        load_device_tensor(from,
+                           {buffers + b * total_ + first,
+                            {state_entry(prefix, t, buffer_names_[b]),
+                             {static_cast<std::int64_t>(counts_[t])},
+                             dtype::float32}},
+                           stream);
         first += counts_[t];
       }
     }
@@ -286,7 +293,7 @@ sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
       options_{options},
       impl_{std::make_unique<detail::multi_tensor_optimizer>(
           "sgd", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
-sgd::sgd(memory::parameter_layout const& layout, void* values, void const* gradients,
+sgd::sgd(parameter_layout const& layout, void* values, void const* gradients,
          sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
          cuda::stream_view stream, cuda::memory_resource& resource)
     : sgd{detail::layout_parameters(layout, values, gradients, "sgd"),
@@ -328,7 +335,7 @@ adam::adam(std::vector<parameter> const& parameters, adam_options const& options
       options_{options},
       impl_{std::make_unique<detail::multi_tensor_optimizer>(
           "adam", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
-adam::adam(memory::parameter_layout const& layout, void* values, void const* gradients,
+adam::adam(parameter_layout const& layout, void* values, void const* gradients,
            adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
            cuda::stream_view stream, cuda::memory_resource& resource)
     : adam{detail::layout_parameters(layout, values, gradients, "adam"),

@@ -58,7 +58,7 @@ void run_settings::save_to(checkpoint& into, std::string const& prefix) const {
   for (auto const& [name, value] : settings_) {
     std::string entry = prefix;
     entry.append("/").append(name);
-    into.add_tensor(std::move(entry), dtype::uint8, {static_cast<std::int64_t>(value.size())},
+    into.add_tensor({std::move(entry), {static_cast<std::int64_t>(value.size())}, dtype::uint8},
                     std::vector<unsigned char>(value.begin(), value.end()));
   }
 }
@@ -68,14 +68,15 @@ bool run_settings::check(checkpoint const& from, std::string const& prefix) cons
   std::map<std::string, std::string> recorded;  // name -> value text
   std::vector<std::string> recorded_order;
   for (checkpoint_entry const& entry : from.entries()) {
-    if (entry.name.compare(0, under.size(), under) != 0) continue;
-    GRAPHSTEP_EXPECTS(entry.kind == checkpoint_kind::tensor && entry.type == dtype::uint8 &&
-                          entry.shape.size() == 1,
-                      "run_settings::check: the checkpoint's entry \"" + entry.name +
+    std::string const& entry_name = entry.spec.name();
+    if (entry_name.compare(0, under.size(), under) != 0) continue;
+    GRAPHSTEP_EXPECTS(entry.kind == checkpoint_kind::tensor && entry.spec.type() == dtype::uint8 &&
+                          entry.spec.shape().size() == 1,
+                      "run_settings::check: the checkpoint's entry \"" + entry_name +
                           "\" is not a setting (a one-dimensional uint8 tensor of text), "
                           "though it is under \"" +
                           under + "\"; it was not written by run_settings::save_to");
-    std::string name = entry.name.substr(under.size());
+    std::string name = entry_name.substr(under.size());
     recorded_order.push_back(name);
     recorded.emplace(std::move(name), std::string(entry.bytes.begin(), entry.bytes.end()));
   }

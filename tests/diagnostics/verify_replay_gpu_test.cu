@@ -122,7 +122,7 @@ class verify_replay_test : public gs::testing::stream_pool_test {
     return g;
   }
 
-  [[nodiscard]] std::vector<gd::watched_region> regions() const {
+  [[nodiscard]] std::vector<gs::tensor_view> regions() const {
     return {gd::watch("y", {y_, gs::dtype::float32, n}),
             gd::watch("w", {w_, gs::dtype::float32, n}),
             gd::watch("loss", {loss_, gs::dtype::float32, 1})};
@@ -562,15 +562,17 @@ TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differ
 // A span is watched as its dtype, over its bytes: a changed weight is named through it.
 TEST_F(verify_replay_test, a_span_is_watched_as_its_dtype) {
   gs::device_span const halves{w_, gs::dtype::bfloat16, 2 * std::size_t{n}};
-  gd::watched_region const region = gd::watch("w as bf16", halves);
-  EXPECT_EQ(region.address, static_cast<void*>(w_));
-  EXPECT_EQ(region.bytes, sizeof(float) * n);
-  EXPECT_EQ(region.element, gs::dtype::bfloat16);
-  EXPECT_EQ(gd::watch("f", gs::device_span{w_, gs::dtype::float32, 4}).element, gs::dtype::float32);
-  EXPECT_EQ(gd::watch("ids", gs::device_span{w_, gs::dtype::int32, 4}).element, gs::dtype::int32);
-  gd::watched_region const mask = gd::watch("mask", gs::device_span{w_, gs::dtype::uint8, 3});
-  EXPECT_EQ(mask.element, gs::dtype::uint8);
-  EXPECT_EQ(mask.bytes, 3U);
+  gs::tensor_view const region = gd::watch("w as bf16", halves);
+  EXPECT_EQ(region.data(), static_cast<void*>(w_));
+  EXPECT_EQ(region.name(), "w as bf16");
+  EXPECT_EQ(region.bytes(), sizeof(float) * n);
+  EXPECT_EQ(region.type(), gs::dtype::bfloat16);
+  EXPECT_EQ(region.shape(), (std::vector<std::int64_t>{2 * n}));
+  EXPECT_EQ(gd::watch("f", gs::device_span{w_, gs::dtype::float32, 4}).type(), gs::dtype::float32);
+  EXPECT_EQ(gd::watch("ids", gs::device_span{w_, gs::dtype::int32, 4}).type(), gs::dtype::int32);
+  gs::tensor_view const mask = gd::watch("mask", gs::device_span{w_, gs::dtype::uint8, 3});
+  EXPECT_EQ(mask.type(), gs::dtype::uint8);
+  EXPECT_EQ(mask.bytes(), 3U);
   auto const g = capture_step();
   auto const report =
       gd::verify_replay(*stream_, [&](gs::cuda::stream_view s) { step(s); }, g, {region});
@@ -579,7 +581,7 @@ TEST_F(verify_replay_test, a_span_is_watched_as_its_dtype) {
 
 TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
   auto const g = capture_step();
-  auto const run = [&](std::vector<gd::watched_region> const& watched) {
+  auto const run = [&](std::vector<gs::tensor_view> const& watched) {
     return message_of([&] {
       static_cast<void>(gd::verify_replay(
           *stream_, [&](gs::cuda::stream_view s) { step(s); }, g, watched));
@@ -592,13 +594,18 @@ TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
   EXPECT_TRUE(contains(run({gd::watch("w", {w_, gs::dtype::float32, n}),
                             gd::watch("part", {w_ + 1, gs::dtype::float32, 4})}),
                        "overlap"));
-  EXPECT_TRUE(contains(run({gd::watched_region{"null", nullptr, 4}}), "null pointer"));
-  EXPECT_TRUE(contains(run({gd::watched_region{"empty", w_, 0}}), "is empty"));
-  EXPECT_TRUE(contains(run({gd::watched_region{"odd", w_, 6, gs::dtype::float32}}), "6 bytes"));
-  EXPECT_TRUE(contains(run({gd::watched_region{"unknown", w_, 8, static_cast<gs::dtype>(42)}}),
-                       "unknown dtype (42)"));
-  EXPECT_TRUE(contains(run({gd::watched_region{"unaligned", reinterpret_cast<char*>(w_) + 2, 8,
-                                               gs::dtype::float32}}),
+  EXPECT_TRUE(contains(run({gs::tensor_view{}}), "has no name"));  // and a null pointer
+  EXPECT_TRUE(contains(run({gs::tensor_view{w_, {{4}, gs::dtype::float32}}}), "has no name"));
+  EXPECT_TRUE(contains(run({gs::tensor_view{w_, {"empty", {0}, gs::dtype::float32}}}), "is empty"));
+  // A view that is not one: a null or misaligned pointer is refused where it is made.
+  EXPECT_TRUE(contains(message_of([] {
+                         static_cast<void>(gd::watch("null", {nullptr, gs::dtype::float32, 4}));
+                       }),
+                       "null pointer"));
+  EXPECT_TRUE(contains(message_of([&] {
+                         static_cast<void>(gd::watch("unaligned", {reinterpret_cast<char*>(w_) + 2,
+                                                                   gs::dtype::float32, 2}));
+                       }),
                        "not aligned"));
   auto const eager = [&](gs::cuda::stream_view s) { step(s); };
   EXPECT_TRUE(contains(message_of([&] {

@@ -49,10 +49,8 @@ struct replica {
   replica(gs::memory::memory_pool& p, gn::nccl_comm_view comm,
           std::vector<std::size_t> const& counts, gs::cuda::stream_view stream)
       : blocks{p, stream} {
-    std::vector<std::size_t> bytes;
-    for (std::size_t n : counts) bytes.push_back(n * sizeof(float));
-    plan = gn::plan_buckets(bytes, 64 * 1024, 16 * 1024, 256);
-    gradients = blocks.get((plan.buffer_bytes + sizeof(float) - 1) / sizeof(float));
+    plan = gn::plan_buckets(gs::dtype::float32, counts, 64 * 1024, 16 * 1024, 256);
+    gradients = blocks.get(plan.buffer_count);
     loss = blocks.get(1);
     std::vector<gt::parameter> parameters;
     for (std::size_t t = 0; t < counts.size(); ++t) {
@@ -74,12 +72,9 @@ struct replica {
     gt::lr_schedule schedule;
     schedule.base = 0.5F;
     optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, nullptr, stream);
-    reducer.emplace(comm,
-                    gs::device_span{gradients, gs::dtype::float32,
-                                    (plan.buffer_bytes + sizeof(float) - 1) / sizeof(float)},
-                    plan);
+    reducer.emplace(comm, gs::device_span{gradients, gs::dtype::float32, plan.buffer_count}, plan);
   }
-  float* gradient(std::size_t t) const { return gradients + plan.offsets[t] / sizeof(float); }
+  float* gradient(std::size_t t) const { return gradients + plan.offsets[t]; }
   void step(gs::cuda::stream_view stream) {
     // Tensors are listed in the order backward produces their gradients; each bucket is
     // reduced as soon as its last gradient is written.

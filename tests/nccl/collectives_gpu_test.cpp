@@ -258,10 +258,10 @@ TEST_F(nccl_test, a_collective_must_run_eagerly_before_it_is_captured) {
 }
 
 TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
-  std::vector<std::size_t> const grads{3000 * 4, 1000 * 4, 70000 * 4, 5 * 4};
-  auto plan = gn::plan_buckets(grads, 100000, 8192, 256);
+  std::vector<std::size_t> const grads{3000, 1000, 70000, 5};
+  auto plan = gn::plan_buckets(gs::dtype::float32, grads, 100000, 8192, 256);
   ASSERT_GT(plan.buckets.size(), 1U);
-  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  std::size_t const n = plan.buffer_count;
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 97) * 0.5F;
   float* flat = upload(values);
@@ -279,37 +279,37 @@ TEST_F(nccl_test, bucketed_all_reduce_captured_equals_eager) {
   EXPECT_EQ(download(flat, n), values);
 }
 
-// The gradient buffer is one span: too small for the plan, empty, null, or of a dtype the
-// buckets do not hold whole elements of, it is refused before anything is launched.
+// The gradient buffer is one span: too small for the plan, empty, null, or of another dtype than
+// the plan's, it is refused before anything is launched.
 TEST_F(nccl_test, bucketed_all_reduce_refuses_a_buffer_that_does_not_fit_its_plan) {
-  auto const plan = gn::plan_buckets({4096, 4096}, 4096, 4096, 256);
-  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  auto const plan = gn::plan_buckets(gs::dtype::float32, {1024, 1024}, 4096, 4096, 256);
+  std::size_t const n = plan.buffer_count;
   float* flat = upload(std::vector<float>(n, 1.0F));
   auto const comm = comms_.front().view();
   auto const refused = [&](gs::device_span gradients, gn::bucket_plan const& p) {
     return gs::testing::message_of([&] { gn::bucketed_all_reduce{comm, gradients, p}; });
   };
   EXPECT_NE(refused({flat, gs::dtype::float32, n - 1}, plan)
-                .find("holds " + std::to_string(plan.buffer_bytes - 4) +
-                      " bytes but the plan needs " + std::to_string(plan.buffer_bytes)),
+                .find("holds " + std::to_string(n - 1) + " elements but the plan needs " +
+                      std::to_string(n)),
             std::string::npos);
   EXPECT_NE(
       refused({flat, gs::dtype::float32, 0}, plan).find("the gradient buffer holds no element"),
       std::string::npos);
   EXPECT_NE(refused({nullptr, gs::dtype::float32, n}, plan).find("is a null pointer"),
             std::string::npos);
-  auto const odd = gn::plan_buckets({6, 4090}, 4096, 6, 2);
-  EXPECT_NE(refused({flat, gs::dtype::float32, n}, odd)
-                .find("a bucket of 6 bytes is not a whole number of float32 elements"),
+  auto const halves = gn::plan_buckets(gs::dtype::bfloat16, {1024, 1024}, 4096, 4096, 256);
+  EXPECT_NE(refused({flat, gs::dtype::float32, n}, halves)
+                .find("but the plan is of bfloat16; plan the buckets for the gradients' dtype"),
             std::string::npos);
 }
 
 // A bucket made ready ahead of one that never is cannot be reduced (it would pair with another
 // bucket on the other ranks): the join says so, and the next step starts afresh.
 TEST_F(nccl_test, bucketed_all_reduce_join_names_a_bucket_left_waiting) {
-  auto plan = gn::plan_buckets({4096, 4096, 4096}, 4096, 4096, 256);
+  auto plan = gn::plan_buckets(gs::dtype::float32, {1024, 1024, 1024}, 4096, 4096, 256);
   ASSERT_EQ(plan.buckets.size(), 3U);
-  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  std::size_t const n = plan.buffer_count;
   float* flat = upload(std::vector<float>(n, 2.0F));
   gn::bucketed_all_reduce reducer{comms_.front().view(), {flat, gs::dtype::float32, n}, plan};
   reducer.bucket_ready(0, *stream_);

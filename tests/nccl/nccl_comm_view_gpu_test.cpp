@@ -186,9 +186,9 @@ TEST_F(raw_view_test, views_made_on_several_threads_share_one_state) {
 TEST_F(raw_view_test, bucketed_all_reduce_takes_a_raw_view) {
   user_communicator user;
   gn::nccl_comm_view const view{user.handle};
-  auto const plan = gn::plan_buckets({4000 * 4, 300 * 4, 20000 * 4}, 40000, 8192, 256);
+  auto const plan = gn::plan_buckets(gs::dtype::float32, {4000, 300, 20000}, 40000, 8192, 256);
   ASSERT_GT(plan.buckets.size(), 1U);
-  std::size_t const n = plan.buffer_bytes / sizeof(float);
+  std::size_t const n = plan.buffer_count;
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 31) * 0.25F;
   float* flat = upload(values);

@@ -295,13 +295,13 @@ TEST_F(ranks_test, a_rank_that_never_joins_a_captured_collective_fails_the_other
 TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_bucket) {
   run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 1024;  // per gradient; one bucket each, all of the same size
-    auto const plan = gn::plan_buckets({n * sizeof(float), n * sizeof(float), n * sizeof(float)},
-                                       n * sizeof(float), n * sizeof(float));
+    auto const plan =
+        gn::plan_buckets(gs::dtype::float32, {n, n, n}, n * sizeof(float), n * sizeof(float));
     checks.expect(plan.buckets.size() == 3, "three buckets");
-    std::vector<float> mine(plan.buffer_bytes / sizeof(float), 0.0F);
+    std::vector<float> mine(plan.buffer_count, 0.0F);
     for (std::size_t t = 0; t < 3; ++t) {
       for (std::size_t i = 0; i < n; ++i)
-        mine[plan.offsets[t] / sizeof(float) + i] = value(rank, i) * static_cast<float>(t + 1);
+        mine[plan.offsets[t] + i] = value(rank, i) * static_cast<float>(t + 1);
     }
     float* gradients = upload(mine, stream);
     gn::bucketed_all_reduce reducer{
@@ -316,33 +316,33 @@ TEST_F(ranks_test, buckets_made_ready_in_different_orders_are_reduced_bucket_by_
       for (std::size_t i = 0; i < n; ++i)
         want[i] = (value(0, i) + value(1, i)) / 2.0F * static_cast<float>(t + 1);
       std::vector<float> const bucket(
-          got.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4),
-          got.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4 + n));
+          got.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t]),
+          got.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] + n));
       checks.expect_values(bucket, want, "bucket " + std::to_string(t));
     }
     GRAPHSTEP_CUDA_TRY(cudaFree(gradients));
   });
 }
 
-// ready_through(bytes) reduces exactly the buckets a finished prefix of the buffer covers, once
+// ready_through(count) reduces exactly the buckets a finished prefix of the buffer covers, once
 // each: the rest keep each rank's own values until a later call or all() covers them.
 TEST_F(ranks_test, ready_through_reduces_the_buckets_a_finished_prefix_covers) {
   run_job(2, [](int rank, gn::nccl_comm& comm, gs::cuda::stream& stream, rank_checks& checks) {
     std::size_t const n = 1024;  // per gradient; one bucket each
-    auto const plan = gn::plan_buckets({n * sizeof(float), n * sizeof(float), n * sizeof(float)},
-                                       n * sizeof(float), n * sizeof(float));
+    auto const plan =
+        gn::plan_buckets(gs::dtype::float32, {n, n, n}, n * sizeof(float), n * sizeof(float));
     checks.expect(plan.buckets.size() == 3, "three buckets");
-    std::vector<float> mine(plan.buffer_bytes / sizeof(float), 0.0F);
+    std::vector<float> mine(plan.buffer_count, 0.0F);
     for (std::size_t t = 0; t < 3; ++t) {
       for (std::size_t i = 0; i < n; ++i) {
-        mine[plan.offsets[t] / sizeof(float) + i] = value(rank, i) * static_cast<float>(t + 1);
+        mine[plan.offsets[t] + i] = value(rank, i) * static_cast<float>(t + 1);
       }
     }
     float* gradients = upload(mine, stream);
     gn::bucketed_all_reduce reducer{
         comm.view(), {gradients, gs::dtype::float32, mine.size()}, plan};
     auto const bucket = [&](std::vector<float> const& all, std::size_t t) {
-      auto const first = all.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t] / 4);
+      auto const first = all.begin() + static_cast<std::ptrdiff_t>(plan.offsets[t]);
       return std::vector<float>(first, first + static_cast<std::ptrdiff_t>(n));
     };
     auto const averaged = [&](std::size_t t) {
@@ -352,8 +352,8 @@ TEST_F(ranks_test, ready_through_reduces_the_buckets_a_finished_prefix_covers) {
       }
       return want;
     };
-    std::size_t const first_end = plan.buckets[0].offset + plan.buckets[0].bytes;
-    std::size_t const second_end = plan.buckets[1].offset + plan.buckets[1].bytes;
+    std::size_t const first_end = plan.buckets[0].offset + plan.buckets[0].count;
+    std::size_t const second_end = plan.buckets[1].offset + plan.buckets[1].count;
     reducer.ready_through(0, stream);
     checks.expect(reducer.buckets_ready() == 0, "nothing finished, nothing ready");
     reducer.ready_through(first_end, stream);
@@ -365,7 +365,7 @@ TEST_F(ranks_test, ready_through_reduces_the_buckets_a_finished_prefix_covers) {
     checks.expect_values(bucket(got, 0), averaged(0), "bucket 0, covered");
     checks.expect_values(bucket(got, 1), bucket(mine, 1), "bucket 1, not covered");
     checks.expect_values(bucket(got, 2), bucket(mine, 2), "bucket 2, not covered");
-    reducer.ready_through(plan.buffer_bytes + 4096, stream);  // past the end: all of them
+    reducer.ready_through(plan.buffer_count + 1024, stream);  // past the end: all of them
     checks.expect(reducer.buckets_ready() == 3, "every bucket ready");
     reducer.join(stream);
     got = download(gradients, mine.size(), stream);
@@ -676,14 +676,13 @@ TEST_F(ranks_test, a_guarded_step_whose_peer_never_comes_ends_at_the_deadline) {
     float* x = upload(std::vector<float>(n, 1.0F), stream);
     gn::step_guard guard{comm.view(),
                          {std::chrono::milliseconds{400}, std::chrono::milliseconds{400}}};
-    checks.expect_nccl_error_within(std::chrono::seconds{2}, "rank 0",
-                                    "the step whose peer never came finished", [&] {
-                                      guard.step(stream, [&] {
-                                        gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum,
-                                                       comm.view(), stream);
-                                      });
-                                      guard.wait();
-                                    });
+    checks.expect_nccl_error_within(
+        std::chrono::seconds{2}, "rank 0", "the step whose peer never came finished", [&] {
+          guard.step(stream, [&] {
+            gn::all_reduce(view(x, n), view(x, n), gn::reduce_op::sum, comm.view(), stream);
+          });
+          guard.wait();
+        });
     checks.expect_nccl_error_within(std::chrono::milliseconds{100}, "rank 0",
                                     "an aborted guard ran another step",
                                     [&] { guard.step(stream, [] {}); });

@@ -53,14 +53,13 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   std::size_t const bytes = sizeof(float) * n;
   auto const f32 = gs::dtype::float32;
   auto const count = static_cast<std::size_t>(n);
-  gs::schedule::graphed_callable graphed{forward,
-                                         backward,
-                                         {{x, f32, count}},
-                                         {{y, f32, count}},
-                                         {{dy, f32, count}},
-                                         {{dx, f32, count}},
-                                         pool,
-                                         stream};
+  auto view = [&](float* data, char const* name) {
+    return gs::tensor_view{data, gs::tensor_spec{name, {n}, f32}};
+  };
+  gs::schedule::graphed_callable graphed{
+      forward,          backward,         {view(x, "x")}, {view(y, "y")},
+      {view(dy, "dy")}, {view(dx, "dx")}, pool,           stream};
+  EXPECT_EQ(graphed.outputs()[0].name(), "y");
   EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);
 
   // New data from elsewhere in device memory, copied in by the call.
@@ -74,8 +73,8 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   }
   graphstep::testing::copy_to_device(data, host_x.data(), bytes);
   graphstep::testing::copy_to_device(grad, host_dy.data(), bytes);
-  graphed.forward({data}, stream);
-  graphed.backward({grad}, stream);
+  graphed.forward({{data, f32, count}}, stream);
+  graphed.backward({{grad, f32, count}}, stream);
   std::vector<float> got_y(n);
   std::vector<float> got_dx(n);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data(), bytes,
@@ -98,17 +97,33 @@ TEST_F(graphed_test, forward_and_backward_graphs_equal_the_eager_callables) {
   EXPECT_EQ(got_y, want_y);
   EXPECT_EQ(got_dx, want_dx);
   EXPECT_THROW(graphed.forward({}, stream), gs::usage_error);
+  // A span of another dtype or count, or a null one, is refused before anything is copied.
+  std::string const half = gs::testing::message_of([&] {
+    graphed.forward({{data, f32, count / 2}}, stream);
+  });
+  EXPECT_NE(
+      half.find("graphed_callable::forward: input 0 is " + std::to_string(count / 2) + " float32"),
+      std::string::npos)
+      << half;
+  EXPECT_NE(half.find("its static tensor is 'x' [" + std::to_string(n) + "] float32"),
+            std::string::npos)
+      << half;
+  EXPECT_NE(gs::testing::message_of([&] {
+              graphed.backward({{grad, gs::dtype::float16, count}}, stream);
+            }).find("float16"),
+            std::string::npos);
+  EXPECT_NE(gs::testing::message_of([&] {
+              graphed.forward({{nullptr, f32, count}}, stream);
+            }).find("null"),
+            std::string::npos);
   EXPECT_THROW(static_cast<void>(
                    gs::schedule::graphed_callable(forward, nullptr, {}, {}, {}, {}, pool, stream)),
                gs::usage_error);
-  std::string const said = gs::testing::message_of([&] {
-    gs::schedule::graphed_callable{
-        forward, backward, {{x, f32, count}}, {{nullptr, f32, count}}, {}, {}, pool, stream};
-  });
-  EXPECT_NE(said.find("graphed_callable: output 0 is a null pointer"), std::string::npos) << said;
   EXPECT_NE(gs::testing::message_of([&] {
-              gs::schedule::graphed_callable{forward, backward, {{x, f32, 0}}, {{y, f32, count}},
-                                             {},      {},       pool,          stream};
+              gs::schedule::graphed_callable{
+                  forward,        backward, {gs::tensor_view{x, gs::tensor_spec{{0}, f32}}},
+                  {view(y, "y")}, {},       {},
+                  pool,           stream};
             }).find("graphed_callable: input 0 holds no element"),
             std::string::npos);
 }
@@ -131,7 +146,7 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
         static_cast<float const*>(t.outputs[0].data()), w, n);
   };
   gs::schedule::graphed_specs specs;
-  specs.inputs = {{{n}, gs::dtype::float32}};
+  specs.inputs = {{"x", {n}, gs::dtype::float32}};
   specs.outputs = {{{n}, gs::dtype::float32}};
   specs.output_gradients = {{{n}, gs::dtype::float32}};
   specs.input_gradients = {{{n}, gs::dtype::float32}};
@@ -139,7 +154,8 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
                                          pool,    stream,   gs::graphs::lifecycle_options{2}};
   ASSERT_EQ(graphed.inputs().size(), 1U);
   EXPECT_EQ(graphed.inputs()[0].bytes(), sizeof(float) * n);
-  EXPECT_EQ(graphed.inputs()[0].type(), gs::dtype::float32);
+  EXPECT_EQ(graphed.inputs()[0].spec(), specs.inputs[0]);
+  EXPECT_EQ(graphed.outputs()[0].shape(), (std::vector<std::int64_t>{n}));
   EXPECT_EQ(graphed.forward_graph().node_counts().kernel, 1U);
   EXPECT_EQ(graphed.backward_graph().node_counts().kernel, 1U);
 
@@ -156,10 +172,10 @@ TEST_F(graphed_test, static_buffers_from_the_pool_equal_the_eager_callables) {
     for (float& v : host_x) v *= 0.9F;
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.inputs()[0].data(), host_x.data(), bytes,
                                        cudaMemcpyHostToDevice, stream.get()));
-    graphed.forward({graphed.inputs()[0].data()}, stream);
+    graphed.forward({graphed.inputs()[0].span()}, stream);
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(graphed.output_gradients()[0].data(), host_dy.data(), bytes,
                                        cudaMemcpyHostToDevice, stream.get()));
-    graphed.backward({graphed.output_gradients()[0].data()}, stream);
+    graphed.backward({graphed.output_gradients()[0].span()}, stream);
     std::vector<float> got_y(n);
     std::vector<float> got_dx(n);
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(got_y.data(), graphed.outputs()[0].data(), bytes,

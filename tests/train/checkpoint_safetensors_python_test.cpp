@@ -164,7 +164,7 @@ TEST_F(checkpoint_safetensors_python, numpy_and_torch_read_what_graphstep_writes
   std::vector<expected_tensor> const tensors = expected_tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     expected_tensor const& t = tensors[i];
-    c.add_tensor(t.name, t.type, t.shape, t.data);
+    c.add_tensor({t.name, t.shape, t.type}, t.data);
     if (i == 0) c.add_value("step", std::int64_t{123456789012});
   }
   c.add_value("optimizer/adam", adam_state{0.9, 0.999, 10});
@@ -186,11 +186,11 @@ TEST_F(checkpoint_safetensors_python, graphstep_reads_what_pytorch_writes) {
   EXPECT_EQ(c.entries().size(), tensors.size());
   for (expected_tensor const& t : tensors) {
     ASSERT_TRUE(c.contains(t.name)) << t.name;
-    gt::checkpoint_entry const& entry = c.tensor(t.name, t.type, t.shape);
+    gt::checkpoint_entry const& entry = c.tensor({t.name, t.shape, t.type});
     EXPECT_EQ(entry.bytes, t.data) << t.name;
   }
   for (gt::checkpoint_entry const& entry : c.entries()) {
-    EXPECT_EQ(entry.kind, gt::checkpoint_kind::tensor) << entry.name;
+    EXPECT_EQ(entry.kind, gt::checkpoint_kind::tensor) << entry.spec.name();
   }
 }
 

@@ -29,9 +29,9 @@
 
 namespace gt = graphstep::train;
 using graphstep::dtype;
+using graphstep::testing::bytes;
 using graphstep::testing::contains;
 using graphstep::testing::message_of;
-using graphstep::testing::bytes;
 using graphstep::testing::random_bytes;
 using graphstep::testing::read_file;
 using graphstep::testing::write_file;
@@ -60,28 +60,26 @@ void expect_same(gt::checkpoint const& a, gt::checkpoint const& b) {
   for (std::size_t i = 0; i < a.entries().size(); ++i) {
     gt::checkpoint_entry const& x = a.entries()[i];
     gt::checkpoint_entry const& y = b.entries()[i];
-    EXPECT_EQ(x.name, y.name) << "entry " << i;
-    EXPECT_EQ(x.kind, y.kind) << x.name;
-    EXPECT_EQ(x.type, y.type) << x.name;
-    EXPECT_EQ(x.shape, y.shape) << x.name;
-    EXPECT_EQ(x.bytes, y.bytes) << x.name;
+    EXPECT_EQ(x.spec, y.spec) << "entry " << i;
+    EXPECT_EQ(x.kind, y.kind) << x.spec.name();
+    EXPECT_EQ(x.bytes, y.bytes) << x.spec.name();
   }
 }
 
 // Every kind of entry, tensors and values interleaved as a trainer adds them.
 gt::checkpoint mixed_checkpoint() {
   gt::checkpoint c;
-  c.add_tensor("model/w", dtype::float32, {3, 4}, random_bytes(48, 1));
+  c.add_tensor({"model/w", {3, 4}, dtype::float32}, random_bytes(48, 1));
   c.add_value("step", std::int64_t{-42});
-  c.add_tensor("model/w16", dtype::float16, {5, 1, 3}, random_bytes(30, 2));
-  c.add_tensor("model/wbf16", dtype::bfloat16, {7}, random_bytes(14, 3));
-  c.add_tensor("data/tokens", dtype::int32, {2, 3}, random_bytes(24, 4));
-  c.add_tensor("dropout/mask", dtype::uint8, {5}, random_bytes(5, 5));
-  c.add_tensor("optimizer/exp_avg/model/w", dtype::float32, {3, 4}, random_bytes(48, 6));
+  c.add_tensor({"model/w16", {5, 1, 3}, dtype::float16}, random_bytes(30, 2));
+  c.add_tensor({"model/wbf16", {7}, dtype::bfloat16}, random_bytes(14, 3));
+  c.add_tensor({"data/tokens", {2, 3}, dtype::int32}, random_bytes(24, 4));
+  c.add_tensor({"dropout/mask", {5}, dtype::uint8}, random_bytes(5, 5));
+  c.add_tensor({"optimizer/exp_avg/model/w", {3, 4}, dtype::float32}, random_bytes(48, 6));
   c.add_value("optimizer/state", std::array<double, 3>{1.5, -2.0, 1e-8});
-  c.add_tensor("scalar", dtype::float32, {}, random_bytes(4, 7));  // 0-d: one element
-  c.add_tensor("empty", dtype::bfloat16, {4, 0, 2}, {});           // no element
-  c.add_tensor("names/\"quoted\"\\back\n\x01/\xc3\xa9\xf0\x9f\x98\x80", dtype::uint8, {1}, {9});
+  c.add_tensor({"scalar", {}, dtype::float32}, random_bytes(4, 7));  // 0-d: one element
+  c.add_tensor({"empty", {4, 0, 2}, dtype::bfloat16}, {});           // no element
+  c.add_tensor({"names/\"quoted\"\\back\n\x01/\xc3\xa9\xf0\x9f\x98\x80", {1}, dtype::uint8}, {9});
   return c;
 }
 
@@ -119,8 +117,8 @@ TEST_F(checkpoint_safetensors, round_trip_restores_the_checkpoint_bit_for_bit) {
   gt::checkpoint const loaded = gt::checkpoint::load_safetensors(path);
   expect_same(c, loaded);
   EXPECT_EQ(loaded.value<std::int64_t>("step"), -42);
-  EXPECT_EQ(loaded.tensor("empty", dtype::bfloat16, {4, 0, 2}).bytes.size(), 0U);
-  EXPECT_EQ(loaded.tensor("scalar", dtype::float32, {}).bytes.size(), 4U);
+  EXPECT_EQ(loaded.tensor({"empty", {4, 0, 2}, dtype::bfloat16}).bytes.size(), 0U);
+  EXPECT_EQ(loaded.tensor({"scalar", {}, dtype::float32}).bytes.size(), 4U);
 
   // Restored exactly: the native format of both is the same, byte for byte, and so is the
   // safetensors file the loaded one writes.
@@ -144,8 +142,8 @@ TEST_F(checkpoint_safetensors, an_empty_checkpoint_round_trips) {
 TEST_F(checkpoint_safetensors, file_bytes_follow_the_mapping_spec) {
   gt::checkpoint c;
   c.add_value("step", std::int64_t{7});
-  c.add_tensor("w", dtype::float16, {2}, {0x00, 0x3c, 0x00, 0xc0});  // 1.0, -2.0
-  c.add_tensor("b", dtype::float32, {}, {0x00, 0x00, 0x80, 0x3f});   // 1.0
+  c.add_tensor({"w", {2}, dtype::float16}, {0x00, 0x3c, 0x00, 0xc0});  // 1.0, -2.0
+  c.add_tensor({"b", {}, dtype::float32}, {0x00, 0x00, 0x80, 0x3f});   // 1.0
   std::string const path = file("spec.safetensors");
   c.save_safetensors(path);
 
@@ -163,11 +161,11 @@ TEST_F(checkpoint_safetensors, file_bytes_follow_the_mapping_spec) {
 
 TEST_F(checkpoint_safetensors, every_tensor_is_aligned_to_its_element_in_the_file) {
   gt::checkpoint c;
-  c.add_tensor("odd_bytes", dtype::uint8, {3}, random_bytes(3, 1));
-  c.add_tensor("half", dtype::bfloat16, {3}, random_bytes(6, 2));
+  c.add_tensor({"odd_bytes", {3}, dtype::uint8}, random_bytes(3, 1));
+  c.add_tensor({"half", {3}, dtype::bfloat16}, random_bytes(6, 2));
   c.add_value("flag", std::uint8_t{1});
-  c.add_tensor("float", dtype::float32, {5}, random_bytes(20, 3));
-  c.add_tensor("int", dtype::int32, {1}, random_bytes(4, 4));
+  c.add_tensor({"float", {5}, dtype::float32}, random_bytes(20, 3));
+  c.add_tensor({"int", {1}, dtype::int32}, random_bytes(4, 4));
   std::string const path = file("aligned.safetensors");
   c.save_safetensors(path);
   bytes const content = read_file(path);
@@ -177,10 +175,10 @@ TEST_F(checkpoint_safetensors, every_tensor_is_aligned_to_its_element_in_the_fil
   for (gt::checkpoint_entry const& entry : c.entries()) {
     auto const at = std::search(content.begin() + static_cast<std::ptrdiff_t>(8 + n), content.end(),
                                 entry.bytes.begin(), entry.bytes.end());
-    ASSERT_NE(at, content.end()) << entry.name;
+    ASSERT_NE(at, content.end()) << entry.spec.name();
     std::size_t const element =
-        entry.kind == gt::checkpoint_kind::tensor ? graphstep::size_in_bytes(entry.type) : 1;
-    EXPECT_EQ(static_cast<std::size_t>(at - content.begin()) % element, 0U) << entry.name;
+        entry.kind == gt::checkpoint_kind::tensor ? graphstep::size_in_bytes(entry.spec.type()) : 1;
+    EXPECT_EQ(static_cast<std::size_t>(at - content.begin()) % element, 0U) << entry.spec.name();
   }
   expect_same(gt::checkpoint::load_safetensors(path), c);
 }
@@ -200,12 +198,12 @@ TEST_F(checkpoint_safetensors, loads_the_file_of_another_writer) {
   gt::checkpoint const c = gt::checkpoint::load_safetensors(path);
   ASSERT_EQ(c.entries().size(), 3U);
   std::string const name = "caf\xc3\xa9\xf0\x9f\x98\x80/x";
-  EXPECT_EQ(c.entries()[0].name, name);
-  EXPECT_EQ(c.entries()[1].name, "a");
-  EXPECT_EQ(c.entries()[2].name, "z");
-  EXPECT_EQ(c.tensor(name, dtype::int32, {2}).bytes, (bytes{0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0}));
-  EXPECT_EQ(c.tensor("a", dtype::bfloat16, {2, 2}).bytes, (bytes{1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_TRUE(c.tensor("z", dtype::uint8, {0}).bytes.empty());
+  EXPECT_EQ(c.entries()[0].spec.name(), name);
+  EXPECT_EQ(c.entries()[1].spec.name(), "a");
+  EXPECT_EQ(c.entries()[2].spec.name(), "z");
+  EXPECT_EQ(c.tensor({name, {2}, dtype::int32}).bytes, (bytes{0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0}));
+  EXPECT_EQ(c.tensor({"a", {2, 2}, dtype::bfloat16}).bytes, (bytes{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(c.tensor({"z", {0}, dtype::uint8}).bytes.empty());
   EXPECT_FALSE(c.contains("__metadata__"));
 }
 
@@ -244,17 +242,19 @@ TEST_F(checkpoint_safetensors, a_shape_that_does_not_match_the_data_offsets_is_r
 
 TEST_F(checkpoint_safetensors, a_shape_other_than_the_one_expected_on_load_is_refused) {
   gt::checkpoint c;
-  c.add_tensor("model/w", dtype::float32, {2, 3}, random_bytes(24, 1));
+  c.add_tensor({"model/w", {2, 3}, dtype::float32}, random_bytes(24, 1));
   std::string const path = file("run.safetensors");
   c.save_safetensors(path);
   gt::checkpoint const loaded = gt::checkpoint::load_safetensors(path);
-  std::string const m = message_of([&] { (void)loaded.tensor("model/w", dtype::float32, {3, 2}); });
+  std::string const m = message_of([&] {
+    (void)loaded.tensor({"model/w", {3, 2}, dtype::float32});
+  });
   EXPECT_TRUE(contains(m,
                        "tensor \"model/w\" is float32 [2, 3] in the checkpoint, but "
                        "float32 [3, 2] is expected (the shape differs)"))
       << m;
   std::string const type = message_of([&] {
-    (void)loaded.tensor("model/w", dtype::bfloat16, {2, 3});
+    (void)loaded.tensor({"model/w", {2, 3}, dtype::bfloat16});
   });
   EXPECT_TRUE(contains(type, "the dtype differs")) << type;
 }
@@ -471,7 +471,7 @@ TEST_F(checkpoint_safetensors, save_refuses_names_safetensors_cannot_hold) {
   std::string m = message_of([&] { metadata.save_safetensors(file("a.safetensors")); });
   EXPECT_TRUE(contains(m, "an entry is named \"__metadata__\", the key safetensors keeps")) << m;
   gt::checkpoint latin1;
-  latin1.add_tensor("caf\xe9", dtype::uint8, {1}, {1});
+  latin1.add_tensor({"caf\xe9", {1}, dtype::uint8}, {1});
   m = message_of([&] { latin1.save_safetensors(file("b.safetensors")); });
   EXPECT_TRUE(contains(m, "is not UTF-8, which a safetensors header (JSON) must be")) << m;
   EXPECT_FALSE(std::filesystem::exists(file("a.safetensors")));
@@ -503,7 +503,7 @@ TEST_F(checkpoint_safetensors, a_failed_save_keeps_the_earlier_file) {
   gt::checkpoint const before = mixed_checkpoint();
   before.save_safetensors(path);
   gt::checkpoint bigger;
-  bigger.add_tensor("w", dtype::float32, {1 << 19}, random_bytes(std::size_t{1} << 21, 9));
+  bigger.add_tensor({"w", {1 << 19}, dtype::float32}, random_bytes(std::size_t{1} << 21, 9));
   auto const previous = gt::detail::set_checkpoint_write_hook(&fail_after_the_header);
   EXPECT_THROW(bigger.save_safetensors(path), std::runtime_error);
   gt::detail::set_checkpoint_write_hook(previous);

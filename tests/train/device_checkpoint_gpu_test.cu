@@ -9,11 +9,13 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error_message.hpp"
@@ -53,7 +55,7 @@ TEST_F(device_checkpoint_test, tensors_of_each_dtype_come_back_bit_for_bit_throu
     for (std::size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<std::uint8_t>(i * 7 + t);
     sources.emplace_back(bytes, *stream_);
     gs::testing::copy_to_device(sources.back().data(), pattern.data(), bytes);
-    gt::add_device_tensor(saved, gs::name(types[t]), sources.back().data(), types[t], shape,
+    gt::add_device_tensor(saved, {sources.back().data(), {gs::name(types[t]), shape, types[t]}},
                           *stream_);
     written.push_back(pattern);
   }
@@ -63,7 +65,8 @@ TEST_F(device_checkpoint_test, tensors_of_each_dtype_come_back_bit_for_bit_throu
   std::remove(path.c_str());
   for (std::size_t t = 0; t < types.size(); ++t) {
     gs::cuda::device_buffer target{written[t].size(), *stream_};
-    gt::load_device_tensor(loaded, gs::name(types[t]), target.data(), types[t], shape, *stream_);
+    gt::load_device_tensor(loaded, {target.data(), {gs::name(types[t]), shape, types[t]}},
+                           *stream_);
     EXPECT_EQ(bytes_at(target.data(), written[t].size()), written[t]) << gs::name(types[t]);
   }
 }
@@ -74,33 +77,34 @@ TEST_F(device_checkpoint_test, refusals_say_what_is_wrong_and_copy_nothing) {
   gs::testing::copy_to_device(memory.data(), zeros.data(), zeros.size());
   gt::checkpoint saved;
   std::vector<std::uint8_t> ones(16 * 4, 0xFF);
-  saved.add_tensor("weights", gs::dtype::float32, {16}, ones);
+  saved.add_tensor({"weights", {16}, gs::dtype::float32}, ones);
 
+  auto const weights = [&](std::vector<std::int64_t> shape) {
+    return gs::tensor_view{memory.data(), {"weights", std::move(shape), gs::dtype::float32}};
+  };
+  // A view made without a spec: no name, and a null pointer.
   EXPECT_NE(message_of([&] {
-              gt::add_device_tensor(saved, "null", nullptr, gs::dtype::float32, {4}, *stream_);
-            }).find("null pointer"),
+              gt::add_device_tensor(saved, gs::tensor_view{}, *stream_);
+            }).find("has no name"),
             std::string::npos);
-  auto* const misaligned = static_cast<unsigned char*>(memory.data()) + 1;
   EXPECT_NE(message_of([&] {
-              gt::load_device_tensor(saved, "weights", misaligned, gs::dtype::float32, {16},
-                                     *stream_);
-            }).find("not aligned"),
+              gt::load_device_tensor(
+                  saved, gs::tensor_view{memory.data(), {{16}, gs::dtype::float32}}, *stream_);
+            }).find("has no name"),
             std::string::npos);
-  std::string const other_shape = message_of([&] {
-    gt::load_device_tensor(saved, "weights", memory.data(), gs::dtype::float32, {8}, *stream_);
-  });
+  std::string const other_shape =
+      message_of([&] { gt::load_device_tensor(saved, weights({8}), *stream_); });
   EXPECT_NE(other_shape.find("float32 [16] in the checkpoint"), std::string::npos) << other_shape;
   EXPECT_NE(message_of([&] {
-              gt::load_device_tensor(saved, "bias", memory.data(), gs::dtype::float32, {16},
+              gt::load_device_tensor(saved, {memory.data(), {"bias", {16}, gs::dtype::float32}},
                                      *stream_);
             }).find("no tensor \"bias\""),
             std::string::npos);
 
   gs::graphs::graph_exec refused;
   std::string const in_capture = message_of([&] {
-    gs::graphs::capture(refused, *stream_, [&] {
-      gt::load_device_tensor(saved, "weights", memory.data(), gs::dtype::float32, {16}, *stream_);
-    });
+    gs::graphs::capture(refused, *stream_,
+                        [&] { gt::load_device_tensor(saved, weights({16}), *stream_); });
   });
   EXPECT_NE(in_capture.find("copy between replays"), std::string::npos) << in_capture;
   EXPECT_EQ(bytes_at(memory.data(), 64), zeros) << "a refused load copies nothing";
@@ -109,65 +113,67 @@ TEST_F(device_checkpoint_test, refusals_say_what_is_wrong_and_copy_nothing) {
 // A model's weights by its parameter layout: one file entry per tensor, of its dtype and shape,
 // and back into the slots, the gaps between them untouched.
 TEST_F(device_checkpoint_test, a_parameter_layout_saves_every_tensor_and_loads_it_into_its_slot) {
-  gs::memory::parameter_layout layout{128};
-  layout.add("fc weight", {3, 7}, gs::dtype::bfloat16);
-  layout.add("fc bias", {7}, gs::dtype::float16, 1);
-  layout.add("scale", {1}, gs::dtype::float32, 1);
+  gs::parameter_layout layout{128};
+  layout.add({"fc weight", {3, 7}, gs::dtype::bfloat16});
+  layout.add({"fc bias", {7}, gs::dtype::float16}, 1);
+  layout.add({"scale", {1}, gs::dtype::float32}, 1);
   std::size_t const bytes = layout.buffer_bytes();
   std::vector<std::uint8_t> pattern(bytes);
   for (std::size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<std::uint8_t>(i * 13 + 1);
-  gs::cuda::device_buffer weights{bytes, *stream_};
+  gs::memory::parameter_buffer const weights{layout, *stream_};
   gs::testing::copy_to_device(weights.data(), pattern.data(), bytes);
   gt::checkpoint saved;
-  gt::add_device_tensors(saved, "model", layout, weights.data(), *stream_);
-  gt::checkpoint_entry const& bias = saved.tensor("model/fc bias", gs::dtype::float16, {7});
-  std::size_t const bias_offset = layout.at("fc bias").offset;
+  gt::add_device_tensors(saved, "model", weights, *stream_);
+  gt::checkpoint_entry const& bias = saved.tensor({"model/fc bias", {7}, gs::dtype::float16});
+  std::size_t const bias_offset = layout.at("fc bias").byte_offset();
   EXPECT_EQ(bias.bytes, std::vector<std::uint8_t>(pattern.begin() + bias_offset,
                                                   pattern.begin() + bias_offset + 14));
   EXPECT_NE(message_of([&] {
-              gt::add_device_tensors(saved, "model", layout, weights.data(), *stream_);
+              gt::add_device_tensors(saved, "model", weights, *stream_);
             }).find("already"),
             std::string::npos);
 
   std::vector<std::uint8_t> const fill(bytes, 0xAB);
-  gs::cuda::device_buffer target{bytes, *stream_};
+  gs::memory::parameter_buffer const target{layout, *stream_};
   gs::testing::copy_to_device(target.data(), fill.data(), bytes);
-  gt::load_device_tensors(saved, "model", layout, target.data(), *stream_);
+  gt::load_device_tensors(saved, "model", target, *stream_);
   std::vector<std::uint8_t> const loaded = bytes_at(target.data(), bytes);
-  for (gs::memory::parameter_slot const& slot : layout.slots()) {
-    std::size_t const used = slot.count * gs::size_in_bytes(slot.type);
-    for (std::size_t i = slot.offset; i < slot.offset + slot.bytes; ++i) {
-      ASSERT_EQ(loaded[i], i < slot.offset + used ? pattern[i] : 0xAB)
-          << slot.name << ", byte " << i - slot.offset;
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    gs::parameter_slot const& slot = layout.at(t);
+    std::size_t const first = slot.byte_offset();
+    for (std::size_t i = first; i < layout.bytes_through(t); ++i) {
+      ASSERT_EQ(loaded[i], i < first + slot.spec.bytes() ? pattern[i] : 0xAB)
+          << slot.spec.name() << ", byte " << i - first;
     }
   }
 }
 
 TEST_F(device_checkpoint_test, a_checkpoint_of_another_layout_is_refused_naming_the_tensor) {
-  gs::memory::parameter_layout saved_layout{128};
-  saved_layout.add("weight", {4, 4}, gs::dtype::float32);
-  saved_layout.add("bias", {4}, gs::dtype::float32);
-  gs::cuda::device_buffer weights{saved_layout.buffer_bytes(), *stream_};
+  gs::parameter_layout saved_layout{128};
+  saved_layout.add({"weight", {4, 4}, gs::dtype::float32});
+  saved_layout.add({"bias", {4}, gs::dtype::float32});
+  gs::memory::parameter_buffer const weights{saved_layout, *stream_};
   std::vector<std::uint8_t> const ones(saved_layout.buffer_bytes(), 1);
   gs::testing::copy_to_device(weights.data(), ones.data(), ones.size());
   gt::checkpoint saved;
-  gt::add_device_tensors(saved, "model", saved_layout, weights.data(), *stream_);
+  gt::add_device_tensors(saved, "model", weights, *stream_);
 
-  gs::memory::parameter_layout wider{128};
-  wider.add("weight", {4, 4}, gs::dtype::float32);
-  wider.add("bias", {8}, gs::dtype::float32);
-  gs::cuda::device_buffer target{wider.buffer_bytes(), *stream_};
+  gs::parameter_layout wider{128};
+  wider.add({"weight", {4, 4}, gs::dtype::float32});
+  wider.add({"bias", {8}, gs::dtype::float32});
+  gs::memory::parameter_buffer target{wider, *stream_};
   std::vector<std::uint8_t> const zeros(wider.buffer_bytes(), 0);
   gs::testing::copy_to_device(target.data(), zeros.data(), zeros.size());
   std::string const message =
-      message_of([&] { gt::load_device_tensors(saved, "model", wider, target.data(), *stream_); });
+      message_of([&] { gt::load_device_tensors(saved, "model", target, *stream_); });
   EXPECT_NE(message.find("model/bias"), std::string::npos) << message;
   EXPECT_NE(message.find("float32 [4] in the checkpoint"), std::string::npos) << message;
   EXPECT_EQ(bytes_at(target.data(), zeros.size()), zeros)
       << "the weight matched, but nothing may be copied before every tensor is checked";
+  gs::memory::parameter_buffer const moved{std::move(target)};
   EXPECT_NE(message_of([&] {
-              gt::load_device_tensors(saved, "model", gs::memory::parameter_layout{}, target.data(),
-                                      *stream_);
-            }).find("holds no tensor"),
+              // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+              gt::load_device_tensors(saved, "model", target, *stream_);
+            }).find("moved from"),
             std::string::npos);
 }

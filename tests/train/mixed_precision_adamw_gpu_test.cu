@@ -21,7 +21,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
@@ -259,11 +259,9 @@ TEST_F(mixed_adamw_test, a_learning_rate_the_host_sets_before_each_replay_is_wha
   EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(h.master));
 
   gs::graphs::graph_exec refused;
-  EXPECT_THROW(gs::graphs::capture(refused, *stream_,
-                                   [&] {
-                                     optimizer.read_learning_rate_from(learning_rate.data(),
-                                                                       *stream_);
-                                   }),
+  EXPECT_THROW(gs::graphs::capture(
+                   refused, *stream_,
+                   [&] { optimizer.read_learning_rate_from(learning_rate.data(), *stream_); }),
                gs::usage_error);
 }
 
@@ -329,16 +327,22 @@ TEST_F(mixed_adamw_test, a_restored_optimizer_continues_bit_for_bit) {
   {
     gt::checkpoint saved;
     for (std::size_t t = 0; t < sizes.size(); ++t) {  // the model's part: its weights
-      gt::add_device_tensor(saved, "model/" + std::to_string(t), went_on_parameters[t].value.data(),
-                            types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
+      gt::add_device_tensor(
+          saved,
+          {went_on_parameters[t].value.data(),
+           {"model/" + std::to_string(t), {static_cast<std::int64_t>(sizes[t])}, types[t]}},
+          *stream_);
     }
     went_on.save_to(saved, "optimizer", *stream_);
     saved.save(path);
   }
   auto const loaded = gt::checkpoint::load(path);
   for (std::size_t t = 0; t < sizes.size(); ++t) {
-    gt::load_device_tensor(loaded, "model/" + std::to_string(t), resumed_parameters[t].value.data(),
-                           types[t], {static_cast<std::int64_t>(sizes[t])}, *stream_);
+    gt::load_device_tensor(
+        loaded,
+        {resumed_parameters[t].value.data(),
+         {"model/" + std::to_string(t), {static_cast<std::int64_t>(sizes[t])}, types[t]}},
+        *stream_);
   }
   resumed.restore_from(loaded, "optimizer", *stream_);
   std::remove(path.c_str());
@@ -395,8 +399,7 @@ TEST_F(mixed_adamw_test, a_checkpoint_of_another_layout_is_refused_and_changes_n
   EXPECT_EQ(fewer.steps_taken(*stream_), 0);
 
   gt::mixed_precision_adamw elsewhere{make({64, 128}), groups, {}, {}, {}, *stream_};
-  std::string const missing =
-      message_of([&] { elsewhere.restore_from(saved, "adamw", *stream_); });
+  std::string const missing = message_of([&] { elsewhere.restore_from(saved, "adamw", *stream_); });
   EXPECT_NE(missing.find("adamw/step"), std::string::npos) << missing;
 
   gs::graphs::graph_exec refused;
@@ -778,9 +781,9 @@ TEST_F(mixed_adamw_test, bf16_gradients_checked_by_a_loss_scaler_skip_overflowin
 // Built from a parameter layout, the optimizer is the one built from the tensors the layout
 // places: the same master weights, tensor by tensor, and the same weights after a step.
 TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_list_would) {
-  gs::memory::parameter_layout layout{128};
-  layout.add("weight", {5, 9}, gs::dtype::bfloat16, 0);
-  layout.add("bias", {9}, gs::dtype::bfloat16, 1);
+  gs::parameter_layout layout{128};
+  layout.add({"weight", {5, 9}, gs::dtype::bfloat16}, 0);
+  layout.add({"bias", {9}, gs::dtype::bfloat16}, 1);
   std::mt19937 rng{11};
   std::size_t const elements = layout.buffer_bytes() / sizeof(std::uint16_t);
   std::vector<std::uint16_t> const weights = random_bf16(elements, 1.0F, rng);
@@ -794,18 +797,18 @@ TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_li
   gt::mixed_precision_adamw from_layout{layout, by_layout, gradient, groups,
                                         {},     schedule,  {},       *stream_};
   std::vector<gt::parameter> list;
-  for (gs::memory::parameter_slot const& slot : layout.slots()) {
-    std::size_t const first = slot.offset / sizeof(std::uint16_t);
-    list.push_back({{by_list + first, slot.type, slot.count},
-                    {gradient + first, slot.type, slot.count},
+  for (gs::parameter_slot const& slot : layout.slots()) {
+    std::size_t const first = slot.offset;  // elements of bfloat16
+    list.push_back({{by_list + first, slot.spec.type(), slot.spec.count()},
+                    {gradient + first, slot.spec.type(), slot.spec.count()},
                     slot.group});
   }
   gt::mixed_precision_adamw from_list{list, groups, {}, schedule, {}, *stream_};
   for (std::size_t t = 0; t < layout.size(); ++t) {
-    std::size_t const count = layout.at(t).count;
+    std::size_t const count = layout.at(t).spec.count();
     EXPECT_EQ(bits_of(download(from_layout.master_weights(t), count)),
               bits_of(download(from_list.master_weights(t), count)))
-        << layout.at(t).name;
+        << layout.at(t).spec.name();
   }
   from_layout.step(*stream_);
   from_list.step(*stream_);
@@ -815,7 +818,7 @@ TEST_F(mixed_adamw_test, a_parameter_layout_places_each_tensor_as_an_explicit_li
   EXPECT_NE(
       message_of([&] {
         gt::mixed_precision_adamw{
-            gs::memory::parameter_layout{}, by_layout, gradient, groups, {}, {}, {}, *stream_};
+            gs::parameter_layout{}, by_layout, gradient, groups, {}, {}, {}, *stream_};
       }).find("holds no tensor"),
       std::string::npos);
   EXPECT_NE(message_of([&] {

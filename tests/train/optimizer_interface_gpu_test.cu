@@ -17,7 +17,8 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
@@ -52,7 +53,7 @@ static_assert(std::is_nothrow_move_constructible_v<gt::adam>);
 namespace {
 
 using layout_factory = std::function<std::unique_ptr<gt::optimizer>(
-    gs::memory::parameter_layout const&, void*, void const*, gt::lr_schedule const&,
+    gs::parameter_layout const&, void*, void const*, gt::lr_schedule const&,
     gs::cuda::stream_view)>;
 using list_factory = std::function<std::unique_ptr<gt::optimizer>(
     std::vector<gt::parameter> const&, gt::lr_schedule const&, gs::cuda::stream_view)>;
@@ -106,11 +107,11 @@ std::vector<optimizer_kind> kinds() {
 
 // A small model: three fp32 tensors (a matrix over several chunks, a bias, a vector), each on
 // the layout's 256-byte boundary.
-gs::memory::parameter_layout model_layout(std::size_t tensors = 3) {
-  gs::memory::parameter_layout layout;
-  layout.add("fc.weight", {70, 1000}, gs::dtype::float32);
-  if (tensors > 1) layout.add("fc.bias", {70}, gs::dtype::float32);
-  if (tensors > 2) layout.add("scale", {33}, gs::dtype::float32);
+gs::parameter_layout model_layout(std::size_t tensors = 3) {
+  gs::parameter_layout layout;
+  layout.add({"fc.weight", {70, 1000}, gs::dtype::float32});
+  if (tensors > 1) layout.add({"fc.bias", {70}, gs::dtype::float32});
+  if (tensors > 2) layout.add({"scale", {33}, gs::dtype::float32});
   return layout;
 }
 
@@ -125,6 +126,18 @@ class optimizer_interface : public gs::testing::stream_test,
     sync();
     return device;
   }
+  // A parameter buffer of `layout` holding `values`.
+  gs::memory::parameter_buffer weights(gs::parameter_layout const& layout,
+                                       std::vector<float> const& values) {
+    gs::memory::parameter_buffer device{layout, *stream_};
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), values.data(), device.bytes(),
+                                       cudaMemcpyHostToDevice, stream_->get()));
+    sync();
+    return device;
+  }
+  std::vector<float> download(gs::memory::parameter_buffer const& device) {
+    return download(device.buffer());
+  }
   std::vector<float> download(gs::cuda::device_buffer const& device) {
     std::vector<float> host(device.size() / sizeof(float));
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), device.data(), device.size(),
@@ -132,7 +145,7 @@ class optimizer_interface : public gs::testing::stream_test,
     sync();
     return host;
   }
-  static std::vector<float> random(gs::memory::parameter_layout const& layout, float range,
+  static std::vector<float> random(gs::parameter_layout const& layout, float range,
                                    std::mt19937& rng) {
     std::uniform_real_distribution<float> dist{-range, range};
     std::vector<float> values(layout.buffer_bytes() / sizeof(float));
@@ -140,12 +153,12 @@ class optimizer_interface : public gs::testing::stream_test,
     return values;
   }
   // The elements of the layout's tensors in a buffer's values, the gaps between them left out.
-  static std::vector<float> in_tensors(gs::memory::parameter_layout const& layout,
+  static std::vector<float> in_tensors(gs::parameter_layout const& layout,
                                        std::vector<float> const& values) {
     std::vector<float> elements;
-    for (gs::memory::parameter_slot const& slot : layout.slots()) {
-      auto const first = values.begin() + static_cast<std::ptrdiff_t>(slot.offset / sizeof(float));
-      elements.insert(elements.end(), first, first + static_cast<std::ptrdiff_t>(slot.count));
+    for (gs::parameter_slot const& slot : layout.slots()) {
+      auto const first = values.begin() + static_cast<std::ptrdiff_t>(slot.offset);
+      elements.insert(elements.end(), first, first + static_cast<std::ptrdiff_t>(slot.spec.count()));
     }
     return elements;
   }
@@ -182,12 +195,12 @@ TEST_P(optimizer_interface, steps_from_the_layout_match_steps_from_its_tensors) 
   auto by_list = buffer(initial);
   auto const gradients = buffer(random(layout, 1.0F, rng));
   std::vector<gt::parameter> list;
-  for (gs::memory::parameter_slot const& slot : layout.slots()) {
-    auto* const gradient = static_cast<unsigned char*>(gradients.data()) + slot.offset;
-    list.push_back(
-        {{static_cast<unsigned char*>(by_list.data()) + slot.offset, slot.type, slot.count},
-         {gradient, slot.type, slot.count},
-         slot.group});
+  for (gs::parameter_slot const& slot : layout.slots()) {
+    auto* const gradient = static_cast<unsigned char*>(gradients.data()) + slot.byte_offset();
+    list.push_back({{static_cast<unsigned char*>(by_list.data()) + slot.byte_offset(),
+                     slot.spec.type(), slot.spec.count()},
+                    {gradient, slot.spec.type(), slot.spec.count()},
+                    slot.group});
   }
   auto const schedule = warmup_cosine();
   std::unique_ptr<gt::optimizer> const from_layout =
@@ -205,8 +218,8 @@ TEST_P(optimizer_interface, steps_from_the_layout_match_steps_from_its_tensors) 
   EXPECT_EQ(from_list->steps_taken(*stream_), 3);
   auto const after = download(by_layout);
   EXPECT_NE(after[0], initial[0]) << "the step changed nothing";
-  std::size_t const gap = (layout.at(1).offset + layout.at(1).bytes) / sizeof(float) - 1;
-  ASSERT_GT(gap, layout.at(1).offset / sizeof(float) + layout.at(1).count - 1);
+  std::size_t const gap = layout.bytes_through(1) / sizeof(float) - 1;
+  ASSERT_GT(gap, layout.at(1).offset + layout.at(1).spec.count() - 1);
   EXPECT_EQ(after[gap], initial[gap]) << "a gap between tensors was written";
 }
 
@@ -218,8 +231,8 @@ TEST_P(optimizer_interface, steps_from_the_layout_match_steps_from_its_tensors) 
 TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bit) {
   std::mt19937 rng{42};
   auto const layout = model_layout();
-  auto went_on_weights = buffer(random(layout, 1.0F, rng));
-  auto resumed_weights = buffer(random(layout, 3.0F, rng));
+  auto went_on_weights = weights(layout, random(layout, 1.0F, rng));
+  auto resumed_weights = weights(layout, random(layout, 3.0F, rng));
   auto const gradients = buffer(random(layout, 1.0F, rng));
   auto const schedule = warmup_cosine();
   std::unique_ptr<gt::optimizer> const went_on =
@@ -239,14 +252,14 @@ TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bi
   std::string const path = std::string{directory} + "/run.ckpt";
   {
     gt::checkpoint saved;
-    gt::add_device_tensors(saved, "model", layout, went_on_weights.data(), *stream_);
+    gt::add_device_tensors(saved, "model", went_on_weights, *stream_);
     went_on->save_to(saved, "optimizer", *stream_);
     saved.save(path);
   }
   auto const loaded = gt::checkpoint::load(path);
   std::remove(path.c_str());
   rmdir(directory);
-  gt::load_device_tensors(loaded, "model", layout, resumed_weights.data(), *stream_);
+  gt::load_device_tensors(loaded, "model", resumed_weights, *stream_);
   resumed->restore_from(loaded, "optimizer", *stream_);
   EXPECT_EQ(resumed->steps_taken(*stream_), 2);
 
@@ -263,9 +276,9 @@ TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bi
   resumed->save_to(resumed_state, "optimizer", *stream_);
   ASSERT_EQ(resumed_state.entries().size(), went_on_state.entries().size());
   for (std::size_t e = 0; e < went_on_state.entries().size(); ++e) {
-    EXPECT_EQ(resumed_state.entries()[e].name, went_on_state.entries()[e].name);
+    EXPECT_EQ(resumed_state.entries()[e].spec.name(), went_on_state.entries()[e].spec.name());
     EXPECT_EQ(resumed_state.entries()[e].bytes, went_on_state.entries()[e].bytes)
-        << went_on_state.entries()[e].name;
+        << went_on_state.entries()[e].spec.name();
   }
 
   // Another model: the first two tensors of this one. Its optimizer keeps its state.

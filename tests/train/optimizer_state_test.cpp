@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <string>
 #include <vector>
@@ -20,10 +20,10 @@ namespace gt = graphstep::train;
 using gs::testing::message_of;
 
 TEST(optimizer_state, a_layouts_tensors_become_parameters_at_its_offsets_and_groups) {
-  gs::memory::parameter_layout layout{64};
-  layout.add("w", {3, 5}, gs::dtype::bfloat16, 0);
-  layout.add("b", {5}, gs::dtype::bfloat16, 1);
-  layout.add("scale", {7}, gs::dtype::float32, 2);
+  gs::parameter_layout layout{64};
+  layout.add({"w", {3, 5}, gs::dtype::bfloat16}, 0);
+  layout.add({"b", {5}, gs::dtype::bfloat16}, 1);
+  layout.add({"scale", {7}, gs::dtype::float32}, 2);
   std::vector<unsigned char> weights(layout.buffer_bytes());
   std::vector<unsigned char> gradients(layout.buffer_bytes());
   auto const parameters =
@@ -31,25 +31,26 @@ TEST(optimizer_state, a_layouts_tensors_become_parameters_at_its_offsets_and_gro
   ASSERT_EQ(parameters.size(), 3U);
   for (std::size_t t = 0; t < parameters.size(); ++t) {
     auto const& slot = layout.at(t);
-    EXPECT_EQ(parameters[t].value.data(), weights.data() + slot.offset) << slot.name;
-    EXPECT_EQ(parameters[t].gradient.data(), gradients.data() + slot.offset) << slot.name;
-    EXPECT_EQ(parameters[t].value.type(), slot.type) << slot.name;
-    EXPECT_EQ(parameters[t].gradient.count(), slot.count) << slot.name;
-    EXPECT_EQ(parameters[t].group, slot.group) << slot.name;
+    EXPECT_EQ(parameters[t].value.data(), weights.data() + slot.byte_offset()) << slot.spec.name();
+    EXPECT_EQ(parameters[t].gradient.data(), gradients.data() + slot.byte_offset())
+        << slot.spec.name();
+    EXPECT_EQ(parameters[t].value.type(), slot.spec.type()) << slot.spec.name();
+    EXPECT_EQ(parameters[t].gradient.count(), slot.spec.count()) << slot.spec.name();
+    EXPECT_EQ(parameters[t].group, slot.group) << slot.spec.name();
   }
-  EXPECT_EQ(layout.at(1).offset, 64U) << "the layout's alignment, not the tensors' sizes";
+  EXPECT_EQ(layout.at(1).byte_offset(), 64U) << "the layout's alignment, not the tensors' sizes";
   EXPECT_EQ(parameters[1].value.count(), 5U);
 }
 
 TEST(optimizer_state, an_empty_layout_or_a_null_buffer_is_refused_by_name) {
   std::vector<float> buffer(64);
   EXPECT_NE(message_of([&] {
-              (void)gt::detail::layout_parameters(gs::memory::parameter_layout{}, buffer.data(),
+              (void)gt::detail::layout_parameters(gs::parameter_layout{}, buffer.data(),
                                                   buffer.data(), "adam");
             }).find("adam: the parameter layout holds no tensor"),
             std::string::npos);
-  gs::memory::parameter_layout layout;
-  layout.add("w", {4}, gs::dtype::float32);
+  gs::parameter_layout layout;
+  layout.add({"w", {4}, gs::dtype::float32});
   EXPECT_NE(message_of([&] {
               (void)gt::detail::layout_parameters(layout, nullptr, buffer.data(), "sgd");
             }).find("sgd: the weight or gradient buffer"),
@@ -71,8 +72,9 @@ gt::checkpoint saved_state(std::vector<std::size_t> const& counts,
   gt::checkpoint saved;
   for (std::size_t t = 0; t < counts.size(); ++t) {
     for (auto const& buffer : buffers) {
-      saved.add_tensor(gt::detail::state_entry("opt", t, buffer), gs::dtype::float32,
-                       {static_cast<std::int64_t>(counts[t])},
+      saved.add_tensor({gt::detail::state_entry("opt", t, buffer),
+                        {static_cast<std::int64_t>(counts[t])},
+                        gs::dtype::float32},
                        std::vector<unsigned char>(sizeof(float) * counts[t]));
     }
   }

@@ -84,7 +84,7 @@ TEST(run_settings, the_same_settings_pass_through_a_file) {
   gt::checkpoint const loaded = gt::checkpoint::load(path);
   ::unlink(path.c_str());
   EXPECT_TRUE(run_of(2).check(loaded, "settings"));
-  gt::checkpoint_entry const& world = loaded.tensor("settings/world size", dtype::uint8, {1});
+  gt::checkpoint_entry const& world = loaded.tensor({"settings/world size", {1}, dtype::uint8});
   EXPECT_EQ(std::string(world.bytes.begin(), world.bytes.end()), "2");
 }
 
@@ -123,13 +123,13 @@ TEST(run_settings, a_setting_only_one_side_records_is_a_difference) {
 TEST(run_settings, a_checkpoint_that_records_none_is_not_checked) {
   gt::checkpoint old;
   old.add_value("step", std::int64_t{7});
-  old.add_tensor("settingsX", dtype::uint8, {1}, {'2'});  // not under "settings/"
+  old.add_tensor({"settingsX", {1}, dtype::uint8}, {'2'});  // not under "settings/"
   EXPECT_FALSE(run_of(2).check(old, "settings"));
 }
 
 TEST(run_settings, an_entry_under_the_prefix_that_is_no_setting_is_refused) {
   gt::checkpoint c = saved_by(run_of(2));
-  c.add_tensor("settings/weights", dtype::float32, {1}, std::vector<unsigned char>(4));
+  c.add_tensor({"settings/weights", {1}, dtype::float32}, std::vector<unsigned char>(4));
   std::string const m = refusal(run_of(2), c);
   EXPECT_TRUE(contains(m, "\"settings/weights\" is not a setting")) << m;
 }

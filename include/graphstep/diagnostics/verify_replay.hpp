@@ -17,6 +17,7 @@
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph.hpp>
+#include <graphstep/tensor.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,19 +28,12 @@ class memory_pool;
 
 namespace graphstep::diagnostics {
 
-/// @brief Device memory the step reads or writes at the same address in every run: its
-/// parameters, optimizer state, inputs and outputs (static buffers, `step_input`s, buffers of
-/// your own). Memory the step allocates anew each run cannot be compared and is not watched.
-struct watched_region {
-  std::string name;
-  void* address{};
-  std::size_t bytes{};
-  dtype element{dtype::uint8};  ///< how its bytes are compared; uint8 as raw bytes
-};
-
-/// @brief The elements of `span` (a typed `cuda::device_buffer`'s `view()`, say), read as its
-/// dtype: a uint8 span as raw bytes (a struct of your own, say).
-[[nodiscard]] watched_region watch(std::string name, device_span const& span);
+/// @brief The elements of `span` (a typed `cuda::device_buffer`'s `view()`, say) as a watched
+/// region named `name`: a one-dimensional `tensor_view`, read as its dtype (a uint8 span as raw
+/// bytes: a struct of your own, say). A view with a name already (a parameter buffer's tensor)
+/// is watched as it is.
+/// @throws usage_error (what `tensor_view` refuses: a null or misaligned pointer)
+[[nodiscard]] tensor_view watch(std::string name, device_span const& span);
 
 /// @brief How `verify_replay` captures the step again.
 struct verify_options {
@@ -58,7 +52,11 @@ struct verify_options {
 };
 
 /// @brief Runs `step(stream)` eagerly and replays `graph`, each from the same contents of the
-/// watched regions, and compares the regions. When they differ, it also captures the step
+/// watched regions, and compares the regions. A watched region is a named `tensor_view` of
+/// device memory the step reads or writes at the same address in every run: its parameters,
+/// optimizer state, inputs and outputs (static buffers, `step_input`s, buffers of your own);
+/// its elements are compared as its dtype. Memory the step allocates anew each run cannot be
+/// compared and is not watched. When they differ, it also captures the step
 /// again and compares that capture with `graph`: node by node (kernel, grid, block, shared
 /// memory, each parameter's bytes, memsets), the eager step against a replay of the fresh
 /// capture (work outside the capture), and, with `options.bisect`, both graphs one prefix of
@@ -77,13 +75,13 @@ struct verify_options {
 /// (a CUDA graph allocation, `cudaMallocAsync` in the capture without its free) is freed after
 /// each run, the last included: do not free a pointer to it afterwards.
 /// @throws usage_error (an empty graph; a legacy or capturing stream; a region that is null,
-/// empty, not whole elements, overlapping another or named twice; no region; a graph holding
+/// empty, unnamed, overlapping another or named twice; no region; a graph holding
 /// NCCL collectives, which need their peers: verify each rank's step with its collectives
 /// replaced, or compare ranks' results instead), cuda_error, and whatever `step` throws
 [[nodiscard]] replay_report verify_replay(cuda::stream_view stream,
                                           std::function<void(cuda::stream_view)> const& step,
                                           graphs::graph const& graph,
-                                          std::vector<watched_region> const& regions,
+                                          std::vector<tensor_view> const& regions,
                                           verify_options const& options = {});
 
 }  // namespace graphstep::diagnostics

@@ -21,9 +21,9 @@ struct bootstrap_options {
   /// waits for every rank, once the id has reached them.
   std::chrono::milliseconds init_timeout{default_init_timeout};
   /// Watch the other ranks' processes for the communicator's life (RANK/WORLD_SIZE and srun
-  /// launches: graphstep's rendezvous and torchrun's store): every rank keeps a TCP connection to rank 0,
-  /// and a rank whose process ends without closing its communicator (killed, crashed) aborts
-  /// the communicator on every other rank within a second, naming that rank, instead of
+  /// launches: graphstep's rendezvous and torchrun's store): every rank keeps a TCP connection to
+  /// rank 0, and a rank whose process ends without closing its communicator (killed, crashed)
+  /// aborts the communicator on every other rank within a second, naming that rank, instead of
   /// leaving them to the step deadline. A vanished host is found by TCP keepalive in about
   /// 15 s; a stopped process only by the step deadline. Under mpirun, the launcher ends every
   /// rank when one fails; with NCCL_COMM_ID there is no channel to watch through.

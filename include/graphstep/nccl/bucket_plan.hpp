@@ -6,8 +6,8 @@
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
-#include <graphstep/memory/parameter_layout.hpp>
-#include <type_traits>
+#include <graphstep/dtype.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <vector>
 
 namespace graphstep::nccl {
@@ -17,47 +17,47 @@ namespace graphstep::nccl {
 inline constexpr std::size_t default_bucket_bytes = std::size_t{25} << 20;
 inline constexpr std::size_t default_first_bucket_bytes = std::size_t{1} << 20;
 
-/// @brief Gradients [first, last) of the input order, at [offset, offset + bytes) of the buffer.
+/// @brief Gradients [first, last) of the input order, at elements [offset, offset + count) of
+/// the buffer.
 struct bucket {
   std::size_t first;
   std::size_t last;
   std::size_t offset;
-  std::size_t bytes;
+  std::size_t count;
 };
 
-/// @brief Where each gradient lives in the flat buffer, and the buckets over it.
+/// @brief Where each gradient lives in the flat buffer, and the buckets over it: every size in
+/// elements of `type`, the dtype of every gradient and of the buffer.
 struct bucket_plan {
+  dtype type{dtype::float32};
   std::vector<std::size_t> offsets;  ///< by gradient, aligned
   std::vector<bucket> buckets;
-  std::size_t buffer_bytes{};
+  std::size_t buffer_count{};  ///< elements of the whole buffer, gaps included
+
+  /// @brief `buffer_count × size_in_bytes(type)`: what to allocate.
+  [[nodiscard]] std::size_t buffer_bytes() const noexcept {
+    return buffer_count * size_in_bytes(type);
+  }
 };
 
-/// @brief Packs gradients, given in the order backward produces them (last layer first), into
-/// buckets of at most `bucket_bytes` (the first of at most `first_bucket_bytes`); a gradient
-/// larger than a bucket gets a bucket of its own. Offsets are aligned to `alignment` bytes.
-/// @throws usage_error (no gradient, an empty gradient, zero bucket size, bad alignment)
-[[nodiscard]] bucket_plan plan_buckets(std::vector<std::size_t> const& gradient_bytes,
+/// @brief Packs gradients of `type`, given by their element counts in the order backward
+/// produces them (last layer first), into buckets of at most `bucket_bytes` (the first of at
+/// most `first_bucket_bytes`); a gradient larger than a bucket gets a bucket of its own. Each
+/// gradient starts on an `alignment`-byte boundary. The bucket sizes and the alignment are
+/// bytes: they are budgets of the network and the allocator, the same for every dtype.
+/// @throws usage_error (no gradient, an empty gradient, an unknown dtype, zero bucket size, an
+/// alignment that is not a power of two of at least one element, a buffer past `SIZE_MAX`)
+[[nodiscard]] bucket_plan plan_buckets(dtype type, std::vector<std::size_t> const& gradient_counts,
                                        std::size_t bucket_bytes = default_bucket_bytes,
                                        std::size_t first_bucket_bytes = default_first_bucket_bytes,
                                        std::size_t alignment = 256);
 
-namespace detail {
-[[nodiscard]] bucket_plan plan_layout_buckets(memory::parameter_layout const& layout,
-                                              std::size_t bucket_bytes,
-                                              std::size_t first_bucket_bytes);
-}  // namespace detail
-
 /// @brief The buckets over the gradient buffer of `layout`, whose order is the order the
 /// backward finishes the gradients: each gradient at its layout offset (`offsets[i]` is
-/// `layout.at(i).offset`), and `buffer_bytes` the layout's. (A template only so that a braced
-/// list of sizes, `plan_buckets({a, b})`, still means the overload above.)
-/// @throws usage_error (an empty layout, zero bucket size)
-template <typename Layout,
-          std::enable_if_t<std::is_same_v<Layout, memory::parameter_layout>, int> = 0>
-[[nodiscard]] bucket_plan plan_buckets(
-    Layout const& layout, std::size_t bucket_bytes = default_bucket_bytes,
-    std::size_t first_bucket_bytes = default_first_bucket_bytes) {
-  return detail::plan_layout_buckets(layout, bucket_bytes, first_bucket_bytes);
-}
+/// `layout.at(i).offset`), and `buffer_bytes()` the layout's.
+/// @throws usage_error (an empty layout, tensors of more than one dtype, zero bucket size)
+[[nodiscard]] bucket_plan plan_buckets(parameter_layout const& layout,
+                                       std::size_t bucket_bytes = default_bucket_bytes,
+                                       std::size_t first_bucket_bytes = default_first_bucket_bytes);
 
 }  // namespace graphstep::nccl

@@ -22,9 +22,9 @@ namespace graphstep::nccl {
 class bucketed_all_reduce {
  public:
   /// @param gradients the flat buffer, at an address that never moves (the step's static
-  /// memory), of at least plan.buffer_bytes; its dtype is the gradients'
-  /// @throws usage_error (an empty, null, misaligned or too small buffer, a plan without
-  /// buckets, a bucket not a whole number of elements), cuda_error
+  /// memory), of the plan's dtype and at least `plan.buffer_count` elements
+  /// @throws usage_error (an empty, null, misaligned or too small buffer, one of another dtype
+  /// than the plan's, a plan without buckets), cuda_error
   bucketed_all_reduce(nccl_comm_view comm, device_span gradients, bucket_plan plan);
 
   /// @brief Bucket `index` is complete on `compute`: average it across ranks. Buckets are
@@ -33,11 +33,11 @@ class bucketed_all_reduce {
   /// of it waits for them (on the host: nothing is launched until they are ready too).
   /// @throws usage_error (index out of range, bucket made ready twice before a join)
   void bucket_ready(std::size_t index, cuda::stream_view compute);
-  /// @brief Makes ready every bucket not ready yet that lies within the buffer's first `bytes`
-  /// bytes. For gradients laid out in the order the backward finishes them (the plan's order),
+  /// @brief Makes ready every bucket not ready yet that lies within the buffer's first `count`
+  /// elements. For gradients laid out in the order the backward finishes them (the plan's order),
   /// call it with the extent the backward has finished so far: each bucket is reduced as soon as
   /// the backward has passed its end. The same extent again makes nothing ready.
-  void ready_through(std::size_t bytes, cuda::stream_view compute);
+  void ready_through(std::size_t count, cuda::stream_view compute);
   /// @brief Buckets made ready since the last join.
   [[nodiscard]] std::size_t buckets_ready() const noexcept;
   /// @brief Makes every bucket not yet ready ready, then joins.
@@ -53,9 +53,8 @@ class bucketed_all_reduce {
 
  private:
   nccl_comm_view comm_;
-  unsigned char* gradients_;
+  device_span gradients_;
   bucket_plan plan_;
-  dtype type_;
   graphstep::cuda::stream comm_stream_;
   std::vector<cuda::event> ready_;
   cuda::event done_;

@@ -22,25 +22,21 @@
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/tensor.hpp>
 #include <vector>
 
 namespace graphstep::schedule {
 
-/// @brief The shape and type of a static buffer that `graphed_callable` allocates.
-struct tensor_spec {
-  std::vector<std::int64_t> shape;
-  dtype type{dtype::float32};
-};
-
 /// @brief The static buffers of a graphed callable, by role.
 struct graphed_tensors {
-  std::vector<device_span> inputs;
-  std::vector<device_span> outputs;
-  std::vector<device_span> output_gradients;
-  std::vector<device_span> input_gradients;
+  std::vector<tensor_view> inputs;
+  std::vector<tensor_view> outputs;
+  std::vector<tensor_view> output_gradients;
+  std::vector<tensor_view> input_gradients;
 };
 
-/// @brief The static buffers to allocate from the pool, by role.
+/// @brief The static buffers to allocate from the pool, by role: what each tensor is (a name is
+/// optional, and the view handed out carries it).
 struct graphed_specs {
   std::vector<tensor_spec> inputs;
   std::vector<tensor_spec> outputs;
@@ -60,7 +56,7 @@ class graphed_callable {
   using tensor_callable =
       std::function<void(graphed_tensors const& tensors, cuda::stream_view stream)>;
 
-  /// Each static tensor is a `device_span` at an address that stays fixed.
+  /// Each static tensor is a `tensor_view` at an address that stays fixed.
   /// @param inputs buffers the forward reads; `forward()` fills them
   /// @param outputs buffers the forward writes
   /// @param output_gradients buffers the backward reads; `backward()` fills them
@@ -68,9 +64,9 @@ class graphed_callable {
   /// @throws usage_error (missing callables, null or empty tensors, negative warm-up, a
   /// capturing stream), capture_error, and what the callables throw
   graphed_callable(callable const& forward, callable const& backward,
-                   std::vector<device_span> inputs, std::vector<device_span> outputs,
-                   std::vector<device_span> output_gradients,
-                   std::vector<device_span> input_gradients, memory::memory_pool& pool,
+                   std::vector<tensor_view> inputs, std::vector<tensor_view> outputs,
+                   std::vector<tensor_view> output_gradients,
+                   std::vector<tensor_view> input_gradients, memory::memory_pool& pool,
                    cuda::stream_view stream, graphs::lifecycle_options const& lifecycle = {});
 
   /// @brief As above, with the static buffers allocated from `pool` (eagerly, at addresses
@@ -81,19 +77,22 @@ class graphed_callable {
                    memory::memory_pool& pool, cuda::stream_view stream,
                    graphs::lifecycle_options const& lifecycle = {});
 
-  /// @brief Copies `inputs` (one pointer per static input, device memory of the same size)
-  /// into the static inputs and replays the forward graph.
-  /// @throws usage_error (wrong number of inputs)
-  void forward(std::vector<void const*> const& inputs, cuda::stream_view stream);
+  /// @brief Copies `inputs` (one span per static input, of its dtype and element count; one
+  /// that is the static input itself is not copied) into the static inputs and replays the
+  /// forward graph.
+  /// @throws usage_error (another number of inputs, a null span, one of another dtype or
+  /// count), cuda_error
+  void forward(std::vector<device_span> const& inputs, cuda::stream_view stream);
   /// @brief Copies `output_gradients` into the static ones and replays the backward graph.
-  void backward(std::vector<void const*> const& output_gradients, cuda::stream_view stream);
+  /// @throws as `forward`
+  void backward(std::vector<device_span> const& output_gradients, cuda::stream_view stream);
 
-  [[nodiscard]] std::vector<device_span> const& inputs() const noexcept { return inputs_; }
-  [[nodiscard]] std::vector<device_span> const& outputs() const noexcept { return outputs_; }
-  [[nodiscard]] std::vector<device_span> const& output_gradients() const noexcept {
+  [[nodiscard]] std::vector<tensor_view> const& inputs() const noexcept { return inputs_; }
+  [[nodiscard]] std::vector<tensor_view> const& outputs() const noexcept { return outputs_; }
+  [[nodiscard]] std::vector<tensor_view> const& output_gradients() const noexcept {
     return output_gradients_;
   }
-  [[nodiscard]] std::vector<device_span> const& input_gradients() const noexcept {
+  [[nodiscard]] std::vector<tensor_view> const& input_gradients() const noexcept {
     return input_gradients_;
   }
   [[nodiscard]] graphs::graph_exec const& forward_graph() const noexcept { return forward_graph_; }
@@ -106,10 +105,10 @@ class graphed_callable {
              cuda::stream_view stream, graphs::lifecycle_options const& lifecycle);
 
   std::vector<cuda::device_buffer> owned_;  // the buffers allocated from the pool, if any
-  std::vector<device_span> inputs_;
-  std::vector<device_span> outputs_;
-  std::vector<device_span> output_gradients_;
-  std::vector<device_span> input_gradients_;
+  std::vector<tensor_view> inputs_;
+  std::vector<tensor_view> outputs_;
+  std::vector<tensor_view> output_gradients_;
+  std::vector<tensor_view> input_gradients_;
   graphs::graph_exec forward_graph_;
   graphs::graph_exec backward_graph_;
 };

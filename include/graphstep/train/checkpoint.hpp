@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <graphstep/dtype.hpp>
+#include <graphstep/tensor.hpp>
 #include <map>
 #include <string>
 #include <string_view>
@@ -34,12 +35,13 @@ enum class checkpoint_kind : std::uint32_t {
 
 /// @brief One named entry of a checkpoint.
 struct checkpoint_entry {
-  std::string name;  ///< unique in its checkpoint, e.g. "optimizer/master/3"
   checkpoint_kind kind{checkpoint_kind::tensor};
-  dtype type{dtype::float32};       ///< tensors only
-  std::vector<std::int64_t> shape;  ///< tensors only; empty for a 0-d tensor (one element)
-  /// The data: for a tensor `product(shape) * size_in_bytes(type)` bytes, its elements in
-  /// row-major order as the caller gave them; for a value the object's bytes.
+  /// Its name, unique in its checkpoint (e.g. "optimizer/master/3"), and for a tensor its shape
+  /// (empty for a 0-d tensor of one element) and dtype; a value is a `uint8` tensor of its
+  /// bytes, `[sizeof(T)]`, as safetensors stores it.
+  tensor_spec spec;
+  /// The data: for a tensor `spec.bytes()` bytes, its elements in row-major order as the caller
+  /// gave them; for a value the object's bytes.
   std::vector<unsigned char> bytes;
 };
 
@@ -54,13 +56,11 @@ class checkpoint {
   /// @brief The format version `save` writes, and the newest one `load` reads.
   static constexpr std::uint32_t format_version = 1;
 
-  /// @brief Adds a tensor of `type` with `shape` (row-major; an empty shape is a 0-d tensor of
-  /// one element, a 0 dimension makes an empty one) holding `bytes`.
-  /// @throws usage_error for an empty name, a name already present, a negative dimension, an
-  /// element count that overflows, bytes whose size is not `product(shape) *
-  /// size_in_bytes(type)`, or a `type` that is no dtype value.
-  void add_tensor(std::string name, dtype type, std::vector<std::int64_t> shape,
-                  std::vector<unsigned char> bytes);
+  /// @brief Adds the tensor `spec` (its name, its shape, row-major: an empty shape is a 0-d
+  /// tensor of one element, a 0 extent makes an empty one; its dtype) holding `bytes`.
+  /// @throws usage_error for an unnamed spec, a name already present, more dimensions than the
+  /// format holds, or bytes whose size is not `spec.bytes()`.
+  void add_tensor(tensor_spec spec, std::vector<unsigned char> bytes);
 
   /// @brief Adds a host value of a trivially copyable `T` as its `sizeof(T)` bytes, padding
   /// included (zero-initialise a padded struct before filling it, so that its file is the same
@@ -76,12 +76,11 @@ class checkpoint {
     add_value_bytes(std::move(name), data, size);
   }
 
-  /// @brief The tensor `name`, checked against the dtype and shape the caller expects.
+  /// @brief The tensor named as `expected`, checked against its dtype and shape.
   /// @throws usage_error naming the tensor when it is missing (listing a few names present),
   /// is a value, or has another dtype or shape (both layouts written out, e.g. "float32 [3,
   /// 4]"): the checkpoint was written by another model layout or configuration.
-  [[nodiscard]] checkpoint_entry const& tensor(std::string_view name, dtype type,
-                                               std::vector<std::int64_t> const& shape) const;
+  [[nodiscard]] checkpoint_entry const& tensor(tensor_spec const& expected) const;
 
   /// @brief The value `name`, read back as a `T` (trivially copyable and default
   /// constructible).

@@ -4,52 +4,46 @@
 /// @brief Device memory into a `train::checkpoint` and back: the tensors a captured step keeps
 /// at fixed addresses, copied between replays without touching the graphs.
 
-#include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/dtype.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
+#include <graphstep/tensor.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <string>
-#include <string_view>
-#include <vector>
 
 namespace graphstep::train {
 
-/// @brief Adds tensor `name` to `into`: the elements of `type` and `shape` at `device`, copied
+/// @brief Adds `tensor` to `into` under its name, of its dtype and shape: its elements copied
 /// after the work enqueued on `stream` so far (synchronizes `stream`). Not inside a capture.
-/// @throws usage_error (a null or misaligned pointer, a capturing stream, what
+/// @throws usage_error (an unnamed view, a null or misaligned pointer, a capturing stream, what
 /// `checkpoint::add_tensor` refuses), cuda_error
-void add_device_tensor(checkpoint& into, std::string name, void const* device, dtype type,
-                       std::vector<std::int64_t> shape, cuda::stream_view stream);
+void add_device_tensor(checkpoint& into, tensor_view const& tensor, cuda::stream_view stream);
 
-/// @brief Copies tensor `name` of `from`, checked to be of `type` and `shape`, to `device` in
-/// the order of `stream` (synchronizes `stream`, so `from` may go away on return). Not inside
-/// a capture: graphs captured before it read the loaded values at their next replay.
-/// @throws usage_error (a null or misaligned pointer, a capturing stream, a missing tensor or
-/// one of another dtype or shape, named with both layouts), cuda_error
-void load_device_tensor(checkpoint const& from, std::string_view name, void* device, dtype type,
-                        std::vector<std::int64_t> const& shape, cuda::stream_view stream);
-
-/// @brief Adds every tensor of `layout` to `into` as `<prefix>/<name>`, of its dtype and shape,
-/// from the buffer `layout` describes at `device` (a model's weights, or its gradients): one
-/// copy of the whole buffer after the work enqueued on `stream` so far (synchronizes `stream`).
-/// Not inside a capture. Nothing is added when a name is taken already.
-/// @throws usage_error (an empty layout, a null pointer, a capturing stream, a name already in
-/// `into`), cuda_error
-void add_device_tensors(checkpoint& into, std::string const& prefix,
-                        memory::parameter_layout const& layout, void const* device,
+/// @brief Copies the tensor of `from` named as `tensor`, checked to be of its dtype and shape,
+/// into it in the order of `stream` (synchronizes `stream`, so `from` may go away on return).
+/// Not inside a capture: graphs captured before it read the loaded values at their next replay.
+/// @throws usage_error (an unnamed view, a null or misaligned pointer, a capturing stream, a
+/// missing tensor or one of another dtype or shape, named with both layouts), cuda_error
+void load_device_tensor(checkpoint const& from, tensor_view const& tensor,
                         cuda::stream_view stream);
 
-/// @brief Copies every tensor of `layout` from `<prefix>/<name>` of `from` to its slot of the
-/// buffer at `device`, in the order of `stream` (synchronizes `stream`). Every entry is checked
+/// @brief Adds every tensor of `buffer` to `into` as `<prefix>/<name>`, of its dtype and shape
+/// (a model's weights, or its gradients): one copy of the whole buffer after the work enqueued
+/// on `stream` so far (synchronizes `stream`). Not inside a capture. Nothing is added when a
+/// name is taken already.
+/// @throws usage_error (a moved-from buffer, a capturing stream, a name already in `into`),
+/// cuda_error
+void add_device_tensors(checkpoint& into, std::string const& prefix,
+                        memory::parameter_buffer const& buffer, cuda::stream_view stream);
+
+/// @brief Copies every tensor of `buffer`'s layout from `<prefix>/<name>` of `from` to its
+/// slot of `buffer`, in the order of `stream` (synchronizes `stream`). Every entry is checked
 /// before any is copied: a checkpoint of another layout (a tensor missing, of another dtype or
 /// shape) is refused naming that tensor and both layouts, and the buffer is left as it was.
 /// The gaps between slots are not written. Not inside a capture: graphs captured before it
 /// read the loaded values at their next replay.
-/// @throws usage_error (an empty layout, a null pointer, a capturing stream, a missing or
-/// mismatched tensor), cuda_error
+/// @throws usage_error (a moved-from buffer, a capturing stream, a missing or mismatched
+/// tensor), cuda_error
 void load_device_tensors(checkpoint const& from, std::string const& prefix,
-                         memory::parameter_layout const& layout, void* device,
-                         cuda::stream_view stream);
+                         memory::parameter_buffer const& buffer, cuda::stream_view stream);
 
 }  // namespace graphstep::train

@@ -11,7 +11,7 @@
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer.hpp>
@@ -61,7 +61,7 @@ class mixed_precision_adamw final : public optimizer {
   /// the buffer at `values` and the gradients at `gradients`, both laid out by `layout`. Tensor
   /// t of `save_to`, `master_weights` and the messages is the layout's tensor t.
   /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
-  mixed_precision_adamw(memory::parameter_layout const& layout, void* values, void const* gradients,
+  mixed_precision_adamw(parameter_layout const& layout, void* values, void const* gradients,
                         std::vector<parameter_group> const& groups,
                         mixed_adamw_options const& options, lr_schedule const& schedule,
                         loss_scaler const* scaler, cuda::stream_view stream,

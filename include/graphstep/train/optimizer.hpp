@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
@@ -31,7 +31,7 @@ class multi_tensor_optimizer;
 /// Every optimizer keeps its step count and learning-rate schedule in device memory and its
 /// kernels read them, so a captured `step()` follows the schedule on every replay instead of
 /// freezing the learning rate of the capture. Every one is built the same way, before the
-/// capture: from a `memory::parameter_layout` and the weight and gradient buffers it lays out
+/// capture: from a `parameter_layout` and the weight and gradient buffers it lays out
 /// (or a list of `parameter`s), its options, a schedule, and the `loss_scaler` whose scale
 /// the gradients carry, or none. With a scaler, each step multiplies the gradients by
 /// 1 / `*scaler.scale()` as it reads them and is skipped on the device, step count included,
@@ -129,7 +129,7 @@ class sgd final : public optimizer {
   /// and the gradients at `gradients`, both laid out by `layout`. Tensor t of `save_to` is the
   /// layout's tensor t.
   /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
-  sgd(memory::parameter_layout const& layout, void* values, void const* gradients,
+  sgd(parameter_layout const& layout, void* values, void const* gradients,
       sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
       cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
   ~sgd() override;
@@ -164,7 +164,7 @@ class adam final : public optimizer {
        cuda::memory_resource& resource = cuda::default_resource());
   /// @brief Over every tensor of `layout`, as `sgd`'s.
   /// @throws as `sgd`'s
-  adam(memory::parameter_layout const& layout, void* values, void const* gradients,
+  adam(parameter_layout const& layout, void* values, void const* gradients,
        adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
        cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
   ~adam() override;

@@ -6,7 +6,7 @@
 
 namespace graphstep::train::detail {
 
-std::vector<parameter> layout_parameters(memory::parameter_layout const& layout, void* values,
+std::vector<parameter> layout_parameters(parameter_layout const& layout, void* values,
                                          void const* gradients, std::string const& who) {
   GRAPHSTEP_EXPECTS(!layout.empty(), who + ": the parameter layout holds no tensor");
   GRAPHSTEP_EXPECTS(values != nullptr && gradients != nullptr,
@@ -14,14 +14,12 @@ std::vector<parameter> layout_parameters(memory::parameter_layout const& layout,
                         ": the weight or gradient buffer of the parameter layout is a null "
                         "pointer");
   // The gradients are only read: the span's pointer is not const, as a span's never is.
-  auto* const gradient_bytes = static_cast<unsigned char*>(const_cast<void*>(gradients));
+  void* const gradient_base = const_cast<void*>(gradients);
   std::vector<parameter> parameters;
   parameters.reserve(layout.size());
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    parameters.push_back(
-        {{static_cast<unsigned char*>(values) + slot.offset, slot.type, slot.count},
-         {gradient_bytes + slot.offset, slot.type, slot.count},
-         slot.group});
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    parameters.push_back({layout.view(values, i).span(), layout.view(gradient_base, i).span(),
+                          layout.at(i).group});
   }
   return parameters;
 }
@@ -37,7 +35,7 @@ void expect_state_entries(checkpoint const& from, std::string const& prefix,
     std::vector<std::int64_t> const shape{static_cast<std::int64_t>(counts[t])};
     for (std::string const& buffer : buffers) {
       // Refuses a missing entry, another dtype or shape, naming the entry and both.
-      static_cast<void>(from.tensor(state_entry(prefix, t, buffer), dtype::float32, shape));
+      static_cast<void>(from.tensor({state_entry(prefix, t, buffer), shape, dtype::float32}));
     }
   }
   if (buffers.empty()) return;

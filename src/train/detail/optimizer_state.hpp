@@ -5,7 +5,7 @@
 // Plain C++ (graphstep_core).
 
 #include <cstddef>
-#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 #include <string>
@@ -16,7 +16,7 @@ namespace graphstep::train::detail {
 /// Every tensor of `layout`, in its order and with its parameter group: its weights in the
 /// buffer at `values`, its gradient at `gradients` (only read), both laid out by `layout`.
 /// @throws usage_error naming `who` (an empty layout, a null buffer)
-[[nodiscard]] std::vector<parameter> layout_parameters(memory::parameter_layout const& layout,
+[[nodiscard]] std::vector<parameter> layout_parameters(parameter_layout const& layout,
                                                        void* values, void const* gradients,
                                                        std::string const& who);
 

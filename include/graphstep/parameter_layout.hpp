@@ -1,31 +1,36 @@
 #pragma once
 
-/// @file memory/parameter_layout.hpp
+/// @file parameter_layout.hpp
 /// @brief Where each parameter tensor of a model lies in one flat buffer of weights (and, at
-/// the same offsets, one of gradients): names, shapes, dtypes and parameter groups, built once
-/// by the model and taken by everything that walks its tensors (the data-parallel bucket plan,
-/// the optimizer, the checkpoint). Plain C++.
+/// the same offsets, one of gradients): its `tensor_spec` (name, shape, dtype), its parameter
+/// group and its offset in elements, built once by the model and taken by everything that walks
+/// its tensors (the data-parallel bucket plan, the optimizer, the checkpoint), which see a
+/// buffer's tensors through `view`. `memory::parameter_buffer` is a buffer made from a layout.
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/dtype.hpp>
+#include <graphstep/tensor.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-namespace graphstep::memory {
+namespace graphstep {
 
 /// @brief One tensor of a parameter layout.
 struct parameter_slot {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  dtype type{dtype::float32};
+  tensor_spec spec;        ///< named; at least one element
   std::uint32_t group{0};  ///< the optimizer's parameter group
-  std::size_t count{};     ///< elements: the product of the shape
-  std::size_t offset{};    ///< bytes from the start of the buffer, a multiple of the alignment
-  std::size_t bytes{};     ///< of its slot: count x element size, rounded up to the alignment
+  /// Elements of `spec.type()` from the start of the buffer to the tensor's first; its byte
+  /// offset, `byte_offset()`, is a multiple of the layout's alignment.
+  std::size_t offset{};
+
+  /// @brief `offset × size_in_bytes(spec.type())`.
+  [[nodiscard]] std::size_t byte_offset() const noexcept {
+    return offset * size_in_bytes(spec.type());
+  }
 };
 
 /// @brief The tensors of a model in one flat buffer, in the order they are added. Add them in
@@ -40,11 +45,12 @@ class parameter_layout {
   /// @throws usage_error (an alignment that is not a power of two, or below 16)
   explicit parameter_layout(std::size_t alignment = 256);
 
-  /// @brief Adds a tensor after those added before and returns its index.
-  /// @throws usage_error (an empty or repeated name, an empty shape or a dimension below 1, an
-  /// unknown dtype, a size that overflows)
-  std::size_t add(std::string name, std::vector<std::int64_t> shape, dtype type,
-                  std::uint32_t group = 0);
+  /// @brief Adds the tensor `spec` after those added before, in parameter group `group`, and
+  /// returns its index.
+  /// @throws usage_error (an unnamed spec or a repeated name, an empty shape or an extent below
+  /// 1, a type that is not floating, a buffer that would outgrow a `size_t`); the layout is
+  /// left as it was
+  std::size_t add(tensor_spec spec, std::uint32_t group = 0);
 
   [[nodiscard]] std::size_t size() const noexcept { return slots_.size(); }
   [[nodiscard]] bool empty() const noexcept { return slots_.empty(); }
@@ -56,9 +62,21 @@ class parameter_layout {
   /// @throws usage_error (no tensor of that name, naming the layout's size)
   [[nodiscard]] parameter_slot const& at(std::string const& name) const;
   [[nodiscard]] std::vector<parameter_slot> const& slots() const noexcept { return slots_; }
-  /// @brief Bytes of the whole buffer: the end of the last slot.
+  /// @brief Bytes of the whole buffer: the end of the last slot, rounded up to the alignment.
   [[nodiscard]] std::size_t buffer_bytes() const noexcept { return buffer_bytes_; }
+  /// @brief Bytes from the start of the buffer to the end of tensor `index`'s slot (the start
+  /// of the next, or `buffer_bytes()`): the extent of the gradients finished once it is.
+  /// @throws usage_error (no such index)
+  [[nodiscard]] std::size_t bytes_through(std::size_t index) const;
   [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
+
+  /// @brief Tensor `index` of the buffer this layout describes at `base` (weights or
+  /// gradients), named and shaped as its slot.
+  /// @throws usage_error (no such index, a null base, a base not aligned to the tensor's dtype)
+  [[nodiscard]] tensor_view view(void* base, std::size_t index) const;
+  /// @brief Tensor `name` of the buffer at `base`.
+  /// @throws usage_error (no tensor of that name; as above)
+  [[nodiscard]] tensor_view view(void* base, std::string const& name) const;
 
  private:
   std::size_t alignment_;
@@ -67,4 +85,4 @@ class parameter_layout {
   std::unordered_map<std::string, std::size_t> index_;  // by name
 };
 
-}  // namespace graphstep::memory
+}  // namespace graphstep
