@@ -19,7 +19,8 @@
 // GCC's plugin API: https://gcc.gnu.org/onlinedocs/gccint/Plugins.html (built against the
 // headers of the compiler that loads it: `g++ -print-file-name=plugin`).
 
-// clang-format off: GCC's internal headers need this order
+// GCC's internal headers need this order.
+// clang-format off
 #include "gcc-plugin.h"
 #include "plugin-version.h"
 #include "tree.h"
@@ -110,9 +111,15 @@ bool inside_thread_local(tree address) {
   return inside_thread_local(address, visited, 0);
 }
 
-pass_data const pass_description = {
-    GIMPLE_PASS, "graphstep_sim_thread_local_accesses", OPTGROUP_NONE, TV_NONE, PROP_ssa, 0, 0,
-    0,           0};
+pass_data const pass_description = {GIMPLE_PASS,
+                                    "graphstep_sim_thread_local_accesses",
+                                    OPTGROUP_NONE,
+                                    TV_NONE,
+                                    PROP_ssa,
+                                    0,
+                                    0,
+                                    0,
+                                    0};
 
 class drop_thread_local_accesses : public gimple_opt_pass {
  public:
