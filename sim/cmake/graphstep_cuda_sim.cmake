@@ -400,10 +400,20 @@ function(_graphstep_cuda_sim_rewrite target)
     # messages at the .cu file makes g++ see the source as a header (unused internal kernels,
     # fixtures in anonymous namespaces), which nvcc's host pass does not warn about.
     set(options -Wno-unknown-pragmas -Wno-subobject-linkage -Wno-unused-function ${watch_flags})
+    set(plugin_depends)
+    if(watch_flags AND TARGET graphstep_sim_thread_local_accesses)
+      # Accesses to __shared__ storage (thread-local, never device memory) call no entry point
+      # (sim/tools/thread_local_accesses_plugin.cpp); a rebuilt plugin recompiles the kernels.
+      get_target_property(plugin_depends graphstep_sim_thread_local_accesses
+                          _graphstep_plugin_file)
+      list(APPEND options -fplugin=${plugin_depends})
+      add_dependencies(${target} graphstep_sim_thread_local_accesses)
+    endif()
     # A source's own include directories come before the target's on the command line.
     set_source_files_properties(${output} PROPERTIES
       INCLUDE_DIRECTORIES "${source_include_dirs}"
-      COMPILE_OPTIONS "${options}")
+      COMPILE_OPTIONS "${options}"
+      OBJECT_DEPENDS "${plugin_depends}")
     list(APPEND rewritten ${output})
   endforeach()
 
