@@ -93,6 +93,15 @@ install_mpi() {
     "leave the MPI bootstrap and its test out" >&2
 }
 run_step "Open MPI for the MPI bootstrap's test (scripts/install-mpi.sh)" install_mpi
+# GCC's plugin headers, for the simulated device's plugin that keeps `__shared__` accesses out
+# of the race checker (sim/tools/thread_local_accesses_plugin.cpp). Where they cannot be
+# installed, simulated kernels build without it and run slower.
+install_gcc_plugin_headers() {
+  scripts/install-gcc-plugin-headers.sh || echo "check.sh: GCC's plugin headers could not be" \
+    "installed; simulated kernels build without the plugin and run slower" >&2
+}
+run_step "GCC's plugin headers for the simulated device (scripts/install-gcc-plugin-headers.sh)" \
+  install_gcc_plugin_headers
 
 # graphstep_core is plain C++: with no CUDA compiler to be found, it and its tests alone build
 # (first: the default build leaves out the tests that ran here).

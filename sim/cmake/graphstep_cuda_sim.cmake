@@ -406,7 +406,9 @@ function(_graphstep_cuda_sim_rewrite target)
       # (sim/tools/thread_local_accesses_plugin.cpp); a rebuilt plugin recompiles the kernels.
       get_target_property(plugin_depends graphstep_sim_thread_local_accesses
                           _graphstep_plugin_file)
-      list(APPEND options -fplugin=${plugin_depends})
+      get_target_property(plugin_options graphstep_sim_thread_local_accesses
+                          _graphstep_plugin_options)
+      list(APPEND options ${plugin_options})
       add_dependencies(${target} graphstep_sim_thread_local_accesses)
     endif()
     # A source's own include directories come before the target's on the command line.
