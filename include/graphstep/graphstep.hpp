@@ -51,7 +51,7 @@
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
 #include <graphstep/ops/embedding.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+#include <graphstep/ops/gelu.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/layer_norm.hpp>
