@@ -49,12 +49,17 @@
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
+#include <graphstep/ops/attention_problem.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
+#include <graphstep/ops/cross_entropy_problem.hpp>
 #include <graphstep/ops/embedding.hpp>
+#include <graphstep/ops/embedding_problem.hpp>
 #include <graphstep/ops/gelu.hpp>
+#include <graphstep/ops/gelu_problem.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/ops/layer_norm.hpp>
+#include <graphstep/ops/layer_norm_problem.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <graphstep/schedule/graphed_callable.hpp>
