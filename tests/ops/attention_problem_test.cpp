@@ -257,3 +257,19 @@ TEST(attention_arguments, spans_too_short_or_of_another_type_are_refused) {
   });
   EXPECT_TRUE(contains(message, "causal_attention_backward: dout is 6144 float16")) << message;
 }
+
+TEST(attention_arguments, valid_operands_pass_and_name_their_type) {
+  fake_buffers const f;
+  for (auto type : {gs::dtype::float32, gs::dtype::float16, gs::dtype::bfloat16}) {
+    go::attention_problem const problem{small};
+    EXPECT_EQ(
+        problem.check_forward({f.out, type, plenty}, {f.logsumexp, gs::dtype::float32, plenty},
+                              {f.qkv, type, plenty}),
+        type);
+    EXPECT_EQ(problem.check_backward({f.dqkv, type, plenty}, {f.dout, type, plenty},
+                                     {f.qkv, type, plenty}, {f.out, type, plenty},
+                                     {f.logsumexp, gs::dtype::float32, plenty}, f.workspace,
+                                     enough(small)),
+              type);
+  }
+}

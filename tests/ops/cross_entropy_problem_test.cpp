@@ -75,6 +75,17 @@ std::string error_of(call const& c) {
   });
 }
 
+// The type that a call the checks accept names.
+gs::dtype checked_type(call const& c) {
+  // NOLINTBEGIN(cppcoreguidelines-pro-type-const-cast): spans do not make memory const
+  return go::cross_entropy_problem{c.shape}.check(
+      {c.loss, gs::dtype::float32, 1}, {c.dlogits, c.type, c.logit_count},
+      {const_cast<void*>(c.logits), c.type, c.logit_count},
+      {const_cast<std::int32_t*>(c.targets), c.target_type, c.target_count}, c.workspace,
+      c.workspace_bytes);
+  // NOLINTEND(cppcoreguidelines-pro-type-const-cast)
+}
+
 }  // namespace
 
 TEST(cross_entropy_arguments, refuses_null_pointers) {
@@ -203,4 +214,13 @@ TEST(cross_entropy_arguments, refuses_spans_too_short_or_of_another_type) {
   c.type = gs::dtype::uint8;
   message = error_of(c);
   EXPECT_TRUE(contains(message, "cross_entropy: logits is uint8; it takes float32")) << message;
+}
+
+TEST(cross_entropy_arguments, valid_operands_pass_apart_or_in_place) {
+  fake_buffers b;
+  call apart = good_call(b);
+  EXPECT_EQ(checked_type(apart), gs::dtype::bfloat16);
+  call in_place = good_call(b);
+  in_place.dlogits = b.logits;
+  EXPECT_EQ(checked_type(in_place), gs::dtype::bfloat16);
 }

@@ -161,3 +161,15 @@ TEST(embedding_arguments, spans_too_short_or_of_another_type_are_refused) {
   EXPECT_TRUE(contains(message, "embedding_backward: position_gradient is 24 float16")) << message;
   EXPECT_TRUE(contains(message, "it must hold bfloat16")) << message;
 }
+
+TEST(embedding_arguments, valid_operands_pass_and_name_their_type) {
+  fake_buffers b;
+  go::embedding_problem const problem{good};
+  auto const fp16 = gs::dtype::float16;
+  EXPECT_EQ(problem.check_forward({b.out, fp16, 48}, {b.tokens, gs::dtype::int32, 6},
+                                  {b.table, fp16, 88}, {b.positions, fp16, 24}),
+            fp16);
+  EXPECT_EQ(problem.check_backward({b.table, fp16, 88}, {b.positions, fp16, 24}, {b.out, fp16, 48},
+                                   {b.tokens, gs::dtype::int32, 6}),
+            fp16);
+}
