@@ -57,14 +57,14 @@ struct attention_problem {
   /// @brief Checks launch_causal_attention_forward's operands; returns qkv's type.
   /// @throws usage_error (check_shape; null spans, spans of another type or too few elements,
   /// qkv or out not 16-byte aligned, overlapping buffers)
-  dtype check_forward(device_span out, device_span logsumexp, device_span qkv) const;
+  [[nodiscard]] dtype check_forward(device_span out, device_span logsumexp, device_span qkv) const;
 
   /// @brief Checks launch_causal_attention_backward's operands and workspace; returns qkv's type.
   /// @throws usage_error (as the forward; dout and dqkv 16-byte aligned too; a null, too small
   /// or misaligned workspace; dqkv or the workspace overlapping another operand)
-  dtype check_backward(device_span dqkv, device_span dout, device_span qkv, device_span out,
-                       device_span logsumexp, void const* workspace,
-                       std::size_t workspace_bytes) const;
+  [[nodiscard]] dtype check_backward(device_span dqkv, device_span dout, device_span qkv,
+                                     device_span out, device_span logsumexp, void const* workspace,
+                                     std::size_t workspace_bytes) const;
 
   /// @brief Workspace bytes of the plain backward: B·H·T fp32 values.
   /// @throws usage_error (non-positive B, T or H)

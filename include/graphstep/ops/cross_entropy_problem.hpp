@@ -36,8 +36,9 @@ struct cross_entropy_problem {
   /// @throws usage_error (check_shape; null or misaligned spans, spans of another type or too
   /// few elements, dlogits overlapping logits without being it, a null, misaligned or too small
   /// workspace)
-  dtype check(device_span loss, device_span dlogits, device_span logits, device_span targets,
-              void const* workspace, std::size_t workspace_bytes) const;
+  [[nodiscard]] dtype check(device_span loss, device_span dlogits, device_span logits,
+                            device_span targets, void const* workspace,
+                            std::size_t workspace_bytes) const;
 
   /// @brief Workspace bytes: M fp32 values (the per-row losses).
   /// @throws usage_error (as check_shape), naming cross_entropy_workspace_size

@@ -39,13 +39,13 @@ struct embedding_problem {
   /// @brief Checks launch_embedding_forward's operands; returns the tables' type.
   /// @throws usage_error (check_shape; null or misaligned spans, spans of another type or too
   /// few elements)
-  dtype check_forward(device_span out, device_span tokens, device_span token_table,
-                      device_span position_table) const;
+  [[nodiscard]] dtype check_forward(device_span out, device_span tokens, device_span token_table,
+                                    device_span position_table) const;
 
   /// @brief Checks launch_embedding_backward's operands; returns dout's type.
   /// @throws usage_error (as check_forward)
-  dtype check_backward(device_span token_gradient, device_span position_gradient, device_span dout,
-                       device_span tokens) const;
+  [[nodiscard]] dtype check_backward(device_span token_gradient, device_span position_gradient,
+                                     device_span dout, device_span tokens) const;
 };
 
 }  // namespace graphstep::ops

@@ -23,12 +23,14 @@ struct gelu_problem {
   /// y's type.
   /// @throws usage_error (an empty y, spans null, misaligned, of another type or too short,
   /// non-positive sizes)
-  dtype check_forward(device_span y, device_span pre_activation, device_span bias) const;
+  [[nodiscard]] dtype check_forward(device_span y, device_span pre_activation,
+                                    device_span bias) const;
 
   /// @brief Checks launch_gelu_backward's operands; returns dy's type.
   /// @throws usage_error (spans empty, null, misaligned, of another type or too short,
   /// non-positive sizes)
-  dtype check_backward(device_span dz, device_span dy, device_span pre_activation) const;
+  [[nodiscard]] dtype check_backward(device_span dz, device_span dy,
+                                     device_span pre_activation) const;
 };
 
 /// @brief The bias gradient db[N] = Σ over the M rows of dz[M,N].
@@ -47,8 +49,8 @@ struct bias_gradient_problem {
   /// returns dz's type.
   /// @throws usage_error (spans null, misaligned, of another type or too short, non-positive
   /// sizes, N too wide for one launch, a size without a workspace, a misaligned workspace)
-  dtype check(device_span db, device_span dz, void const* workspace,
-              std::size_t workspace_bytes) const;
+  [[nodiscard]] dtype check(device_span db, device_span dz, void const* workspace,
+                            std::size_t workspace_bytes) const;
 
   /// @brief Workspace bytes with which the sliced pass uses all the slices it wants for any M
   /// on `multiprocessors` SMs: (2 × SMs × 64 + N) fp32 values. M is not read.

@@ -38,17 +38,18 @@ struct layer_norm_problem {
   /// @brief Checks the forward's operands (see launch_layer_norm_forward) and returns x's type.
   /// @throws usage_error (null or misaligned spans, spans of another type or too few elements,
   /// y equal to x, non-positive sizes, epsilon ≤ 0 or NaN)
-  dtype check_forward(device_span y, device_span mean, device_span rstd, device_span x,
-                      device_span gamma, device_span beta, float epsilon) const;
+  [[nodiscard]] dtype check_forward(device_span y, device_span mean, device_span rstd,
+                                    device_span x, device_span gamma, device_span beta,
+                                    float epsilon) const;
 
   /// @brief Checks the backward's operands and workspace on a device of `multiprocessors` SMs
   /// (see launch_layer_norm_backward) and returns x's type.
   /// @throws usage_error (as the forward; dx equal to dy or x; a null, misaligned or too small
   /// workspace)
-  dtype check_backward(device_span dx, device_span dgamma, device_span dbeta, device_span dy,
-                       device_span x, device_span gamma, device_span mean, device_span rstd,
-                       void const* workspace, std::size_t workspace_bytes,
-                       int multiprocessors) const;
+  [[nodiscard]] dtype check_backward(device_span dx, device_span dgamma, device_span dbeta,
+                                     device_span dy, device_span x, device_span gamma,
+                                     device_span mean, device_span rstd, void const* workspace,
+                                     std::size_t workspace_bytes, int multiprocessors) const;
 
   /// @brief The backward's slices on `multiprocessors` SMs: about three per SM, each warp of a
   /// block at least one row, none longer than max_rows_per_slice, the rows spread evenly.
@@ -65,6 +66,6 @@ struct layer_norm_problem {
 /// not empty; returns that dtype.
 /// @throws usage_error (null or misaligned spans, spans without elements, of different dtypes
 /// or counts, an integer type)
-dtype check_add(device_span out, device_span a, device_span b);
+[[nodiscard]] dtype check_add(device_span out, device_span a, device_span b);
 
 }  // namespace graphstep::ops
