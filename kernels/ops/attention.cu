@@ -55,7 +55,8 @@ using graphstep::detail::to_float;
 
 constexpr float log2_e = 1.4426950408889634F;
 constexpr float ln_2 = 0.69314718055994531F;
-constexpr int max_head_dim = static_cast<int>(attention_problem::max_head_dim);
+// dispatch() below tiles head dimensions up to 256, the most attention_problem lets through.
+static_assert(attention_problem::max_head_dim == 256, "dispatch ends at the 256 tiling");
 
 // dp: padded head dimension; rows: rows a block owns; cols: columns of the tiles it walks;
 // rm: rows per thread.
