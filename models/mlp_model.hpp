@@ -139,7 +139,7 @@ class mlp {
                                             parameter(b1_, db1_, std::size_t(hidden)),
                                             parameter(w2_, dw2_, std::size_t(d_out) * hidden),
                                             parameter(b2_, db2_, std::size_t(d_out))},
-                 gt::sgd_options{}, schedule, gt::gradient_scaling{}, stream);
+                 gt::sgd_options{}, schedule, nullptr, stream);
     stream.synchronize();
   }
 

@@ -587,7 +587,7 @@ class transformer {
   }
   void make_optimizer() {
     optimizer_.emplace(layout_, parameters_, gradients_, parameter_groups(), optimizer_options(),
-                       learning_rate_schedule(), gt::gradient_scaling{}, stream_, pool_);
+                       learning_rate_schedule(), nullptr, stream_, pool_);
   }
 
   void forward() {

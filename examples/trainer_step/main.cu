@@ -125,7 +125,7 @@ struct model {
     // Decay on the embedding, none on the bias.
     optimizer.emplace(parameters,
                       std::vector<gs::train::parameter_group>{{0.01F, 1.0F}, {0.0F, 1.0F}}, options,
-                      schedule, gs::train::gradient_scaling{}, stream, pool);
+                      schedule, nullptr, stream, pool);
   }
 
   // Forward, backward and optimizer step for a batch of `rows` rows, issued to `stream`.

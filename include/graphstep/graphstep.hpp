@@ -69,8 +69,8 @@
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
-#include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>

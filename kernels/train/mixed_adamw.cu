@@ -14,7 +14,7 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/train/loss_scale.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 
 #include "detail/element_conversion.cuh"

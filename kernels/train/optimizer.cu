@@ -1,6 +1,7 @@
 // Multi-tensor SGD and Adam: one launch updates every parameter tensor, one block per chunk of
-// the table planned on the host. Learning rate, step count, loss scale and whether the step is
-// skipped are read from device memory, so a captured step follows them without re-capture.
+// the table planned on the host. Step count, schedule (or the learning rate the host writes),
+// loss scale and whether the step is skipped are read from device memory, so a captured step
+// follows them without re-capture.
 
 #include <cuda_runtime_api.h>
 
@@ -29,7 +30,8 @@ __global__ void sgd_kernel(tensor_slot const* slots, tensor_chunk const* chunks,
   tensor_chunk const chunk = chunks[blockIdx.x];
   tensor_slot const slot = slots[chunk.tensor];
   std::int64_t const step = state->step;
-  float const lr = state->schedule.at(step);
+  float const lr =
+      state->learning_rate != nullptr ? *state->learning_rate : state->schedule.at(step);
   float const inv_scale = state->inv_loss_scale;
   for (std::uint32_t i = threadIdx.x; i < chunk.count; i += blockDim.x) {
     std::uint64_t const at = chunk.begin + i;
@@ -52,7 +54,8 @@ __global__ void adam_kernel(tensor_slot const* slots, tensor_chunk const* chunks
   tensor_chunk const chunk = chunks[blockIdx.x];
   tensor_slot const slot = slots[chunk.tensor];
   std::int64_t const step = state->step;
-  float const lr = state->schedule.at(step);
+  float const lr =
+      state->learning_rate != nullptr ? *state->learning_rate : state->schedule.at(step);
   float const inv_scale = state->inv_loss_scale;
   float const correction1 = 1.0F - powf(options.beta1, static_cast<float>(step));
   float const correction2 = 1.0F - powf(options.beta2, static_cast<float>(step));
@@ -71,9 +74,9 @@ __global__ void adam_kernel(tensor_slot const* slots, tensor_chunk const* chunks
 
 }  // namespace
 
-void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
-                         cuda::stream_view stream) {
-  advance_step_kernel<<<1, 1, 0, stream.get()>>>(state, scaling.loss_scale, scaling.all_finite);
+void launch_advance_step(optimizer_device_state* state, float const* loss_scale,
+                         unsigned int const* all_finite, cuda::stream_view stream) {
+  advance_step_kernel<<<1, 1, 0, stream.get()>>>(state, loss_scale, all_finite);
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 

@@ -8,8 +8,7 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
-#include <graphstep/train/loss_scale.hpp>
-#include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 
@@ -22,6 +21,7 @@ struct optimizer_device_state {
   float inv_loss_scale{1.0F};  // this step's gradients are multiplied by it
   std::uint32_t skipped{0};    // 1: this step is skipped (its gradients were not all finite)
   train::lr_schedule schedule;
+  float const* learning_rate{nullptr};  // when set, read by each step instead of the schedule
 };
 
 /// One tensor of a multi-tensor update: its value, gradient and up to two state buffers.
@@ -41,8 +41,9 @@ struct scaled_slot {
 
 /// Decides the step on the device: skipped when `all_finite` reads 0 (the step count stays),
 /// else the step count advances and the inverse loss scale is 1 / *loss_scale (1 without one).
-void launch_advance_step(optimizer_device_state* state, train::gradient_scaling const& scaling,
-                         cuda::stream_view stream);
+/// Both come from the optimizer's loss_scaler, or are null.
+void launch_advance_step(optimizer_device_state* state, float const* loss_scale,
+                         unsigned int const* all_finite, cuda::stream_view stream);
 void launch_sgd(tensor_slot const* slots, tensor_chunk const* chunks, std::size_t chunk_count,
                 optimizer_device_state const* state, train::sgd_options const& options,
                 cuda::stream_view stream);
@@ -51,14 +52,12 @@ void launch_adam(tensor_slot const* slots, tensor_chunk const* chunks, std::size
                  cuda::stream_view stream);
 
 /// Resets the state's all_finite flag to 1, then clears it on an inf or NaN in any gradient
-/// and, when `unscale`, multiplies every gradient by the state's inv_scale in place, rounding
-/// fp16 and bf16 ones to nearest even (one launch for every tensor).
-void launch_unscale(scaled_slot const* gradients, tensor_chunk const* chunks,
-                    std::size_t chunk_count, train::loss_scale_state* state, bool unscale,
-                    cuda::stream_view stream);
-/// One thread applies train::update_loss_scale to the state.
-void launch_update_loss_scale(train::loss_scale_state* state,
-                              train::loss_scale_options const& options, cuda::stream_view stream);
+/// (one launch for every tensor); writes no gradient.
+void launch_check(scaled_slot const* gradients, tensor_chunk const* chunks, std::size_t chunk_count,
+                  train::loss_scaler_state* state, cuda::stream_view stream);
+/// One thread applies train::update_loss_scaler to the state.
+void launch_update_loss_scaler(train::loss_scaler_state* state,
+                               train::loss_scaler_options const& options, cuda::stream_view stream);
 
 /// Blocks of the first pass of the loss; the partial sums buffer needs this many floats.
 [[nodiscard]] unsigned mse_partial_blocks(std::size_t count) noexcept;

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -391,6 +392,62 @@ cublasStatus_t create(Opaque** out, Descriptor const& initial) noexcept {
 }  // namespace
 
 extern "C" {
+
+// The library's own functions: names and descriptions of the statuses (cublas_api.h's
+// enumeration, described as the cuBLAS documentation's "cublasStatus_t" section does), its
+// version as cublas_api.h gives it, and the CPU instruction mask, which the simulator keeps and
+// does not use (it runs no ISA-specific code).
+char const* cublasLtGetStatusName(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+char const* cublasLtGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "the function requires a feature absent from the device architecture";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "the functionality requested requires a license";
+  }
+  return "unknown cuBLAS status";
+}
+
+size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
+
+size_t cublasLtGetCudartVersion(void) { return CUDART_VERSION; }
+
+cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
+  if (value == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (type) {
+    case MAJOR_VERSION: *value = CUBLAS_VER_MAJOR; return CUBLAS_STATUS_SUCCESS;
+    case MINOR_VERSION: *value = CUBLAS_VER_MINOR; return CUBLAS_STATUS_SUCCESS;
+    case PATCH_LEVEL: *value = CUBLAS_VER_PATCH; return CUBLAS_STATUS_SUCCESS;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+unsigned cublasLtDisableCpuInstructionsSetMask(unsigned mask) {
+  static std::atomic<unsigned> disabled{0};
+  return disabled.exchange(mask);
+}
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
   if (lightHandle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "detail/nccl_world.hpp"
+#include "detail/refusal.hpp"
 #include "detail/runtime_state.hpp"
 #include "graphstep/sim/kernel_task.hpp"
 
@@ -630,6 +631,16 @@ ncclResult_t release(ncclComm_t comm, bool abort, char const* call) {
 
 }  // namespace
 
+ncclResult_t refuse(char const* function, char const* reason) noexcept {
+  announce_refusal(function, reason, "ncclInvalidUsage", "sim/docs/nccl_coverage.md");
+  try {
+    return warn(ncclInvalidUsage, std::string{function} + " is " + reason +
+                                      " on the simulated device (sim/docs/nccl_coverage.md)");
+  } catch (...) {  // the message is a courtesy; the result is the answer
+    return ncclInvalidUsage;
+  }
+}
+
 }  // namespace graphstep::sim::detail::nccl
 
 namespace sn = graphstep::sim::detail::nccl;
@@ -658,6 +669,10 @@ char const* ncclGetErrorString(ncclResult_t result) {
     default: return "unknown result code";
   }
 }
+
+// NCCL resets what it read of NCCL_DEBUG and NCCL_DEBUG_FILE; the simulated NCCL reads
+// NCCL_DEBUG at each warning, so there is nothing to reset.
+void ncclResetDebugInit() {}
 
 char const* ncclGetLastError(ncclComm_t /*comm*/) {
   std::lock_guard<std::mutex> const lock{sn::last_error_mutex};

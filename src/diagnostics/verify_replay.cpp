@@ -512,7 +512,7 @@ replay_report verify_replay(cuda::stream_view stream,
                           "alone; verify a step without its collectives on each rank, or compare "
                           "the ranks' results");
   }
-  GRAPHSTEP_EXPECTS(!graphs::capture_waits_for_other_processes(graph.identity().capture_sequence),
+  GRAPHSTEP_EXPECTS(!graph.identity().waits_for_other_processes,
                     "graph \"" + graph.name() +
                         "\" holds an NCCL collective of several ranks, which waits for its "
                         "peers: verify_replay runs one rank's step alone; verify a step without "

@@ -1,16 +1,18 @@
 #include <algorithm>
-#include <deque>
+#include <atomic>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/log.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <sstream>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
+#include <utility>
 
 #include "detail/address_text.hpp"
 #include "detail/logger.hpp"
@@ -28,33 +30,41 @@ struct failed_call {
   cudaError_t error{cudaSuccess};
 };
 
+// What is learnt about one capture while it runs; the graph it makes takes it along.
+struct capture_facts {
+  std::atomic<bool> waits_for_other_processes{false};
+  std::atomic<bool> abandoned{false};
+};
+
 }  // namespace detail
 
 namespace {
 
-// The captures graphstep discarded, by CUDA's capture id, oldest first.
-struct abandoned_captures {
+// The captures capture_scopes are making now, by CUDA's capture id, so that capture_ref::of
+// finds a stream's. Only open ones: what a capture learns leaves with its graph (or with the
+// capture_refs that hold it), not through here.
+struct open_captures {
   std::mutex mutex;
-  std::deque<std::uint64_t> ids;
+  std::unordered_map<unsigned long long, std::shared_ptr<detail::capture_facts>> by_id;
 };
 
-abandoned_captures& abandoned() {
-  static abandoned_captures registry;
-  return registry;
+open_captures& open() {
+  static open_captures captures;
+  return captures;
 }
 
-constexpr std::size_t abandoned_captures_kept = 4096;
+void enter_open(unsigned long long capture_id, std::shared_ptr<detail::capture_facts> facts) {
+  if (capture_id == 0) return;  // unknown: no stream can name it
+  auto& captures = open();
+  std::lock_guard const lock{captures.mutex};
+  captures.by_id[capture_id] = std::move(facts);
+}
 
-void note_abandoned_capture(std::uint64_t capture_id) noexcept {
+void leave_open(unsigned long long capture_id) noexcept {
   if (capture_id == 0) return;
-  auto& registry = abandoned();
-  std::lock_guard const lock{registry.mutex};
-  try {
-    registry.ids.push_back(capture_id);
-    if (registry.ids.size() > abandoned_captures_kept) registry.ids.pop_front();
-  } catch (std::bad_alloc const&) {
-    // Unrecorded, its collectives stay in the logs: a check may then report a difference.
-  }
+  auto& captures = open();
+  std::lock_guard const lock{captures.mutex};
+  captures.by_id.erase(capture_id);
 }
 
 cudaStreamCaptureMode to_cuda(capture_mode mode) {
@@ -229,6 +239,13 @@ void capture_scope::begin(memory::memory_pool* pool) {
     static_cast<void>(cudaGetLastError());
   }
   identity_.capture_sequence = capture_id_;
+  try {
+    facts_ = std::make_shared<detail::capture_facts>();
+    enter_open(capture_id_, facts_);
+  } catch (...) {
+    abandon();
+    throw;
+  }
   begin_thread_ = std::this_thread::get_id();
   if (options_.diagnose || detail::diagnostics_requested_by_environment())
     start_diagnostics();
@@ -330,7 +347,7 @@ void capture_scope::join(cuda::stream_view side) {
 
 void capture_scope::abandon() noexcept {
   active_ = false;
-  note_abandoned_capture(capture_id_);
+  note_abandoned();
   recorder_.reset();
   if (legacy_guard_) legacy_guard_->leave(stream_.get());
   cudaGraph_t partial = nullptr;
@@ -370,7 +387,7 @@ void capture_scope::end() {
   }};
   bool delivered = false;
   on_scope_exit const discarded{[this, &delivered] {
-    if (!delivered) note_abandoned_capture(capture_id_);
+    if (!delivered) note_abandoned();
   }};
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   // Asked before the capture ends: the simulated device forgets a capture once it has ended.
@@ -381,6 +398,7 @@ void capture_scope::end() {
   // Back for another capture only now: a joined stream stays in the capture until it ends, and
   // another thread's capture taking it before then would merge the two.
   legacy_guard_.reset();
+  leave_open(capture_id_);  // no work joins it any more
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
@@ -417,8 +435,14 @@ void capture_scope::end() {
   if (pool_capture_.open()) {
     memory = memory ? pool_capture_.commit_with(std::move(memory)) : pool_capture_.commit();
   }
+  identity_.waits_for_other_processes = facts_ && facts_->waits_for_other_processes.load();
   deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
   delivered = true;
+}
+
+void capture_scope::note_abandoned() noexcept {
+  leave_open(capture_id_);
+  if (facts_) facts_->abandoned.store(true);
 }
 
 std::optional<detail::failed_call> capture_scope::first_failed_call() const {
@@ -472,40 +496,31 @@ void capture_scope::deliver(graph captured) {
   *std::get<graph_exec*>(target_) = std::move(exec);
 }
 
+capture_ref::capture_ref() noexcept = default;
 
-bool capture_was_abandoned(std::uint64_t capture_sequence) {
-  if (capture_sequence == 0) return false;
-  auto& registry = abandoned();
-  std::lock_guard const lock{registry.mutex};
-  return std::find(registry.ids.begin(), registry.ids.end(), capture_sequence) != registry.ids.end();
+capture_ref::capture_ref(std::shared_ptr<detail::capture_facts> facts) noexcept
+    : facts_{std::move(facts)} {}
+
+capture_ref capture_ref::of(cuda::stream_view stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long capture_id = 0;
+  if (cudaStreamGetCaptureInfo(stream.get(), &status, &capture_id) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return {};
+  }
+  if (status != cudaStreamCaptureStatusActive || capture_id == 0) return {};
+  auto& captures = open();
+  std::lock_guard const lock{captures.mutex};
+  auto const found = captures.by_id.find(capture_id);
+  return found == captures.by_id.end() ? capture_ref{} : capture_ref{found->second};
 }
 
-namespace {
-
-struct captures_waiting_for_other_processes {
-  std::mutex mutex;
-  std::unordered_set<std::uint64_t> ids;
-};
-
-captures_waiting_for_other_processes& waiting_for_other_processes() {
-  static captures_waiting_for_other_processes registry;
-  return registry;
+void capture_ref::note_waits_for_other_processes() const noexcept {
+  if (facts_) facts_->waits_for_other_processes.store(true);
 }
 
-}  // namespace
-
-void note_capture_waits_for_other_processes(std::uint64_t capture_sequence) {
-  if (capture_sequence == 0) return;
-  auto& registry = waiting_for_other_processes();
-  std::lock_guard const lock{registry.mutex};
-  registry.ids.insert(capture_sequence);
-}
-
-bool capture_waits_for_other_processes(std::uint64_t capture_sequence) {
-  if (capture_sequence == 0) return false;
-  auto& registry = waiting_for_other_processes();
-  std::lock_guard const lock{registry.mutex};
-  return registry.ids.count(capture_sequence) != 0;
+bool capture_ref::abandoned() const noexcept {
+  return facts_ && facts_->abandoned.load();
 }
 
 }  // namespace graphstep::graphs

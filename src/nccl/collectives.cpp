@@ -71,15 +71,10 @@ void enqueue(collective_record record, device_span const& send, device_span cons
   state.enqueue(what, what, std::forward<Call>(call));
   if (capturing) {
     // Tagged with its capture, so that a capture graphstep discards takes its records along.
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    unsigned long long capture_id = 0;
-    if (cudaStreamGetCaptureInfo(stream.get(), &status, &capture_id) != cudaSuccess) {
-      capture_id = 0;
-      static_cast<void>(cudaGetLastError());
-    }
-    state.captured(record, capture_id);
+    graphs::capture_ref const capture = graphs::capture_ref::of(stream);
     // One rank's collective is a copy (ncclLaunchOneRank): only several ranks wait for peers.
-    if (comm.size() > 1) graphs::note_capture_waits_for_other_processes(capture_id);
+    if (comm.size() > 1) capture.note_waits_for_other_processes();
+    state.captured(record, capture);
   } else {
     state.ran_eagerly(record.kind);
   }

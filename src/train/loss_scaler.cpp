@@ -21,7 +21,7 @@ using detail::tensor_chunk;
 
 // Checked before anything is allocated.
 std::vector<tensor_chunk> checked_chunks(std::vector<device_span> const& gradients,
-                                         loss_scale_options const& options,
+                                         loss_scaler_options const& options,
                                          cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(!gradients.empty(), "loss_scaler: no gradient was given");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
@@ -41,20 +41,21 @@ std::vector<tensor_chunk> checked_chunks(std::vector<device_span> const& gradien
 }  // namespace
 
 loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
-                         loss_scale_options const& options, cuda::stream_view stream,
+                         loss_scaler_options const& options, cuda::stream_view stream,
                          cuda::memory_resource& resource)
     : loss_scaler{gradients, checked_chunks(gradients, options, stream), options, stream,
                   resource} {}
 
 loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
-                         std::vector<tensor_chunk> const& chunks, loss_scale_options const& options,
-                         cuda::stream_view stream, cuda::memory_resource& resource)
+                         std::vector<tensor_chunk> const& chunks,
+                         loss_scaler_options const& options, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
     : options_{options},
       chunk_count_{chunks.size()},
-      state_{sizeof(loss_scale_state), stream, resource},
+      state_{sizeof(loss_scaler_state), stream, resource},
       slots_{sizeof(detail::scaled_slot) * gradients.size(), stream, resource},
       chunks_{sizeof(tensor_chunk) * chunks.size(), stream, resource} {
-  loss_scale_state const initial = initial_loss_scale(options);
+  loss_scaler_state const initial = initial_loss_scaler_state(options);
   detail::upload_table(state_, &initial, 1, stream);
   std::vector<detail::scaled_slot> slots;
   slots.reserve(gradients.size());
@@ -66,20 +67,14 @@ loss_scaler::loss_scaler(std::vector<device_span> const& gradients,
   stream.synchronize();
 }
 
-void loss_scaler::unscale(cuda::stream_view stream) const {
-  detail::launch_unscale(static_cast<detail::scaled_slot const*>(slots_.data()),
-                         static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
-                         true, stream);
-}
-
 void loss_scaler::check(cuda::stream_view stream) const {
-  detail::launch_unscale(static_cast<detail::scaled_slot const*>(slots_.data()),
-                         static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
-                         false, stream);
+  detail::launch_check(static_cast<detail::scaled_slot const*>(slots_.data()),
+                       static_cast<tensor_chunk const*>(chunks_.data()), chunk_count_, state(),
+                       stream);
 }
 
 void loss_scaler::update(cuda::stream_view stream) const {
-  detail::launch_update_loss_scale(state(), options_, stream);
+  detail::launch_update_loss_scaler(state(), options_, stream);
 }
 
 float const* loss_scaler::scale() const noexcept {
@@ -91,11 +86,11 @@ unsigned int const* loss_scaler::all_finite() const noexcept {
   return reinterpret_cast<unsigned int const*>(&state()->all_finite);
 }
 
-loss_scale_state loss_scaler::read(cuda::stream_view stream) const {
+loss_scaler_state loss_scaler::read(cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "loss_scaler::read inside a capture would record the host address: read "
                     "the state after the replay");
-  loss_scale_state host{};
+  loss_scaler_state host{};
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(&host, state(), sizeof host, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
@@ -112,7 +107,7 @@ void loss_scaler::restore_from(checkpoint const& from, std::string const& name,
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     "loss_scaler::restore_from inside a capture would freeze the state into the "
                     "graph; restore between replays");
-  auto const saved = from.value<loss_scale_state>(name);
+  auto const saved = from.value<loss_scaler_state>(name);
   GRAPHSTEP_EXPECTS(saved.scale > 0.0F && detail::is_finite(saved.scale),
                     "loss_scaler::restore_from: '" + name + "' holds the scale " +
                         std::to_string(saved.scale) +
@@ -122,8 +117,8 @@ void loss_scaler::restore_from(checkpoint const& from, std::string const& name,
   stream.synchronize();  // `saved` is a local
 }
 
-loss_scale_state* loss_scaler::state() const noexcept {
-  return static_cast<loss_scale_state*>(state_.data());
+loss_scaler_state* loss_scaler::state() const noexcept {
+  return static_cast<loss_scaler_state*>(state_.data());
 }
 
 }  // namespace graphstep::train

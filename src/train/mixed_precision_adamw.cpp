@@ -7,11 +7,13 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
+#include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "train/detail/optimizer_state.hpp"
 #include "train/detail/upload_table.hpp"
 #include "train/mixed_adamw_kernels.hpp"
 
@@ -39,8 +41,8 @@ struct tensor_entries {
   std::string master, exp_avg, exp_avg_sq;
 };
 tensor_entries entries_of(std::string const& prefix, std::size_t t) {
-  std::string const base = prefix + "/" + std::to_string(t) + "/";
-  return {base + "master", base + "exp_avg", base + "exp_avg_sq"};
+  return {detail::state_entry(prefix, t, "master"), detail::state_entry(prefix, t, "exp_avg"),
+          detail::state_entry(prefix, t, "exp_avg_sq")};
 }
 
 // Elements of tensor t, from where each tensor starts among all `total` elements.
@@ -91,58 +93,48 @@ detail::mixed_adamw_plan checked_plan(std::vector<parameter> const& parameters,
   return plan;
 }
 
-std::vector<parameter> parameters_of(memory::parameter_layout const& layout, void* values,
-                                     void const* gradients) {
-  GRAPHSTEP_EXPECTS(!layout.empty(), "mixed_precision_adamw: the parameter layout holds no tensor");
-  GRAPHSTEP_EXPECTS(values != nullptr && gradients != nullptr,
-                    "mixed_precision_adamw: the weight or gradient buffer of the parameter layout "
-                    "is a null pointer");
-  std::vector<parameter> parameters;
-  parameters.reserve(layout.size());
-  for (memory::parameter_slot const& slot : layout.slots()) {
-    // The gradients are only read: the span's pointer is not const, as a span never is.
-    auto* const gradient_bytes = static_cast<unsigned char*>(const_cast<void*>(gradients));
-    parameters.push_back(
-        {{static_cast<unsigned char*>(values) + slot.offset, slot.type, slot.count},
-         {gradient_bytes + slot.offset, slot.type, slot.count},
-         slot.group});
-  }
-  return parameters;
-}
-
 }  // namespace
 
-mixed_precision_adamw::mixed_precision_adamw(
-    std::vector<parameter> const& parameters, std::vector<parameter_group> const& groups,
-    mixed_adamw_options const& options, lr_schedule const& schedule,
-    gradient_scaling const& scaling, cuda::stream_view stream, cuda::memory_resource& resource)
+mixed_precision_adamw::mixed_precision_adamw(std::vector<parameter> const& parameters,
+                                             std::vector<parameter_group> const& groups,
+                                             mixed_adamw_options const& options,
+                                             lr_schedule const& schedule, loss_scaler const* scaler,
+                                             cuda::stream_view stream,
+                                             cuda::memory_resource& resource)
     : mixed_precision_adamw{checked_plan(parameters, groups, options, schedule, stream),
                             parameters,
                             options,
                             schedule,
-                            scaling,
+                            scaler,
                             stream,
                             resource} {}
 
-mixed_precision_adamw::mixed_precision_adamw(
-    memory::parameter_layout const& layout, void* values, void const* gradients,
-    std::vector<parameter_group> const& groups, mixed_adamw_options const& options,
-    lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
-    cuda::memory_resource& resource)
-    : mixed_precision_adamw{parameters_of(layout, values, gradients),
-                            groups,
-                            options,
-                            schedule,
-                            scaling,
-                            stream,
-                            resource} {}
+mixed_precision_adamw::mixed_precision_adamw(memory::parameter_layout const& layout, void* values,
+                                             void const* gradients,
+                                             std::vector<parameter_group> const& groups,
+                                             mixed_adamw_options const& options,
+                                             lr_schedule const& schedule, loss_scaler const* scaler,
+                                             cuda::stream_view stream,
+                                             cuda::memory_resource& resource)
+    : mixed_precision_adamw{
+          detail::layout_parameters(layout, values, gradients, "mixed_precision_adamw"),
+          groups,
+          options,
+          schedule,
+          scaler,
+          stream,
+          resource} {}
 
-mixed_precision_adamw::mixed_precision_adamw(
-    detail::mixed_adamw_plan const& plan, std::vector<parameter> const& parameters,
-    mixed_adamw_options const& options, lr_schedule const& schedule,
-    gradient_scaling const& scaling, cuda::stream_view stream, cuda::memory_resource& resource)
-    : options_{options},
-      scaling_{scaling},
+mixed_precision_adamw::mixed_precision_adamw(detail::mixed_adamw_plan const& plan,
+                                             std::vector<parameter> const& parameters,
+                                             mixed_adamw_options const& options,
+                                             lr_schedule const& schedule, loss_scaler const* scaler,
+                                             cuda::stream_view stream,
+                                             cuda::memory_resource& resource)
+    : optimizer{"mixed_precision_adamw"},
+      options_{options},
+      loss_scale_{scaler != nullptr ? scaler->scale() : nullptr},
+      all_finite_{scaler != nullptr ? scaler->all_finite() : nullptr},
       chunk_count_{plan.chunks.size()},
       first_element_{plan.first_element},
       state_{sizeof(mixed_adamw_device_state), stream, resource},
@@ -178,26 +170,21 @@ mixed_precision_adamw::mixed_precision_adamw(
   stream.synchronize();
 }
 
-void mixed_precision_adamw::step(cuda::stream_view stream) const {
+void mixed_precision_adamw::do_step(cuda::stream_view stream) {
   auto const* slots = static_cast<mixed_tensor_slot const*>(slots_.data());
   auto const* chunks = static_cast<tensor_chunk const*>(chunks_.data());
   auto* state = static_cast<mixed_adamw_device_state*>(state_.data());
   auto* partials = static_cast<float*>(partials_.data());
   std::size_t const partial_count = partials_.empty() ? 0 : chunk_count_;
   if (partial_count > 0) {
-    detail::launch_mixed_norm_partials(slots, chunks, chunk_count_, scaling_.loss_scale, partials,
-                                       stream);
+    detail::launch_mixed_norm_partials(slots, chunks, chunk_count_, loss_scale_, partials, stream);
   }
-  detail::launch_mixed_finalize(state, partials, partial_count, scaling_.loss_scale,
-                                scaling_.all_finite, options_, stream);
+  detail::launch_mixed_finalize(state, partials, partial_count, loss_scale_, all_finite_, options_,
+                                stream);
   detail::launch_mixed_adamw(slots, chunks, chunk_count_, state, options_, stream);
 }
 
-void mixed_precision_adamw::set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
-  validate(schedule);
-  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    "mixed_precision_adamw::set_schedule inside a capture would freeze the "
-                    "schedule into the graph; call it between replays");
+void mixed_precision_adamw::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
   auto* const to =
       static_cast<unsigned char*>(state_.data()) + offsetof(mixed_adamw_device_state, schedule);
   GRAPHSTEP_CUDA_TRY(
@@ -205,12 +192,8 @@ void mixed_precision_adamw::set_schedule(lr_schedule const& schedule, cuda::stre
   stream.synchronize();  // `schedule` may be gone before a later copy would run
 }
 
-void mixed_precision_adamw::read_learning_rate_from(float const* learning_rate,
-                                                    cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    "mixed_precision_adamw::read_learning_rate_from inside a capture would record "
-                    "the host's copy of the address; call it between replays (graphs captured "
-                    "before it read the new source too)");
+void mixed_precision_adamw::do_read_learning_rate_from(float const* learning_rate,
+                                                       cuda::stream_view stream) {
   auto* const to = static_cast<unsigned char*>(state_.data()) +
                    offsetof(mixed_adamw_device_state, learning_rate);
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(to, &learning_rate, sizeof learning_rate,
@@ -218,11 +201,8 @@ void mixed_precision_adamw::read_learning_rate_from(float const* learning_rate,
   stream.synchronize();  // `learning_rate` is a local: the copy must have read it
 }
 
-void mixed_precision_adamw::save_to(checkpoint& into, std::string const& prefix,
-                                    cuda::stream_view stream) const {
-  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    "mixed_precision_adamw::save_to inside a capture would record the copies; "
-                    "save between replays");
+void mixed_precision_adamw::do_save_to(checkpoint& into, std::string const& prefix,
+                                       cuda::stream_view stream) const {
   auto const state = read<mixed_adamw_device_state>(0, stream);  // one copy, one wait
   into.add_value(prefix + "/step",
                  saved_counters{state.step, state.beta1_power, state.beta2_power});
@@ -238,28 +218,20 @@ void mixed_precision_adamw::save_to(checkpoint& into, std::string const& prefix,
   }
 }
 
-void mixed_precision_adamw::restore_from(checkpoint const& from, std::string const& prefix,
-                                         cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    "mixed_precision_adamw::restore_from inside a capture would record the "
-                    "copies; restore between replays");
+void mixed_precision_adamw::do_restore_from(checkpoint const& from, std::string const& prefix,
+                                            cuda::stream_view stream) {
   std::size_t const total = buffers_.size() / (3 * sizeof(float));
   // Every entry first, so that a checkpoint of another layout changes nothing.
   auto const counters = from.value<saved_counters>(prefix + "/step");
   GRAPHSTEP_EXPECTS(counters.step >= 0, "mixed_precision_adamw::restore_from: '" + prefix +
                                             "/step' holds a negative step count; the "
                                             "checkpoint was not written by save_to");
+  std::vector<std::size_t> counts;
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
-    auto const names = entries_of(prefix, t);
-    std::vector<std::int64_t> const shape{tensor_elements(first_element_, total, t)};
-    for (auto const* name : {&names.master, &names.exp_avg, &names.exp_avg_sq}) {
-      static_cast<void>(from.tensor(*name, dtype::float32, shape));
-    }
+    counts.push_back(static_cast<std::size_t>(tensor_elements(first_element_, total, t)));
   }
-  GRAPHSTEP_EXPECTS(!from.contains(entries_of(prefix, first_element_.size()).master),
-                    "mixed_precision_adamw::restore_from: the checkpoint holds more tensors under '" +
-                        prefix + "' than the " + std::to_string(first_element_.size()) +
-                        " this optimizer updates; it was written for another model");
+  detail::expect_state_entries(from, prefix, counts, {"master", "exp_avg", "exp_avg_sq"},
+                               "mixed_precision_adamw");
   auto* const buffers = static_cast<float*>(buffers_.data());
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
     auto const names = entries_of(prefix, t);
@@ -293,7 +265,7 @@ T mixed_precision_adamw::read(std::size_t offset, cuda::stream_view stream) cons
   return value;
 }
 
-std::int64_t mixed_precision_adamw::steps_taken(cuda::stream_view stream) const {
+std::int64_t mixed_precision_adamw::do_steps_taken(cuda::stream_view stream) const {
   return read<std::int64_t>(offsetof(mixed_adamw_device_state, step), stream);
 }
 

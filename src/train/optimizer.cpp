@@ -1,14 +1,71 @@
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/train/device_checkpoint.hpp>
+#include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <string>
+#include <utility>
 
+#include "train/detail/optimizer_state.hpp"
+#include "train/detail/upload_table.hpp"
 #include "train/train_kernels.hpp"
 
 namespace graphstep::train {
+
+// --- the interface: the checks every optimizer shares ------------------------------------------
+
+optimizer::~optimizer() = default;
+
+void optimizer::expect_usable(char const* call, cuda::stream_view stream, bool capturable) const {
+  GRAPHSTEP_EXPECTS(!moved_from(), std::string{name_} + "::" + call +
+                                       ": this optimizer was moved from; use the one it was "
+                                       "moved to");
+  GRAPHSTEP_EXPECTS(capturable || !stream.is_capturing(),
+                    std::string{name_} + "::" + call +
+                        " inside a capture would freeze the value into the graph or record a "
+                        "host address; call it between replays (graphs captured before it "
+                        "see its effect)");
+}
+
+void optimizer::step(cuda::stream_view stream) {
+  expect_usable("step", stream, true);
+  do_step(stream);
+}
+
+void optimizer::set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
+  validate(schedule);
+  expect_usable("set_schedule", stream, false);
+  do_set_schedule(schedule, stream);
+}
+
+void optimizer::read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) {
+  expect_usable("read_learning_rate_from", stream, false);
+  do_read_learning_rate_from(learning_rate, stream);
+}
+
+std::int64_t optimizer::steps_taken(cuda::stream_view stream) const {
+  expect_usable("steps_taken", stream, false);
+  return do_steps_taken(stream);
+}
+
+void optimizer::save_to(checkpoint& into, std::string const& prefix,
+                        cuda::stream_view stream) const {
+  expect_usable("save_to", stream, false);
+  do_save_to(into, prefix, stream);
+}
+
+void optimizer::restore_from(checkpoint const& from, std::string const& prefix,
+                             cuda::stream_view stream) {
+  expect_usable("restore_from", stream, false);
+  do_restore_from(from, prefix, stream);
+}
+
+// --- SGD and Adam: one device state, one chunk table, up to two fp32 buffers per element -------
+
 namespace detail {
 
 using detail::optimizer_device_state;
@@ -19,48 +76,54 @@ namespace {
 // What the constructor checks and plans before it allocates anything.
 struct table_plan {
   std::vector<tensor_chunk> chunks;
-  std::size_t total{};  // elements of all tensors
+  std::vector<std::size_t> counts;  // elements of each tensor
+  std::size_t total{};              // elements of all tensors
 };
 
 table_plan checked_plan(std::vector<parameter> const& parameters, lr_schedule const& schedule,
-                        cuda::stream_view stream) {
-  GRAPHSTEP_EXPECTS(!parameters.empty(), "optimizer: no parameter was given");
+                        char const* who, cuda::stream_view stream) {
+  GRAPHSTEP_EXPECTS(!parameters.empty(), std::string{who} + ": no parameter was given");
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                    "optimizer: construct it before the capture; it allocates and uploads "
-                    "its tables, which a capture cannot record");
+                    std::string{who} +
+                        ": construct it before the capture; it allocates and uploads its "
+                        "tables, which a capture cannot record");
   validate(schedule);
-  std::vector<std::size_t> counts;
-  std::size_t total = 0;
+  table_plan plan;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     auto const& p = parameters[i];
-    validate(p, i, "optimizer");
+    validate(p, i, who);
     GRAPHSTEP_EXPECTS(p.value.type() == dtype::float32,
-                      "optimizer: parameter " + std::to_string(i) + " is " + name(p.value.type()) +
+                      std::string{who} + ": parameter " + std::to_string(i) + " is " +
+                          name(p.value.type()) +
                           "; sgd and adam update float32 tensors (mixed_precision_adamw takes "
                           "bfloat16 and float16 ones)");
-    GRAPHSTEP_EXPECTS(p.group == 0, "optimizer: parameter " + std::to_string(i) + " names group " +
-                                        std::to_string(p.group) +
+    GRAPHSTEP_EXPECTS(p.group == 0, std::string{who} + ": parameter " + std::to_string(i) +
+                                        " names group " + std::to_string(p.group) +
                                         "; sgd and adam have one group, 0 (mixed_precision_adamw "
                                         "takes parameter groups)");
-    counts.push_back(p.value.count());
-    total += p.value.count();
+    plan.counts.push_back(p.value.count());
+    plan.total += p.value.count();
   }
-  return {plan_chunks(counts), total};
+  plan.chunks = plan_chunks(plan.counts);
+  return plan;
 }
 
 }  // namespace
 
-// Device memory and tables shared by every multi-tensor optimizer.
+// Device memory and tables of sgd and adam, and what they do alike.
 class multi_tensor_optimizer {
  public:
-  multi_tensor_optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                         lr_schedule const& schedule, gradient_scaling const& scaling,
-                         cuda::stream_view stream, cuda::memory_resource& resource)
-      : multi_tensor_optimizer{checked_plan(parameters, schedule, stream),
+  // `buffers`: the names of the fp32 state buffers each element has (none for SGD without
+  // momentum), as save_to names them.
+  multi_tensor_optimizer(char const* who, std::vector<parameter> const& parameters,
+                         std::vector<std::string> buffers, lr_schedule const& schedule,
+                         loss_scaler const* scaler, cuda::stream_view stream,
+                         cuda::memory_resource& resource)
+      : multi_tensor_optimizer{checked_plan(parameters, schedule, who, stream),
                                parameters,
-                               state_buffers,
+                               std::move(buffers),
                                schedule,
-                               scaling,
+                               scaler,
                                stream,
                                resource} {}
 
@@ -70,11 +133,17 @@ class multi_tensor_optimizer {
   multi_tensor_optimizer& operator=(multi_tensor_optimizer&&) = delete;
   ~multi_tensor_optimizer() = default;
 
+  void advance_step(cuda::stream_view stream) const {
+    launch_advance_step(state(), loss_scale_, all_finite_, stream);
+  }
+
   void set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
-    validate(schedule);
-    expect_not_capturing(stream, "set_schedule");
-    host_state_.schedule = schedule;
-    write_state_tail(stream);
+    write_field(offsetof(optimizer_device_state, schedule), &schedule, sizeof schedule, stream);
+  }
+
+  void read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) {
+    write_field(offsetof(optimizer_device_state, learning_rate), &learning_rate,
+                sizeof learning_rate, stream);
   }
 
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const {
@@ -83,6 +152,41 @@ class multi_tensor_optimizer {
         cudaMemcpyAsync(&step, &state()->step, sizeof step, cudaMemcpyDeviceToHost, stream.get()));
     stream.synchronize();
     return step;
+  }
+
+  void save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
+    into.add_value(prefix + "/step", steps_taken(stream));
+    auto const* const buffers = static_cast<float const*>(buffers_.data());
+    for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
+      std::size_t first = 0;
+      for (std::size_t t = 0; t < counts_.size(); ++t) {
+        add_device_tensor(into, state_entry(prefix, t, buffer_names_[b]),
+                          buffers + b * total_ + first, dtype::float32,
+                          {static_cast<std::int64_t>(counts_[t])}, stream);
+        first += counts_[t];
+      }
+    }
+  }
+
+  void restore_from(checkpoint const& from, std::string const& prefix, char const* who,
+                    cuda::stream_view stream) {
+    // Every entry first, so that a checkpoint of another layout changes nothing.
+    auto const step = from.value<std::int64_t>(prefix + "/step");
+    GRAPHSTEP_EXPECTS(step >= 0, std::string{who} + "::restore_from: '" + prefix +
+                                     "/step' holds a negative step count; the checkpoint was "
+                                     "not written by save_to");
+    expect_state_entries(from, prefix, counts_, buffer_names_, who);
+    auto* const buffers = static_cast<float*>(buffers_.data());
+    for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
+      std::size_t first = 0;
+      for (std::size_t t = 0; t < counts_.size(); ++t) {
+        load_device_tensor(from, state_entry(prefix, t, buffer_names_[b]),
+                           buffers + b * total_ + first, dtype::float32,
+                           {static_cast<std::int64_t>(counts_[t])}, stream);
+        first += counts_[t];
+      }
+    }
+    write_field(offsetof(optimizer_device_state, step), &step, sizeof step, stream);
   }
 
   [[nodiscard]] optimizer_device_state* state() const noexcept {
@@ -95,22 +199,23 @@ class multi_tensor_optimizer {
     return static_cast<tensor_chunk const*>(chunks_.data());
   }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_count_; }
-  [[nodiscard]] gradient_scaling const& scaling() const noexcept { return scaling_; }
 
  private:
   // One allocation per purpose, checked and planned first (see checked_plan).
   multi_tensor_optimizer(table_plan const& plan, std::vector<parameter> const& parameters,
-                         int state_buffers, lr_schedule const& schedule,
-                         gradient_scaling const& scaling, cuda::stream_view stream,
+                         std::vector<std::string> buffer_names, lr_schedule const& schedule,
+                         loss_scaler const* scaler, cuda::stream_view stream,
                          cuda::memory_resource& resource)
-      : host_state_{0, 1.0F, 0U, schedule},
-        scaling_{scaling},
+      : loss_scale_{scaler != nullptr ? scaler->scale() : nullptr},
+        all_finite_{scaler != nullptr ? scaler->all_finite() : nullptr},
+        buffer_names_{std::move(buffer_names)},
+        counts_{plan.counts},
+        total_{plan.total},
         state_{sizeof(optimizer_device_state), stream, resource},
         slots_{sizeof(tensor_slot) * parameters.size(), stream, resource},
         chunks_{sizeof(tensor_chunk) * plan.chunks.size(), stream, resource},
         // Empty for SGD without momentum.
-        buffers_{sizeof(float) * plan.total * static_cast<std::size_t>(state_buffers), stream,
-                 resource},
+        buffers_{sizeof(float) * plan.total * buffer_names_.size(), stream, resource},
         chunk_count_{plan.chunks.size()} {
     auto* const buffers = static_cast<float*>(buffers_.data());
     // State buffers start at zero as in PyTorch.
@@ -120,113 +225,142 @@ class multi_tensor_optimizer {
     std::vector<tensor_slot> slots;
     std::size_t offset = 0;
     for (auto const& p : parameters) {
-      float* state1 = state_buffers > 0 ? buffers + offset : nullptr;
-      float* state2 = state_buffers > 1 ? buffers + plan.total + offset : nullptr;
+      float* state1 = !buffer_names_.empty() ? buffers + offset : nullptr;
+      float* state2 = buffer_names_.size() > 1 ? buffers + plan.total + offset : nullptr;
       slots.push_back({static_cast<float*>(p.value.data()),
                        static_cast<float const*>(p.gradient.data()), state1, state2,
                        p.value.count()});
       offset += p.value.count();
     }
-    upload(slots_, slots.data(), slots.size(), stream);
-    upload(chunks_, plan.chunks.data(), plan.chunks.size(), stream);
-    upload(state_, &host_state_, 1, stream);
+    optimizer_device_state initial;
+    initial.schedule = schedule;
+    upload_table(slots_, slots.data(), slots.size(), stream);
+    upload_table(chunks_, plan.chunks.data(), plan.chunks.size(), stream);
+    upload_table(state_, &initial, 1, stream);
     // The host vectors above go away on return, and every stream may use the memory (its
     // allocation was ordered on `stream`).
     stream.synchronize();
   }
 
-  template <typename T>
-  static void upload(cuda::device_buffer const& device, T const* host, std::size_t count,
-                     cuda::stream_view stream) {
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device.data(), host, sizeof(T) * count,
-                                       cudaMemcpyHostToDevice, stream.get()));
-  }
-  static void expect_not_capturing(cuda::stream_view stream, char const* what) {
-    GRAPHSTEP_EXPECTS(!stream.is_capturing(),
-                      std::string{"optimizer::"} + what +
-                          " inside a capture would freeze the value into the graph; call it "
-                          "between replays");
-  }
-  // The schedule: the rest belongs to the device.
-  void write_state_tail(cuda::stream_view stream) {
-    constexpr std::size_t skip = offsetof(optimizer_device_state, schedule);
-    auto const* from = reinterpret_cast<unsigned char const*>(&host_state_) + skip;
-    auto* to = reinterpret_cast<unsigned char*>(state()) + skip;
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(to, from, sizeof host_state_ - skip, cudaMemcpyHostToDevice, stream.get()));
-    stream.synchronize();  // host_state_ may change again before a later copy would run
+  void write_field(std::size_t offset, void const* from, std::size_t bytes,
+                   cuda::stream_view stream) const {
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(static_cast<unsigned char*>(state_.data()) + offset, from,
+                                       bytes, cudaMemcpyHostToDevice, stream.get()));
+    stream.synchronize();  // the source is the caller's: the copy must have read it
   }
 
-  optimizer_device_state host_state_{};
-  gradient_scaling scaling_;
+  float const* loss_scale_;
+  unsigned int const* all_finite_;
+  std::vector<std::string> buffer_names_;
+  std::vector<std::size_t> counts_;
+  std::size_t total_;
   cuda::device_buffer state_;    // optimizer_device_state
   cuda::device_buffer slots_;    // tensor_slot, one per parameter
   cuda::device_buffer chunks_;   // tensor_chunk
-  cuda::device_buffer buffers_;  // state_buffers × all elements, float
+  cuda::device_buffer buffers_;  // one per buffer name × all elements, float
   std::size_t chunk_count_{};
 };
 
 }  // namespace detail
 
 namespace {
-// State buffers each optimizer needs per element, after checking its options.
-int state_buffers(sgd_options const& options) {
+// The state buffers each optimizer keeps per element, after checking its options; PyTorch's
+// state_dict names.
+std::vector<std::string> state_buffers(sgd_options const& options) {
   validate(options);
-  return options.momentum != 0.0F ? 1 : 0;  // the momentum buffer
+  if (options.momentum == 0.0F) return {};
+  return {"momentum_buffer"};
 }
-int state_buffers(adam_options const& options) {
+std::vector<std::string> state_buffers(adam_options const& options) {
   validate(options);
-  return 2;  // exp_avg and exp_avg_sq
+  return {"exp_avg", "exp_avg_sq"};
 }
 }  // namespace
 
-optimizer::optimizer(std::vector<parameter> const& parameters, int state_buffers,
-                     lr_schedule const& schedule, gradient_scaling const& scaling,
-                     cuda::stream_view stream, cuda::memory_resource& resource)
-    : impl_{std::make_unique<detail::multi_tensor_optimizer>(parameters, state_buffers, schedule,
-                                                             scaling, stream, resource)} {}
-optimizer::~optimizer() = default;
-optimizer::optimizer(optimizer&&) noexcept = default;
-optimizer& optimizer::operator=(optimizer&&) noexcept = default;
-
-detail::multi_tensor_optimizer& optimizer::impl() const {
-  GRAPHSTEP_EXPECTS(impl_ != nullptr, "optimizer: this optimizer was moved from");
-  return *impl_;
-}
-
-void optimizer::step(cuda::stream_view stream) {
-  detail::launch_advance_step(impl().state(), impl().scaling(), stream);
-  launch_update(stream);
-}
-void optimizer::set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
-  impl().set_schedule(schedule, stream);
-}
-std::int64_t optimizer::steps_taken(cuda::stream_view stream) const {
-  return impl().steps_taken(stream);
-}
+// The overrides of sgd and adam are the same: one macro would hide them, so they are written out.
 
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-         lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+         lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
          cuda::memory_resource& resource)
-    : optimizer{parameters, state_buffers(options), schedule, scaling, stream, resource},
-      options_{options} {}
+    : optimizer{"sgd"},
+      options_{options},
+      impl_{std::make_unique<detail::multi_tensor_optimizer>(
+          "sgd", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
+sgd::sgd(memory::parameter_layout const& layout, void* values, void const* gradients,
+         sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
+         cuda::stream_view stream, cuda::memory_resource& resource)
+    : sgd{detail::layout_parameters(layout, values, gradients, "sgd"),
+          options,
+          schedule,
+          scaler,
+          stream,
+          resource} {}
+sgd::~sgd() = default;
+sgd::sgd(sgd&&) noexcept = default;
+sgd& sgd::operator=(sgd&&) noexcept = default;
 
-void sgd::launch_update(cuda::stream_view stream) {
-  auto& state = impl();
-  detail::launch_sgd(state.slots(), state.chunks(), state.chunk_count(), state.state(), options_,
-                     stream);
+void sgd::do_step(cuda::stream_view stream) {
+  impl_->advance_step(stream);
+  detail::launch_sgd(impl_->slots(), impl_->chunks(), impl_->chunk_count(), impl_->state(),
+                     options_, stream);
+}
+void sgd::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
+  impl_->set_schedule(schedule, stream);
+}
+void sgd::do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) {
+  impl_->read_learning_rate_from(learning_rate, stream);
+}
+std::int64_t sgd::do_steps_taken(cuda::stream_view stream) const {
+  return impl_->steps_taken(stream);
+}
+void sgd::do_save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
+  impl_->save_to(into, prefix, stream);
+}
+void sgd::do_restore_from(checkpoint const& from, std::string const& prefix,
+                          cuda::stream_view stream) {
+  impl_->restore_from(from, prefix, "sgd", stream);
 }
 
 adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
-           lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+           lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
            cuda::memory_resource& resource)
-    : optimizer{parameters, state_buffers(options), schedule, scaling, stream, resource},
-      options_{options} {}
+    : optimizer{"adam"},
+      options_{options},
+      impl_{std::make_unique<detail::multi_tensor_optimizer>(
+          "adam", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
+adam::adam(memory::parameter_layout const& layout, void* values, void const* gradients,
+           adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
+           cuda::stream_view stream, cuda::memory_resource& resource)
+    : adam{detail::layout_parameters(layout, values, gradients, "adam"),
+           options,
+           schedule,
+           scaler,
+           stream,
+           resource} {}
+adam::~adam() = default;
+adam::adam(adam&&) noexcept = default;
+adam& adam::operator=(adam&&) noexcept = default;
 
-void adam::launch_update(cuda::stream_view stream) {
-  auto& state = impl();
-  detail::launch_adam(state.slots(), state.chunks(), state.chunk_count(), state.state(), options_,
-                      stream);
+void adam::do_step(cuda::stream_view stream) {
+  impl_->advance_step(stream);
+  detail::launch_adam(impl_->slots(), impl_->chunks(), impl_->chunk_count(), impl_->state(),
+                      options_, stream);
+}
+void adam::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
+  impl_->set_schedule(schedule, stream);
+}
+void adam::do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) {
+  impl_->read_learning_rate_from(learning_rate, stream);
+}
+std::int64_t adam::do_steps_taken(cuda::stream_view stream) const {
+  return impl_->steps_taken(stream);
+}
+void adam::do_save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
+  impl_->save_to(into, prefix, stream);
+}
+void adam::do_restore_from(checkpoint const& from, std::string const& prefix,
+                           cuda::stream_view stream) {
+  impl_->restore_from(from, prefix, "adam", stream);
 }
 
 }  // namespace graphstep::train

@@ -611,3 +611,20 @@ TEST_F(verify_replay_test, refuses_what_it_cannot_compare) {
       message_of([&] { static_cast<void>(gd::verify_replay(*stream_, eager, empty, regions())); }),
       "empty"));
 }
+
+// What a capture noted travels with its graph: one whose capture recorded work that waits for
+// other processes (graphstep::nccl notes a collective of several ranks) is refused, read from
+// the graph itself; the same step captured without the note is checked.
+TEST_F(verify_replay_test, refuses_a_graph_whose_capture_waits_for_other_processes) {
+  gs::graphs::graph waits;
+  gs::graphs::capture(waits, *stream_, [&] {
+    step(*stream_);
+    gs::graphs::capture_ref::of(*stream_).note_waits_for_other_processes();
+  });
+  ASSERT_TRUE(waits.identity().waits_for_other_processes);
+  EXPECT_TRUE(contains(message_of([&] { static_cast<void>(verify(waits)); }),
+                       "holds an NCCL collective of several ranks"));
+  auto const alone = capture_step();
+  EXPECT_FALSE(alone.identity().waits_for_other_processes);
+  EXPECT_TRUE(verify(alone).identical());
+}

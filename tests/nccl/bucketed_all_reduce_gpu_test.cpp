@@ -73,7 +73,7 @@ struct replica {
     }
     gt::lr_schedule schedule;
     schedule.base = 0.5F;
-    optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, gt::gradient_scaling{}, stream);
+    optimizer.emplace(parameters, gt::sgd_options{0.9F}, schedule, nullptr, stream);
     reducer.emplace(comm,
                     gs::device_span{gradients, gs::dtype::float32,
                                     (plan.buffer_bytes + sizeof(float) - 1) / sizeof(float)},

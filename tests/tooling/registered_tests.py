@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What ctest registered in a build directory: every test name once, and every GPU test able to
 report itself skipped. A GPU test that finds no device must read as skipped, not passed; a test
-registered twice runs twice and counts twice. Run it on a built directory: the test binaries
+registered twice runs twice and counts twice. A test labelled `launcher` (an example started once
+more by another launcher) is left out of the interleaved run, so its plain launch, the same
+device work, must be a GPU test without that label. Run it on a built directory: the test binaries
 list their tests when ctest reads them.
 
 Usage: registered_tests.py <ctest executable> <build dir>
@@ -9,8 +11,17 @@ Usage: registered_tests.py <ctest executable> <build dir>
 
 import collections
 import json
+import re
 import subprocess
 import sys
+
+
+def plain_launch_names(name):
+    """The names the plain launch of a launcher variant may have: the name without the
+    launcher (`_mpirun`, `_torchrun`, `_srun`; two hosts are two ranks on each), and for an
+    example whose plain launch is registered as `example_<name>_<n>_ranks`, that name."""
+    plain = re.sub(r"_(mpirun|torchrun|srun)$", "", name).replace("_2_hosts", "_2_ranks")
+    return [plain, "example_" + plain.replace("_data_parallel", "")]
 
 
 def main():
@@ -24,6 +35,17 @@ def main():
         if count > 1:
             problems.append(f"{name} is registered {count} times")
     gpu_tests = 0
+    labels = {t["name"]: next((p["value"] for p in t.get("properties", [])
+                               if p["name"] == "LABELS"), []) for t in tests}
+    for name, test_labels in sorted(labels.items()):
+        if "launcher" not in test_labels:
+            continue
+        twins = [n for n in plain_launch_names(name)
+                 if "gpu" in labels.get(n, []) and "launcher" not in labels.get(n, [])]
+        if not twins:
+            problems.append(f"{name} is labelled launcher, which the interleaved run leaves "
+                            f"out, but its plain launch ({' or '.join(plain_launch_names(name))}) "
+                            "is no GPU test: register it, or drop the label")
     for test in tests:
         properties = {p["name"]: p["value"] for p in test.get("properties", [])}
         if "gpu" not in properties.get("LABELS", []):

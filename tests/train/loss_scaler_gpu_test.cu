@@ -1,6 +1,7 @@
 // Dynamic loss scaling on a device, captured whole with the step it guards: PyTorch's graphed
-// GradScaler test (test_graph_grad_scaling, test/test_cuda.py) with the unscale, the skipped
-// optimizer step and the scale's update inside the graph; and what the scaler refuses.
+// GradScaler test (test_graph_grad_scaling, test/test_cuda.py) with the check, the optimizer
+// step that unscales as it reads and skips on the scaler's finding, and the scale's update
+// inside the graph; and what the scaler refuses.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,12 +16,11 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
-#include <graphstep/graphs/conditional.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/train/checkpoint.hpp>
-#include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <limits>
@@ -113,18 +113,19 @@ class loss_scaler_test : public gs::testing::gpu_test {
 }  // namespace
 
 // GradScaler(init_scale=4) with its other defaults over inputs 5, 20000, 5, 40000: scales 4, 2,
-// 2, 1 and growth trackers 1, 0, 1, 0 after each update, as in PyTorch. Its test reads the
-// gradients before the unscale (20, inf, 10, inf); here the unscale is in the graph, so they
-// read 5, inf, 5, inf, and the SGD step runs only on the finite steps. Its learning rate, 1/8,
-// is exact in binary: w - lr * g rounds alike whether or not nvcc fuses it into one FMA (0.1
-// would not: 0.5 - 0.1f * 5 gives -7.45e-09 fused and 0 unfused).
+// 2, 1 and growth trackers 1, 0, 1, 0 after each update, as in PyTorch. The gradients stay
+// scaled and read what PyTorch's test reads before its unscale (20, inf, 10, inf); the SGD step
+// given the scaler divides them by the scale as it reads them (5 on both finite steps) and runs
+// only on the finite steps. Its learning rate, 1/8, is exact in binary: w - lr * g rounds alike
+// whether or not nvcc fuses it into one FMA (0.1 would not: 0.5 - 0.1f * 5 gives -7.45e-09
+// fused and 0 unfused).
 TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence) {
   int const n = 100;
   auto const count = static_cast<std::size_t>(n);
   float* weight = fill(count, 1.0F);
   float* gradient = fill(count, 0.0F);
   float* input = fill(count, 1.0F);
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 4.0F;
   gt::loss_scaler scaler{{{gradient, gs::dtype::float32, count}}, options, *stream_, *pool_};
   gt::lr_schedule schedule;
@@ -132,29 +133,28 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence) {
   gt::sgd optimizer{{{{weight, gs::dtype::float32, count}, {gradient, gs::dtype::float32, count}}},
                     {},
                     schedule,
-                    {},
+                    &scaler,
                     *stream_,
                     *pool_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, *pool_, [&] {
     scaled_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);
-    scaler.unscale(*stream_);
-    gs::graphs::capture_if(*stream_, scaler.all_finite(),
-                           [&](gs::cuda::stream_view s) { optimizer.step(s); });
+    scaler.check(*stream_);
+    optimizer.step(*stream_);
     scaler.update(*stream_);
   });
   float const inf = std::numeric_limits<float>::infinity();
   std::vector<float> const inputs{5.0F, 20000.0F, 5.0F, 40000.0F};
   std::vector<float> const scales{4.0F, 2.0F, 2.0F, 1.0F};
   std::vector<std::int32_t> const trackers{1, 0, 1, 0};
-  std::vector<float> const gradients{5.0F, inf, 5.0F, inf};
+  std::vector<float> const gradients{20.0F, inf, 10.0F, inf};
   std::vector<float> const weights{0.375F, 0.375F, -0.25F, -0.25F};
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     std::vector<float> const batch(count, inputs[i]);
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(input, batch.data(), sizeof(float) * count,
                                        cudaMemcpyHostToDevice, stream_->get()));
     step.replay(*stream_);
-    gt::loss_scale_state const state = scaler.read(*stream_);
+    gt::loss_scaler_state const state = scaler.read(*stream_);
     EXPECT_EQ(state.scale, scales[i]) << "step " << i;
     EXPECT_EQ(state.inv_scale, 1.0F / scales[i]) << "step " << i;
     EXPECT_EQ(state.growth_tracker, trackers[i]) << "step " << i;
@@ -175,14 +175,14 @@ TEST_F(loss_scaler_test, a_restored_scaler_goes_on_from_the_saved_state) {
   auto const count = static_cast<std::size_t>(n);
   float* gradient = fill(count, 0.0F);
   float* input = fill(count, 1.0F);
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 8.0F;
   options.growth_interval = 2;
   gt::loss_scaler scaler{{{gradient, gs::dtype::float32, count}}, options, *stream_, *pool_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, *pool_, [&] {
     scaled_backward_kernel<<<1, 128, 0, stream_->get()>>>(gradient, input, scaler.scale(), n);
-    scaler.unscale(*stream_);
+    scaler.check(*stream_);
     scaler.update(*stream_);
   });
   auto const run = [&](float value) {
@@ -196,7 +196,7 @@ TEST_F(loss_scaler_test, a_restored_scaler_goes_on_from_the_saved_state) {
   run(overflowing);  // backs off to 4
   gt::checkpoint saved;
   scaler.save_to(saved, "scaler", *stream_);
-  gt::loss_scale_state const at_save = scaler.read(*stream_);
+  gt::loss_scaler_state const at_save = scaler.read(*stream_);
   ASSERT_EQ(at_save.scale, 4.0F);
   run(1.0F);
   auto const went_on = run(1.0F);  // grew to 8 after two finite steps
@@ -212,7 +212,7 @@ TEST_F(loss_scaler_test, a_restored_scaler_goes_on_from_the_saved_state) {
 
   gt::checkpoint wrong;
   wrong.add_value("scaler", 1.0F);
-  gt::loss_scale_state broken = at_save;
+  gt::loss_scaler_state broken = at_save;
   broken.scale = -1.0F;
   wrong.add_value("broken", broken);
   EXPECT_THROW(scaler.restore_from(wrong, "scaler", *stream_), gs::usage_error);
@@ -225,7 +225,7 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence_with_checked_fp1
   auto const count = static_cast<std::size_t>(n);
   auto* gradient = upload(std::vector<__half>(count, __float2half(0.0F)));
   float* input = fill(count, 1.0F);
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 4.0F;
   gt::loss_scaler scaler{{{gradient, gs::dtype::float16, count}}, options, *stream_, *pool_};
   gs::graphs::graph_exec step;
@@ -244,7 +244,7 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence_with_checked_fp1
     GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(input, batch.data(), sizeof(float) * count,
                                        cudaMemcpyHostToDevice, stream_->get()));
     step.replay(*stream_);
-    gt::loss_scale_state const state = scaler.read(*stream_);
+    gt::loss_scaler_state const state = scaler.read(*stream_);
     EXPECT_EQ(state.scale, scales[i]) << "step " << i;
     EXPECT_EQ(state.growth_tracker, trackers[i]) << "step " << i;
     EXPECT_EQ(state.all_finite, std::isinf(gradients[i]) ? 0U : 1U) << "step " << i;
@@ -255,23 +255,21 @@ TEST_F(loss_scaler_test, pytorchs_graphed_grad_scaling_sequence_with_checked_fp1
 }
 
 // fp32, fp16 and bf16 gradients in one scaler, the fp16 one across chunk boundaries. `check`
-// finds an inf in fp16 and a NaN in bf16 and changes no bit; `unscale` by a power of two gives
-// the exact quotients, except an fp16 quotient below fp16's range, which becomes 0; by a scale
-// that is no power of two, each element is the quotient rounded to its type.
-TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are_or_unscaled_in_place) {
+// finds an inf in fp16 and a NaN in bf16 and changes no bit.
+TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are) {
   std::size_t const n16 = 70001;
   std::vector<__half> half_host(n16);
   for (std::size_t i = 0; i < n16; ++i) {
     half_host[i] = __float2half(static_cast<float>(static_cast<int>(i % 511) - 255) * 4.0F);
   }
-  half_host[n16 - 1] = __float2half(1.0F / 1024.0F);  // 2^-10 / 2^16 = 2^-26: below fp16's range
+  half_host[n16 - 1] = __float2half(1.0F / 1024.0F);
   std::vector<__nv_bfloat16> bf16_host{__float2bfloat16(-256.0F), __float2bfloat16(3.0F),
                                        __float2bfloat16(0.5F), __float2bfloat16(1.0F / 1024.0F),
                                        __float2bfloat16(65536.0F)};
   auto* half_data = upload(half_host);
   auto* bf16_data = upload(bf16_host);
   float* fp32_data = fill(3, 96.0F);
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 65536.0F;
   gt::loss_scaler scaler{{{fp32_data, gs::dtype::float32, 3},
                           {half_data, gs::dtype::float16, n16},
@@ -307,40 +305,11 @@ TEST_F(loss_scaler_test, half_gradients_are_checked_as_they_are_or_unscaled_in_p
   EXPECT_EQ(half_bits(), half_before) << "check writes no gradient";
   EXPECT_EQ(bf16_bits(), bf16_before);
   EXPECT_EQ(download(fp32_data, 3), std::vector<float>(3, 96.0F));
-
-  scaler.unscale(*stream_);
-  EXPECT_EQ(scaler.read(*stream_).all_finite, 1U);
-  EXPECT_EQ(download(fp32_data, 3), std::vector<float>(3, 96.0F / 65536.0F));
-  auto const half_after = half_bits();
-  for (std::size_t i = 0; i + 1 < n16; ++i) {
-    float const want = static_cast<float>(static_cast<int>(i % 511) - 255) * 4.0F / 65536.0F;
-    ASSERT_EQ(half_after[i], bits_of(__float2half(want))) << i;
-    ASSERT_EQ(__half2float(__float2half(want)), want) << i << ": the quotient is an fp16 value";
-  }
-  EXPECT_EQ(half_after[n16 - 1], bits_of(__float2half(0.0F))) << "2^-26 underflows in fp16";
-  std::vector<std::uint16_t> bf16_want;
-  for (float const want : {-256.0F, 3.0F, 0.5F, 1.0F / 1024.0F, 65536.0F}) {
-    bf16_want.push_back(bits_of(__float2bfloat16(want / 65536.0F)));  // exact: bf16 keeps 2^-26
-  }
-  EXPECT_EQ(bf16_bits(), bf16_want);
-
-  // A scale of 3: the quotients are rounded to the nearest fp16 and bf16 values.
-  gt::loss_scale_options thirds;
-  thirds.init_scale = 3.0F;
-  std::vector<__half> const ones_host(4, __float2half(1.0F));
-  std::vector<__nv_bfloat16> const tens_host(4, __float2bfloat16(10.0F));
-  auto* ones = upload(ones_host);
-  auto* tens = upload(tens_host);
-  gt::loss_scaler const by_three{
-      {{ones, gs::dtype::float16, 4}, {tens, gs::dtype::bfloat16, 4}}, thirds, *stream_, *pool_};
-  by_three.unscale(*stream_);
-  EXPECT_EQ(download_bits(ones, 4), std::vector<std::uint16_t>(4, 0x3555U));  // 0.33325195
-  EXPECT_EQ(download_bits(tens, 4), std::vector<std::uint16_t>(4, 0x4055U));  // 3.328125
 }
 
-// One launch unscales every tensor, across chunk boundaries; a NaN in the last tensor clears
-// the flag, and the next unscale of finite gradients sets it again.
-TEST_F(loss_scaler_test, one_unscale_covers_every_tensor_and_finds_a_nan) {
+// One launch checks every tensor, across chunk boundaries; a NaN in the last tensor clears the
+// flag, and the next check of finite gradients sets it again. No gradient is written.
+TEST_F(loss_scaler_test, one_check_covers_every_tensor_and_finds_a_nan) {
   std::vector<std::size_t> const sizes{3, 70000, 130001};
   std::vector<float*> tensors;
   std::vector<gs::device_span> gradients;
@@ -348,26 +317,26 @@ TEST_F(loss_scaler_test, one_unscale_covers_every_tensor_and_finds_a_nan) {
     tensors.push_back(fill(size, 8.0F));
     gradients.push_back({tensors.back(), gs::dtype::float32, size});
   }
-  gt::loss_scale_options options;
+  gt::loss_scaler_options options;
   options.init_scale = 2.0F;
   gt::loss_scaler const scaler{gradients, options, *stream_, *pool_};
   float const nan = std::numeric_limits<float>::quiet_NaN();
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(tensors[2] + 130000, &nan, sizeof nan, cudaMemcpyHostToDevice,
                                      stream_->get()));
-  scaler.unscale(*stream_);
+  scaler.check(*stream_);
   EXPECT_EQ(scaler.read(*stream_).all_finite, 0U);
   for (std::size_t t = 0; t < sizes.size(); ++t) {
     std::vector<float> const got = download(tensors[t], sizes[t]);
-    for (std::size_t i = 0; i + 1 < sizes[t]; i += 997) ASSERT_EQ(got[i], 4.0F) << t << ", " << i;
+    for (std::size_t i = 0; i + 1 < sizes[t]; i += 997) ASSERT_EQ(got[i], 8.0F) << t << ", " << i;
     if (t < 2) {
-      EXPECT_EQ(got.back(), 4.0F);
+      EXPECT_EQ(got.back(), 8.0F);
     }
   }
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(tensors[2] + 130000, 0, sizeof(float), stream_->get()));
-  scaler.unscale(*stream_);
+  scaler.check(*stream_);
   EXPECT_EQ(scaler.read(*stream_).all_finite, 1U);
   scaler.update(*stream_);
-  gt::loss_scale_state const state = scaler.read(*stream_);
+  gt::loss_scaler_state const state = scaler.read(*stream_);
   EXPECT_EQ(state.scale, 2.0F);
   EXPECT_EQ(state.growth_tracker, 1);
 }
@@ -405,7 +374,7 @@ TEST_F(loss_scaler_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
             {{gradient, gs::dtype::float32, 16}, {bytes + 1, gs::dtype::float16, 8}}, {}, *stream_};
       }).find("gradient 1 is not aligned to the 2 bytes of its dtype float16"),
       std::string::npos);
-  gt::loss_scale_options bad;
+  gt::loss_scaler_options bad;
   bad.backoff_factor = 2.0F;
   EXPECT_NE(message_of([&] {
               gt::loss_scaler{{{gradient, gs::dtype::float32, 16}}, bad, *stream_};

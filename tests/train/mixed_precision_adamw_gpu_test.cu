@@ -5,17 +5,17 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/dtype_conversion.hpp>
 #include <graphstep/error.hpp>
@@ -25,8 +25,8 @@
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
-#include <graphstep/train/loss_scale.hpp>
 #include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
@@ -176,14 +176,18 @@ TEST_F(mixed_adamw_test, captured_replays_match_the_reference_bit_for_bit_with_g
         {{value, types[t], sizes[t]}, {gradient, types[t], sizes[t]}, group_of[t]});
     host.push_back(std::move(h));
   }
-  float* loss_scale = upload(std::vector<float>{8.0F});
+  // The gradients carry a loss scale of 8, which the scaler holds (its finding starts finite).
+  gt::loss_scaler_options eight;
+  eight.init_scale = 8.0F;
+  std::vector<gs::device_span> gradients;
+  for (auto const& p : parameters) gradients.push_back(p.gradient);
+  gt::loss_scaler const scaler{gradients, eight, *stream_};
   gt::mixed_adamw_options const options;
   gt::lr_schedule schedule;
   schedule.shape = gt::lr_shape::linear_warmup;
   schedule.base = 1e-2F;
   schedule.warmup_steps = 3;
-  gt::mixed_precision_adamw optimizer{parameters, groups, options, schedule, {loss_scale, nullptr},
-                                      *stream_};
+  gt::mixed_precision_adamw optimizer{parameters, groups, options, schedule, &scaler, *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
   for (std::int64_t s = 1; s <= 5; ++s) {
@@ -414,7 +418,15 @@ TEST_F(mixed_adamw_test, clipping_on_the_device_and_skipped_steps) {
                 std::vector<float>(n, 0.0F)};
   auto* weight = upload(weight_bits);
   auto* gradient = upload(grad_bits);
-  auto* all_finite = upload(std::vector<unsigned int>{1U});
+  // A scaler of scale 1 whose finding the test sets, as its `check` would leave it.
+  gt::loss_scaler_options unit_scale;
+  unit_scale.init_scale = 1.0F;
+  gt::loss_scaler scaler{{{gradient, gs::dtype::bfloat16, n}}, unit_scale, *stream_};
+  auto const set_finding = [&](unsigned int all_finite) {
+    gt::checkpoint finding;
+    finding.add_value("scaler", gt::loss_scaler_state{1.0F, 1.0F, 0, all_finite});
+    scaler.restore_from(finding, "scaler", *stream_);
+  };
   gt::mixed_adamw_options options;
   options.max_grad_norm = 0.5F;
   gt::lr_schedule schedule;
@@ -424,7 +436,7 @@ TEST_F(mixed_adamw_test, clipping_on_the_device_and_skipped_steps) {
       {{0.01F, 1.0F}},
       options,
       schedule,
-      {nullptr, all_finite},
+      &scaler,
       *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
@@ -451,13 +463,13 @@ TEST_F(mixed_adamw_test, clipping_on_the_device_and_skipped_steps) {
   auto const master_after_1 = download(optimizer.master_weights(0), n);
   auto const weight_after_1 = download(weight, n);
 
-  overwrite(all_finite, std::vector<unsigned int>{0U});  // the scaler found an inf
+  set_finding(0U);  // the scaler found an inf
   step.replay(*stream_);
   EXPECT_EQ(optimizer.steps_taken(*stream_), 1);
   EXPECT_EQ(bits_of(download(optimizer.master_weights(0), n)), bits_of(master_after_1));
   EXPECT_EQ(download(weight, n), weight_after_1);
 
-  overwrite(all_finite, std::vector<unsigned int>{1U});
+  set_finding(1U);
   auto with_nan = grad_bits;
   with_nan[n / 2] = 0x7FC0;  // a bf16 NaN: the norm is NaN, so clipping cannot scale the step
   overwrite(gradient, with_nan);
@@ -591,10 +603,10 @@ TEST_F(mixed_adamw_test, bad_arguments_are_usage_errors_that_say_what_to_fix) {
   EXPECT_NE(schedule_inside.find("call it between replays"), std::string::npos) << schedule_inside;
 }
 
-// With fp32 gradients a loss_scaler unscales them and its found-finite flag drives the skip,
-// all in one captured step (unscale, step, update): a step with an inf gradient leaves the
-// weights and the step count alone while the scale backs off, and the next step is the
-// reference's second, under a schedule replaced between replays.
+// With fp32 gradients a loss_scaler checks them, the step unscales them as it reads and the
+// scaler's finding drives the skip, all in one captured step (check, step, update): a step with
+// an inf gradient leaves the weights and the step count alone while the scale backs off, and
+// the next step is the reference's second, under a schedule replaced between replays.
 TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
   std::mt19937 rng{24};
   std::size_t const n = 3000;
@@ -602,7 +614,7 @@ TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
                 std::vector<float>(n, 0.0F), std::vector<float>(n, 0.0F)};
   float* weight = upload(h.master);
   float* gradient = upload(std::vector<float>(n, 0.0F));
-  gt::loss_scale_options scale_options;
+  gt::loss_scaler_options scale_options;
   scale_options.init_scale = 1024.0F;
   gt::loss_scaler const scaler{{{gradient, gs::dtype::float32, n}}, scale_options, *stream_};
   gt::mixed_adamw_options const options;
@@ -613,11 +625,11 @@ TEST_F(mixed_adamw_test, a_loss_scalers_flag_skips_the_step_inside_the_graph) {
       {{0.01F, 1.0F}},
       options,
       schedule,
-      {nullptr, scaler.all_finite()},
+      &scaler,
       *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] {
-    scaler.unscale(*stream_);
+    scaler.check(*stream_);
     optimizer.step(*stream_);
     scaler.update(*stream_);
   });
@@ -680,7 +692,7 @@ void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype t
   T* weight = upload(weights);
   T* gradient = upload(std::vector<T>(count));
   float* input = upload(truth);
-  gt::loss_scale_options scale_options;
+  gt::loss_scaler_options scale_options;
   scale_options.init_scale = 1024.0F;
   scale_options.backoff_factor = 0.25F;
   scale_options.growth_interval = 2;
@@ -693,7 +705,7 @@ void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype t
                                       {group},
                                       options,
                                       schedule,
-                                      {scaler.scale(), scaler.all_finite()},
+                                      &scaler,
                                       *stream_};
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] {
@@ -729,7 +741,7 @@ void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype t
     EXPECT_EQ(optimizer.steps_taken(*stream_), taken) << when;
     EXPECT_EQ(bits_of(download(optimizer.master_weights(0), count)), bits_of(h.master)) << when;
     EXPECT_EQ(model_bits(), rounded_master()) << when;
-    gt::loss_scale_state const state = scaler.read(*stream_);
+    gt::loss_scaler_state const state = scaler.read(*stream_);
     EXPECT_EQ(state.all_finite, 1U) << when;
     EXPECT_EQ(state.scale, scale_after) << when;
   };
@@ -741,7 +753,7 @@ void mixed_adamw_test::checked_half_gradients_skip_overflowing_steps(gs::dtype t
   overflowed[7] = overflowing;  // times 1024: beyond the type's range, so the gradient is inf
   overwrite(input, overflowed);
   step.replay(*stream_);
-  gt::loss_scale_state const backed_off = scaler.read(*stream_);
+  gt::loss_scaler_state const backed_off = scaler.read(*stream_);
   EXPECT_EQ(backed_off.all_finite, 0U);
   EXPECT_EQ(backed_off.scale, 1024.0F * scale_options.backoff_factor);
   EXPECT_EQ(backed_off.growth_tracker, 0);

@@ -10,6 +10,8 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
+#include <graphstep/train/checkpoint.hpp>
+#include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
 #include <graphstep/train/optimizer.hpp>
@@ -127,10 +129,10 @@ TEST_F(train_test, adam_with_l2_decay_matches_the_reference) {
             1e-5);
 }
 
-// The loss scale and the found-finite flag are read from device memory on every replay, as a
-// loss_scaler leaves them: a scale changed between replays is applied from the next one, and a
-// step whose flag reads 0 changes nothing, its step count included (so the schedule does not
-// move either).
+// The loss scale and the found-finite flag of the optimizer's loss_scaler are read from device
+// memory on every replay: a scale changed between replays is applied from the next one, and a
+// step the scaler found not finite changes nothing, its step count included (so the schedule
+// does not move either).
 TEST_F(train_test, a_captured_step_follows_the_schedule_the_loss_scale_and_skips) {
   std::mt19937 rng{13};
   std::size_t const n = 4096;
@@ -144,27 +146,22 @@ TEST_F(train_test, a_captured_step_follows_the_schedule_the_loss_scale_and_skips
   std::vector<double> unused(n, 0.0);
   gt::parameter const p{{upload(values), gs::dtype::float32, n},
                         {upload(grads), gs::dtype::float32, n}};
-  float* const loss_scale = upload({1.0});
-  auto* const all_finite = reinterpret_cast<unsigned int*>(upload({0.0}));
-  unsigned int const finite = 1;
-  unsigned int const not_finite = 0;
-  gs::testing::copy_to_device(all_finite, &finite, sizeof finite);
-  gt::sgd optimizer{{p}, {}, schedule, {loss_scale, all_finite}, *stream_};
-  // Written in the replays' stream order, as a loss_scaler's own kernels would.
-  auto const write = [&](void* device, void const* host, std::size_t bytes) {
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_->get()));
+  gt::loss_scaler_options unit_scale;
+  unit_scale.init_scale = 1.0F;
+  gt::loss_scaler scaler{{p.gradient}, unit_scale, *stream_};
+  gt::sgd optimizer{{p}, {}, schedule, &scaler, *stream_};
+  // The scaler's state as its check and update would leave it, set between replays.
+  auto const set_scaler = [&](float scale, bool finite) {
+    gt::checkpoint state;
+    state.add_value("scaler", gt::loss_scaler_state{scale, 1.0F / scale, 0, finite ? 1U : 0U});
+    scaler.restore_from(state, "scaler", *stream_);
   };
   gs::graphs::graph_exec step;
   gs::graphs::capture(step, *stream_, [&] { optimizer.step(*stream_); });
   std::int64_t taken = 0;
   for (int i = 1; i <= 12; ++i) {
-    if (i == 6) {
-      float const two = 2.0F;  // changed between replays (a pageable copy is staged at once)
-      write(loss_scale, &two, sizeof two);
-    }
     bool const skipped = i == 4 || i == 9;
-    write(all_finite, skipped ? &not_finite : &finite, sizeof finite);
+    set_scaler(i >= 6 ? 2.0F : 1.0F, !skipped);
     step.replay(*stream_);
     if (skipped) continue;
     ++taken;
@@ -218,12 +215,12 @@ TEST_F(train_test, bad_arguments_are_usage_errors) {
   EXPECT_NE(gs::testing::message_of([&] {
               gt::sgd({{{values, gs::dtype::bfloat16, 8}, {gradients, gs::dtype::bfloat16, 8}}}, {},
                       {}, {}, *stream_);
-            }).find("optimizer: parameter 0 is bfloat16; sgd and adam update float32 tensors"),
+            }).find("sgd: parameter 0 is bfloat16; sgd and adam update float32 tensors"),
             std::string::npos);
   EXPECT_NE(gs::testing::message_of([&] {
               gt::adam({{{values, gs::dtype::float32, 4}, {gradients, gs::dtype::float32, 4}, 1}},
                        {}, {}, {}, *stream_);
-            }).find("optimizer: parameter 0 names group 1; sgd and adam have one group"),
+            }).find("adam: parameter 0 names group 1; sgd and adam have one group"),
             std::string::npos);
   EXPECT_THROW(gt::mse_loss(0, *stream_), gs::usage_error);
   // The loss's spans: float32, as long as the count it was made for.
@@ -261,7 +258,7 @@ TEST_F(train_test, construction_inside_a_capture_is_a_usage_error) {
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradient, 0, sizeof(float), stream_->get()));
   });
   ASSERT_EQ(refused.size(), 3U);
-  EXPECT_NE(refused[0].find("optimizer: construct it before the capture"), std::string::npos)
+  EXPECT_NE(refused[0].find("sgd: construct it before the capture"), std::string::npos)
       << refused[0];
   EXPECT_NE(refused[1].find("mse_loss: construct it before the capture"), std::string::npos)
       << refused[1];

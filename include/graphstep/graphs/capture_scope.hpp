@@ -27,6 +27,7 @@ class memory_pool;
 namespace graphstep::graphs::detail {
 class capture_recorder;
 struct failed_call;
+struct capture_facts;
 }
 
 namespace graphstep::graphs {
@@ -74,21 +75,39 @@ struct capture_options {
 /// loadable), or "" when they can. `GRAPHSTEP_CUPTI_LIBRARY` names the library to load.
 [[nodiscard]] std::string capture_diagnostics_unavailable_reason();
 
-/// @brief True when graphstep discarded the capture whose CUDA id is `capture_sequence`
-/// (`cudaStreamGetCaptureInfo`; `graph_identity::capture_sequence`): its body threw, or ending
-/// or instantiating it failed. What a library logged during that capture (the collectives a
-/// communicator recorded) was never part of a graph and can be left out of later checks. The
-/// most recent 4096 discarded captures are remembered; 0 (no capture) never was one.
-[[nodiscard]] bool capture_was_abandoned(std::uint64_t capture_sequence);
+/// @brief The capture a `capture_scope` is making of a stream, seen from code that issues work
+/// to it (graphstep::nccl): a fact noted here travels with the graph the capture makes
+/// (`graph_identity::waits_for_other_processes`), and it tells whether graphstep discarded the
+/// capture. Only this capture's facts: another capture, on another thread or stream, has its
+/// own. Empty when no `capture_scope` captures the stream (it is not capturing, or
+/// cudaStreamBeginCapture was called directly). Copyable; what it refers to lives as long as
+/// a copy does.
+class capture_ref {
+ public:
+  /// @brief Refers to no capture.
+  capture_ref() noexcept;
+  /// @brief The capture `stream` is part of (the capturing stream, or one forked into it):
+  /// CUDA's capture id (`cudaStreamGetCaptureInfo`) names it. Empty when `stream` is not
+  /// captured by a `capture_scope`.
+  [[nodiscard]] static capture_ref of(cuda::stream_view stream);
+  /// @brief False for an empty reference.
+  explicit operator bool() const noexcept { return facts_ != nullptr; }
+  /// @brief Notes that the capture recorded work that waits for other processes: a collective
+  /// of several ranks (graphstep::nccl notes each it captures). Replaying that graph in one
+  /// process alone, as diagnostics::verify_replay does, would wait for peers that never come,
+  /// so such checks refuse it. Does nothing on an empty reference.
+  void note_waits_for_other_processes() const noexcept;
+  /// @brief True once graphstep discarded the capture (its body threw, or ending or
+  /// instantiating it failed): what was logged during it (the collectives a communicator
+  /// recorded) was never part of a graph. False while it runs, once it made a graph, and for
+  /// an empty reference.
+  [[nodiscard]] bool abandoned() const noexcept;
 
-/// @brief Notes that the capture whose CUDA id is `capture_sequence` recorded work that waits
-/// for other processes: a collective of several ranks (graphstep::nccl notes each it captures).
-/// Replaying that graph in one process alone, as diagnostics::verify_replay does, would wait for
-/// peers that never come, so such checks refuse it. 0 (no capture) is ignored.
-void note_capture_waits_for_other_processes(std::uint64_t capture_sequence);
-
-/// @brief Whether note_capture_waits_for_other_processes was called for that capture.
-[[nodiscard]] bool capture_waits_for_other_processes(std::uint64_t capture_sequence);
+ private:
+  friend class capture_scope;
+  explicit capture_ref(std::shared_ptr<detail::capture_facts> facts) noexcept;
+  std::shared_ptr<detail::capture_facts> facts_;
+};
 
 /// @brief Records everything issued to `stream` — and to side streams forked from it — from
 /// construction to `end()` or the end of the scope, into an empty target: a `graph_exec`
@@ -161,6 +180,7 @@ class capture_scope {
   void start_diagnostics();
   [[nodiscard]] std::string finish_diagnostics(int outcome);
   void abandon() noexcept;
+  void note_abandoned() noexcept;  // capture_ref::abandoned() from now on
   void deliver(graph captured);
   [[nodiscard]] std::optional<detail::failed_call> first_failed_call() const;
   void warn_if_empty(cudaGraph_t captured) const;
@@ -182,6 +202,7 @@ class capture_scope {
   std::unique_ptr<detail::capture_recorder> recorder_;
   std::unique_ptr<detail::legacy_stream_guard> legacy_guard_;  // refuse_legacy_stream
   std::optional<capture_diagnosis> diagnosis_;
+  std::shared_ptr<detail::capture_facts> facts_;  // what capture_ref::of(stream) finds
 };
 
 /// @brief A graph or an executable graph: what a capture can fill.

@@ -47,6 +47,10 @@ struct graph_identity {
   /// CUDA's id of the capture sequence it came from (`cudaStreamGetCaptureInfo`); 0 when it was
   /// built with the graph API or the id is not known.
   std::uint64_t capture_sequence{};
+  /// The graph holds work that waits for other processes (a collective of several ranks:
+  /// graphstep::nccl notes it in the capture, `capture_ref::note_waits_for_other_processes`), so
+  /// one process cannot replay it alone (diagnostics::verify_replay refuses it).
+  bool waits_for_other_processes{};
 };
 
 /// @brief A process-unique graph id (never 0, which means "no graph" to the pool).

@@ -1,96 +1,191 @@
 #pragma once
 
 /// @file train/optimizer.hpp
-/// @brief Multi-tensor SGD and Adam/AdamW whose step can be captured into a graph.
+/// @brief `optimizer`, the one interface of every optimizer whose step can be captured into a
+/// graph, and the multi-tensor SGD and Adam that implement it (`mixed_precision_adamw.hpp` is
+/// the third).
 
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace graphstep::train {
+
+class loss_scaler;
 
 namespace detail {
 class multi_tensor_optimizer;
 }
 
-/// @brief What every multi-tensor optimizer shares: it updates every parameter in two kernel
-/// launches per step (advance the device step count, then one multi-tensor update), so a
-/// captured step costs two nodes however many tensors there are.
+/// @brief What a training loop does with any optimizer, whichever it is: step, change the
+/// schedule, read the learning rate from the device, count the steps, save and restore.
 ///
-/// The step count and the learning-rate schedule live in device memory and the kernels read
-/// them: a captured `step()` follows the schedule on every replay instead of freezing the
-/// learning rate of the capture. The loss scale is read as `mixed_precision_adamw` reads it
-/// (`gradient_scaling`): each step multiplies the gradients by 1 / `*loss_scale`, and is
-/// skipped on the device, step count included, when `*all_finite` reads 0 (a `loss_scaler`'s
-/// `scale()` and `all_finite()` after its `check`). Construct before capturing (it allocates and
-/// uploads); `step()` is capturable; change the schedule between replays.
+/// Every optimizer keeps its step count and learning-rate schedule in device memory and its
+/// kernels read them, so a captured `step()` follows the schedule on every replay instead of
+/// freezing the learning rate of the capture. Every one is built the same way, before the
+/// capture: from a `memory::parameter_layout` and the weight and gradient buffers it lays out
+/// (or a list of `parameter`s), its options, a schedule, and the `loss_scaler` whose scale
+/// the gradients carry, or none. With a scaler, each step multiplies the gradients by
+/// 1 / `*scaler.scale()` as it reads them and is skipped on the device, step count included,
+/// when the scaler's `check` found an inf or NaN.
 ///
-/// Its tables and state buffers come from the resource given to the constructor (a
-/// `memory::memory_pool` counts them in its budget) and go back to it on the constructor's
-/// stream: that stream and the resource must outlive the optimizer (see `cuda::device_buffer`).
+/// Calls that change or read the state from the host (`set_schedule`,
+/// `read_learning_rate_from`, `steps_taken`, `save_to`, `restore_from`) are refused inside a
+/// capture and synchronize their stream; they act on graphs captured before them. `step()` is
+/// the only capturable call. Move-only; a moved-from optimizer refuses every call.
 class optimizer {
  public:
   virtual ~optimizer();
-  optimizer(optimizer&& other) noexcept;
-  optimizer& operator=(optimizer&& other) noexcept;
   optimizer(optimizer const&) = delete;
   optimizer& operator=(optimizer const&) = delete;
 
   /// @brief Enqueues one optimizer step on `stream`; capturable.
+  /// @throws usage_error (a moved-from optimizer), cuda_error
   void step(cuda::stream_view stream);
-  /// @brief Replaces the schedule from the next step on. Not during a capture.
-  /// @throws usage_error (invalid schedule, capturing stream)
+  /// @brief Replaces the schedule from the next step on. Synchronizes `stream`, so not once a
+  /// step: a learning rate the host computes each step goes through `read_learning_rate_from`.
+  /// @throws usage_error (invalid schedule, capturing stream), cuda_error
   void set_schedule(lr_schedule const& schedule, cuda::stream_view stream);
-  /// @brief Steps taken so far, read from the device (synchronizes `stream`).
+  /// @brief From the next step on, each step reads its learning rate (before a group's
+  /// multiplier) from `learning_rate` in device memory when it runs, instead of evaluating the
+  /// schedule; null goes back to the schedule. For a learning rate the host computes each step:
+  /// keep it in a `memory::step_input<float>`, pass its `data()` here once, and `set` the
+  /// step's value before each step or replay, on the step's stream; no per-step call
+  /// synchronizes, and a captured step reads each replay's value. The memory must stay valid
+  /// while steps run; the device does not check the value (a negative or non-finite learning
+  /// rate is applied as it is).
+  /// @throws usage_error (a capturing stream), cuda_error
+  void read_learning_rate_from(float const* learning_rate, cuda::stream_view stream);
+  /// @brief Steps taken, skipped ones not counted (synchronizes `stream`).
+  /// @throws usage_error (a capturing stream), cuda_error
   [[nodiscard]] std::int64_t steps_taken(cuda::stream_view stream) const;
+  /// @brief Adds the optimizer's state to `into` under `prefix`: the value `<prefix>/step`
+  /// (its int64 step count first) and, for each tensor t in the constructor's order, each of
+  /// its fp32 state buffers as `<prefix>/<t>/<buffer>` of shape [count] (the buffers are the
+  /// optimizer's: `momentum_buffer` for SGD with momentum, `exp_avg` and `exp_avg_sq` for
+  /// Adam, `master`, `exp_avg` and `exp_avg_sq` for AdamW). The model weights are the
+  /// model's to save; with them, this is everything a step carries to the next. The schedule,
+  /// options and groups are the constructor's, not state. Between steps.
+  /// @throws usage_error (a capturing stream, names already in `into`), cuda_error
+  void save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const;
+  /// @brief Loads what `save_to` added under `prefix`: with the model weights loaded too, the
+  /// next step is the one the saved optimizer would have taken next, bit for bit; graphs
+  /// captured before it replay from the loaded state. Every entry is checked before any is
+  /// copied: a checkpoint of another optimizer or layout (a missing entry, fewer or more
+  /// tensors, another size or dtype) is refused naming the entry, and changes nothing.
+  /// @throws usage_error (a capturing stream, a missing or mismatched entry), cuda_error
+  void restore_from(checkpoint const& from, std::string const& prefix, cuda::stream_view stream);
+
+  /// @brief The optimizer's name as its messages give it ("sgd").
+  [[nodiscard]] char const* name() const noexcept { return name_; }
 
  protected:
-  /// @throws usage_error (no parameter; a parameter that is not fp32, of a group other than 0,
-  /// or fails `validate(parameter)`; bad schedule; a capturing stream), out_of_memory,
-  /// no_device_error, cuda_error
-  optimizer(std::vector<parameter> const& parameters, int state_buffers,
-            lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
-            cuda::memory_resource& resource);
-  [[nodiscard]] detail::multi_tensor_optimizer& impl() const;
+  explicit optimizer(char const* name) noexcept : name_{name} {}
+  optimizer(optimizer&& other) noexcept = default;
+  optimizer& operator=(optimizer&& other) noexcept = default;
 
  private:
-  virtual void launch_update(cuda::stream_view stream) = 0;
-  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
+  // Each is called after the checks above (not capturing, a valid schedule).
+  virtual void do_step(cuda::stream_view stream) = 0;
+  virtual void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) = 0;
+  virtual void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) = 0;
+  [[nodiscard]] virtual std::int64_t do_steps_taken(cuda::stream_view stream) const = 0;
+  virtual void do_save_to(checkpoint& into, std::string const& prefix,
+                          cuda::stream_view stream) const = 0;
+  virtual void do_restore_from(checkpoint const& from, std::string const& prefix,
+                               cuda::stream_view stream) = 0;
+  [[nodiscard]] virtual bool moved_from() const noexcept = 0;
+  void expect_usable(char const* call, cuda::stream_view stream, bool capturable) const;
+
+  char const* name_;
 };
 
 /// @brief SGD with PyTorch's semantics: momentum (with dampening, optionally Nesterov) and L2
-/// weight decay.
+/// weight decay, over fp32 tensors of parameter group 0. Two launches per step however many
+/// tensors: one decides the step (skip, or advance the device step count and take the loss
+/// scale's inverse), one multi-tensor kernel updates every tensor.
+///
+/// Its tables and state buffers come from `resource` (a `memory::memory_pool` counts them) and
+/// go back to it on the constructor's stream: that stream and the resource must outlive it.
 class sgd final : public optimizer {
  public:
-  /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,
-  /// cuda_error
+  /// @param scaler the loss scaler whose scale the gradients carry, or null; it must outlive
+  /// the optimizer's steps
+  /// @throws usage_error (no parameter; a parameter that is not fp32, of a group other than 0,
+  /// or fails `validate(parameter)`; bad options or schedule; a capturing stream),
+  /// out_of_memory, no_device_error, cuda_error
   sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-      lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+      lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
       cuda::memory_resource& resource = cuda::default_resource());
+  /// @brief Over every tensor of `layout`, in its order: the weights in the buffer at `values`
+  /// and the gradients at `gradients`, both laid out by `layout`. Tensor t of `save_to` is the
+  /// layout's tensor t.
+  /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
+  sgd(memory::parameter_layout const& layout, void* values, void const* gradients,
+      sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
+      cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
+  ~sgd() override;
+  sgd(sgd&& other) noexcept;
+  sgd& operator=(sgd&& other) noexcept;
+  sgd(sgd const&) = delete;
+  sgd& operator=(sgd const&) = delete;
 
  private:
-  void launch_update(cuda::stream_view stream) override;
+  void do_step(cuda::stream_view stream) override;
+  void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) override;
+  void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) override;
+  [[nodiscard]] std::int64_t do_steps_taken(cuda::stream_view stream) const override;
+  void do_save_to(checkpoint& into, std::string const& prefix,
+                  cuda::stream_view stream) const override;
+  void do_restore_from(checkpoint const& from, std::string const& prefix,
+                       cuda::stream_view stream) override;
+  [[nodiscard]] bool moved_from() const noexcept override { return impl_ == nullptr; }
+
   sgd_options options_;
+  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
 };
 
-/// @brief Adam with L2 weight decay (torch.optim.Adam); bias correction uses the device step
-/// count. For AdamW (decoupled decay) use `mixed_precision_adamw`, which takes fp32 tensors too.
+/// @brief Adam with L2 weight decay (torch.optim.Adam) over fp32 tensors of parameter group 0;
+/// bias correction uses the device step count. Launches, resources and lifetimes as `sgd`'s.
+/// For AdamW (decoupled decay) use `mixed_precision_adamw`, which takes fp32 tensors too.
 class adam final : public optimizer {
  public:
-  /// @throws usage_error (bad options, and as optimizer), out_of_memory, no_device_error,
-  /// cuda_error
+  /// @throws as `sgd`'s
   adam(std::vector<parameter> const& parameters, adam_options const& options,
-       lr_schedule const& schedule, gradient_scaling const& scaling, cuda::stream_view stream,
+       lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
        cuda::memory_resource& resource = cuda::default_resource());
+  /// @brief Over every tensor of `layout`, as `sgd`'s.
+  /// @throws as `sgd`'s
+  adam(memory::parameter_layout const& layout, void* values, void const* gradients,
+       adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
+       cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
+  ~adam() override;
+  adam(adam&& other) noexcept;
+  adam& operator=(adam&& other) noexcept;
+  adam(adam const&) = delete;
+  adam& operator=(adam const&) = delete;
 
  private:
-  void launch_update(cuda::stream_view stream) override;
+  void do_step(cuda::stream_view stream) override;
+  void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) override;
+  void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) override;
+  [[nodiscard]] std::int64_t do_steps_taken(cuda::stream_view stream) const override;
+  void do_save_to(checkpoint& into, std::string const& prefix,
+                  cuda::stream_view stream) const override;
+  void do_restore_from(checkpoint const& from, std::string const& prefix,
+                       cuda::stream_view stream) override;
+  [[nodiscard]] bool moved_from() const noexcept override { return impl_ == nullptr; }
+
   adam_options options_;
+  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
 };
 
 }  // namespace graphstep::train

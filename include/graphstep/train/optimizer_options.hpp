@@ -47,18 +47,6 @@ struct mixed_adamw_options {
   std::uint64_t seed{0};  ///< Philox key of the stochastic rounding
 };
 
-/// @brief Device values an optimizer's step reads for the loss scale; either may be null.
-struct gradient_scaling {
-  /// The loss scale the gradients carry (e.g. `loss_scaler::scale()` after
-  /// `loss_scaler::check`): they are multiplied by its inverse in fp32 as they are read, before
-  /// clipping. Null when they are unscaled already (e.g. by `loss_scaler::unscale`); giving
-  /// both unscales twice.
-  float const* loss_scale{nullptr};
-  /// A found-finite flag (e.g. `loss_scaler::all_finite()`): when it reads 0 the whole step is
-  /// skipped on the device, the step count included, as GradScaler skips `optimizer.step()`.
-  unsigned int const* all_finite{nullptr};
-};
-
 /// @brief The hyperparameters a tensor takes from its group, as in PyTorch's param_groups
 /// (for example no weight decay on biases and norms).
 struct parameter_group {

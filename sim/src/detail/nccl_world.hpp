@@ -122,4 +122,10 @@ class rank_link {
   std::uint64_t exchanges_{};  // exchanges this rank has completed
 };
 
+/// A function of nccl.h the simulated NCCL does not model (sim/src/nccl_refusals.cpp,
+/// generated; sim/docs/nccl_coverage.md): prints, once per function, that it is refused, keeps
+/// the message for ncclGetLastError, and returns ncclInvalidUsage (NCCL has no "not supported"
+/// result).
+ncclResult_t refuse(char const* function, char const* reason) noexcept;
+
 }  // namespace graphstep::sim::detail::nccl

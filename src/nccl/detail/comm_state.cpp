@@ -367,15 +367,15 @@ void comm_state::ran_eagerly(collective_kind kind) {
   warmed_up_.insert(static_cast<int>(kind));
 }
 
-void comm_state::captured(collective_record const& record, unsigned long long capture_id) {
+void comm_state::captured(collective_record const& record, graphs::capture_ref capture) {
   std::lock_guard<std::mutex> lock{log_mutex_};
-  captured_.emplace_back(record, capture_id);
+  captured_.emplace_back(record, std::move(capture));
 }
 
 collective_log comm_state::kept_captured() const {
   collective_log kept;
-  for (auto const& [record, capture_id] : captured_) {
-    if (!graphs::capture_was_abandoned(capture_id)) kept.record(record);
+  for (auto const& [record, capture] : captured_) {
+    if (!capture.abandoned()) kept.record(record);
   }
   return kept;
 }

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/nccl/collective_log.hpp>
 #include <graphstep/nccl/detail/peer_watch.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
@@ -154,8 +155,8 @@ class comm_state : public std::enable_shared_from_this<comm_state> {
   [[nodiscard]] bool warmed_up(collective_kind kind) const;
   /// A collective of `kind` ran eagerly.
   void ran_eagerly(collective_kind kind);
-  /// A collective was captured, in the capture with CUDA's id `capture_id`.
-  void captured(collective_record const& record, unsigned long long capture_id);
+  /// A collective was captured, in `capture` (empty when no capture_scope of graphstep made it).
+  void captured(collective_record const& record, graphs::capture_ref capture);
   /// The collectives captured since the last `take_captured`, less those of captures graphstep
   /// discarded since (their graphs never run).
   [[nodiscard]] collective_log captured() const;
@@ -185,7 +186,7 @@ class comm_state : public std::enable_shared_from_this<comm_state> {
   mutable std::mutex log_mutex_;
   [[nodiscard]] collective_log kept_captured() const;  // with log_mutex_ held
   // Guarded by log_mutex_: what was captured, and the capture each record belongs to.
-  std::vector<std::pair<collective_record, unsigned long long>> captured_;
+  std::vector<std::pair<collective_record, graphs::capture_ref>> captured_;
   std::set<int> warmed_up_;  // guarded by log_mutex_; collective kinds already run eagerly
 };
 

@@ -1,8 +1,9 @@
 #pragma once
 
-/// @file train/loss_scale.hpp
-/// @brief Dynamic loss scaling: its options and the update rule that the device kernel and the
-/// CPU tests share. graphstep_core: plain C++, includes no CUDA header.
+/// @file train/loss_scaler_options.hpp
+/// @brief The core of `loss_scaler` (train/loss_scaler.hpp): its options, its state and the
+/// update rule that the device kernel and the CPU tests share.
+/// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstdint>
 #include <graphstep/detail/host_device.hpp>
@@ -10,7 +11,7 @@
 namespace graphstep::train {
 
 /// @brief The options of PyTorch's `torch.amp.GradScaler`, with its defaults.
-struct loss_scale_options {
+struct loss_scaler_options {
   float init_scale{65536.0F};          ///< the scale of the first step (2^16)
   float growth_factor{2.0F};           ///< applied after `growth_interval` finite steps in a row
   float backoff_factor{0.5F};          ///< applied after a step with an inf or NaN gradient
@@ -19,10 +20,10 @@ struct loss_scale_options {
 
 /// @brief Throws usage_error naming the bad option: an initial scale that is not positive and
 /// finite, a growth factor not above 1, a backoff factor outside (0, 1), an interval below 1.
-void validate(loss_scale_options const& options);
+void validate(loss_scaler_options const& options);
 
 /// @brief The scale's state, in device memory while training (`loss_scaler`).
-struct loss_scale_state {
+struct loss_scaler_state {
   float scale;                  ///< what the loss (and so every gradient) is multiplied by
   float inv_scale;              ///< 1 / scale: what the gradients are unscaled by
   std::int32_t growth_tracker;  ///< finite steps in a row since the scale last changed
@@ -30,7 +31,8 @@ struct loss_scale_state {
 };
 
 /// @brief The state a scaler starts in.
-[[nodiscard]] inline loss_scale_state initial_loss_scale(loss_scale_options const& options) {
+[[nodiscard]] inline loss_scaler_state initial_loss_scaler_state(
+    loss_scaler_options const& options) {
   return {options.init_scale, 1.0F / options.init_scale, 0, 1U};
 }
 
@@ -55,8 +57,8 @@ GRAPHSTEP_HOST_DEVICE inline bool bfloat16_is_finite(std::uint16_t bits) {
 /// backoff factor and the tracker restarts; after a finite step the tracker counts it, and on
 /// reaching `growth_interval` the scale is multiplied by the growth factor (unless that
 /// overflows) and the tracker restarts.
-GRAPHSTEP_HOST_DEVICE inline void update_loss_scale(loss_scale_state& state,
-                                                    loss_scale_options const& options) {
+GRAPHSTEP_HOST_DEVICE inline void update_loss_scaler(loss_scaler_state& state,
+                                                     loss_scaler_options const& options) {
   if (state.all_finite == 0U) {
     state.scale *= options.backoff_factor;
     state.growth_tracker = 0;

@@ -1,0 +1,36 @@
+#pragma once
+
+// What every optimizer decides alike before it touches the device: the tensors of a parameter
+// layout as the optimizer's parameters, and the checkpoint entries of its per-tensor state.
+// Plain C++ (graphstep_core).
+
+#include <cstddef>
+#include <graphstep/memory/parameter_layout.hpp>
+#include <graphstep/train/checkpoint.hpp>
+#include <graphstep/train/optimizer_options.hpp>
+#include <string>
+#include <vector>
+
+namespace graphstep::train::detail {
+
+/// Every tensor of `layout`, in its order and with its parameter group: its weights in the
+/// buffer at `values`, its gradient at `gradients` (only read), both laid out by `layout`.
+/// @throws usage_error naming `who` (an empty layout, a null buffer)
+[[nodiscard]] std::vector<parameter> layout_parameters(memory::parameter_layout const& layout,
+                                                       void* values, void const* gradients,
+                                                       std::string const& who);
+
+/// "<prefix>/<tensor>/<buffer>": the entry of one state buffer of one tensor (PyTorch's
+/// state_dict names its buffers alike: momentum_buffer, exp_avg, exp_avg_sq).
+[[nodiscard]] std::string state_entry(std::string const& prefix, std::size_t tensor,
+                                      std::string const& buffer);
+
+/// Refuses `from` unless it holds, for each tensor t of `counts`, every one of `buffers` as a
+/// float32 tensor of shape [counts[t]], and no tensor t = counts.size(): checked before an
+/// optimizer copies anything, so that a checkpoint of another layout changes nothing.
+/// @throws usage_error naming `who`, the entry and what differs
+void expect_state_entries(checkpoint const& from, std::string const& prefix,
+                          std::vector<std::size_t> const& counts,
+                          std::vector<std::string> const& buffers, std::string const& who);
+
+}  // namespace graphstep::train::detail
