@@ -26,7 +26,7 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+#include <graphstep/ops/gelu.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <random>
 #include <string>

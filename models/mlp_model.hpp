@@ -15,7 +15,7 @@
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+#include <graphstep/ops/gelu.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>

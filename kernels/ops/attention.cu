@@ -40,13 +40,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/device_span.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/ops/attention.hpp>
-#include <string>
+#include <graphstep/dtype.hpp>
+#include <graphstep/ops/attention_problem.hpp>
 #include <type_traits>
 
 #include "detail/element_conversion.cuh"
+#include "ops/op_kernels.hpp"
 
 namespace graphstep::ops {
 namespace {
@@ -56,7 +55,8 @@ using graphstep::detail::to_float;
 
 constexpr float log2_e = 1.4426950408889634F;
 constexpr float ln_2 = 0.69314718055994531F;
-constexpr int max_head_dim = 256;
+// dispatch() below tiles head dimensions up to 256, the most attention_problem lets through.
+static_assert(attention_problem::max_head_dim == 256, "dispatch ends at the 256 tiling");
 
 // dp: padded head dimension; rows: rows a block owns; cols: columns of the tiles it walks;
 // rm: rows per thread.
@@ -546,65 +546,6 @@ __global__ void __launch_bounds__(C::threads)
 
 // --- host side ------------------------------------------------------------------------------
 
-constexpr std::int64_t max_grid_y = 65535;
-constexpr std::int64_t max_grid_x = 0x7fffffff;
-
-bool aligned_to(void const* p, std::size_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
-}
-
-void check_shape(attention_shape const& s, char const* what) {
-  GRAPHSTEP_EXPECTS(s.batch > 0 && s.sequence > 0 && s.heads > 0 && s.head_dim > 0,
-                    std::string{what} + ": sizes must be positive (B=" + std::to_string(s.batch) +
-                        ", T=" + std::to_string(s.sequence) + ", H=" + std::to_string(s.heads) +
-                        ", D=" + std::to_string(s.head_dim) + ")");
-  GRAPHSTEP_EXPECTS(s.head_dim % 8 == 0 && s.head_dim <= max_head_dim,
-                    std::string{what} + ": head_dim " + std::to_string(s.head_dim) +
-                        " is not supported: it must be a multiple of 8, at most 256");
-  // Grid x holds batch·heads blocks; grid y the tiles of T (at least 8 rows each).
-  GRAPHSTEP_EXPECTS(s.batch <= max_grid_x / s.heads,
-                    std::string{what} + ": batch·heads = " + std::to_string(s.batch) + "·" +
-                        std::to_string(s.heads) + " is more than one launch holds (2^31 - 1)");
-  GRAPHSTEP_EXPECTS(s.sequence <= max_grid_y * 8, std::string{what} + ": sequence " +
-                                                      std::to_string(s.sequence) +
-                                                      " is longer than one launch holds (524280)");
-}
-
-// A [rows, cols] matrix operand: a span of the op's type holding `needed` elements, 16-byte
-// aligned (the kernels move 16 bytes at a time; cudaMalloc and the pool return 256-byte aligned
-// memory).
-void check_matrix(device_span const& span, char const* name, char const* what, dtype type,
-                  std::size_t needed) {
-  graphstep::detail::expect_operand(what, name, span, type, needed);
-  GRAPHSTEP_EXPECTS(aligned_to(span.data(), 16),
-                    std::string{what} + ": " + name +
-                        " is not 16-byte aligned; pass the start of an allocation or a 16-byte "
-                        "aligned offset into one");
-}
-
-bool overlap(void const* a, std::size_t a_bytes, void const* b, std::size_t b_bytes) {
-  auto const x = reinterpret_cast<std::uintptr_t>(a);
-  auto const y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
-}
-
-// Elements and bytes of qkv [B·T, 3·H·D], out [B·T, H·D] and logsumexp [B, H, T] (fp32).
-struct extents {
-  std::size_t qkv, out, statistics;
-  std::size_t qkv_bytes, out_bytes, statistics_bytes;
-};
-extents extents_of(attention_shape const& s, dtype type) {
-  auto const rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.sequence);
-  auto const width = static_cast<std::size_t>(s.heads) * static_cast<std::size_t>(s.head_dim);
-  std::size_t const statistics = rows * static_cast<std::size_t>(s.heads);
-  return {rows * 3 * width,
-          rows * width,
-          statistics,
-          rows * 3 * width * size_in_bytes(type),
-          rows * width * size_in_bytes(type),
-          statistics * sizeof(float)};
-}
-
 template <typename C>
 dim3 grid_of(attention_shape const& s) {
   return {static_cast<unsigned>(s.batch * s.heads),
@@ -672,78 +613,26 @@ void dispatch(dtype type, std::int64_t head_dim, F&& f) {
 
 }  // namespace
 
-void launch_causal_attention_forward(device_span out, device_span logsumexp, device_span qkv,
-                                     attention_shape const& shape, cuda::stream_view stream) {
-  char const* const what = "causal_attention_forward";
-  check_shape(shape, what);
-  dtype const type = graphstep::detail::floating_operand_type(what, "qkv", qkv);
-  extents const e = extents_of(shape, type);
-  check_matrix(qkv, "qkv", what, type, e.qkv);
-  check_matrix(out, "out", what, type, e.out);
-  graphstep::detail::expect_operand(what, "logsumexp", logsumexp, dtype::float32, e.statistics);
-  GRAPHSTEP_EXPECTS(!overlap(out.data(), e.out_bytes, qkv.data(), e.qkv_bytes) &&
-                        !overlap(logsumexp.data(), e.statistics_bytes, qkv.data(), e.qkv_bytes) &&
-                        !overlap(logsumexp.data(), e.statistics_bytes, out.data(), e.out_bytes),
-                    std::string{what} + ": out, logsumexp and qkv must not overlap");
-  auto* const statistics = static_cast<float*>(logsumexp.data());
+namespace detail {
+
+void causal_attention_forward(attention_shape const& shape, dtype type, void* out, float* logsumexp,
+                              void const* qkv, cuda::stream_view stream) {
   dispatch<false>(type, shape.head_dim, [&](auto* typed, auto config) {
-    forward<std::remove_pointer_t<decltype(typed)>, decltype(config)>(out.data(), statistics,
-                                                                      qkv.data(), shape, stream);
+    forward<std::remove_pointer_t<decltype(typed)>, decltype(config)>(out, logsumexp, qkv, shape,
+                                                                      stream);
   });
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_causal_attention_backward(device_span dqkv, device_span dout, device_span qkv,
-                                      device_span out, device_span logsumexp,
-                                      attention_shape const& shape, void* workspace,
-                                      std::size_t workspace_bytes, cuda::stream_view stream) {
-  char const* const what = "causal_attention_backward";
-  check_shape(shape, what);
-  dtype const type = graphstep::detail::floating_operand_type(what, "qkv", qkv);
-  extents const e = extents_of(shape, type);
-  check_matrix(dqkv, "dqkv", what, type, e.qkv);
-  check_matrix(dout, "dout", what, type, e.out);
-  check_matrix(qkv, "qkv", what, type, e.qkv);
-  check_matrix(out, "out", what, type, e.out);
-  graphstep::detail::expect_operand(what, "logsumexp", logsumexp, dtype::float32, e.statistics);
-  std::size_t const needed = attention_backward_workspace_size(shape);
-  GRAPHSTEP_EXPECTS(workspace != nullptr,
-                    std::string{what} + ": the workspace is a null pointer (it needs " +
-                        std::to_string(needed) + " bytes: attention_backward_workspace_size)");
-  GRAPHSTEP_EXPECTS(workspace_bytes >= needed,
-                    std::string{what} + ": the workspace of " + std::to_string(workspace_bytes) +
-                        " bytes is too small; it needs " + std::to_string(needed) +
-                        " (attention_backward_workspace_size)");
-  GRAPHSTEP_EXPECTS(aligned_to(workspace, alignof(float)),
-                    std::string{what} + ": the workspace is not 4-byte aligned");
-  void const* const statistics = logsumexp.data();
-  GRAPHSTEP_EXPECTS(
-      !overlap(dqkv.data(), e.qkv_bytes, qkv.data(), e.qkv_bytes) &&
-          !overlap(dqkv.data(), e.qkv_bytes, dout.data(), e.out_bytes) &&
-          !overlap(dqkv.data(), e.qkv_bytes, out.data(), e.out_bytes) &&
-          !overlap(dqkv.data(), e.qkv_bytes, statistics, e.statistics_bytes) &&
-          !overlap(dqkv.data(), e.qkv_bytes, workspace, needed),
-      std::string{what} + ": dqkv must not overlap qkv, dout, out, logsumexp or the workspace");
-  GRAPHSTEP_EXPECTS(!overlap(workspace, needed, qkv.data(), e.qkv_bytes) &&
-                        !overlap(workspace, needed, dout.data(), e.out_bytes) &&
-                        !overlap(workspace, needed, out.data(), e.out_bytes) &&
-                        !overlap(workspace, needed, statistics, e.statistics_bytes),
-                    std::string{what} + ": the workspace must not overlap the inputs");
+void causal_attention_backward(attention_shape const& shape, dtype type, void* dqkv,
+                               void const* dout, void const* qkv, void const* out,
+                               float const* logsumexp, float* workspace, cuda::stream_view stream) {
   dispatch<true>(type, shape.head_dim, [&](auto* typed, auto config) {
     backward<std::remove_pointer_t<decltype(typed)>, decltype(config)>(
-        dqkv.data(), dout.data(), qkv.data(), out.data(), static_cast<float const*>(statistics),
-        shape, static_cast<float*>(workspace), stream);
+        dqkv, dout, qkv, out, logsumexp, shape, workspace, stream);
   });
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-std::size_t attention_backward_workspace_size(attention_shape const& shape) {
-  GRAPHSTEP_EXPECTS(shape.batch > 0 && shape.sequence > 0 && shape.heads > 0,
-                    "attention_backward_workspace_size: sizes must be positive (B=" +
-                        std::to_string(shape.batch) + ", T=" + std::to_string(shape.sequence) +
-                        ", H=" + std::to_string(shape.heads) + ")");
-  return static_cast<std::size_t>(shape.batch) * static_cast<std::size_t>(shape.heads) *
-         static_cast<std::size_t>(shape.sequence) * sizeof(float);
-}
-
+}  // namespace detail
 }  // namespace graphstep::ops

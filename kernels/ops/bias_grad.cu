@@ -27,18 +27,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/device_span.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
-#include <string>
+#include <graphstep/dtype.hpp>
+#include <graphstep/ops/gelu_problem.hpp>
 
 #include "detail/element_conversion.cuh"
+#include "ops/op_kernels.hpp"
 
 namespace graphstep::ops {
 namespace {
 
 constexpr int threads = 256;
-constexpr int blocks_per_sm = 2;
+constexpr int blocks_per_sm = static_cast<int>(bias_gradient_problem::blocks_per_sm);
 
 using graphstep::detail::from_float;
 using graphstep::detail::to_float;
@@ -101,14 +100,6 @@ __global__ void __launch_bounds__(threads)
   db[c] = from_float<T>(total);
 }
 
-int multiprocessor_count() {
-  int device = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
-  int count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return std::max(count, 1);
-}
-
 struct row_slicing {
   std::int64_t slices{1};
   std::int64_t rows_per_slice{};
@@ -119,7 +110,7 @@ struct row_slicing {
 row_slicing slicing_for(std::int64_t m, std::int64_t n, std::int64_t tiles, int rows_per_pass,
                         std::size_t workspace_bytes) {
   std::int64_t const wanted =
-      (std::int64_t{multiprocessor_count()} * blocks_per_sm + tiles - 1) / tiles;
+      (std::int64_t{detail::multiprocessor_count()} * blocks_per_sm + tiles - 1) / tiles;
   std::int64_t const by_rows = (m + rows_per_pass - 1) / rows_per_pass;
   auto const by_workspace =
       static_cast<std::int64_t>(workspace_bytes / (static_cast<std::size_t>(n) * sizeof(float)));
@@ -151,8 +142,8 @@ void column_sums(void* db, void const* dz, std::int64_t m, std::int64_t n, void*
 }
 
 template <typename T>
-void bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, void* workspace,
-                   std::size_t workspace_bytes, cuda::stream_view stream) {
+void column_sums_of(void* db, void const* dz, std::int64_t m, std::int64_t n, void* workspace,
+                    std::size_t workspace_bytes, cuda::stream_view stream) {
   constexpr int width = 16 / sizeof(T);
   bool const vectorized = n % width == 0 && reinterpret_cast<std::uintptr_t>(dz) % 16 == 0;
   if (vectorized) {  // narrow tiles (8 lanes × 16 bytes) keep many column tiles in flight
@@ -164,48 +155,25 @@ void bias_gradient(void* db, void const* dz, std::int64_t m, std::int64_t n, voi
 
 }  // namespace
 
-void launch_bias_gradient(device_span db, device_span dz, std::int64_t m, std::int64_t n,
-                          void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) {
-  char const* const what = "bias_gradient";
-  dtype const type = graphstep::detail::floating_operand_type(what, "dz", dz);
-  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
-  graphstep::detail::expect_operand(what, "db", db, type, static_cast<std::size_t>(n));
-  graphstep::detail::expect_operand(what, "dz", dz, type, elements);
-  // Grid x may hold 2^31 - 1 blocks; a tile holds at least 32 columns.
-  GRAPHSTEP_EXPECTS(n / 32 < std::int64_t{0x7fffffff},
-                    "bias_gradient: N=" + std::to_string(n) + " is too wide for one launch");
-  GRAPHSTEP_EXPECTS(workspace_bytes == 0 || workspace != nullptr,
-                    "bias_gradient: a workspace size was given without a workspace pointer");
-  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) == 0,
-                    "bias_gradient: the workspace must be 4-byte aligned (take it from the pool)");
+namespace detail {
+
+void bias_gradient(dtype type, void* db, void const* dz, std::int64_t m, std::int64_t n,
+                   void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) {
   switch (type) {
     case dtype::float32:
-      bias_gradient<float>(db.data(), dz.data(), m, n, workspace, workspace_bytes, stream);
+      column_sums_of<float>(db, dz, m, n, workspace, workspace_bytes, stream);
       break;
     case dtype::float16:
-      bias_gradient<__half>(db.data(), dz.data(), m, n, workspace, workspace_bytes, stream);
+      column_sums_of<__half>(db, dz, m, n, workspace, workspace_bytes, stream);
       break;
     case dtype::bfloat16:
-      bias_gradient<__nv_bfloat16>(db.data(), dz.data(), m, n, workspace, workspace_bytes, stream);
+      column_sums_of<__nv_bfloat16>(db, dz, m, n, workspace, workspace_bytes, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("bias_gradient", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_bias_gradient(device_span db, device_span dz, std::int64_t m, std::int64_t n,
-                          cuda::stream_view stream) {
-  launch_bias_gradient(db, dz, m, n, nullptr, 0, stream);
-}
-
-std::size_t bias_gradient_workspace_size(std::int64_t n) {
-  GRAPHSTEP_EXPECTS(
-      n > 0, "bias_gradient_workspace_size: N must be positive (N=" + std::to_string(n) + ")");
-  // Slices × N fp32 sums, slices = ⌈blocks wanted / tiles⌉ with tiles ≥ ⌈N / 64⌉ (bf16 or fp16
-  // tiles are the widest): at most blocks wanted × 64 + N sums.
-  auto const blocks = static_cast<std::size_t>(multiprocessor_count()) * blocks_per_sm;
-  return (blocks * 64 + static_cast<std::size_t>(n)) * sizeof(float);
-}
-
+}  // namespace detail
 }  // namespace graphstep::ops

@@ -21,12 +21,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/device_span.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/ops/cross_entropy.hpp>
-#include <string>
+#include <graphstep/dtype.hpp>
+#include <graphstep/ops/cross_entropy_problem.hpp>
 
 #include "detail/element_conversion.cuh"
+#include "ops/op_kernels.hpp"
 
 namespace graphstep::ops {
 namespace {
@@ -36,7 +35,6 @@ using graphstep::detail::to_float;
 
 constexpr int threads = 512;        // per row: 50304 bf16 logits are 12 or 13 packs a thread
 constexpr int mean_threads = 1024;  // the single block that adds the row losses
-constexpr std::int64_t max_rows = 0x7FFFFFFF;  // grid x
 
 // `width` elements of T moved as one transaction (16 bytes when width = 16 / sizeof(T)).
 template <typename T, int width>
@@ -179,9 +177,9 @@ bool aligned(void const* p) {
 }
 
 template <typename T>
-void forward_backward(float* loss, void* dlogits, void const* logits, std::int32_t const* targets,
-                      cross_entropy_shape const& s, float factor, float* row_loss,
-                      cuda::stream_view stream) {
+void forward_backward_of(float* loss, void* dlogits, void const* logits,
+                         std::int32_t const* targets, cross_entropy_shape const& s, float factor,
+                         float* row_loss, cuda::stream_view stream) {
   constexpr int width = 16 / static_cast<int>(sizeof(T));
   auto const grid = static_cast<unsigned>(s.rows);
   if (s.padded_vocab % width == 0 && aligned(logits) && aligned(dlogits)) {
@@ -196,79 +194,31 @@ void forward_backward(float* loss, void* dlogits, void const* logits, std::int32
   mean_kernel<<<1, mean_threads, 0, stream.get()>>>(loss, row_loss, s.rows);
 }
 
-void check_shape(cross_entropy_shape const& s, std::string const& what) {
-  GRAPHSTEP_EXPECTS(s.rows > 0 && s.vocab > 0 && s.padded_vocab > 0,
-                    what + ": sizes must be positive (rows=" + std::to_string(s.rows) +
-                        ", vocab=" + std::to_string(s.vocab) +
-                        ", padded_vocab=" + std::to_string(s.padded_vocab) + ")");
-  GRAPHSTEP_EXPECTS(s.padded_vocab >= s.vocab,
-                    what + ": padded_vocab=" + std::to_string(s.padded_vocab) +
-                        " is less than vocab=" + std::to_string(s.vocab) +
-                        "; the logits' row length must hold every class");
-  GRAPHSTEP_EXPECTS(s.rows <= max_rows, what + ": rows=" + std::to_string(s.rows) +
-                                            " are too many for one launch (at most 2^31 - 1)");
-}
-
 }  // namespace
 
-void launch_cross_entropy_forward_backward(device_span loss, device_span dlogits,
-                                           device_span logits, device_span targets,
-                                           cross_entropy_shape const& shape, float gradient_scale,
-                                           void* workspace, std::size_t workspace_bytes,
-                                           cuda::stream_view stream) {
-  char const* const what = "cross_entropy";
-  dtype const type = graphstep::detail::floating_operand_type(what, "logits", logits);
-  check_shape(shape, what);
-  auto const rows = static_cast<std::size_t>(shape.rows);
-  std::size_t const matrix = rows * static_cast<std::size_t>(shape.padded_vocab);
-  using graphstep::detail::expect_operand;
-  expect_operand(what, "loss", loss, dtype::float32, 1);
-  expect_operand(what, "dlogits", dlogits, type, matrix);
-  expect_operand(what, "logits", logits, type, matrix);
-  expect_operand(what, "targets", targets, dtype::int32, rows);
-  // In place or apart: a partial overlap would let one row's writes reach another's reads.
-  auto const bytes = static_cast<std::uintptr_t>(matrix * size_in_bytes(type));
-  auto const in = reinterpret_cast<std::uintptr_t>(logits.data());
-  auto const out = reinterpret_cast<std::uintptr_t>(dlogits.data());
-  GRAPHSTEP_EXPECTS(in == out || in + bytes <= out || out + bytes <= in,
-                    std::string{what} + ": dlogits overlaps logits without being logits; pass " +
-                        "the same span for in place, or separate buffers");
-  GRAPHSTEP_EXPECTS(workspace != nullptr, std::string{what} + ": workspace is a null pointer");
-  GRAPHSTEP_EXPECTS(
-      reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) == 0,
-      std::string{what} + ": workspace is not 4-byte aligned (take it from the pool)");
-  std::size_t const needed = cross_entropy_workspace_size(shape);
-  GRAPHSTEP_EXPECTS(workspace_bytes >= needed,
-                    std::string{what} + ": the workspace has " + std::to_string(workspace_bytes) +
-                        " bytes, too little for " + std::to_string(shape.rows) +
-                        " rows; give at least cross_entropy_workspace_size() = " +
-                        std::to_string(needed) + " bytes");
+namespace detail {
+
+void cross_entropy_forward_backward(cross_entropy_shape const& shape, dtype type, float* loss,
+                                    void* dlogits, void const* logits, std::int32_t const* targets,
+                                    float gradient_scale, float* row_loss,
+                                    cuda::stream_view stream) {
   float const factor = gradient_scale / static_cast<float>(shape.rows);
-  auto* const row_loss = static_cast<float*>(workspace);
-  auto* const mean_loss = static_cast<float*>(loss.data());
-  auto const* const ids = static_cast<std::int32_t const*>(targets.data());
   switch (type) {
     case dtype::float32:
-      forward_backward<float>(mean_loss, dlogits.data(), logits.data(), ids, shape, factor,
-                              row_loss, stream);
+      forward_backward_of<float>(loss, dlogits, logits, targets, shape, factor, row_loss, stream);
       break;
     case dtype::float16:
-      forward_backward<__half>(mean_loss, dlogits.data(), logits.data(), ids, shape, factor,
-                               row_loss, stream);
+      forward_backward_of<__half>(loss, dlogits, logits, targets, shape, factor, row_loss, stream);
       break;
     case dtype::bfloat16:
-      forward_backward<__nv_bfloat16>(mean_loss, dlogits.data(), logits.data(), ids, shape, factor,
-                                      row_loss, stream);
+      forward_backward_of<__nv_bfloat16>(loss, dlogits, logits, targets, shape, factor, row_loss,
+                                         stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("cross_entropy", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-std::size_t cross_entropy_workspace_size(cross_entropy_shape const& shape) {
-  check_shape(shape, "cross_entropy_workspace_size");
-  return static_cast<std::size_t>(shape.rows) * sizeof(float);
-}
-
+}  // namespace detail
 }  // namespace graphstep::ops

@@ -23,12 +23,11 @@
 
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/device_span.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/ops/embedding.hpp>
-#include <string>
+#include <graphstep/dtype.hpp>
+#include <graphstep/ops/embedding_problem.hpp>
 
 #include "detail/element_conversion.cuh"
+#include "ops/op_kernels.hpp"
 
 namespace graphstep::ops {
 namespace {
@@ -38,10 +37,9 @@ using graphstep::detail::to_float;
 
 constexpr int threads = 256;  // the element-wise kernels
 // Token gradient blocks: one pack per thread, at most this many threads (then more tiles).
-constexpr int max_gather_threads = 256;
+constexpr int max_gather_threads = static_cast<int>(embedding_problem::max_gather_threads);
 constexpr int min_gather_threads = 64;  // enough threads to scan ids quickly
 constexpr int ids_per_thread = 8;       // ids each thread checks per step of a scan
-constexpr std::int64_t max_positions = std::int64_t{1} << 30;
 
 // `width` elements of T moved as one transaction (16 bytes when width = 16 / sizeof(T)).
 template <typename T, int width>
@@ -356,99 +354,50 @@ void backward(void* token_gradient, void* position_gradient, void const* dout,
   }
 }
 
-void check_shape(embedding_shape const& s, char const* what) {
-  GRAPHSTEP_EXPECTS(
-      s.batch > 0 && s.sequence > 0 && s.vocab > 0 && s.channels > 0,
-      std::string{what} + ": sizes must be positive (batch=" + std::to_string(s.batch) +
-          ", sequence=" + std::to_string(s.sequence) + ", vocab=" + std::to_string(s.vocab) +
-          ", channels=" + std::to_string(s.channels) + ")");
-  // Positions index a grid dimension and 32-bit lists (2^30 leaves room for a scan's step past
-  // the end); a channel tile holds up to 256 packs, and grid y at most 65535 tiles.
-  GRAPHSTEP_EXPECTS(s.batch <= max_positions / s.sequence,
-                    std::string{what} + ": batch·sequence=" + std::to_string(s.batch) + "·" +
-                        std::to_string(s.sequence) + " positions are too many for one launch " +
-                        "(at most 2^30)");
-  GRAPHSTEP_EXPECTS(s.channels <= std::int64_t{65535} * max_gather_threads,
-                    std::string{what} + ": channels=" + std::to_string(s.channels) +
-                        " is too wide for one launch (at most 65535·256)");
-}
-
-// Elements of each operand, from a shape `check_shape` accepted.
-struct embedding_sizes {
-  explicit embedding_sizes(embedding_shape const& s)
-      : positions{static_cast<std::size_t>(s.batch * s.sequence)},
-        rows_out{positions * static_cast<std::size_t>(s.channels)},
-        token_table{static_cast<std::size_t>(s.vocab) * static_cast<std::size_t>(s.channels)},
-        position_table{static_cast<std::size_t>(s.sequence) *
-                       static_cast<std::size_t>(s.channels)} {}
-  std::size_t positions;       // tokens: B·T ids
-  std::size_t rows_out;        // out and dout: [B·T, C]
-  std::size_t token_table;     // [vocab, C]
-  std::size_t position_table;  // [T, C]
-};
-
-using graphstep::detail::expect_operand;
-
 }  // namespace
 
-void launch_embedding_forward(device_span out, device_span tokens, device_span token_table,
-                              device_span position_table, embedding_shape const& shape,
-                              cuda::stream_view stream) {
-  char const* const what = "embedding_forward";
-  dtype const type = graphstep::detail::floating_operand_type(what, "token_table", token_table);
-  check_shape(shape, what);
-  embedding_sizes const sizes{shape};
-  expect_operand(what, "out", out, type, sizes.rows_out);
-  expect_operand(what, "tokens", tokens, dtype::int32, sizes.positions);
-  expect_operand(what, "token_table", token_table, type, sizes.token_table);
-  expect_operand(what, "position_table", position_table, type, sizes.position_table);
-  auto const* const ids = static_cast<std::int32_t const*>(tokens.data());
+namespace detail {
+
+void embedding_forward(embedding_shape const& shape, dtype type, void* out,
+                       std::int32_t const* tokens, void const* token_table,
+                       void const* position_table, cuda::stream_view stream) {
   switch (type) {
     case dtype::float32:
-      forward<float>(out.data(), ids, token_table.data(), position_table.data(), shape, stream);
+      forward<float>(out, tokens, token_table, position_table, shape, stream);
       break;
     case dtype::float16:
-      forward<__half>(out.data(), ids, token_table.data(), position_table.data(), shape, stream);
+      forward<__half>(out, tokens, token_table, position_table, shape, stream);
       break;
     case dtype::bfloat16:
-      forward<__nv_bfloat16>(out.data(), ids, token_table.data(), position_table.data(), shape,
-                             stream);
+      forward<__nv_bfloat16>(out, tokens, token_table, position_table, shape, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("embedding_forward", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_embedding_backward(device_span token_gradient, device_span position_gradient,
-                               device_span dout, device_span tokens, embedding_shape const& shape,
-                               bool accumulate_tokens, cuda::stream_view stream) {
-  char const* const what = "embedding_backward";
-  dtype const type = graphstep::detail::floating_operand_type(what, "dout", dout);
-  check_shape(shape, what);
-  embedding_sizes const sizes{shape};
-  expect_operand(what, "token_gradient", token_gradient, type, sizes.token_table);
-  expect_operand(what, "position_gradient", position_gradient, type, sizes.position_table);
-  expect_operand(what, "dout", dout, type, sizes.rows_out);
-  expect_operand(what, "tokens", tokens, dtype::int32, sizes.positions);
-  auto const* const ids = static_cast<std::int32_t const*>(tokens.data());
+void embedding_backward(embedding_shape const& shape, dtype type, void* token_gradient,
+                        void* position_gradient, void const* dout, std::int32_t const* tokens,
+                        bool accumulate_tokens, cuda::stream_view stream) {
   switch (type) {
     case dtype::float32:
-      backward<float>(token_gradient.data(), position_gradient.data(), dout.data(), ids, shape,
-                      accumulate_tokens, stream);
+      backward<float>(token_gradient, position_gradient, dout, tokens, shape, accumulate_tokens,
+                      stream);
       break;
     case dtype::float16:
-      backward<__half>(token_gradient.data(), position_gradient.data(), dout.data(), ids, shape,
-                       accumulate_tokens, stream);
+      backward<__half>(token_gradient, position_gradient, dout, tokens, shape, accumulate_tokens,
+                       stream);
       break;
     case dtype::bfloat16:
-      backward<__nv_bfloat16>(token_gradient.data(), position_gradient.data(), dout.data(), ids,
-                              shape, accumulate_tokens, stream);
+      backward<__nv_bfloat16>(token_gradient, position_gradient, dout, tokens, shape,
+                              accumulate_tokens, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("embedding_backward", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
+}  // namespace detail
 }  // namespace graphstep::ops

@@ -9,12 +9,11 @@
 
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/device_span.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+#include <graphstep/dtype.hpp>
 #include <type_traits>
 
 #include "detail/element_conversion.cuh"
+#include "ops/op_kernels.hpp"
 
 namespace graphstep::ops {
 namespace {
@@ -133,8 +132,8 @@ bool aligned(void const* p) {
 }
 
 template <typename T>
-void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_t n,
-               bool apply_gelu, bool erf_form, cuda::stream_view stream) {
+void bias_gelu_of(void* y, void* pre, void const* bias, std::int64_t m, std::int64_t n,
+                  bool apply_gelu, bool erf_form, cuda::stream_view stream) {
   bool const vectorized = aligned(y) && (pre == nullptr || aligned(pre));
   std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
   bias_gelu_kernel<T><<<grid_for(work), threads, 0, stream.get()>>>(
@@ -144,63 +143,47 @@ void bias_gelu(void* y, void* pre, void const* bias, std::int64_t m, std::int64_
 
 }  // namespace
 
-void launch_bias_gelu(device_span y, device_span pre_activation, device_span bias, std::int64_t m,
-                      std::int64_t n, bool apply_gelu, gelu_form form, cuda::stream_view stream) {
-  char const* const what = "bias_gelu";
-  dtype const type = graphstep::detail::floating_operand_type(what, "y", y);
-  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
-  using graphstep::detail::expect_operand;
-  expect_operand(what, "y", y, type, elements);
-  if (!pre_activation.empty())
-    expect_operand(what, "pre_activation", pre_activation, type, elements);
-  if (!bias.empty()) expect_operand(what, "bias", bias, type, static_cast<std::size_t>(n));
+namespace detail {
+
+void bias_gelu(dtype type, void* y, void* pre_activation, void const* bias, std::int64_t m,
+               std::int64_t n, bool apply_gelu, gelu_form form, cuda::stream_view stream) {
   bool const erf_form = form == gelu_form::erf;
-  void* const pre = pre_activation.empty() ? nullptr : pre_activation.data();
-  void const* const b = bias.empty() ? nullptr : bias.data();
   switch (type) {
     case dtype::float32:
-      bias_gelu<float>(y.data(), pre, b, m, n, apply_gelu, erf_form, stream);
+      bias_gelu_of<float>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
     case dtype::float16:
-      bias_gelu<__half>(y.data(), pre, b, m, n, apply_gelu, erf_form, stream);
+      bias_gelu_of<__half>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
     case dtype::bfloat16:
-      bias_gelu<__nv_bfloat16>(y.data(), pre, b, m, n, apply_gelu, erf_form, stream);
+      bias_gelu_of<__nv_bfloat16>(y, pre_activation, bias, m, n, apply_gelu, erf_form, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("bias_gelu", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_gelu_backward(device_span dz, device_span dy, device_span pre_activation,
-                          std::int64_t m, std::int64_t n, gelu_form form,
-                          cuda::stream_view stream) {
-  char const* const what = "gelu_backward";
-  dtype const type = graphstep::detail::floating_operand_type(what, "dy", dy);
-  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
-  using graphstep::detail::expect_operand;
-  expect_operand(what, "dz", dz, type, elements);
-  expect_operand(what, "dy", dy, type, elements);
-  expect_operand(what, "pre_activation", pre_activation, type, elements);
+void gelu_backward(dtype type, void* dz, void const* dy, void const* pre_activation, std::int64_t m,
+                   std::int64_t n, gelu_form form, cuda::stream_view stream) {
   bool const erf_form = form == gelu_form::erf;
-  bool const vectorized =
-      aligned(dz.data()) && aligned(dy.data()) && aligned(pre_activation.data());
+  bool const vectorized = aligned(dz) && aligned(dy) && aligned(pre_activation);
   auto launch = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     std::int64_t const work = vectorized ? m * n / pack<T>::size + 1 : m * n;
     gelu_backward_kernel<T><<<grid_for(work), threads, 0, stream.get()>>>(
-        static_cast<T*>(dz.data()), static_cast<T const*>(dy.data()),
-        static_cast<T const*>(pre_activation.data()), m * n, erf_form, vectorized);
+        static_cast<T*>(dz), static_cast<T const*>(dy), static_cast<T const*>(pre_activation),
+        m * n, erf_form, vectorized);
   };
   switch (type) {
     case dtype::float32: launch(static_cast<float*>(nullptr)); break;
     case dtype::float16: launch(static_cast<__half*>(nullptr)); break;
     case dtype::bfloat16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("gelu_backward", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
+}  // namespace detail
 }  // namespace graphstep::ops

@@ -30,16 +30,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
-#include <graphstep/cuda/device.hpp>
-#include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
-#include <graphstep/error.hpp>
-#include <graphstep/ops/layer_norm.hpp>
-#include <string>
+#include <graphstep/ops/layer_norm_problem.hpp>
 #include <type_traits>
-#include <utility>
 
 #include "detail/element_conversion.cuh"
+#include "ops/op_kernels.hpp"
 
 namespace graphstep::ops {
 namespace {
@@ -47,13 +43,15 @@ namespace {
 constexpr int threads = 256;
 constexpr int warp_size = 32;
 constexpr int warps = threads / warp_size;
-// Row slices per SM: the backward's register and shared memory budget (__launch_bounds__ below)
-// keeps three of its blocks resident on an SM, so three slices per SM run in one wave.
-constexpr int blocks_per_sm = 3;
+// The row slicing (layer_norm_problem::backward_slicing) keeps three slices per SM: the
+// backward's register and shared memory budget (__launch_bounds__ below) keeps three of its
+// blocks resident on an SM, so they run in one wave.
+static_assert(layer_norm_problem::blocks_per_sm == 3, "__launch_bounds__ below keeps 3 per SM");
+static_assert(layer_norm_problem::rows_per_block == warps, "the forward takes a row per warp");
 // Packs per lane held in registers at most (see with_cached_packs for the counts compiled).
 constexpr int max_cached = 8;
 // Rows whose statistics one block of the wide backward keeps in shared memory (16 KiB).
-constexpr std::int64_t max_rows_per_slice = 1024;
+constexpr std::int64_t max_rows_per_slice = layer_norm_problem::max_rows_per_slice;
 
 using graphstep::detail::from_float;
 using graphstep::detail::to_float;
@@ -395,33 +393,6 @@ __global__ void __launch_bounds__(threads)
 
 // --- host side ---------------------------------------------------------------------------------
 
-int multiprocessor_count() {
-  int count = 0;
-  GRAPHSTEP_CUDA_TRY(
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, cuda::current_device()));
-  return std::max(count, 1);
-}
-
-struct row_slicing {
-  std::int64_t slices{1};
-  std::int64_t rows_per_slice{};
-};
-
-// About blocks_per_sm blocks per SM, every warp of a block at least one row, no slice longer
-// than max_rows_per_slice; then the rows spread evenly, no slice empty.
-row_slicing slicing_for(std::int64_t m) {
-  std::int64_t const wanted = std::int64_t{multiprocessor_count()} * blocks_per_sm;
-  std::int64_t const by_rows = (m + warps - 1) / warps;
-  std::int64_t const fewest = (m + max_rows_per_slice - 1) / max_rows_per_slice;
-  std::int64_t const slices = std::max(std::min(wanted, by_rows), fewest);
-  std::int64_t const rows_per_slice = (m + slices - 1) / slices;
-  return {(m + rows_per_slice - 1) / rows_per_slice, rows_per_slice};
-}
-
-std::size_t workspace_bytes_for(row_slicing const& s, std::int64_t n) {
-  return static_cast<std::size_t>(s.slices) * 2 * static_cast<std::size_t>(n) * sizeof(float);
-}
-
 bool aligned16(void const* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -495,7 +466,7 @@ struct backward_arguments {
   std::int64_t n{};
   bool accumulate{};
   float* partial{};
-  row_slicing slicing;
+  layer_norm_slicing slicing;
 };
 
 template <typename T, int width, int cached>
@@ -534,7 +505,8 @@ void backward(backward_arguments const& a, cuda::stream_view stream) {
 }
 
 template <typename T>
-void add(void* out, void const* a, void const* b, std::int64_t count, cuda::stream_view stream) {
+void add_elements(void* out, void const* a, void const* b, std::int64_t count,
+                  cuda::stream_view stream) {
   constexpr int width = 16 / sizeof(T);
   bool const vectorized = aligned16(out) && aligned16(a) && aligned16(b);
   std::int64_t const work = vectorized ? count / width + 1 : count;
@@ -544,140 +516,60 @@ void add(void* out, void const* a, void const* b, std::int64_t count, cuda::stre
       static_cast<T*>(out), static_cast<T const*>(a), static_cast<T const*>(b), count, vectorized);
 }
 
-// M·N, after refusing sizes that one launch cannot take.
-std::size_t matrix_for_launch(char const* what, std::int64_t m, std::int64_t n) {
-  std::size_t const elements = graphstep::detail::matrix_elements(what, m, n);
-  // One block of 8 rows each in the forward; grid x holds 2^31 - 1 blocks.
-  GRAPHSTEP_EXPECTS((m + warps - 1) / warps <= std::int64_t{0x7fffffff},
-                    std::string{what} + ": M=" + std::to_string(m) + " is too many rows");
-  return elements;
-}
-
-using graphstep::detail::expect_operand;
-
 }  // namespace
 
-void launch_layer_norm_forward(device_span y, device_span mean, device_span rstd, device_span x,
-                               device_span gamma, device_span beta, std::int64_t m, std::int64_t n,
-                               float epsilon, cuda::stream_view stream) {
-  char const* const what = "layer_norm_forward";
-  dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
-  std::size_t const matrix = matrix_for_launch(what, m, n);
-  std::size_t const rows = static_cast<std::size_t>(m);
-  expect_operand(what, "y", y, type, matrix);
-  expect_operand(what, "x", x, type, matrix);
-  expect_operand(what, "gamma", gamma, type, static_cast<std::size_t>(n));
-  expect_operand(what, "beta", beta, type, static_cast<std::size_t>(n));
-  expect_operand(what, "mean", mean, dtype::float32, rows);
-  expect_operand(what, "rstd", rstd, dtype::float32, rows);
-  GRAPHSTEP_EXPECTS(epsilon > 0.0F, "layer_norm_forward: epsilon must be positive (got " +
-                                        std::to_string(epsilon) + "); torch's default is 1e-5");
-  GRAPHSTEP_EXPECTS(y.data() != x.data(),
-                    "layer_norm_forward: y may not alias x; write to another buffer");
-  auto* const mean_out = static_cast<float*>(mean.data());
-  auto* const rstd_out = static_cast<float*>(rstd.data());
+namespace detail {
+
+void layer_norm_forward(layer_norm_problem const& problem, dtype type, void* y, float* mean,
+                        float* rstd, void const* x, void const* gamma, void const* beta,
+                        float epsilon, cuda::stream_view stream) {
+  std::int64_t const m = problem.m;
+  std::int64_t const n = problem.n;
   switch (type) {
     case dtype::float32:
-      forward<float>(y.data(), mean_out, rstd_out, x.data(), gamma.data(), beta.data(), m, n,
-                     epsilon, stream);
+      forward<float>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
       break;
     case dtype::float16:
-      forward<__half>(y.data(), mean_out, rstd_out, x.data(), gamma.data(), beta.data(), m, n,
-                      epsilon, stream);
+      forward<__half>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
       break;
     case dtype::bfloat16:
-      forward<__nv_bfloat16>(y.data(), mean_out, rstd_out, x.data(), gamma.data(), beta.data(), m,
-                             n, epsilon, stream);
+      forward<__nv_bfloat16>(y, mean, rstd, x, gamma, beta, m, n, epsilon, stream);
       break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("layer_norm_forward", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span dbeta,
-                                device_span dy, device_span x, device_span gamma, device_span mean,
-                                device_span rstd, std::int64_t m, std::int64_t n,
-                                bool accumulate_dx, void* workspace, std::size_t workspace_bytes,
-                                cuda::stream_view stream) {
-  char const* const what = "layer_norm_backward";
-  dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
-  std::size_t const matrix = matrix_for_launch(what, m, n);
-  std::size_t const rows = static_cast<std::size_t>(m);
-  std::size_t const columns = static_cast<std::size_t>(n);
-  expect_operand(what, "dx", dx, type, matrix);
-  expect_operand(what, "dgamma", dgamma, type, columns);
-  expect_operand(what, "dbeta", dbeta, type, columns);
-  expect_operand(what, "dy", dy, type, matrix);
-  expect_operand(what, "x", x, type, matrix);
-  expect_operand(what, "gamma", gamma, type, columns);
-  expect_operand(what, "mean", mean, dtype::float32, rows);
-  expect_operand(what, "rstd", rstd, dtype::float32, rows);
-  GRAPHSTEP_EXPECTS(dx.data() != dy.data() && dx.data() != x.data(),
-                    "layer_norm_backward: dx may not alias dy or x; write to another buffer");
-  GRAPHSTEP_EXPECTS(workspace != nullptr,
-                    "layer_norm_backward: the workspace is required (a pointer is null); size it "
-                    "with layer_norm_backward_workspace_size");
-  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(workspace) % alignof(float) == 0,
-                    "layer_norm_backward: the workspace must be 4-byte aligned (take it from the "
-                    "pool)");
-  row_slicing const slicing = slicing_for(m);
-  std::size_t const needed = workspace_bytes_for(slicing, n);
-  GRAPHSTEP_EXPECTS(workspace_bytes >= needed, "layer_norm_backward: too little workspace (" +
-                                                   std::to_string(workspace_bytes) +
-                                                   " bytes given, " + std::to_string(needed) +
-                                                   " needed for M=" + std::to_string(m) +
-                                                   ", N=" + std::to_string(n) +
-                                                   "); size it with "
-                                                   "layer_norm_backward_workspace_size");
-  backward_arguments const a{dx.data(),
-                             dgamma.data(),
-                             dbeta.data(),
-                             dy.data(),
-                             x.data(),
-                             gamma.data(),
-                             static_cast<float const*>(mean.data()),
-                             static_cast<float const*>(rstd.data()),
-                             m,
-                             n,
-                             accumulate_dx,
-                             static_cast<float*>(workspace),
-                             slicing};
+void layer_norm_backward(layer_norm_problem const& problem, dtype type,
+                         layer_norm_slicing const& slicing, void* dx, void* dgamma, void* dbeta,
+                         void const* dy, void const* x, void const* gamma, float const* mean,
+                         float const* rstd, bool accumulate_dx, float* workspace,
+                         cuda::stream_view stream) {
+  backward_arguments const a{
+      dx,        dgamma,    dbeta,         dy,        x,      gamma, mean, rstd,
+      problem.m, problem.n, accumulate_dx, workspace, slicing};
   switch (type) {
     case dtype::float32: backward<float>(a, stream); break;
     case dtype::float16: backward<__half>(a, stream); break;
     case dtype::bfloat16: backward<__nv_bfloat16>(a, stream); break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer(what, type);
+    case dtype::uint8: graphstep::detail::refuse_integer("layer_norm_backward", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
-std::size_t layer_norm_backward_workspace_size(std::int64_t m, std::int64_t n) {
-  static_cast<void>(matrix_for_launch("layer_norm_backward_workspace_size", m, n));
-  return workspace_bytes_for(slicing_for(m), n);
-}
-
-void launch_add(device_span out, device_span a, device_span b, cuda::stream_view stream) {
-  using graphstep::detail::empty_span;
-  graphstep::detail::expect_valid_span("add", "out", out, empty_span::refused);
-  graphstep::detail::expect_valid_span("add", "a", a);
-  graphstep::detail::expect_valid_span("add", "b", b);
-  for (auto const& [name, operand] : {std::pair{"a", a}, std::pair{"b", b}}) {
-    GRAPHSTEP_EXPECTS(operand.type() == out.type() && operand.count() == out.count(),
-                      std::string{"add: "} + name + " is " + describe(operand) + " but out is " +
-                          describe(out) + "; the three spans need one dtype and one count");
-  }
-  graphstep::detail::expect_floating("add: out", out.type());
-  auto const count = static_cast<std::int64_t>(out.count());
-  switch (out.type()) {
-    case dtype::float32: add<float>(out.data(), a.data(), b.data(), count, stream); break;
-    case dtype::float16: add<__half>(out.data(), a.data(), b.data(), count, stream); break;
-    case dtype::bfloat16: add<__nv_bfloat16>(out.data(), a.data(), b.data(), count, stream); break;
+void add(dtype type, void* out, void const* a, void const* b, std::int64_t count,
+         cuda::stream_view stream) {
+  switch (type) {
+    case dtype::float32: add_elements<float>(out, a, b, count, stream); break;
+    case dtype::float16: add_elements<__half>(out, a, b, count, stream); break;
+    case dtype::bfloat16: add_elements<__nv_bfloat16>(out, a, b, count, stream); break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer("add: out", out.type());
+    case dtype::uint8: graphstep::detail::refuse_integer("add: out", type);
   }
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
+}  // namespace detail
 }  // namespace graphstep::ops

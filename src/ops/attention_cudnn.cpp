@@ -13,6 +13,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/log.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
+#include <graphstep/ops/attention_problem.hpp>
 #include <limits>
 #include <string>
 #include <utility>
@@ -49,119 +50,6 @@ void* cudnn_dlhandle = nullptr;  // NOLINT(cppcoreguidelines-avoid-non-const-glo
 namespace graphstep::ops {
 
 namespace {
-
-// "cuDNN attention (bfloat16, B=2 T=64 H=4 D=64)": the prefix of every message.
-std::string describe(attention_shape const& shape, dtype type) {
-  return std::string{"cuDNN attention ("} + name(type) + ", B=" + std::to_string(shape.batch) +
-         " T=" + std::to_string(shape.sequence) + " H=" + std::to_string(shape.heads) +
-         " D=" + std::to_string(shape.head_dim) + ")";
-}
-
-// Contract violations throw; constraints of cuDNN's kernels are reported, not thrown.
-void check_contract(attention_shape const& s, cudnn_attention_operands const& o,
-                    std::string const& what) {
-  GRAPHSTEP_EXPECTS(s.batch > 0 && s.sequence > 0 && s.heads > 0 && s.head_dim > 0,
-                    what + ": batch, sequence, heads and head_dim must be positive");
-  // qkv holds B·T·3·H·D elements, addressed through int64 strides and byte offsets.
-  constexpr auto limit = static_cast<double>(std::numeric_limits<std::int32_t>::max());
-  GRAPHSTEP_EXPECTS(static_cast<double>(s.batch) * static_cast<double>(s.sequence) *
-                            static_cast<double>(s.heads) * static_cast<double>(s.head_dim) * 3.0 <
-                        limit * limit,
-                    what + ": the layer is too large to index");
-  // Each operand of qkv's type (checked for cuDNN's types later: a float32 layer is reported,
-  // not thrown) and as long as the shape says.
-  dtype const type = graphstep::detail::floating_operand_type(what, "qkv", o.qkv);
-  auto const rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.sequence);
-  std::size_t const row = static_cast<std::size_t>(s.heads) * static_cast<std::size_t>(s.head_dim);
-  using graphstep::detail::expect_operand;
-  expect_operand(what, "qkv", o.qkv, type, rows * 3 * row);
-  expect_operand(what, "out", o.out, type, rows * row);
-  expect_operand(what, "logsumexp", o.logsumexp, dtype::float32,
-                 rows * static_cast<std::size_t>(s.heads));
-  GRAPHSTEP_EXPECTS(o.dout.empty() == o.dqkv.empty(),
-                    what +
-                        ": give dout and dqkv together (a plan with a backward) or neither (a "
-                        "forward-only plan)");
-  if (!o.dqkv.empty()) {
-    expect_operand(what, "dout", o.dout, type, rows * row);
-    expect_operand(what, "dqkv", o.dqkv, type, rows * 3 * row);
-  }
-}
-
-// The frontend tells cuDNN that every tensor, logsumexp included, is 16-byte aligned when it
-// chooses an engine (Tensor_attributes::default_alignment), and cuDNN's kernels move q, k, v, o
-// and their gradients in 16-byte vectors; the frontend checks only those pointers, and only when
-// it executes.
-constexpr std::uintptr_t operand_alignment = 16;
-
-support misaligned(char const* operand, void const* pointer, std::string const& what) {
-  return {false, what + ": " + operand + " at " +
-                     std::to_string(reinterpret_cast<std::uintptr_t>(pointer)) +
-                     " is not 16-byte aligned, as cuDNN's fused attention needs; take it from the "
-                     "memory pool, or use the plain kernels of ops/attention.hpp"};
-}
-
-// The constraints that the arguments alone decide: no CUDA or cuDNN call.
-support check_arguments(attention_shape const& s, dtype type, cudnn_attention_operands const& o,
-                        std::string const& what) {
-  if (type != dtype::bfloat16 && type != dtype::float16) {
-    return {false, what + ": cuDNN's fused attention takes bfloat16 or float16 data, not " +
-                       name(type) +
-                       "; run this layer on the plain kernels of ops/attention.hpp "
-                       "(launch_causal_attention_forward and _backward)"};
-  }
-  // A multiple of 8 keeps every head's slice of a row, and the row itself, 16-byte aligned; 256
-  // is the largest head dimension of cuDNN's 16-bit fused attention on any architecture
-  // (cuDNN frontend documentation, "Attention", support matrix).
-  if (s.head_dim % 8 != 0 || s.head_dim > 256) {
-    return {false, what + ": head_dim " + std::to_string(s.head_dim) +
-                       " is not supported: cuDNN's fused attention needs a multiple of 8, at most "
-                       "256"};
-  }
-  for (auto const& [operand, pointer] : {std::pair<char const*, void const*>{"qkv", o.qkv.data()},
-                                         {"out", o.out.data()},
-                                         {"logsumexp", o.logsumexp.data()},
-                                         {"dout", o.dout.data()},
-                                         {"dqkv", o.dqkv.data()}}) {
-    if (reinterpret_cast<std::uintptr_t>(pointer) % operand_alignment != 0) {
-      return misaligned(operand, pointer, what);
-    }
-  }
-  return {};
-}
-
-// What a call writes must not share memory with what it reads or writes besides (cuDNN reads its
-// inputs while it writes), as the plain kernels require too. After check_arguments: the type is a
-// 16-bit one.
-void check_disjoint(attention_shape const& s, dtype type, cudnn_attention_operands const& o,
-                    std::string const& what) {
-  struct extent {
-    char const* name;
-    std::uintptr_t begin, end;
-  };
-  auto const rows = static_cast<std::uintptr_t>(s.batch) * static_cast<std::uintptr_t>(s.sequence);
-  auto const row = static_cast<std::uintptr_t>(s.heads) * static_cast<std::uintptr_t>(s.head_dim) *
-                   size_in_bytes(type);
-  auto const at = [](char const* name, void const* p, std::uintptr_t bytes) {
-    auto const begin = reinterpret_cast<std::uintptr_t>(p);
-    return extent{name, begin, begin + bytes};
-  };
-  extent const qkv = at("qkv", o.qkv.data(), rows * 3 * row);
-  extent const out = at("out", o.out.data(), rows * row);
-  extent const lse = at("logsumexp", o.logsumexp.data(),
-                        rows * static_cast<std::uintptr_t>(s.heads) * sizeof(float));
-  extent const dout = at("dout", o.dout.data(), rows * row);
-  extent const dqkv = at("dqkv", o.dqkv.data(), rows * 3 * row);
-  std::vector<std::pair<extent, extent>> pairs{{out, qkv}, {lse, qkv}, {lse, out}};
-  if (!o.dqkv.empty()) {
-    pairs.insert(pairs.end(), {{dqkv, qkv}, {dqkv, out}, {dqkv, lse}, {dqkv, dout}});
-  }
-  for (auto const& [written, other] : pairs) {
-    GRAPHSTEP_EXPECTS(written.end <= other.begin || other.end <= written.begin,
-                      what + ": " + written.name + " overlaps " + other.name +
-                          "; what a call writes must have memory of its own");
-  }
-}
 
 // Where the path is not built: what is missing, and what to do.
 [[maybe_unused]] std::string not_built_reason() {
@@ -453,9 +341,8 @@ void detail::cudnn_handle_deleter::operator()(pointer handle) const noexcept {
       });
     }
   } catch (std::exception const& e) {
-    graphstep::detail::log_lazily(log_level::error, [&] {
-      return std::string{"cudnnDestroy failed ("} + e.what() + ")";
-    });
+    graphstep::detail::log_lazily(
+        log_level::error, [&] { return std::string{"cudnnDestroy failed ("} + e.what() + ")"; });
   }
 #else
   static_cast<void>(handle);  // no handle is ever made without cuDNN
@@ -489,13 +376,10 @@ cudnn_handle::cudnn_handle() {
 
 support cudnn_attention_plan::can_implement(attention_shape const& shape,
                                             cudnn_attention_operands const& operands) {
-  dtype const type = operands.qkv.type();
-  std::string const what = describe(shape, type);
-  check_contract(shape, operands, what);
-  if (support arguments = check_arguments(shape, type, operands, what); !arguments.fused) {
-    return arguments;
-  }
-  check_disjoint(shape, type, operands, what);
+  // The arguments alone first (ops/attention_problem.hpp), without any CUDA or cuDNN call.
+  attention_problem const problem{shape};
+  if (support arguments = problem.check_cudnn(operands); !arguments.fused) return arguments;
+  std::string const what = problem.cudnn_description(operands.qkv.type());
   if (support available = cudnn_attention_available(); !available.fused) {
     available.reason = what + ": " + available.reason;
     return available;
@@ -520,7 +404,7 @@ cudnn_attention_plan::cudnn_attention_plan(cudnn_handle const& handle, attention
     : state_{std::make_unique<detail::cudnn_attention_state>()} {
   auto& s = *state_;
   dtype const type = operands.qkv.type();
-  s.what = describe(shape, type);
+  s.what = attention_problem{shape}.cudnn_description(type);
   GRAPHSTEP_EXPECTS(handle.get() != nullptr, s.what + ": the cuDNN handle was moved from");
   support const supported = can_implement(shape, operands);
   GRAPHSTEP_EXPECTS(supported.fused, supported.reason);

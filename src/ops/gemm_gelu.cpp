@@ -6,7 +6,7 @@
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/log.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+#include <graphstep/ops/gelu.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <limits>
 #include <map>

@@ -16,7 +16,7 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/ops/gelu_kernels.hpp>
+#include <graphstep/ops/gelu.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/reference.hpp>
 #include <limits>

@@ -17,16 +17,9 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/ops/attention_problem.hpp>
 
 namespace graphstep::ops {
-
-/// @brief The sizes of one attention call.
-struct attention_shape {
-  std::int64_t batch{};
-  std::int64_t sequence{};  ///< T
-  std::int64_t heads{};     ///< H
-  std::int64_t head_dim{};  ///< D
-};
 
 /// @brief out = softmax(q·kᵀ/√D, causal) · v for every batch row and head; logsumexp[B,H,T]
 /// (fp32) = log Σ_{t' ≤ t} exp(q_t·k_t'/√D), for the backward.

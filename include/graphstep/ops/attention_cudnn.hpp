@@ -32,6 +32,7 @@
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/ops/attention.hpp>
+#include <graphstep/ops/attention_problem.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 #include <memory>
 
@@ -74,19 +75,7 @@ class cudnn_handle {
   std::unique_ptr<cudnnContext, detail::cudnn_handle_deleter> handle_;
 };
 
-/// @brief The device buffers of one attention layer, in the layouts of ops/attention.hpp, as
-/// spans holding at least those elements. `qkv`, `out`, `dout` and `dqkv` are of qkv's type,
-/// 16-byte aligned (cuDNN's kernels move them in 16-byte vectors); `logsumexp` is fp32, 16-byte
-/// aligned. `dout` and `dqkv` are given together, or both left empty for a plan without
-/// backward(). `out` and `logsumexp` share no memory with qkv or each other, nor `dqkv` with any
-/// other operand.
-struct cudnn_attention_operands {
-  device_span qkv;        ///< [B·T, 3·H·D], read by forward and backward
-  device_span out;        ///< [B·T, H·D], written by forward, read by backward
-  device_span logsumexp;  ///< [B,H,T] fp32, written by forward, read by backward
-  device_span dout;       ///< [B·T, H·D], read by backward
-  device_span dqkv;       ///< [B·T, 3·H·D], overwritten by backward
-};
+/// The operands: cudnn_attention_operands, in ops/attention_problem.hpp.
 
 /// @brief How a plan is made.
 struct cudnn_attention_options {

@@ -17,15 +17,9 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/ops/cross_entropy_problem.hpp>
 
 namespace graphstep::ops {
-
-/// @brief The sizes of one cross-entropy call.
-struct cross_entropy_shape {
-  std::int64_t rows{};  ///< M: the positions scored, B·T
-  std::int64_t vocab{};
-  std::int64_t padded_vocab{};  ///< the logits' row length, ≥ vocab
-};
 
 /// @brief loss[0] = (1/M) Σ_r −log softmax(logits_r)[targets_r] (fp32), and
 /// dlogits_r = (softmax(logits_r) − onehot(targets_r)) · gradient_scale / M, which is the

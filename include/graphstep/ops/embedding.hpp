@@ -14,16 +14,9 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/ops/embedding_problem.hpp>
 
 namespace graphstep::ops {
-
-/// @brief The sizes of one embedding call.
-struct embedding_shape {
-  std::int64_t batch{};
-  std::int64_t sequence{};  ///< T: rows of the position table used
-  std::int64_t vocab{};     ///< rows of the token table that ids may name
-  std::int64_t channels{};  ///< C
-};
 
 /// @brief out[b·T + t, :] = token_table[tokens[b·T + t], :] + position_table[t, :]; out is
 /// [B·T, C], tokens B·T int32 ids, token_table [vocab, C] (or more rows), position_table [T, C]

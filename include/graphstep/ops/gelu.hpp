@@ -1,8 +1,8 @@
 #pragma once
 
-/// @file ops/gelu_kernels.hpp
-/// @brief Host launchers of the hand-written kernels of the layer (kernels/gelu.cu,
-/// kernels/bias_grad.cu): the unfused bias + GELU, its backward, and the bias gradient.
+/// @file ops/gelu.hpp
+/// @brief The hand-written ops of the layer beside its GEMMs: the unfused bias + GELU, its
+/// backward, and the bias gradient. Their shapes and operand checks: ops/gelu_problem.hpp.
 /// Row-major [M,N] matrices of the given element type; math in fp32.
 /// Each uses 16-byte loads and stores where its pointers are 16-byte aligned and finishes the
 /// remainder with scalar accesses, so any M, N and any element-aligned pointer works. Every
@@ -13,6 +13,7 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/ops/gelu_problem.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
 
 namespace graphstep::ops {
