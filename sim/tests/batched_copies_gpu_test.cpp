@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace gs = graphstep;
 
@@ -20,31 +20,31 @@ namespace {
 
 constexpr std::size_t bytes = 256;
 
-class batched_copies : public gs::testing::gpu_test {
+class batched_copies : public sim_testing::gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&device_, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&other_, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(device_, 0, bytes, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(other_, 0, bytes, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaMalloc(&device_, bytes));
+    SIM_TEST_TRY(cudaMalloc(&other_, bytes));
+    SIM_TEST_TRY(cudaMemsetAsync(device_, 0, bytes, stream_));
+    SIM_TEST_TRY(cudaMemsetAsync(other_, 0, bytes, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
     for (std::size_t i = 0; i < bytes; ++i) host_[i] = static_cast<unsigned char>(i * 5 + 1);
   }
   void TearDown() override {
     if (stream_ == nullptr) return;
     static_cast<void>(cudaGetLastError());
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamSynchronize(stream_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(device_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(other_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(stream_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamSynchronize(stream_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(device_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(other_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(stream_));
   }
   std::vector<unsigned char> read(void const* device) {
     std::vector<unsigned char> back(bytes);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(back.data(), device, bytes, cudaMemcpyDeviceToHost, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaMemcpyAsync(back.data(), device, bytes, cudaMemcpyDeviceToHost, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
     return back;
   }
   static cudaMemcpyAttributes in_stream_order() {
@@ -85,7 +85,7 @@ TEST_F(batched_copies, copies_each_pair_under_its_attributes) {
   ASSERT_EQ(cudaMemcpyBatchAsync(destinations, sources, sizes, 2, attributes, first_copy, 2,
                                  stream_),
             cudaSuccess);
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
   EXPECT_EQ(read(other_), host_);
   EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + bytes / 2),
             std::vector<unsigned char>(host_.begin(), host_.begin() + bytes / 2));
@@ -96,7 +96,7 @@ TEST_F(batched_copies, copies_each_pair_under_its_attributes) {
 // cudaMemcpySrcAccessOrderDuringApiCall: "all accesses must be complete before the API call
 // returns" — the source may change as soon as the call returns, even with work still queued.
 TEST_F(batched_copies, a_source_read_during_the_call_may_change_after_it) {
-  gs::testing::queued_work const queued;
+  sim_testing::queued_work const queued;
   std::vector<unsigned char> source = host_;
   void* destinations[] = {device_};
   void const* sources[] = {source.data()};

@@ -10,41 +10,41 @@
 #include <thread>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace {
 
-class capture_rules : public graphstep::testing::gpu_test {
+class capture_rules : public sim_testing::gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
     void* memory = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&memory, bytes));
+    SIM_TEST_TRY(cudaMalloc(&memory, bytes));
     x_ = static_cast<unsigned char*>(memory);
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
   }
   void TearDown() override {
     if (IsSkipped()) return;
     static_cast<void>(cudaGetLastError());
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(x_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(side_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(stream_));
+    SIM_TEST_EXPECT_SUCCESS(cudaDeviceSynchronize());
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(x_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(side_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(stream_));
   }
   // The first byte of x, read back on the capture's stream.
   unsigned char first_byte() {
     unsigned char value = 0;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, x_, 1, cudaMemcpyDeviceToHost, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaMemcpyAsync(&value, x_, 1, cudaMemcpyDeviceToHost, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
     return value;
   }
   static cudaStreamCaptureStatus capture_status(cudaStream_t stream) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+    SIM_TEST_TRY(cudaStreamIsCapturing(stream, &status));
     return status;
   }
   // Ends the capture on stream_, expecting `expected`; destroys a graph it returns.
@@ -54,7 +54,7 @@ class capture_rules : public graphstep::testing::gpu_test {
     if (expected != cudaSuccess) {
       EXPECT_EQ(graph, nullptr);
     }
-    if (graph != nullptr) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+    if (graph != nullptr) SIM_TEST_TRY(cudaGraphDestroy(graph));
     static_cast<void>(cudaGetLastError());
   }
 
@@ -68,16 +68,16 @@ class capture_rules : public graphstep::testing::gpu_test {
 // instead be captured into a graph".
 TEST_F(capture_rules, captured_work_runs_only_when_the_graph_is_launched) {
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 7, bytes, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 7, bytes, stream_));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
   EXPECT_EQ(first_byte(), 0);
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));  // the executable does not need the graph
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));  // the executable does not need the graph
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
   EXPECT_EQ(first_byte(), 7);
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
 }
 
 // cudaStreamBeginCapture: "Capture may not be initiated if stream is cudaStreamLegacy ... and it
@@ -85,7 +85,7 @@ TEST_F(capture_rules, captured_work_runs_only_when_the_graph_is_launched) {
 TEST_F(capture_rules, capture_cannot_begin_on_the_legacy_stream_or_twice) {
   EXPECT_NE(cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeGlobal), cudaSuccess);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   EXPECT_NE(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
   static_cast<void>(cudaGetLastError());
   end_expecting(cudaSuccess);
@@ -95,11 +95,11 @@ TEST_F(capture_rules, capture_cannot_begin_on_the_legacy_stream_or_twice) {
 // mode may not make potentially unsafe calls (cudaMalloc); the capture is invalidated and ends
 // with a NULL graph (cudaStreamEndCapture; cudaErrorStreamCaptureInvalidated).
 TEST_F(capture_rules, an_unsafe_call_in_a_global_capture_fails_and_invalidates_it) {
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
   cudaStreamCaptureStatus status{};
-  GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(stream_, &status));
+  SIM_TEST_TRY(cudaStreamIsCapturing(stream_, &status));
   EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
   EXPECT_EQ(cudaMemsetAsync(x_, 1, bytes, stream_), cudaErrorStreamCaptureInvalidated);
   end_expecting(cudaErrorStreamCaptureInvalidated);
@@ -108,19 +108,19 @@ TEST_F(capture_rules, an_unsafe_call_in_a_global_capture_fails_and_invalidates_i
 // cudaThreadExchangeStreamCaptureMode: under Relaxed "the local thread is not prohibited from
 // potentially unsafe API calls", whether the capture or the thread is relaxed.
 TEST_F(capture_rules, relaxed_capture_or_relaxed_thread_may_allocate) {
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, 64), cudaSuccess);
   end_expecting(cudaSuccess);
-  GRAPHSTEP_CUDA_TRY(cudaFree(p));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaFree(p));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  SIM_TEST_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
   EXPECT_EQ(mode, cudaStreamCaptureModeGlobal) << "a thread starts in Global mode";
   EXPECT_EQ(cudaMalloc(&p, 64), cudaSuccess);
-  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  SIM_TEST_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
   end_expecting(cudaSuccess);
-  GRAPHSTEP_CUDA_TRY(cudaFree(p));
+  SIM_TEST_TRY(cudaFree(p));
 }
 
 // cudaThreadExchangeStreamCaptureMode: under Global "any other thread [with] a concurrent capture
@@ -128,8 +128,8 @@ TEST_F(capture_rules, relaxed_capture_or_relaxed_thread_may_allocate) {
 // captures of other threads are ignored.
 TEST_F(capture_rules, another_threads_unsafe_call_breaks_only_a_global_capture) {
   for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, mode));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
     cudaError_t allocated = cudaSuccess;
     void* p = nullptr;
     std::thread other{[&] {
@@ -143,7 +143,7 @@ TEST_F(capture_rules, another_threads_unsafe_call_breaks_only_a_global_capture) 
     } else {
       EXPECT_EQ(allocated, cudaSuccess);
       end_expecting(cudaSuccess);
-      GRAPHSTEP_CUDA_TRY(cudaFree(p));
+      SIM_TEST_TRY(cudaFree(p));
     }
   }
 }
@@ -155,10 +155,10 @@ TEST_F(capture_rules, another_threads_unsafe_call_breaks_only_a_global_capture) 
 // invalid value to wait for.
 TEST_F(capture_rules, waiting_for_a_capturing_stream_or_a_captured_event_is_refused) {
   cudaEvent_t event = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   for (bool query_first : {true, false}) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, stream_));
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    SIM_TEST_TRY(cudaEventRecord(event, stream_));
     if (query_first) {
       EXPECT_EQ(cudaEventQuery(event), cudaErrorCapturedEvent);
       EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusInvalidated);
@@ -172,7 +172,7 @@ TEST_F(capture_rules, waiting_for_a_capturing_stream_or_a_captured_event_is_refu
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaErrorStreamCaptureUnsupported);
     end_expecting(cudaErrorStreamCaptureInvalidated);
   }
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(event));
+  SIM_TEST_TRY(cudaEventDestroy(event));
 }
 
 // driver_types.h: cudaErrorStreamCaptureUnmatched, "The capture was not initiated in this
@@ -182,7 +182,7 @@ TEST_F(capture_rules, waiting_for_a_capturing_stream_or_a_captured_event_is_refu
 // that is not capturing (cudaErrorIllegalState).
 TEST_F(capture_rules, a_capture_ends_on_its_own_stream_and_thread) {
   cudaEvent_t fork = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   auto end_on_another_thread = [&] {
     cudaError_t ended = cudaSuccess;
     std::thread other{[&] {
@@ -196,9 +196,9 @@ TEST_F(capture_rules, a_capture_ends_on_its_own_stream_and_thread) {
   };
   cudaGraph_t graph = nullptr;
   for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(side_, fork, 0));
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, mode));
+    SIM_TEST_TRY(cudaEventRecord(fork, stream_));
+    SIM_TEST_TRY(cudaStreamWaitEvent(side_, fork, 0));
     EXPECT_EQ(cudaStreamEndCapture(side_, &graph), cudaErrorStreamCaptureUnmatched);
     static_cast<void>(cudaGetLastError());
     EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusInvalidated);
@@ -206,17 +206,17 @@ TEST_F(capture_rules, a_capture_ends_on_its_own_stream_and_thread) {
     EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusNone);
     EXPECT_EQ(capture_status(side_), cudaStreamCaptureStatusNone);
 
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, mode));
     EXPECT_EQ(end_on_another_thread(), cudaErrorStreamCaptureWrongThread);
     EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusNone);
     EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), cudaErrorIllegalState);
     EXPECT_EQ(graph, nullptr);
     static_cast<void>(cudaGetLastError());
   }
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
   EXPECT_EQ(end_on_another_thread(), cudaSuccess);  // Relaxed: any thread may end it
   EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusNone);
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(fork));
+  SIM_TEST_TRY(cudaEventDestroy(fork));
 }
 
 // cudaStreamIsCapturing: on the legacy stream while a blocking stream captures, "it will return
@@ -224,29 +224,29 @@ TEST_F(capture_rules, a_capture_ends_on_its_own_stream_and_thread) {
 // of the legacy stream then is invalid (Programming Guide) and breaks the capture.
 TEST_F(capture_rules, the_legacy_stream_is_unusable_beside_a_blocking_capture) {
   cudaStream_t blocking = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaStreamCreate(&blocking));
+  SIM_TEST_TRY(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed));
   cudaStreamCaptureStatus status{};
   EXPECT_EQ(cudaStreamIsCapturing(cudaStreamLegacy, &status), cudaErrorStreamCaptureImplicit);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(blocking, &status));
+  SIM_TEST_TRY(cudaStreamIsCapturing(blocking, &status));
   EXPECT_EQ(status, cudaStreamCaptureStatusActive);
   EXPECT_EQ(cudaMemsetAsync(x_, 3, bytes, cudaStreamLegacy), cudaErrorStreamCaptureImplicit);
-  GRAPHSTEP_CUDA_TRY(cudaStreamIsCapturing(blocking, &status));
+  SIM_TEST_TRY(cudaStreamIsCapturing(blocking, &status));
   EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
   cudaGraph_t graph = nullptr;
   EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+  SIM_TEST_TRY(cudaStreamDestroy(blocking));
 }
 
 // cudaStreamIsCapturing: "When a blocking stream is capturing, the legacy stream is in an
 // unusable state"; a non-blocking one has no implicit dependency: legacy work runs at once.
 TEST_F(capture_rules, legacy_stream_work_beside_a_non_blocking_capture_runs_eagerly) {
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 5, bytes, cudaStreamLegacy));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 5, bytes, cudaStreamLegacy));
   end_expecting(cudaSuccess);
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaDeviceSynchronize());
   EXPECT_EQ(first_byte(), 5);
 }
 
@@ -255,12 +255,12 @@ TEST_F(capture_rules, legacy_stream_work_beside_a_non_blocking_capture_runs_eage
 // cudaEventWaitExternal flag" (driver_types.h: cudaErrorStreamCaptureIsolation).
 TEST_F(capture_rules, waiting_on_an_event_recorded_outside_the_capture_is_refused) {
   cudaEvent_t outside = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&outside, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(outside, side_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&outside, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaEventRecord(outside, side_));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   EXPECT_EQ(cudaStreamWaitEvent(stream_, outside, 0), cudaErrorStreamCaptureIsolation);
   end_expecting(cudaErrorStreamCaptureInvalidated);
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(outside));
+  SIM_TEST_TRY(cudaEventDestroy(outside));
 }
 
 // cudaGetLastError "returns the last error ... and resets it to cudaSuccess";
@@ -280,53 +280,53 @@ TEST_F(capture_rules, the_last_error_is_kept_by_peek_and_cleared_by_get) {
 TEST_F(capture_rules, an_executable_takes_new_parameters_but_not_a_new_topology) {
   auto capture_memsets = [&](std::vector<int> const& values) {
     cudaGraph_t graph = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-    for (int const value : values) GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, value, bytes, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    for (int const value : values) SIM_TEST_TRY(cudaMemsetAsync(x_, value, bytes, stream_));
+    SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
     return graph;
   };
   cudaGraph_t first = capture_memsets({4});
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, first, 0));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, first, 0));
   cudaGraph_t same_shape = capture_memsets({9});
   cudaGraphExecUpdateResultInfo info{};
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecUpdate(exec, same_shape, &info));
+  SIM_TEST_TRY(cudaGraphExecUpdate(exec, same_shape, &info));
   EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
   EXPECT_EQ(first_byte(), 9);
   cudaGraph_t longer = capture_memsets({1, 2});
   EXPECT_EQ(cudaGraphExecUpdate(exec, longer, &info), cudaErrorGraphExecUpdateFailure);
   static_cast<void>(cudaGetLastError());
   EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
   EXPECT_EQ(first_byte(), 9);
-  for (cudaGraph_t g : {first, same_shape, longer}) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(g));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  for (cudaGraph_t g : {first, same_shape, longer}) SIM_TEST_TRY(cudaGraphDestroy(g));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
 }
 
 // cudaGraphGetNodes: with nodes == NULL the count is returned; "If numNodes is higher than the
 // actual number of nodes, the remaining entries in nodes will be set to NULL".
 TEST_F(capture_rules, graph_nodes_are_counted_and_listed) {
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(x_ + 1, x_, 1, cudaMemcpyDeviceToDevice, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+  SIM_TEST_TRY(cudaMemcpyAsync(x_ + 1, x_, 1, cudaMemcpyDeviceToDevice, stream_));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+  SIM_TEST_TRY(cudaGraphGetNodes(graph, nullptr, &count));
   ASSERT_EQ(count, 2U);
   std::vector<cudaGraphNode_t> nodes(4, reinterpret_cast<cudaGraphNode_t>(std::uintptr_t{1}));
   count = nodes.size();
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
+  SIM_TEST_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
   EXPECT_EQ(count, 2U);
   EXPECT_EQ(nodes[2], nullptr);
   EXPECT_EQ(nodes[3], nullptr);
   cudaGraphNodeType type{};
-  GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(nodes[0], &type));
+  SIM_TEST_TRY(cudaGraphNodeGetType(nodes[0], &type));
   EXPECT_EQ(type, cudaGraphNodeTypeMemset);
-  GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(nodes[1], &type));
+  SIM_TEST_TRY(cudaGraphNodeGetType(nodes[1], &type));
   EXPECT_EQ(type, cudaGraphNodeTypeMemcpy);
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 namespace {
@@ -335,9 +335,9 @@ namespace {
 template <class Body>
 void relaxed(Body&& body) {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  SIM_TEST_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
   body();
-  GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  SIM_TEST_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
 }
 
 }  // namespace
@@ -351,9 +351,9 @@ void relaxed(Body&& body) {
 // stricter reading), and scripts/gpu-check.sh runs this test to answer it.
 TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
   cudaGraph_t template_graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(side_, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 2, bytes, side_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(side_, &template_graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(side_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 2, bytes, side_));
+  SIM_TEST_TRY(cudaStreamEndCapture(side_, &template_graph));
   struct call {
     char const* name;
     bool unsafe;
@@ -364,55 +364,55 @@ TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
        [](cudaGraph_t g) {
          cudaGraphExec_t exec = nullptr;
          cudaError_t const e = cudaGraphInstantiate(&exec, g, 0);
-         if (exec != nullptr) GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+         if (exec != nullptr) SIM_TEST_TRY(cudaGraphExecDestroy(exec));
          return e;
        }},
       {"cudaMalloc", true,
        [](cudaGraph_t) {
          void* p = nullptr;
          cudaError_t const e = cudaMalloc(&p, 64);
-         if (p != nullptr) GRAPHSTEP_CUDA_TRY(cudaFree(p));
+         if (p != nullptr) SIM_TEST_TRY(cudaFree(p));
          return e;
        }},
       {"cudaMallocAsync", true,
        [](cudaGraph_t) {
          cudaStream_t stream = nullptr;
-         GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+         SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
          void* p = nullptr;
          cudaError_t const e = cudaMallocAsync(&p, 64, stream);
-         if (p != nullptr) relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaFreeAsync(p, stream)); });
-         relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream)); });
-         GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
+         if (p != nullptr) relaxed([&] { SIM_TEST_TRY(cudaFreeAsync(p, stream)); });
+         relaxed([&] { SIM_TEST_TRY(cudaStreamSynchronize(stream)); });
+         SIM_TEST_TRY(cudaStreamDestroy(stream));
          return e;
        }},
       {"cudaFreeAsync", true,
        [](cudaGraph_t) {
          cudaStream_t stream = nullptr;
-         GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+         SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
          void* p = nullptr;
-         relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&p, 64, stream)); });
+         relaxed([&] { SIM_TEST_TRY(cudaMallocAsync(&p, 64, stream)); });
          cudaError_t const e = cudaFreeAsync(p, stream);
-         if (e != cudaSuccess) relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaFreeAsync(p, stream)); });
-         relaxed([&] { GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream)); });
-         GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
+         if (e != cudaSuccess) relaxed([&] { SIM_TEST_TRY(cudaFreeAsync(p, stream)); });
+         relaxed([&] { SIM_TEST_TRY(cudaStreamSynchronize(stream)); });
+         SIM_TEST_TRY(cudaStreamDestroy(stream));
          return e;
        }},
       {"cudaGraphDestroy", false,
        [](cudaGraph_t g) {
          cudaGraph_t clone = nullptr;
-         GRAPHSTEP_CUDA_TRY(cudaGraphClone(&clone, g));
+         SIM_TEST_TRY(cudaGraphClone(&clone, g));
          return cudaGraphDestroy(clone);
        }},
       {"cudaEventDestroy", false,
        [](cudaGraph_t) {
          cudaEvent_t event = nullptr;
-         GRAPHSTEP_CUDA_TRY(cudaEventCreate(&event));
+         SIM_TEST_TRY(cudaEventCreate(&event));
          return cudaEventDestroy(event);
        }},
       {"cudaStreamDestroy", false,
        [](cudaGraph_t) {
          cudaStream_t stream = nullptr;
-         GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+         SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
          return cudaStreamDestroy(stream);
        }},
   };
@@ -420,15 +420,15 @@ TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
     for (call const& c : calls) {
       SCOPED_TRACE(std::string{c.name} +
                    (mode == cudaStreamCaptureModeGlobal ? " in Global mode" : " in Relaxed mode"));
-      GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-      GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+      SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+      SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
       cudaError_t result = cudaSuccess;
       std::thread other{[&] {
         cudaStreamCaptureMode exchanged = mode;
-        GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&exchanged));
+        SIM_TEST_TRY(cudaThreadExchangeStreamCaptureMode(&exchanged));
         result = c.run(template_graph);
         static_cast<void>(cudaGetLastError());
-        GRAPHSTEP_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&exchanged));
+        SIM_TEST_TRY(cudaThreadExchangeStreamCaptureMode(&exchanged));
       }};
       other.join();
       bool const refused = c.unsafe && mode == cudaStreamCaptureModeGlobal;
@@ -436,7 +436,7 @@ TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
       end_expecting(refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
     }
   }
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(template_graph));
+  SIM_TEST_TRY(cudaGraphDestroy(template_graph));
 }
 
 // A synchronous copy or memset goes to the legacy stream. Beside a capture of a non-blocking
@@ -445,19 +445,19 @@ TEST_F(capture_rules, unsafe_calls_beside_another_threads_global_capture) {
 // with CUDA 13.0, docs/validation.md).
 TEST_F(capture_rules, synchronous_copies_run_beside_a_non_blocking_capture) {
   cudaStream_t blocking = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  SIM_TEST_TRY(cudaStreamCreate(&blocking));
   for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
                     cudaStreamCaptureModeRelaxed}) {
     unsigned char host = 7;
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, mode));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 9, bytes, stream_));  // captured, not run
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, mode));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 9, bytes, stream_));  // captured, not run
     EXPECT_EQ(cudaMemcpy(&host, x_, 1, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(host, 0) << "the copy ran at once, before any captured work";
     EXPECT_EQ(cudaMemset(x_ + 1, 3, 1), cudaSuccess);
     EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusActive);
     end_expecting(cudaSuccess);
 
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(blocking, mode));
+    SIM_TEST_TRY(cudaStreamBeginCapture(blocking, mode));
     EXPECT_EQ(cudaMemcpy(&host, x_, 1, cudaMemcpyDeviceToHost), cudaErrorStreamCaptureImplicit);
     static_cast<void>(cudaGetLastError());
     EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusInvalidated);
@@ -465,7 +465,7 @@ TEST_F(capture_rules, synchronous_copies_run_beside_a_non_blocking_capture) {
     EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
     static_cast<void>(cudaGetLastError());
   }
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+  SIM_TEST_TRY(cudaStreamDestroy(blocking));
 }
 
 // --- graph memory nodes (cudaMallocAsync and cudaFreeAsync in a capture) ---------------------
@@ -474,11 +474,11 @@ TEST_F(capture_rules, synchronous_copies_run_beside_a_non_blocking_capture) {
 // address in `memory`.
 cudaGraph_t capture_allocation(cudaStream_t stream, bool freed, void*& memory) {
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&memory, 256, stream));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory, 1, 256, stream));
-  if (freed) GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMallocAsync(&memory, 256, stream));
+  SIM_TEST_TRY(cudaMemsetAsync(memory, 1, 256, stream));
+  if (freed) SIM_TEST_TRY(cudaFreeAsync(memory, stream));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream, &graph));
   return graph;
 }
 
@@ -491,26 +491,26 @@ TEST_F(capture_rules, a_graph_with_memory_nodes_has_one_executable_at_a_time) {
   void* memory = nullptr;
   cudaGraph_t graph = capture_allocation(stream_, true, memory);
   cudaGraphExec_t first = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&first, graph, 0));
+  SIM_TEST_TRY(cudaGraphInstantiate(&first, graph, 0));
   cudaGraphExec_t second = nullptr;
   EXPECT_EQ(cudaGraphInstantiate(&second, graph, 0), cudaErrorInvalidValue);
   EXPECT_EQ(second, nullptr);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(first));
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&second, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(second, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(second));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphExecDestroy(first));
+  SIM_TEST_TRY(cudaGraphInstantiate(&second, graph, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(second, stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphExecDestroy(second));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 
   // A graph without memory nodes has as many executables as asked for.
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&first, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&second, graph, 0));
-  for (cudaGraphExec_t exec : {first, second}) GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
+  SIM_TEST_TRY(cudaGraphInstantiate(&first, graph, 0));
+  SIM_TEST_TRY(cudaGraphInstantiate(&second, graph, 0));
+  for (cudaGraphExec_t exec : {first, second}) SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 // cudaGraphLaunch: "If any allocations created by graphExec remain unfreed (from a previous
@@ -521,24 +521,24 @@ TEST_F(capture_rules, an_executable_whose_allocations_are_unfreed_cannot_launch_
   void* memory = nullptr;
   cudaGraph_t graph = capture_allocation(stream_, false, memory);
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
   EXPECT_EQ(cudaGraphLaunch(exec, stream_), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaFreeAsync(memory, stream_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaFreeAsync(memory, stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
 
   // With cudaGraphInstantiateFlagAutoFreeOnLaunch each launch frees what the previous one left.
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(
       cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
-  for (int launch = 0; launch < 3; ++launch) GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  for (int launch = 0; launch < 3; ++launch) SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaFreeAsync(memory, stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 // cudaGraphAddMemAllocNode: an allocation freed in its own graph "cannot be freed outside the
@@ -549,25 +549,25 @@ TEST_F(capture_rules, a_graph_allocation_is_freed_once_and_outside_only_when_its
   void* memory = nullptr;
   cudaGraph_t graph = capture_allocation(stream_, true, memory);
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
   EXPECT_EQ(cudaFreeAsync(memory, stream_), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 
   graph = capture_allocation(stream_, false, memory);
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
   EXPECT_EQ(cudaFreeAsync(memory, stream_), cudaErrorInvalidValue) << "not allocated yet";
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaFreeAsync(memory, stream_));
   EXPECT_EQ(cudaFreeAsync(memory, stream_), cudaErrorInvalidValue) << "freed twice";
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 // cudaGraphAddMemAllocNode: "These allocations cannot be freed outside the owning graph, and
@@ -587,7 +587,7 @@ TEST_F(capture_rules, an_allocation_is_freed_once_and_in_one_graph_only) {
       << "freed twice in its graph";
   static_cast<void>(cudaGetLastError());
   cudaGraph_t other = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&other, 0));
+  SIM_TEST_TRY(cudaGraphCreate(&other, 0));
   EXPECT_EQ(cudaGraphAddMemFreeNode(&node, other, nullptr, 0, memory), cudaErrorInvalidValue)
       << "freed in its own graph and another";
   static_cast<void>(cudaGetLastError());
@@ -601,15 +601,15 @@ TEST_F(capture_rules, an_allocation_is_freed_once_and_in_one_graph_only) {
 
   // A captured second free, in the owning graph and in another.
   cudaGraph_t captured = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   void* twice = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&twice, 256, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(twice, stream_));
+  SIM_TEST_TRY(cudaMallocAsync(&twice, 256, stream_));
+  SIM_TEST_TRY(cudaFreeAsync(twice, stream_));
   EXPECT_EQ(cudaFreeAsync(twice, stream_), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
   EXPECT_EQ(cudaStreamEndCapture(stream_, &captured), cudaErrorStreamCaptureInvalidated);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   EXPECT_EQ(cudaFreeAsync(memory, stream_), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
   EXPECT_EQ(cudaStreamEndCapture(stream_, &captured), cudaErrorStreamCaptureInvalidated);
@@ -620,24 +620,24 @@ TEST_F(capture_rules, an_allocation_is_freed_once_and_in_one_graph_only) {
   void* kept = nullptr;
   cudaGraph_t allocating = capture_allocation(stream_, false, kept);
   cudaGraphNode_t freeing = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphAddMemFreeNode(&freeing, other, nullptr, 0, kept));
+  SIM_TEST_TRY(cudaGraphAddMemFreeNode(&freeing, other, nullptr, 0, kept));
   void* named = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphMemFreeNodeGetParams(freeing, &named));
+  SIM_TEST_TRY(cudaGraphMemFreeNodeGetParams(freeing, &named));
   EXPECT_EQ(named, kept);
   EXPECT_EQ(cudaGraphAddMemFreeNode(&node, allocating, nullptr, 0, kept), cudaErrorInvalidValue)
       << "freed in another graph already";
   static_cast<void>(cudaGetLastError());
   cudaGraphExec_t allocates = nullptr;
   cudaGraphExec_t frees = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&allocates, allocating, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&frees, other, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(allocates, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(frees, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(allocates, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(kept, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  for (cudaGraphExec_t exec : {allocates, frees}) GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  for (cudaGraph_t graph : {owner, other, allocating}) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphInstantiate(&allocates, allocating, 0));
+  SIM_TEST_TRY(cudaGraphInstantiate(&frees, other, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(allocates, stream_));
+  SIM_TEST_TRY(cudaGraphLaunch(frees, stream_));
+  SIM_TEST_TRY(cudaGraphLaunch(allocates, stream_));
+  SIM_TEST_TRY(cudaFreeAsync(kept, stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  for (cudaGraphExec_t exec : {allocates, frees}) SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  for (cudaGraph_t graph : {owner, other, allocating}) SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 // cudaGraphMemAllocNodeGetParams returns the allocation's address and size.
@@ -645,13 +645,13 @@ TEST_F(capture_rules, an_allocation_node_gives_its_address_and_size) {
   void* memory = nullptr;
   cudaGraph_t graph = capture_allocation(stream_, true, memory);
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+  SIM_TEST_TRY(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
+  SIM_TEST_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
   int allocations = 0;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type{};
-    GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+    SIM_TEST_TRY(cudaGraphNodeGetType(node, &type));
     if (type != cudaGraphNodeTypeMemAlloc) {
       cudaMemAllocNodeParams params{};
       EXPECT_EQ(cudaGraphMemAllocNodeGetParams(node, &params), cudaErrorInvalidValue);
@@ -660,12 +660,12 @@ TEST_F(capture_rules, an_allocation_node_gives_its_address_and_size) {
     }
     ++allocations;
     cudaMemAllocNodeParams params{};
-    GRAPHSTEP_CUDA_TRY(cudaGraphMemAllocNodeGetParams(node, &params));
+    SIM_TEST_TRY(cudaGraphMemAllocNodeGetParams(node, &params));
     EXPECT_EQ(params.dptr, memory);
     EXPECT_EQ(params.bytesize, 256U);
   }
   EXPECT_EQ(allocations, 1);
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 // The graphs' allocator (cuda_runtime_api.h, cudaDeviceGetGraphMemAttribute): UsedMemCurrent is
@@ -677,19 +677,19 @@ TEST_F(capture_rules, an_allocation_node_gives_its_address_and_size) {
 // memory back to the OS.
 TEST_F(capture_rules, graph_memory_counts_live_allocations_and_trim_gives_unused_memory_back) {
   int device = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  SIM_TEST_TRY(cudaGetDevice(&device));
   auto const get = [device](cudaGraphMemAttributeType attribute) {
     std::uint64_t value = 0;  // cuuint64_t
-    GRAPHSTEP_CUDA_TRY(cudaDeviceGetGraphMemAttribute(device, attribute, &value));
+    SIM_TEST_TRY(cudaDeviceGetGraphMemAttribute(device, attribute, &value));
     return value;
   };
-  GRAPHSTEP_CUDA_TRY(cudaDeviceGraphMemTrim(device));
+  SIM_TEST_TRY(cudaDeviceGraphMemTrim(device));
   std::uint64_t const used_before = get(cudaGraphMemAttrUsedMemCurrent);
   std::uint64_t const reserved_before = get(cudaGraphMemAttrReservedMemCurrent);
   EXPECT_GE(reserved_before, used_before);
   std::uint64_t zero = 0;
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemHigh, &zero));
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemHigh, &zero));
+  SIM_TEST_TRY(
       cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrReservedMemHigh, &zero));
   EXPECT_LE(get(cudaGraphMemAttrUsedMemHigh), used_before);
   EXPECT_LE(get(cudaGraphMemAttrReservedMemHigh), reserved_before);
@@ -697,31 +697,31 @@ TEST_F(capture_rules, graph_memory_counts_live_allocations_and_trim_gives_unused
   constexpr std::uint64_t size = std::uint64_t{4} << 20;
   cudaGraph_t graph = nullptr;
   void* memory = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&memory, size, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory, 1, size, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMallocAsync(&memory, size, stream_));
+  SIM_TEST_TRY(cudaMemsetAsync(memory, 1, size, stream_));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
   EXPECT_GE(get(cudaGraphMemAttrUsedMemCurrent), used_before + size);
   EXPECT_GE(get(cudaGraphMemAttrReservedMemCurrent), get(cudaGraphMemAttrUsedMemCurrent));
   EXPECT_GE(get(cudaGraphMemAttrUsedMemHigh), get(cudaGraphMemAttrUsedMemCurrent));
   EXPECT_GE(get(cudaGraphMemAttrReservedMemHigh), get(cudaGraphMemAttrReservedMemCurrent));
-  GRAPHSTEP_CUDA_TRY(cudaDeviceGraphMemTrim(device));
+  SIM_TEST_TRY(cudaDeviceGraphMemTrim(device));
   EXPECT_GE(get(cudaGraphMemAttrReservedMemCurrent), used_before + size)
       << "an allocation not yet freed is in use";
 
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(memory, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaFreeAsync(memory, stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
   EXPECT_EQ(get(cudaGraphMemAttrUsedMemCurrent), used_before);
   EXPECT_GE(get(cudaGraphMemAttrReservedMemCurrent), used_before + size)
       << "kept by the allocator until trimmed";
   EXPECT_GE(get(cudaGraphMemAttrUsedMemHigh), used_before + size) << "the watermark stays";
-  GRAPHSTEP_CUDA_TRY(cudaDeviceGraphMemTrim(device));
+  SIM_TEST_TRY(cudaDeviceGraphMemTrim(device));
   EXPECT_EQ(get(cudaGraphMemAttrReservedMemCurrent), reserved_before);
   EXPECT_GE(get(cudaGraphMemAttrReservedMemHigh), used_before + size);
 }
@@ -732,7 +732,7 @@ TEST_F(capture_rules, graph_memory_counts_live_allocations_and_trim_gives_unused
 // only error listed is cudaErrorInvalidValue (both open questions in docs/validation.md).
 TEST_F(capture_rules, graph_memory_attributes_refuse_what_the_header_does_not_allow) {
   int count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDeviceCount(&count));
+  SIM_TEST_TRY(cudaGetDeviceCount(&count));
   std::uint64_t value = 0;
   for (int device : {-1, count}) {
     EXPECT_EQ(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrUsedMemCurrent, &value),
@@ -743,7 +743,7 @@ TEST_F(capture_rules, graph_memory_attributes_refuse_what_the_header_does_not_al
     static_cast<void>(cudaGetLastError());
   }
   int device = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  SIM_TEST_TRY(cudaGetDevice(&device));
   std::uint64_t five = 5;
   EXPECT_EQ(cudaDeviceSetGraphMemAttribute(device, cudaGraphMemAttrUsedMemHigh, &five),
             cudaErrorInvalidValue);
@@ -765,7 +765,7 @@ TEST_F(capture_rules, a_graph_with_memory_nodes_cannot_become_a_child_graph) {
   void* memory = nullptr;
   cudaGraph_t child = capture_allocation(stream_, true, memory);
   cudaGraph_t parent = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&parent, 0));
+  SIM_TEST_TRY(cudaGraphCreate(&parent, 0));
   cudaGraphNode_t node = nullptr;
   EXPECT_EQ(cudaGraphAddChildGraphNode(&node, parent, nullptr, 0, child), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
@@ -775,10 +775,10 @@ TEST_F(capture_rules, a_graph_with_memory_nodes_cannot_become_a_child_graph) {
   EXPECT_EQ(cudaGraphAddNode(&node, parent, nullptr, nullptr, 0, &params), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
   std::size_t count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(parent, nullptr, &count));
+  SIM_TEST_TRY(cudaGraphGetNodes(parent, nullptr, &count));
   EXPECT_EQ(count, 0U);
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(parent));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(child));
+  SIM_TEST_TRY(cudaGraphDestroy(parent));
+  SIM_TEST_TRY(cudaGraphDestroy(child));
 }
 
 // cudaGraphInstantiateWithFlags: cudaGraphInstantiateFlagDeviceLaunch "cannot be used in
@@ -787,19 +787,19 @@ TEST_F(capture_rules, a_graph_with_memory_nodes_cannot_become_a_child_graph) {
 // empty". The only error listed is cudaErrorInvalidValue.
 TEST_F(capture_rules, instantiation_flags_the_header_forbids_together_are_refused) {
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, stream_));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
   cudaGraphExec_t exec = nullptr;
   EXPECT_EQ(cudaGraphInstantiateWithFlags(
                 &exec, graph,
                 cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagAutoFreeOnLaunch),
             cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(
       cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagDeviceLaunch));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 
   void* memory = nullptr;
   graph = capture_allocation(stream_, true, memory);
@@ -807,14 +807,14 @@ TEST_F(capture_rules, instantiation_flags_the_header_forbids_together_are_refuse
             cudaErrorInvalidValue)
       << "memory nodes cannot be launched from the device";
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 
-  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph, 0));
+  SIM_TEST_TRY(cudaGraphCreate(&graph, 0));
   EXPECT_EQ(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagDeviceLaunch),
             cudaErrorInvalidValue)
       << "an empty graph";
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 // A graph of two IF nodes one after the other, on handles created for it in order; node k uses
@@ -822,10 +822,10 @@ TEST_F(capture_rules, instantiation_flags_the_header_forbids_together_are_refuse
 cudaGraph_t conditional_graph(std::vector<int> const& handles,
                               cudaGraphConditionalNodeType type = cudaGraphCondTypeIf) {
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph, 0));
+  SIM_TEST_TRY(cudaGraphCreate(&graph, 0));
   std::vector<cudaGraphConditionalHandle> created(handles.size());
   for (auto& handle : created) {
-    GRAPHSTEP_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph, 0, 0));
+    SIM_TEST_TRY(cudaGraphConditionalHandleCreate(&handle, graph, 0, 0));
   }
   cudaGraphNode_t previous = nullptr;
   for (int const index : handles) {
@@ -835,7 +835,7 @@ cudaGraph_t conditional_graph(std::vector<int> const& handles,
     params.conditional.type = type;
     params.conditional.size = 1;
     cudaGraphNode_t node = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaGraphAddNode(&node, graph, previous == nullptr ? nullptr : &previous,
+    SIM_TEST_TRY(cudaGraphAddNode(&node, graph, previous == nullptr ? nullptr : &previous,
                                         nullptr, previous == nullptr ? 0 : 1, &params));
     previous = node;
   }
@@ -851,7 +851,7 @@ cudaGraph_t conditional_graph(std::vector<int> const& handles,
 TEST_F(capture_rules, an_update_keeps_each_conditional_nodes_handle_and_type) {
   cudaGraph_t original = conditional_graph({0, 1});
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, original, 0));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, original, 0));
   cudaGraphExecUpdateResultInfo info{};
   cudaGraph_t same = conditional_graph({0, 1});
   EXPECT_EQ(cudaGraphExecUpdate(exec, same, &info), cudaSuccess);
@@ -867,8 +867,8 @@ TEST_F(capture_rules, an_update_keeps_each_conditional_nodes_handle_and_type) {
   EXPECT_EQ(cudaGraphExecUpdate(exec, loops, &info), cudaErrorGraphExecUpdateFailure);
   EXPECT_EQ(info.result, cudaGraphExecUpdateErrorParametersChanged);
   static_cast<void>(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  for (cudaGraph_t g : {original, same, swapped, loops}) GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(g));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  for (cudaGraph_t g : {original, same, swapped, loops}) SIM_TEST_TRY(cudaGraphDestroy(g));
 }
 
 // The legacy stream beside a capturing blocking stream "is in an unusable state"
@@ -877,11 +877,11 @@ TEST_F(capture_rules, an_update_keeps_each_conditional_nodes_handle_and_type) {
 // answers for a wait is an open question in docs/validation.md.
 TEST_F(capture_rules, the_legacy_stream_cannot_wait_beside_a_blocking_capture) {
   cudaEvent_t event = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, side_));
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaEventRecord(event, side_));
   cudaStream_t blocking = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaStreamCreate(&blocking));
+  SIM_TEST_TRY(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed));
   EXPECT_EQ(cudaStreamWaitEvent(cudaStreamLegacy, event, 0), cudaErrorStreamCaptureImplicit);
   static_cast<void>(cudaGetLastError());
   EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusInvalidated);
@@ -890,14 +890,14 @@ TEST_F(capture_rules, the_legacy_stream_cannot_wait_beside_a_blocking_capture) {
   static_cast<void>(cudaGetLastError());
 
   // Nor may it join a capture by waiting for one of its events: it cannot capture.
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event, stream_));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaEventRecord(event, stream_));
   EXPECT_EQ(cudaStreamWaitEvent(cudaStreamLegacy, event, 0), cudaErrorStreamCaptureImplicit);
   static_cast<void>(cudaGetLastError());
   EXPECT_EQ(capture_status(stream_), cudaStreamCaptureStatusInvalidated);
   end_expecting(cudaErrorStreamCaptureInvalidated);
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(event));
+  SIM_TEST_TRY(cudaStreamDestroy(blocking));
+  SIM_TEST_TRY(cudaEventDestroy(event));
 }
 
 // cuMemRelease: "The memory allocation will be freed when all outstanding mappings to the memory
@@ -908,7 +908,7 @@ TEST_F(capture_rules, released_memory_still_mapped_gives_unused_memory_back_only
   auto entry = [](char const* name) {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    GRAPHSTEP_CUDA_TRY(
+    SIM_TEST_TRY(
         cudaGetDriverEntryPointByVersion(name, &function, 12000, cudaEnableDefault, &found));
     EXPECT_EQ(found, cudaDriverEntryPointSuccess) << name;
     return function;
@@ -923,12 +923,12 @@ TEST_F(capture_rules, released_memory_still_mapped_gives_unused_memory_back_only
   auto const free_bytes = [] {
     std::size_t free = 0;
     std::size_t total = 0;
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-    GRAPHSTEP_CUDA_TRY(cudaMemGetInfo(&free, &total));
+    SIM_TEST_TRY(cudaDeviceSynchronize());
+    SIM_TEST_TRY(cudaMemGetInfo(&free, &total));
     return free;
   };
   int device = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
+  SIM_TEST_TRY(cudaGetDevice(&device));
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

@@ -16,28 +16,28 @@
 #include <limits>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace cg = cooperative_groups;
 
 namespace {
 
-using cooperative_groups_test = graphstep::testing::gpu_test;
-using graphstep::testing::read_back;
+using cooperative_groups_test = sim_testing::gpu_test;
+using sim_testing::read_back;
 
 template <typename T>
 T* device_copy(std::vector<T> const& host) {
   T* device = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, host.size() * sizeof(T)));
-  graphstep::testing::copy_to_device(device, host.data(), host.size() * sizeof(T));
+  SIM_TEST_TRY(cudaMalloc(&device, host.size() * sizeof(T)));
+  sim_testing::copy_to_device(device, host.data(), host.size() * sizeof(T));
   return device;
 }
 
 template <typename T>
 T* device_zeros(std::size_t count) {
   T* device = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, count * sizeof(T)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(device, 0, count * sizeof(T)));
+  SIM_TEST_TRY(cudaMalloc(&device, count * sizeof(T)));
+  SIM_TEST_TRY(cudaMemset(device, 0, count * sizeof(T)));
   return device;
 }
 
@@ -83,7 +83,7 @@ TEST_F(cooperative_groups_test,
   float* in = device_copy(values);
   float* out = device_zeros<float>(blocks);
   block_sums<<<blocks, threads>>>(in, out, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<float> const got = read_back(out, blocks);
   for (int b = 0; b < blocks; ++b) {
     std::vector<float> warp_sums(32, 0.0F);
@@ -100,8 +100,8 @@ TEST_F(cooperative_groups_test,
     EXPECT_EQ(got[b], butterfly_sum(warp_sums)) << "block " << b;
     EXPECT_NEAR(got[b], exact, 1e-4) << "block " << b;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- reductions with every operator, over tiles of 16 and 8 --------------------------------------
@@ -142,7 +142,7 @@ TEST_F(cooperative_groups_test, reduce_takes_every_operator_over_tiles_of_16_and
   int* in = device_copy(values);
   tile_reductions* out = device_zeros<tile_reductions>(threads);
   reduce_tiles<<<1, threads>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<tile_reductions> const got = read_back(out, threads);
   for (int i = 0; i < threads; ++i) {
     int const first = i / 16 * 16;
@@ -175,8 +175,8 @@ TEST_F(cooperative_groups_test, reduce_takes_every_operator_over_tiles_of_16_and
     }
     EXPECT_EQ(got[i].sum8, lanes[i % 8]) << i;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- ranks and sizes -------------------------------------------------------------------------
@@ -249,7 +249,7 @@ TEST_F(cooperative_groups_test, tiles_of_every_size_know_their_ranks_in_a_two_di
   constexpr unsigned blocks = 2;
   thread_ranks* out = device_zeros<thread_ranks>(per_block * blocks);
   record_ranks<<<blocks, block>>>(out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<thread_ranks> const got = read_back(out, per_block * blocks);
   unsigned const sizes[tile_sizes] = {32, 16, 8, 4, 2, 1};
   for (unsigned b = 0; b < blocks; ++b) {
@@ -280,7 +280,7 @@ TEST_F(cooperative_groups_test, tiles_of_every_size_know_their_ranks_in_a_two_di
       }
     }
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- shuffles and votes within tiles -----------------------------------------------------------
@@ -318,7 +318,7 @@ TEST_F(cooperative_groups_test, tile_shuffles_and_votes_stay_within_their_tile) 
   constexpr int threads = 64;
   tile_exchanges* out = device_zeros<tile_exchanges>(threads);
   exchange_in_tiles<<<1, threads>>>(out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<tile_exchanges> const got = read_back(out, threads);
   auto value = [](int rank) { return rank * 10 + 1; };
   for (int i = 0; i < threads; ++i) {
@@ -335,7 +335,7 @@ TEST_F(cooperative_groups_test, tile_shuffles_and_votes_stay_within_their_tile) 
     EXPECT_EQ(got[i].all, first8 + 8 <= 20 ? 1 : 0) << i;
     EXPECT_EQ(got[i].all_true, 1) << i;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- threads that return first
@@ -376,7 +376,7 @@ TEST_F(cooperative_groups_test, tiles_and_coalesced_groups_after_threads_return_
   constexpr int live = 40;
   after_exits* out = device_zeros<after_exits>(threads);
   work_after_exits<<<1, threads>>>(out, live);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<after_exits> const got = read_back(out, threads);
   for (int i = 0; i < live; ++i) {
     bool const full = i < 32;
@@ -393,7 +393,7 @@ TEST_F(cooperative_groups_test, tiles_and_coalesced_groups_after_threads_return_
     EXPECT_EQ(got[i].block_count, static_cast<unsigned>(live)) << i;
   }
   for (int i = live; i < threads; ++i) EXPECT_EQ(got[i].active_size, 0U) << i;
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 struct scattered_group {
@@ -434,7 +434,7 @@ TEST_F(cooperative_groups_test,
   float* in = device_copy(values);
   scattered_group* out = device_zeros<scattered_group>(32);
   scattered_lanes<<<1, 32>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<scattered_group> const got = read_back(out, 32);
   std::vector<float> members;  // by rank: lanes 0, 3, ..., 30
   for (int lane = 0; lane < 32; lane += 3) members.push_back(values[lane]);
@@ -457,8 +457,8 @@ TEST_F(cooperative_groups_test,
     EXPECT_EQ(r.ballot, 0x7E0U) << rank;  // ranks 5-10: lanes 15-30
     EXPECT_EQ(r.all, 1) << rank;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- integer intrinsics
@@ -617,7 +617,7 @@ TEST_F(cooperative_groups_test, integer_intrinsics_match_their_definitions_at_th
   intrinsic_inputs* in = device_copy(inputs);
   intrinsic_results* out = device_zeros<intrinsic_results>(inputs.size());
   integer_intrinsics<<<1, 32>>>(in, out, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<intrinsic_results> const got = read_back(out, inputs.size());
   for (int i = 0; i < n; ++i) {
     intrinsic_results const want = expected_intrinsics(inputs[i]);
@@ -656,8 +656,8 @@ TEST_F(cooperative_groups_test, integer_intrinsics_match_their_definitions_at_th
   EXPECT_EQ(got[3].dp4a, std::numeric_limits<int>::min() + 4 * 16384 - 1);  // wraps past max
   EXPECT_EQ(got[6].dp4a, -1 + 4);                         // (-1) * (-1) four times
   EXPECT_EQ(got[6].dp4a_unsigned, 4 * 255U * 255U - 1U);  // 0xFFFFFFFF + 260100 wraps
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 }  // namespace

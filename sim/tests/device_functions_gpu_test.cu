@@ -16,11 +16,11 @@
 #include <numeric>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace {
 
-class device_functions : public graphstep::testing::gpu_test {
+class device_functions : public sim_testing::gpu_test {
  protected:
   // A refused call sets the thread's last error too; clear it so later launches start clean.
   static void expect_refused(cudaError_t returned, cudaError_t expected) {
@@ -29,7 +29,7 @@ class device_functions : public graphstep::testing::gpu_test {
   }
 };
 
-using graphstep::testing::read_back;
+using sim_testing::read_back;
 
 // --- cache-hinted loads and stores -------------------------------------------------------------
 
@@ -69,11 +69,11 @@ TEST_F(device_functions, cache_hinted_loads_and_stores_move_values_unchanged) {
   }
   hinted_buffers* in = nullptr;
   hinted_buffers* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, sizeof host));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof host));
-  graphstep::testing::copy_to_device(in, &host, sizeof host);
+  SIM_TEST_TRY(cudaMalloc(&in, sizeof host));
+  SIM_TEST_TRY(cudaMalloc(&out, sizeof host));
+  sim_testing::copy_to_device(in, &host, sizeof host);
   copy_with_cache_hints<<<1, 4>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   hinted_buffers const got = read_back(out, 1).front();
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(got.f[i], 2 * host.f[i]);
@@ -87,8 +87,8 @@ TEST_F(device_functions, cache_hinted_loads_and_stores_move_values_unchanged) {
     EXPECT_EQ(__low2float(got.b2[i]), __low2float(host.b2[i]));
     EXPECT_EQ(__high2float(got.b2[i]), __high2float(host.b2[i]));
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- min and max: CUDA Math API overloads ------------------------------------------------------
@@ -115,9 +115,9 @@ __global__ void mins_and_maxes(min_max_results* out, int minus_one, unsigned one
 
 TEST_F(device_functions, min_and_max_take_cudas_overloads_for_mixed_types) {
   min_max_results* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(min_max_results)));
+  SIM_TEST_TRY(cudaMalloc(&out, sizeof(min_max_results)));
   mins_and_maxes<<<1, 1>>>(out, -1, 1U, std::numeric_limits<float>::quiet_NaN());
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   min_max_results const got = read_back(out, 1).front();
   EXPECT_EQ(got.mixed_min, 1U);
   EXPECT_EQ(got.mixed_max, 0xFFFFFFFFU);
@@ -126,7 +126,7 @@ TEST_F(device_functions, min_and_max_take_cudas_overloads_for_mixed_types) {
   EXPECT_EQ(got.int_max, -1);
   EXPECT_EQ(got.float_min_nan, 2.5F);
   EXPECT_EQ(got.float_double_max, 1.5);
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- clocks ------------------------------------------------------------
@@ -142,14 +142,14 @@ __global__ void read_clocks(long long* elapsed, int* clock_ran) {
 TEST_F(device_functions, clock64_and_clock_never_go_back) {
   long long* elapsed = nullptr;
   int* ran = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&elapsed, sizeof(long long)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&ran, sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&elapsed, sizeof(long long)));
+  SIM_TEST_TRY(cudaMalloc(&ran, sizeof(int)));
   read_clocks<<<1, 1>>>(elapsed, ran);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   EXPECT_GE(read_back(elapsed, 1).front(), 0);
   EXPECT_EQ(read_back(ran, 1).front(), 1);
-  GRAPHSTEP_CUDA_TRY(cudaFree(elapsed));
-  GRAPHSTEP_CUDA_TRY(cudaFree(ran));
+  SIM_TEST_TRY(cudaFree(elapsed));
+  SIM_TEST_TRY(cudaFree(ran));
 }
 
 // --- pointers to volatile memory ----------------------------------------------------------------
@@ -162,16 +162,16 @@ __global__ void raise_flag(volatile int* flag, int const* value) {
 TEST_F(device_functions, a_kernel_takes_a_pointer_to_volatile_memory) {
   int* flag = nullptr;
   int* value = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&value, sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&flag, sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&value, sizeof(int)));
   int const seven = 7;
-  GRAPHSTEP_CUDA_TRY(cudaMemcpy(value, &seven, sizeof seven, cudaMemcpyHostToDevice));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(flag, 0, sizeof(int)));
+  SIM_TEST_TRY(cudaMemcpy(value, &seven, sizeof seven, cudaMemcpyHostToDevice));
+  SIM_TEST_TRY(cudaMemset(flag, 0, sizeof(int)));
   raise_flag<<<1, 32>>>(flag, value);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   EXPECT_EQ(read_back(flag, 1).front(), 7);
-  GRAPHSTEP_CUDA_TRY(cudaFree(flag));
-  GRAPHSTEP_CUDA_TRY(cudaFree(value));
+  SIM_TEST_TRY(cudaFree(flag));
+  SIM_TEST_TRY(cudaFree(value));
 }
 
 // --- half-precision atomics ----------------------------------------------------------------------
@@ -192,10 +192,10 @@ __global__ void add_halves(half_sums* sums) {
 
 TEST_F(device_functions, half_and_bfloat16_atomic_adds_from_every_thread_all_count) {
   half_sums* sums = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&sums, sizeof(half_sums)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(sums, 0, sizeof(half_sums)));  // 0 bits are +0 in both formats
+  SIM_TEST_TRY(cudaMalloc(&sums, sizeof(half_sums)));
+  SIM_TEST_TRY(cudaMemset(sums, 0, sizeof(half_sums)));  // 0 bits are +0 in both formats
   add_halves<<<4, 64>>>(sums);  // 256 additions each, exact in both formats
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   half_sums const got = read_back(sums, 1).front();
   EXPECT_EQ(__half2float(got.h), 256.0F);
   EXPECT_EQ(__low2float(got.h2), 256.0F);
@@ -203,7 +203,7 @@ TEST_F(device_functions, half_and_bfloat16_atomic_adds_from_every_thread_all_cou
   EXPECT_EQ(__bfloat162float(got.b), 256.0F);
   EXPECT_EQ(__low2float(got.b2), 256.0F);
   EXPECT_EQ(__high2float(got.b2), 512.0F);
-  GRAPHSTEP_CUDA_TRY(cudaFree(sums));
+  SIM_TEST_TRY(cudaFree(sums));
 }
 
 // --- barriers after early exits ------------------------------------------------------------------
@@ -267,13 +267,13 @@ __global__ void vote_after_upper_lanes_return(unsigned* out) {
 
 TEST_F(device_functions, exited_lanes_vote_zero_and_are_not_active) {
   unsigned* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 2 * sizeof(unsigned)));
+  SIM_TEST_TRY(cudaMalloc(&out, 2 * sizeof(unsigned)));
   vote_after_upper_lanes_return<<<1, 32>>>(out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<unsigned> const got = read_back(out, 2);
   EXPECT_EQ(got[0], 0xFFFFU);
   EXPECT_EQ(got[1], 0xFFFFU);
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(device_functions, a_block_reduction_whose_upper_threads_return_before_the_barrier_sums) {
@@ -282,11 +282,11 @@ TEST_F(device_functions, a_block_reduction_whose_upper_threads_return_before_the
   std::iota(host.begin(), host.end(), 1.0F);
   float* in = nullptr;
   float* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, host.size() * sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, blocks * sizeof(float)));
-  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
+  SIM_TEST_TRY(cudaMalloc(&in, host.size() * sizeof(float)));
+  SIM_TEST_TRY(cudaMalloc(&out, blocks * sizeof(float)));
+  sim_testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
   sum_after_upper_threads_return<<<blocks, 256>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<float> const sums = read_back(out, blocks);
   for (int b = 0; b < blocks; ++b) {
     double const first = 1.0 + b * reduction_threads;
@@ -294,8 +294,8 @@ TEST_F(device_functions, a_block_reduction_whose_upper_threads_return_before_the
         reduction_threads * first + reduction_threads * (reduction_threads - 1) / 2.0;
     EXPECT_EQ(static_cast<double>(sums[static_cast<std::size_t>(b)]), expected) << "block " << b;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(device_functions, barriers_complete_when_the_lower_threads_and_whole_warps_return) {
@@ -303,20 +303,20 @@ TEST_F(device_functions, barriers_complete_when_the_lower_threads_and_whole_warp
   std::iota(host.begin(), host.end(), 1);
   int* in = nullptr;
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, host.size() * sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 2 * sizeof(int)));
-  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(int));
+  SIM_TEST_TRY(cudaMalloc(&in, host.size() * sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, 2 * sizeof(int)));
+  sim_testing::copy_to_device(in, host.data(), host.size() * sizeof(int));
   sum_after_lower_threads_return<<<1, 128>>>(in, out, out + 1);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> got = read_back(out, 2);
   EXPECT_EQ(got[0], 96 * 97 / 2);
   EXPECT_EQ(got[1], 96);  // __syncthreads_count counts the threads that reached it
   warp_sum_after_upper_warps_return<<<1, 128>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   got = read_back(out, 1);
   EXPECT_EQ(got[0], 32 * 33 / 2);
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // Every thread of an 80-thread block (two full warps and a partial one) votes at the block
@@ -340,16 +340,16 @@ __global__ void block_votes(int* out) {
 
 TEST_F(device_functions, block_votes_count_and_combine_every_threads_predicate) {
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 5 * sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, 5 * sizeof(int)));
   block_votes<<<2, 80>>>(out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> const got = read_back(out, 5);
   EXPECT_EQ(got[0], 27);  // 0, 3, ..., 78
   EXPECT_NE(got[1], 0);
   EXPECT_EQ(got[2], 0);
   EXPECT_NE(got[3], 0);
   EXPECT_EQ(got[4], 0);
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // The two halves of each warp take different branches and shuffle within their own half, each
@@ -369,9 +369,9 @@ __global__ void half_warps_shuffle_apart(int* out) {
 
 TEST_F(device_functions, half_warps_with_their_own_masks_shuffle_apart) {
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, 64 * sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, 64 * sizeof(int)));
   half_warps_shuffle_apart<<<1, 64>>>(out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> const got = read_back(out, 64);
   for (int t = 0; t < 64; ++t) {
     int const lane = t % 32;
@@ -385,7 +385,7 @@ TEST_F(device_functions, half_warps_with_their_own_masks_shuffle_apart) {
     }
     EXPECT_EQ(got[static_cast<std::size_t>(t)], expected) << "thread " << t;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // --- kernel attributes: more dynamic shared memory
@@ -409,32 +409,32 @@ TEST_F(device_functions, a_kernel_that_sets_its_dynamic_shared_memory_limit_laun
   std::iota(host.begin(), host.end(), 0);
   int* in = nullptr;
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, bytes));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, bytes));
-  graphstep::testing::copy_to_device(in, host.data(), bytes);
+  SIM_TEST_TRY(cudaMalloc(&in, bytes));
+  SIM_TEST_TRY(cudaMalloc(&out, bytes));
+  sim_testing::copy_to_device(in, host.data(), bytes);
   // Without the attribute, more than 48 KiB of dynamic shared memory is refused at launch.
   reverse_through_large_shared<<<1, 256, bytes>>>(in, out);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  GRAPHSTEP_CUDA_TRY(cudaFuncSetAttribute(reverse_through_large_shared,
+  SIM_TEST_TRY(cudaFuncSetAttribute(reverse_through_large_shared,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
   cudaFuncAttributes attributes{};
-  GRAPHSTEP_CUDA_TRY(cudaFuncGetAttributes(&attributes, reverse_through_large_shared));
+  SIM_TEST_TRY(cudaFuncGetAttributes(&attributes, reverse_through_large_shared));
   EXPECT_EQ(attributes.maxDynamicSharedSizeBytes, static_cast<int>(bytes));
   reverse_through_large_shared<<<1, 256, bytes>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> const got = read_back(out, host.size());
   for (int i = 0; i < large_shared_ints; ++i) {
     ASSERT_EQ(got[static_cast<std::size_t>(i)], large_shared_ints - 1 - i) << "element " << i;
   }
   // The C form, through the kernel's address, reaches the same setting.
-  GRAPHSTEP_CUDA_TRY(cudaFuncSetAttribute(
+  SIM_TEST_TRY(cudaFuncSetAttribute(
       reinterpret_cast<void const*>(&reverse_through_large_shared),
       cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  GRAPHSTEP_CUDA_TRY(cudaFuncGetAttributes(&attributes, reverse_through_large_shared));
+  SIM_TEST_TRY(cudaFuncGetAttributes(&attributes, reverse_through_large_shared));
   EXPECT_EQ(attributes.preferredShmemCarveout, 100);
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 __global__ void no_op() {}
@@ -443,7 +443,7 @@ __global__ void no_op() {}
 // incorrect, then cudaErrorInvalidValue is returned."
 TEST_F(device_functions, kernel_attributes_out_of_range_are_refused) {
   int optin = 0;
-  GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  SIM_TEST_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   expect_refused(
       cudaFuncSetAttribute(no_op, cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
       cudaErrorInvalidValue);
@@ -460,13 +460,13 @@ TEST_F(device_functions, kernel_attributes_out_of_range_are_refused) {
   cudaFuncAttributes attributes{};
   expect_refused(cudaFuncGetAttributes(nullptr, reinterpret_cast<void const*>(&no_op)),
                  cudaErrorInvalidValue);
-  GRAPHSTEP_CUDA_TRY(cudaFuncGetAttributes(&attributes, no_op));
+  SIM_TEST_TRY(cudaFuncGetAttributes(&attributes, no_op));
   EXPECT_GE(attributes.maxThreadsPerBlock, 1);
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(
       cudaFuncSetAttribute(no_op, cudaFuncAttributePreferredSharedMemoryCarveout, 0));
   no_op<<<1, 1>>>();
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaDeviceSynchronize());
 }
 
 // --- managed memory ----------------------------------------------------------------------------
@@ -479,38 +479,38 @@ __global__ void fill_squares(int* out, int n) {
 TEST_F(device_functions, managed_memory_written_by_a_kernel_is_read_by_the_host_after_a_sync) {
   constexpr int n = 1000;
   int* values = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMallocManaged(&values, n * sizeof(int)));
+  SIM_TEST_TRY(cudaMallocManaged(&values, n * sizeof(int)));
   cudaPointerAttributes pointer{};
-  GRAPHSTEP_CUDA_TRY(cudaPointerGetAttributes(&pointer, values));
+  SIM_TEST_TRY(cudaPointerGetAttributes(&pointer, values));
   EXPECT_EQ(pointer.type, cudaMemoryTypeManaged);
   for (int i = 0; i < n; ++i) values[i] = -1;  // the host writes it directly
   fill_squares<<<(n + 127) / 128, 128>>>(values, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaDeviceSynchronize());
   for (int i = 0; i < n; ++i) ASSERT_EQ(values[i], i * i) << "element " << i;
-  GRAPHSTEP_CUDA_TRY(cudaFree(values));
+  SIM_TEST_TRY(cudaFree(values));
 }
 
 TEST_F(device_functions, managed_memory_advice_and_prefetches_take_documented_arguments) {
   int managed = 0;
-  GRAPHSTEP_CUDA_TRY(cudaDeviceGetAttribute(&managed, cudaDevAttrConcurrentManagedAccess, 0));
+  SIM_TEST_TRY(cudaDeviceGetAttribute(&managed, cudaDevAttrConcurrentManagedAccess, 0));
   if (managed == 0) GTEST_SKIP() << "the device cannot prefetch managed memory";
   constexpr std::size_t bytes = std::size_t{1} << 20;
   void* data = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMallocManaged(&data, bytes, cudaMemAttachHost));
+  SIM_TEST_TRY(cudaMallocManaged(&data, bytes, cudaMemAttachHost));
   cudaStream_t stream = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaMemLocation const device0{cudaMemLocationTypeDevice, 0};
   cudaMemLocation const host{cudaMemLocationTypeHost, 0};
-  GRAPHSTEP_CUDA_TRY(cudaMemAdvise(data, bytes, cudaMemAdviseSetReadMostly, device0));
-  GRAPHSTEP_CUDA_TRY(cudaMemAdvise(data, bytes, cudaMemAdviseSetPreferredLocation, device0));
-  GRAPHSTEP_CUDA_TRY(cudaMemAdvise(data, bytes, cudaMemAdviseSetAccessedBy, host));
-  GRAPHSTEP_CUDA_TRY(cudaMemAdvise(data, bytes / 2, cudaMemAdviseUnsetPreferredLocation, host));
-  GRAPHSTEP_CUDA_TRY(cudaMemPrefetchAsync(data, bytes, device0, 0, stream));
-  GRAPHSTEP_CUDA_TRY(cudaMemPrefetchAsync(data, bytes, host, 0, stream));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
-  GRAPHSTEP_CUDA_TRY(cudaFree(data));
+  SIM_TEST_TRY(cudaMemAdvise(data, bytes, cudaMemAdviseSetReadMostly, device0));
+  SIM_TEST_TRY(cudaMemAdvise(data, bytes, cudaMemAdviseSetPreferredLocation, device0));
+  SIM_TEST_TRY(cudaMemAdvise(data, bytes, cudaMemAdviseSetAccessedBy, host));
+  SIM_TEST_TRY(cudaMemAdvise(data, bytes / 2, cudaMemAdviseUnsetPreferredLocation, host));
+  SIM_TEST_TRY(cudaMemPrefetchAsync(data, bytes, device0, 0, stream));
+  SIM_TEST_TRY(cudaMemPrefetchAsync(data, bytes, host, 0, stream));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream));
+  SIM_TEST_TRY(cudaStreamDestroy(stream));
+  SIM_TEST_TRY(cudaFree(data));
 }
 
 TEST_F(device_functions, managed_memory_calls_refuse_what_the_documentation_excludes) {
@@ -520,9 +520,9 @@ TEST_F(device_functions, managed_memory_calls_refuse_what_the_documentation_excl
   expect_refused(cudaMallocManaged(&data, 0), cudaErrorInvalidValue);
   expect_refused(cudaMallocManaged(&data, 64, cudaMemAttachSingle), cudaErrorInvalidValue);
   constexpr std::size_t bytes = 4096;
-  GRAPHSTEP_CUDA_TRY(cudaMallocManaged(&data, bytes));
+  SIM_TEST_TRY(cudaMallocManaged(&data, bytes));
   void* plain = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&plain, bytes));
+  SIM_TEST_TRY(cudaMalloc(&plain, bytes));
   cudaMemLocation const device0{cudaMemLocationTypeDevice, 0};
   cudaMemLocation const no_such_device{cudaMemLocationTypeDevice, 1000};
   cudaMemLocation const numa_current{cudaMemLocationTypeHostNumaCurrent, 0};
@@ -543,9 +543,9 @@ TEST_F(device_functions, managed_memory_calls_refuse_what_the_documentation_excl
                  cudaErrorInvalidValue);
   expect_refused(cudaMemPrefetchAsync(data, bytes, no_such_device, 0, cudaStreamLegacy),
                  cudaErrorInvalidDevice);
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
-  GRAPHSTEP_CUDA_TRY(cudaFree(plain));
-  GRAPHSTEP_CUDA_TRY(cudaFree(data));
+  SIM_TEST_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaFree(plain));
+  SIM_TEST_TRY(cudaFree(data));
 }
 
 // --- profiler control and executable graph flags
@@ -559,23 +559,23 @@ TEST_F(device_functions, profiler_start_and_stop_succeed) {
 
 TEST_F(device_functions, an_executable_graph_reports_the_flags_it_was_instantiated_with) {
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph, 0));
+  SIM_TEST_TRY(cudaGraphCreate(&graph, 0));
   cudaGraphNode_t node = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphAddEmptyNode(&node, graph, nullptr, 0));
+  SIM_TEST_TRY(cudaGraphAddEmptyNode(&node, graph, nullptr, 0));
   cudaGraphExec_t plain = nullptr;
   cudaGraphExec_t auto_free = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiateWithFlags(&plain, graph, 0));
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(cudaGraphInstantiateWithFlags(&plain, graph, 0));
+  SIM_TEST_TRY(
       cudaGraphInstantiateWithFlags(&auto_free, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
   unsigned long long flags = 99;
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecGetFlags(plain, &flags));
+  SIM_TEST_TRY(cudaGraphExecGetFlags(plain, &flags));
   EXPECT_EQ(flags, 0ULL);
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecGetFlags(auto_free, &flags));
+  SIM_TEST_TRY(cudaGraphExecGetFlags(auto_free, &flags));
   EXPECT_EQ(flags, static_cast<unsigned long long>(cudaGraphInstantiateFlagAutoFreeOnLaunch));
   expect_refused(cudaGraphExecGetFlags(plain, nullptr), cudaErrorInvalidValue);
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(plain));
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(auto_free));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaGraphExecDestroy(plain));
+  SIM_TEST_TRY(cudaGraphExecDestroy(auto_free));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
 }  // namespace

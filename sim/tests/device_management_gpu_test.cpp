@@ -9,18 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace gs = graphstep;
 
 namespace {
 
-using device_management = gs::testing::gpu_test;
+using device_management = sim_testing::gpu_test;
 
 // Restores the current device's flags when a test changed them.
 class device_flags_guard {
  public:
-  device_flags_guard() { GRAPHSTEP_CUDA_TRY(cudaGetDeviceFlags(&flags_)); }
+  device_flags_guard() { SIM_TEST_TRY(cudaGetDeviceFlags(&flags_)); }
   ~device_flags_guard() {
     static_cast<void>(cudaSetDeviceFlags(flags_ & ~static_cast<unsigned>(cudaDeviceMapHost)));
   }

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <graphstep/cuda/check.hpp>
+#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
 
 namespace gs = graphstep;

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <graphstep/cuda/check.hpp>
+#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
@@ -25,24 +25,24 @@ class documented_ordering : public ::testing::Test {
     mode_before_ = gs::sim::current_race_mode();
     gs::sim::set_race_mode(gs::sim::race_mode::report);
     already_ = gs::sim::races().size();
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&c_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&c_, cudaStreamNonBlocking));
     for (cudaEvent_t* e : {&event_, &fork_, &join_}) {
-      GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+      SIM_TEST_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     }
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&x_, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&y_, bytes));
+    SIM_TEST_TRY(cudaMalloc(&x_, bytes));
+    SIM_TEST_TRY(cudaMalloc(&y_, bytes));
   }
   void TearDown() override {
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
-    if (exec_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(x_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(y_));
-    for (cudaEvent_t e : {event_, fork_, join_}) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventDestroy(e));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(a_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(b_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(c_));
+    SIM_TEST_EXPECT_SUCCESS(cudaDeviceSynchronize());
+    if (exec_ != nullptr) SIM_TEST_EXPECT_SUCCESS(cudaGraphExecDestroy(exec_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(x_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(y_));
+    for (cudaEvent_t e : {event_, fork_, join_}) SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(e));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(c_));
     gs::sim::set_race_mode(mode_before_);
   }
   [[nodiscard]] std::vector<std::string> new_races() const {
@@ -56,25 +56,25 @@ class documented_ordering : public ::testing::Test {
   // cudaEventWaitExternal.
   template <class Work>
   void capture(Work work) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(a_, cudaStreamCaptureModeThreadLocal));
+    SIM_TEST_TRY(cudaStreamBeginCapture(a_, cudaStreamCaptureModeThreadLocal));
     work();
     cudaGraph_t graph{};
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(a_, &graph));
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph, 0));
-    GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+    SIM_TEST_TRY(cudaStreamEndCapture(a_, &graph));
+    SIM_TEST_TRY(cudaGraphInstantiate(&exec_, graph, 0));
+    SIM_TEST_TRY(cudaGraphDestroy(graph));
   }
   void fork() {
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork_, a_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(c_, fork_, 0));
+    SIM_TEST_TRY(cudaEventRecord(fork_, a_));
+    SIM_TEST_TRY(cudaStreamWaitEvent(c_, fork_, 0));
   }
   void join() {
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(join_, c_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(a_, join_, 0));
+    SIM_TEST_TRY(cudaEventRecord(join_, c_));
+    SIM_TEST_TRY(cudaStreamWaitEvent(a_, join_, 0));
   }
   void record_node() {
-    GRAPHSTEP_CUDA_TRY(cudaEventRecordWithFlags(event_, a_, cudaEventRecordExternal));
+    SIM_TEST_TRY(cudaEventRecordWithFlags(event_, a_, cudaEventRecordExternal));
   }
-  void wait_node() { GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(a_, event_, cudaEventWaitExternal)); }
+  void wait_node() { SIM_TEST_TRY(cudaStreamWaitEvent(a_, event_, cudaEventWaitExternal)); }
 
   static constexpr std::size_t bytes = 256;
   cudaStream_t a_{};
@@ -97,15 +97,15 @@ class documented_ordering : public ::testing::Test {
 TEST_F(documented_ordering, a_node_beside_an_event_record_node_is_not_ordered_by_the_event) {
   capture([&] {
     fork();
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
     record_node();  // after the memset of x, not the memset of y on the other branch
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
+    SIM_TEST_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
     join();
   });
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, event_, 0));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, event_, 0));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("write by memset of 256 bytes (node"), std::string::npos) << found[0];
@@ -117,22 +117,22 @@ TEST_F(documented_ordering, a_node_beside_an_event_record_node_is_not_ordered_by
 TEST_F(documented_ordering, the_event_record_nodes_dependencies_are_ordered_by_the_event) {
   capture([&] {
     fork();
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
+    SIM_TEST_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
     join();
     record_node();  // after both branches
   });
   for (int launch = 0; launch < 2; ++launch) {
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, a_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, event_, 0));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
+    SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
+    SIM_TEST_TRY(cudaStreamWaitEvent(b_, event_, 0));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
+    SIM_TEST_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
     // The next launch is ordered after b's memsets through the host.
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(b_));
+    SIM_TEST_TRY(cudaStreamSynchronize(b_));
   }
   // Work after the launch on its own stream is ordered after all of it, as before.
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 3, bytes, a_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(y_, 3, bytes, a_));
   EXPECT_TRUE(new_races().empty());
 }
 
@@ -186,14 +186,14 @@ TEST_F(documented_ordering, a_node_beside_an_event_wait_node_is_not_ordered_afte
   capture([&] {
     fork();  // before the wait: the other branch does not wait
     wait_node();
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
+    SIM_TEST_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
     join();
   });
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event_, b_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
+  SIM_TEST_TRY(cudaEventRecord(event_, b_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("by memset of 256 bytes (node"), std::string::npos) << found[0];
@@ -206,16 +206,16 @@ TEST_F(documented_ordering, the_event_wait_nodes_dependents_are_ordered_after_th
   capture([&] {
     wait_node();
     fork();  // after the wait: both branches wait
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
+    SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
+    SIM_TEST_TRY(cudaMemsetAsync(y_, 1, bytes, c_));
     join();
   });
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(event_, b_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 2, bytes, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(y_, 2, bytes, b_));
+  SIM_TEST_TRY(cudaEventRecord(event_, b_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
   // Work after the launch on its stream follows the wait too.
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 3, bytes, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 3, bytes, a_));
   EXPECT_TRUE(new_races().empty());
 }
 
@@ -226,9 +226,9 @@ TEST_F(documented_ordering, the_event_wait_nodes_dependents_are_ordered_after_th
 
 TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_races_with_its_pending_work) {
   void* memory{};
-  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&memory, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaFree(memory));  // nothing made the memset complete first
+  SIM_TEST_TRY(cudaMallocAsync(&memory, bytes, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
+  SIM_TEST_TRY(cudaFree(memory));  // nothing made the memset complete first
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("write by memset"), std::string::npos) << found[0];
@@ -237,10 +237,10 @@ TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_races_with_its_pe
 
 TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_after_a_sync_does_not_race) {
   void* memory{};
-  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&memory, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(a_));
-  GRAPHSTEP_CUDA_TRY(cudaFree(memory));
+  SIM_TEST_TRY(cudaMallocAsync(&memory, bytes, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
+  SIM_TEST_TRY(cudaStreamSynchronize(a_));
+  SIM_TEST_TRY(cudaFree(memory));
   EXPECT_TRUE(new_races().empty());
 }
 
@@ -248,9 +248,9 @@ TEST_F(documented_ordering, cuda_free_of_cuda_malloc_memory_still_synchronizes) 
   // "For all other pointers, this API may perform implicit synchronization": the simulator
   // takes the synchronizing reading there, as before.
   void* memory{};
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&memory, bytes));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaFree(memory));
+  SIM_TEST_TRY(cudaMalloc(&memory, bytes));
+  SIM_TEST_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
+  SIM_TEST_TRY(cudaFree(memory));
   EXPECT_TRUE(new_races().empty());
 }
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace gs = graphstep;
 
@@ -37,13 +37,13 @@ void CUDART_CB record_tag_times_ten(void* data) {
   node->log->order.push_back(node->tag * 10);
 }
 
-class graph_editing : public gs::testing::gpu_test {
+class graph_editing : public sim_testing::gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph_, 0));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaGraphCreate(&graph_, 0));
     for (int tag = 0; tag < 4; ++tag) tags_.push_back(tagged{&log_, tag});
   }
   void TearDown() override {
@@ -59,32 +59,32 @@ class graph_editing : public gs::testing::gpu_test {
     params.fn = record_tag;
     params.userData = &tags_[static_cast<std::size_t>(tag)];
     cudaGraphNode_t node = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaGraphAddHostNode(&node, graph != nullptr ? graph : graph_,
+    SIM_TEST_TRY(cudaGraphAddHostNode(&node, graph != nullptr ? graph : graph_,
                                             dependencies.data(), dependencies.size(), &params));
     return node;
   }
 
   // Instantiates graph_ (again), launches it once and returns the tags in the order they ran.
   std::vector<int> run() {
-    if (exec_ != nullptr) GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec_));
+    if (exec_ != nullptr) SIM_TEST_TRY(cudaGraphExecDestroy(exec_));
     exec_ = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
+    SIM_TEST_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
     return launch();
   }
 
   std::vector<int> launch() {
     log_.order.clear();
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaGraphLaunch(exec_, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
     return log_.order;
   }
 
   std::vector<std::pair<cudaGraphNode_t, cudaGraphNode_t>> edges() {
     std::size_t count = 0;
-    GRAPHSTEP_CUDA_TRY(cudaGraphGetEdges(graph_, nullptr, nullptr, nullptr, &count));
+    SIM_TEST_TRY(cudaGraphGetEdges(graph_, nullptr, nullptr, nullptr, &count));
     std::vector<cudaGraphNode_t> from(count);
     std::vector<cudaGraphNode_t> to(count);
-    GRAPHSTEP_CUDA_TRY(cudaGraphGetEdges(graph_, from.data(), to.data(), nullptr, &count));
+    SIM_TEST_TRY(cudaGraphGetEdges(graph_, from.data(), to.data(), nullptr, &count));
     std::vector<std::pair<cudaGraphNode_t, cudaGraphNode_t>> found;
     for (std::size_t i = 0; i < count; ++i) found.emplace_back(from[i], to[i]);
     return found;

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-#include <graphstep/cuda/check.hpp>
+#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
@@ -29,13 +29,13 @@ void CUDART_CB record_tag(void* data) {
 class graph_editing_sim : public ::testing::Test {
  protected:
   void SetUp() override {
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph_, 0));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaGraphCreate(&graph_, 0));
     for (int tag = 0; tag < 4; ++tag) tags_.push_back(tagged{&log_, tag});
   }
   void TearDown() override {
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphDestroy(graph_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(stream_));
+    SIM_TEST_EXPECT_SUCCESS(cudaGraphDestroy(graph_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(stream_));
   }
 
   cudaGraphNode_t host_node(int tag, std::vector<cudaGraphNode_t> const& dependencies = {}) {
@@ -43,14 +43,14 @@ class graph_editing_sim : public ::testing::Test {
     params.fn = record_tag;
     params.userData = &tags_[static_cast<std::size_t>(tag)];
     cudaGraphNode_t node = nullptr;
-    GRAPHSTEP_CUDA_TRY(
+    SIM_TEST_TRY(
         cudaGraphAddHostNode(&node, graph_, dependencies.data(), dependencies.size(), &params));
     return node;
   }
 
   std::size_t edge_count() {
     std::size_t count = 0;
-    GRAPHSTEP_CUDA_TRY(cudaGraphGetEdges(graph_, nullptr, nullptr, nullptr, &count));
+    SIM_TEST_TRY(cudaGraphGetEdges(graph_, nullptr, nullptr, nullptr, &count));
     return count;
   }
 
@@ -202,12 +202,12 @@ TEST_F(graph_editing_sim, the_race_checker_follows_edges_added_against_creation_
   ASSERT_EQ(cudaGraphAddMemsetNode(&second, graph_, nullptr, 0, &params), cudaSuccess);
   auto const launch_and_read = [&] {
     cudaGraphExec_t exec = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph_, 0));
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
+    SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph_, 0));
+    SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaGraphExecDestroy(exec));
     int host = 0;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(&host, value, sizeof host, cudaMemcpyDeviceToHost));
+    SIM_TEST_TRY(cudaMemcpy(&host, value, sizeof host, cudaMemcpyDeviceToHost));
     return host;
   };
   static_cast<void>(launch_and_read());

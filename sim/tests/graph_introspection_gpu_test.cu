@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace gs = graphstep;
 
@@ -23,15 +23,15 @@ __global__ void layout_probe(char tag, double weight, int count, int* out) {
   if (threadIdx.x == 0 && blockIdx.x == 0) *out = tag + count + static_cast<int>(weight);
 }
 
-class graph_introspection : public gs::testing::gpu_test {
+class graph_introspection : public sim_testing::gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&value_, sizeof(int)));
-    GRAPHSTEP_CUDA_TRY(cudaMemset(value_, 0, sizeof(int)));
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaMalloc(&value_, sizeof(int)));
+    SIM_TEST_TRY(cudaMemset(value_, 0, sizeof(int)));
+    SIM_TEST_TRY(cudaDeviceSynchronize());
   }
   void TearDown() override {
     if (exec_ != nullptr) static_cast<void>(cudaGraphExecDestroy(exec_));
@@ -42,49 +42,49 @@ class graph_introspection : public gs::testing::gpu_test {
 
   // memset(value, 0) → add_one → add_one, captured and instantiated.
   void capture_three_nodes() {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(value_, 0, sizeof(int), stream_));
+    SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    SIM_TEST_TRY(cudaMemsetAsync(value_, 0, sizeof(int), stream_));
     add_one<<<1, 32, 0, stream_>>>(value_);
     add_one<<<1, 32, 0, stream_>>>(value_);
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &graph_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
+    SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph_));
+    SIM_TEST_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
     std::size_t count = 3;
     nodes_.resize(count);
-    GRAPHSTEP_CUDA_TRY(cudaGraphGetNodes(graph_, nodes_.data(), &count));
+    SIM_TEST_TRY(cudaGraphGetNodes(graph_, nodes_.data(), &count));
     ASSERT_EQ(count, 3U);
   }
 
   cudaGraphNode_t node_of_type(cudaGraphNodeType wanted, int skip = 0) {
     for (cudaGraphNode_t node : nodes_) {
       cudaGraphNodeType type{};
-      GRAPHSTEP_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+      SIM_TEST_TRY(cudaGraphNodeGetType(node, &type));
       if (type == wanted && skip-- == 0) return node;
     }
     return nullptr;
   }
 
   int replay() {
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec_, stream_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+    SIM_TEST_TRY(cudaGraphLaunch(exec_, stream_));
+    SIM_TEST_TRY(cudaStreamSynchronize(stream_));
     int host = -1;
-    GRAPHSTEP_CUDA_TRY(cudaMemcpy(&host, value_, sizeof host, cudaMemcpyDeviceToHost));
+    SIM_TEST_TRY(cudaMemcpy(&host, value_, sizeof host, cudaMemcpyDeviceToHost));
     return host;
   }
 
   // graph_ built by hand: an empty node, then an IF node whose body is left empty.
   void build_graph_with_conditional_node() {
-    GRAPHSTEP_CUDA_TRY(cudaGraphCreate(&graph_, 0));
+    SIM_TEST_TRY(cudaGraphCreate(&graph_, 0));
     cudaGraphNode_t empty = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaGraphAddEmptyNode(&empty, graph_, nullptr, 0));
+    SIM_TEST_TRY(cudaGraphAddEmptyNode(&empty, graph_, nullptr, 0));
     cudaGraphConditionalHandle handle{};
-    GRAPHSTEP_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph_, 0, 0));
+    SIM_TEST_TRY(cudaGraphConditionalHandleCreate(&handle, graph_, 0, 0));
     cudaGraphNodeParams params{};
     params.type = cudaGraphNodeTypeConditional;
     params.conditional.handle = handle;
     params.conditional.type = cudaGraphCondTypeIf;
     params.conditional.size = 1;
     cudaGraphNode_t conditional = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaGraphAddNode(&conditional, graph_, &empty, nullptr, 1, &params));
+    SIM_TEST_TRY(cudaGraphAddNode(&conditional, graph_, &empty, nullptr, 1, &params));
   }
 
   cudaStream_t stream_{};
@@ -138,7 +138,7 @@ TEST_F(graph_introspection, a_memset_nodes_parameters_read_back) {
 TEST_F(graph_introspection, a_kernels_name_and_parameter_layout_read_back) {
   int* out = value_;
   layout_probe<<<1, 32, 0, stream_>>>('a', 1.0, 2, out);
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream_));
   auto const* function = reinterpret_cast<void const*>(&layout_probe);
   char const* name = nullptr;
   ASSERT_EQ(cudaFuncGetName(&name, function), cudaSuccess);
@@ -238,12 +238,12 @@ TEST_F(graph_introspection, a_graph_holding_a_conditional_node_cannot_be_cloned)
 // The same note forbids cloning graphs with memory allocation and free nodes; the error CUDA
 // gives is not documented, cudaErrorNotSupported as for conditional nodes is assumed.
 TEST_F(graph_introspection, a_graph_holding_memory_nodes_cannot_be_cloned) {
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
   void* temporary = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMallocAsync(&temporary, 256, stream_));
-  GRAPHSTEP_CUDA_TRY(cudaFreeAsync(temporary, stream_));
+  SIM_TEST_TRY(cudaMallocAsync(&temporary, 256, stream_));
+  SIM_TEST_TRY(cudaFreeAsync(temporary, stream_));
   cudaGraph_t allocating = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream_, &allocating));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &allocating));
   cudaGraph_t refused = allocating;
   EXPECT_EQ(cudaGraphClone(&refused, allocating), cudaErrorNotSupported);
   EXPECT_EQ(refused, allocating);

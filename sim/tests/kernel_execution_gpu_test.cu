@@ -12,7 +12,7 @@
 #include <numeric>
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace {
 
@@ -78,9 +78,9 @@ __global__ void store_value(int* out, int value) {
   *out = value;
 }
 
-class kernel_execution : public graphstep::testing::gpu_test {};
+class kernel_execution : public sim_testing::gpu_test {};
 
-using graphstep::testing::read_back;
+using sim_testing::read_back;
 
 TEST_F(kernel_execution, every_thread_of_1d_2d_and_3d_grids_runs_once_with_its_indices) {
   for (auto const& [grid, block] : {std::pair{dim3{7}, dim3{64}}, std::pair{dim3{3, 2}, dim3{8, 4}},
@@ -88,10 +88,10 @@ TEST_F(kernel_execution, every_thread_of_1d_2d_and_3d_grids_runs_once_with_its_i
     std::size_t const count =
         static_cast<std::size_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z;
     unsigned* out = nullptr;
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, count * sizeof(unsigned)));
-    GRAPHSTEP_CUDA_TRY(cudaMemset(out, 0xFF, count * sizeof(unsigned)));
+    SIM_TEST_TRY(cudaMalloc(&out, count * sizeof(unsigned)));
+    SIM_TEST_TRY(cudaMemset(out, 0xFF, count * sizeof(unsigned)));
     write_global_index<<<grid, block>>>(out, grid, block);
-    GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+    SIM_TEST_TRY(cudaGetLastError());
     std::vector<unsigned> const host = read_back(out, count);
     unsigned const threads = block.x * block.y * block.z;
     for (std::size_t i = 0; i < count; ++i) {
@@ -99,7 +99,7 @@ TEST_F(kernel_execution, every_thread_of_1d_2d_and_3d_grids_runs_once_with_its_i
       unsigned const t = static_cast<unsigned>(i) % threads;
       ASSERT_EQ(host[i], b * 1000U + t) << "element " << i;
     }
-    GRAPHSTEP_CUDA_TRY(cudaFree(out));
+    SIM_TEST_TRY(cudaFree(out));
   }
 }
 
@@ -110,19 +110,19 @@ void check_block_sums() {
   std::iota(host.begin(), host.end(), 0.0F);
   float* in = nullptr;
   float* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, host.size() * sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, blocks * sizeof(float)));
-  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
+  SIM_TEST_TRY(cudaMalloc(&in, host.size() * sizeof(float)));
+  SIM_TEST_TRY(cudaMalloc(&out, blocks * sizeof(float)));
+  sim_testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
   block_sum<threads><<<blocks, threads>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<float> const sums = read_back(out, blocks);
   for (int b = 0; b < blocks; ++b) {
     double const first = static_cast<double>(b) * threads;
     double const expected = threads * first + threads * (threads - 1) / 2.0;
     EXPECT_EQ(static_cast<double>(sums[static_cast<std::size_t>(b)]), expected) << "block " << b;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(kernel_execution, a_shared_memory_tree_reduction_meets_at_every_barrier) {
@@ -137,37 +137,37 @@ TEST_F(kernel_execution, warp_shuffles_and_votes_exchange_values_within_each_war
   int* in = nullptr;
   int* out = nullptr;
   unsigned* votes = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, host.size() * sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, host.size() / 32 * sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&votes, 2 * sizeof(unsigned)));
-  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(int));
+  SIM_TEST_TRY(cudaMalloc(&in, host.size() * sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, host.size() / 32 * sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&votes, 2 * sizeof(unsigned)));
+  sim_testing::copy_to_device(in, host.data(), host.size() * sizeof(int));
   warp_sums<<<2, threads>>>(in, out);
   odd_lanes<<<2, 64>>>(votes);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> const sums = read_back(out, host.size() / 32);
   for (std::size_t w = 0; w < sums.size(); ++w) {
     int const first = static_cast<int>(w) * 32 + 1;
     EXPECT_EQ(sums[w], 32 * first + 32 * 31 / 2) << "warp " << w;
   }
   EXPECT_EQ(read_back(votes, 2), (std::vector<unsigned>{0xAAAAAAAAU, 0xAAAAAAAAU}));
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
-  GRAPHSTEP_CUDA_TRY(cudaFree(votes));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(votes));
 }
 
 TEST_F(kernel_execution, atomics_from_every_thread_of_many_blocks_all_count) {
   int* counter = nullptr;
   float* total = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&counter, sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&total, sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(counter, 0, sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMemset(total, 0, sizeof(float)));
+  SIM_TEST_TRY(cudaMalloc(&counter, sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&total, sizeof(float)));
+  SIM_TEST_TRY(cudaMemset(counter, 0, sizeof(int)));
+  SIM_TEST_TRY(cudaMemset(total, 0, sizeof(float)));
   count_up<<<40, 256>>>(counter, total);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   EXPECT_EQ(read_back(counter, 1)[0], 40 * 256);
   EXPECT_EQ(read_back(total, 1)[0], 40 * 256 * 0.5F);
-  GRAPHSTEP_CUDA_TRY(cudaFree(counter));
-  GRAPHSTEP_CUDA_TRY(cudaFree(total));
+  SIM_TEST_TRY(cudaFree(counter));
+  SIM_TEST_TRY(cudaFree(total));
 }
 
 TEST_F(kernel_execution, dynamic_shared_memory_has_the_size_of_the_launch) {
@@ -176,15 +176,15 @@ TEST_F(kernel_execution, dynamic_shared_memory_has_the_size_of_the_launch) {
   std::iota(host.begin(), host.end(), 0);
   int* in = nullptr;
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, n * sizeof(int)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, n * sizeof(int)));
-  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(int));
+  SIM_TEST_TRY(cudaMalloc(&in, n * sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, n * sizeof(int)));
+  sim_testing::copy_to_device(in, host.data(), n * sizeof(int));
   reverse_in_shared<<<1, n, n * sizeof(int)>>>(in, out, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> const reversed = read_back(out, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(reversed[static_cast<std::size_t>(i)], n - 1 - i);
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 // nvcc fuses w - lr * g into one FMA (--fmad defaults to true): the product is not rounded
@@ -199,15 +199,15 @@ TEST_F(kernel_execution, a_multiply_and_add_fuse_into_one_rounding_as_nvcc_compi
   float const g = 5.0F;
   float const lr = 0.1F;
   float* device = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&device, 3 * sizeof(float)));
-  graphstep::testing::copy_to_device(device, &w, sizeof w);
-  graphstep::testing::copy_to_device(device + 1, &g, sizeof g);
+  SIM_TEST_TRY(cudaMalloc(&device, 3 * sizeof(float)));
+  sim_testing::copy_to_device(device, &w, sizeof w);
+  sim_testing::copy_to_device(device + 1, &g, sizeof g);
   gradient_step<<<1, 1>>>(device, device + 1, lr, device + 2, 1);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   float const fused = read_back(device + 2, 1)[0];
   EXPECT_EQ(fused, std::fma(-lr, g, w)) << "one rounding: -7.45e-09";
   EXPECT_NE(fused, w - lr * g) << "two roundings (host code, no contraction): 0";
-  GRAPHSTEP_CUDA_TRY(cudaFree(device));
+  SIM_TEST_TRY(cudaFree(device));
 }
 
 TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {
@@ -217,12 +217,12 @@ TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {
   float* in = nullptr;
   float* half_out = nullptr;
   float* bf16_out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&in, n * sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&half_out, n * sizeof(float)));
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&bf16_out, n * sizeof(float)));
-  graphstep::testing::copy_to_device(in, values.data(), n * sizeof(float));
+  SIM_TEST_TRY(cudaMalloc(&in, n * sizeof(float)));
+  SIM_TEST_TRY(cudaMalloc(&half_out, n * sizeof(float)));
+  SIM_TEST_TRY(cudaMalloc(&bf16_out, n * sizeof(float)));
+  sim_testing::copy_to_device(in, values.data(), n * sizeof(float));
   round_trip_narrow<<<1, 32>>>(in, half_out, bf16_out, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<float> const half = read_back(half_out, values.size());
   std::vector<float> const bf16 = read_back(bf16_out, values.size());
   // fp16 keeps 10 mantissa bits, bfloat16 7; a tie rounds to the even neighbour.
@@ -232,45 +232,45 @@ TEST_F(kernel_execution, half_and_bfloat16_round_to_nearest_even) {
   EXPECT_EQ(half[4], 65504.0F);
   EXPECT_EQ(bf16[5], 1.0F);  // 1 + 2^-8 is a tie for bfloat16: even is 1
   EXPECT_EQ(bf16[3], 3.140625F);
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(half_out));
-  GRAPHSTEP_CUDA_TRY(cudaFree(bf16_out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(half_out));
+  SIM_TEST_TRY(cudaFree(bf16_out));
 }
 
 TEST_F(kernel_execution, a_captured_launch_keeps_the_argument_values_of_its_capture) {
   cudaStream_t stream = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, sizeof(int)));
   int value = 7;
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   store_value<<<1, 1, 0, stream>>>(out, value);
-  GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(stream, &graph));
+  SIM_TEST_TRY(cudaStreamEndCapture(stream, &graph));
   value = 8;  // the node holds a copy of the arguments
   cudaGraphExec_t exec = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, stream));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream));
   EXPECT_EQ(read_back(out, 1)[0], 7);
-  GRAPHSTEP_CUDA_TRY(cudaGraphExecDestroy(exec));
-  GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
+  SIM_TEST_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaStreamDestroy(stream));
 }
 
 // driver_types.h describes cudaErrorInvalidConfiguration for these; an H100 with CUDA 13.0
 // answers cudaErrorInvalidValue (docs/validation.md), and the simulator follows the GPU.
 TEST_F(kernel_execution, a_configuration_the_device_cannot_run_is_refused_at_launch) {
   int* out = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(int)));
+  SIM_TEST_TRY(cudaMalloc(&out, sizeof(int)));
   store_value<<<1, 2048>>>(out, 1);  // more threads than a block may have
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   store_value<<<0, 32>>>(out, 1);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   store_value<<<1, 32, 200 << 10>>>(out, 1);  // more shared memory than a block may have
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 }  // namespace

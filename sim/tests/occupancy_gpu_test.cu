@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace {
 
@@ -21,14 +21,14 @@ void const* probe() {
   return reinterpret_cast<void const*>(&occupancy_probe);
 }
 
-class occupancy : public graphstep::testing::gpu_test {
+class occupancy : public sim_testing::gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
     int device = 0;
-    GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
-    GRAPHSTEP_CUDA_TRY(cudaGetDeviceProperties(&properties_, device));
+    SIM_TEST_TRY(cudaGetDevice(&device));
+    SIM_TEST_TRY(cudaGetDeviceProperties(&properties_, device));
   }
 
   // What the device's limits allow a block of `threads` with `dynamic` bytes of dynamic shared
@@ -55,12 +55,12 @@ TEST_F(occupancy, active_blocks_follow_the_devices_thread_and_shared_memory_limi
   for (int const threads : {32, 128, 256, 1024}) {
     for (std::size_t const dynamic : {std::size_t{0}, std::size_t{4000}, std::size_t{48} << 10}) {
       int blocks = -1;
-      GRAPHSTEP_CUDA_TRY(
+      SIM_TEST_TRY(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, probe(), threads, dynamic));
       EXPECT_EQ(blocks, expected_blocks(threads, dynamic))
           << threads << " threads, " << dynamic << " bytes of dynamic shared memory";
       int with_flags = -1;
-      GRAPHSTEP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+      SIM_TEST_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
           &with_flags, probe(), threads, dynamic, cudaOccupancyDisableCachingOverride));
       EXPECT_EQ(with_flags, blocks);
     }
@@ -72,11 +72,11 @@ TEST_F(occupancy, active_blocks_follow_the_devices_thread_and_shared_memory_limi
 // cudaFuncAttributeMaxDynamicSharedMemorySize raises it).
 TEST_F(occupancy, a_block_that_cannot_launch_has_no_active_blocks) {
   int blocks = -1;
-  GRAPHSTEP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+  SIM_TEST_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &blocks, probe(), properties_.maxThreadsPerBlock + 1, 0));
   EXPECT_EQ(blocks, 0);
   blocks = -1;
-  GRAPHSTEP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+  SIM_TEST_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &blocks, probe(), 128, properties_.sharedMemPerBlockOptin + 1));
   EXPECT_EQ(blocks, 0);
 }
@@ -113,16 +113,16 @@ TEST_F(occupancy, bad_input_is_refused) {
 // limit, 48 KiB by default.
 TEST_F(occupancy, available_dynamic_shared_memory_is_the_most_that_lets_the_blocks_fit) {
   std::size_t available = 0;
-  GRAPHSTEP_CUDA_TRY(cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), 1, 128));
+  SIM_TEST_TRY(cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), 1, 128));
   EXPECT_EQ(available, properties_.sharedMemPerBlock);
   for (int const wanted : {3, 5, 8, 13}) {
-    GRAPHSTEP_CUDA_TRY(cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), wanted, 128));
+    SIM_TEST_TRY(cudaOccupancyAvailableDynamicSMemPerBlock(&available, probe(), wanted, 128));
     int blocks = 0;
-    GRAPHSTEP_CUDA_TRY(
+    SIM_TEST_TRY(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, probe(), 128, available));
     EXPECT_GE(blocks, wanted) << available << " bytes for " << wanted << " blocks";
     if (available < properties_.sharedMemPerBlock) {
-      GRAPHSTEP_CUDA_TRY(
+      SIM_TEST_TRY(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, probe(), 128, available + 128));
       EXPECT_LT(blocks, wanted) << available + 128 << " bytes for " << wanted << " blocks";
     }

@@ -5,7 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <graphstep/cuda/check.hpp>
+#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
@@ -20,17 +20,17 @@ class pitched_copies_sim : public ::testing::Test {
     mode_before_ = gs::sim::current_race_mode();
     gs::sim::set_race_mode(gs::sim::race_mode::report);
     already_ = gs::sim::races().size();
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&x_), bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&y_), bytes));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaMalloc(reinterpret_cast<void**>(&x_), bytes));
+    SIM_TEST_TRY(cudaMalloc(reinterpret_cast<void**>(&y_), bytes));
   }
   void TearDown() override {
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(x_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(y_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(a_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(b_));
+    SIM_TEST_EXPECT_SUCCESS(cudaDeviceSynchronize());
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(x_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(y_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
     gs::sim::set_race_mode(mode_before_);
   }
   // Races are found when work runs: queued work (deferred execution) runs first.
@@ -58,9 +58,9 @@ class pitched_copies_sim : public ::testing::Test {
 // A planted race: a 2-D copy into x on one stream, a memset of a byte in its last row on another,
 // unordered. The report names the 2-D copy.
 TEST_F(pitched_copies_sim, a_2d_copy_races_with_an_unordered_write_to_one_of_its_rows) {
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(
       cudaMemcpy2DAsync(x_, pitch, y_, pitch, width, height, cudaMemcpyDeviceToDevice, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_ + 3 * pitch + width - 1, 0, 1, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_ + 3 * pitch + width - 1, 0, 1, b_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("2-D memcpy of 4 rows of 64 bytes"), std::string::npos) << found[0];
@@ -69,19 +69,19 @@ TEST_F(pitched_copies_sim, a_2d_copy_races_with_an_unordered_write_to_one_of_its
 // The same copy and a write to the padding between its rows, or a read of its source, do not
 // race: the copy touches only its rows, and reads its source.
 TEST_F(pitched_copies_sim, the_padding_between_rows_and_a_concurrent_read_do_not_race) {
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(
       cudaMemcpy2DAsync(x_, pitch, y_, pitch, width, height, cudaMemcpyDeviceToDevice, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_ + width, 0, pitch - width, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_ + width, 0, pitch - width, b_));
   std::vector<unsigned char> host(width);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), y_, width, cudaMemcpyDeviceToHost, b_));
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_, width, cudaMemcpyDeviceToHost, b_));
   EXPECT_TRUE(new_races().empty());
 }
 
 // A 2-D memset's rows race with an unordered 2-D copy reading them: one report a row, each
 // naming both operations.
 TEST_F(pitched_copies_sim, a_2d_memset_races_with_an_unordered_2d_copy_of_its_rows) {
-  GRAPHSTEP_CUDA_TRY(cudaMemset2DAsync(y_, pitch, 1, width, height, a_));
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(cudaMemset2DAsync(y_, pitch, 1, width, height, a_));
+  SIM_TEST_TRY(
       cudaMemcpy2DAsync(x_, pitch, y_, pitch, width, height, cudaMemcpyDeviceToDevice, b_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), height);
@@ -105,7 +105,7 @@ TEST_F(pitched_copies_sim, a_span_past_its_allocation_is_refused) {
   EXPECT_EQ(cudaMemset2DAsync(x_, SIZE_MAX / 2, 0, width, height, a_), cudaErrorInvalidValue);
   // Past the device's largest pitch (cudaDeviceProp::memPitch).
   cudaDeviceProp properties{};
-  GRAPHSTEP_CUDA_TRY(cudaGetDeviceProperties(&properties, 0));
+  SIM_TEST_TRY(cudaGetDeviceProperties(&properties, 0));
   EXPECT_EQ(cudaMemcpy2DAsync(x_, properties.memPitch + 1, y_, pitch, width, 1,
                               cudaMemcpyDeviceToDevice, a_),
             cudaErrorInvalidPitchValue);
@@ -116,9 +116,9 @@ TEST_F(pitched_copies_sim, a_span_past_its_allocation_is_refused) {
 // host memory, is cudaErrorInvalidValue; a range past the allocation too.
 TEST_F(pitched_copies_sim, a_peer_copy_refuses_memory_not_on_the_named_device) {
   int current = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
+  SIM_TEST_TRY(cudaGetDevice(&current));
   int count = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDeviceCount(&count));
+  SIM_TEST_TRY(cudaGetDeviceCount(&count));
   std::vector<unsigned char> host(64);
   EXPECT_EQ(cudaMemcpyPeer(x_, current, host.data(), current, 64), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpyPeerAsync(x_, current, y_, current, bytes + 1, a_), cudaErrorInvalidValue);
@@ -134,9 +134,9 @@ TEST_F(pitched_copies_sim, a_peer_copy_refuses_memory_not_on_the_named_device) {
 // devices: refused while one of them is capturing, as a device synchronization is.
 TEST_F(pitched_copies_sim, a_synchronous_peer_copy_is_refused_beside_a_capture) {
   int current = 0;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
+  SIM_TEST_TRY(cudaGetDevice(&current));
   cudaGraph_t graph = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(a_, cudaStreamCaptureModeRelaxed));
+  SIM_TEST_TRY(cudaStreamBeginCapture(a_, cudaStreamCaptureModeRelaxed));
   EXPECT_NE(cudaMemcpyPeer(x_, current, y_, current, 64), cudaSuccess);
   EXPECT_NE(cudaStreamEndCapture(a_, &graph), cudaSuccess);
   static_cast<void>(cudaGetLastError());

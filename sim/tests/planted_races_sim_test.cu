@@ -8,7 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <graphstep/cuda/check.hpp>
+#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
 #include <set>
 #include <string>
@@ -56,27 +56,27 @@ class planted_races : public ::testing::Test {
     mode_before_ = gs::sim::current_race_mode();
     gs::sim::set_race_mode(gs::sim::race_mode::report);
     already_ = gs::sim::races().size();
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-    GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&x_, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&y_, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMemset(x_, 0, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMemset(y_, 0, bytes));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    SIM_TEST_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    SIM_TEST_TRY(cudaMalloc(&x_, bytes));
+    SIM_TEST_TRY(cudaMalloc(&y_, bytes));
+    SIM_TEST_TRY(cudaMemset(x_, 0, bytes));
+    SIM_TEST_TRY(cudaMemset(y_, 0, bytes));
     // cudaMemset is asynchronous on the legacy stream, which non-blocking streams do not wait for.
-    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+    SIM_TEST_TRY(cudaDeviceSynchronize());
   }
   void TearDown() override {
     if (a_ == nullptr) return;  // skipped
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
-    for (cudaGraphExec_t exec : execs_) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaGraphExecDestroy(exec));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(x_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(y_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventDestroy(fork_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventDestroy(join_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(a_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(b_));
+    SIM_TEST_EXPECT_SUCCESS(cudaDeviceSynchronize());
+    for (cudaGraphExec_t exec : execs_) SIM_TEST_EXPECT_SUCCESS(cudaGraphExecDestroy(exec));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(x_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(y_));
+    SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(fork_));
+    SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(join_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
     gs::sim::set_execution_mode(gs::sim::execution_mode::immediate);
     gs::sim::set_race_mode(mode_before_);
   }
@@ -90,22 +90,22 @@ class planted_races : public ::testing::Test {
   // back at the end; `b_waits_for_a` adds an edge from a's work to b's.
   template <class OnA, class OnB>
   cudaGraphExec_t capture_two_branches(OnA on_a, OnB on_b, bool b_waits_for_a) {
-    GRAPHSTEP_CUDA_TRY(cudaStreamBeginCapture(a_, cudaStreamCaptureModeThreadLocal));
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork_, a_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, fork_, 0));
+    SIM_TEST_TRY(cudaStreamBeginCapture(a_, cudaStreamCaptureModeThreadLocal));
+    SIM_TEST_TRY(cudaEventRecord(fork_, a_));
+    SIM_TEST_TRY(cudaStreamWaitEvent(b_, fork_, 0));
     on_a();
     if (b_waits_for_a) {
-      GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork_, a_));
-      GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, fork_, 0));
+      SIM_TEST_TRY(cudaEventRecord(fork_, a_));
+      SIM_TEST_TRY(cudaStreamWaitEvent(b_, fork_, 0));
     }
     on_b();
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(join_, b_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(a_, join_, 0));
+    SIM_TEST_TRY(cudaEventRecord(join_, b_));
+    SIM_TEST_TRY(cudaStreamWaitEvent(a_, join_, 0));
     cudaGraph_t graph{};
-    GRAPHSTEP_CUDA_TRY(cudaStreamEndCapture(a_, &graph));
+    SIM_TEST_TRY(cudaStreamEndCapture(a_, &graph));
     cudaGraphExec_t exec{};
-    GRAPHSTEP_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-    GRAPHSTEP_CUDA_TRY(cudaGraphDestroy(graph));
+    SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    SIM_TEST_TRY(cudaGraphDestroy(graph));
     execs_.push_back(exec);
     return exec;
   }
@@ -142,8 +142,8 @@ TEST_F(planted_races, a_write_past_the_argument_races_with_a_read_there_from_ano
 
 TEST_F(planted_races, the_same_write_and_read_ordered_by_an_event_do_not_race) {
   write_at<<<1, 32, 0, a_>>>(x_, 700, 1.0F);
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork_, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, fork_, 0));
+  SIM_TEST_TRY(cudaEventRecord(fork_, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, fork_, 0));
   read_at<<<1, 32, 0, b_>>>(x_ + 512, 188, y_);
   EXPECT_TRUE(new_races().empty());
 }
@@ -174,7 +174,7 @@ TEST_F(planted_races, two_branches_of_a_graph_writing_one_buffer_race) {
   cudaGraphExec_t const exec =
       capture_two_branches([&] { fill_range<<<n / 256, 256, 0, a_>>>(x_, 0, n, 1.0F); },
                            [&] { fill_range<<<n / 256, 256, 0, b_>>>(x_, 0, n, 2.0F); }, false);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, a_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, a_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("kernel fill_range (node"), std::string::npos) << found[0];
@@ -185,8 +185,8 @@ TEST_F(planted_races, the_same_branches_joined_by_an_edge_do_not_race) {
   cudaGraphExec_t const exec =
       capture_two_branches([&] { fill_range<<<n / 256, 256, 0, a_>>>(x_, 0, n, 1.0F); },
                            [&] { fill_range<<<n / 256, 256, 0, b_>>>(x_, 0, n, 2.0F); }, true);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, a_));
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, a_));  // launches of one executable are ordered
+  SIM_TEST_TRY(cudaGraphLaunch(exec, a_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, a_));  // launches of one executable are ordered
   EXPECT_TRUE(new_races().empty());
 }
 
@@ -194,7 +194,7 @@ TEST_F(planted_races, branches_writing_disjoint_halves_do_not_race) {
   cudaGraphExec_t const exec =
       capture_two_branches([&] { fill_range<<<n / 256, 256, 0, a_>>>(x_, 0, n / 2, 1.0F); },
                            [&] { fill_range<<<n / 256, 256, 0, b_>>>(x_, n / 2, n, 2.0F); }, false);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, a_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, a_));
   EXPECT_TRUE(new_races().empty());
 }
 
@@ -202,11 +202,11 @@ TEST_F(planted_races, a_graph_launch_and_an_unordered_stream_race_through_any_no
   cudaGraphExec_t const exec =
       capture_two_branches([&] { fill_range<<<n / 256, 256, 0, a_>>>(x_, 0, n / 2, 1.0F); },
                            [&] { fill_range<<<n / 256, 256, 0, b_>>>(x_, n / 2, n, 2.0F); }, false);
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, a_));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, a_));
   read_at<<<1, 32, 0, b_>>>(x_, n - 1, y_);  // b_ is not ordered after the launch on a_
   EXPECT_EQ(new_races().size(), 1U);
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(join_, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, join_, 0));
+  SIM_TEST_TRY(cudaEventRecord(join_, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, join_, 0));
   read_at<<<1, 32, 0, b_>>>(x_, n - 1, y_);  // now it is
   EXPECT_EQ(new_races().size(), 1U);
 }
@@ -218,12 +218,12 @@ TEST_F(planted_races, graph_branches_run_in_a_seeded_random_order_when_interleav
                            [&] { take_ticket<<<1, 32, 0, b_>>>(counter, counter + 2); }, false);
   auto const first_branch_first = [&](gs::sim::execution_mode mode, std::uint64_t seed) {
     gs::sim::set_execution_mode(mode, seed);
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(counter, 0, 3 * sizeof(unsigned), a_));
-    GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(exec, a_));
+    SIM_TEST_TRY(cudaMemsetAsync(counter, 0, 3 * sizeof(unsigned), a_));
+    SIM_TEST_TRY(cudaGraphLaunch(exec, a_));
     unsigned tickets[3]{};
-    GRAPHSTEP_CUDA_TRY(
+    SIM_TEST_TRY(
         cudaMemcpyAsync(tickets, counter, sizeof tickets, cudaMemcpyDeviceToHost, a_));
-    GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(a_));
+    SIM_TEST_TRY(cudaStreamSynchronize(a_));
     EXPECT_EQ(tickets[0], 2U);
     return tickets[1] == 0U;
   };
@@ -264,8 +264,8 @@ class planted_bucket_race : public planted_races {
         [&] {
           fill_range<<<1, 256, 0, a_>>>(x_, 512, 768, 1.0F);
           if (!wait_for_the_whole_bucket) {
-            GRAPHSTEP_CUDA_TRY(cudaEventRecord(fork_, a_));
-            GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, fork_, 0));
+            SIM_TEST_TRY(cudaEventRecord(fork_, a_));
+            SIM_TEST_TRY(cudaStreamWaitEvent(b_, fork_, 0));
           }
           fill_range<<<1, 256, 0, a_>>>(x_, 768 + 16, 768 + 32, 1.0F);
         },
@@ -279,14 +279,14 @@ class planted_bucket_race : public planted_races {
 };
 
 TEST_F(planted_bucket_race, a_bucket_reduced_while_the_backward_still_writes_it_races) {
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(capture_backward_and_reduction(false), a_));
+  SIM_TEST_TRY(cudaGraphLaunch(capture_backward_and_reduction(false), a_));
   auto const found = new_races();
   ASSERT_FALSE(found.empty());
   EXPECT_NE(found[0].find("kernel fill_range"), std::string::npos) << found[0];
 }
 
 TEST_F(planted_bucket_race, the_bucket_reduced_after_the_backward_wrote_all_of_it_does_not_race) {
-  GRAPHSTEP_CUDA_TRY(cudaGraphLaunch(capture_backward_and_reduction(true), a_));
+  SIM_TEST_TRY(cudaGraphLaunch(capture_backward_and_reduction(true), a_));
   EXPECT_TRUE(new_races().empty());
 }
 #endif

@@ -5,14 +5,12 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <graphstep/cuda/check.hpp>
-#include <graphstep/cuda/stream.hpp>
-#include <graphstep/memory/memory_pool.hpp>
+#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
 
-#include "common/test_kernels.cuh"
+#include "sim_test_kernels.cuh"
 
 namespace gs = graphstep;
 
@@ -29,17 +27,17 @@ class race_checker : public ::testing::Test {
     mode_before_ = gs::sim::current_race_mode();
     gs::sim::set_race_mode(gs::sim::race_mode::report);
     already_ = gs::sim::races().size();
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&x_, bytes));
-    GRAPHSTEP_CUDA_TRY(cudaMalloc(&y_, bytes));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaMalloc(&x_, bytes));
+    SIM_TEST_TRY(cudaMalloc(&y_, bytes));
   }
   void TearDown() override {
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaDeviceSynchronize());
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(x_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(y_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(a_));
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaStreamDestroy(b_));
+    SIM_TEST_EXPECT_SUCCESS(cudaDeviceSynchronize());
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(x_));
+    SIM_TEST_EXPECT_SUCCESS(cudaFree(y_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
+    SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
     gs::sim::set_race_mode(mode_before_);  // later tests stop at their first race again
   }
   // Races are found when work runs: queued work (deferred execution) runs first, with no host
@@ -61,8 +59,8 @@ class race_checker : public ::testing::Test {
 };
 
 TEST_F(race_checker, two_streams_writing_the_same_bytes_unordered_race) {
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("memset of 4096 bytes"), std::string::npos) << found[0];
@@ -71,46 +69,46 @@ TEST_F(race_checker, two_streams_writing_the_same_bytes_unordered_race) {
 
 TEST_F(race_checker, an_event_wait_orders_the_second_stream_after_the_first) {
   cudaEvent_t done{};
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(done, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, done, 0));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
+  SIM_TEST_TRY(cudaEventRecord(done, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, done, 0));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
   EXPECT_TRUE(new_races().empty());
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(done));
+  SIM_TEST_TRY(cudaEventDestroy(done));
 }
 
 TEST_F(race_checker, an_event_recorded_before_the_write_does_not_order_it) {
   cudaEvent_t early{};
-  GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&early, cudaEventDisableTiming));
-  GRAPHSTEP_CUDA_TRY(cudaEventRecord(early, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(b_, early, 0));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&early, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaEventRecord(early, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, early, 0));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
   EXPECT_EQ(new_races().size(), 1U);
-  GRAPHSTEP_CUDA_TRY(cudaEventDestroy(early));
+  SIM_TEST_TRY(cudaEventDestroy(early));
 }
 
 TEST_F(race_checker, host_synchronization_orders_later_work) {
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, a_));
+  SIM_TEST_TRY(cudaStreamSynchronize(a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, b_));
   EXPECT_TRUE(new_races().empty());
 }
 
 TEST_F(race_checker, disjoint_ranges_and_concurrent_reads_do_not_race) {
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes / 2, a_));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_ + n / 2, 1, bytes / 2, b_));
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes / 2, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_ + n / 2, 1, bytes / 2, b_));
+  SIM_TEST_TRY(cudaDeviceSynchronize());
   std::vector<float> host(n);
-  gs::testing::copy_kernel<<<n / 256, 256, 0, a_>>>(x_, y_, n);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(host.data(), x_, bytes, cudaMemcpyDeviceToHost, b_));
+  sim_testing::copy_kernel<<<n / 256, 256, 0, a_>>>(x_, y_, n);
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), x_, bytes, cudaMemcpyDeviceToHost, b_));
   EXPECT_TRUE(new_races().empty());
 }
 
 TEST_F(race_checker, a_kernel_and_a_copy_of_its_output_on_another_stream_race) {
   write_kernel<<<n / 256, 256, 0, a_>>>(x_, n);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(y_, x_, bytes, cudaMemcpyDeviceToDevice, b_));
+  SIM_TEST_TRY(cudaMemcpyAsync(y_, x_, bytes, cudaMemcpyDeviceToDevice, b_));
   auto const found = new_races();
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("write_kernel"), std::string::npos) << found[0];
@@ -119,15 +117,15 @@ TEST_F(race_checker, a_kernel_and_a_copy_of_its_output_on_another_stream_race) {
 
 TEST_F(race_checker, the_legacy_stream_orders_blocking_streams_but_not_non_blocking_ones) {
   cudaStream_t blocking{};
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreate(&blocking));
+  SIM_TEST_TRY(cudaStreamCreate(&blocking));
   write_kernel<<<n / 256, 256, 0, blocking>>>(x_, n);
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, cudaStreamLegacy));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, cudaStreamLegacy));
   EXPECT_TRUE(new_races().empty()) << "the legacy stream waits for blocking streams";
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaDeviceSynchronize());
   write_kernel<<<n / 256, 256, 0, a_>>>(x_, n);  // a_ is non-blocking
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x_, 0, bytes, cudaStreamLegacy));
+  SIM_TEST_TRY(cudaMemsetAsync(x_, 0, bytes, cudaStreamLegacy));
   EXPECT_EQ(new_races().size(), 1U) << "a non-blocking stream does not wait for the legacy one";
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(blocking));
+  SIM_TEST_TRY(cudaStreamDestroy(blocking));
 }
 
 // A stream-ordered allocator's one rule: a block freed on stream A may serve stream B only once
@@ -135,17 +133,17 @@ TEST_F(race_checker, the_legacy_stream_orders_blocking_streams_but_not_non_block
 class free_list {
  public:
   explicit free_list(bool wait_for_the_freeing_stream) : wait_{wait_for_the_freeing_stream} {
-    GRAPHSTEP_CUDA_TRY(cudaEventCreateWithFlags(&freed_, cudaEventDisableTiming));
+    SIM_TEST_TRY(cudaEventCreateWithFlags(&freed_, cudaEventDisableTiming));
   }
   free_list(free_list const&) = delete;
   free_list& operator=(free_list const&) = delete;
-  ~free_list() { GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventDestroy(freed_)); }
+  ~free_list() { SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(freed_)); }
   void release(float* block, cudaStream_t stream) {
     block_ = block;
-    GRAPHSTEP_CUDA_TRY(cudaEventRecord(freed_, stream));
+    SIM_TEST_TRY(cudaEventRecord(freed_, stream));
   }
   float* acquire(cudaStream_t stream) {
-    if (wait_) GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream, freed_, 0));
+    if (wait_) SIM_TEST_TRY(cudaStreamWaitEvent(stream, freed_, 0));
     return block_;
   }
 
@@ -173,20 +171,6 @@ TEST_F(race_checker, the_same_free_list_with_the_event_wait_is_ordered) {
   float* reused = ordered.acquire(b_);
   write_kernel<<<n / 256, 256, 0, b_>>>(reused, n);
   EXPECT_TRUE(new_races().empty());
-}
-
-TEST_F(race_checker, the_memory_pool_reuses_a_block_across_streams_without_a_race) {
-  gs::cuda::stream first;
-  gs::cuda::stream second;
-  gs::memory::memory_pool pool;
-  auto* block = static_cast<float*>(pool.allocate(bytes, first));
-  write_kernel<<<n / 256, 256, 0, first.get()>>>(block, n);
-  pool.deallocate(block, first);
-  auto* again = static_cast<float*>(pool.allocate(bytes, second));
-  write_kernel<<<n / 256, 256, 0, second.get()>>>(again, n);
-  EXPECT_TRUE(new_races().empty());
-  pool.deallocate(again, second);
-  second.synchronize();
 }
 
 TEST(race_checker_abort, the_default_mode_ends_the_process_at_the_first_race) {

@@ -3,9 +3,9 @@
 // deduced at a launch, or named in part and the rest deduced, dynamic shared memory declared in
 // the header, overloaded kernels, kernels declared through macros, a launch inside a function
 // template, a kernel in a subfolder's header and kernels in a header of another folder reached
-// through the include path (common/strided_kernels.cuh). On the simulated device they check that
-// the headers are rewritten and that a launch chooses the kernel a call would; on a GPU the same
-// tests check the tests.
+// through the include path (sim/testing/strided_kernels.cuh). On the simulated device they check
+// that the headers are rewritten and that a launch chooses the kernel a call would; on a GPU the
+// same tests check the tests.
 
 #include <cuda_runtime_api.h>
 
@@ -14,25 +14,25 @@
 #include <string>
 #include <vector>
 
-#include "common/gpu_test.hpp"
-#include "common/strided_kernels.cuh"
+#include "sim_test.hpp"
+#include "strided_kernels.cuh"
 #include "source_constructs_kernels.cuh"
 
 namespace {
 
 namespace sc = source_constructs;
-namespace gt = graphstep::testing;
+namespace gt = sim_testing;
 
-class source_constructs : public graphstep::testing::gpu_test {};
+class source_constructs : public sim_testing::gpu_test {};
 
 template <typename T>
 T* device_array(std::size_t count) {
   T* pointer = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaMalloc(&pointer, count * sizeof(T)));
+  SIM_TEST_TRY(cudaMalloc(&pointer, count * sizeof(T)));
   return pointer;
 }
 
-using graphstep::testing::read_back;
+using sim_testing::read_back;
 
 TEST_F(source_constructs, a_template_kernel_launched_with_deduced_arguments_runs_its_instance) {
   int const n = 300;
@@ -40,23 +40,23 @@ TEST_F(source_constructs, a_template_kernel_launched_with_deduced_arguments_runs
   int* ints = device_array<int>(n);
   sc::fill<<<(n + 63) / 64, 64>>>(floats, 1.5F, n);  // T = float
   sc::fill<<<(n + 63) / 64, 64>>>(ints, 7, n);       // T = int
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   for (float const value : read_back(floats, n)) EXPECT_EQ(value, 1.5F);
   for (int const value : read_back(ints, n)) EXPECT_EQ(value, 7);
   // Named template arguments still work, and the value converts to T as in a call.
   sc::fill<double><<<(n + 63) / 64, 64>>>(reinterpret_cast<double*>(floats), 2, n / 2);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   for (double const value : read_back(reinterpret_cast<double*>(floats), n / 2)) {
     EXPECT_EQ(value, 2.0);
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(floats));
-  GRAPHSTEP_CUDA_TRY(cudaFree(ints));
+  SIM_TEST_TRY(cudaFree(floats));
+  SIM_TEST_TRY(cudaFree(ints));
 }
 
 TEST_F(source_constructs, a_deduced_launch_is_a_launch_of_the_instance_itself) {
   float* out = device_array<float>(1);
   sc::fill<<<1, 1>>>(out, 3.0F, 1);
-  GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaDeviceSynchronize());
   // The instance the launch chose is the function the runtime knows: fill<float>, with its
   // parameters float*, float, int at offsets 0, 8 and 12.
   auto const* function = reinterpret_cast<void const*>(&sc::fill<float>);
@@ -72,7 +72,7 @@ TEST_F(source_constructs, a_deduced_launch_is_a_launch_of_the_instance_itself) {
     EXPECT_EQ(offset, offsets[i]) << "parameter " << i;
   }
   EXPECT_EQ(read_back(out, 1)[0], 3.0F);
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(source_constructs, a_const_pointer_parameter_takes_a_pointer_and_t_is_deduced) {
@@ -81,13 +81,13 @@ TEST_F(source_constructs, a_const_pointer_parameter_takes_a_pointer_and_t_is_ded
   std::iota(host.begin(), host.end(), 0.0F);
   float* in = device_array<float>(n);
   float* out = device_array<float>(n);
-  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(float));
+  sim_testing::copy_to_device(in, host.data(), n * sizeof(float));
   sc::scale<<<(n + 127) / 128, 128>>>(in, out, 2.0F, n);  // in: float* for float const*
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<float> const scaled = read_back(out, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(scaled[static_cast<std::size_t>(i)], 2.0F * i) << i;
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(source_constructs, a_launch_inside_a_header_function_template_runs_on_its_stream) {
@@ -96,19 +96,19 @@ TEST_F(source_constructs, a_launch_inside_a_header_function_template_runs_on_its
   std::iota(host.begin(), host.end(), 1.0);
   double* in = device_array<double>(n);
   double* out = device_array<double>(n);
-  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(double));
+  sim_testing::copy_to_device(in, host.data(), n * sizeof(double));
   cudaStream_t stream = nullptr;
-  GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   sc::scale_async(in, out, 0.5, n, stream);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<double> result(n);
-  GRAPHSTEP_CUDA_TRY(
+  SIM_TEST_TRY(
       cudaMemcpyAsync(result.data(), out, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
-  GRAPHSTEP_CUDA_TRY(cudaStreamSynchronize(stream));
+  SIM_TEST_TRY(cudaStreamSynchronize(stream));
   for (int i = 0; i < n; ++i) EXPECT_EQ(result[static_cast<std::size_t>(i)], 0.5 * (i + 1)) << i;
-  GRAPHSTEP_CUDA_TRY(cudaStreamDestroy(stream));
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaStreamDestroy(stream));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(source_constructs, extern_shared_memory_declared_in_a_header_holds_each_blocks_slice) {
@@ -119,16 +119,16 @@ TEST_F(source_constructs, extern_shared_memory_declared_in_a_header_holds_each_b
   std::iota(host.begin(), host.end(), 0);
   int* in = device_array<int>(n);
   int* out = device_array<int>(n);
-  graphstep::testing::copy_to_device(in, host.data(), n * sizeof(int));
+  sim_testing::copy_to_device(in, host.data(), n * sizeof(int));
   sc::reverse_blocks<<<blocks, block, block * sizeof(int)>>>(in, out);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<int> const reversed = read_back(out, n);
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t const b = i / block;
     EXPECT_EQ(reversed[i], static_cast<int>(b * block + (block - 1 - i % block))) << i;
   }
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(source_constructs, a_kernel_in_a_subfolders_header_takes_a_struct_of_its_neighbour) {
@@ -136,12 +136,12 @@ TEST_F(source_constructs, a_kernel_in_a_subfolders_header_takes_a_struct_of_its_
   std::vector<float> host(n);
   std::iota(host.begin(), host.end(), 0.0F);
   float* values = device_array<float>(n);
-  graphstep::testing::copy_to_device(values, host.data(), n * sizeof(float));
+  sim_testing::copy_to_device(values, host.data(), n * sizeof(float));
   sc::apply_affine<<<1, 128>>>(values, sc::affine<float>{2.0F, 1.0F}, n);  // T = float
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<float> const mapped = read_back(values, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(mapped[static_cast<std::size_t>(i)], 2.0F * i + 1.0F) << i;
-  GRAPHSTEP_CUDA_TRY(cudaFree(values));
+  SIM_TEST_TRY(cudaFree(values));
 }
 
 TEST_F(source_constructs, overloaded_kernels_are_chosen_by_their_arguments) {
@@ -155,11 +155,11 @@ TEST_F(source_constructs, overloaded_kernels_are_chosen_by_their_arguments) {
   // A pointer to one of them, launched through the pointer.
   void (*const add_one_to_ints)(int*, int) = sc::add_one;
   add_one_to_ints<<<1, n>>>(ints, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   for (int const value : read_back(ints, n)) EXPECT_EQ(value, 3);
   for (float const value : read_back(floats, n)) EXPECT_EQ(value, 1.5F);
-  GRAPHSTEP_CUDA_TRY(cudaFree(ints));
-  GRAPHSTEP_CUDA_TRY(cudaFree(floats));
+  SIM_TEST_TRY(cudaFree(ints));
+  SIM_TEST_TRY(cudaFree(floats));
 }
 
 TEST_F(source_constructs, a_kernel_template_of_a_header_on_the_include_path_deduces_its_type) {
@@ -167,14 +167,14 @@ TEST_F(source_constructs, a_kernel_template_of_a_header_on_the_include_path_dedu
   std::vector<float> host(3 * n);
   std::iota(host.begin(), host.end(), 0.0F);
   float* in = device_array<float>(3 * n);
-  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
+  sim_testing::copy_to_device(in, host.data(), host.size() * sizeof(float));
   gt::negate<<<1, 3 * n>>>(in, 3 * n);  // T = float, a kernel declared through a macro
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   for (float const value : read_back(in, 3 * n)) EXPECT_LE(value, 0.0F);
   gt::negate<<<1, 3 * n>>>(in, 3 * n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   EXPECT_EQ(read_back(in, 3 * n), host);
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(in));
 }
 
 TEST_F(source_constructs, template_arguments_named_in_part_leave_the_rest_to_deduction) {
@@ -183,23 +183,23 @@ TEST_F(source_constructs, template_arguments_named_in_part_leave_the_rest_to_ded
   std::iota(host.begin(), host.end(), 0.0);
   double* in = device_array<double>(3 * n);
   double* out = device_array<double>(n);
-  graphstep::testing::copy_to_device(in, host.data(), host.size() * sizeof(double));
+  sim_testing::copy_to_device(in, host.data(), host.size() * sizeof(double));
   // Stride named, T = double deduced, as the call gt::gather_strided<3>(in, out, n) would.
   gt::gather_strided<3><<<1, 64>>>(in, out, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   std::vector<double> gathered = read_back(out, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(gathered[static_cast<std::size_t>(i)], 3.0 * i) << i;
   // The overload with a scale, chosen by its arguments; all template arguments named.
   gt::gather_strided<2><<<1, 64>>>(in, out, n, 0.5);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   gathered = read_back(out, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(gathered[static_cast<std::size_t>(i)], 1.0 * i) << i;
   gt::gather_strided<1, double><<<1, 64>>>(in, out, n);
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   gathered = read_back(out, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(gathered[static_cast<std::size_t>(i)], 1.0 * i) << i;
-  GRAPHSTEP_CUDA_TRY(cudaFree(in));
-  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
 }
 
 TEST_F(source_constructs, kernels_declared_through_macros_are_chosen_by_their_arguments) {
@@ -212,11 +212,11 @@ TEST_F(source_constructs, kernels_declared_through_macros_are_chosen_by_their_ar
   sc::square<<<1, n>>>(floats, n);  // T = float
   sc::halve<<<1, n>>>(ints, n);     // halve(int*, int)
   sc::halve<<<1, n>>>(floats, n);   // halve(float*, int)
-  GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  SIM_TEST_TRY(cudaGetLastError());
   for (int const value : read_back(ints, n)) EXPECT_EQ(value, 18);
   for (float const value : read_back(floats, n)) EXPECT_EQ(value, 4.5F);
-  GRAPHSTEP_CUDA_TRY(cudaFree(ints));
-  GRAPHSTEP_CUDA_TRY(cudaFree(floats));
+  SIM_TEST_TRY(cudaFree(ints));
+  SIM_TEST_TRY(cudaFree(floats));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "common/gpu_test.hpp"
+#include "sim_test.hpp"
 
 namespace gs = graphstep;
 
@@ -35,12 +35,12 @@ void CUDART_CB record_host_function(void* data) {
   call->log->order.push_back(call->tag);
 }
 
-class stream_callback : public gs::testing::gpu_test {
+class stream_callback : public sim_testing::gpu_test {
  protected:
   void SetUp() override {
     gpu_test::SetUp();
     if (IsSkipped()) return;
-    GRAPHSTEP_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SIM_TEST_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (int tag = 0; tag < 3; ++tag) tags_.push_back(tagged{&log_, tag});
   }
   void TearDown() override {

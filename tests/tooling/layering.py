@@ -456,6 +456,19 @@ def self_test(root, target_sources):
                        lambda text: text + "#include <graphstep/graphs/graph.hpp>\n",
                        ["include/graphstep/cuda/stream_view.hpp:",
                         "cuda includes include/graphstep/graphs/graph.hpp"])
+        # The simulator is a project of its own: neither it nor its tests reach the library or
+        # the library's test helpers.
+        expect_refused("the simulator including a library header", "sim/src/launch.cpp",
+                       lambda text: text + "#include <graphstep/cuda/check.hpp>\n",
+                       ["sim/src/launch.cpp:", "sim includes include/graphstep/cuda/check.hpp"])
+        expect_refused("a simulator test including a library header",
+                       "sim/tests/race_checker_sim_test.cu",
+                       lambda text: text + "#include <graphstep/memory/memory_pool.hpp>\n",
+                       ["sim_tests includes include/graphstep/memory/memory_pool.hpp"])
+        expect_refused("a simulator test including the library's test helpers",
+                       "sim/tests/graph_editing_gpu_test.cpp",
+                       lambda text: text + '#include "common/gpu_test.hpp"\n',
+                       ["sim_tests includes tests/common/gpu_test.hpp"])
         expect_refused("an include of another component's private header",
                        "src/schedule/graph_cache.cpp",
                        lambda text: text + '#include "memory/detail/pool_state.hpp"\n',
