@@ -158,7 +158,7 @@ probes=(
 if wants probes; then
   log ""
   log "## probes of the simulator's open questions"
-  conformance=${build}/sim_tests/graphstep_cuda_conformance_tests
+  conformance=${build}/sim/tests/graphstep_cuda_conformance_tests
   if [[ -x "${conformance}" ]]; then
     filter=${GPU_CHECK_PROBES:-$(IFS=:; echo "${probes[*]}")}
     timeout "${limit}" "${conformance}" --gtest_filter="${filter}" > "${results}/probes.txt" 2>&1
