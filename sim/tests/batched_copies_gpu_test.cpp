@@ -12,8 +12,6 @@
 
 #include "sim_test.hpp"
 
-namespace gs = graphstep;
-
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 13000
 
 namespace {

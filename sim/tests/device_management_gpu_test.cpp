@@ -11,8 +11,6 @@
 
 #include "sim_test.hpp"
 
-namespace gs = graphstep;
-
 namespace {
 
 using device_management = sim_testing::gpu_test;

@@ -12,8 +12,6 @@
 
 #include "sim_test.hpp"
 
-namespace gs = graphstep;
-
 namespace {
 
 // What a host node appends its tag to (host functions may not call CUDA; they may write host

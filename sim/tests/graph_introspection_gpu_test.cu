@@ -11,8 +11,6 @@
 
 #include "sim_test.hpp"
 
-namespace gs = graphstep;
-
 namespace {
 
 __global__ void add_one(int* value) {

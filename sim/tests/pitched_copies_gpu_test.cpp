@@ -10,8 +10,6 @@
 
 #include "sim_test.hpp"
 
-namespace gs = graphstep;
-
 namespace {
 
 // A device matrix of `rows` rows, `pitch` bytes apart, and a host matrix of the same shape with

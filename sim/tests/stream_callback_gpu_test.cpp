@@ -8,8 +8,6 @@
 
 #include "sim_test.hpp"
 
-namespace gs = graphstep;
-
 namespace {
 
 struct callback_log {
