@@ -577,7 +577,7 @@ class transformer {
     return groups;
   }
   void make_optimizer() {
-    optimizer_.emplace(layout_, parameters_, gradients_, parameter_groups(), optimizer_options(),
+    optimizer_.emplace(*weights_, *gradients_buffer_, parameter_groups(), optimizer_options(),
                        learning_rate_schedule(), nullptr, stream_, pool_);
   }
 

@@ -109,15 +109,15 @@ mixed_precision_adamw::mixed_precision_adamw(std::vector<parameter> const& param
                             stream,
                             resource} {}
 
-mixed_precision_adamw::mixed_precision_adamw(parameter_layout const& layout, void* values,
-                                             void const* gradients,
+mixed_precision_adamw::mixed_precision_adamw(memory::parameter_buffer& weights,
+                                             memory::parameter_buffer const& gradients,
                                              std::vector<parameter_group> const& groups,
                                              mixed_adamw_options const& options,
                                              lr_schedule const& schedule, loss_scaler const* scaler,
                                              cuda::stream_view stream,
                                              cuda::memory_resource& resource)
     : mixed_precision_adamw{
-          detail::layout_parameters(layout, values, gradients, "mixed_precision_adamw"),
+          detail::buffer_parameters(weights, gradients, "mixed_precision_adamw"),
           groups,
           options,
           schedule,

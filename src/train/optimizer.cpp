@@ -286,6 +286,19 @@ std::vector<std::string> state_buffers(adam_options const& options) {
 
 // The overrides of sgd and adam are the same: one macro would hide them, so they are written out.
 
+namespace detail {
+
+std::vector<parameter> buffer_parameters(memory::parameter_buffer const& weights,
+                                         memory::parameter_buffer const& gradients,
+                                         std::string const& who) {
+  GRAPHSTEP_EXPECTS(weights.data() != nullptr && gradients.data() != nullptr,
+                    who + ": the weights' or the gradients' parameter_buffer was moved from");
+  expect_same_layout(weights.layout(), gradients.layout(), who);
+  return layout_parameters(weights.layout(), weights.data(), gradients.data(), who);
+}
+
+}  // namespace detail
+
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
          lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
          cuda::memory_resource& resource)
@@ -293,10 +306,10 @@ sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
       options_{options},
       impl_{std::make_unique<detail::multi_tensor_optimizer>(
           "sgd", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
-sgd::sgd(parameter_layout const& layout, void* values, void const* gradients,
+sgd::sgd(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
          sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
          cuda::stream_view stream, cuda::memory_resource& resource)
-    : sgd{detail::layout_parameters(layout, values, gradients, "sgd"),
+    : sgd{detail::buffer_parameters(weights, gradients, "sgd"),
           options,
           schedule,
           scaler,
@@ -335,10 +348,10 @@ adam::adam(std::vector<parameter> const& parameters, adam_options const& options
       options_{options},
       impl_{std::make_unique<detail::multi_tensor_optimizer>(
           "adam", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
-adam::adam(parameter_layout const& layout, void* values, void const* gradients,
+adam::adam(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
            adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
            cuda::stream_view stream, cuda::memory_resource& resource)
-    : adam{detail::layout_parameters(layout, values, gradients, "adam"),
+    : adam{detail::buffer_parameters(weights, gradients, "adam"),
            options,
            schedule,
            scaler,

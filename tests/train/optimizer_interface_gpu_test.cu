@@ -53,7 +53,7 @@ static_assert(std::is_nothrow_move_constructible_v<gt::adam>);
 namespace {
 
 using layout_factory = std::function<std::unique_ptr<gt::optimizer>(
-    gs::parameter_layout const&, void*, void const*, gt::lr_schedule const&,
+    gs::memory::parameter_buffer&, gs::memory::parameter_buffer const&, gt::lr_schedule const&,
     gs::cuda::stream_view)>;
 using list_factory = std::function<std::unique_ptr<gt::optimizer>(
     std::vector<gt::parameter> const&, gt::lr_schedule const&, gs::cuda::stream_view)>;
@@ -80,23 +80,23 @@ gt::mixed_adamw_options adamw_settings() {
 std::vector<optimizer_kind> kinds() {
   return {
       {"sgd",
-       [](auto const& layout, void* w, void const* g, auto const& schedule, auto stream) {
-         return std::make_unique<gt::sgd>(layout, w, g, sgd_settings, schedule, nullptr, stream);
+       [](auto& w, auto const& g, auto const& schedule, auto stream) {
+         return std::make_unique<gt::sgd>(w, g, sgd_settings, schedule, nullptr, stream);
        },
        [](auto const& list, auto const& schedule, auto stream) {
          return std::make_unique<gt::sgd>(list, sgd_settings, schedule, nullptr, stream);
        }},
       {"adam",
-       [](auto const& layout, void* w, void const* g, auto const& schedule, auto stream) {
-         return std::make_unique<gt::adam>(layout, w, g, adam_settings, schedule, nullptr, stream);
+       [](auto& w, auto const& g, auto const& schedule, auto stream) {
+         return std::make_unique<gt::adam>(w, g, adam_settings, schedule, nullptr, stream);
        },
        [](auto const& list, auto const& schedule, auto stream) {
          return std::make_unique<gt::adam>(list, adam_settings, schedule, nullptr, stream);
        }},
       {"mixed_precision_adamw",
-       [](auto const& layout, void* w, void const* g, auto const& schedule, auto stream) {
+       [](auto& w, auto const& g, auto const& schedule, auto stream) {
          return std::make_unique<gt::mixed_precision_adamw>(
-             layout, w, g, adamw_groups, adamw_settings(), schedule, nullptr, stream);
+             w, g, adamw_groups, adamw_settings(), schedule, nullptr, stream);
        },
        [](auto const& list, auto const& schedule, auto stream) {
          return std::make_unique<gt::mixed_precision_adamw>(list, adamw_groups, adamw_settings(),
@@ -191,9 +191,9 @@ TEST_P(optimizer_interface, steps_from_the_layout_match_steps_from_its_tensors) 
   std::mt19937 rng{41};
   auto const layout = model_layout();
   auto const initial = random(layout, 1.0F, rng);
-  auto by_layout = buffer(initial);
+  auto by_layout = weights(layout, initial);
   auto by_list = buffer(initial);
-  auto const gradients = buffer(random(layout, 1.0F, rng));
+  auto const gradients = weights(layout, random(layout, 1.0F, rng));
   std::vector<gt::parameter> list;
   for (gs::parameter_slot const& slot : layout.slots()) {
     auto* const gradient = static_cast<unsigned char*>(gradients.data()) + slot.byte_offset();
@@ -204,7 +204,7 @@ TEST_P(optimizer_interface, steps_from_the_layout_match_steps_from_its_tensors) 
   }
   auto const schedule = warmup_cosine();
   std::unique_ptr<gt::optimizer> const from_layout =
-      GetParam().from_layout(layout, by_layout.data(), gradients.data(), schedule, *stream_);
+      GetParam().from_layout(by_layout, gradients, schedule, *stream_);
   std::unique_ptr<gt::optimizer> const from_list = GetParam().from_list(list, schedule, *stream_);
   EXPECT_STREQ(from_layout->name(), GetParam().name.c_str());
   gs::graphs::graph_exec step;
@@ -233,12 +233,12 @@ TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bi
   auto const layout = model_layout();
   auto went_on_weights = weights(layout, random(layout, 1.0F, rng));
   auto resumed_weights = weights(layout, random(layout, 3.0F, rng));
-  auto const gradients = buffer(random(layout, 1.0F, rng));
+  auto const gradients = weights(layout, random(layout, 1.0F, rng));
   auto const schedule = warmup_cosine();
   std::unique_ptr<gt::optimizer> const went_on =
-      GetParam().from_layout(layout, went_on_weights.data(), gradients.data(), schedule, *stream_);
+      GetParam().from_layout(went_on_weights, gradients, schedule, *stream_);
   std::unique_ptr<gt::optimizer> const resumed =
-      GetParam().from_layout(layout, resumed_weights.data(), gradients.data(), schedule, *stream_);
+      GetParam().from_layout(resumed_weights, gradients, schedule, *stream_);
   gs::graphs::graph_exec went_on_step;
   gs::graphs::graph_exec resumed_step;
   gs::graphs::capture(went_on_step, *stream_, [&] { went_on->step(*stream_); });
@@ -283,10 +283,16 @@ TEST_P(optimizer_interface, a_restored_optimizer_takes_the_same_steps_bit_for_bi
 
   // Another model: the first two tensors of this one. Its optimizer keeps its state.
   auto const smaller = model_layout(2);
-  auto smaller_weights = buffer(random(smaller, 1.0F, rng));
+  auto smaller_weights = weights(smaller, random(smaller, 1.0F, rng));
+  auto const smaller_gradients = weights(smaller, random(smaller, 1.0F, rng));
   std::unique_ptr<gt::optimizer> const other =
-      GetParam().from_layout(smaller, smaller_weights.data(), gradients.data(), schedule, *stream_);
+      GetParam().from_layout(smaller_weights, smaller_gradients, schedule, *stream_);
   other->step(*stream_);
+  // Gradients of another layout than the weights' are refused before anything is made.
+  std::string const mismatched = message_of(
+      [&] { static_cast<void>(GetParam().from_layout(smaller_weights, gradients, schedule, *stream_)); });
+  EXPECT_NE(mismatched.find("make both buffers from the model's one layout"), std::string::npos)
+      << mismatched;
   std::string const more = message_of([&] { other->restore_from(loaded, "optimizer", *stream_); });
   EXPECT_NE(more.find("more tensors"), std::string::npos) << more;
   EXPECT_NE(more.find(GetParam().name + "::restore_from"), std::string::npos) << more;
@@ -304,13 +310,13 @@ TEST_P(optimizer_interface, a_learning_rate_read_on_the_device_is_the_schedules_
   std::mt19937 rng{43};
   auto const layout = model_layout();
   auto const initial = random(layout, 1.0F, rng);
-  auto fed_weights = buffer(initial);
-  auto scheduled_weights = buffer(initial);
-  auto const gradients = buffer(random(layout, 1.0F, rng));
-  std::unique_ptr<gt::optimizer> const fed = GetParam().from_layout(
-      layout, fed_weights.data(), gradients.data(), constant(0.01F), *stream_);
-  std::unique_ptr<gt::optimizer> const scheduled = GetParam().from_layout(
-      layout, scheduled_weights.data(), gradients.data(), constant(0.01F), *stream_);
+  auto fed_weights = weights(layout, initial);
+  auto scheduled_weights = weights(layout, initial);
+  auto const gradients = weights(layout, random(layout, 1.0F, rng));
+  std::unique_ptr<gt::optimizer> const fed =
+      GetParam().from_layout(fed_weights, gradients, constant(0.01F), *stream_);
+  std::unique_ptr<gt::optimizer> const scheduled =
+      GetParam().from_layout(scheduled_weights, gradients, constant(0.01F), *stream_);
   gs::memory::step_input<float> learning_rate{1, *stream_};
   fed->read_learning_rate_from(learning_rate.data(), *stream_);
   gs::graphs::graph_exec step;
@@ -337,10 +343,10 @@ TEST_P(optimizer_interface, a_learning_rate_read_on_the_device_is_the_schedules_
 TEST_P(optimizer_interface, host_calls_inside_a_capture_are_refused_by_name) {
   std::mt19937 rng{44};
   auto const layout = model_layout();
-  auto weights = buffer(random(layout, 1.0F, rng));
-  auto const gradients = buffer(random(layout, 1.0F, rng));
+  auto model_weights = weights(layout, random(layout, 1.0F, rng));
+  auto const gradients = weights(layout, random(layout, 1.0F, rng));
   std::unique_ptr<gt::optimizer> const optimizer =
-      GetParam().from_layout(layout, weights.data(), gradients.data(), constant(0.01F), *stream_);
+      GetParam().from_layout(model_weights, gradients, constant(0.01F), *stream_);
   gt::checkpoint saved;
   optimizer->save_to(saved, "optimizer", *stream_);
   std::vector<std::pair<std::string, std::string>> refused;
@@ -379,19 +385,18 @@ INSTANTIATE_TEST_SUITE_P(kinds, optimizer_interface, ::testing::ValuesIn(kinds()
 using optimizer_interface_moved = gs::testing::stream_test;
 TEST_F(optimizer_interface_moved, a_moved_from_optimizer_refuses_its_calls) {
   auto const layout = model_layout(1);
-  gs::cuda::device_buffer weights{layout.buffer_bytes(), *stream_};
-  gs::cuda::device_buffer gradients{layout.buffer_bytes(), *stream_};
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(weights.data(), 0, weights.size(), stream_->get()));
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradients.data(), 0, gradients.size(), stream_->get()));
-  gt::sgd first{layout, weights.data(), gradients.data(), {}, {}, nullptr, *stream_};
+  gs::memory::parameter_buffer weights{layout, *stream_};
+  gs::memory::parameter_buffer gradients{layout, *stream_};
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(weights.data(), 0, weights.bytes(), stream_->get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradients.data(), 0, gradients.bytes(), stream_->get()));
+  gt::sgd first{weights, gradients, {}, {}, nullptr, *stream_};
   gt::sgd second = std::move(first);
   second.step(*stream_);
   EXPECT_EQ(second.steps_taken(*stream_), 1);
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   std::string const said = message_of([&] { first.step(*stream_); });
   EXPECT_NE(said.find("sgd::step: this optimizer was moved from"), std::string::npos) << said;
-  gt::mixed_precision_adamw adamw{layout, weights.data(), gradients.data(), {{}}, {},
-                                  {},     nullptr,        *stream_};
+  gt::mixed_precision_adamw adamw{weights, gradients, {{}}, {}, {}, nullptr, *stream_};
   gt::mixed_precision_adamw taken = std::move(adamw);
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   EXPECT_NE(message_of([&] {

@@ -59,6 +59,24 @@ TEST(optimizer_state, an_empty_layout_or_a_null_buffer_is_refused_by_name) {
                gs::usage_error);
 }
 
+TEST(optimizer_state, gradients_of_another_layout_are_refused_naming_the_tensor) {
+  gs::parameter_layout weights;
+  weights.add({"w", {4}, gs::dtype::float32});
+  weights.add({"b", {2}, gs::dtype::float32}, 1);
+  EXPECT_NO_THROW(gt::detail::expect_same_layout(weights, weights, "sgd"));
+  gs::parameter_layout fewer;
+  fewer.add({"w", {4}, gs::dtype::float32});
+  EXPECT_NE(message_of([&] { gt::detail::expect_same_layout(weights, fewer, "adam"); })
+                .find("adam: the weights' layout holds 2 tensors and the gradients' 1"),
+            std::string::npos);
+  gs::parameter_layout other_group;
+  other_group.add({"w", {4}, gs::dtype::float32});
+  other_group.add({"b", {2}, gs::dtype::float32}, 0);
+  EXPECT_NE(message_of([&] { gt::detail::expect_same_layout(weights, other_group, "sgd"); })
+                .find("sgd: tensor 1 is 'b'"),
+            std::string::npos);
+}
+
 TEST(optimizer_state, state_entries_are_named_by_prefix_tensor_and_buffer) {
   EXPECT_EQ(gt::detail::state_entry("optimizer", 0, "exp_avg"), "optimizer/0/exp_avg");
   EXPECT_EQ(gt::detail::state_entry("run/opt", 12, "momentum_buffer"),

@@ -11,6 +11,7 @@
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
@@ -57,11 +58,14 @@ class mixed_precision_adamw final : public optimizer {
                         loss_scaler const* scaler, cuda::stream_view stream,
                         cuda::memory_resource& resource = cuda::default_resource());
 
-  /// @brief Over every tensor of `layout`, in its order and its parameter group: the weights in
-  /// the buffer at `values` and the gradients at `gradients`, both laid out by `layout`. Tensor
-  /// t of `save_to`, `master_weights` and the messages is the layout's tensor t.
-  /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
-  mixed_precision_adamw(parameter_layout const& layout, void* values, void const* gradients,
+  /// @brief Over every tensor of the weights' layout, in its order and its parameter group: the
+  /// weights in `weights` and the gradients in `gradients`, a buffer of the same layout. Tensor
+  /// t of `save_to`, `master_weights` and the messages is the layout's tensor t. Both buffers
+  /// must outlive the optimizer.
+  /// @throws as the constructor above, and usage_error (an empty layout, a moved-from buffer,
+  /// gradients of another layout)
+  mixed_precision_adamw(memory::parameter_buffer& weights,
+                        memory::parameter_buffer const& gradients,
                         std::vector<parameter_group> const& groups,
                         mixed_adamw_options const& options, lr_schedule const& schedule,
                         loss_scaler const* scaler, cuda::stream_view stream,

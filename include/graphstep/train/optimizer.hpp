@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
@@ -125,11 +126,12 @@ class sgd final : public optimizer {
   sgd(std::vector<parameter> const& parameters, sgd_options const& options,
       lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
       cuda::memory_resource& resource = cuda::default_resource());
-  /// @brief Over every tensor of `layout`, in its order: the weights in the buffer at `values`
-  /// and the gradients at `gradients`, both laid out by `layout`. Tensor t of `save_to` is the
-  /// layout's tensor t.
-  /// @throws as the constructor above, and usage_error (an empty layout, a null buffer)
-  sgd(parameter_layout const& layout, void* values, void const* gradients,
+  /// @brief Over every tensor of the weights' layout, in its order: the weights in `weights`
+  /// and the gradients in `gradients`, a buffer of the same layout. Tensor t of `save_to` is
+  /// the layout's tensor t. Both buffers must outlive the optimizer.
+  /// @throws as the constructor above, and usage_error (an empty layout, a moved-from buffer,
+  /// gradients of another layout)
+  sgd(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
       sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
       cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
   ~sgd() override;
@@ -162,9 +164,12 @@ class adam final : public optimizer {
   adam(std::vector<parameter> const& parameters, adam_options const& options,
        lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
        cuda::memory_resource& resource = cuda::default_resource());
-  /// @brief Over every tensor of `layout`, as `sgd`'s.
-  /// @throws as `sgd`'s
-  adam(parameter_layout const& layout, void* values, void const* gradients,
+  /// @brief Over every tensor of the weights' layout, in its order: the weights in `weights`
+  /// and the gradients in `gradients`, a buffer of the same layout. Tensor t of `save_to` is
+  /// the layout's tensor t. Both buffers must outlive the optimizer.
+  /// @throws as the constructor above, and usage_error (an empty layout, a moved-from buffer,
+  /// gradients of another layout)
+  adam(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
        adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
        cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
   ~adam() override;

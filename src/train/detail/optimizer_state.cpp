@@ -24,6 +24,23 @@ std::vector<parameter> layout_parameters(parameter_layout const& layout, void* v
   return parameters;
 }
 
+void expect_same_layout(parameter_layout const& weights, parameter_layout const& gradients,
+                        std::string const& who) {
+  GRAPHSTEP_EXPECTS(weights.size() == gradients.size(),
+                    who + ": the weights' layout holds " + std::to_string(weights.size()) +
+                        " tensors and the gradients' " + std::to_string(gradients.size()) +
+                        ": make both buffers from the model's one layout");
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    parameter_slot const& w = weights.at(i);
+    parameter_slot const& g = gradients.at(i);
+    GRAPHSTEP_EXPECTS(w.spec == g.spec && w.group == g.group && w.offset == g.offset,
+                      who + ": tensor " + std::to_string(i) + " is '" + w.spec.name() +
+                          "' in the weights' layout and '" + g.spec.name() +
+                          "' (or another shape, dtype, group or place) in the gradients': make "
+                          "both buffers from the model's one layout");
+  }
+}
+
 std::string state_entry(std::string const& prefix, std::size_t tensor, std::string const& buffer) {
   return prefix + "/" + std::to_string(tensor) + "/" + buffer;
 }

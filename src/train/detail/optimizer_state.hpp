@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace graphstep::memory {
+class parameter_buffer;
+}
+
 namespace graphstep::train::detail {
 
 /// Every tensor of `layout`, in its order and with its parameter group: its weights in the
@@ -19,6 +23,18 @@ namespace graphstep::train::detail {
 [[nodiscard]] std::vector<parameter> layout_parameters(parameter_layout const& layout,
                                                        void* values, void const* gradients,
                                                        std::string const& who);
+
+/// `layout_parameters` over the weights' buffer and its layout, after `expect_same_layout` of
+/// the gradients' (the shell: src/train/optimizer.cpp).
+[[nodiscard]] std::vector<parameter> buffer_parameters(memory::parameter_buffer const& weights,
+                                                       memory::parameter_buffer const& gradients,
+                                                       std::string const& who);
+
+/// Refuses gradients laid out otherwise than the weights (another tensor, dtype, shape, group
+/// or offset), naming `who` and the first difference.
+/// @throws usage_error
+void expect_same_layout(parameter_layout const& weights, parameter_layout const& gradients,
+                        std::string const& who);
 
 /// "<prefix>/<tensor>/<buffer>": the entry of one state buffer of one tensor (PyTorch's
 /// state_dict names its buffers alike: momentum_buffer, exp_avg, exp_avg_sq).
