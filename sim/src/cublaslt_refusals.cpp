@@ -9,8 +9,9 @@
 
 #if CUBLAS_VERSION >= 130100
 
-// The definitions take the header's parameters unchanged, names included, and use none.
-// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter)
+// The definitions take the header's parameters unchanged (names and const included) and use
+// none.
+// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -142,6 +143,6 @@ cublasStatus_t CUBLASWINAPI cublasLtLoggerForceDisable() {
 }
 
 #pragma GCC diagnostic pop
-// NOLINTEND(misc-unused-parameters,readability-named-parameter)
+// NOLINTEND(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 
 #endif  // CUBLAS_VERSION >= 130100

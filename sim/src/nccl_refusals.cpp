@@ -9,8 +9,9 @@
 
 #if NCCL_VERSION_CODE >= 22809
 
-// The definitions take the header's parameters unchanged, names included, and use none.
-// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter)
+// The definitions take the header's parameters unchanged (names and const included) and use
+// none.
+// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -253,6 +254,6 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 }
 
 #pragma GCC diagnostic pop
-// NOLINTEND(misc-unused-parameters,readability-named-parameter)
+// NOLINTEND(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 
 #endif  // NCCL_VERSION_CODE >= 22809

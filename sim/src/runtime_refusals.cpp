@@ -9,8 +9,9 @@
 
 #if CUDART_VERSION >= 13000
 
-// The definitions take the header's parameters unchanged, names included, and use none.
-// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter)
+// The definitions take the header's parameters unchanged (names and const included) and use
+// none.
+// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -755,6 +756,6 @@ cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFu
 }
 
 #pragma GCC diagnostic pop
-// NOLINTEND(misc-unused-parameters,readability-named-parameter)
+// NOLINTEND(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 
 #endif  // CUDART_VERSION >= 13000

@@ -229,8 +229,9 @@ def render_refusals(the_api: api, found: list, refused: list, version: str) -> s
         "",
         f"#if {the_api.version_macro} >= {version}",
         "",
-        "// The definitions take the header's parameters unchanged, names included, and use none.",
-        "// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter)",
+        "// The definitions take the header's parameters unchanged (names and const included) and use",
+        "// none.",
+        "// NOLINTBEGIN(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)",
         "#pragma GCC diagnostic push",
         '#pragma GCC diagnostic ignored "-Wunused-parameter"',
         '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"',
@@ -255,7 +256,7 @@ def render_refusals(the_api: api, found: list, refused: list, version: str) -> s
             if name == profiling[0][0] else [f"{returns} {name}({parameters}) {{", f"  {body}",
                                              "}", ""]
     lines += ["#pragma GCC diagnostic pop",
-              "// NOLINTEND(misc-unused-parameters,readability-named-parameter)",
+              "// NOLINTEND(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)",
               "", f"#endif  // {the_api.version_macro} >= {version}", ""]
     return "\n".join(lines)
 

@@ -11,7 +11,15 @@
 #include <vector>
 
 namespace graphstep::train {
+
 namespace {
+
+// The refusal of an entry under the settings' prefix that save_to did not write.
+std::string not_a_setting(std::string const& entry, std::string const& under) {
+  return "run_settings::check: the checkpoint's entry \"" + entry +
+         "\" is not a setting (a one-dimensional uint8 tensor of text), though it is under \"" +
+         under + "\"; it was not written by run_settings::save_to";
+}
 
 // The shortest "%g" text that reads back as `value`: 0.0003f is "0.0003", not the
 // "0.000300000014" of its nine significant digits. NaN reads back as no value: "nan".
@@ -72,10 +80,7 @@ bool run_settings::check(checkpoint const& from, std::string const& prefix) cons
     if (entry_name.compare(0, under.size(), under) != 0) continue;
     GRAPHSTEP_EXPECTS(entry.kind == checkpoint_kind::tensor && entry.spec.type() == dtype::uint8 &&
                           entry.spec.shape().size() == 1,
-                      "run_settings::check: the checkpoint's entry \"" + entry_name +
-                          "\" is not a setting (a one-dimensional uint8 tensor of text), "
-                          "though it is under \"" +
-                          under + "\"; it was not written by run_settings::save_to");
+                      not_a_setting(entry_name, under));
     std::string name = entry_name.substr(under.size());
     recorded_order.push_back(name);
     recorded.emplace(std::move(name), std::string(entry.bytes.begin(), entry.bytes.end()));
