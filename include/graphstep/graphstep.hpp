@@ -75,6 +75,8 @@
 #include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mixed_precision.hpp>
+#include <graphstep/train/micro_batch_loop.hpp>
+#include <graphstep/train/micro_batch_plan.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/mse_loss.hpp>
 #include <graphstep/train/optimizer.hpp>

@@ -105,12 +105,14 @@ __global__ void finalize_kernel(mixed_adamw_device_state* state, float const* pa
   float const total = block_sum(sum);
   if (threadIdx.x != 0) return;
   float const norm = partial_count > 0 ? sqrt_rn(total) : 0.0F;
-  bool const clipping = options.max_grad_norm > 0.0F;
-  bool const skip =
-      (all_finite != nullptr && *all_finite == 0U) || (clipping && !train::detail::is_finite(norm));
+  bool const skip = train::skips_step(all_finite == nullptr || *all_finite != 0U, norm,
+                                      options.max_grad_norm, options.skip_norm);
   state->skip = skip ? 1U : 0U;
   state->gradient_norm = norm;
-  if (skip) return;
+  if (skip) {
+    state->skipped_steps += 1U;
+    return;
+  }
   std::int64_t const step = state->step + 1;
   state->step = step;
   state->beta1_power *= static_cast<double>(options.beta1);

@@ -24,9 +24,10 @@ struct mixed_adamw_device_state {
   float sqrt_bias_correction2{1.0F};  // sqrt(1 − beta2^step)
   float inv_loss_scale{1.0F};         // this step's gradients are multiplied by it
   float clip_factor{1.0F};            // and then by it
-  float gradient_norm{0.0F};          // global norm of the unscaled gradients (0 without clipping)
+  float gradient_norm{0.0F};          // global norm of the unscaled gradients (0 without
+                                      // clipping or a skip threshold)
   std::uint32_t skip{0};              // 1: this step was skipped
-  std::uint32_t reserved{0};
+  std::uint32_t skipped_steps{0};     // steps skipped so far (wraps after 2^32)
   train::lr_schedule schedule;
   float const* learning_rate{nullptr};  // when set, read by each step instead of the schedule
 };

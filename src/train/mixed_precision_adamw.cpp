@@ -1,6 +1,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
@@ -140,9 +141,11 @@ mixed_precision_adamw::mixed_precision_adamw(detail::mixed_adamw_plan const& pla
       state_{sizeof(mixed_adamw_device_state), stream, resource},
       slots_{sizeof(mixed_tensor_slot) * parameters.size(), stream, resource},
       chunks_{sizeof(tensor_chunk) * plan.chunks.size(), stream, resource},
-      // Only clipping needs the norm, and so the partial sums.
-      partials_{options.max_grad_norm > 0.0F ? sizeof(float) * plan.chunks.size() : 0, stream,
-                resource},
+      // Only clipping and a skip threshold need the norm, and so the partial sums.
+      partials_{options.max_grad_norm > 0.0F || std::isfinite(options.skip_norm)
+                    ? sizeof(float) * plan.chunks.size()
+                    : 0,
+                stream, resource},
       buffers_{sizeof(float) * plan.total * 3, stream, resource} {
   auto* const buffers = static_cast<float*>(buffers_.data());
   // The moments start at zero as in PyTorch; the master weights are filled below.
@@ -274,6 +277,17 @@ std::int64_t mixed_precision_adamw::do_steps_taken(cuda::stream_view stream) con
 
 float mixed_precision_adamw::last_gradient_norm(cuda::stream_view stream) const {
   return read<float>(offsetof(mixed_adamw_device_state, gradient_norm), stream);
+}
+
+float const* mixed_precision_adamw::gradient_norm() const noexcept {
+  return reinterpret_cast<float const*>(static_cast<unsigned char const*>(state_.data()) +
+                                        offsetof(mixed_adamw_device_state, gradient_norm));
+}
+
+std::uint32_t const* mixed_precision_adamw::skipped_steps() const noexcept {
+  return reinterpret_cast<std::uint32_t const*>(
+      static_cast<unsigned char const*>(state_.data()) +
+      offsetof(mixed_adamw_device_state, skipped_steps));
 }
 
 float const* mixed_precision_adamw::master_weights(std::size_t tensor) const {

@@ -56,6 +56,9 @@ void validate(mixed_adamw_options const& options) {
                     "(0 turns clipping off)");
   GRAPHSTEP_EXPECTS(options.clip_epsilon > 0.0F && std::isfinite(options.clip_epsilon),
                     "mixed_adamw_options: clip_epsilon must be positive and finite");
+  GRAPHSTEP_EXPECTS(options.skip_norm > 0.0F,
+                    "mixed_adamw_options: skip_norm is " + std::to_string(options.skip_norm) +
+                        "; it must be positive (infinity, the default, turns skipping off)");
 }
 
 std::vector<parameter_group> plan_parameter_groups(

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <graphstep/detail/host_device.hpp>
 #include <graphstep/dtype_conversion.hpp>
+#include <graphstep/train/loss_scaler_options.hpp>
 #include <graphstep/train/philox.hpp>
 
 namespace graphstep::train {
@@ -40,6 +41,17 @@ GRAPHSTEP_HOST_DEVICE inline float gradient_clip_factor(float norm, float max_no
   if (max_norm == 0.0F) return 1.0F;
   float const factor = max_norm / (norm + epsilon);
   return factor < 1.0F ? factor : (factor >= 1.0F ? 1.0F : factor);  // NaN passes through
+}
+
+/// @brief Whether an optimizer step is skipped: its gradients were not all finite (the loss
+/// scaler's finding), or a skip threshold is set (`skip_norm` finite) and the global norm is
+/// above it or not finite, or clipping is on (`max_grad_norm` > 0) and the norm is not finite.
+/// As GradScaler skips `optimizer.step()`; the skipped step advances nothing.
+GRAPHSTEP_HOST_DEVICE inline bool skips_step(bool gradients_finite, float norm,
+                                             float max_grad_norm, float skip_norm) {
+  if (!gradients_finite) return true;
+  if (detail::is_finite(skip_norm)) return !(norm <= skip_norm);  // NaN fails the comparison
+  return max_grad_norm > 0.0F && !detail::is_finite(norm);
 }
 
 }  // namespace graphstep::train

@@ -28,12 +28,13 @@ struct mixed_adamw_plan;  // what the constructor checks and plans before it all
 
 /// @brief AdamW with fp32 master weights (torch.optim.AdamW's formula, decoupled decay).
 ///
-/// Each step, all capturable, on one stream: (with clipping) one multi-tensor launch computes
-/// per-chunk sums of squares of the unscaled gradients; one single-block launch sums them in a
-/// fixed order into the global norm, decides whether the step is skipped (the loss scaler found
-/// an inf or NaN, or clipping is on and the norm is not finite), and if not advances the device
-/// step count and writes the step's learning rate, bias corrections, inverse loss scale and clip
-/// factor to device memory; one multi-tensor launch updates the fp32 master weights and the
+/// Each step, all capturable, on one stream: (with clipping or a skip threshold) one
+/// multi-tensor launch computes per-chunk sums of squares of the unscaled gradients; one
+/// single-block launch sums them in a fixed order into the global norm, decides whether the step
+/// is skipped (`skips_step`: the loss scaler found an inf or NaN, the norm is above
+/// `skip_norm`, or the norm is needed and not finite; a skip is counted), and if not advances
+/// the device step count and writes the step's learning rate, bias corrections, inverse loss
+/// scale and clip factor to device memory; one multi-tensor launch updates the fp32 master weights and the
 /// fp32 moments and writes the rounded model weights. Nothing of a step is frozen at capture:
 /// every replay reads its own step's values.
 ///
@@ -72,8 +73,16 @@ class mixed_precision_adamw final : public optimizer {
                         cuda::memory_resource& resource = cuda::default_resource());
 
   /// @brief The global norm of the last step's unscaled gradients, before clipping (0 when
-  /// clipping is off; synchronizes `stream`).
+  /// neither clipping nor `skip_norm` is on; synchronizes `stream`).
   [[nodiscard]] float last_gradient_norm(cuda::stream_view stream) const;
+  /// @brief The global norm of the last step's unscaled gradients, before clipping, in device
+  /// memory: read it after a replay with `memory::host_readback<float>`, without a
+  /// synchronization. 0 when neither clipping nor `skip_norm` is on.
+  [[nodiscard]] float const* gradient_norm() const noexcept;
+  /// @brief The number of steps skipped so far (gradients not finite, or the norm above
+  /// `skip_norm` or not finite), in device memory, for `memory::host_readback<std::uint32_t>`.
+  /// Counted from construction; not saved in checkpoints.
+  [[nodiscard]] std::uint32_t const* skipped_steps() const noexcept;
   /// @brief The fp32 master weights of tensor `tensor`, in device memory.
   /// @throws usage_error (no such tensor)
   [[nodiscard]] float const* master_weights(std::size_t tensor) const;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/device_span.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct mixed_adamw_options {
   /// min(1, max_grad_norm / (norm + clip_epsilon)). 0 turns clipping off.
   float max_grad_norm{0.0F};
   float clip_epsilon{1e-6F};  ///< clip_grad_norm_'s 1e-6
+  /// Skips the whole step on the device (its step count and learning-rate schedule included)
+  /// when the global norm of the unscaled gradients exceeds it or is not finite, and counts the
+  /// skip (`mixed_precision_adamw::skipped_steps`). Infinity, the default, turns it off.
+  float skip_norm{std::numeric_limits<float>::infinity()};
   /// Rounds the new bf16 weights stochastically instead of to nearest even (see
   /// train/mixed_precision.hpp for the random bits); bf16 tensors only.
   bool stochastic_rounding{false};
@@ -75,7 +80,8 @@ void validate(sgd_options const& options);
 /// @copydoc validate(sgd_options const&)
 void validate(adam_options const& options);
 /// @brief Throws usage_error naming the bad hyperparameter (betas outside [0, 1), epsilon not
-/// positive, max_grad_norm negative or not finite, clip_epsilon not positive).
+/// positive, max_grad_norm negative or not finite, clip_epsilon not positive, skip_norm not
+/// positive or NaN).
 void validate(mixed_adamw_options const& options);
 
 /// @brief The group of each tensor, checked: `groups[group_of_tensor[t]]` for every tensor t.
