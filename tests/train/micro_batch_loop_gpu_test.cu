@@ -1,0 +1,393 @@
+// Gradient accumulation in one captured step (train/micro_batch_loop.hpp): K micro-batches of a
+// small linear model in a device loop, the optimizer's clip and skip decided on the device.
+// Eager and graphed bit for bit, K micro-batches of B against one batch of K x B and an fp64
+// reference, node count flat in K, a planted inf and a norm above the threshold skipping exactly
+// their step, and the refusals.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/stream.hpp>
+#include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/dtype.hpp>
+#include <graphstep/error.hpp>
+#include <graphstep/graphs/capture_scope.hpp>
+#include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/memory/host_readback.hpp>
+#include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
+#include <graphstep/memory/step_input.hpp>
+#include <graphstep/parameter_layout.hpp>
+#include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/micro_batch_loop.hpp>
+#include <graphstep/train/mixed_precision_adamw.hpp>
+#include <graphstep/train/optimizer_options.hpp>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "common/gpu_test.hpp"
+
+namespace gs = graphstep;
+namespace gt = graphstep::train;
+using gs::testing::contains;
+using gs::testing::message_of;
+
+namespace {
+
+constexpr int features = 8;
+
+// One thread, in a fixed order: loss = (1/B) sum_r (w.x_r - y_r)^2 / 2, and
+// gradient += weight (1/B) sum_r (w.x_r - y_r) x_r.
+__global__ void linear_step_kernel(float const* w, float const* x, float const* y, int rows,
+                                   float weight, float* gradient, float* loss) {
+  float sum = 0.0F;
+  float residuals[64];
+  for (int r = 0; r < rows; ++r) {
+    float p = 0.0F;
+    for (int j = 0; j < features; ++j) p += w[j] * x[r * features + j];
+    residuals[r] = p - y[r];
+    sum += 0.5F * residuals[r] * residuals[r];
+  }
+  *loss = sum / static_cast<float>(rows);
+  for (int j = 0; j < features; ++j) {
+    float g = 0.0F;
+    for (int r = 0; r < rows; ++r) g += residuals[r] * x[r * features + j];
+    gradient[j] += weight * (g / static_cast<float>(rows));
+  }
+}
+
+// Deterministic data of step `step`: K x B rows of x and y.
+struct batch {
+  std::vector<float> x, y;
+};
+batch data_of(int step, int rows) {
+  batch b;
+  std::uint32_t state = 12345U + 7919U * static_cast<std::uint32_t>(step);
+  auto next = [&] {
+    state = state * 1664525U + 1013904223U;
+    return static_cast<float>(state >> 8U) / static_cast<float>(1U << 24U) - 0.5F;
+  };
+  for (int r = 0; r < rows; ++r) {
+    float target = 0.25F;
+    for (int j = 0; j < features; ++j) {
+      float const v = next();
+      b.x.push_back(v);
+      target += static_cast<float>(j + 1) * 0.1F * v;
+    }
+    b.y.push_back(target + 0.01F * next());
+  }
+  return b;
+}
+
+gs::parameter_layout one_tensor() {
+  gs::parameter_layout layout{64};
+  static_cast<void>(layout.add({"w", {features}, gs::dtype::float32}));
+  return layout;
+}
+
+// The model, its K micro-batches, the optimizer; one optimizer step per `issue`.
+struct linear_run {
+  linear_run(int k, int b, gt::mixed_adamw_options const& options, gs::cuda::stream_view s)
+      : micro_batches{k},
+        rows{b},
+        stream{s},
+        weights{one_tensor(), s},
+        gradients{one_tensor(), s},
+        x_all{static_cast<std::size_t>(k * b * features), s},
+        y_all{static_cast<std::size_t>(k * b), s},
+        x{sizeof(float) * b * features, s},
+        y{sizeof(float) * b, s},
+        micro_loss{sizeof(float), s},
+        loop{k, gradients, s} {
+    std::vector<float> w(features);
+    for (int j = 0; j < features; ++j) w[j] = 0.05F * static_cast<float>(j % 3);
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights.data(), w.data(), sizeof(float) * features,
+                                       cudaMemcpyHostToDevice, s.get()));
+    s.synchronize();
+    gt::lr_schedule schedule;
+    schedule.base = 0.01F;
+    optimizer.emplace(weights, gradients, std::vector<gt::parameter_group>{{}}, options, schedule,
+                      nullptr, s);
+  }
+
+  void issue(gs::cuda::stream_view s) {
+    loop.run(s, static_cast<float const*>(micro_loss.data()), [&](gs::cuda::stream_view body) {
+      loop.select(x_all, static_cast<float*>(x.data()), static_cast<std::size_t>(rows) * features,
+                  body);
+      loop.select(y_all, static_cast<float*>(y.data()), static_cast<std::size_t>(rows), body);
+      linear_step_kernel<<<1, 1, 0, body.get()>>>(
+          static_cast<float const*>(weights.data()), static_cast<float const*>(x.data()),
+          static_cast<float const*>(y.data()), rows, loop.loss_weight(),
+          static_cast<float*>(gradients.data()), static_cast<float*>(micro_loss.data()));
+      GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+    });
+    optimizer->step(s);
+  }
+
+  void upload(int step) {
+    batch const b = data_of(step, micro_batches * rows);
+    x_all.upload(b.x, stream);
+    y_all.upload(b.y, stream);
+  }
+
+  [[nodiscard]] std::vector<float> read(void const* device) const {
+    return gs::testing::copy_to_host(static_cast<float const*>(device), features, stream);
+  }
+
+  int micro_batches;
+  int rows;
+  gs::cuda::stream_view stream;
+  gs::memory::parameter_buffer weights, gradients;
+  gs::memory::step_input<float> x_all, y_all;
+  gs::cuda::device_buffer x, y, micro_loss;
+  gt::micro_batch_loop loop;
+  std::optional<gt::mixed_precision_adamw> optimizer;
+};
+
+// What one step leaves behind, read through host_readback after it (no synchronization).
+struct step_result {
+  float loss{};
+  float norm{};
+  std::uint32_t skipped{};
+  std::vector<float> weights;
+};
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+gt::mixed_adamw_options clipped() {
+  gt::mixed_adamw_options options;
+  options.max_grad_norm = 1.0F;
+  return options;
+}
+
+class micro_batch_loop_test : public gs::testing::gpu_test {};
+
+// Runs `steps` optimizer steps eagerly or as replays of one captured step.
+std::vector<step_result> train(int k, int b, bool graphed, int steps,
+                               gt::mixed_adamw_options const& options = clipped(),
+                               int inf_step = -1, int inf_micro_batch = 0) {
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  linear_run run{k, b, options, stream};
+  gs::memory::host_readback<float> loss, norm;
+  gs::memory::host_readback<std::uint32_t> skipped;
+  gs::graphs::graph_exec step;
+  if (graphed) {
+    run.upload(0);
+    gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
+  }
+  std::vector<step_result> results;
+  for (int i = 0; i < steps; ++i) {
+    batch data = data_of(i, k * b);
+    if (i == inf_step) {
+      data.x[static_cast<std::size_t>(inf_micro_batch * b * features + 3)] =
+          std::numeric_limits<float>::infinity();
+    }
+    run.x_all.upload(data.x, stream);
+    run.y_all.upload(data.y, stream);
+    if (graphed) {
+      step.replay(stream);
+    } else {
+      run.issue(stream);
+    }
+    auto const l = loss.enqueue(run.loop.loss(), stream);
+    auto const n = norm.enqueue(run.optimizer->gradient_norm(), stream);
+    auto const s = skipped.enqueue(run.optimizer->skipped_steps(), stream);
+    results.push_back({loss.value(l), norm.value(n), skipped.value(s), run.read(run.weights.data())});
+  }
+  return results;
+}
+
+void expect_bit_for_bit(int k) {
+  auto const eager = train(k, 2, false, 3);
+  auto const graphed = train(k, 2, true, 3);
+  ASSERT_EQ(eager.size(), graphed.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(same_bits(eager[i].loss, graphed[i].loss))
+        << "K " << k << " step " << i << ": " << eager[i].loss << " vs " << graphed[i].loss;
+    EXPECT_TRUE(same_bits(eager[i].norm, graphed[i].norm)) << "K " << k << " step " << i;
+    EXPECT_GT(eager[i].norm, 0.0F);
+    for (int j = 0; j < features; ++j) {
+      EXPECT_TRUE(same_bits(eager[i].weights[j], graphed[i].weights[j]))
+          << "K " << k << " step " << i << " weight " << j;
+    }
+  }
+  // The steps moved the weights: the comparison is not of two untouched buffers.
+  EXPECT_NE(eager.front().weights, eager.back().weights);
+}
+
+}  // namespace
+
+TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_1) { expect_bit_for_bit(1); }
+TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_4) { expect_bit_for_bit(4); }
+TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_8) { expect_bit_for_bit(8); }
+
+// The arithmetic: the accumulated gradient and the mean loss of K micro-batches of B are those
+// of one batch of K x B, against an fp64 reference.
+TEST_F(micro_batch_loop_test, k_micro_batches_of_b_match_one_batch_of_k_times_b) {
+  int const k = 4;
+  int const b = 3;
+  batch const data = data_of(0, k * b);
+  std::vector<double> w(features);
+  for (int j = 0; j < features; ++j) w[j] = 0.05 * (j % 3);
+  double loss = 0.0;
+  std::vector<double> gradient(features, 0.0);
+  for (int r = 0; r < k * b; ++r) {
+    double p = 0.0;
+    for (int j = 0; j < features; ++j) p += w[j] * data.x[r * features + j];
+    double const residual = p - data.y[r];
+    loss += 0.5 * residual * residual / (k * b);
+    for (int j = 0; j < features; ++j) gradient[j] += residual * data.x[r * features + j] / (k * b);
+  }
+  for (auto [micro_batches, rows] : {std::pair{k, b}, std::pair{1, k * b}}) {
+    gs::cuda::stream stream;
+    linear_run run{micro_batches, rows, clipped(), stream};
+    run.upload(0);
+    run.loop.run(stream, static_cast<float const*>(run.micro_loss.data()),
+                 [&](gs::cuda::stream_view s) {
+                   run.loop.select(run.x_all, static_cast<float*>(run.x.data()),
+                                   static_cast<std::size_t>(rows) * features, s);
+                   run.loop.select(run.y_all, static_cast<float*>(run.y.data()),
+                                   static_cast<std::size_t>(rows), s);
+                   linear_step_kernel<<<1, 1, 0, s.get()>>>(
+                       static_cast<float const*>(run.weights.data()),
+                       static_cast<float const*>(run.x.data()),
+                       static_cast<float const*>(run.y.data()), rows, run.loop.loss_weight(),
+                       static_cast<float*>(run.gradients.data()),
+                       static_cast<float*>(run.micro_loss.data()));
+                 });
+    auto const g = run.read(run.gradients.data());
+    float const mean_loss = gs::testing::copy_to_host(run.loop.loss(), 1, stream).front();
+    EXPECT_NEAR(mean_loss, loss, 1e-6 * std::abs(loss) + 1e-7) << micro_batches << " x " << rows;
+    for (int j = 0; j < features; ++j) {
+      EXPECT_NEAR(g[j], gradient[j], 1e-5 * std::abs(gradient[j]) + 1e-7)
+          << micro_batches << " x " << rows << ", gradient " << j;
+    }
+  }
+}
+
+TEST_F(micro_batch_loop_test, the_graph_does_not_grow_with_k) {
+  std::size_t totals[2]{};
+  int const ks[2]{1, 8};
+  for (int i = 0; i < 2; ++i) {
+    gs::cuda::stream stream;
+    gs::memory::memory_pool pool;
+    linear_run run{ks[i], 2, clipped(), stream};
+    run.upload(0);
+    gs::graphs::graph_exec step;
+    gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
+    EXPECT_EQ(step.node_counts().conditional, 1U);
+    totals[i] = step.node_counts().total;
+  }
+  EXPECT_EQ(totals[0], totals[1]);
+}
+
+// Micro-batch 3 of 4 (index 2) carries an inf: its gradient poisons the accumulated one, the
+// norm is not finite, and that optimizer step alone is skipped; the next goes on.
+TEST_F(micro_batch_loop_test, an_inf_in_one_micro_batch_skips_exactly_that_step) {
+  for (bool graphed : {false, true}) {
+    auto const r = train(4, 2, graphed, 4, clipped(), 2, 2);
+    EXPECT_EQ(r[0].skipped, 0U);
+    EXPECT_EQ(r[1].skipped, 0U);
+    EXPECT_EQ(r[2].skipped, 1U) << "graphed " << graphed;
+    EXPECT_FALSE(std::isfinite(r[2].norm));
+    EXPECT_EQ(r[2].weights, r[1].weights) << "the poisoned step must leave the weights";
+    EXPECT_EQ(r[3].skipped, 1U);
+    EXPECT_NE(r[3].weights, r[2].weights) << "the step after it goes on";
+    // Skipped steps advance nothing: the run equals one without the poisoned step's update.
+  }
+}
+
+// A threshold ten times the first step's norm: the second step, whose targets are a thousand
+// times larger, is skipped (counted, the step count and schedule waiting); the third goes on.
+TEST_F(micro_batch_loop_test, a_norm_above_the_threshold_skips_and_the_step_count_waits) {
+  float const first_norm = train(2, 2, true, 1).front().norm;
+  ASSERT_GT(first_norm, 0.0F);
+  gt::mixed_adamw_options options = clipped();
+  options.skip_norm = 10.0F * first_norm;
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  linear_run run{2, 2, options, stream};
+  gs::graphs::graph_exec step;
+  run.upload(0);
+  gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
+  gs::memory::host_readback<std::uint32_t> skipped;
+  gs::memory::host_readback<float> norm;
+  std::vector<float> weights;
+  for (int i = 0; i < 3; ++i) {
+    batch data = data_of(i, 4);
+    if (i == 1) {
+      for (float& y : data.y) y *= 1000.0F;
+    }
+    run.x_all.upload(data.x, stream);
+    run.y_all.upload(data.y, stream);
+    std::vector<float> const before = run.read(run.weights.data());
+    step.replay(stream);
+    auto const n = norm.enqueue(run.optimizer->gradient_norm(), stream);
+    auto const k = skipped.enqueue(run.optimizer->skipped_steps(), stream);
+    std::vector<float> const after = run.read(run.weights.data());
+    if (i == 0) {
+      EXPECT_EQ(norm.value(n), first_norm);
+    }
+    EXPECT_EQ(norm.value(n) > options.skip_norm, i == 1) << "step " << i;
+    EXPECT_EQ(skipped.value(k), i >= 1 ? 1U : 0U) << "step " << i;
+    EXPECT_EQ(after == before, i == 1) << "step " << i;
+    EXPECT_EQ(run.optimizer->steps_taken(stream), i >= 1 ? i : 1) << "step " << i;
+  }
+}
+
+TEST_F(micro_batch_loop_test, bad_input_is_refused_by_value_before_it_is_enqueued) {
+  gs::cuda::stream stream;
+  gs::memory::parameter_buffer gradients{one_tensor(), stream};
+  EXPECT_TRUE(contains(message_of([&] { gt::micro_batch_loop loop(0, gradients, stream); }),
+                       "micro_batches is 0"));
+  EXPECT_TRUE(contains(message_of([&] { gt::micro_batch_loop loop(-2, gradients, stream); }),
+                       "micro_batches is -2"));
+  gt::mixed_adamw_options options;
+  options.skip_norm = 0.0F;
+  gs::memory::parameter_buffer weights{one_tensor(), stream};
+  EXPECT_TRUE(contains(message_of([&] {
+                         gt::mixed_precision_adamw optimizer(weights, gradients, {{}}, options,
+                                                             gt::lr_schedule{}, nullptr, stream);
+                       }),
+                       "skip_norm is 0"));
+
+  // A step_input of 3 micro-batches for a loop of 4: refused while capturing, and the capture
+  // is discarded.
+  gs::memory::memory_pool pool;
+  gt::micro_batch_loop loop{4, gradients, stream};
+  gs::memory::step_input<float> three{3 * 5, stream};
+  gs::cuda::device_buffer into{sizeof(float) * 5, stream};
+  gs::graphs::graph_exec step;
+  std::string const message = message_of([&] {
+    gs::graphs::capture(step, stream, pool, [&] {
+      loop.run(stream, nullptr, [&](gs::cuda::stream_view s) {
+        loop.select(three, static_cast<float*>(into.data()), 5, s);
+      });
+    });
+  });
+  EXPECT_TRUE(contains(message, "holds 15 elements, not 4 micro-batches of 5")) << message;
+  EXPECT_FALSE(stream.view().is_capturing());
+  EXPECT_TRUE(step.empty());
+
+  // A body that allocates from the pool, which a conditional body cannot.
+  std::string const allocating = message_of([&] {
+    gs::graphs::capture(step, stream, pool, [&] {
+      loop.run(stream, nullptr, [&](gs::cuda::stream_view s) {
+        gs::cuda::device_buffer scratch{64, s, pool};
+      });
+    });
+  });
+  EXPECT_TRUE(contains(allocating, "allocated from a memory pool")) << allocating;
+  EXPECT_FALSE(stream.view().is_capturing());
+
+  EXPECT_TRUE(contains(message_of([&] { loop.run(stream, nullptr, {}); }), "body is required"));
+}
