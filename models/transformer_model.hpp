@@ -6,7 +6,10 @@
 // GEMM, fc2, residual), a final layer norm, the output projection tied to the token embedding,
 // and cross-entropy. bf16 weights, activations and gradients with fp32 math and fp32 master
 // weights in the AdamW (global-norm clipping on the device). `step()` issues one whole training
-// step; it allocates nothing and synchronizes nothing, so it can be captured. Shared by
+// step; it allocates nothing and synchronizes nothing, so it can be captured. With K
+// micro-batches (`micro_batches`), a step runs K forward and backward passes in a device loop
+// (train::micro_batch_loop), each on its own batch of tokens, adds their gradients into one
+// buffer, then hands it to the all-reduce hook and the optimizer once. Shared by
 // examples/transformer_lm and the transformer benchmark.
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/parameter_buffer.hpp>
+#include <graphstep/memory/step_input.hpp>
 #include <graphstep/ops/attention.hpp>
 #include <graphstep/ops/attention_cudnn.hpp>
 #include <graphstep/ops/cross_entropy.hpp>
@@ -34,10 +38,12 @@
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
+#include <graphstep/train/micro_batch_loop.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 #include <graphstep/train/run_settings.hpp>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -64,6 +70,12 @@ struct transformer_config {
   int data_stream{0};        // which batch of tokens: ranks of a data-parallel run differ
   float learning_rate{3e-4F};
   attention_path attention{attention_path::automatic};
+  // K: the micro-batches of one optimizer step, each `batch` sequences of its own, their
+  // gradients accumulated (the step's batch is K x batch sequences).
+  int micro_batches{1};
+  // An optimizer step whose gradient norm exceeds it (or is not finite) is skipped on the
+  // device; infinity: never.
+  float skip_norm{std::numeric_limits<float>::infinity()};
 
   // The output projection's vocabulary rounded up to a multiple of 64 (GPT-2's 50257 becomes
   // 50304), which keeps its GEMMs on aligned fast paths; the extra rows are never a token.
@@ -111,6 +123,11 @@ class transformer {
     gradients_buffer_.emplace(layout_, stream_, pool_);
     parameters_ = zeroed(*weights_);
     gradients_ = zeroed(*gradients_buffer_);
+    if (c.micro_batches != 1) {  // each micro-batch's gradients are added into a second buffer
+      accumulated_.emplace(layout_, stream_, pool_);
+      static_cast<void>(zeroed(*accumulated_));
+      loop_.emplace(c.micro_batches, *accumulated_, stream_, pool_);
+    }
     tokens_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
     targets_ = static_cast<std::int32_t*>(allocate(rows * sizeof(std::int32_t)));
     loss_ = static_cast<float*>(allocate(sizeof(float)));
@@ -167,8 +184,14 @@ class transformer {
   ~transformer() = default;
 
   // One training step: forward, loss, backward, (hook: e.g. gradient all-reduce), clip + AdamW.
+  // With micro-batches: the gradients zeroed, then K forward and backward passes in a device
+  // loop adding into them, then the hook (the all-reduce, once per step) and the optimizer.
   void step() {
-    forward_backward();
+    if (loop_) {
+      loop_->run(stream_, loss_, [this](gs::cuda::stream_view on) { micro_batch(on); });
+    } else {
+      forward_backward();
+    }
     if (after_backward_) after_backward_(stream_);
     optimizer_->step(stream_);
   }
@@ -179,11 +202,11 @@ class transformer {
     backward();
   }
 
-  // The loss of the last step (synchronizes the stream).
+  // The loss of the last step, the mean of its micro-batches' (synchronizes the stream).
   float loss() {
     float value = 0.0F;
-    GRAPHSTEP_CUDA_TRY(
-        cudaMemcpyAsync(&value, loss_, sizeof value, cudaMemcpyDeviceToHost, stream_.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, loss_buffer(), sizeof value, cudaMemcpyDeviceToHost,
+                                       stream_.get()));
     stream_.synchronize();
     return value;
   }
@@ -194,7 +217,12 @@ class transformer {
   // All parameters and all gradients, bf16, each in one buffer (so a data-parallel run can
   // average the gradients in buckets, and compare the weights across ranks).
   [[nodiscard]] void* parameters() const { return parameters_; }
-  [[nodiscard]] void* gradients() const { return gradients_; }
+  // The gradients the optimizer reads: with micro-batches, their sum (the one forward_backward
+  // writes is the last micro-batch's alone).
+  [[nodiscard]] void* gradients() const {
+    return accumulated_ ? accumulated_->data() : static_cast<void*>(gradients_);
+  }
+  [[nodiscard]] int micro_batches() const { return c_.micro_batches; }
   // Where each tensor lies in those buffers, in the order the backward finishes the gradients
   // (see set_gradients_finished): what the data-parallel bucket plan, the optimizer and the
   // checkpoint take.
@@ -202,14 +230,21 @@ class transformer {
   [[nodiscard]] bool fused_gelu() const { return layers_.front().fc1->fused(); }
   // Which attention runs, and why the plain kernels where cuDNN's was possible but not taken.
   [[nodiscard]] std::string const& attention_description() const { return attention_; }
-  [[nodiscard]] float const* loss_buffer() const { return loss_; }
+  [[nodiscard]] float const* loss_buffer() const { return loop_ ? loop_->loss() : loss_; }
+  // The optimizer's global gradient norm and count of skipped steps, in device memory.
+  [[nodiscard]] float const* gradient_norm_buffer() const { return optimizer_->gradient_norm(); }
+  [[nodiscard]] std::uint32_t const* skipped_steps_buffer() const {
+    return optimizer_->skipped_steps();
+  }
   void set_after_backward(std::function<void(gs::cuda::stream_view)> hook) {
     after_backward_ = std::move(hook);
   }
   // Called in the backward each time more gradients are final for this step, with their extent:
   // the gradient buffer's first `count` bf16 elements, once the work issued to the stream so far
   // has run (after the final norm and after each layer). A data-parallel run starts reducing
-  // those gradients there, while the backward goes on.
+  // those gradients there, while the backward goes on. With micro-batches it is not called: the
+  // gradients are final only after the last micro-batch, and the after-backward hook reduces
+  // them all, once per step.
   void set_gradients_finished(std::function<void(std::size_t count, gs::cuda::stream_view)> hook) {
     gradients_finished_ = std::move(hook);
   }
@@ -240,6 +275,8 @@ class transformer {
     s.add("layers", c_.layers).add("width", c_.channels).add("heads", c_.heads);
     s.add("batch", c_.batch).add("sequence", c_.sequence).add("vocabulary", c_.vocab);
     s.add("seed", c_.seed);
+    s.add("micro-batches per step", c_.micro_batches);
+    s.add("skip norm", static_cast<double>(c_.skip_norm));
     s.add("precision", "bf16 weights, activations and gradients, fp32 master weights");
     s.add("attention", cudnn_.has_value() ? "cuDNN fused attention" : "plain CUDA kernels");
     s.add("GELU", fused_gelu() ? "fused into fc1's GEMM" : "a separate kernel");
@@ -412,11 +449,14 @@ class transformer {
                             static_cast<std::uint32_t>(c_.seed >> 32U),
                             static_cast<std::uint32_t>(c_.data_stream)};
     rng.seed(data_seed);
+    // K micro-batches of `batch` sequences, one after another: the first is the batch a run
+    // without micro-batches trains on.
     std::size_t const rows = tokens_per_step();
+    std::size_t const all_rows = rows * static_cast<std::size_t>(c_.micro_batches);
     std::uniform_int_distribution<std::int32_t> token{0, c_.vocab - 1};
-    std::vector<std::int32_t> inputs(rows);
-    std::vector<std::int32_t> targets(rows);
-    for (int b = 0; b < c_.batch; ++b) {
+    std::vector<std::int32_t> inputs(all_rows);
+    std::vector<std::int32_t> targets(all_rows);
+    for (int b = 0; b < c_.batch * c_.micro_batches; ++b) {
       std::int32_t previous = token(rng);
       for (int t = 0; t < c_.sequence; ++t) {
         std::size_t const i = static_cast<std::size_t>(b) * c_.sequence + t;
@@ -427,6 +467,14 @@ class transformer {
     }
     upload(tokens_, inputs.data(), rows * sizeof(std::int32_t));
     upload(targets_, targets.data(), rows * sizeof(std::int32_t));
+    if (loop_) {  // all K, at fixed addresses, for the loop to select from
+      all_tokens_.emplace(all_rows, stream_, pool_);
+      all_targets_.emplace(all_rows, stream_, pool_);
+      all_tokens_->upload(inputs, stream_);
+      all_targets_->upload(targets, stream_);
+    }
+    inputs.resize(rows);
+    targets.resize(rows);
     host_tokens_ = std::move(inputs);
     host_targets_ = std::move(targets);
   }
@@ -558,12 +606,13 @@ class transformer {
     return "unknown";
   }
   // The optimizer's settings, here once for make_optimizer and settings().
-  static gt::mixed_adamw_options optimizer_options() {
+  [[nodiscard]] gt::mixed_adamw_options optimizer_options() const {
     gt::mixed_adamw_options options;
     options.beta1 = 0.9F;
     options.beta2 = 0.95F;
     options.epsilon = 1e-8F;
     options.max_grad_norm = 1.0F;
+    options.skip_norm = c_.skip_norm;
     return options;
   }
   [[nodiscard]] gt::lr_schedule learning_rate_schedule() const {
@@ -577,7 +626,8 @@ class transformer {
     return groups;
   }
   void make_optimizer() {
-    optimizer_.emplace(*weights_, *gradients_buffer_, parameter_groups(), optimizer_options(),
+    optimizer_.emplace(*weights_, accumulated_ ? *accumulated_ : *gradients_buffer_,
+                       parameter_groups(), optimizer_options(),
                        learning_rate_schedule(), nullptr, stream_, pool_);
   }
 
@@ -618,7 +668,8 @@ class transformer {
     // The loss and its gradient, written over the logits.
     gs::device_span const logits = rows_of(logits_, cross_entropy_shape_.padded_vocab);
     go::launch_cross_entropy_forward_backward(
-        {loss_, gs::dtype::float32, 1}, logits, logits, ids(targets_), cross_entropy_shape_, 1.0F,
+        {loss_, gs::dtype::float32, 1}, logits, logits, ids(targets_), cross_entropy_shape_,
+        loop_ ? loop_->loss_weight() : 1.0F,
         cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
   }
 
@@ -668,7 +719,27 @@ class transformer {
   }
 
   void finished(std::size_t count) {
-    if (gradients_finished_) gradients_finished_(count, stream_);
+    if (gradients_finished_ && !loop_) gradients_finished_(count, stream_);
+  }
+
+  // One micro-batch, in the loop's body: its tokens (slice *index of all K), forward, backward
+  // (its gradients carry 1/K), and its gradients added into the accumulated ones. Everything
+  // goes to `on`, the loop's stream (captured, the conditional node's own).
+  void micro_batch(gs::cuda::stream_view on) {
+    gs::cuda::stream_view const outer = stream_;
+    stream_ = on;
+    try {
+      std::size_t const rows = tokens_per_step();
+      loop_->select(*all_tokens_, tokens_, rows, on);
+      loop_->select(*all_targets_, targets_, rows, on);
+      forward_backward();
+      gs::device_span const sum{accumulated_->data(), bf16, parameter_count_};
+      go::launch_add(sum, sum, {gradients_, bf16, parameter_count_}, on);
+    } catch (...) {
+      stream_ = outer;
+      throw;
+    }
+    stream_ = outer;
   }
 
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
@@ -698,8 +769,11 @@ class transformer {
   // declared before the plans and the optimizer that use it, so destroyed after them, and also
   // when the constructor throws.
   std::vector<gs::cuda::device_buffer> allocations_;
-  // The weights and the gradients, laid out by layout_, from the pool too.
-  std::optional<gs::memory::parameter_buffer> weights_, gradients_buffer_;
+  // The weights and the gradients, laid out by layout_, from the pool too; with micro-batches
+  // the accumulated gradients, the loop and every micro-batch's tokens.
+  std::optional<gs::memory::parameter_buffer> weights_, gradients_buffer_, accumulated_;
+  std::optional<gt::micro_batch_loop> loop_;
+  std::optional<gs::memory::step_input<std::int32_t>> all_tokens_, all_targets_;
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
 

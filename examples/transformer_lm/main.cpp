@@ -8,7 +8,8 @@
 //                  [--heads N] [--batch N] [--sequence N] [--vocab N] [--seed S]
 //                  [--attention auto|plain|cudnn] [--print-every N] [--bucket-kib N]
 //                  [--save FILE] [--resume FILE] [--step-timeout S] [--min-step-timeout S]
-//                  [--memory-timeline FILE] [--check-gradients]
+//                  [--memory-timeline FILE] [--check-gradients] [--accumulate K]
+//                  [--skip-norm X]
 //
 // "both" trains eager and graphed from the same seed and checks that every step's loss is the
 // same bit for bit: every kernel of the step is deterministic (no floating-point atomics) and
@@ -40,6 +41,13 @@
 // with --mode eager) and writes it to FILE as JSON (docs/memory.md#memory-timeline), for
 // scripts/plot-memory-timeline.py to draw.
 //
+// --accumulate K makes each optimizer step K micro-batches of --batch sequences, each its own
+// batch of tokens, whose gradients add up before one all-reduce (data parallel) and one AdamW
+// step; the K passes are a device loop, one conditional node of the graph whatever K
+// (train::micro_batch_loop). --skip-norm X skips, on the device, every step whose gradient norm
+// is above X or not finite: its step count and learning rate wait, and the run ends by saying
+// how many were skipped. Both are recorded in the checkpoint's settings.
+//
 // --check-gradients runs one forward and backward pass and compares the loss and every
 // gradient tensor with the same model computed in fp64 on the host from graphstep's reference
 // ops (models/transformer_reference.hpp), from the same bf16 weights and tokens.
@@ -61,6 +69,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -88,13 +97,24 @@ struct settings : transformer_example::transformer_config {
   std::string memory_timeline;  // the pool's memory timeline written here, as JSON
 };
 
+// --skip-norm's value: a number, which the optimizer checks (it refuses one that is not
+// positive, by value).
+float parse_norm(examples::command_line& args) {
+  char const* const text = args.value();
+  char* end = nullptr;
+  float const value = std::strtof(text, &end);
+  if (end == text || *end != '\0') args.fail(std::string{"--skip-norm takes a number, not '"} + text + "'");
+  return value;
+}
+
 settings parse(int argc, char** argv) {
   examples::command_line args{
       argc, argv, "transformer_lm",
       "[--mode eager|graphed|both] [--steps N] [--layers N] [--width N] [--heads N] [--batch N] "
       "[--sequence N] [--vocab N] [--seed S] [--attention auto|plain|cudnn] [--print-every N] "
       "[--bucket-kib N] [--save FILE] [--resume FILE] [--step-timeout S] "
-      "[--min-step-timeout S] [--memory-timeline FILE] [--check-gradients]",
+      "[--min-step-timeout S] [--memory-timeline FILE] [--check-gradients] [--accumulate K] "
+      "[--skip-norm X]",
       "Trains a GPT-2-style language model (bf16 weights, fp32 master weights, AdamW with\n"
       "gradient clipping) on random tokens, eagerly, or with the whole step captured into\n"
       "one CUDA graph and replayed. Launched as several ranks (torchrun, mpirun, srun, or\n"
@@ -124,6 +144,10 @@ settings parse(int argc, char** argv) {
       "                        eager one with --mode eager) to FILE as JSON, for\n"
       "                        scripts/plot-memory-timeline.py\n"
       "  --check-gradients     one step's loss and gradients against an fp64 host model\n"
+      "  --accumulate K        K micro-batches of --batch sequences per optimizer step, their\n"
+      "                        gradients accumulated in a device loop (default 1)\n"
+      "  --skip-norm X         skip, on the device, every step whose gradient norm is above X\n"
+      "                        or not finite (default: never)\n"
       "  --help                this text\n"};
   constexpr int limit = 10000000;
   settings s;
@@ -177,11 +201,18 @@ settings parse(int argc, char** argv) {
       s.memory_timeline = args.path();
     } else if (arg == "--check-gradients") {
       s.check_gradients = true;
+    } else if (arg == "--accumulate") {
+      s.micro_batches = args.positive(limit);
+    } else if (arg == "--skip-norm") {
+      s.skip_norm = parse_norm(args);
     } else {
       args.fail("unknown argument '" + arg + "'");
     }
   }
   if (auto const problem = s.problem(); !problem.empty()) args.fail(problem);
+  if (s.check_gradients && s.micro_batches != 1) {
+    args.fail("--check-gradients checks one micro-batch's gradients: leave out --accumulate");
+  }
   if ((!s.save.empty() || !s.resume.empty()) && s.mode == "both") {
     args.fail("--save and --resume need --mode eager or --mode graphed: one run, one checkpoint");
   }
@@ -261,9 +292,10 @@ void check_ranks_agree(transformer const& model, data_parallel& ranks, gs::cuda:
 
 void describe(settings const& s, transformer const& model, char const* mode) {
   std::printf(
-      "[%s] %d layers, width %d, %d heads, batch %d x sequence %d, vocabulary %d "
-      "(%d padded): %.2fM parameters; attention: %s; GELU %s\n",
-      mode, s.layers, s.channels, s.heads, s.batch, s.sequence, s.vocab, s.padded_vocab(),
+      "[%s] %d layers, width %d, %d heads, %d micro-batch(es) of batch %d x sequence %d per "
+      "step, vocabulary %d (%d padded): %.2fM parameters; attention: %s; GELU %s\n",
+      mode, s.layers, s.channels, s.heads, s.micro_batches, s.batch, s.sequence, s.vocab,
+      s.padded_vocab(),
       static_cast<double>(model.parameter_count()) / 1e6, model.attention_description().c_str(),
       model.fused_gelu() ? "fused into fc1's GEMM" : "as a separate kernel");
 }
@@ -400,6 +432,13 @@ run train(settings const& base, bool graphed) {
                   static_cast<double>(losses.back()),
                   milliseconds_since(start) / static_cast<double>(i - first + 1));
     }
+  }
+  {  // what the device decided, read back without a synchronization of its own
+    gs::memory::host_readback<std::uint32_t> skipped;
+    std::uint32_t const count = skipped.value(skipped.enqueue(model.skipped_steps_buffer(), stream));
+    std::printf("[%s] %u optimizer step(s) skipped on the device (gradient norm above "
+                "--skip-norm or not finite)\n",
+                mode, count);
   }
   auto const memory = pool.statistics();
   std::printf("[%s] pool: %.1f MiB in use at the peak, %.1f MiB mapped\n", mode,
