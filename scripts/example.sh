@@ -6,7 +6,10 @@
 # The main example trains a GPT-2-style transformer eagerly and then as one captured graph per
 # step, from the same seed, and checks that the losses are the same bit for bit; on a GPU it
 # also reports how much less time the graphed step takes. On the simulated device, where every
-# kernel runs on the CPU, it trains a tiny model for a few steps unless given arguments.
+# kernel runs on the CPU, it trains a tiny model for a few steps; arguments given come after
+# that model's and override them (the example takes the last value of a flag), so
+# `scripts/example.sh transformer_lm --accumulate 4 --skip-norm 100` runs the tiny model with
+# gradient accumulation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/machine.sh
@@ -20,9 +23,9 @@ else
   preset=sim
   build_dir=build-sim
   echo "example.sh: no GPU visible: building and running ${example} on the simulated CUDA device"
-  if [[ "${example}" == transformer_lm && ${#arguments[@]} -eq 0 ]]; then
+  if [[ "${example}" == transformer_lm ]]; then
     arguments=(--mode both --steps 4 --layers 2 --width 32 --heads 2 --batch 2 --sequence 8
-               --vocab 100 --print-every 1 --attention plain)
+               --vocab 100 --print-every 1 --attention plain "${arguments[@]}")
   fi
 fi
 cmake --preset "${preset}" >/dev/null

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <graphstep/error.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <sstream>
 #include <string>
 
 namespace graphstep::train {
@@ -56,9 +57,13 @@ void validate(mixed_adamw_options const& options) {
                     "(0 turns clipping off)");
   GRAPHSTEP_EXPECTS(options.clip_epsilon > 0.0F && std::isfinite(options.clip_epsilon),
                     "mixed_adamw_options: clip_epsilon must be positive and finite");
-  GRAPHSTEP_EXPECTS(options.skip_norm > 0.0F,
-                    "mixed_adamw_options: skip_norm is " + std::to_string(options.skip_norm) +
-                        "; it must be positive (infinity, the default, turns skipping off)");
+  if (!(options.skip_norm > 0.0F)) {
+    std::ostringstream value;
+    value << options.skip_norm;  // "-1", "0", "nan": as given, not to_string's "-1.000000"
+    GRAPHSTEP_EXPECTS(options.skip_norm > 0.0F,
+                      "mixed_adamw_options: skip_norm is " + value.str() +
+                          "; it must be positive (infinity, the default, turns skipping off)");
+  }
 }
 
 std::vector<parameter_group> plan_parameter_groups(

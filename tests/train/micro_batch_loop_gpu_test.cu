@@ -34,6 +34,7 @@
 
 #include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
+#include "common/linear_micro_batches.cuh"
 
 namespace gs = graphstep;
 namespace gt = graphstep::train;
@@ -42,115 +43,12 @@ using gs::testing::message_of;
 
 namespace {
 
-constexpr int features = 8;
-
-// One thread, in a fixed order: loss = (1/B) sum_r (w.x_r - y_r)^2 / 2, and
-// gradient += weight (1/B) sum_r (w.x_r - y_r) x_r.
-__global__ void linear_step_kernel(float const* w, float const* x, float const* y, int rows,
-                                   float weight, float* gradient, float* loss) {
-  float sum = 0.0F;
-  float residuals[64];
-  for (int r = 0; r < rows; ++r) {
-    float p = 0.0F;
-    for (int j = 0; j < features; ++j) p += w[j] * x[r * features + j];
-    residuals[r] = p - y[r];
-    sum += 0.5F * residuals[r] * residuals[r];
-  }
-  *loss = sum / static_cast<float>(rows);
-  for (int j = 0; j < features; ++j) {
-    float g = 0.0F;
-    for (int r = 0; r < rows; ++r) g += residuals[r] * x[r * features + j];
-    gradient[j] += weight * (g / static_cast<float>(rows));
-  }
-}
-
-// Deterministic data of step `step`: K x B rows of x and y.
-struct batch {
-  std::vector<float> x, y;
-};
-batch data_of(int step, int rows) {
-  batch b;
-  std::uint32_t state = 12345U + 7919U * static_cast<std::uint32_t>(step);
-  auto next = [&] {
-    state = state * 1664525U + 1013904223U;
-    return static_cast<float>(state >> 8U) / static_cast<float>(1U << 24U) - 0.5F;
-  };
-  for (int r = 0; r < rows; ++r) {
-    float target = 0.25F;
-    for (int j = 0; j < features; ++j) {
-      float const v = next();
-      b.x.push_back(v);
-      target += static_cast<float>(j + 1) * 0.1F * v;
-    }
-    b.y.push_back(target + 0.01F * next());
-  }
-  return b;
-}
-
-gs::parameter_layout one_tensor() {
-  gs::parameter_layout layout{64};
-  static_cast<void>(layout.add({"w", {features}, gs::dtype::float32}));
-  return layout;
-}
-
-// The model, its K micro-batches, the optimizer; one optimizer step per `issue`.
-struct linear_run {
-  linear_run(int k, int b, gt::mixed_adamw_options const& options, gs::cuda::stream_view s)
-      : micro_batches{k},
-        rows{b},
-        stream{s},
-        weights{one_tensor(), s},
-        gradients{one_tensor(), s},
-        x_all{static_cast<std::size_t>(k * b * features), s},
-        y_all{static_cast<std::size_t>(k * b), s},
-        x{sizeof(float) * b * features, s},
-        y{sizeof(float) * b, s},
-        micro_loss{sizeof(float), s},
-        loop{k, gradients, s} {
-    std::vector<float> w(features);
-    for (int j = 0; j < features; ++j) w[j] = 0.05F * static_cast<float>(j % 3);
-    GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights.data(), w.data(), sizeof(float) * features,
-                                       cudaMemcpyHostToDevice, s.get()));
-    s.synchronize();
-    gt::lr_schedule schedule;
-    schedule.base = 0.01F;
-    optimizer.emplace(weights, gradients, std::vector<gt::parameter_group>{{}}, options, schedule,
-                      nullptr, s);
-  }
-
-  void issue(gs::cuda::stream_view s) {
-    loop.run(s, static_cast<float const*>(micro_loss.data()), [&](gs::cuda::stream_view body) {
-      loop.select(x_all, static_cast<float*>(x.data()), static_cast<std::size_t>(rows) * features,
-                  body);
-      loop.select(y_all, static_cast<float*>(y.data()), static_cast<std::size_t>(rows), body);
-      linear_step_kernel<<<1, 1, 0, body.get()>>>(
-          static_cast<float const*>(weights.data()), static_cast<float const*>(x.data()),
-          static_cast<float const*>(y.data()), rows, loop.loss_weight(),
-          static_cast<float*>(gradients.data()), static_cast<float*>(micro_loss.data()));
-      GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-    });
-    optimizer->step(s);
-  }
-
-  void upload(int step) {
-    batch const b = data_of(step, micro_batches * rows);
-    x_all.upload(b.x, stream);
-    y_all.upload(b.y, stream);
-  }
-
-  [[nodiscard]] std::vector<float> read(void const* device) const {
-    return gs::testing::copy_to_host(static_cast<float const*>(device), features, stream);
-  }
-
-  int micro_batches;
-  int rows;
-  gs::cuda::stream_view stream;
-  gs::memory::parameter_buffer weights, gradients;
-  gs::memory::step_input<float> x_all, y_all;
-  gs::cuda::device_buffer x, y, micro_loss;
-  gt::micro_batch_loop loop;
-  std::optional<gt::mixed_precision_adamw> optimizer;
-};
+using gs::testing::micro_batches::batch;
+using gs::testing::micro_batches::data_of;
+using gs::testing::micro_batches::features;
+using gs::testing::micro_batches::linear_run;
+using gs::testing::micro_batches::linear_step_kernel;
+using gs::testing::micro_batches::one_tensor;
 
 // What one step leaves behind, read through host_readback after it (no synchronization).
 struct step_result {
@@ -257,7 +155,7 @@ TEST_F(micro_batch_loop_test, k_micro_batches_of_b_match_one_batch_of_k_times_b)
                                    static_cast<std::size_t>(rows) * features, s);
                    run.loop.select(run.y_all, static_cast<float*>(run.y.data()),
                                    static_cast<std::size_t>(rows), s);
-                   linear_step_kernel<<<1, 1, 0, s.get()>>>(
+                   linear_step_kernel<features><<<1, 1, 0, s.get()>>>(
                        static_cast<float const*>(run.weights.data()),
                        static_cast<float const*>(run.x.data()),
                        static_cast<float const*>(run.y.data()), rows, run.loop.loss_weight(),
