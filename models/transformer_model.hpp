@@ -627,8 +627,8 @@ class transformer {
   }
   void make_optimizer() {
     optimizer_.emplace(*weights_, accumulated_ ? *accumulated_ : *gradients_buffer_,
-                       parameter_groups(), optimizer_options(),
-                       learning_rate_schedule(), nullptr, stream_, pool_);
+                       parameter_groups(), optimizer_options(), learning_rate_schedule(), nullptr,
+                       stream_, pool_);
   }
 
   void forward() {
@@ -669,8 +669,8 @@ class transformer {
     gs::device_span const logits = rows_of(logits_, cross_entropy_shape_.padded_vocab);
     go::launch_cross_entropy_forward_backward(
         {loss_, gs::dtype::float32, 1}, logits, logits, ids(targets_), cross_entropy_shape_,
-        loop_ ? loop_->loss_weight() : 1.0F,
-        cross_entropy_workspace_, cross_entropy_workspace_bytes_, stream_);
+        loop_ ? loop_->loss_weight() : 1.0F, cross_entropy_workspace_,
+        cross_entropy_workspace_bytes_, stream_);
   }
 
   void layer_norm_backward(std::uint16_t* d_input, tensor weight, tensor bias, std::uint16_t* input,

@@ -103,7 +103,8 @@ float parse_norm(examples::command_line& args) {
   char const* const text = args.value();
   char* end = nullptr;
   float const value = std::strtof(text, &end);
-  if (end == text || *end != '\0') args.fail(std::string{"--skip-norm takes a number, not '"} + text + "'");
+  if (end == text || *end != '\0')
+    args.fail(std::string{"--skip-norm takes a number, not '"} + text + "'");
   return value;
 }
 
@@ -295,8 +296,8 @@ void describe(settings const& s, transformer const& model, char const* mode) {
       "[%s] %d layers, width %d, %d heads, %d micro-batch(es) of batch %d x sequence %d per "
       "step, vocabulary %d (%d padded): %.2fM parameters; attention: %s; GELU %s\n",
       mode, s.layers, s.channels, s.heads, s.micro_batches, s.batch, s.sequence, s.vocab,
-      s.padded_vocab(),
-      static_cast<double>(model.parameter_count()) / 1e6, model.attention_description().c_str(),
+      s.padded_vocab(), static_cast<double>(model.parameter_count()) / 1e6,
+      model.attention_description().c_str(),
       model.fused_gelu() ? "fused into fc1's GEMM" : "as a separate kernel");
 }
 
@@ -435,10 +436,12 @@ run train(settings const& base, bool graphed) {
   }
   {  // what the device decided, read back without a synchronization of its own
     gs::memory::host_readback<std::uint32_t> skipped;
-    std::uint32_t const count = skipped.value(skipped.enqueue(model.skipped_steps_buffer(), stream));
-    std::printf("[%s] %u optimizer step(s) skipped on the device (gradient norm above "
-                "--skip-norm or not finite)\n",
-                mode, count);
+    std::uint32_t const count =
+        skipped.value(skipped.enqueue(model.skipped_steps_buffer(), stream));
+    std::printf(
+        "[%s] %u optimizer step(s) skipped on the device (gradient norm above "
+        "--skip-norm or not finite)\n",
+        mode, count);
   }
   auto const memory = pool.statistics();
   std::printf("[%s] pool: %.1f MiB in use at the peak, %.1f MiB mapped\n", mode,

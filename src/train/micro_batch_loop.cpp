@@ -53,8 +53,9 @@ float const* micro_batch_loop::loss() const noexcept {
 
 void micro_batch_loop::run(cuda::stream_view stream, float const* micro_batch_loss,
                            std::function<void(cuda::stream_view)> const& body) const {
-  GRAPHSTEP_EXPECTS(static_cast<bool>(body), "micro_batch_loop::run: the micro-batch body is "
-                                             "required");
+  GRAPHSTEP_EXPECTS(static_cast<bool>(body),
+                    "micro_batch_loop::run: the micro-batch body is "
+                    "required");
   GRAPHSTEP_EXPECTS(!state_.empty(), "micro_batch_loop::run: the loop was moved from");
   auto* const state = static_cast<detail::micro_batch_state*>(state_.data());
   int const k = micro_batches_;
@@ -63,8 +64,7 @@ void micro_batch_loop::run(cuda::stream_view stream, float const* micro_batch_lo
     detail::launch_micro_batch_advance(state, micro_batch_loss, k, on);
   };
   // Zeroed once per optimizer step; every micro-batch adds into the buffer.
-  GRAPHSTEP_CUDA_TRY(
-      cudaMemsetAsync(gradients_.data(), 0, gradients_.bytes(), stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradients_.data(), 0, gradients_.bytes(), stream.get()));
   detail::launch_micro_batch_begin(state, stream);
   if (!stream.is_capturing()) {
     for (int i = 0; i < k; ++i) pass(stream);  // the same kernels, in the same order

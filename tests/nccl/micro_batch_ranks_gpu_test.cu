@@ -118,8 +118,8 @@ std::vector<step_result> train(gn::nccl_comm_view comm, bool graphed, int inf_ra
       run.issue(stream);
     }
     auto const ticket = skipped.enqueue(run.optimizer->skipped_steps(), stream);
-    results.push_back({skipped.value(ticket), run.optimizer->steps_taken(stream),
-                       run.read(run.weights.data())});
+    results.push_back(
+        {skipped.value(ticket), run.optimizer->steps_taken(stream), run.read(run.weights.data())});
   }
   return results;
 }
@@ -153,9 +153,9 @@ TEST_F(micro_batch_ranks_test, an_inf_on_one_rank_skips_that_step_on_every_rank_
              "step " + std::to_string(i) + ": eager and graphed weights differ");
       expect(eager[i].skipped == (i >= 2 ? 1U : 0U) && graphed[i].skipped == eager[i].skipped,
              "step " + std::to_string(i) + ": skipped " + std::to_string(graphed[i].skipped));
-      expect(graphed[i].steps_taken == static_cast<std::int64_t>(i >= 2 ? i : i + 1),
-             "step " + std::to_string(i) + ": steps taken " +
-                 std::to_string(graphed[i].steps_taken));
+      expect(
+          graphed[i].steps_taken == static_cast<std::int64_t>(i >= 2 ? i : i + 1),
+          "step " + std::to_string(i) + ": steps taken " + std::to_string(graphed[i].steps_taken));
     }
     expect(graphed[2].weights == graphed[1].weights, "the poisoned step changed the weights");
     expect(graphed[3].weights != graphed[2].weights, "the step after it did not go on");

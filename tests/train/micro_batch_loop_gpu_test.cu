@@ -58,7 +58,9 @@ struct step_result {
   std::vector<float> weights;
 };
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
 gt::mixed_adamw_options clipped() {
   gt::mixed_adamw_options options;
@@ -99,7 +101,8 @@ std::vector<step_result> train(int k, int b, bool graphed, int steps,
     auto const l = loss.enqueue(run.loop.loss(), stream);
     auto const n = norm.enqueue(run.optimizer->gradient_norm(), stream);
     auto const s = skipped.enqueue(run.optimizer->skipped_steps(), stream);
-    results.push_back({loss.value(l), norm.value(n), skipped.value(s), run.read(run.weights.data())});
+    results.push_back(
+        {loss.value(l), norm.value(n), skipped.value(s), run.read(run.weights.data())});
   }
   return results;
 }
@@ -124,9 +127,15 @@ void expect_bit_for_bit(int k) {
 
 }  // namespace
 
-TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_1) { expect_bit_for_bit(1); }
-TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_4) { expect_bit_for_bit(4); }
-TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_8) { expect_bit_for_bit(8); }
+TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_1) {
+  expect_bit_for_bit(1);
+}
+TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_4) {
+  expect_bit_for_bit(4);
+}
+TEST_F(micro_batch_loop_test, eager_and_graphed_are_bit_for_bit_at_k_8) {
+  expect_bit_for_bit(8);
+}
 
 // The arithmetic: the accumulated gradient and the mean loss of K micro-batches of B are those
 // of one batch of K x B, against an fp64 reference.
@@ -149,19 +158,18 @@ TEST_F(micro_batch_loop_test, k_micro_batches_of_b_match_one_batch_of_k_times_b)
     gs::cuda::stream stream;
     linear_run run{micro_batches, rows, clipped(), stream};
     run.upload(0);
-    run.loop.run(stream, static_cast<float const*>(run.micro_loss.data()),
-                 [&](gs::cuda::stream_view s) {
-                   run.loop.select(run.x_all, static_cast<float*>(run.x.data()),
-                                   static_cast<std::size_t>(rows) * features, s);
-                   run.loop.select(run.y_all, static_cast<float*>(run.y.data()),
-                                   static_cast<std::size_t>(rows), s);
-                   linear_step_kernel<features><<<1, 1, 0, s.get()>>>(
-                       static_cast<float const*>(run.weights.data()),
-                       static_cast<float const*>(run.x.data()),
-                       static_cast<float const*>(run.y.data()), rows, run.loop.loss_weight(),
-                       static_cast<float*>(run.gradients.data()),
-                       static_cast<float*>(run.micro_loss.data()));
-                 });
+    run.loop.run(
+        stream, static_cast<float const*>(run.micro_loss.data()), [&](gs::cuda::stream_view s) {
+          run.loop.select(run.x_all, static_cast<float*>(run.x.data()),
+                          static_cast<std::size_t>(rows) * features, s);
+          run.loop.select(run.y_all, static_cast<float*>(run.y.data()),
+                          static_cast<std::size_t>(rows), s);
+          linear_step_kernel<features><<<1, 1, 0, s.get()>>>(
+              static_cast<float const*>(run.weights.data()),
+              static_cast<float const*>(run.x.data()), static_cast<float const*>(run.y.data()),
+              rows, run.loop.loss_weight(), static_cast<float*>(run.gradients.data()),
+              static_cast<float*>(run.micro_loss.data()));
+        });
     auto const g = run.read(run.gradients.data());
     float const mean_loss = gs::testing::copy_to_host(run.loop.loss(), 1, stream).front();
     EXPECT_NEAR(mean_loss, loss, 1e-6 * std::abs(loss) + 1e-7) << micro_batches << " x " << rows;

@@ -27,18 +27,22 @@ TEST(micro_batch_plan, micro_batches_below_one_are_refused_by_value) {
 }
 
 TEST(micro_batch_plan, an_input_must_hold_exactly_k_micro_batches) {
-  EXPECT_EQ(gt::micro_batch_slice_bytes(4 * 6, 6, sizeof(std::int32_t), 4), 6 * sizeof(std::int32_t));
+  EXPECT_EQ(gt::micro_batch_slice_bytes(4 * 6, 6, sizeof(std::int32_t), 4),
+            6 * sizeof(std::int32_t));
   EXPECT_EQ(gt::micro_batch_slice_bytes(5, 5, 2, 1), 10U);
   std::string const short_input =
       message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(23, 6, 4, 4)); });
   EXPECT_TRUE(contains(short_input, "holds 23 elements, not 4 micro-batches of 6")) << short_input;
   // One micro-batch too many is as wrong as one too few.
-  EXPECT_TRUE(contains(message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(30, 6, 4, 4)); }),
-                       "holds 30 elements"));
-  EXPECT_TRUE(contains(message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(0, 0, 4, 4)); }),
-                       "0 elements"));
-  EXPECT_TRUE(contains(message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(8, 8, 4, 0)); }),
-                       "micro_batches is 0"));
+  EXPECT_TRUE(
+      contains(message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(30, 6, 4, 4)); }),
+               "holds 30 elements"));
+  EXPECT_TRUE(
+      contains(message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(0, 0, 4, 4)); }),
+               "0 elements"));
+  EXPECT_TRUE(
+      contains(message_of([] { static_cast<void>(gt::micro_batch_slice_bytes(8, 8, 4, 0)); }),
+               "micro_batches is 0"));
 }
 
 TEST(micro_batch_plan, a_step_is_skipped_on_a_finding_or_a_norm_above_the_threshold) {

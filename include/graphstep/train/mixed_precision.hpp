@@ -47,8 +47,8 @@ GRAPHSTEP_HOST_DEVICE inline float gradient_clip_factor(float norm, float max_no
 /// scaler's finding), or a skip threshold is set (`skip_norm` finite) and the global norm is
 /// above it or not finite, or clipping is on (`max_grad_norm` > 0) and the norm is not finite.
 /// As GradScaler skips `optimizer.step()`; the skipped step advances nothing.
-GRAPHSTEP_HOST_DEVICE inline bool skips_step(bool gradients_finite, float norm,
-                                             float max_grad_norm, float skip_norm) {
+GRAPHSTEP_HOST_DEVICE inline bool skips_step(bool gradients_finite, float norm, float max_grad_norm,
+                                             float skip_norm) {
   if (!gradients_finite) return true;
   if (detail::is_finite(skip_norm)) return !(norm <= skip_norm);  // NaN fails the comparison
   return max_grad_norm > 0.0F && !detail::is_finite(norm);

@@ -34,9 +34,9 @@ struct mixed_adamw_plan;  // what the constructor checks and plans before it all
 /// is skipped (`skips_step`: the loss scaler found an inf or NaN, the norm is above
 /// `skip_norm`, or the norm is needed and not finite; a skip is counted), and if not advances
 /// the device step count and writes the step's learning rate, bias corrections, inverse loss
-/// scale and clip factor to device memory; one multi-tensor launch updates the fp32 master weights and the
-/// fp32 moments and writes the rounded model weights. Nothing of a step is frozen at capture:
-/// every replay reads its own step's values.
+/// scale and clip factor to device memory; one multi-tensor launch updates the fp32 master
+/// weights and the fp32 moments and writes the rounded model weights. Nothing of a step is frozen
+/// at capture: every replay reads its own step's values.
 ///
 /// The master weights start as the model weights converted to fp32 at construction. Its
 /// buffers come from `resource` and go back to it on the constructor's stream: that stream and
