@@ -42,14 +42,15 @@ struct mixed_adamw_options {
   /// min(1, max_grad_norm / (norm + clip_epsilon)). 0 turns clipping off.
   float max_grad_norm{0.0F};
   float clip_epsilon{1e-6F};  ///< clip_grad_norm_'s 1e-6
-  /// Skips the whole step on the device (its step count and learning-rate schedule included)
-  /// when the global norm of the unscaled gradients exceeds it or is not finite, and counts the
-  /// skip (`mixed_precision_adamw::skipped_steps`). Infinity, the default, turns it off.
-  float skip_norm{std::numeric_limits<float>::infinity()};
   /// Rounds the new bf16 weights stochastically instead of to nearest even (see
   /// train/mixed_precision.hpp for the random bits); bf16 tensors only.
   bool stochastic_rounding{false};
   std::uint64_t seed{0};  ///< Philox key of the stochastic rounding
+  /// Skips the whole step on the device (its step count and learning-rate schedule included)
+  /// when the global norm of the unscaled gradients exceeds it or is not finite, and counts the
+  /// skip (`mixed_precision_adamw::skipped_steps`). Infinity, the default, turns it off. Last,
+  /// so that aggregate initializations written before it keep their meaning.
+  float skip_norm{std::numeric_limits<float>::infinity()};
 };
 
 /// @brief The hyperparameters a tensor takes from its group, as in PyTorch's param_groups
