@@ -208,7 +208,6 @@ TEST_F(micro_batch_loop_test, an_inf_in_one_micro_batch_skips_exactly_that_step)
     EXPECT_EQ(r[2].weights, r[1].weights) << "the poisoned step must leave the weights";
     EXPECT_EQ(r[3].skipped, 1U);
     EXPECT_NE(r[3].weights, r[2].weights) << "the step after it goes on";
-    // Skipped steps advance nothing: the run equals one without the poisoned step's update.
   }
 }
 
