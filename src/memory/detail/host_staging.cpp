@@ -96,8 +96,10 @@ constexpr char const* upload_while_capturing =
 struct input_staging::state {
   state(std::size_t bytes, std::size_t depth, cuda::stream_view stream,
         cuda::memory_resource& resource, std::string const& owner)
-      : name{owner}, slots{bytes, depth, owner}, memory{std::in_place, bytes, stream, resource} {
-    device = memory->data();
+      : name{owner},
+        slots{bytes, depth, owner},
+        memory{std::in_place, bytes, stream, resource},
+        device{memory->data()} {
     // Replays before the first upload read zeros, not whatever the memory held.
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(device, 0, bytes, stream.get()));
   }
