@@ -123,3 +123,74 @@ TEST(parameter_layout, an_alignment_must_be_a_power_of_two_of_at_least_16) {
   EXPECT_EQ(gs::parameter_layout{16}.alignment(), 16U);
   EXPECT_EQ(gs::parameter_layout{}.alignment(), 256U);
 }
+
+// A C trainer's flat buffer, its tensors at the offsets the trainer computed: the layout states
+// them, moves nothing and rounds nothing.
+TEST(parameter_layout, adopting_a_buffer_places_each_tensor_at_its_stated_offset) {
+  // llm.c's packing: float32 tensors back to back, no padding, listed out of buffer order.
+  std::size_t const bytes = (12 + 3 + 5) * 4;
+  gs::parameter_layout layout = gs::parameter_layout::adopting(bytes);
+  EXPECT_TRUE(layout.adopted());
+  EXPECT_FALSE(gs::parameter_layout{}.adopted());
+  EXPECT_EQ(layout.buffer_bytes(), bytes);  // the buffer's, before any tensor
+  EXPECT_EQ(layout.add_at({"bias", {3}, dtype::float32}, 12 * 4, 1), 0U);
+  EXPECT_EQ(layout.add_at({"weight", {3, 4}, dtype::float32}, 0), 1U);
+  EXPECT_EQ(layout.add_at({"norm", {5}, dtype::float32}, 15 * 4), 2U);
+  EXPECT_EQ(layout.buffer_bytes(), bytes);
+  EXPECT_EQ(layout.at("bias").offset, 12U);
+  EXPECT_EQ(layout.at("bias").group, 1U);
+  EXPECT_EQ(layout.at("norm").byte_offset(), 60U);
+  EXPECT_EQ(layout.bytes_through(1), 48U);  // the tensor's own end: no slot is rounded
+  EXPECT_EQ(layout.bytes_through(2), bytes);
+  std::vector<float> memory(bytes / 4);
+  EXPECT_EQ(layout.view(memory.data(), "norm").data(), memory.data() + 15);
+  EXPECT_EQ(layout.view(memory.data(), 0).data(), memory.data() + 12);
+  // Mixed dtypes: each offset needs its own dtype's alignment only.
+  gs::parameter_layout mixed = gs::parameter_layout::adopting(10);
+  mixed.add_at({"half", {1}, dtype::float16}, 2);
+  mixed.add_at({"single", {1}, dtype::float32}, 4);
+  EXPECT_EQ(mixed.at("single").offset, 1U);
+}
+
+TEST(parameter_layout, an_adopted_buffer_refuses_misplaced_tensors_and_stays_as_it_was) {
+  EXPECT_NE(message_of([] { static_cast<void>(gs::parameter_layout::adopting(0)); })
+                .find("zero bytes"),
+            std::string::npos);
+  gs::parameter_layout layout = gs::parameter_layout::adopting(64);
+  layout.add_at({"a", {4}, dtype::float32}, 16);  // bytes [16, 32)
+  struct bad {
+    gs::tensor_spec spec;
+    std::size_t offset;
+    char const* says;
+  };
+  std::size_t const huge = std::numeric_limits<std::size_t>::max() - 1;  // even, past the end
+  for (bad const& b : std::vector<bad>{
+           {{"b", {1}, dtype::float32}, 2, "not aligned to its dtype (4 bytes)"},
+           {{"b", {1}, dtype::bfloat16}, 33, "multiple of 2"},
+           {{"b", {4}, dtype::float32}, 52, "ends past the buffer's 64 bytes"},
+           {{"b", {1}, dtype::float32}, 64, "end at 68"},
+           {{"b", {1}, dtype::float16}, huge, "more than a size_t holds"},
+           {{"b", {4}, dtype::float32}, 4, "overlaps tensor 'a'"},   // ends inside a
+           {{"b", {1}, dtype::float32}, 28, "overlaps tensor 'a'"},  // starts inside a
+           {{"b", {8}, dtype::float32}, 8, "bytes [16, 32)"},        // spans a
+           {{"a", {1}, dtype::float32}, 0, "already in the layout"},
+           {{"", {1}, dtype::float32}, 0, "empty name"},
+           {{"b", {1}, dtype::int32}, 0, "float32, float16 or bfloat16"},
+       }) {
+    std::string const message = message_of([&] { layout.add_at(b.spec, b.offset); });
+    EXPECT_NE(message.find(b.says), std::string::npos) << b.offset << ": " << message;
+  }
+  EXPECT_EQ(layout.size(), 1U);
+  EXPECT_EQ(layout.buffer_bytes(), 64U);
+  // Touching neighbours are not an overlap.
+  layout.add_at({"before", {4}, dtype::float32}, 0);
+  layout.add_at({"after", {4}, dtype::float32}, 32);
+  EXPECT_EQ(layout.size(), 3U);
+  // Each kind of layout places tensors its own way.
+  EXPECT_NE(message_of([&] { layout.add({"c", {1}, dtype::float32}); }).find("add_at"),
+            std::string::npos);
+  gs::parameter_layout packed;
+  EXPECT_NE(message_of([&] { packed.add_at({"c", {1}, dtype::float32}, 0); })
+                .find("parameter_layout::adopting"),
+            std::string::npos);
+}

@@ -36,6 +36,7 @@
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/graphs/kernel_node.hpp>
+#include <graphstep/graphs/kernel_node_tags.hpp>
 #include <graphstep/graphs/lifecycle_options.hpp>
 #include <graphstep/graphs/output_guard.hpp>
 #include <graphstep/log.hpp>

@@ -5,13 +5,15 @@
 /// the same offsets, one of gradients): its `tensor_spec` (name, shape, dtype), its parameter
 /// group and its offset in elements, built once by the model and taken by everything that walks
 /// its tensors (the data-parallel bucket plan, the optimizer, the checkpoint), which see a
-/// buffer's tensors through `view`. `memory::parameter_buffer` is a buffer made from a layout.
+/// buffer's tensors through `view`. `memory::parameter_buffer` is a buffer made from a layout,
+/// or one that adopts a trainer's own buffer (`parameter_layout::adopting`, `add_at`).
 /// graphstep_core: plain C++, includes no CUDA header.
 
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/dtype.hpp>
 #include <graphstep/tensor.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -38,6 +40,11 @@ struct parameter_slot {
 /// has finished are then always a prefix of the gradient buffer, which a data-parallel step
 /// reduces in buckets while the backward goes on (`nccl::plan_buckets`). Each tensor starts on
 /// an `alignment` boundary; the gaps belong to no tensor.
+///
+/// A buffer that exists already (a C trainer's one allocation, its tensors at offsets it
+/// computed) is described by a layout made with `adopting(buffer_bytes)`: each tensor is placed
+/// at the byte offset it has there with `add_at`, which checks the offset against the buffer's
+/// size, the dtype's alignment and the tensors placed before, and moves nothing.
 class parameter_layout {
  public:
   /// @param alignment bytes; a power of two, at least 16 (the widest vector access of the
@@ -50,7 +57,24 @@ class parameter_layout {
   /// @throws usage_error (an unnamed spec or a repeated name, an empty shape or an extent below
   /// 1, a type that is not floating, a buffer that would outgrow a `size_t`); the layout is
   /// left as it was
+  /// @throws usage_error (also: a layout made by `adopting`, whose tensors are placed with
+  /// `add_at`)
   std::size_t add(tensor_spec spec, std::uint32_t group = 0);
+
+  /// @brief A layout of an existing buffer of `buffer_bytes`, whose tensors are placed at the
+  /// offsets they have there with `add_at`. Its `buffer_bytes()` is `buffer_bytes` from the
+  /// start, and its `alignment()` 16 (no offset is rounded).
+  /// @throws usage_error (zero bytes)
+  [[nodiscard]] static parameter_layout adopting(std::size_t buffer_bytes);
+  /// @brief Adds the tensor `spec` at `byte_offset` bytes from the start of the adopted
+  /// buffer, in parameter group `group`, and returns its index. Tensors may be added in any
+  /// order; the bytes between them belong to no tensor.
+  /// @throws usage_error (a layout not made by `adopting`; an offset that is not a multiple of
+  /// the dtype's size; a tensor that ends past the buffer; one that overlaps a tensor added
+  /// before, naming it; and what `add` refuses); the layout is left as it was
+  std::size_t add_at(tensor_spec spec, std::size_t byte_offset, std::uint32_t group = 0);
+  /// @brief Whether the layout was made by `adopting`.
+  [[nodiscard]] bool adopted() const noexcept { return adopted_; }
 
   [[nodiscard]] std::size_t size() const noexcept { return slots_.size(); }
   [[nodiscard]] bool empty() const noexcept { return slots_.empty(); }
@@ -65,7 +89,8 @@ class parameter_layout {
   /// @brief Bytes of the whole buffer: the end of the last slot, rounded up to the alignment.
   [[nodiscard]] std::size_t buffer_bytes() const noexcept { return buffer_bytes_; }
   /// @brief Bytes from the start of the buffer to the end of tensor `index`'s slot (the start
-  /// of the next, or `buffer_bytes()`): the extent of the gradients finished once it is.
+  /// of the next, or `buffer_bytes()`): the extent of the gradients finished once it is. In an
+  /// adopted layout, the end of the tensor itself.
   /// @throws usage_error (no such index)
   [[nodiscard]] std::size_t bytes_through(std::size_t index) const;
   [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
@@ -79,8 +104,13 @@ class parameter_layout {
   [[nodiscard]] tensor_view view(void* base, std::string const& name) const;
 
  private:
+  // Checks what every tensor must be (named, unique, floating, at least one element).
+  void expect_valid(tensor_spec const& spec) const;
+
   std::size_t alignment_;
   std::size_t buffer_bytes_{};
+  bool adopted_{false};
+  std::map<std::size_t, std::size_t> by_offset_;  // adopted: byte offset -> index
   std::vector<parameter_slot> slots_;
   std::unordered_map<std::string, std::size_t> index_;  // by name
 };

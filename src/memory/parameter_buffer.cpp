@@ -1,5 +1,9 @@
+#include <cuda_runtime_api.h>
+
 #include <graphstep/error.hpp>
 #include <graphstep/memory/parameter_buffer.hpp>
+#include <cstdint>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -13,22 +17,65 @@ parameter_layout const& non_empty(parameter_layout const& layout) {
   return layout;
 }
 
+std::string address_of(void const* data) {
+  std::ostringstream text;
+  text << data;
+  return text.str();
+}
+
 }  // namespace
 
 parameter_buffer::parameter_buffer(parameter_layout layout, cuda::stream_view stream,
                                    cuda::memory_resource& resource)
     : layout_{std::move(layout)}, buffer_{non_empty(layout_).buffer_bytes(), stream, resource} {}
 
+parameter_buffer::parameter_buffer(parameter_layout layout, void* data, std::size_t bytes)
+    : layout_{std::move(layout)},
+      buffer_{0, cuda::stream_view{cudaStreamLegacy}},  // empty: allocates and frees nothing
+      adopted_data_{data},
+      adopted_bytes_{bytes} {}
+
+parameter_buffer parameter_buffer::adopt(parameter_layout layout, void* data, std::size_t bytes) {
+  non_empty(layout);
+  GRAPHSTEP_EXPECTS(data != nullptr, "parameter_buffer::adopt: the memory to adopt is a null "
+                                     "pointer; pass the device address of the trainer's buffer");
+  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(data) % layout.alignment() == 0,
+                    "parameter_buffer::adopt: the memory at " + address_of(data) +
+                        " is not aligned to the layout's " + std::to_string(layout.alignment()) +
+                        " bytes; adopt an allocation's start (CUDA aligns those to 256)");
+  GRAPHSTEP_EXPECTS(layout.buffer_bytes() <= bytes,
+                    "parameter_buffer::adopt: the layout needs " +
+                        std::to_string(layout.buffer_bytes()) + " bytes and the memory holds " +
+                        std::to_string(bytes) +
+                        "; describe the buffer with parameter_layout::adopting(bytes) and its "
+                        "tensors' offsets, or adopt a larger buffer");
+  return parameter_buffer{std::move(layout), data, bytes};
+}
+
+parameter_buffer::parameter_buffer(parameter_buffer&& other) noexcept
+    : layout_{std::move(other.layout_)},
+      buffer_{std::move(other.buffer_)},
+      adopted_data_{std::exchange(other.adopted_data_, nullptr)},
+      adopted_bytes_{std::exchange(other.adopted_bytes_, 0)} {}
+
+parameter_buffer& parameter_buffer::operator=(parameter_buffer&& other) noexcept {
+  layout_ = std::move(other.layout_);
+  buffer_ = std::move(other.buffer_);
+  adopted_data_ = std::exchange(other.adopted_data_, nullptr);
+  adopted_bytes_ = std::exchange(other.adopted_bytes_, 0);
+  return *this;
+}
+
 tensor_view parameter_buffer::view(std::size_t index) const {
-  GRAPHSTEP_EXPECTS(!buffer_.empty(), "parameter_buffer: the buffer was moved from; it holds no "
-                                      "tensor");
-  return layout_.view(buffer_.data(), index);
+  GRAPHSTEP_EXPECTS(data() != nullptr, "parameter_buffer: the buffer was moved from; it holds no "
+                                       "tensor");
+  return layout_.view(data(), index);
 }
 
 tensor_view parameter_buffer::view(std::string const& name) const {
-  GRAPHSTEP_EXPECTS(!buffer_.empty(), "parameter_buffer: the buffer was moved from; it holds no "
-                                      "tensor");
-  return layout_.view(buffer_.data(), name);
+  GRAPHSTEP_EXPECTS(data() != nullptr, "parameter_buffer: the buffer was moved from; it holds no "
+                                       "tensor");
+  return layout_.view(data(), name);
 }
 
 }  // namespace graphstep::memory

@@ -53,6 +53,11 @@ bucket_plan plan_buckets(dtype type, std::vector<std::size_t> const& gradient_co
 bucket_plan plan_buckets(parameter_layout const& layout, std::size_t bucket_bytes,
                          std::size_t first_bucket_bytes) {
   GRAPHSTEP_EXPECTS(!layout.empty(), "plan_buckets: the parameter layout holds no tensor");
+  // The plan packs slots at the layout's alignment; an adopted buffer's offsets are its own.
+  GRAPHSTEP_EXPECTS(!layout.adopted(),
+                    "plan_buckets: the parameter layout adopts a buffer whose tensors lie at "
+                    "offsets of its own, which buckets packed in order would not match; lay "
+                    "the gradients out with parameter_layout::add to reduce them in buckets");
   dtype const type = layout.at(0).spec.type();
   std::size_t const element = size_in_bytes(type);
   // Every slot is a multiple of the layout's alignment, so packing the slots at that alignment

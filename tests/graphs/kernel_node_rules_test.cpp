@@ -69,3 +69,23 @@ TEST(kernel_node_rules, every_extent_of_a_launch_is_at_least_one) {
   EXPECT_PRED2(contains, gd::why_not_these_dimensions({4, 1, 1}, {0, 1, 1}),
                "the block (0, 1, 1) has an empty extent");
 }
+
+TEST(kernel_node_rules, a_tag_names_one_launch_of_a_capture) {
+  EXPECT_EQ(gd::why_not_this_tag("adamw", 7, 0), "");  // never tagged
+  EXPECT_EQ(gd::why_not_this_tag("adamw", 8, 7), "");  // the step captured again
+  EXPECT_PRED2(contains, gd::why_not_this_tag("adamw", 7, 7),
+               "tag 'adamw' marks a launch of this capture already");
+  EXPECT_PRED2(contains, gd::why_not_this_tag("", 7, 0), "the tag is empty");
+}
+
+TEST(kernel_node_rules, a_tag_finds_a_launch_of_its_kernel_or_says_which_tags_there_are) {
+  EXPECT_EQ(gd::why_no_tagged_node("adamw", true, true, {"adamw"}), "");
+  std::string const unknown = gd::why_no_tagged_node("adam", false, false, {"lr", "adamw"});
+  EXPECT_PRED2(contains, unknown, "no launch is tagged 'adam'");
+  EXPECT_PRED2(contains, unknown, "the tags are 'adamw', 'lr'");
+  EXPECT_PRED2(contains, unknown, "tag(\"adam\", stream, kernel)");
+  EXPECT_PRED2(contains, gd::why_no_tagged_node("adam", false, false, {}),
+               "no launch is tagged at all");
+  EXPECT_PRED2(contains, gd::why_no_tagged_node("adamw", true, false, {"adamw"}),
+               "marks a launch of another kernel");
+}

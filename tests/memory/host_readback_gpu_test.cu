@@ -134,3 +134,59 @@ TEST_F(host_readback_test, bad_read_backs_say_what_was_wrong) {
   EXPECT_PRED2(contains, message_of([&] { static_cast<void>(losses.ready(1)); }),
                "ticket 1 was never issued");
 }
+
+// A trainer's own loss buffer, adopted: each enqueue reads it where the trainer keeps it.
+TEST_F(host_readback_test, an_adopted_buffer_is_read_back_where_the_trainer_keeps_it) {
+  gs::testing::queued_work const queued;
+  gs::cuda::stream stream;
+  gs::cuda::device_buffer own_loss{2 * sizeof(float), stream};  // the trainer's
+  auto* const loss = static_cast<float*>(own_loss.data());
+  auto losses = gs::memory::host_readback<float>::adopt(loss, 2);
+  EXPECT_EQ(losses.source(), loss);
+  EXPECT_EQ(losses.size(), 2U);
+  std::vector<std::uint64_t> tickets;
+  for (int k = 1; k <= 3; ++k) {
+    fill_kernel<<<1, 2, 0, stream.get()>>>(loss, static_cast<float>(k), 2);
+    tickets.push_back(losses.enqueue(stream));
+    if (k > 1) {
+      EXPECT_EQ(losses.get(tickets[static_cast<std::size_t>(k - 2)]),
+                (std::vector<float>(2, static_cast<float>(k - 1))));
+    }
+  }
+  EXPECT_EQ(losses.get(tickets.back()), (std::vector<float>(2, 3.0F)));
+  // The memory stays the trainer's after the read-back is gone.
+  { auto gone = std::move(losses); }
+  fill_kernel<<<1, 2, 0, stream.get()>>>(loss, 9.0F, 2);
+  EXPECT_EQ(gs::testing::copy_to_host(loss, 2, stream), (std::vector<float>(2, 9.0F)));
+}
+
+TEST_F(host_readback_test, adopting_bad_memory_is_refused_saying_what_was_wrong) {
+  gs::cuda::stream stream;
+  gs::cuda::device_buffer own{64, stream};
+  auto* const memory = static_cast<float*>(own.data());
+  using readback = gs::memory::host_readback<float>;
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(readback::adopt(nullptr)); }),
+               "host_readback::adopt: the device memory is a null pointer");
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(readback::adopt(memory, 0)); }),
+               "at least one element");
+  EXPECT_PRED2(contains, message_of([&] {
+                 auto const* const odd = reinterpret_cast<float const*>(
+                     static_cast<unsigned char const*>(own.data()) + 1);
+                 static_cast<void>(readback::adopt(odd));
+               }),
+               "not aligned to its 4-byte element type");
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(readback::adopt(memory, 1, 0)); }),
+               "depth must be at least 1");
+  readback losses = readback::adopt(memory);
+  gs::graphs::graph_exec g;
+  EXPECT_PRED2(contains, message_of([&] {
+                 gs::graphs::capture(g, stream,
+                                     [&] { static_cast<void>(losses.enqueue(stream)); });
+               }),
+               "enqueue the read-back after the replay, on the replay stream");
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(losses.ready(1)); }),
+               "ticket 1 was never issued");
+  readback plain;
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(plain.enqueue(stream)); }),
+               "adopted no device memory");
+}

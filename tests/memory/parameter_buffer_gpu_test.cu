@@ -2,6 +2,8 @@
 // by name at their slots, and a buffer of no tensor refused.
 
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/parameter_buffer.hpp>
@@ -63,4 +65,76 @@ TEST_F(parameter_buffer_test, a_layout_of_no_tensor_is_refused) {
                          gs::memory::parameter_buffer{gs::parameter_layout{}, stream};
                        }),
                        "holds no tensor"));
+}
+
+// A C trainer's one allocation, adopted: the tensors are where the trainer put them, and the
+// memory stays the trainer's.
+TEST_F(parameter_buffer_test, an_adopted_buffer_hands_out_the_trainers_tensors_in_place) {
+  gs::cuda::stream stream;
+  std::size_t const bytes = (6 + 2) * sizeof(float);  // llm.c's packing: no padding
+  gs::cuda::device_buffer own{bytes, stream};          // the trainer's
+  gs::parameter_layout layout = gs::parameter_layout::adopting(bytes);
+  layout.add_at({"weight", {2, 3}, gs::dtype::float32}, 0);
+  layout.add_at({"bias", {2}, gs::dtype::float32}, 6 * sizeof(float));
+  {
+    gs::memory::parameter_buffer weights =
+        gs::memory::parameter_buffer::adopt(std::move(layout), own.data(), bytes);
+    EXPECT_TRUE(weights.adopted());
+    EXPECT_EQ(weights.data(), own.data());
+    EXPECT_EQ(weights.bytes(), bytes);
+    EXPECT_TRUE(weights.buffer().empty());
+    EXPECT_EQ(weights.view("bias").data(), static_cast<float*>(own.data()) + 6);
+    EXPECT_EQ(weights.view(0).data(), own.data());
+    gs::memory::parameter_buffer moved = std::move(weights);
+    EXPECT_EQ(weights.data(), nullptr);  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(weights.bytes(), 0U);      // NOLINT(bugprone-use-after-move)
+    EXPECT_PRED2(contains, message_of([&] { static_cast<void>(weights.view(0)); }),  // NOLINT
+                 "moved from");
+    EXPECT_EQ(moved.view("weight").data(), own.data());
+  }
+  // Gone without freeing: the trainer's memory is still its own.
+  std::vector<float> const values(8, 2.5F);
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(own.data(), values.data(), bytes, cudaMemcpyHostToDevice,
+                                     stream.get()));
+  EXPECT_EQ(gs::testing::copy_to_host(static_cast<float*>(own.data()), 8, stream), values);
+  // A packed layout over memory large enough is adopted too.
+  gs::parameter_layout packed{16};
+  packed.add({"bias", {2}, gs::dtype::float32});
+  EXPECT_EQ(gs::memory::parameter_buffer::adopt(packed, own.data(), bytes).view(0).data(),
+            own.data());
+}
+
+TEST_F(parameter_buffer_test, adopting_memory_the_layout_does_not_fit_is_refused) {
+  gs::cuda::stream stream;
+  gs::cuda::device_buffer own{64, stream};
+  gs::parameter_layout layout = gs::parameter_layout::adopting(64);
+  layout.add_at({"weight", {4}, gs::dtype::float32}, 0);
+  using gs::memory::parameter_buffer;
+  EXPECT_PRED2(contains, message_of([&] {
+                 static_cast<void>(parameter_buffer::adopt(layout, nullptr, 64));
+               }),
+               "the memory to adopt is a null pointer");
+  EXPECT_PRED2(contains, message_of([&] {
+                 static_cast<void>(parameter_buffer::adopt(layout, own.data(), 32));
+               }),
+               "the layout needs 64 bytes and the memory holds 32");
+  EXPECT_PRED2(contains, message_of([&] {
+                 static_cast<void>(parameter_buffer::adopt(
+                     layout, static_cast<unsigned char*>(own.data()) + 4, 60));
+               }),
+               "is not aligned to the layout's 16 bytes");
+  EXPECT_PRED2(contains, message_of([&] {
+                 static_cast<void>(parameter_buffer::adopt(
+                     gs::parameter_layout::adopting(64), own.data(), 64));
+               }),
+               "holds no tensor");
+  // The packed layout of default alignment rounds each slot up: a trainer's tightly packed
+  // buffer is too small for it, and that is said, not run past.
+  gs::parameter_layout packed;
+  packed.add({"a", {4}, gs::dtype::float32});
+  packed.add({"b", {4}, gs::dtype::float32});
+  EXPECT_PRED2(contains, message_of([&] {
+                 static_cast<void>(parameter_buffer::adopt(packed, own.data(), 32));
+               }),
+               "parameter_layout::adopting(bytes)");
 }

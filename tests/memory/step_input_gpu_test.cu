@@ -3,6 +3,7 @@
 // own values, and refused inside a capture.
 
 #include <cstdint>
+#include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream.hpp>
@@ -43,6 +44,14 @@ __global__ void log_kernel(std::int32_t* log, std::int32_t const* tokens, std::i
 }
 
 class step_input_test : public gs::testing::gpu_test {};
+
+// Writes `values` to device memory in the order of `stream`, and waits for them.
+void put(std::int32_t* device, std::vector<std::int32_t> const& values,
+         gs::cuda::stream_view stream) {
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(device, values.data(), values.size() * sizeof(std::int32_t),
+                                     cudaMemcpyHostToDevice, stream.get()));
+  stream.synchronize();
+}
 
 using gs::testing::contains;
 using gs::testing::message_of;
@@ -186,4 +195,86 @@ TEST_F(step_input_test, bad_uploads_say_what_was_wrong) {
                "moved from");
   moved.upload(std::vector<std::int32_t>(8, 2), stream);
   EXPECT_EQ(gs::testing::copy_to_host(moved.data(), 8, stream), std::vector<std::int32_t>(8, 2));
+}
+
+// A trainer's own token buffer, adopted: uploads fill it in place with the input's staging, and
+// the trainer keeps its memory, contents and ownership.
+TEST_F(step_input_test, an_adopted_buffer_is_filled_in_place_and_stays_the_trainers) {
+  for (std::size_t depth : {1U, 2U}) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    gs::testing::queued_work const queued;
+    gs::cuda::stream stream;
+    int const n = 32;
+    int const steps = 5;
+    gs::cuda::device_buffer own_tokens{n * sizeof(std::int32_t), stream};  // the trainer's
+    gs::cuda::device_buffer own_row{sizeof(std::int32_t), stream};
+    auto* const tokens_memory = static_cast<std::int32_t*>(own_tokens.data());
+    auto* const row_memory = static_cast<std::int32_t*>(own_row.data());
+    std::vector<std::int32_t> const before(n, -4);
+    put(tokens_memory, before, stream);
+    gs::cuda::device_buffer log{static_cast<std::size_t>(n * steps) * sizeof(std::int32_t), stream};
+    std::vector<std::int32_t> expected;
+    {
+      auto tokens = gs::memory::step_input<std::int32_t>::adopt(tokens_memory, n, depth);
+      auto row = gs::memory::step_input<std::int32_t>::adopt(row_memory, 1, depth);
+      EXPECT_EQ(tokens.data(), tokens_memory);
+      EXPECT_EQ(tokens.size(), static_cast<std::size_t>(n));
+      // Adopting neither zeroes nor copies: the trainer's values are there until an upload.
+      EXPECT_EQ(gs::testing::copy_to_host(tokens.data(), n, stream), before);
+      gs::graphs::graph_exec step;
+      gs::graphs::capture(step, stream, [&] {
+        log_kernel<<<1, n, 0, stream.get()>>>(static_cast<std::int32_t*>(log.data()),
+                                              tokens_memory, row_memory, n);
+      });
+      for (std::int32_t k = 0; k < steps; ++k) {
+        std::vector<std::int32_t> batch(n);
+        for (int i = 0; i < n; ++i) batch[static_cast<std::size_t>(i)] = k * 100 + i;
+        tokens.upload(batch, stream);
+        row.set(k, stream);
+        step.replay(stream);
+        expected.insert(expected.end(), batch.begin(), batch.end());
+      }
+      tokens.set_stream(stream);  // nothing to free: accepted, does nothing
+    }
+    // The inputs are gone; the trainer's memory is not (a freed buffer would be refused here).
+    EXPECT_EQ(
+        gs::testing::copy_to_host(static_cast<std::int32_t*>(log.data()), expected.size(), stream),
+        expected);
+    EXPECT_EQ(gs::testing::copy_to_host(tokens_memory, n, stream),
+              std::vector<std::int32_t>(expected.end() - n, expected.end()));
+    put(tokens_memory, before, stream);
+    EXPECT_EQ(gs::testing::copy_to_host(tokens_memory, n, stream), before);
+  }
+}
+
+TEST_F(step_input_test, adopting_bad_memory_is_refused_saying_what_was_wrong) {
+  gs::cuda::stream stream;
+  gs::cuda::device_buffer own{64, stream};
+  auto* const memory = static_cast<std::int32_t*>(own.data());
+  using input = gs::memory::step_input<std::int32_t>;
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(input::adopt(nullptr, 4)); }),
+               "step_input::adopt: the device memory is a null pointer");
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(input::adopt(memory, 0)); }),
+               "at least one element");
+  EXPECT_PRED2(contains, message_of([&] {
+                 auto* const odd = reinterpret_cast<std::int32_t*>(
+                     static_cast<unsigned char*>(own.data()) + 2);
+                 static_cast<void>(input::adopt(odd, 4));
+               }),
+               "not aligned to its 4-byte element type");
+  EXPECT_PRED2(contains, message_of([&] { static_cast<void>(input::adopt(memory, 4, 0)); }),
+               "depth must be at least 1");
+  // The upload rules are an input's: a capturing stream and a wrong count are refused, and
+  // leave the input usable.
+  input tokens = input::adopt(memory, 4);
+  gs::graphs::graph_exec g;
+  EXPECT_PRED2(contains, message_of([&] {
+                 gs::graphs::capture(
+                     g, stream, [&] { tokens.upload(std::vector<std::int32_t>(4, 5), stream); });
+               }),
+               "upload between replays, on the replay stream");
+  EXPECT_PRED2(contains, message_of([&] { tokens.upload(std::vector<std::int32_t>(3), stream); }),
+               "3 values given for an input of 4");
+  tokens.upload(std::vector<std::int32_t>(4, 6), stream);
+  EXPECT_EQ(gs::testing::copy_to_host(memory, 4, stream), std::vector<std::int32_t>(4, 6));
 }

@@ -101,3 +101,11 @@ TEST(bucket_plan, over_a_parameter_layout_puts_each_gradient_at_its_layout_offse
             }).find("'scale' [1] float32 is not bfloat16"),
             std::string::npos);
 }
+
+TEST(bucket_plan, refuses_an_adopted_layout_whose_offsets_buckets_would_not_match) {
+  graphstep::parameter_layout layout = graphstep::parameter_layout::adopting(64);
+  layout.add_at({"weight", {4}, dtype::float32}, 4);
+  EXPECT_NE(message_of([&] { static_cast<void>(gn::plan_buckets(layout)); })
+                .find("adopts a buffer"),
+            std::string::npos);
+}

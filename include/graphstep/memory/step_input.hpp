@@ -13,6 +13,7 @@
 #include <graphstep/memory/detail/host_staging.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace graphstep::memory {
@@ -35,6 +36,15 @@ namespace graphstep::memory {
 /// ordered against uploads as any device memory must. Uploads refuse a capturing stream (a
 /// captured copy would replay the slot's contents of the moment, not the next step's values).
 ///
+/// Adopting: `adopt(data, count)` makes an input over device memory the caller owns and keeps
+/// owning (a C trainer's token buffer, which its kernels already read): uploads fill it with the
+/// same staging, ordering and capture rules; nothing is allocated, zeroed or freed, and the
+/// memory must outlive the input and every graph whose kernels read it.
+///
+/// Cost: an upload makes one capture query, the copy and an event record; once the ring has
+/// gone round, also the host wait for the slot's previous copy (an event synchronize, in
+/// Relaxed capture mode so that another thread's capture is never broken: two mode switches).
+///
 /// Move-only; not thread-safe (one thread uploads).
 ///
 /// @tparam T trivially copyable: an integer, a float, a plain struct of them
@@ -51,6 +61,16 @@ class step_input {
   step_input(std::size_t count, cuda::stream_view stream,
              cuda::memory_resource& resource = cuda::default_resource(), std::size_t depth = 2)
       : staging_{bytes_of(count), depth, stream, resource, "step_input"} {}
+
+  /// @brief An input over the `count` elements of `T` at `device_data`, device memory that the
+  /// caller owns and keeps owning; uploads copy into it as into an input's own memory. Nothing
+  /// is allocated, zeroed or freed; the pinned slots and their events are the input's.
+  /// @throws usage_error (a null or misaligned `device_data`, count 0, depth 0),
+  /// no_device_error, cuda_error
+  [[nodiscard]] static step_input adopt(T* device_data, std::size_t count, std::size_t depth = 2) {
+    return step_input{detail::input_staging{device_data, bytes_of(count), alignof(T), depth,
+                                            "step_input"}};
+  }
 
   /// @brief The device address kernels read.
   [[nodiscard]] T* data() const noexcept { return static_cast<T*>(staging_.device()); }
@@ -78,10 +98,13 @@ class step_input {
   /// @throws usage_error (nothing staged since the last upload, a capturing stream), cuda_error
   void upload_staged(cuda::stream_view stream) { staging_.upload_staged(stream); }
 
-  /// @brief Frees the memory on `stream` instead of the constructor's (see `device_buffer`).
+  /// @brief Frees the memory on `stream` instead of the constructor's (see `device_buffer`);
+  /// nothing for an adopted input, whose memory the caller frees.
   void set_stream(cuda::stream_view stream) noexcept { staging_.set_stream(stream); }
 
  private:
+  explicit step_input(detail::input_staging staging) noexcept : staging_{std::move(staging)} {}
+
   static std::size_t bytes_of(std::size_t count) {
     GRAPHSTEP_EXPECTS(count > 0, "step_input: an input needs at least one element");
     GRAPHSTEP_EXPECTS(count <= static_cast<std::size_t>(-1) / sizeof(T),

@@ -55,7 +55,8 @@ struct bucket_plan {
 /// @brief The buckets over the gradient buffer of `layout`, whose order is the order the
 /// backward finishes the gradients: each gradient at its layout offset (`offsets[i]` is
 /// `layout.at(i).offset`), and `buffer_bytes()` the layout's.
-/// @throws usage_error (an empty layout, tensors of more than one dtype, zero bucket size)
+/// @throws usage_error (an empty layout, an adopted layout (`parameter_layout::adopting`),
+/// tensors of more than one dtype, zero bucket size)
 [[nodiscard]] bucket_plan plan_buckets(parameter_layout const& layout,
                                        std::size_t bucket_bytes = default_bucket_bytes,
                                        std::size_t first_bucket_bytes = default_first_bucket_bytes);

@@ -1,6 +1,8 @@
 // graphstep_core: plain C++, includes no CUDA header.
 #include <graphstep/graphs/detail/kernel_node_rules.hpp>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace graphstep::graphs::detail {
 
@@ -57,6 +59,39 @@ std::string why_not_these_dimensions(std::array<unsigned, 3> const& grid,
   }
   for (unsigned extent : block) {
     if (extent == 0) return "kernel_node::set: the block " + text(block) + " has an empty extent";
+  }
+  return {};
+}
+
+std::string why_not_this_tag(std::string const& tag, std::uint64_t capture,
+                             std::uint64_t tagged_in) {
+  std::string const who = "kernel_node_tags::tag: ";
+  if (tag.empty()) return who + "the tag is empty: name the launch, e.g. \"adamw\"";
+  if (tagged_in != 0 && tagged_in == capture) {
+    return who + "tag '" + tag +
+           "' marks a launch of this capture already: give each launch of a capture its own "
+           "tag (a kernel launched once per layer, e.g. \"gelu/3\")";
+  }
+  return {};
+}
+
+std::string why_no_tagged_node(std::string const& tag, bool known, bool same_function,
+                               std::vector<std::string> tags) {
+  std::string const who = "kernel_node_tags::node: ";
+  if (!known) {
+    std::sort(tags.begin(), tags.end());
+    std::string list;
+    for (std::string const& t : tags) list += (list.empty() ? "'" : ", '") + t + "'";
+    return who + "no launch is tagged '" + tag + "' (" +
+           (tags.empty() ? std::string{"no launch is tagged at all"}
+                         : "the tags are " + list) +
+           "): tag the launch inside the capture, right after it, with tag(\"" + tag +
+           "\", stream, kernel)";
+  }
+  if (!same_function) {
+    return who + "tag '" + tag +
+           "' marks a launch of another kernel than the one given: pass the kernel the tagged "
+           "launch launched";
   }
   return {};
 }

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstring>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
@@ -12,6 +13,7 @@
 #include <graphstep/memory/detail/host_staging.hpp>
 #include <graphstep/memory/detail/staging_ring.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,13 +96,20 @@ constexpr char const* upload_while_capturing =
 struct input_staging::state {
   state(std::size_t bytes, std::size_t depth, cuda::stream_view stream,
         cuda::memory_resource& resource, std::string const& owner)
-      : name{owner}, slots{bytes, depth, owner}, memory{bytes, stream, resource} {
+      : name{owner},
+        slots{bytes, depth, owner},
+        memory{std::in_place, bytes, stream, resource},
+        device{memory->data()} {
     // Replays before the first upload read zeros, not whatever the memory held.
-    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(memory.data(), 0, bytes, stream.get()));
+    GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(device, 0, bytes, stream.get()));
   }
+  // The caller's memory: nothing allocated, zeroed or freed.
+  state(void* adopted, std::size_t bytes, std::size_t depth, std::string const& owner)
+      : name{owner}, slots{bytes, depth, owner}, device{adopted} {}
   std::string name;
   slot_ring slots;
-  cuda::device_buffer memory;
+  std::optional<cuda::device_buffer> memory;  // none when the memory is adopted
+  void* device{};
 };
 
 input_staging::input_staging(std::size_t bytes, std::size_t depth, cuda::stream_view stream,
@@ -112,16 +121,28 @@ input_staging::input_staging(std::size_t bytes, std::size_t depth, cuda::stream_
   state_ = std::make_unique<state>(bytes, depth, stream, resource, owner);
 }
 
+input_staging::input_staging(void* device, std::size_t bytes, std::size_t alignment,
+                             std::size_t depth, char const* owner) {
+  GRAPHSTEP_EXPECTS(device != nullptr, std::string{owner} +
+                                           "::adopt: the device memory is a null pointer; pass "
+                                           "the address of the buffer kernels read");
+  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(device) % alignment == 0,
+                    std::string{owner} + "::adopt: the device memory is not aligned to its " +
+                        std::to_string(alignment) +
+                        "-byte element type; pass the address of its first element");
+  state_ = std::make_unique<state>(device, bytes, depth, owner);
+}
+
 input_staging::~input_staging() = default;
 input_staging::input_staging(input_staging&& other) noexcept = default;
 input_staging& input_staging::operator=(input_staging&& other) noexcept = default;
 
 void* input_staging::device() const noexcept {
-  return state_ ? state_->memory.data() : nullptr;
+  return state_ ? state_->device : nullptr;
 }
 
 std::size_t input_staging::bytes() const noexcept {
-  return state_ ? state_->memory.size() : 0;
+  return state_ ? state_->slots.bytes : 0;
 }
 
 void* input_staging::stage() {
@@ -136,11 +157,16 @@ void* input_staging::stage() {
 
 void input_staging::upload_staged(cuda::stream_view stream) {
   GRAPHSTEP_EXPECTS(state_ != nullptr, "step_input: moved from: use the input it moved to");
-  slot_ring& slots = state_->slots;
-  slots.ring.expect_staged();
+  state_->slots.ring.expect_staged();
   expect_not_capturing(stream, state_->name, upload_while_capturing);
+  copy_staged(stream);
+}
+
+// The staged slot's copy and its event, once every check has passed: two runtime calls.
+void input_staging::copy_staged(cuda::stream_view stream) {
+  slot_ring& slots = state_->slots;
   std::size_t const slot = slots.ring.next_slot();
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_->memory.data(), slots.slot(slot), slots.bytes,
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state_->device, slots.slot(slot), slots.bytes,
                                      cudaMemcpyHostToDevice, stream.get()));
   slots.events[slot].record(stream);
   static_cast<void>(slots.ring.commit());
@@ -154,27 +180,45 @@ void input_staging::upload(void const* source, std::size_t count, std::size_t el
                                        " values given for an input of " + std::to_string(size));
   GRAPHSTEP_EXPECTS(source != nullptr, state_->name + "::upload: the source is null");
   std::size_t const bytes = state_->slots.bytes;
-  // Refused before the slot is touched, so a refused upload leaves nothing half done.
+  // Refused before the slot is touched, so a refused upload leaves nothing half done; the one
+  // capture query of the upload (copy_staged does not ask again).
   expect_not_capturing(stream, state_->name, upload_while_capturing);
   std::memcpy(stage(), source, bytes);
-  upload_staged(stream);
+  copy_staged(stream);
 }
 
 void input_staging::set_stream(cuda::stream_view stream) noexcept {
-  if (state_) state_->memory.set_stream(stream);
+  if (state_ && state_->memory) state_->memory->set_stream(stream);
 }
 
 // --- readback_staging ------------------------------------------------------------------------
 
 struct readback_staging::state {
-  state(std::size_t bytes, std::size_t depth, std::string const& owner)
-      : name{owner}, slots{bytes, depth, owner} {}
+  state(std::size_t bytes, std::size_t depth, std::string const& owner, void const* from)
+      : name{owner}, slots{bytes, depth, owner}, source{from} {}
   std::string name;
   slot_ring slots;
+  void const* source{};  // the adopted device memory, or null
 };
 
 readback_staging::readback_staging(std::size_t bytes, std::size_t depth, char const* owner)
-    : state_{std::make_unique<state>(bytes, depth, owner)} {}
+    : state_{std::make_unique<state>(bytes, depth, owner, nullptr)} {}
+
+readback_staging::readback_staging(void const* source, std::size_t bytes, std::size_t alignment,
+                                   std::size_t depth, char const* owner) {
+  GRAPHSTEP_EXPECTS(source != nullptr, std::string{owner} +
+                                           "::adopt: the device memory is a null pointer; pass "
+                                           "the address of the buffer to read back");
+  GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(source) % alignment == 0,
+                    std::string{owner} + "::adopt: the device memory is not aligned to its " +
+                        std::to_string(alignment) +
+                        "-byte element type; pass the address of its first element");
+  state_ = std::make_unique<state>(bytes, depth, owner, source);
+}
+
+void const* readback_staging::source() const noexcept {
+  return state_ ? state_->source : nullptr;
+}
 
 readback_staging::~readback_staging() = default;
 readback_staging::readback_staging(readback_staging&& other) noexcept = default;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace graphstep::graphs::detail {
 
@@ -36,5 +37,18 @@ struct last_capture {
 /// at least 1 (CUDA's own limits are left to CUDA, which knows the device).
 [[nodiscard]] std::string why_not_these_dimensions(std::array<unsigned, 3> const& grid,
                                                    std::array<unsigned, 3> const& block);
+
+/// @brief Why a launch captured in capture sequence `capture` may not be tagged `tag`, given
+/// the sequence the tag last marked a launch in (0: never); "" when it may. A tag names one
+/// launch of a capture; a later capture (the step captured again) may tag its own.
+[[nodiscard]] std::string why_not_this_tag(std::string const& tag, std::uint64_t capture,
+                                           std::uint64_t tagged_in);
+
+/// @brief Why no node answers `tag`, given the tags there are (in any order) and whether the
+/// tag is known, and if so, whether it marks a launch of the kernel asked for; "" when one
+/// does.
+[[nodiscard]] std::string why_no_tagged_node(std::string const& tag, bool known,
+                                             bool same_function,
+                                             std::vector<std::string> tags);
 
 }  // namespace graphstep::graphs::detail

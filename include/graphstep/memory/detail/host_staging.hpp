@@ -19,6 +19,12 @@ class input_staging {
   /// no_device_error, cuda_error
   input_staging(std::size_t bytes, std::size_t depth, cuda::stream_view stream,
                 cuda::memory_resource& resource, char const* owner);
+  /// @brief Stages into `bytes` of device memory at `device` that the caller owns: nothing is
+  /// allocated, zeroed or freed.
+  /// @throws usage_error (a null or misaligned `device`, zero bytes, depth 0), no_device_error,
+  /// cuda_error
+  input_staging(void* device, std::size_t bytes, std::size_t alignment, std::size_t depth,
+                char const* owner);
   ~input_staging();
   input_staging(input_staging&& other) noexcept;
   input_staging& operator=(input_staging&& other) noexcept;
@@ -43,6 +49,8 @@ class input_staging {
   void set_stream(cuda::stream_view stream) noexcept;
 
  private:
+  void copy_staged(cuda::stream_view stream);
+
   struct state;
   std::unique_ptr<state> state_;
 };
@@ -52,6 +60,11 @@ class readback_staging {
  public:
   /// @throws usage_error (zero bytes, depth 0), no_device_error, cuda_error
   readback_staging(std::size_t bytes, std::size_t depth, char const* owner);
+  /// @brief Reads back `bytes` of device memory at `source` that the caller owns.
+  /// @throws usage_error (a null or misaligned `source`, zero bytes, depth 0), no_device_error,
+  /// cuda_error
+  readback_staging(void const* source, std::size_t bytes, std::size_t alignment,
+                   std::size_t depth, char const* owner);
   ~readback_staging();
   readback_staging(readback_staging&& other) noexcept;
   readback_staging& operator=(readback_staging&& other) noexcept;
@@ -59,6 +72,8 @@ class readback_staging {
   readback_staging& operator=(readback_staging const&) = delete;
 
   [[nodiscard]] std::size_t bytes() const noexcept;
+  /// @brief The adopted device memory, or null.
+  [[nodiscard]] void const* source() const noexcept;
   /// @throws usage_error (a null source, a capturing stream), cuda_error
   std::uint64_t enqueue(void const* device_source, cuda::stream_view stream);
   /// @throws usage_error (a ticket never issued or overwritten), cuda_error
