@@ -154,7 +154,8 @@ TEST_F(micro_batch_loop_test, k_micro_batches_of_b_match_one_batch_of_k_times_b)
     loss += 0.5 * residual * residual / (k * b);
     for (int j = 0; j < features; ++j) gradient[j] += residual * data.x[r * features + j] / (k * b);
   }
-  for (auto [micro_batches, rows] : {std::pair{k, b}, std::pair{1, k * b}}) {
+  for (auto [micro_batches, batch_rows] : {std::pair{k, b}, std::pair{1, k * b}}) {
+    int const rows = batch_rows;  // a lambda cannot capture a structured binding in C++17
     gs::cuda::stream stream;
     linear_run run{micro_batches, rows, clipped(), stream};
     run.upload(0);
