@@ -100,7 +100,8 @@ void graph_exec_replay(benchmark::State& state) {
   } else {
     gs::graphs::capture(step, stream, [&] { launch_tiny(stream, x, 1); });
   }
-  for (int i = 0; i < 2; ++i) step.replay(stream);  // the first replay asks what later ones need not
+  for (int i = 0; i < 2; ++i)
+    step.replay(stream);  // the first replay asks what later ones need not
   stream.synchronize();
   std::int64_t replays = 0;
   for (auto _ : state) {

@@ -448,9 +448,9 @@ void capture_scope::end() {
     memory = memory ? pool_capture_.commit_with(std::move(memory)) : pool_capture_.commit();
   }
   identity_.waits_for_other_processes = facts_ && facts_->waits_for_other_processes.load();
-  deliver(completion ? graph::adopt(owned.release(), identity_, std::move(memory),
-                                    std::move(*completion))
-                     : graph::adopt(owned.release(), identity_, std::move(memory)));
+  deliver(completion
+              ? graph::adopt(owned.release(), identity_, std::move(memory), std::move(*completion))
+              : graph::adopt(owned.release(), identity_, std::move(memory)));
   delivered = true;
 }
 

@@ -37,7 +37,7 @@ detail::graph_state::~graph_state() {
 }
 
 graph graph::adopted(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory,
-              std::optional<cuda::event> completion) {
+                     std::optional<cuda::event> completion) {
   GRAPHSTEP_EXPECTS(handle != nullptr,
                     "graph::adopt: the cudaGraph_t of '" + identity.name + "' is null");
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{handle};

@@ -490,13 +490,13 @@ void capture_two_sharing_graphs(gm::pool_engine& pool) {
 }
 
 // The event graph `graph` records as its last node: the graph's own, never the engine's.
-gm::event_id launch_event_of(gm::graph_id graph) { return graph; }
-
+gm::event_id launch_event_of(gm::graph_id graph) {
+  return graph;
+}
 
 // A replay as graph_exec::replay makes it: ordered before, launched (which re-records the
 // graph's own event), noted after.
-void replay(gm::pool_engine& pool, test_device& device, gm::graph_id graph,
-            gm::stream_id stream) {
+void replay(gm::pool_engine& pool, test_device& device, gm::graph_id graph, gm::stream_id stream) {
   pool.before_replay(graph, stream);
   device.relaunch(launch_event_of(graph), stream);
   pool.after_replay(graph, stream, launch_event_of(graph), device.memos.at(graph));
@@ -707,7 +707,8 @@ TEST(pool_engine, threads_replaying_on_their_own_streams_keep_one_launch_per_gra
   capture_sharing_graphs(pool, graphs);
   std::size_t const events_before = device.events.size();
   auto work = [&pool, &device](gm::stream_id stream) {
-    for (int i = 0; i < 2000; ++i) replay(pool, device, 1 + static_cast<gm::graph_id>(i) % graphs, stream);
+    for (int i = 0; i < 2000; ++i)
+      replay(pool, device, 1 + static_cast<gm::graph_id>(i) % graphs, stream);
   };
   std::thread first{work, stream_a};
   std::thread second{work, stream_b};

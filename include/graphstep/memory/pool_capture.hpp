@@ -44,8 +44,7 @@ class pool_lease {
   /// `before_replay` nor `after_replay`: the latest replay of this graph was on `stream` with
   /// `launch` and the pool's launches, captures and graphs have not changed since. Takes no
   /// lock. True when empty.
-  [[nodiscard]] bool replay_is_settled(cuda::stream_view stream,
-                                       cudaEvent_t launch) const noexcept;
+  [[nodiscard]] bool replay_is_settled(cuda::stream_view stream, cudaEvent_t launch) const noexcept;
 
  private:
   friend class pool_capture;  // makes them

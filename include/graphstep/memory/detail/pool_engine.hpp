@@ -316,8 +316,9 @@ class pool_engine {
   void drop_idle_streams();
 
   // The latest launch of each live graph (the event the launch records itself), until it is
-  // known to have completed, filed under the stream it was made on: a replay on stream S looks at the other streams' launches only
-  // (none while one stream replays everything), so its cost does not grow with the graphs.
+  // known to have completed, filed under the stream it was made on: a replay on stream S looks at
+  // the other streams' launches only (none while one stream replays everything), so its cost does
+  // not grow with the graphs.
   std::map<stream_id, std::unordered_map<graph_id, event_id>> launches_;
   // Graphs sharing memory with each graph, sorted, cleared whenever marks change (captures
   // end, graphs are released).
