@@ -8,12 +8,16 @@ prints per request:
   own    graphstep's own (its code and the C++ library it calls), without the CUDA runtime's:
          the library's calls into `cuda*`/`cu*` entry points, which on the simulated device run
          the simulator.
+  calls  with --calls: the CUDA runtime calls graphstep made, by name.
 Requests are counted by the benchmark (its counter timed_requests: every timed request of the
 process, the runs Google Benchmark makes to size its iterations included).
 
   bench/replay_cost_callgrind.py build-sim/bench/graphstep_bench graph_cache_replay \
       --entry 'basic_graph_cache<graphstep::schedule::bucket_policy>::run'
   bench/replay_cost_callgrind.py build-sim/bench/graphstep_cpu_bench replay_cost/one_stream
+  bench/replay_cost_callgrind.py build-sim/bench/graphstep_bench graph_exec_replay \
+      --buckets 0,1 --entry 'graphstep::graphs::graph_exec::replay' --calls
+(graph_exec_replay/0: a replay without a pool; /1: with one.)
 """
 
 import argparse
@@ -37,6 +41,7 @@ def count(path, entry):
     foreign = 0
     entered = 0
     pending_call = False
+    calls = {}
 
     def name_of(text):
         match = re.match(r"\((\d+)\)(?: (.*))?", text)
@@ -55,6 +60,9 @@ def count(path, entry):
                 cfn = name_of(line[4:])
             elif line.startswith("calls="):
                 pending_call = True
+                if CUDA_ENTRY.search(cfn) and OWN.search(fn):
+                    name = cfn.split("(")[0]
+                    calls[name] = calls.get(name, 0) + int(line[6:].split()[0])
             elif line.startswith(("summary:", "totals:")):
                 total = max(total, int(line.split()[1]))
             elif line and (line[0].isdigit() or line[0] in "+-*"):
@@ -67,7 +75,7 @@ def count(path, entry):
                 if entry and entry in fn:
                     entered += cost
                 pending_call = False
-    return (entered if entry else total), foreign
+    return (entered if entry else total), foreign, calls
 
 
 def main():
@@ -82,6 +90,8 @@ def main():
         help="count only the calls of this function (its inclusive cost, on its own thread): "
         "needed where other threads run while a request is collected, as the simulated "
         "device's do")
+    parser.add_argument("--calls", action="store_true",
+                        help="also print the CUDA runtime calls graphstep made per request")
     args = parser.parse_args()
     print(f"{'buckets':>8} {'requests':>9} {'total Ir':>10} {'own Ir':>10}")
     for buckets in args.buckets.split(","):
@@ -95,7 +105,7 @@ def main():
                  f"--benchmark_min_time={args.min_time}", f"--benchmark_out={report}",
                  "--benchmark_out_format=json"],
                 check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            total, foreign = count(out, args.entry)
+            total, foreign, calls = count(out, args.entry)
             with open(report, encoding="utf-8") as data:
                 requests = max(run.get("timed_requests", 0)
                                for run in json.load(data)["benchmarks"])
@@ -103,6 +113,9 @@ def main():
             sys.exit(f"no request counted for {args.benchmark}/{buckets}")
         print(f"{buckets:>8} {requests:>9} {total / requests:>10.0f} "
               f"{(total - foreign) / requests:>10.0f}")
+        if args.calls:
+            for name, number in sorted(calls.items()):
+                print(f"{'':>8} {number / requests:>9.2f} {name}")
 
 
 if __name__ == "__main__":

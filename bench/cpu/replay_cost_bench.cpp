@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,12 +90,17 @@ void run_step(gm::pool_engine& pool, std::int64_t bucket, gm::stream_id stream,
 struct cache {
   gsch::bucket_policy policy;
   gm::pool_engine& pool;
+  // Per bucket graph, what its lease keeps between replays; its launch event is its id.
+  std::map<gm::graph_id, gm::replay_memo> memos;
 
   gsch::bucket_choice run(std::int64_t size, gm::stream_id stream) {
     gsch::bucket_choice const choice = policy.choose(size);
     auto const graph = static_cast<gm::graph_id>(choice.bucket);
-    pool.before_replay(graph, stream);
-    pool.after_replay(graph, stream);
+    gm::replay_memo& memo = memos[graph];
+    if (!pool.replay_is_settled(memo, stream, graph)) {
+      pool.before_replay(graph, stream);
+      pool.after_replay(graph, stream, graph, memo);
+    }
     return choice;
   }
 

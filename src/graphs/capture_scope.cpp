@@ -393,6 +393,18 @@ void capture_scope::end() {
   // Asked before the capture ends: the simulated device forgets a capture once it has ended.
   std::optional<detail::failed_call> const failed = first_failed_call();
   if (legacy_guard_) legacy_guard_->leave(stream_.get());
+  // The graph's last node marks the end of each replay, so that a replay enqueues nothing after
+  // its launch (graph::adopt). Every side stream is joined into this one by now (else the end
+  // fails), so it follows all the work. A capture already broken refuses it: the end says why.
+  std::optional<cuda::event> completion;
+  if (!failed) {
+    completion.emplace();
+    if (cudaEventRecordWithFlags(completion->get(), stream_.get(), cudaEventRecordExternal) !=
+        cudaSuccess) {
+      static_cast<void>(cudaGetLastError());
+      completion.reset();
+    }
+  }
   cudaGraph_t captured = nullptr;
   cudaError_t const ended = cudaStreamEndCapture(stream_.get(), &captured);
   // Back for another capture only now: a joined stream stays in the capture until it ends, and
@@ -423,7 +435,7 @@ void capture_scope::end() {
                             (report.empty() ? "" : "\n" + report)};
   }
   static_cast<void>(finish_diagnostics(cudaSuccess));
-  warn_if_empty(owned.get());
+  warn_if_empty(owned.get(), completion ? 1U : 0U);
   for (memory::pool_capture const* side : {&pool_capture_, &host_pool_capture_}) {
     if (!side->open()) continue;
     if (std::string problem = side->problem(); !problem.empty()) {
@@ -436,7 +448,9 @@ void capture_scope::end() {
     memory = memory ? pool_capture_.commit_with(std::move(memory)) : pool_capture_.commit();
   }
   identity_.waits_for_other_processes = facts_ && facts_->waits_for_other_processes.load();
-  deliver(graph::adopt(owned.release(), identity_, std::move(memory)));
+  deliver(completion
+              ? graph::adopt(owned.release(), identity_, std::move(memory), std::move(*completion))
+              : graph::adopt(owned.release(), identity_, std::move(memory)));
   delivered = true;
 }
 
@@ -464,14 +478,14 @@ std::optional<detail::failed_call> capture_scope::first_failed_call() const {
   return detail::failed_call{call->name, static_cast<cudaError_t>(call->result)};
 }
 
-void capture_scope::warn_if_empty(cudaGraph_t captured) const {
+void capture_scope::warn_if_empty(cudaGraph_t captured, std::size_t own_nodes) const {
   std::size_t nodes = 0;
   if (cudaGraphGetNodes(captured, nullptr, &nodes) != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
     return;
   }
   // An empty graph is legal, and almost always a mistake: the work went elsewhere.
-  if (nodes == 0) {
+  if (nodes <= own_nodes) {
     graphstep::detail::log_lazily(log_level::warning, [&] {
       return describe() +
              " recorded no work: was it issued to another stream than the capturing one (or "

@@ -1,8 +1,10 @@
 #include <atomic>
 #include <graphstep/cuda/check.hpp>
+#include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/graph.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -27,15 +29,45 @@ graph::~graph() = default;
 graph::graph(std::shared_ptr<detail::graph_state const> state) noexcept
     : state_{std::move(state)} {}
 
-graph graph::adopt(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory) {
+detail::graph_state::~graph_state() {
+  // Not a device-wide wait, and Relaxed: a capture under way on any thread stays intact.
+  if (completion.get() == nullptr) return;
+  cuda::detail::relaxed_capture_mode const relaxed;
+  GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventSynchronize(completion.get()));
+}
+
+graph graph::adopted(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory,
+                     std::optional<cuda::event> completion) {
   GRAPHSTEP_EXPECTS(handle != nullptr,
                     "graph::adopt: the cudaGraph_t of '" + identity.name + "' is null");
+  std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{handle};
   if (identity.id == 0) identity.id = next_graph_id();
   auto state = std::make_shared<detail::graph_state>();
+  if (completion) {
+    state->completion = std::move(*completion);
+    state->completion_in_graph = true;
+  } else {
+    // Recorded by each replay after its launch: on the graph's device, as its streams are.
+    std::optional<cuda::device_guard> on_device;
+    if (identity.device >= 0) on_device.emplace(identity.device);
+    state->completion = cuda::event{};
+  }
   state->identity = std::move(identity);
   state->memory = std::move(memory);
-  state->handle.reset(handle);
+  state->handle = std::move(owned);
   return graph{std::move(state)};
+}
+
+graph graph::adopt(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory) {
+  return adopted(handle, std::move(identity), std::move(memory), std::nullopt);
+}
+
+graph graph::adopt(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory,
+                   cuda::event completion) {
+  GRAPHSTEP_EXPECTS(completion.get() != nullptr,
+                    "graph::adopt: the completion event of '" + identity.name +
+                        "' was moved from; give the event the graph's last node records");
+  return adopted(handle, std::move(identity), std::move(memory), std::move(completion));
 }
 
 graph_identity const& graph::identity() const {
@@ -106,6 +138,10 @@ graph_node_counts graph::node_counts() const {
       case cudaGraphNodeTypeConditional: ++counts.conditional; break;
       default: ++counts.other; break;
     }
+  }
+  if (state_->completion_in_graph && counts.event_record > 0) {
+    --counts.event_record;  // graphstep's own, not the captured work's
+    --counts.total;
   }
   return counts;
 }

@@ -68,7 +68,7 @@ graph_exec::graph_exec(graph_exec&& other) noexcept
     : source_{std::move(other.source_)},
       updated_from_{std::exchange(other.updated_from_, std::nullopt)},
       replays_{std::exchange(other.replays_, 0)},
-      replayed_{std::exchange(other.replayed_, std::nullopt)},
+      checked_stream_{std::exchange(other.checked_stream_, nullptr)},
       generation_{std::move(other.generation_)},
       exec_{std::move(other.exec_)} {}
 
@@ -78,7 +78,7 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
     source_ = std::move(other.source_);
     updated_from_ = std::exchange(other.updated_from_, std::nullopt);
     replays_ = std::exchange(other.replays_, 0);
-    replayed_ = std::exchange(other.replayed_, std::nullopt);
+    checked_stream_ = std::exchange(other.checked_stream_, nullptr);
     generation_ = std::move(other.generation_);
     exec_ = std::move(other.exec_);
   }
@@ -95,18 +95,29 @@ void graph_exec::reset() noexcept {
   release();
 }
 
+namespace {
+// Waits for the latest launch of `work` to end (its completion event's latest record). Not a
+// device-wide wait, and Relaxed: a capture under way on any thread stays intact.
+void wait_for_end_of(detail::graph_state const* work) noexcept {
+  if (work == nullptr) return;
+  cuda::detail::relaxed_capture_mode const relaxed;
+  GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventSynchronize(work->completion.get()));
+}
+}  // namespace
+
 void graph_exec::release() noexcept {
-  if (replayed_) {
-    // A replay may still be running; its memory must not be handed out before it ends. Not a
-    // device-wide wait: cudaDeviceSynchronize would break any capture under way on the device.
-    cuda::detail::relaxed_capture_mode const relaxed;
-    GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaEventSynchronize(replayed_->get()));
+  if (replays_ > 0) {
+    // A replay may still be running; its memory must not be handed out before it ends. Its work
+    // is the executable's own or, after an update, another graph's (whose state, once gone,
+    // waited for it already).
+    wait_for_end_of(source_.state_.get());
+    if (updated_from_) wait_for_end_of(updated_from_->lock().get());
   }
   exec_.reset();
   source_ = graph{};
   updated_from_.reset();
   replays_ = 0;
-  replayed_.reset();
+  checked_stream_ = nullptr;
   generation_.reset();
 }
 
@@ -133,7 +144,66 @@ void graph_exec::replay(cuda::stream_view stream) {
                     "graph '" + name() +
                         "': replaying on the legacy default stream serializes with every other "
                         "stream; replay on a graphstep::cuda::stream");
-  // CUDA refuses a launch on another device's stream with a bare cudaErrorInvalidValue.
+  // CUDA refuses a launch on another device's stream with a bare cudaErrorInvalidValue. A
+  // stream's device never changes: asked once per stream in a row.
+  if (stream.get() != checked_stream_) expect_stream_of_device(stream);
+  int current = -1;
+  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
+  if (current != device()) expect_device_current(current);
+  // The work it runs: its own, or that of the graph it was last updated from.
+  detail::graph_state const* work = source_.state_.get();
+  std::shared_ptr<detail::graph_state const> updated;
+  if (updated_from_) {
+    updated = updated_from_->lock();
+    GRAPHSTEP_EXPECTS(updated != nullptr,
+                      "graph '" + name() +
+                          "' was updated to run the work of a graph that has since been "
+                          "destroyed, whose memory may already be reused: update it from a "
+                          "live graph before replaying it");
+    work = updated.get();
+  }
+  cudaEvent_t const end = work->completion.get();
+  // Graphs sharing pool memory must never run at once: the pool orders this launch after
+  // theirs. Nothing to do, and nothing asked, when this graph's latest replay was on this
+  // stream and the pool has seen no other launch since (one stream replaying, the usual case).
+  bool const settled = work->completion_in_graph && work->memory.replay_is_settled(stream, end);
+  // A launch into a capturing stream becomes a node of that capture and runs nothing now.
+  bool const runs_now = settled || !stream.is_capturing();
+  if (!settled && runs_now) work->memory.before_replay(stream);
+  if (cudaError_t const status = cudaGraphLaunch(exec_.get(), stream.get());
+      status != cudaSuccess) {
+    if (status == cudaErrorInvalidValue && stream.get() == checked_stream_) {
+      // The stream checked before may have been destroyed and its handle reused by another
+      // device's stream: ask again, to name the devices rather than a bare error code.
+      static_cast<void>(cudaGetLastError());
+      checked_stream_ = nullptr;
+      expect_stream_of_device(stream);
+    }
+    throw_launch_failure(status, exec_.get(), name(), source_);
+  }
+  if (!settled && runs_now) {
+    // A graph made elsewhere has no end of its own: its replay marks it (before the pool's
+    // note of it, which names the event).
+    if (!work->completion_in_graph) work->completion.record(stream);
+    work->memory.after_replay(stream, end);
+  }
+  ++replays_;
+  if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
+}
+
+void graph_exec::synchronize() const {
+  if (replays_ == 0) return;
+  // The end of the latest replay, as release() waits for it, but reporting a failure.
+  cuda::detail::relaxed_capture_mode const relaxed;
+  GRAPHSTEP_CUDA_TRY(cudaEventSynchronize(source_.state_->completion.get()));
+  if (updated_from_) {
+    if (auto const updated = updated_from_->lock(); updated != nullptr) {
+      GRAPHSTEP_CUDA_TRY(cudaEventSynchronize(updated->completion.get()));
+    }
+  }
+}
+
+void graph_exec::expect_stream_of_device(cuda::stream_view stream) {
   std::optional<int> const stream_device = cuda::detail::stream_device(stream.get());
   GRAPHSTEP_EXPECTS(!stream_device || *stream_device == device(),
                     "graph_exec::replay: graph '" + name() + "' was captured on device " +
@@ -141,46 +211,15 @@ void graph_exec::replay(cuda::stream_view stream) {
                         std::to_string(stream_device.value_or(-1)) +
                         ": replay on a stream of device " + std::to_string(device()) +
                         " (one created while that device is current)");
-  int current = -1;
-  GRAPHSTEP_CUDA_TRY(cudaGetDevice(&current));
+  checked_stream_ = stream.get();
+}
+
+void graph_exec::expect_device_current(int current) const {
   GRAPHSTEP_EXPECTS(current == device(),
                     "graph '" + name() + "' was captured on device " + std::to_string(device()) +
                         " but device " + std::to_string(current) +
                         " is current: make its device current (graphstep::cuda::device_guard) "
                         "before replaying it");
-  // The work it runs: its own, or that of the graph it was last updated from.
-  std::shared_ptr<detail::graph_state const> work = source_.state_;
-  if (updated_from_) {
-    work = updated_from_->lock();
-    GRAPHSTEP_EXPECTS(work != nullptr,
-                      "graph '" + name() +
-                          "' was updated to run the work of a graph that has since been "
-                          "destroyed, whose memory may already be reused: update it from a "
-                          "live graph before replaying it");
-  }
-  // A launch into a capturing stream becomes a node of that capture and runs nothing now.
-  bool const runs_now = !stream.is_capturing();
-  // Graphs sharing pool memory must never run at once: the pool orders this launch after theirs.
-  if (runs_now) work->memory.before_replay(stream);
-  if (cudaError_t const status = cudaGraphLaunch(exec_.get(), stream.get());
-      status != cudaSuccess) {
-    throw_launch_failure(status, exec_.get(), name(), source_);
-  }
-  if (runs_now) work->memory.after_replay(stream);
-  // Launches of one executable run one after another, whatever their streams
-  // (cudaGraphLaunch), so an event after the latest covers them all.
-  if (runs_now) {
-    if (!replayed_) replayed_.emplace();
-    replayed_->record(stream);
-  }
-  ++replays_;
-  if (generation_) generation_->fetch_add(1, std::memory_order_relaxed);
-}
-
-void graph_exec::synchronize() const {
-  if (!replayed_) return;
-  cuda::detail::relaxed_capture_mode const relaxed;
-  GRAPHSTEP_CUDA_TRY(cudaEventSynchronize(replayed_->get()));
 }
 
 void graph_exec::upload(cuda::stream_view stream) const {

@@ -31,6 +31,15 @@ cudaStream_t stream_of(stream_id key) {
   return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(key));
 }
 
+// A launch's own completion event (recorded by the graph's last node) as the engine names it.
+event_id launch_key(cudaEvent_t launch) {
+  return static_cast<event_id>(reinterpret_cast<std::uintptr_t>(launch));
+}
+
+cudaEvent_t launch_of(event_id key) {
+  return reinterpret_cast<cudaEvent_t>(static_cast<std::uintptr_t>(key));
+}
+
 // RAII NVTX range, so growth and captures show up in Nsight Systems.
 class nvtx_range {
  public:
@@ -119,10 +128,17 @@ void graph_lease::before_replay(cudaStream_t stream) const {
   }
 }
 
-void graph_lease::after_replay(cudaStream_t stream) const {
+void graph_lease::after_replay(cudaStream_t stream, cudaEvent_t launch) const {
   for (graph_lease const* lease = this; lease != nullptr; lease = lease->also_.get()) {
-    lease->pool_->after_replay(lease->graph_, stream);
+    lease->pool_->after_replay(lease->graph_, stream, launch, lease->memo_);
   }
+}
+
+bool graph_lease::replay_is_settled(cudaStream_t stream, cudaEvent_t launch) const noexcept {
+  for (graph_lease const* lease = this; lease != nullptr; lease = lease->also_.get()) {
+    if (!lease->pool_->replay_is_settled(lease->memo_, stream, launch)) return false;
+  }
+  return true;
 }
 
 void graph_lease::hold_also(std::shared_ptr<graph_lease> other) noexcept {
@@ -166,6 +182,21 @@ bool cuda_pool_device::complete(event_id event) {
 
 void cuda_pool_device::wait(stream_id stream, event_id event) {
   GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream_of(stream), events_.at(event).get(), 0));
+}
+
+bool cuda_pool_device::launch_complete(event_id launch) {
+  cuda::detail::relaxed_capture_mode const relaxed;
+  cudaError_t const status = cudaEventQuery(launch_of(launch));
+  if (status == cudaErrorNotReady) {
+    static_cast<void>(cudaGetLastError());
+    return false;
+  }
+  GRAPHSTEP_CUDA_TRY(status);
+  return true;
+}
+
+void cuda_pool_device::wait_for_launch(stream_id stream, event_id launch) {
+  GRAPHSTEP_CUDA_TRY(cudaStreamWaitEvent(stream_of(stream), launch_of(launch), 0));
 }
 
 void cuda_pool_device::forget(event_id event) noexcept {
@@ -305,8 +336,9 @@ void pool_state::before_replay(std::uint64_t graph, cudaStream_t stream) {
   engine_->before_replay(graph, stream_key(stream));
 }
 
-void pool_state::after_replay(std::uint64_t graph, cudaStream_t stream) {
-  engine_->after_replay(graph, stream_key(stream));
+void pool_state::after_replay(std::uint64_t graph, cudaStream_t stream, cudaEvent_t launch,
+                              replay_memo& memo) {
+  engine_->after_replay(graph, stream_key(stream), launch_key(launch), memo);
 }
 
 void pool_state::release_graph(std::uint64_t graph) noexcept {

@@ -44,8 +44,12 @@ void pool_lease::before_replay(cuda::stream_view stream) const {
   if (lease_) lease_->before_replay(stream.get());
 }
 
-void pool_lease::after_replay(cuda::stream_view stream) const {
-  if (lease_) lease_->after_replay(stream.get());
+void pool_lease::after_replay(cuda::stream_view stream, cudaEvent_t launch) const {
+  if (lease_) lease_->after_replay(stream.get(), launch);
+}
+
+bool pool_lease::replay_is_settled(cuda::stream_view stream, cudaEvent_t launch) const noexcept {
+  return !lease_ || lease_->replay_is_settled(stream.get(), launch);
 }
 
 pool_lease pool_capture::commit() {

@@ -96,6 +96,53 @@ TEST_F(external_events_test, eager_work_waits_for_an_event_a_replay_records) {
   EXPECT_TRUE(done.query());
 }
 
+// PyTorch's test_graph_external_wait_and_record: an event recorded as the last work of a graph
+// means, once it has completed, that the replay's stream is done, so a replay adds no work of its
+// own after the launch (not even with a pool, whose replays it orders). On the simulated device
+// in every execution mode, interleaved with several seeds; on a GPU as it runs.
+TEST_F(external_events_test, an_event_recorded_last_in_a_graph_means_its_stream_is_done) {
+  auto* x = blocks_->get<std::int32_t>(1);
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(x, 0, sizeof(std::int32_t), stream_->get()));
+  stream_->synchronize();
+  gs::cuda::event started;
+  gs::cuda::event ended;
+  gs::graphs::graph_exec step;
+  gs::graphs::capture(step, *stream_, *pool_, [&] {
+    gs::graphs::record_external(started, *stream_);
+    increment_kernel<<<1, 32, 0, stream_->get()>>>(x);
+    gs::graphs::record_external(ended, *stream_);
+  });
+  std::int32_t replays = 0;
+  auto const replay_and_check = [&](char const* mode) {
+    for (int i = 0; i < 4; ++i) {
+      step.replay(*stream_);
+      ++replays;
+      ended.synchronize();
+      EXPECT_TRUE(started.query()) << mode;
+      EXPECT_EQ(cudaStreamQuery(stream_->get()), cudaSuccess)
+          << mode << ", replay " << i << ": the stream still holds work after the graph's end";
+      static_cast<void>(cudaGetLastError());
+    }
+  };
+#if defined(GRAPHSTEP_CUDA_SIM)
+  struct restore_mode {
+    gs::sim::execution_mode previous = gs::sim::current_execution_mode();
+    ~restore_mode() { gs::sim::set_execution_mode(previous); }
+  } const restore;
+  gs::sim::set_execution_mode(gs::sim::execution_mode::immediate);
+  replay_and_check("immediate");
+  gs::sim::set_execution_mode(gs::sim::execution_mode::deferred);
+  replay_and_check("deferred");
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    gs::sim::set_execution_mode(gs::sim::execution_mode::interleaved, seed);
+    replay_and_check("interleaved");
+  }
+#else
+  replay_and_check("on the device");
+#endif
+  EXPECT_EQ(read(x), replays);
+}
+
 TEST_F(external_events_test, timing_events_recorded_in_a_graph_time_each_replay) {
   auto* x = blocks_->get<std::int32_t>(1);
   gs::cuda::timed_event start;

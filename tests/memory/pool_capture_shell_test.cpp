@@ -29,5 +29,6 @@ TEST(pool_lease, an_empty_one_holds_nothing_and_orders_no_replay) {
   gs::memory::pool_lease const lease;
   EXPECT_FALSE(lease);
   EXPECT_NO_THROW(lease.before_replay(gs::cuda::stream_view{cudaStreamPerThread}));
-  EXPECT_NO_THROW(lease.after_replay(gs::cuda::stream_view{cudaStreamPerThread}));
+  EXPECT_NO_THROW(lease.after_replay(gs::cuda::stream_view{cudaStreamPerThread}, nullptr));
+  EXPECT_TRUE(lease.replay_is_settled(gs::cuda::stream_view{cudaStreamPerThread}, nullptr));
 }

@@ -183,7 +183,7 @@ class capture_scope {
   void note_abandoned() noexcept;  // capture_ref::abandoned() from now on
   void deliver(graph captured);
   [[nodiscard]] std::optional<detail::failed_call> first_failed_call() const;
-  void warn_if_empty(cudaGraph_t captured) const;
+  void warn_if_empty(cudaGraph_t captured, std::size_t own_nodes) const;
   [[nodiscard]] std::string describe() const;
 
   target_type target_;

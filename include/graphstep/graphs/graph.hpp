@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/memory/pool_capture.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace graphstep::graphs {
@@ -78,6 +80,14 @@ class graph {
   /// @throws usage_error (null handle)
   [[nodiscard]] static graph adopt(cudaGraph_t handle, graph_identity identity,
                                    memory::pool_lease memory = {});
+  /// @brief As `adopt` above, for a graph whose last node records `completion` (an external
+  /// event record node that depends on every other node, as a capture by `capture_scope` puts
+  /// there): each replay's end, which `graph_exec::synchronize` waits for and the pool orders
+  /// other streams' replays by, so that a replay enqueues nothing after its launch (otherwise
+  /// it records an event of its own right after). `node_counts` leaves that node out.
+  /// @throws usage_error (null handle, `completion` moved from)
+  [[nodiscard]] static graph adopt(cudaGraph_t handle, graph_identity identity,
+                                   memory::pool_lease memory, cuda::event completion);
 
   /// @brief True for a default-constructed or moved-from graph.
   [[nodiscard]] bool empty() const noexcept { return state_ == nullptr; }
@@ -88,7 +98,8 @@ class graph {
   /// @brief Makes the executable graph (`cudaGraphInstantiateWithFlags`).
   /// @throws usage_error (empty graph), capture_error (CUDA refused the instantiation)
   [[nodiscard]] graph_exec instantiate(unsigned long long flags = 0) const;
-  /// @brief Counts the captured nodes by type.
+  /// @brief Counts the captured nodes by type (graphstep's own completion record, the last node
+  /// of a capture, left out).
   /// @throws usage_error (empty graph), cuda_error
   [[nodiscard]] graph_node_counts node_counts() const;
   /// @brief Writes the graph in Graphviz DOT form (`cudaGraphDebugDotPrint`), for debugging.
@@ -105,6 +116,8 @@ class graph {
  private:
   friend class graph_exec;  // a replay orders itself by the pool memory the graph holds
   explicit graph(std::shared_ptr<detail::graph_state const> state) noexcept;
+  static graph adopted(cudaGraph_t handle, graph_identity identity, memory::pool_lease memory,
+                       std::optional<cuda::event> completion);
   std::shared_ptr<detail::graph_state const> state_;
 };
 

@@ -33,7 +33,9 @@ struct graph_exec_deleter {
 ///
 /// Stream ordering: `replay(s)` enqueues the whole graph on `s`; it runs after the work issued
 /// to `s` before it, and work issued after it waits for it. One executable runs one replay at
-/// a time: replays on two streams are serialized by CUDA. Move-only.
+/// a time: replays on two streams are serialized by CUDA. A captured graph's replay enqueues
+/// nothing but the launch: the event that marks its end is the graph's own last node, so an
+/// event the work records last means that its stream is done (PyTorch's semantics). Move-only.
 class graph_exec {
  public:
   /// @brief An empty executable, to be captured into or assigned.
@@ -56,13 +58,16 @@ class graph_exec {
   /// @post `empty()`
   void reset() noexcept;
   /// @brief Enqueues the whole graph on `stream`, a stream of the device the graph was captured
-  /// on (`device()`), which must also be current.
+  /// on (`device()`), which must also be current. The stream's device is asked once per
+  /// stream in a row (it cannot change); the current device at every replay.
   /// @throws usage_error (empty executable, legacy default stream, a stream of another device,
   /// another device current), cuda_error
   void replay(cuda::stream_view stream);
   /// @brief Blocks the host until the latest replay (and so every earlier one) has finished;
-  /// returns at once if it never replayed. It waits on an event recorded after each replay, in
-  /// relaxed capture mode, so a capture under way on another thread is left intact.
+  /// returns at once if it never replayed. It waits on the event that marks the end of each
+  /// replay (the graph's last node), in relaxed capture mode, so a capture under way on another
+  /// thread is left intact. Two executables of one graph share that event: each then waits for
+  /// the latest replay of either.
   /// @throws cuda_error
   void synchronize() const;
   /// @brief Loads the graph onto the device ahead of the first replay, so that replay is not
@@ -108,14 +113,17 @@ class graph_exec {
   friend class graph;  // graph::instantiate is the one place an executable is made
   graph_exec(cudaGraphExec_t handle, graph source) noexcept;
   void release() noexcept;
+  // Refusals of replay(), out of its way.
+  void expect_stream_of_device(cuda::stream_view stream);
+  void expect_device_current(int current) const;
 
   graph source_;
   // After an update to another graph's work: that graph, not kept alive (its owner keeps it);
   // a replay orders itself by its memory, and refuses once it is gone.
   std::optional<std::weak_ptr<detail::graph_state const>> updated_from_;
   std::uint64_t replays_{};
-  // Recorded after each replay outside a capture; made on the first, so moves stay noexcept.
-  std::optional<cuda::event> replayed_;
+  // The last stream found to be of the graph's device: a stream's device never changes.
+  cudaStream_t checked_stream_{};
   // Created on first use, so construction and moves stay noexcept.
   mutable replay_generation generation_;
   std::unique_ptr<cudaGraphExec_t, detail::graph_exec_deleter> exec_;

@@ -5,6 +5,8 @@
 /// capture's streams serve the graph being captured; its end hands that graph a lease on the
 /// memory, or gives the memory back.
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <memory>
@@ -22,7 +24,8 @@ class graph_lease;
 /// Copies share one hold: every block the capture touched stays reserved for the graph until
 /// the last copy dies (a graph and its executables keep one each). Replays of graphs that share
 /// memory are ordered by it (`graphs::graph_exec::replay` calls `before_replay` and
-/// `after_replay` around its launch). A default-constructed lease holds nothing.
+/// `after_replay` around its launch, or only `replay_is_settled` when that says it may). A
+/// default-constructed lease holds nothing.
 class pool_lease {
  public:
   pool_lease() noexcept = default;
@@ -32,8 +35,16 @@ class pool_lease {
   /// @brief Before the graph is launched on `stream` (not a capturing one): `stream` waits for
   /// the launches of graphs sharing this memory on other streams. No-op when empty.
   void before_replay(cuda::stream_view stream) const;
-  /// @brief After the graph was launched on `stream`. No-op when empty.
-  void after_replay(cuda::stream_view stream) const;
+  /// @brief After the graph was launched on `stream` by a launch that records `launch` as its
+  /// last node (the graph's own completion event, alive as long as the graph): later launches
+  /// of graphs sharing this memory on other streams wait for that event. Nothing is enqueued.
+  /// No-op when empty.
+  void after_replay(cuda::stream_view stream, cudaEvent_t launch) const;
+  /// @brief True when a replay on `stream` whose launch records `launch` needs neither
+  /// `before_replay` nor `after_replay`: the latest replay of this graph was on `stream` with
+  /// `launch` and the pool's launches, captures and graphs have not changed since. Takes no
+  /// lock. True when empty.
+  [[nodiscard]] bool replay_is_settled(cuda::stream_view stream, cudaEvent_t launch) const noexcept;
 
  private:
   friend class pool_capture;  // makes them

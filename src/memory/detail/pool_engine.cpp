@@ -52,9 +52,6 @@ pool_engine::~pool_engine() {
   for (auto const& block : uses_) {
     for (auto const& entry : block.second) device_.forget(entry.second);
   }
-  for (auto const& stream : launches_) {
-    for (auto const& entry : stream.second) device_.forget(entry.second);
-  }
 }
 
 pool_engine::capture_state& pool_engine::capture_of(capture_id capture, stream_id stream) {
@@ -332,6 +329,7 @@ std::optional<graph_id> pool_engine::finish_capture(capture_id capture, bool suc
   // runs whole: what the capture freed is free for any stream (and marked with its graph).
   for (auto const& entry : state.tags) blocks_.release_stream(entry.second);
   sharing_.clear();
+  changed();
   if (timeline_) timeline_->capture_ended(state.graph, success);
   if (!success) {
     blocks_.release_graph(state.graph);
@@ -361,6 +359,7 @@ void pool_engine::release_graph(graph_id graph) noexcept {
   sharing_.clear();
   forget_launch(graph, any_stream);
   drop_idle_streams();
+  changed();
 }
 
 std::vector<graph_id> const& pool_engine::sharing_with(graph_id graph) {
@@ -375,10 +374,7 @@ std::vector<graph_id> const& pool_engine::sharing_with(graph_id graph) {
 void pool_engine::forget_launch(graph_id graph, stream_id except) {
   for (auto& [stream, launches] : launches_) {
     if (stream == except) continue;
-    if (auto found = launches.find(graph); found != launches.end()) {
-      device_.forget(found->second);
-      launches.erase(found);
-    }
+    launches.erase(graph);  // its event is the graph's own, not the engine's to forget
   }
 }
 
@@ -405,36 +401,50 @@ void pool_engine::before_replay(graph_id graph, stream_id stream) {
         ++it;
         continue;
       }
-      if (device_.complete(it->second)) {
-        device_.forget(it->second);
+      if (device_.launch_complete(it->second)) {
         it = launches.erase(it);
+        changed();
         continue;
       }
-      device_.wait(stream, it->second);
+      device_.wait_for_launch(stream, it->second);
       ++ordered_replays_;
       ++it;
     }
   }
 }
 
-void pool_engine::after_replay(graph_id graph, stream_id stream) {
+void pool_engine::after_replay(graph_id graph, stream_id stream, event_id launch,
+                               replay_memo& memo) {
   std::lock_guard const lock{mutex_};
   if (live_graphs_.count(graph) == 0) return;
-  event_id const event = next_event_++;
-  device_.record(event, stream);
   auto on = launches_.find(stream);
   if (on == launches_.end()) {
     drop_idle_streams();
     on = launches_.try_emplace(stream).first;
+    changed();
   }
-  auto [found, inserted] = on->second.try_emplace(graph, event);
+  auto [found, inserted] = on->second.try_emplace(graph, launch);
   if (inserted) {
     // Its latest launch was on another stream, if any: this one supersedes it.
     if (launches_.size() > 1) forget_launch(graph, stream);
-  } else {
-    device_.forget(found->second);
-    found->second = event;
+    changed();
+  } else if (found->second != launch) {
+    found->second = launch;  // another executable's work: its own event
+    changed();
   }
+  // A replay settled on another stream would skip its wait for this launch: while other
+  // streams have launches noted, every launch unsettles them (this one's memo, written below,
+  // stays settled). On one stream nothing changes, and replays there stay settled.
+  for (auto const& [other_stream, launches] : launches_) {
+    if (other_stream != stream && !launches.empty()) {
+      changed();
+      break;
+    }
+  }
+  // Written last, under the lock: a memo never names a version it did not see whole.
+  memo.stream.store(stream, std::memory_order_relaxed);
+  memo.launch.store(launch, std::memory_order_relaxed);
+  memo.version.store(version_.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void pool_engine::keep_after_graph(std::uintptr_t address) {

@@ -38,6 +38,9 @@ class cuda_pool_device final : public pool_device {
   [[nodiscard]] bool complete(event_id event) override;
   void wait(stream_id stream, event_id event) override;
   void forget(event_id event) noexcept override;
+  // A launch's own completion event (the cudaEvent_t itself), which the graph owns.
+  [[nodiscard]] bool launch_complete(event_id launch) override;
+  void wait_for_launch(stream_id stream, event_id launch) override;
   void synchronize(event_id event) override;
   [[nodiscard]] pool_backing kind() const noexcept { return backing_->kind(); }
   /// Keeps the memory mapped for the life of the process: it is never given back.
@@ -80,7 +83,13 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::size_t trim();
   /// Orders launches of graphs that share memory (pool_engine::before_replay, after_replay).
   void before_replay(std::uint64_t graph, cudaStream_t stream);
-  void after_replay(std::uint64_t graph, cudaStream_t stream);
+  void after_replay(std::uint64_t graph, cudaStream_t stream, cudaEvent_t launch,
+                    replay_memo& memo);
+  [[nodiscard]] bool replay_is_settled(replay_memo const& memo, cudaStream_t stream,
+                                       cudaEvent_t launch) const noexcept {
+    return engine_->replay_is_settled(memo, reinterpret_cast<std::uintptr_t>(stream),
+                                      reinterpret_cast<std::uintptr_t>(launch));
+  }
 
   [[nodiscard]] pool_statistics statistics() const;
   [[nodiscard]] std::vector<pool_segment> snapshot() const;

@@ -8,6 +8,7 @@
 /// events that complete when the test says, so the pool's scenarios run on any machine.
 /// graphstep_core: plain C++, includes no CUDA header.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
@@ -77,6 +78,23 @@ class pool_device {
   virtual void synchronize(event_id event) = 0;
   /// @brief The engine no longer needs `event`.
   virtual void forget(event_id event) noexcept = 0;
+
+  /// @brief True once the launch that recorded `launch` has completed. `launch` names an event
+  /// that a graph records itself as its last node (`pool_engine::after_replay`): the engine
+  /// neither records nor forgets it. By default one of the device's own events.
+  [[nodiscard]] virtual bool launch_complete(event_id launch) { return complete(launch); }
+  /// @brief Orders the work issued to `stream` from now on after the launch that recorded
+  /// `launch`. By default one of the device's own events.
+  virtual void wait_for_launch(stream_id stream, event_id launch) { wait(stream, launch); }
+};
+
+/// @brief What the engine answered the latest replay of one graph with, so that the next one,
+/// on the same stream, can tell without the engine's lock that it needs nothing
+/// (`pool_engine::replay_is_settled`). One per graph and pool, kept by the shell's lease.
+struct replay_memo {
+  std::atomic<std::uint64_t> version{0};  ///< the engine's version after that replay; 0: none
+  std::atomic<stream_id> stream{0};
+  std::atomic<event_id> launch{0};
 };
 
 /// @brief The largest size the pool takes, in a request or an option: half the address space.
@@ -185,9 +203,26 @@ class pool_engine {
   /// other streams are looked at, so while one stream replays every graph the cost does not
   /// grow with the number of graphs.
   void before_replay(graph_id graph, stream_id stream);
-  /// @brief Graph `graph` was launched on `stream`: later launches of graphs that share its
-  /// memory on other streams wait for this one.
-  void after_replay(graph_id graph, stream_id stream);
+  /// @brief Graph `graph` was launched on `stream`, and the launch records `launch` as its last
+  /// node (an event the shell owns and keeps while the graph lives; the engine never records
+  /// nor forgets it, so a replay enqueues nothing after its launch): later launches of graphs
+  /// that share its memory on other streams wait for it. Fills `memo` for the next replay.
+  void after_replay(graph_id graph, stream_id stream, event_id launch, replay_memo& memo);
+  /// @brief Without the lock: true when the replay of the graph `memo` belongs to, on `stream`
+  /// and recording `launch`, needs neither `before_replay` nor `after_replay`: its latest replay
+  /// was on `stream` with `launch`, and nothing the engine decides by has changed since: no
+  /// capture ended, no graph was released, no launch was noted or forgotten, and no graph was
+  /// launched on another stream (every launch on another stream it was ordered after is still
+  /// before it in `stream`'s order, and the launch's event, re-recorded by each launch of its
+  /// graph, still names the latest launch for replays elsewhere). A replay on one stream,
+  /// after the first, costs only this.
+  [[nodiscard]] bool replay_is_settled(replay_memo const& memo, stream_id stream,
+                                       event_id launch) const noexcept {
+    std::uint64_t const now = version_.load(std::memory_order_acquire);
+    return memo.version.load(std::memory_order_relaxed) == now &&
+           memo.stream.load(std::memory_order_relaxed) == stream &&
+           memo.launch.load(std::memory_order_relaxed) == launch;
+  }
 
   /// @brief A snapshot of the engine's sizes, in bytes (`backing` is the shell's to fill).
   [[nodiscard]] pool_statistics stats() const;
@@ -280,14 +315,19 @@ class pool_engine {
   void forget_launch(graph_id graph, stream_id except);
   void drop_idle_streams();
 
-  // The latest launch of each live graph, until it is known to have completed, filed under the
-  // stream it was made on: a replay on stream S looks at the other streams' launches only
-  // (none while one stream replays everything), so its cost does not grow with the graphs.
+  // The latest launch of each live graph (the event the launch records itself), until it is
+  // known to have completed, filed under the stream it was made on: a replay on stream S looks at
+  // the other streams' launches only (none while one stream replays everything), so its cost does
+  // not grow with the graphs.
   std::map<stream_id, std::unordered_map<graph_id, event_id>> launches_;
   // Graphs sharing memory with each graph, sorted, cleared whenever marks change (captures
   // end, graphs are released).
   std::unordered_map<graph_id, std::vector<graph_id>> sharing_;
   std::size_t ordered_replays_{};
+  // Changes (under the lock) whenever the launches, the live graphs or what they share change:
+  // a replay memo of an older version is no longer settled. Starts at 1, so that 0 is none.
+  std::atomic<std::uint64_t> version_{1};
+  void changed() noexcept { version_.fetch_add(1, std::memory_order_release); }
 };
 
 }  // namespace graphstep::memory::detail
