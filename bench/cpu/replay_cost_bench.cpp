@@ -129,7 +129,7 @@ void replay_cost(benchmark::State& state, bool two_streams) {
   gm::pool_engine pool{options, device};
   std::vector<std::int64_t> sizes;
   for (std::int64_t b = 1; b <= buckets; ++b) sizes.push_back(b);
-  cache c{gsch::bucket_policy{sizes}, pool};
+  cache c{gsch::bucket_policy{sizes}, pool, {}};
   c.precapture(first_stream);
   gm::stream_id stream = first_stream;
   auto const next_stream = [&stream, two_streams] {
