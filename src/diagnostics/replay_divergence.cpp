@@ -1,10 +1,11 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "diagnostics/detail/replay_divergence.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/dtype_conversion.hpp>
 #include <graphstep/error.hpp>

@@ -5,12 +5,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/error.hpp>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "diagnostics/detail/replay_divergence.hpp"
 
 namespace gd = graphstep::diagnostics;
 namespace gs = graphstep;
