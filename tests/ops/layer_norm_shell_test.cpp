@@ -46,6 +46,11 @@ TEST(layer_norm_launchers, refuse_through_the_problem_before_any_cuda_call) {
                                    false, fake(5), 1 << 20, stream);
   });
   EXPECT_TRUE(contains(message, "layer_norm_backward: dx may not alias dy or x")) << message;
+  message = message_of([&] {  // refused before the SM count is asked of a device
+    go::launch_layer_norm_backward(matrix, row, row, x, x, row, statistics, statistics, 4, 768,
+                                   false, nullptr, 1 << 20, stream);
+  });
+  EXPECT_TRUE(contains(message, "layer_norm_backward: the workspace is required")) << message;
   message = message_of([&] { static_cast<void>(go::layer_norm_backward_workspace_size(0, 768)); });
   EXPECT_TRUE(contains(message, "layer_norm_backward_workspace_size: sizes must be positive"))
       << message;
