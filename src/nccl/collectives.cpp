@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "detail/comm_state.hpp"
+#include "detail/span_checks.hpp"
 #include "nccl/detail/collective_log.hpp"
 
 namespace graphstep::nccl {

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "detail/span_checks.hpp"
 #include "ops/detail/operand_checks.hpp"
 
 namespace graphstep::ops {

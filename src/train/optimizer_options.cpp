@@ -4,6 +4,8 @@
 #include <graphstep/train/optimizer_options.hpp>
 #include <string>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep::train {
 
 void validate(parameter const& parameter, std::size_t index, std::string const& who) {
