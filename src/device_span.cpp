@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep {
 
 std::size_t element_count(std::vector<std::int64_t> const& shape) {

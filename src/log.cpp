@@ -26,7 +26,7 @@ thread_local bool in_sink = false;  // NOLINT(cppcoreguidelines-avoid-non-const-
 void write_to_stderr(log_level level, std::string_view message) noexcept {
   // One call, so that stdio's lock keeps the line whole among other threads' output.
   while (!message.empty() && message.back() == '\n') message.remove_suffix(1);
-  static_cast<void>(std::fprintf(stderr, "graphstep [%s]: %.*s\n", log_level_name(level),
+  static_cast<void>(std::fprintf(stderr, "graphstep [%s]: %.*s\n", name(level),
                                  static_cast<int>(message.size()), message.data()));
 }
 
@@ -48,7 +48,7 @@ log_environment read_log_environment(char const* value) {
 std::string format_log_line(log_level level, std::string_view message) {
   while (!message.empty() && message.back() == '\n') message.remove_suffix(1);
   std::string line = "graphstep [";
-  line += log_level_name(level);
+  line += name(level);
   line += "]: ";
   line += message;
   line += '\n';
@@ -124,7 +124,7 @@ logger& global_logger() {
 
 }  // namespace detail
 
-char const* log_level_name(log_level level) noexcept {
+char const* name(log_level level) noexcept {
   switch (level) {
     case log_level::off: return "off";
     case log_level::error: return "error";
@@ -144,7 +144,7 @@ std::optional<log_level> parse_log_level(std::string_view text) noexcept {
   };
   if (equals("warn")) return log_level::warning;
   for (log_level const level : detail::all_levels) {
-    if (equals(log_level_name(level))) return level;
+    if (equals(name(level))) return level;
   }
   return std::nullopt;
 }

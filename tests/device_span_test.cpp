@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/error_message.hpp"
+#include "detail/span_checks.hpp"
 
 namespace gs = graphstep;
 

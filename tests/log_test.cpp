@@ -65,7 +65,7 @@ bool contains(std::string const& text, std::string_view part) {
 TEST(log, names_and_parses_every_level) {
   for (auto const level : {gs::log_level::off, gs::log_level::error, gs::log_level::warning,
                            gs::log_level::info, gs::log_level::debug}) {
-    EXPECT_EQ(gs::parse_log_level(gs::log_level_name(level)), level);
+    EXPECT_EQ(gs::parse_log_level(gs::name(level)), level);
   }
   EXPECT_EQ(gs::parse_log_level("DEBUG"), gs::log_level::debug);
   EXPECT_EQ(gs::parse_log_level("Warn"), gs::log_level::warning);
@@ -90,7 +90,7 @@ TEST(log, the_threshold_lets_through_what_matters_as_much_or_more) {
     std::string passed;
     for (auto const& m : seen.messages) passed += m.text;
     std::string const expected = std::string{"ewid"}.substr(0, static_cast<int>(threshold));
-    EXPECT_EQ(passed, expected) << "threshold " << gs::log_level_name(threshold);
+    EXPECT_EQ(passed, expected) << "threshold " << gs::name(threshold);
     EXPECT_EQ(logger.enabled(gs::log_level::info), threshold >= gs::log_level::info);
   }
 }

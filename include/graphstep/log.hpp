@@ -29,7 +29,7 @@ enum class log_level : int {
 };
 
 /// @brief "off", "error", "warning", "info" or "debug".
-[[nodiscard]] char const* log_level_name(log_level level) noexcept;
+[[nodiscard]] char const* name(log_level level) noexcept;
 
 /// @brief The level `text` names, case-insensitively ("warn" for warning too); nullopt for
 /// anything else.

@@ -10,6 +10,7 @@
 #include <graphstep/train/loss_scaler.hpp>
 
 #include "detail/element_conversion.cuh"
+#include "detail/span_checks.hpp"
 
 namespace graphstep::train {
 namespace {

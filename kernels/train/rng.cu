@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "detail/element_conversion.cuh"
+#include "detail/span_checks.hpp"
 #include "train/rng_kernels.hpp"
 
 namespace graphstep::train {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sim_test.hpp"
+#include <graphstep/sim/race_report.hpp>
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
@@ -24,9 +25,6 @@ __global__ void write_kernel(float* x, int n) {
 class race_checker : public ::testing::Test {
  protected:
   void SetUp() override {
-    mode_before_ = gs::sim::current_race_mode();
-    gs::sim::set_race_mode(gs::sim::race_mode::report);
-    already_ = gs::sim::races().size();
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaMalloc(&x_, bytes));
@@ -38,15 +36,8 @@ class race_checker : public ::testing::Test {
     SIM_TEST_EXPECT_SUCCESS(cudaFree(y_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
-    gs::sim::set_race_mode(mode_before_);  // later tests stop at their first race again
   }
-  // Races are found when work runs: queued work (deferred execution) runs first, with no host
-  // synchronization that would order it.
-  [[nodiscard]] std::vector<std::string> new_races() const {
-    gs::sim::advance(gs::sim::queued_operations());
-    auto all = gs::sim::races();
-    return {all.begin() + static_cast<std::ptrdiff_t>(already_), all.end()};
-  }
+  [[nodiscard]] std::vector<std::string> new_races() const { return races_.found(); }
 
   static constexpr int n = 1024;
   static constexpr std::size_t bytes = sizeof(float) * n;
@@ -54,8 +45,7 @@ class race_checker : public ::testing::Test {
   cudaStream_t b_{};
   float* x_{};
   float* y_{};
-  std::size_t already_{};
-  gs::sim::race_mode mode_before_{};
+  gs::sim::race_report races_;  // later tests stop at their first race again
 };
 
 TEST_F(race_checker, two_streams_writing_the_same_bytes_unordered_race) {

@@ -1,10 +1,11 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "diagnostics/detail/replay_divergence.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/dtype_conversion.hpp>
 #include <graphstep/error.hpp>
@@ -67,7 +68,7 @@ std::string memset_text(node_description const& n) {
 
 std::string node_text(node_description const& n) {
   if (n.kind != node_kind::kernel) {
-    return n.kind == node_kind::memset ? "memset (" + memset_text(n) + ")" : kind_name(n.kind);
+    return n.kind == node_kind::memset ? "memset (" + memset_text(n) + ")" : name(n.kind);
   }
   if (!n.parameters_known) return "kernel (its parameters are not reported by CUDA)";
   std::string text =
@@ -101,7 +102,7 @@ void describe_region(std::ostringstream& out, region_difference const& d, char c
 
 void describe_changes(std::ostringstream& out, std::vector<launch_change> const& changes) {
   for (auto const& c : changes) {
-    out << "      " << change_name(c.kind);
+    out << "      " << name(c.kind);
     if (c.kind == launch_change::what::argument) out << ' ' << c.argument;
     out << ": " << c.at_capture << " at capture, " << c.now << " now\n";
   }
@@ -172,7 +173,7 @@ std::optional<region_difference> detail::compare_region(std::string_view name, d
   return d;
 }
 
-char const* kind_name(node_kind kind) noexcept {
+char const* name(node_kind kind) noexcept {
   switch (kind) {
     case node_kind::kernel: return "kernel";
     case node_kind::memset: return "memset";
@@ -190,7 +191,7 @@ char const* kind_name(node_kind kind) noexcept {
   return "node";
 }
 
-char const* change_name(launch_change::what kind) noexcept {
+char const* name(launch_change::what kind) noexcept {
   using what = launch_change::what;
   switch (kind) {
     case what::node_type: return "node type";
@@ -233,7 +234,7 @@ std::vector<launch_change> detail::compare_launches(node_description const& at_c
   using what = launch_change::what;
   std::vector<launch_change> changes;
   if (at_capture.kind != now.kind) {
-    changes.push_back({what::node_type, 0, kind_name(at_capture.kind), kind_name(now.kind)});
+    changes.push_back({what::node_type, 0, name(at_capture.kind), name(now.kind)});
     return changes;
   }
   if (at_capture.kind == node_kind::memset) {
@@ -393,7 +394,7 @@ detail::bisection_plan detail::plan_bisection(std::vector<node_description> cons
   if (!blocking) return {bisection_method::prefix_graphs, {}};
   auto const name = [](found const& f) {
     return std::string{"node "} + std::to_string(f.position) + " of " + f.graph + " is a " +
-           kind_name(f.kind);
+           diagnostics::name(f.kind);
   };
   std::string const why = blocking->kind == node_kind::conditional
                               ? ", and CUDA 13.0 copies no graph that holds one (cudaGraphClone "
@@ -440,7 +441,7 @@ std::optional<std::size_t> detail::first_unpaired(std::vector<node_description> 
   return std::nullopt;
 }
 
-char const* cause_name(divergence_cause cause) noexcept {
+char const* name(divergence_cause cause) noexcept {
   switch (cause) {
     case divergence_cause::none: return "none: the replay matches the eager step";
     case divergence_cause::unreproducible_eager:
@@ -506,7 +507,7 @@ std::string replay_report::describe() const {
   out << "the replay differs from the eager step in " << differences.size() << " watched region"
       << (differences.size() == 1 ? "" : "s") << ":\n";
   for (auto const& d : differences) describe_region(out, d, "eager step", "replay");
-  out << "cause: " << cause_name(cause()) << '\n';
+  out << "cause: " << name(cause()) << '\n';
   if (!eager_unreproducible.empty()) {
     out << "a second eager run against the first:\n";
     for (auto const& d : eager_unreproducible) {

@@ -6,7 +6,6 @@
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
-#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "detail/logger.hpp"
+#include "diagnostics/detail/replay_divergence.hpp"
 
 namespace graphstep::diagnostics {
 

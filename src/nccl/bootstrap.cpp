@@ -5,16 +5,20 @@
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bootstrap.hpp>
-#include <graphstep/nccl/detail/device_choice.hpp>
-#include <graphstep/nccl/detail/peer_watch.hpp>
-#include <graphstep/nccl/detail/rendezvous.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <utility>
 
 #include "detail/comm_state.hpp"
+#include "nccl/detail/device_choice.hpp"
+#include "nccl/detail/peer_watch.hpp"
+#include "nccl/detail/rendezvous.hpp"
 
 namespace graphstep::nccl {
+
+// The public default repeats the rendezvous's, which its header (internal) cannot give it.
+static_assert(bootstrap_options{}.rendezvous_timeout == detail::default_rendezvous_timeout,
+              "bootstrap_options::rendezvous_timeout must default to the rendezvous's timeout");
 
 namespace {
 

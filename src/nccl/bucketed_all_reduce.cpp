@@ -4,6 +4,8 @@
 #include <graphstep/nccl/collectives.hpp>
 #include <utility>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep::nccl {
 
 bucketed_all_reduce::bucketed_all_reduce(nccl_comm_view comm, device_span gradients,

@@ -1,10 +1,11 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "nccl/detail/collective_log.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collective_log.hpp>
-#include <graphstep/nccl/detail/collective_log.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -7,7 +7,6 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/nccl/collectives.hpp>
-#include <graphstep/nccl/detail/collective_log.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -15,6 +14,8 @@
 #include <vector>
 
 #include "detail/comm_state.hpp"
+#include "detail/span_checks.hpp"
+#include "nccl/detail/collective_log.hpp"
 
 namespace graphstep::nccl {
 namespace {

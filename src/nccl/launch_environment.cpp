@@ -3,11 +3,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/device_choice.hpp>
-#include <graphstep/nccl/detail/slurm.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <limits>
 #include <set>
+
+#include "nccl/detail/device_choice.hpp"
+#include "nccl/detail/slurm.hpp"
 
 namespace graphstep::nccl {
 namespace {

@@ -11,11 +11,12 @@
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/device_choice.hpp>
-#include <graphstep/nccl/detail/mpi_bootstrap.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <string>
 #include <type_traits>
+
+#include "nccl/detail/device_choice.hpp"
+#include "nccl/detail/mpi_bootstrap.hpp"
 
 namespace graphstep::nccl {
 namespace {

@@ -4,7 +4,6 @@
 #include <exception>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/device_choice.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "detail/comm_state.hpp"
+#include "nccl/detail/device_choice.hpp"
 
 namespace graphstep::nccl {
 namespace {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/span_checks.hpp"
 #include "ops/detail/operand_checks.hpp"
 
 namespace graphstep::ops {

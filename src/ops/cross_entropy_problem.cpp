@@ -7,6 +7,7 @@
 #include <graphstep/ops/cross_entropy_problem.hpp>
 #include <string>
 
+#include "detail/span_checks.hpp"
 #include "ops/detail/operand_checks.hpp"
 
 namespace graphstep::ops {

@@ -7,6 +7,8 @@
 #include <graphstep/ops/embedding_problem.hpp>
 #include <string>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep::ops {
 
 namespace {

@@ -8,6 +8,7 @@
 #include <graphstep/ops/gelu_problem.hpp>
 #include <string>
 
+#include "detail/span_checks.hpp"
 #include "ops/detail/operand_checks.hpp"
 
 namespace graphstep::ops {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "detail/logger.hpp"
+#include "detail/span_checks.hpp"
 
 namespace graphstep::ops {
 

@@ -7,7 +7,6 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/ops/layer_norm.hpp>
 #include <graphstep/ops/layer_norm_problem.hpp>
-#include <limits>
 
 #include "ops/op_kernels.hpp"
 
@@ -29,13 +28,11 @@ void launch_layer_norm_backward(device_span dx, device_span dgamma, device_span 
                                 bool accumulate_dx, void* workspace, std::size_t workspace_bytes,
                                 cuda::stream_view stream) {
   layer_norm_problem const problem{m, n};
-  // The operands first, as if the workspace were large enough: a wrong call is refused before
-  // the device is asked for its SM count (which needs a device); then the workspace's size.
-  static_cast<void>(problem.check_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, workspace,
-                                           std::numeric_limits<std::size_t>::max(), 1));
+  // What needs no device first, so that a wrong call is refused where there is none; then the
+  // workspace's size, which depends on the device's SM count.
+  dtype const type = problem.check_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, workspace);
   int const multiprocessors = detail::multiprocessor_count();
-  dtype const type = problem.check_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, workspace,
-                                            workspace_bytes, multiprocessors);
+  problem.check_backward_workspace(workspace_bytes, multiprocessors);
   detail::layer_norm_backward(problem, type, problem.backward_slicing(multiprocessors), dx.data(),
                               dgamma.data(), dbeta.data(), dy.data(), x.data(), gamma.data(),
                               static_cast<float const*>(mean.data()),

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "detail/span_checks.hpp"
 #include "ops/detail/operand_checks.hpp"
 
 namespace graphstep::ops {
@@ -45,8 +46,8 @@ dtype layer_norm_problem::check_forward(device_span y, device_span mean, device_
 
 dtype layer_norm_problem::check_backward(device_span dx, device_span dgamma, device_span dbeta,
                                          device_span dy, device_span x, device_span gamma,
-                                         device_span mean, device_span rstd, void const* workspace,
-                                         std::size_t workspace_bytes, int multiprocessors) const {
+                                         device_span mean, device_span rstd,
+                                         void const* workspace) const {
   char const* const what = "layer_norm_backward";
   dtype const type = graphstep::detail::floating_operand_type(what, "x", x);
   std::size_t const matrix = check_shape(what);
@@ -69,6 +70,11 @@ dtype layer_norm_problem::check_backward(device_span dx, device_span dgamma, dev
   GRAPHSTEP_EXPECTS(detail::aligned_to(workspace, alignof(float)),
                     "layer_norm_backward: the workspace must be 4-byte aligned (take it from the "
                     "pool)");
+  return type;
+}
+
+void layer_norm_problem::check_backward_workspace(std::size_t workspace_bytes,
+                                                  int multiprocessors) const {
   std::size_t const needed = backward_workspace_bytes(multiprocessors);
   GRAPHSTEP_EXPECTS(workspace_bytes >= needed, "layer_norm_backward: too little workspace (" +
                                                    std::to_string(workspace_bytes) +
@@ -77,7 +83,6 @@ dtype layer_norm_problem::check_backward(device_span dx, device_span dgamma, dev
                                                    ", N=" + std::to_string(n) +
                                                    "); size it with "
                                                    "layer_norm_backward_workspace_size");
-  return type;
 }
 
 layer_norm_slicing layer_norm_problem::backward_slicing(int multiprocessors) const {

@@ -6,6 +6,8 @@
 #include <graphstep/schedule/graphed_callable.hpp>
 #include <string>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep::schedule {
 namespace {
 

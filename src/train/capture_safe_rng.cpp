@@ -6,11 +6,11 @@
 #include <graphstep/dtype.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
-#include <graphstep/train/detail/rng_state.hpp>
 #include <graphstep/train/random_fill.hpp>
 #include <string>
 #include <utility>
 
+#include "train/detail/rng_state.hpp"
 #include "train/rng_kernels.hpp"
 
 namespace graphstep::train {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "detail/span_checks.hpp"
 #include "train/detail/upload_table.hpp"
 #include "train/train_kernels.hpp"
 

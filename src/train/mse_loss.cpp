@@ -4,6 +4,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/train/mse_loss.hpp>
 
+#include "detail/span_checks.hpp"
 #include "train/train_kernels.hpp"
 
 namespace graphstep::train {

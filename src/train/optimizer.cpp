@@ -66,11 +66,14 @@ void optimizer::restore_from(checkpoint const& from, std::string const& prefix,
 
 // --- SGD and Adam: one device state, one chunk table, up to two fp32 buffers per element -------
 
-namespace detail {
-
+using detail::expect_state_entries;
 using detail::optimizer_device_state;
+using detail::state_entry;
+using detail::tensor_chunk;
 using detail::tensor_slot;
+using detail::upload_table;
 
+namespace detail {
 namespace {
 
 // What the constructor checks and plans before it allocates anything.
@@ -110,28 +113,29 @@ table_plan checked_plan(std::vector<parameter> const& parameters, lr_schedule co
 
 }  // namespace
 
+}  // namespace detail
+
 // Device memory and tables of sgd and adam, and what they do alike.
-class multi_tensor_optimizer {
+class multi_tensor_optimizer::tables {
  public:
   // `buffers`: the names of the fp32 state buffers each element has (none for SGD without
   // momentum), as save_to names them.
-  multi_tensor_optimizer(char const* who, std::vector<parameter> const& parameters,
-                         std::vector<std::string> buffers, lr_schedule const& schedule,
-                         loss_scaler const* scaler, cuda::stream_view stream,
-                         cuda::memory_resource& resource)
-      : multi_tensor_optimizer{checked_plan(parameters, schedule, who, stream),
-                               parameters,
-                               std::move(buffers),
-                               schedule,
-                               scaler,
-                               stream,
-                               resource} {}
+  tables(char const* who, std::vector<parameter> const& parameters,
+         std::vector<std::string> buffers, lr_schedule const& schedule, loss_scaler const* scaler,
+         cuda::stream_view stream, cuda::memory_resource& resource)
+      : tables{detail::checked_plan(parameters, schedule, who, stream),
+               parameters,
+               std::move(buffers),
+               schedule,
+               scaler,
+               stream,
+               resource} {}
 
-  multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
-  multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
-  multi_tensor_optimizer(multi_tensor_optimizer&&) = delete;
-  multi_tensor_optimizer& operator=(multi_tensor_optimizer&&) = delete;
-  ~multi_tensor_optimizer() = default;
+  tables(tables const&) = delete;
+  tables& operator=(tables const&) = delete;
+  tables(tables&&) = delete;
+  tables& operator=(tables&&) = delete;
+  ~tables() = default;
 
   void advance_step(cuda::stream_view stream) const {
     launch_advance_step(state(), loss_scale_, all_finite_, stream);
@@ -209,10 +213,9 @@ class multi_tensor_optimizer {
 
  private:
   // One allocation per purpose, checked and planned first (see checked_plan).
-  multi_tensor_optimizer(table_plan const& plan, std::vector<parameter> const& parameters,
-                         std::vector<std::string> buffer_names, lr_schedule const& schedule,
-                         loss_scaler const* scaler, cuda::stream_view stream,
-                         cuda::memory_resource& resource)
+  tables(detail::table_plan const& plan, std::vector<parameter> const& parameters,
+         std::vector<std::string> buffer_names, lr_schedule const& schedule,
+         loss_scaler const* scaler, cuda::stream_view stream, cuda::memory_resource& resource)
       : loss_scale_{scaler != nullptr ? scaler->scale() : nullptr},
         all_finite_{scaler != nullptr ? scaler->all_finite() : nullptr},
         buffer_names_{std::move(buffer_names)},
@@ -268,8 +271,6 @@ class multi_tensor_optimizer {
   std::size_t chunk_count_{};
 };
 
-}  // namespace detail
-
 namespace {
 // The state buffers each optimizer keeps per element, after checking its options; PyTorch's
 // state_dict names.
@@ -284,7 +285,43 @@ std::vector<std::string> state_buffers(adam_options const& options) {
 }
 }  // namespace
 
-// The overrides of sgd and adam are the same: one macro would hide them, so they are written out.
+multi_tensor_optimizer::multi_tensor_optimizer(char const* name,
+                                               std::vector<parameter> const& parameters,
+                                               std::vector<std::string> buffers,
+                                               lr_schedule const& schedule,
+                                               loss_scaler const* scaler, cuda::stream_view stream,
+                                               cuda::memory_resource& resource)
+    : optimizer{name},
+      tables_{std::make_unique<tables>(name, parameters, std::move(buffers), schedule, scaler,
+                                       stream, resource)} {}
+multi_tensor_optimizer::~multi_tensor_optimizer() = default;
+multi_tensor_optimizer::multi_tensor_optimizer(multi_tensor_optimizer&&) noexcept = default;
+multi_tensor_optimizer& multi_tensor_optimizer::operator=(multi_tensor_optimizer&&) noexcept =
+    default;
+
+void multi_tensor_optimizer::do_step(cuda::stream_view stream) {
+  tables_->advance_step(stream);
+  launch_update(*tables_, stream);
+}
+void multi_tensor_optimizer::do_set_schedule(lr_schedule const& schedule,
+                                             cuda::stream_view stream) {
+  tables_->set_schedule(schedule, stream);
+}
+void multi_tensor_optimizer::do_read_learning_rate_from(float const* learning_rate,
+                                                        cuda::stream_view stream) {
+  tables_->read_learning_rate_from(learning_rate, stream);
+}
+std::int64_t multi_tensor_optimizer::do_steps_taken(cuda::stream_view stream) const {
+  return tables_->steps_taken(stream);
+}
+void multi_tensor_optimizer::do_save_to(checkpoint& into, std::string const& prefix,
+                                        cuda::stream_view stream) const {
+  tables_->save_to(into, prefix, stream);
+}
+void multi_tensor_optimizer::do_restore_from(checkpoint const& from, std::string const& prefix,
+                                             cuda::stream_view stream) {
+  tables_->restore_from(from, prefix, name(), stream);
+}
 
 namespace detail {
 
@@ -302,10 +339,9 @@ std::vector<parameter> buffer_parameters(memory::parameter_buffer const& weights
 sgd::sgd(std::vector<parameter> const& parameters, sgd_options const& options,
          lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
          cuda::memory_resource& resource)
-    : optimizer{"sgd"},
-      options_{options},
-      impl_{std::make_unique<detail::multi_tensor_optimizer>(
-          "sgd", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
+    : multi_tensor_optimizer{"sgd",  parameters, state_buffers(options), schedule, scaler,
+                             stream, resource},
+      options_{options} {}
 sgd::sgd(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
          sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
          cuda::stream_view stream, cuda::memory_resource& resource)
@@ -315,39 +351,17 @@ sgd::sgd(memory::parameter_buffer& weights, memory::parameter_buffer const& grad
           scaler,
           stream,
           resource} {}
-sgd::~sgd() = default;
-sgd::sgd(sgd&&) noexcept = default;
-sgd& sgd::operator=(sgd&&) noexcept = default;
 
-void sgd::do_step(cuda::stream_view stream) {
-  impl_->advance_step(stream);
-  detail::launch_sgd(impl_->slots(), impl_->chunks(), impl_->chunk_count(), impl_->state(),
-                     options_, stream);
-}
-void sgd::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
-  impl_->set_schedule(schedule, stream);
-}
-void sgd::do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) {
-  impl_->read_learning_rate_from(learning_rate, stream);
-}
-std::int64_t sgd::do_steps_taken(cuda::stream_view stream) const {
-  return impl_->steps_taken(stream);
-}
-void sgd::do_save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
-  impl_->save_to(into, prefix, stream);
-}
-void sgd::do_restore_from(checkpoint const& from, std::string const& prefix,
-                          cuda::stream_view stream) {
-  impl_->restore_from(from, prefix, "sgd", stream);
+void sgd::launch_update(tables const& on, cuda::stream_view stream) const {
+  detail::launch_sgd(on.slots(), on.chunks(), on.chunk_count(), on.state(), options_, stream);
 }
 
 adam::adam(std::vector<parameter> const& parameters, adam_options const& options,
            lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
            cuda::memory_resource& resource)
-    : optimizer{"adam"},
-      options_{options},
-      impl_{std::make_unique<detail::multi_tensor_optimizer>(
-          "adam", parameters, state_buffers(options), schedule, scaler, stream, resource)} {}
+    : multi_tensor_optimizer{"adam", parameters, state_buffers(options), schedule, scaler,
+                             stream, resource},
+      options_{options} {}
 adam::adam(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
            adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
            cuda::stream_view stream, cuda::memory_resource& resource)
@@ -357,30 +371,9 @@ adam::adam(memory::parameter_buffer& weights, memory::parameter_buffer const& gr
            scaler,
            stream,
            resource} {}
-adam::~adam() = default;
-adam::adam(adam&&) noexcept = default;
-adam& adam::operator=(adam&&) noexcept = default;
 
-void adam::do_step(cuda::stream_view stream) {
-  impl_->advance_step(stream);
-  detail::launch_adam(impl_->slots(), impl_->chunks(), impl_->chunk_count(), impl_->state(),
-                      options_, stream);
-}
-void adam::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {
-  impl_->set_schedule(schedule, stream);
-}
-void adam::do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) {
-  impl_->read_learning_rate_from(learning_rate, stream);
-}
-std::int64_t adam::do_steps_taken(cuda::stream_view stream) const {
-  return impl_->steps_taken(stream);
-}
-void adam::do_save_to(checkpoint& into, std::string const& prefix, cuda::stream_view stream) const {
-  impl_->save_to(into, prefix, stream);
-}
-void adam::do_restore_from(checkpoint const& from, std::string const& prefix,
-                           cuda::stream_view stream) {
-  impl_->restore_from(from, prefix, "adam", stream);
+void adam::launch_update(tables const& on, cuda::stream_view stream) const {
+  detail::launch_adam(on.slots(), on.chunks(), on.chunk_count(), on.state(), options_, stream);
 }
 
 }  // namespace graphstep::train

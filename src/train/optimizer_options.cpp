@@ -5,6 +5,8 @@
 #include <sstream>
 #include <string>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep::train {
 
 void validate(parameter const& parameter, std::size_t index, std::string const& who) {

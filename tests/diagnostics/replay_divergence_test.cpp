@@ -1,11 +1,12 @@
 // The decisions of verify_replay: region comparison by element type, launch comparison, the
 // order nodes run in one prefix at a time, which graphs can be bisected, and the report.
 
+#include "diagnostics/detail/replay_divergence.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <graphstep/diagnostics/detail/replay_divergence.hpp>
 #include <graphstep/diagnostics/replay_divergence.hpp>
 #include <graphstep/error.hpp>
 #include <limits>
@@ -281,7 +282,7 @@ TEST(replay_divergence, bisection_disables_nodes_or_runs_prefix_graphs_or_is_ref
     auto const nodes = nodes_of({k::kernel, whole});
     EXPECT_EQ(gd::detail::plan_bisection(nodes, nodes).method,
               gd::detail::bisection_method::prefix_graphs)
-        << gd::kind_name(whole);
+        << gd::name(whole);
   }
 
   // A conditional node set some other way runs whole, and CUDA copies no graph holding one.

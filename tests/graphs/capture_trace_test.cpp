@@ -1,11 +1,12 @@
 // The decisions of the capture diagnostic mode on recorded call traces: API traits, stream
 // kinds, which call broke a capture, the warnings, the user's frame and the report.
 
+#include "graphs/detail/capture_trace.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <graphstep/graphs/capture_trace.hpp>
-#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <map>
 #include <string>
 #include <thread>

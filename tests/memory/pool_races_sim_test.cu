@@ -8,9 +8,7 @@
 #include <cstddef>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/sim/sim.hpp>
-#include <string>
-#include <vector>
+#include <graphstep/sim/race_report.hpp>
 
 namespace gs = graphstep;
 
@@ -23,23 +21,9 @@ __global__ void write_kernel(float* x, int n) {
 
 class pool_races : public ::testing::Test {
  protected:
-  void SetUp() override {
-    mode_before_ = gs::sim::current_race_mode();
-    gs::sim::set_race_mode(gs::sim::race_mode::report);
-    already_ = gs::sim::races().size();
-  }
-  void TearDown() override { gs::sim::set_race_mode(mode_before_); }
-  // Races are found when work runs: queued work (deferred execution) runs first.
-  [[nodiscard]] std::vector<std::string> new_races() const {
-    gs::sim::advance(gs::sim::queued_operations());
-    auto all = gs::sim::races();
-    return {all.begin() + static_cast<std::ptrdiff_t>(already_), all.end()};
-  }
-
   static constexpr int n = 1024;
   static constexpr std::size_t bytes = sizeof(float) * n;
-  std::size_t already_{};
-  gs::sim::race_mode mode_before_{};
+  gs::sim::race_report races_;
 };
 
 TEST_F(pool_races, the_memory_pool_reuses_a_block_across_streams_without_a_race) {
@@ -51,7 +35,7 @@ TEST_F(pool_races, the_memory_pool_reuses_a_block_across_streams_without_a_race)
   pool.deallocate(block, first);
   auto* again = static_cast<float*>(pool.allocate(bytes, second));
   write_kernel<<<n / 256, 256, 0, second.get()>>>(again, n);
-  EXPECT_TRUE(new_races().empty());
+  EXPECT_TRUE(races_.found().empty());
   pool.deallocate(again, second);
   second.synchronize();
 }

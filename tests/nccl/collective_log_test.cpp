@@ -1,13 +1,14 @@
 // The log of captured collectives (nccl/collective_log.hpp): sequence hashes, and the message
 // that names the ranks whose sequences differ and the first collective where they do.
 
+#include "nccl/detail/collective_log.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/collective_log.hpp>
-#include <graphstep/nccl/detail/collective_log.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/device_choice.hpp>
-#include <graphstep/nccl/detail/slurm.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <map>
 #include <optional>
@@ -14,6 +12,8 @@
 #include <utility>
 
 #include "common/error_message.hpp"
+#include "nccl/detail/device_choice.hpp"
+#include "nccl/detail/slurm.hpp"
 
 namespace gn = graphstep::nccl;
 

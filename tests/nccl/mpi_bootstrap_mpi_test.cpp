@@ -11,7 +11,6 @@
 #include <functional>
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bootstrap.hpp>
-#include <graphstep/nccl/detail/mpi_bootstrap.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/mpi_bootstrap.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
@@ -20,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "nccl/detail/mpi_bootstrap.hpp"
 
 namespace gs = graphstep;
 namespace gn = graphstep::nccl;

@@ -2,6 +2,8 @@
 // without a goodbye is reported to every other rank within a second, one that leaves in order
 // is not, and strangers are kept out.
 
+#include "nccl/detail/peer_watch.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +13,6 @@
 #include <condition_variable>
 #include <future>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>

@@ -1,6 +1,8 @@
 // The TCP rendezvous on loopback, with threads as ranks: success for several world sizes and
 // every failure it must report instead of hanging.
 
+#include "nccl/detail/rendezvous.hpp"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,9 +15,6 @@
 #include <chrono>
 #include <future>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/peer_watch.hpp>
-#include <graphstep/nccl/detail/rendezvous.hpp>
-#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +24,8 @@
 
 #include "common/error_message.hpp"
 #include "common/loopback.hpp"
+#include "nccl/detail/peer_watch.hpp"
+#include "nccl/detail/tcp_store.hpp"
 
 namespace gn = graphstep::nccl;
 using std::chrono::milliseconds;

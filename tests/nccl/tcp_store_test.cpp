@@ -3,6 +3,8 @@
 // exchange through it. Without a Python that has torch (scripts/install-torch.sh), the tests
 // that need the store report themselves skipped.
 
+#include "nccl/detail/tcp_store.hpp"
+
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -12,9 +14,6 @@
 #include <cstdlib>
 #include <future>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/peer_watch.hpp>
-#include <graphstep/nccl/detail/rendezvous.hpp>
-#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +22,8 @@
 
 #include "common/error_message.hpp"
 #include "common/loopback.hpp"
+#include "nccl/detail/peer_watch.hpp"
+#include "nccl/detail/rendezvous.hpp"
 
 namespace gn = graphstep::nccl;
 using graphstep::testing::catch_as;

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
@@ -15,17 +14,15 @@
 #include <string>
 
 #include "common/error_message.hpp"
+#include "common/fake_address.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 using gs::testing::contains;
+using gs::testing::fake_address;
 using gs::testing::message_of;
 
 namespace {
-
-void* fake(std::uintptr_t gigabytes) {
-  return reinterpret_cast<void*>(gigabytes << 30);  // NOLINT(performance-no-int-to-ptr)
-}
 
 gs::cuda::stream_view const stream{cudaStreamPerThread};
 constexpr std::size_t plenty = std::size_t{1} << 24;
@@ -35,17 +32,18 @@ auto const bf16 = gs::dtype::bfloat16;
 
 TEST(attention_launchers, refuse_through_the_problem_before_any_cuda_call) {
   go::attention_shape const shape{2, 16, 3, 64};
-  gs::device_span const qkv{fake(1), bf16, plenty};
-  gs::device_span const out{fake(2), bf16, plenty};
-  gs::device_span const logsumexp{fake(3), gs::dtype::float32, plenty};
+  gs::device_span const qkv{fake_address(1), bf16, plenty};
+  gs::device_span const out{fake_address(2), bf16, plenty};
+  gs::device_span const logsumexp{fake_address(3), gs::dtype::float32, plenty};
   std::string message = message_of([&] {
     go::launch_causal_attention_forward(out, logsumexp, qkv, {2, 16, 3, 12}, stream);
   });
   EXPECT_TRUE(contains(message, "causal_attention_forward: head_dim 12 is not supported"))
       << message;
   message = message_of([&] {
-    go::launch_causal_attention_backward({fake(5), bf16, plenty}, {fake(4), bf16, plenty}, qkv, out,
-                                         logsumexp, shape, fake(6), 4, stream);
+    go::launch_causal_attention_backward({fake_address(5), bf16, plenty},
+                                         {fake_address(4), bf16, plenty}, qkv, out, logsumexp,
+                                         shape, fake_address(6), 4, stream);
   });
   EXPECT_TRUE(contains(message, "causal_attention_backward: the workspace of 4 bytes is too small"))
       << message;

@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
@@ -14,27 +13,25 @@
 #include <string>
 
 #include "common/error_message.hpp"
+#include "common/fake_address.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 using gs::testing::contains;
+using gs::testing::fake_address;
 using gs::testing::message_of;
 
 namespace {
-
-void* fake(std::uintptr_t slot) {
-  return reinterpret_cast<void*>(0x100000 + slot * 0x1000);  // NOLINT(performance-no-int-to-ptr)
-}
 
 }  // namespace
 
 TEST(cross_entropy_launcher, refuses_through_the_problem_before_any_cuda_call) {
   auto const bf16 = gs::dtype::bfloat16;
   std::string const message = message_of([&] {
-    go::launch_cross_entropy_forward_backward({fake(1), gs::dtype::float32, 1}, {fake(2), bf16, 24},
-                                              {fake(3), bf16, 24}, {fake(4), gs::dtype::int32, 3},
-                                              {3, 7, 8}, 1.0F, fake(5), 8,
-                                              gs::cuda::stream_view{cudaStreamPerThread});
+    go::launch_cross_entropy_forward_backward(
+        {fake_address(1), gs::dtype::float32, 1}, {fake_address(2), bf16, 24},
+        {fake_address(3), bf16, 24}, {fake_address(4), gs::dtype::int32, 3}, {3, 7, 8}, 1.0F,
+        fake_address(5), 8, gs::cuda::stream_view{cudaStreamPerThread});
   });
   EXPECT_TRUE(contains(message, "cross_entropy: the workspace has 8 bytes")) << message;
   EXPECT_EQ(go::cross_entropy_workspace_size({3, 7, 8}), 12U);

@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
@@ -14,17 +13,15 @@
 #include <string>
 
 #include "common/error_message.hpp"
+#include "common/fake_address.hpp"
 
 namespace gs = graphstep;
 namespace go = graphstep::ops;
 using gs::testing::contains;
+using gs::testing::fake_address;
 using gs::testing::message_of;
 
 namespace {
-
-void* fake(std::uintptr_t slot) {
-  return reinterpret_cast<void*>(0x100000 + slot * 0x1000);  // NOLINT(performance-no-int-to-ptr)
-}
 
 gs::cuda::stream_view const stream{cudaStreamPerThread};
 
@@ -32,20 +29,21 @@ gs::cuda::stream_view const stream{cudaStreamPerThread};
 
 TEST(gelu_launchers, refuse_through_the_problem_before_any_cuda_call) {
   auto const bf16 = gs::dtype::bfloat16;
-  gs::device_span const matrix{fake(1), bf16, 4 * 96};
+  gs::device_span const matrix{fake_address(1), bf16, 4 * 96};
   std::string message = message_of([&] {
-    go::launch_bias_gelu(matrix, {}, {fake(2), bf16, 95}, 4, 96, true, go::gelu_form::tanh, stream);
+    go::launch_bias_gelu(matrix, {}, {fake_address(2), bf16, 95}, 4, 96, true, go::gelu_form::tanh,
+                         stream);
   });
   EXPECT_TRUE(contains(message, "bias_gelu: bias is 95 bfloat16")) << message;
   message = message_of(
       [&] { go::launch_gelu_backward(matrix, matrix, {}, 4, 96, go::gelu_form::erf, stream); });
   EXPECT_TRUE(contains(message, "gelu_backward: pre_activation holds no element")) << message;
   message = message_of([&] {
-    go::launch_bias_gradient({fake(2), bf16, 96}, matrix, 4, 96, nullptr, 64, stream);
+    go::launch_bias_gradient({fake_address(2), bf16, 96}, matrix, 4, 96, nullptr, 64, stream);
   });
   EXPECT_TRUE(contains(message, "bias_gradient: a workspace size was given without")) << message;
   message = message_of([&] {
-    go::launch_bias_gradient({fake(2), gs::dtype::float16, 96}, matrix, 4, 96, stream);
+    go::launch_bias_gradient({fake_address(2), gs::dtype::float16, 96}, matrix, 4, 96, stream);
   });
   EXPECT_TRUE(contains(message, "bias_gradient: db")) << message;
   message = message_of([] { static_cast<void>(go::bias_gradient_workspace_size(0)); });

@@ -90,8 +90,10 @@ struct backward_call {
   void* workspace{fake(9)};
   std::size_t workspace_bytes{1 << 20};
   void operator()() const {
-    static_cast<void>(go::layer_norm_problem{m, n}.check_backward(
-        dx, dgamma, dbeta, dy, x, gamma, mean, rstd, workspace, workspace_bytes, multiprocessors));
+    go::layer_norm_problem const problem{m, n};
+    static_cast<void>(
+        problem.check_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, workspace));
+    problem.check_backward_workspace(workspace_bytes, multiprocessors);
   }
 };
 
@@ -305,10 +307,34 @@ TEST(layer_norm_forward_arguments, valid_operands_pass_and_name_their_type) {
               type);
   }
   backward_call const b;
-  EXPECT_EQ((go::layer_norm_problem{b.m, b.n})
-                .check_backward(b.dx, b.dgamma, b.dbeta, b.dy, b.x, b.gamma, b.mean, b.rstd,
-                                b.workspace, b.workspace_bytes, multiprocessors),
+  EXPECT_EQ(
+      (go::layer_norm_problem{b.m, b.n})
+          .check_backward(b.dx, b.dgamma, b.dbeta, b.dy, b.x, b.gamma, b.mean, b.rstd, b.workspace),
+      gs::dtype::bfloat16);
+}
+
+// The operands and the workspace's address need no SM count, so the launcher refuses a wrong
+// call before it asks a device for one; the workspace's size is checked apart, for an SM count.
+TEST(layer_norm_backward_arguments, operands_are_checked_apart_from_the_workspace_size) {
+  backward_call b;
+  b.m = 16384;
+  b.dx = gs::device_span{fake(1), gs::dtype::bfloat16, 16384 * 768};
+  b.dy = gs::device_span{fake(4), gs::dtype::bfloat16, 16384 * 768};
+  b.x = gs::device_span{fake(5), gs::dtype::bfloat16, 16384 * 768};
+  b.mean = gs::device_span{fake(7), gs::dtype::float32, 16384};
+  b.rstd = gs::device_span{fake(8), gs::dtype::float32, 16384};
+  go::layer_norm_problem const problem{b.m, b.n};
+  EXPECT_EQ(problem.check_backward(b.dx, b.dgamma, b.dbeta, b.dy, b.x, b.gamma, b.mean, b.rstd,
+                                   b.workspace),
             gs::dtype::bfloat16);
+  std::size_t const on_one_sm = problem.backward_workspace_bytes(1);
+  std::size_t const on_many = problem.backward_workspace_bytes(multiprocessors);
+  ASSERT_LT(on_one_sm, on_many);  // the size depends on the SM count
+  EXPECT_NO_THROW(problem.check_backward_workspace(on_one_sm, 1));
+  std::string const message =
+      message_of([&] { problem.check_backward_workspace(on_one_sm, multiprocessors); });
+  EXPECT_TRUE(contains(message, "layer_norm_backward: too little workspace")) << message;
+  EXPECT_TRUE(contains(message, std::to_string(on_many) + " needed")) << message;
 }
 
 // The workspace the backward needs depends on the SM count: too little is refused with what

@@ -1,13 +1,14 @@
 // The checkpoint form of the capture-safe generator's state: one value, seed first, whose
 // restore continues the same stream of numbers; a value of another size is refused.
 
+#include "train/detail/rng_state.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <graphstep/error.hpp>
 #include <graphstep/train/checkpoint.hpp>
-#include <graphstep/train/detail/rng_state.hpp>
 #include <graphstep/train/philox.hpp>
 #include <string>
 

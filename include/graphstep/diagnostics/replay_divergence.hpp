@@ -57,7 +57,7 @@ enum class node_kind : unsigned char {
   conditional,
   other,
 };
-[[nodiscard]] char const* kind_name(node_kind kind) noexcept;
+[[nodiscard]] char const* name(node_kind kind) noexcept;
 
 /// @brief A grid or block size: `dim3`, for the plain-C++ core.
 struct dims3 {
@@ -114,7 +114,7 @@ struct launch_change {
   std::string at_capture;  ///< the value recorded at capture, as text
   std::string now;         ///< the value the step gives now, as text
 };
-[[nodiscard]] char const* change_name(launch_change::what kind) noexcept;
+[[nodiscard]] char const* name(launch_change::what kind) noexcept;
 
 /// @brief What most likely made the replay differ, as named in the report.
 enum class divergence_cause : unsigned char {
@@ -130,7 +130,7 @@ enum class divergence_cause : unsigned char {
   inside_nested_graph,   ///< inside a conditional node's body or a child graph
   same_launches,         ///< every launch is the same, yet the results differ
 };
-[[nodiscard]] char const* cause_name(divergence_cause cause) noexcept;
+[[nodiscard]] char const* name(divergence_cause cause) noexcept;
 
 /// @brief A node whose launch differs between the graph and a fresh capture.
 struct changed_node {

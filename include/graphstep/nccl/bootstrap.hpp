@@ -6,15 +6,14 @@
 /// bootstraps itself), mpirun (MPI, in builds with it), or none (one rank).
 
 #include <chrono>
-#include <graphstep/nccl/detail/rendezvous.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 
 namespace graphstep::nccl {
 
 /// @brief How `communicator_from_environment` makes the communicator.
 struct bootstrap_options {
-  /// How long the TCP rendezvous waits for every rank.
-  std::chrono::milliseconds rendezvous_timeout{detail::default_rendezvous_timeout};
+  /// How long the TCP rendezvous waits for every rank (the rendezvous's own default).
+  std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds{120}};
   /// The communicator's `nccl_comm_options::slot`.
   int slot{0};
   /// The communicator's `nccl_comm_options::init_timeout`: how long NCCL's own initialization

@@ -42,14 +42,18 @@ struct layer_norm_problem {
                                     device_span x, device_span gamma, device_span beta,
                                     float epsilon) const;
 
-  /// @brief Checks the backward's operands and workspace on a device of `multiprocessors` SMs
-  /// (see launch_layer_norm_backward) and returns x's type.
-  /// @throws usage_error (as the forward; dx equal to dy or x; a null, misaligned or too small
-  /// workspace)
+  /// @brief Checks the backward's operands and its workspace's address (see
+  /// launch_layer_norm_backward), everything that needs no device, and returns x's type.
+  /// @throws usage_error (as the forward; dx equal to dy or x; a null or misaligned workspace)
   [[nodiscard]] dtype check_backward(device_span dx, device_span dgamma, device_span dbeta,
                                      device_span dy, device_span x, device_span gamma,
-                                     device_span mean, device_span rstd, void const* workspace,
-                                     std::size_t workspace_bytes, int multiprocessors) const;
+                                     device_span mean, device_span rstd,
+                                     void const* workspace) const;
+
+  /// @brief Checks that `workspace_bytes` hold the backward's workspace on a device of
+  /// `multiprocessors` SMs (backward_workspace_bytes).
+  /// @throws usage_error (sizes as check_shape; too small a workspace, naming what it needs)
+  void check_backward_workspace(std::size_t workspace_bytes, int multiprocessors) const;
 
   /// @brief The backward's slices on `multiprocessors` SMs: about three per SM, each warp of a
   /// block at least one row, none longer than max_rows_per_slice, the rows spread evenly.

@@ -2,8 +2,8 @@
 
 /// @file train/optimizer.hpp
 /// @brief `optimizer`, the one interface of every optimizer whose step can be captured into a
-/// graph, and the multi-tensor SGD and Adam that implement it (`mixed_precision_adamw.hpp` is
-/// the third).
+/// graph, and the multi-tensor SGD and Adam that implement it through one base
+/// (`mixed_precision_adamw.hpp` is the third).
 
 #include <cstddef>
 #include <cstdint>
@@ -21,10 +21,6 @@
 namespace graphstep::train {
 
 class loss_scaler;
-
-namespace detail {
-class multi_tensor_optimizer;
-}
 
 /// @brief What a training loop does with any optimizer, whichever it is: step, change the
 /// schedule, read the learning rate from the device, count the steps, save and restore.
@@ -109,14 +105,54 @@ class optimizer {
   char const* name_;
 };
 
-/// @brief SGD with PyTorch's semantics: momentum (with dampening, optionally Nesterov) and L2
-/// weight decay, over fp32 tensors of parameter group 0. Two launches per step however many
+/// @brief What `sgd` and `adam` share, and all they share: fp32 tensors of parameter group 0,
+/// one device state (step count, schedule, where the learning rate comes from), one table of
+/// chunks and up to two fp32 state buffers per element. Each step is two launches however many
 /// tensors: one decides the step (skip, or advance the device step count and take the loss
-/// scale's inverse), one multi-tensor kernel updates every tensor.
+/// scale's inverse), one multi-tensor kernel, the optimizer's own, updates every tensor.
 ///
-/// Its tables and state buffers come from `resource` (a `memory::memory_pool` counts them) and
-/// go back to it on the constructor's stream: that stream and the resource must outlive it.
-class sgd final : public optimizer {
+/// Its tables and state buffers come from the constructor's `resource` (a `memory::memory_pool`
+/// counts them) and go back to it on the constructor's stream: that stream and the resource
+/// must outlive it.
+class multi_tensor_optimizer : public optimizer {
+ public:
+  ~multi_tensor_optimizer() override;
+  multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
+  multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
+
+ protected:
+  /// The device memory and tables, defined where the kernels are launched.
+  class tables;
+
+  /// `buffers`: the names of the fp32 state buffers each element has, as `save_to` names them.
+  multi_tensor_optimizer(char const* name, std::vector<parameter> const& parameters,
+                         std::vector<std::string> buffers, lr_schedule const& schedule,
+                         loss_scaler const* scaler, cuda::stream_view stream,
+                         cuda::memory_resource& resource);
+  multi_tensor_optimizer(multi_tensor_optimizer&& other) noexcept;
+  multi_tensor_optimizer& operator=(multi_tensor_optimizer&& other) noexcept;
+
+ private:
+  // The optimizer's own update of every tensor, enqueued after the step was decided.
+  virtual void launch_update(tables const& on, cuda::stream_view stream) const = 0;
+
+  void do_step(cuda::stream_view stream) final;
+  void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) final;
+  void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) final;
+  [[nodiscard]] std::int64_t do_steps_taken(cuda::stream_view stream) const final;
+  void do_save_to(checkpoint& into, std::string const& prefix,
+                  cuda::stream_view stream) const final;
+  void do_restore_from(checkpoint const& from, std::string const& prefix,
+                       cuda::stream_view stream) final;
+  [[nodiscard]] bool moved_from() const noexcept final { return tables_ == nullptr; }
+
+  std::unique_ptr<tables> tables_;
+};
+
+/// @brief SGD with PyTorch's semantics: momentum (with dampening, optionally Nesterov) and L2
+/// weight decay, over fp32 tensors of parameter group 0. Launches, resources and lifetimes as
+/// `multi_tensor_optimizer`'s.
+class sgd final : public multi_tensor_optimizer {
  public:
   /// @param scaler the loss scaler whose scale the gradients carry, or null; it must outlive
   /// the optimizer's steps
@@ -134,31 +170,18 @@ class sgd final : public optimizer {
   sgd(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
       sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
       cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
-  ~sgd() override;
-  sgd(sgd&& other) noexcept;
-  sgd& operator=(sgd&& other) noexcept;
-  sgd(sgd const&) = delete;
-  sgd& operator=(sgd const&) = delete;
 
  private:
-  void do_step(cuda::stream_view stream) override;
-  void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) override;
-  void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) override;
-  [[nodiscard]] std::int64_t do_steps_taken(cuda::stream_view stream) const override;
-  void do_save_to(checkpoint& into, std::string const& prefix,
-                  cuda::stream_view stream) const override;
-  void do_restore_from(checkpoint const& from, std::string const& prefix,
-                       cuda::stream_view stream) override;
-  [[nodiscard]] bool moved_from() const noexcept override { return impl_ == nullptr; }
+  void launch_update(tables const& on, cuda::stream_view stream) const override;
 
   sgd_options options_;
-  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
 };
 
 /// @brief Adam with L2 weight decay (torch.optim.Adam) over fp32 tensors of parameter group 0;
-/// bias correction uses the device step count. Launches, resources and lifetimes as `sgd`'s.
-/// For AdamW (decoupled decay) use `mixed_precision_adamw`, which takes fp32 tensors too.
-class adam final : public optimizer {
+/// bias correction uses the device step count. Launches, resources and lifetimes as
+/// `multi_tensor_optimizer`'s. For AdamW (decoupled decay) use `mixed_precision_adamw`, which
+/// takes fp32 tensors too.
+class adam final : public multi_tensor_optimizer {
  public:
   /// @throws as `sgd`'s
   adam(std::vector<parameter> const& parameters, adam_options const& options,
@@ -172,25 +195,11 @@ class adam final : public optimizer {
   adam(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
        adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
        cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
-  ~adam() override;
-  adam(adam&& other) noexcept;
-  adam& operator=(adam&& other) noexcept;
-  adam(adam const&) = delete;
-  adam& operator=(adam const&) = delete;
 
  private:
-  void do_step(cuda::stream_view stream) override;
-  void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) override;
-  void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) override;
-  [[nodiscard]] std::int64_t do_steps_taken(cuda::stream_view stream) const override;
-  void do_save_to(checkpoint& into, std::string const& prefix,
-                  cuda::stream_view stream) const override;
-  void do_restore_from(checkpoint const& from, std::string const& prefix,
-                       cuda::stream_view stream) override;
-  [[nodiscard]] bool moved_from() const noexcept override { return impl_ == nullptr; }
+  void launch_update(tables const& on, cuda::stream_view stream) const override;
 
   adam_options options_;
-  std::unique_ptr<detail::multi_tensor_optimizer> impl_;
 };
 
 }  // namespace graphstep::train

@@ -5,8 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <vector>
+
+#include "graphs/detail/capture_trace.hpp"
 
 namespace graphstep::graphs::detail {
 

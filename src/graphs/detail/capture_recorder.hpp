@@ -7,13 +7,14 @@
 
 #include <cuda_runtime_api.h>
 
-#include <graphstep/graphs/capture_mode.hpp>
-#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <cstdint>
+#include <graphstep/graphs/capture_mode.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "graphs/detail/capture_trace.hpp"
 
 namespace graphstep::graphs::detail {
 

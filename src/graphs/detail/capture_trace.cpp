@@ -1,8 +1,9 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "graphs/detail/capture_trace.hpp"
+
 #include <algorithm>
 #include <array>
 #include <graphstep/graphs/capture_trace.hpp>
-#include <graphstep/graphs/detail/capture_trace.hpp>
 #include <set>
 #include <sstream>
 

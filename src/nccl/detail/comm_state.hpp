@@ -21,7 +21,6 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/nccl/collective_log.hpp>
-#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <graphstep/nccl/nccl_comm.hpp>
 #include <graphstep/nccl/nccl_comm_view.hpp>
 #include <memory>
@@ -31,6 +30,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "nccl/detail/peer_watch.hpp"
 
 namespace graphstep::nccl::detail {
 

@@ -1,4 +1,6 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "nccl/detail/peer_watch.hpp"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,7 +13,6 @@
 #include <atomic>
 #include <cerrno>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/peer_watch.hpp>
 #include <map>
 #include <utility>
 

@@ -1,4 +1,6 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "nccl/detail/rendezvous.hpp"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/rendezvous.hpp>
 #include <map>
 #include <thread>
 #include <utility>

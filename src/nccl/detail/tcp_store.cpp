@@ -1,11 +1,12 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "nccl/detail/tcp_store.hpp"
+
 #include <poll.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstring>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <random>
 #include <utility>
 

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "detail/span_checks.hpp"
+
 namespace graphstep::ops::detail {
 
 inline bool aligned_to(void const* p, std::size_t bytes) {

@@ -6,12 +6,13 @@
 
 #include <cstdlib>
 #include <graphstep/error.hpp>
-#include <graphstep/nccl/detail/rendezvous.hpp>
-#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <iostream>
 #include <random>
 #include <string>
+
+#include "nccl/detail/rendezvous.hpp"
+#include "nccl/detail/tcp_store.hpp"
 
 namespace gn = graphstep::nccl;
 

@@ -13,12 +13,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <graphstep/nccl/detail/peer_watch.hpp>
-#include <graphstep/nccl/detail/tcp_store.hpp>
 #include <graphstep/nccl/launch_environment.hpp>
 #include <graphstep/nccl/unique_id.hpp>
 #include <optional>
 #include <string>
+
+#include "nccl/detail/peer_watch.hpp"
+#include "nccl/detail/tcp_store.hpp"
 
 namespace graphstep::nccl::detail {
 
