@@ -11,8 +11,7 @@
 #include <graphstep/dtype.hpp>
 #include <string_view>
 
-namespace graphstep {
-namespace detail {
+namespace graphstep::detail {
 
 /// @brief Whether `expect_valid_span` refuses a span without elements.
 enum class empty_span { allowed, refused };
@@ -44,5 +43,4 @@ void expect_operand(std::string_view call, std::string_view operand, device_span
 [[nodiscard]] dtype floating_operand_type(std::string_view call, std::string_view operand,
                                           device_span const& span);
 
-}  // namespace detail
-}  // namespace graphstep
+}  // namespace graphstep::detail

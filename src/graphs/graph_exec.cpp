@@ -162,7 +162,7 @@ void graph_exec::replay(cuda::stream_view stream) {
                           "live graph before replaying it");
     work = updated.get();
   }
-  cudaEvent_t const end = work->completion.get();
+  cudaEvent_t end = work->completion.get();
   // Graphs sharing pool memory must never run at once: the pool orders this launch after
   // theirs. Nothing to do, and nothing asked, when this graph's latest replay was on this
   // stream and the pool has seen no other launch since (one stream replaying, the usual case).
