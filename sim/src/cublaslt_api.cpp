@@ -24,6 +24,7 @@
 
 #include "graphstep/sim/kernel_task.hpp"
 #include "detail/matmul.hpp"
+#include "detail/runtime_state.hpp"
 
 namespace sim = graphstep::sim;
 namespace detail = graphstep::sim::detail;
@@ -366,6 +367,7 @@ cublasStatus_t enqueue(detail::matmul_problem const& problem, char const* name,
                        cudaStream_t stream) noexcept {
   cudaError_t const before = cudaPeekAtLastError();
   try {
+    detail::library_call_scope const inside{name};  // names it if the launch breaks a capture
     detail::enqueue_kernel(stream, std::make_shared<matmul_task>(problem, name));
   } catch (std::bad_alloc const&) {
     return CUBLAS_STATUS_ALLOC_FAILED;

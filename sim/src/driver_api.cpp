@@ -391,12 +391,31 @@ int capture_failed_call(cudaStream_t capturing, char const** call, int* error) {
   return 1;
 }
 
+// graphstepSimCaptureInvalidation(capturing, call, library_call, error): the first call that
+// invalidated the capture under way on `capturing`, for the capture's error to name. Returns 1
+// and sets `call` (the CUDA call), `library_call` (the simulated library entry point that made
+// it, or null) and `error` when the capture is invalidated; 0 when it is not, or `capturing`
+// is not capturing. No driver has the symbol.
+int capture_invalidation(cudaStream_t capturing, char const** call, char const** library_call,
+                         int* error) {
+  if (call == nullptr || library_call == nullptr || error == nullptr) return 0;
+  sim::lock_guard const lock{sim::state().mutex};
+  sim::stream_state const* stream = sim::find_stream(capturing);
+  if (stream == nullptr || stream->capture == nullptr) return 0;
+  sim::capture_state const& capture = *stream->capture;
+  if (capture.invalidated_by == cudaSuccess) return 0;
+  *call = capture.invalidating_call;
+  *library_call = capture.invalidating_library_call;
+  *error = static_cast<int>(capture.invalidated_by);
+  return 1;
+}
+
 struct entry_point {
   std::string_view name;
   void* function;
 };
 
-std::array<entry_point, 13> const entry_points{{
+std::array<entry_point, 14> const entry_points{{
     {"cuGetErrorName", reinterpret_cast<void*>(&get_error_name)},
     {"cuGetErrorString", reinterpret_cast<void*>(&get_error_string)},
     {"cuDeviceGet", reinterpret_cast<void*>(&device_get)},
@@ -410,6 +429,7 @@ std::array<entry_point, 13> const entry_points{{
     {"cuMemUnmap", reinterpret_cast<void*>(&mem_unmap)},
     {"cuMemSetAccess", reinterpret_cast<void*>(&mem_set_access)},
     {"graphstepSimCaptureFailedCall", reinterpret_cast<void*>(&capture_failed_call)},
+    {"graphstepSimCaptureInvalidation", reinterpret_cast<void*>(&capture_invalidation)},
 }};
 
 }  // namespace

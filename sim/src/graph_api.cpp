@@ -221,7 +221,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph_out) {
   sim::capture_state* capture = s->capture;
   if (capture == nullptr) return sim::fail(cudaErrorIllegalState);
   if (capture->origin != s) {
-    sim::invalidate(*capture, cudaErrorStreamCaptureUnmatched);
+    sim::invalidate(*capture, cudaErrorStreamCaptureUnmatched, __func__);
     return sim::fail(cudaErrorStreamCaptureUnmatched);
   }
   bool const wrong_thread = capture->mode != cudaStreamCaptureModeRelaxed &&
@@ -1287,7 +1287,7 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   }
   // A "potentially unsafe" call for the capture modes: on an H100 with CUDA 13.0 it fails and
   // invalidates another thread's Global capture (docs/validation.md).
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   auto created = std::make_unique<sim::exec_state>();
@@ -1325,7 +1325,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   sim::exec_state* e = sim::find_exec(exec);
   if (e == nullptr) return sim::fail(cudaErrorInvalidValue);
   // Potentially unsafe, as cudaGraphInstantiate is; the executable stays alive on failure.
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   sim::state().execs.erase(e);
@@ -1341,7 +1341,7 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
   if (e == nullptr || s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
   if (s->device != e->device) return sim::fail(cudaErrorInvalidValue);
   if (s->capture != nullptr) {
-    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported);
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
   return cudaSuccess;  // nothing to stage on the host

@@ -497,6 +497,7 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
 
 ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_t comm,
                    cudaStream_t stream) {
+  library_call_scope const inside{call_name};
   return group_checked(check_and_issue(call_name, call, comm, stream));
 }
 
@@ -856,6 +857,7 @@ ncclResult_t ncclGroupEnd() {
     return sn::warn(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart to end");
   }
   if (--group.depth > 0) return ncclSuccess;
+  graphstep::sim::detail::library_call_scope const inside{"ncclGroupEnd"};
   if (ncclResult_t const failed = std::exchange(group.error, ncclSuccess); failed != ncclSuccess) {
     group.launches.clear();  // dropped, not launched
     group.blocking = true;

@@ -63,7 +63,7 @@ cudaError_t refuse(void const* function, cudaStream_t stream) {
   }
   sim::lock_guard const lock{sim::state().mutex};
   if (sim::stream_state* s = sim::find_stream(stream); s != nullptr && s->capture != nullptr) {
-    sim::invalidate(*s->capture, cudaErrorInvalidDeviceFunction);
+    sim::invalidate(*s->capture, cudaErrorInvalidDeviceFunction, "cudaLaunchKernel");
   }
   return sim::fail(cudaErrorInvalidDeviceFunction);
 }

@@ -490,7 +490,7 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 cudaError_t cudaDeviceSynchronize() {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (cudaError_t const capturing = sim::check_device_wide_sync(sim::this_thread().device);
+  if (cudaError_t const capturing = sim::check_device_wide_sync(sim::this_thread().device, __func__);
       capturing != cudaSuccess) {
     return sim::fail(capturing);
   }
@@ -514,7 +514,7 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
 cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   return allocate(pointer, bytes, sim::memory_kind::device, sim::this_thread().device);
@@ -524,7 +524,7 @@ cudaError_t cudaFree(void* pointer) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   if (pointer == nullptr) return cudaSuccess;
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   // "Memory allocated with cudaMallocManaged should be released with cudaFree."
@@ -542,7 +542,7 @@ cudaError_t cudaFree(void* pointer) {
 cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   return allocate(pointer, bytes, sim::memory_kind::pinned_host, sim::this_thread().device);
@@ -556,7 +556,7 @@ cudaError_t cudaFreeHost(void* pointer) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   if (pointer == nullptr) return cudaSuccess;
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   // Managed memory is released with cudaFree (cudaMallocManaged); cudaFreeHost refuses it.
@@ -616,7 +616,7 @@ cudaError_t cudaMallocManaged(void** pointer, std::size_t bytes, unsigned int fl
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
     return sim::fail(cudaErrorInvalidValue);
   }
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   if (cudaError_t const error =
@@ -648,7 +648,7 @@ cudaError_t cudaMemPrefetchAsync(void const* pointer, std::size_t bytes, cudaMem
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
   if (s->capture != nullptr) {
-    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported);
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
   return cudaSuccess;
@@ -699,7 +699,7 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     // (cudaGraphChildGraphNodeGetGraph): refused, and the capture invalidated as for a refused
     // cudaFreeAsync.
     if (capture->graph->embedded) {
-      sim::invalidate(*capture, cudaErrorInvalidValue);
+      sim::invalidate(*capture, cudaErrorInvalidValue, __func__);
       return sim::fail(cudaErrorInvalidValue);
     }
     // A graph allocation: the node's address is fixed when it is captured and the memory
@@ -744,7 +744,7 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
   }
   // Outside a capture it is as "potentially unsafe" as cudaMalloc (no GPU answer is recorded for
   // cudaMallocAsync: the stricter reading, as for cudaFreeAsync; scripts/gpu-check.sh probes it).
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   // Stream-ordered allocation is ordinary device memory here: work runs in stream order at once,
@@ -768,7 +768,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
     // graph and another (cudaGraphAddMemFreeNode, cudaGraphAddMemAllocNode); refused as that
     // call refuses, and the capture invalidated (the stricter reading).
     if (!sim::free_node_allowed(*s->capture->graph, pointer)) {
-      sim::invalidate(*s->capture, cudaErrorInvalidValue);
+      sim::invalidate(*s->capture, cudaErrorInvalidValue, __func__);
       return sim::fail(cudaErrorInvalidValue);
     }
     auto node = std::make_unique<sim::node_state>();
@@ -778,7 +778,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   }
   // Beside another thread's Global capture, an H100 with CUDA 13.0 refuses it and invalidates
   // that capture, as it does cudaFree (docs/validation.md).
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
   sim::allocation const* owner = sim::find_allocation(pointer);
@@ -867,7 +867,7 @@ cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t b
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
   if (cudaError_t const bad = check_copy(destination, source, bytes, kind); bad != cudaSuccess) {
-    if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
+    if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
   return enqueue_copy(*s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes});
@@ -905,12 +905,12 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
   // A kind no enumerator names is refused before it is stored as a cudaMemcpyKind: reading such
   // a value back from memory is undefined behaviour (and UBSan says so).
   if (int const k = static_cast<int>(kind); k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
-    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection);
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection, __func__);
     return sim::fail(cudaErrorInvalidMemcpyDirection);
   }
   sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
   if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
-    if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
+    if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
   return enqueue_copy(*s, copy);
@@ -1070,7 +1070,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, void const* src, int s
   if (s == nullptr) return error;
   if (cudaError_t const bad = check_peer_copy(dst, dstDevice, src, srcDevice, count);
       bad != cudaSuccess) {
-    if (s->capture != nullptr) sim::invalidate(*s->capture, bad);
+    if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
   return enqueue_copy(
@@ -1094,7 +1094,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, void const* src, int srcDev
   }
   int const devices[] = {sim::this_thread().device, srcDevice, dstDevice};
   for (int const device : devices) {
-    if (cudaError_t const capturing = sim::check_device_wide_sync(device);
+    if (cudaError_t const capturing = sim::check_device_wide_sync(device, __func__);
         capturing != cudaSuccess) {
       return sim::fail(capturing);
     }
@@ -1113,7 +1113,7 @@ cudaError_t cudaMemsetAsync(void* destination, int value, std::size_t bytes, cud
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
   if (bytes > 0 && !sim::device_range_valid(destination, bytes)) {
-    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue);
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue, __func__);
     return sim::fail(cudaErrorInvalidValue);
   }
   return sim::submit(*s, memset_node(destination, value, bytes));
@@ -1148,7 +1148,7 @@ cudaError_t cudaMemset2DAsync(void* devPtr, std::size_t pitch, int value, std::s
                      (row_pitch >= width && pitched_span(width, height, row_pitch, span) &&
                       sim::device_range_valid(devPtr, span));
   if (!valid) {
-    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue);
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue, __func__);
     return sim::fail(cudaErrorInvalidValue);
   }
   auto node = memset_node(devPtr, value, width);
@@ -1231,7 +1231,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (capture->origin == s) {
       // The capture could never be ended: refused (stricter than the documentation, which is
       // silent), and the capture is invalidated.
-      sim::invalidate(*capture, cudaErrorStreamCaptureUnsupported);
+      sim::invalidate(*capture, cudaErrorStreamCaptureUnsupported, __func__);
       return sim::fail(cudaErrorStreamCaptureUnsupported);
     }
     // A forked stream's last work still has to be joined: it stays in the join check.
@@ -1281,9 +1281,9 @@ namespace {
 // Waiting for a capturing stream is invalid (CUDA Programming Guide, "Prohibited and Unhandled
 // Operations": "It is invalid to synchronize or query the execution status of a stream which is
 // being captured"); the capture is invalidated.
-cudaError_t can_wait_for(sim::stream_state& s) {
+cudaError_t can_wait_for(sim::stream_state& s, char const* call) {
   if (s.capture != nullptr) {
-    sim::invalidate(*s.capture, cudaErrorStreamCaptureUnsupported);
+    sim::invalidate(*s.capture, cudaErrorStreamCaptureUnsupported, call);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
   if (s.legacy) {
@@ -1292,7 +1292,7 @@ cudaError_t can_wait_for(sim::stream_state& s) {
       if (capture->device != s.device) continue;
       for (sim::stream_state const* member : capture->streams) {
         if (member->blocking()) {
-          sim::invalidate(*capture, cudaErrorStreamCaptureImplicit);
+          sim::invalidate(*capture, cudaErrorStreamCaptureImplicit, call);
           return sim::fail(cudaErrorStreamCaptureImplicit);
         }
       }
@@ -1304,11 +1304,11 @@ cudaError_t can_wait_for(sim::stream_state& s) {
 // A wait or a query from the host is a "potentially unsafe" call for the capture modes
 // (cudaThreadExchangeStreamCaptureMode): the documentation does not list the calls, and this is
 // the stricter reading.
-cudaError_t wait_for(sim::stream_state& s) {
-  if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+cudaError_t wait_for(sim::stream_state& s, char const* call) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(call); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
-  cudaError_t const waited = can_wait_for(s);
+  cudaError_t const waited = can_wait_for(s, call);
   if (waited != cudaSuccess) return waited;
   sim::host_waits_for(s.clock);  // runs queued work until the stream's is done
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
@@ -1324,7 +1324,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
   sim::stream_state* s = stream_or_fail(stream, error);
   if (s == nullptr) return error;
-  return wait_for(*s);
+  return wait_for(*s, __func__);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -1335,12 +1335,12 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (s == nullptr) return error;
   // "cudaErrorNotReady if not" all operations in the stream have completed (cudaStreamQuery).
   if (s->capture == nullptr && !sim::complete(s->clock)) {
-    if (cudaError_t const unsafe = sim::check_unsafe_call(); unsafe != cudaSuccess) {
+    if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
       return sim::fail(unsafe);
     }
     return cudaErrorNotReady;
   }
-  return wait_for(*s);
+  return wait_for(*s, __func__);
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* data) {
@@ -1377,7 +1377,7 @@ cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t call
   if (s == nullptr) return error;
   if (callback == nullptr || flags != 0U) return sim::fail(cudaErrorInvalidValue);
   if (s->capture != nullptr) {
-    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported);
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
   auto node = std::make_unique<sim::node_state>();
@@ -1525,7 +1525,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
                           std::any_of(capture->streams.begin(), capture->streams.end(),
                                       [](sim::stream_state const* m) { return m->blocking(); });
       if (joined || beside) {
-        sim::invalidate(*capture, cudaErrorStreamCaptureImplicit);
+        sim::invalidate(*capture, cudaErrorStreamCaptureImplicit, __func__);
         implicit = true;
       }
     }
@@ -1545,7 +1545,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
       return cudaSuccess;
     }
     if (s->capture != capture) {
-      sim::invalidate(*s->capture, cudaErrorStreamCaptureMerge);
+      sim::invalidate(*s->capture, cudaErrorStreamCaptureMerge, __func__);
       return sim::fail(cudaErrorStreamCaptureMerge);
     }
     for (sim::node_state* node : e->capture_nodes) {
@@ -1567,7 +1567,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     // "It is invalid to wait on a non-captured event from a stream which is being captured
     // without specifying the cudaEventWaitExternal flag" (CUDA Programming Guide, "Prohibited
     // and Unhandled Operations"); cudaErrorStreamCaptureIsolation in driver_types.h.
-    sim::invalidate(*s->capture, cudaErrorStreamCaptureIsolation);
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureIsolation, __func__);
     return sim::fail(cudaErrorStreamCaptureIsolation);
   }
   if ((flags & cudaEventWaitExternal) != 0U) {
@@ -1581,7 +1581,7 @@ namespace {
 
 // What cudaEventQuery and cudaEventSynchronize check first: the event, a capture that recorded
 // it, and the capture modes ("potentially unsafe" as a stream wait is, see wait_for).
-sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error) {
+sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error, char const* call) {
   error = enter();
   if (error != cudaSuccess) return nullptr;
   sim::event_state* e = sim::find_event(event);
@@ -1594,13 +1594,13 @@ sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error) {
     if (e->capture->invalidated_by != cudaSuccess) {
       error = cudaErrorInvalidValue;
     } else {
-      sim::invalidate(*e->capture, cudaErrorCapturedEvent);
+      sim::invalidate(*e->capture, cudaErrorCapturedEvent, call);
       error = cudaErrorCapturedEvent;
     }
   } else if (e->captured) {
     error = cudaErrorCapturedEvent;
   } else {
-    error = sim::check_unsafe_call();
+    error = sim::check_unsafe_call(call);
   }
   if (error == cudaSuccess) return e;
   error = sim::fail(error);
@@ -1612,7 +1612,7 @@ sim::event_state* event_to_wait_for(cudaEvent_t event, cudaError_t& error) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   sim::lock_guard const lock{sim::state().mutex};
   cudaError_t error = cudaSuccess;
-  sim::event_state* e = event_to_wait_for(event, error);
+  sim::event_state* e = event_to_wait_for(event, error, __func__);
   if (e == nullptr) return error;
   // cudaErrorNotReady "if all captured work has not yet been completed" (cudaEventQuery).
   if (!sim::complete(e->clock)) return cudaErrorNotReady;
@@ -1623,7 +1623,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   sim::lock_guard const lock{sim::state().mutex};
   cudaError_t error = cudaSuccess;
-  sim::event_state* e = event_to_wait_for(event, error);
+  sim::event_state* e = event_to_wait_for(event, error, __func__);
   if (e == nullptr) return error;
   sim::host_waits_for(e->clock);  // runs queued work until the event's is done
   return sim::sticky_error() == cudaSuccess ? cudaSuccess : sim::fail(sim::sticky_error());

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -17,6 +19,7 @@
 #include "detail/address_text.hpp"
 #include "detail/logger.hpp"
 #include "graphs/detail/capture_recorder.hpp"
+#include "graphs/detail/capture_trace.hpp"
 #include "graphs/detail/graph_state.hpp"
 #include "graphs/detail/legacy_stream_guard.hpp"
 
@@ -24,16 +27,20 @@ namespace graphstep::graphs {
 
 namespace detail {
 
-// A runtime call issued to a captured stream that returned an error and left the capture valid.
+// A runtime call that failed inside a capture: one issued to a captured stream that left the
+// capture valid, or the call that invalidated it.
 struct failed_call {
   std::string name;
   cudaError_t error{cudaSuccess};
+  std::string library_call;  // the library entry point that made it; "" when the user did
 };
 
 // What is learnt about one capture while it runs; the graph it makes takes it along.
 struct capture_facts {
   std::atomic<bool> waits_for_other_processes{false};
   std::atomic<bool> abandoned{false};
+  std::string scope;  // the scope's describe(), for a report at exit
+  cudaStream_t stream{};
 };
 
 }  // namespace detail
@@ -135,7 +142,67 @@ simulator_failed_call_query simulator_failed_call() {
   }();
   return query;
 }
+
+// The call that invalidated a capture, noted by the simulated device as CUPTI's callbacks see
+// it on a GPU: 1 with the CUDA call, the simulated library entry point that made it (or null;
+// string literals) and its cudaError_t, 0 while the capture is valid.
+using simulator_invalidation_query = int (*)(cudaStream_t capturing, char const** call,
+                                             char const** library_call, int* error);
+
+simulator_invalidation_query simulator_invalidation() {
+  static simulator_invalidation_query const query = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("graphstepSimCaptureInvalidation", &function,
+                                         CUDART_VERSION, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      static_cast<void>(cudaGetLastError());
+      return simulator_invalidation_query{};
+    }
+    return reinterpret_cast<simulator_invalidation_query>(function);
+  }();
+  return query;
+}
 #endif
+
+// The call that invalidated the capture `capturing` takes part in, where the device noted it (the
+// simulated device); on a GPU, CUPTI's callbacks tell it (capture_scope::finish_diagnostics).
+std::optional<detail::failed_call> noted_breaking_call(cudaStream_t capturing) {
+#if defined(GRAPHSTEP_CUDA_SIM)
+  if (simulator_invalidation_query const query = simulator_invalidation(); query != nullptr) {
+    char const* call = nullptr;
+    char const* library_call = nullptr;
+    int error = 0;
+    if (query(capturing, &call, &library_call, &error) != 0 && call != nullptr) {
+      return detail::failed_call{call, static_cast<cudaError_t>(error),
+                                 library_call == nullptr ? "" : library_call};
+    }
+  }
+#else
+  static_cast<void>(capturing);
+#endif
+  return std::nullopt;
+}
+
+// Why a capture failed with `ended`, and what to do: from the call that broke it where it is
+// known (the simulated device always knows it; a GPU when capture diagnostics ran).
+std::string why_it_failed(std::optional<detail::failed_call> const& broken, cudaError_t ended,
+                          bool call_could_be_known) {
+  if (broken) {
+    return detail::explain_break(broken->name, broken->library_call,
+                                 static_cast<int>(broken->error), advice_for(broken->error));
+  }
+  std::string why = advice_for(ended);
+  bool const a_call_broke_it =
+      ended == cudaErrorStreamCaptureInvalidated || ended == cudaErrorStreamCaptureUnsupported;
+  if (a_call_broke_it && !call_could_be_known) {
+    why +=
+        ". To learn which call broke it, and inside which library call, run with "
+        "GRAPHSTEP_CAPTURE_DIAGNOSTICS=1 (or capture_options::diagnose)";
+  }
+  return why;
+}
 
 // What a user should do about a call that failed on a captured stream without ending the capture.
 std::string advice_for_failed_call(std::string const& call, cudaError_t code) {
@@ -149,6 +216,31 @@ std::string advice_for_failed_call(std::string const& call, cudaError_t code) {
   return "its work is missing from the graph: correct the call (the error says what CUDA "
          "refused) or make it outside the capture, and check the result of every CUDA call made "
          "inside the scope";
+}
+
+// A process that exits inside a capture scope (a library's failed status checked with exit(),
+// as C trainers do) never ends it: say which captures were open and, where known, which call
+// broke them, instead of leaving the library's status code as the last word.
+void report_captures_open_at_exit() {
+  try {
+    auto& captures = open();
+    std::lock_guard const lock{captures.mutex};
+    for (auto const& entry : captures.by_id) {
+      detail::capture_facts const& facts = *entry.second;
+      std::optional<detail::failed_call> const broken = noted_breaking_call(facts.stream);
+      graphstep::detail::log_lazily(log_level::error, [&] {
+        std::string text = facts.scope + " was still open when the process exited";
+        if (broken) {
+          return text + "; " + why_it_failed(broken, broken->error, true);
+        }
+        return text +
+               ". If a call inside it failed, run with GRAPHSTEP_CAPTURE_DIAGNOSTICS=1 to learn "
+               "which, and end the scope (or let it throw) before exiting";
+      });
+    }
+  } catch (...) {
+    // Nothing more can be said at exit.
+  }
 }
 
 // Runs `action` when the scope is left, by return or by exception.
@@ -241,7 +333,11 @@ void capture_scope::begin(memory::memory_pool* pool) {
   identity_.capture_sequence = capture_id_;
   try {
     facts_ = std::make_shared<detail::capture_facts>();
+    facts_->scope = describe();
+    facts_->stream = stream_.get();
     enter_open(capture_id_, facts_);
+    static bool const reported_at_exit = std::atexit(&report_captures_open_at_exit) == 0;
+    static_cast<void>(reported_at_exit);
   } catch (...) {
     abandon();
     throw;
@@ -287,9 +383,17 @@ void capture_scope::start_diagnostics() {
   }
 }
 
-std::string capture_scope::finish_diagnostics(int outcome) {
+std::string capture_scope::finish_diagnostics(int outcome,
+                                              std::optional<detail::failed_call>* breaking) {
   if (!recorder_) return {};
   diagnosis_ = recorder_->diagnose(outcome);
+  if (breaking != nullptr && !*breaking && diagnosis_->cause) {
+    detail::api_call const& cause = recorder_->call(diagnosis_->cause->call);
+    *breaking = detail::failed_call{std::string{detail::base_api_name(cause.name)},
+                                    static_cast<cudaError_t>(cause.result != 0 ? cause.result
+                                                                               : outcome),
+                                    diagnosis_->cause->library_call};
+  }
   std::string report;
   if (diagnosis_->capture_failed || !diagnosis_->warnings.empty()) {
     report = recorder_->report(*diagnosis_);
@@ -306,10 +410,30 @@ std::string capture_scope::finish_diagnostics(int outcome) {
 capture_scope::~capture_scope() noexcept(false) {
   if (!active_) return;
   if (std::uncaught_exceptions() > uncaught_at_start_) {
-    abandon();  // the body threw: discard the partial graph and let the exception go on
+    // The body threw: discard the partial graph and let the exception go on. Where a call had
+    // broken the capture first (a library that returns an error status for it), say which: the
+    // exception itself cannot.
+    log_breaking_call();
+    abandon();
     return;
   }
   end();
+}
+
+void capture_scope::log_breaking_call() noexcept {
+  try {
+    std::optional<detail::failed_call> broken = breaking_call();
+    if (!broken && recorder_) {
+      static_cast<void>(finish_diagnostics(cudaErrorStreamCaptureInvalidated, &broken));
+    }
+    if (!broken) return;
+    graphstep::detail::log_lazily(log_level::error, [&] {
+      return describe() + " was broken before the code inside it threw: " +
+             why_it_failed(broken, broken->error, true) + ". The partial graph was discarded";
+    });
+  } catch (...) {
+    // A report that cannot be made must not replace the exception in flight.
+  }
 }
 
 void capture_scope::fork(cuda::stream_view side) {
@@ -392,6 +516,8 @@ void capture_scope::end() {
   if (recorder_) recorder_->stop();  // ending the capture is not one of the calls diagnosed
   // Asked before the capture ends: the simulated device forgets a capture once it has ended.
   std::optional<detail::failed_call> const failed = first_failed_call();
+  std::optional<detail::failed_call> broken = breaking_call();
+  bool const call_could_be_known = broken || recorder_;
   if (legacy_guard_) legacy_guard_->leave(stream_.get());
   // The graph's last node marks the end of each replay, so that a replay enqueues nothing after
   // its launch (graph::adopt). Every side stream is joined into this one by now (else the end
@@ -414,9 +540,10 @@ void capture_scope::end() {
   std::unique_ptr<cudaGraph_t, detail::graph_deleter> owned{captured};
   if (ended != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
-    std::string const report = finish_diagnostics(ended);
+    std::string const report = finish_diagnostics(ended, &broken);
     throw capture_error{ended, describe() + " failed: " + cudaGetErrorName(ended) + " (" +
-                                   cudaGetErrorString(ended) + "): " + advice_for(ended) +
+                                   cudaGetErrorString(ended) +
+                                   "): " + why_it_failed(broken, ended, call_could_be_known) +
                                    ". The partial graph was discarded; the stream is usable" +
                                    (report.empty() ? "" : "\n" + report)};
   }
@@ -459,13 +586,17 @@ void capture_scope::note_abandoned() noexcept {
   if (facts_) facts_->abandoned.store(true);
 }
 
+std::optional<detail::failed_call> capture_scope::breaking_call() const {
+  return noted_breaking_call(stream_.get());
+}
+
 std::optional<detail::failed_call> capture_scope::first_failed_call() const {
 #if defined(GRAPHSTEP_CUDA_SIM)
   if (simulator_failed_call_query const query = simulator_failed_call(); query != nullptr) {
     char const* call = nullptr;
     int error = 0;
     if (query(stream_.get(), &call, &error) != 0 && call != nullptr) {
-      return detail::failed_call{call, static_cast<cudaError_t>(error)};
+      return detail::failed_call{call, static_cast<cudaError_t>(error), {}};
     }
   }
 #endif
@@ -475,7 +606,7 @@ std::optional<detail::failed_call> capture_scope::first_failed_call() const {
   for (cudaStream_t side : sides_) streams.push_back(reinterpret_cast<std::uintptr_t>(side));
   std::optional<detail::api_call> const call = recorder_->first_failed_call_on(streams);
   if (!call) return std::nullopt;
-  return detail::failed_call{call->name, static_cast<cudaError_t>(call->result)};
+  return detail::failed_call{call->name, static_cast<cudaError_t>(call->result), {}};
 }
 
 void capture_scope::warn_if_empty(cudaGraph_t captured, std::size_t own_nodes) const {

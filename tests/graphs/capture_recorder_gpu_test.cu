@@ -14,6 +14,7 @@
 
 #if defined(GRAPHSTEP_WITH_CUPTI)
 
+#include <cublasLt.h>
 #include <cupti.h>
 #include <dlfcn.h>
 
@@ -49,6 +50,28 @@ __attribute__((noinline)) void diagnostics_test_copies_pageable(float* x, float 
                                                                 cudaStream_t stream) {
   static_cast<void>(cudaMemcpyAsync(x, host, sizeof(float), cudaMemcpyHostToDevice, stream));
   asm volatile("" ::: "memory");
+}
+
+// D = A·B of 1×1 fp32 matrices through cuBLASLt, on the legacy stream (a port that forgot to
+// pass its stream).
+__attribute__((noinline)) cublasStatus_t diagnostics_test_multiplies_on_the_legacy_stream(
+    cublasLtHandle_t handle, float* d, float const* a, float const* b) {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasStatus_t status = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 1, 1, 1);
+  }
+  float const one = 1.0F;
+  float const zero = 0.0F;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmul(handle, desc, &one, a, layout, b, layout, &zero, d, layout, d, layout,
+                            nullptr, nullptr, 0, nullptr);
+  }
+  if (layout != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(layout));
+  if (desc != nullptr) static_cast<void>(cublasLtMatmulDescDestroy(desc));
+  asm volatile("" ::: "memory");
+  return status;
 }
 
 namespace {
@@ -179,6 +202,30 @@ TEST_F(capture_diagnostics_test, names_work_issued_to_the_legacy_default_stream)
     EXPECT_EQ(diagnosis->warnings[0].kind, gd::finding_kind::legacy_stream);
     EXPECT_TRUE(message.empty()) << message;
   }
+}
+
+// A GPU probe: the library call around the call that broke the capture is found in its
+// backtrace (the outermost cuBLASLt frame); the simulated device names it without CUPTI.
+TEST_F(capture_diagnostics_test, names_the_library_call_inside_which_a_capture_broke) {
+  cublasLtHandle_t handle = nullptr;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  float* operands = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&operands, 3 * sizeof(float)));
+  gs::cuda::stream stream;
+  gs::graphs::graph_exec g;
+  std::optional<gd::capture_diagnosis> diagnosis;
+  std::string const message = capture_diagnosed(g, stream, diagnosed("cublaslt"), diagnosis, [&] {
+    static_cast<void>(diagnostics_test_multiplies_on_the_legacy_stream(handle, operands + 2,
+                                                                       operands, operands + 1));
+  });
+  static_cast<void>(cudaGetLastError());
+  GRAPHSTEP_CUDA_TRY(cudaFree(operands));
+  static_cast<void>(cublasLtDestroy(handle));
+  ASSERT_FALSE(message.empty()) << "the legacy stream's use beside the capture should break it";
+  ASSERT_TRUE(diagnosis && diagnosis->cause) << message;
+  EXPECT_TRUE(contains(diagnosis->cause->library_call, "libcublasLt")) << message;
+  EXPECT_TRUE(contains(message, "made inside")) << message;
+  EXPECT_TRUE(contains(message, "diagnostics_test_multiplies_on_the_legacy_stream")) << message;
 }
 
 TEST_F(capture_diagnostics_test, names_a_copy_of_pageable_host_memory) {

@@ -298,6 +298,58 @@ TEST(capture_trace, library_frames_are_told_from_the_users) {
   EXPECT_FALSE(gd::detail::first_user_frame({}));
 }
 
+TEST(capture_trace, the_library_call_around_a_call_is_the_librarys_outermost_frame) {
+  auto frame = [](std::string module, std::string symbol) {
+    return gd::detail::frame{0x1000, std::move(module), std::move(symbol), 0x10};
+  };
+  // cuBLASLt launches its kernel from inside its own functions, called from the user's step.
+  std::vector<gd::detail::frame> const inside_cublaslt{
+      frame("/lib/libcupti.so.13", ""),
+      frame("/usr/lib/x86_64-linux-gnu/libcuda.so.1", ""),
+      frame("/usr/local/cuda/lib64/libcublasLt.so.13", ""),
+      frame("/usr/local/cuda/lib64/libcublasLt.so.13", "cublasLtSSSMatmul"),
+      frame("/usr/local/cuda/lib64/libcublasLt.so.13", "cublasLtMatmul"),
+      frame("/opt/app/train", "matmul_forward(float*)"),
+      frame("/opt/app/train", "main"),
+      frame("/usr/lib/libnccl.so.2", "ncclMain")};  // outside the user's frame: not the caller
+  EXPECT_EQ(gd::detail::library_call_around(inside_cublaslt), "cublasLtMatmul (libcublasLt.so.13)");
+  // A library that exports no name for the function is named by its module.
+  EXPECT_EQ(gd::detail::library_call_around({frame("/lib/libcudart.so.13", "cudaMalloc"),
+                                             frame("/lib/libcudnn.so.9", ""),
+                                             frame("/opt/app/train", "attention()")}),
+            "a call into libcudnn.so.9");
+  // The runtime, the driver, graphstep and the C library are not libraries that issue work.
+  EXPECT_EQ(gd::detail::library_call_around(
+                {frame("/lib/libcudart.so.13", "cudaStreamSynchronize"),
+                 frame("/opt/app/train", "graphstep::cuda::stream_view::synchronize() const"),
+                 frame("/opt/app/train", "train_step(float*)")}),
+            "");
+  EXPECT_EQ(gd::detail::library_call_around({}), "");
+}
+
+TEST(capture_trace, a_break_inside_a_library_names_both_calls_and_the_fix_for_the_library) {
+  std::string const wrong_stream =
+      gd::detail::explain_break("cudaLaunchKernel", "cublasLtMatmul", implicit, "unused");
+  EXPECT_TRUE(contains(wrong_stream, "cudaLaunchKernel, made inside cublasLtMatmul, broke it"))
+      << wrong_stream;
+  EXPECT_TRUE(contains(wrong_stream, "legacy default stream")) << wrong_stream;
+  EXPECT_TRUE(contains(wrong_stream, "Give it the capturing stream")) << wrong_stream;
+  EXPECT_FALSE(contains(wrong_stream, "unused")) << wrong_stream;
+
+  std::string const set_up =
+      gd::detail::explain_break("cudaMalloc", "ncclAllReduce", unsupported, "unused");
+  EXPECT_TRUE(contains(set_up, "cudaMalloc, made inside ncclAllReduce, broke it")) << set_up;
+  EXPECT_TRUE(contains(set_up, "before the capture begins (a warm-up step)")) << set_up;
+
+  std::string const other = gd::detail::explain_break("cudaMemcpyAsync", "cublasLtMatmul", 1, "");
+  EXPECT_TRUE(contains(other, "Check the status it returned")) << other;
+
+  // Without a library, the call and the error's own fix.
+  EXPECT_EQ(gd::detail::explain_break("cudaStreamSynchronize", "", unsupported,
+                                      "synchronize after the capture"),
+            "cudaStreamSynchronize broke it: synchronize after the capture");
+}
+
 TEST(capture_trace, the_report_names_the_cause_its_frames_and_the_warnings) {
   std::map<std::uintptr_t, gd::detail::frame> const symbols{
       {1, {1, "/lib/libcupti.so.13", "", 0x11}},
@@ -329,10 +381,23 @@ TEST(capture_trace, the_report_names_the_cause_its_frames_and_the_warnings) {
   EXPECT_FALSE(contains(report, "on_api_call")) << report;
   EXPECT_TRUE(contains(report, "warning: `cudaMemcpyAsync`")) << report;
   EXPECT_TRUE(contains(report, "at load_batch() (train+0x66)")) << report;
+  EXPECT_FALSE(contains(report, "inside the library call")) << report;
 
   auto const limited = gd::detail::format_report(d, calls, lookup, 1);
   EXPECT_TRUE(contains(limited, "#0 cudaStreamSynchronize"));
   EXPECT_FALSE(contains(limited, "#1 "));
+}
+
+TEST(capture_trace, the_report_names_the_library_call_around_the_cause) {
+  std::vector<gd::detail::api_call> const calls{
+      call("cudaLaunchKernel", 1, implicit, gd::detail::stream_kind::legacy_default)};
+  auto d = gd::detail::diagnose(calls, context(capture_mode::this_thread, invalidated));
+  ASSERT_TRUE(d.cause);
+  d.cause->library_call = "cublasLtMatmul (libcublasLt.so.13)";
+  auto const lookup = [](std::uintptr_t address) { return gd::detail::frame{address, "", "", 0}; };
+  std::string const report = gd::detail::format_report(d, calls, lookup);
+  EXPECT_TRUE(contains(report, "inside the library call cublasLtMatmul (libcublasLt.so.13)"))
+      << report;
 }
 
 TEST(capture_trace, the_report_says_when_no_call_explains_a_failure) {

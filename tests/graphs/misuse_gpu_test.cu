@@ -1,7 +1,11 @@
 // Misuse that users of CUDA graphs run into, provoked on purpose: each ends in a clear error or
 // in documented, correct behaviour.
 
+#include <cublasLt.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/cuda/event.hpp>
@@ -11,10 +15,14 @@
 #include <graphstep/graphs/capture_mode.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/log.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
@@ -35,7 +43,178 @@ float read(float const* device) {
   return value;
 }
 
+// D = A·B for 1×1 fp32 matrices, as a trainer calls cuBLASLt: descriptors per call, the
+// stream it was given (the legacy stream when a port forgets to pass one).
+cublasStatus_t multiply(cublasLtHandle_t handle, float* d, float const* a, float const* b,
+                        cudaStream_t stream) {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasStatus_t status = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 1, 1, 1);
+  float const one = 1.0F;
+  float const zero = 0.0F;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmul(handle, desc, &one, a, layout, b, layout, &zero, d, layout, d, layout,
+                            nullptr, nullptr, 0, stream);
+  }
+  if (layout != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(layout));
+  if (desc != nullptr) static_cast<void>(cublasLtMatmulDescDestroy(desc));
+  return status;
+}
+
+// Three device floats: A = 2, B = 3, D = 0.
+class library_capture_test : public misuse_test {
+ protected:
+  void SetUp() override {
+    misuse_test::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_EQ(cublasLtCreate(&handle_), CUBLAS_STATUS_SUCCESS);
+    GRAPHSTEP_CUDA_TRY(cudaMalloc(&values_, 3 * sizeof(float)));
+    float const initial[3] = {2.0F, 3.0F, 0.0F};
+    gs::testing::copy_to_device(values_, initial, sizeof initial);
+  }
+  void TearDown() override {
+    if (values_ != nullptr) static_cast<void>(cudaFree(values_));
+    if (handle_ != nullptr) static_cast<void>(cublasLtDestroy(handle_));
+  }
+  cublasStatus_t multiply_on(cudaStream_t stream) {
+    return multiply(handle_, values_ + 2, values_, values_ + 1, stream);
+  }
+  float product() const { return read(values_ + 2); }
+
+  cublasLtHandle_t handle_{};
+  float* values_{};
+};
+
+// Collects the errors graphstep logs while it lives.
+class logged_errors {
+ public:
+  logged_errors()
+      : previous_{gs::set_log_sink([this](gs::log_level level, std::string_view message) {
+          std::lock_guard const lock{mutex_};
+          if (level == gs::log_level::error) messages_.emplace_back(message);
+        })} {}
+  ~logged_errors() { static_cast<void>(gs::set_log_sink(std::move(previous_))); }
+  logged_errors(logged_errors const&) = delete;
+  logged_errors& operator=(logged_errors const&) = delete;
+  logged_errors(logged_errors&&) = delete;
+  logged_errors& operator=(logged_errors&&) = delete;
+
+  std::string all() {
+    std::lock_guard const lock{mutex_};
+    std::string text;
+    for (std::string const& message : messages_) text += message + '\n';
+    return text;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> messages_;
+  gs::log_sink previous_;
+};
+
 }  // namespace
+
+TEST_F(library_capture_test, a_library_call_that_breaks_the_capture_is_named_with_its_cuda_call) {
+  gs::cuda::stream stream;
+  gs::graphs::graph_exec g;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  std::string const message = gs::testing::message_of<gs::capture_error>([&] {
+    gs::graphs::capture(g, stream, [&] { status = multiply_on(nullptr); },
+                        {gs::graphs::capture_mode::this_thread, "step"});
+  });
+  EXPECT_NE(message.find("capture 'step'"), std::string::npos) << message;
+  if (gs::testing::simulated_device) {
+    EXPECT_EQ(status, CUBLAS_STATUS_EXECUTION_FAILED);
+    EXPECT_NE(message.find("cudaLaunchKernel, made inside cublasLtMatmul, broke it: the library "
+                           "issued its work to the legacy default stream"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("Give it the capturing stream"), std::string::npos) << message;
+  } else {
+    // Only CUPTI's callbacks see which call broke it on a GPU: the error says how to ask.
+    EXPECT_NE(message.find("GRAPHSTEP_CAPTURE_DIAGNOSTICS=1"), std::string::npos) << message;
+  }
+  // The fix the error names works: the same call given the capturing stream.
+  gs::graphs::capture(g, stream,
+                      [&] { ASSERT_EQ(multiply_on(stream.get()), CUBLAS_STATUS_SUCCESS); });
+  g.replay(stream);
+  stream.synchronize();
+  EXPECT_EQ(product(), 6.0F);
+}
+
+TEST_F(library_capture_test, a_plain_cuda_call_that_breaks_the_capture_is_named_without_a_library) {
+  gs::cuda::stream stream;
+  gs::graphs::graph_exec g;
+  std::string const message = gs::testing::message_of<gs::capture_error>([&] {
+    gs::graphs::capture(g, stream, [&] {
+      ASSERT_EQ(multiply_on(stream.get()), CUBLAS_STATUS_SUCCESS);
+      static_cast<void>(cudaStreamSynchronize(stream.get()));
+    });
+  });
+  if (gs::testing::simulated_device) {
+    EXPECT_NE(message.find("cudaStreamSynchronize broke it: a call inside the scope cannot be "
+                           "captured"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("made inside"), std::string::npos) << message;
+  }
+}
+
+TEST_F(library_capture_test,
+       a_library_status_thrown_inside_the_capture_logs_the_call_that_broke_it) {
+  gs::cuda::stream stream;
+  gs::graphs::graph_exec g;
+  logged_errors errors;
+  // A trainer's own check, throwing on a library's status.
+  EXPECT_THROW(gs::graphs::capture(g, stream,
+                                   [&] {
+                                     if (multiply_on(nullptr) != CUBLAS_STATUS_SUCCESS) {
+                                       throw std::runtime_error{"cuBLAS error 13"};
+                                     }
+                                   }),
+               std::runtime_error);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(gs::cuda::stream_view{stream}.is_capturing());
+  if (gs::testing::simulated_device) {
+    std::string const logged = errors.all();
+    EXPECT_NE(logged.find("was broken before the code inside it threw: cudaLaunchKernel, made "
+                          "inside cublasLtMatmul, broke it"),
+              std::string::npos)
+        << logged;
+  }
+  // A body that throws for its own reasons, with the capture intact, logs nothing.
+  gs::graphs::graph_exec other;
+  std::string const before = errors.all();
+  EXPECT_THROW(gs::graphs::capture(other, stream, [] { throw std::runtime_error{"unrelated"}; }),
+               std::runtime_error);
+  EXPECT_EQ(errors.all(), before);
+}
+
+// A C trainer checks a library's status with exit(), from inside the capture: the process's
+// last words name the scope and, where known, the call that broke it and the fix.
+TEST_F(library_capture_test, a_process_exiting_inside_a_broken_capture_says_which_call_broke_it) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  char const* const expected =
+      gs::testing::simulated_device
+          ? "capture 'step' on stream .* was still open when the process exited; "
+            "cudaLaunchKernel, made inside cublasLtMatmul, broke it: the library issued its "
+            "work to the legacy default stream"
+          : "capture 'step' on stream .* was still open when the process exited. If a call "
+            "inside it failed, run with GRAPHSTEP_CAPTURE_DIAGNOSTICS=1";
+  auto const exit_inside_a_broken_capture = [this] {
+    gs::cuda::stream stream;
+    gs::graphs::graph_exec g;
+    gs::graphs::capture_scope scope{g, stream, {gs::graphs::capture_mode::this_thread, "step"}};
+    if (multiply_on(nullptr) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "[cuBLAS ERROR]: 13\n");
+      std::exit(EXIT_FAILURE);
+    }
+    std::exit(0);
+  };
+  EXPECT_EXIT(exit_inside_a_broken_capture(), ::testing::ExitedWithCode(EXIT_FAILURE), expected);
+}
 
 TEST_F(misuse_test, one_graph_replayed_on_two_streams_runs_one_replay_at_a_time) {
   gs::cuda::stream a;

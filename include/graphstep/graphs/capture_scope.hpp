@@ -119,14 +119,18 @@ class capture_ref {
 ///
 /// If the capture is invalidated (a synchronization, a cudaMalloc, a synchronous copy beside a
 /// blocking stream's capture; beside graphstep's non-blocking streams CUDA runs such a copy at
-/// once and reports nothing) `end()` throws `capture_error` naming the scope, the stream and the
-/// CUDA reason; the partial graph is discarded, the pool memory of the failed capture is returned,
+/// once and reports nothing) `end()` throws `capture_error` naming the scope, the stream, the
+/// CUDA reason and the fix; and the call that broke it, with the library call that made it
+/// (cublasLtMatmul, ncclAllReduce…): on the simulated device always, on a GPU when capture
+/// diagnostics are on (else the error says how to turn them on). The partial graph is discarded, the pool memory of the failed capture is returned,
 /// the target stays empty and the stream is usable again. A call issued to a captured stream that
 /// returned an error but left the capture valid (cudaMemcpyBatchAsync under CUDA 13, refused with
 /// cudaErrorStreamCaptureUnsupported) ends it the same way, the `capture_error` naming the call:
 /// on the simulated device always, on a GPU when capture diagnostics are on (only CUPTI's
 /// callbacks see each call's result; docs/graphs.md). If the code inside the scope throws, the
-/// destructor ends the capture the same way, silently, and the exception goes on.
+/// destructor ends the capture the same way and the exception goes on; where a call had broken
+/// the capture first (a library returning an error status for it), an error is logged naming
+/// that call as `end()` would.
 ///
 /// The destructor calls `end()` when it was not called and no exception is in flight, so it may
 /// throw `capture_error`; call `end()` yourself, or use `capture()`, to keep that explicit.
@@ -178,11 +182,16 @@ class capture_scope {
                 capture_options options);
   void begin(memory::memory_pool* pool);
   void start_diagnostics();
-  [[nodiscard]] std::string finish_diagnostics(int outcome);
+  // The report; where `breaking` is given and empty, the call the diagnosis found broke it.
+  [[nodiscard]] std::string finish_diagnostics(
+      int outcome, std::optional<detail::failed_call>* breaking = nullptr);
+  void log_breaking_call() noexcept;  // the body threw: name the call that broke the capture
   void abandon() noexcept;
   void note_abandoned() noexcept;  // capture_ref::abandoned() from now on
   void deliver(graph captured);
   [[nodiscard]] std::optional<detail::failed_call> first_failed_call() const;
+  // The call that invalidated the capture, where known before it ends (the simulated device).
+  [[nodiscard]] std::optional<detail::failed_call> breaking_call() const;
   void warn_if_empty(cudaGraph_t captured, std::size_t own_nodes) const;
   [[nodiscard]] std::string describe() const;
 

@@ -28,6 +28,9 @@ struct finding {
   finding_kind kind{finding_kind::broke_capture};
   std::size_t call{};       ///< index into the recorded calls
   std::string explanation;  ///< what happened and what to do about it
+  /// The library call that made this call ("cublasLtMatmul (libcublasLt.so.13)"), "" when the
+  /// user's code made it directly.
+  std::string library_call;
 };
 
 /// @brief The call that broke a capture, and the warnings about the others.

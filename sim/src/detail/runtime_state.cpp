@@ -229,9 +229,20 @@ bool device_range_valid(void const* address, std::size_t bytes) {
   return true;
 }
 
-void invalidate(capture_state& capture, cudaError_t reason) {
-  if (capture.invalidated_by == cudaSuccess) capture.invalidated_by = reason;
+void invalidate(capture_state& capture, cudaError_t reason, char const* call) {
+  if (capture.invalidated_by != cudaSuccess) return;
+  capture.invalidated_by = reason;
+  capture.invalidating_call = call;
+  capture.invalidating_library_call = this_thread().library_call;
 }
+
+library_call_scope::library_call_scope(char const* name) noexcept
+    : outer_{this_thread().library_call} {
+  // The outermost entry point is the one the user called.
+  if (outer_ == nullptr) this_thread().library_call = name;
+}
+
+library_call_scope::~library_call_scope() { this_thread().library_call = outer_; }
 
 cudaError_t fail_leaving_capture_valid(capture_state& capture, char const* call,
                                        cudaError_t error) noexcept {
@@ -242,7 +253,7 @@ cudaError_t fail_leaving_capture_valid(capture_state& capture, char const* call,
   return fail(error);
 }
 
-cudaError_t check_unsafe_call() {
+cudaError_t check_unsafe_call(char const* call) {
   // cudaThreadExchangeStreamCaptureMode (cuda_runtime_api.h): under Global, a thread may not make
   // potentially unsafe calls while it has a capture not begun in Relaxed mode, or while another
   // thread has a capture begun in Global mode; under ThreadLocal only its own captures count;
@@ -256,18 +267,18 @@ cudaError_t check_unsafe_call() {
     bool const others = me.capture_mode == cudaStreamCaptureModeGlobal &&
                         capture->thread != thread && capture->mode == cudaStreamCaptureModeGlobal;
     if (own || others) {
-      invalidate(*capture, cudaErrorStreamCaptureUnsupported);
+      invalidate(*capture, cudaErrorStreamCaptureUnsupported, call);
       prohibited = true;
     }
   }
   return prohibited ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
-cudaError_t check_device_wide_sync(int device) {
+cudaError_t check_device_wide_sync(int device, char const* call) {
   bool any = false;
   for (capture_state* capture : state().captures) {
     if (capture->device != device) continue;
-    invalidate(*capture, cudaErrorStreamCaptureUnsupported);
+    invalidate(*capture, cudaErrorStreamCaptureUnsupported, call);
     any = true;
   }
   return any ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
@@ -285,14 +296,14 @@ namespace {
 // blocking stream that is capturing cannot be waited for, so the call fails and the capture is
 // invalidated (cudaErrorStreamCaptureImplicit in driver_types.h; CUDA Programming Guide,
 // "Prohibited and Unhandled Operations": "any attempted use of the legacy stream is invalid").
-cudaError_t check_legacy_use(stream_state const& stream) {
+cudaError_t check_legacy_use(stream_state const& stream, char const* call) {
   if (!stream.legacy) return cudaSuccess;
   bool implicit = false;
   for (capture_state* capture : state().captures) {
     if (capture->device != stream.device) continue;
     for (stream_state const* member : capture->streams) {
       if (member->blocking()) {
-        invalidate(*capture, cudaErrorStreamCaptureImplicit);
+        invalidate(*capture, cudaErrorStreamCaptureImplicit, call);
         implicit = true;
         break;
       }
@@ -400,6 +411,21 @@ void record_accesses(node_state const& node) {
       break;
     }
     default: break;
+  }
+}
+
+// The runtime call that issues work of the node's kind to a stream, to name it when the legacy
+// stream's use breaks a capture.
+char const* api_call_of(node_state const& node) noexcept {
+  switch (node.type) {
+    case cudaGraphNodeTypeKernel: return "cudaLaunchKernel";
+    case cudaGraphNodeTypeMemset: return "cudaMemsetAsync";
+    case cudaGraphNodeTypeMemcpy: return "cudaMemcpyAsync";
+    case cudaGraphNodeTypeHost: return "cudaLaunchHostFunc";
+    case cudaGraphNodeTypeEventRecord: return "cudaEventRecord";
+    case cudaGraphNodeTypeMemFree: return "cudaFreeAsync";
+    case cudaGraphNodeTypeGraph: return "cudaGraphLaunch";
+    default: return "a call issuing work to the legacy stream";
   }
 }
 
@@ -743,7 +769,8 @@ cudaError_t submit(stream_state& stream, std::unique_ptr<node_state> node,
     stream.capture_dependencies.assign(1, added);
     return cudaSuccess;
   }
-  if (cudaError_t const implicit = check_legacy_use(stream); implicit != cudaSuccess) {
+  if (cudaError_t const implicit = check_legacy_use(stream, api_call_of(*node));
+      implicit != cudaSuccess) {
     return fail(implicit);
   }
   node->owner = nullptr;

@@ -199,8 +199,12 @@ struct capture_state {
   std::set<stream_state*> streams;
   // The last nodes of forked streams destroyed before the capture ended: still to be joined.
   std::vector<node_state*> orphans;
-  // The first error that invalidated the capture; cudaSuccess while it is valid.
+  // The first error that invalidated the capture; cudaSuccess while it is valid. With it, the
+  // CUDA call that returned it and the library call (cuBLASLt, NCCL) that made that call, if
+  // any: string literals, for graphstepSimCaptureInvalidation (driver_api.cpp).
   cudaError_t invalidated_by{cudaSuccess};
+  char const* invalidating_call{};
+  char const* invalidating_library_call{};
   // The first call on one of its streams that failed and left it valid (cudaMemcpyBatchAsync):
   // its graph lacks that work. Null while there is none; a string literal.
   char const* failed_call{};
@@ -353,6 +357,24 @@ struct thread_state {
   cudaError_t last_error{cudaSuccess};
   cudaStreamCaptureMode capture_mode{cudaStreamCaptureModeGlobal};
   bool in_host_function{};
+  // The simulated library entry point (cublasLtMatmul, ncclAllReduce…) this thread is in, or
+  // null: the CUDA calls it makes are named with it when they break a capture.
+  char const* library_call{};
+};
+
+// Marks the thread as inside a simulated library's entry point `name` (a string literal) for
+// the scope's lifetime.
+class library_call_scope {
+ public:
+  explicit library_call_scope(char const* name) noexcept;
+  ~library_call_scope();
+  library_call_scope(library_call_scope const&) = delete;
+  library_call_scope& operator=(library_call_scope const&) = delete;
+  library_call_scope(library_call_scope&&) = delete;
+  library_call_scope& operator=(library_call_scope&&) = delete;
+
+ private:
+  char const* outer_;
 };
 thread_state& this_thread();
 
@@ -397,11 +419,14 @@ bool free_node_allowed(graph_state const& into, void const* memory);
 // What a call that CUDA calls "potentially unsafe" during capture must check: returns
 // cudaErrorStreamCaptureUnsupported and invalidates the offending captures when the thread's
 // capture mode prohibits it (cudaThreadExchangeStreamCaptureMode in cuda_runtime_api.h).
-cudaError_t check_unsafe_call();
+// `call` names the CUDA call (a string literal), as for invalidate.
+cudaError_t check_unsafe_call(char const* call);
 // Synchronizing a device (or anything that encompasses a capturing stream) is invalid while a
 // capture is under way on it: CUDA Programming Guide, "Prohibited and Unhandled Operations".
-cudaError_t check_device_wide_sync(int device);
-void invalidate(capture_state& capture, cudaError_t reason);
+cudaError_t check_device_wide_sync(int device, char const* call);
+// Invalidates the capture with `reason`, first reason kept, noting `call` (the CUDA call that
+// failed, a string literal) and the thread's library call.
+void invalidate(capture_state& capture, cudaError_t reason, char const* call);
 // A call issued to a capturing stream failed with `error` and leaves the capture valid, as CUDA
 // does for some (cudaMemcpyBatchAsync): noted for graphstepSimCaptureFailedCall (driver_api.cpp).
 // `call` is a string literal. Returns fail(error).

@@ -465,7 +465,15 @@ capture_diagnosis capture_recorder::diagnose(int outcome) {
     if (call.host == host_memory::unknown) find_host_memory(call);
   }
   context_.outcome = outcome;
-  return graphs::detail::diagnose(calls_, context_, slot_->trace.seen());
+  capture_diagnosis diagnosis = graphs::detail::diagnose(calls_, context_, slot_->trace.seen());
+  if (diagnosis.cause) {
+    std::vector<frame> frames;
+    for (std::uintptr_t address : calls_.at(diagnosis.cause->call).backtrace) {
+      frames.push_back(symbolize(address));
+    }
+    diagnosis.cause->library_call = library_call_around(frames);
+  }
+  return diagnosis;
 }
 
 std::optional<api_call> capture_recorder::first_failed_call_on(
@@ -476,6 +484,10 @@ std::optional<api_call> capture_recorder::first_failed_call_on(
     return std::move(call);
   }
   return std::nullopt;
+}
+
+api_call const& capture_recorder::call(std::size_t index) const {
+  return calls_.at(index);
 }
 
 std::string capture_recorder::report(capture_diagnosis const& diagnosis) const {
@@ -508,6 +520,9 @@ capture_diagnosis capture_recorder::diagnose(int /*outcome*/) {
 std::optional<api_call> capture_recorder::first_failed_call_on(
     std::vector<std::uintptr_t> const& /*streams*/) const {
   return std::nullopt;
+}
+api_call const& capture_recorder::call(std::size_t index) const {
+  return calls_.at(index);
 }
 std::string capture_recorder::report(capture_diagnosis const& /*diagnosis*/) const {
   return {};

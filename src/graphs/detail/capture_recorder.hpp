@@ -40,6 +40,8 @@ class capture_recorder {
   /// the graph then lacks the call's work.
   [[nodiscard]] std::optional<api_call> first_failed_call_on(
       std::vector<std::uintptr_t> const& streams) const;
+  /// The `index`th call of the last diagnosis (the index a `finding` holds).
+  [[nodiscard]] api_call const& call(std::size_t index) const;
   /// The report of the last diagnosis, with names looked up.
   [[nodiscard]] std::string report(capture_diagnosis const& diagnosis) const;
 

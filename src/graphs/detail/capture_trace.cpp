@@ -15,6 +15,9 @@ namespace {
 
 constexpr int capture_unsupported = 900;
 constexpr int capture_invalidated = 901;
+constexpr int capture_isolation = 905;
+constexpr int capture_implicit = 906;
+constexpr int captured_event = 907;
 constexpr int capture_wrong_thread = 908;
 
 constexpr std::uintptr_t legacy_stream_handle = 0x1;      // cudaStreamLegacy, CU_STREAM_LEGACY
@@ -307,7 +310,7 @@ capture_diagnosis diagnose(std::vector<api_call> const& calls, capture_context c
   if (cause) {
     diagnosis.capture_failed = true;  // a capture error invalidates the capture
     diagnosis.cause =
-        finding{finding_kind::broke_capture, *cause, explain_cause(calls[*cause], context)};
+        finding{finding_kind::broke_capture, *cause, explain_cause(calls[*cause], context), {}};
   }
 
   for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -315,10 +318,11 @@ capture_diagnosis diagnose(std::vector<api_call> const& calls, capture_context c
     api_call const& call = calls[i];
     if (call.result != 0 || !concerns(call, context)) continue;  // a failed call did no work
     if (call.stream == stream_kind::legacy_default) {
-      diagnosis.warnings.push_back({finding_kind::legacy_stream, i, explain_legacy(call, context)});
+      diagnosis.warnings.push_back(
+          {finding_kind::legacy_stream, i, explain_legacy(call, context), {}});
     } else if (call.host == host_memory::pageable) {
       diagnosis.warnings.push_back(
-          {finding_kind::pageable_copy, i, explain_pageable(call, context)});
+          {finding_kind::pageable_copy, i, explain_pageable(call, context), {}});
     }
   }
   return diagnosis;
@@ -350,6 +354,57 @@ std::optional<std::size_t> first_user_frame(std::vector<frame> const& frames) {
   return std::nullopt;
 }
 
+std::string library_call_around(std::vector<frame> const& frames) {
+  // The CUDA libraries that issue work on a caller's stream; the runtime, the driver and CUPTI
+  // are what they call, not calls of their own.
+  static constexpr std::array<std::string_view, 8> libraries{
+      "libcublas", "libcudnn",    "libnccl",     "libcufft",
+      "libcurand", "libcusparse", "libcusolver", "libnvjpeg"};
+  auto const in_library = [&](frame const& f) {
+    std::string const module = module_name(f.module);
+    return std::any_of(libraries.begin(), libraries.end(),
+                       [&](std::string_view prefix) { return starts_with(module, prefix); });
+  };
+  std::size_t const end = first_user_frame(frames).value_or(frames.size());
+  std::optional<std::size_t> outermost;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (in_library(frames[i])) outermost = i;
+  }
+  if (!outermost) return {};
+  frame const& entry = frames[*outermost];
+  std::string const module = module_name(entry.module);
+  return entry.symbol.empty() ? "a call into " + module : entry.symbol + " (" + module + ")";
+}
+
+std::string explain_break(std::string_view call, std::string_view library_call, int error,
+                          std::string_view advice) {
+  std::string text{call};
+  if (library_call.empty()) return text.append(" broke it: ").append(advice);
+  text.append(", made inside ").append(library_call).append(", broke it: ");
+  switch (error) {
+    case capture_implicit:
+      return text +
+             "the library issued its work to the legacy default stream, which a capture "
+             "refuses. Give it the capturing stream (the call's stream argument; "
+             "cublasSetStream or cudnnSetStream for a handle)";
+    case capture_unsupported:
+      return text +
+             "the library allocated memory or synchronized, which a capture refuses (usually "
+             "on its first call, while it sets itself up). Make one call before the capture "
+             "begins (a warm-up step), and give it its workspace up front (cublasSetWorkspace; "
+             "a cuBLASLt workspace as large as its heuristic asks)";
+    case capture_isolation:
+    case captured_event:
+      return text +
+             "the library waited on an event from outside the capture. Make its set-up calls "
+             "before the capture begins";
+    default:
+      return text +
+             "the library's call failed inside the capture. Check the status it returned, and "
+             "make its set-up calls before the capture begins";
+  }
+}
+
 std::string format_report(capture_diagnosis const& diagnosis, std::vector<api_call> const& calls,
                           symbolizer const& symbolize, std::size_t max_frames) {
   std::ostringstream out;
@@ -362,6 +417,9 @@ std::string format_report(capture_diagnosis const& diagnosis, std::vector<api_ca
   if (diagnosis.cause) {
     api_call const& call = calls.at(diagnosis.cause->call);
     out << "  broke the capture: " << diagnosis.cause->explanation << '\n';
+    if (!diagnosis.cause->library_call.empty()) {
+      out << "    inside the library call " << diagnosis.cause->library_call << '\n';
+    }
     std::vector<frame> const frames = symbolize_all(call, symbolize);
     append_user_frame(out, frames);
     std::optional<std::size_t> const user = first_user_frame(frames);

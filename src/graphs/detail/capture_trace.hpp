@@ -122,6 +122,19 @@ struct frame {
 /// @brief The innermost frame the user wrote, if any.
 [[nodiscard]] std::optional<std::size_t> first_user_frame(std::vector<frame> const& frames);
 
+/// @brief The call into a CUDA library (cuBLAS, cuBLASLt, cuDNN, NCCL, cuFFT, cuRAND, cuSPARSE,
+/// cuSOLVER) that made the call these frames (innermost first) belong to: that library's
+/// outermost frame below the user's first one, as "cublasLtMatmul (libcublasLt.so.13)", or
+/// "a call into libcudnn.so.9" where the library exports no name for it. "" when no such
+/// library made the call.
+[[nodiscard]] std::string library_call_around(std::vector<frame> const& frames);
+
+/// @brief What broke a capture and what to do, for the capture's error: `call` (a CUDA API
+/// function) returned `error` (a cudaError_t) inside `library_call` ("" when the user's code
+/// made it). Without a library, `advice` (the fix for the error alone) follows the call's name.
+[[nodiscard]] std::string explain_break(std::string_view call, std::string_view library_call,
+                                        int error, std::string_view advice);
+
 using symbolizer = std::function<frame(std::uintptr_t)>;
 
 /// @brief The report: the call that broke the capture with its backtrace (the user's frame
