@@ -10,6 +10,7 @@
 #include <graphstep/graphs/capture_trace.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 
+#include "common/cublaslt_multiply.hpp"
 #include "common/gpu_test.hpp"
 
 #if defined(GRAPHSTEP_WITH_CUPTI)
@@ -56,20 +57,7 @@ __attribute__((noinline)) void diagnostics_test_copies_pageable(float* x, float 
 // pass its stream).
 __attribute__((noinline)) cublasStatus_t diagnostics_test_multiplies_on_the_legacy_stream(
     cublasLtHandle_t handle, float* d, float const* a, float const* b) {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t layout = nullptr;
-  cublasStatus_t status = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 1, 1, 1);
-  }
-  float const one = 1.0F;
-  float const zero = 0.0F;
-  if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmul(handle, desc, &one, a, layout, b, layout, &zero, d, layout, d, layout,
-                            nullptr, nullptr, 0, nullptr);
-  }
-  if (layout != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(layout));
-  if (desc != nullptr) static_cast<void>(cublasLtMatmulDescDestroy(desc));
+  cublasStatus_t const status = graphstep::testing::multiply_1x1(handle, d, a, b, nullptr);
   asm volatile("" ::: "memory");
   return status;
 }

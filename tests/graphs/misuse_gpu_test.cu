@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cublaslt_multiply.hpp"
 #include "common/error_message.hpp"
 #include "common/gpu_test.hpp"
 
@@ -43,26 +44,6 @@ float read(float const* device) {
   return value;
 }
 
-// D = A·B for 1×1 fp32 matrices, as a trainer calls cuBLASLt: descriptors per call, the
-// stream it was given (the legacy stream when a port forgets to pass one).
-cublasStatus_t multiply(cublasLtHandle_t handle, float* d, float const* a, float const* b,
-                        cudaStream_t stream) {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t layout = nullptr;
-  cublasStatus_t status = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 1, 1, 1);
-  float const one = 1.0F;
-  float const zero = 0.0F;
-  if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmul(handle, desc, &one, a, layout, b, layout, &zero, d, layout, d, layout,
-                            nullptr, nullptr, 0, stream);
-  }
-  if (layout != nullptr) static_cast<void>(cublasLtMatrixLayoutDestroy(layout));
-  if (desc != nullptr) static_cast<void>(cublasLtMatmulDescDestroy(desc));
-  return status;
-}
-
 // Three device floats: A = 2, B = 3, D = 0.
 class library_capture_test : public misuse_test {
  protected:
@@ -79,7 +60,7 @@ class library_capture_test : public misuse_test {
     if (handle_ != nullptr) static_cast<void>(cublasLtDestroy(handle_));
   }
   cublasStatus_t multiply_on(cudaStream_t stream) {
-    return multiply(handle_, values_ + 2, values_, values_ + 1, stream);
+    return gs::testing::multiply_1x1(handle_, values_ + 2, values_, values_ + 1, stream);
   }
   float product() const { return read(values_ + 2); }
 
