@@ -187,8 +187,14 @@ class transformer {
   // With micro-batches: the gradients zeroed, then K forward and backward passes in a device
   // loop adding into them, then the hook (the all-reduce, once per step) and the optimizer.
   void step() {
-    if (loop_) {
-      loop_->run(stream_, loss_, [this](gs::cuda::stream_view on) { micro_batch(on); });
+    if (loop_ && gradients_finished_) {
+      // The last micro-batch after the loop, where its backward may hand each finished bucket
+      // to the all-reduce, which then overlaps the rest of it.
+      loop_->run(
+          stream_, loss_, [this](gs::cuda::stream_view on) { micro_batch(on, false); },
+          [this](gs::cuda::stream_view on) { micro_batch(on, true); });
+    } else if (loop_) {
+      loop_->run(stream_, loss_, [this](gs::cuda::stream_view on) { micro_batch(on, false); });
     } else {
       forward_backward();
     }
@@ -718,28 +724,47 @@ class transformer {
                                   {c_.batch, c_.sequence, c_.vocab, c_.channels}, true, stream_);
   }
 
+  // The backward has finished the gradients' first `count` elements. With micro-batches they
+  // are final only in the last one: that slice is then added into the sum, and handed on.
   void finished(std::size_t count) {
-    if (gradients_finished_ && !loop_) gradients_finished_(count, stream_);
+    if (!gradients_finished_) return;
+    if (loop_) {
+      if (!added_through_) return;
+      accumulate(*added_through_, count);
+    }
+    gradients_finished_(count, stream_);
   }
 
-  // One micro-batch, in the loop's body: its tokens (slice *index of all K), forward, backward
-  // (its gradients carry 1/K), and its gradients added into the accumulated ones. Everything
-  // goes to `on`, the loop's stream (captured, the conditional node's own).
-  void micro_batch(gs::cuda::stream_view on) {
+  // sum[from, to) += the micro-batch's gradients[from, to), on the current stream.
+  void accumulate(std::size_t from, std::size_t to) {
+    if (to <= from) return;
+    auto* const sum = static_cast<std::uint16_t*>(accumulated_->data()) + from;
+    gs::device_span const into{sum, bf16, to - from};
+    go::launch_add(into, into, {gradients_ + from, bf16, to - from}, stream_);
+    if (added_through_) added_through_ = to;
+  }
+
+  // One micro-batch: its tokens (slice *index of all K), forward, backward (its gradients carry
+  // 1/K), and its gradients added into the accumulated ones. Everything goes to `on`: in the
+  // loop's body its stream (captured, the conditional node's own); the last one, run after the
+  // loop, adds each slice as the backward finishes it (see finished).
+  void micro_batch(gs::cuda::stream_view on, bool last) {
     gs::cuda::stream_view const outer = stream_;
     stream_ = on;
+    if (last) added_through_ = 0;
     try {
       std::size_t const rows = tokens_per_step();
       loop_->select(*all_tokens_, tokens_, rows, on);
       loop_->select(*all_targets_, targets_, rows, on);
       forward_backward();
-      gs::device_span const sum{accumulated_->data(), bf16, parameter_count_};
-      go::launch_add(sum, sum, {gradients_, bf16, parameter_count_}, on);
+      accumulate(added_through_.value_or(0), parameter_count_);
     } catch (...) {
       stream_ = outer;
+      added_through_.reset();
       throw;
     }
     stream_ = outer;
+    added_through_.reset();
   }
 
   // Pool memory, zeroed (so no step reads what it did not write, and padding stays zero), given
@@ -776,6 +801,8 @@ class transformer {
   std::optional<gs::memory::step_input<std::int32_t>> all_tokens_, all_targets_;
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
+  // In the last micro-batch: how far its gradients were added into the sum.
+  std::optional<std::size_t> added_through_;
 
   gs::parameter_layout layout_{128};
   std::size_t parameter_count_{};

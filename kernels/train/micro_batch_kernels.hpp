@@ -17,12 +17,13 @@ struct micro_batch_state {
   float loss{0.0F};
 };
 
-/// index = 0, more = 1, loss_sum = 0.
-void launch_micro_batch_begin(micro_batch_state* state, cuda::stream_view stream);
-/// loss_sum += *micro_batch_loss (when not null); ++index; more = index < K; after the last,
-/// loss = loss_sum / K.
+/// index = 0, more = (in_loop > 0), loss_sum = 0. `in_loop`: the micro-batches the device loop
+/// runs (K, or K - 1 when the last runs after the loop).
+void launch_micro_batch_begin(micro_batch_state* state, int in_loop, cuda::stream_view stream);
+/// loss_sum += *micro_batch_loss (when not null); ++index; more = index < in_loop; after the
+/// last of all K, loss = loss_sum / K.
 void launch_micro_batch_advance(micro_batch_state* state, float const* micro_batch_loss,
-                                int micro_batches, cuda::stream_view stream);
+                                int micro_batches, int in_loop, cuda::stream_view stream);
 /// into[0, bytes) = all[index · bytes, (index + 1) · bytes).
 void launch_copy_slice(void const* all, void* into, std::size_t bytes, unsigned int const* index,
                        cuda::stream_view stream);

@@ -16,18 +16,18 @@ namespace {
 constexpr int copy_threads = 256;
 constexpr std::size_t max_copy_blocks = 1024;
 
-__global__ void begin_kernel(micro_batch_state* state) {
+__global__ void begin_kernel(micro_batch_state* state, unsigned int in_loop) {
   state->index = 0U;
-  state->more = 1U;
+  state->more = in_loop > 0U ? 1U : 0U;
   state->loss_sum = 0.0F;
 }
 
 __global__ void advance_kernel(micro_batch_state* state, float const* micro_batch_loss,
-                               unsigned int micro_batches) {
+                               unsigned int micro_batches, unsigned int in_loop) {
   if (micro_batch_loss != nullptr) state->loss_sum = __fadd_rn(state->loss_sum, *micro_batch_loss);
   unsigned int const next = state->index + 1U;
   state->index = next;
-  state->more = next < micro_batches ? 1U : 0U;
+  state->more = next < in_loop ? 1U : 0U;
   if (next == micro_batches) {
     state->loss = __fdiv_rn(state->loss_sum, static_cast<float>(micro_batches));
   }
@@ -52,15 +52,16 @@ __global__ void copy_slice_kernel(unsigned char const* all, unsigned char* into,
 
 }  // namespace
 
-void launch_micro_batch_begin(micro_batch_state* state, cuda::stream_view stream) {
-  begin_kernel<<<1, 1, 0, stream.get()>>>(state);
+void launch_micro_batch_begin(micro_batch_state* state, int in_loop, cuda::stream_view stream) {
+  begin_kernel<<<1, 1, 0, stream.get()>>>(state, static_cast<unsigned int>(in_loop));
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 
 void launch_micro_batch_advance(micro_batch_state* state, float const* micro_batch_loss,
-                                int micro_batches, cuda::stream_view stream) {
+                                int micro_batches, int in_loop, cuda::stream_view stream) {
   advance_kernel<<<1, 1, 0, stream.get()>>>(state, micro_batch_loss,
-                                            static_cast<unsigned int>(micro_batches));
+                                            static_cast<unsigned int>(micro_batches),
+                                            static_cast<unsigned int>(in_loop));
   GRAPHSTEP_CUDA_TRY(cudaGetLastError());
 }
 

@@ -107,7 +107,7 @@ __global__ void finalize_kernel(mixed_adamw_device_state* state, float const* pa
   float const norm = partial_count > 0 ? sqrt_rn(total) : 0.0F;
   bool const skip = train::skips_step(all_finite == nullptr || *all_finite != 0U, norm,
                                       options.max_grad_norm, options.skip_norm);
-  state->skip = skip ? 1U : 0U;
+  state->apply = skip ? 0U : 1U;
   state->gradient_norm = norm;
   if (skip) {
     state->skipped_steps += 1U;
@@ -128,7 +128,7 @@ __global__ void finalize_kernel(mixed_adamw_device_state* state, float const* pa
 __global__ void adamw_kernel(mixed_tensor_slot const* slots, tensor_chunk const* chunks,
                              mixed_adamw_device_state const* state,
                              train::mixed_adamw_options options) {
-  if (state->skip != 0U) return;
+  if (state->apply == 0U) return;  // eager, or captured where no conditional node skips it
   tensor_chunk const chunk = chunks[blockIdx.x];
   mixed_tensor_slot const slot = slots[chunk.tensor];
   std::uint64_t const step = static_cast<std::uint64_t>(state->step);

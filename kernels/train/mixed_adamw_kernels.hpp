@@ -26,7 +26,8 @@ struct mixed_adamw_device_state {
   float clip_factor{1.0F};            // and then by it
   float gradient_norm{0.0F};          // global norm of the unscaled gradients (0 without
                                       // clipping or a skip threshold)
-  std::uint32_t skip{0};              // 1: this step was skipped
+  unsigned int apply{0};              // 1: this step is applied (0: skipped); the flag of
+                                      // the update's conditional node in a captured step
   std::uint32_t skipped_steps{0};     // steps skipped so far (wraps after 2^32)
   train::lr_schedule schedule;
   float const* learning_rate{nullptr};  // when set, read by each step instead of the schedule

@@ -53,34 +53,52 @@ float const* micro_batch_loop::loss() const noexcept {
 
 void micro_batch_loop::run(cuda::stream_view stream, float const* micro_batch_loss,
                            std::function<void(cuda::stream_view)> const& body) const {
+  issue(stream, micro_batch_loss, body, nullptr);
+}
+
+void micro_batch_loop::run(cuda::stream_view stream, float const* micro_batch_loss,
+                           std::function<void(cuda::stream_view)> const& body,
+                           std::function<void(cuda::stream_view)> const& last) const {
+  GRAPHSTEP_EXPECTS(static_cast<bool>(last),
+                    "micro_batch_loop::run: the last micro-batch's body is required; without "
+                    "one, call run(stream, loss, body)");
+  issue(stream, micro_batch_loss, body, &last);
+}
+
+void micro_batch_loop::issue(cuda::stream_view stream, float const* micro_batch_loss,
+                             std::function<void(cuda::stream_view)> const& body,
+                             std::function<void(cuda::stream_view)> const* last) const {
   GRAPHSTEP_EXPECTS(static_cast<bool>(body),
                     "micro_batch_loop::run: the micro-batch body is "
                     "required");
   GRAPHSTEP_EXPECTS(!state_.empty(), "micro_batch_loop::run: the loop was moved from");
   auto* const state = static_cast<detail::micro_batch_state*>(state_.data());
   int const k = micro_batches_;
-  auto const pass = [&](cuda::stream_view on) {
-    body(on);
-    detail::launch_micro_batch_advance(state, micro_batch_loss, k, on);
+  int const in_loop = last != nullptr ? k - 1 : k;
+  auto const pass = [&](std::function<void(cuda::stream_view)> const& micro_batch,
+                        cuda::stream_view on) {
+    micro_batch(on);
+    detail::launch_micro_batch_advance(state, micro_batch_loss, k, in_loop, on);
   };
   // Zeroed once per optimizer step; every micro-batch adds into the buffer.
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradients_.data(), 0, gradients_.bytes(), stream.get()));
-  detail::launch_micro_batch_begin(state, stream);
+  detail::launch_micro_batch_begin(state, in_loop, stream);
   if (!stream.is_capturing()) {
-    for (int i = 0; i < k; ++i) pass(stream);  // the same kernels, in the same order
-    return;
+    for (int i = 0; i < in_loop; ++i) pass(body, stream);  // the same kernels, in the same order
+  } else if (in_loop > 0) {
+    try {
+      graphs::capture_while(stream, &state->more, [&](cuda::stream_view on) { pass(body, on); });
+    } catch (usage_error const& error) {
+      std::string const what = error.what();
+      if (what.find("memory_pool") == std::string::npos) throw;
+      throw usage_error(
+          "micro_batch_loop::run: the micro-batch body allocated from a memory pool while "
+          "captured into the loop's conditional node, which CUDA does not allow; allocate its "
+          "buffers before the capture (" +
+          what + ")");
+    }
   }
-  try {
-    graphs::capture_while(stream, &state->more, pass);
-  } catch (usage_error const& error) {
-    std::string const what = error.what();
-    if (what.find("memory_pool") == std::string::npos) throw;
-    throw usage_error(
-        "micro_batch_loop::run: the micro-batch body allocated from a memory pool while "
-        "captured into the loop's conditional node, which CUDA does not allow; allocate its "
-        "buffers before the capture (" +
-        what + ")");
-  }
+  if (last != nullptr) pass(*last, stream);
 }
 
 void micro_batch_loop::copy_slice(void const* all, void* into, std::size_t bytes,

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
+#include <graphstep/graphs/conditional.hpp>
+#include <graphstep/graphs/conditional_support.hpp>
 #include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/loss_scaler.hpp>
+#include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <initializer_list>
 #include <string>
@@ -20,6 +23,18 @@
 
 namespace graphstep::train {
 namespace {
+
+// A captured step skips its update with a conditional node where a step can be skipped and the
+// driver runs conditional nodes (12.4 and newer); elsewhere the update kernel returns at once
+// on a skipped step, which computes the same.
+bool conditional_update(mixed_adamw_options const& options, loss_scaler const* scaler) {
+  if (!step_may_be_skipped(scaler != nullptr, options.max_grad_norm, options.skip_norm)) {
+    return false;
+  }
+  int driver_version = 0;
+  GRAPHSTEP_CUDA_TRY(cudaDriverGetVersion(&driver_version));
+  return graphs::conditional_nodes_unsupported_reason(driver_version).empty();
+}
 
 using detail::mixed_adamw_device_state;
 using detail::mixed_tensor_slot;
@@ -146,7 +161,8 @@ mixed_precision_adamw::mixed_precision_adamw(detail::mixed_adamw_plan const& pla
                     ? sizeof(float) * plan.chunks.size()
                     : 0,
                 stream, resource},
-      buffers_{sizeof(float) * plan.total * 3, stream, resource} {
+      buffers_{sizeof(float) * plan.total * 3, stream, resource},
+      conditional_update_{conditional_update(options, scaler)} {
   auto* const buffers = static_cast<float*>(buffers_.data());
   // The moments start at zero as in PyTorch; the master weights are filled below.
   GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(buffers, 0, buffers_.size(), stream.get()));
@@ -184,7 +200,15 @@ void mixed_precision_adamw::do_step(cuda::stream_view stream) {
   }
   detail::launch_mixed_finalize(state, partials, partial_count, loss_scale_, all_finite_, options_,
                                 stream);
-  detail::launch_mixed_adamw(slots, chunks, chunk_count_, state, options_, stream);
+  auto const update = [&](cuda::stream_view on) {
+    detail::launch_mixed_adamw(slots, chunks, chunk_count_, state, options_, on);
+  };
+  if (stream.is_capturing() && conditional_update_) {
+    // A skipped step then launches no update at all; eagerly the kernel returns at once.
+    graphs::capture_if(stream, &state->apply, update);
+  } else {
+    update(stream);
+  }
 }
 
 void mixed_precision_adamw::do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) {

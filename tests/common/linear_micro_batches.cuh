@@ -84,6 +84,9 @@ inline gs::parameter_layout one_tensor() {
 struct linear_run {
   // Between the loop and the optimizer: e.g. the gradients' all-reduce, once per step.
   std::function<void(gs::cuda::stream_view)> after_loop;
+  // When set: the last micro-batch runs after the device loop (micro_batch_loop::run with a
+  // `last`), and this runs right after its kernels, on its stream.
+  std::function<void(gs::cuda::stream_view)> after_last_micro_batch;
 
   linear_run(int k, int b, gt::mixed_adamw_options const& options, gs::cuda::stream_view s)
       : micro_batches{k},
@@ -109,7 +112,7 @@ struct linear_run {
   }
 
   void issue(gs::cuda::stream_view s) {
-    loop.run(s, static_cast<float const*>(micro_loss.data()), [&](gs::cuda::stream_view body) {
+    auto const micro_batch = [&](gs::cuda::stream_view body) {
       loop.select(x_all, static_cast<float*>(x.data()), static_cast<std::size_t>(rows) * features,
                   body);
       loop.select(y_all, static_cast<float*>(y.data()), static_cast<std::size_t>(rows), body);
@@ -118,7 +121,16 @@ struct linear_run {
           static_cast<float const*>(y.data()), rows, loop.loss_weight(),
           static_cast<float*>(gradients.data()), static_cast<float*>(micro_loss.data()));
       GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-    });
+    };
+    auto const* const loss = static_cast<float const*>(micro_loss.data());
+    if (after_last_micro_batch) {
+      loop.run(s, loss, micro_batch, [&](gs::cuda::stream_view last) {
+        micro_batch(last);
+        after_last_micro_batch(last);
+      });
+    } else {
+      loop.run(s, loss, micro_batch);
+    }
     if (after_loop) after_loop(s);
     optimizer->step(s);
   }

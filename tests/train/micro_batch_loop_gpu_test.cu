@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/cuda/device_buffer.hpp>
+#include <graphstep/cuda/event.hpp>
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/dtype.hpp>
@@ -73,10 +75,12 @@ class micro_batch_loop_test : public gs::testing::gpu_test {};
 // Runs `steps` optimizer steps eagerly or as replays of one captured step.
 std::vector<step_result> train(int k, int b, bool graphed, int steps,
                                gt::mixed_adamw_options const& options = clipped(),
-                               int inf_step = -1, int inf_micro_batch = 0) {
+                               int inf_step = -1, int inf_micro_batch = 0,
+                               std::function<void(gs::cuda::stream_view)> const& after_last = {}) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   linear_run run{k, b, options, stream};
+  run.after_last_micro_batch = after_last;
   gs::memory::host_readback<float> loss, norm;
   gs::memory::host_readback<std::uint32_t> skipped;
   gs::graphs::graph_exec step;
@@ -107,22 +111,25 @@ std::vector<step_result> train(int k, int b, bool graphed, int steps,
   return results;
 }
 
-void expect_bit_for_bit(int k) {
-  auto const eager = train(k, 2, false, 3);
-  auto const graphed = train(k, 2, true, 3);
-  ASSERT_EQ(eager.size(), graphed.size());
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_TRUE(same_bits(eager[i].loss, graphed[i].loss))
-        << "K " << k << " step " << i << ": " << eager[i].loss << " vs " << graphed[i].loss;
-    EXPECT_TRUE(same_bits(eager[i].norm, graphed[i].norm)) << "K " << k << " step " << i;
-    EXPECT_GT(eager[i].norm, 0.0F);
+void expect_same_bits(std::vector<step_result> const& a, std::vector<step_result> const& b,
+                      std::string const& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(same_bits(a[i].loss, b[i].loss))
+        << what << " step " << i << ": " << a[i].loss << " vs " << b[i].loss;
+    EXPECT_TRUE(same_bits(a[i].norm, b[i].norm)) << what << " step " << i;
+    EXPECT_GT(a[i].norm, 0.0F);
     for (int j = 0; j < features; ++j) {
-      EXPECT_TRUE(same_bits(eager[i].weights[j], graphed[i].weights[j]))
-          << "K " << k << " step " << i << " weight " << j;
+      EXPECT_TRUE(same_bits(a[i].weights[j], b[i].weights[j]))
+          << what << " step " << i << " weight " << j;
     }
   }
   // The steps moved the weights: the comparison is not of two untouched buffers.
-  EXPECT_NE(eager.front().weights, eager.back().weights);
+  EXPECT_NE(a.front().weights, a.back().weights);
+}
+
+void expect_bit_for_bit(int k) {
+  expect_same_bits(train(k, 2, false, 3), train(k, 2, true, 3), "K " + std::to_string(k));
 }
 
 }  // namespace
@@ -191,10 +198,97 @@ TEST_F(micro_batch_loop_test, the_graph_does_not_grow_with_k) {
     run.upload(0);
     gs::graphs::graph_exec step;
     gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
-    EXPECT_EQ(step.node_counts().conditional, 1U);
+    // The loop, and the update, which a clipped step whose norm is not finite skips.
+    EXPECT_EQ(step.node_counts().conditional, 2U);
     totals[i] = step.node_counts().total;
   }
   EXPECT_EQ(totals[0], totals[1]);
+}
+
+// The update is a conditional node where a step may be skipped (here: clipping on), so that a
+// skipped step launches no update; where none can be, it is a plain kernel node.
+TEST_F(micro_batch_loop_test, the_update_is_conditional_only_where_a_step_may_be_skipped) {
+  for (bool clipping : {false, true}) {
+    gs::cuda::stream stream;
+    gs::memory::memory_pool pool;
+    linear_run run{2, 2, clipping ? clipped() : gt::mixed_adamw_options{}, stream};
+    run.upload(0);
+    gs::graphs::graph_exec step;
+    gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
+    EXPECT_EQ(step.node_counts().conditional, clipping ? 2U : 1U);
+  }
+}
+
+// The last micro-batch after the device loop (`run` with a `last`): the values of the loop
+// that holds all K, bit for bit, eager and graphed; `last` is captured once.
+TEST_F(micro_batch_loop_test, the_last_micro_batch_after_the_loop_computes_the_same_bits) {
+  int calls = 0;
+  auto const count = [&](gs::cuda::stream_view) { ++calls; };
+  for (int k : {1, 4, 8}) {
+    auto const inside = train(k, 2, false, 3);
+    for (bool graphed : {false, true}) {
+      calls = 0;
+      auto const after = train(k, 2, graphed, 3, clipped(), -1, 0, count);
+      expect_same_bits(inside, after, "K " + std::to_string(k) + (graphed ? " graphed" : " eager"));
+      EXPECT_EQ(calls, graphed ? 1 : 3) << "K " << k;
+    }
+  }
+}
+
+TEST_F(micro_batch_loop_test, the_graph_with_the_last_micro_batch_after_the_loop_does_not_grow) {
+  std::size_t totals[2]{};
+  int const ks[3]{2, 8, 1};
+  for (int i = 0; i < 3; ++i) {
+    gs::cuda::stream stream;
+    gs::memory::memory_pool pool;
+    linear_run run{ks[i], 2, clipped(), stream};
+    run.after_last_micro_batch = [](gs::cuda::stream_view) {};
+    run.upload(0);
+    gs::graphs::graph_exec step;
+    gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
+    // The update's node, and the loop's but at K = 1: the one micro-batch is the last.
+    EXPECT_EQ(step.node_counts().conditional, ks[i] == 1 ? 1U : 2U) << "K " << ks[i];
+    if (i < 2) totals[i] = step.node_counts().total;
+  }
+  EXPECT_EQ(totals[0], totals[1]);
+}
+
+// What a conditional node's body cannot hold and the last micro-batch can: work forked to
+// another stream and joined back, as a gradient bucket's all-reduce is. Here a copy of the
+// accumulated gradients, made on a side stream once the last micro-batch has added its own.
+TEST_F(micro_batch_loop_test, the_last_micro_batch_may_fork_work_to_another_stream) {
+  for (bool graphed : {false, true}) {
+    gs::cuda::stream stream;
+    gs::cuda::stream side;
+    gs::cuda::event forked;
+    gs::cuda::event joined;
+    gs::memory::memory_pool pool;
+    linear_run run{4, 2, clipped(), stream};
+    gs::cuda::device_buffer copy{sizeof(float) * features, stream};
+    run.after_last_micro_batch = [&](gs::cuda::stream_view last) {
+      EXPECT_EQ(last.get(), stream.get()) << "the last micro-batch runs on the step's stream";
+      forked.record(last);
+      side.view().wait(forked);
+      GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(copy.data(), run.gradients.data(), copy.size(),
+                                         cudaMemcpyDeviceToDevice, side.get()));
+      joined.record(side);
+      last.wait(joined);
+    };
+    gs::graphs::graph_exec step;
+    run.upload(0);
+    if (graphed) gs::graphs::capture(step, stream, pool, [&] { run.issue(stream); });
+    for (int i = 0; i < 2; ++i) {
+      run.upload(i);
+      if (graphed) {
+        step.replay(stream);
+      } else {
+        run.issue(stream);
+      }
+      std::vector<float> const gradients = run.read(run.gradients.data());
+      EXPECT_EQ(run.read(copy.data()), gradients) << "graphed " << graphed << " step " << i;
+      EXPECT_NE(gradients, std::vector<float>(features, 0.0F));
+    }
+  }
 }
 
 // Micro-batch 3 of 4 (index 2) carries an inf: its gradient poisons the accumulated one, the
@@ -296,4 +390,7 @@ TEST_F(micro_batch_loop_test, bad_input_is_refused_by_value_before_it_is_enqueue
   EXPECT_FALSE(stream.view().is_capturing());
 
   EXPECT_TRUE(contains(message_of([&] { loop.run(stream, nullptr, {}); }), "body is required"));
+  EXPECT_TRUE(
+      contains(message_of([&] { loop.run(stream, nullptr, [](gs::cuda::stream_view) {}, {}); }),
+               "the last micro-batch's body is required"));
 }

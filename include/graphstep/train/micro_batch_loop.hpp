@@ -72,6 +72,20 @@ class micro_batch_loop {
   void run(cuda::stream_view stream, float const* micro_batch_loss,
            std::function<void(cuda::stream_view)> const& body) const;
 
+  /// @brief As `run` above, with the last micro-batch after the device loop: `body` runs the
+  /// first K - 1 (the loop is left out at K = 1), then `last` runs micro-batch K - 1 on `stream`
+  /// itself, captured straight into the step. `last` may therefore do what a conditional node's
+  /// body cannot: hand each gradient bucket its backward has finished to an all-reduce on
+  /// another stream (`nccl::bucketed_all_reduce::ready_through`), so that the all-reduce
+  /// overlaps the last micro-batch's backward, as DDP's does. `last` does what `body` does
+  /// (reads slice `*index()`, adds its gradients into the buffer, leaves its loss in
+  /// `*micro_batch_loss`); the values are bit for bit those of `run` without it, and the node
+  /// count still does not grow with K.
+  /// @throws as `run`, and usage_error (no `last`)
+  void run(cuda::stream_view stream, float const* micro_batch_loss,
+           std::function<void(cuda::stream_view)> const& body,
+           std::function<void(cuda::stream_view)> const& last) const;
+
   /// @brief Copies micro-batch `*index()`'s `count` elements of `all` (which holds the K
   /// micro-batches' elements one after another) to `into`, on `stream`; for a body.
   /// @throws usage_error (`all` is not K micro-batches of `count` elements, a null `into`),
@@ -84,6 +98,9 @@ class micro_batch_loop {
   }
 
  private:
+  void issue(cuda::stream_view stream, float const* micro_batch_loss,
+             std::function<void(cuda::stream_view)> const& body,
+             std::function<void(cuda::stream_view)> const* last) const;
   void copy_slice(void const* all, void* into, std::size_t bytes, cuda::stream_view stream) const;
 
   int micro_batches_;
