@@ -233,6 +233,7 @@ void mixed_precision_adamw::do_save_to(checkpoint& into, std::string const& pref
   auto const state = read<mixed_adamw_device_state>(0, stream);  // one copy, one wait
   into.add_value(prefix + "/step",
                  saved_counters{state.step, state.beta1_power, state.beta2_power});
+  into.add_value(prefix + "/skipped_steps", state.skipped_steps);
   auto const* const buffers = static_cast<float const*>(buffers_.data());
   std::size_t const total = buffers_.size() / (3 * sizeof(float));
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
@@ -261,6 +262,10 @@ void mixed_precision_adamw::do_restore_from(checkpoint const& from, std::string 
   }
   detail::expect_state_entries(from, prefix, counts, {"master", "exp_avg", "exp_avg_sq"},
                                "mixed_precision_adamw");
+  // Checkpoints written before the count was saved restore it as 0.
+  std::string const skipped_name = prefix + "/skipped_steps";
+  std::uint32_t const skipped =
+      from.contains(skipped_name) ? from.value<std::uint32_t>(skipped_name) : 0U;
   auto* const buffers = static_cast<float*>(buffers_.data());
   for (std::size_t t = 0; t < first_element_.size(); ++t) {
     auto const names = entries_of(prefix, t);
@@ -278,6 +283,9 @@ void mixed_precision_adamw::do_restore_from(checkpoint const& from, std::string 
                                      stream.get()));
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, beta1_power),
                                      powers.data(), sizeof powers, cudaMemcpyHostToDevice,
+                                     stream.get()));
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(state + offsetof(mixed_adamw_device_state, skipped_steps),
+                                     &skipped, sizeof skipped, cudaMemcpyHostToDevice,
                                      stream.get()));
   stream.synchronize();  // the sources are locals
 }

@@ -5,6 +5,7 @@
 // their step, and the refusals.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/memory/step_input.hpp>
 #include <graphstep/parameter_layout.hpp>
+#include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/micro_batch_loop.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
@@ -342,6 +344,50 @@ TEST_F(micro_batch_loop_test, a_norm_above_the_threshold_skips_and_the_step_coun
     EXPECT_EQ(after == before, i == 1) << "step " << i;
     EXPECT_EQ(run.optimizer->steps_taken(stream), i >= 1 ? i : 1) << "step " << i;
   }
+}
+
+// The count of skipped steps is part of the optimizer's checkpoint: a resumed run counts on
+// from it. A checkpoint written before it was saved restores 0.
+TEST_F(micro_batch_loop_test, the_skip_count_is_saved_and_restored) {
+  gt::mixed_adamw_options options = clipped();
+  options.skip_norm = 1e-9F;  // below every norm: every step is skipped
+  gs::cuda::stream stream;
+  auto skipped_of = [&](linear_run const& run) {
+    gs::memory::host_readback<std::uint32_t> skipped;
+    auto const slot = skipped.enqueue(run.optimizer->skipped_steps(), stream);
+    return skipped.value(slot);
+  };
+  linear_run trained{2, 2, options, stream};
+  for (int i = 0; i < 3; ++i) {
+    trained.upload(i);
+    trained.issue(stream);
+  }
+  ASSERT_EQ(skipped_of(trained), 3U);
+  gt::checkpoint saved;
+  trained.optimizer->save_to(saved, "optimizer", stream);
+  EXPECT_EQ(saved.value<std::uint32_t>("optimizer/skipped_steps"), 3U);
+
+  linear_run resumed{2, 2, options, stream};
+  resumed.optimizer->restore_from(saved, "optimizer", stream);
+  EXPECT_EQ(skipped_of(resumed), 3U);
+  resumed.upload(3);
+  resumed.issue(stream);
+  EXPECT_EQ(skipped_of(resumed), 4U);
+
+  gt::checkpoint older;  // the same entries but the count
+  for (gt::checkpoint_entry const& entry : saved.entries()) {
+    if (entry.kind == gt::checkpoint_kind::tensor) {
+      older.add_tensor(entry.spec, entry.bytes);
+    } else if (entry.spec.name() != "optimizer/skipped_steps") {
+      std::array<unsigned char, 24> step{};  // the step count and the two beta products
+      ASSERT_EQ(entry.bytes.size(), step.size());
+      std::copy(entry.bytes.begin(), entry.bytes.end(), step.begin());
+      older.add_value(entry.spec.name(), step);
+    }
+  }
+  resumed.optimizer->restore_from(older, "optimizer", stream);
+  EXPECT_EQ(skipped_of(resumed), 0U);
+  EXPECT_EQ(resumed.optimizer->steps_taken(stream), 0);
 }
 
 TEST_F(micro_batch_loop_test, bad_input_is_refused_by_value_before_it_is_enqueued) {

@@ -46,8 +46,9 @@ struct mixed_adamw_plan;  // what the constructor checks and plans before it all
 /// the resource must outlive the optimizer (see `cuda::device_buffer`). Move-only. The
 /// interface (`step`, `set_schedule`, `read_learning_rate_from`, `steps_taken`, `save_to`,
 /// `restore_from`) is `optimizer`'s; `save_to` adds `<prefix>/step` (the int64 step count,
-/// then the fp64 products beta1^step and beta2^step) and, for each tensor t, `<prefix>/<t>/`
-/// `master`, `exp_avg` and `exp_avg_sq`.
+/// then the fp64 products beta1^step and beta2^step), `<prefix>/skipped_steps` (a uint32; a
+/// checkpoint without it restores 0) and, for each tensor t, `<prefix>/<t>/` `master`,
+/// `exp_avg` and `exp_avg_sq`.
 class mixed_precision_adamw final : public optimizer {
  public:
   /// @param scaler the loss scaler whose scale the gradients carry, or null; it must outlive
@@ -84,7 +85,7 @@ class mixed_precision_adamw final : public optimizer {
   [[nodiscard]] float const* gradient_norm() const noexcept;
   /// @brief The number of steps skipped so far (gradients not finite, or the norm above
   /// `skip_norm` or not finite), in device memory, for `memory::host_readback<std::uint32_t>`.
-  /// Counted from construction; not saved in checkpoints.
+  /// Counted from construction, saved by `save_to` and restored by `restore_from`.
   [[nodiscard]] std::uint32_t const* skipped_steps() const noexcept;
   /// @brief The fp32 master weights of tensor `tensor`, in device memory.
   /// @throws usage_error (no such tensor)
