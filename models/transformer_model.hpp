@@ -202,6 +202,20 @@ class transformer {
     optimizer_->step(stream_);
   }
 
+  // With micro-batches, the step as K + 1 launches, as a trainer replaying a one-micro-batch
+  // graph issues it (the baseline of the device loop): after one `begin_accumulation`, K
+  // `accumulate_micro_batch` and one `finish_accumulated_step`, which begins the next step.
+  void begin_accumulation() { accumulating().begin(stream_); }
+  void accumulate_micro_batch() {
+    accumulating().pass(stream_, loss_,
+                        [this](gs::cuda::stream_view on) { micro_batch(on, false); });
+  }
+  void finish_accumulated_step() {
+    if (after_backward_) after_backward_(stream_);
+    optimizer_->step(stream_);
+    accumulating().begin(stream_);
+  }
+
   // The loss and every gradient of the current weights, without changing them.
   void forward_backward() {
     forward();
@@ -722,6 +736,12 @@ class transformer {
     go::launch_embedding_backward(grad_span(token_embedding_), grad_span(position_embedding_),
                                   activation(d_residual_), ids(tokens_),
                                   {c_.batch, c_.sequence, c_.vocab, c_.channels}, true, stream_);
+  }
+
+  gt::micro_batch_loop const& accumulating() const {
+    if (!loop_)
+      throw gs::usage_error("the step is one micro-batch: there is nothing to accumulate");
+    return *loop_;
   }
 
   // The backward has finished the gradients' first `count` elements. With micro-batches they

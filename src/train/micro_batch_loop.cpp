@@ -65,6 +65,29 @@ void micro_batch_loop::run(cuda::stream_view stream, float const* micro_batch_lo
   issue(stream, micro_batch_loss, body, &last);
 }
 
+void micro_batch_loop::begin(cuda::stream_view stream) const {
+  GRAPHSTEP_EXPECTS(!state_.empty(), "micro_batch_loop::begin: the loop was moved from");
+  start(stream, micro_batches_);
+}
+
+void micro_batch_loop::start(cuda::stream_view stream, int in_loop) const {
+  // Zeroed once per optimizer step; every micro-batch adds into the buffer.
+  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradients_.data(), 0, gradients_.bytes(), stream.get()));
+  detail::launch_micro_batch_begin(static_cast<detail::micro_batch_state*>(state_.data()), in_loop,
+                                   stream);
+}
+
+void micro_batch_loop::pass(cuda::stream_view stream, float const* micro_batch_loss,
+                            std::function<void(cuda::stream_view)> const& body) const {
+  GRAPHSTEP_EXPECTS(static_cast<bool>(body),
+                    "micro_batch_loop::pass: the micro-batch body is "
+                    "required");
+  GRAPHSTEP_EXPECTS(!state_.empty(), "micro_batch_loop::pass: the loop was moved from");
+  body(stream);
+  detail::launch_micro_batch_advance(static_cast<detail::micro_batch_state*>(state_.data()),
+                                     micro_batch_loss, micro_batches_, micro_batches_, stream);
+}
+
 void micro_batch_loop::issue(cuda::stream_view stream, float const* micro_batch_loss,
                              std::function<void(cuda::stream_view)> const& body,
                              std::function<void(cuda::stream_view)> const* last) const {
@@ -80,9 +103,7 @@ void micro_batch_loop::issue(cuda::stream_view stream, float const* micro_batch_
     micro_batch(on);
     detail::launch_micro_batch_advance(state, micro_batch_loss, k, in_loop, on);
   };
-  // Zeroed once per optimizer step; every micro-batch adds into the buffer.
-  GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(gradients_.data(), 0, gradients_.bytes(), stream.get()));
-  detail::launch_micro_batch_begin(state, in_loop, stream);
+  start(stream, in_loop);
   if (!stream.is_capturing()) {
     for (int i = 0; i < in_loop; ++i) pass(body, stream);  // the same kernels, in the same order
   } else if (in_loop > 0) {

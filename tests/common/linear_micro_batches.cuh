@@ -111,17 +111,33 @@ struct linear_run {
                       nullptr, s);
   }
 
+  // Micro-batch *loop.index(): its rows selected, its loss and gradient (added) computed.
+  void micro_batch(gs::cuda::stream_view body) {
+    loop.select(x_all, static_cast<float*>(x.data()), static_cast<std::size_t>(rows) * features,
+                body);
+    loop.select(y_all, static_cast<float*>(y.data()), static_cast<std::size_t>(rows), body);
+    linear_step_kernel<features><<<1, 1, 0, body.get()>>>(
+        static_cast<float const*>(weights.data()), static_cast<float const*>(x.data()),
+        static_cast<float const*>(y.data()), rows, loop.loss_weight(),
+        static_cast<float*>(gradients.data()), static_cast<float*>(micro_loss.data()));
+    GRAPHSTEP_CUDA_TRY(cudaGetLastError());
+  }
+
+  // The step as K + 1 launches, as trainers replaying a micro-batch graph issue it: after one
+  // `loop.begin` before the first step, K `pass_micro_batch` and one `finish_step_in_passes`,
+  // which also begins the next step.
+  void pass_micro_batch(gs::cuda::stream_view s) {
+    loop.pass(s, static_cast<float const*>(micro_loss.data()),
+              [&](gs::cuda::stream_view body) { micro_batch(body); });
+  }
+  void finish_step_in_passes(gs::cuda::stream_view s) {
+    if (after_loop) after_loop(s);
+    optimizer->step(s);
+    loop.begin(s);
+  }
+
   void issue(gs::cuda::stream_view s) {
-    auto const micro_batch = [&](gs::cuda::stream_view body) {
-      loop.select(x_all, static_cast<float*>(x.data()), static_cast<std::size_t>(rows) * features,
-                  body);
-      loop.select(y_all, static_cast<float*>(y.data()), static_cast<std::size_t>(rows), body);
-      linear_step_kernel<features><<<1, 1, 0, body.get()>>>(
-          static_cast<float const*>(weights.data()), static_cast<float const*>(x.data()),
-          static_cast<float const*>(y.data()), rows, loop.loss_weight(),
-          static_cast<float*>(gradients.data()), static_cast<float*>(micro_loss.data()));
-      GRAPHSTEP_CUDA_TRY(cudaGetLastError());
-    };
+    auto const micro_batch = [&](gs::cuda::stream_view body) { this->micro_batch(body); };
     auto const* const loss = static_cast<float const*>(micro_loss.data());
     if (after_last_micro_batch) {
       loop.run(s, loss, micro_batch, [&](gs::cuda::stream_view last) {

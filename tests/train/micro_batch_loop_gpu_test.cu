@@ -113,6 +113,45 @@ std::vector<step_result> train(int k, int b, bool graphed, int steps,
   return results;
 }
 
+// As `train`, the step issued as K launches of one micro-batch and one of the rest (graphed:
+// two graphs replayed K and 1 times).
+std::vector<step_result> train_in_passes(int k, int b, bool graphed, int steps) {
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  linear_run run{k, b, clipped(), stream};
+  gs::memory::host_readback<float> loss, norm;
+  gs::memory::host_readback<std::uint32_t> skipped;
+  gs::graphs::graph_exec one, rest;
+  if (graphed) {
+    run.upload(0);
+    gs::graphs::capture(one, stream, pool, [&] { run.pass_micro_batch(stream); });
+    gs::graphs::capture(rest, stream, pool, [&] { run.finish_step_in_passes(stream); });
+  }
+  run.loop.begin(stream);
+  std::vector<step_result> results;
+  for (int i = 0; i < steps; ++i) {
+    run.upload(i);
+    for (int m = 0; m < k; ++m) {
+      if (graphed) {
+        one.replay(stream);
+      } else {
+        run.pass_micro_batch(stream);
+      }
+    }
+    if (graphed) {
+      rest.replay(stream);
+    } else {
+      run.finish_step_in_passes(stream);
+    }
+    auto const l = loss.enqueue(run.loop.loss(), stream);
+    auto const n = norm.enqueue(run.optimizer->gradient_norm(), stream);
+    auto const s = skipped.enqueue(run.optimizer->skipped_steps(), stream);
+    results.push_back(
+        {loss.value(l), norm.value(n), skipped.value(s), run.read(run.weights.data())});
+  }
+  return results;
+}
+
 void expect_same_bits(std::vector<step_result> const& a, std::vector<step_result> const& b,
                       std::string const& what) {
   ASSERT_EQ(a.size(), b.size());
@@ -233,6 +272,18 @@ TEST_F(micro_batch_loop_test, the_last_micro_batch_after_the_loop_computes_the_s
       auto const after = train(k, 2, graphed, 3, clipped(), -1, 0, count);
       expect_same_bits(inside, after, "K " + std::to_string(k) + (graphed ? " graphed" : " eager"));
       EXPECT_EQ(calls, graphed ? 1 : 3) << "K " << k;
+    }
+  }
+}
+
+// begin and K passes, eager or as K replays of a one-micro-batch graph: the device loop's
+// values, bit for bit (the baseline the one launch is measured against).
+TEST_F(micro_batch_loop_test, k_launches_of_one_micro_batch_compute_what_the_loop_does) {
+  for (int k : {1, 4}) {
+    auto const loop = train(k, 2, false, 3);
+    for (bool graphed : {false, true}) {
+      expect_same_bits(loop, train_in_passes(k, 2, graphed, 3),
+                       "K " + std::to_string(k) + (graphed ? " replays" : " passes"));
     }
   }
 }
@@ -436,6 +487,8 @@ TEST_F(micro_batch_loop_test, bad_input_is_refused_by_value_before_it_is_enqueue
   EXPECT_FALSE(stream.view().is_capturing());
 
   EXPECT_TRUE(contains(message_of([&] { loop.run(stream, nullptr, {}); }), "body is required"));
+  EXPECT_TRUE(contains(message_of([&] { loop.pass(stream, nullptr, {}); }),
+                       "micro_batch_loop::pass: the micro-batch body is required"));
   EXPECT_TRUE(
       contains(message_of([&] { loop.run(stream, nullptr, [](gs::cuda::stream_view) {}, {}); }),
                "the last micro-batch's body is required"));

@@ -86,6 +86,18 @@ class micro_batch_loop {
            std::function<void(cuda::stream_view)> const& body,
            std::function<void(cuda::stream_view)> const& last) const;
 
+  /// @brief What `run` issues first, on `stream`: the gradients zeroed and the loop's state
+  /// reset (index 0, loss sum 0).
+  /// @throws usage_error (a moved-from loop), cuda_error
+  void begin(cuda::stream_view stream) const;
+  /// @brief One micro-batch: `body(stream)`, then the advance (its loss added to the sum, the
+  /// index moved on; after the K-th, `loss()` holds the mean). `begin` and then K passes
+  /// compute what `run` computes, bit for bit, as K launches: the way trainers replay a
+  /// captured micro-batch graph K times, against which the device loop is measured.
+  /// @throws usage_error (no body, a moved-from loop), cuda_error
+  void pass(cuda::stream_view stream, float const* micro_batch_loss,
+            std::function<void(cuda::stream_view)> const& body) const;
+
   /// @brief Copies micro-batch `*index()`'s `count` elements of `all` (which holds the K
   /// micro-batches' elements one after another) to `into`, on `stream`; for a body.
   /// @throws usage_error (`all` is not K micro-batches of `count` elements, a null `into`),
@@ -98,6 +110,7 @@ class micro_batch_loop {
   }
 
  private:
+  void start(cuda::stream_view stream, int in_loop) const;
   void issue(cuda::stream_view stream, float const* micro_batch_loss,
              std::function<void(cuda::stream_view)> const& body,
              std::function<void(cuda::stream_view)> const* last) const;
