@@ -11,7 +11,6 @@
 #include <graphstep/train/detail/multi_tensor.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/loss_scaler.hpp>
-#include <graphstep/train/mixed_precision.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <initializer_list>
 #include <string>
@@ -28,7 +27,7 @@ namespace {
 // driver runs conditional nodes (12.4 and newer); elsewhere the update kernel returns at once
 // on a skipped step, which computes the same.
 bool conditional_update(mixed_adamw_options const& options, loss_scaler const* scaler) {
-  if (!step_may_be_skipped(scaler != nullptr, options.max_grad_norm, options.skip_norm)) {
+  if (!detail::step_may_be_skipped(scaler != nullptr, options.max_grad_norm, options.skip_norm)) {
     return false;
   }
   int driver_version = 0;

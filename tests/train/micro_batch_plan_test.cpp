@@ -64,28 +64,6 @@ TEST(micro_batch_plan, a_step_is_skipped_on_a_finding_or_a_norm_above_the_thresh
   EXPECT_TRUE(gt::skips_step(false, 0.5F, 1.0F, 2.0F));
 }
 
-// step_may_be_skipped says no exactly where no norm and no finding of a scaler present skips.
-TEST(micro_batch_plan, a_step_may_be_skipped_exactly_where_some_input_skips_it) {
-  float const inf = std::numeric_limits<float>::infinity();
-  float const nan = std::numeric_limits<float>::quiet_NaN();
-  for (bool scaler : {false, true}) {
-    for (float max_grad_norm : {0.0F, 1.0F}) {
-      for (float skip_norm : {inf, 2.0F}) {
-        bool some_skip = false;
-        for (bool finite : {true, false}) {
-          if (!finite && !scaler) continue;  // only a scaler finds gradients not finite
-          for (float norm : {0.0F, 1.5F, 1e30F, inf, nan}) {
-            some_skip = some_skip || gt::skips_step(finite, norm, max_grad_norm, skip_norm);
-          }
-        }
-        EXPECT_EQ(gt::step_may_be_skipped(scaler, max_grad_norm, skip_norm), some_skip)
-            << "scaler " << scaler << ", max_grad_norm " << max_grad_norm << ", skip_norm "
-            << skip_norm;
-      }
-    }
-  }
-}
-
 TEST(micro_batch_plan, a_skip_threshold_must_be_positive) {
   gt::mixed_adamw_options options;
   EXPECT_NO_THROW(gt::validate(options));  // infinity: off

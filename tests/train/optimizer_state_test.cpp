@@ -10,6 +10,8 @@
 #include <graphstep/error.hpp>
 #include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
+#include <graphstep/train/mixed_precision.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -131,4 +133,26 @@ TEST(optimizer_state, another_layout_is_refused_naming_the_entry) {
     gt::detail::expect_state_entries(saved, "opt", {10, 3}, {"momentum_buffer"}, "sgd");
   });
   EXPECT_NE(other_optimizer.find("opt/0/momentum_buffer"), std::string::npos) << other_optimizer;
+}
+
+// step_may_be_skipped says no exactly where no norm and no finding of a scaler present skips.
+TEST(optimizer_state, a_step_may_be_skipped_exactly_where_some_input_skips_it) {
+  float const inf = std::numeric_limits<float>::infinity();
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  for (bool scaler : {false, true}) {
+    for (float max_grad_norm : {0.0F, 1.0F}) {
+      for (float skip_norm : {inf, 2.0F}) {
+        bool some_skip = false;
+        for (bool finite : {true, false}) {
+          if (!finite && !scaler) continue;  // only a scaler finds gradients not finite
+          for (float norm : {0.0F, 1.5F, 1e30F, inf, nan}) {
+            some_skip = some_skip || gt::skips_step(finite, norm, max_grad_norm, skip_norm);
+          }
+        }
+        EXPECT_EQ(gt::detail::step_may_be_skipped(scaler, max_grad_norm, skip_norm), some_skip)
+            << "scaler " << scaler << ", max_grad_norm " << max_grad_norm << ", skip_norm "
+            << skip_norm;
+      }
+    }
+  }
 }

@@ -54,12 +54,4 @@ GRAPHSTEP_HOST_DEVICE inline bool skips_step(bool gradients_finite, float norm, 
   return max_grad_norm > 0.0F && !detail::is_finite(norm);
 }
 
-/// @brief Whether `skips_step` can say yes for some step: with a loss scaler (its finding), a
-/// finite `skip_norm`, or clipping on. When it cannot, a captured update needs no conditional
-/// node around it.
-[[nodiscard]] inline bool step_may_be_skipped(bool has_loss_scaler, float max_grad_norm,
-                                              float skip_norm) {
-  return has_loss_scaler || detail::is_finite(skip_norm) || max_grad_norm > 0.0F;
-}
-
 }  // namespace graphstep::train

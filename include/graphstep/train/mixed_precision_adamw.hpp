@@ -37,9 +37,9 @@ struct mixed_adamw_plan;  // what the constructor checks and plans before it all
 /// scale and clip factor to device memory; one multi-tensor launch updates the fp32 master
 /// weights and the fp32 moments and writes the rounded model weights. Nothing of a step is frozen
 /// at capture: every replay reads its own step's values. Captured where a step can be skipped
-/// (`step_may_be_skipped`), the update is the body of a conditional node (`graphs::capture_if`)
-/// on the device's decision, so a skipped step launches no update; eagerly, or with a driver
-/// older than 12.4, the update kernel returns at once instead.
+/// (with a loss scaler, clipping or `skip_norm`), the update is the body of a conditional node
+/// (`graphs::capture_if`) on the device's decision, so a skipped step launches no update; eagerly,
+/// or with a driver older than 12.4, the update kernel returns at once instead.
 ///
 /// The master weights start as the model weights converted to fp32 at construction. Its
 /// buffers come from `resource` and go back to it on the constructor's stream: that stream and

@@ -4,6 +4,7 @@
 // layout as the optimizer's parameters, and the checkpoint entries of its per-tensor state.
 // Plain C++ (graphstep_core).
 
+#include <cmath>
 #include <cstddef>
 #include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
@@ -48,5 +49,13 @@ void expect_same_layout(parameter_layout const& weights, parameter_layout const&
 void expect_state_entries(checkpoint const& from, std::string const& prefix,
                           std::vector<std::size_t> const& counts,
                           std::vector<std::string> const& buffers, std::string const& who);
+
+/// Whether `skips_step` (train/mixed_precision.hpp) can say yes for some step: with a loss
+/// scaler (its finding), a finite `skip_norm`, or clipping on. When it cannot, a captured update
+/// needs no conditional node around it.
+[[nodiscard]] inline bool step_may_be_skipped(bool has_loss_scaler, float max_grad_norm,
+                                              float skip_norm) {
+  return has_loss_scaler || std::isfinite(skip_norm) || max_grad_norm > 0.0F;
+}
 
 }  // namespace graphstep::train::detail
