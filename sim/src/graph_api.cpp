@@ -932,6 +932,446 @@ cudaError_t add_node(sim::graph_state& graph, cudaGraphNode_t const* dependencie
 
 }  // namespace
 
+// --- kernel, memcpy and memset nodes from parameters ---------------------------------------------
+
+namespace {
+
+// A launch of `prototype`'s function under `params` (cudaKernelNodeParams): the arguments
+// kernelParams points to, "copied during this call" (cudaGraphAddKernelNode), and the grid, block
+// and dynamic shared memory, which the device must be able to launch (cudaErrorInvalidValue, as
+// at a launch). Arguments packed in `extra` are not modelled: cudaErrorNotSupported, said on
+// stderr; both kernelParams and extra is cudaErrorInvalidValue ("if kernel parameters are
+// specified with both kernelParams and extra").
+cudaError_t relaunch(graphstep::sim::kernel_task const& prototype, void* const* kernel_params,
+                     void* const* extra, dim3 grid, dim3 block, unsigned shared_bytes, int device,
+                     std::shared_ptr<graphstep::sim::kernel_task const>& out) {
+  if (kernel_params != nullptr && extra != nullptr) return cudaErrorInvalidValue;
+  if (extra != nullptr || !prototype.arguments_modelled()) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep simulated device: kernel node parameters packed in extra, or for a "
+                "library's kernel, are not modelled\n"));
+    return cudaErrorNotSupported;
+  }
+  if (kernel_params == nullptr && !prototype.argument_addresses().empty()) {
+    return cudaErrorInvalidValue;
+  }
+  std::shared_ptr<graphstep::sim::kernel_task const> task =
+      prototype.with_arguments(kernel_params, grid, block, shared_bytes);
+  if (!sim::launch_configuration_valid(*sim::state().devices[static_cast<std::size_t>(device)],
+                                       *task)) {
+    return cudaErrorInvalidValue;
+  }
+  out = std::move(task);
+  return cudaSuccess;
+}
+
+// The task a kernel node made from cudaKernelNodeParams runs. A kernel runs here from its source,
+// reached through a <<<...>>> launch: a function is known from its first launch (as for
+// cudaFuncGetName), and one never launched is cudaErrorInvalidDeviceFunction, said on stderr.
+cudaError_t kernel_task_of(void const* func, void* const* kernel_params, void* const* extra,
+                           dim3 grid, dim3 block, unsigned shared_bytes, int device,
+                           std::shared_ptr<graphstep::sim::kernel_task const>& out) {
+  auto const found = sim::state().functions.find(func);
+  if (func == nullptr || found == sim::state().functions.end() || !found->second.prototype) {
+    static_cast<void>(std::fprintf(
+        stderr,
+        "graphstep simulated device: a kernel node names function %p, which no <<<...>>> launch "
+        "has run: the simulated device knows a kernel from its first launch\n",
+        func));
+    return cudaErrorInvalidDeviceFunction;
+  }
+  return relaunch(*found->second.prototype, kernel_params, extra, grid, block, shared_bytes,
+                  device, out);
+}
+
+cudaError_t kernel_task_of(cudaKernelNodeParams const& params, int device,
+                           std::shared_ptr<graphstep::sim::kernel_task const>& out) {
+  return kernel_task_of(params.func, params.kernelParams, params.extra, params.gridDim,
+                        params.blockDim, params.sharedMemBytes, device, out);
+}
+
+// A memset node's parameters (cudaMemsetParams): elementSize 1, 2 or 4, a width, a pitch that
+// covers a row when there are several, and a destination span inside device memory; a height of
+// 0 is one row. cudaErrorInvalidValue, the one error listed, otherwise.
+bool memset_params_valid(cudaMemsetParams const& params) {
+  std::size_t const element = params.elementSize;
+  if ((element != 1 && element != 2 && element != 4) || params.width == 0 ||
+      (params.height > 1 && params.pitch < params.width * element)) {
+    return false;
+  }
+  std::size_t const rows = std::max<std::size_t>(params.height, 1);
+  std::size_t const span = (rows - 1) * params.pitch + params.width * element;
+  return sim::device_range_valid(params.dst, span);
+}
+
+cudaMemsetParams normalized(cudaMemsetParams params) {
+  if (params.height == 0) params.height = 1;
+  return params;
+}
+
+// A memcpy node's copy, checked as cudaMemcpy2DAsync checks one (the kind, the pitches, each
+// side's span in its allocation), every failure being cudaErrorInvalidValue, the one error the
+// memcpy node calls list. An empty copy is refused too: "Zero-length operations are not
+// supported" (cudaGraphExecMemcpyNodeSetParams), the stricter reading for the other calls,
+// which do not say.
+cudaError_t check_copy_node(sim::memcpy_params const& copy) {
+  if (int const k = static_cast<int>(copy.kind); k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
+    return cudaErrorInvalidValue;
+  }
+  if (copy.bytes == 0 || copy.height == 0 || copy.destination == nullptr ||
+      copy.source == nullptr || sim::check_pitched_copy(copy) != cudaSuccess) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+sim::memcpy_params copy_1d(void* dst, void const* src, std::size_t count, cudaMemcpyKind kind) {
+  return sim::memcpy_params{dst, src, count, kind, 1, count, count, 1};
+}
+
+// A cudaMemcpy3DParms copy between pitched pointers ("See cudaMemcpy3D() for a description of
+// the structure", cudaGraphAddMemcpyNode): extent.width bytes by extent.height rows by
+// extent.depth slices; a pointer's row y of slice z starts at ptr + (z * ysize + y) * pitch,
+// moved by its cudaPos (x in bytes for pitched memory). The simulated device has no CUDA arrays:
+// an array operand is cudaErrorNotSupported, said on stderr, and so is a copy of several slices
+// whose slices do not follow one another on both sides (ysize other than extent.height).
+cudaError_t copy_3d(cudaMemcpy3DParms const& params, sim::memcpy_params& out) {
+  if (params.srcArray != nullptr || params.dstArray != nullptr ||
+      (params.extent.depth > 1 &&
+       (params.srcPtr.ysize != params.extent.height || params.dstPtr.ysize != params.extent.height))) {
+    static_cast<void>(std::fprintf(
+        stderr, "graphstep simulated device: a memcpy node with a CUDA array operand, or of "
+                "several slices not one after another, is not modelled\n"));
+    return cudaErrorNotSupported;
+  }
+  if (int const k = static_cast<int>(params.kind); k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
+    return cudaErrorInvalidValue;
+  }
+  auto const at = [](cudaPitchedPtr const& ptr, cudaPos const& pos) {
+    return static_cast<unsigned char*>(ptr.ptr) + (pos.z * ptr.ysize + pos.y) * ptr.pitch + pos.x;
+  };
+  if (params.srcPtr.ptr == nullptr || params.dstPtr.ptr == nullptr) return cudaErrorInvalidValue;
+  std::size_t const depth = params.extent.depth;
+  out = sim::memcpy_params{at(params.dstPtr, params.dstPos),
+                           at(params.srcPtr, params.srcPos),
+                           params.extent.width,
+                           params.kind,
+                           params.extent.height * depth,
+                           params.dstPtr.pitch,
+                           params.srcPtr.pitch,
+                           std::max<std::size_t>(depth, 1)};
+  return check_copy_node(out);
+}
+
+// cudaGraphMemcpyNodeGetParams: the copy as pitched pointers at position 0.
+cudaMemcpy3DParms params_3d(sim::memcpy_params const& copy) {
+  cudaMemcpy3DParms params{};
+  std::size_t const rows = copy.height / copy.depth;
+  params.srcPtr = cudaPitchedPtr{const_cast<void*>(copy.source), copy.source_pitch, copy.bytes,
+                                 rows};
+  params.dstPtr = cudaPitchedPtr{copy.destination, copy.destination_pitch, copy.bytes, rows};
+  params.extent = cudaExtent{copy.bytes, rows, copy.depth};
+  params.kind = copy.kind;
+  return params;
+}
+
+// Where memory lies, for the executable updates ("allocated from the same contexts as the
+// original", "the same kind of allocation ... and device mapping"): host memory, or the device
+// and kind of its allocation.
+bool same_placement(void const* a, void const* b) {
+  sim::allocation const* x = sim::find_allocation(a);
+  sim::allocation const* y = sim::find_allocation(b);
+  if (x == nullptr || y == nullptr) return x == y;
+  return x->kind == y->kind && x->device == y->device;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                   cudaGraphNode_t const* dependencies, std::size_t count,
+                                   cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeKernel;
+  if (cudaError_t const bad = kernel_task_of(*params, g->device, created->kernel);
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+// "Sets the parameters of kernel node node to pNodeParams" (cudaGraphKernelNodeSetParams): the
+// function may change too; executables made before keep theirs (an executable is a copy).
+cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  std::shared_ptr<graphstep::sim::kernel_task const> task;
+  if (cudaError_t const bad = kernel_task_of(*params, n->owner->device, task); bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  n->kernel = std::move(task);
+  return cudaSuccess;
+}
+
+namespace {
+
+// Kernel node attributes (cudaKernelNodeAttrID, cudaLaunchAttributeID in driver_types.h): the
+// priority and the L2 access policy window are hints, kept and read back, that change nothing on
+// the simulated device. The priority must lie in the device's range
+// (cudaDeviceGetStreamPriorityRange): the stricter reading, where streams clamp it. Others
+// (cooperative launches, clusters, programmatic launches…) are not modelled:
+// cudaErrorNotSupported, said on stderr.
+bool attribute_kept(cudaLaunchAttributeID attribute) {
+  if (attribute == cudaLaunchAttributePriority ||
+      attribute == cudaLaunchAttributeAccessPolicyWindow) {
+    return true;
+  }
+  static_cast<void>(std::fprintf(stderr,
+                                 "graphstep simulated device: kernel node attribute %d is not "
+                                 "modelled (only the priority and the access policy window)\n",
+                                 static_cast<int>(attribute)));
+  return false;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t node, cudaLaunchAttributeID attribute,
+                                            cudaLaunchAttributeValue* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (n == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (!attribute_kept(attribute)) return sim::fail(cudaErrorNotSupported);
+  if (attribute == cudaLaunchAttributePriority) {
+    value->priority = n->priority;
+  } else {
+    value->accessPolicyWindow = n->access_policy;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t node, cudaLaunchAttributeID attribute,
+                                            cudaLaunchAttributeValue const* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (n == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (!attribute_kept(attribute)) return sim::fail(cudaErrorNotSupported);
+  if (attribute == cudaLaunchAttributePriority) {
+    int least = 0;
+    int greatest = 0;
+    static_cast<void>(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    if (value->priority > least || value->priority < greatest) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    n->priority = value->priority;
+    return cudaSuccess;
+  }
+  // "hitRatio ... in range [0.0, 1.0]" and the properties are cudaAccessProperty values
+  // (cudaAccessPolicyWindow in driver_types.h).
+  cudaAccessPolicyWindow const& window = value->accessPolicyWindow;
+  auto const property_valid = [](cudaAccessProperty property) {
+    return property == cudaAccessPropertyNormal || property == cudaAccessPropertyStreaming ||
+           property == cudaAccessPropertyPersisting;
+  };
+  if (!(window.hitRatio >= 0.0F && window.hitRatio <= 1.0F) ||
+      !property_valid(window.hitProp) || !property_valid(window.missProp)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  n->access_policy = window;
+  return cudaSuccess;
+}
+
+// "Copies attributes from source node hSrc to destination node hDst. Both node must have the
+// same context" (cudaGraphKernelNodeCopyAttributes): the attributes kept here. The header lists
+// cudaErrorInvalidContext, which the runtime's cudaError_t does not define: nodes of two devices,
+// or a node that is not a kernel node, are cudaErrorInvalidValue.
+cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t destination, cudaGraphNode_t source) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* to = node_of_type(destination, cudaGraphNodeTypeKernel);
+  sim::node_state const* from = node_of_type(source, cudaGraphNodeTypeKernel);
+  if (to == nullptr || from == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (to->owner->device != from->owner->device) return sim::fail(cudaErrorInvalidValue);
+  to->priority = from->priority;
+  to->access_policy = from->access_policy;
+  return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t add_copy_node(cudaGraphNode_t* node, cudaGraph_t graph,
+                          cudaGraphNode_t const* dependencies, std::size_t count,
+                          sim::memcpy_params const& copy) {
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeMemcpy;
+  created->copy = copy;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+}  // namespace
+
+// "When the graph is launched, the node will perform the memcpy described by pCopyParams. See
+// cudaMemcpy3D() for a description of the structure and its restrictions"
+// (cudaGraphAddMemcpyNode); copy_3d says what is modelled.
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                   cudaGraphNode_t const* dependencies, std::size_t count,
+                                   cudaMemcpy3DParms const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params copy{};
+  if (cudaError_t const bad = copy_3d(*params, copy); bad != cudaSuccess) return sim::fail(bad);
+  return add_copy_node(node, graph, dependencies, count, copy);
+}
+
+// "When the graph is launched, the node will copy count bytes from the memory area pointed to by
+// src to the memory area pointed to by dst, where kind specifies the direction of the copy"
+// (cudaGraphAddMemcpyNode1D).
+cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
+                                     cudaGraphNode_t const* dependencies, std::size_t count,
+                                     void* dst, void const* src, std::size_t bytes,
+                                     cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::memcpy_params const copy = copy_1d(dst, src, bytes, kind);
+  if (cudaError_t const bad = check_copy_node(copy); bad != cudaSuccess) return sim::fail(bad);
+  return add_copy_node(node, graph, dependencies, count, copy);
+}
+
+cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, cudaMemcpy3DParms* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeMemcpy);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *params = params_3d(n->copy);
+  return cudaSuccess;
+}
+
+// "Sets the parameters of memcpy node node to pNodeParams" (cudaGraphMemcpyNodeSetParams),
+// checked as when the node is added; executables made before keep theirs.
+cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, cudaMemcpy3DParms const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeMemcpy);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params copy{};
+  if (cudaError_t const bad = copy_3d(*params, copy); bad != cudaSuccess) return sim::fail(bad);
+  n->copy = copy;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, void const* src,
+                                           std::size_t count, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeMemcpy);
+  if (n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params const copy = copy_1d(dst, src, count, kind);
+  if (cudaError_t const bad = check_copy_node(copy); bad != cudaSuccess) return sim::fail(bad);
+  n->copy = copy;
+  return cudaSuccess;
+}
+
+// "Sets the parameters of memset node node to pNodeParams" (cudaGraphMemsetNodeSetParams),
+// checked as when the node is added.
+cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, cudaMemsetParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeMemset);
+  if (params == nullptr || n == nullptr || !memset_params_valid(*params)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  n->memset = normalized(*params);
+  return cudaSuccess;
+}
+
+namespace {
+
+// cudaGraphExecMemcpyNodeSetParams and ...1D: "Updates the work represented by node in
+// hGraphExec as though node had contained pNodeParams at instantiation ... The source and
+// destination memory in pNodeParams must be allocated from the same contexts as the original
+// source and destination memory. Both the instantiation-time memory operands and the memory
+// operands in pNodeParams must be 1-dimensional. Zero-length operations are not supported ...
+// Returns cudaErrorInvalidValue if the memory operands' mappings changed or either the original
+// or new memory operands are multidimensional." Later launches only: queued ones run a copy.
+cudaError_t set_exec_copy(cudaGraphExec_t exec, cudaGraphNode_t node,
+                          sim::memcpy_params const& copy) {
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (target == nullptr || target->type != cudaGraphNodeTypeMemcpy) return cudaErrorInvalidValue;
+  sim::memcpy_params const& original = target->copy;
+  if (original.height != 1 || copy.height != 1 || check_copy_node(copy) != cudaSuccess ||
+      !same_placement(original.source, copy.source) ||
+      !same_placement(original.destination, copy.destination)) {
+    return cudaErrorInvalidValue;
+  }
+  target->copy = copy;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaMemcpy3DParms const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params copy{};
+  if (cudaError_t const bad = copy_3d(*params, copy); bad != cudaSuccess) return sim::fail(bad);
+  if (cudaError_t const bad = set_exec_copy(exec, node, copy); bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                               void* dst, void const* src, std::size_t count,
+                                               cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (cudaError_t const bad = set_exec_copy(exec, node, copy_1d(dst, src, count, kind));
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return cudaSuccess;
+}
+
+// "Zero sized operations are not supported. The new destination pointer in pNodeParams must be
+// to the same kind of allocation as the original destination pointer and have the same context
+// association and device mapping ... Both the value and pointer address may be updated ...
+// for 2d memsets, all dimension changes are rejected. For 1d memsets, changes in height are
+// explicitly rejected and other changes are opportunistically allowed if the resulting work maps
+// onto the work resources already allocated for the node" (cudaGraphExecMemsetNodeSetParams).
+// Which 1-D changes a GPU allows is not said: every dimension change is rejected here, the
+// stricter reading. Later launches only.
+cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaMemsetParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (params == nullptr || target == nullptr || target->type != cudaGraphNodeTypeMemset ||
+      !memset_params_valid(*params)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  cudaMemsetParams const next = normalized(*params);
+  cudaMemsetParams const& original = target->memset;
+  bool const reshaped = next.width != original.width || next.height != original.height ||
+                        next.elementSize != original.elementSize ||
+                        (original.height > 1 && next.pitch != original.pitch);
+  if (reshaped || !same_placement(original.dst, next.dst)) return sim::fail(cudaErrorInvalidValue);
+  target->memset = next;
+  return cudaSuccess;
+}
+
 cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                   cudaGraphNode_t const* dependencies, std::size_t count) {
   sim::lock_guard const lock{sim::state().mutex};
@@ -949,20 +1389,12 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph,
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::graph_state* g = sim::find_graph(graph);
-  if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
-  // elementSize is 1, 2 or 4; a 2-D memset's pitch covers its width (cudaMemsetParams).
-  std::size_t const element = params->elementSize;
-  if ((element != 1 && element != 2 && element != 4) || params->width == 0 ||
-      (params->height > 1 && params->pitch < params->width * element)) {
+  if (g == nullptr || params == nullptr || !memset_params_valid(*params)) {
     return sim::fail(cudaErrorInvalidValue);
   }
-  std::size_t const rows = std::max<std::size_t>(params->height, 1);
-  std::size_t const span = (rows - 1) * params->pitch + params->width * element;
-  if (!sim::device_range_valid(params->dst, span)) return sim::fail(cudaErrorInvalidValue);
   auto created = std::make_unique<sim::node_state>();
   created->type = cudaGraphNodeTypeMemset;
-  created->memset = *params;
-  if (created->memset.height == 0) created->memset.height = 1;
+  created->memset = normalized(*params);
   return add_node(*g, dependencies, count, std::move(created), node);
 }
 

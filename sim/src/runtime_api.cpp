@@ -238,6 +238,18 @@ cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
   return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
 }
 
+}  // namespace
+
+namespace graphstep::sim::detail {
+
+cudaError_t check_pitched_copy(memcpy_params const& copy) {
+  return check_copy_2d(copy);
+}
+
+}  // namespace graphstep::sim::detail
+
+namespace {
+
 std::unique_ptr<sim::node_state> memset_node(void* destination, int value, std::size_t bytes) {
   auto node = std::make_unique<sim::node_state>();
   node->type = cudaGraphNodeTypeMemset;
@@ -870,7 +882,7 @@ cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t b
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
-  return enqueue_copy(*s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes});
+  return enqueue_copy(*s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes, 1});
 }
 
 cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
@@ -908,7 +920,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
     if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection, __func__);
     return sim::fail(cudaErrorInvalidMemcpyDirection);
   }
-  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
+  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch, 1};
   if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
@@ -1074,7 +1086,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, void const* src, int s
     return sim::fail(bad);
   }
   return enqueue_copy(
-      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count});
+      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count, 1});
 }
 
 // cudaMemcpyPeer: "asynchronous with respect to the host, but serialized with respect all pending
@@ -1960,7 +1972,7 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
   }
   if (task->arguments_modelled()) {
     state().functions.try_emplace(task->function(),
-                                  launched_function{task->name(), task->parameter_layout()});
+                                  launched_function{task->name(), task->parameter_layout(), task});
   }
   if (s->capture == nullptr) state().devices[static_cast<std::size_t>(s->device)]->kernel_launched = true;
   auto node = std::make_unique<node_state>();

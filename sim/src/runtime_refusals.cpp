@@ -515,30 +515,6 @@ cudaError_t CUDARTAPI cudaLogsDumpToMemory(cudaLogIterator *iterator, char *buff
   return refusal::refuse("cudaLogsDumpToMemory", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaKernelNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphAddKernelNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphKernelNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc) {
-  return refusal::refuse("cudaGraphKernelNodeCopyAttributes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr, cudaKernelNodeAttrValue *value_out) {
-  return refusal::refuse("cudaGraphKernelNodeGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr, const cudaKernelNodeAttrValue *value) {
-  return refusal::refuse("cudaGraphKernelNodeSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaMemcpy3DParms *pCopyParams) {
-  return refusal::refuse("cudaGraphAddMemcpyNode", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphAddMemcpyNodeToSymbol", "not modelled yet");
 }
@@ -547,32 +523,12 @@ cudaError_t CUDARTAPI cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNo
   return refusal::refuse("cudaGraphAddMemcpyNodeFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphAddMemcpyNode1D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams) {
-  return refusal::refuse("cudaGraphMemcpyNodeGetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams) {
-  return refusal::refuse("cudaGraphMemcpyNodeSetParams", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphMemcpyNodeSetParamsToSymbol", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphMemcpyNodeSetParamsFromSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphMemcpyNodeSetParams1D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams) {
-  return refusal::refuse("cudaGraphMemsetNodeSetParams", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
@@ -631,24 +587,12 @@ cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec
   return refusal::refuse("cudaGraphInstantiateWithParams", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams) {
-  return refusal::refuse("cudaGraphExecMemcpyNodeSetParams", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsToSymbol", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsFromSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphExecMemcpyNodeSetParams1D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams) {
-  return refusal::refuse("cudaGraphExecMemsetNodeSetParams", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph) {

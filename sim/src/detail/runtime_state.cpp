@@ -868,6 +868,8 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
       twin->dependencies.push_back(mapped.at(dependency));
     }
     twin->kernel = node->kernel;
+    twin->priority = node->priority;
+    twin->access_policy = node->access_policy;
     twin->memset = node->memset;
     twin->copy = node->copy;
     twin->host_function = node->host_function;

@@ -83,6 +83,9 @@ struct memcpy_params {
   std::size_t height{1};
   std::size_t destination_pitch{};
   std::size_t source_pitch{};
+  // A 3-D copy (cudaGraphAddMemcpyNode) whose slices lie one after another on both sides: its
+  // `height` rows are `depth` slices of height / depth rows (cudaGraphMemcpyNodeGetParams).
+  std::size_t depth{1};
 };
 
 struct conditional_params {
@@ -102,6 +105,10 @@ struct node_state {
   int device{};  // where work run outside a graph runs
   std::vector<node_state*> dependencies;
   std::shared_ptr<kernel_task const> kernel;
+  // Kernel node attributes the simulator keeps (cudaGraphKernelNodeSetAttribute): hints that
+  // change nothing here, read back as set.
+  int priority{};
+  cudaAccessPolicyWindow access_policy{};
   // cudaGraphKernelNodeGetParams' kernelParams: the addresses of the kernel's argument copies.
   std::vector<void*> kernel_arguments_out;
   cudaMemsetParams memset{};
@@ -131,6 +138,9 @@ struct node_state {
 struct launched_function {
   std::string name;
   std::vector<parameter_slot> parameters;
+  // Its first launch: a kernel node made from raw parameters (cudaGraphAddKernelNode) launches
+  // the function through it, with its own arguments.
+  std::shared_ptr<kernel_task const> prototype;
 };
 
 // What cudaFuncSetAttribute set for a kernel function (cudaFuncGetAttributes reads it back).
@@ -408,6 +418,9 @@ allocation const* find_allocation(void const* address);
 // Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
 // mapped without a gap.
 bool device_range_valid(void const* address, std::size_t bytes);
+// The checks of cudaMemcpy2DAsync on a copy (kind, pitches, each side's span in its
+// allocation): cudaSuccess or the error that call returns.
+cudaError_t check_pitched_copy(memcpy_params const& copy);
 
 // A graph allocation becomes live (a launch reached its node) or is freed; keeps its device's
 // graph memory counts. Call with the platform lock held.
