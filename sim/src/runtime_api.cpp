@@ -696,6 +696,49 @@ cudaError_t cudaMemAdvise(void const* pointer, std::size_t bytes, cudaMemoryAdvi
   }
 }
 
+namespace graphstep::sim::detail {
+
+// A graph allocation: the node's address is fixed when it is made (captured or added) and the
+// memory belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
+std::unique_ptr<node_state> graph_allocation_node(graph_state& graph, std::size_t bytes,
+                                                  int device) {
+  allocation mapped;
+  if (bytes > 0) {
+    mapped = map_guarded(bytes, memory_kind::graph, device);
+    if (mapped.base == 0) return nullptr;
+  }
+  void* memory = reinterpret_cast<void*>(mapped.base);
+  std::shared_ptr<void> backing{memory, [](void* address) {
+                                  if (address == nullptr) return;
+                                  lock_guard const inner{state().mutex};
+                                  auto& allocations = state().allocations;
+                                  auto it =
+                                      allocations.find(reinterpret_cast<std::uintptr_t>(address));
+                                  if (it == allocations.end()) return;
+                                  // Its memory goes with the graph here, live or not
+                                  // (on a GPU "Graph destruction does not automatically
+                                  // free any live graph-allocated memory").
+                                  set_graph_allocation_live(address, false);
+                                  allocation const freed = it->second;
+                                  allocations.erase(it);
+                                  retire_guarded(freed);
+                                }};
+  if (memory != nullptr) {
+    state().allocations[mapped.base] = mapped;
+    forget_accesses(memory, bytes);
+    // Allocated only when a launch of its graph reaches the node.
+    set_graph_allocation(memory, graph_allocation_state::not_allocated);
+  }
+  graph.allocations.push_back(backing);
+  auto node = std::make_unique<node_state>();
+  node->type = cudaGraphNodeTypeMemAlloc;
+  node->memory = memory;
+  node->memory_bytes = bytes;
+  return node;
+}
+
+}  // namespace graphstep::sim::detail
+
 cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
@@ -714,40 +757,10 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
       sim::invalidate(*capture, cudaErrorInvalidValue, __func__);
       return sim::fail(cudaErrorInvalidValue);
     }
-    // A graph allocation: the node's address is fixed when it is captured and the memory
-    // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
-    sim::allocation mapped;
-    if (bytes > 0) {
-      mapped = sim::map_guarded(bytes, sim::memory_kind::graph, s->device);
-      if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
-    }
-    void* memory = reinterpret_cast<void*>(mapped.base);
-    std::shared_ptr<void> backing{memory, [](void* address) {
-                                    if (address == nullptr) return;
-                                    sim::lock_guard const inner{sim::state().mutex};
-                                    auto& allocations = sim::state().allocations;
-                                    auto it =
-                                        allocations.find(reinterpret_cast<std::uintptr_t>(address));
-                                    if (it == allocations.end()) return;
-                                    // Its memory goes with the graph here, live or not
-                                    // (on a GPU "Graph destruction does not automatically
-                                    // free any live graph-allocated memory").
-                                    sim::set_graph_allocation_live(address, false);
-                                    sim::allocation const freed = it->second;
-                                    allocations.erase(it);
-                                    sim::retire_guarded(freed);
-                                  }};
-    if (memory != nullptr) {
-      sim::state().allocations[mapped.base] = mapped;
-      sim::forget_accesses(memory, bytes);
-      // Allocated only when a launch of its graph reaches the node.
-      sim::set_graph_allocation(memory, sim::graph_allocation_state::not_allocated);
-    }
-    capture->graph->allocations.push_back(backing);
-    auto node = std::make_unique<sim::node_state>();
-    node->type = cudaGraphNodeTypeMemAlloc;
-    node->memory = memory;
-    node->memory_bytes = bytes;
+    std::unique_ptr<sim::node_state> node =
+        sim::graph_allocation_node(*capture->graph, bytes, s->device);
+    if (node == nullptr) return sim::fail(cudaErrorMemoryAllocation);
+    void* memory = node->memory;
     if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
       return submitted;
     }

@@ -531,30 +531,6 @@ cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t nod
   return refusal::refuse("cudaGraphMemcpyNodeSetParamsFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphAddEventRecordNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) {
-  return refusal::refuse("cudaGraphEventRecordNodeGetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphEventRecordNodeSetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphAddEventWaitNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) {
-  return refusal::refuse("cudaGraphEventWaitNodeGetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphEventWaitNodeSetEvent", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphAddExternalSemaphoresSignalNode", "not modelled");
 }
@@ -579,14 +555,6 @@ cudaError_t CUDARTAPI cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode
   return refusal::refuse("cudaGraphExternalSemaphoresWaitNodeSetParams", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams) {
-  return refusal::refuse("cudaGraphAddMemAllocNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams) {
-  return refusal::refuse("cudaGraphInstantiateWithParams", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsToSymbol", "not modelled yet");
 }
@@ -595,52 +563,12 @@ cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t
   return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph) {
-  return refusal::refuse("cudaGraphExecChildGraphNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphExecEventRecordNodeSetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphExecEventWaitNodeSetEvent", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExecExternalSemaphoresSignalNodeSetParams", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresWaitNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExecExternalSemaphoresWaitNodeSetParams", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags) {
-  return refusal::refuse("cudaUserObjectCreate", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaUserObjectRetain(cudaUserObject_t object, unsigned int count) {
-  return refusal::refuse("cudaUserObjectRetain", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) {
-  return refusal::refuse("cudaUserObjectRelease", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags) {
-  return refusal::refuse("cudaGraphRetainUserObject", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count) {
-  return refusal::refuse("cudaGraphReleaseUserObject", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams) {
-  return refusal::refuse("cudaGraphNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams) {
-  return refusal::refuse("cudaGraphExecNodeSetParams", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) {

@@ -323,12 +323,12 @@ TEST_F(graph_nodes, bad_memcpy_nodes_are_refused) {
                                      cudaMemcpyDeviceToDevice),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGraphAddMemcpyNode(&node, graph_, nullptr, 0, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(cudaGraphAddMemcpyNode1D(&node, nullptr, nullptr, 0, b_, a_, bytes,
-                                     cudaMemcpyDeviceToDevice),
-            cudaErrorInvalidValue);
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&node, graph_, nullptr, 0, b_, a_, bytes,
-                                     cudaMemcpyDeviceToDevice),
-            cudaSuccess);
+  EXPECT_EQ(
+      cudaGraphAddMemcpyNode1D(&node, nullptr, nullptr, 0, b_, a_, bytes, cudaMemcpyDeviceToDevice),
+      cudaErrorInvalidValue);
+  ASSERT_EQ(
+      cudaGraphAddMemcpyNode1D(&node, graph_, nullptr, 0, b_, a_, bytes, cudaMemcpyDeviceToDevice),
+      cudaSuccess);
   EXPECT_EQ(cudaGraphMemcpyNodeSetParams1D(node, b_, a_, 2 * bytes, cudaMemcpyDeviceToDevice),
             cudaErrorInvalidValue);
   cudaMemcpy3DParms read{};
@@ -357,9 +357,9 @@ TEST_F(graph_nodes, an_executables_memcpy_node_copies_from_new_operands_in_later
   std::vector<int> eights(count, 8);
   sim_testing::copy_to_device(c, eights.data(), bytes);
   cudaGraphNode_t node{};
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&node, graph_, nullptr, 0, b_, a_, bytes,
-                                     cudaMemcpyDeviceToDevice),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaGraphAddMemcpyNode1D(&node, graph_, nullptr, 0, b_, a_, bytes, cudaMemcpyDeviceToDevice),
+      cudaSuccess);
   cudaGraphExec_t const exec = instantiate();
   EXPECT_EQ(launch(exec, b_), sevens);
   ASSERT_EQ(cudaGraphExecMemcpyNodeSetParams1D(exec, node, b_, c, bytes, cudaMemcpyDeviceToDevice),
@@ -382,9 +382,9 @@ TEST_F(graph_nodes, an_executables_memcpy_node_copies_from_new_operands_in_later
   read.dstPtr = cudaPitchedPtr{b_, 2 * sizeof(int), 2 * sizeof(int), 2};
   EXPECT_EQ(cudaGraphExecMemcpyNodeSetParams(exec, node, &read), cudaErrorInvalidValue);
   std::vector<int> host(count);
-  EXPECT_EQ(cudaGraphExecMemcpyNodeSetParams1D(exec, node, host.data(), a_, bytes,
-                                               cudaMemcpyDefault),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cudaGraphExecMemcpyNodeSetParams1D(exec, node, host.data(), a_, bytes, cudaMemcpyDefault),
+      cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
   EXPECT_EQ(launch(exec, b_), sevens);
   SIM_TEST_TRY(cudaDeviceSynchronize());

@@ -886,6 +886,7 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
     twin->memory = node->memory;
     twin->memory_bytes = node->memory_bytes;
   }
+  copy->user_objects = graph.user_objects;
   return copy;
 }
 
@@ -995,6 +996,78 @@ void report_races() {
     static_cast<void>(std::fflush(stderr));
     std::abort();
   }
+}
+
+}  // namespace graphstep::sim::detail
+
+namespace graphstep::sim::detail {
+
+// Never destroyed: graphs that outlive main (a queued launch's copy) may release references.
+std::set<user_object*>& user_objects() {
+  static auto* const live = new std::set<user_object*>;
+  return *live;
+}
+
+void release_user_object(user_object& object, std::uint64_t count) {
+  object.references -= count;
+  if (object.references != 0) return;
+  user_objects().erase(&object);
+  thread_state& thread = this_thread();
+  bool const outer = thread.in_host_function;
+  thread.in_host_function = true;  // CUDA calls from it fail with cudaErrorNotPermitted
+  object.destroy(object.pointer);
+  thread.in_host_function = outer;
+  delete &object;
+}
+
+user_object_references::user_object_references(user_object_references const& other)
+    : held_{other.held_} {
+  for (auto const& [object, count] : held_) object->references += count;
+}
+
+user_object_references& user_object_references::operator=(user_object_references const& other) {
+  if (this == &other) return *this;
+  for (auto const& [object, count] : other.held_) object->references += count;
+  release_all();
+  held_ = other.held_;
+  return *this;
+}
+
+user_object_references::user_object_references(user_object_references&& other) noexcept
+    : held_{std::move(other.held_)} {
+  other.held_.clear();
+}
+
+user_object_references& user_object_references::operator=(user_object_references&& other) noexcept {
+  if (this == &other) return *this;
+  release_all();
+  held_ = std::move(other.held_);
+  other.held_.clear();
+  return *this;
+}
+
+user_object_references::~user_object_references() {
+  release_all();
+}
+
+void user_object_references::add(user_object& object, std::uint64_t count) {
+  held_[&object] += count;
+  object.references += count;
+}
+
+bool user_object_references::release(user_object& object, std::uint64_t count) {
+  auto const found = held_.find(&object);
+  if (found == held_.end() || found->second < count) return false;
+  found->second -= count;
+  if (found->second == 0) held_.erase(found);
+  release_user_object(object, count);
+  return true;
+}
+
+void user_object_references::release_all() noexcept {
+  std::map<user_object*, std::uint64_t> const released = std::move(held_);
+  held_.clear();
+  for (auto const& [object, count] : released) release_user_object(*object, count);
 }
 
 }  // namespace graphstep::sim::detail

@@ -56,6 +56,45 @@ struct allocation {
   bool stream_ordered{};
 };
 
+// --- user objects ----------------------------------------------------------------------------
+// cudaUserObjectCreate: a destructor callback and its references, the callers' and the graphs'.
+struct user_object {
+  void* pointer{};
+  cudaHostFn_t destroy{};
+  std::uint64_t references{};         // all of them
+  std::uint64_t caller_references{};  // those the program's threads own
+};
+
+// The live user objects (a handle is dereferenced only once found here).
+std::set<user_object*>& user_objects();
+// Releases `count` references of `object`; at zero its destructor runs, as a host function does
+// (no CUDA call may be made from it: "Destructor callbacks cannot make CUDA API calls",
+// cudaUserObjectCreate), and the object is gone.
+void release_user_object(user_object& object, std::uint64_t count);
+
+// The user object references a graph owns (cudaGraphRetainUserObject). A copy owns as many again
+// (a clone, an executable, a queued launch's copy, a child graph node's graph), and destroying
+// the owner releases them: the destructor runs once the last graph, executable and queued launch
+// holding a reference is gone ("any references which would be released are held until the
+// launches have finished executing", Programming Guide, "CUDA User Objects").
+class user_object_references {
+ public:
+  user_object_references() = default;
+  user_object_references(user_object_references const& other);
+  user_object_references& operator=(user_object_references const& other);
+  user_object_references(user_object_references&& other) noexcept;
+  user_object_references& operator=(user_object_references&& other) noexcept;
+  ~user_object_references();
+  void add(user_object& object, std::uint64_t count);
+  // Releases `count` of the references held to `object`; false (nothing released) when it holds
+  // fewer.
+  [[nodiscard]] bool release(user_object& object, std::uint64_t count);
+
+ private:
+  void release_all() noexcept;
+  std::map<user_object*, std::uint64_t> held_;
+};
+
 // --- graphs ----------------------------------------------------------------------------------
 struct graph_state;
 struct event_state;
@@ -172,6 +211,7 @@ struct graph_state {
   // A child graph node's graph, handed out by cudaGraphChildGraphNodeGetGraph: the node owns it,
   // and allocation and free nodes cannot be added to it.
   bool embedded{};
+  user_object_references user_objects;
 };
 
 // The graph's nodes in an order where each follows its dependencies: creation order where the
@@ -425,6 +465,10 @@ cudaError_t check_pitched_copy(memcpy_params const& copy);
 // A graph allocation becomes live (a launch reached its node) or is freed; keeps its device's
 // graph memory counts. Call with the platform lock held.
 void set_graph_allocation_live(void const* base, bool live);
+// A memory allocation node of `bytes` on `device` whose memory belongs to `graph` (captured
+// cudaMallocAsync, cudaGraphAddMemAllocNode); null when the device's memory is exhausted.
+std::unique_ptr<node_state> graph_allocation_node(graph_state& graph, std::size_t bytes,
+                                                  int device);
 // Whether a free node of `memory` may be added to `into` (cudaGraphAddMemFreeNode, or
 // cudaFreeAsync captured into it).
 bool free_node_allowed(graph_state const& into, void const* memory);
