@@ -872,46 +872,6 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
   return cudaSuccess;
 }
 
-// "The node is identified by the corresponding node node in the non-executable graph, from
-// which the executable graph was instantiated ... The modifications only affect future launches
-// of hGraphExec. Already enqueued or running launches of hGraphExec are not affected by this
-// call. node is also not modified by this call." (cudaGraphExecKernelNodeSetParams). Queued
-// launches run a copy of the executable (cudaGraphLaunch here), so they keep the old launch.
-cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
-                                             cudaKernelNodeParams const* params) {
-  sim::lock_guard const lock{sim::state().mutex};
-  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  sim::exec_state* e = sim::find_exec(exec);
-  if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
-  sim::node_state* found = node_of_exec(*e, node);
-  if (found == nullptr || found->type != cudaGraphNodeTypeKernel) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  sim::node_state& target = *found;
-  // The docs let func change (within its context). A kernel runs here from its source, reached
-  // through the launch that captured it: another function, or arguments packed in `extra`,
-  // cannot be built from raw parameters, and are refused rather than run wrongly.
-  if (params->func != target.kernel->function() || params->extra != nullptr ||
-      !target.kernel->arguments_modelled()) {
-    static_cast<void>(std::fprintf(
-        stderr,
-        "graphstep simulated device: cudaGraphExecKernelNodeSetParams with another function, "
-        "with extra, or on a library's kernel is not modelled\n"));
-    return sim::fail(cudaErrorNotSupported);
-  }
-  if (params->kernelParams == nullptr && !target.kernel->argument_addresses().empty()) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  std::shared_ptr<graphstep::sim::kernel_task const> relaunched = target.kernel->with_arguments(
-      params->kernelParams, params->gridDim, params->blockDim, params->sharedMemBytes);
-  if (!sim::launch_configuration_valid(*sim::state().devices[static_cast<std::size_t>(e->device)],
-                                       *relaunched)) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  target.kernel = std::move(relaunched);
-  return cudaSuccess;
-}
-
 namespace {
 
 cudaError_t add_node(sim::graph_state& graph, cudaGraphNode_t const* dependencies,
@@ -1120,6 +1080,36 @@ cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, cudaKernelNodePar
     return sim::fail(bad);
   }
   n->kernel = std::move(task);
+  return cudaSuccess;
+}
+
+// "All nodeParams fields may change, but the following restrictions apply to func updates: The
+// owning device of the function cannot change" (the others concern dynamic parallelism and
+// device-side graph calls, which the simulator does not have) ... "The node is identified by the
+// corresponding node node in the non-executable graph, from which the executable graph was
+// instantiated ... The modifications only affect future launches of hGraphExec. Already enqueued
+// or running launches of hGraphExec are not affected by this call. node is also not modified by
+// this call." (cudaGraphExecKernelNodeSetParams). Queued launches run a copy of the executable
+// (cudaGraphLaunch here), so they keep the old launch. Another function is launched as a kernel
+// node added from parameters launches it (kernel_task_of).
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state* target = node_of_exec(*e, node);
+  if (target == nullptr || target->type != cudaGraphNodeTypeKernel) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::shared_ptr<graphstep::sim::kernel_task const> relaunched;
+  cudaError_t const made =
+      params->func == target->kernel->function()
+          ? relaunch(*target->kernel, params->kernelParams, params->extra, params->gridDim,
+                     params->blockDim, params->sharedMemBytes, e->device, relaunched)
+          : kernel_task_of(*params, e->device, relaunched);
+  if (made != cudaSuccess) return sim::fail(made);
+  target->kernel = std::move(relaunched);
   return cudaSuccess;
 }
 

@@ -1454,14 +1454,16 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
   sim::event_state* e = sim::find_event(event);
   if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
-  // Graph nodes that record or wait on the event keep a pointer: the node types that hold one
-  // are not produced by capture here (a captured record is only a set of dependencies). A record
-  // still queued completes first ("resources ... will be released automatically once the device
-  // has completed event", cudaEventDestroy).
+  // A record still queued completes first ("resources ... will be released automatically once
+  // the device has completed event", cudaEventDestroy).
   sim::state().events.erase(e);
   // A record behind a collective still waiting for its peers keeps the event until the end of
   // the process: the handle is gone, as on a GPU, and the queued record still has its target.
-  if (sim::run_without_waiting(e->clock)) delete e;
+  // So does an event that event record or wait nodes name (cudaEventRecordWithFlags and
+  // cudaStreamWaitEvent with the external flags, cudaGraphAddEventRecordNode and
+  // cudaGraphAddEventWaitNode): a later launch records or waits for it, and never reads freed
+  // memory.
+  if (sim::run_without_waiting(e->clock) && !sim::named_by_a_graph(e)) delete e;
   return cudaSuccess;
 }
 

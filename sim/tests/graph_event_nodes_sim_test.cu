@@ -134,3 +134,22 @@ TEST_F(graph_event_node_races, the_nodes_behind_a_wait_node_are_ordered_after_th
   SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
   EXPECT_TRUE(new_races().empty());
 }
+
+// A node keeps its event: one destroyed while a graph names it stays for the graph's launches
+// (the handle is gone), so that no launch reads freed memory.
+TEST_F(graph_event_node_races, an_event_destroyed_while_a_graph_names_it_stays_for_its_launches) {
+  cudaEvent_t doomed{};
+  SIM_TEST_TRY(cudaEventCreate(&doomed));
+  cudaGraphNode_t const set_x = add_memset(x_);
+  cudaGraphNode_t record{};
+  ASSERT_EQ(cudaGraphAddEventRecordNode(&record, graph_, &set_x, 1, doomed), cudaSuccess);
+  cudaGraphNode_t wait{};
+  ASSERT_EQ(cudaGraphAddEventWaitNode(&wait, graph_, &record, 1, doomed), cudaSuccess);
+  instantiate();
+  SIM_TEST_TRY(cudaEventDestroy(doomed));
+  EXPECT_EQ(cudaEventQuery(doomed), cudaErrorInvalidResourceHandle);
+  static_cast<void>(cudaGetLastError());
+  for (int launch = 0; launch < 2; ++launch) SIM_TEST_TRY(cudaGraphLaunch(exec_, a_));
+  SIM_TEST_TRY(cudaStreamSynchronize(a_));
+  EXPECT_TRUE(new_races().empty());
+}

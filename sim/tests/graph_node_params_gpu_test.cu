@@ -335,3 +335,12 @@ TEST_F(graph_node_params, bad_user_object_input_is_an_invalid_value) {
   ASSERT_EQ(cudaUserObjectRelease(object, 1), cudaSuccess);
   EXPECT_TRUE(destroyed_within_a_second(1));
 }
+
+// The header does not say whether the destructor may be null (the probe a GPU answers): refused
+// here, the stricter reading.
+TEST_F(graph_node_params, a_user_object_without_a_destructor_is_refused) {
+  cudaUserObject_t object{};
+  EXPECT_EQ(cudaUserObjectCreate(&object, nullptr, nullptr, 1, cudaUserObjectNoDestructorSync),
+            cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}

@@ -161,9 +161,6 @@ TEST_F(graph_nodes, bad_kernel_node_parameters_are_refused) {
   params.extra = extra;
   EXPECT_EQ(cudaGraphAddKernelNode(&node, graph_, nullptr, 0, &params), cudaErrorInvalidValue);
   params.extra = nullptr;
-  params.blockDim = dim3{4096};  // past maxThreadsPerBlock
-  EXPECT_NE(cudaGraphAddKernelNode(&node, graph_, nullptr, 0, &params), cudaSuccess);
-  params.blockDim = dim3{count};
   ASSERT_EQ(cudaGraphAddKernelNode(&node, graph_, nullptr, 0, &params), cudaSuccess);
   // A memset node is not a kernel node.
   cudaMemsetParams memset{};
@@ -175,6 +172,22 @@ TEST_F(graph_nodes, bad_kernel_node_parameters_are_refused) {
   ASSERT_EQ(cudaGraphAddMemsetNode(&set, graph_, nullptr, 0, &memset), cudaSuccess);
   EXPECT_EQ(cudaGraphKernelNodeSetParams(set, &params), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGraphKernelNodeSetParams(node, nullptr), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}
+
+// The header does not say when a configuration the device cannot launch is refused (the probe a
+// GPU answers): here when the node is added, with cudaErrorInvalidValue, as a launch is.
+TEST_F(graph_nodes, a_kernel_node_the_device_cannot_launch_is_refused_when_added) {
+  int n = count;
+  int amount = 1;
+  void* arguments[] = {&a_, &n, &amount};
+  cudaKernelNodeParams params{};
+  params.func = add_function();
+  params.gridDim = dim3{1};
+  params.blockDim = dim3{4096};  // past maxThreadsPerBlock
+  params.kernelParams = arguments;
+  cudaGraphNode_t node{};
+  EXPECT_EQ(cudaGraphAddKernelNode(&node, graph_, nullptr, 0, &params), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
 }
 
@@ -481,4 +494,25 @@ TEST_F(graph_nodes, an_executables_1d_memset_node_may_not_change_its_width) {
   params.width = count / 2;
   EXPECT_EQ(cudaGraphExecMemsetNodeSetParams(exec, node, &params), cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
+}
+
+TEST_F(graph_nodes, an_executables_kernel_node_may_launch_another_function) {
+  cudaGraphNode_t const node = add_kernel(add_function(), a_, 2);
+  cudaGraphExec_t const exec = instantiate();
+  EXPECT_EQ(launch(exec, a_), std::vector<int>(count, 2));
+  // "All nodeParams fields may change": scale by 5 from now on; the graph keeps add_to.
+  int* values = a_;
+  int n = count;
+  int factor = 5;
+  void* arguments[] = {&values, &n, &factor};
+  cudaKernelNodeParams params{};
+  params.func = scale_function();
+  params.gridDim = dim3{1};
+  params.blockDim = dim3{count};
+  params.kernelParams = arguments;
+  ASSERT_EQ(cudaGraphExecKernelNodeSetParams(exec, node, &params), cudaSuccess);
+  EXPECT_EQ(launch(exec, a_), std::vector<int>(count, 10));
+  cudaKernelNodeParams read{};
+  ASSERT_EQ(cudaGraphKernelNodeGetParams(node, &read), cudaSuccess);
+  EXPECT_EQ(read.func, add_function());
 }

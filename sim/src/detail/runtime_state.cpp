@@ -659,6 +659,26 @@ void events_of(node_state const& node, cudaGraphNodeType type, std::vector<event
 
 }  // namespace
 
+bool named_by_a_graph(event_state const* event) {
+  auto const names = [event](node_state const& node) {
+    std::vector<event_state*> events;
+    events_of(node, cudaGraphNodeTypeEventRecord, events);
+    events_of(node, cudaGraphNodeTypeWaitEvent, events);
+    return std::find(events.begin(), events.end(), event) != events.end();
+  };
+  auto const in = [&names](graph_state const& graph) {
+    return std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                       [&names](auto const& node) { return names(*node); });
+  };
+  auto& p = state();
+  return std::any_of(p.graphs.begin(), p.graphs.end(),
+                     [&in](graph_state const* graph) { return in(*graph); }) ||
+         std::any_of(p.execs.begin(), p.execs.end(),
+                     [&in](exec_state const* exec) { return in(*exec->graph); }) ||
+         std::any_of(p.queued.begin(), p.queued.end(),
+                     [&names](queued_work const& work) { return work.node && names(*work.node); });
+}
+
 void execute_graph(graph_state const& graph,  // NOLINT(misc-no-recursion)
                    launch_ordering const* ordering) {
   run_nodes(graph, ordering);

@@ -509,6 +509,9 @@ void record_launch_events(exec_state const& exec, launch_ordering const& orderin
                           vector_clock const& launched, timeline stream);
 
 std::unique_ptr<graph_state> clone(graph_state const& graph);
+// Whether an event record or wait node of a graph, an executable or a queued launch names
+// `event` (cudaEventDestroy keeps such an event's state, so that no launch reads freed memory).
+bool named_by_a_graph(event_state const* event);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
