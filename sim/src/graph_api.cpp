@@ -981,7 +981,7 @@ cudaError_t check_copy_node(sim::memcpy_params const& copy) {
       k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
     return cudaErrorInvalidValue;
   }
-  if (copy.bytes == 0 || copy.height == 0 || copy.destination == nullptr ||
+  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0 || copy.destination == nullptr ||
       copy.source == nullptr || sim::check_pitched_copy(copy) != cudaSuccess) {
     return cudaErrorInvalidValue;
   }
@@ -989,53 +989,55 @@ cudaError_t check_copy_node(sim::memcpy_params const& copy) {
 }
 
 sim::memcpy_params copy_1d(void* dst, void const* src, std::size_t count, cudaMemcpyKind kind) {
-  return sim::memcpy_params{dst, src, count, kind, 1, count, count, 1};
+  return sim::memcpy_params{dst, src, count, kind, 1, count, count, 1, 0, 0};
 }
 
 // A cudaMemcpy3DParms copy between pitched pointers ("See cudaMemcpy3D() for a description of
 // the structure", cudaGraphAddMemcpyNode): extent.width bytes by extent.height rows by
 // extent.depth slices; a pointer's row y of slice z starts at ptr + (z * ysize + y) * pitch,
-// moved by its cudaPos (x in bytes for pitched memory). The simulated device has no CUDA arrays:
-// an array operand is cudaErrorNotSupported, said on stderr, and so is a copy of several slices
-// whose slices do not follow one another on both sides (ysize other than extent.height).
+// moved by its cudaPos (x in bytes for pitched memory). Slices that overlap (a ysize below the
+// rows copied) are cudaErrorInvalidValue. The simulated device has no CUDA arrays: an array
+// operand is cudaErrorNotSupported, said on stderr.
 cudaError_t copy_3d(cudaMemcpy3DParms const& params, sim::memcpy_params& out) {
-  if (params.srcArray != nullptr || params.dstArray != nullptr ||
-      (params.extent.depth > 1 && (params.srcPtr.ysize != params.extent.height ||
-                                   params.dstPtr.ysize != params.extent.height))) {
+  if (params.srcArray != nullptr || params.dstArray != nullptr) {
     static_cast<void>(
         std::fprintf(stderr,
-                     "graphstep simulated device: a memcpy node with a CUDA array operand, or of "
-                     "several slices not one after another, is not modelled\n"));
+                     "graphstep simulated device: a memcpy node with a CUDA array operand is not "
+                     "modelled (the simulated device has no CUDA arrays)\n"));
     return cudaErrorNotSupported;
   }
   if (int const k = static_cast<int>(params.kind);
       k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
     return cudaErrorInvalidValue;
   }
+  if (params.srcPtr.ptr == nullptr || params.dstPtr.ptr == nullptr) return cudaErrorInvalidValue;
   auto const at = [](cudaPitchedPtr const& ptr, cudaPos const& pos) {
     return static_cast<unsigned char*>(ptr.ptr) + (pos.z * ptr.ysize + pos.y) * ptr.pitch + pos.x;
   };
-  if (params.srcPtr.ptr == nullptr || params.dstPtr.ptr == nullptr) return cudaErrorInvalidValue;
-  std::size_t const depth = params.extent.depth;
   out = sim::memcpy_params{at(params.dstPtr, params.dstPos),
                            at(params.srcPtr, params.srcPos),
                            params.extent.width,
                            params.kind,
-                           params.extent.height * depth,
+                           params.extent.height,
                            params.dstPtr.pitch,
                            params.srcPtr.pitch,
-                           std::max<std::size_t>(depth, 1)};
+                           params.extent.depth,
+                           params.dstPtr.pitch * params.dstPtr.ysize,
+                           params.srcPtr.pitch * params.srcPtr.ysize};
   return check_copy_node(out);
 }
 
 // cudaGraphMemcpyNodeGetParams: the copy as pitched pointers at position 0.
 cudaMemcpy3DParms params_3d(sim::memcpy_params const& copy) {
+  auto const rows_apart = [&copy](std::size_t slice_pitch, std::size_t pitch) {
+    return pitch == 0 || slice_pitch == 0 ? copy.height : slice_pitch / pitch;
+  };
   cudaMemcpy3DParms params{};
-  std::size_t const rows = copy.height / copy.depth;
-  params.srcPtr =
-      cudaPitchedPtr{const_cast<void*>(copy.source), copy.source_pitch, copy.bytes, rows};
-  params.dstPtr = cudaPitchedPtr{copy.destination, copy.destination_pitch, copy.bytes, rows};
-  params.extent = cudaExtent{copy.bytes, rows, copy.depth};
+  params.srcPtr = cudaPitchedPtr{const_cast<void*>(copy.source), copy.source_pitch, copy.bytes,
+                                 rows_apart(copy.source_slice_pitch, copy.source_pitch)};
+  params.dstPtr = cudaPitchedPtr{copy.destination, copy.destination_pitch, copy.bytes,
+                                 rows_apart(copy.destination_slice_pitch, copy.destination_pitch)};
+  params.extent = cudaExtent{copy.bytes, copy.height, copy.depth};
   params.kind = copy.kind;
   return params;
 }
@@ -1303,8 +1305,8 @@ cudaError_t set_exec_copy(cudaGraphExec_t exec, cudaGraphNode_t node,
   sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
   if (target == nullptr || target->type != cudaGraphNodeTypeMemcpy) return cudaErrorInvalidValue;
   sim::memcpy_params const& original = target->copy;
-  if (original.height != 1 || copy.height != 1 || check_copy_node(copy) != cudaSuccess ||
-      !same_placement(original.source, copy.source) ||
+  if (original.height != 1 || original.depth != 1 || copy.height != 1 || copy.depth != 1 ||
+      check_copy_node(copy) != cudaSuccess || !same_placement(original.source, copy.source) ||
       !same_placement(original.destination, copy.destination)) {
     return cudaErrorInvalidValue;
   }

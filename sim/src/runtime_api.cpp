@@ -221,9 +221,11 @@ bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std:
 // call "returns an error if dpitch or spitch exceeds the maximum allowed" (the device's memPitch);
 // both are cudaErrorInvalidPitchValue, the pitch error the header lists. Checked for one row too
 // (the stricter reading: the header does not exempt it). An empty copy is accepted, as a 1-D one
-// of 0 bytes is; then the kind as for the 1-D copy, and each side's span.
+// of 0 bytes is; then the kind as for the 1-D copy, and each side's span. A copy of several
+// slices (a memcpy node's cudaMemcpy3DParms) spans from its first slice's start to its last
+// slice's end, its slices not overlapping one another.
 cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
-  if (copy.bytes == 0 || copy.height == 0) return cudaSuccess;
+  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0) return cudaSuccess;
   std::size_t const max_pitch = sim::current_device()->properties.memPitch;
   if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
       copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
@@ -233,6 +235,13 @@ cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
   std::size_t source_span = 0;
   if (!pitched_span(copy.bytes, copy.height, copy.destination_pitch, destination_span) ||
       !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span)) {
+    return cudaErrorInvalidValue;
+  }
+  if (copy.depth > 1 &&
+      (copy.destination_slice_pitch < destination_span || copy.source_slice_pitch < source_span ||
+       !pitched_span(destination_span, copy.depth, copy.destination_slice_pitch,
+                     destination_span) ||
+       !pitched_span(source_span, copy.depth, copy.source_slice_pitch, source_span))) {
     return cudaErrorInvalidValue;
   }
   return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
@@ -895,7 +904,8 @@ cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t b
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
-  return enqueue_copy(*s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes, 1});
+  return enqueue_copy(
+      *s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes, 1, 0, 0});
 }
 
 cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
@@ -933,7 +943,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
     if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection, __func__);
     return sim::fail(cudaErrorInvalidMemcpyDirection);
   }
-  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch, 1};
+  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch, 1, 0, 0};
   if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
@@ -1099,7 +1109,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, void const* src, int s
     return sim::fail(bad);
   }
   return enqueue_copy(
-      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count, 1});
+      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count, 1, 0, 0});
 }
 
 // cudaMemcpyPeer: "asynchronous with respect to the host, but serialized with respect all pending

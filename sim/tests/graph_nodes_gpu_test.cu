@@ -516,3 +516,38 @@ TEST_F(graph_nodes, an_executables_kernel_node_may_launch_another_function) {
   ASSERT_EQ(cudaGraphKernelNodeGetParams(node, &read), cudaSuccess);
   EXPECT_EQ(read.func, add_function());
 }
+
+TEST_F(graph_nodes, a_3d_memcpy_node_copies_a_sub_volume_slice_by_slice) {
+  // Source: 3 slices of 4 rows of 4 ints. Copy 2 ints by 2 rows by 2 slices from (1 int, 1, 1)
+  // to a destination of 2-int rows, 3 rows a slice (a spare row each).
+  std::vector<int> host(3 * 4 * 4);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<int>(i);
+  sim_testing::copy_to_device(a_, host.data(), host.size() * sizeof(int));
+  cudaMemcpy3DParms params{};
+  params.srcPtr = cudaPitchedPtr{a_, 4 * sizeof(int), 4 * sizeof(int), 4};
+  params.srcPos = cudaPos{sizeof(int), 1, 1};
+  params.dstPtr = cudaPitchedPtr{b_, 2 * sizeof(int), 2 * sizeof(int), 3};
+  params.extent = cudaExtent{2 * sizeof(int), 2, 2};
+  params.kind = cudaMemcpyDeviceToDevice;
+  cudaGraphNode_t node{};
+  ASSERT_EQ(cudaGraphAddMemcpyNode(&node, graph_, nullptr, 0, &params), cudaSuccess);
+  std::vector<int> const out = launch(instantiate(), b_);
+  for (int z = 0; z < 2; ++z) {
+    for (int y = 0; y < 3; ++y) {
+      for (int x = 0; x < 2; ++x) {
+        int const expected = y < 2 ? (z + 1) * 16 + (y + 1) * 4 + (x + 1) : 0;
+        EXPECT_EQ(out[static_cast<std::size_t>(z * 6 + y * 2 + x)], expected)
+            << "slice " << z << " row " << y << " column " << x;
+      }
+    }
+  }
+  cudaMemcpy3DParms read{};
+  ASSERT_EQ(cudaGraphMemcpyNodeGetParams(node, &read), cudaSuccess);
+  EXPECT_EQ(read.dstPtr.ysize, 3U);
+  EXPECT_EQ(read.srcPtr.ysize, 4U);
+  EXPECT_EQ(read.extent.depth, 2U);
+  // Slices that overlap: fewer rows a slice than the rows copied.
+  params.dstPtr.ysize = 1;
+  EXPECT_EQ(cudaGraphAddMemcpyNode(&node, graph_, nullptr, 0, &params), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}

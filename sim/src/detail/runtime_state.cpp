@@ -398,16 +398,13 @@ void record_accesses(node_state const& node) {
       }
       break;
     case cudaGraphNodeTypeMemcpy: {
-      auto const* source = static_cast<unsigned char const*>(node.copy.source);
-      auto const* destination = static_cast<unsigned char const*>(node.copy.destination);
-      bool const source_tracked = tracked(source);
-      bool const destination_tracked = tracked(destination);
-      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
-        if (source_tracked) p.races.access(source, node.copy.bytes, access_kind::read);
-        if (destination_tracked) p.races.access(destination, node.copy.bytes, access_kind::write);
-        source += node.copy.source_pitch;
-        destination += node.copy.destination_pitch;
-      }
+      bool const source_tracked = tracked(node.copy.source);
+      bool const destination_tracked = tracked(node.copy.destination);
+      std::size_t const bytes = node.copy.bytes;
+      for_each_row(node.copy, [&](unsigned char const* destination, unsigned char const* source) {
+        if (source_tracked) p.races.access(source, bytes, access_kind::read);
+        if (destination_tracked) p.races.access(destination, bytes, access_kind::write);
+      });
       break;
     }
     default: break;
@@ -435,6 +432,11 @@ std::string describe(node_state const& node) {
     case cudaGraphNodeTypeMemset:
       return "memset of " + std::to_string(node.memset.width) + " bytes";
     case cudaGraphNodeTypeMemcpy:
+      if (node.copy.depth > 1) {
+        return "3-D memcpy of " + std::to_string(node.copy.depth) + " slices of " +
+               std::to_string(node.copy.height) + " rows of " + std::to_string(node.copy.bytes) +
+               " bytes";
+      }
       if (node.copy.height > 1) {
         return "2-D memcpy of " + std::to_string(node.copy.height) + " rows of " +
                std::to_string(node.copy.bytes) + " bytes";
@@ -491,13 +493,10 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
       break;
     }
     case cudaGraphNodeTypeMemcpy: {
-      auto* destination = static_cast<unsigned char*>(node.copy.destination);
-      auto const* source = static_cast<unsigned char const*>(node.copy.source);
-      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
-        std::memmove(destination, source, node.copy.bytes);
-        destination += node.copy.destination_pitch;
-        source += node.copy.source_pitch;
-      }
+      std::size_t const bytes = node.copy.bytes;
+      for_each_row(node.copy, [bytes](unsigned char* destination, unsigned char const* source) {
+        std::memmove(destination, source, bytes);
+      });
       break;
     }
     case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;

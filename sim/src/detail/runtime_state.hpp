@@ -112,8 +112,9 @@ struct launch_ordering {
   vector_clock waited;
 };
 
-// A copy of `height` rows of `bytes` each (cudaMemcpy2DAsync); a 1-D copy is one row. Row y
-// starts at destination + y * destination_pitch and source + y * source_pitch.
+// A copy of `depth` slices of `height` rows of `bytes` each (cudaMemcpy2DAsync: one slice;
+// cudaGraphAddMemcpyNode: cudaMemcpy3DParms); a 1-D copy is one row. Row y of slice z starts at
+// destination + z * destination_slice_pitch + y * destination_pitch, and likewise in the source.
 struct memcpy_params {
   void* destination{};
   void const* source{};
@@ -122,10 +123,27 @@ struct memcpy_params {
   std::size_t height{1};
   std::size_t destination_pitch{};
   std::size_t source_pitch{};
-  // A 3-D copy (cudaGraphAddMemcpyNode) whose slices lie one after another on both sides: its
-  // `height` rows are `depth` slices of height / depth rows (cudaGraphMemcpyNodeGetParams).
   std::size_t depth{1};
+  std::size_t destination_slice_pitch{};
+  std::size_t source_slice_pitch{};
 };
+
+// Calls `row(destination, source)` with the start of each row of `copy`, slice by slice.
+template <typename Row>
+void for_each_row(memcpy_params const& copy, Row&& row) {
+  if (copy.bytes == 0) return;
+  for (std::size_t z = 0; z < copy.depth; ++z) {
+    auto* destination =
+        static_cast<unsigned char*>(copy.destination) + z * copy.destination_slice_pitch;
+    auto const* source =
+        static_cast<unsigned char const*>(copy.source) + z * copy.source_slice_pitch;
+    for (std::size_t y = 0; y < copy.height; ++y) {
+      row(destination, source);
+      destination += copy.destination_pitch;
+      source += copy.source_pitch;
+    }
+  }
+}
 
 struct conditional_params {
   cudaGraphConditionalHandle handle{};
