@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -871,46 +872,6 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
   return cudaSuccess;
 }
 
-// "The node is identified by the corresponding node node in the non-executable graph, from
-// which the executable graph was instantiated ... The modifications only affect future launches
-// of hGraphExec. Already enqueued or running launches of hGraphExec are not affected by this
-// call. node is also not modified by this call." (cudaGraphExecKernelNodeSetParams). Queued
-// launches run a copy of the executable (cudaGraphLaunch here), so they keep the old launch.
-cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
-                                             cudaKernelNodeParams const* params) {
-  sim::lock_guard const lock{sim::state().mutex};
-  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  sim::exec_state* e = sim::find_exec(exec);
-  if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
-  sim::node_state* found = node_of_exec(*e, node);
-  if (found == nullptr || found->type != cudaGraphNodeTypeKernel) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  sim::node_state& target = *found;
-  // The docs let func change (within its context). A kernel runs here from its source, reached
-  // through the launch that captured it: another function, or arguments packed in `extra`,
-  // cannot be built from raw parameters, and are refused rather than run wrongly.
-  if (params->func != target.kernel->function() || params->extra != nullptr ||
-      !target.kernel->arguments_modelled()) {
-    static_cast<void>(std::fprintf(
-        stderr,
-        "graphstep simulated device: cudaGraphExecKernelNodeSetParams with another function, "
-        "with extra, or on a library's kernel is not modelled\n"));
-    return sim::fail(cudaErrorNotSupported);
-  }
-  if (params->kernelParams == nullptr && !target.kernel->argument_addresses().empty()) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  std::shared_ptr<graphstep::sim::kernel_task const> relaunched = target.kernel->with_arguments(
-      params->kernelParams, params->gridDim, params->blockDim, params->sharedMemBytes);
-  if (!sim::launch_configuration_valid(*sim::state().devices[static_cast<std::size_t>(e->device)],
-                                       *relaunched)) {
-    return sim::fail(cudaErrorInvalidValue);
-  }
-  target.kernel = std::move(relaunched);
-  return cudaSuccess;
-}
-
 namespace {
 
 cudaError_t add_node(sim::graph_state& graph, cudaGraphNode_t const* dependencies,
@@ -932,6 +893,592 @@ cudaError_t add_node(sim::graph_state& graph, cudaGraphNode_t const* dependencie
 
 }  // namespace
 
+// --- kernel, memcpy and memset nodes from parameters ---------------------------------------------
+
+namespace {
+
+// A launch of `prototype`'s function under `params` (cudaKernelNodeParams): the arguments
+// kernelParams points to, "copied during this call" (cudaGraphAddKernelNode), and the grid, block
+// and dynamic shared memory, which the device must be able to launch (cudaErrorInvalidValue, as
+// at a launch). Arguments packed in `extra` are not modelled: cudaErrorNotSupported, said on
+// stderr; both kernelParams and extra is cudaErrorInvalidValue ("if kernel parameters are
+// specified with both kernelParams and extra").
+cudaError_t relaunch(graphstep::sim::kernel_task const& prototype, void* const* kernel_params,
+                     void* const* extra, dim3 grid, dim3 block, unsigned shared_bytes, int device,
+                     std::shared_ptr<graphstep::sim::kernel_task const>& out) {
+  if (kernel_params != nullptr && extra != nullptr) return cudaErrorInvalidValue;
+  if (extra != nullptr || !prototype.arguments_modelled()) {
+    static_cast<void>(
+        std::fprintf(stderr,
+                     "graphstep simulated device: kernel node parameters packed in extra, or for a "
+                     "library's kernel, are not modelled\n"));
+    return cudaErrorNotSupported;
+  }
+  if (kernel_params == nullptr && !prototype.argument_addresses().empty()) {
+    return cudaErrorInvalidValue;
+  }
+  std::shared_ptr<graphstep::sim::kernel_task const> task =
+      prototype.with_arguments(kernel_params, grid, block, shared_bytes);
+  if (!sim::launch_configuration_valid(*sim::state().devices[static_cast<std::size_t>(device)],
+                                       *task)) {
+    return cudaErrorInvalidValue;
+  }
+  out = std::move(task);
+  return cudaSuccess;
+}
+
+// The task a kernel node made from cudaKernelNodeParams runs. A kernel runs here from its source,
+// reached through a <<<...>>> launch: a function is known from its first launch (as for
+// cudaFuncGetName), and one never launched is cudaErrorInvalidDeviceFunction, said on stderr.
+cudaError_t kernel_task_of(void const* func, void* const* kernel_params, void* const* extra,
+                           dim3 grid, dim3 block, unsigned shared_bytes, int device,
+                           std::shared_ptr<graphstep::sim::kernel_task const>& out) {
+  auto const found = sim::state().functions.find(func);
+  if (func == nullptr || found == sim::state().functions.end() || !found->second.prototype) {
+    static_cast<void>(std::fprintf(
+        stderr,
+        "graphstep simulated device: a kernel node names function %p, which no <<<...>>> launch "
+        "has run: the simulated device knows a kernel from its first launch\n",
+        func));
+    return cudaErrorInvalidDeviceFunction;
+  }
+  return relaunch(*found->second.prototype, kernel_params, extra, grid, block, shared_bytes, device,
+                  out);
+}
+
+cudaError_t kernel_task_of(cudaKernelNodeParams const& params, int device,
+                           std::shared_ptr<graphstep::sim::kernel_task const>& out) {
+  return kernel_task_of(params.func, params.kernelParams, params.extra, params.gridDim,
+                        params.blockDim, params.sharedMemBytes, device, out);
+}
+
+// A memset node's parameters (cudaMemsetParams): elementSize 1, 2 or 4, a width, a pitch that
+// covers a row when there are several, and a destination span inside device memory; a height of
+// 0 is one row. cudaErrorInvalidValue, the one error listed, otherwise.
+bool memset_params_valid(cudaMemsetParams const& params) {
+  std::size_t const element = params.elementSize;
+  if ((element != 1 && element != 2 && element != 4) || params.width == 0 ||
+      (params.height > 1 && params.pitch < params.width * element)) {
+    return false;
+  }
+  std::size_t const rows = std::max<std::size_t>(params.height, 1);
+  std::size_t const span = (rows - 1) * params.pitch + params.width * element;
+  return sim::device_range_valid(params.dst, span);
+}
+
+cudaMemsetParams normalized(cudaMemsetParams params) {
+  if (params.height == 0) params.height = 1;
+  return params;
+}
+
+// A memcpy node's copy, checked as cudaMemcpy2DAsync checks one (the kind, the pitches, each
+// side's span in its allocation), every failure being cudaErrorInvalidValue, the one error the
+// memcpy node calls list. An empty copy is refused too: "Zero-length operations are not
+// supported" (cudaGraphExecMemcpyNodeSetParams), the stricter reading for the other calls,
+// which do not say.
+cudaError_t check_copy_node(sim::memcpy_params const& copy) {
+  if (int const k = static_cast<int>(copy.kind);
+      k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
+    return cudaErrorInvalidValue;
+  }
+  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0 || copy.destination == nullptr ||
+      copy.source == nullptr || sim::check_pitched_copy(copy) != cudaSuccess) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+sim::memcpy_params copy_1d(void* dst, void const* src, std::size_t count, cudaMemcpyKind kind) {
+  return sim::memcpy_params{dst, src, count, kind, 1, count, count, 1, 0, 0};
+}
+
+// A cudaMemcpy3DParms copy between pitched pointers ("See cudaMemcpy3D() for a description of
+// the structure", cudaGraphAddMemcpyNode): extent.width bytes by extent.height rows by
+// extent.depth slices; a pointer's row y of slice z starts at ptr + (z * ysize + y) * pitch,
+// moved by its cudaPos (x in bytes for pitched memory). Slices that overlap (a ysize below the
+// rows copied) are cudaErrorInvalidValue. The simulated device has no CUDA arrays: an array
+// operand is cudaErrorNotSupported, said on stderr.
+cudaError_t copy_3d(cudaMemcpy3DParms const& params, sim::memcpy_params& out) {
+  if (params.srcArray != nullptr || params.dstArray != nullptr) {
+    static_cast<void>(
+        std::fprintf(stderr,
+                     "graphstep simulated device: a memcpy node with a CUDA array operand is not "
+                     "modelled (the simulated device has no CUDA arrays)\n"));
+    return cudaErrorNotSupported;
+  }
+  if (int const k = static_cast<int>(params.kind);
+      k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) {
+    return cudaErrorInvalidValue;
+  }
+  if (params.srcPtr.ptr == nullptr || params.dstPtr.ptr == nullptr) return cudaErrorInvalidValue;
+  auto const at = [](cudaPitchedPtr const& ptr, cudaPos const& pos) {
+    return static_cast<unsigned char*>(ptr.ptr) + (pos.z * ptr.ysize + pos.y) * ptr.pitch + pos.x;
+  };
+  out = sim::memcpy_params{at(params.dstPtr, params.dstPos),
+                           at(params.srcPtr, params.srcPos),
+                           params.extent.width,
+                           params.kind,
+                           params.extent.height,
+                           params.dstPtr.pitch,
+                           params.srcPtr.pitch,
+                           params.extent.depth,
+                           params.dstPtr.pitch * params.dstPtr.ysize,
+                           params.srcPtr.pitch * params.srcPtr.ysize};
+  return check_copy_node(out);
+}
+
+// cudaGraphMemcpyNodeGetParams: the copy as pitched pointers at position 0.
+cudaMemcpy3DParms params_3d(sim::memcpy_params const& copy) {
+  auto const rows_apart = [&copy](std::size_t slice_pitch, std::size_t pitch) {
+    return pitch == 0 || slice_pitch == 0 ? copy.height : slice_pitch / pitch;
+  };
+  cudaMemcpy3DParms params{};
+  params.srcPtr = cudaPitchedPtr{const_cast<void*>(copy.source), copy.source_pitch, copy.bytes,
+                                 rows_apart(copy.source_slice_pitch, copy.source_pitch)};
+  params.dstPtr = cudaPitchedPtr{copy.destination, copy.destination_pitch, copy.bytes,
+                                 rows_apart(copy.destination_slice_pitch, copy.destination_pitch)};
+  params.extent = cudaExtent{copy.bytes, copy.height, copy.depth};
+  params.kind = copy.kind;
+  return params;
+}
+
+// Where memory lies, for the executable updates ("allocated from the same contexts as the
+// original", "the same kind of allocation ... and device mapping"): host memory, or the device
+// and kind of its allocation.
+bool same_placement(void const* a, void const* b) {
+  sim::allocation const* x = sim::find_allocation(a);
+  sim::allocation const* y = sim::find_allocation(b);
+  if (x == nullptr || y == nullptr) return x == y;
+  return x->kind == y->kind && x->device == y->device;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                   cudaGraphNode_t const* dependencies, std::size_t count,
+                                   cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeKernel;
+  if (cudaError_t const bad = kernel_task_of(*params, g->device, created->kernel);
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+// "Sets the parameters of kernel node node to pNodeParams" (cudaGraphKernelNodeSetParams): the
+// function may change too; executables made before keep theirs (an executable is a copy).
+cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  std::shared_ptr<graphstep::sim::kernel_task const> task;
+  if (cudaError_t const bad = kernel_task_of(*params, n->owner->device, task); bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  n->kernel = std::move(task);
+  return cudaSuccess;
+}
+
+// "All nodeParams fields may change, but the following restrictions apply to func updates: The
+// owning device of the function cannot change" (the others concern dynamic parallelism and
+// device-side graph calls, which the simulator does not have) ... "The node is identified by the
+// corresponding node node in the non-executable graph, from which the executable graph was
+// instantiated ... The modifications only affect future launches of hGraphExec. Already enqueued
+// or running launches of hGraphExec are not affected by this call. node is also not modified by
+// this call." (cudaGraphExecKernelNodeSetParams). Queued launches run a copy of the executable
+// (cudaGraphLaunch here), so they keep the old launch. Another function is launched as a kernel
+// node added from parameters launches it (kernel_task_of).
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaKernelNodeParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  if (e == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::node_state* target = node_of_exec(*e, node);
+  if (target == nullptr || target->type != cudaGraphNodeTypeKernel) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::shared_ptr<graphstep::sim::kernel_task const> relaunched;
+  cudaError_t const made =
+      params->func == target->kernel->function()
+          ? relaunch(*target->kernel, params->kernelParams, params->extra, params->gridDim,
+                     params->blockDim, params->sharedMemBytes, e->device, relaunched)
+          : kernel_task_of(*params, e->device, relaunched);
+  if (made != cudaSuccess) return sim::fail(made);
+  target->kernel = std::move(relaunched);
+  return cudaSuccess;
+}
+
+namespace {
+
+// Kernel node attributes (cudaKernelNodeAttrID, cudaLaunchAttributeID in driver_types.h): the
+// priority and the L2 access policy window are hints, kept and read back, that change nothing on
+// the simulated device. The priority must lie in the device's range
+// (cudaDeviceGetStreamPriorityRange): the stricter reading, where streams clamp it. Others
+// (cooperative launches, clusters, programmatic launches…) are not modelled:
+// cudaErrorNotSupported, said on stderr.
+bool attribute_kept(cudaLaunchAttributeID attribute) {
+  if (attribute == cudaLaunchAttributePriority ||
+      attribute == cudaLaunchAttributeAccessPolicyWindow) {
+    return true;
+  }
+  static_cast<void>(std::fprintf(stderr,
+                                 "graphstep simulated device: kernel node attribute %d is not "
+                                 "modelled (only the priority and the access policy window)\n",
+                                 static_cast<int>(attribute)));
+  return false;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t node, cudaLaunchAttributeID attribute,
+                                            cudaLaunchAttributeValue* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (n == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (!attribute_kept(attribute)) return sim::fail(cudaErrorNotSupported);
+  if (attribute == cudaLaunchAttributePriority) {
+    value->priority = n->priority;
+  } else {
+    value->accessPolicyWindow = n->access_policy;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t node, cudaLaunchAttributeID attribute,
+                                            cudaLaunchAttributeValue const* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeKernel);
+  if (n == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (!attribute_kept(attribute)) return sim::fail(cudaErrorNotSupported);
+  if (attribute == cudaLaunchAttributePriority) {
+    int least = 0;
+    int greatest = 0;
+    static_cast<void>(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    if (value->priority > least || value->priority < greatest) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    n->priority = value->priority;
+    return cudaSuccess;
+  }
+  // "hitRatio ... in range [0.0, 1.0]" and the properties are cudaAccessProperty values
+  // (cudaAccessPolicyWindow in driver_types.h).
+  cudaAccessPolicyWindow const& window = value->accessPolicyWindow;
+  auto const property_valid = [](cudaAccessProperty property) {
+    return property == cudaAccessPropertyNormal || property == cudaAccessPropertyStreaming ||
+           property == cudaAccessPropertyPersisting;
+  };
+  if (!(window.hitRatio >= 0.0F && window.hitRatio <= 1.0F) || !property_valid(window.hitProp) ||
+      !property_valid(window.missProp)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  n->access_policy = window;
+  return cudaSuccess;
+}
+
+// "Copies attributes from source node hSrc to destination node hDst. Both node must have the
+// same context" (cudaGraphKernelNodeCopyAttributes): the attributes kept here. The header lists
+// cudaErrorInvalidContext, which the runtime's cudaError_t does not define: nodes of two devices,
+// or a node that is not a kernel node, are cudaErrorInvalidValue.
+cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t destination, cudaGraphNode_t source) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* to = node_of_type(destination, cudaGraphNodeTypeKernel);
+  sim::node_state const* from = node_of_type(source, cudaGraphNodeTypeKernel);
+  if (to == nullptr || from == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (to->owner->device != from->owner->device) return sim::fail(cudaErrorInvalidValue);
+  to->priority = from->priority;
+  to->access_policy = from->access_policy;
+  return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t add_copy_node(cudaGraphNode_t* node, cudaGraph_t graph,
+                          cudaGraphNode_t const* dependencies, std::size_t count,
+                          sim::memcpy_params const& copy) {
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = cudaGraphNodeTypeMemcpy;
+  created->copy = copy;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+}  // namespace
+
+// "When the graph is launched, the node will perform the memcpy described by pCopyParams. See
+// cudaMemcpy3D() for a description of the structure and its restrictions"
+// (cudaGraphAddMemcpyNode); copy_3d says what is modelled.
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                   cudaGraphNode_t const* dependencies, std::size_t count,
+                                   cudaMemcpy3DParms const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params copy{};
+  if (cudaError_t const bad = copy_3d(*params, copy); bad != cudaSuccess) return sim::fail(bad);
+  return add_copy_node(node, graph, dependencies, count, copy);
+}
+
+// "When the graph is launched, the node will copy count bytes from the memory area pointed to by
+// src to the memory area pointed to by dst, where kind specifies the direction of the copy"
+// (cudaGraphAddMemcpyNode1D).
+cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
+                                     cudaGraphNode_t const* dependencies, std::size_t count,
+                                     void* dst, void const* src, std::size_t bytes,
+                                     cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::memcpy_params const copy = copy_1d(dst, src, bytes, kind);
+  if (cudaError_t const bad = check_copy_node(copy); bad != cudaSuccess) return sim::fail(bad);
+  return add_copy_node(node, graph, dependencies, count, copy);
+}
+
+cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, cudaMemcpy3DParms* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state const* n = node_of_type(node, cudaGraphNodeTypeMemcpy);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *params = params_3d(n->copy);
+  return cudaSuccess;
+}
+
+// "Sets the parameters of memcpy node node to pNodeParams" (cudaGraphMemcpyNodeSetParams),
+// checked as when the node is added; executables made before keep theirs.
+cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, cudaMemcpy3DParms const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeMemcpy);
+  if (params == nullptr || n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params copy{};
+  if (cudaError_t const bad = copy_3d(*params, copy); bad != cudaSuccess) return sim::fail(bad);
+  n->copy = copy;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, void const* src,
+                                           std::size_t count, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeMemcpy);
+  if (n == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params const copy = copy_1d(dst, src, count, kind);
+  if (cudaError_t const bad = check_copy_node(copy); bad != cudaSuccess) return sim::fail(bad);
+  n->copy = copy;
+  return cudaSuccess;
+}
+
+// "Sets the parameters of memset node node to pNodeParams" (cudaGraphMemsetNodeSetParams),
+// checked as when the node is added.
+cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, cudaMemsetParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n = node_of_type(node, cudaGraphNodeTypeMemset);
+  if (params == nullptr || n == nullptr || !memset_params_valid(*params)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  n->memset = normalized(*params);
+  return cudaSuccess;
+}
+
+namespace {
+
+// cudaGraphExecMemcpyNodeSetParams and ...1D: "Updates the work represented by node in
+// hGraphExec as though node had contained pNodeParams at instantiation ... The source and
+// destination memory in pNodeParams must be allocated from the same contexts as the original
+// source and destination memory. Both the instantiation-time memory operands and the memory
+// operands in pNodeParams must be 1-dimensional. Zero-length operations are not supported ...
+// Returns cudaErrorInvalidValue if the memory operands' mappings changed or either the original
+// or new memory operands are multidimensional." Later launches only: queued ones run a copy.
+cudaError_t set_exec_copy(cudaGraphExec_t exec, cudaGraphNode_t node,
+                          sim::memcpy_params const& copy) {
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (target == nullptr || target->type != cudaGraphNodeTypeMemcpy) return cudaErrorInvalidValue;
+  sim::memcpy_params const& original = target->copy;
+  if (original.height != 1 || original.depth != 1 || copy.height != 1 || copy.depth != 1 ||
+      check_copy_node(copy) != cudaSuccess || !same_placement(original.source, copy.source) ||
+      !same_placement(original.destination, copy.destination)) {
+    return cudaErrorInvalidValue;
+  }
+  target->copy = copy;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaMemcpy3DParms const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::memcpy_params copy{};
+  if (cudaError_t const bad = copy_3d(*params, copy); bad != cudaSuccess) return sim::fail(bad);
+  if (cudaError_t const bad = set_exec_copy(exec, node, copy); bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                               void* dst, void const* src, std::size_t count,
+                                               cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (cudaError_t const bad = set_exec_copy(exec, node, copy_1d(dst, src, count, kind));
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return cudaSuccess;
+}
+
+// "Zero sized operations are not supported. The new destination pointer in pNodeParams must be
+// to the same kind of allocation as the original destination pointer and have the same context
+// association and device mapping ... Both the value and pointer address may be updated ...
+// for 2d memsets, all dimension changes are rejected. For 1d memsets, changes in height are
+// explicitly rejected and other changes are opportunistically allowed if the resulting work maps
+// onto the work resources already allocated for the node" (cudaGraphExecMemsetNodeSetParams).
+// Which 1-D changes a GPU allows is not said: every dimension change is rejected here, the
+// stricter reading. Later launches only.
+cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             cudaMemsetParams const* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (params == nullptr || target == nullptr || target->type != cudaGraphNodeTypeMemset ||
+      !memset_params_valid(*params)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  cudaMemsetParams const next = normalized(*params);
+  cudaMemsetParams const& original = target->memset;
+  bool const reshaped = next.width != original.width || next.height != original.height ||
+                        next.elementSize != original.elementSize ||
+                        (original.height > 1 && next.pitch != original.pitch);
+  if (reshaped || !same_placement(original.dst, next.dst)) return sim::fail(cudaErrorInvalidValue);
+  target->memset = next;
+  return cudaSuccess;
+}
+
+// --- event record and wait nodes ---------------------------------------------------------------
+// The nodes cudaEventRecordWithFlags(…, cudaEventRecordExternal) and cudaStreamWaitEvent(…,
+// cudaEventWaitExternal) record in a capture, ordered at a launch as launch_event_ordering says:
+// "Each launch of the graph will record event to capture execution of the node's dependencies"
+// (cudaGraphAddEventRecordNode); "The graph node will wait for all work captured in event"
+// (cudaGraphAddEventWaitNode), and its dependents run after it. cudaErrorInvalidValue is the one
+// error listed: an unknown graph, node, executable or event, a node of another type.
+
+namespace {
+
+cudaError_t add_event_node(cudaGraphNode_t* node, cudaGraph_t graph,
+                           cudaGraphNode_t const* dependencies, std::size_t count,
+                           cudaEvent_t event, cudaGraphNodeType type) {
+  sim::graph_state* g = sim::find_graph(graph);
+  sim::event_state* e = sim::find_event(event);
+  if (g == nullptr || e == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto created = std::make_unique<sim::node_state>();
+  created->type = type;
+  created->event = e;
+  return add_node(*g, dependencies, count, std::move(created), node);
+}
+
+cudaError_t get_node_event(cudaGraphNode_t node, cudaEvent_t* event, cudaGraphNodeType type) {
+  sim::node_state const* n = node_of_type(node, type);
+  if (n == nullptr || event == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *event = reinterpret_cast<cudaEvent_t>(n->event);
+  return cudaSuccess;
+}
+
+cudaError_t set_node_event(cudaGraphNode_t node, cudaEvent_t event, cudaGraphNodeType type) {
+  sim::node_state* n = node_of_type(node, type);
+  sim::event_state* e = sim::find_event(event);
+  if (n == nullptr || e == nullptr) return sim::fail(cudaErrorInvalidValue);
+  n->event = e;
+  return cudaSuccess;
+}
+
+// "Sets the event of an event record node in the given graphExec ... The node is identified by
+// the corresponding node hNode in the non-executable graph, from which the executable graph was
+// instantiated. The modifications only affect future launches of hGraphExec. Already enqueued or
+// running launches of hGraphExec are not affected by this call. hNode is also not modified by
+// this call" (cudaGraphExecEventRecordNodeSetEvent, and the wait form alike).
+cudaError_t set_exec_node_event(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event,
+                                cudaGraphNodeType type) {
+  sim::exec_state* x = sim::find_exec(exec);
+  sim::node_state* target = x == nullptr ? nullptr : node_of_exec(*x, node);
+  sim::event_state* e = sim::find_event(event);
+  if (target == nullptr || target->type != type || e == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  target->event = e;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                        cudaGraphNode_t const* dependencies, std::size_t count,
+                                        cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return add_event_node(node, graph, dependencies, count, event, cudaGraphNodeTypeEventRecord);
+}
+
+cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t* event_out) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return get_node_event(node, event_out, cudaGraphNodeTypeEventRecord);
+}
+
+cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return set_node_event(node, event, cudaGraphNodeTypeEventRecord);
+}
+
+cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                      cudaGraphNode_t const* dependencies, std::size_t count,
+                                      cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return add_event_node(node, graph, dependencies, count, event, cudaGraphNodeTypeWaitEvent);
+}
+
+cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t* event_out) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return get_node_event(node, event_out, cudaGraphNodeTypeWaitEvent);
+}
+
+cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return set_node_event(node, event, cudaGraphNodeTypeWaitEvent);
+}
+
+cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return set_exec_node_event(exec, node, event, cudaGraphNodeTypeEventRecord);
+}
+
+cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                               cudaEvent_t event) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return set_exec_node_event(exec, node, event, cudaGraphNodeTypeWaitEvent);
+}
+
 cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                   cudaGraphNode_t const* dependencies, std::size_t count) {
   sim::lock_guard const lock{sim::state().mutex};
@@ -949,20 +1496,12 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph,
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::graph_state* g = sim::find_graph(graph);
-  if (g == nullptr || params == nullptr) return sim::fail(cudaErrorInvalidValue);
-  // elementSize is 1, 2 or 4; a 2-D memset's pitch covers its width (cudaMemsetParams).
-  std::size_t const element = params->elementSize;
-  if ((element != 1 && element != 2 && element != 4) || params->width == 0 ||
-      (params->height > 1 && params->pitch < params->width * element)) {
+  if (g == nullptr || params == nullptr || !memset_params_valid(*params)) {
     return sim::fail(cudaErrorInvalidValue);
   }
-  std::size_t const rows = std::max<std::size_t>(params->height, 1);
-  std::size_t const span = (rows - 1) * params->pitch + params->width * element;
-  if (!sim::device_range_valid(params->dst, span)) return sim::fail(cudaErrorInvalidValue);
   auto created = std::make_unique<sim::node_state>();
   created->type = cudaGraphNodeTypeMemset;
-  created->memset = *params;
-  if (created->memset.height == 0) created->memset.height = 1;
+  created->memset = normalized(*params);
   return add_node(*g, dependencies, count, std::move(created), node);
 }
 
@@ -1029,6 +1568,46 @@ cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* handle,
   return cudaSuccess;
 }
 
+namespace {
+
+cudaKernelNodeParams kernel_params_v1(cudaKernelNodeParamsV2 const& v2) {
+  cudaKernelNodeParams params{};
+  params.func = v2.func;
+  params.gridDim = v2.gridDim;
+  params.blockDim = v2.blockDim;
+  params.sharedMemBytes = v2.sharedMemBytes;
+  params.kernelParams = v2.kernelParams;
+  params.extra = v2.extra;
+  return params;
+}
+
+cudaMemsetParams memset_params_v1(cudaMemsetParamsV2 const& v2) {
+  cudaMemsetParams params{};
+  params.dst = v2.dst;
+  params.pitch = v2.pitch;
+  params.value = v2.value;
+  params.elementSize = v2.elementSize;
+  params.width = v2.width;
+  params.height = v2.height;
+  return params;
+}
+
+cudaHostNodeParams host_params_v1(cudaHostNodeParamsV2 const& v2) {
+  cudaHostNodeParams params{};
+  params.fn = v2.fn;
+  params.userData = v2.userData;
+  return params;
+}
+
+// A memcpy node's generic parameters: "flags: Must be zero", "reserved: Must be zero"
+// (cudaMemcpyNodeParams).
+bool memcpy_node_params_valid(cudaMemcpyNodeParams const& params) {
+  return params.flags == 0 && params.reserved[0] == 0 && params.reserved[1] == 0 &&
+         params.reserved[2] == 0;
+}
+
+}  // namespace
+
 cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
                              cudaGraphNode_t const* dependencies,
                              cudaGraphEdgeData const* /*edge_data*/, std::size_t count,
@@ -1059,6 +1638,28 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
       return cudaGraphAddChildGraphNode(node, graph, dependencies, count, params->graph.graph);
     case cudaGraphNodeTypeMemFree:
       return cudaGraphAddMemFreeNode(node, graph, dependencies, count, params->free.dptr);
+    case cudaGraphNodeTypeKernel: {
+      cudaKernelNodeParams const kernel = kernel_params_v1(params->kernel);
+      return cudaGraphAddKernelNode(node, graph, dependencies, count, &kernel);
+    }
+    case cudaGraphNodeTypeMemcpy:
+      if (!memcpy_node_params_valid(params->memcpy)) return sim::fail(cudaErrorInvalidValue);
+      return cudaGraphAddMemcpyNode(node, graph, dependencies, count, &params->memcpy.copyParams);
+    case cudaGraphNodeTypeEventRecord:
+      return cudaGraphAddEventRecordNode(node, graph, dependencies, count,
+                                         params->eventRecord.event);
+    case cudaGraphNodeTypeWaitEvent:
+      return cudaGraphAddEventWaitNode(node, graph, dependencies, count, params->eventWait.event);
+    case cudaGraphNodeTypeMemAlloc: {
+      cudaMemAllocNodeParams alloc{};
+      alloc.poolProps = params->alloc.poolProps;
+      alloc.accessDescs = params->alloc.accessDescs;
+      alloc.accessDescCount = params->alloc.accessDescCount;
+      alloc.bytesize = params->alloc.bytesize;
+      cudaError_t const added = cudaGraphAddMemAllocNode(node, graph, dependencies, count, &alloc);
+      if (added == cudaSuccess) params->alloc.dptr = alloc.dptr;
+      return added;
+    }
     case cudaGraphNodeTypeConditional: {
       cudaConditionalNodeParams& conditional = params->conditional;
       auto const found = sim::state().conditionals.find(conditional.handle);
@@ -1098,8 +1699,7 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
       return cudaSuccess;
     }
     default:
-      // Kernel nodes from raw parameters cannot run here: a kernel runs on the simulator from
-      // its source, through a <<<...>>> launch; the other node types are not modelled yet.
+      // External semaphore nodes: the simulated device has no external resources.
       return sim::fail(cudaErrorNotSupported);
   }
 }
@@ -1191,6 +1791,61 @@ sim::device_state* graph_memory_device(int device) {
 }
 
 }  // namespace
+
+// "Creates a new allocation node and adds it to graph ... The poolProps.location.type and id
+// ... allocType must be cudaMemAllocationTypePinned ... the allocation's address is returned in
+// nodeParams->dptr ... the address is fixed for the lifetime of the graph"
+// (cudaGraphAddMemAllocNode; cudaErrorInvalidValue and cudaErrorOutOfMemory listed). The memory
+// belongs to the graph, as a captured cudaMallocAsync's does. Access descriptors may name devices
+// with read and write access (every device reaches every other here); an empty allocation is
+// refused, the stricter reading. An allocation on another device than the graph's is not modelled
+// (an executable runs on one device here): cudaErrorNotSupported, said on stderr.
+cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                     cudaGraphNode_t const* dependencies, std::size_t count,
+                                     cudaMemAllocNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  if (g == nullptr || params == nullptr || node == nullptr || g->embedded ||
+      params->bytesize == 0 || params->poolProps.allocType != cudaMemAllocationTypePinned ||
+      params->poolProps.location.type != cudaMemLocationTypeDevice ||
+      graph_memory_device(params->poolProps.location.id) == nullptr ||
+      (params->accessDescCount > 0 && params->accessDescs == nullptr) ||
+      params->accessDescCount > sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < params->accessDescCount; ++i) {
+    cudaMemAccessDesc const& access = params->accessDescs[i];
+    if (access.location.type != cudaMemLocationTypeDevice ||
+        graph_memory_device(access.location.id) == nullptr ||
+        access.flags != cudaMemAccessFlagsProtReadWrite) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  if (params->poolProps.location.id != g->device) {
+    static_cast<void>(
+        std::fprintf(stderr,
+                     "graphstep simulated device: a memory allocation node on another "
+                     "device than its graph's is not modelled\n"));
+    return sim::fail(cudaErrorNotSupported);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dependencies == nullptr ||
+        !owns_node(*g, reinterpret_cast<sim::node_state const*>(dependencies[i]))) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  std::unique_ptr<sim::node_state> created =
+      sim::graph_allocation_node(*g, params->bytesize, g->device);
+  if (created == nullptr) return sim::fail(cudaErrorMemoryAllocation);
+  void* memory = created->memory;
+  if (cudaError_t const added = add_node(*g, dependencies, count, std::move(created), node);
+      added != cudaSuccess) {
+    return added;
+  }
+  params->dptr = memory;
+  return cudaSuccess;
+}
 
 // cudaDeviceGetGraphMemAttribute: UsedMemCurrent, "Amount of memory, in bytes, currently
 // associated with graphs", ReservedMemCurrent, "currently allocated for use by the CUDA graphs
@@ -1589,6 +2244,154 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
   return cudaSuccess;
 }
 
+// "Updates the work represented by node in hGraphExec as though the nodes contained in node's
+// graph had the parameters contained in childGraph's nodes at instantiation ... The topology of
+// childGraph, as well as the node insertion order, must match that of the graph contained in
+// node. See cudaGraphExecUpdate() for a list of restrictions ... The update is recursive"
+// (cudaGraphExecChildGraphNodeSetParams): checked as cudaGraphExecUpdate checks, every failure
+// cudaErrorInvalidValue, the one error listed. Later launches only; node is not modified.
+cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 cudaGraph_t child) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  sim::graph_state* c = sim::find_graph(child);
+  if (target == nullptr || target->type != cudaGraphNodeTypeGraph || c == nullptr ||
+      c->device != e->device) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  sim::node_state const* where = nullptr;
+  if (compare(*target->child, *c, where, target->child->conditionals, c->conditionals) !=
+      cudaGraphExecUpdateSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  target->child = sim::clone(*c);
+  return cudaSuccess;
+}
+
+// "Instantiates graph as an executable graph according to the instantiateParams structure ...
+// result_out ... errNode_out" (cudaGraphInstantiateWithParams): the flags as
+// cudaGraphInstantiateWithFlags takes them, then, with cudaGraphInstantiateFlagUpload, an upload
+// to uploadStream. A graph the flags or its structure refuse is cudaGraphInstantiateError with
+// the call's error (the failing node is not named: errNode_out null).
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                           cudaGraphInstantiateParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (params == nullptr) return sim::fail(cudaErrorInvalidValue);
+  params->errNode_out = nullptr;
+  params->result_out = cudaGraphInstantiateError;
+  bool const upload = (params->flags & cudaGraphInstantiateFlagUpload) != 0ULL;
+  sim::stream_state const* stream = upload ? sim::find_stream(params->uploadStream) : nullptr;
+  if (upload && stream == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t const made = cudaGraphInstantiateWithFlags(exec, graph, params->flags);
+      made != cudaSuccess) {
+    return made;
+  }
+  if (upload) {
+    if (cudaError_t const uploaded = cudaGraphUpload(*exec, params->uploadStream);
+        uploaded != cudaSuccess) {
+      static_cast<void>(cudaGraphExecDestroy(*exec));
+      *exec = nullptr;
+      return sim::fail(uploaded);
+    }
+  }
+  params->result_out = cudaGraphInstantiateSuccess;
+  return cudaSuccess;
+}
+
+// "Sets the parameters of graph node node to nodeParams. The node type specified by
+// nodeParams->type must match the type of node ... Modifying parameters is not supported for
+// node types cudaGraphNodeTypeMemAlloc and cudaGraphNodeTypeMemFree" (cudaGraphNodeSetParams):
+// each type as its own setter sets it. A child graph node takes a clone of the graph named, as
+// when it is added (its graph handed out before goes with the old one); a conditional node's
+// parameters are not modelled either (cudaErrorNotSupported), the stricter reading.
+cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, cudaGraphNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::node_state* n =
+      graph_holding(node) == nullptr ? nullptr : reinterpret_cast<sim::node_state*>(node);
+  if (n == nullptr || params == nullptr || params->type != n->type) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  switch (params->type) {
+    case cudaGraphNodeTypeKernel: {
+      cudaKernelNodeParams const kernel = kernel_params_v1(params->kernel);
+      return cudaGraphKernelNodeSetParams(node, &kernel);
+    }
+    case cudaGraphNodeTypeMemcpy:
+      if (!memcpy_node_params_valid(params->memcpy)) return sim::fail(cudaErrorInvalidValue);
+      return cudaGraphMemcpyNodeSetParams(node, &params->memcpy.copyParams);
+    case cudaGraphNodeTypeMemset: {
+      cudaMemsetParams const memset = memset_params_v1(params->memset);
+      return cudaGraphMemsetNodeSetParams(node, &memset);
+    }
+    case cudaGraphNodeTypeHost: {
+      cudaHostNodeParams const host = host_params_v1(params->host);
+      return cudaGraphHostNodeSetParams(node, &host);
+    }
+    case cudaGraphNodeTypeEventRecord:
+      return cudaGraphEventRecordNodeSetEvent(node, params->eventRecord.event);
+    case cudaGraphNodeTypeWaitEvent:
+      return cudaGraphEventWaitNodeSetEvent(node, params->eventWait.event);
+    case cudaGraphNodeTypeEmpty: return cudaSuccess;
+    case cudaGraphNodeTypeGraph: {
+      sim::graph_state* c = sim::find_graph(params->graph.graph);
+      if (c == nullptr || c == n->owner || c == n->child.get() ||
+          contains_type(*c, {cudaGraphNodeTypeConditional, cudaGraphNodeTypeMemAlloc,
+                             cudaGraphNodeTypeMemFree})) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      unregister_owned(*n);
+      n->child = sim::clone(*c);
+      return cudaSuccess;
+    }
+    default: return sim::fail(cudaErrorNotSupported);
+  }
+}
+
+// "Sets the parameters of a node in an executable graph graphExec. The node is identified by the
+// corresponding node node in the non-executable graph ... Allowed changes": each type as its
+// executable setter allows; "memory allocation: API unsupported", "memory free: API
+// unsupported" (cudaErrorNotSupported), and a conditional node likewise ("Changing node
+// parameters is not supported", cudaGraphExecUpdate). An empty node has nothing to change.
+cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                       cudaGraphNodeParams* params) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::exec_state* e = sim::find_exec(exec);
+  sim::node_state const* target = e == nullptr ? nullptr : node_of_exec(*e, node);
+  if (target == nullptr || params == nullptr || params->type != target->type) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  switch (params->type) {
+    case cudaGraphNodeTypeKernel: {
+      cudaKernelNodeParams const kernel = kernel_params_v1(params->kernel);
+      return cudaGraphExecKernelNodeSetParams(exec, node, &kernel);
+    }
+    case cudaGraphNodeTypeMemcpy:
+      if (!memcpy_node_params_valid(params->memcpy)) return sim::fail(cudaErrorInvalidValue);
+      return cudaGraphExecMemcpyNodeSetParams(exec, node, &params->memcpy.copyParams);
+    case cudaGraphNodeTypeMemset: {
+      cudaMemsetParams const memset = memset_params_v1(params->memset);
+      return cudaGraphExecMemsetNodeSetParams(exec, node, &memset);
+    }
+    case cudaGraphNodeTypeHost: {
+      cudaHostNodeParams const host = host_params_v1(params->host);
+      return cudaGraphExecHostNodeSetParams(exec, node, &host);
+    }
+    case cudaGraphNodeTypeGraph:
+      return cudaGraphExecChildGraphNodeSetParams(exec, node, params->graph.graph);
+    case cudaGraphNodeTypeEventRecord:
+      return cudaGraphExecEventRecordNodeSetEvent(exec, node, params->eventRecord.event);
+    case cudaGraphNodeTypeWaitEvent:
+      return cudaGraphExecEventWaitNodeSetEvent(exec, node, params->eventWait.event);
+    case cudaGraphNodeTypeEmpty: return cudaSuccess;
+    default: return sim::fail(cudaErrorNotSupported);
+  }
+}
+
 cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, char const* path, unsigned int /*flags*/) {
   sim::lock_guard const lock{sim::state().mutex};
   sim::graph_state* g = sim::find_graph(graph);
@@ -1622,4 +2425,102 @@ cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, char const* path, unsigned
   }
   out << "}\n";
   return out ? cudaSuccess : sim::fail(cudaErrorOperatingSystem);
+}
+
+// --- user objects ------------------------------------------------------------------------------
+// cudaUserObjectCreate: "Create a user object with the specified destructor callback and initial
+// reference count. The initial references are owned by the caller ... flags - Currently it is
+// required to pass cudaUserObjectNoDestructorSync". The release calls: "The object's destructor
+// is invoked if the reference count reaches zero"; counts "Must be nonzero and not larger than
+// INT_MAX". cudaErrorInvalidValue is the one error listed: an unknown object or graph, a count
+// out of range, an unknown flag, and, stricter where the header calls it undefined behaviour,
+// releasing more references than the callers (or the graph) own. A null destructor, or an
+// initial count of 0, is refused too (the stricter reading). The destructor runs at once when
+// the count reaches zero, with CUDA calls refused inside it (cudaErrorNotPermitted), where a GPU
+// runs it later on an internal thread; a reference a graph owns goes with the graph, and with
+// its executables and the launches still queued, which own their own (user_object_references).
+
+namespace {
+
+sim::user_object* find_user_object(cudaUserObject_t object) {
+  auto* found = reinterpret_cast<sim::user_object*>(object);
+  return sim::user_objects().count(found) != 0 ? found : nullptr;
+}
+
+bool reference_count_valid(unsigned count) {
+  return count != 0 && count <= static_cast<unsigned>(INT_MAX);
+}
+
+}  // namespace
+
+cudaError_t cudaUserObjectCreate(cudaUserObject_t* object_out, void* ptr, cudaHostFn_t destroy,
+                                 unsigned int initial_references, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (object_out == nullptr || destroy == nullptr || !reference_count_valid(initial_references) ||
+      flags != cudaUserObjectNoDestructorSync) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto* created = new sim::user_object{ptr, destroy, initial_references, initial_references};
+  sim::user_objects().insert(created);
+  *object_out = reinterpret_cast<cudaUserObject_t>(created);
+  return cudaSuccess;
+}
+
+cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::user_object* o = find_user_object(object);
+  if (o == nullptr || !reference_count_valid(count)) return sim::fail(cudaErrorInvalidValue);
+  o->references += count;
+  o->caller_references += count;
+  return cudaSuccess;
+}
+
+cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::user_object* o = find_user_object(object);
+  if (o == nullptr || !reference_count_valid(count) || o->caller_references < count) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  o->caller_references -= count;
+  sim::release_user_object(*o, count);
+  return cudaSuccess;
+}
+
+// "Creates or moves user object references that will be owned by a CUDA graph ... The optional
+// flag cudaGraphUserObjectMove transfers references from the calling thread, rather than create
+// new references" (cudaGraphRetainUserObject).
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object,
+                                      unsigned int count, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  sim::user_object* o = find_user_object(object);
+  bool const move = flags == cudaGraphUserObjectMove;
+  if (g == nullptr || o == nullptr || !reference_count_valid(count) || (flags != 0U && !move) ||
+      (move && o->caller_references < count)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  g->user_objects.add(*o, count);
+  if (move) {
+    o->caller_references -= count;
+    sim::release_user_object(*o, count);  // the callers' references became the graph's
+  }
+  return cudaSuccess;
+}
+
+// "Releases user object references owned by a graph" (cudaGraphReleaseUserObject).
+cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object,
+                                       unsigned int count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::graph_state* g = sim::find_graph(graph);
+  sim::user_object* o = find_user_object(object);
+  if (g == nullptr || o == nullptr || !reference_count_valid(count) ||
+      !g->user_objects.release(*o, count)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
 }

@@ -221,9 +221,11 @@ bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std:
 // call "returns an error if dpitch or spitch exceeds the maximum allowed" (the device's memPitch);
 // both are cudaErrorInvalidPitchValue, the pitch error the header lists. Checked for one row too
 // (the stricter reading: the header does not exempt it). An empty copy is accepted, as a 1-D one
-// of 0 bytes is; then the kind as for the 1-D copy, and each side's span.
+// of 0 bytes is; then the kind as for the 1-D copy, and each side's span. A copy of several
+// slices (a memcpy node's cudaMemcpy3DParms) spans from its first slice's start to its last
+// slice's end, its slices not overlapping one another.
 cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
-  if (copy.bytes == 0 || copy.height == 0) return cudaSuccess;
+  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0) return cudaSuccess;
   std::size_t const max_pitch = sim::current_device()->properties.memPitch;
   if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
       copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
@@ -235,8 +237,27 @@ cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
       !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span)) {
     return cudaErrorInvalidValue;
   }
+  if (copy.depth > 1 &&
+      (copy.destination_slice_pitch < destination_span || copy.source_slice_pitch < source_span ||
+       !pitched_span(destination_span, copy.depth, copy.destination_slice_pitch,
+                     destination_span) ||
+       !pitched_span(source_span, copy.depth, copy.source_slice_pitch, source_span))) {
+    return cudaErrorInvalidValue;
+  }
   return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
 }
+
+}  // namespace
+
+namespace graphstep::sim::detail {
+
+cudaError_t check_pitched_copy(memcpy_params const& copy) {
+  return check_copy_2d(copy);
+}
+
+}  // namespace graphstep::sim::detail
+
+namespace {
 
 std::unique_ptr<sim::node_state> memset_node(void* destination, int value, std::size_t bytes) {
   auto node = std::make_unique<sim::node_state>();
@@ -684,6 +705,49 @@ cudaError_t cudaMemAdvise(void const* pointer, std::size_t bytes, cudaMemoryAdvi
   }
 }
 
+namespace graphstep::sim::detail {
+
+// A graph allocation: the node's address is fixed when it is made (captured or added) and the
+// memory belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
+std::unique_ptr<node_state> graph_allocation_node(graph_state& graph, std::size_t bytes,
+                                                  int device) {
+  allocation mapped;
+  if (bytes > 0) {
+    mapped = map_guarded(bytes, memory_kind::graph, device);
+    if (mapped.base == 0) return nullptr;
+  }
+  void* memory = reinterpret_cast<void*>(mapped.base);
+  std::shared_ptr<void> backing{memory, [](void* address) {
+                                  if (address == nullptr) return;
+                                  lock_guard const inner{state().mutex};
+                                  auto& allocations = state().allocations;
+                                  auto it =
+                                      allocations.find(reinterpret_cast<std::uintptr_t>(address));
+                                  if (it == allocations.end()) return;
+                                  // Its memory goes with the graph here, live or not
+                                  // (on a GPU "Graph destruction does not automatically
+                                  // free any live graph-allocated memory").
+                                  set_graph_allocation_live(address, false);
+                                  allocation const freed = it->second;
+                                  allocations.erase(it);
+                                  retire_guarded(freed);
+                                }};
+  if (memory != nullptr) {
+    state().allocations[mapped.base] = mapped;
+    forget_accesses(memory, bytes);
+    // Allocated only when a launch of its graph reaches the node.
+    set_graph_allocation(memory, graph_allocation_state::not_allocated);
+  }
+  graph.allocations.push_back(backing);
+  auto node = std::make_unique<node_state>();
+  node->type = cudaGraphNodeTypeMemAlloc;
+  node->memory = memory;
+  node->memory_bytes = bytes;
+  return node;
+}
+
+}  // namespace graphstep::sim::detail
+
 cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
@@ -702,40 +766,10 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
       sim::invalidate(*capture, cudaErrorInvalidValue, __func__);
       return sim::fail(cudaErrorInvalidValue);
     }
-    // A graph allocation: the node's address is fixed when it is captured and the memory
-    // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
-    sim::allocation mapped;
-    if (bytes > 0) {
-      mapped = sim::map_guarded(bytes, sim::memory_kind::graph, s->device);
-      if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
-    }
-    void* memory = reinterpret_cast<void*>(mapped.base);
-    std::shared_ptr<void> backing{memory, [](void* address) {
-                                    if (address == nullptr) return;
-                                    sim::lock_guard const inner{sim::state().mutex};
-                                    auto& allocations = sim::state().allocations;
-                                    auto it =
-                                        allocations.find(reinterpret_cast<std::uintptr_t>(address));
-                                    if (it == allocations.end()) return;
-                                    // Its memory goes with the graph here, live or not
-                                    // (on a GPU "Graph destruction does not automatically
-                                    // free any live graph-allocated memory").
-                                    sim::set_graph_allocation_live(address, false);
-                                    sim::allocation const freed = it->second;
-                                    allocations.erase(it);
-                                    sim::retire_guarded(freed);
-                                  }};
-    if (memory != nullptr) {
-      sim::state().allocations[mapped.base] = mapped;
-      sim::forget_accesses(memory, bytes);
-      // Allocated only when a launch of its graph reaches the node.
-      sim::set_graph_allocation(memory, sim::graph_allocation_state::not_allocated);
-    }
-    capture->graph->allocations.push_back(backing);
-    auto node = std::make_unique<sim::node_state>();
-    node->type = cudaGraphNodeTypeMemAlloc;
-    node->memory = memory;
-    node->memory_bytes = bytes;
+    std::unique_ptr<sim::node_state> node =
+        sim::graph_allocation_node(*capture->graph, bytes, s->device);
+    if (node == nullptr) return sim::fail(cudaErrorMemoryAllocation);
+    void* memory = node->memory;
     if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
       return submitted;
     }
@@ -870,7 +904,8 @@ cudaError_t cudaMemcpyAsync(void* destination, void const* source, std::size_t b
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
-  return enqueue_copy(*s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes});
+  return enqueue_copy(
+      *s, sim::memcpy_params{destination, source, bytes, kind, 1, bytes, bytes, 1, 0, 0});
 }
 
 cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
@@ -908,7 +943,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
     if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection, __func__);
     return sim::fail(cudaErrorInvalidMemcpyDirection);
   }
-  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
+  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch, 1, 0, 0};
   if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
@@ -1074,7 +1109,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, void const* src, int s
     return sim::fail(bad);
   }
   return enqueue_copy(
-      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count});
+      *s, sim::memcpy_params{dst, src, count, cudaMemcpyDeviceToDevice, 1, count, count, 1, 0, 0});
 }
 
 // cudaMemcpyPeer: "asynchronous with respect to the host, but serialized with respect all pending
@@ -1429,14 +1464,16 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (sim::this_thread().in_host_function) return sim::fail(cudaErrorNotPermitted);
   sim::event_state* e = sim::find_event(event);
   if (e == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
-  // Graph nodes that record or wait on the event keep a pointer: the node types that hold one
-  // are not produced by capture here (a captured record is only a set of dependencies). A record
-  // still queued completes first ("resources ... will be released automatically once the device
-  // has completed event", cudaEventDestroy).
+  // A record still queued completes first ("resources ... will be released automatically once
+  // the device has completed event", cudaEventDestroy).
   sim::state().events.erase(e);
   // A record behind a collective still waiting for its peers keeps the event until the end of
   // the process: the handle is gone, as on a GPU, and the queued record still has its target.
-  if (sim::run_without_waiting(e->clock)) delete e;
+  // So does an event that event record or wait nodes name (cudaEventRecordWithFlags and
+  // cudaStreamWaitEvent with the external flags, cudaGraphAddEventRecordNode and
+  // cudaGraphAddEventWaitNode): a later launch records or waits for it, and never reads freed
+  // memory.
+  if (sim::run_without_waiting(e->clock) && !sim::named_by_a_graph(e)) delete e;
   return cudaSuccess;
 }
 
@@ -1960,7 +1997,7 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
   }
   if (task->arguments_modelled()) {
     state().functions.try_emplace(task->function(),
-                                  launched_function{task->name(), task->parameter_layout()});
+                                  launched_function{task->name(), task->parameter_layout(), task});
   }
   if (s->capture == nullptr) state().devices[static_cast<std::size_t>(s->device)]->kernel_launched = true;
   auto node = std::make_unique<node_state>();

@@ -515,30 +515,6 @@ cudaError_t CUDARTAPI cudaLogsDumpToMemory(cudaLogIterator *iterator, char *buff
   return refusal::refuse("cudaLogsDumpToMemory", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaKernelNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphAddKernelNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams) {
-  return refusal::refuse("cudaGraphKernelNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc) {
-  return refusal::refuse("cudaGraphKernelNodeCopyAttributes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr, cudaKernelNodeAttrValue *value_out) {
-  return refusal::refuse("cudaGraphKernelNodeGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr, const cudaKernelNodeAttrValue *value) {
-  return refusal::refuse("cudaGraphKernelNodeSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaMemcpy3DParms *pCopyParams) {
-  return refusal::refuse("cudaGraphAddMemcpyNode", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphAddMemcpyNodeToSymbol", "not modelled yet");
 }
@@ -547,56 +523,12 @@ cudaError_t CUDARTAPI cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNo
   return refusal::refuse("cudaGraphAddMemcpyNodeFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphAddMemcpyNode1D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams) {
-  return refusal::refuse("cudaGraphMemcpyNodeGetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams) {
-  return refusal::refuse("cudaGraphMemcpyNodeSetParams", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphMemcpyNodeSetParamsToSymbol", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphMemcpyNodeSetParamsFromSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphMemcpyNodeSetParams1D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams) {
-  return refusal::refuse("cudaGraphMemsetNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphAddEventRecordNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) {
-  return refusal::refuse("cudaGraphEventRecordNodeGetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphEventRecordNodeSetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphAddEventWaitNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) {
-  return refusal::refuse("cudaGraphEventWaitNodeGetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphEventWaitNodeSetEvent", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) {
@@ -623,18 +555,6 @@ cudaError_t CUDARTAPI cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode
   return refusal::refuse("cudaGraphExternalSemaphoresWaitNodeSetParams", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams) {
-  return refusal::refuse("cudaGraphAddMemAllocNode", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams) {
-  return refusal::refuse("cudaGraphInstantiateWithParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams) {
-  return refusal::refuse("cudaGraphExecMemcpyNodeSetParams", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsToSymbol", "not modelled yet");
 }
@@ -643,60 +563,12 @@ cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t
   return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphExecMemcpyNodeSetParams1D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams) {
-  return refusal::refuse("cudaGraphExecMemsetNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph) {
-  return refusal::refuse("cudaGraphExecChildGraphNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphExecEventRecordNodeSetEvent", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event) {
-  return refusal::refuse("cudaGraphExecEventWaitNodeSetEvent", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExecExternalSemaphoresSignalNodeSetParams", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresWaitNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExecExternalSemaphoresWaitNodeSetParams", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags) {
-  return refusal::refuse("cudaUserObjectCreate", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaUserObjectRetain(cudaUserObject_t object, unsigned int count) {
-  return refusal::refuse("cudaUserObjectRetain", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) {
-  return refusal::refuse("cudaUserObjectRelease", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags) {
-  return refusal::refuse("cudaGraphRetainUserObject", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count) {
-  return refusal::refuse("cudaGraphReleaseUserObject", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams) {
-  return refusal::refuse("cudaGraphNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams) {
-  return refusal::refuse("cudaGraphExecNodeSetParams", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) {

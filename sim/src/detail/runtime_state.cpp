@@ -398,16 +398,13 @@ void record_accesses(node_state const& node) {
       }
       break;
     case cudaGraphNodeTypeMemcpy: {
-      auto const* source = static_cast<unsigned char const*>(node.copy.source);
-      auto const* destination = static_cast<unsigned char const*>(node.copy.destination);
-      bool const source_tracked = tracked(source);
-      bool const destination_tracked = tracked(destination);
-      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
-        if (source_tracked) p.races.access(source, node.copy.bytes, access_kind::read);
-        if (destination_tracked) p.races.access(destination, node.copy.bytes, access_kind::write);
-        source += node.copy.source_pitch;
-        destination += node.copy.destination_pitch;
-      }
+      bool const source_tracked = tracked(node.copy.source);
+      bool const destination_tracked = tracked(node.copy.destination);
+      std::size_t const bytes = node.copy.bytes;
+      for_each_row(node.copy, [&](unsigned char const* destination, unsigned char const* source) {
+        if (source_tracked) p.races.access(source, bytes, access_kind::read);
+        if (destination_tracked) p.races.access(destination, bytes, access_kind::write);
+      });
       break;
     }
     default: break;
@@ -435,6 +432,11 @@ std::string describe(node_state const& node) {
     case cudaGraphNodeTypeMemset:
       return "memset of " + std::to_string(node.memset.width) + " bytes";
     case cudaGraphNodeTypeMemcpy:
+      if (node.copy.depth > 1) {
+        return "3-D memcpy of " + std::to_string(node.copy.depth) + " slices of " +
+               std::to_string(node.copy.height) + " rows of " + std::to_string(node.copy.bytes) +
+               " bytes";
+      }
       if (node.copy.height > 1) {
         return "2-D memcpy of " + std::to_string(node.copy.height) + " rows of " +
                std::to_string(node.copy.bytes) + " bytes";
@@ -491,13 +493,10 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
       break;
     }
     case cudaGraphNodeTypeMemcpy: {
-      auto* destination = static_cast<unsigned char*>(node.copy.destination);
-      auto const* source = static_cast<unsigned char const*>(node.copy.source);
-      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
-        std::memmove(destination, source, node.copy.bytes);
-        destination += node.copy.destination_pitch;
-        source += node.copy.source_pitch;
-      }
+      std::size_t const bytes = node.copy.bytes;
+      for_each_row(node.copy, [bytes](unsigned char* destination, unsigned char const* source) {
+        std::memmove(destination, source, bytes);
+      });
       break;
     }
     case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;
@@ -658,6 +657,26 @@ void events_of(node_state const& node, cudaGraphNodeType type, std::vector<event
 }
 
 }  // namespace
+
+bool named_by_a_graph(event_state const* event) {
+  auto const names = [event](node_state const& node) {
+    std::vector<event_state*> events;
+    events_of(node, cudaGraphNodeTypeEventRecord, events);
+    events_of(node, cudaGraphNodeTypeWaitEvent, events);
+    return std::find(events.begin(), events.end(), event) != events.end();
+  };
+  auto const in = [&names](graph_state const& graph) {
+    return std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                       [&names](auto const& node) { return names(*node); });
+  };
+  auto& p = state();
+  return std::any_of(p.graphs.begin(), p.graphs.end(),
+                     [&in](graph_state const* graph) { return in(*graph); }) ||
+         std::any_of(p.execs.begin(), p.execs.end(),
+                     [&in](exec_state const* exec) { return in(*exec->graph); }) ||
+         std::any_of(p.queued.begin(), p.queued.end(),
+                     [&names](queued_work const& work) { return work.node && names(*work.node); });
+}
 
 void execute_graph(graph_state const& graph,  // NOLINT(misc-no-recursion)
                    launch_ordering const* ordering) {
@@ -868,6 +887,8 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
       twin->dependencies.push_back(mapped.at(dependency));
     }
     twin->kernel = node->kernel;
+    twin->priority = node->priority;
+    twin->access_policy = node->access_policy;
     twin->memset = node->memset;
     twin->copy = node->copy;
     twin->host_function = node->host_function;
@@ -884,6 +905,7 @@ std::unique_ptr<graph_state> clone(graph_state const& graph) {  // NOLINT(misc-n
     twin->memory = node->memory;
     twin->memory_bytes = node->memory_bytes;
   }
+  copy->user_objects = graph.user_objects;
   return copy;
 }
 
@@ -993,6 +1015,78 @@ void report_races() {
     static_cast<void>(std::fflush(stderr));
     std::abort();
   }
+}
+
+}  // namespace graphstep::sim::detail
+
+namespace graphstep::sim::detail {
+
+// Never destroyed: graphs that outlive main (a queued launch's copy) may release references.
+std::set<user_object*>& user_objects() {
+  static auto* const live = new std::set<user_object*>;
+  return *live;
+}
+
+void release_user_object(user_object& object, std::uint64_t count) {
+  object.references -= count;
+  if (object.references != 0) return;
+  user_objects().erase(&object);
+  thread_state& thread = this_thread();
+  bool const outer = thread.in_host_function;
+  thread.in_host_function = true;  // CUDA calls from it fail with cudaErrorNotPermitted
+  object.destroy(object.pointer);
+  thread.in_host_function = outer;
+  delete &object;
+}
+
+user_object_references::user_object_references(user_object_references const& other)
+    : held_{other.held_} {
+  for (auto const& [object, count] : held_) object->references += count;
+}
+
+user_object_references& user_object_references::operator=(user_object_references const& other) {
+  if (this == &other) return *this;
+  for (auto const& [object, count] : other.held_) object->references += count;
+  release_all();
+  held_ = other.held_;
+  return *this;
+}
+
+user_object_references::user_object_references(user_object_references&& other) noexcept
+    : held_{std::move(other.held_)} {
+  other.held_.clear();
+}
+
+user_object_references& user_object_references::operator=(user_object_references&& other) noexcept {
+  if (this == &other) return *this;
+  release_all();
+  held_ = std::move(other.held_);
+  other.held_.clear();
+  return *this;
+}
+
+user_object_references::~user_object_references() {
+  release_all();
+}
+
+void user_object_references::add(user_object& object, std::uint64_t count) {
+  held_[&object] += count;
+  object.references += count;
+}
+
+bool user_object_references::release(user_object& object, std::uint64_t count) {
+  auto const found = held_.find(&object);
+  if (found == held_.end() || found->second < count) return false;
+  found->second -= count;
+  if (found->second == 0) held_.erase(found);
+  release_user_object(object, count);
+  return true;
+}
+
+void user_object_references::release_all() noexcept {
+  std::map<user_object*, std::uint64_t> const released = std::move(held_);
+  held_.clear();
+  for (auto const& [object, count] : released) release_user_object(*object, count);
 }
 
 }  // namespace graphstep::sim::detail

@@ -56,6 +56,45 @@ struct allocation {
   bool stream_ordered{};
 };
 
+// --- user objects ----------------------------------------------------------------------------
+// cudaUserObjectCreate: a destructor callback and its references, the callers' and the graphs'.
+struct user_object {
+  void* pointer{};
+  cudaHostFn_t destroy{};
+  std::uint64_t references{};         // all of them
+  std::uint64_t caller_references{};  // those the program's threads own
+};
+
+// The live user objects (a handle is dereferenced only once found here).
+std::set<user_object*>& user_objects();
+// Releases `count` references of `object`; at zero its destructor runs, as a host function does
+// (no CUDA call may be made from it: "Destructor callbacks cannot make CUDA API calls",
+// cudaUserObjectCreate), and the object is gone.
+void release_user_object(user_object& object, std::uint64_t count);
+
+// The user object references a graph owns (cudaGraphRetainUserObject). A copy owns as many again
+// (a clone, an executable, a queued launch's copy, a child graph node's graph), and destroying
+// the owner releases them: the destructor runs once the last graph, executable and queued launch
+// holding a reference is gone ("any references which would be released are held until the
+// launches have finished executing", Programming Guide, "CUDA User Objects").
+class user_object_references {
+ public:
+  user_object_references() = default;
+  user_object_references(user_object_references const& other);
+  user_object_references& operator=(user_object_references const& other);
+  user_object_references(user_object_references&& other) noexcept;
+  user_object_references& operator=(user_object_references&& other) noexcept;
+  ~user_object_references();
+  void add(user_object& object, std::uint64_t count);
+  // Releases `count` of the references held to `object`; false (nothing released) when it holds
+  // fewer.
+  [[nodiscard]] bool release(user_object& object, std::uint64_t count);
+
+ private:
+  void release_all() noexcept;
+  std::map<user_object*, std::uint64_t> held_;
+};
+
 // --- graphs ----------------------------------------------------------------------------------
 struct graph_state;
 struct event_state;
@@ -73,8 +112,9 @@ struct launch_ordering {
   vector_clock waited;
 };
 
-// A copy of `height` rows of `bytes` each (cudaMemcpy2DAsync); a 1-D copy is one row. Row y
-// starts at destination + y * destination_pitch and source + y * source_pitch.
+// A copy of `depth` slices of `height` rows of `bytes` each (cudaMemcpy2DAsync: one slice;
+// cudaGraphAddMemcpyNode: cudaMemcpy3DParms); a 1-D copy is one row. Row y of slice z starts at
+// destination + z * destination_slice_pitch + y * destination_pitch, and likewise in the source.
 struct memcpy_params {
   void* destination{};
   void const* source{};
@@ -83,7 +123,27 @@ struct memcpy_params {
   std::size_t height{1};
   std::size_t destination_pitch{};
   std::size_t source_pitch{};
+  std::size_t depth{1};
+  std::size_t destination_slice_pitch{};
+  std::size_t source_slice_pitch{};
 };
+
+// Calls `row(destination, source)` with the start of each row of `copy`, slice by slice.
+template <typename Row>
+void for_each_row(memcpy_params const& copy, Row&& row) {
+  if (copy.bytes == 0) return;
+  for (std::size_t z = 0; z < copy.depth; ++z) {
+    auto* destination =
+        static_cast<unsigned char*>(copy.destination) + z * copy.destination_slice_pitch;
+    auto const* source =
+        static_cast<unsigned char const*>(copy.source) + z * copy.source_slice_pitch;
+    for (std::size_t y = 0; y < copy.height; ++y) {
+      row(destination, source);
+      destination += copy.destination_pitch;
+      source += copy.source_pitch;
+    }
+  }
+}
 
 struct conditional_params {
   cudaGraphConditionalHandle handle{};
@@ -102,6 +162,10 @@ struct node_state {
   int device{};  // where work run outside a graph runs
   std::vector<node_state*> dependencies;
   std::shared_ptr<kernel_task const> kernel;
+  // Kernel node attributes the simulator keeps (cudaGraphKernelNodeSetAttribute): hints that
+  // change nothing here, read back as set.
+  int priority{};
+  cudaAccessPolicyWindow access_policy{};
   // cudaGraphKernelNodeGetParams' kernelParams: the addresses of the kernel's argument copies.
   std::vector<void*> kernel_arguments_out;
   cudaMemsetParams memset{};
@@ -131,6 +195,9 @@ struct node_state {
 struct launched_function {
   std::string name;
   std::vector<parameter_slot> parameters;
+  // Its first launch: a kernel node made from raw parameters (cudaGraphAddKernelNode) launches
+  // the function through it, with its own arguments.
+  std::shared_ptr<kernel_task const> prototype;
 };
 
 // What cudaFuncSetAttribute set for a kernel function (cudaFuncGetAttributes reads it back).
@@ -162,6 +229,7 @@ struct graph_state {
   // A child graph node's graph, handed out by cudaGraphChildGraphNodeGetGraph: the node owns it,
   // and allocation and free nodes cannot be added to it.
   bool embedded{};
+  user_object_references user_objects;
 };
 
 // The graph's nodes in an order where each follows its dependencies: creation order where the
@@ -408,10 +476,17 @@ allocation const* find_allocation(void const* address);
 // Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
 // mapped without a gap.
 bool device_range_valid(void const* address, std::size_t bytes);
+// The checks of cudaMemcpy2DAsync on a copy (kind, pitches, each side's span in its
+// allocation): cudaSuccess or the error that call returns.
+cudaError_t check_pitched_copy(memcpy_params const& copy);
 
 // A graph allocation becomes live (a launch reached its node) or is freed; keeps its device's
 // graph memory counts. Call with the platform lock held.
 void set_graph_allocation_live(void const* base, bool live);
+// A memory allocation node of `bytes` on `device` whose memory belongs to `graph` (captured
+// cudaMallocAsync, cudaGraphAddMemAllocNode); null when the device's memory is exhausted.
+std::unique_ptr<node_state> graph_allocation_node(graph_state& graph, std::size_t bytes,
+                                                  int device);
 // Whether a free node of `memory` may be added to `into` (cudaGraphAddMemFreeNode, or
 // cudaFreeAsync captured into it).
 bool free_node_allowed(graph_state const& into, void const* memory);
@@ -452,6 +527,9 @@ void record_launch_events(exec_state const& exec, launch_ordering const& orderin
                           vector_clock const& launched, timeline stream);
 
 std::unique_ptr<graph_state> clone(graph_state const& graph);
+// Whether an event record or wait node of a graph, an executable or a queued launch names
+// `event` (cudaEventDestroy keeps such an event's state, so that no launch reads freed memory).
+bool named_by_a_graph(event_state const* event);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
