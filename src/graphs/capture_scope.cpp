@@ -123,23 +123,28 @@ char const* advice_for(cudaError_t code) {
 }
 
 #if defined(GRAPHSTEP_CUDA_SIM)
-// The simulated device notes such a call for the capture and answers this query, handed out
-// through the driver entry point table under a name no driver has (sim/docs/simulator.md):
-// 1 with the call (a string literal) and its cudaError_t, 0 when there is none.
+// The simulated device's queries, handed out through the driver entry point table under names
+// no driver has (sim/docs/simulator.md); null where the entry point is missing.
+template <typename Query>
+Query simulator_query(char const* name) {
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &function, CUDART_VERSION, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return Query{};
+  }
+  return reinterpret_cast<Query>(function);
+}
+
+// A failed call the simulated device noted for the capture: 1 with the call (a string literal)
+// and its cudaError_t, 0 when there is none.
 using simulator_failed_call_query = int (*)(cudaStream_t capturing, char const** call, int* error);
 
 simulator_failed_call_query simulator_failed_call() {
-  static simulator_failed_call_query const query = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("graphstepSimCaptureFailedCall", &function, CUDART_VERSION,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      static_cast<void>(cudaGetLastError());
-      return simulator_failed_call_query{};
-    }
-    return reinterpret_cast<simulator_failed_call_query>(function);
-  }();
+  static auto const query =
+      simulator_query<simulator_failed_call_query>("graphstepSimCaptureFailedCall");
   return query;
 }
 
@@ -150,18 +155,8 @@ using simulator_invalidation_query = int (*)(cudaStream_t capturing, char const*
                                              char const** library_call, int* error);
 
 simulator_invalidation_query simulator_invalidation() {
-  static simulator_invalidation_query const query = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("graphstepSimCaptureInvalidation", &function,
-                                         CUDART_VERSION, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      static_cast<void>(cudaGetLastError());
-      return simulator_invalidation_query{};
-    }
-    return reinterpret_cast<simulator_invalidation_query>(function);
-  }();
+  static auto const query =
+      simulator_query<simulator_invalidation_query>("graphstepSimCaptureInvalidation");
   return query;
 }
 #endif
