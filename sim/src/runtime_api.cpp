@@ -1321,17 +1321,9 @@ cudaError_t can_wait_for(sim::stream_state& s, char const* call) {
     sim::invalidate(*s.capture, cudaErrorStreamCaptureUnsupported, call);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
-  if (s.legacy) {
-    // The legacy stream waits for every blocking stream: a capturing one cannot be waited for.
-    for (sim::capture_state* capture : sim::state().captures) {
-      if (capture->device != s.device) continue;
-      for (sim::stream_state const* member : capture->streams) {
-        if (member->blocking()) {
-          sim::invalidate(*capture, cudaErrorStreamCaptureImplicit, call);
-          return sim::fail(cudaErrorStreamCaptureImplicit);
-        }
-      }
-    }
+  // The legacy stream waits for every blocking stream: a capturing one cannot be waited for.
+  if (cudaError_t const implicit = sim::check_legacy_use(s, call); implicit != cudaSuccess) {
+    return sim::fail(implicit);
   }
   return cudaSuccess;
 }

@@ -290,8 +290,6 @@ double now_ms() noexcept {
   return std::chrono::duration<double, std::milli>(clock::now() - origin).count();
 }
 
-namespace {
-
 // The legacy stream waits for, and is waited for by, every blocking stream of its device; a
 // blocking stream that is capturing cannot be waited for, so the call fails and the capture is
 // invalidated (cudaErrorStreamCaptureImplicit in driver_types.h; CUDA Programming Guide,
@@ -311,6 +309,8 @@ cudaError_t check_legacy_use(stream_state const& stream, char const* call) {
   }
   return implicit ? cudaErrorStreamCaptureImplicit : cudaSuccess;
 }
+
+namespace {
 
 void run_host_function(cudaHostFn_t function, void* data) {
   // Host functions must not call CUDA (cudaLaunchHostFunc in cuda_runtime_api.h): the simulator

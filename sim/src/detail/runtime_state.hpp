@@ -499,6 +499,9 @@ cudaError_t check_unsafe_call(char const* call);
 // Synchronizing a device (or anything that encompasses a capturing stream) is invalid while a
 // capture is under way on it: CUDA Programming Guide, "Prohibited and Unhandled Operations".
 cudaError_t check_device_wide_sync(int device, char const* call);
+// Work on, or a wait for, the legacy stream while a blocking stream of its device captures:
+// every such capture is invalidated and the call fails with cudaErrorStreamCaptureImplicit.
+cudaError_t check_legacy_use(stream_state const& stream, char const* call);
 // Invalidates the capture with `reason`, first reason kept, noting `call` (the CUDA call that
 // failed, a string literal) and the thread's library call.
 void invalidate(capture_state& capture, cudaError_t reason, char const* call);
