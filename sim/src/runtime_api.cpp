@@ -16,6 +16,7 @@
 
 #include "graphstep/sim/kernel_task.hpp"
 #include "detail/guarded_memory.hpp"
+#include "detail/refusal.hpp"
 #include "detail/runtime_state.hpp"
 
 namespace sim = graphstep::sim::detail;
@@ -40,6 +41,19 @@ std::size_t accounted(std::size_t bytes) {
   return (bytes + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
 }
 
+// Maps fresh memory for an allocation whose bytes are accounted already.
+cudaError_t map_allocation(void** pointer, std::size_t bytes, sim::memory_kind kind, int device) {
+  // Guarded, and filled with 0xFF bytes (a NaN in every floating-point format): cudaMalloc does
+  // not clear memory, so a kernel that reads memory nobody wrote gets no convenient zero.
+  sim::allocation const mapped = sim::map_guarded(bytes, kind, device);
+  if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
+  sim::state().allocations[mapped.base] = mapped;
+  void* memory = reinterpret_cast<void*>(mapped.base);
+  sim::forget_accesses(memory, bytes);  // fresh memory: nothing before it can race with it
+  *pointer = memory;
+  return cudaSuccess;
+}
+
 cudaError_t allocate(void** pointer, std::size_t bytes, sim::memory_kind kind, int device) {
   if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
   *pointer = nullptr;
@@ -52,20 +66,40 @@ cudaError_t allocate(void** pointer, std::size_t bytes, sim::memory_kind kind, i
     }
     owner.used_bytes += accounted(bytes);
   }
-  // Guarded, and filled with 0xFF bytes (a NaN in every floating-point format): cudaMalloc does
-  // not clear memory, so a kernel that reads memory nobody wrote gets no convenient zero.
-  sim::allocation const mapped = sim::map_guarded(bytes, kind, device);
-  if (mapped.base == 0) {
-    if (kind == sim::memory_kind::device) {
-      p.devices[static_cast<std::size_t>(device)]->used_bytes -= accounted(bytes);
-    }
-    return sim::fail(cudaErrorMemoryAllocation);
+  cudaError_t const mapped = map_allocation(pointer, bytes, kind, device);
+  if (mapped != cudaSuccess && kind == sim::memory_kind::device) {
+    p.devices[static_cast<std::size_t>(device)]->used_bytes -= accounted(bytes);
   }
-  p.allocations[mapped.base] = mapped;
-  void* memory = reinterpret_cast<void*>(mapped.base);
-  sim::forget_accesses(memory, bytes);  // fresh memory: nothing before it can race with it
-  *pointer = memory;
+  return mapped;
+}
+
+// Stream-ordered memory outside a capture (cudaMallocAsync, cudaMallocFromPoolAsync): from
+// `pool`, which reserves more of its device's memory only when what it holds is short.
+cudaError_t allocate_from_pool(void** pointer, std::size_t bytes, sim::mem_pool_state& pool) {
+  *pointer = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  if (!sim::pool_take(pool, accounted(bytes))) return sim::fail(cudaErrorMemoryAllocation);
+  if (cudaError_t const mapped =
+          map_allocation(pointer, bytes, sim::memory_kind::device, pool.device);
+      mapped != cudaSuccess) {
+    sim::pool_give_back(pool, accounted(bytes));
+    return mapped;
+  }
+  sim::allocation& allocated = sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)];
+  allocated.stream_ordered = true;
+  allocated.pool = &pool;
   return cudaSuccess;
+}
+
+// Freed device memory goes back where it came from: its pool (which keeps it reserved) or the
+// device.
+void give_back(sim::allocation const& freed) {
+  if (freed.pool != nullptr) {
+    sim::pool_give_back(*freed.pool, accounted(freed.bytes));
+  } else if (freed.kind == sim::memory_kind::device) {
+    sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
+        accounted(freed.bytes);
+  }
 }
 
 cudaError_t release(void* pointer, sim::memory_kind kind) {
@@ -92,9 +126,7 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
     sim::forget_accesses(pointer, freed.bytes);
   }
   p.allocations.erase(it);
-  if (kind == sim::memory_kind::device) {
-    p.devices[static_cast<std::size_t>(freed.device)]->used_bytes -= accounted(freed.bytes);
-  }
+  give_back(freed);
   sim::retire_guarded(freed);  // later accesses fault as use after free
   return cudaSuccess;
 }
@@ -217,13 +249,34 @@ bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std:
   return true;
 }
 
+// The span of one side of a copy: `slices` of what pitched_span gives, `slice_pitch` apart.
+bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std::size_t slices,
+                  std::size_t slice_pitch, std::size_t& span) {
+  span = 0;
+  std::size_t slice = 0;
+  if (!pitched_span(width, height, pitch, slice)) return false;
+  if (slice == 0 || slices == 0) return true;
+  if (slice_pitch != 0 && slices - 1 > (SIZE_MAX - slice) / slice_pitch) return false;
+  span = (slices - 1) * slice_pitch + slice;
+  return true;
+}
+
+// The spans a copy's destination and source touch; false when one overflows.
+bool copy_spans(sim::memcpy_params const& copy, std::size_t& destination_span,
+                std::size_t& source_span) {
+  return pitched_span(copy.bytes, copy.height, copy.destination_pitch, copy.depth,
+                      copy.destination_slice_pitch, destination_span) &&
+         pitched_span(copy.bytes, copy.height, copy.source_pitch, copy.depth,
+                      copy.source_slice_pitch, source_span);
+}
+
 // cudaMemcpy2D and cudaMemcpy2DAsync: "width must not exceed either dpitch or spitch", and the
 // call "returns an error if dpitch or spitch exceeds the maximum allowed" (the device's memPitch);
 // both are cudaErrorInvalidPitchValue, the pitch error the header lists. Checked for one row too
 // (the stricter reading: the header does not exempt it). An empty copy is accepted, as a 1-D one
-// of 0 bytes is; then the kind as for the 1-D copy, and each side's span.
-cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
-  if (copy.bytes == 0 || copy.height == 0) return cudaSuccess;
+// of 0 bytes is; then the kind as for the 1-D copy, and each side's span (a 3-D copy's too).
+cudaError_t check_pitched_copy(sim::memcpy_params const& copy) {
+  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0) return cudaSuccess;
   std::size_t const max_pitch = sim::current_device()->properties.memPitch;
   if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
       copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
@@ -231,10 +284,7 @@ cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
   }
   std::size_t destination_span = 0;
   std::size_t source_span = 0;
-  if (!pitched_span(copy.bytes, copy.height, copy.destination_pitch, destination_span) ||
-      !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span)) {
-    return cudaErrorInvalidValue;
-  }
+  if (!copy_spans(copy, destination_span, source_span)) return cudaErrorInvalidValue;
   return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
 }
 
@@ -495,6 +545,7 @@ cudaError_t cudaDeviceSynchronize() {
     return sim::fail(capturing);
   }
   sim::host_waits_for_device(sim::this_thread().device);
+  sim::release_pool_memory(sim::this_thread().device);
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
     return sim::fail(sticky);
   return cudaSuccess;
@@ -684,13 +735,12 @@ cudaError_t cudaMemAdvise(void const* pointer, std::size_t bytes, cudaMemoryAdvi
   }
 }
 
-cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
-  sim::lock_guard const lock{sim::state().mutex};
-  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  cudaError_t error = cudaSuccess;
-  sim::stream_state* s = stream_or_fail(stream, error);
-  if (s == nullptr) return error;
-  if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
+namespace {
+
+// cudaMallocAsync and cudaMallocFromPoolAsync, the stream and the pool checked: "Inserts an
+// allocation operation into hStream". `call` names the CUDA call (a string literal).
+cudaError_t allocate_async(void** pointer, std::size_t bytes, sim::mem_pool_state& pool,
+                           sim::stream_state* s, char const* call) {
   if (sim::capture_state* capture = s->capture; capture != nullptr) {
     if (capture->invalidated_by != cudaSuccess) {
       return sim::fail(cudaErrorStreamCaptureInvalidated);
@@ -699,14 +749,16 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     // (cudaGraphChildGraphNodeGetGraph): refused, and the capture invalidated as for a refused
     // cudaFreeAsync.
     if (capture->graph->embedded) {
-      sim::invalidate(*capture, cudaErrorInvalidValue, __func__);
+      sim::invalidate(*capture, cudaErrorInvalidValue, call);
       return sim::fail(cudaErrorInvalidValue);
     }
     // A graph allocation: the node's address is fixed when it is captured and the memory
-    // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes").
+    // belongs to the graph (CUDA Programming Guide, "Graph Memory Nodes"), not to the pool;
+    // "The memory pool's properties are used to set the node's creation parameters"
+    // (cudaMallocFromPoolAsync): its device.
     sim::allocation mapped;
     if (bytes > 0) {
-      mapped = sim::map_guarded(bytes, sim::memory_kind::graph, s->device);
+      mapped = sim::map_guarded(bytes, sim::memory_kind::graph, pool.device);
       if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
     }
     void* memory = reinterpret_cast<void*>(mapped.base);
@@ -744,16 +796,43 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
   }
   // Outside a capture it is as "potentially unsafe" as cudaMalloc (no GPU answer is recorded for
   // cudaMallocAsync: the stricter reading, as for cudaFreeAsync; scripts/gpu-check.sh probes it).
-  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(call); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
-  // Stream-ordered allocation is ordinary device memory here: work runs in stream order at once,
-  // so "available once the stream reaches it" is immediately. Only cudaFree treats it apart.
-  cudaError_t const allocated = allocate(pointer, bytes, sim::memory_kind::device, s->device);
-  if (allocated == cudaSuccess && *pointer != nullptr) {
-    sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)].stream_ordered = true;
-  }
-  return allocated;
+  // Stream-ordered allocation is pool memory mapped at once: work runs in stream order, so
+  // "available once the stream reaches it" is immediately. Only cudaFree treats it apart.
+  return allocate_from_pool(pointer, bytes, pool);
+}
+
+}  // namespace
+
+// cudaMallocAsync: "allocates from the current mempool of the provided stream's device"
+// (cudaDeviceSetMemPool).
+cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::mem_pool_state& pool =
+      *sim::state().devices[static_cast<std::size_t>(s->device)]->current_pool;
+  return allocate_async(pointer, bytes, pool, s, __func__);
+}
+
+// cudaMallocFromPoolAsync: "The allocation comes from the specified memory pool", which "may be
+// from a device different than that of the specified hStream". A pool that is no (live) pool is
+// cudaErrorInvalidValue, the error listed.
+cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t size, cudaMemPool_t memPool,
+                                    cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (ptr == nullptr || pool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  return allocate_async(ptr, size, *pool, s, __func__);
 }
 
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
@@ -801,8 +880,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
     if (it == allocations.end()) return;
     sim::allocation const freed = it->second;
     allocations.erase(it);
-    sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
-        accounted(freed.bytes);
+    give_back(freed);
     sim::retire_guarded(freed);
   };
   return sim::submit(*s, std::move(node), "cudaFreeAsync");
@@ -815,8 +893,9 @@ cudaError_t enqueue_copy(sim::stream_state& s, sim::memcpy_params const& copy) {
   auto node = std::make_unique<sim::node_state>();
   node->type = cudaGraphNodeTypeMemcpy;
   node->copy = copy;
+  std::size_t destination_span = 0;
   std::size_t source_span = 0;
-  static_cast<void>(pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span));
+  static_cast<void>(copy_spans(copy, destination_span, source_span));
   bool const source_on_host = !is_device_memory(copy.source);
   bool const pageable_source = source_on_host && sim::find_allocation(copy.source) == nullptr;
   bool const pageable_destination =
@@ -890,7 +969,7 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
 
 // cudaMemcpy2DAsync: "Copies a matrix (height rows of width bytes each) from the memory area
 // pointed to by src to the memory area pointed to by dst ... dpitch and spitch are the widths in
-// memory in bytes of the 2D arrays ... including any padding"; checked as check_copy_2d says,
+// memory in bytes of the 2D arrays ... including any padding"; checked as check_pitched_copy says,
 // then as cudaMemcpyAsync (a refused copy invalidates a capture; captured, it is a memcpy node).
 // "The memory areas may not overlap": an overlap is not detected (each row is copied as by
 // memmove).
@@ -909,7 +988,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
     return sim::fail(cudaErrorInvalidMemcpyDirection);
   }
   sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
-  if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
+  if (cudaError_t const bad = check_pitched_copy(copy); bad != cudaSuccess) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
@@ -1169,6 +1248,319 @@ cudaError_t cudaMemset2D(void* devPtr, std::size_t pitch, int value, std::size_t
   return set;
 }
 
+// --- pitched and 3-D memory (cudaMallocPitch, cudaMalloc3D, cudaMemcpy3D*, cudaMemset3D*) -------
+// Pitched pointers only: CUDA arrays are not modelled, so a copy naming one is refused by name
+// (cudaErrorNotSupported). A 3-D copy is one memcpy node of `depth` slices (sim::memcpy_params),
+// run and seen by the race checker row by row as a 2-D copy is.
+
+namespace {
+
+// What cudaMallocPitch and cudaMalloc3D pad a row to. The header says only that the function
+// "may pad the allocation to ensure that corresponding pointers in any given row will continue to
+// meet the alignment requirements for coalescing"; 512 bytes is what current GPUs return.
+constexpr std::size_t pitch_alignment = 512;
+
+// The pitch of rows of `width` bytes and the bytes of `rows` such rows; false on overflow.
+bool pitched_allocation(std::size_t width, std::size_t rows, std::size_t& pitch,
+                        std::size_t& bytes) {
+  if (width > SIZE_MAX - (pitch_alignment - 1)) return false;
+  pitch = (width + pitch_alignment - 1) / pitch_alignment * pitch_alignment;
+  if (rows > SIZE_MAX / pitch) return false;
+  bytes = pitch * rows;
+  return true;
+}
+
+// Pitched device memory, checked as potentially unsafe during a capture as cudaMalloc is. A zero
+// extent is cudaErrorInvalidValue: the stricter reading (cudaMalloc of 0 bytes succeeds; the
+// pitched forms say nothing; memory_pitched_gpu_test probes it).
+cudaError_t allocate_pitched(void** pointer, std::size_t* pitch, std::size_t width,
+                             std::size_t height, std::size_t depth, char const* call) {
+  if (pointer == nullptr || pitch == nullptr || width == 0 || height == 0 || depth == 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (cudaError_t const unsafe = sim::check_unsafe_call(call); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  std::size_t bytes = 0;
+  if (height > SIZE_MAX / depth || !pitched_allocation(width, height * depth, *pitch, bytes)) {
+    return sim::fail(cudaErrorMemoryAllocation);
+  }
+  return allocate(pointer, bytes, sim::memory_kind::device, sim::this_thread().device);
+}
+
+// One side of a 3-D copy: "The struct passed to cudaMemcpy3D() must specify one of srcArray or
+// srcPtr and one of dstArray or dstPtr. Passing more than one non-zero source or destination
+// will cause cudaMemcpy3D() to return an error" (cudaErrorInvalidValue; naming neither too). The
+// position is in bytes ("The element for a host or device pointer is assumed to be unsigned
+// char"), and "The source object must entirely contain the region defined by srcPos and extent":
+// x + width within the pitch (cudaErrorInvalidPitchValue, as a 2-D copy's width beyond its
+// pitch) and, where slices are apart (ysize rows), y + height within ysize. Gives the address of
+// the region's first byte and the slice pitch.
+cudaError_t copy_side(cudaArray_t array, cudaPitchedPtr const& side, cudaPos const& position,
+                      cudaExtent const& extent, char const* call, void*& start,
+                      std::size_t& slice_pitch) {
+  if ((array != nullptr) == (side.ptr != nullptr)) return sim::fail(cudaErrorInvalidValue);
+  if (array != nullptr) return sim::refuse(call, "not modelled for CUDA arrays");
+  if (position.x > side.pitch || extent.width > side.pitch - position.x) {
+    return sim::fail(cudaErrorInvalidPitchValue);
+  }
+  bool const sliced = extent.depth > 1 || position.z > 0;
+  if (sliced && (position.y > side.ysize || extent.height > side.ysize - position.y)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  slice_pitch = 0;
+  if (sliced && side.ysize != 0 && side.pitch > SIZE_MAX / side.ysize) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  slice_pitch = side.pitch * side.ysize;
+  std::size_t row_offset = 0;
+  std::size_t slice_offset = 0;
+  if ((side.pitch != 0 && position.y > SIZE_MAX / side.pitch) ||
+      (slice_pitch != 0 && position.z > SIZE_MAX / slice_pitch)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  row_offset = position.y * side.pitch;
+  slice_offset = position.z * slice_pitch;
+  if (slice_offset > SIZE_MAX - row_offset - position.x) return sim::fail(cudaErrorInvalidValue);
+  start = static_cast<unsigned char*>(side.ptr) + slice_offset + row_offset + position.x;
+  return cudaSuccess;
+}
+
+// The copy a cudaMemcpy3DParms or cudaMemcpy3DPeerParms describes, its sides checked; `empty`
+// when the extent is.
+cudaError_t copy_3d(cudaArray_t source_array, cudaPos const& source_position,
+                    cudaPitchedPtr const& source, cudaArray_t destination_array,
+                    cudaPos const& destination_position, cudaPitchedPtr const& destination,
+                    cudaExtent const& extent, cudaMemcpyKind kind, char const* call,
+                    sim::memcpy_params& copy) {
+  void* source_start = nullptr;
+  void* destination_start = nullptr;
+  std::size_t source_slice_pitch = 0;
+  std::size_t destination_slice_pitch = 0;
+  if (cudaError_t const error = copy_side(source_array, source, source_position, extent, call,
+                                          source_start, source_slice_pitch);
+      error != cudaSuccess) {
+    return error;
+  }
+  if (cudaError_t const error = copy_side(destination_array, destination, destination_position,
+                                          extent, call, destination_start, destination_slice_pitch);
+      error != cudaSuccess) {
+    return error;
+  }
+  copy = sim::memcpy_params{destination_start,       source_start,      extent.width, kind,
+                            extent.height,           destination.pitch, source.pitch, extent.depth,
+                            destination_slice_pitch, source_slice_pitch};
+  if (cudaError_t const bad = check_pitched_copy(copy); bad != cudaSuccess) return sim::fail(bad);
+  return cudaSuccess;
+}
+
+// Whether a kind in the caller's memory is one cudaMemcpyKind names; read as an int, since
+// loading another value as the enumeration is undefined behaviour (and UBSan says so).
+bool kind_valid(cudaMemcpyKind const& kind) {
+  int k = 0;
+  std::memcpy(&k, &kind, sizeof k);
+  return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault;
+}
+
+// The parameters of a cudaMemcpy3DAsync, checked; a bad one invalidates a capture of `s`.
+cudaError_t checked_copy_3d(cudaMemcpy3DParms const* p, sim::stream_state& s, char const* call,
+                            sim::memcpy_params& copy) {
+  cudaError_t error = cudaSuccess;
+  if (p == nullptr) {
+    error = sim::fail(cudaErrorInvalidValue);
+  } else if (!kind_valid(p->kind)) {
+    error = sim::fail(cudaErrorInvalidMemcpyDirection);
+  } else {
+    error = copy_3d(p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos, p->dstPtr, p->extent,
+                    p->kind, call, copy);
+  }
+  if (error != cudaSuccess && s.capture != nullptr) sim::invalidate(*s.capture, error, call);
+  return error;
+}
+
+// cudaMemcpy3DPeerParms: device memory of the devices named on each side (check_peer_copy's
+// rules); an invalid device is cudaErrorInvalidDevice.
+cudaError_t checked_peer_copy_3d(cudaMemcpy3DPeerParms const* p, sim::stream_state* s,
+                                 char const* call, sim::memcpy_params& copy) {
+  cudaError_t error = cudaSuccess;
+  if (p == nullptr) {
+    error = sim::fail(cudaErrorInvalidValue);
+  } else if (!valid_device(p->srcDevice) || !valid_device(p->dstDevice)) {
+    error = sim::fail(cudaErrorInvalidDevice);
+  } else {
+    error = copy_3d(p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos, p->dstPtr, p->extent,
+                    cudaMemcpyDeviceToDevice, call, copy);
+    auto const on = [](void const* pointer, int device) {
+      sim::allocation const* owner = sim::find_allocation(pointer);
+      return is_device_memory(pointer) && owner != nullptr && owner->device == device;
+    };
+    if (error == cudaSuccess && copy.bytes > 0 && copy.height > 0 && copy.depth > 0 &&
+        (!on(copy.source, p->srcDevice) || !on(copy.destination, p->dstDevice))) {
+      error = sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  if (error != cudaSuccess && s != nullptr && s->capture != nullptr) {
+    sim::invalidate(*s->capture, error, call);
+  }
+  return error;
+}
+
+bool empty(sim::memcpy_params const& copy) {
+  return copy.bytes == 0 || copy.height == 0 || copy.depth == 0;
+}
+
+}  // namespace
+
+// cudaMallocPitch: "Allocates at least width (in bytes) * height bytes of linear memory on the
+// device"; "The pitch returned in *pitch by cudaMallocPitch() is the width in bytes of the
+// allocation". Freed with cudaFree.
+cudaError_t cudaMallocPitch(void** devPtr, std::size_t* pitch, std::size_t width,
+                            std::size_t height) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return allocate_pitched(devPtr, pitch, width, height, 1, __func__);
+}
+
+// cudaMalloc3D: "Allocates at least width * height * depth bytes of linear memory on the device
+// and returns a cudaPitchedPtr in which ptr is a pointer to the allocated memory"; xsize and
+// ysize are "equivalent to the width and height extent parameters".
+cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pitchedDevPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  void* memory = nullptr;
+  std::size_t pitch = 0;
+  if (cudaError_t const error =
+          allocate_pitched(&memory, &pitch, extent.width, extent.height, extent.depth, __func__);
+      error != cudaSuccess) {
+    return error;
+  }
+  *pitchedDevPtr = cudaPitchedPtr{memory, pitch, extent.width, extent.height};
+  return cudaSuccess;
+}
+
+// cudaMemcpy3DAsync: the copy cudaMemcpy3D describes, in stream order (captured, a memcpy node);
+// checked as copy_side and check_pitched_copy say. "The source and destination object may not
+// overlap": an overlap is not detected.
+cudaError_t cudaMemcpy3DAsync(cudaMemcpy3DParms const* p, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::memcpy_params copy;
+  if (cudaError_t const bad = checked_copy_3d(p, *s, __func__, copy); bad != cudaSuccess) {
+    return bad;
+  }
+  if (empty(copy)) return cudaSuccess;
+  return enqueue_copy(*s, copy);
+}
+
+// cudaMemcpy3D: the synchronous form, on the legacy stream, blocking the host as cudaMemcpy does.
+cudaError_t cudaMemcpy3D(cudaMemcpy3DParms const* p) {
+  sim::lock_guard const lock{sim::state().mutex};
+  bool const blocks_host = p != nullptr && kind_valid(p->kind) &&
+                           synchronous_copy_blocks_host(p->dstPtr.ptr, p->srcPtr.ptr, p->kind);
+  cudaError_t const copied = cudaMemcpy3DAsync(p, cudaStreamLegacy);
+  if (copied == cudaSuccess && blocks_host) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return copied;
+}
+
+// cudaMemcpy3DPeerAsync: "Perform a 3D memory copy between devices"; ordered in `stream` only,
+// as cudaMemcpyPeerAsync.
+cudaError_t cudaMemcpy3DPeerAsync(cudaMemcpy3DPeerParms const* p, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::memcpy_params copy;
+  if (cudaError_t const bad = checked_peer_copy_3d(p, s, __func__, copy); bad != cudaSuccess) {
+    return bad;
+  }
+  if (empty(copy)) return cudaSuccess;
+  return enqueue_copy(*s, copy);
+}
+
+// cudaMemcpy3DPeer: serialized with the current device and both devices named, as cudaMemcpyPeer
+// (whose model it shares: a synchronization of the three devices, the copy on the legacy stream,
+// the host waiting for it).
+cudaError_t cudaMemcpy3DPeer(cudaMemcpy3DPeerParms const* p) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::memcpy_params copy;
+  if (cudaError_t const bad = checked_peer_copy_3d(p, nullptr, __func__, copy);
+      bad != cudaSuccess) {
+    return bad;
+  }
+  int const devices[] = {sim::this_thread().device, p->srcDevice, p->dstDevice};
+  for (int const device : devices) {
+    if (cudaError_t const capturing = sim::check_device_wide_sync(device, __func__);
+        capturing != cudaSuccess) {
+      return sim::fail(capturing);
+    }
+  }
+  for (int const device : devices) sim::host_waits_for_device(device);
+  cudaError_t const copied = cudaMemcpy3DPeerAsync(p, cudaStreamLegacy);
+  if (copied == cudaSuccess) sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  return copied;
+}
+
+// cudaMemset3DAsync: "Initializes each element of a 3D array to the specified value"; "The pitch
+// field of pitchedDevPtr is ignored when height and depth are both equal to 1", ysize is "the
+// height of each 2D slice in rows". cudaErrorInvalidValue, the only error listed: a pitch
+// narrower than the width, more rows than a slice has (depth above 1), a span that overflows or
+// leaves its allocation. Slices ysize rows apart with every row set (height == ysize) are one
+// 2-D memset node of height * depth rows; otherwise each slice is a 2-D memset node of its own,
+// in order (a capture records them as a chain: the header does not say how a GPU records it).
+cudaError_t cudaMemset3DAsync(cudaPitchedPtr pitchedDevPtr, int value, cudaExtent extent,
+                              cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (extent.width == 0 || extent.height == 0 || extent.depth == 0) return cudaSuccess;
+  bool const one_row = extent.height == 1 && extent.depth == 1;
+  std::size_t const pitch = one_row ? extent.width : pitchedDevPtr.pitch;
+  std::size_t const ysize = extent.depth > 1 ? pitchedDevPtr.ysize : extent.height;
+  std::size_t span = 0;
+  bool const valid =
+      pitch >= extent.width && extent.height <= ysize &&
+      (ysize == 0 || pitch <= SIZE_MAX / ysize) &&
+      pitched_span(extent.width, extent.height, pitch, extent.depth, pitch * ysize, span) &&
+      sim::device_range_valid(pitchedDevPtr.ptr, span);
+  if (!valid) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue, __func__);
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  bool const contiguous_slices = extent.depth == 1 || extent.height == ysize;
+  std::size_t const nodes = contiguous_slices ? 1 : extent.depth;
+  for (std::size_t z = 0; z < nodes; ++z) {
+    auto node = memset_node(static_cast<unsigned char*>(pitchedDevPtr.ptr) + z * pitch * ysize,
+                            value, extent.width);
+    node->memset.height = contiguous_slices ? extent.height * extent.depth : extent.height;
+    node->memset.pitch = pitch;
+    if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
+      return submitted;
+    }
+  }
+  return cudaSuccess;
+}
+
+// cudaMemset3D: "asynchronous with respect to the host unless pitchedDevPtr refers to pinned host
+// memory"; on the legacy stream, as cudaMemset2D.
+cudaError_t cudaMemset3D(cudaPitchedPtr pitchedDevPtr, int value, cudaExtent extent) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t const set = cudaMemset3DAsync(pitchedDevPtr, value, extent, cudaStreamLegacy);
+  if (set == cudaSuccess && sync_memops()) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return set;
+}
+
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void const* pointer) {
   sim::lock_guard const lock{sim::state().mutex};
   if (attributes == nullptr) return sim::fail(cudaErrorInvalidValue);
@@ -1194,6 +1586,336 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void con
     attributes->devicePointer = const_cast<void*>(pointer);
   }
   return cudaSuccess;
+}
+
+// --- stream-ordered memory pools (cuda_runtime_api.h, "Stream Ordered Memory Allocator") -----
+// Device pools only: the simulated device has no host-memory or managed pools (their locations
+// and allocation types answer cudaErrorNotSupported, a listed error) and no IPC (export and
+// import stay refused). Pool allocations are device memory of the pool's device; the pool counts
+// them as used and keeps what frees give back reserved (sim::mem_pool_state), releasing it down
+// to the release threshold at the next synchronization or to cudaMemPoolTrimTo's figure.
+
+namespace {
+
+// What a pool's location may name here: a device (a valid ordinal). Host and host-NUMA pools are
+// not modelled; anything else is invalid.
+cudaError_t check_pool_location(cudaMemLocation const& location, char const* call) {
+  switch (location.type) {
+    case cudaMemLocationTypeDevice:
+      return valid_device(location.id) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNuma:
+      return sim::refuse(call, "not modelled for host-memory pools");
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaMemGetDefaultMemPool, cudaMemGetMemPool and cudaMemSetMemPool take "one of
+// cudaMemLocationTypeDevice, cudaMemLocationTypeHost or cudaMemLocationTypeHostNuma" with
+// cudaMemAllocationTypePinned, or cudaMemAllocationTypeManaged, whose location may also be
+// cudaMemLocationTypeNone; "In all other cases, the call return cudaErrorInvalidValue". Returns
+// the device whose pools the pair names.
+cudaError_t check_location_and_type(cudaMemLocation const* location, cudaMemAllocationType type,
+                                    char const* call, int& device) {
+  if (location == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (type == cudaMemAllocationTypeManaged) {
+    switch (location->type) {
+      case cudaMemLocationTypeNone:
+      case cudaMemLocationTypeDevice:
+      case cudaMemLocationTypeHost:
+      case cudaMemLocationTypeHostNuma: return sim::refuse(call, "not modelled for managed pools");
+      default: return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  if (type != cudaMemAllocationTypePinned) return sim::fail(cudaErrorInvalidValue);
+  if (cudaError_t const error = check_pool_location(*location, call); error != cudaSuccess) {
+    return error;
+  }
+  device = location->id;
+  return cudaSuccess;
+}
+
+// Whether every byte of `bytes` is zero (the reserved fields "must be 0").
+bool all_zero(unsigned char const* bytes, std::size_t count) {
+  return std::all_of(bytes, bytes + count, [](unsigned char b) { return b == 0; });
+}
+
+sim::device_state& device_at(int ordinal) {
+  return *sim::state().devices[static_cast<std::size_t>(ordinal)];
+}
+
+// cudaDeviceSetMemPool: "The memory pool must be local to the specified device".
+cudaError_t set_current_pool(int device, cudaMemPool_t memPool) {
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || pool->device != device) return sim::fail(cudaErrorInvalidValue);
+  device_at(device).current_pool = pool;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// cudaMemPoolCreate: "Currently must be specified as cudaMemAllocationTypePinned" (allocType);
+// cudaMemLocationTypeHostNumaCurrent "will result in cudaErrorInvalidValue"; the Windows
+// security attributes are "required to be zero" and the reserved bytes "must be 0". A pool that
+// is IPC capable (handleTypes) or for hardware decompression (usage) is not modelled:
+// cudaErrorNotSupported, a listed error, with a message; an unknown handle type is invalid. An
+// invalid device ordinal is cudaErrorInvalidValue, the header's error for a bad argument.
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, cudaMemPoolProps const* poolProps) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr || poolProps == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (poolProps->allocType != cudaMemAllocationTypePinned ||
+      poolProps->win32SecurityAttributes != nullptr ||
+      !all_zero(poolProps->reserved, sizeof poolProps->reserved)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const handle_types = static_cast<unsigned>(poolProps->handleTypes);
+  unsigned const known = cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeWin32 |
+                         cudaMemHandleTypeWin32Kmt | cudaMemHandleTypeFabric;
+  if ((handle_types & ~known) != 0U) return sim::fail(cudaErrorInvalidValue);
+  if (cudaError_t const error = check_pool_location(poolProps->location, __func__);
+      error != cudaSuccess) {
+    return error;
+  }
+  if (handle_types != 0U) return sim::refuse(__func__, "not modelled for IPC-capable pools");
+  if (poolProps->usage != 0) return sim::refuse(__func__, "not modelled for decompression pools");
+  auto pool = std::make_unique<sim::mem_pool_state>();
+  pool->device = poolProps->location.id;
+  pool->max_size = poolProps->maxSize;
+  *memPool = reinterpret_cast<cudaMemPool_t>(pool.get());
+  sim::state().pools.emplace(pool.get(), std::move(pool));
+  return cudaSuccess;
+}
+
+// cudaMemPoolDestroy: "A device's default memory pool cannot be destroyed" (cudaErrorInvalidValue,
+// as for a handle that names no pool); "Destroying the current mempool of a device sets the
+// default mempool of that device as the current mempool"; with allocations outstanding or frees
+// not yet run, "the function will return immediately and the resources associated with the pool
+// will be released automatically once there are no more outstanding allocations".
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || pool->is_default) return sim::fail(cudaErrorInvalidValue);
+  sim::device_state& device = device_at(pool->device);
+  if (device.current_pool == pool) device.current_pool = device.default_pool;
+  pool->destroyed = true;
+  pool->access_by_device.clear();  // outstanding memory stays reachable from its own device only
+  if (pool->used == 0) sim::pool_give_back(*pool, 0);  // released now
+  return cudaSuccess;
+}
+
+// cudaMemPoolTrimTo: "Releases memory back to the OS until the pool contains fewer than
+// minBytesToKeep reserved bytes, or there is no more memory that the allocator can safely
+// release"; memory of outstanding allocations stays.
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, std::size_t minBytesToKeep) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::trim_pool(*pool, minBytesToKeep);
+  return cudaSuccess;
+}
+
+// cudaMemPoolSetAttribute: the reuse policies (int) and the release threshold (cuuint64_t) are
+// stored; the high watermarks may only be reset ("It is illegal to set this attribute to a
+// non-zero value"), to the current figure; the current counts are read-only. Anything else is
+// cudaErrorInvalidValue. The reuse policies are kept and read back, and change nothing here:
+// freed pool memory is reused as soon as its free has run, which the default policies allow.
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const as_int = [value] { return *static_cast<int const*>(value) != 0 ? 1 : 0; };
+  auto const as_u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      pool->reuse_follow_event_dependencies = as_int();
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowOpportunistic:
+      pool->reuse_allow_opportunistic = as_int();
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowInternalDependencies:
+      pool->reuse_allow_internal_dependencies = as_int();
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = as_u64(); return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh:
+      if (as_u64() != 0) return sim::fail(cudaErrorInvalidValue);
+      pool->reserved_high = pool->reserved;
+      return cudaSuccess;
+    case cudaMemPoolAttrUsedMemHigh:
+      if (as_u64() != 0) return sim::fail(cudaErrorInvalidValue);
+      pool->used_high = pool->used;
+      return cudaSuccess;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaMemPoolGetAttribute: each attribute as cudaMemPoolSetAttribute stored it, and the counts:
+// reserved ("Amount of backing memory currently allocated for the mempool") and used ("Amount of
+// memory from the pool that is currently in use by the application"), each with its high
+// watermark "since the last time it was reset". Sizes are rounded up to 256 bytes, as cudaMalloc
+// rounds them; a GPU rounds to its own granularity.
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state const* pool = sim::find_pool(memPool);
+  if (pool == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const put_int = [value](int v) { *static_cast<int*>(value) = v; };
+  auto const put_u64 = [value](std::uint64_t v) { *static_cast<std::uint64_t*>(value) = v; };
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      put_int(pool->reuse_follow_event_dependencies);
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowOpportunistic:
+      put_int(pool->reuse_allow_opportunistic);
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowInternalDependencies:
+      put_int(pool->reuse_allow_internal_dependencies);
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold: put_u64(pool->release_threshold); return cudaSuccess;
+    case cudaMemPoolAttrReservedMemCurrent: put_u64(pool->reserved); return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh: put_u64(pool->reserved_high); return cudaSuccess;
+    case cudaMemPoolAttrUsedMemCurrent: put_u64(pool->used); return cudaSuccess;
+    case cudaMemPoolAttrUsedMemHigh: put_u64(pool->used_high); return cudaSuccess;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaMemPoolSetAccess: "Each descriptor instructs the access to enable for a single gpu";
+// cudaErrorInvalidValue is the error listed, for any bad descriptor (then nothing changes). The
+// header is silent on read-only access and on the pool's own device: both are refused here, the
+// stricter reading (a kernel here cannot be kept from writing memory it may read, and a pool's
+// own device always reads and writes it; memory_pools_gpu_test probes both).
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, cudaMemAccessDesc const* descList,
+                                 std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || (count > 0 && descList == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    cudaMemAccessDesc const& desc = descList[i];
+    bool const valid =
+        desc.location.type == cudaMemLocationTypeDevice && valid_device(desc.location.id) &&
+        (desc.flags == cudaMemAccessFlagsProtNone ||
+         desc.flags == cudaMemAccessFlagsProtReadWrite) &&
+        (desc.location.id != pool->device || desc.flags == cudaMemAccessFlagsProtReadWrite);
+    if (!valid) return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    cudaMemAccessDesc const& desc = descList[i];
+    if (desc.location.id == pool->device) continue;
+    if (desc.flags == cudaMemAccessFlagsProtNone) {
+      pool->access_by_device.erase(desc.location.id);
+    } else {
+      pool->access_by_device[desc.location.id] = desc.flags;
+    }
+  }
+  return cudaSuccess;
+}
+
+// cudaMemPoolGetAccess: "the accessibility of the pool's memory from the specified location":
+// read and write from its own device ("By default, the pool's memory will be accessible from the
+// device it is allocated on", cudaMemPoolCreate), what cudaMemPoolSetAccess granted another.
+// A location that is no device is cudaErrorInvalidValue (the stricter reading).
+cudaError_t cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t memPool,
+                                 cudaMemLocation* location) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state const* pool = sim::find_pool(memPool);
+  if (flags == nullptr || pool == nullptr || location == nullptr ||
+      location->type != cudaMemLocationTypeDevice || !valid_device(location->id)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (location->id == pool->device) {
+    *flags = cudaMemAccessFlagsProtReadWrite;
+    return cudaSuccess;
+  }
+  auto const granted = pool->access_by_device.find(location->id);
+  *flags = granted == pool->access_by_device.end() ? cudaMemAccessFlagsProtNone : granted->second;
+  return cudaSuccess;
+}
+
+// cudaDeviceGetDefaultMemPool: "The default mempool of a device contains device memory from that
+// device"; an invalid ordinal is cudaErrorInvalidDevice.
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (!valid_device(device)) return sim::fail(cudaErrorInvalidDevice);
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).default_pool);
+  return cudaSuccess;
+}
+
+// cudaDeviceSetMemPool: an invalid ordinal is cudaErrorInvalidDevice; a pool that is not "local
+// to the specified device", or no pool, is cudaErrorInvalidValue.
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (!valid_device(device)) return sim::fail(cudaErrorInvalidDevice);
+  return set_current_pool(device, memPool);
+}
+
+// cudaDeviceGetMemPool: "the last pool provided to cudaDeviceSetMemPool for this device or the
+// device's default memory pool". The errors listed are cudaErrorInvalidValue and
+// cudaErrorNotSupported: an invalid ordinal is cudaErrorInvalidValue here (probed on a GPU).
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr || !valid_device(device)) return sim::fail(cudaErrorInvalidValue);
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).current_pool);
+  return cudaSuccess;
+}
+
+// cudaMemGetDefaultMemPool: a device location with cudaMemAllocationTypePinned is the device's
+// default pool (cudaDeviceGetDefaultMemPool); host and managed pools are not modelled.
+cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t* memPool, cudaMemLocation* location,
+                                     cudaMemAllocationType type) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  int device = 0;
+  if (cudaError_t const error = check_location_and_type(location, type, __func__, device);
+      error != cudaSuccess) {
+    return error;
+  }
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).default_pool);
+  return cudaSuccess;
+}
+
+// cudaMemGetMemPool: "the last pool provided to cudaMemSetMemPool or cudaDeviceSetMemPool for
+// this location and allocation type or the location's default memory pool".
+cudaError_t cudaMemGetMemPool(cudaMemPool_t* memPool, cudaMemLocation* location,
+                              cudaMemAllocationType type) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  int device = 0;
+  if (cudaError_t const error = check_location_and_type(location, type, __func__, device);
+      error != cudaSuccess) {
+    return error;
+  }
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).current_pool);
+  return cudaSuccess;
+}
+
+// cudaMemSetMemPool: "the location parameter should be the same as the location of the pool. If
+// the location type or index don't match, the call returns cudaErrorInvalidValue", and so does a
+// pool of another allocation type; a device location with cudaMemAllocationTypePinned "is the
+// equivalent of calling cudaDeviceSetMemPool". Every pool here is a pinned device pool, so any
+// other location or type is a mismatch.
+cudaError_t cudaMemSetMemPool(cudaMemLocation* location, cudaMemAllocationType type,
+                              cudaMemPool_t memPool) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (location == nullptr || type != cudaMemAllocationTypePinned ||
+      location->type != cudaMemLocationTypeDevice || !valid_device(location->id)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return set_current_pool(location->id, memPool);
 }
 
 // --- streams -----------------------------------------------------------------------------------
@@ -1311,6 +2033,7 @@ cudaError_t wait_for(sim::stream_state& s, char const* call) {
   cudaError_t const waited = can_wait_for(s, call);
   if (waited != cudaSuccess) return waited;
   sim::host_waits_for(s.clock);  // runs queued work until the stream's is done
+  sim::release_pool_memory(s.device);
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
     return sim::fail(sticky);
   return cudaSuccess;
@@ -1626,6 +2349,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   sim::event_state* e = event_to_wait_for(event, error, __func__);
   if (e == nullptr) return error;
   sim::host_waits_for(e->clock);  // runs queued work until the event's is done
+  sim::release_pool_memory(e->device);
   return sim::sticky_error() == cudaSuccess ? cudaSuccess : sim::fail(sim::sticky_error());
 }
 

@@ -78,18 +78,6 @@ cudaError_t CUDARTAPI cudaDeviceGetHostAtomicCapabilities(unsigned int *capabili
   return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) {
-  return refusal::refuse("cudaDeviceGetDefaultMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
-  return refusal::refuse("cudaDeviceSetMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) {
-  return refusal::refuse("cudaDeviceGetMemPool", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, int device, int flags) {
   return refusal::refuse("cudaDeviceGetNvSciSyncAttributes", "not modelled");
 }
@@ -182,10 +170,6 @@ cudaError_t CUDARTAPI cudaOccupancyMaxActiveClusters(int *numClusters, const voi
   return refusal::refuse("cudaOccupancyMaxActiveClusters", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
-  return refusal::refuse("cudaMallocPitch", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags) {
   return refusal::refuse("cudaMallocArray", "not modelled");
 }
@@ -214,10 +198,6 @@ cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int *pFlags, void *pHost) {
   return refusal::refuse("cudaHostGetFlags", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent) {
-  return refusal::refuse("cudaMalloc3D", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int flags) {
   return refusal::refuse("cudaMalloc3DArray", "not modelled");
 }
@@ -228,22 +208,6 @@ cudaError_t CUDARTAPI cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedAr
 
 cudaError_t CUDARTAPI cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level) {
   return refusal::refuse("cudaGetMipmappedArrayLevel", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms *p) {
-  return refusal::refuse("cudaMemcpy3D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p) {
-  return refusal::refuse("cudaMemcpy3DPeer", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy3DAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy3DPeerAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent, unsigned int *flags, cudaArray_t array) {
@@ -310,14 +274,6 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, s
   return refusal::refuse("cudaMemcpyFromSymbolAsync", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent) {
-  return refusal::refuse("cudaMemset3D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream) {
-  return refusal::refuse("cudaMemset3DAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGetSymbolAddress(void **devPtr, const void *symbol) {
   return refusal::refuse("cudaGetSymbolAddress", "not modelled yet");
 }
@@ -364,50 +320,6 @@ cudaError_t CUDARTAPI cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, si
 
 cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpyFromArrayAsync", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
-  return refusal::refuse("cudaMemPoolTrimTo", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
-  return refusal::refuse("cudaMemPoolSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
-  return refusal::refuse("cudaMemPoolGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList, size_t count) {
-  return refusal::refuse("cudaMemPoolSetAccess", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool, struct cudaMemLocation *location) {
-  return refusal::refuse("cudaMemPoolGetAccess", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps) {
-  return refusal::refuse("cudaMemPoolCreate", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
-  return refusal::refuse("cudaMemPoolDestroy", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location, enum cudaMemAllocationType type) {
-  return refusal::refuse("cudaMemGetDefaultMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location, enum cudaMemAllocationType type) {
-  return refusal::refuse("cudaMemGetMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type, cudaMemPool_t memPool) {
-  return refusal::refuse("cudaMemSetMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
-  return refusal::refuse("cudaMallocFromPoolAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void *shareableHandle, cudaMemPool_t memPool, enum cudaMemAllocationHandleType handleType, unsigned int flags) {

@@ -91,6 +91,14 @@ void populate(platform& p) {
     device->legacy_stream->device = ordinal;
     device->legacy_stream->legacy = true;
     device->legacy_stream->id = p.next_stream_id++;
+    // "The default mempool of a device contains device memory from that device"
+    // (cudaDeviceGetDefaultMemPool); "By default, a device's current memory pool is its default
+    // memory pool" (cudaDeviceSetMemPool).
+    auto pool = std::make_unique<mem_pool_state>();
+    pool->device = ordinal;
+    pool->is_default = true;
+    device->default_pool = device->current_pool = pool.get();
+    p.pools.emplace(pool.get(), std::move(pool));
     p.devices.push_back(std::move(device));
   }
 }
@@ -200,6 +208,53 @@ graph_state* find_graph(cudaGraph_t graph) {
 exec_state* find_exec(cudaGraphExec_t exec) {
   auto* candidate = reinterpret_cast<exec_state*>(exec);
   return state().execs.count(candidate) != 0 ? candidate : nullptr;
+}
+
+mem_pool_state* find_pool(cudaMemPool_t pool) {
+  auto const& pools = state().pools;
+  auto const it = pools.find(reinterpret_cast<mem_pool_state const*>(pool));
+  return it == pools.end() || it->second->destroyed ? nullptr : it->second.get();
+}
+
+bool pool_take(mem_pool_state& pool, std::size_t bytes) {
+  device_state& device = *state().devices[static_cast<std::size_t>(pool.device)];
+  if (pool.max_size != 0 && bytes > pool.max_size - std::min(pool.used, pool.max_size)) {
+    return false;
+  }
+  std::size_t const free_reserve = pool.reserved - pool.used;
+  std::size_t const growth = bytes > free_reserve ? bytes - free_reserve : 0;
+  if (growth > device.properties.totalGlobalMem - device.used_bytes) return false;
+  device.used_bytes += growth;
+  pool.reserved += growth;
+  pool.used += bytes;
+  pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+  pool.used_high = std::max(pool.used_high, pool.used);
+  return true;
+}
+
+void trim_pool(mem_pool_state& pool, std::size_t keep) {
+  std::size_t const kept = std::max(pool.used, keep);
+  if (pool.reserved <= kept) return;
+  state().devices[static_cast<std::size_t>(pool.device)]->used_bytes -= pool.reserved - kept;
+  pool.reserved = kept;
+}
+
+void pool_give_back(mem_pool_state& pool, std::size_t bytes) {
+  pool.used -= std::min(pool.used, bytes);
+  if (pool.destroyed && pool.used == 0) {
+    // "the resources associated with the pool will be released automatically once there are
+    // no more outstanding allocations" (cudaMemPoolDestroy).
+    trim_pool(pool, 0);
+    state().pools.erase(&pool);
+  }
+}
+
+void release_pool_memory(int device) {
+  for (auto const& [handle, pool] : state().pools) {
+    if (pool->device == device && pool->reserved > pool->release_threshold) {
+      trim_pool(*pool, static_cast<std::size_t>(pool->release_threshold));
+    }
+  }
 }
 
 allocation const* find_allocation(void const* address) {
@@ -365,6 +420,23 @@ void run_kernel(kernel_task const& task, int device) {
 
 namespace {
 
+// Calls `row(destination, source)` for each row a copy moves, slice by slice.
+template <typename Row>
+void for_each_row(memcpy_params const& copy, Row const& row) {
+  if (copy.bytes == 0) return;
+  for (std::size_t z = 0; z < copy.depth; ++z) {
+    auto* destination =
+        static_cast<unsigned char*>(copy.destination) + z * copy.destination_slice_pitch;
+    auto const* source =
+        static_cast<unsigned char const*>(copy.source) + z * copy.source_slice_pitch;
+    for (std::size_t y = 0; y < copy.height; ++y) {
+      row(destination, source);
+      destination += copy.destination_pitch;
+      source += copy.source_pitch;
+    }
+  }
+}
+
 bool tracked(void const* address) {
   return find_allocation(address) != nullptr;
 }
@@ -398,16 +470,12 @@ void record_accesses(node_state const& node) {
       }
       break;
     case cudaGraphNodeTypeMemcpy: {
-      auto const* source = static_cast<unsigned char const*>(node.copy.source);
-      auto const* destination = static_cast<unsigned char const*>(node.copy.destination);
-      bool const source_tracked = tracked(source);
-      bool const destination_tracked = tracked(destination);
-      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
+      bool const source_tracked = tracked(node.copy.source);
+      bool const destination_tracked = tracked(node.copy.destination);
+      for_each_row(node.copy, [&](unsigned char* destination, unsigned char const* source) {
         if (source_tracked) p.races.access(source, node.copy.bytes, access_kind::read);
         if (destination_tracked) p.races.access(destination, node.copy.bytes, access_kind::write);
-        source += node.copy.source_pitch;
-        destination += node.copy.destination_pitch;
-      }
+      });
       break;
     }
     default: break;
@@ -435,6 +503,11 @@ std::string describe(node_state const& node) {
     case cudaGraphNodeTypeMemset:
       return "memset of " + std::to_string(node.memset.width) + " bytes";
     case cudaGraphNodeTypeMemcpy:
+      if (node.copy.depth > 1) {
+        return "3-D memcpy of " + std::to_string(node.copy.depth) + " slices of " +
+               std::to_string(node.copy.height) + " rows of " + std::to_string(node.copy.bytes) +
+               " bytes";
+      }
       if (node.copy.height > 1) {
         return "2-D memcpy of " + std::to_string(node.copy.height) + " rows of " +
                std::to_string(node.copy.bytes) + " bytes";
@@ -491,13 +564,9 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
       break;
     }
     case cudaGraphNodeTypeMemcpy: {
-      auto* destination = static_cast<unsigned char*>(node.copy.destination);
-      auto const* source = static_cast<unsigned char const*>(node.copy.source);
-      for (std::size_t y = 0; y < node.copy.height && node.copy.bytes > 0; ++y) {
+      for_each_row(node.copy, [&](unsigned char* destination, unsigned char const* source) {
         std::memmove(destination, source, node.copy.bytes);
-        destination += node.copy.destination_pitch;
-        source += node.copy.source_pitch;
-      }
+      });
       break;
     }
     case cudaGraphNodeTypeHost: run_host_function(node.host_function, node.host_data); break;

@@ -32,6 +32,30 @@ namespace graphstep::sim::detail {
 // --- memory ----------------------------------------------------------------------------------
 enum class memory_kind { device, pinned_host, graph, virtual_reservation };
 
+// A stream-ordered memory pool (cudaMemPoolCreate, or a device's default pool). Its memory is
+// counted as the CUDA Programming Guide's "Stream Ordered Memory Allocator" describes it: used
+// bytes are the live allocations, reserved bytes what the pool holds from the device (used bytes
+// and freed memory kept for reuse); reserved bytes count against the device's memory.
+struct mem_pool_state {
+  int device{};
+  bool is_default{};
+  // cudaMemPoolDestroy with allocations outstanding: the handle is gone, the pool lives on until
+  // its last allocation is freed.
+  bool destroyed{};
+  std::size_t max_size{};  // cudaMemPoolProps::maxSize; 0: the device's memory
+  std::uint64_t release_threshold{};
+  int reuse_follow_event_dependencies{1};
+  int reuse_allow_opportunistic{1};
+  int reuse_allow_internal_dependencies{1};
+  std::size_t reserved{};
+  std::size_t reserved_high{};
+  std::size_t used{};
+  std::size_t used_high{};
+  // What cudaMemPoolSetAccess granted other devices (absent: none); the pool's own device
+  // always reads and writes.
+  std::map<int, cudaMemAccessFlags> access_by_device{};
+};
+
 struct allocation {
   std::uintptr_t base{};
   std::size_t bytes{};
@@ -54,6 +78,9 @@ struct allocation {
   bool managed{};
   // cudaMallocAsync memory outside a capture: cudaFree of it does not synchronize.
   bool stream_ordered{};
+  // The pool stream-ordered memory came from; its access settings govern other devices'
+  // kernels (cudaDeviceEnablePeerAccess does not).
+  mem_pool_state* pool{};
 };
 
 // --- graphs ----------------------------------------------------------------------------------
@@ -73,8 +100,9 @@ struct launch_ordering {
   vector_clock waited;
 };
 
-// A copy of `height` rows of `bytes` each (cudaMemcpy2DAsync); a 1-D copy is one row. Row y
-// starts at destination + y * destination_pitch and source + y * source_pitch.
+// A copy of `depth` slices of `height` rows of `bytes` each (cudaMemcpy3DAsync); a 2-D copy is
+// one slice (cudaMemcpy2DAsync), a 1-D copy one row of one slice. Row y of slice z starts at
+// destination + z * destination_slice_pitch + y * destination_pitch, and likewise for source.
 struct memcpy_params {
   void* destination{};
   void const* source{};
@@ -83,6 +111,9 @@ struct memcpy_params {
   std::size_t height{1};
   std::size_t destination_pitch{};
   std::size_t source_pitch{};
+  std::size_t depth{1};
+  std::size_t destination_slice_pitch{};
+  std::size_t source_slice_pitch{};
 };
 
 struct conditional_params {
@@ -258,6 +289,9 @@ struct device_state {
   // cannot change after a launch of a kernel that uses them).
   bool kernel_launched{};
   std::unique_ptr<stream_state> legacy_stream;
+  // cudaDeviceGetDefaultMemPool's pool, and cudaDeviceSetMemPool's (cudaMallocAsync's).
+  mem_pool_state* default_pool{};
+  mem_pool_state* current_pool{};
   // The host threads that have used this device's primary context (use_primary_context).
   std::mutex context_mutex;
   std::set<std::thread::id> context_threads;  // guarded by context_mutex
@@ -318,6 +352,8 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   std::set<graph_state*> graphs;
   std::set<exec_state*> execs;
   std::set<capture_state*> captures;
+  // Memory pools, the devices' default pools included; the key is the cudaMemPool_t handle.
+  std::map<mem_pool_state const*, std::unique_ptr<mem_pool_state>> pools;
   std::map<cudaGraphConditionalHandle, std::shared_ptr<conditional_handle_state>> conditionals;
   unsigned long long next_capture_id{1};
   unsigned long long next_stream_id{1};
@@ -404,6 +440,21 @@ stream_state* find_stream(cudaStream_t stream);
 event_state* find_event(cudaEvent_t event);
 graph_state* find_graph(cudaGraph_t graph);
 exec_state* find_exec(cudaGraphExec_t exec);
+// A live pool (not destroyed), or null.
+mem_pool_state* find_pool(cudaMemPool_t pool);
+// Takes `bytes` (already rounded) from `pool` for an allocation, reserving more of its device's
+// memory when its free reserve is short; false when the pool's maximum size or the device's
+// memory does not allow it.
+bool pool_take(mem_pool_state& pool, std::size_t bytes);
+// An allocation of `bytes` went back to `pool` (its free has run); the pool keeps the memory
+// reserved. A destroyed pool goes once nothing is outstanding.
+void pool_give_back(mem_pool_state& pool, std::size_t bytes);
+// Releases `pool`'s reserve down to `keep` bytes, never below what is in use.
+void trim_pool(mem_pool_state& pool, std::size_t keep);
+// A stream, event or device synchronization on `device`: "When more than the release threshold
+// bytes of memory are held by the memory pool, the allocator will try to release memory back to
+// the OS on the next call to stream, event or context synchronize" (cudaMemPoolAttr).
+void release_pool_memory(int device);
 allocation const* find_allocation(void const* address);
 // Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
 // mapped without a gap.
