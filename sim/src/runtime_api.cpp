@@ -5,6 +5,8 @@
 
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -512,6 +514,11 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
       *value = static_cast<int>(p.reservedSharedMemPerBlock);
       break;
     case cudaDevAttrMaxPersistingL2CacheSize: *value = p.persistingL2CacheMaxSize; break;
+    // cudaHostRegister: supported, the device reaching registered memory by its host pointer;
+    // read-only registration is not.
+    case cudaDevAttrHostRegisterSupported:
+    case cudaDevAttrCanUseHostPointerForRegisteredMem: *value = 1; break;
+    case cudaDevAttrHostRegisterReadOnlySupported: *value = 0; break;
     default:
       // An attribute the simulated device does not model: refused, never a made-up value.
       return sim::fail(cudaErrorInvalidValue);
@@ -599,8 +606,22 @@ cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) {
   return allocate(pointer, bytes, sim::memory_kind::pinned_host, sim::this_thread().device);
 }
 
-cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
-  return cudaMallocHost(pointer, bytes);
+// cudaHostAlloc: the flags are "orthogonal to one another" (cudaHostAllocPortable,
+// cudaHostAllocMapped, cudaHostAllocWriteCombined; 0 "emulate[s] cudaMallocHost()"); another bit
+// is cudaErrorInvalidValue. They change nothing here but what cudaHostGetFlags reads back: every
+// pinned allocation is reachable from every device (unified addressing).
+cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  unsigned const known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if ((flags & ~known) != 0U) {
+    if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  cudaError_t const allocated = cudaMallocHost(pointer, bytes);
+  if (allocated == cudaSuccess && *pointer != nullptr) {
+    sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)].host_flags = flags;
+  }
+  return allocated;
 }
 
 cudaError_t cudaFreeHost(void* pointer) {
@@ -610,12 +631,146 @@ cudaError_t cudaFreeHost(void* pointer) {
   if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
-  // Managed memory is released with cudaFree (cudaMallocManaged); cudaFreeHost refuses it.
+  // Managed memory is released with cudaFree (cudaMallocManaged), registered memory with
+  // cudaHostUnregister ("The memory page-locked by this function must be unregistered with
+  // cudaHostUnregister()"); cudaFreeHost refuses both.
   auto const found = sim::state().allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
-  if (found != sim::state().allocations.end() && found->second.managed) {
+  if (found != sim::state().allocations.end() &&
+      (found->second.managed || found->second.registered)) {
     return sim::fail(cudaErrorInvalidValue);
   }
   return release(pointer, sim::memory_kind::pinned_host);
+}
+
+// --- registered host memory (cudaHostRegister, cudaHostUnregister, cudaHostGetDevicePointer,
+// cudaHostGetFlags). Registered memory is pinned host memory from then on: copies treat it as
+// cudaHostAlloc's (not staged, completing in stream order), every device reaches it, and the race
+// checker sees accesses to it. The device reports cudaDevAttrHostRegisterSupported and
+// cudaDevAttrCanUseHostPointerForRegisteredMem (the device pointer is the host pointer), and not
+// cudaDevAttrHostRegisterReadOnlySupported.
+
+namespace {
+
+// The pinned host allocation (cudaHostAlloc, cudaMallocHost or cudaHostRegister) holding
+// `pointer`, or null.
+sim::allocation const* pinned_host_allocation(void const* pointer) {
+  sim::allocation const* owner = sim::find_allocation(pointer);
+  if (owner == nullptr || owner->kind != sim::memory_kind::pinned_host || owner->managed) {
+    return nullptr;
+  }
+  return owner;
+}
+
+// Whether [start, start + bytes) is mapped in the process (msync fails with ENOMEM on a gap).
+bool host_range_mapped(void const* start, std::size_t bytes) {
+  auto const page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto const first = reinterpret_cast<std::uintptr_t>(start) / page * page;
+  auto const end = reinterpret_cast<std::uintptr_t>(start) + bytes;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the page holding `start`
+  return msync(reinterpret_cast<void*>(first), end - first, MS_ASYNC) == 0;
+}
+
+}  // namespace
+
+// cudaHostRegister: "Page-locks the memory range specified by ptr and size and maps it for the
+// device(s) as specified by flags". A null pointer, 0 bytes, a range that wraps or is not mapped
+// in the process, and flags other than cudaHostRegisterPortable, cudaHostRegisterMapped,
+// cudaHostRegisterIoMemory and cudaHostRegisterReadOnly are cudaErrorInvalidValue; a range
+// overlapping pinned memory already is cudaErrorHostMemoryAlreadyRegistered. I/O memory is not
+// modelled and read-only registration "with a current context associated with a device that does
+// not have this attribute set will cause cudaHostRegister to error with cudaErrorNotSupported"
+// (cudaDevAttrHostRegisterReadOnlySupported is 0 here). Potentially unsafe during a capture, as
+// cudaMallocHost is (the stricter reading: the capture rules do not name it).
+cudaError_t cudaHostRegister(void* ptr, std::size_t size, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned const known = cudaHostRegisterPortable | cudaHostRegisterMapped |
+                         cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+  auto const start = reinterpret_cast<std::uintptr_t>(ptr);
+  if (ptr == nullptr || size == 0 || (flags & ~known) != 0U || size > UINTPTR_MAX - start) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if ((flags & cudaHostRegisterIoMemory) != 0U) {
+    return sim::refuse(__func__, "not modelled for I/O memory (cudaHostRegisterIoMemory)");
+  }
+  if ((flags & cudaHostRegisterReadOnly) != 0U) return sim::fail(cudaErrorNotSupported);
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  // Any allocation overlapping the range: pinned memory is registered already; the simulator's
+  // device memory is no host memory to register.
+  auto& allocations = sim::state().allocations;
+  auto it = allocations.upper_bound(start);
+  if (it != allocations.begin()) --it;
+  for (; it != allocations.end() && it->first < start + size; ++it) {
+    if (it->first + it->second.bytes <= start) continue;
+    if (it->second.kind == sim::memory_kind::pinned_host) {
+      return sim::fail(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (!host_range_mapped(ptr, size)) return sim::fail(cudaErrorInvalidValue);
+  sim::allocation registered;
+  registered.base = start;
+  registered.bytes = size;
+  registered.kind = sim::memory_kind::pinned_host;
+  registered.device = sim::this_thread().device;
+  registered.registered = true;
+  registered.host_flags = flags;
+  allocations[start] = registered;
+  sim::forget_accesses(ptr, size);  // newly tracked: nothing before it can race with it
+  return cudaSuccess;
+}
+
+// cudaHostUnregister: "The base address must be the same one specified to cudaHostRegister()";
+// anything else is cudaErrorHostMemoryNotRegistered (a null pointer cudaErrorInvalidValue). It
+// synchronizes as cudaFreeHost does (the stricter reading of a silent header: device work that
+// still reads or writes the range finishes first), and the range's past accesses go with it.
+cudaError_t cudaHostUnregister(void* ptr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (ptr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto& allocations = sim::state().allocations;
+  auto const it = allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == allocations.end() || !it->second.registered) {
+    return sim::fail(cudaErrorHostMemoryNotRegistered);
+  }
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  sim::host_waits_for_device(it->second.device);
+  sim::forget_accesses(ptr, it->second.bytes);
+  allocations.erase(it);
+  return cudaSuccess;
+}
+
+// cudaHostGetDevicePointer: "the device pointer corresponding to the mapped, pinned host buffer
+// allocated by cudaHostAlloc() or registered by cudaHostRegister()"; with
+// cudaDevAttrCanUseHostPointerForRegisteredMem on every device it "will match the original
+// pointer pHost". "flags ... must be set to 0"; memory that is not pinned is cudaErrorInvalidValue.
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pDevice == nullptr || flags != 0U || pinned_host_allocation(pHost) == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  *pDevice = pHost;
+  return cudaSuccess;
+}
+
+// cudaHostGetFlags: "will fail if the input pointer does not reside in an address range allocated
+// by cudaHostAlloc()" (cudaMallocHost's, which cudaHostAllocDefault emulates, included; gives
+// 0). Registered memory is refused too, the stricter reading of that sentence (a GPU answers:
+// memory_host_registration_gpu_test). Gives the flags of the allocation.
+cudaError_t cudaHostGetFlags(unsigned int* pFlags, void* pHost) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::allocation const* owner = pinned_host_allocation(pHost);
+  if (pFlags == nullptr || owner == nullptr || owner->registered) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  *pFlags = owner->host_flags;
+  return cudaSuccess;
 }
 
 // --- managed memory (cuda_runtime_api.h: cudaMallocManaged, cudaMemPrefetchAsync,
@@ -1026,6 +1181,29 @@ bool batch_attribute_indices_valid(std::size_t const* indices, std::size_t attri
   return indices[attributes - 1] < count;
 }
 
+// One copy of a batch (cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync), checked. A source access
+// order of "during API call" means "all accesses must be complete before the API call returns":
+// a host source is read now, whatever the stream still has queued (a device source is read in
+// stream order: host code may not touch device memory here); otherwise as cudaMemcpyAsync.
+cudaError_t enqueue_batch_copy(sim::stream_state& s, sim::memcpy_params const& copy,
+                               cudaMemcpySrcAccessOrder order, char const* call) {
+  if (order != cudaMemcpySrcAccessOrderDuringApiCall || is_device_memory(copy.source)) {
+    return enqueue_copy(s, copy);
+  }
+  // Read now: the caller may reuse the source as soon as the call returns.
+  std::size_t destination_span = 0;
+  std::size_t source_span = 0;
+  static_cast<void>(copy_spans(copy, destination_span, source_span));
+  auto const* const source = static_cast<unsigned char const*>(copy.source);
+  auto staged = std::make_shared<std::vector<unsigned char>>(source, source + source_span);
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemcpy;
+  node->copy = copy;
+  node->copy.source = staged->data();
+  node->staging = staged;
+  return sim::submit(s, std::move(node), call);
+}
+
 }  // namespace
 
 // cudaMemcpyBatchAsync (cuda_runtime_api.h): "Performs a batch of memory copies" from srcs[i] to
@@ -1077,24 +1255,100 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, void const* const* srcs, std
   std::size_t attribute = 0;
   for (std::size_t i = 0; i < count; ++i) {
     while (attribute + 1 < numAttrs && attrsIdxs[attribute + 1] <= i) ++attribute;
-    sim::memcpy_params copy{dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, 1, sizes[i], sizes[i]};
-    if (attrs[attribute].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall &&
-        !is_device_memory(srcs[i])) {
-      // Read now: the caller may reuse the source as soon as the call returns.
-      auto const* const source = static_cast<unsigned char const*>(srcs[i]);
-      auto staged = std::make_shared<std::vector<unsigned char>>(source, source + sizes[i]);
-      copy.source = staged->data();
-      auto node = std::make_unique<sim::node_state>();
-      node->type = cudaGraphNodeTypeMemcpy;
-      node->copy = copy;
-      node->staging = staged;
-      if (cudaError_t const submitted = sim::submit(*s, std::move(node), "cudaMemcpyBatchAsync");
-          submitted != cudaSuccess) {
-        return submitted;
-      }
-      continue;
+    sim::memcpy_params const copy{dsts[i], srcs[i],  sizes[i], cudaMemcpyDefault,
+                                  1,       sizes[i], sizes[i]};
+    if (cudaError_t const enqueued =
+            enqueue_batch_copy(*s, copy, attrs[attribute].srcAccessOrder, "cudaMemcpyBatchAsync");
+        enqueued != cudaSuccess) {
+      return enqueued;
     }
-    if (cudaError_t const enqueued = enqueue_copy(*s, copy); enqueued != cudaSuccess) {
+  }
+  return cudaSuccess;
+}
+
+namespace {
+
+// One pointer operand of a cudaMemcpy3DBatchOp: "rowLength ... must either be zero or be greater
+// than or equal to the width of the copy", layerHeight likewise for the height, and "When either
+// of these values is zero, that aspect of the operand is considered to be tightly packed"
+// (elements are bytes for pointer-to-pointer copies). Gives the row and layer pitches in bytes.
+cudaError_t batch_operand(cudaMemcpy3DOperand const& operand, cudaExtent const& extent,
+                          void*& pointer, std::size_t& pitch, std::size_t& slice_pitch) {
+  if (operand.type == cudaMemcpyOperandTypeArray) {
+    return sim::refuse("cudaMemcpy3DBatchAsync", "not modelled for CUDA arrays");
+  }
+  if (operand.type != cudaMemcpyOperandTypePointer || operand.op.ptr.ptr == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  pitch = operand.op.ptr.rowLength == 0 ? extent.width : operand.op.ptr.rowLength;
+  std::size_t const rows =
+      operand.op.ptr.layerHeight == 0 ? extent.height : operand.op.ptr.layerHeight;
+  if (pitch < extent.width || rows < extent.height || rows > SIZE_MAX / pitch) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  pointer = operand.op.ptr.ptr;
+  slice_pitch = pitch * rows;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// cudaMemcpy3DBatchAsync: "Performs a batch of 3D memory copies", each as cudaMemcpy3DAsync would
+// between pitched pointers (cudaMemcpyDefault: unified addressing tells the direction), issued in
+// the order given, with the source access orders and flags of cudaMemcpyBatchAsync. Extents
+// "must not be zero", "flags - Flags for future use, must be zero now", and the stream "Must not
+// be default NULL stream": each cudaErrorInvalidValue, as is any bad operation (then nothing is
+// issued). CUDA arrays are not modelled (cudaErrorNotSupported, with a line on stderr). During a
+// capture it is refused as cudaMemcpyBatchAsync is (cudaErrorStreamCaptureUnsupported, the capture
+// left valid): the stricter reading, since the header is silent (memory_3d_gpu_test asks a GPU).
+cudaError_t cudaMemcpy3DBatchAsync(std::size_t numOps, cudaMemcpy3DBatchOp* opList,
+                                   unsigned long long flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (s->legacy) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    return sim::fail_leaving_capture_valid(*s->capture, "cudaMemcpy3DBatchAsync",
+                                           cudaErrorStreamCaptureUnsupported);
+  }
+  if (numOps == 0 || opList == nullptr || flags != 0U) return sim::fail(cudaErrorInvalidValue);
+  std::vector<sim::memcpy_params> copies(numOps);
+  for (std::size_t i = 0; i < numOps; ++i) {
+    cudaMemcpy3DBatchOp const& op = opList[i];
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = op.srcAccessOrder;
+    attributes.flags = op.flags;
+    if (op.extent.width == 0 || op.extent.height == 0 || op.extent.depth == 0 ||
+        !batch_attributes_valid(attributes)) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    sim::memcpy_params& copy = copies[i];
+    void* source_pointer = nullptr;
+    if (cudaError_t const bad = batch_operand(op.src, op.extent, source_pointer, copy.source_pitch,
+                                              copy.source_slice_pitch);
+        bad != cudaSuccess) {
+      return bad;
+    }
+    if (cudaError_t const bad = batch_operand(op.dst, op.extent, copy.destination,
+                                              copy.destination_pitch, copy.destination_slice_pitch);
+        bad != cudaSuccess) {
+      return bad;
+    }
+    copy.source = source_pointer;
+    copy.bytes = op.extent.width;
+    copy.height = op.extent.height;
+    copy.depth = op.extent.depth;
+    copy.kind = cudaMemcpyDefault;
+    if (cudaError_t const bad = check_pitched_copy(copy); bad != cudaSuccess) {
+      return sim::fail(bad);
+    }
+  }
+  for (std::size_t i = 0; i < numOps; ++i) {
+    if (cudaError_t const enqueued =
+            enqueue_batch_copy(*s, copies[i], opList[i].srcAccessOrder, "cudaMemcpy3DBatchAsync");
+        enqueued != cudaSuccess) {
       return enqueued;
     }
   }

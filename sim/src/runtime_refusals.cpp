@@ -182,22 +182,6 @@ cudaError_t CUDARTAPI cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray
   return refusal::refuse("cudaFreeMipmappedArray", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
-  return refusal::refuse("cudaHostRegister", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaHostUnregister(void *ptr) {
-  return refusal::refuse("cudaHostUnregister", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags) {
-  return refusal::refuse("cudaHostGetDevicePointer", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int *pFlags, void *pHost) {
-  return refusal::refuse("cudaHostGetFlags", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int flags) {
   return refusal::refuse("cudaMalloc3DArray", "not modelled");
 }
@@ -252,10 +236,6 @@ cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void *symbol, const void *src, si
 
 cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaMemcpyFromSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy3DBatchAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {

@@ -63,6 +63,9 @@ class device_object {
   device_object() {
     SIM_TEST_TRY(cudaMalloc3D(&object_, extent_of(width, height, depth)));
     SIM_TEST_TRY(cudaMemset3D(object_, 0, extent_of(width, height, depth)));
+    // cudaMemset3D is "asynchronous with respect to the host": work on other streams follows it
+    // only once the host has seen it done.
+    SIM_TEST_TRY(cudaDeviceSynchronize());
   }
   ~device_object() { SIM_TEST_EXPECT_SUCCESS(cudaFree(object_.ptr)); }
   device_object(device_object const&) = delete;
@@ -293,5 +296,106 @@ TEST_F(memory_3d, malloc_pitch_during_a_global_capture_invalidates_it) {
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
   EXPECT_EQ(graph, nullptr);
   static_cast<void>(cudaGetLastError());
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+namespace {
+
+cudaMemcpy3DOperand pointer_operand(void* pointer, std::size_t row_length,
+                                    std::size_t layer_height) {
+  cudaMemcpy3DOperand operand{};
+  operand.type = cudaMemcpyOperandTypePointer;
+  operand.op.ptr.ptr = pointer;
+  operand.op.ptr.rowLength = row_length;
+  operand.op.ptr.layerHeight = layer_height;
+  return operand;
+}
+
+// The whole host object to the device object's first slices, tightly packed on the host side
+// (rowLength and layerHeight 0: "tightly packed according to the copy extent").
+cudaMemcpy3DBatchOp whole_object_op(std::vector<unsigned char>& host,
+                                    cudaPitchedPtr const& device) {
+  cudaMemcpy3DBatchOp op{};
+  op.src = pointer_operand(host.data(), 0, 0);
+  op.dst = pointer_operand(device.ptr, device.pitch, device.ysize);
+  op.extent = extent_of(width, height, depth);
+  op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  return op;
+}
+
+}  // namespace
+
+// cudaMemcpy3DBatchAsync: "Performs a batch of 3D memory copies", each between pointer operands
+// whose rows are rowLength elements (bytes) apart and layers layerHeight rows apart.
+TEST_F(memory_3d, a_3d_batch_performs_each_copy) {
+  device_object const first;
+  device_object const second;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<unsigned char> host = host_object();
+  std::vector<cudaMemcpy3DBatchOp> ops(2);
+  ops[0] = whole_object_op(host, first.get());
+  // The box of box_copy, from the host object into the second device object.
+  ops[1].src = pointer_operand(host.data() + (2 * height + 1) * width + 3, width, height);
+  ops[1].dst =
+      pointer_operand(static_cast<unsigned char*>(second.get().ptr) +
+                          second.get().pitch * second.get().ysize + 2 * second.get().pitch + 10,
+                      second.get().pitch, second.get().ysize);
+  ops[1].extent = extent_of(40, 3, 4);
+  ops[1].srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+  ASSERT_EQ(cudaMemcpy3DBatchAsync(ops.size(), ops.data(), 0, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read_back(first.get()), host);
+  EXPECT_TRUE(holds_the_box(read_back(second.get())));
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// The errors the header lists: the legacy stream ("Must not be default NULL stream"), flags
+// ("must be zero now"), a zero extent ("must not be zero"), a row length below the width, and a
+// source access order no enumerator names are cudaErrorInvalidValue.
+TEST_F(memory_3d, a_bad_3d_batch_is_invalid_value) {
+  device_object const device;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<unsigned char> host = host_object();
+  cudaMemcpy3DBatchOp op = whole_object_op(host, device.get());
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(1, &op, 0, cudaStreamLegacy), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(1, &op, 1, stream), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(0, &op, 0, stream), cudaErrorInvalidValue);
+  op.extent.depth = 0;
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(1, &op, 0, stream), cudaErrorInvalidValue);
+  op = whole_object_op(host, device.get());
+  op.src.op.ptr.rowLength = width - 1;
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(1, &op, 0, stream), cudaErrorInvalidValue);
+  op = whole_object_op(host, device.get());
+  op.srcAccessOrder = cudaMemcpySrcAccessOrderInvalid;
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(1, &op, 0, stream), cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<unsigned char> const untouched = read_back(device.get());
+  bool zero = true;
+  for (unsigned char const b : untouched) zero = zero && b == 0;
+  EXPECT_TRUE(zero) << "a refused batch copies nothing";
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// Doc-silent for the 3-D batch, modelled as CUDA 13 does cudaMemcpyBatchAsync: during a capture
+// the call is refused with cudaErrorStreamCaptureUnsupported and the capture stays valid, its
+// graph without the copies (a GPU answers).
+TEST_F(memory_3d, a_3d_batch_during_a_capture_is_refused_and_the_capture_stays_valid) {
+  device_object const device;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<unsigned char> host = host_object();
+  cudaMemcpy3DBatchOp op = whole_object_op(host, device.get());
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy3DBatchAsync(1, &op, 0, stream), cudaErrorStreamCaptureUnsupported);
+  static_cast<void>(cudaGetLastError());
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  std::size_t count = 1;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+  EXPECT_EQ(count, 0U);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }

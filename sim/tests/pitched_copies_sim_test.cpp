@@ -207,3 +207,26 @@ TEST_F(pitched_copies_sim, a_3d_memset_races_with_an_unordered_read_of_its_rows_
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("memset of 64 bytes"), std::string::npos) << found[0];
 }
+
+// Registered host memory is pinned memory to the race checker too: a copy from it on one stream
+// and a copy into it on another, unordered, race; ordered by an event they do not.
+TEST_F(pitched_copies_sim, copies_through_registered_memory_race_unless_ordered) {
+  std::vector<unsigned char> host(bytes);
+  SIM_TEST_TRY(cudaHostRegister(host.data(), bytes, cudaHostRegisterDefault));
+  SIM_TEST_TRY(cudaMemcpyAsync(x_, host.data(), bytes, cudaMemcpyHostToDevice, a_));
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_, bytes, cudaMemcpyDeviceToHost, b_));
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("memcpy of 1024 bytes"), std::string::npos) << found[0];
+  SIM_TEST_TRY(cudaDeviceSynchronize());
+  already_ = gs::sim::races().size();
+  cudaEvent_t copied = nullptr;
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaMemcpyAsync(x_, host.data(), bytes, cudaMemcpyHostToDevice, a_));
+  SIM_TEST_TRY(cudaEventRecord(copied, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, copied, 0));
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_, bytes, cudaMemcpyDeviceToHost, b_));
+  EXPECT_TRUE(new_races().empty());
+  SIM_TEST_TRY(cudaEventDestroy(copied));
+  SIM_TEST_TRY(cudaHostUnregister(host.data()));
+}

@@ -76,6 +76,11 @@ struct allocation {
   std::map<int, int> access_by_device{};
   // cudaMallocManaged memory (kind pinned_host: the host and every device reach it).
   bool managed{};
+  // Host memory of the program's that cudaHostRegister page-locked (kind pinned_host, no
+  // mapping of the simulator's): cudaHostUnregister gives it back, nothing unmaps it.
+  bool registered{};
+  // The flags pinned host memory was allocated (cudaHostAlloc) or registered with.
+  unsigned host_flags{};
   // cudaMallocAsync memory outside a capture: cudaFree of it does not synchronize.
   bool stream_ordered{};
   // The pool stream-ordered memory came from; its access settings govern other devices'
