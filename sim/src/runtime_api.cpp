@@ -1355,6 +1355,113 @@ cudaError_t cudaMemcpy3DBatchAsync(std::size_t numOps, cudaMemcpy3DBatchOp* opLi
   return cudaSuccess;
 }
 
+namespace {
+
+// What cudaMemPrefetchBatchAsync, cudaMemDiscardBatchAsync and cudaMemDiscardAndPrefetchBatchAsync
+// share: the stream ("Must not be legacy NULL stream"), flags ("Must be zero"), and "Each memory
+// range specified must refer to managed memory" (cudaDevAttrPageableMemoryAccess is 0 here), all
+// cudaErrorInvalidValue, as is an empty batch or range (the stricter reading, as for
+// cudaMemPrefetchAsync). During a capture they fail with cudaErrorStreamCaptureUnsupported and
+// invalidate it, as cudaMemPrefetchAsync does here (the stricter reading: the header is silent).
+// `locations`: the prefetch locations, checked as cudaMemcpyBatchAsync's attribute indices are
+// ("the first entry in prefetchLocIdxs must always be 0..."), each a location cudaMemPrefetchAsync
+// takes; null for a discard alone.
+cudaError_t check_managed_batch(void* const* dptrs, std::size_t const* sizes, std::size_t count,
+                                cudaMemLocation const* locations, std::size_t const* indices,
+                                std::size_t numLocations, bool prefetches, unsigned long long flags,
+                                cudaStream_t stream, char const* call, sim::stream_state*& s) {
+  cudaError_t error = cudaSuccess;
+  s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (s->legacy || flags != 0U || dptrs == nullptr || sizes == nullptr || count == 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (managed_range(dptrs[i], sizes[i]) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  }
+  if (prefetches) {
+    if (locations == nullptr || indices == nullptr ||
+        !batch_attribute_indices_valid(indices, numLocations, count)) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    for (std::size_t k = 0; k < numLocations; ++k) {
+      if (cudaError_t const bad = check_location(locations[k]); bad != cudaSuccess) {
+        return sim::fail(bad);
+      }
+    }
+  }
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, call);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return cudaSuccess;
+}
+
+// Discarding "informs the driver that the contents of that range are no longer useful"; "Reading
+// from a discarded range, without a subsequent write or prefetch to that part of the range, will
+// return an indeterminate value", and accesses "simultaneously with the discard operation result
+// in undefined behavior". Each range is refilled with 0xFF bytes in stream order, as fresh memory
+// is (a NaN in every floating-point format), by an operation the race checker sees as a write.
+cudaError_t discard_ranges(sim::stream_state& s, void* const* dptrs, std::size_t const* sizes,
+                           std::size_t count, char const* call) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (cudaError_t const submitted = sim::submit(s, memset_node(dptrs[i], 0xFF, sizes[i]), call);
+        submitted != cudaSuccess) {
+      return submitted;
+    }
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// cudaMemPrefetchBatchAsync: "The semantics of the individual prefetch operations are as described
+// in cudaMemPrefetchAsync": checked, and nothing migrates.
+cudaError_t cudaMemPrefetchBatchAsync(void** dptrs, std::size_t* sizes, std::size_t count,
+                                      cudaMemLocation* prefetchLocs, std::size_t* prefetchLocIdxs,
+                                      std::size_t numPrefetchLocs, unsigned long long flags,
+                                      cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = nullptr;
+  return check_managed_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                             true, flags, stream, __func__, s);
+}
+
+// cudaMemDiscardBatchAsync: each range discarded (discard_ranges), in stream order.
+cudaError_t cudaMemDiscardBatchAsync(void** dptrs, std::size_t* sizes, std::size_t count,
+                                     unsigned long long flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = nullptr;
+  if (cudaError_t const error = check_managed_batch(dptrs, sizes, count, nullptr, nullptr, 0, false,
+                                                    flags, stream, __func__, s);
+      error != cudaSuccess) {
+    return error;
+  }
+  return discard_ranges(*s, dptrs, sizes, count, __func__);
+}
+
+// cudaMemDiscardAndPrefetchBatchAsync: "semantically equivalent to calling
+// cudaMemDiscardBatchAsync followed by cudaMemPrefetchBatchAsync": the ranges discarded, the
+// locations checked; the contents stay indeterminate (a prefetch moves pages, not values).
+cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void** dptrs, std::size_t* sizes, std::size_t count,
+                                                cudaMemLocation* prefetchLocs,
+                                                std::size_t* prefetchLocIdxs,
+                                                std::size_t numPrefetchLocs,
+                                                unsigned long long flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = nullptr;
+  if (cudaError_t const error =
+          check_managed_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                              true, flags, stream, __func__, s);
+      error != cudaSuccess) {
+    return error;
+  }
+  return discard_ranges(*s, dptrs, sizes, count, __func__);
+}
+
 // cudaMemcpy2D: the synchronous form, on the legacy stream, blocking the host as cudaMemcpy does.
 cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, void const* src, std::size_t spitch,
                          std::size_t width, std::size_t height, cudaMemcpyKind kind) {

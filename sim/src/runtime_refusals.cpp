@@ -262,18 +262,6 @@ cudaError_t CUDARTAPI cudaGetSymbolSize(size_t *size, const void *symbol) {
   return refusal::refuse("cudaGetSymbolSize", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemPrefetchBatchAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemDiscardBatchAsync(void **dptrs, size_t *sizes, size_t count, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemDiscardBatchAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemDiscardAndPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemDiscardAndPrefetchBatchAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count) {
   return refusal::refuse("cudaMemRangeGetAttribute", "not modelled yet");
 }
