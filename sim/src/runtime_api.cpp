@@ -519,6 +519,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrHostRegisterSupported:
     case cudaDevAttrCanUseHostPointerForRegisteredMem: *value = 1; break;
     case cudaDevAttrHostRegisterReadOnlySupported: *value = 0; break;
+    case cudaDevAttrMaxAccessPolicyWindowSize: *value = p.accessPolicyMaxWindowSize; break;
     default:
       // An attribute the simulated device does not model: refused, never a made-up value.
       return sim::fail(cudaErrorInvalidValue);
@@ -2359,6 +2360,127 @@ cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
   return cudaSuccess;
 }
 
+// --- stream attributes (cudaStreamGetAttribute, cudaStreamSetAttribute, cudaStreamCopyAttributes)
+// The attributes a stream keeps: the access policy window and the synchronization policy, stored
+// and read back (no L2 cache or host scheduling is modelled), and the priority, the stream's own
+// (cudaStreamGetPriority). Memory synchronization domains are not modelled: refused by name.
+
+namespace {
+
+bool access_property_valid(cudaAccessProperty const& property, bool persisting_allowed) {
+  int value = 0;
+  std::memcpy(&value, &property, sizeof value);
+  return value == cudaAccessPropertyNormal || value == cudaAccessPropertyStreaming ||
+         (persisting_allowed && value == cudaAccessPropertyPersisting);
+}
+
+// cudaAccessPolicyWindow: hitRatio "specifies percentage of lines assigned hitProp" (0 to 1),
+// missProp "Must be either NORMAL or STREAMING", num_bytes at most
+// cudaDevAttrMaxAccessPolicyWindowSize ("CUDA driver may restrict the maximum size").
+bool access_policy_window_valid(cudaAccessPolicyWindow const& window, int device) {
+  auto const max_bytes = static_cast<std::size_t>(
+      sim::state().devices[static_cast<std::size_t>(device)]->properties.accessPolicyMaxWindowSize);
+  return window.hitRatio >= 0.0F && window.hitRatio <= 1.0F &&
+         access_property_valid(window.hitProp, true) &&
+         access_property_valid(window.missProp, false) && window.num_bytes <= max_bytes;
+}
+
+bool synchronization_policy_valid(cudaSynchronizationPolicy const& policy) {
+  int value = 0;
+  std::memcpy(&value, &policy, sizeof value);
+  return value >= cudaSyncPolicyAuto && value <= cudaSyncPolicyBlockingSync;
+}
+
+// The greatest and least priorities cudaDeviceGetStreamPriorityRange gives.
+constexpr int greatest_priority = -5;
+constexpr int least_priority = 0;
+
+cudaError_t refuse_memory_sync_domains(char const* call) {
+  return sim::refuse(call, "not modelled for memory synchronization domains");
+}
+
+}  // namespace
+
+// cudaStreamGetAttribute: "Queries attribute attr from hStream and stores it in corresponding
+// member of value_out". An invalid stream is cudaErrorInvalidResourceHandle, a null value or an
+// attribute streams do not have cudaErrorInvalidValue.
+cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                   cudaLaunchAttributeValue* value_out) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(hStream, error);
+  if (s == nullptr) return error;
+  if (value_out == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (attr) {
+    case cudaLaunchAttributeAccessPolicyWindow:
+      value_out->accessPolicyWindow = s->access_policy_window;
+      return cudaSuccess;
+    case cudaLaunchAttributeSynchronizationPolicy:
+      value_out->syncPolicy = s->synchronization_policy;
+      return cudaSuccess;
+    case cudaLaunchAttributePriority: value_out->priority = s->priority; return cudaSuccess;
+    case cudaLaunchAttributeMemSyncDomainMap:
+    case cudaLaunchAttributeMemSyncDomain: return refuse_memory_sync_domains(__func__);
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaStreamSetAttribute: "The updated attribute will be applied to subsequent work submitted to
+// the stream. It will not affect previously submitted work." Values outside what the
+// attribute's type allows are cudaErrorInvalidValue: a window checked as
+// access_policy_window_valid says, a policy no enumerator names, and a priority outside
+// cudaDeviceGetStreamPriorityRange's (the stricter reading: stream creation clamps it).
+cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                   cudaLaunchAttributeValue const* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(hStream, error);
+  if (s == nullptr) return error;
+  if (value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (attr) {
+    case cudaLaunchAttributeAccessPolicyWindow:
+      if (!access_policy_window_valid(value->accessPolicyWindow, s->device)) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      s->access_policy_window = value->accessPolicyWindow;
+      return cudaSuccess;
+    case cudaLaunchAttributeSynchronizationPolicy:
+      if (!synchronization_policy_valid(value->syncPolicy)) return sim::fail(cudaErrorInvalidValue);
+      s->synchronization_policy = value->syncPolicy;
+      return cudaSuccess;
+    case cudaLaunchAttributePriority:
+      if (value->priority < greatest_priority || value->priority > least_priority) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      s->priority = value->priority;
+      return cudaSuccess;
+    case cudaLaunchAttributeMemSyncDomainMap:
+    case cudaLaunchAttributeMemSyncDomain: return refuse_memory_sync_domains(__func__);
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaStreamCopyAttributes: "Copies attributes from source stream src to destination stream dst.
+// Both streams must have the same context": streams of different devices are cudaErrorInvalidValue
+// (the header lists cudaErrorNotSupported only; the stricter reading), an invalid handle
+// cudaErrorInvalidResourceHandle.
+cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* to = stream_or_fail(dst, error);
+  if (to == nullptr) return error;
+  sim::stream_state const* from = stream_or_fail(src, error);
+  if (from == nullptr) return error;
+  if (to->device != from->device) return sim::fail(cudaErrorInvalidValue);
+  to->access_policy_window = from->access_policy_window;
+  to->synchronization_policy = from->synchronization_policy;
+  to->priority = from->priority;
+  return cudaSuccess;
+}
+
 namespace {
 
 // Waiting for a capturing stream is invalid (CUDA Programming Guide, "Prohibited and Unhandled
@@ -2761,6 +2883,30 @@ cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_
   *offset = found->second.parameters[index].offset;
   *size = found->second.parameters[index].size;
   return cudaSuccess;
+}
+
+// cudaFuncSetCacheConfig: "the preferred cache configuration for the function specified via
+// func"; a kernel as cudaFuncSetAttribute takes one (a null pointer is
+// cudaErrorInvalidDeviceFunction, "If the specified function does not exist"), a value no
+// enumerator names cudaErrorInvalidValue. Kept with the function's settings; the L1 cache is not
+// modelled.
+cudaError_t cudaFuncSetCacheConfig(void const* func, cudaFuncCache cacheConfig) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  if (!sim::cache_config_valid(cacheConfig)) return sim::fail(cudaErrorInvalidValue);
+  sim::state().settings_by_function[func].cache_config = cacheConfig;
+  return cudaSuccess;
+}
+
+// cudaFuncSetSharedMemConfig (deprecated): the bank size of compute capability 9.0 is fixed, so
+// a valid configuration changes nothing (cudaDeviceSetSharedMemConfig: "This function will do
+// nothing on devices with fixed shared memory bank size"); errors as cudaFuncSetCacheConfig's.
+cudaError_t cudaFuncSetSharedMemConfig(void const* func, cudaSharedMemConfig config) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  return sim::shared_mem_config_valid(config) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
 }
 
 // cudaFuncSetAttribute: "If the specified attribute cannot be written, or if the value is

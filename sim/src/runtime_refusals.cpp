@@ -26,14 +26,6 @@ cudaError_t CUDARTAPI cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInEle
   return refusal::refuse("cudaDeviceGetTexture1DLinearMaxWidth", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig) {
-  return refusal::refuse("cudaDeviceGetCacheConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) {
-  return refusal::refuse("cudaDeviceSetCacheConfig", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event) {
   return refusal::refuse("cudaIpcGetEventHandle", "not modelled");
 }
@@ -66,14 +58,6 @@ cudaError_t CUDARTAPI cudaDeviceUnregisterAsyncNotification(int device, cudaAsyn
   return refusal::refuse("cudaDeviceUnregisterAsyncNotification", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *pConfig) {
-  return refusal::refuse("cudaDeviceGetSharedMemConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config) {
-  return refusal::refuse("cudaDeviceSetSharedMemConfig", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation* operations, unsigned int count, int device) {
   return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet");
 }
@@ -82,32 +66,12 @@ cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, 
   return refusal::refuse("cudaDeviceGetNvSciSyncAttributes", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int srcDevice, int dstDevice) {
-  return refusal::refuse("cudaDeviceGetP2PAttribute", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation *operations, unsigned int count, int srcDevice, int dstDevice) {
   return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
   return refusal::refuse("cudaSetValidDevices", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaCtxResetPersistingL2Cache(void) {
-  return refusal::refuse("cudaCtxResetPersistingL2Cache", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
-  return refusal::refuse("cudaStreamCopyAttributes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAttrID attr, cudaStreamAttrValue *value_out) {
-  return refusal::refuse("cudaStreamGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr, const cudaStreamAttrValue *value) {
-  return refusal::refuse("cudaStreamSetAttribute", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags) {
@@ -152,14 +116,6 @@ cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config, cons
 
 cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream) {
   return refusal::refuse("cudaLaunchCooperativeKernel", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig) {
-  return refusal::refuse("cudaFuncSetCacheConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config) {
-  return refusal::refuse("cudaFuncSetSharedMemConfig", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) {
@@ -577,10 +533,6 @@ cudaError_t CUDARTAPI cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGr
 
 cudaError_t CUDARTAPI cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExecNodeSetParams", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) {
-  return refusal::refuse("cudaGetDriverEntryPoint", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaLibraryLoadData(cudaLibrary_t *library, const void *code, enum cudaJitOption *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption *libraryOptions, void** libraryOptionValues, unsigned int numLibraryOptions) {

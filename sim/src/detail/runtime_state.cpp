@@ -60,6 +60,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.maxBlocksPerMultiProcessor = 32;
   p.reservedSharedMemPerBlock = std::size_t{1} << 10;  // sm_80 and later reserve 1 KiB a block
   p.persistingL2CacheMaxSize = p.l2CacheSize / 4 * 3;
+  p.accessPolicyMaxWindowSize = 134213632;  // an H100's (cudaDevAttrMaxAccessPolicyWindowSize)
   p.memoryPoolsSupported = 1;
   p.managedMemory = 1;  // cudaMallocManaged; an H100 also migrates pages concurrently
   p.concurrentManagedAccess = 1;
@@ -208,6 +209,28 @@ graph_state* find_graph(cudaGraph_t graph) {
 exec_state* find_exec(cudaGraphExec_t exec) {
   auto* candidate = reinterpret_cast<exec_state*>(exec);
   return state().execs.count(candidate) != 0 ? candidate : nullptr;
+}
+
+namespace {
+
+template <typename Enumeration>
+int as_int(Enumeration const& value) noexcept {
+  static_assert(sizeof(Enumeration) == sizeof(int));
+  int read = 0;
+  std::memcpy(&read, &value, sizeof read);
+  return read;
+}
+
+}  // namespace
+
+bool cache_config_valid(cudaFuncCache const& config) noexcept {
+  int const value = as_int(config);
+  return value >= cudaFuncCachePreferNone && value <= cudaFuncCachePreferEqual;
+}
+
+bool shared_mem_config_valid(cudaSharedMemConfig const& config) noexcept {
+  int const value = as_int(config);
+  return value >= cudaSharedMemBankSizeDefault && value <= cudaSharedMemBankSizeEightByte;
 }
 
 mem_pool_state* find_pool(cudaMemPool_t pool) {

@@ -175,6 +175,7 @@ struct function_settings {
   int preferred_carveout{-1};        // cudaSharedmemCarveoutDefault
   int non_portable_cluster_size_allowed{};
   int cluster_scheduling_policy{};  // cudaClusterSchedulingPolicyDefault
+  cudaFuncCache cache_config{cudaFuncCachePreferNone};  // cudaFuncSetCacheConfig
 };
 
 struct conditional_handle_state {
@@ -260,6 +261,9 @@ struct stream_state {
   // cudaStreamGetCaptureInfo hands out this array; it stays valid until the next call.
   std::vector<cudaGraphNode_t> dependencies_out;
   vector_clock clock;  // the race checker's view of what this stream's next work follows
+  // cudaStreamSetAttribute's: kept and read back (no L2 cache or host scheduling is modelled).
+  cudaAccessPolicyWindow access_policy_window{};
+  cudaSynchronizationPolicy synchronization_policy{cudaSyncPolicyAuto};
   [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0U; }
 };
 
@@ -290,6 +294,8 @@ struct device_state {
   unsigned flags{};
   // cudaDeviceSetLimit: the limits a program may set, by cudaLimit; a device's defaults at first.
   std::map<int, std::size_t> limits;
+  // cudaDeviceSetCacheConfig's preference.
+  cudaFuncCache cache_config{cudaFuncCachePreferNone};
   // Whether a kernel was launched on it (cudaDeviceSetLimit: the printf FIFO and the malloc heap
   // cannot change after a launch of a kernel that uses them).
   bool kernel_launched{};
@@ -511,6 +517,12 @@ std::unique_ptr<graph_state> clone(graph_state const& graph);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
+
+// Whether a value in the caller's memory is one the enumeration names (cudaFuncSetCacheConfig,
+// cudaDeviceSetCacheConfig; cudaDeviceSetSharedMemConfig, cudaFuncSetSharedMemConfig): read as an
+// int, since loading another value as the enumeration is undefined behaviour.
+bool cache_config_valid(cudaFuncCache const& config) noexcept;
+bool shared_mem_config_valid(cudaSharedMemConfig const& config) noexcept;
 
 double now_ms() noexcept;
 
