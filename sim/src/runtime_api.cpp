@@ -2481,6 +2481,37 @@ cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
   return cudaSuccess;
 }
 
+// cudaStreamAttachMemAsync: "Enqueues an operation in stream to specify stream association of
+// length bytes of memory starting from devPtr". The memory must be managed
+// (cudaDevAttrPageableMemoryAccess is 0 here), and "For managed allocations, length must be
+// either zero or the entire allocation's size" (devPtr its start: the stricter reading); flags
+// "must be one of cudaMemAttachGlobal, cudaMemAttachHost or cudaMemAttachSingle", and "It is
+// illegal to attach singly to the NULL stream": cudaErrorInvalidValue. Every device here reports
+// cudaDevAttrConcurrentManagedAccess, for which the association constrains nothing, so the
+// attachment is checked and changes nothing. In a capture it fails with
+// cudaErrorStreamCaptureUnsupported and invalidates it, as a prefetch does (the stricter reading:
+// the header is silent).
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, std::size_t length,
+                                     unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::allocation const* owner = sim::find_allocation(devPtr);
+  bool const whole_allocation = owner != nullptr && owner->managed &&
+                                owner->base == reinterpret_cast<std::uintptr_t>(devPtr) &&
+                                (length == 0 || length == owner->bytes);
+  bool const flags_valid = flags == cudaMemAttachGlobal || flags == cudaMemAttachHost ||
+                           (flags == cudaMemAttachSingle && !s->legacy && stream != nullptr);
+  if (!whole_allocation || !flags_valid) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return cudaSuccess;
+}
+
 namespace {
 
 // Waiting for a capturing stream is invalid (CUDA Programming Guide, "Prohibited and Unhandled

@@ -74,10 +74,6 @@ cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
   return refusal::refuse("cudaSetValidDevices", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags) {
-  return refusal::refuse("cudaStreamAttachMemAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaImportExternalMemory(cudaExternalMemory_t *extMem_out, const struct cudaExternalMemoryHandleDesc *memHandleDesc) {
   return refusal::refuse("cudaImportExternalMemory", "not modelled");
 }
@@ -247,19 +243,19 @@ cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src,
 }
 
 cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void *shareableHandle, cudaMemPool_t memPool, enum cudaMemAllocationHandleType handleType, unsigned int flags) {
-  return refusal::refuse("cudaMemPoolExportToShareableHandle", "not modelled yet");
+  return refusal::refuse("cudaMemPoolExportToShareableHandle", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolImportFromShareableHandle(cudaMemPool_t *memPool, void *shareableHandle, enum cudaMemAllocationHandleType handleType, unsigned int flags) {
-  return refusal::refuse("cudaMemPoolImportFromShareableHandle", "not modelled yet");
+  return refusal::refuse("cudaMemPoolImportFromShareableHandle", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData, void *ptr) {
-  return refusal::refuse("cudaMemPoolExportPointer", "not modelled yet");
+  return refusal::refuse("cudaMemPoolExportPointer", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, struct cudaMemPoolPtrExportData *exportData) {
-  return refusal::refuse("cudaMemPoolImportPointer", "not modelled yet");
+  return refusal::refuse("cudaMemPoolImportPointer", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaGraphicsUnregisterResource(cudaGraphicsResource_t resource) {

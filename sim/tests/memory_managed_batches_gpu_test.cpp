@@ -124,3 +124,25 @@ TEST_F(managed_batches, a_batch_in_a_capture_invalidates_it) {
   EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), cudaErrorStreamCaptureInvalidated);
   static_cast<void>(cudaGetLastError());
 }
+
+// cudaStreamAttachMemAsync: managed memory, "length must be either zero or the entire
+// allocation's size", flags one of the three, and "It is illegal to attach singly to the NULL
+// stream"; the memory stays usable from the stream after an attachment.
+TEST_F(managed_batches, attaching_managed_memory_to_a_stream) {
+  ASSERT_EQ(cudaStreamAttachMemAsync(stream_, a_, 0, cudaMemAttachSingle), cudaSuccess);
+  ASSERT_EQ(cudaStreamAttachMemAsync(stream_, b_, bytes, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(a_, 0x33, bytes, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(b_, a_, bytes, cudaMemcpyDefault, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  bool copied = true;
+  for (std::size_t i = 0; i < bytes; ++i) copied = copied && b_[i] == 0x33;
+  EXPECT_TRUE(copied);
+  ASSERT_EQ(cudaStreamAttachMemAsync(stream_, a_, 0, cudaMemAttachHost), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_EQ(cudaStreamAttachMemAsync(stream_, a_, bytes / 2, cudaMemAttachGlobal),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamAttachMemAsync(nullptr, a_, 0, cudaMemAttachSingle), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamAttachMemAsync(stream_, a_, 0, cudaMemAttachGlobal | cudaMemAttachHost),
+            cudaErrorInvalidValue);
+  static_cast<void>(cudaGetLastError());
+}
