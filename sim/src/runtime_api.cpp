@@ -811,9 +811,46 @@ cudaError_t check_location(cudaMemLocation const& location) {
   }
 }
 
+// The page size advice and prefetches are kept at (the host's): the pages a range touches.
+constexpr std::size_t managed_page_bytes = 4096;
+
+// Calls `update(page)` for each page of the managed allocation `owner` that [address, address +
+// bytes) touches; the page records are made at the first call.
+template <typename Update>
+void for_each_managed_page(sim::allocation const& owner, void const* address, std::size_t bytes,
+                           Update const& update) {
+  auto& pages = sim::state().allocations[owner.base].managed_pages;
+  if (pages.empty()) pages.resize((owner.bytes + managed_page_bytes - 1) / managed_page_bytes);
+  std::size_t const first =
+      (reinterpret_cast<std::uintptr_t>(address) - owner.base) / managed_page_bytes;
+  std::size_t const last =
+      (reinterpret_cast<std::uintptr_t>(address) - owner.base + bytes - 1) / managed_page_bytes;
+  for (std::size_t page = first; page <= last; ++page) update(pages[page]);
+}
+
+// A location as the range attributes report it: the host NUMA node nearest the caller is node 0,
+// the only one here.
+cudaMemLocation recorded_location(cudaMemLocation location) {
+  if (location.type == cudaMemLocationTypeHostNumaCurrent) {
+    return cudaMemLocation{cudaMemLocationTypeHostNuma, 0};
+  }
+  if (location.type == cudaMemLocationTypeHost) location.id = 0;
+  return location;
+}
+
+// cudaMemPrefetchAsync and the batches: "the last location that the application requested to
+// prefetch the memory range to", recorded when the call is made.
+void record_prefetch(void const* address, std::size_t bytes, cudaMemLocation const& location) {
+  sim::allocation const* owner = managed_range(address, bytes);
+  if (owner == nullptr) return;
+  cudaMemLocation const recorded = recorded_location(location);
+  for_each_managed_page(*owner, address, bytes,
+                        [&](sim::managed_page& page) { page.last_prefetch = recorded; });
+}
+
 }  // namespace
 
-// "If size is 0, cudaMallocManaged returns cudaErrorInvalidValue"; "flags must be one of
+// "If size is 0, cudaMallocManaged returns cudaErrorInvalidValue\"; "flags must be one of
 // cudaMemAttachGlobal or cudaMemAttachHost" (cudaMallocManaged). Potentially unsafe during a
 // capture, as cudaMalloc is (the stricter reading: the capture rules do not name it).
 cudaError_t cudaMallocManaged(void** pointer, std::size_t bytes, unsigned int flags) {
@@ -858,6 +895,7 @@ cudaError_t cudaMemPrefetchAsync(void const* pointer, std::size_t bytes, cudaMem
     sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
+  record_prefetch(pointer, bytes, location);
   return cudaSuccess;
 }
 
@@ -873,22 +911,44 @@ cudaError_t cudaMemAdvise(void const* pointer, std::size_t bytes, cudaMemoryAdvi
                           cudaMemLocation location) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (managed_range(pointer, bytes) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::allocation const* owner = managed_range(pointer, bytes);
+  if (owner == nullptr) return sim::fail(cudaErrorInvalidValue);
+  cudaError_t valid = cudaSuccess;
   switch (advice) {
     case cudaMemAdviseSetReadMostly:
     case cudaMemAdviseUnsetReadMostly:
-    case cudaMemAdviseUnsetPreferredLocation: return cudaSuccess;
-    case cudaMemAdviseSetPreferredLocation: {
-      cudaError_t const error = check_location(location);
-      return error == cudaSuccess ? cudaSuccess : sim::fail(error);
-    }
+    case cudaMemAdviseUnsetPreferredLocation: break;
+    case cudaMemAdviseSetPreferredLocation: valid = check_location(location); break;
     case cudaMemAdviseSetAccessedBy:
     case cudaMemAdviseUnsetAccessedBy:
-      if (location.type == cudaMemLocationTypeHost) return cudaSuccess;
-      if (location.type != cudaMemLocationTypeDevice) return sim::fail(cudaErrorInvalidValue);
-      return valid_device(location.id) ? cudaSuccess : sim::fail(cudaErrorInvalidDevice);
-    default: return sim::fail(cudaErrorInvalidValue);
+      if (location.type == cudaMemLocationTypeHost) break;
+      if (location.type != cudaMemLocationTypeDevice) {
+        valid = cudaErrorInvalidValue;
+      } else if (!valid_device(location.id)) {
+        valid = cudaErrorInvalidDevice;
+      }
+      break;
+    default: valid = cudaErrorInvalidValue; break;
   }
+  if (valid != cudaSuccess) return sim::fail(valid);
+  // Kept per page for cudaMemRangeGetAttribute; nothing else changes.
+  std::uint32_t const bit = location.type == cudaMemLocationTypeHost
+                                ? sim::managed_host_bit
+                                : std::uint32_t{1} << static_cast<unsigned>(location.id);
+  for_each_managed_page(*owner, pointer, bytes, [&](sim::managed_page& page) {
+    switch (advice) {
+      case cudaMemAdviseSetReadMostly: page.read_mostly = true; break;
+      case cudaMemAdviseUnsetReadMostly: page.read_mostly = false; break;
+      case cudaMemAdviseSetPreferredLocation: page.preferred = recorded_location(location); break;
+      case cudaMemAdviseUnsetPreferredLocation:
+        page.preferred = cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+        break;
+      case cudaMemAdviseSetAccessedBy: page.accessed_by |= bit; break;
+      case cudaMemAdviseUnsetAccessedBy: page.accessed_by &= ~bit; break;
+      default: break;
+    }
+  });
+  return cudaSuccess;
 }
 
 namespace {
@@ -1398,6 +1458,18 @@ cudaError_t check_managed_batch(void* const* dptrs, std::size_t const* sizes, st
   return cudaSuccess;
 }
 
+// The last prefetch location of each range of a checked batch: prefetchLocs[k] applies from
+// prefetchLocIdxs[k] to the next index.
+void record_batch_prefetches(void* const* dptrs, std::size_t const* sizes, std::size_t count,
+                             cudaMemLocation const* locations, std::size_t const* indices,
+                             std::size_t numLocations) {
+  std::size_t location = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    while (location + 1 < numLocations && indices[location + 1] <= i) ++location;
+    record_prefetch(dptrs[i], sizes[i], locations[location]);
+  }
+}
+
 // Discarding "informs the driver that the contents of that range are no longer useful"; "Reading
 // from a discarded range, without a subsequent write or prefetch to that part of the range, will
 // return an indeterminate value", and accesses "simultaneously with the discard operation result
@@ -1425,8 +1497,14 @@ cudaError_t cudaMemPrefetchBatchAsync(void** dptrs, std::size_t* sizes, std::siz
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   sim::stream_state* s = nullptr;
-  return check_managed_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
-                             true, flags, stream, __func__, s);
+  if (cudaError_t const error =
+          check_managed_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                              true, flags, stream, __func__, s);
+      error != cudaSuccess) {
+    return error;
+  }
+  record_batch_prefetches(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs);
+  return cudaSuccess;
 }
 
 // cudaMemDiscardBatchAsync: each range discarded (discard_ranges), in stream order.
@@ -1460,7 +1538,150 @@ cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void** dptrs, std::size_t* sizes
       error != cudaSuccess) {
     return error;
   }
+  record_batch_prefetches(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs);
   return discard_ranges(*s, dptrs, sizes, count, __func__);
+}
+
+// --- cudaMemRangeGetAttribute, cudaMemRangeGetAttributes: what cudaMemAdvise and the prefetches
+// recorded for the pages of a managed range (managed_page), each as the header describes it.
+
+namespace {
+
+// A location every page shares, or cudaMemLocationTypeInvalid.
+template <typename Field>
+cudaMemLocation common_location(std::vector<sim::managed_page> const& pages, std::size_t first,
+                                std::size_t last, Field field) {
+  if (pages.empty()) return cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+  cudaMemLocation const shared = pages[first].*field;
+  for (std::size_t page = first; page <= last; ++page) {
+    cudaMemLocation const other = pages[page].*field;
+    if (other.type != shared.type || other.id != shared.id) {
+      return cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+    }
+  }
+  return shared;
+}
+
+// "a GPU device id if all pages ... have that GPU", "cudaCpuDeviceId if all pages ... have the
+// CPU", else cudaInvalidDeviceId.
+int device_id_of(cudaMemLocation const& location) {
+  switch (location.type) {
+    case cudaMemLocationTypeDevice: return location.id;
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNuma: return cudaCpuDeviceId;
+    default: return cudaInvalidDeviceId;
+  }
+}
+
+// One attribute of a checked managed range [first page, last page] of `owner`.
+cudaError_t range_attribute(void* data, std::size_t size, cudaMemRangeAttribute attribute,
+                            sim::allocation const& owner, std::size_t first, std::size_t last) {
+  if (data == nullptr) return cudaErrorInvalidValue;
+  std::vector<sim::managed_page> const& pages = owner.managed_pages;
+  auto const put_int = [&](int value) {
+    if (size != sizeof(int)) return cudaErrorInvalidValue;
+    std::memcpy(data, &value, sizeof value);
+    return cudaSuccess;
+  };
+  auto const put_type = [&](cudaMemLocationType type) {
+    if (size != sizeof(cudaMemLocationType)) return cudaErrorInvalidValue;
+    std::memcpy(data, &type, sizeof type);
+    return cudaSuccess;
+  };
+  cudaMemLocation const preferred =
+      common_location(pages, first, last, &sim::managed_page::preferred);
+  cudaMemLocation const prefetched =
+      common_location(pages, first, last, &sim::managed_page::last_prefetch);
+  switch (attribute) {
+    case cudaMemRangeAttributeReadMostly: {
+      bool all = !pages.empty();
+      for (std::size_t page = first; all && page <= last; ++page) all = pages[page].read_mostly;
+      return put_int(all ? 1 : 0);
+    }
+    case cudaMemRangeAttributePreferredLocation: return put_int(device_id_of(preferred));
+    case cudaMemRangeAttributeLastPrefetchLocation: return put_int(device_id_of(prefetched));
+    case cudaMemRangeAttributePreferredLocationType: return put_type(preferred.type);
+    case cudaMemRangeAttributePreferredLocationId: return put_int(preferred.id);
+    case cudaMemRangeAttributeLastPrefetchLocationType: return put_type(prefetched.type);
+    case cudaMemRangeAttributeLastPrefetchLocationId: return put_int(prefetched.id);
+    case cudaMemRangeAttributeAccessedBy: {
+      // "a non-zero multiple of 4": the devices advised for the whole range, then
+      // cudaInvalidDeviceId in the space left.
+      if (size == 0 || size % sizeof(int) != 0) return cudaErrorInvalidValue;
+      std::uint32_t common = pages.empty() ? 0U : ~std::uint32_t{0};
+      for (std::size_t page = first; !pages.empty() && page <= last; ++page) {
+        common &= pages[page].accessed_by;
+      }
+      std::vector<int> ids(size / sizeof(int), cudaInvalidDeviceId);
+      std::size_t filled = 0;
+      for (std::size_t device = 0; device < sim::state().devices.size() && filled < ids.size();
+           ++device) {
+        if ((common & (std::uint32_t{1} << device)) != 0U) ids[filled++] = static_cast<int>(device);
+      }
+      if ((common & sim::managed_host_bit) != 0U && filled < ids.size()) {
+        ids[filled] = cudaCpuDeviceId;
+      }
+      std::memcpy(data, ids.data(), size);
+      return cudaSuccess;
+    }
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// The range must lie in one managed allocation ("must refer to managed memory allocated via
+// cudaMallocManaged"); an empty one is cudaErrorInvalidValue (the stricter reading).
+sim::allocation const* range_pages(void const* devPtr, std::size_t count, std::size_t& first,
+                                   std::size_t& last) {
+  sim::allocation const* owner = managed_range(devPtr, count);
+  if (owner == nullptr) return nullptr;
+  std::size_t const offset = reinterpret_cast<std::uintptr_t>(devPtr) - owner->base;
+  first = offset / managed_page_bytes;
+  last = (offset + count - 1) / managed_page_bytes;
+  return owner;
+}
+
+}  // namespace
+
+cudaError_t cudaMemRangeGetAttribute(void* data, std::size_t dataSize,
+                                     cudaMemRangeAttribute attribute, void const* devPtr,
+                                     std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  std::size_t first = 0;
+  std::size_t last = 0;
+  sim::allocation const* owner = range_pages(devPtr, count, first, last);
+  if (owner == nullptr) return sim::fail(cudaErrorInvalidValue);
+  cudaError_t const answered = range_attribute(data, dataSize, attribute, *owner, first, last);
+  return answered == cudaSuccess ? cudaSuccess : sim::fail(answered);
+}
+
+// cudaMemRangeGetAttributes: each of numAttributes attributes into data[i] of dataSizes[i]
+// bytes, as cudaMemRangeGetAttribute gives it; all are checked before any is written.
+cudaError_t cudaMemRangeGetAttributes(void** data, std::size_t* dataSizes,
+                                      cudaMemRangeAttribute* attributes, std::size_t numAttributes,
+                                      void const* devPtr, std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  std::size_t first = 0;
+  std::size_t last = 0;
+  sim::allocation const* owner = range_pages(devPtr, count, first, last);
+  if (owner == nullptr || data == nullptr || dataSizes == nullptr || attributes == nullptr ||
+      numAttributes == 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::vector<std::vector<unsigned char>> answers(numAttributes);
+  for (std::size_t i = 0; i < numAttributes; ++i) {
+    answers[i].resize(dataSizes[i]);
+    if (cudaError_t const answered =
+            range_attribute(answers[i].data(), dataSizes[i], attributes[i], *owner, first, last);
+        answered != cudaSuccess || data[i] == nullptr) {
+      return sim::fail(answered == cudaSuccess ? cudaErrorInvalidValue : answered);
+    }
+  }
+  for (std::size_t i = 0; i < numAttributes; ++i) {
+    std::memcpy(data[i], answers[i].data(), dataSizes[i]);
+  }
+  return cudaSuccess;
 }
 
 // cudaMemcpy2D: the synchronous form, on the legacy stream, blocking the host as cudaMemcpy does.

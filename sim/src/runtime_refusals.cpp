@@ -214,14 +214,6 @@ cudaError_t CUDARTAPI cudaGetSymbolSize(size_t *size, const void *symbol) {
   return refusal::refuse("cudaGetSymbolSize", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count) {
-  return refusal::refuse("cudaMemRangeGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enum cudaMemRangeAttribute *attributes, size_t numAttributes, const void *devPtr, size_t count) {
-  return refusal::refuse("cudaMemRangeGetAttributes", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind) {
   return refusal::refuse("cudaMemcpyToArray", "not modelled");
 }

@@ -146,3 +146,106 @@ TEST_F(managed_batches, attaching_managed_memory_to_a_stream) {
             cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
 }
+
+namespace {
+
+int range_int(cudaMemRangeAttribute attribute, void const* pointer, std::size_t bytes) {
+  int value = 12345;
+  SIM_TEST_TRY(cudaMemRangeGetAttribute(&value, sizeof value, attribute, pointer, bytes));
+  return value;
+}
+
+cudaMemLocationType range_type(cudaMemRangeAttribute attribute, void const* pointer,
+                               std::size_t bytes) {
+  cudaMemLocationType type = cudaMemLocationTypeHostNumaCurrent;
+  SIM_TEST_TRY(cudaMemRangeGetAttribute(&type, sizeof type, attribute, pointer, bytes));
+  return type;
+}
+
+}  // namespace
+
+// cudaMemRangeGetAttribute reads back what cudaMemAdvise set: read duplication, the preferred
+// location (a device id, cudaCpuDeviceId for the CPU, cudaInvalidDeviceId for none) and its type
+// and id, and the devices advised to access the range.
+TEST_F(managed_batches, range_attributes_read_back_the_advice) {
+  EXPECT_EQ(range_int(cudaMemRangeAttributeReadMostly, a_, bytes), 0);
+  EXPECT_EQ(range_int(cudaMemRangeAttributePreferredLocation, a_, bytes), cudaInvalidDeviceId);
+  EXPECT_EQ(range_type(cudaMemRangeAttributePreferredLocationType, a_, bytes),
+            cudaMemLocationTypeInvalid);
+  cudaMemLocation const device{cudaMemLocationTypeDevice, device_};
+  cudaMemLocation const host{cudaMemLocationTypeHost, 0};
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseSetReadMostly, device), cudaSuccess);
+  EXPECT_EQ(range_int(cudaMemRangeAttributeReadMostly, a_, bytes), 1);
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseSetPreferredLocation, device), cudaSuccess);
+  EXPECT_EQ(range_int(cudaMemRangeAttributePreferredLocation, a_, bytes), device_);
+  EXPECT_EQ(range_type(cudaMemRangeAttributePreferredLocationType, a_, bytes),
+            cudaMemLocationTypeDevice);
+  EXPECT_EQ(range_int(cudaMemRangeAttributePreferredLocationId, a_, bytes), device_);
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseSetPreferredLocation, host), cudaSuccess);
+  EXPECT_EQ(range_int(cudaMemRangeAttributePreferredLocation, a_, bytes), cudaCpuDeviceId);
+  EXPECT_EQ(range_type(cudaMemRangeAttributePreferredLocationType, a_, bytes),
+            cudaMemLocationTypeHost);
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseUnsetPreferredLocation, host), cudaSuccess);
+  EXPECT_EQ(range_int(cudaMemRangeAttributePreferredLocation, a_, bytes), cudaInvalidDeviceId);
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseUnsetReadMostly, device), cudaSuccess);
+  EXPECT_EQ(range_int(cudaMemRangeAttributeReadMostly, a_, bytes), 0);
+  // "If data is larger than the number of devices that have that advice set for that memory
+  // range, cudaInvalidDeviceId will be returned in all the extra space provided".
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseSetAccessedBy, device), cudaSuccess);
+  int accessed_by[3] = {7, 7, 7};
+  ASSERT_EQ(cudaMemRangeGetAttribute(accessed_by, sizeof accessed_by,
+                                     cudaMemRangeAttributeAccessedBy, a_, bytes),
+            cudaSuccess);
+  EXPECT_EQ(accessed_by[0], device_);
+  EXPECT_EQ(accessed_by[1], cudaInvalidDeviceId);
+  EXPECT_EQ(accessed_by[2], cudaInvalidDeviceId);
+  ASSERT_EQ(cudaMemAdvise(a_, bytes, cudaMemAdviseUnsetAccessedBy, device), cudaSuccess);
+  ASSERT_EQ(cudaMemRangeGetAttribute(accessed_by, sizeof accessed_by,
+                                     cudaMemRangeAttributeAccessedBy, a_, bytes),
+            cudaSuccess);
+  EXPECT_EQ(accessed_by[0], cudaInvalidDeviceId);
+}
+
+// cudaMemRangeAttributeLastPrefetchLocation: "the last location to which all pages in the memory
+// range were prefetched explicitly"; cudaInvalidDeviceId "If any page in the memory range was
+// never explicitly prefetched". cudaMemRangeGetAttributes answers several at once.
+TEST_F(managed_batches, range_attributes_read_back_the_last_prefetch) {
+  EXPECT_EQ(range_int(cudaMemRangeAttributeLastPrefetchLocation, a_, bytes), cudaInvalidDeviceId);
+  ASSERT_EQ(cudaMemPrefetchAsync(a_, bytes, cudaMemLocation{cudaMemLocationTypeDevice, device_}, 0,
+                                 stream_),
+            cudaSuccess);
+  EXPECT_EQ(range_int(cudaMemRangeAttributeLastPrefetchLocation, a_, bytes), device_);
+  void* pointers[] = {a_, b_};
+  std::size_t sizes[] = {bytes, bytes};
+  cudaMemLocation host{cudaMemLocationTypeHost, 0};
+  std::size_t index = 0;
+  ASSERT_EQ(cudaMemPrefetchBatchAsync(pointers, sizes, 2, &host, &index, 1, 0, stream_),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  int last = 0;
+  cudaMemLocationType last_type = cudaMemLocationTypeInvalid;
+  void* data[] = {&last, &last_type};
+  std::size_t data_sizes[] = {sizeof last, sizeof last_type};
+  cudaMemRangeAttribute attributes[] = {cudaMemRangeAttributeLastPrefetchLocation,
+                                        cudaMemRangeAttributeLastPrefetchLocationType};
+  ASSERT_EQ(cudaMemRangeGetAttributes(data, data_sizes, attributes, 2, b_, bytes), cudaSuccess);
+  EXPECT_EQ(last, cudaCpuDeviceId);
+  EXPECT_EQ(last_type, cudaMemLocationTypeHost);
+}
+
+// The range "must refer to managed memory"; a result size other than the attribute's is
+// cudaErrorInvalidValue.
+TEST_F(managed_batches, range_attributes_refuse_what_the_header_excludes) {
+  int value = 0;
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, bytes), cudaSuccess);
+  EXPECT_EQ(cudaMemRangeGetAttribute(&value, sizeof value, cudaMemRangeAttributeReadMostly, device,
+                                     bytes),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemRangeGetAttribute(&value, 2, cudaMemRangeAttributeReadMostly, a_, bytes),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemRangeGetAttribute(&value, 0, cudaMemRangeAttributeAccessedBy, a_, bytes),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  static_cast<void>(cudaGetLastError());
+}

@@ -56,6 +56,16 @@ struct mem_pool_state {
   std::map<int, cudaMemAccessFlags> access_by_device{};
 };
 
+// What cudaMemAdvise and the prefetches said of one page of managed memory
+// (cudaMemRangeGetAttribute reads it back). Locations of type cudaMemLocationTypeInvalid: none.
+struct managed_page {
+  bool read_mostly{};
+  cudaMemLocation preferred{cudaMemLocationTypeInvalid, 0};
+  cudaMemLocation last_prefetch{cudaMemLocationTypeInvalid, 0};
+  std::uint32_t accessed_by{};  // a bit per device, and managed_host_bit for the host
+};
+constexpr std::uint32_t managed_host_bit = std::uint32_t{1} << 31U;
+
 struct allocation {
   std::uintptr_t base{};
   std::size_t bytes{};
@@ -76,6 +86,9 @@ struct allocation {
   std::map<int, int> access_by_device{};
   // cudaMallocManaged memory (kind pinned_host: the host and every device reach it).
   bool managed{};
+  // Managed memory: per page (managed_page_bytes), what advice and prefetches said of it; empty
+  // until the first of them.
+  std::vector<managed_page> managed_pages{};
   // Host memory of the program's that cudaHostRegister page-locked (kind pinned_host, no
   // mapping of the simulator's): cudaHostUnregister gives it back, nothing unmaps it.
   bool registered{};
