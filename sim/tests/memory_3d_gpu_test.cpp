@@ -14,7 +14,7 @@ namespace {
 
 using memory_3d = sim_testing::gpu_test;
 
-// cudaPitchedPtr, cudaExtent and cudaPos by their fields (driver_functions.h's make_* helpers
+// cudaPitchedPtr, cudaExtent and cudaPos by their fields (driver_functions.h's make_* functions
 // are for nvcc's headers).
 cudaPitchedPtr pitched(void* ptr, std::size_t pitch, std::size_t xsize, std::size_t ysize) {
   return cudaPitchedPtr{ptr, pitch, xsize, ysize};

@@ -144,7 +144,7 @@ TEST_F(pitched_copies_sim, a_synchronous_peer_copy_is_refused_beside_a_capture) 
 
 namespace {
 
-// cudaPitchedPtr, cudaExtent and cudaPos by their fields (driver_functions.h's make_* helpers
+// cudaPitchedPtr, cudaExtent and cudaPos by their fields (driver_functions.h's make_* functions
 // are for nvcc's headers).
 cudaPitchedPtr pitched(void* ptr, std::size_t pitch, std::size_t xsize, std::size_t ysize) {
   return cudaPitchedPtr{ptr, pitch, xsize, ysize};
