@@ -2283,7 +2283,6 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
   sim::device_state& device = device_at(pool->device);
   if (device.current_pool == pool) device.current_pool = device.default_pool;
   pool->destroyed = true;
-  pool->access_by_device.clear();  // outstanding memory stays reachable from its own device only
   if (pool->used == 0) sim::pool_give_back(*pool, 0);  // released now
   return cudaSuccess;
 }

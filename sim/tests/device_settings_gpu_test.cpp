@@ -187,6 +187,15 @@ TEST_F(device_settings, bad_stream_attributes_are_refused) {
   value.accessPolicyWindow.hitRatio = 2.0F;
   EXPECT_EQ(cudaStreamSetAttribute(stream.get(), cudaStreamAttributeAccessPolicyWindow, &value),
             cudaErrorInvalidValue);
+  // Doc-silent, modelled strictly (a GPU answers): a priority outside
+  // cudaDeviceGetStreamPriorityRange is refused rather than clamped as at creation.
+  int least = 0;
+  int greatest = 0;
+  ASSERT_EQ(cudaDeviceGetStreamPriorityRange(&least, &greatest), cudaSuccess);
+  cudaLaunchAttributeValue priority{};
+  priority.priority = greatest - 1;
+  EXPECT_EQ(cudaStreamSetAttribute(stream.get(), cudaStreamAttributePriority, &priority),
+            cudaErrorInvalidValue);
   static_cast<void>(cudaGetLastError());
 }
 

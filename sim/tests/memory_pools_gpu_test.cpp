@@ -353,6 +353,8 @@ TEST_F(memory_pools, bad_arguments_are_refused_with_the_documented_errors) {
   EXPECT_EQ(cudaDeviceGetDefaultMemPool(&pool, count), cudaErrorInvalidDevice);
   EXPECT_EQ(cudaDeviceSetMemPool(count, pool), cudaErrorInvalidDevice);
   EXPECT_EQ(cudaDeviceGetMemPool(nullptr, device), cudaErrorInvalidValue);
+  // Doc-silent: cudaDeviceGetMemPool lists no cudaErrorInvalidDevice (a GPU answers).
+  EXPECT_EQ(cudaDeviceGetMemPool(&pool, count), cudaErrorInvalidValue);
   cudaMemLocation location{cudaMemLocationTypeDevice, device};
   EXPECT_EQ(cudaMemGetMemPool(&pool, &location, cudaMemAllocationTypeInvalid),
             cudaErrorInvalidValue);
