@@ -224,3 +224,84 @@ cudaError_t cudaDeviceSetLimit(cudaLimit limit, std::size_t value) {
   found->second = value;
   return cudaSuccess;
 }
+
+// cudaDeviceSetCacheConfig: "the preferred cache configuration for the current device. This is
+// only a preference", one of cudaFuncCachePreferNone, ...PreferShared, ...PreferL1 and
+// ...PreferEqual; kept for cudaDeviceGetCacheConfig (the L1 cache is not modelled). The header
+// lists only cudaSuccess: another value is cudaErrorInvalidValue, the stricter reading
+// (device_settings_gpu_test asks a GPU).
+cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache cacheConfig) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  sim::device_state* device = sim::current_device();
+  if (device == nullptr) return sim::fail(cudaErrorInvalidDevice);
+  if (!sim::cache_config_valid(cacheConfig)) return sim::fail(cudaErrorInvalidValue);
+  device->cache_config = cacheConfig;
+  return cudaSuccess;
+}
+
+// cudaDeviceGetCacheConfig: the preference set, cudaFuncCachePreferNone "(default)". A null
+// pointer is cudaErrorInvalidValue.
+cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* pCacheConfig) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  if (pCacheConfig == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::device_state const* device = sim::current_device();
+  if (device == nullptr) return sim::fail(cudaErrorInvalidDevice);
+  *pCacheConfig = device->cache_config;
+  return cudaSuccess;
+}
+
+// cudaDeviceSetSharedMemConfig (deprecated): "This function will do nothing on devices with fixed
+// shared memory bank size", as compute capability 9.0's is (four bytes); a value no enumerator
+// names is cudaErrorInvalidValue.
+cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig config) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  return sim::shared_mem_config_valid(config) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
+}
+
+// cudaDeviceGetSharedMemConfig (deprecated): on a device with fixed banks "it will return the
+// fixed bank size of the hardware": four bytes.
+cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* pConfig) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  if (pConfig == nullptr) return sim::fail(cudaErrorInvalidValue);
+  *pConfig = cudaSharedMemBankSizeFourByte;
+  return cudaSuccess;
+}
+
+// cudaDeviceGetP2PAttribute: "cudaErrorInvalidDevice if srcDevice or dstDevice are not valid or
+// if they represent the same device", "cudaErrorInvalidValue if attrib is not valid or if value
+// is a null pointer". Every pair of simulated devices reaches each other (as
+// cudaDeviceCanAccessPeer says): rank 0 ("0 being the value used for most performant link"),
+// access supported (the capability; cudaDeviceEnablePeerAccess turns it on), every native atomic
+// supported (device atomics here are the host's on shared memory); CUDA arrays are not modelled,
+// so no access to them.
+cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr attr, int srcDevice,
+                                      int dstDevice) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  if (device_or_null(srcDevice) == nullptr || device_or_null(dstDevice) == nullptr ||
+      srcDevice == dstDevice) {
+    return sim::fail(cudaErrorInvalidDevice);
+  }
+  if (value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (attr) {
+    case cudaDevP2PAttrPerformanceRank:
+    case cudaDevP2PAttrCudaArrayAccessSupported:
+    case cudaDevP2PAttrOnlyPartialNativeAtomicSupported: *value = 0; return cudaSuccess;
+    case cudaDevP2PAttrAccessSupported:
+    case cudaDevP2PAttrNativeAtomicSupported: *value = 1; return cudaSuccess;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaCtxResetPersistingL2Cache: "Resets all persisting lines in cache to normal status". No L2
+// cache is modelled, so there is nothing to reset; the call succeeds.
+cudaError_t cudaCtxResetPersistingL2Cache() {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  sim::use_primary_context();
+  return cudaSuccess;
+}

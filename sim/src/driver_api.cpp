@@ -454,3 +454,11 @@ cudaError_t cudaGetDriverEntryPointByVersion(char const* symbol, void** function
   if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
+
+// cudaGetDriverEntryPoint (deprecated): cudaGetDriverEntryPointByVersion "with a hardcoded
+// cudaVersion", the runtime's own (CUDART_VERSION): "the API will use the CUDA runtime version to
+// return the address to the most recent ABI compatible driver symbol".
+cudaError_t cudaGetDriverEntryPoint(char const* symbol, void** funcPtr, unsigned long long flags,
+                                    cudaDriverEntryPointQueryResult* driverStatus) {
+  return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}

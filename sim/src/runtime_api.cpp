@@ -5,6 +5,8 @@
 
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include "graphstep/sim/kernel_task.hpp"
 #include "detail/guarded_memory.hpp"
+#include "detail/refusal.hpp"
 #include "detail/runtime_state.hpp"
 
 namespace sim = graphstep::sim::detail;
@@ -40,6 +43,19 @@ std::size_t accounted(std::size_t bytes) {
   return (bytes + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
 }
 
+// Maps fresh memory for an allocation whose bytes are accounted already.
+cudaError_t map_allocation(void** pointer, std::size_t bytes, sim::memory_kind kind, int device) {
+  // Guarded, and filled with 0xFF bytes (a NaN in every floating-point format): cudaMalloc does
+  // not clear memory, so a kernel that reads memory nobody wrote gets no convenient zero.
+  sim::allocation const mapped = sim::map_guarded(bytes, kind, device);
+  if (mapped.base == 0) return sim::fail(cudaErrorMemoryAllocation);
+  sim::state().allocations[mapped.base] = mapped;
+  void* memory = reinterpret_cast<void*>(mapped.base);
+  sim::forget_accesses(memory, bytes);  // fresh memory: nothing before it can race with it
+  *pointer = memory;
+  return cudaSuccess;
+}
+
 cudaError_t allocate(void** pointer, std::size_t bytes, sim::memory_kind kind, int device) {
   if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
   *pointer = nullptr;
@@ -52,20 +68,40 @@ cudaError_t allocate(void** pointer, std::size_t bytes, sim::memory_kind kind, i
     }
     owner.used_bytes += accounted(bytes);
   }
-  // Guarded, and filled with 0xFF bytes (a NaN in every floating-point format): cudaMalloc does
-  // not clear memory, so a kernel that reads memory nobody wrote gets no convenient zero.
-  sim::allocation const mapped = sim::map_guarded(bytes, kind, device);
-  if (mapped.base == 0) {
-    if (kind == sim::memory_kind::device) {
-      p.devices[static_cast<std::size_t>(device)]->used_bytes -= accounted(bytes);
-    }
-    return sim::fail(cudaErrorMemoryAllocation);
+  cudaError_t const mapped = map_allocation(pointer, bytes, kind, device);
+  if (mapped != cudaSuccess && kind == sim::memory_kind::device) {
+    p.devices[static_cast<std::size_t>(device)]->used_bytes -= accounted(bytes);
   }
-  p.allocations[mapped.base] = mapped;
-  void* memory = reinterpret_cast<void*>(mapped.base);
-  sim::forget_accesses(memory, bytes);  // fresh memory: nothing before it can race with it
-  *pointer = memory;
+  return mapped;
+}
+
+// Stream-ordered memory outside a capture (cudaMallocAsync, cudaMallocFromPoolAsync): from
+// `pool`, which reserves more of its device's memory only when what it holds is short.
+cudaError_t allocate_from_pool(void** pointer, std::size_t bytes, sim::mem_pool_state& pool) {
+  *pointer = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  if (!sim::pool_take(pool, accounted(bytes))) return sim::fail(cudaErrorMemoryAllocation);
+  if (cudaError_t const mapped =
+          map_allocation(pointer, bytes, sim::memory_kind::device, pool.device);
+      mapped != cudaSuccess) {
+    sim::pool_give_back(pool, accounted(bytes));
+    return mapped;
+  }
+  sim::allocation& allocated = sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)];
+  allocated.stream_ordered = true;
+  allocated.pool = &pool;
   return cudaSuccess;
+}
+
+// Freed device memory goes back where it came from: its pool (which keeps it reserved) or the
+// device.
+void give_back(sim::allocation const& freed) {
+  if (freed.pool != nullptr) {
+    sim::pool_give_back(*freed.pool, accounted(freed.bytes));
+  } else if (freed.kind == sim::memory_kind::device) {
+    sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
+        accounted(freed.bytes);
+  }
 }
 
 cudaError_t release(void* pointer, sim::memory_kind kind) {
@@ -92,9 +128,7 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
     sim::forget_accesses(pointer, freed.bytes);
   }
   p.allocations.erase(it);
-  if (kind == sim::memory_kind::device) {
-    p.devices[static_cast<std::size_t>(freed.device)]->used_bytes -= accounted(freed.bytes);
-  }
+  give_back(freed);
   sim::retire_guarded(freed);  // later accesses fault as use after free
   return cudaSuccess;
 }
@@ -217,47 +251,26 @@ bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std:
   return true;
 }
 
-// cudaMemcpy2D and cudaMemcpy2DAsync: "width must not exceed either dpitch or spitch", and the
-// call "returns an error if dpitch or spitch exceeds the maximum allowed" (the device's memPitch);
-// both are cudaErrorInvalidPitchValue, the pitch error the header lists. Checked for one row too
-// (the stricter reading: the header does not exempt it). An empty copy is accepted, as a 1-D one
-// of 0 bytes is; then the kind as for the 1-D copy, and each side's span. A copy of several
-// slices (a memcpy node's cudaMemcpy3DParms) spans from its first slice's start to its last
-// slice's end, its slices not overlapping one another.
-cudaError_t check_copy_2d(sim::memcpy_params const& copy) {
-  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0) return cudaSuccess;
-  std::size_t const max_pitch = sim::current_device()->properties.memPitch;
-  if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
-      copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
-    return cudaErrorInvalidPitchValue;
-  }
-  std::size_t destination_span = 0;
-  std::size_t source_span = 0;
-  if (!pitched_span(copy.bytes, copy.height, copy.destination_pitch, destination_span) ||
-      !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span)) {
-    return cudaErrorInvalidValue;
-  }
-  if (copy.depth > 1 &&
-      (copy.destination_slice_pitch < destination_span || copy.source_slice_pitch < source_span ||
-       !pitched_span(destination_span, copy.depth, copy.destination_slice_pitch,
-                     destination_span) ||
-       !pitched_span(source_span, copy.depth, copy.source_slice_pitch, source_span))) {
-    return cudaErrorInvalidValue;
-  }
-  return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
+// The span of one side of a copy: `slices` of what pitched_span gives, `slice_pitch` apart.
+bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std::size_t slices,
+                  std::size_t slice_pitch, std::size_t& span) {
+  span = 0;
+  std::size_t slice = 0;
+  if (!pitched_span(width, height, pitch, slice)) return false;
+  if (slice == 0 || slices == 0) return true;
+  if (slice_pitch != 0 && slices - 1 > (SIZE_MAX - slice) / slice_pitch) return false;
+  span = (slices - 1) * slice_pitch + slice;
+  return true;
 }
 
-}  // namespace
-
-namespace graphstep::sim::detail {
-
-cudaError_t check_pitched_copy(memcpy_params const& copy) {
-  return check_copy_2d(copy);
+// The spans a copy's destination and source touch; false when one overflows.
+bool copy_spans(sim::memcpy_params const& copy, std::size_t& destination_span,
+                std::size_t& source_span) {
+  return pitched_span(copy.bytes, copy.height, copy.destination_pitch, copy.depth,
+                      copy.destination_slice_pitch, destination_span) &&
+         pitched_span(copy.bytes, copy.height, copy.source_pitch, copy.depth,
+                      copy.source_slice_pitch, source_span);
 }
-
-}  // namespace graphstep::sim::detail
-
-namespace {
 
 std::unique_ptr<sim::node_state> memset_node(void* destination, int value, std::size_t bytes) {
   auto node = std::make_unique<sim::node_state>();
@@ -285,6 +298,28 @@ sim::stream_state* stream_or_fail(cudaStream_t stream, cudaError_t& error) {
 }
 
 }  // namespace
+
+namespace graphstep::sim::detail {
+
+// cudaMemcpy2D and cudaMemcpy2DAsync: "width must not exceed either dpitch or spitch", and the
+// call "returns an error if dpitch or spitch exceeds the maximum allowed" (the device's memPitch);
+// both are cudaErrorInvalidPitchValue, the pitch error the header lists. Checked for one row too
+// (the stricter reading: the header does not exempt it). An empty copy is accepted, as a 1-D one
+// of 0 bytes is; then the kind as for the 1-D copy, and each side's span (a 3-D copy's too).
+cudaError_t check_pitched_copy(memcpy_params const& copy) {
+  if (copy.bytes == 0 || copy.height == 0 || copy.depth == 0) return cudaSuccess;
+  std::size_t const max_pitch = current_device()->properties.memPitch;
+  if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
+      copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
+    return cudaErrorInvalidPitchValue;
+  }
+  std::size_t destination_span = 0;
+  std::size_t source_span = 0;
+  if (!copy_spans(copy, destination_span, source_span)) return cudaErrorInvalidValue;
+  return check_copy(copy.destination, destination_span, copy.source, source_span, copy.kind);
+}
+
+}  // namespace graphstep::sim::detail
 
 // --- errors ------------------------------------------------------------------------------------
 
@@ -483,6 +518,12 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
       *value = static_cast<int>(p.reservedSharedMemPerBlock);
       break;
     case cudaDevAttrMaxPersistingL2CacheSize: *value = p.persistingL2CacheMaxSize; break;
+    // cudaHostRegister: supported, the device reaching registered memory by its host pointer;
+    // read-only registration is not.
+    case cudaDevAttrHostRegisterSupported:
+    case cudaDevAttrCanUseHostPointerForRegisteredMem: *value = 1; break;
+    case cudaDevAttrHostRegisterReadOnlySupported: *value = 0; break;
+    case cudaDevAttrMaxAccessPolicyWindowSize: *value = p.accessPolicyMaxWindowSize; break;
     default:
       // An attribute the simulated device does not model: refused, never a made-up value.
       return sim::fail(cudaErrorInvalidValue);
@@ -516,6 +557,7 @@ cudaError_t cudaDeviceSynchronize() {
     return sim::fail(capturing);
   }
   sim::host_waits_for_device(sim::this_thread().device);
+  sim::release_pool_memory(sim::this_thread().device);
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
     return sim::fail(sticky);
   return cudaSuccess;
@@ -569,8 +611,22 @@ cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) {
   return allocate(pointer, bytes, sim::memory_kind::pinned_host, sim::this_thread().device);
 }
 
-cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
-  return cudaMallocHost(pointer, bytes);
+// cudaHostAlloc: the flags are "orthogonal to one another" (cudaHostAllocPortable,
+// cudaHostAllocMapped, cudaHostAllocWriteCombined; 0 "emulate[s] cudaMallocHost()"); another bit
+// is cudaErrorInvalidValue. They change nothing here but what cudaHostGetFlags reads back: every
+// pinned allocation is reachable from every device (unified addressing).
+cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  unsigned const known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if ((flags & ~known) != 0U) {
+    if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  cudaError_t const allocated = cudaMallocHost(pointer, bytes);
+  if (allocated == cudaSuccess && *pointer != nullptr) {
+    sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)].host_flags = flags;
+  }
+  return allocated;
 }
 
 cudaError_t cudaFreeHost(void* pointer) {
@@ -580,12 +636,146 @@ cudaError_t cudaFreeHost(void* pointer) {
   if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
-  // Managed memory is released with cudaFree (cudaMallocManaged); cudaFreeHost refuses it.
+  // Managed memory is released with cudaFree (cudaMallocManaged), registered memory with
+  // cudaHostUnregister ("The memory page-locked by this function must be unregistered with
+  // cudaHostUnregister()"); cudaFreeHost refuses both.
   auto const found = sim::state().allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
-  if (found != sim::state().allocations.end() && found->second.managed) {
+  if (found != sim::state().allocations.end() &&
+      (found->second.managed || found->second.registered)) {
     return sim::fail(cudaErrorInvalidValue);
   }
   return release(pointer, sim::memory_kind::pinned_host);
+}
+
+// --- registered host memory (cudaHostRegister, cudaHostUnregister, cudaHostGetDevicePointer,
+// cudaHostGetFlags). Registered memory is pinned host memory from then on: copies treat it as
+// cudaHostAlloc's (not staged, completing in stream order), every device reaches it, and the race
+// checker sees accesses to it. The device reports cudaDevAttrHostRegisterSupported and
+// cudaDevAttrCanUseHostPointerForRegisteredMem (the device pointer is the host pointer), and not
+// cudaDevAttrHostRegisterReadOnlySupported.
+
+namespace {
+
+// The pinned host allocation (cudaHostAlloc, cudaMallocHost or cudaHostRegister) holding
+// `pointer`, or null.
+sim::allocation const* pinned_host_allocation(void const* pointer) {
+  sim::allocation const* owner = sim::find_allocation(pointer);
+  if (owner == nullptr || owner->kind != sim::memory_kind::pinned_host || owner->managed) {
+    return nullptr;
+  }
+  return owner;
+}
+
+// Whether [start, start + bytes) is mapped in the process (msync fails with ENOMEM on a gap).
+bool host_range_mapped(void const* start, std::size_t bytes) {
+  auto const page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto const first = reinterpret_cast<std::uintptr_t>(start) / page * page;
+  auto const end = reinterpret_cast<std::uintptr_t>(start) + bytes;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the page holding `start`
+  return msync(reinterpret_cast<void*>(first), end - first, MS_ASYNC) == 0;
+}
+
+}  // namespace
+
+// cudaHostRegister: "Page-locks the memory range specified by ptr and size and maps it for the
+// device(s) as specified by flags". A null pointer, 0 bytes, a range that wraps or is not mapped
+// in the process, and flags other than cudaHostRegisterPortable, cudaHostRegisterMapped,
+// cudaHostRegisterIoMemory and cudaHostRegisterReadOnly are cudaErrorInvalidValue; a range
+// overlapping pinned memory already is cudaErrorHostMemoryAlreadyRegistered. I/O memory is not
+// modelled and read-only registration "with a current context associated with a device that does
+// not have this attribute set will cause cudaHostRegister to error with cudaErrorNotSupported"
+// (cudaDevAttrHostRegisterReadOnlySupported is 0 here). Potentially unsafe during a capture, as
+// cudaMallocHost is (the stricter reading: the capture rules do not name it).
+cudaError_t cudaHostRegister(void* ptr, std::size_t size, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned const known = cudaHostRegisterPortable | cudaHostRegisterMapped |
+                         cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+  auto const start = reinterpret_cast<std::uintptr_t>(ptr);
+  if (ptr == nullptr || size == 0 || (flags & ~known) != 0U || size > UINTPTR_MAX - start) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if ((flags & cudaHostRegisterIoMemory) != 0U) {
+    return sim::refuse(__func__, "not modelled for I/O memory (cudaHostRegisterIoMemory)");
+  }
+  if ((flags & cudaHostRegisterReadOnly) != 0U) return sim::fail(cudaErrorNotSupported);
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  // Any allocation overlapping the range: pinned memory is registered already; the simulator's
+  // device memory is no host memory to register.
+  auto& allocations = sim::state().allocations;
+  auto it = allocations.upper_bound(start);
+  if (it != allocations.begin()) --it;
+  for (; it != allocations.end() && it->first < start + size; ++it) {
+    if (it->first + it->second.bytes <= start) continue;
+    if (it->second.kind == sim::memory_kind::pinned_host) {
+      return sim::fail(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (!host_range_mapped(ptr, size)) return sim::fail(cudaErrorInvalidValue);
+  sim::allocation registered;
+  registered.base = start;
+  registered.bytes = size;
+  registered.kind = sim::memory_kind::pinned_host;
+  registered.device = sim::this_thread().device;
+  registered.registered = true;
+  registered.host_flags = flags;
+  allocations[start] = registered;
+  sim::forget_accesses(ptr, size);  // newly tracked: nothing before it can race with it
+  return cudaSuccess;
+}
+
+// cudaHostUnregister: "The base address must be the same one specified to cudaHostRegister()";
+// anything else is cudaErrorHostMemoryNotRegistered (a null pointer cudaErrorInvalidValue). It
+// synchronizes as cudaFreeHost does (the stricter reading of a silent header: device work that
+// still reads or writes the range finishes first), and the range's past accesses go with it.
+cudaError_t cudaHostUnregister(void* ptr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (ptr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto& allocations = sim::state().allocations;
+  auto const it = allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == allocations.end() || !it->second.registered) {
+    return sim::fail(cudaErrorHostMemoryNotRegistered);
+  }
+  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  sim::host_waits_for_device(it->second.device);
+  sim::forget_accesses(ptr, it->second.bytes);
+  allocations.erase(it);
+  return cudaSuccess;
+}
+
+// cudaHostGetDevicePointer: "the device pointer corresponding to the mapped, pinned host buffer
+// allocated by cudaHostAlloc() or registered by cudaHostRegister()"; with
+// cudaDevAttrCanUseHostPointerForRegisteredMem on every device it "will match the original
+// pointer pHost". "flags ... must be set to 0"; memory that is not pinned is cudaErrorInvalidValue.
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pDevice == nullptr || flags != 0U || pinned_host_allocation(pHost) == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  *pDevice = pHost;
+  return cudaSuccess;
+}
+
+// cudaHostGetFlags: "will fail if the input pointer does not reside in an address range allocated
+// by cudaHostAlloc()" (cudaMallocHost's, which cudaHostAllocDefault emulates, included; gives
+// 0). Registered memory is refused too, the stricter reading of that sentence (a GPU answers:
+// memory_host_registration_gpu_test). Gives the flags of the allocation.
+cudaError_t cudaHostGetFlags(unsigned int* pFlags, void* pHost) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::allocation const* owner = pinned_host_allocation(pHost);
+  if (pFlags == nullptr || owner == nullptr || owner->registered) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  *pFlags = owner->host_flags;
+  return cudaSuccess;
 }
 
 // --- managed memory (cuda_runtime_api.h: cudaMallocManaged, cudaMemPrefetchAsync,
@@ -625,9 +815,46 @@ cudaError_t check_location(cudaMemLocation const& location) {
   }
 }
 
+// The page size advice and prefetches are kept at (the host's): the pages a range touches.
+constexpr std::size_t managed_page_bytes = 4096;
+
+// Calls `update(page)` for each page of the managed allocation `owner` that [address, address +
+// bytes) touches; the page records are made at the first call.
+template <typename Update>
+void for_each_managed_page(sim::allocation const& owner, void const* address, std::size_t bytes,
+                           Update const& update) {
+  auto& pages = sim::state().allocations[owner.base].managed_pages;
+  if (pages.empty()) pages.resize((owner.bytes + managed_page_bytes - 1) / managed_page_bytes);
+  std::size_t const first =
+      (reinterpret_cast<std::uintptr_t>(address) - owner.base) / managed_page_bytes;
+  std::size_t const last =
+      (reinterpret_cast<std::uintptr_t>(address) - owner.base + bytes - 1) / managed_page_bytes;
+  for (std::size_t page = first; page <= last; ++page) update(pages[page]);
+}
+
+// A location as the range attributes report it: the host NUMA node nearest the caller is node 0,
+// the only one here.
+cudaMemLocation recorded_location(cudaMemLocation location) {
+  if (location.type == cudaMemLocationTypeHostNumaCurrent) {
+    return cudaMemLocation{cudaMemLocationTypeHostNuma, 0};
+  }
+  if (location.type == cudaMemLocationTypeHost) location.id = 0;
+  return location;
+}
+
+// cudaMemPrefetchAsync and the batches: "the last location that the application requested to
+// prefetch the memory range to", recorded when the call is made.
+void record_prefetch(void const* address, std::size_t bytes, cudaMemLocation const& location) {
+  sim::allocation const* owner = managed_range(address, bytes);
+  if (owner == nullptr) return;
+  cudaMemLocation const recorded = recorded_location(location);
+  for_each_managed_page(*owner, address, bytes,
+                        [&](sim::managed_page& page) { page.last_prefetch = recorded; });
+}
+
 }  // namespace
 
-// "If size is 0, cudaMallocManaged returns cudaErrorInvalidValue"; "flags must be one of
+// "If size is 0, cudaMallocManaged returns cudaErrorInvalidValue\"; "flags must be one of
 // cudaMemAttachGlobal or cudaMemAttachHost" (cudaMallocManaged). Potentially unsafe during a
 // capture, as cudaMalloc is (the stricter reading: the capture rules do not name it).
 cudaError_t cudaMallocManaged(void** pointer, std::size_t bytes, unsigned int flags) {
@@ -672,6 +899,7 @@ cudaError_t cudaMemPrefetchAsync(void const* pointer, std::size_t bytes, cudaMem
     sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
+  record_prefetch(pointer, bytes, location);
   return cudaSuccess;
 }
 
@@ -687,22 +915,44 @@ cudaError_t cudaMemAdvise(void const* pointer, std::size_t bytes, cudaMemoryAdvi
                           cudaMemLocation location) {
   sim::lock_guard const lock{sim::state().mutex};
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  if (managed_range(pointer, bytes) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::allocation const* owner = managed_range(pointer, bytes);
+  if (owner == nullptr) return sim::fail(cudaErrorInvalidValue);
+  cudaError_t valid = cudaSuccess;
   switch (advice) {
     case cudaMemAdviseSetReadMostly:
     case cudaMemAdviseUnsetReadMostly:
-    case cudaMemAdviseUnsetPreferredLocation: return cudaSuccess;
-    case cudaMemAdviseSetPreferredLocation: {
-      cudaError_t const error = check_location(location);
-      return error == cudaSuccess ? cudaSuccess : sim::fail(error);
-    }
+    case cudaMemAdviseUnsetPreferredLocation: break;
+    case cudaMemAdviseSetPreferredLocation: valid = check_location(location); break;
     case cudaMemAdviseSetAccessedBy:
     case cudaMemAdviseUnsetAccessedBy:
-      if (location.type == cudaMemLocationTypeHost) return cudaSuccess;
-      if (location.type != cudaMemLocationTypeDevice) return sim::fail(cudaErrorInvalidValue);
-      return valid_device(location.id) ? cudaSuccess : sim::fail(cudaErrorInvalidDevice);
-    default: return sim::fail(cudaErrorInvalidValue);
+      if (location.type == cudaMemLocationTypeHost) break;
+      if (location.type != cudaMemLocationTypeDevice) {
+        valid = cudaErrorInvalidValue;
+      } else if (!valid_device(location.id)) {
+        valid = cudaErrorInvalidDevice;
+      }
+      break;
+    default: valid = cudaErrorInvalidValue; break;
   }
+  if (valid != cudaSuccess) return sim::fail(valid);
+  // Kept per page for cudaMemRangeGetAttribute; nothing else changes.
+  std::uint32_t const bit = location.type == cudaMemLocationTypeHost
+                                ? sim::managed_host_bit
+                                : std::uint32_t{1} << static_cast<unsigned>(location.id);
+  for_each_managed_page(*owner, pointer, bytes, [&](sim::managed_page& page) {
+    switch (advice) {
+      case cudaMemAdviseSetReadMostly: page.read_mostly = true; break;
+      case cudaMemAdviseUnsetReadMostly: page.read_mostly = false; break;
+      case cudaMemAdviseSetPreferredLocation: page.preferred = recorded_location(location); break;
+      case cudaMemAdviseUnsetPreferredLocation:
+        page.preferred = cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+        break;
+      case cudaMemAdviseSetAccessedBy: page.accessed_by |= bit; break;
+      case cudaMemAdviseUnsetAccessedBy: page.accessed_by &= ~bit; break;
+      default: break;
+    }
+  });
+  return cudaSuccess;
 }
 
 namespace graphstep::sim::detail {
@@ -748,13 +998,12 @@ std::unique_ptr<node_state> graph_allocation_node(graph_state& graph, std::size_
 
 }  // namespace graphstep::sim::detail
 
-cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
-  sim::lock_guard const lock{sim::state().mutex};
-  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
-  cudaError_t error = cudaSuccess;
-  sim::stream_state* s = stream_or_fail(stream, error);
-  if (s == nullptr) return error;
-  if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
+namespace {
+
+// cudaMallocAsync and cudaMallocFromPoolAsync, the stream and the pool checked: "Inserts an
+// allocation operation into hStream". `call` names the CUDA call (a string literal).
+cudaError_t allocate_async(void** pointer, std::size_t bytes, sim::mem_pool_state& pool,
+                           sim::stream_state* s, char const* call) {
   if (sim::capture_state* capture = s->capture; capture != nullptr) {
     if (capture->invalidated_by != cudaSuccess) {
       return sim::fail(cudaErrorStreamCaptureInvalidated);
@@ -763,11 +1012,13 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
     // (cudaGraphChildGraphNodeGetGraph): refused, and the capture invalidated as for a refused
     // cudaFreeAsync.
     if (capture->graph->embedded) {
-      sim::invalidate(*capture, cudaErrorInvalidValue, __func__);
+      sim::invalidate(*capture, cudaErrorInvalidValue, call);
       return sim::fail(cudaErrorInvalidValue);
     }
+    // "The memory pool's properties are used to set the node's creation parameters"
+    // (cudaMallocFromPoolAsync): its device.
     std::unique_ptr<sim::node_state> node =
-        sim::graph_allocation_node(*capture->graph, bytes, s->device);
+        sim::graph_allocation_node(*capture->graph, bytes, pool.device);
     if (node == nullptr) return sim::fail(cudaErrorMemoryAllocation);
     void* memory = node->memory;
     if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
@@ -778,16 +1029,43 @@ cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stre
   }
   // Outside a capture it is as "potentially unsafe" as cudaMalloc (no GPU answer is recorded for
   // cudaMallocAsync: the stricter reading, as for cudaFreeAsync; scripts/gpu-check.sh probes it).
-  if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
+  if (cudaError_t const unsafe = sim::check_unsafe_call(call); unsafe != cudaSuccess) {
     return sim::fail(unsafe);
   }
-  // Stream-ordered allocation is ordinary device memory here: work runs in stream order at once,
-  // so "available once the stream reaches it" is immediately. Only cudaFree treats it apart.
-  cudaError_t const allocated = allocate(pointer, bytes, sim::memory_kind::device, s->device);
-  if (allocated == cudaSuccess && *pointer != nullptr) {
-    sim::state().allocations[reinterpret_cast<std::uintptr_t>(*pointer)].stream_ordered = true;
-  }
-  return allocated;
+  // Stream-ordered allocation is pool memory mapped at once: work runs in stream order, so
+  // "available once the stream reaches it" is immediately. Only cudaFree treats it apart.
+  return allocate_from_pool(pointer, bytes, pool);
+}
+
+}  // namespace
+
+// cudaMallocAsync: "allocates from the current mempool of the provided stream's device"
+// (cudaDeviceSetMemPool).
+cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (pointer == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::mem_pool_state& pool =
+      *sim::state().devices[static_cast<std::size_t>(s->device)]->current_pool;
+  return allocate_async(pointer, bytes, pool, s, __func__);
+}
+
+// cudaMallocFromPoolAsync: "The allocation comes from the specified memory pool", which "may be
+// from a device different than that of the specified hStream". A pool that is no (live) pool is
+// cudaErrorInvalidValue, the error listed.
+cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t size, cudaMemPool_t memPool,
+                                    cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (ptr == nullptr || pool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  return allocate_async(ptr, size, *pool, s, __func__);
 }
 
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
@@ -835,8 +1113,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
     if (it == allocations.end()) return;
     sim::allocation const freed = it->second;
     allocations.erase(it);
-    sim::state().devices[static_cast<std::size_t>(freed.device)]->used_bytes -=
-        accounted(freed.bytes);
+    give_back(freed);
     sim::retire_guarded(freed);
   };
   return sim::submit(*s, std::move(node), "cudaFreeAsync");
@@ -849,8 +1126,9 @@ cudaError_t enqueue_copy(sim::stream_state& s, sim::memcpy_params const& copy) {
   auto node = std::make_unique<sim::node_state>();
   node->type = cudaGraphNodeTypeMemcpy;
   node->copy = copy;
+  std::size_t destination_span = 0;
   std::size_t source_span = 0;
-  static_cast<void>(pitched_span(copy.bytes, copy.height, copy.source_pitch, source_span));
+  static_cast<void>(copy_spans(copy, destination_span, source_span));
   bool const source_on_host = !is_device_memory(copy.source);
   bool const pageable_source = source_on_host && sim::find_allocation(copy.source) == nullptr;
   bool const pageable_destination =
@@ -925,7 +1203,7 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
 
 // cudaMemcpy2DAsync: "Copies a matrix (height rows of width bytes each) from the memory area
 // pointed to by src to the memory area pointed to by dst ... dpitch and spitch are the widths in
-// memory in bytes of the 2D arrays ... including any padding"; checked as check_copy_2d says,
+// memory in bytes of the 2D arrays ... including any padding"; checked as check_pitched_copy says,
 // then as cudaMemcpyAsync (a refused copy invalidates a capture; captured, it is a memcpy node).
 // "The memory areas may not overlap": an overlap is not detected (each row is copied as by
 // memmove).
@@ -943,8 +1221,8 @@ cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, void const* src, st
     if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidMemcpyDirection, __func__);
     return sim::fail(cudaErrorInvalidMemcpyDirection);
   }
-  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch, 1, 0, 0};
-  if (cudaError_t const bad = check_copy_2d(copy); bad != cudaSuccess) {
+  sim::memcpy_params const copy{dst, src, width, kind, height, dpitch, spitch};
+  if (cudaError_t const bad = check_pitched_copy(copy); bad != cudaSuccess) {
     if (s->capture != nullptr) sim::invalidate(*s->capture, bad, __func__);
     return sim::fail(bad);
   }
@@ -980,6 +1258,29 @@ bool batch_attribute_indices_valid(std::size_t const* indices, std::size_t attri
     if (indices[k] <= indices[k - 1]) return false;
   }
   return indices[attributes - 1] < count;
+}
+
+// One copy of a batch (cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync), checked. A source access
+// order of "during API call" means "all accesses must be complete before the API call returns":
+// a host source is read now, whatever the stream still has queued (a device source is read in
+// stream order: host code may not touch device memory here); otherwise as cudaMemcpyAsync.
+cudaError_t enqueue_batch_copy(sim::stream_state& s, sim::memcpy_params const& copy,
+                               cudaMemcpySrcAccessOrder order, char const* call) {
+  if (order != cudaMemcpySrcAccessOrderDuringApiCall || is_device_memory(copy.source)) {
+    return enqueue_copy(s, copy);
+  }
+  // Read now: the caller may reuse the source as soon as the call returns.
+  std::size_t destination_span = 0;
+  std::size_t source_span = 0;
+  static_cast<void>(copy_spans(copy, destination_span, source_span));
+  auto const* const source = static_cast<unsigned char const*>(copy.source);
+  auto staged = std::make_shared<std::vector<unsigned char>>(source, source + source_span);
+  auto node = std::make_unique<sim::node_state>();
+  node->type = cudaGraphNodeTypeMemcpy;
+  node->copy = copy;
+  node->copy.source = staged->data();
+  node->staging = staged;
+  return sim::submit(s, std::move(node), call);
 }
 
 }  // namespace
@@ -1033,26 +1334,370 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, void const* const* srcs, std
   std::size_t attribute = 0;
   for (std::size_t i = 0; i < count; ++i) {
     while (attribute + 1 < numAttrs && attrsIdxs[attribute + 1] <= i) ++attribute;
-    sim::memcpy_params copy{dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, 1, sizes[i], sizes[i]};
-    if (attrs[attribute].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall &&
-        !is_device_memory(srcs[i])) {
-      // Read now: the caller may reuse the source as soon as the call returns.
-      auto const* const source = static_cast<unsigned char const*>(srcs[i]);
-      auto staged = std::make_shared<std::vector<unsigned char>>(source, source + sizes[i]);
-      copy.source = staged->data();
-      auto node = std::make_unique<sim::node_state>();
-      node->type = cudaGraphNodeTypeMemcpy;
-      node->copy = copy;
-      node->staging = staged;
-      if (cudaError_t const submitted = sim::submit(*s, std::move(node), "cudaMemcpyBatchAsync");
-          submitted != cudaSuccess) {
-        return submitted;
-      }
-      continue;
-    }
-    if (cudaError_t const enqueued = enqueue_copy(*s, copy); enqueued != cudaSuccess) {
+    sim::memcpy_params const copy{dsts[i], srcs[i],  sizes[i], cudaMemcpyDefault,
+                                  1,       sizes[i], sizes[i]};
+    if (cudaError_t const enqueued =
+            enqueue_batch_copy(*s, copy, attrs[attribute].srcAccessOrder, "cudaMemcpyBatchAsync");
+        enqueued != cudaSuccess) {
       return enqueued;
     }
+  }
+  return cudaSuccess;
+}
+
+namespace {
+
+// One pointer operand of a cudaMemcpy3DBatchOp: "rowLength ... must either be zero or be greater
+// than or equal to the width of the copy", layerHeight likewise for the height, and "When either
+// of these values is zero, that aspect of the operand is considered to be tightly packed"
+// (elements are bytes for pointer-to-pointer copies). Gives the row and layer pitches in bytes.
+cudaError_t batch_operand(cudaMemcpy3DOperand const& operand, cudaExtent const& extent,
+                          void*& pointer, std::size_t& pitch, std::size_t& slice_pitch) {
+  if (operand.type == cudaMemcpyOperandTypeArray) {
+    return sim::refuse("cudaMemcpy3DBatchAsync", "not modelled for CUDA arrays");
+  }
+  if (operand.type != cudaMemcpyOperandTypePointer || operand.op.ptr.ptr == nullptr) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  pitch = operand.op.ptr.rowLength == 0 ? extent.width : operand.op.ptr.rowLength;
+  std::size_t const rows =
+      operand.op.ptr.layerHeight == 0 ? extent.height : operand.op.ptr.layerHeight;
+  if (pitch < extent.width || rows < extent.height || rows > SIZE_MAX / pitch) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  pointer = operand.op.ptr.ptr;
+  slice_pitch = pitch * rows;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// cudaMemcpy3DBatchAsync: "Performs a batch of 3D memory copies", each as cudaMemcpy3DAsync would
+// between pitched pointers (cudaMemcpyDefault: unified addressing tells the direction), issued in
+// the order given, with the source access orders and flags of cudaMemcpyBatchAsync. Extents
+// "must not be zero", "flags - Flags for future use, must be zero now", and the stream "Must not
+// be default NULL stream": each cudaErrorInvalidValue, as is any bad operation (then nothing is
+// issued). CUDA arrays are not modelled (cudaErrorNotSupported, with a line on stderr). During a
+// capture it is refused as cudaMemcpyBatchAsync is (cudaErrorStreamCaptureUnsupported, the capture
+// left valid): the stricter reading, since the header is silent (memory_3d_gpu_test asks a GPU).
+cudaError_t cudaMemcpy3DBatchAsync(std::size_t numOps, cudaMemcpy3DBatchOp* opList,
+                                   unsigned long long flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (s->legacy) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    return sim::fail_leaving_capture_valid(*s->capture, "cudaMemcpy3DBatchAsync",
+                                           cudaErrorStreamCaptureUnsupported);
+  }
+  if (numOps == 0 || opList == nullptr || flags != 0U) return sim::fail(cudaErrorInvalidValue);
+  std::vector<sim::memcpy_params> copies(numOps);
+  for (std::size_t i = 0; i < numOps; ++i) {
+    cudaMemcpy3DBatchOp const& op = opList[i];
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = op.srcAccessOrder;
+    attributes.flags = op.flags;
+    if (op.extent.width == 0 || op.extent.height == 0 || op.extent.depth == 0 ||
+        !batch_attributes_valid(attributes)) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    sim::memcpy_params& copy = copies[i];
+    void* source_pointer = nullptr;
+    if (cudaError_t const bad = batch_operand(op.src, op.extent, source_pointer, copy.source_pitch,
+                                              copy.source_slice_pitch);
+        bad != cudaSuccess) {
+      return bad;
+    }
+    if (cudaError_t const bad = batch_operand(op.dst, op.extent, copy.destination,
+                                              copy.destination_pitch, copy.destination_slice_pitch);
+        bad != cudaSuccess) {
+      return bad;
+    }
+    copy.source = source_pointer;
+    copy.bytes = op.extent.width;
+    copy.height = op.extent.height;
+    copy.depth = op.extent.depth;
+    copy.kind = cudaMemcpyDefault;
+    if (cudaError_t const bad = check_pitched_copy(copy); bad != cudaSuccess) {
+      return sim::fail(bad);
+    }
+  }
+  for (std::size_t i = 0; i < numOps; ++i) {
+    if (cudaError_t const enqueued =
+            enqueue_batch_copy(*s, copies[i], opList[i].srcAccessOrder, "cudaMemcpy3DBatchAsync");
+        enqueued != cudaSuccess) {
+      return enqueued;
+    }
+  }
+  return cudaSuccess;
+}
+
+namespace {
+
+// What cudaMemPrefetchBatchAsync, cudaMemDiscardBatchAsync and cudaMemDiscardAndPrefetchBatchAsync
+// share: the stream ("Must not be legacy NULL stream"), flags ("Must be zero"), and "Each memory
+// range specified must refer to managed memory" (cudaDevAttrPageableMemoryAccess is 0 here), all
+// cudaErrorInvalidValue, as is an empty batch or range (the stricter reading, as for
+// cudaMemPrefetchAsync). During a capture they fail with cudaErrorStreamCaptureUnsupported and
+// invalidate it, as cudaMemPrefetchAsync does here (the stricter reading: the header is silent).
+// `locations`: the prefetch locations, checked as cudaMemcpyBatchAsync's attribute indices are
+// ("the first entry in prefetchLocIdxs must always be 0..."), each a location cudaMemPrefetchAsync
+// takes; null for a discard alone.
+cudaError_t check_managed_batch(void* const* dptrs, std::size_t const* sizes, std::size_t count,
+                                cudaMemLocation const* locations, std::size_t const* indices,
+                                std::size_t numLocations, bool prefetches, unsigned long long flags,
+                                cudaStream_t stream, char const* call, sim::stream_state*& s) {
+  cudaError_t error = cudaSuccess;
+  s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (s->legacy || flags != 0U || dptrs == nullptr || sizes == nullptr || count == 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (managed_range(dptrs[i], sizes[i]) == nullptr) return sim::fail(cudaErrorInvalidValue);
+  }
+  if (prefetches) {
+    if (locations == nullptr || indices == nullptr ||
+        !batch_attribute_indices_valid(indices, numLocations, count)) {
+      return sim::fail(cudaErrorInvalidValue);
+    }
+    for (std::size_t k = 0; k < numLocations; ++k) {
+      if (cudaError_t const bad = check_location(locations[k]); bad != cudaSuccess) {
+        return sim::fail(bad);
+      }
+    }
+  }
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, call);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return cudaSuccess;
+}
+
+// The last prefetch location of each range of a checked batch: prefetchLocs[k] applies from
+// prefetchLocIdxs[k] to the next index.
+void record_batch_prefetches(void* const* dptrs, std::size_t const* sizes, std::size_t count,
+                             cudaMemLocation const* locations, std::size_t const* indices,
+                             std::size_t numLocations) {
+  std::size_t location = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    while (location + 1 < numLocations && indices[location + 1] <= i) ++location;
+    record_prefetch(dptrs[i], sizes[i], locations[location]);
+  }
+}
+
+// Discarding "informs the driver that the contents of that range are no longer useful"; "Reading
+// from a discarded range, without a subsequent write or prefetch to that part of the range, will
+// return an indeterminate value", and accesses "simultaneously with the discard operation result
+// in undefined behavior". Each range is refilled with 0xFF bytes in stream order, as fresh memory
+// is (a NaN in every floating-point format), by an operation the race checker sees as a write.
+cudaError_t discard_ranges(sim::stream_state& s, void* const* dptrs, std::size_t const* sizes,
+                           std::size_t count, char const* call) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (cudaError_t const submitted = sim::submit(s, memset_node(dptrs[i], 0xFF, sizes[i]), call);
+        submitted != cudaSuccess) {
+      return submitted;
+    }
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// cudaMemPrefetchBatchAsync: "The semantics of the individual prefetch operations are as described
+// in cudaMemPrefetchAsync": checked, and nothing migrates.
+cudaError_t cudaMemPrefetchBatchAsync(void** dptrs, std::size_t* sizes, std::size_t count,
+                                      cudaMemLocation* prefetchLocs, std::size_t* prefetchLocIdxs,
+                                      std::size_t numPrefetchLocs, unsigned long long flags,
+                                      cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = nullptr;
+  if (cudaError_t const error =
+          check_managed_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                              true, flags, stream, __func__, s);
+      error != cudaSuccess) {
+    return error;
+  }
+  record_batch_prefetches(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs);
+  return cudaSuccess;
+}
+
+// cudaMemDiscardBatchAsync: each range discarded (discard_ranges), in stream order.
+cudaError_t cudaMemDiscardBatchAsync(void** dptrs, std::size_t* sizes, std::size_t count,
+                                     unsigned long long flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = nullptr;
+  if (cudaError_t const error = check_managed_batch(dptrs, sizes, count, nullptr, nullptr, 0, false,
+                                                    flags, stream, __func__, s);
+      error != cudaSuccess) {
+    return error;
+  }
+  return discard_ranges(*s, dptrs, sizes, count, __func__);
+}
+
+// cudaMemDiscardAndPrefetchBatchAsync: "semantically equivalent to calling
+// cudaMemDiscardBatchAsync followed by cudaMemPrefetchBatchAsync": the ranges discarded, the
+// locations checked; the contents stay indeterminate (a prefetch moves pages, not values).
+cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void** dptrs, std::size_t* sizes, std::size_t count,
+                                                cudaMemLocation* prefetchLocs,
+                                                std::size_t* prefetchLocIdxs,
+                                                std::size_t numPrefetchLocs,
+                                                unsigned long long flags, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state* s = nullptr;
+  if (cudaError_t const error =
+          check_managed_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                              true, flags, stream, __func__, s);
+      error != cudaSuccess) {
+    return error;
+  }
+  record_batch_prefetches(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs);
+  return discard_ranges(*s, dptrs, sizes, count, __func__);
+}
+
+// --- cudaMemRangeGetAttribute, cudaMemRangeGetAttributes: what cudaMemAdvise and the prefetches
+// recorded for the pages of a managed range (managed_page), each as the header describes it.
+
+namespace {
+
+// A location every page shares, or cudaMemLocationTypeInvalid.
+template <typename Field>
+cudaMemLocation common_location(std::vector<sim::managed_page> const& pages, std::size_t first,
+                                std::size_t last, Field field) {
+  if (pages.empty()) return cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+  cudaMemLocation const shared = pages[first].*field;
+  for (std::size_t page = first; page <= last; ++page) {
+    cudaMemLocation const other = pages[page].*field;
+    if (other.type != shared.type || other.id != shared.id) {
+      return cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+    }
+  }
+  return shared;
+}
+
+// "a GPU device id if all pages ... have that GPU", "cudaCpuDeviceId if all pages ... have the
+// CPU", else cudaInvalidDeviceId.
+int device_id_of(cudaMemLocation const& location) {
+  switch (location.type) {
+    case cudaMemLocationTypeDevice: return location.id;
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNuma: return cudaCpuDeviceId;
+    default: return cudaInvalidDeviceId;
+  }
+}
+
+// One attribute of a checked managed range [first page, last page] of `owner`.
+cudaError_t range_attribute(void* data, std::size_t size, cudaMemRangeAttribute attribute,
+                            sim::allocation const& owner, std::size_t first, std::size_t last) {
+  if (data == nullptr) return cudaErrorInvalidValue;
+  std::vector<sim::managed_page> const& pages = owner.managed_pages;
+  auto const put_int = [&](int value) {
+    if (size != sizeof(int)) return cudaErrorInvalidValue;
+    std::memcpy(data, &value, sizeof value);
+    return cudaSuccess;
+  };
+  auto const put_type = [&](cudaMemLocationType type) {
+    if (size != sizeof(cudaMemLocationType)) return cudaErrorInvalidValue;
+    std::memcpy(data, &type, sizeof type);
+    return cudaSuccess;
+  };
+  cudaMemLocation const preferred =
+      common_location(pages, first, last, &sim::managed_page::preferred);
+  cudaMemLocation const prefetched =
+      common_location(pages, first, last, &sim::managed_page::last_prefetch);
+  switch (attribute) {
+    case cudaMemRangeAttributeReadMostly: {
+      bool all = !pages.empty();
+      for (std::size_t page = first; all && page <= last; ++page) all = pages[page].read_mostly;
+      return put_int(all ? 1 : 0);
+    }
+    case cudaMemRangeAttributePreferredLocation: return put_int(device_id_of(preferred));
+    case cudaMemRangeAttributeLastPrefetchLocation: return put_int(device_id_of(prefetched));
+    case cudaMemRangeAttributePreferredLocationType: return put_type(preferred.type);
+    case cudaMemRangeAttributePreferredLocationId: return put_int(preferred.id);
+    case cudaMemRangeAttributeLastPrefetchLocationType: return put_type(prefetched.type);
+    case cudaMemRangeAttributeLastPrefetchLocationId: return put_int(prefetched.id);
+    case cudaMemRangeAttributeAccessedBy: {
+      // "a non-zero multiple of 4": the devices advised for the whole range, then
+      // cudaInvalidDeviceId in the space left.
+      if (size == 0 || size % sizeof(int) != 0) return cudaErrorInvalidValue;
+      std::uint32_t common = pages.empty() ? 0U : ~std::uint32_t{0};
+      for (std::size_t page = first; !pages.empty() && page <= last; ++page) {
+        common &= pages[page].accessed_by;
+      }
+      std::vector<int> ids(size / sizeof(int), cudaInvalidDeviceId);
+      std::size_t filled = 0;
+      for (std::size_t device = 0; device < sim::state().devices.size() && filled < ids.size();
+           ++device) {
+        if ((common & (std::uint32_t{1} << device)) != 0U) ids[filled++] = static_cast<int>(device);
+      }
+      if ((common & sim::managed_host_bit) != 0U && filled < ids.size()) {
+        ids[filled] = cudaCpuDeviceId;
+      }
+      std::memcpy(data, ids.data(), size);
+      return cudaSuccess;
+    }
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// The range must lie in one managed allocation ("must refer to managed memory allocated via
+// cudaMallocManaged"); an empty one is cudaErrorInvalidValue (the stricter reading).
+sim::allocation const* range_pages(void const* devPtr, std::size_t count, std::size_t& first,
+                                   std::size_t& last) {
+  sim::allocation const* owner = managed_range(devPtr, count);
+  if (owner == nullptr) return nullptr;
+  std::size_t const offset = reinterpret_cast<std::uintptr_t>(devPtr) - owner->base;
+  first = offset / managed_page_bytes;
+  last = (offset + count - 1) / managed_page_bytes;
+  return owner;
+}
+
+}  // namespace
+
+cudaError_t cudaMemRangeGetAttribute(void* data, std::size_t dataSize,
+                                     cudaMemRangeAttribute attribute, void const* devPtr,
+                                     std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  std::size_t first = 0;
+  std::size_t last = 0;
+  sim::allocation const* owner = range_pages(devPtr, count, first, last);
+  if (owner == nullptr) return sim::fail(cudaErrorInvalidValue);
+  cudaError_t const answered = range_attribute(data, dataSize, attribute, *owner, first, last);
+  return answered == cudaSuccess ? cudaSuccess : sim::fail(answered);
+}
+
+// cudaMemRangeGetAttributes: each of numAttributes attributes into data[i] of dataSizes[i]
+// bytes, as cudaMemRangeGetAttribute gives it; all are checked before any is written.
+cudaError_t cudaMemRangeGetAttributes(void** data, std::size_t* dataSizes,
+                                      cudaMemRangeAttribute* attributes, std::size_t numAttributes,
+                                      void const* devPtr, std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  std::size_t first = 0;
+  std::size_t last = 0;
+  sim::allocation const* owner = range_pages(devPtr, count, first, last);
+  if (owner == nullptr || data == nullptr || dataSizes == nullptr || attributes == nullptr ||
+      numAttributes == 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  std::vector<std::vector<unsigned char>> answers(numAttributes);
+  for (std::size_t i = 0; i < numAttributes; ++i) {
+    answers[i].resize(dataSizes[i]);
+    if (cudaError_t const answered =
+            range_attribute(answers[i].data(), dataSizes[i], attributes[i], *owner, first, last);
+        answered != cudaSuccess || data[i] == nullptr) {
+      return sim::fail(answered == cudaSuccess ? cudaErrorInvalidValue : answered);
+    }
+  }
+  for (std::size_t i = 0; i < numAttributes; ++i) {
+    std::memcpy(data[i], answers[i].data(), dataSizes[i]);
   }
   return cudaSuccess;
 }
@@ -1204,6 +1849,319 @@ cudaError_t cudaMemset2D(void* devPtr, std::size_t pitch, int value, std::size_t
   return set;
 }
 
+// --- pitched and 3-D memory (cudaMallocPitch, cudaMalloc3D, cudaMemcpy3D*, cudaMemset3D*) -------
+// Pitched pointers only: CUDA arrays are not modelled, so a copy naming one is refused by name
+// (cudaErrorNotSupported). A 3-D copy is one memcpy node of `depth` slices (sim::memcpy_params),
+// run and seen by the race checker row by row as a 2-D copy is.
+
+namespace {
+
+// What cudaMallocPitch and cudaMalloc3D pad a row to. The header says only that the function
+// "may pad the allocation to ensure that corresponding pointers in any given row will continue to
+// meet the alignment requirements for coalescing"; 512 bytes is what current GPUs return.
+constexpr std::size_t pitch_alignment = 512;
+
+// The pitch of rows of `width` bytes and the bytes of `rows` such rows; false on overflow.
+bool pitched_allocation(std::size_t width, std::size_t rows, std::size_t& pitch,
+                        std::size_t& bytes) {
+  if (width > SIZE_MAX - (pitch_alignment - 1)) return false;
+  pitch = (width + pitch_alignment - 1) / pitch_alignment * pitch_alignment;
+  if (rows > SIZE_MAX / pitch) return false;
+  bytes = pitch * rows;
+  return true;
+}
+
+// Pitched device memory, checked as potentially unsafe during a capture as cudaMalloc is. A zero
+// extent is cudaErrorInvalidValue: the stricter reading (cudaMalloc of 0 bytes succeeds; the
+// pitched forms say nothing; memory_pitched_gpu_test probes it).
+cudaError_t allocate_pitched(void** pointer, std::size_t* pitch, std::size_t width,
+                             std::size_t height, std::size_t depth, char const* call) {
+  if (pointer == nullptr || pitch == nullptr || width == 0 || height == 0 || depth == 0) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (cudaError_t const unsafe = sim::check_unsafe_call(call); unsafe != cudaSuccess) {
+    return sim::fail(unsafe);
+  }
+  std::size_t bytes = 0;
+  if (height > SIZE_MAX / depth || !pitched_allocation(width, height * depth, *pitch, bytes)) {
+    return sim::fail(cudaErrorMemoryAllocation);
+  }
+  return allocate(pointer, bytes, sim::memory_kind::device, sim::this_thread().device);
+}
+
+// One side of a 3-D copy: "The struct passed to cudaMemcpy3D() must specify one of srcArray or
+// srcPtr and one of dstArray or dstPtr. Passing more than one non-zero source or destination
+// will cause cudaMemcpy3D() to return an error" (cudaErrorInvalidValue; naming neither too). The
+// position is in bytes ("The element for a host or device pointer is assumed to be unsigned
+// char"), and "The source object must entirely contain the region defined by srcPos and extent":
+// x + width within the pitch (cudaErrorInvalidPitchValue, as a 2-D copy's width beyond its
+// pitch) and, where slices are apart (ysize rows), y + height within ysize. Gives the address of
+// the region's first byte and the slice pitch.
+cudaError_t copy_side(cudaArray_t array, cudaPitchedPtr const& side, cudaPos const& position,
+                      cudaExtent const& extent, char const* call, void*& start,
+                      std::size_t& slice_pitch) {
+  if ((array != nullptr) == (side.ptr != nullptr)) return sim::fail(cudaErrorInvalidValue);
+  if (array != nullptr) return sim::refuse(call, "not modelled for CUDA arrays");
+  if (position.x > side.pitch || extent.width > side.pitch - position.x) {
+    return sim::fail(cudaErrorInvalidPitchValue);
+  }
+  bool const sliced = extent.depth > 1 || position.z > 0;
+  if (sliced && (position.y > side.ysize || extent.height > side.ysize - position.y)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  slice_pitch = 0;
+  if (sliced && side.ysize != 0 && side.pitch > SIZE_MAX / side.ysize) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  slice_pitch = side.pitch * side.ysize;
+  std::size_t row_offset = 0;
+  std::size_t slice_offset = 0;
+  if ((side.pitch != 0 && position.y > SIZE_MAX / side.pitch) ||
+      (slice_pitch != 0 && position.z > SIZE_MAX / slice_pitch)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  row_offset = position.y * side.pitch;
+  slice_offset = position.z * slice_pitch;
+  if (slice_offset > SIZE_MAX - row_offset - position.x) return sim::fail(cudaErrorInvalidValue);
+  start = static_cast<unsigned char*>(side.ptr) + slice_offset + row_offset + position.x;
+  return cudaSuccess;
+}
+
+// The copy a cudaMemcpy3DParms or cudaMemcpy3DPeerParms describes, its sides checked; `empty`
+// when the extent is.
+cudaError_t copy_3d(cudaArray_t source_array, cudaPos const& source_position,
+                    cudaPitchedPtr const& source, cudaArray_t destination_array,
+                    cudaPos const& destination_position, cudaPitchedPtr const& destination,
+                    cudaExtent const& extent, cudaMemcpyKind kind, char const* call,
+                    sim::memcpy_params& copy) {
+  void* source_start = nullptr;
+  void* destination_start = nullptr;
+  std::size_t source_slice_pitch = 0;
+  std::size_t destination_slice_pitch = 0;
+  if (cudaError_t const error = copy_side(source_array, source, source_position, extent, call,
+                                          source_start, source_slice_pitch);
+      error != cudaSuccess) {
+    return error;
+  }
+  if (cudaError_t const error = copy_side(destination_array, destination, destination_position,
+                                          extent, call, destination_start, destination_slice_pitch);
+      error != cudaSuccess) {
+    return error;
+  }
+  copy = sim::memcpy_params{destination_start,       source_start,      extent.width, kind,
+                            extent.height,           destination.pitch, source.pitch, extent.depth,
+                            destination_slice_pitch, source_slice_pitch};
+  if (cudaError_t const bad = check_pitched_copy(copy); bad != cudaSuccess) return sim::fail(bad);
+  return cudaSuccess;
+}
+
+// Whether a kind in the caller's memory is one cudaMemcpyKind names; read as an int, since
+// loading another value as the enumeration is undefined behaviour (and UBSan says so).
+bool kind_valid(cudaMemcpyKind const& kind) {
+  int k = 0;
+  std::memcpy(&k, &kind, sizeof k);
+  return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault;
+}
+
+// The parameters of a cudaMemcpy3DAsync, checked; a bad one invalidates a capture of `s`.
+cudaError_t checked_copy_3d(cudaMemcpy3DParms const* p, sim::stream_state& s, char const* call,
+                            sim::memcpy_params& copy) {
+  cudaError_t error = cudaSuccess;
+  if (p == nullptr) {
+    error = sim::fail(cudaErrorInvalidValue);
+  } else if (!kind_valid(p->kind)) {
+    error = sim::fail(cudaErrorInvalidMemcpyDirection);
+  } else {
+    error = copy_3d(p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos, p->dstPtr, p->extent,
+                    p->kind, call, copy);
+  }
+  if (error != cudaSuccess && s.capture != nullptr) sim::invalidate(*s.capture, error, call);
+  return error;
+}
+
+// cudaMemcpy3DPeerParms: device memory of the devices named on each side (check_peer_copy's
+// rules); an invalid device is cudaErrorInvalidDevice.
+cudaError_t checked_peer_copy_3d(cudaMemcpy3DPeerParms const* p, sim::stream_state* s,
+                                 char const* call, sim::memcpy_params& copy) {
+  cudaError_t error = cudaSuccess;
+  if (p == nullptr) {
+    error = sim::fail(cudaErrorInvalidValue);
+  } else if (!valid_device(p->srcDevice) || !valid_device(p->dstDevice)) {
+    error = sim::fail(cudaErrorInvalidDevice);
+  } else {
+    error = copy_3d(p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos, p->dstPtr, p->extent,
+                    cudaMemcpyDeviceToDevice, call, copy);
+    auto const on = [](void const* pointer, int device) {
+      sim::allocation const* owner = sim::find_allocation(pointer);
+      return is_device_memory(pointer) && owner != nullptr && owner->device == device;
+    };
+    if (error == cudaSuccess && copy.bytes > 0 && copy.height > 0 && copy.depth > 0 &&
+        (!on(copy.source, p->srcDevice) || !on(copy.destination, p->dstDevice))) {
+      error = sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  if (error != cudaSuccess && s != nullptr && s->capture != nullptr) {
+    sim::invalidate(*s->capture, error, call);
+  }
+  return error;
+}
+
+bool empty(sim::memcpy_params const& copy) {
+  return copy.bytes == 0 || copy.height == 0 || copy.depth == 0;
+}
+
+}  // namespace
+
+// cudaMallocPitch: "Allocates at least width (in bytes) * height bytes of linear memory on the
+// device"; "The pitch returned in *pitch by cudaMallocPitch() is the width in bytes of the
+// allocation". Freed with cudaFree.
+cudaError_t cudaMallocPitch(void** devPtr, std::size_t* pitch, std::size_t width,
+                            std::size_t height) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  return allocate_pitched(devPtr, pitch, width, height, 1, __func__);
+}
+
+// cudaMalloc3D: "Allocates at least width * height * depth bytes of linear memory on the device
+// and returns a cudaPitchedPtr in which ptr is a pointer to the allocated memory"; xsize and
+// ysize are "equivalent to the width and height extent parameters".
+cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (pitchedDevPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  void* memory = nullptr;
+  std::size_t pitch = 0;
+  if (cudaError_t const error =
+          allocate_pitched(&memory, &pitch, extent.width, extent.height, extent.depth, __func__);
+      error != cudaSuccess) {
+    return error;
+  }
+  *pitchedDevPtr = cudaPitchedPtr{memory, pitch, extent.width, extent.height};
+  return cudaSuccess;
+}
+
+// cudaMemcpy3DAsync: the copy cudaMemcpy3D describes, in stream order (captured, a memcpy node);
+// checked as copy_side and check_pitched_copy say. "The source and destination object may not
+// overlap": an overlap is not detected.
+cudaError_t cudaMemcpy3DAsync(cudaMemcpy3DParms const* p, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::memcpy_params copy;
+  if (cudaError_t const bad = checked_copy_3d(p, *s, __func__, copy); bad != cudaSuccess) {
+    return bad;
+  }
+  if (empty(copy)) return cudaSuccess;
+  return enqueue_copy(*s, copy);
+}
+
+// cudaMemcpy3D: the synchronous form, on the legacy stream, blocking the host as cudaMemcpy does.
+cudaError_t cudaMemcpy3D(cudaMemcpy3DParms const* p) {
+  sim::lock_guard const lock{sim::state().mutex};
+  bool const blocks_host = p != nullptr && kind_valid(p->kind) &&
+                           synchronous_copy_blocks_host(p->dstPtr.ptr, p->srcPtr.ptr, p->kind);
+  cudaError_t const copied = cudaMemcpy3DAsync(p, cudaStreamLegacy);
+  if (copied == cudaSuccess && blocks_host) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return copied;
+}
+
+// cudaMemcpy3DPeerAsync: "Perform a 3D memory copy between devices"; ordered in `stream` only,
+// as cudaMemcpyPeerAsync.
+cudaError_t cudaMemcpy3DPeerAsync(cudaMemcpy3DPeerParms const* p, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::memcpy_params copy;
+  if (cudaError_t const bad = checked_peer_copy_3d(p, s, __func__, copy); bad != cudaSuccess) {
+    return bad;
+  }
+  if (empty(copy)) return cudaSuccess;
+  return enqueue_copy(*s, copy);
+}
+
+// cudaMemcpy3DPeer: serialized with the current device and both devices named, as cudaMemcpyPeer
+// (whose model it shares: a synchronization of the three devices, the copy on the legacy stream,
+// the host waiting for it).
+cudaError_t cudaMemcpy3DPeer(cudaMemcpy3DPeerParms const* p) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::memcpy_params copy;
+  if (cudaError_t const bad = checked_peer_copy_3d(p, nullptr, __func__, copy);
+      bad != cudaSuccess) {
+    return bad;
+  }
+  int const devices[] = {sim::this_thread().device, p->srcDevice, p->dstDevice};
+  for (int const device : devices) {
+    if (cudaError_t const capturing = sim::check_device_wide_sync(device, __func__);
+        capturing != cudaSuccess) {
+      return sim::fail(capturing);
+    }
+  }
+  for (int const device : devices) sim::host_waits_for_device(device);
+  cudaError_t const copied = cudaMemcpy3DPeerAsync(p, cudaStreamLegacy);
+  if (copied == cudaSuccess) sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  return copied;
+}
+
+// cudaMemset3DAsync: "Initializes each element of a 3D array to the specified value"; "The pitch
+// field of pitchedDevPtr is ignored when height and depth are both equal to 1", ysize is "the
+// height of each 2D slice in rows". cudaErrorInvalidValue, the only error listed: a pitch
+// narrower than the width, more rows than a slice has (depth above 1), a span that overflows or
+// leaves its allocation. Slices ysize rows apart with every row set (height == ysize) are one
+// 2-D memset node of height * depth rows; otherwise each slice is a 2-D memset node of its own,
+// in order (a capture records them as a chain: the header does not say how a GPU records it).
+cudaError_t cudaMemset3DAsync(cudaPitchedPtr pitchedDevPtr, int value, cudaExtent extent,
+                              cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  if (extent.width == 0 || extent.height == 0 || extent.depth == 0) return cudaSuccess;
+  bool const one_row = extent.height == 1 && extent.depth == 1;
+  std::size_t const pitch = one_row ? extent.width : pitchedDevPtr.pitch;
+  std::size_t const ysize = extent.depth > 1 ? pitchedDevPtr.ysize : extent.height;
+  std::size_t span = 0;
+  bool const valid =
+      pitch >= extent.width && extent.height <= ysize &&
+      (ysize == 0 || pitch <= SIZE_MAX / ysize) &&
+      pitched_span(extent.width, extent.height, pitch, extent.depth, pitch * ysize, span) &&
+      sim::device_range_valid(pitchedDevPtr.ptr, span);
+  if (!valid) {
+    if (s->capture != nullptr) sim::invalidate(*s->capture, cudaErrorInvalidValue, __func__);
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  bool const contiguous_slices = extent.depth == 1 || extent.height == ysize;
+  std::size_t const nodes = contiguous_slices ? 1 : extent.depth;
+  for (std::size_t z = 0; z < nodes; ++z) {
+    auto node = memset_node(static_cast<unsigned char*>(pitchedDevPtr.ptr) + z * pitch * ysize,
+                            value, extent.width);
+    node->memset.height = contiguous_slices ? extent.height * extent.depth : extent.height;
+    node->memset.pitch = pitch;
+    if (cudaError_t const submitted = sim::submit(*s, std::move(node)); submitted != cudaSuccess) {
+      return submitted;
+    }
+  }
+  return cudaSuccess;
+}
+
+// cudaMemset3D: "asynchronous with respect to the host unless pitchedDevPtr refers to pinned host
+// memory"; on the legacy stream, as cudaMemset2D.
+cudaError_t cudaMemset3D(cudaPitchedPtr pitchedDevPtr, int value, cudaExtent extent) {
+  sim::lock_guard const lock{sim::state().mutex};
+  cudaError_t const set = cudaMemset3DAsync(pitchedDevPtr, value, extent, cudaStreamLegacy);
+  if (set == cudaSuccess && sync_memops()) {
+    sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
+  }
+  return set;
+}
+
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void const* pointer) {
   sim::lock_guard const lock{sim::state().mutex};
   if (attributes == nullptr) return sim::fail(cudaErrorInvalidValue);
@@ -1229,6 +2187,335 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, void con
     attributes->devicePointer = const_cast<void*>(pointer);
   }
   return cudaSuccess;
+}
+
+// --- stream-ordered memory pools (cuda_runtime_api.h, "Stream Ordered Memory Allocator") -----
+// Device pools only: the simulated device has no host-memory or managed pools (their locations
+// and allocation types answer cudaErrorNotSupported, a listed error) and no IPC (export and
+// import stay refused). Pool allocations are device memory of the pool's device; the pool counts
+// them as used and keeps what frees give back reserved (sim::mem_pool_state), releasing it down
+// to the release threshold at the next synchronization or to cudaMemPoolTrimTo's figure.
+
+namespace {
+
+// What a pool's location may name here: a device (a valid ordinal). Host and host-NUMA pools are
+// not modelled; anything else is invalid.
+cudaError_t check_pool_location(cudaMemLocation const& location, char const* call) {
+  switch (location.type) {
+    case cudaMemLocationTypeDevice:
+      return valid_device(location.id) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNuma:
+      return sim::refuse(call, "not modelled for host-memory pools");
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaMemGetDefaultMemPool, cudaMemGetMemPool and cudaMemSetMemPool take "one of
+// cudaMemLocationTypeDevice, cudaMemLocationTypeHost or cudaMemLocationTypeHostNuma" with
+// cudaMemAllocationTypePinned, or cudaMemAllocationTypeManaged, whose location may also be
+// cudaMemLocationTypeNone; "In all other cases, the call return cudaErrorInvalidValue". Returns
+// the device whose pools the pair names.
+cudaError_t check_location_and_type(cudaMemLocation const* location, cudaMemAllocationType type,
+                                    char const* call, int& device) {
+  if (location == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (type == cudaMemAllocationTypeManaged) {
+    switch (location->type) {
+      case cudaMemLocationTypeNone:
+      case cudaMemLocationTypeDevice:
+      case cudaMemLocationTypeHost:
+      case cudaMemLocationTypeHostNuma: return sim::refuse(call, "not modelled for managed pools");
+      default: return sim::fail(cudaErrorInvalidValue);
+    }
+  }
+  if (type != cudaMemAllocationTypePinned) return sim::fail(cudaErrorInvalidValue);
+  if (cudaError_t const error = check_pool_location(*location, call); error != cudaSuccess) {
+    return error;
+  }
+  device = location->id;
+  return cudaSuccess;
+}
+
+// Whether every byte of `bytes` is zero (the reserved fields "must be 0").
+bool all_zero(unsigned char const* bytes, std::size_t count) {
+  return std::all_of(bytes, bytes + count, [](unsigned char b) { return b == 0; });
+}
+
+sim::device_state& device_at(int ordinal) {
+  return *sim::state().devices[static_cast<std::size_t>(ordinal)];
+}
+
+// cudaDeviceSetMemPool: "The memory pool must be local to the specified device".
+cudaError_t set_current_pool(int device, cudaMemPool_t memPool) {
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || pool->device != device) return sim::fail(cudaErrorInvalidValue);
+  device_at(device).current_pool = pool;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// cudaMemPoolCreate: "Currently must be specified as cudaMemAllocationTypePinned" (allocType);
+// cudaMemLocationTypeHostNumaCurrent "will result in cudaErrorInvalidValue"; the Windows
+// security attributes are "required to be zero" and the reserved bytes "must be 0". A pool that
+// is IPC capable (handleTypes) or for hardware decompression (usage) is not modelled:
+// cudaErrorNotSupported, a listed error, with a message; an unknown handle type is invalid. An
+// invalid device ordinal is cudaErrorInvalidValue, the header's error for a bad argument.
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, cudaMemPoolProps const* poolProps) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr || poolProps == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (poolProps->allocType != cudaMemAllocationTypePinned ||
+      poolProps->win32SecurityAttributes != nullptr ||
+      !all_zero(poolProps->reserved, sizeof poolProps->reserved)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  auto const handle_types = static_cast<unsigned>(poolProps->handleTypes);
+  unsigned const known = cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeWin32 |
+                         cudaMemHandleTypeWin32Kmt | cudaMemHandleTypeFabric;
+  if ((handle_types & ~known) != 0U) return sim::fail(cudaErrorInvalidValue);
+  if (cudaError_t const error = check_pool_location(poolProps->location, __func__);
+      error != cudaSuccess) {
+    return error;
+  }
+  if (handle_types != 0U) return sim::refuse(__func__, "not modelled for IPC-capable pools");
+  if (poolProps->usage != 0) return sim::refuse(__func__, "not modelled for decompression pools");
+  auto pool = std::make_unique<sim::mem_pool_state>();
+  pool->device = poolProps->location.id;
+  pool->max_size = poolProps->maxSize;
+  *memPool = reinterpret_cast<cudaMemPool_t>(pool.get());
+  sim::state().pools.emplace(pool.get(), std::move(pool));
+  return cudaSuccess;
+}
+
+// cudaMemPoolDestroy: "A device's default memory pool cannot be destroyed" (cudaErrorInvalidValue,
+// as for a handle that names no pool); "Destroying the current mempool of a device sets the
+// default mempool of that device as the current mempool"; with allocations outstanding or frees
+// not yet run, "the function will return immediately and the resources associated with the pool
+// will be released automatically once there are no more outstanding allocations".
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || pool->is_default) return sim::fail(cudaErrorInvalidValue);
+  sim::device_state& device = device_at(pool->device);
+  if (device.current_pool == pool) device.current_pool = device.default_pool;
+  pool->destroyed = true;
+  if (pool->used == 0) sim::pool_give_back(*pool, 0);  // released now
+  return cudaSuccess;
+}
+
+// cudaMemPoolTrimTo: "Releases memory back to the OS until the pool contains fewer than
+// minBytesToKeep reserved bytes, or there is no more memory that the allocator can safely
+// release"; memory of outstanding allocations stays.
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, std::size_t minBytesToKeep) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::trim_pool(*pool, minBytesToKeep);
+  return cudaSuccess;
+}
+
+// cudaMemPoolSetAttribute: the reuse policies (int) and the release threshold (cuuint64_t) are
+// stored; the high watermarks may only be reset ("It is illegal to set this attribute to a
+// non-zero value"), to the current figure; the current counts are read-only. Anything else is
+// cudaErrorInvalidValue. The reuse policies are kept and read back, and change nothing here:
+// freed pool memory is reused as soon as its free has run, which the default policies allow.
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const as_int = [value] { return *static_cast<int const*>(value) != 0 ? 1 : 0; };
+  auto const as_u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      pool->reuse_follow_event_dependencies = as_int();
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowOpportunistic:
+      pool->reuse_allow_opportunistic = as_int();
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowInternalDependencies:
+      pool->reuse_allow_internal_dependencies = as_int();
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = as_u64(); return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh:
+      if (as_u64() != 0) return sim::fail(cudaErrorInvalidValue);
+      pool->reserved_high = pool->reserved;
+      return cudaSuccess;
+    case cudaMemPoolAttrUsedMemHigh:
+      if (as_u64() != 0) return sim::fail(cudaErrorInvalidValue);
+      pool->used_high = pool->used;
+      return cudaSuccess;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaMemPoolGetAttribute: each attribute as cudaMemPoolSetAttribute stored it, and the counts:
+// reserved ("Amount of backing memory currently allocated for the mempool") and used ("Amount of
+// memory from the pool that is currently in use by the application"), each with its high
+// watermark "since the last time it was reset". Sizes are rounded up to 256 bytes, as cudaMalloc
+// rounds them; a GPU rounds to its own granularity.
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state const* pool = sim::find_pool(memPool);
+  if (pool == nullptr || value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  auto const put_int = [value](int v) { *static_cast<int*>(value) = v; };
+  auto const put_u64 = [value](std::uint64_t v) { *static_cast<std::uint64_t*>(value) = v; };
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      put_int(pool->reuse_follow_event_dependencies);
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowOpportunistic:
+      put_int(pool->reuse_allow_opportunistic);
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowInternalDependencies:
+      put_int(pool->reuse_allow_internal_dependencies);
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold: put_u64(pool->release_threshold); return cudaSuccess;
+    case cudaMemPoolAttrReservedMemCurrent: put_u64(pool->reserved); return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh: put_u64(pool->reserved_high); return cudaSuccess;
+    case cudaMemPoolAttrUsedMemCurrent: put_u64(pool->used); return cudaSuccess;
+    case cudaMemPoolAttrUsedMemHigh: put_u64(pool->used_high); return cudaSuccess;
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaMemPoolSetAccess: "Each descriptor instructs the access to enable for a single gpu";
+// cudaErrorInvalidValue is the error listed, for any bad descriptor (then nothing changes). The
+// header is silent on read-only access and on the pool's own device: both are refused here, the
+// stricter reading (a kernel here cannot be kept from writing memory it may read, and a pool's
+// own device always reads and writes it; memory_pools_gpu_test probes both).
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, cudaMemAccessDesc const* descList,
+                                 std::size_t count) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state* pool = sim::find_pool(memPool);
+  if (pool == nullptr || (count > 0 && descList == nullptr)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    cudaMemAccessDesc const& desc = descList[i];
+    bool const valid =
+        desc.location.type == cudaMemLocationTypeDevice && valid_device(desc.location.id) &&
+        (desc.flags == cudaMemAccessFlagsProtNone ||
+         desc.flags == cudaMemAccessFlagsProtReadWrite) &&
+        (desc.location.id != pool->device || desc.flags == cudaMemAccessFlagsProtReadWrite);
+    if (!valid) return sim::fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    cudaMemAccessDesc const& desc = descList[i];
+    if (desc.location.id == pool->device) continue;
+    if (desc.flags == cudaMemAccessFlagsProtNone) {
+      pool->access_by_device.erase(desc.location.id);
+    } else {
+      pool->access_by_device[desc.location.id] = desc.flags;
+    }
+  }
+  return cudaSuccess;
+}
+
+// cudaMemPoolGetAccess: "the accessibility of the pool's memory from the specified location":
+// read and write from its own device ("By default, the pool's memory will be accessible from the
+// device it is allocated on", cudaMemPoolCreate), what cudaMemPoolSetAccess granted another.
+// A location that is no device is cudaErrorInvalidValue (the stricter reading).
+cudaError_t cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t memPool,
+                                 cudaMemLocation* location) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::mem_pool_state const* pool = sim::find_pool(memPool);
+  if (flags == nullptr || pool == nullptr || location == nullptr ||
+      location->type != cudaMemLocationTypeDevice || !valid_device(location->id)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  if (location->id == pool->device) {
+    *flags = cudaMemAccessFlagsProtReadWrite;
+    return cudaSuccess;
+  }
+  auto const granted = pool->access_by_device.find(location->id);
+  *flags = granted == pool->access_by_device.end() ? cudaMemAccessFlagsProtNone : granted->second;
+  return cudaSuccess;
+}
+
+// cudaDeviceGetDefaultMemPool: "The default mempool of a device contains device memory from that
+// device"; an invalid ordinal is cudaErrorInvalidDevice.
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (!valid_device(device)) return sim::fail(cudaErrorInvalidDevice);
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).default_pool);
+  return cudaSuccess;
+}
+
+// cudaDeviceSetMemPool: an invalid ordinal is cudaErrorInvalidDevice; a pool that is not "local
+// to the specified device", or no pool, is cudaErrorInvalidValue.
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (!valid_device(device)) return sim::fail(cudaErrorInvalidDevice);
+  return set_current_pool(device, memPool);
+}
+
+// cudaDeviceGetMemPool: "the last pool provided to cudaDeviceSetMemPool for this device or the
+// device's default memory pool". The errors listed are cudaErrorInvalidValue and
+// cudaErrorNotSupported: an invalid ordinal is cudaErrorInvalidValue here (probed on a GPU).
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr || !valid_device(device)) return sim::fail(cudaErrorInvalidValue);
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).current_pool);
+  return cudaSuccess;
+}
+
+// cudaMemGetDefaultMemPool: a device location with cudaMemAllocationTypePinned is the device's
+// default pool (cudaDeviceGetDefaultMemPool); host and managed pools are not modelled.
+cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t* memPool, cudaMemLocation* location,
+                                     cudaMemAllocationType type) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  int device = 0;
+  if (cudaError_t const error = check_location_and_type(location, type, __func__, device);
+      error != cudaSuccess) {
+    return error;
+  }
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).default_pool);
+  return cudaSuccess;
+}
+
+// cudaMemGetMemPool: "the last pool provided to cudaMemSetMemPool or cudaDeviceSetMemPool for
+// this location and allocation type or the location's default memory pool".
+cudaError_t cudaMemGetMemPool(cudaMemPool_t* memPool, cudaMemLocation* location,
+                              cudaMemAllocationType type) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (memPool == nullptr) return sim::fail(cudaErrorInvalidValue);
+  int device = 0;
+  if (cudaError_t const error = check_location_and_type(location, type, __func__, device);
+      error != cudaSuccess) {
+    return error;
+  }
+  *memPool = reinterpret_cast<cudaMemPool_t>(device_at(device).current_pool);
+  return cudaSuccess;
+}
+
+// cudaMemSetMemPool: "the location parameter should be the same as the location of the pool. If
+// the location type or index don't match, the call returns cudaErrorInvalidValue", and so does a
+// pool of another allocation type; a device location with cudaMemAllocationTypePinned "is the
+// equivalent of calling cudaDeviceSetMemPool". Every pool here is a pinned device pool, so any
+// other location or type is a mismatch.
+cudaError_t cudaMemSetMemPool(cudaMemLocation* location, cudaMemAllocationType type,
+                              cudaMemPool_t memPool) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (location == nullptr || type != cudaMemAllocationTypePinned ||
+      location->type != cudaMemLocationTypeDevice || !valid_device(location->id)) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return set_current_pool(location->id, memPool);
 }
 
 // --- streams -----------------------------------------------------------------------------------
@@ -1311,6 +2598,158 @@ cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
   return cudaSuccess;
 }
 
+// --- stream attributes (cudaStreamGetAttribute, cudaStreamSetAttribute, cudaStreamCopyAttributes)
+// The attributes a stream keeps: the access policy window and the synchronization policy, stored
+// and read back (no L2 cache or host scheduling is modelled), and the priority, the stream's own
+// (cudaStreamGetPriority). Memory synchronization domains are not modelled: refused by name.
+
+namespace {
+
+bool access_property_valid(cudaAccessProperty const& property, bool persisting_allowed) {
+  int value = 0;
+  std::memcpy(&value, &property, sizeof value);
+  return value == cudaAccessPropertyNormal || value == cudaAccessPropertyStreaming ||
+         (persisting_allowed && value == cudaAccessPropertyPersisting);
+}
+
+// cudaAccessPolicyWindow: hitRatio "specifies percentage of lines assigned hitProp" (0 to 1),
+// missProp "Must be either NORMAL or STREAMING", num_bytes at most
+// cudaDevAttrMaxAccessPolicyWindowSize ("CUDA driver may restrict the maximum size").
+bool access_policy_window_valid(cudaAccessPolicyWindow const& window, int device) {
+  auto const max_bytes = static_cast<std::size_t>(
+      sim::state().devices[static_cast<std::size_t>(device)]->properties.accessPolicyMaxWindowSize);
+  return window.hitRatio >= 0.0F && window.hitRatio <= 1.0F &&
+         access_property_valid(window.hitProp, true) &&
+         access_property_valid(window.missProp, false) && window.num_bytes <= max_bytes;
+}
+
+bool synchronization_policy_valid(cudaSynchronizationPolicy const& policy) {
+  int value = 0;
+  std::memcpy(&value, &policy, sizeof value);
+  return value >= cudaSyncPolicyAuto && value <= cudaSyncPolicyBlockingSync;
+}
+
+// The greatest and least priorities cudaDeviceGetStreamPriorityRange gives.
+constexpr int greatest_priority = -5;
+constexpr int least_priority = 0;
+
+cudaError_t refuse_memory_sync_domains(char const* call) {
+  return sim::refuse(call, "not modelled for memory synchronization domains");
+}
+
+}  // namespace
+
+// cudaStreamGetAttribute: "Queries attribute attr from hStream and stores it in corresponding
+// member of value_out". An invalid stream is cudaErrorInvalidResourceHandle, a null value or an
+// attribute streams do not have cudaErrorInvalidValue.
+cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                   cudaLaunchAttributeValue* value_out) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(hStream, error);
+  if (s == nullptr) return error;
+  if (value_out == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (attr) {
+    case cudaLaunchAttributeAccessPolicyWindow:
+      value_out->accessPolicyWindow = s->access_policy_window;
+      return cudaSuccess;
+    case cudaLaunchAttributeSynchronizationPolicy:
+      value_out->syncPolicy = s->synchronization_policy;
+      return cudaSuccess;
+    case cudaLaunchAttributePriority: value_out->priority = s->priority; return cudaSuccess;
+    case cudaLaunchAttributeMemSyncDomainMap:
+    case cudaLaunchAttributeMemSyncDomain: return refuse_memory_sync_domains(__func__);
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaStreamSetAttribute: "The updated attribute will be applied to subsequent work submitted to
+// the stream. It will not affect previously submitted work." Values outside what the
+// attribute's type allows are cudaErrorInvalidValue: a window checked as
+// access_policy_window_valid says, a policy no enumerator names, and a priority outside
+// cudaDeviceGetStreamPriorityRange's (the stricter reading: stream creation clamps it).
+cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                   cudaLaunchAttributeValue const* value) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(hStream, error);
+  if (s == nullptr) return error;
+  if (value == nullptr) return sim::fail(cudaErrorInvalidValue);
+  switch (attr) {
+    case cudaLaunchAttributeAccessPolicyWindow:
+      if (!access_policy_window_valid(value->accessPolicyWindow, s->device)) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      s->access_policy_window = value->accessPolicyWindow;
+      return cudaSuccess;
+    case cudaLaunchAttributeSynchronizationPolicy:
+      if (!synchronization_policy_valid(value->syncPolicy)) return sim::fail(cudaErrorInvalidValue);
+      s->synchronization_policy = value->syncPolicy;
+      return cudaSuccess;
+    case cudaLaunchAttributePriority:
+      if (value->priority < greatest_priority || value->priority > least_priority) {
+        return sim::fail(cudaErrorInvalidValue);
+      }
+      s->priority = value->priority;
+      return cudaSuccess;
+    case cudaLaunchAttributeMemSyncDomainMap:
+    case cudaLaunchAttributeMemSyncDomain: return refuse_memory_sync_domains(__func__);
+    default: return sim::fail(cudaErrorInvalidValue);
+  }
+}
+
+// cudaStreamCopyAttributes: "Copies attributes from source stream src to destination stream dst.
+// Both streams must have the same context": streams of different devices are cudaErrorInvalidValue
+// (the header lists cudaErrorNotSupported only; the stricter reading), an invalid handle
+// cudaErrorInvalidResourceHandle.
+cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* to = stream_or_fail(dst, error);
+  if (to == nullptr) return error;
+  sim::stream_state const* from = stream_or_fail(src, error);
+  if (from == nullptr) return error;
+  if (to->device != from->device) return sim::fail(cudaErrorInvalidValue);
+  to->access_policy_window = from->access_policy_window;
+  to->synchronization_policy = from->synchronization_policy;
+  to->priority = from->priority;
+  return cudaSuccess;
+}
+
+// cudaStreamAttachMemAsync: "Enqueues an operation in stream to specify stream association of
+// length bytes of memory starting from devPtr". The memory must be managed
+// (cudaDevAttrPageableMemoryAccess is 0 here), and "For managed allocations, length must be
+// either zero or the entire allocation's size" (devPtr its start: the stricter reading); flags
+// "must be one of cudaMemAttachGlobal, cudaMemAttachHost or cudaMemAttachSingle", and "It is
+// illegal to attach singly to the NULL stream": cudaErrorInvalidValue. Every device here reports
+// cudaDevAttrConcurrentManagedAccess, for which the association constrains nothing, so the
+// attachment is checked and changes nothing. In a capture it fails with
+// cudaErrorStreamCaptureUnsupported and invalidates it, as a prefetch does (the stricter reading:
+// the header is silent).
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, std::size_t length,
+                                     unsigned int flags) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  cudaError_t error = cudaSuccess;
+  sim::stream_state* s = stream_or_fail(stream, error);
+  if (s == nullptr) return error;
+  sim::allocation const* owner = sim::find_allocation(devPtr);
+  bool const whole_allocation = owner != nullptr && owner->managed &&
+                                owner->base == reinterpret_cast<std::uintptr_t>(devPtr) &&
+                                (length == 0 || length == owner->bytes);
+  bool const flags_valid = flags == cudaMemAttachGlobal || flags == cudaMemAttachHost ||
+                           (flags == cudaMemAttachSingle && !s->legacy && stream != nullptr);
+  if (!whole_allocation || !flags_valid) return sim::fail(cudaErrorInvalidValue);
+  if (s->capture != nullptr) {
+    sim::invalidate(*s->capture, cudaErrorStreamCaptureUnsupported, __func__);
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return cudaSuccess;
+}
+
 namespace {
 
 // Waiting for a capturing stream is invalid (CUDA Programming Guide, "Prohibited and Unhandled
@@ -1338,6 +2777,7 @@ cudaError_t wait_for(sim::stream_state& s, char const* call) {
   cudaError_t const waited = can_wait_for(s, call);
   if (waited != cudaSuccess) return waited;
   sim::host_waits_for(s.clock);  // runs queued work until the stream's is done
+  sim::release_pool_memory(s.device);
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
     return sim::fail(sticky);
   return cudaSuccess;
@@ -1655,6 +3095,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   sim::event_state* e = event_to_wait_for(event, error, __func__);
   if (e == nullptr) return error;
   sim::host_waits_for(e->clock);  // runs queued work until the event's is done
+  sim::release_pool_memory(e->device);
   return sim::sticky_error() == cudaSuccess ? cudaSuccess : sim::fail(sim::sticky_error());
 }
 
@@ -1705,6 +3146,30 @@ cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_
   *offset = found->second.parameters[index].offset;
   *size = found->second.parameters[index].size;
   return cudaSuccess;
+}
+
+// cudaFuncSetCacheConfig: "the preferred cache configuration for the function specified via
+// func"; a kernel as cudaFuncSetAttribute takes one (a null pointer is
+// cudaErrorInvalidDeviceFunction, "If the specified function does not exist"), a value no
+// enumerator names cudaErrorInvalidValue. Kept with the function's settings; the L1 cache is not
+// modelled.
+cudaError_t cudaFuncSetCacheConfig(void const* func, cudaFuncCache cacheConfig) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  if (!sim::cache_config_valid(cacheConfig)) return sim::fail(cudaErrorInvalidValue);
+  sim::state().settings_by_function[func].cache_config = cacheConfig;
+  return cudaSuccess;
+}
+
+// cudaFuncSetSharedMemConfig (deprecated): the bank size of compute capability 9.0 is fixed, so
+// a valid configuration changes nothing (cudaDeviceSetSharedMemConfig: "This function will do
+// nothing on devices with fixed shared memory bank size"); errors as cudaFuncSetCacheConfig's.
+cudaError_t cudaFuncSetSharedMemConfig(void const* func, cudaSharedMemConfig config) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (func == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  return sim::shared_mem_config_valid(config) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
 }
 
 // cudaFuncSetAttribute: "If the specified attribute cannot be written, or if the value is

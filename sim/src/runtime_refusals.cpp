@@ -26,14 +26,6 @@ cudaError_t CUDARTAPI cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInEle
   return refusal::refuse("cudaDeviceGetTexture1DLinearMaxWidth", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig) {
-  return refusal::refuse("cudaDeviceGetCacheConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) {
-  return refusal::refuse("cudaDeviceSetCacheConfig", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event) {
   return refusal::refuse("cudaIpcGetEventHandle", "not modelled");
 }
@@ -66,36 +58,12 @@ cudaError_t CUDARTAPI cudaDeviceUnregisterAsyncNotification(int device, cudaAsyn
   return refusal::refuse("cudaDeviceUnregisterAsyncNotification", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *pConfig) {
-  return refusal::refuse("cudaDeviceGetSharedMemConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config) {
-  return refusal::refuse("cudaDeviceSetSharedMemConfig", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation* operations, unsigned int count, int device) {
   return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) {
-  return refusal::refuse("cudaDeviceGetDefaultMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
-  return refusal::refuse("cudaDeviceSetMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) {
-  return refusal::refuse("cudaDeviceGetMemPool", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, int device, int flags) {
   return refusal::refuse("cudaDeviceGetNvSciSyncAttributes", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int srcDevice, int dstDevice) {
-  return refusal::refuse("cudaDeviceGetP2PAttribute", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation *operations, unsigned int count, int srcDevice, int dstDevice) {
@@ -104,26 +72,6 @@ cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilit
 
 cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
   return refusal::refuse("cudaSetValidDevices", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaCtxResetPersistingL2Cache(void) {
-  return refusal::refuse("cudaCtxResetPersistingL2Cache", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
-  return refusal::refuse("cudaStreamCopyAttributes", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAttrID attr, cudaStreamAttrValue *value_out) {
-  return refusal::refuse("cudaStreamGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr, const cudaStreamAttrValue *value) {
-  return refusal::refuse("cudaStreamSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags) {
-  return refusal::refuse("cudaStreamAttachMemAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaImportExternalMemory(cudaExternalMemory_t *extMem_out, const struct cudaExternalMemoryHandleDesc *memHandleDesc) {
@@ -166,24 +114,12 @@ cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *func, dim3 gridDim
   return refusal::refuse("cudaLaunchCooperativeKernel", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig) {
-  return refusal::refuse("cudaFuncSetCacheConfig", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config) {
-  return refusal::refuse("cudaFuncSetSharedMemConfig", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) {
   return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig) {
   return refusal::refuse("cudaOccupancyMaxActiveClusters", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
-  return refusal::refuse("cudaMallocPitch", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags) {
@@ -198,26 +134,6 @@ cudaError_t CUDARTAPI cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray
   return refusal::refuse("cudaFreeMipmappedArray", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
-  return refusal::refuse("cudaHostRegister", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaHostUnregister(void *ptr) {
-  return refusal::refuse("cudaHostUnregister", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags) {
-  return refusal::refuse("cudaHostGetDevicePointer", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int *pFlags, void *pHost) {
-  return refusal::refuse("cudaHostGetFlags", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent) {
-  return refusal::refuse("cudaMalloc3D", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int flags) {
   return refusal::refuse("cudaMalloc3DArray", "not modelled");
 }
@@ -228,22 +144,6 @@ cudaError_t CUDARTAPI cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedAr
 
 cudaError_t CUDARTAPI cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level) {
   return refusal::refuse("cudaGetMipmappedArrayLevel", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms *p) {
-  return refusal::refuse("cudaMemcpy3D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p) {
-  return refusal::refuse("cudaMemcpy3DPeer", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy3DAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy3DPeerAsync", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent, unsigned int *flags, cudaArray_t array) {
@@ -290,10 +190,6 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t
   return refusal::refuse("cudaMemcpyFromSymbol", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpy3DBatchAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpy2DToArrayAsync", "not modelled");
 }
@@ -310,40 +206,12 @@ cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, s
   return refusal::refuse("cudaMemcpyFromSymbolAsync", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent) {
-  return refusal::refuse("cudaMemset3D", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream) {
-  return refusal::refuse("cudaMemset3DAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGetSymbolAddress(void **devPtr, const void *symbol) {
   return refusal::refuse("cudaGetSymbolAddress", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGetSymbolSize(size_t *size, const void *symbol) {
   return refusal::refuse("cudaGetSymbolSize", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemPrefetchBatchAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemDiscardBatchAsync(void **dptrs, size_t *sizes, size_t count, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemDiscardBatchAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemDiscardAndPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream) {
-  return refusal::refuse("cudaMemDiscardAndPrefetchBatchAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count) {
-  return refusal::refuse("cudaMemRangeGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enum cudaMemRangeAttribute *attributes, size_t numAttributes, const void *devPtr, size_t count) {
-  return refusal::refuse("cudaMemRangeGetAttributes", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind) {
@@ -366,64 +234,20 @@ cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src,
   return refusal::refuse("cudaMemcpyFromArrayAsync", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
-  return refusal::refuse("cudaMemPoolTrimTo", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
-  return refusal::refuse("cudaMemPoolSetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
-  return refusal::refuse("cudaMemPoolGetAttribute", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList, size_t count) {
-  return refusal::refuse("cudaMemPoolSetAccess", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool, struct cudaMemLocation *location) {
-  return refusal::refuse("cudaMemPoolGetAccess", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps) {
-  return refusal::refuse("cudaMemPoolCreate", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
-  return refusal::refuse("cudaMemPoolDestroy", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location, enum cudaMemAllocationType type) {
-  return refusal::refuse("cudaMemGetDefaultMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location, enum cudaMemAllocationType type) {
-  return refusal::refuse("cudaMemGetMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type, cudaMemPool_t memPool) {
-  return refusal::refuse("cudaMemSetMemPool", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
-  return refusal::refuse("cudaMallocFromPoolAsync", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void *shareableHandle, cudaMemPool_t memPool, enum cudaMemAllocationHandleType handleType, unsigned int flags) {
-  return refusal::refuse("cudaMemPoolExportToShareableHandle", "not modelled yet");
+  return refusal::refuse("cudaMemPoolExportToShareableHandle", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolImportFromShareableHandle(cudaMemPool_t *memPool, void *shareableHandle, enum cudaMemAllocationHandleType handleType, unsigned int flags) {
-  return refusal::refuse("cudaMemPoolImportFromShareableHandle", "not modelled yet");
+  return refusal::refuse("cudaMemPoolImportFromShareableHandle", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData, void *ptr) {
-  return refusal::refuse("cudaMemPoolExportPointer", "not modelled yet");
+  return refusal::refuse("cudaMemPoolExportPointer", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, struct cudaMemPoolPtrExportData *exportData) {
-  return refusal::refuse("cudaMemPoolImportPointer", "not modelled yet");
+  return refusal::refuse("cudaMemPoolImportPointer", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaGraphicsUnregisterResource(cudaGraphicsResource_t resource) {
@@ -569,10 +393,6 @@ cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGra
 
 cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresWaitNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExecExternalSemaphoresWaitNodeSetParams", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) {
-  return refusal::refuse("cudaGetDriverEntryPoint", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaLibraryLoadData(cudaLibrary_t *library, const void *code, enum cudaJitOption *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption *libraryOptions, void** libraryOptionValues, unsigned int numLibraryOptions) {

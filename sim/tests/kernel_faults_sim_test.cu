@@ -242,3 +242,43 @@ TEST(kernel_faults, peer_access_lets_a_kernel_reach_another_devices_memory) {
   if (!two_devices()) GTEST_SKIP() << "needs two simulated devices: GRAPHSTEP_SIM_DEVICES=2";
   EXPECT_EXIT(write_from_device_1_into_memory_of_device_0(true), ::testing::ExitedWithCode(0), "");
 }
+
+// Pool memory follows the pool's access, not peer access: "memory pool allocation accessibility
+// does not follow cudaDeviceEnablePeerAccess" (CUDA Programming Guide, "Stream Ordered Memory
+// Allocator"); cudaMemPoolSetAccess grants it.
+void write_from_device_1_into_pool_memory_of_device_0(bool grant_pool_access) {
+  cudaMemPoolProps properties{};
+  properties.allocType = cudaMemAllocationTypePinned;
+  properties.location = cudaMemLocation{cudaMemLocationTypeDevice, 0};
+  cudaMemPool_t pool{};
+  float* data = nullptr;
+  if (cudaSetDevice(0) != cudaSuccess || cudaMemPoolCreate(&pool, &properties) != cudaSuccess ||
+      cudaMallocFromPoolAsync(reinterpret_cast<void**>(&data), elements * sizeof(float), pool,
+                              cudaStreamLegacy) != cudaSuccess) {
+    std::exit(100);
+  }
+  if (grant_pool_access) {
+    cudaMemAccessDesc const grant{cudaMemLocation{cudaMemLocationTypeDevice, 1},
+                                  cudaMemAccessFlagsProtReadWrite};
+    if (cudaMemPoolSetAccess(pool, &grant, 1) != cudaSuccess) std::exit(101);
+  }
+  if (cudaSetDevice(1) != cudaSuccess || cudaDeviceEnablePeerAccess(0, 0) != cudaSuccess) {
+    std::exit(102);
+  }
+  write_at<<<1, 32>>>(data, 10);
+  std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 1);
+}
+
+TEST(kernel_faults, a_kernel_on_another_device_without_pool_access_is_named) {
+  if (!two_devices()) GTEST_SKIP() << "needs two simulated devices: GRAPHSTEP_SIM_DEVICES=2";
+  EXPECT_DEATH(write_from_device_1_into_pool_memory_of_device_0(false),
+               "kernel write_at on device 1: write of memory of device 0 at 0x[0-9a-f]+, offset "
+               "40 in the 4000-byte device allocation at 0x[0-9a-f]+, which device 1 may not "
+               "access: grant it to the pool with cudaMemPoolSetAccess");
+}
+
+TEST(kernel_faults, pool_access_lets_a_kernel_reach_another_devices_pool_memory) {
+  if (!two_devices()) GTEST_SKIP() << "needs two simulated devices: GRAPHSTEP_SIM_DEVICES=2";
+  EXPECT_EXIT(write_from_device_1_into_pool_memory_of_device_0(true),
+              ::testing::ExitedWithCode(0), "");
+}

@@ -141,3 +141,92 @@ TEST_F(pitched_copies_sim, a_synchronous_peer_copy_is_refused_beside_a_capture) 
   EXPECT_NE(cudaStreamEndCapture(a_, &graph), cudaSuccess);
   static_cast<void>(cudaGetLastError());
 }
+
+namespace {
+
+// cudaPitchedPtr, cudaExtent and cudaPos by their fields (driver_functions.h's make_* functions
+// are for nvcc's headers).
+cudaPitchedPtr pitched(void* ptr, std::size_t pitch, std::size_t xsize, std::size_t ysize) {
+  return cudaPitchedPtr{ptr, pitch, xsize, ysize};
+}
+cudaExtent extent_of(std::size_t width, std::size_t height, std::size_t depth) {
+  return cudaExtent{width, height, depth};
+}
+
+// The fixture's memory as two slices of two rows: x_ and y_ seen as 3-D objects.
+cudaMemcpy3DParms device_to_device_3d(void* destination, void* source, std::size_t pitch,
+                                      std::size_t width) {
+  cudaMemcpy3DParms p{};
+  p.srcPtr = pitched(source, pitch, width, 2);
+  p.dstPtr = pitched(destination, pitch, width, 2);
+  p.extent = extent_of(width, 2, 2);
+  p.kind = cudaMemcpyDeviceToDevice;
+  return p;
+}
+
+}  // namespace
+
+// A planted race: a 3-D copy into x on one stream, a write to a byte of its last slice's last
+// row on another, unordered; the report names the 3-D copy. Its ordered twin (the same write
+// after an event on the copy's stream) is not reported.
+TEST_F(pitched_copies_sim, a_3d_copy_races_with_an_unordered_write_to_its_last_slice) {
+  cudaMemcpy3DParms const p = device_to_device_3d(x_, y_, pitch, width);
+  SIM_TEST_TRY(cudaMemcpy3DAsync(&p, a_));
+  SIM_TEST_TRY(cudaMemsetAsync(x_ + 3 * pitch + width - 1, 0, 1, b_));
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("3-D memcpy of 2 slices of 2 rows of 64 bytes"), std::string::npos)
+      << found[0];
+}
+
+TEST_F(pitched_copies_sim, a_3d_copy_ordered_before_a_write_does_not_race) {
+  cudaMemcpy3DParms const p = device_to_device_3d(x_, y_, pitch, width);
+  SIM_TEST_TRY(cudaMemcpy3DAsync(&p, a_));
+  cudaEvent_t copied = nullptr;
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaEventRecord(copied, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, copied, 0));
+  SIM_TEST_TRY(cudaMemsetAsync(x_ + 3 * pitch + width - 1, 0, 1, b_));
+  // The padding after each row is not the copy's: a write to it races with nothing.
+  SIM_TEST_TRY(cudaMemsetAsync(y_ + width, 0, pitch - width, b_));
+  EXPECT_TRUE(new_races().empty());
+  SIM_TEST_TRY(cudaEventDestroy(copied));
+}
+
+// A 3-D memset's rows race with an unordered read of them; one whose slices skip rows (height
+// below ysize) writes only its rows.
+TEST_F(pitched_copies_sim, a_3d_memset_races_with_an_unordered_read_of_its_rows_only) {
+  // Two slices of two rows, only the first row of each set: rows 0 and 2.
+  cudaPitchedPtr const target = pitched(y_, pitch, width, 2);
+  SIM_TEST_TRY(cudaMemset3DAsync(target, 7, extent_of(width, 1, 2), a_));
+  std::vector<unsigned char> host(width);
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_ + pitch, width, cudaMemcpyDeviceToHost, b_));
+  EXPECT_TRUE(new_races().empty()) << "row 1 is not the memset's";
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_ + 2 * pitch, width, cudaMemcpyDeviceToHost, b_));
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("memset of 64 bytes"), std::string::npos) << found[0];
+}
+
+// Registered host memory is pinned memory to the race checker too: a copy from it on one stream
+// and a copy into it on another, unordered, race; ordered by an event they do not.
+TEST_F(pitched_copies_sim, copies_through_registered_memory_race_unless_ordered) {
+  std::vector<unsigned char> host(bytes);
+  SIM_TEST_TRY(cudaHostRegister(host.data(), bytes, cudaHostRegisterDefault));
+  SIM_TEST_TRY(cudaMemcpyAsync(x_, host.data(), bytes, cudaMemcpyHostToDevice, a_));
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_, bytes, cudaMemcpyDeviceToHost, b_));
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("memcpy of 1024 bytes"), std::string::npos) << found[0];
+  SIM_TEST_TRY(cudaDeviceSynchronize());
+  already_ = gs::sim::races().size();
+  cudaEvent_t copied = nullptr;
+  SIM_TEST_TRY(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  SIM_TEST_TRY(cudaMemcpyAsync(x_, host.data(), bytes, cudaMemcpyHostToDevice, a_));
+  SIM_TEST_TRY(cudaEventRecord(copied, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, copied, 0));
+  SIM_TEST_TRY(cudaMemcpyAsync(host.data(), y_, bytes, cudaMemcpyDeviceToHost, b_));
+  EXPECT_TRUE(new_races().empty());
+  SIM_TEST_TRY(cudaEventDestroy(copied));
+  SIM_TEST_TRY(cudaHostUnregister(host.data()));
+}

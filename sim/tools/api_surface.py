@@ -70,7 +70,7 @@ APIS = {
 # API the simulator should model and does not yet.
 OUT_OF_SCOPE_GROUPS = {"CUDART_EXTRES_INTEROP", "CUDART_INTEROP", "CUDART_TEXTURE_OBJECT",
                        "CUDART_SURFACE_OBJECT", "CUDART_LOGS", "CUDART_LIBRARY"}
-OUT_OF_SCOPE_NAME = re.compile(r"Array|Mipmapped|ExternalSemaphore|Ipc|Graphics|NvSci|"
+OUT_OF_SCOPE_NAME = re.compile(r"Array|Mipmapped|ExternalSemaphore|Ipc|MemPoolExport|MemPoolImport|Graphics|NvSci|"
                                r"GPUDirectRDMA|Texture1D|ExportTable")
 
 

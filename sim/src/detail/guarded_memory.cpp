@@ -164,15 +164,20 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
   for (auto const& [base, a] : state().allocations) {
     if (is_device_memory(a) && kernel_on_this_thread != nullptr && address >= a.base &&
         address < a.base + a.bytes && !accessible_from(a, kernel_device_on_this_thread)) {
+      char const* remedy =
+          a.pool != nullptr
+              ? "grant it to the pool with cudaMemPoolSetAccess (peer access does not reach "
+                "memory pools)"
+              : "enable peer access (cudaDeviceEnablePeerAccess) or, for mapped virtual memory, "
+                "grant it with cuMemSetAccess";
       static_cast<void>(std::snprintf(
           text, size,
           "graphstep simulated device: kernel %s on device %d: %s of memory of device %d at "
           "0x%" PRIxPTR ", offset %" PRIuPTR " in the %zu-byte %s at 0x%" PRIxPTR
-          ", which device %d may not access: enable peer access (cudaDeviceEnablePeerAccess) or, "
-          "for mapped virtual memory, grant it with cuMemSetAccess (a GPU reports "
-          "cudaErrorIllegalAddress)\n",
+          ", which device %d may not access: %s (a GPU reports cudaErrorIllegalAddress)\n",
           kernel_on_this_thread, kernel_device_on_this_thread, access, a.device, address,
-          address - a.base, a.bytes, kind_name(a.kind), a.base, kernel_device_on_this_thread));
+          address - a.base, a.bytes, kind_name(a.kind), a.base, kernel_device_on_this_thread,
+          remedy));
       return true;
     }
     if (is_device_memory(a) && kernel_on_this_thread == nullptr && device_work_depth == 0 &&
@@ -378,7 +383,16 @@ bool accessible_from(allocation const& a, int device) {
     case memory_kind::device:
     case memory_kind::graph: break;
   }
-  return a.device == device || state().peer_access.count({device, a.device}) > 0;
+  if (a.device == device) return true;
+  if (a.pool != nullptr) {
+    // Pool memory is reached as cudaMemPoolSetAccess allows: "memory pool allocation
+    // accessibility does not follow cudaDeviceEnablePeerAccess" (CUDA Programming Guide, "Stream
+    // Ordered Memory Allocator", "Device Accessibility for Multi-GPU Support").
+    auto const granted = a.pool->access_by_device.find(device);
+    return granted != a.pool->access_by_device.end() &&
+           granted->second != cudaMemAccessFlagsProtNone;
+  }
+  return state().peer_access.count({device, a.device}) > 0;
 }
 
 running_kernel::running_kernel(char const* name, int device)

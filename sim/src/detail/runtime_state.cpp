@@ -60,6 +60,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.maxBlocksPerMultiProcessor = 32;
   p.reservedSharedMemPerBlock = std::size_t{1} << 10;  // sm_80 and later reserve 1 KiB a block
   p.persistingL2CacheMaxSize = p.l2CacheSize / 4 * 3;
+  p.accessPolicyMaxWindowSize = 134213632;  // an H100's (cudaDevAttrMaxAccessPolicyWindowSize)
   p.memoryPoolsSupported = 1;
   p.managedMemory = 1;  // cudaMallocManaged; an H100 also migrates pages concurrently
   p.concurrentManagedAccess = 1;
@@ -91,6 +92,14 @@ void populate(platform& p) {
     device->legacy_stream->device = ordinal;
     device->legacy_stream->legacy = true;
     device->legacy_stream->id = p.next_stream_id++;
+    // "The default mempool of a device contains device memory from that device"
+    // (cudaDeviceGetDefaultMemPool); "By default, a device's current memory pool is its default
+    // memory pool" (cudaDeviceSetMemPool).
+    auto pool = std::make_unique<mem_pool_state>();
+    pool->device = ordinal;
+    pool->is_default = true;
+    device->default_pool = device->current_pool = pool.get();
+    p.pools.emplace(pool.get(), std::move(pool));
     p.devices.push_back(std::move(device));
   }
 }
@@ -200,6 +209,75 @@ graph_state* find_graph(cudaGraph_t graph) {
 exec_state* find_exec(cudaGraphExec_t exec) {
   auto* candidate = reinterpret_cast<exec_state*>(exec);
   return state().execs.count(candidate) != 0 ? candidate : nullptr;
+}
+
+namespace {
+
+template <typename Enumeration>
+int as_int(Enumeration const& value) noexcept {
+  static_assert(sizeof(Enumeration) == sizeof(int));
+  int read = 0;
+  std::memcpy(&read, &value, sizeof read);
+  return read;
+}
+
+}  // namespace
+
+bool cache_config_valid(cudaFuncCache const& config) noexcept {
+  int const value = as_int(config);
+  return value >= cudaFuncCachePreferNone && value <= cudaFuncCachePreferEqual;
+}
+
+bool shared_mem_config_valid(cudaSharedMemConfig const& config) noexcept {
+  int const value = as_int(config);
+  return value >= cudaSharedMemBankSizeDefault && value <= cudaSharedMemBankSizeEightByte;
+}
+
+mem_pool_state* find_pool(cudaMemPool_t pool) {
+  auto const& pools = state().pools;
+  auto const it = pools.find(reinterpret_cast<mem_pool_state const*>(pool));
+  return it == pools.end() || it->second->destroyed ? nullptr : it->second.get();
+}
+
+bool pool_take(mem_pool_state& pool, std::size_t bytes) {
+  device_state& device = *state().devices[static_cast<std::size_t>(pool.device)];
+  if (pool.max_size != 0 && bytes > pool.max_size - std::min(pool.used, pool.max_size)) {
+    return false;
+  }
+  std::size_t const free_reserve = pool.reserved - pool.used;
+  std::size_t const growth = bytes > free_reserve ? bytes - free_reserve : 0;
+  if (growth > device.properties.totalGlobalMem - device.used_bytes) return false;
+  device.used_bytes += growth;
+  pool.reserved += growth;
+  pool.used += bytes;
+  pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+  pool.used_high = std::max(pool.used_high, pool.used);
+  return true;
+}
+
+void trim_pool(mem_pool_state& pool, std::size_t keep) {
+  std::size_t const kept = std::max(pool.used, keep);
+  if (pool.reserved <= kept) return;
+  state().devices[static_cast<std::size_t>(pool.device)]->used_bytes -= pool.reserved - kept;
+  pool.reserved = kept;
+}
+
+void pool_give_back(mem_pool_state& pool, std::size_t bytes) {
+  pool.used -= std::min(pool.used, bytes);
+  if (pool.destroyed && pool.used == 0) {
+    // "the resources associated with the pool will be released automatically once there are
+    // no more outstanding allocations" (cudaMemPoolDestroy).
+    trim_pool(pool, 0);
+    state().pools.erase(&pool);
+  }
+}
+
+void release_pool_memory(int device) {
+  for (auto const& [handle, pool] : state().pools) {
+    if (pool->device == device && pool->reserved > pool->release_threshold) {
+      trim_pool(*pool, static_cast<std::size_t>(pool->release_threshold));
+    }
+  }
 }
 
 allocation const* find_allocation(void const* address) {
@@ -364,6 +442,23 @@ void run_kernel(kernel_task const& task, int device) {
 }  // namespace
 
 namespace {
+
+// Calls `row(destination, source)` for each row a copy moves, slice by slice.
+template <typename Row>
+void for_each_row(memcpy_params const& copy, Row const& row) {
+  if (copy.bytes == 0) return;
+  for (std::size_t z = 0; z < copy.depth; ++z) {
+    auto* destination =
+        static_cast<unsigned char*>(copy.destination) + z * copy.destination_slice_pitch;
+    auto const* source =
+        static_cast<unsigned char const*>(copy.source) + z * copy.source_slice_pitch;
+    for (std::size_t y = 0; y < copy.height; ++y) {
+      row(destination, source);
+      destination += copy.destination_pitch;
+      source += copy.source_pitch;
+    }
+  }
+}
 
 bool tracked(void const* address) {
   return find_allocation(address) != nullptr;

@@ -32,6 +32,40 @@ namespace graphstep::sim::detail {
 // --- memory ----------------------------------------------------------------------------------
 enum class memory_kind { device, pinned_host, graph, virtual_reservation };
 
+// A stream-ordered memory pool (cudaMemPoolCreate, or a device's default pool). Its memory is
+// counted as the CUDA Programming Guide's "Stream Ordered Memory Allocator" describes it: used
+// bytes are the live allocations, reserved bytes what the pool holds from the device (used bytes
+// and freed memory kept for reuse); reserved bytes count against the device's memory.
+struct mem_pool_state {
+  int device{};
+  bool is_default{};
+  // cudaMemPoolDestroy with allocations outstanding: the handle is gone, the pool lives on until
+  // its last allocation is freed.
+  bool destroyed{};
+  std::size_t max_size{};  // cudaMemPoolProps::maxSize; 0: the device's memory
+  std::uint64_t release_threshold{};
+  int reuse_follow_event_dependencies{1};
+  int reuse_allow_opportunistic{1};
+  int reuse_allow_internal_dependencies{1};
+  std::size_t reserved{};
+  std::size_t reserved_high{};
+  std::size_t used{};
+  std::size_t used_high{};
+  // What cudaMemPoolSetAccess granted other devices (absent: none); the pool's own device
+  // always reads and writes.
+  std::map<int, cudaMemAccessFlags> access_by_device{};
+};
+
+// What cudaMemAdvise and the prefetches said of one page of managed memory
+// (cudaMemRangeGetAttribute reads it back). Locations of type cudaMemLocationTypeInvalid: none.
+struct managed_page {
+  bool read_mostly{};
+  cudaMemLocation preferred{cudaMemLocationTypeInvalid, 0};
+  cudaMemLocation last_prefetch{cudaMemLocationTypeInvalid, 0};
+  std::uint32_t accessed_by{};  // a bit per device, and managed_host_bit for the host
+};
+constexpr std::uint32_t managed_host_bit = std::uint32_t{1} << 31U;
+
 struct allocation {
   std::uintptr_t base{};
   std::size_t bytes{};
@@ -52,8 +86,19 @@ struct allocation {
   std::map<int, int> access_by_device{};
   // cudaMallocManaged memory (kind pinned_host: the host and every device reach it).
   bool managed{};
+  // Managed memory: per page (managed_page_bytes), what advice and prefetches said of it; empty
+  // until the first of them.
+  std::vector<managed_page> managed_pages{};
+  // Host memory of the program's that cudaHostRegister page-locked (kind pinned_host, no
+  // mapping of the simulator's): cudaHostUnregister gives it back, nothing unmaps it.
+  bool registered{};
+  // The flags pinned host memory was allocated (cudaHostAlloc) or registered with.
+  unsigned host_flags{};
   // cudaMallocAsync memory outside a capture: cudaFree of it does not synchronize.
   bool stream_ordered{};
+  // The pool stream-ordered memory came from; its access settings govern other devices'
+  // kernels (cudaDeviceEnablePeerAccess does not).
+  mem_pool_state* pool{};
 };
 
 // --- user objects ----------------------------------------------------------------------------
@@ -112,9 +157,10 @@ struct launch_ordering {
   vector_clock waited;
 };
 
-// A copy of `depth` slices of `height` rows of `bytes` each (cudaMemcpy2DAsync: one slice;
-// cudaGraphAddMemcpyNode: cudaMemcpy3DParms); a 1-D copy is one row. Row y of slice z starts at
-// destination + z * destination_slice_pitch + y * destination_pitch, and likewise in the source.
+// A copy of `depth` slices of `height` rows of `bytes` each (cudaMemcpy3DAsync,
+// cudaGraphAddMemcpyNode: cudaMemcpy3DParms); a 2-D copy is one slice (cudaMemcpy2DAsync), a
+// 1-D copy one row of one slice. Row y of slice z starts at destination + z *
+// destination_slice_pitch + y * destination_pitch, and likewise for the source.
 struct memcpy_params {
   void* destination{};
   void const* source{};
@@ -206,6 +252,7 @@ struct function_settings {
   int preferred_carveout{-1};        // cudaSharedmemCarveoutDefault
   int non_portable_cluster_size_allowed{};
   int cluster_scheduling_policy{};  // cudaClusterSchedulingPolicyDefault
+  cudaFuncCache cache_config{cudaFuncCachePreferNone};  // cudaFuncSetCacheConfig
 };
 
 struct conditional_handle_state {
@@ -292,6 +339,9 @@ struct stream_state {
   // cudaStreamGetCaptureInfo hands out this array; it stays valid until the next call.
   std::vector<cudaGraphNode_t> dependencies_out;
   vector_clock clock;  // the race checker's view of what this stream's next work follows
+  // cudaStreamSetAttribute's: kept and read back (no L2 cache or host scheduling is modelled).
+  cudaAccessPolicyWindow access_policy_window{};
+  cudaSynchronizationPolicy synchronization_policy{cudaSyncPolicyAuto};
   [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0U; }
 };
 
@@ -322,10 +372,15 @@ struct device_state {
   unsigned flags{};
   // cudaDeviceSetLimit: the limits a program may set, by cudaLimit; a device's defaults at first.
   std::map<int, std::size_t> limits;
+  // cudaDeviceSetCacheConfig's preference.
+  cudaFuncCache cache_config{cudaFuncCachePreferNone};
   // Whether a kernel was launched on it (cudaDeviceSetLimit: the printf FIFO and the malloc heap
   // cannot change after a launch of a kernel that uses them).
   bool kernel_launched{};
   std::unique_ptr<stream_state> legacy_stream;
+  // cudaDeviceGetDefaultMemPool's pool, and cudaDeviceSetMemPool's (cudaMallocAsync's).
+  mem_pool_state* default_pool{};
+  mem_pool_state* current_pool{};
   // The host threads that have used this device's primary context (use_primary_context).
   std::mutex context_mutex;
   std::set<std::thread::id> context_threads;  // guarded by context_mutex
@@ -386,6 +441,8 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   std::set<graph_state*> graphs;
   std::set<exec_state*> execs;
   std::set<capture_state*> captures;
+  // Memory pools, the devices' default pools included; the key is the cudaMemPool_t handle.
+  std::map<mem_pool_state const*, std::unique_ptr<mem_pool_state>> pools;
   std::map<cudaGraphConditionalHandle, std::shared_ptr<conditional_handle_state>> conditionals;
   unsigned long long next_capture_id{1};
   unsigned long long next_stream_id{1};
@@ -472,6 +529,21 @@ stream_state* find_stream(cudaStream_t stream);
 event_state* find_event(cudaEvent_t event);
 graph_state* find_graph(cudaGraph_t graph);
 exec_state* find_exec(cudaGraphExec_t exec);
+// A live pool (not destroyed), or null.
+mem_pool_state* find_pool(cudaMemPool_t pool);
+// Takes `bytes` (already rounded) from `pool` for an allocation, reserving more of its device's
+// memory when its free reserve is short; false when the pool's maximum size or the device's
+// memory does not allow it.
+bool pool_take(mem_pool_state& pool, std::size_t bytes);
+// An allocation of `bytes` went back to `pool` (its free has run); the pool keeps the memory
+// reserved. A destroyed pool goes once nothing is outstanding.
+void pool_give_back(mem_pool_state& pool, std::size_t bytes);
+// Releases `pool`'s reserve down to `keep` bytes, never below what is in use.
+void trim_pool(mem_pool_state& pool, std::size_t keep);
+// A stream, event or device synchronization on `device`: "When more than the release threshold
+// bytes of memory are held by the memory pool, the allocator will try to release memory back to
+// the OS on the next call to stream, event or context synchronize" (cudaMemPoolAttr).
+void release_pool_memory(int device);
 allocation const* find_allocation(void const* address);
 // Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
 // mapped without a gap.
@@ -536,6 +608,12 @@ bool named_by_a_graph(event_state const* event);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
+
+// Whether a value in the caller's memory is one the enumeration names (cudaFuncSetCacheConfig,
+// cudaDeviceSetCacheConfig; cudaDeviceSetSharedMemConfig, cudaFuncSetSharedMemConfig): read as an
+// int, since loading another value as the enumeration is undefined behaviour.
+bool cache_config_valid(cudaFuncCache const& config) noexcept;
+bool shared_mem_config_valid(cudaSharedMemConfig const& config) noexcept;
 
 double now_ms() noexcept;
 
