@@ -313,6 +313,16 @@ cudaError_t check_pitched_copy(memcpy_params const& copy) {
       copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
     return cudaErrorInvalidPitchValue;
   }
+  // Slices do not overlap one another: a slice's rows end before the next slice begins.
+  std::size_t destination_slice = 0;
+  std::size_t source_slice = 0;
+  if (copy.depth > 1 &&
+      (!pitched_span(copy.bytes, copy.height, copy.destination_pitch, destination_slice) ||
+       !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_slice) ||
+       copy.destination_slice_pitch < destination_slice ||
+       copy.source_slice_pitch < source_slice)) {
+    return cudaErrorInvalidValue;
+  }
   std::size_t destination_span = 0;
   std::size_t source_span = 0;
   if (!copy_spans(copy, destination_span, source_span)) return cudaErrorInvalidValue;
