@@ -371,6 +371,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
     if (exec->instantiated_from == g) exec->instantiated_from = nullptr;
   }
   destroy_graph(g);
+  sim::release_orphaned_events();
   return cudaSuccess;
 }
 
@@ -1985,6 +1986,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   }
   sim::state().execs.erase(e);
   delete e;
+  sim::release_orphaned_events();
   return cudaSuccess;
 }
 

@@ -568,6 +568,7 @@ cudaError_t cudaDeviceSynchronize() {
   }
   sim::host_waits_for_device(sim::this_thread().device);
   sim::release_pool_memory(sim::this_thread().device);
+  sim::release_orphaned_events();
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
     return sim::fail(sticky);
   return cudaSuccess;
@@ -2787,6 +2788,7 @@ cudaError_t wait_for(sim::stream_state& s, char const* call) {
   cudaError_t const waited = can_wait_for(s, call);
   if (waited != cudaSuccess) return waited;
   sim::host_waits_for(s.clock);  // runs queued work until the stream's is done
+  sim::release_orphaned_events();
   sim::release_pool_memory(s.device);
   if (cudaError_t const sticky = sim::sticky_error(); sticky != cudaSuccess)
     return sim::fail(sticky);
@@ -2915,7 +2917,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   // cudaStreamWaitEvent with the external flags, cudaGraphAddEventRecordNode and
   // cudaGraphAddEventWaitNode): a later launch records or waits for it, and never reads freed
   // memory.
-  if (sim::run_without_waiting(e->clock) && !sim::named_by_a_graph(e)) delete e;
+  if (sim::named_by_a_graph(e)) {
+    sim::state().orphaned_events.push_back(e);  // freed when no graph names it any more
+  } else if (sim::run_without_waiting(e->clock)) {
+    delete e;
+  }
   return cudaSuccess;
 }
 

@@ -526,9 +526,10 @@ TEST_F(device_functions, managed_memory_calls_refuse_what_the_documentation_excl
   cudaMemLocation const device0{cudaMemLocationTypeDevice, 0};
   cudaMemLocation const no_such_device{cudaMemLocationTypeDevice, 1000};
   cudaMemLocation const numa_current{cudaMemLocationTypeHostNumaCurrent, 0};
-  // Advice: an unknown advice, memory cudaMalloc returned, a device that does not exist, and a
+  // Advice: an unknown advice (7: no enumerator, but within the enumeration's range, so that
+  // passing it is defined), memory cudaMalloc returned, a device that does not exist, and a
   // location type SetAccessedBy does not take.
-  expect_refused(cudaMemAdvise(data, bytes, static_cast<cudaMemoryAdvise>(99), device0),
+  expect_refused(cudaMemAdvise(data, bytes, static_cast<cudaMemoryAdvise>(7), device0),
                  cudaErrorInvalidValue);
   expect_refused(cudaMemAdvise(plain, bytes, cudaMemAdviseSetReadMostly, device0),
                  cudaErrorInvalidValue);

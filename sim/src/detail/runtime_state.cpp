@@ -773,6 +773,16 @@ bool named_by_a_graph(event_state const* event) {
                      [&names](queued_work const& work) { return work.node && names(*work.node); });
 }
 
+void release_orphaned_events() {
+  auto& orphans = state().orphaned_events;
+  auto const released = std::remove_if(orphans.begin(), orphans.end(), [](event_state* event) {
+    if (named_by_a_graph(event) || !complete(event->clock)) return false;
+    delete event;
+    return true;
+  });
+  orphans.erase(released, orphans.end());
+}
+
 void execute_graph(graph_state const& graph,  // NOLINT(misc-no-recursion)
                    launch_ordering const* ordering) {
   run_nodes(graph, ordering);

@@ -438,6 +438,9 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   std::set<std::pair<int, int>> peer_access;
   std::set<stream_state*> streams;
   std::set<event_state*> events;
+  // Events destroyed (cudaEventDestroy) while a graph, an executable or a queued launch still
+  // named them: freed by release_orphaned_events once none does.
+  std::vector<event_state*> orphaned_events;
   std::set<graph_state*> graphs;
   std::set<exec_state*> execs;
   std::set<capture_state*> captures;
@@ -605,6 +608,9 @@ std::unique_ptr<graph_state> clone(graph_state const& graph);
 // Whether an event record or wait node of a graph, an executable or a queued launch names
 // `event` (cudaEventDestroy keeps such an event's state, so that no launch reads freed memory).
 bool named_by_a_graph(event_state const* event);
+// Frees the orphaned events that no graph, executable or queued launch names any more and whose
+// records have completed. Called where such names go: a graph or executable destroyed, a wait.
+void release_orphaned_events();
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
