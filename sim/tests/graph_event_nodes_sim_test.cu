@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <graphstep/sim/race_report.hpp>
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
@@ -20,9 +21,6 @@ namespace {
 class graph_event_node_races : public ::testing::Test {
  protected:
   void SetUp() override {
-    mode_before_ = gs::sim::current_race_mode();
-    gs::sim::set_race_mode(gs::sim::race_mode::report);
-    already_ = gs::sim::races().size();
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
@@ -40,13 +38,8 @@ class graph_event_node_races : public ::testing::Test {
     SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(event_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
-    gs::sim::set_race_mode(mode_before_);
   }
-  [[nodiscard]] std::vector<std::string> new_races() const {
-    gs::sim::advance(gs::sim::queued_operations());
-    auto all = gs::sim::races();
-    return {all.begin() + static_cast<std::ptrdiff_t>(already_), all.end()};
-  }
+  [[nodiscard]] std::vector<std::string> new_races() const { return races_.found(); }
   cudaGraphNode_t add_memset(void* to, cudaGraphNode_t const* after = nullptr,
                              std::size_t after_count = 0) {
     cudaMemsetParams params{};
@@ -74,8 +67,7 @@ class graph_event_node_races : public ::testing::Test {
   void* y_{};
   cudaGraph_t graph_{};
   cudaGraphExec_t exec_{};
-  std::size_t already_{};
-  gs::sim::race_mode mode_before_{};
+  gs::sim::race_report races_;  // later tests stop at their first race again
 };
 
 }  // namespace

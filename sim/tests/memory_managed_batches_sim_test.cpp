@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <graphstep/sim/race_report.hpp>
 #include <graphstep/sim/sim.hpp>
 #include <string>
 #include <vector>
@@ -18,9 +19,6 @@ namespace {
 class managed_batches_sim : public ::testing::Test {
  protected:
   void SetUp() override {
-    mode_before_ = gs::sim::current_race_mode();
-    gs::sim::set_race_mode(gs::sim::race_mode::report);
-    already_ = gs::sim::races().size();
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaMallocManaged(reinterpret_cast<void**>(&memory_), bytes));
@@ -32,20 +30,14 @@ class managed_batches_sim : public ::testing::Test {
     SIM_TEST_EXPECT_SUCCESS(cudaFree(device_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
-    gs::sim::set_race_mode(mode_before_);
   }
-  [[nodiscard]] std::vector<std::string> new_races() const {
-    gs::sim::advance(gs::sim::queued_operations());
-    auto all = gs::sim::races();
-    return {all.begin() + static_cast<std::ptrdiff_t>(already_), all.end()};
-  }
+  [[nodiscard]] std::vector<std::string> new_races() const { return races_.found(); }
   static constexpr std::size_t bytes = 4096;
   cudaStream_t a_{};
   cudaStream_t b_{};
   unsigned char* memory_{};
   unsigned char* device_{};
-  std::size_t already_{};
-  gs::sim::race_mode mode_before_{};
+  gs::sim::race_report races_;  // later tests stop at their first race again
 };
 
 }  // namespace
@@ -73,13 +65,13 @@ TEST_F(managed_batches_sim, a_discard_races_with_an_unordered_read) {
   ASSERT_EQ(found.size(), 1U);
   EXPECT_NE(found[0].find("cudaMemDiscardBatchAsync"), std::string::npos) << found[0];
   SIM_TEST_TRY(cudaDeviceSynchronize());
-  already_ = gs::sim::races().size();
+  gs::sim::race_report const twin;  // the races found from here on
   cudaEvent_t discarded = nullptr;
   SIM_TEST_TRY(cudaEventCreateWithFlags(&discarded, cudaEventDisableTiming));
   SIM_TEST_TRY(cudaMemDiscardBatchAsync(pointers, sizes, 1, 0, a_));
   SIM_TEST_TRY(cudaEventRecord(discarded, a_));
   SIM_TEST_TRY(cudaStreamWaitEvent(b_, discarded, 0));
   SIM_TEST_TRY(cudaMemcpyAsync(device_, memory_, bytes, cudaMemcpyDefault, b_));
-  EXPECT_TRUE(new_races().empty());
+  EXPECT_TRUE(twin.found().empty());
   SIM_TEST_TRY(cudaEventDestroy(discarded));
 }
