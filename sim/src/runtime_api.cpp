@@ -251,13 +251,15 @@ bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std:
   return true;
 }
 
-// The span of one side of a copy: `slices` of what pitched_span gives, `slice_pitch` apart.
+// The span of one side of a copy: `slices` of what pitched_span gives, `slice_pitch` apart;
+// false too when the slices overlap (a slice's rows end after the next slice begins).
 bool pitched_span(std::size_t width, std::size_t height, std::size_t pitch, std::size_t slices,
                   std::size_t slice_pitch, std::size_t& span) {
   span = 0;
   std::size_t slice = 0;
   if (!pitched_span(width, height, pitch, slice)) return false;
   if (slice == 0 || slices == 0) return true;
+  if (slices > 1 && slice_pitch < slice) return false;
   if (slice_pitch != 0 && slices - 1 > (SIZE_MAX - slice) / slice_pitch) return false;
   span = (slices - 1) * slice_pitch + slice;
   return true;
@@ -312,16 +314,6 @@ cudaError_t check_pitched_copy(memcpy_params const& copy) {
   if (copy.destination_pitch < copy.bytes || copy.source_pitch < copy.bytes ||
       copy.destination_pitch > max_pitch || copy.source_pitch > max_pitch) {
     return cudaErrorInvalidPitchValue;
-  }
-  // Slices do not overlap one another: a slice's rows end before the next slice begins.
-  std::size_t destination_slice = 0;
-  std::size_t source_slice = 0;
-  if (copy.depth > 1 &&
-      (!pitched_span(copy.bytes, copy.height, copy.destination_pitch, destination_slice) ||
-       !pitched_span(copy.bytes, copy.height, copy.source_pitch, source_slice) ||
-       copy.destination_slice_pitch < destination_slice ||
-       copy.source_slice_pitch < source_slice)) {
-    return cudaErrorInvalidValue;
   }
   std::size_t destination_span = 0;
   std::size_t source_span = 0;
