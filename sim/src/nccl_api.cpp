@@ -17,6 +17,9 @@
 //   kernel node while the stream is capturing and runs again at every replay, reading its inputs
 //   then. It completes only once every rank has issued it; meanwhile its stream waits behind it
 //   and the host goes on.
+// - ncclSend and ncclRecv (and all-to-all, gather and scatter, built from them) are kernels too,
+//   matched per ordered pair of ranks in issue order (rank_link::exchange); a group's on one
+//   communicator and stream run as one kernel, so they never wait on one another.
 // - Inside ncclGroupStart/ncclGroupEnd, calls are held and launched at the outermost
 //   ncclGroupEnd (nccl.h: "All calls to NCCL until ncclGroupEnd will be fused").
 // - ncclCommAbort tells the communicator's kernels to exit (src/init.cc, setCommAbortFlags).
@@ -565,6 +568,55 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
   return group_checked(check_and_issue(call_name, call, comm, stream));
 }
 
+enum class block_pattern { all_to_all, gather, scatter };
+
+// All-to-all, gather and scatter move blocks of count elements between pairs of ranks: here a
+// group of sends and receives (one kernel, matched like ncclSend and ncclRecv, so that ranks that
+// disagree on count or type get the mismatch error rather than corrupt data).
+ncclResult_t move_blocks(char const* call_name, block_pattern pattern, void const* send,
+                         void* receive, std::size_t count, ncclDataType_t type, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  library_call_scope const inside{call_name};
+  std::shared_ptr<comm_core> const core = core_of(comm);
+  if (core == nullptr) return group_checked(invalid_comm(call_name));
+  if (ncclResult_t const ready = ensure_ready(*core, call_name); ready != ncclSuccess) {
+    return group_checked(ready);
+  }
+  if (pattern != block_pattern::all_to_all && (root < 0 || root >= core->ranks)) {
+    return group_checked(warn(ncclInvalidArgument, std::string{call_name} + ": root " +
+                                                       std::to_string(root) + " is not a rank of " +
+                                                       std::to_string(core->ranks)));
+  }
+  // Like the other collectives, one of nothing returns at once (ncclEnqueueCheck).
+  if (count == 0) return ncclSuccess;
+  std::size_t const block = count * element_bytes(type);  // 0 for a refused type: checked below
+  auto const at = [block](int rank) { return static_cast<std::size_t>(rank) * block; };
+  std::vector<collective_call> calls;
+  for (int peer = 0; peer < core->ranks; ++peer) {
+    bool const sends = pattern == block_pattern::all_to_all ||
+                       (pattern == block_pattern::gather ? peer == root : core->rank == root);
+    bool const receives = pattern == block_pattern::all_to_all ||
+                          (pattern == block_pattern::gather ? core->rank == root : peer == root);
+    if (sends) {
+      void const* const from = pattern == block_pattern::gather
+                                   ? send
+                                   : static_cast<unsigned char const*>(send) + at(peer);
+      calls.push_back({collective_kind::send, from, nullptr, count, type, ncclSum, peer});
+    }
+    if (receives) {
+      void* const into = pattern == block_pattern::scatter
+                             ? receive
+                             : static_cast<unsigned char*>(receive) + at(peer);
+      calls.push_back({collective_kind::receive, nullptr, into, count, type, ncclSum, peer});
+    }
+  }
+  static_cast<void>(ncclGroupStart());
+  for (collective_call const& call : calls) {
+    static_cast<void>(group_checked(check_and_issue(call_name, call, comm, stream)));
+  }
+  return ncclGroupEnd();
+}
+
 // The segment a NCCL_COMM_ID address names. The address is read as ncclSocketGetAddrFromString
 // reads it (src/misc/socket.cc): "[<ipv6>]:<port>", or "<ipv4 or hostname>:<port>" up to the
 // first ',' (parseStringList, src/misc/utils.cc; no port is port -1), resolved by getaddrinfo,
@@ -972,6 +1024,30 @@ ncclResult_t ncclGroupEnd() {
   }
   ncclResult_t const launched = sn::launch_all(launches);
   return result == ncclSuccess ? launched : result;
+}
+
+// nccl.h, All-to-All: "Data to send to destination rank j is taken from sendbuff+j*count and
+// data received from source rank i is placed at recvbuff+i*count."
+ncclResult_t ncclAlltoAll(void const* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return sn::move_blocks("ncclAlltoAll", sn::block_pattern::all_to_all, sendbuff, recvbuff, count,
+                         datatype, 0, comm, stream);
+}
+
+// nccl.h, Gather: "Each rank sends count elements from sendbuff to the root rank. On the root
+// rank, data from rank i is placed at recvbuff + i*count."
+ncclResult_t ncclGather(void const* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  return sn::move_blocks("ncclGather", sn::block_pattern::gather, sendbuff, recvbuff, count,
+                         datatype, root, comm, stream);
+}
+
+// nccl.h, Scatter: "On the root rank, count elements from sendbuff+i*count are sent to rank i.
+// ... Each rank receives count elements into recvbuff."
+ncclResult_t ncclScatter(void const* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return sn::move_blocks("ncclScatter", sn::block_pattern::scatter, sendbuff, recvbuff, count,
+                         datatype, root, comm, stream);
 }
 
 }  // extern "C"

@@ -1,4 +1,5 @@
-// ncclSend and ncclRecv on the simulated device, with ranks as threads of this process sharing
+// ncclSend and ncclRecv (and ncclAlltoAll, ncclGather and ncclScatter, built on them) on the
+// simulated device, with ranks as threads of this process sharing
 // device 0 (NCCL on a GPU refuses two ranks on one device, so these run on the simulator only):
 // rings among 2 and 4 ranks, eager and captured then replayed with new data, a send to self,
 // an all-to-all group, matching in issue order, a send whose receive comes later, mismatched
@@ -300,6 +301,119 @@ TEST(nccl_point_to_point, bad_peers_and_null_buffers_are_invalid_arguments) {
     ncclResult_t async = ncclInternalError;
     EXPECT_EQ(ncclCommGetAsyncError(c.comm, &async), ncclSuccess);
     EXPECT_EQ(async, ncclSuccess);
+    SIM_TEST_TRY(cudaFree(buffer));
+  });
+}
+
+// ncclAlltoAll, ncclGather and ncclScatter move blocks of `count` elements between pairs.
+std::vector<float> blocks(int rank, int ranks, std::size_t block) {
+  std::vector<float> values;
+  for (int j = 0; j < ranks; ++j) {
+    auto const part = pattern(rank, j, block);
+    values.insert(values.end(), part.begin(), part.end());
+  }
+  return values;
+}
+
+TEST(nccl_block_exchanges, all_to_all_of_4_ranks_delivers_block_j_to_rank_j_at_every_replay) {
+  constexpr std::size_t block = 40'000;
+  run_ranks(4, [](rank_context& c) {
+    std::size_t const total = block * static_cast<std::size_t>(c.ranks);
+    float* send = nullptr;
+    float* receive = nullptr;
+    SIM_TEST_TRY(cudaMalloc(&send, total * sizeof(float)));
+    SIM_TEST_TRY(cudaMalloc(&receive, total * sizeof(float)));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    SIM_TEST_TRY(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+    EXPECT_EQ(ncclAlltoAll(send, receive, block, ncclFloat, c.comm, c.stream), ncclSuccess);
+    SIM_TEST_TRY(cudaStreamEndCapture(c.stream, &graph));
+    SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    SIM_TEST_TRY(cudaGraphDestroy(graph));
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> mine = blocks(c.rank, c.ranks, block);
+      for (float& value : mine) value += static_cast<float>(round) * 0.5F;
+      upload(send, mine, c.stream);
+      if (round == 0) {
+        EXPECT_EQ(ncclAlltoAll(send, receive, block, ncclFloat, c.comm, c.stream), ncclSuccess);
+      } else {
+        SIM_TEST_TRY(cudaGraphLaunch(exec, c.stream));
+      }
+      std::vector<float> expected;
+      for (int i = 0; i < c.ranks; ++i) {
+        auto part = pattern(i, c.rank, block);
+        for (float& value : part) value += static_cast<float>(round) * 0.5F;
+        expected.insert(expected.end(), part.begin(), part.end());
+      }
+      EXPECT_EQ(sim_testing::copy_to_host(receive, total, c.stream), expected)
+          << "rank " << c.rank << ", round " << round;
+    }
+    SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+    SIM_TEST_TRY(cudaFree(send));
+    SIM_TEST_TRY(cudaFree(receive));
+  });
+}
+
+TEST(nccl_block_exchanges, gather_places_rank_i_at_block_i_of_the_root) {
+  constexpr std::size_t block = 1'000;
+  run_ranks(3, [](rank_context& c) {
+    std::size_t const total = block * static_cast<std::size_t>(c.ranks);
+    float* send = nullptr;
+    float* receive = nullptr;
+    SIM_TEST_TRY(cudaMalloc(&send, block * sizeof(float)));
+    SIM_TEST_TRY(cudaMalloc(&receive, total * sizeof(float)));
+    upload(send, pattern(c.rank, 5, block), c.stream);
+    EXPECT_EQ(ncclGather(send, receive, block, ncclFloat, 1, c.comm, c.stream), ncclSuccess);
+    if (c.rank == 1) {
+      std::vector<float> expected;
+      for (int i = 0; i < c.ranks; ++i) {
+        auto const part = pattern(i, 5, block);
+        expected.insert(expected.end(), part.begin(), part.end());
+      }
+      EXPECT_EQ(sim_testing::copy_to_host(receive, total, c.stream), expected);
+    }
+    SIM_TEST_TRY(cudaStreamSynchronize(c.stream));
+    SIM_TEST_TRY(cudaFree(send));
+    SIM_TEST_TRY(cudaFree(receive));
+  });
+}
+
+TEST(nccl_block_exchanges, scatter_sends_block_i_of_the_root_to_rank_i) {
+  constexpr std::size_t block = 1'000;
+  run_ranks(3, [](rank_context& c) {
+    std::size_t const total = block * static_cast<std::size_t>(c.ranks);
+    float* send = nullptr;
+    float* receive = nullptr;
+    SIM_TEST_TRY(cudaMalloc(&send, total * sizeof(float)));
+    SIM_TEST_TRY(cudaMalloc(&receive, block * sizeof(float)));
+    if (c.rank == 2) upload(send, blocks(9, c.ranks, block), c.stream);
+    EXPECT_EQ(ncclScatter(send, receive, block, ncclFloat, 2, c.comm, c.stream), ncclSuccess);
+    EXPECT_EQ(sim_testing::copy_to_host(receive, block, c.stream), pattern(9, c.rank, block))
+        << "rank " << c.rank;
+    SIM_TEST_TRY(cudaFree(send));
+    SIM_TEST_TRY(cudaFree(receive));
+  });
+}
+
+TEST(nccl_block_exchanges, a_bad_root_or_a_short_buffer_is_an_invalid_argument) {
+  run_ranks(1, [](rank_context& c) {
+    float* buffer = nullptr;
+    SIM_TEST_TRY(cudaMalloc(&buffer, 16 * sizeof(float)));
+    EXPECT_EQ(ncclGather(buffer, buffer, 16, ncclFloat, 1, c.comm, c.stream), ncclInvalidArgument);
+    EXPECT_NE(std::string{ncclGetLastError(c.comm)}.find("ncclGather: root 1 is not a rank of 1"),
+              std::string::npos)
+        << ncclGetLastError(c.comm);
+    EXPECT_EQ(ncclScatter(buffer, buffer, 16, ncclFloat, -1, c.comm, c.stream),
+              ncclInvalidArgument);
+    EXPECT_EQ(ncclAlltoAll(buffer, nullptr, 16, ncclFloat, c.comm, c.stream), ncclInvalidArgument);
+    EXPECT_EQ(ncclAlltoAll(buffer, buffer, 32, ncclFloat, c.comm, c.stream), ncclInvalidArgument);
+    // One rank: the exchange is a copy to self.
+    float* other = nullptr;
+    SIM_TEST_TRY(cudaMalloc(&other, 16 * sizeof(float)));
+    upload(buffer, pattern(3, 3, 16), c.stream);
+    EXPECT_EQ(ncclAlltoAll(buffer, other, 16, ncclFloat, c.comm, c.stream), ncclSuccess);
+    EXPECT_EQ(sim_testing::copy_to_host(other, 16, c.stream), pattern(3, 3, 16));
+    SIM_TEST_TRY(cudaFree(other));
     SIM_TEST_TRY(cudaFree(buffer));
   });
 }
