@@ -543,8 +543,8 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
                                            " bytes of device memory");
     }
   }
-  // A collective of nothing returns at once (ncclEnqueueCheck, src/enqueue.cc); sends and
-  // receives of nothing are still matched with their peer's, in order (p2pTaskAppend).
+  // A collective of nothing returns at once; sends and receives of nothing are still queued
+  // and so matched with their peer's, in order (taskAppend, src/enqueue.cc).
   if (call.count == 0 && !point_to_point(call.kind)) return ncclSuccess;
   pending_launch pending{std::move(core), call, stream, {}};
   // One rank: NCCL issues the work at once, inside a group too (ncclLaunchOneRank in taskAppend,
@@ -587,7 +587,7 @@ ncclResult_t move_blocks(char const* call_name, block_pattern pattern, void cons
                                                        std::to_string(root) + " is not a rank of " +
                                                        std::to_string(core->ranks)));
   }
-  // Like the other collectives, one of nothing returns at once (ncclEnqueueCheck).
+  // Like the other collectives, one of nothing returns at once (taskAppend, src/enqueue.cc).
   if (count == 0) return ncclSuccess;
   std::size_t const block = count * element_bytes(type);  // 0 for a refused type: checked below
   auto const at = [block](int rank) { return static_cast<std::size_t>(rank) * block; };
