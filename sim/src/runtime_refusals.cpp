@@ -106,14 +106,6 @@ cudaError_t CUDARTAPI cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSe
   return refusal::refuse("cudaDestroyExternalSemaphore", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  return refusal::refuse("cudaLaunchKernelExC", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream) {
-  return refusal::refuse("cudaLaunchCooperativeKernel", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) {
   return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet");
 }

@@ -67,6 +67,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.pageableMemoryAccess = 0;
   p.canMapHostMemory = 1;
   p.integrated = 0;
+  p.cooperativeLaunch = 1;  // cudaLaunchCooperativeKernel, as on an H100
 }
 
 void populate(platform& p) {

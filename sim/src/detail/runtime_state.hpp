@@ -605,6 +605,14 @@ std::unique_ptr<graph_state> clone(graph_state const& graph);
 // Whether an event record or wait node of a graph, an executable or a queued launch names
 // `event` (cudaEventDestroy keeps such an event's state, so that no launch reads freed memory).
 bool named_by_a_graph(event_state const* event);
+// The task a launch by address (`caller`: a kernel node, cudaLaunchKernelExC, ...) of `func`
+// runs, made from the function's first <<<...>>> launch (graph_api.cpp).
+cudaError_t kernel_task_of(void const* func, void* const* kernel_params, void* const* extra,
+                           dim3 grid, dim3 block, unsigned shared_bytes, int device,
+                           std::shared_ptr<kernel_task const>& out, char const* caller);
+// Queues `task` on `stream` (the state's mutex held): the error of a launch, as enqueue_kernel
+// leaves it for cudaGetLastError.
+cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
