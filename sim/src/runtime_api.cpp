@@ -3135,6 +3135,33 @@ cudaError_t cudaFuncGetName(char const** name, void const* func) {
   return cudaSuccess;
 }
 
+// cudaGetKernel: "Returns in kernelPtr the device kernel corresponding to the entry function
+// entryFuncAddr"; cudaGetFuncBySymbol: "Returns in functionPtr the device entry function
+// corresponding to the symbol symbolPtr". Here each handle is the entry function's address, so a
+// cudaKernel_t works wherever the runtime takes one in place of the entry function ("If func is
+// not a device entry function, then it is assumed to be a cudaKernel_t", cudaFuncGetName), and
+// both calls agree with __cudaGetKernel. The headers list only cudaSuccess: a null result is
+// cudaErrorInvalidValue and a null function cudaErrorInvalidDeviceFunction (the stricter
+// reading); any other pointer is taken for a kernel, as cudaFuncSetAttribute takes one, since a
+// kernel is known here only from its first launch. No driver call takes a CUfunction here.
+cudaError_t cudaGetKernel(cudaKernel_t* kernelPtr, void const* entryFuncAddr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (kernelPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (entryFuncAddr == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  *kernelPtr = reinterpret_cast<cudaKernel_t>(const_cast<void*>(entryFuncAddr));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, void const* symbolPtr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (functionPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (symbolPtr == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  *functionPtr = reinterpret_cast<cudaFunction_t>(const_cast<void*>(symbolPtr));
+  return cudaSuccess;
+}
+
 // "paramIndex must be less than the number of parameters that func takes"; past the last one
 // the call answers cudaErrorInvalidValue (cudaFuncGetParamInfo).
 cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_t* offset,

@@ -107,11 +107,11 @@ cudaError_t CUDARTAPI cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSe
 }
 
 cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) {
-  return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet");
+  return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet: the simulated device launches no thread block clusters");
 }
 
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig) {
-  return refusal::refuse("cudaOccupancyMaxActiveClusters", "not modelled yet");
+  return refusal::refuse("cudaOccupancyMaxActiveClusters", "not modelled yet: the simulated device launches no thread block clusters");
 }
 
 cudaError_t CUDARTAPI cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags) {
@@ -429,14 +429,6 @@ cudaError_t CUDARTAPI cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum 
 
 cudaError_t CUDARTAPI cudaGetExportTable(const void **ppExportTable, const cudaUUID_t *pExportTableId) {
   return refusal::refuse("cudaGetExportTable", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolPtr) {
-  return refusal::refuse("cudaGetFuncBySymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr) {
-  return refusal::refuse("cudaGetKernel", "not modelled yet");
 }
 
 #pragma GCC diagnostic pop

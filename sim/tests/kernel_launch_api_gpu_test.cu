@@ -276,3 +276,57 @@ TEST_F(kernel_launch_api, a_launch_under_stream_capture_becomes_a_kernel_node) {
   SIM_TEST_TRY(cudaGraphExecDestroy(exec));
   SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
+
+// cudaGetKernel: "the device kernel corresponding to the entry function"; a cudaKernel_t may be
+// passed where the runtime takes the entry function (cudaFuncGetName: "If func is not a device
+// entry function, then it is assumed to be a cudaKernel_t"): it names the same kernel and
+// launches it with cudaLaunchKernelExC.
+TEST_F(kernel_launch_api, a_kernel_handle_names_and_launches_its_kernel) {
+  cudaKernel_t kernel{};
+  SIM_TEST_TRY(cudaGetKernel(&kernel, recorder()));
+  ASSERT_NE(kernel, nullptr);
+  cudaKernel_t again{};
+  SIM_TEST_TRY(cudaGetKernel(&again, recorder()));
+  EXPECT_EQ(again, kernel);
+  char const* by_function = nullptr;
+  char const* by_kernel = nullptr;
+  SIM_TEST_TRY(cudaFuncGetName(&by_function, recorder()));
+  SIM_TEST_TRY(cudaFuncGetName(&by_kernel, reinterpret_cast<void const*>(kernel)));
+  ASSERT_NE(by_kernel, nullptr);
+  EXPECT_STREQ(by_kernel, by_function);
+
+  dim3 const grid{2, 1, 1};
+  dim3 const block{16, 1, 1};
+  int tag = 600;
+  void* args[] = {&out_, &dims_, &tag};
+  cudaLaunchConfig_t const config = config_of(grid, block, 16 * sizeof(int), stream_, nullptr, 0);
+  SIM_TEST_TRY(cudaLaunchKernelExC(&config, reinterpret_cast<void const*>(kernel), args));
+  expect_recorded(grid, block, 600);
+}
+
+// cudaGetFuncBySymbol: "Returns in functionPtr the device entry function corresponding to the
+// symbol", the same function each time.
+TEST_F(kernel_launch_api, the_function_of_a_symbol_is_one_function) {
+  cudaFunction_t function{};
+  SIM_TEST_TRY(cudaGetFuncBySymbol(&function, recorder()));
+  ASSERT_NE(function, nullptr);
+  cudaFunction_t again{};
+  SIM_TEST_TRY(cudaGetFuncBySymbol(&again, recorder()));
+  EXPECT_EQ(again, function);
+}
+
+// The headers list only cudaSuccess for cudaGetKernel and cudaGetFuncBySymbol: the simulated
+// device refuses a null result (cudaErrorInvalidValue) and a null function
+// (cudaErrorInvalidDeviceFunction); a GPU run answers what a GPU returns.
+TEST_F(kernel_launch_api, probe_kernel_and_function_handles_refuse_null_pointers) {
+  EXPECT_EQ(cudaGetKernel(nullptr, recorder()), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  cudaKernel_t kernel{};
+  EXPECT_EQ(cudaGetKernel(&kernel, nullptr), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetFuncBySymbol(nullptr, recorder()), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  cudaFunction_t function{};
+  EXPECT_EQ(cudaGetFuncBySymbol(&function, nullptr), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+}

@@ -128,6 +128,30 @@ TEST_F(launch_by_address, a_destroyed_stream_is_an_invalid_resource_handle) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
 }
 
+// The simulated device launches no thread block clusters (a cluster dimension is refused at a
+// launch and by cudaFuncSetAttribute), so the cluster occupancy queries are refused with that
+// reason rather than answered for launches that cannot happen.
+TEST_F(launch_by_address, cluster_occupancy_is_refused_with_its_reason) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3{16};
+  config.blockDim = dim3{128};
+  auto const* func = reinterpret_cast<void const*>(&launched);
+  int answer = -1;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cudaOccupancyMaxActiveClusters(&answer, func, &config), cudaErrorNotSupported);
+  EXPECT_EQ(cudaOccupancyMaxPotentialClusterSize(&answer, func, &config), cudaErrorNotSupported);
+  std::string const said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("cudaOccupancyMaxActiveClusters is not modelled yet: the simulated device "
+                      "launches no thread block clusters"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("cudaOccupancyMaxPotentialClusterSize is not modelled yet"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(answer, -1);
+  static_cast<void>(cudaGetLastError());
+}
+
 TEST(launch_by_address_barrier, a_grid_sync_in_a_cooperative_launch_is_a_kernel_fault) {
   EXPECT_EXIT(cooperative_grid_barrier_and_exit_with_the_error(), ::testing::ExitedWithCode(0),
               "grid_group::sync\\(\\) needs a cooperative launch \\(cudaLaunchCooperativeKernel\\) "
