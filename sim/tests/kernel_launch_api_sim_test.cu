@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <graphstep/sim/race_report.hpp>
 #include <string>
+#include <vector>
 
 #include "sim_test.hpp"
 
@@ -150,6 +152,29 @@ TEST_F(launch_by_address, cluster_occupancy_is_refused_with_its_reason) {
       << said;
   EXPECT_EQ(answer, -1);
   static_cast<void>(cudaGetLastError());
+}
+
+// A launch by address records its kernel's device-memory accesses as a <<<...>>> launch does: its
+// write, unordered with a memset of the same bytes on another stream, is reported as a race.
+TEST_F(launch_by_address, a_launch_by_address_is_seen_by_the_race_checker) {
+  cudaStream_t a{};
+  cudaStream_t b{};
+  SIM_TEST_TRY(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  SIM_TEST_TRY(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  graphstep::sim::race_report const races;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3{1};
+  config.blockDim = dim3{1};
+  config.stream = a;
+  SIM_TEST_TRY(cudaLaunchKernelExC(&config, reinterpret_cast<void const*>(&launched), arguments_));
+  SIM_TEST_TRY(cudaMemsetAsync(value_, 0, sizeof(int), b));
+  std::vector<std::string> const found = races.found();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("launched"), std::string::npos) << found[0];
+  EXPECT_NE(found[0].find("not ordered before"), std::string::npos) << found[0];
+  SIM_TEST_TRY(cudaDeviceSynchronize());
+  SIM_TEST_TRY(cudaStreamDestroy(a));
+  SIM_TEST_TRY(cudaStreamDestroy(b));
 }
 
 TEST(launch_by_address_barrier, a_grid_sync_in_a_cooperative_launch_is_a_kernel_fault) {
