@@ -420,6 +420,7 @@ cudaError_t cudaSetDevice(int device) {
     return sim::fail(cudaErrorInvalidDevice);
   }
   sim::this_thread().device = device;
+  sim::this_thread().device_chosen = true;
   sim::use_primary_context();
   return cudaSuccess;
 }

@@ -70,10 +70,6 @@ cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilit
   return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet");
 }
 
-cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
-  return refusal::refuse("cudaSetValidDevices", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaImportExternalMemory(cudaExternalMemory_t *extMem_out, const struct cudaExternalMemoryHandleDesc *memHandleDesc) {
   return refusal::refuse("cudaImportExternalMemory", "not modelled");
 }

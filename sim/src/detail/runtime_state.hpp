@@ -472,12 +472,17 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
 };
 
 platform& state();
+// The device a host thread uses until cudaSetDevice names one: the first of cudaSetValidDevices'
+// list, or device 0 without one.
+int implicit_device() noexcept;
+void set_implicit_device(int device) noexcept;
 using lock_guard = std::lock_guard<platform_mutex>;
 
 // Per host thread: the current device, the last error, the capture mode of
 // cudaThreadExchangeStreamCaptureMode, and whether a host function is running.
 struct thread_state {
   int device{};
+  bool device_chosen{};           // cudaSetDevice named the device
   std::uint32_t contexts_used{};  // a bit per device whose primary context this thread used
   cudaError_t last_error{cudaSuccess};
   cudaStreamCaptureMode capture_mode{cudaStreamCaptureModeGlobal};
