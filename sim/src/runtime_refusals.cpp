@@ -19,7 +19,7 @@
 namespace refusal = graphstep::sim::detail;
 
 cudaError_t CUDARTAPI cudaDeviceReset(void) {
-  return refusal::refuse("cudaDeviceReset", "not modelled yet");
+  return refusal::refuse("cudaDeviceReset", "not modelled yet: destroying every allocation, stream, event, graph and pool of the device, with later use of their handles refused, is not modelled");
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device) {
@@ -59,7 +59,7 @@ cudaError_t CUDARTAPI cudaDeviceUnregisterAsyncNotification(int device, cudaAsyn
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation* operations, unsigned int count, int device) {
-  return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet");
+  return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet: the simulated device reports no host-native atomic operations");
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, int device, int flags) {
@@ -67,7 +67,7 @@ cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, 
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation *operations, unsigned int count, int srcDevice, int dstDevice) {
-  return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet");
+  return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet: the simulated device does not say which atomic capabilities each operation has over a peer link");
 }
 
 cudaError_t CUDARTAPI cudaImportExternalMemory(cudaExternalMemory_t *extMem_out, const struct cudaExternalMemoryHandleDesc *memHandleDesc) {

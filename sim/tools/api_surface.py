@@ -215,6 +215,14 @@ PRECISE_REASONS = {
         "not modelled yet: the simulated device launches no thread block clusters",
     "cudaOccupancyMaxActiveClusters":
         "not modelled yet: the simulated device launches no thread block clusters",
+    "cudaDeviceGetHostAtomicCapabilities":
+        "not modelled yet: the simulated device reports no host-native atomic operations",
+    "cudaDeviceGetP2PAtomicCapabilities":
+        "not modelled yet: the simulated device does not say which atomic capabilities each "
+        "operation has over a peer link",
+    "cudaDeviceReset":
+        "not modelled yet: destroying every allocation, stream, event, graph and pool of the "
+        "device, with later use of their handles refused, is not modelled",
 }
 
 
