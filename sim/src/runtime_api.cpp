@@ -3426,6 +3426,7 @@ namespace {
 // What cudaLaunchKernelExC's attributes ask of a launch, as far as the simulator honours them.
 struct launch_request {
   bool cooperative{};
+  int priority{};  // the kernel node's, read back from a captured launch
 };
 
 char const* launch_attribute_name(cudaLaunchAttributeID id) {
@@ -3473,6 +3474,7 @@ cudaError_t read_launch_attributes(cudaLaunchConfig_t const& config, launch_requ
         if (attribute.val.priority < greatest_priority || attribute.val.priority > least_priority) {
           return cudaErrorInvalidValue;
         }
+        request.priority = attribute.val.priority;
         break;
       case cudaLaunchAttributeCooperative:
         request.cooperative = request.cooperative || attribute.val.cooperative != 0;
@@ -3521,7 +3523,7 @@ cudaError_t launch_by_address(void const* func, dim3 grid, dim3 block, void** ar
     if (p.cooperativeLaunch == 0) return sim::fail(cudaErrorNotSupported);
     if (blocks > resident) return sim::fail(cudaErrorCooperativeLaunchTooLarge);
   }
-  return sim::launch_kernel(stream, std::move(task));
+  return sim::launch_kernel(stream, std::move(task), request.priority);
 }
 
 }  // namespace
@@ -3547,8 +3549,8 @@ cudaError_t cudaLaunchKernelExC(cudaLaunchConfig_t const* config, void const* fu
 cudaError_t cudaLaunchCooperativeKernel(void const* func, dim3 gridDim, dim3 blockDim, void** args,
                                         std::size_t sharedMem, cudaStream_t stream) {
   sim::lock_guard const lock{sim::state().mutex};
-  return launch_by_address(func, gridDim, blockDim, args, sharedMem, stream, launch_request{true},
-                           "cudaLaunchCooperativeKernel");
+  return launch_by_address(func, gridDim, blockDim, args, sharedMem, stream,
+                           launch_request{true, 0}, "cudaLaunchCooperativeKernel");
 }
 
 // --- profiler control (cuda_profiler_api.h): no profiling tool is attached; both return
@@ -3601,7 +3603,8 @@ bool launch_configuration_valid(device_state const& device, kernel_task const& t
          task.dynamic_shared_bytes() <= dynamic_shared_limit(device, task);
 }
 
-cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task) {
+cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task,
+                          int priority) {
   if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   stream_state* s = find_stream(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
@@ -3616,6 +3619,7 @@ cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const
   auto node = std::make_unique<node_state>();
   node->type = cudaGraphNodeTypeKernel;
   node->kernel = std::move(task);
+  node->priority = priority;
   static_cast<void>(submit(*s, std::move(node)));
   return cudaSuccess;
 }

@@ -277,6 +277,39 @@ TEST_F(kernel_launch_api, a_launch_under_stream_capture_becomes_a_kernel_node) {
   SIM_TEST_TRY(cudaGraphDestroy(graph));
 }
 
+// cudaLaunchAttributePriority is "Valid for streams, graph nodes, launches": a captured launch's
+// kernel node keeps the launch's priority.
+TEST_F(kernel_launch_api, a_captured_launch_keeps_its_priority_on_its_kernel_node) {
+  int least = 0;
+  int greatest = 0;
+  SIM_TEST_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaLaunchAttribute priority{};
+  priority.id = cudaLaunchAttributePriority;
+  priority.val.priority = greatest;
+  int tag = 5;
+  void* args[] = {&out_, &dims_, &tag};
+  cudaLaunchConfig_t const config =
+      config_of(dim3{1}, dim3{4}, 4 * sizeof(int), stream_, &priority, 1);
+  cudaGraph_t graph{};
+  SIM_TEST_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  cudaError_t const launched = cudaLaunchKernelExC(&config, recorder(), args);
+  SIM_TEST_TRY(cudaStreamEndCapture(stream_, &graph));
+  ASSERT_EQ(launched, cudaSuccess);
+  std::size_t count = 1;
+  cudaGraphNode_t node{};
+  SIM_TEST_TRY(cudaGraphGetNodes(graph, &node, &count));
+  ASSERT_EQ(count, 1U);
+  cudaLaunchAttributeValue value{};
+  SIM_TEST_TRY(cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributePriority, &value));
+  EXPECT_EQ(value.priority, greatest);
+  cudaGraphExec_t exec{};
+  SIM_TEST_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+  expect_recorded(dim3{1}, dim3{4}, 5);
+  SIM_TEST_TRY(cudaGraphExecDestroy(exec));
+  SIM_TEST_TRY(cudaGraphDestroy(graph));
+}
+
 // cudaGetKernel: "the device kernel corresponding to the entry function"; a cudaKernel_t may be
 // passed where the runtime takes the entry function (cudaFuncGetName: "If func is not a device
 // entry function, then it is assumed to be a cudaKernel_t"): it names the same kernel and

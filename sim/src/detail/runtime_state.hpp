@@ -616,8 +616,9 @@ cudaError_t kernel_task_of(void const* func, void* const* kernel_params, void* c
                            dim3 grid, dim3 block, unsigned shared_bytes, int device,
                            std::shared_ptr<kernel_task const>& out, char const* caller);
 // Queues `task` on `stream` (the state's mutex held): the error of a launch, as enqueue_kernel
-// leaves it for cudaGetLastError.
-cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task);
+// leaves it for cudaGetLastError. `priority` is its kernel node's priority attribute.
+cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task,
+                          int priority = 0);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);
