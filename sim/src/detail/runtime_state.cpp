@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.pageableMemoryAccess = 0;
   p.canMapHostMemory = 1;
   p.integrated = 0;
+  p.cooperativeLaunch = 1;  // cudaLaunchCooperativeKernel, as on an H100
 }
 
 void populate(platform& p) {
@@ -116,8 +118,25 @@ platform& state() {
   return *instance;
 }
 
+namespace {
+// Read by threads as they start, outside the state's mutex.
+std::atomic<int> first_valid_device{0};
+}  // namespace
+
+int implicit_device() noexcept {
+  return first_valid_device.load();
+}
+
+void set_implicit_device(int device) noexcept {
+  first_valid_device.store(device);
+}
+
 thread_state& this_thread() {
-  thread_local thread_state instance;
+  thread_local thread_state instance = [] {
+    thread_state initial;
+    initial.device = implicit_device();
+    return initial;
+  }();
   return instance;
 }
 
