@@ -139,6 +139,31 @@ cudaError_t cudaChooseDevice(int* device, cudaDeviceProp const* properties) {
   return cudaSuccess;
 }
 
+// cudaSetValidDevices: "CUDA will try devices from the list sequentially until it finds one that
+// works", and "with a len of 0 ... CUDA will go back to its default behavior of trying devices
+// sequentially from a default list containing all of the available CUDA devices". Every simulated
+// device works, so the device a host thread uses before cudaSetDevice names one is the list's
+// first (device 0 without a list); a thread that named a device or used a context keeps its own.
+// "If a specified device ID in the list does not exist, this function will return
+// cudaErrorInvalidDevice. If len is not 0 and device_arr is NULL or if len exceeds the number of
+// devices in the system, then cudaErrorInvalidValue"; a negative len too (the stricter reading).
+cudaError_t cudaSetValidDevices(int* device_arr, int len) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = sim::enter_runtime_call(); error != cudaSuccess) return error;
+  if (len < 0 || (len != 0 && device_arr == nullptr) ||
+      static_cast<std::size_t>(len) > sim::state().devices.size()) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  for (int i = 0; i < len; ++i) {
+    if (device_or_null(device_arr[i]) == nullptr) return sim::fail(cudaErrorInvalidDevice);
+  }
+  int const first = len == 0 ? 0 : device_arr[0];
+  sim::set_implicit_device(first);
+  sim::thread_state& me = sim::this_thread();
+  if (!me.device_chosen && me.contexts_used == 0U) me.device = first;
+  return cudaSuccess;
+}
+
 // "Returns an ASCII string identifying the device dev in the NULL-terminated string pointed to by
 // pciBusId ... [domain]:[bus]:[device].[function] where domain, bus, device, and function are all
 // hexadecimal values. pciBusId should be large enough to store 13 characters including the

@@ -928,29 +928,39 @@ cudaError_t relaunch(graphstep::sim::kernel_task const& prototype, void* const* 
   return cudaSuccess;
 }
 
-// The task a kernel node made from cudaKernelNodeParams runs. A kernel runs here from its source,
-// reached through a <<<...>>> launch: a function is known from its first launch (as for
+}  // namespace
+
+namespace graphstep::sim::detail {
+
+// The task a launch by address runs (a kernel node made from cudaKernelNodeParams,
+// cudaLaunchKernelExC, cudaLaunchCooperativeKernel). A kernel runs here from its source, reached
+// through a <<<...>>> launch: a function is known from its first launch (as for
 // cudaFuncGetName), and one never launched is cudaErrorInvalidDeviceFunction, said on stderr.
 cudaError_t kernel_task_of(void const* func, void* const* kernel_params, void* const* extra,
                            dim3 grid, dim3 block, unsigned shared_bytes, int device,
-                           std::shared_ptr<graphstep::sim::kernel_task const>& out) {
-  auto const found = sim::state().functions.find(func);
-  if (func == nullptr || found == sim::state().functions.end() || !found->second.prototype) {
+                           std::shared_ptr<graphstep::sim::kernel_task const>& out,
+                           char const* caller) {
+  auto const found = state().functions.find(func);
+  if (func == nullptr || found == state().functions.end() || !found->second.prototype) {
     static_cast<void>(std::fprintf(
         stderr,
-        "graphstep simulated device: a kernel node names function %p, which no <<<...>>> launch "
-        "has run: the simulated device knows a kernel from its first launch\n",
-        func));
+        "graphstep simulated device: %s names function %p, which no <<<...>>> launch has run: "
+        "the simulated device knows a kernel from its first launch\n",
+        caller, func));
     return cudaErrorInvalidDeviceFunction;
   }
   return relaunch(*found->second.prototype, kernel_params, extra, grid, block, shared_bytes, device,
                   out);
 }
 
+}  // namespace graphstep::sim::detail
+
+namespace {
+
 cudaError_t kernel_task_of(cudaKernelNodeParams const& params, int device,
                            std::shared_ptr<graphstep::sim::kernel_task const>& out) {
-  return kernel_task_of(params.func, params.kernelParams, params.extra, params.gridDim,
-                        params.blockDim, params.sharedMemBytes, device, out);
+  return sim::kernel_task_of(params.func, params.kernelParams, params.extra, params.gridDim,
+                             params.blockDim, params.sharedMemBytes, device, out, "a kernel node");
 }
 
 // A memset node's parameters (cudaMemsetParams): elementSize 1, 2 or 4, a width, a pitch that

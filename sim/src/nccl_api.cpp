@@ -17,6 +17,9 @@
 //   kernel node while the stream is capturing and runs again at every replay, reading its inputs
 //   then. It completes only once every rank has issued it; meanwhile its stream waits behind it
 //   and the host goes on.
+// - ncclSend and ncclRecv (and all-to-all, gather and scatter, built from them) are kernels too,
+//   matched per ordered pair of ranks in issue order (rank_link::exchange); a group's on one
+//   communicator and stream run as one kernel, so they never wait on one another.
 // - Inside ncclGroupStart/ncclGroupEnd, calls are held and launched at the outermost
 //   ncclGroupEnd (nccl.h: "All calls to NCCL until ncclGroupEnd will be fused").
 // - ncclCommAbort tells the communicator's kernels to exit (src/init.cc, setCommAbortFlags).
@@ -169,14 +172,30 @@ std::shared_ptr<comm_core> unregister_comm(ncclComm_t comm) {
 
 // --- collectives as kernels ------------------------------------------------------------------
 
+// Whether `rank` reads the send buffer and writes the receive buffer (nccl.h): broadcast reads
+// it only on the root and reduce writes it only there; a send only reads, a receive only writes.
+bool reads_send_buffer(collective_call const& call, int rank) {
+  if (point_to_point(call.kind)) return call.kind == collective_kind::send;
+  return call.kind != collective_kind::broadcast || call.root == rank;
+}
+bool writes_receive_buffer(collective_call const& call, int rank) {
+  if (point_to_point(call.kind)) return call.kind == collective_kind::receive;
+  return call.kind != collective_kind::reduce || call.root == rank;
+}
+
+// One collective, or sends and receives issued together (one call, or a group's on one stream:
+// NCCL runs a group's point-to-point operations in one kernel, ncclDevKernel_SendRecv).
 class collective_task final : public kernel_task {
  public:
-  collective_task(std::shared_ptr<comm_core> core, collective_call call, bool persistent)
+  collective_task(std::shared_ptr<comm_core> core, std::vector<collective_call> calls,
+                  bool persistent)
       : kernel_task{dim3{1}, dim3{64}, 0},
         core_{std::move(core)},
-        call_{call},
+        calls_{std::move(calls)},
         persistent_{persistent},
-        name_{std::string{"ncclDevKernel_"} + nccl::name(call.kind) + " (simulated)"} {
+        name_{std::string{"ncclDevKernel_"} +
+              (point_to_point(calls_.front().kind) ? "SendRecv" : nccl::name(calls_.front().kind)) +
+              " (simulated)"} {
     if (persistent_) {
       std::lock_guard<std::mutex> const lock{core_->mutex};
       ++core_->persistent_references;
@@ -194,8 +213,8 @@ class collective_task final : public kernel_task {
 
   [[nodiscard]] char const* name() const noexcept override { return name_.c_str(); }
   [[nodiscard]] void const* function() const noexcept override {
-    static std::array<char, 5> const kernels{};  // one address per collective kind
-    return &kernels[static_cast<std::size_t>(call_.kind)];
+    static std::array<char, 6> const kernels{};  // one address per collective, one for SendRecv
+    return &kernels[std::min(static_cast<std::size_t>(calls_.front().kind), kernels.size() - 1)];
   }
   void run() const override {
     // NCCL runs one communicator's collectives one at a time, in the order they were issued
@@ -203,43 +222,62 @@ class collective_task final : public kernel_task {
     wait_for_other_processes([this] { return !core_->running || core_->stop.load(); }, nullptr);
     if (core_->stop.load()) return;  // an aborted communicator's kernels exit at once
     core_->running = true;
-    ncclResult_t const result = core_->link->run(call_, core_->stop);
+    std::string error;
+    ncclResult_t const result =
+        point_to_point(calls_.front().kind)
+            ? core_->link->exchange(calls_.data(), calls_.size(), core_->stop, error)
+            : core_->link->run(calls_.front(), core_->stop);
     core_->running = false;
-    if (result == ncclRemoteError) {
+    if (result == ncclInvalidUsage) {
+      // A matched send and receive that disagree: NCCL does not check and corrupts or hangs;
+      // here both ends stop and the communicator keeps the error (the stricter reading).
+      static_cast<void>(
+          std::fprintf(stderr,
+                       "graphstep simulated NCCL: %s; the communicator's asynchronous "
+                       "error is ncclInvalidUsage\n",
+                       error.c_str()));
+      static_cast<void>(warn(ncclInvalidUsage, error));
+    }
+    if (result == ncclRemoteError || result == ncclInvalidUsage) {
       // Over success, or over a non-blocking launch still in progress (whose end keeps it).
       ncclResult_t seen = core_->async_error.load();
       while ((seen == ncclSuccess || seen == ncclInProgress) &&
-             !core_->async_error.compare_exchange_weak(seen, ncclRemoteError)) {
+             !core_->async_error.compare_exchange_weak(seen, result)) {
       }
     }
   }
   // The bytes each buffer holds (nccl.h): count elements, but nranks times as many in
   // reduce-scatter's send and all-gather's receive buffers. Broadcast reads the send buffer only
   // on the root, and reduce writes the receive buffer only there.
+  // A send reads its buffer and a receive writes its own, count elements each.
   [[nodiscard]] std::vector<pointer_argument> pointer_arguments() const override {
-    std::size_t const bytes = call_.count * element_bytes(call_.type);
     auto const ranks = static_cast<std::size_t>(core_->ranks);
-    bool const root = call_.root == core_->rank;
     std::vector<pointer_argument> pointers;
-    if (call_.send != nullptr && (call_.kind != collective_kind::broadcast || root)) {
-      pointers.push_back({call_.send, true,
-                          call_.kind == collective_kind::reduce_scatter ? bytes * ranks : bytes});
-    }
-    if (call_.kind != collective_kind::reduce || root) {
-      pointers.push_back({call_.receive, false,
-                          call_.kind == collective_kind::all_gather ? bytes * ranks : bytes});
+    for (collective_call const& call : calls_) {
+      std::size_t const bytes = call.count * element_bytes(call.type);
+      if (call.send != nullptr && reads_send_buffer(call, core_->rank)) {
+        pointers.push_back({call.send, true,
+                            call.kind == collective_kind::reduce_scatter ? bytes * ranks : bytes});
+      }
+      if (call.receive != nullptr && writes_receive_buffer(call, core_->rank)) {
+        pointers.push_back({call.receive, false,
+                            call.kind == collective_kind::all_gather ? bytes * ranks : bytes});
+      }
     }
     return pointers;
   }
   [[nodiscard]] std::shared_ptr<kernel_task const> with_configuration(
       dim3 /*grid*/, dim3 /*block*/, std::size_t /*dynamic_shared_bytes*/) const override {
-    return std::make_shared<collective_task>(core_, call_, persistent_);
+    return std::make_shared<collective_task>(core_, calls_, persistent_);
   }
-  [[nodiscard]] bool may_wait() const noexcept { return core_->ranks > 1; }
+  // Point-to-point operations may wait with one rank too: a send to self waits for its receive.
+  [[nodiscard]] bool may_wait() const noexcept {
+    return core_->ranks > 1 || point_to_point(calls_.front().kind);
+  }
 
  private:
   std::shared_ptr<comm_core> core_;
-  collective_call call_;
+  std::vector<collective_call> calls_;
   bool persistent_;
   std::string name_;
 };
@@ -259,7 +297,28 @@ struct pending_launch {
   std::shared_ptr<comm_core> core;
   collective_call call;
   cudaStream_t stream{};
+  std::vector<collective_call> fused;  // sends and receives of the group launched with `call`
 };
+
+// A group's sends and receives on one communicator and stream run as one kernel, launched where
+// the first of them was issued: NCCL issues a group's operations together ("Group calls",
+// nccl.h: ncclGroupStart), so exchanges among them in any pattern cannot wait on one another.
+void fuse_point_to_point(std::vector<pending_launch>& launches) {
+  std::vector<pending_launch> fused;
+  for (auto& pending : launches) {
+    if (point_to_point(pending.call.kind)) {
+      auto const same = std::find_if(fused.begin(), fused.end(), [&](pending_launch const& p) {
+        return point_to_point(p.call.kind) && p.core == pending.core && p.stream == pending.stream;
+      });
+      if (same != fused.end()) {
+        same->fused.push_back(pending.call);
+        continue;
+      }
+    }
+    fused.push_back(std::move(pending));
+  }
+  launches = std::move(fused);
+}
 
 // ncclGroupStart/ncclGroupEnd of this thread: held launches, rendezvous still to finish, and
 // the first error of a call inside the group.
@@ -288,7 +347,10 @@ ncclResult_t group_checked(ncclResult_t result) {
 ncclResult_t connect(pending_launch const& pending) {
   comm_core& core = *pending.core;
   std::uint32_t const bit = 1U << static_cast<std::uint32_t>(pending.call.kind);
-  if (core.ranks == 1 || (core.connected.load() & bit) != 0) return ncclSuccess;
+  // Point-to-point connections (ncclP2PPreconnect) are not modelled: their kernel waits instead.
+  if (core.ranks == 1 || point_to_point(pending.call.kind) || (core.connected.load() & bit) != 0) {
+    return ncclSuccess;
+  }
   core.link->offer_connection(pending.call.kind);
   ncclResult_t const connected = core.link->wait_connected(pending.call.kind, core.stop);
   if (connected != ncclSuccess) {
@@ -321,8 +383,10 @@ ncclResult_t launch(pending_launch const& pending) {
   }
   bool const persistent = stream->capture != nullptr;
   cudaError_t const before = std::exchange(this_thread().last_error, cudaSuccess);
+  std::vector<collective_call> calls{pending.call};
+  calls.insert(calls.end(), pending.fused.begin(), pending.fused.end());
   enqueue_kernel(pending.stream,
-                 std::make_shared<collective_task>(pending.core, pending.call, persistent));
+                 std::make_shared<collective_task>(pending.core, std::move(calls), persistent));
   cudaError_t const launched = std::exchange(this_thread().last_error, before);
   if (launched != cudaSuccess) {
     this_thread().last_error = launched;
@@ -458,17 +522,17 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
                                          " is not a built-in one (custom ones are not modelled)");
   }
   if (call.root < 0 || call.root >= core->ranks) {
-    return warn(ncclInvalidArgument, std::string{call_name} + ": root " +
-                                         std::to_string(call.root) + " is not a rank of " +
-                                         std::to_string(core->ranks));
+    return warn(ncclInvalidArgument,
+                std::string{call_name} + (point_to_point(call.kind) ? ": peer " : ": root ") +
+                    std::to_string(call.root) + " is not a rank of " + std::to_string(core->ranks));
   }
   auto const ranks = static_cast<std::size_t>(core->ranks);
   std::size_t send_count = call.count;
   std::size_t receive_count = call.count;
   if (call.kind == collective_kind::reduce_scatter) send_count *= ranks;
   if (call.kind == collective_kind::all_gather) receive_count *= ranks;
-  bool const reads = call.kind != collective_kind::broadcast || call.root == core->rank;
-  bool const writes = call.kind != collective_kind::reduce || call.root == core->rank;
+  bool const reads = reads_send_buffer(call, core->rank);
+  bool const writes = writes_receive_buffer(call, core->rank);
   for (auto const& [needed, pointer, bytes, role] :
        {std::tuple{reads, call.send, send_count * size, "send"},
         std::tuple{writes, static_cast<void const*>(call.receive), receive_count * size,
@@ -479,11 +543,14 @@ ncclResult_t check_and_issue(char const* call_name, collective_call const& call,
                                            " bytes of device memory");
     }
   }
-  if (call.count == 0) return ncclSuccess;  // nothing to move; NCCL returns at once
-  pending_launch pending{std::move(core), call, stream};
+  // A collective of nothing returns at once; sends and receives of nothing are still queued
+  // and so matched with their peer's, in order (taskAppend, src/enqueue.cc).
+  if (call.count == 0 && !point_to_point(call.kind)) return ncclSuccess;
+  pending_launch pending{std::move(core), call, stream, {}};
   // One rank: NCCL issues the work at once, inside a group too (ncclLaunchOneRank in taskAppend,
-  // src/enqueue.cc): a copy, or its own kernel where the reduction premultiplies.
-  if (pending.core->ranks == 1) {
+  // src/enqueue.cc): a copy, or its own kernel where the reduction premultiplies. A send to
+  // self waits for its receive, as with several ranks.
+  if (pending.core->ranks == 1 && !point_to_point(call.kind)) {
     return one_rank_is_a_copy(call) ? copy_one_rank(call_name, pending) : launch(pending);
   }
   if (group.depth > 0) {
@@ -499,6 +566,55 @@ ncclResult_t issue(char const* call_name, collective_call const& call, ncclComm_
                    cudaStream_t stream) {
   library_call_scope const inside{call_name};
   return group_checked(check_and_issue(call_name, call, comm, stream));
+}
+
+enum class block_pattern { all_to_all, gather, scatter };
+
+// All-to-all, gather and scatter move blocks of count elements between pairs of ranks: here a
+// group of sends and receives (one kernel, matched like ncclSend and ncclRecv, so that ranks that
+// disagree on count or type get the mismatch error rather than corrupt data).
+ncclResult_t move_blocks(char const* call_name, block_pattern pattern, void const* send,
+                         void* receive, std::size_t count, ncclDataType_t type, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  library_call_scope const inside{call_name};
+  std::shared_ptr<comm_core> const core = core_of(comm);
+  if (core == nullptr) return group_checked(invalid_comm(call_name));
+  if (ncclResult_t const ready = ensure_ready(*core, call_name); ready != ncclSuccess) {
+    return group_checked(ready);
+  }
+  if (pattern != block_pattern::all_to_all && (root < 0 || root >= core->ranks)) {
+    return group_checked(warn(ncclInvalidArgument, std::string{call_name} + ": root " +
+                                                       std::to_string(root) + " is not a rank of " +
+                                                       std::to_string(core->ranks)));
+  }
+  // Like the other collectives, one of nothing returns at once (taskAppend, src/enqueue.cc).
+  if (count == 0) return ncclSuccess;
+  std::size_t const block = count * element_bytes(type);  // 0 for a refused type: checked below
+  auto const at = [block](int rank) { return static_cast<std::size_t>(rank) * block; };
+  std::vector<collective_call> calls;
+  for (int peer = 0; peer < core->ranks; ++peer) {
+    bool const sends = pattern == block_pattern::all_to_all ||
+                       (pattern == block_pattern::gather ? peer == root : core->rank == root);
+    bool const receives = pattern == block_pattern::all_to_all ||
+                          (pattern == block_pattern::gather ? core->rank == root : peer == root);
+    if (sends) {
+      void const* const from = pattern == block_pattern::gather
+                                   ? send
+                                   : static_cast<unsigned char const*>(send) + at(peer);
+      calls.push_back({collective_kind::send, from, nullptr, count, type, ncclSum, peer});
+    }
+    if (receives) {
+      void* const into = pattern == block_pattern::scatter
+                             ? receive
+                             : static_cast<unsigned char*>(receive) + at(peer);
+      calls.push_back({collective_kind::receive, nullptr, into, count, type, ncclSum, peer});
+    }
+  }
+  static_cast<void>(ncclGroupStart());
+  for (collective_call const& call : calls) {
+    static_cast<void>(group_checked(check_and_issue(call_name, call, comm, stream)));
+  }
+  return ncclGroupEnd();
 }
 
 // The segment a NCCL_COMM_ID address names. The address is read as ncclSocketGetAddrFromString
@@ -846,6 +962,26 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
   return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
+// nccl.h: "Send data from sendbuff to rank peer. Rank peer needs to call ncclRecv with the same
+// datatype and the same count from this rank. This operation is blocking for the GPU. If
+// multiple ncclSend and ncclRecv operations need to progress concurrently to complete, they must
+// be fused within a ncclGroupStart/ncclGroupEnd section."
+ncclResult_t ncclSend(void const* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return sn::issue("ncclSend",
+                   {sn::collective_kind::send, sendbuff, nullptr, count, datatype, ncclSum, peer},
+                   comm, stream);
+}
+
+// nccl.h: "Receive data from rank peer into recvbuff. Rank peer needs to call ncclSend with the
+// same datatype and the same count to this rank."
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return sn::issue(
+      "ncclRecv", {sn::collective_kind::receive, nullptr, recvbuff, count, datatype, ncclSum, peer},
+      comm, stream);
+}
+
 ncclResult_t ncclGroupStart() {
   ++sn::group.depth;
   return ncclSuccess;
@@ -873,11 +1009,14 @@ ncclResult_t ncclGroupEnd() {
     }
   }
   auto launches = std::exchange(group.launches, {});
+  sn::fuse_point_to_point(launches);
   bool const blocking = std::exchange(group.blocking, true);
   // Every communicator of the group offers its connections before any waits for its peers, as
   // NCCL connects a group's communicators on threads of their own (ncclCollPreconnectFunc).
   for (auto const& pending : launches) {
-    if (pending.core->ranks > 1) pending.core->link->offer_connection(pending.call.kind);
+    if (pending.core->ranks > 1 && !point_to_point(pending.call.kind)) {
+      pending.core->link->offer_connection(pending.call.kind);
+    }
   }
   if (!launches.empty() && !blocking) {
     ncclResult_t const launched = sn::launch_in_background(std::move(launches));
@@ -885,6 +1024,30 @@ ncclResult_t ncclGroupEnd() {
   }
   ncclResult_t const launched = sn::launch_all(launches);
   return result == ncclSuccess ? launched : result;
+}
+
+// nccl.h, All-to-All: "Data to send to destination rank j is taken from sendbuff+j*count and
+// data received from source rank i is placed at recvbuff+i*count."
+ncclResult_t ncclAlltoAll(void const* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return sn::move_blocks("ncclAlltoAll", sn::block_pattern::all_to_all, sendbuff, recvbuff, count,
+                         datatype, 0, comm, stream);
+}
+
+// nccl.h, Gather: "Each rank sends count elements from sendbuff to the root rank. On the root
+// rank, data from rank i is placed at recvbuff + i*count."
+ncclResult_t ncclGather(void const* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  return sn::move_blocks("ncclGather", sn::block_pattern::gather, sendbuff, recvbuff, count,
+                         datatype, root, comm, stream);
+}
+
+// nccl.h, Scatter: "On the root rank, count elements from sendbuff+i*count are sent to rank i.
+// ... Each rank receives count elements into recvbuff."
+ncclResult_t ncclScatter(void const* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return sn::move_blocks("ncclScatter", sn::block_pattern::scatter, sendbuff, recvbuff, count,
+                         datatype, root, comm, stream);
 }
 
 }  // extern "C"

@@ -64,26 +64,6 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return graphstep::sim::detail::nccl::refuse("ncclRedOpDestroy", "not modelled yet");
 }
 
-ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return graphstep::sim::detail::nccl::refuse("ncclAlltoAll", "not modelled yet");
-}
-
-ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return graphstep::sim::detail::nccl::refuse("ncclGather", "not modelled yet");
-}
-
-ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return graphstep::sim::detail::nccl::refuse("ncclScatter", "not modelled yet");
-}
-
-ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
-  return graphstep::sim::detail::nccl::refuse("ncclSend", "not modelled yet");
-}
-
-ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
-  return graphstep::sim::detail::nccl::refuse("ncclRecv", "not modelled yet");
-}
-
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return graphstep::sim::detail::nccl::refuse("ncclGroupSimulateEnd", "not modelled yet");
 }

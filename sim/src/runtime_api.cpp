@@ -422,6 +422,7 @@ cudaError_t cudaSetDevice(int device) {
     return sim::fail(cudaErrorInvalidDevice);
   }
   sim::this_thread().device = device;
+  sim::this_thread().device_chosen = true;
   sim::use_primary_context();
   return cudaSuccess;
 }
@@ -526,6 +527,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrCanUseHostPointerForRegisteredMem: *value = 1; break;
     case cudaDevAttrHostRegisterReadOnlySupported: *value = 0; break;
     case cudaDevAttrMaxAccessPolicyWindowSize: *value = p.accessPolicyMaxWindowSize; break;
+    case cudaDevAttrCooperativeLaunch: *value = p.cooperativeLaunch; break;
     default:
       // An attribute the simulated device does not model: refused, never a made-up value.
       return sim::fail(cudaErrorInvalidValue);
@@ -3142,6 +3144,33 @@ cudaError_t cudaFuncGetName(char const** name, void const* func) {
   return cudaSuccess;
 }
 
+// cudaGetKernel: "Returns in kernelPtr the device kernel corresponding to the entry function
+// entryFuncAddr"; cudaGetFuncBySymbol: "Returns in functionPtr the device entry function
+// corresponding to the symbol symbolPtr". Here each handle is the entry function's address, so a
+// cudaKernel_t works wherever the runtime takes one in place of the entry function ("If func is
+// not a device entry function, then it is assumed to be a cudaKernel_t", cudaFuncGetName), and
+// both calls agree with __cudaGetKernel. The headers list only cudaSuccess: a null result is
+// cudaErrorInvalidValue and a null function cudaErrorInvalidDeviceFunction (the stricter
+// reading); any other pointer is taken for a kernel, as cudaFuncSetAttribute takes one, since a
+// kernel is known here only from its first launch. No driver call takes a CUfunction here.
+cudaError_t cudaGetKernel(cudaKernel_t* kernelPtr, void const* entryFuncAddr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (kernelPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (entryFuncAddr == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  *kernelPtr = reinterpret_cast<cudaKernel_t>(const_cast<void*>(entryFuncAddr));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, void const* symbolPtr) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (functionPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  if (symbolPtr == nullptr) return sim::fail(cudaErrorInvalidDeviceFunction);
+  *functionPtr = reinterpret_cast<cudaFunction_t>(const_cast<void*>(symbolPtr));
+  return cudaSuccess;
+}
+
 // "paramIndex must be less than the number of parameters that func takes"; past the last one
 // the call answers cudaErrorInvalidValue (cudaFuncGetParamInfo).
 cudaError_t cudaFuncGetParamInfo(void const* func, std::size_t index, std::size_t* offset,
@@ -3398,6 +3427,140 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(std::size_t* dynamicSmemSi
   return cudaSuccess;
 }
 
+// --- launches of a kernel named by its address ---------------------------------------------------
+
+namespace {
+
+// What cudaLaunchKernelExC's attributes ask of a launch, as far as the simulator honours them.
+struct launch_request {
+  bool cooperative{};
+  int priority{};  // the kernel node's, read back from a captured launch
+};
+
+char const* launch_attribute_name(cudaLaunchAttributeID id) {
+  switch (id) {
+    case cudaLaunchAttributeAccessPolicyWindow: return "cudaLaunchAttributeAccessPolicyWindow";
+    case cudaLaunchAttributeSynchronizationPolicy:
+      return "cudaLaunchAttributeSynchronizationPolicy";
+    case cudaLaunchAttributeClusterDimension: return "cudaLaunchAttributeClusterDimension";
+    case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+      return "cudaLaunchAttributeClusterSchedulingPolicyPreference";
+    case cudaLaunchAttributeProgrammaticEvent: return "cudaLaunchAttributeProgrammaticEvent";
+    case cudaLaunchAttributeMemSyncDomainMap: return "cudaLaunchAttributeMemSyncDomainMap";
+    case cudaLaunchAttributeMemSyncDomain: return "cudaLaunchAttributeMemSyncDomain";
+    case cudaLaunchAttributePreferredClusterDimension:
+      return "cudaLaunchAttributePreferredClusterDimension";
+    case cudaLaunchAttributeLaunchCompletionEvent:
+      return "cudaLaunchAttributeLaunchCompletionEvent";
+    case cudaLaunchAttributeDeviceUpdatableKernelNode:
+      return "cudaLaunchAttributeDeviceUpdatableKernelNode";
+    case cudaLaunchAttributePreferredSharedMemoryCarveout:
+      return "cudaLaunchAttributePreferredSharedMemoryCarveout";
+    case cudaLaunchAttributeNvlinkUtilCentricScheduling:
+      return "cudaLaunchAttributeNvlinkUtilCentricScheduling";
+    default: return nullptr;
+  }
+}
+
+// The attributes of a cudaLaunchConfig_t. Honoured: cudaLaunchAttributeIgnore ("Ignored entry,
+// for convenient composition"), cudaLaunchAttributeCooperative (as cudaLaunchCooperativeKernel),
+// cudaLaunchAttributePriority (one operation runs at a time here, so a priority changes no order;
+// one outside cudaDeviceGetStreamPriorityRange is cudaErrorInvalidValue, as when set on a stream
+// or a kernel node: the header does not say, the stricter reading) and
+// cudaLaunchAttributeProgrammaticStreamSerialization (it lets "the grid's execution ... overlap
+// with the previous kernel", driver_types.h: never overlapping is one of the allowed executions).
+// Any other attribute changes what a launch does in a way not modelled: cudaErrorNotSupported,
+// named on stderr; an identifier no enumerator names is cudaErrorInvalidValue.
+cudaError_t read_launch_attributes(cudaLaunchConfig_t const& config, launch_request& request) {
+  if (config.numAttrs != 0 && config.attrs == nullptr) return cudaErrorInvalidValue;
+  for (unsigned i = 0; i < config.numAttrs; ++i) {
+    cudaLaunchAttribute const& attribute = config.attrs[i];
+    switch (attribute.id) {
+      case cudaLaunchAttributeIgnore:
+      case cudaLaunchAttributeProgrammaticStreamSerialization: break;
+      case cudaLaunchAttributePriority:
+        if (attribute.val.priority < greatest_priority || attribute.val.priority > least_priority) {
+          return cudaErrorInvalidValue;
+        }
+        request.priority = attribute.val.priority;
+        break;
+      case cudaLaunchAttributeCooperative:
+        request.cooperative = request.cooperative || attribute.val.cooperative != 0;
+        break;
+      default: {
+        char const* name = launch_attribute_name(attribute.id);
+        if (name == nullptr) return cudaErrorInvalidValue;
+        static_cast<void>(std::fprintf(
+            stderr,
+            "graphstep simulated device: cudaLaunchKernelExC: launch attribute %s is not "
+            "modelled\n",
+            name));
+        return cudaErrorNotSupported;
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
+// A launch of `func`, known from its first <<<...>>> launch (kernel_task_of), with arguments
+// copied from `args`, in stream order on `stream`. A cooperative launch's grid must be
+// co-resident: "The total number of blocks launched cannot exceed the maximum number of blocks per
+// multiprocessor as returned by cudaOccupancyMaxActiveBlocksPerMultiprocessor ... times the number
+// of multiprocessors" (cudaLaunchCooperativeKernel), else cudaErrorCooperativeLaunchTooLarge.
+cudaError_t launch_by_address(void const* func, dim3 grid, dim3 block, void** args,
+                              std::size_t shared_bytes, cudaStream_t stream,
+                              launch_request const& request, char const* caller) {
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  sim::stream_state const* s = sim::find_stream(stream);
+  if (s == nullptr) return sim::fail(cudaErrorInvalidResourceHandle);
+  if (shared_bytes > UINT_MAX) return sim::fail(cudaErrorInvalidValue);
+  std::shared_ptr<graphstep::sim::kernel_task const> task;
+  if (cudaError_t const error =
+          sim::kernel_task_of(func, args, nullptr, grid, block, static_cast<unsigned>(shared_bytes),
+                              s->device, task, caller);
+      error != cudaSuccess) {
+    return sim::fail(error);
+  }
+  if (request.cooperative) {
+    cudaDeviceProp const& p = sim::state().devices[static_cast<std::size_t>(s->device)]->properties;
+    unsigned long long const blocks = static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
+    int const threads = static_cast<int>(block.x * block.y * block.z);
+    unsigned long long const resident =
+        static_cast<unsigned long long>(active_blocks(occupancy_of(func), threads, shared_bytes)) *
+        static_cast<unsigned long long>(p.multiProcessorCount);
+    if (p.cooperativeLaunch == 0) return sim::fail(cudaErrorNotSupported);
+    if (blocks > resident) return sim::fail(cudaErrorCooperativeLaunchTooLarge);
+  }
+  return sim::launch_kernel(stream, std::move(task), request.priority);
+}
+
+}  // namespace
+
+// cudaLaunchKernelExC: "Invokes the kernel func on config->gridDim ... grid of blocks", with
+// config->blockDim threads, config->dynamicSmemBytes of dynamic shared memory, on config->stream,
+// and the attributes read_launch_attributes honours. A null config is cudaErrorInvalidValue.
+cudaError_t cudaLaunchKernelExC(cudaLaunchConfig_t const* config, void const* func, void** args) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (config == nullptr) return sim::fail(cudaErrorInvalidValue);
+  launch_request request;
+  if (cudaError_t const error = read_launch_attributes(*config, request); error != cudaSuccess) {
+    return sim::fail(error);
+  }
+  return launch_by_address(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                           config->stream, request, "cudaLaunchKernelExC");
+}
+
+// cudaLaunchCooperativeKernel: a launch whose blocks are all resident at once (see
+// launch_by_address). The blocks still run one after another here, so a grid-wide barrier
+// (cooperative_groups::grid_group::sync) is a kernel fault rather than a hang.
+cudaError_t cudaLaunchCooperativeKernel(void const* func, dim3 gridDim, dim3 blockDim, void** args,
+                                        std::size_t sharedMem, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  return launch_by_address(func, gridDim, blockDim, args, sharedMem, stream,
+                           launch_request{true, 0}, "cudaLaunchCooperativeKernel");
+}
+
 // --- profiler control (cuda_profiler_api.h): no profiling tool is attached; both return
 // cudaSuccess ("If profiling is already enabled, then cudaProfilerStart() has no effect") and,
 // like every runtime call, a sticky error first.
@@ -3448,17 +3611,13 @@ bool launch_configuration_valid(device_state const& device, kernel_task const& t
          task.dynamic_shared_bytes() <= dynamic_shared_limit(device, task);
 }
 
-void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task) noexcept {
-  lock_guard const lock{state().mutex};
-  if (enter() != cudaSuccess) return;
+cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task,
+                          int priority) {
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
   stream_state* s = find_stream(stream);
-  if (s == nullptr) {
-    fail(cudaErrorInvalidResourceHandle);
-    return;
-  }
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (!launch_configuration_valid(*state().devices[static_cast<std::size_t>(s->device)], *task)) {
-    fail(cudaErrorInvalidValue);
-    return;
+    return fail(cudaErrorInvalidValue);
   }
   if (task->arguments_modelled()) {
     state().functions.try_emplace(task->function(),
@@ -3468,7 +3627,14 @@ void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task
   auto node = std::make_unique<node_state>();
   node->type = cudaGraphNodeTypeKernel;
   node->kernel = std::move(task);
+  node->priority = priority;
   static_cast<void>(submit(*s, std::move(node)));
+  return cudaSuccess;
+}
+
+void enqueue_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task) noexcept {
+  lock_guard const lock{state().mutex};
+  static_cast<void>(launch_kernel(stream, std::move(task)));
 }
 
 void set_conditional_from_device(unsigned long long handle, unsigned int value) {

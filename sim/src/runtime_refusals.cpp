@@ -19,7 +19,7 @@
 namespace refusal = graphstep::sim::detail;
 
 cudaError_t CUDARTAPI cudaDeviceReset(void) {
-  return refusal::refuse("cudaDeviceReset", "not modelled yet");
+  return refusal::refuse("cudaDeviceReset", "not modelled yet: destroying every allocation, stream, event, graph and pool of the device, with later use of their handles refused, is not modelled");
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device) {
@@ -59,7 +59,7 @@ cudaError_t CUDARTAPI cudaDeviceUnregisterAsyncNotification(int device, cudaAsyn
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation* operations, unsigned int count, int device) {
-  return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet");
+  return refusal::refuse("cudaDeviceGetHostAtomicCapabilities", "not modelled yet: the simulated device reports no host-native atomic operations");
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, int device, int flags) {
@@ -67,11 +67,7 @@ cudaError_t CUDARTAPI cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, 
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation *operations, unsigned int count, int srcDevice, int dstDevice) {
-  return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaSetValidDevices(int *device_arr, int len) {
-  return refusal::refuse("cudaSetValidDevices", "not modelled yet");
+  return refusal::refuse("cudaDeviceGetP2PAtomicCapabilities", "not modelled yet: the simulated device does not say which atomic capabilities each operation has over a peer link");
 }
 
 cudaError_t CUDARTAPI cudaImportExternalMemory(cudaExternalMemory_t *extMem_out, const struct cudaExternalMemoryHandleDesc *memHandleDesc) {
@@ -106,20 +102,12 @@ cudaError_t CUDARTAPI cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSe
   return refusal::refuse("cudaDestroyExternalSemaphore", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  return refusal::refuse("cudaLaunchKernelExC", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream) {
-  return refusal::refuse("cudaLaunchCooperativeKernel", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) {
-  return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet");
+  return refusal::refuse("cudaOccupancyMaxPotentialClusterSize", "not modelled yet: the simulated device launches no thread block clusters");
 }
 
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig) {
-  return refusal::refuse("cudaOccupancyMaxActiveClusters", "not modelled yet");
+  return refusal::refuse("cudaOccupancyMaxActiveClusters", "not modelled yet: the simulated device launches no thread block clusters");
 }
 
 cudaError_t CUDARTAPI cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags) {
@@ -437,14 +425,6 @@ cudaError_t CUDARTAPI cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum 
 
 cudaError_t CUDARTAPI cudaGetExportTable(const void **ppExportTable, const cudaUUID_t *pExportTableId) {
   return refusal::refuse("cudaGetExportTable", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolPtr) {
-  return refusal::refuse("cudaGetFuncBySymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr) {
-  return refusal::refuse("cudaGetKernel", "not modelled yet");
 }
 
 #pragma GCC diagnostic pop

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "detail/matmul.hpp"
 #include "detail/runtime_state.hpp"
@@ -35,6 +36,8 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
 constexpr int max_ranks = 64;
 // Bytes one rank contributes to one exchange: larger collectives take several exchanges.
 constexpr std::size_t slot_bytes = std::size_t{1} << 20;
+// Bytes one send moves through its channel at a time: larger messages take several chunks.
+constexpr std::size_t chunk_bytes = std::size_t{1} << 17;
 constexpr std::uint32_t world_magic = 0x4E43434CU;  // "NCCL"
 
 enum rank_presence : std::int32_t { absent = 0, joined = 1, departed = 2 };
@@ -61,6 +64,37 @@ struct shared_rank {
   exchange_header exchange;
 };
 
+// What a sender wrote beside a chunk; the receiver checks the first chunk of each message.
+struct chunk_header {
+  std::uint64_t message{};  // the sender's messages on this channel so far, this one included
+  std::uint64_t count{};
+  std::int32_t type{};
+  std::uint32_t first{};  // the message's first chunk
+  std::uint64_t bytes{};
+};
+
+// One direction between two ranks, with a slot of chunk_bytes in the segment. The sender writes
+// a chunk when the slot is free (taken == posted), then publishes posted; the receiver copies it
+// out, then publishes taken.
+struct channel {
+  std::atomic<std::uint64_t> posted;
+  std::atomic<std::uint64_t> taken;
+  std::atomic<std::uint32_t> broken;  // a matched pair disagreed: the channel is dead
+  std::uint64_t messages;             // written by the sender only
+  chunk_header chunk;
+  chunk_header refused;  // the receive that broke the channel: count and type, for the sender
+};
+
+// What both ends of a matched pair that disagree report.
+std::string mismatch(int from, int to, chunk_header const& sent, chunk_header const& received) {
+  return "rank " + std::to_string(to) + "'s ncclRecv(count " + std::to_string(received.count) +
+         ", type " + std::to_string(received.type) + ") from rank " + std::to_string(from) +
+         " was matched with rank " + std::to_string(from) + "'s ncclSend(count " +
+         std::to_string(sent.count) + ", type " + std::to_string(sent.type) + ") to rank " +
+         std::to_string(to) + " (their message " + std::to_string(sent.message) +
+         "): a matched send and receive must agree on count and type";
+}
+
 // The segment begins with this header; the ranks' slots follow. Zero-filled by ftruncate, which
 // is every field's starting value.
 struct shared_header {
@@ -69,10 +103,13 @@ struct shared_header {
   std::atomic<std::int32_t> joined;
   std::atomic<std::uint32_t> wake;
   std::array<shared_rank, max_ranks> rank;
+  std::array<std::array<channel, max_ranks>, max_ranks> channels;  // [from][to]
 };
 
+// The header, a slot per rank for collectives, then a chunk slot per ordered pair of ranks.
 std::size_t segment_bytes(int ranks) {
-  return sizeof(shared_header) + static_cast<std::size_t>(ranks) * slot_bytes;
+  auto const n = static_cast<std::size_t>(ranks);
+  return sizeof(shared_header) + n * slot_bytes + n * n * chunk_bytes;
 }
 
 void wake_everyone(std::atomic<std::uint32_t>& word) {
@@ -202,6 +239,12 @@ class world {
     return static_cast<unsigned char*>(mapping_) + sizeof(shared_header) +
            static_cast<std::size_t>(rank) * slot_bytes;
   }
+  // The chunk slot of the channel from `from` to `to`, in a world of `ranks`.
+  [[nodiscard]] unsigned char* chunk_slot(int ranks, int from, int to) const noexcept {
+    auto const n = static_cast<std::size_t>(ranks);
+    return static_cast<unsigned char*>(mapping_) + sizeof(shared_header) + n * slot_bytes +
+           (static_cast<std::size_t>(from) * n + static_cast<std::size_t>(to)) * chunk_bytes;
+  }
   [[nodiscard]] std::string const& name() const noexcept { return name_; }
   [[nodiscard]] int descriptor() const noexcept { return descriptor_; }
 
@@ -279,6 +322,8 @@ char const* name(collective_kind kind) noexcept {
     case collective_kind::reduce_scatter: return "ReduceScatter";
     case collective_kind::all_gather: return "AllGather";
     case collective_kind::broadcast: return "Broadcast";
+    case collective_kind::send: return "Send";
+    case collective_kind::receive: return "Recv";
   }
   return "?";
 }
@@ -554,12 +599,111 @@ ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const
         std::memcpy(out + first * size, parts.at(static_cast<std::size_t>(call.root)),
                     elements * size);
         break;
+      case collective_kind::send:
+      case collective_kind::receive: break;  // exchange()
     }
     self.consumed.store(exchange, std::memory_order_release);
     wake_everyone(header.wake);
     exchanges_ = exchange;
   }
   return peer_left ? ncclRemoteError : ncclSuccess;
+}
+
+ncclResult_t rank_link::exchange(collective_call const* calls, std::size_t count,
+                                 std::atomic<bool> const& stop, std::string& error) {
+  shared_header& header = world_->header();
+  bool const remote_errors = peer_failure_mode() == peer_failure::remote_error;
+  struct progress {
+    std::size_t offset{};  // bytes moved so far
+    std::uint64_t last{};  // a send's last chunk, once all are posted
+    bool started{};        // its first chunk has moved
+    bool done{};
+  };
+  std::vector<progress> state(count);
+  std::size_t remaining = count;
+  while (remaining > 0) {
+    std::uint32_t const seen = wake_word()->load();
+    bool moved = false;
+    // Only the first unfinished send to a peer, and receive from a peer, may move: a pair's
+    // messages match in issue order.
+    std::uint64_t sending = 0;
+    std::uint64_t receiving = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      collective_call const& call = calls[i];
+      progress& op = state[i];
+      if (op.done) continue;
+      bool const sends = call.kind == collective_kind::send;
+      std::uint64_t const peer_bit = std::uint64_t{1} << static_cast<unsigned>(call.root);
+      std::uint64_t& busy = sends ? sending : receiving;
+      if ((busy & peer_bit) != 0) continue;
+      busy |= peer_bit;
+      int const from = sends ? rank_ : call.root;
+      int const to = sends ? call.root : rank_;
+      channel& line =
+          header.channels.at(static_cast<std::size_t>(from)).at(static_cast<std::size_t>(to));
+      if (line.broken.load(std::memory_order_acquire) != 0) {
+        error = mismatch(from, to, line.chunk, line.refused);
+        return ncclInvalidUsage;
+      }
+      std::size_t const bytes = call.count * element_bytes(call.type);
+      unsigned char* const slot = world_->chunk_slot(ranks_, from, to);
+      if (sends && (!op.started || op.offset < bytes)) {
+        if (line.taken.load(std::memory_order_acquire) != line.posted.load()) continue;
+        std::size_t const part = std::min(chunk_bytes, bytes - op.offset);
+        if (!op.started) ++line.messages;
+        line.chunk = chunk_header{line.messages, call.count, static_cast<std::int32_t>(call.type),
+                                  op.started ? 0U : 1U, part};
+        if (part > 0) {
+          std::memcpy(slot, static_cast<unsigned char const*>(call.send) + op.offset, part);
+        }
+        op.offset += part;
+        op.started = true;
+        op.last = line.posted.fetch_add(1, std::memory_order_release) + 1;
+      } else if (sends) {
+        if (line.taken.load(std::memory_order_acquire) < op.last) continue;
+        op.done = true;
+        --remaining;
+      } else {
+        if (line.posted.load(std::memory_order_acquire) == line.taken.load()) continue;
+        chunk_header const chunk = line.chunk;
+        if (!op.started && (chunk.count != call.count || chunk.type != call.type)) {
+          line.refused =
+              chunk_header{chunk.message, call.count, static_cast<std::int32_t>(call.type), 1U, 0};
+          error = mismatch(from, to, chunk, line.refused);
+          line.broken.store(1, std::memory_order_release);
+          wake_everyone(header.wake);
+          return ncclInvalidUsage;
+        }
+        if (chunk.bytes > 0) {
+          std::memcpy(static_cast<unsigned char*>(call.receive) + op.offset, slot, chunk.bytes);
+        }
+        op.offset += chunk.bytes;
+        op.started = true;
+        line.taken.fetch_add(1, std::memory_order_release);
+        if (op.offset >= bytes) {
+          op.done = true;
+          --remaining;
+        }
+      }
+      moved = true;
+    }
+    if (moved) {
+      wake_everyone(header.wake);
+      continue;
+    }
+    if (remaining == 0) break;
+    bool peer_left = false;
+    wait_for_other_processes(
+        [&] {
+          if (wake_word()->load() != seen || stop.load()) return true;
+          peer_left = remote_errors && departed_peer() >= 0;
+          return peer_left;
+        },
+        wake_word());
+    if (stop.load()) return ncclSuccess;  // aborted: outputs unspecified
+    if (peer_left) return ncclRemoteError;
+  }
+  return ncclSuccess;
 }
 
 }  // namespace graphstep::sim::detail::nccl

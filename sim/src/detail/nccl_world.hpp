@@ -35,8 +35,13 @@ enum class collective_kind : std::uint32_t {
   reduce,
   reduce_scatter,
   all_gather,
-  broadcast
+  broadcast,
+  send,    ///< ncclSend: `root` is the peer
+  receive  ///< ncclRecv: `root` is the peer
 };
+[[nodiscard]] constexpr bool point_to_point(collective_kind kind) noexcept {
+  return kind == collective_kind::send || kind == collective_kind::receive;
+}
 [[nodiscard]] char const* name(collective_kind kind) noexcept;
 
 /// One collective as a rank issued it; every rank must issue the same (count, type, op, root).
@@ -47,7 +52,7 @@ struct collective_call {
   std::size_t count{};  ///< NCCL's count: per rank for all_gather and reduce_scatter
   ncclDataType_t type{ncclFloat32};
   ncclRedOp_t op{ncclSum};
-  int root{};
+  int root{};  ///< the root, or the peer of a send or receive
 };
 
 /// Bytes of one element; 0 for the types the simulator does not model (fp8).
@@ -112,6 +117,17 @@ class rank_link {
   /// Stops early (outputs unspecified) when `stop()` turns true; returns ncclRemoteError when a
   /// peer left and the mode is remote_error, else ncclSuccess.
   ncclResult_t run(collective_call const& call, std::atomic<bool> const& stop);
+
+  /// Runs sends and receives issued together (one call, or a group's on one stream), parking
+  /// while none can move. Every ordered pair of ranks has a channel: a send's message is matched
+  /// with the receiver's receives from this rank in issue order, and moves through one slot a
+  /// chunk at a time. All of them make progress together, so a group's exchanges in any pattern
+  /// (all-to-all, a ring, to self) never wait on one another. A send completes once its peer has
+  /// taken all of it. A matched pair that disagrees on count or type breaks the channel: both
+  /// ends return ncclInvalidUsage with `error` naming both sides. Returns ncclRemoteError when a
+  /// peer left and the mode is remote_error; ncclSuccess when `stop` turns true (an abort).
+  ncclResult_t exchange(collective_call const* calls, std::size_t count,
+                        std::atomic<bool> const& stop, std::string& error);
 
  private:
   rank_link(std::shared_ptr<world> shared, int rank, int ranks) noexcept;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
   p.pageableMemoryAccess = 0;
   p.canMapHostMemory = 1;
   p.integrated = 0;
+  p.cooperativeLaunch = 1;  // cudaLaunchCooperativeKernel, as on an H100
 }
 
 void populate(platform& p) {
@@ -116,8 +118,25 @@ platform& state() {
   return *instance;
 }
 
+namespace {
+// Read by threads as they start, outside the state's mutex.
+std::atomic<int> first_valid_device{0};
+}  // namespace
+
+int implicit_device() noexcept {
+  return first_valid_device.load();
+}
+
+void set_implicit_device(int device) noexcept {
+  first_valid_device.store(device);
+}
+
 thread_state& this_thread() {
-  thread_local thread_state instance;
+  thread_local thread_state instance = [] {
+    thread_state initial;
+    initial.device = implicit_device();
+    return initial;
+  }();
   return instance;
 }
 
@@ -1046,6 +1065,15 @@ void for_each_stream_of(int device, Visit visit) {
   }
 }
 
+// The streams' clocks are copied first: waiting lets go of the platform lock, and meanwhile
+// other host threads may enqueue on these streams (changing their clocks) or create and destroy
+// streams. What was issued before the call is what the host waits for.
+std::vector<vector_clock> clocks_of_streams(int device) {
+  std::vector<vector_clock> clocks;
+  for_each_stream_of(device, [&clocks](stream_state const& s) { clocks.push_back(s.clock); });
+  return clocks;
+}
+
 }  // namespace
 
 std::string describe(stream_state const& stream) {
@@ -1080,14 +1108,14 @@ void host_waits_for(vector_clock const& clock) {
 }
 
 void host_waits_for_device(int device) {
-  for_each_stream_of(device, [](stream_state const& s) { host_waits_for(s.clock); });
+  for (auto const& clock : clocks_of_streams(device)) host_waits_for(clock);
 }
 
 void host_frees_without_waiting(allocation const& freed) {
   auto& p = state();
   // Queued work still runs before the memory goes (the simulator must not free memory under
   // it), but the race checker is not told the host saw it complete: on a GPU it may not have.
-  for_each_stream_of(freed.device, [](stream_state const& s) { run_until_complete(s.clock); });
+  for (auto const& clock : clocks_of_streams(freed.device)) run_until_complete(clock);
   auto const* memory = reinterpret_cast<void const*>(freed.base);
   if (p.race_checking != race_mode::off) {
     p.races.begin_operation(timeline{0}, p.host_clock,

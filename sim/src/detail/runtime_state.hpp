@@ -475,12 +475,17 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
 };
 
 platform& state();
+// The device a host thread uses until cudaSetDevice names one: the first of cudaSetValidDevices'
+// list, or device 0 without one.
+int implicit_device() noexcept;
+void set_implicit_device(int device) noexcept;
 using lock_guard = std::lock_guard<platform_mutex>;
 
 // Per host thread: the current device, the last error, the capture mode of
 // cudaThreadExchangeStreamCaptureMode, and whether a host function is running.
 struct thread_state {
   int device{};
+  bool device_chosen{};           // cudaSetDevice named the device
   std::uint32_t contexts_used{};  // a bit per device whose primary context this thread used
   cudaError_t last_error{cudaSuccess};
   cudaStreamCaptureMode capture_mode{cudaStreamCaptureModeGlobal};
@@ -611,6 +616,15 @@ bool named_by_a_graph(event_state const* event);
 // Frees the orphaned events that no graph, executable or queued launch names any more and whose
 // records have completed. Called where such names go: a graph or executable destroyed, a wait.
 void release_orphaned_events();
+// The task a launch by address (`caller`: a kernel node, cudaLaunchKernelExC, ...) of `func`
+// runs, made from the function's first <<<...>>> launch (graph_api.cpp).
+cudaError_t kernel_task_of(void const* func, void* const* kernel_params, void* const* extra,
+                           dim3 grid, dim3 block, unsigned shared_bytes, int device,
+                           std::shared_ptr<kernel_task const>& out, char const* caller);
+// Queues `task` on `stream` (the state's mutex held): the error of a launch, as enqueue_kernel
+// leaves it for cudaGetLastError. `priority` is its kernel node's priority attribute.
+cudaError_t launch_kernel(cudaStream_t stream, std::shared_ptr<kernel_task const> task,
+                          int priority = 0);
 // Whether a launch of `task` fits the device's limits.
 bool launch_configuration_valid(device_state const& device, kernel_task const& task);
 void end_capture(capture_state& capture);

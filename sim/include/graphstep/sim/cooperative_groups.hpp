@@ -83,16 +83,17 @@ inline thread_block this_thread_block() {
 
 /// The grid. Its collectives need a cooperative launch: "To use this group, the kernel must have
 /// been launched with cuLaunchCooperativeKernel (or the CUDA Runtime equivalent)"
-/// (cooperative_groups.h, class grid_group), and the simulated device has none, so is_valid() is
-/// false and sync() is the toolkit's abort (`__trap()`): a kernel fault, cudaErrorLaunchFailure.
+/// (cooperative_groups.h, class grid_group). The simulated device accepts such a launch but runs
+/// the grid's blocks one after another, so a grid-wide barrier cannot be kept: is_valid() is false
+/// and sync() is the toolkit's abort (`__trap()`): a kernel fault, cudaErrorLaunchFailure.
 /// The indices need no such launch.
 class grid_group {
  public:
   static bool is_valid() { return false; }
   static void sync() {
     ::graphstep::sim::detail::trap(
-        "grid_group::sync() needs a cooperative launch (cudaLaunchCooperativeKernel), which the "
-        "simulated device does not provide");
+        "grid_group::sync() needs a cooperative launch (cudaLaunchCooperativeKernel) whose blocks "
+        "run together; the simulated device runs a grid's blocks one after another");
   }
   static unsigned long long num_blocks() {
     return static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
