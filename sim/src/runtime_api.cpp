@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -3437,7 +3438,8 @@ struct launch_request {
   int priority{};  // the kernel node's, read back from a captured launch
 };
 
-char const* launch_attribute_name(cudaLaunchAttributeID id) {
+// `id` as the caller stored it (read_launch_attributes); nullptr where no enumerator names it.
+char const* launch_attribute_name(std::underlying_type_t<cudaLaunchAttributeID> id) {
   switch (id) {
     case cudaLaunchAttributeAccessPolicyWindow: return "cudaLaunchAttributeAccessPolicyWindow";
     case cudaLaunchAttributeSynchronizationPolicy:
@@ -3475,7 +3477,11 @@ cudaError_t read_launch_attributes(cudaLaunchConfig_t const& config, launch_requ
   if (config.numAttrs != 0 && config.attrs == nullptr) return cudaErrorInvalidValue;
   for (unsigned i = 0; i < config.numAttrs; ++i) {
     cudaLaunchAttribute const& attribute = config.attrs[i];
-    switch (attribute.id) {
+    // The identifier is read as the integer the caller stored: a value no enumerator names is
+    // the caller's to pass, and loading it as the enumeration would be undefined behaviour here.
+    std::underlying_type_t<cudaLaunchAttributeID> raw_id{};
+    std::memcpy(&raw_id, &attribute.id, sizeof raw_id);
+    switch (raw_id) {
       case cudaLaunchAttributeIgnore:
       case cudaLaunchAttributeProgrammaticStreamSerialization: break;
       case cudaLaunchAttributePriority:
@@ -3488,7 +3494,7 @@ cudaError_t read_launch_attributes(cudaLaunchConfig_t const& config, launch_requ
         request.cooperative = request.cooperative || attribute.val.cooperative != 0;
         break;
       default: {
-        char const* name = launch_attribute_name(attribute.id);
+        char const* name = launch_attribute_name(raw_id);
         if (name == nullptr) return cudaErrorInvalidValue;
         static_cast<void>(std::fprintf(
             stderr,

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <graphstep/sim/race_report.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sim_test.hpp"
@@ -110,7 +112,9 @@ TEST_F(launch_by_address, unmodelled_launch_attributes_are_refused_by_name) {
       << said;
   EXPECT_EQ(cudaGetLastError(), cudaErrorNotSupported);
   cudaLaunchAttribute unknown{};
-  unknown.id = static_cast<cudaLaunchAttributeID>(999);
+  // Stored as an integer, as a program built against a later header would store a new id.
+  std::underlying_type_t<cudaLaunchAttributeID> const unknown_id = 999;
+  std::memcpy(&unknown.id, &unknown_id, sizeof unknown_id);
   config.attrs = &unknown;
   EXPECT_EQ(cudaLaunchKernelExC(&config, func, arguments_), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
