@@ -20,6 +20,7 @@
 
 #include "detail/guarded_memory.hpp"
 #include "detail/runtime_state.hpp"
+#include "detail/symbol_table.hpp"
 
 namespace sim = graphstep::sim::detail;
 
@@ -1288,6 +1289,60 @@ cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, void
   return cudaSuccess;
 }
 
+// The memcpy node forms that name a symbol: the 1-D forms of the symbol's address `offset` bytes
+// in, checked as cudaMemcpyToSymbol and cudaMemcpyFromSymbol check the symbol, the direction and
+// the range (runtime_api.cpp); each refusal is cudaErrorInvalidValue, the one error these calls
+// list (a GPU's answer to an unknown symbol is probed in device_symbols_gpu_test.cu).
+cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t* node, cudaGraph_t graph,
+                                           cudaGraphNode_t const* dependencies, std::size_t count,
+                                           void const* symbol, void const* src, std::size_t bytes,
+                                           std::size_t offset, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (sim::symbol_copy_address(symbol, bytes, offset, kind, true, at) != cudaSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaGraphAddMemcpyNode1D(node, graph, dependencies, count, at, src, bytes, kind);
+}
+
+cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* node, cudaGraph_t graph,
+                                             cudaGraphNode_t const* dependencies, std::size_t count,
+                                             void* dst, void const* symbol, std::size_t bytes,
+                                             std::size_t offset, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (sim::symbol_copy_address(symbol, bytes, offset, kind, false, at) != cudaSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaGraphAddMemcpyNode1D(node, graph, dependencies, count, dst, at, bytes, kind);
+}
+
+cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, void const* symbol,
+                                                 void const* src, std::size_t count,
+                                                 std::size_t offset, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (sim::symbol_copy_address(symbol, count, offset, kind, true, at) != cudaSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaGraphMemcpyNodeSetParams1D(node, at, src, count, kind);
+}
+
+cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst,
+                                                   void const* symbol, std::size_t count,
+                                                   std::size_t offset, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (sim::symbol_copy_address(symbol, count, offset, kind, false, at) != cudaSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaGraphMemcpyNodeSetParams1D(node, dst, at, count, kind);
+}
+
 // "Sets the parameters of memset node node to pNodeParams" (cudaGraphMemsetNodeSetParams),
 // checked as when the node is added.
 cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, cudaMemsetParams const* params) {
@@ -1350,6 +1405,32 @@ cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNo
     return sim::fail(bad);
   }
   return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                     void const* symbol, void const* src,
+                                                     std::size_t count, std::size_t offset,
+                                                     cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (sim::symbol_copy_address(symbol, count, offset, kind, true, at) != cudaSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaGraphExecMemcpyNodeSetParams1D(exec, node, at, src, count, kind);
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                       void* dst, void const* symbol,
+                                                       std::size_t count, std::size_t offset,
+                                                       cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (sim::symbol_copy_address(symbol, count, offset, kind, false, at) != cudaSuccess) {
+    return sim::fail(cudaErrorInvalidValue);
+  }
+  return cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, at, count, kind);
 }
 
 // "Zero sized operations are not supported. The new destination pointer in pNodeParams must be

@@ -17,10 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "graphstep/sim/kernel_task.hpp"
 #include "detail/guarded_memory.hpp"
 #include "detail/refusal.hpp"
 #include "detail/runtime_state.hpp"
+#include "detail/symbol_table.hpp"
+#include "graphstep/sim/kernel_task.hpp"
 
 namespace sim = graphstep::sim::detail;
 
@@ -136,7 +137,8 @@ cudaError_t release(void* pointer, sim::memory_kind kind) {
 
 bool is_device_memory(void const* address) {
   sim::allocation const* owner = sim::find_allocation(address);
-  return owner != nullptr && owner->kind != sim::memory_kind::pinned_host;
+  if (owner == nullptr) return sim::symbol_holds(address, 1);  // a __device__ variable
+  return owner->kind != sim::memory_kind::pinned_host;
 }
 
 // Whether a graph, or an executable's copy of one, both allocates and frees `memory`.
@@ -1205,6 +1207,97 @@ cudaError_t cudaMemcpy(void* destination, void const* source, std::size_t bytes,
     sim::host_waits_for(sim::find_stream(cudaStreamLegacy)->clock);
   }
   return copied;
+}
+
+// The symbol functions (CUDA Runtime API, "Memory Management"). A symbol is a __device__,
+// __constant__ or __managed__ variable, named by its address (`&variable`, or the variable
+// itself through cuda_runtime.h's template overloads); one the symbol table does not hold
+// (graphstep/sim/symbol.hpp) is cudaErrorInvalidSymbol. The copies go "offset bytes from the
+// start of symbol"; to a symbol "kind can be either cudaMemcpyHostToDevice,
+// cudaMemcpyDeviceToDevice, or cudaMemcpyDefault", from one cudaMemcpyDeviceToHost,
+// cudaMemcpyDeviceToDevice or cudaMemcpyDefault; any other is cudaErrorInvalidMemcpyDirection.
+// A range past the variable's end is cudaErrorInvalidValue (the header does not say which
+// error: the stricter reading refuses it). The variable's memory is then device memory to every
+// call, as the address cudaGetSymbolAddress gives is, and each copy is the cudaMemcpy or
+// cudaMemcpyAsync of that address, with the ordering and blocking those have.
+namespace {
+
+// A symbol function's error, invalidating the capture of `stream` when it is capturing.
+cudaError_t symbol_failure(cudaError_t error, cudaStream_t stream, char const* call) {
+  sim::stream_state* s = sim::find_stream(stream);
+  if (s != nullptr && s->capture != nullptr) sim::invalidate(*s->capture, error, call);
+  return sim::fail(error);
+}
+
+}  // namespace
+
+cudaError_t cudaGetSymbolAddress(void** devPtr, void const* symbol) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (devPtr == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::device_symbol found;
+  if (!sim::find_symbol(symbol, found)) return sim::fail(cudaErrorInvalidSymbol);
+  *devPtr = const_cast<void*>(found.address);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetSymbolSize(std::size_t* size, void const* symbol) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  if (size == nullptr) return sim::fail(cudaErrorInvalidValue);
+  sim::device_symbol found;
+  if (!sim::find_symbol(symbol, found)) return sim::fail(cudaErrorInvalidSymbol);
+  *size = found.bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(void const* symbol, void const* src, std::size_t count,
+                                    std::size_t offset, cudaMemcpyKind kind, cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (cudaError_t const bad = sim::symbol_copy_address(symbol, count, offset, kind, true, at);
+      bad != cudaSuccess) {
+    return symbol_failure(bad, stream, __func__);
+  }
+  return cudaMemcpyAsync(at, src, count, kind, stream);
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, void const* symbol, std::size_t count,
+                                      std::size_t offset, cudaMemcpyKind kind,
+                                      cudaStream_t stream) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (cudaError_t const bad = sim::symbol_copy_address(symbol, count, offset, kind, false, at);
+      bad != cudaSuccess) {
+    return symbol_failure(bad, stream, __func__);
+  }
+  return cudaMemcpyAsync(dst, at, count, kind, stream);
+}
+
+cudaError_t cudaMemcpyToSymbol(void const* symbol, void const* src, std::size_t count,
+                               std::size_t offset, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (cudaError_t const bad = sim::symbol_copy_address(symbol, count, offset, kind, true, at);
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return cudaMemcpy(at, src, count, kind);
+}
+
+cudaError_t cudaMemcpyFromSymbol(void* dst, void const* symbol, std::size_t count,
+                                 std::size_t offset, cudaMemcpyKind kind) {
+  sim::lock_guard const lock{sim::state().mutex};
+  if (cudaError_t const error = enter(); error != cudaSuccess) return error;
+  unsigned char* at = nullptr;
+  if (cudaError_t const bad = sim::symbol_copy_address(symbol, count, offset, kind, false, at);
+      bad != cudaSuccess) {
+    return sim::fail(bad);
+  }
+  return cudaMemcpy(dst, at, count, kind);
 }
 
 // cudaMemcpy2DAsync: "Copies a matrix (height rows of width bytes each) from the memory area

@@ -170,36 +170,12 @@ cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDs
   return refusal::refuse("cudaMemcpy2DArrayToArray", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaMemcpyToSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaMemcpyFromSymbol", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpy2DToArrayAsync", "not modelled");
 }
 
 cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return refusal::refuse("cudaMemcpy2DFromArrayAsync", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpyToSymbolAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return refusal::refuse("cudaMemcpyFromSymbolAsync", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetSymbolAddress(void **devPtr, const void *symbol) {
-  return refusal::refuse("cudaGetSymbolAddress", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGetSymbolSize(size_t *size, const void *symbol) {
-  return refusal::refuse("cudaGetSymbolSize", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind) {
@@ -327,22 +303,6 @@ cudaError_t CUDARTAPI cudaLogsDumpToMemory(cudaLogIterator *iterator, char *buff
   return refusal::refuse("cudaLogsDumpToMemory", "not modelled");
 }
 
-cudaError_t CUDARTAPI cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphAddMemcpyNodeToSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphAddMemcpyNodeFromSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphMemcpyNodeSetParamsToSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphMemcpyNodeSetParamsFromSymbol", "not modelled yet");
-}
-
 cudaError_t CUDARTAPI cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphAddExternalSemaphoresSignalNode", "not modelled");
 }
@@ -365,14 +325,6 @@ cudaError_t CUDARTAPI cudaGraphExternalSemaphoresWaitNodeGetParams(cudaGraphNode
 
 cudaError_t CUDARTAPI cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams *nodeParams) {
   return refusal::refuse("cudaGraphExternalSemaphoresWaitNodeSetParams", "not modelled");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsToSymbol", "not modelled yet");
-}
-
-cudaError_t CUDARTAPI cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return refusal::refuse("cudaGraphExecMemcpyNodeSetParamsFromSymbol", "not modelled yet");
 }
 
 cudaError_t CUDARTAPI cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) {

@@ -287,6 +287,56 @@ TEST(launch_rewriter, turns_dynamic_shared_memory_into_the_blocks_buffer) {
             "raw = ::graphstep::sim::detail::dynamic_shared<unsigned char>();\n  }\n}\n}");
 }
 
+// What a variable of device memory defined at namespace scope gets after its definition: its
+// registration in the simulated device's symbol table.
+std::string registration(std::string const& name) {
+  return " static ::graphstep::sim::symbol_registration const graphstep_sim_symbol_" + name +
+         "{__builtin_addressof(" + name + "), sizeof " + name + ", \"" + name + "\"};";
+}
+
+TEST(launch_rewriter, registers_variables_of_device_memory_where_they_are_defined) {
+  EXPECT_EQ(body("__constant__ float table[4] = {1, 2, 3, 4};\nint x;"),
+            "__constant__ float table[4] = {1, 2, 3, 4};" + registration("table") + "\nint x;");
+  EXPECT_EQ(body("namespace n {\nstatic __device__ unsigned long long counter;\n}"),
+            "namespace n {\nstatic __device__ unsigned long long counter;" +
+                registration("counter") + "\n}");
+  // Several declarators, initializers with parentheses, commas and template arguments.
+  EXPECT_EQ(body("__device__ int a = f(1, 2), b{3}, c[2];"),
+            "__device__ int a = f(1, 2), b{3}, c[2];" + registration("a") + registration("b") +
+                registration("c"));
+  EXPECT_EQ(body("__device__ pair<int, float> p;"),
+            "__device__ pair<int, float> p;" + registration("p"));
+  EXPECT_EQ(body("__device__ __align__(16) float const* pointer = nullptr;"),
+            "__device__ __align__(16) float const* pointer = nullptr;" + registration("pointer"));
+  EXPECT_EQ(body("__managed__ __device__ int both;"),
+            "__managed__ __device__ int both;" + registration("both"));
+  EXPECT_EQ(
+      body("#include <x.h>\n__device__ int after_a_directive;"),
+      "#include <x.h>\n__device__ int after_a_directive;" + registration("after_a_directive"));
+}
+
+TEST(launch_rewriter, registers_no_function_declaration_or_local) {
+  // Functions, declarations, variable templates, locals and members stay as they are.
+  for (std::string const source : {
+           "__device__ float f(float x);",
+           "__device__ __forceinline__ float g(float x) { return x; }",
+           "extern __device__ int declared_elsewhere;",
+           "extern \"C\" __device__ int c_declared;",
+           "template <class T> __device__ T variable_template;",
+           "void h() { static __device__ int local; }",
+           "struct s { static __device__ int member; };",
+           "#define D __device__ int in_a_macro;",
+           "// __device__ int in_a_comment;",
+       }) {
+    EXPECT_EQ(body(source), source);
+  }
+  // A header with variables only is rewritten to register them; it holds no device code that
+  // must be rewritten to compile.
+  EXPECT_NE(rewrite_header("__constant__ int c;\n", "c.cuh", {}, "c.cuh").find(registration("c")),
+            std::string::npos);
+  EXPECT_FALSE(holds_device_code("__constant__ int c;\n", "c.cuh"));
+}
+
 TEST(launch_rewriter, names_the_file_and_line_of_what_it_cannot_parse) {
   EXPECT_EQ(error_of("int a;\nk<<<1, 2;\n"),
             "k.cu:2: a <<< whose configuration is never closed by >>>");

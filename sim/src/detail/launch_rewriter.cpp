@@ -39,7 +39,10 @@ bool holds_word(std::string_view text, std::string_view word) {
 
 class rewriter {
  public:
-  rewriter(std::string_view source, std::string_view file) : source_{source}, file_{file} {}
+  // `register_symbols`: whether the variables of device memory defined here are registered
+  // (note_symbols); a check for device code a header holds does not count them.
+  rewriter(std::string_view source, std::string_view file, bool register_symbols = true)
+      : source_{source}, file_{file}, register_symbols_{register_symbols} {}
 
   // The source's #includes and object-like #defines; notes where its directives are.
   source_directives scan_directives() {
@@ -91,6 +94,11 @@ class rewriter {
           i = maybe_rewrite_extern_shared(i);
         } else {
           if (declares_kernel(word) && !in_directive(i)) note_kernel(i, end);
+          if (register_symbols_ && declares_symbol(word) && i >= symbols_noted_until_ &&
+              !in_directive(i) &&
+              std::find(scopes_.begin(), scopes_.end(), false) == scopes_.end()) {
+            note_symbols(i, end);
+          }
           i = end;
         }
       } else if (c == '{') {
@@ -666,8 +674,103 @@ class rewriter {
     changed_ = true;
   }
 
+  // `__device__`, `__constant__` or `__managed__` at `at`, outside every function and class:
+  // where it begins the definition of variables, a registration of each
+  // (graphstep/sim/symbol.hpp) is added after the definition's `;`, as nvcc registers them when
+  // the module loads. A function, a declaration (`extern`), a variable template and what this
+  // reader does not follow (a declarator in parentheses) are left as they are.
+  void note_symbols(std::size_t at, std::size_t word_end) {
+    // Back over the specifiers before the word: `extern` (or `extern "C"`) only declares, and a
+    // `>` outside a directive ends a template head.
+    std::size_t k = at;
+    for (;;) {
+      while (k > 0 && space(source_[k - 1])) --k;
+      if (k == 0 || !identifier_char(source_[k - 1])) break;
+      std::size_t const word_start = [&] {
+        std::size_t w = k;
+        while (w > 0 && identifier_char(source_[w - 1])) --w;
+        return w;
+      }();
+      if (source_.substr(word_start, k - word_start) == "extern") return;
+      k = word_start;
+    }
+    if (k > 0 && source_[k - 1] == '>' && !in_directive(k - 1)) return;
+    if (k > 0 && source_[k - 1] == '"') return;  // extern "C" declares, as extern does
+    std::vector<std::string> names;
+    std::string declarator;  // the last identifier seen in the current declarator
+    bool named = false;      // the current declarator's name is known
+    bool initializer = false;
+    int angles = 0;
+    std::size_t i = word_end;
+    for (;;) {
+      i = skip_space(i);
+      if (i >= source_.size()) return;
+      char const c = source_[i];
+      if (identifier_char(c)) {
+        std::size_t const end = identifier_end(i);
+        std::size_t const after = skip_space(end);
+        std::string_view const word = source_.substr(i, end - i);
+        bool const attribute =
+            word == "alignas" || word == "__attribute__" ||
+            (word.size() > 4 && word.substr(0, 2) == "__" && word.substr(word.size() - 2) == "__");
+        if (attribute && after < source_.size() && source_[after] == '(') {
+          i = after_closing(after);
+          continue;
+        }
+        if (!initializer && !named) declarator = std::string{word};
+        i = end;
+        continue;
+      }
+      bool const top = angles == 0;
+      if (c == '(' && top && !initializer) return;  // a function (or a declarator not followed)
+      if (c == '<' && !initializer) {
+        ++angles;
+      } else if (c == '>' && angles > 0 && !initializer) {
+        --angles;
+      } else if (top && (c == '[' || c == '=' || c == '{' || c == ',' || c == ';')) {
+        if (!named && !declarator.empty()) {
+          names.push_back(declarator);
+          named = true;
+        }
+        if (c == ',') {
+          named = false;
+          initializer = false;
+          declarator.clear();
+        } else if (c == '=' || c == '{') {
+          initializer = true;
+        }
+        if (c == ';') {
+          symbols_noted_until_ = i + 1;
+          break;
+        }
+      }
+      i = c == '(' || c == '[' || c == '{' ? after_closing(i) : skip_token(i);
+    }
+    std::string addition;
+    for (std::string const& name : names) {
+      addition.append(" static ::graphstep::sim::symbol_registration const graphstep_sim_symbol_")
+          .append(name)
+          .append("{__builtin_addressof(")
+          .append(name)
+          .append("), sizeof ")
+          .append(name)
+          .append(", \"")
+          .append(name)
+          .append("\"};");
+    }
+    if (addition.empty()) return;
+    // On the line where the definition ends: line numbers do not change.
+    additions_.emplace_back(i + 1, std::move(addition));
+    changed_ = true;
+  }
+
+  [[nodiscard]] static bool declares_symbol(std::string_view word) {
+    return word == "__device__" || word == "__constant__" || word == "__managed__";
+  }
+
   std::string_view source_;
   std::string_view file_;
+  bool register_symbols_;
   std::vector<directive_range> directives_;
   std::vector<std::string> kernel_macros_;
   std::vector<std::string> named_template_launches_;
@@ -677,6 +780,7 @@ class rewriter {
   std::vector<bool> scopes_;  // per open brace: whether it opens a namespace
 
   std::size_t next_addition_{};
+  std::size_t symbols_noted_until_{};  // the end of the last variable definition noted
   bool changed_{};
 };
 
@@ -716,11 +820,15 @@ namespace {
 
 // Whether `source` names what the rewriting changes: most headers of an include folder do not,
 // and are not parsed.
+// `symbols`: whether variables of device memory count.
 bool mentions_device_code(std::string_view source,
-                          std::vector<std::string> const& kernel_macro_names) {
+                          std::vector<std::string> const& kernel_macro_names, bool symbols) {
   bool device_code = false;
   for (std::string_view const word : {"__global__", "<<<", "__shared__"}) {
     device_code = device_code || source.find(word) != std::string_view::npos;
+  }
+  for (std::string_view const word : {"__device__", "__constant__", "__managed__"}) {
+    device_code = device_code || (symbols && source.find(word) != std::string_view::npos);
   }
   for (std::string const& name : kernel_macro_names) {
     device_code = device_code || holds_word(source, name);
@@ -732,8 +840,8 @@ bool mentions_device_code(std::string_view source,
 
 bool holds_device_code(std::string_view source, std::string_view file_name,
                        std::vector<std::string> const& kernel_macro_names) {
-  if (!mentions_device_code(source, kernel_macro_names)) return false;
-  rewriter header{source, file_name};
+  if (!mentions_device_code(source, kernel_macro_names, false)) return false;
+  rewriter header{source, file_name, false};
   static_cast<void>(header.run(kernel_macro_names));
   return header.changed();
 }
@@ -741,7 +849,7 @@ bool holds_device_code(std::string_view source, std::string_view file_name,
 std::string rewrite_header(std::string_view source, std::string_view file_name,
                            std::vector<std::string> const& kernel_macro_names,
                            std::string_view included_as) {
-  if (mentions_device_code(source, kernel_macro_names)) {
+  if (mentions_device_code(source, kernel_macro_names, true)) {
     rewriter header{source, file_name};
     std::string rewritten = header.run(kernel_macro_names);
     if (header.changed()) return header.fallback_signatures() + rewritten;

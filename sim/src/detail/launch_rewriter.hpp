@@ -54,13 +54,17 @@ std::vector<std::string> kernel_macros(std::vector<macro_definition> const& macr
 /// @brief `source` (named `file_name` in messages and #line) with its launches rewritten, after
 /// #include <graphstep/sim/device.hpp>: a .cu file. A kernel may be declared with `__global__`,
 /// or with one of `kernel_macro_names` (defined in the headers the source includes), or with an
-/// object-like macro the source itself defines to hold `__global__`.
+/// object-like macro the source itself defines to hold `__global__`. Each `__device__`,
+/// `__constant__` or `__managed__` variable defined at namespace scope is registered as a symbol
+/// (graphstep/sim/symbol.hpp) by a definition added after its own, on the same line.
 /// @throws rewrite_error
 std::string rewrite_launches(std::string_view source, std::string_view file_name,
                              std::vector<std::string> const& kernel_macro_names = {});
 
-/// @brief Whether rewrite_header would rewrite `source` (it declares or launches kernels, or
-/// declares `extern __shared__` arrays) rather than include the original.
+/// @brief Whether `source` declares or launches kernels, or declares `extern __shared__`
+/// arrays: what a compiler cannot read unless rewrite_header rewrites it. (rewrite_header also
+/// rewrites a header that only defines `__device__`, `__constant__` or `__managed__` variables,
+/// to register them; as it is, such a header compiles, and its variables are not symbols.)
 /// @throws rewrite_error
 bool holds_device_code(std::string_view source, std::string_view file_name,
                        std::vector<std::string> const& kernel_macro_names = {});

@@ -16,6 +16,7 @@
 #include "detail/environment.hpp"
 #include "detail/guarded_memory.hpp"
 #include "detail/kernel_accesses.hpp"
+#include "detail/symbol_table.hpp"
 
 namespace graphstep::sim::detail {
 
@@ -314,7 +315,7 @@ allocation const* find_allocation(void const* address) {
 // or corrupts memory otherwise; here the call fails with cudaErrorInvalidValue.
 bool device_range_valid(void const* address, std::size_t bytes) {
   allocation const* owner = find_allocation(address);
-  if (owner == nullptr) return false;
+  if (owner == nullptr) return symbol_holds(address, bytes);
   std::uintptr_t const end = reinterpret_cast<std::uintptr_t>(address) + bytes;
   while (end > owner->base + owner->bytes) {
     if (owner->kind != memory_kind::virtual_reservation) return false;

@@ -553,8 +553,8 @@ void trim_pool(mem_pool_state& pool, std::size_t keep);
 // the OS on the next call to stream, event or context synchronize" (cudaMemPoolAttr).
 void release_pool_memory(int device);
 allocation const* find_allocation(void const* address);
-// Whether [address, address + bytes) is live device memory: one allocation, or virtual memory
-// mapped without a gap.
+// Whether [address, address + bytes) is live device memory: one allocation, virtual memory
+// mapped without a gap, or one __device__ variable (detail/symbol_table.hpp).
 bool device_range_valid(void const* address, std::size_t bytes);
 // The checks of cudaMemcpy2DAsync on a copy (kind, pitches, each side's span in its
 // allocation): cudaSuccess or the error that call returns.

@@ -44,6 +44,7 @@
 
 #include "graphstep/sim/kernel_task.hpp"
 #include "graphstep/sim/launch.hpp"
+#include "graphstep/sim/symbol.hpp"
 
 // A hint for nvcc's code generation means nothing to the host compiler: __launch_bounds__
 // (defined by crt/host_defines.h only for nvcc) expands to nothing, and the build compiles
@@ -597,6 +598,91 @@ cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attribute, int valu
 template <class T>
 cudaError_t cudaFuncGetName(char const** name, T* entry) {
   return ::cudaFuncGetName(name, reinterpret_cast<void const*>(entry));
+}
+// And of the symbol calls: a __device__, __constant__ or __managed__ variable passed as itself,
+// its address taken as the toolkit's templates take it, with their default offset and kind.
+template <class T>
+cudaError_t cudaMemcpyToSymbol(T const& symbol, void const* src, std::size_t count,
+                               std::size_t offset = 0,
+                               cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+  return ::cudaMemcpyToSymbol(static_cast<void const*>(&symbol), src, count, offset, kind);
+}
+template <class T>
+cudaError_t cudaMemcpyToSymbolAsync(T const& symbol, void const* src, std::size_t count,
+                                    std::size_t offset = 0,
+                                    cudaMemcpyKind kind = cudaMemcpyHostToDevice,
+                                    cudaStream_t stream = nullptr) {
+  return ::cudaMemcpyToSymbolAsync(static_cast<void const*>(&symbol), src, count, offset, kind,
+                                   stream);
+}
+template <class T>
+cudaError_t cudaMemcpyFromSymbol(void* dst, T const& symbol, std::size_t count,
+                                 std::size_t offset = 0,
+                                 cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+  return ::cudaMemcpyFromSymbol(dst, static_cast<void const*>(&symbol), count, offset, kind);
+}
+template <class T>
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, T const& symbol, std::size_t count,
+                                      std::size_t offset = 0,
+                                      cudaMemcpyKind kind = cudaMemcpyDeviceToHost,
+                                      cudaStream_t stream = nullptr) {
+  return ::cudaMemcpyFromSymbolAsync(dst, static_cast<void const*>(&symbol), count, offset, kind,
+                                     stream);
+}
+template <class T>
+cudaError_t cudaGetSymbolAddress(void** devPtr, T const& symbol) {
+  return ::cudaGetSymbolAddress(devPtr, static_cast<void const*>(&symbol));
+}
+template <class T>
+cudaError_t cudaGetSymbolSize(std::size_t* size, T const& symbol) {
+  return ::cudaGetSymbolSize(size, static_cast<void const*>(&symbol));
+}
+template <class T>
+cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t* node, cudaGraph_t graph,
+                                           cudaGraphNode_t const* dependencies, std::size_t count,
+                                           T const& symbol, void const* src, std::size_t bytes,
+                                           std::size_t offset, cudaMemcpyKind kind) {
+  return ::cudaGraphAddMemcpyNodeToSymbol(node, graph, dependencies, count,
+                                          static_cast<void const*>(&symbol), src, bytes, offset,
+                                          kind);
+}
+template <class T>
+cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* node, cudaGraph_t graph,
+                                             cudaGraphNode_t const* dependencies, std::size_t count,
+                                             void* dst, T const& symbol, std::size_t bytes,
+                                             std::size_t offset, cudaMemcpyKind kind) {
+  return ::cudaGraphAddMemcpyNodeFromSymbol(node, graph, dependencies, count, dst,
+                                            static_cast<void const*>(&symbol), bytes, offset, kind);
+}
+template <class T>
+cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, T const& symbol,
+                                                 void const* src, std::size_t count,
+                                                 std::size_t offset, cudaMemcpyKind kind) {
+  return ::cudaGraphMemcpyNodeSetParamsToSymbol(node, static_cast<void const*>(&symbol), src, count,
+                                                offset, kind);
+}
+template <class T>
+cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, T const& symbol,
+                                                   std::size_t count, std::size_t offset,
+                                                   cudaMemcpyKind kind) {
+  return ::cudaGraphMemcpyNodeSetParamsFromSymbol(node, dst, static_cast<void const*>(&symbol),
+                                                  count, offset, kind);
+}
+template <class T>
+cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                     T const& symbol, void const* src,
+                                                     std::size_t count, std::size_t offset,
+                                                     cudaMemcpyKind kind) {
+  return ::cudaGraphExecMemcpyNodeSetParamsToSymbol(exec, node, static_cast<void const*>(&symbol),
+                                                    src, count, offset, kind);
+}
+template <class T>
+cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                       void* dst, T const& symbol,
+                                                       std::size_t count, std::size_t offset,
+                                                       cudaMemcpyKind kind) {
+  return ::cudaGraphExecMemcpyNodeSetParamsFromSymbol(
+      exec, node, dst, static_cast<void const*>(&symbol), count, offset, kind);
 }
 
 // nvcc contracts a floating-point multiply and add into one fused multiply-add by default
