@@ -45,6 +45,17 @@ __global__ void add_one(unsigned* counter) {
   atomicAdd(counter, 1U);
 }
 
+// A __device__ variable: kernels reach it by name, with no pointer argument at all.
+__device__ float device_scale;
+
+__global__ void set_scale(float value) {
+  if (threadIdx.x == 0) device_scale = value;
+}
+
+__global__ void scale_by_device_scale(float* out) {
+  if (threadIdx.x == 0) *out = 2.0F * device_scale;
+}
+
 class planted_races : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -153,6 +164,39 @@ TEST_F(planted_races, unordered_kernels_touching_neighbouring_bytes_do_not_race)
   read_at<<<1, 32, 0, b_>>>(x_ + 512, 189, y_);  // x_[701]
   write_at<<<1, 32, 0, b_>>>(x_, 699, 1.0F);
   EXPECT_TRUE(new_races().empty());
+}
+
+// --- a __device__ variable, named in the kernels rather than passed ---------------------------
+
+TEST_F(planted_races, kernels_writing_and_reading_a_device_variable_unordered_race) {
+  set_scale<<<1, 32, 0, a_>>>(3.0F);
+  scale_by_device_scale<<<1, 32, 0, b_>>>(y_);
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("write by kernel set_scale"), std::string::npos) << found[0];
+  EXPECT_NE(found[0].find("read by kernel scale_by_device_scale"), std::string::npos) << found[0];
+}
+
+TEST_F(planted_races, a_device_variable_written_and_read_in_event_order_does_not_race) {
+  set_scale<<<1, 32, 0, a_>>>(3.0F);
+  SIM_TEST_TRY(cudaEventRecord(fork_, a_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(b_, fork_, 0));
+  scale_by_device_scale<<<1, 32, 0, b_>>>(y_);
+  EXPECT_TRUE(new_races().empty());
+  float out = 0.0F;
+  SIM_TEST_TRY(cudaMemcpyAsync(&out, y_, sizeof out, cudaMemcpyDeviceToHost, b_));
+  SIM_TEST_TRY(cudaStreamSynchronize(b_));
+  EXPECT_EQ(out, 6.0F);
+}
+
+TEST_F(planted_races, a_symbol_copy_races_with_a_kernel_reading_the_variable_on_another_stream) {
+  float const value = 5.0F;
+  SIM_TEST_TRY(
+      cudaMemcpyToSymbolAsync(device_scale, &value, sizeof value, 0, cudaMemcpyHostToDevice, a_));
+  scale_by_device_scale<<<1, 32, 0, b_>>>(y_);
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("read by kernel scale_by_device_scale"), std::string::npos) << found[0];
 }
 
 // --- atomics ---------------------------------------------------------------------------------

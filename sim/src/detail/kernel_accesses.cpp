@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "detail/runtime_state.hpp"
+#include "detail/symbol_table.hpp"
 
 namespace graphstep::sim::detail {
 
@@ -28,14 +30,16 @@ void set_bits(std::array<std::uint64_t, words>& bits, std::size_t offset, std::s
   }
 }
 
-// Whether any allocation overlaps the page: allocations are disjoint and kept by base, so only
-// the last one beginning before the page's end can.
+// Whether any allocation or __device__ variable overlaps the page: allocations are disjoint and
+// kept by base, so only the last one beginning before the page's end can.
 bool holds_device_memory(std::uintptr_t begin, std::uintptr_t end) {
   auto const& allocations = state().allocations;
   auto it = allocations.lower_bound(end);
-  if (it == allocations.begin()) return false;
-  --it;
-  return it->second.base + it->second.bytes > begin;
+  if (it != allocations.begin() &&
+      std::prev(it)->second.base + std::prev(it)->second.bytes > begin) {
+    return true;
+  }
+  return symbol_overlaps(begin, end);
 }
 
 }  // namespace

@@ -481,7 +481,7 @@ void for_each_row(memcpy_params const& copy, Row const& row) {
 }
 
 bool tracked(void const* address) {
-  return find_allocation(address) != nullptr;
+  return find_allocation(address) != nullptr || symbol_holds(address, 1);
 }
 
 void record_accesses(node_state const& node) {

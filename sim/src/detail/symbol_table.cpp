@@ -45,6 +45,16 @@ bool symbol_holds(void const* address, std::size_t bytes) {
   return offset < it->second.bytes && bytes <= it->second.bytes - offset;
 }
 
+bool symbol_overlaps(std::uintptr_t begin, std::uintptr_t end) {
+  symbol_table& t = table();
+  std::lock_guard<std::mutex> const lock{t.mutex};
+  // Variables are disjoint and kept by address: only the last one starting before `end` can.
+  auto it = t.symbols.lower_bound(reinterpret_cast<void const*>(end));
+  if (it == t.symbols.begin()) return false;
+  --it;
+  return reinterpret_cast<std::uintptr_t>(it->second.address) + it->second.bytes > begin;
+}
+
 cudaError_t symbol_copy_address(void const* symbol, std::size_t count, std::size_t offset,
                                 cudaMemcpyKind kind, bool to_symbol, unsigned char*& at) {
   device_symbol found;

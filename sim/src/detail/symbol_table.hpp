@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace graphstep::sim::detail {
 
@@ -21,6 +22,9 @@ bool find_symbol(void const* address, device_symbol& found);
 // Whether [address, address + bytes) lies within one registered variable: device memory, as
 // the address cudaGetSymbolAddress gives is on a GPU.
 bool symbol_holds(void const* address, std::size_t bytes);
+// Whether any registered variable overlaps [begin, end): the race checker records the
+// accesses of kernels to such a page, as to a page of device memory.
+bool symbol_overlaps(std::uintptr_t begin, std::uintptr_t end);
 
 // The address `offset` bytes into `symbol`, for a copy of `count` bytes of `kind` to the symbol
 // (`to_symbol`) or from it, as the symbol functions check one (runtime_api.cpp says which):
