@@ -639,19 +639,21 @@ cudaError_t cudaGetSymbolSize(std::size_t* size, T const& symbol) {
 }
 template <class T>
 cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t* node, cudaGraph_t graph,
-                                           cudaGraphNode_t const* dependencies, std::size_t count,
-                                           T const& symbol, void const* src, std::size_t bytes,
-                                           std::size_t offset, cudaMemcpyKind kind) {
-  return ::cudaGraphAddMemcpyNodeToSymbol(node, graph, dependencies, count,
+                                           cudaGraphNode_t const* pDependencies,
+                                           std::size_t numDependencies, T const& symbol,
+                                           void const* src, std::size_t bytes, std::size_t offset,
+                                           cudaMemcpyKind kind) {
+  return ::cudaGraphAddMemcpyNodeToSymbol(node, graph, pDependencies, numDependencies,
                                           static_cast<void const*>(&symbol), src, bytes, offset,
                                           kind);
 }
 template <class T>
 cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* node, cudaGraph_t graph,
-                                             cudaGraphNode_t const* dependencies, std::size_t count,
-                                             void* dst, T const& symbol, std::size_t bytes,
-                                             std::size_t offset, cudaMemcpyKind kind) {
-  return ::cudaGraphAddMemcpyNodeFromSymbol(node, graph, dependencies, count, dst,
+                                             cudaGraphNode_t const* pDependencies,
+                                             std::size_t numDependencies, void* dst,
+                                             T const& symbol, std::size_t bytes, std::size_t offset,
+                                             cudaMemcpyKind kind) {
+  return ::cudaGraphAddMemcpyNodeFromSymbol(node, graph, pDependencies, numDependencies, dst,
                                             static_cast<void const*>(&symbol), bytes, offset, kind);
 }
 template <class T>
