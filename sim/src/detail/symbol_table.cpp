@@ -1,6 +1,7 @@
 #include "detail/symbol_table.hpp"
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -23,6 +24,13 @@ symbol_table& table() {
   return *instance;
 }
 
+// The variable with the highest address below `end`, the only one that can reach past an
+// address below `end` (variables are disjoint, kept by address); null where none starts there.
+device_symbol const* last_starting_before(symbol_table const& t, std::uintptr_t end) {
+  auto const it = t.symbols.lower_bound(reinterpret_cast<void const*>(end));
+  return it == t.symbols.begin() ? nullptr : &std::prev(it)->second;
+}
+
 }  // namespace
 
 bool find_symbol(void const* address, device_symbol& found) {
@@ -37,22 +45,19 @@ bool find_symbol(void const* address, device_symbol& found) {
 bool symbol_holds(void const* address, std::size_t bytes) {
   symbol_table& t = table();
   std::lock_guard<std::mutex> const lock{t.mutex};
-  auto it = t.symbols.upper_bound(address);
-  if (it == t.symbols.begin()) return false;
-  --it;
-  std::uintptr_t const offset = reinterpret_cast<std::uintptr_t>(address) -
-                                reinterpret_cast<std::uintptr_t>(it->second.address);
-  return offset < it->second.bytes && bytes <= it->second.bytes - offset;
+  auto const at = reinterpret_cast<std::uintptr_t>(address);
+  device_symbol const* variable = last_starting_before(t, at + 1);
+  if (variable == nullptr) return false;
+  std::uintptr_t const offset = at - reinterpret_cast<std::uintptr_t>(variable->address);
+  return offset < variable->bytes && bytes <= variable->bytes - offset;
 }
 
 bool symbol_overlaps(std::uintptr_t begin, std::uintptr_t end) {
   symbol_table& t = table();
   std::lock_guard<std::mutex> const lock{t.mutex};
-  // Variables are disjoint and kept by address: only the last one starting before `end` can.
-  auto it = t.symbols.lower_bound(reinterpret_cast<void const*>(end));
-  if (it == t.symbols.begin()) return false;
-  --it;
-  return reinterpret_cast<std::uintptr_t>(it->second.address) + it->second.bytes > begin;
+  device_symbol const* variable = last_starting_before(t, end);
+  return variable != nullptr &&
+         reinterpret_cast<std::uintptr_t>(variable->address) + variable->bytes > begin;
 }
 
 cudaError_t symbol_copy_address(void const* symbol, std::size_t count, std::size_t offset,
