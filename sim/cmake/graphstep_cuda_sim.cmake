@@ -227,6 +227,12 @@ function(_graphstep_cuda_sim_rewrite target)
     return()
   endif()
   set_property(TARGET ${target} PROPERTY SOURCES ${kept})
+  if(watch_flags AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC's instrumentation leaves memcpy, memmove and memset to the C library: the simulator's
+    # wrappers see them (kernel_accesses.cpp), in every link the target's objects go into.
+    target_link_options(${target} PUBLIC
+                        "LINKER:--wrap=memcpy,--wrap=memmove,--wrap=memset")
+  endif()
 
   # The include directories of the target, of its .cu files and from its links, in the order
   # the compiler searches them; the project's own are mirrored.

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <cstdio>
-#include "sim_test.hpp"
+#include <cstring>
 #include <graphstep/sim/sim.hpp>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "sim_test.hpp"
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -35,6 +37,16 @@ __global__ void read_at(float const* base, int index, float* out) {
 __global__ void fill_range(float* base, int begin, int end, float value) {
   int const i = begin + static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < end) base[i] = value;
+}
+
+// memcpy and memset called by name, as device code may (CUDA Programming Guide, "memcpy() and
+// memset()"): GCC's instrumentation leaves them to the C library.
+__global__ void copy_by_memcpy(float* to, float const* from, int count) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) memcpy(to, from, sizeof(float) * count);
+}
+
+__global__ void clear_by_memset(float* base, int count) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) memset(base, 0, sizeof(float) * count);
 }
 
 __global__ void take_ticket(unsigned* counter, unsigned* ticket) {
@@ -164,6 +176,31 @@ TEST_F(planted_races, unordered_kernels_touching_neighbouring_bytes_do_not_race)
   read_at<<<1, 32, 0, b_>>>(x_ + 512, 189, y_);  // x_[701]
   write_at<<<1, 32, 0, b_>>>(x_, 699, 1.0F);
   EXPECT_TRUE(new_races().empty());
+}
+
+// --- memcpy and memset called by name in a kernel ---------------------------------------------
+
+TEST_F(planted_races, a_kernels_memcpy_races_with_a_write_of_its_source_on_another_stream) {
+  copy_by_memcpy<<<1, 32, 0, a_>>>(y_, x_ + 256, 16);  // reads x_[256, 272)
+  write_at<<<1, 32, 0, b_>>>(x_, 260, 1.0F);
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("read by kernel copy_by_memcpy"), std::string::npos) << found[0];
+  // Ordered by an event, and beside the bytes it copies: no race.
+  SIM_TEST_TRY(cudaEventRecord(fork_, b_));
+  SIM_TEST_TRY(cudaStreamWaitEvent(a_, fork_, 0));
+  copy_by_memcpy<<<1, 32, 0, a_>>>(y_, x_ + 256, 16);
+  write_at<<<1, 32, 0, b_>>>(x_, 272, 1.0F);
+  EXPECT_EQ(new_races().size(), 1U);
+}
+
+TEST_F(planted_races, a_kernels_memset_races_with_a_read_on_another_stream) {
+  clear_by_memset<<<1, 32, 0, a_>>>(x_ + 100, 8);  // writes x_[100, 108)
+  read_at<<<1, 32, 0, b_>>>(x_, 107, y_ + 1);
+  read_at<<<1, 32, 0, b_>>>(x_, 108, y_ + 2);  // just past it
+  auto const found = new_races();
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_NE(found[0].find("write by kernel clear_by_memset"), std::string::npos) << found[0];
 }
 
 // --- a __device__ variable, named in the kernels rather than passed ---------------------------

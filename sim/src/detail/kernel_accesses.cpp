@@ -272,6 +272,30 @@ void* __tsan_memset(void* to, int value, unsigned long bytes) {
   return __builtin_memset(to, value, bytes);
 }
 
+// GCC's instrumentation leaves memcpy, memmove and memset called by name (and the loops it turns
+// into them, and std::copy of trivial types) to the C library, where ThreadSanitizer's runtime
+// would intercept them. A target whose sources are instrumented by GCC links with --wrap for the
+// three (graphstep_cuda_sim.cmake): every call from the objects of its link comes here first, and
+// __real_* is the C library's. Without --wrap nothing calls these and the weak references stay
+// unresolved.
+void* __real_memcpy(void* to, void const* from, unsigned long bytes) __attribute__((weak));
+void* __real_memmove(void* to, void const* from, unsigned long bytes) __attribute__((weak));
+void* __real_memset(void* to, int value, unsigned long bytes) __attribute__((weak));
+void* __wrap_memcpy(void* to, void const* from, unsigned long bytes) {
+  note(from, bytes, access_kind::read);
+  note(to, bytes, access_kind::write);
+  return __real_memcpy(to, from, bytes);
+}
+void* __wrap_memmove(void* to, void const* from, unsigned long bytes) {
+  note(from, bytes, access_kind::read);
+  note(to, bytes, access_kind::write);
+  return __real_memmove(to, from, bytes);
+}
+void* __wrap_memset(void* to, int value, unsigned long bytes) {
+  note(to, bytes, access_kind::write);
+  return __real_memset(to, value, bytes);
+}
+
 #define GRAPHSTEP_SIM_ATOMICS(n)                                                            \
   a##n __tsan_atomic##n##_load(a##n const volatile* a, morder /*order*/) {                  \
     return graphstep::sim::detail::atomic_load(a);                                          \

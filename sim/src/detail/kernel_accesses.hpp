@@ -1,7 +1,8 @@
 #pragma once
 
 // Every byte of device memory a simulated kernel reads, writes or updates atomically, for the
-// stream-race checker.
+// stream-race checker; the same for host code run as stream work (host functions, host nodes,
+// stream callbacks) and the pinned and managed memory it touches.
 //
 // Sources built by graphstep_cuda_sim_sources are compiled with the compiler's ThreadSanitizer
 // instrumentation (-fsanitize=thread) but never linked with ThreadSanitizer's runtime: the

@@ -11,7 +11,8 @@
 // instrumented accesses (kernel_accesses.hpp) every byte it read, wrote or updated atomically; any
 // other kernel, for each pointer argument, the bytes its author named or else the address it
 // points to (read if the pointee is const, else write), as PyTorch's CUDA Stream Sanitizer does
-// with tensor arguments. Atomic updates do not race with each other ("performed without
+// with tensor arguments; host code run as stream work, when instrumented, every byte of pinned
+// and managed memory it touched. Atomic updates do not race with each other ("performed without
 // interference from other threads", CUDA C++ Programming Guide, "Atomic Functions"), only with
 // plain reads and writes.
 //

@@ -410,27 +410,37 @@ cudaError_t check_legacy_use(stream_state const& stream, char const* call) {
 
 namespace {
 
-void run_host_function(cudaHostFn_t function, void* data) {
-  // Host functions must not call CUDA (cudaLaunchHostFunc in cuda_runtime_api.h): the simulator
-  // refuses every call made from one with cudaErrorNotPermitted.
+// Host code run as stream work: host functions (cudaLaunchHostFunc, host nodes) and stream
+// callbacks. It must not call CUDA (cudaLaunchHostFunc in cuda_runtime_api.h): the simulator
+// refuses every call made from it with cudaErrorNotPermitted. Device memory is closed to it. Its
+// reads and writes of pinned and managed memory are the operation's for the race checker, seen
+// as a kernel's are (kernel_accesses.hpp) where its source was built instrumented.
+template <class Call>
+void run_host_code(Call const& call) {
   auto& me = this_thread();
   bool const outer = me.in_host_function;
   me.in_host_function = true;
-  host_code_inside_device_work const closed;  // host code: device memory is closed to it
-  function(data);
+  std::optional<kernel_accesses> accesses;
+  if (state().race_checking != race_mode::off && kernel_accesses_hooked()) accesses.emplace();
+  {
+    host_code_inside_device_work const closed;
+    std::optional<watching_kernel> watching;
+    if (accesses) watching.emplace(*accesses);
+    call();
+  }
   me.in_host_function = outer;
+  if (accesses) accesses->report_to(state().races);
+}
+
+void run_host_function(cudaHostFn_t function, void* data) {
+  run_host_code([&] { function(data); });
 }
 
 // cudaStreamAddCallback: "The callback may be passed cudaSuccess or an error code. In the event
 // of a device error, all subsequently executed callbacks will receive an appropriate
-// cudaError_t"; like a host function it may not call CUDA.
+// cudaError_t"; it runs as a host function does.
 void run_stream_callback(node_state const& node, cudaError_t status) {
-  auto& me = this_thread();
-  bool const outer = me.in_host_function;
-  me.in_host_function = true;
-  host_code_inside_device_work const closed;
-  node.stream_callback(node.callback_stream, status, node.host_data);
-  me.in_host_function = outer;
+  run_host_code([&] { node.stream_callback(node.callback_stream, status, node.host_data); });
 }
 
 // Whether the race checker sees the kernel's own accesses (kernel_accesses.hpp), rather than its
