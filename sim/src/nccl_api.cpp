@@ -32,6 +32,7 @@
 //   (NCCL's behaviour there is undefined: the stricter reading).
 
 #include <arpa/inet.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <netdb.h>
@@ -47,6 +48,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -74,6 +76,23 @@ struct comm_core {
   int ranks{};
   int device{};
   bool blocking{true};
+  std::string world;         // the name of the shared segment the ranks joined
+  std::uint64_t children{};  // communicators split or shrunk from this one, by this rank
+  // ncclRedOpCreatePreMulSum's operators, by handle (guarded by mutex).
+  struct user_op {
+    ncclDataType_t type{};
+    std::array<unsigned char, 8> scalar{};  // ncclScalarHostImmediate: read at creation
+    void const* scalar_on_device{};         // ncclScalarDevice: read when a collective runs
+  };
+  std::map<int, user_op> user_ops;
+  // ncclCommRegister's registrations, by handle (guarded by mutex): NCCL keeps one per range and
+  // counts its registrations (src/register/register.cc, localRefs).
+  struct registration {
+    void const* buffer{};
+    std::size_t bytes{};
+    int references{};
+  };
+  std::map<void const*, std::unique_ptr<registration>> registrations;
   std::atomic<bool> stop{false};            // the abort flag the kernels poll
   std::atomic<std::uint32_t> connected{0};  // a bit per collective kind connected to the peers
   bool running{};  // a collective is under way (guarded by the platform lock)
@@ -223,10 +242,17 @@ class collective_task final : public kernel_task {
     if (core_->stop.load()) return;  // an aborted communicator's kernels exit at once
     core_->running = true;
     std::string error;
-    ncclResult_t const result =
-        point_to_point(calls_.front().kind)
-            ? core_->link->exchange(calls_.data(), calls_.size(), core_->stop, error)
-            : core_->link->run(calls_.front(), core_->stop);
+    ncclResult_t result = ncclSuccess;
+    if (point_to_point(calls_.front().kind)) {
+      result = core_->link->exchange(calls_.data(), calls_.size(), core_->stop, error);
+    } else {
+      collective_call call = calls_.front();
+      // ncclScalarDevice: "dereferenced while the collective is running".
+      if (call.scalar_on_device != nullptr) {
+        std::memcpy(call.scalar.data(), call.scalar_on_device, element_bytes(call.type));
+      }
+      result = core_->link->run(call, core_->stop);
+    }
     core_->running = false;
     if (result == ncclInvalidUsage) {
       // A matched send and receive that disagree: NCCL does not check and corrupts or hangs;
@@ -262,6 +288,9 @@ class collective_task final : public kernel_task {
       if (call.receive != nullptr && writes_receive_buffer(call, core_->rank)) {
         pointers.push_back({call.receive, false,
                             call.kind == collective_kind::all_gather ? bytes * ranks : bytes});
+      }
+      if (call.scalar_on_device != nullptr) {
+        pointers.push_back({call.scalar_on_device, true, element_bytes(call.type)});
       }
     }
     return pointers;
@@ -401,6 +430,7 @@ ncclResult_t launch(pending_launch const& pending) {
 // sum, which ncclAvg on floating types is (hostToDevRedOp, src/enqueue.cc); ncclAvg on integers
 // divides afterwards, by one.
 bool one_rank_is_a_copy(collective_call const& call) {
+  if (call.premultiplied) return false;
   bool const floating = call.type == ncclFloat16 || call.type == ncclBfloat16 ||
                         call.type == ncclFloat32 || call.type == ncclFloat64;
   bool const reduces = call.kind == collective_kind::all_reduce ||
@@ -503,23 +533,56 @@ bool device_pointer(void const* pointer, std::size_t bytes) {
   return device_range_valid(pointer, bytes);
 }
 
-ncclResult_t check_and_issue(char const* call_name, collective_call const& call, ncclComm_t comm,
+// A reduction handle other than a built-in one is an operator of ncclRedOpCreatePreMulSum made
+// "for use only with collectives launched against comm and datatype" (nccl.h): another's, or
+// one destroyed, is refused (NCCL's behaviour there is undefined), and so is another data type.
+ncclResult_t resolve_reduction(comm_core& core, collective_call& call, char const* call_name) {
+  if (call.op >= ncclSum && call.op < ncclNumOps) return ncclSuccess;
+  std::lock_guard<std::mutex> const lock{core.mutex};
+  auto const found = core.user_ops.find(static_cast<int>(call.op));
+  if (found == core.user_ops.end()) {
+    return warn(ncclInvalidArgument,
+                std::string{call_name} + ": reduction " + std::to_string(call.op) +
+                    " is neither built in nor an operator ncclRedOpCreatePreMulSum made for this "
+                    "communicator (or it was destroyed)");
+  }
+  comm_core::user_op const& op = found->second;
+  if (op.type != call.type) {
+    return warn(ncclInvalidArgument, std::string{call_name} + ": reduction " +
+                                         std::to_string(call.op) + " was made for data type " +
+                                         std::to_string(op.type) + ", not " +
+                                         std::to_string(call.type));
+  }
+  if (op.scalar_on_device != nullptr &&
+      !device_pointer(op.scalar_on_device, element_bytes(op.type))) {
+    return warn(ncclInvalidArgument, std::string{call_name} + ": the scalar of reduction " +
+                                         std::to_string(call.op) +
+                                         " (ncclScalarDevice) is not device memory");
+  }
+  call.op = ncclSum;
+  call.premultiplied = true;
+  call.scalar = op.scalar;
+  call.scalar_on_device = op.scalar_on_device;
+  return ncclSuccess;
+}
+
+ncclResult_t check_and_issue(char const* call_name, collective_call const& issued, ncclComm_t comm,
                              cudaStream_t stream) {
   std::shared_ptr<comm_core> core = core_of(comm);
   if (core == nullptr) return invalid_comm(call_name);
   if (ncclResult_t const ready = ensure_ready(*core, call_name); ready != ncclSuccess) {
     return ready;
   }
+  collective_call call = issued;
   std::size_t const size = element_bytes(call.type);
   if (size == 0) {
     return warn(ncclInvalidArgument, std::string{call_name} + ": data type " +
                                          std::to_string(call.type) +
                                          " is not one the simulated NCCL models");
   }
-  if (call.op < ncclSum || call.op > ncclAvg) {
-    return warn(ncclInvalidArgument, std::string{call_name} + ": reduction " +
-                                         std::to_string(call.op) +
-                                         " is not a built-in one (custom ones are not modelled)");
+  if (ncclResult_t const resolved = resolve_reduction(*core, call, call_name);
+      resolved != ncclSuccess) {
+    return resolved;
   }
   if (call.root < 0 || call.root >= core->ranks) {
     return warn(ncclInvalidArgument,
@@ -701,6 +764,7 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId const& id, int
   core->ranks = nranks;
   core->device = device;
   core->blocking = blocking;
+  core->world.assign(id.internal, strnlen(id.internal, sizeof id.internal));
   ncclResult_t result = ncclSuccess;
   if (group.depth > 0 && blocking) {
     group.joining.push_back(core);  // the rendezvous completes at ncclGroupEnd
@@ -744,6 +808,197 @@ ncclResult_t release(ncclComm_t comm, bool abort, char const* call) {
   if (core->background.joinable()) core->background.join();
   std::thread{[core] { core->wait_for_graphs(); }}.detach();
   return ncclSuccess;
+}
+
+// The driver's virtual memory calls, as NCCL finds them (cudaGetDriverEntryPointByVersion).
+class driver_memory {
+ public:
+  driver_memory()
+      : granularity{entry<decltype(&cuMemGetAllocationGranularity)>(
+            "cuMemGetAllocationGranularity")},
+        create{entry<decltype(&cuMemCreate)>("cuMemCreate")},
+        release{entry<decltype(&cuMemRelease)>("cuMemRelease")},
+        reserve{entry<decltype(&cuMemAddressReserve)>("cuMemAddressReserve")},
+        address_free{entry<decltype(&cuMemAddressFree)>("cuMemAddressFree")},
+        map{entry<decltype(&cuMemMap)>("cuMemMap")},
+        unmap{entry<decltype(&cuMemUnmap)>("cuMemUnmap")},
+        set_access{entry<decltype(&cuMemSetAccess)>("cuMemSetAccess")} {}
+  decltype(&cuMemGetAllocationGranularity) granularity;
+  decltype(&cuMemCreate) create;
+  decltype(&cuMemRelease) release;
+  decltype(&cuMemAddressReserve) reserve;
+  decltype(&cuMemAddressFree) address_free;
+  decltype(&cuMemMap) map;
+  decltype(&cuMemUnmap) unmap;
+  decltype(&cuMemSetAccess) set_access;
+
+ private:
+  template <class Function>
+  static Function entry(char const* name) {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    static_cast<void>(cudaGetDriverEntryPointByVersion(name, &function, CUDART_VERSION,
+                                                       cudaEnableDefault, &found));
+    return reinterpret_cast<Function>(function);  // the simulator defines every one of them
+  }
+};
+
+// NCCL's CUCHECK: a driver error is ncclUnhandledCudaError.
+ncclResult_t driver_checked(CUresult result, char const* call) {
+  if (result == CUDA_SUCCESS) return ncclSuccess;
+  return warn(ncclUnhandledCudaError, std::string{"ncclMemAlloc/ncclMemFree: "} + call +
+                                          " failed with CUresult " +
+                                          std::to_string(static_cast<int>(result)));
+}
+
+// ncclMemAlloc's mappings, by address.
+struct mapped_allocation {
+  std::size_t bytes{};
+  CUmemGenericAllocationHandle handle{};
+};
+std::mutex allocations_mutex;
+std::map<CUdeviceptr, mapped_allocation>& allocations() {
+  static auto* const mapped =
+      new std::map<CUdeviceptr, mapped_allocation>;  // NOLINT(cppcoreguidelines-owning-memory)
+  return *mapped;
+}
+
+// NCCL_CONFIG_INITIALIZER's fields the simulator reads: only `blocking`.
+ncclResult_t read_config(ncclConfig_t const* config, char const* call, bool& blocking) {
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != 0xcafebeef ||
+      config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+    return warn(ncclInvalidArgument,
+                std::string{call} + ": the config was not set from NCCL_CONFIG_INITIALIZER");
+  }
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+    return warn(ncclInvalidArgument, std::string{call} + ": blocking must be 0 or 1, not " +
+                                         std::to_string(config->blocking));
+  }
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) blocking = config->blocking != 0;
+  return ncclSuccess;
+}
+
+// A name of a shared segment the ranks agree on without talking: its parts hashed, so that
+// children of children do not grow out of the id's 128 bytes.
+ncclUniqueId derived_id(std::string const& kind, std::string const& from, std::uint64_t number) {
+  ncclUniqueId id{};
+  static_cast<void>(std::snprintf(id.internal, sizeof id.internal, "/graphstep-nccl-%s-%016zx-%llu",
+                                  kind.c_str(), std::hash<std::string>{}(from),
+                                  static_cast<unsigned long long>(number)));
+  return id;
+}
+
+// Where a rank of a parent communicator goes in a child: the child's id, its size and the
+// rank's place; `member` false when it joins none (NCCL_SPLIT_NOCOLOR).
+struct child_place {
+  ncclResult_t result{ncclSuccess};
+  bool member{};
+  ncclUniqueId id{};
+  int ranks{};
+  int rank{};
+};
+
+// ncclCommSplit's members: every rank's color and key, gathered over a segment of their own
+// (NCCL gathers them over its bootstrap network, not as a collective: commGetSplitInfo,
+// src/init.cc), ordered by key and then by parent rank, as NCCL inserts them.
+child_place split_members(comm_core& parent, int color, int key) {
+  std::uint64_t const child = ++parent.children;  // every rank splits in the same order
+  std::unique_ptr<rank_link> gather;
+  std::string error;
+  child_place place;
+  if (ncclResult_t const joined = rank_link::join(derived_id("split", parent.world, child),
+                                                  parent.ranks, parent.rank, gather, error);
+      joined != ncclSuccess) {
+    place.result = warn(joined, "ncclCommSplit: " + error);
+    return place;
+  }
+  gather->wait_until([&] { return gather->everyone_joined() || parent.stop.load(); });
+  // Rank 0's token names the child communicators, so that two splits never share a name.
+  std::random_device entropy;
+  std::uint64_t const token = (std::uint64_t{entropy()} << 31U) ^ entropy();  // below 2^63
+  std::array<std::int64_t, 3> const mine{color, key, static_cast<std::int64_t>(token)};
+  std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(parent.ranks));
+  collective_call const call{
+      collective_kind::all_gather, mine.data(), all.data(), mine.size(), ncclInt64, ncclSum, 0};
+  ncclResult_t ran = ncclSuccess;
+  {
+    lock_guard const lock{state().mutex};  // run() waits for the peers without it
+    ran = gather->run(call, parent.stop);
+  }
+  if (ran != ncclSuccess) {
+    place.result = warn(ran, "ncclCommSplit: a rank of the parent left during the split");
+    return place;
+  }
+  if (parent.stop.load()) {
+    place.result = warn(ncclInvalidUsage, "ncclCommSplit: the parent was aborted");
+    return place;
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) return place;
+  std::vector<std::pair<std::int64_t, int>> members;  // (key, parent rank) of this color
+  for (int r = 0; r < parent.ranks; ++r) {
+    std::size_t const at = mine.size() * static_cast<std::size_t>(r);
+    if (all[at] == color) members.emplace_back(all[at + 1], r);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [](auto const& a, auto const& b) { return a.first < b.first; });
+  place.member = true;
+  place.ranks = static_cast<int>(members.size());
+  for (int i = 0; i < place.ranks; ++i) {
+    if (members[static_cast<std::size_t>(i)].second == parent.rank) place.rank = i;
+  }
+  place.id = derived_id("split-" + std::to_string(all[2]) + "-" + std::to_string(color),
+                        parent.world, child);
+  return place;
+}
+
+// ncclCommShrink's members: the ranks not excluded, in parent order (getParentRanks,
+// src/init.cc); every one of them knows the list, so no exchange is needed. `excluded` is sorted.
+child_place shrink_members(comm_core& parent, int const* excluded, int count, int flags) {
+  child_place place;
+  if (std::binary_search(excluded, excluded + count, parent.rank)) {
+    place.result =
+        warn(ncclInvalidArgument, "ncclCommShrink: rank " + std::to_string(parent.rank) +
+                                      " is in excludeRanksList: excluded ranks must not call it");
+    return place;
+  }
+  // NCCL_SHRINK_ABORT: "First, terminate ongoing parent operations" (nccl.h), as an abort does.
+  if (flags == NCCL_SHRINK_ABORT) parent.stop.store(true);
+  std::uint64_t const child = ++parent.children;
+  place.member = true;
+  for (int r = 0; r < parent.ranks; ++r) {
+    if (std::binary_search(excluded, excluded + count, r)) continue;
+    if (r == parent.rank) place.rank = place.ranks;
+    ++place.ranks;
+  }
+  place.id = derived_id("shrink", parent.world, child);
+  return place;
+}
+
+// ncclCommSplit and ncclCommShrink: the child is a communicator of its own on the parent's
+// device, NCCL_COMM_NULL until it is made (ncclCommInitChildComm, src/init.cc); without a
+// config it takes the parent's.
+template <class Place>
+ncclResult_t make_child(ncclComm_t comm, ncclComm_t* newcomm, ncclConfig_t const* config,
+                        char const* call, Place const& place_in) {
+  auto const parent = core_of(comm);
+  if (parent == nullptr) return invalid_comm(call);
+  if (newcomm == nullptr) return warn(ncclInvalidArgument, std::string{call} + ": newcomm is null");
+  if (group.depth > 0) {
+    return warn(ncclInvalidUsage,
+                std::string{call} +
+                    " inside ncclGroupStart/ncclGroupEnd is not modelled by the simulated NCCL: "
+                    "call it outside a group, from one host thread per rank");
+  }
+  if (ncclResult_t const ready = ensure_ready(*parent, call); ready != ncclSuccess) return ready;
+  bool blocking = parent->blocking;
+  if (ncclResult_t const read = read_config(config, call, blocking); read != ncclSuccess) {
+    return read;
+  }
+  *newcomm = nullptr;
+  child_place const place = place_in(*parent);
+  if (place.result != ncclSuccess || !place.member) return place.result;
+  return init_rank(newcomm, place.ranks, place.id, place.rank, parent->device, blocking);
 }
 
 }  // namespace
@@ -825,21 +1080,278 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
   bool blocking = true;
-  if (config != nullptr) {
-    if (config->magic != 0xcafebeef ||
-        config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
-      return sn::warn(ncclInvalidArgument,
-                      "ncclCommInitRankConfig: the config was not set from "
-                      "NCCL_CONFIG_INITIALIZER");
-    }
-    if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 &&
-        config->blocking != 1) {
-      return sn::warn(ncclInvalidArgument, "ncclCommInitRankConfig: blocking must be 0 or 1, not " +
-                                               std::to_string(config->blocking));
-    }
-    blocking = config->blocking != 0;
+  if (ncclResult_t const read = sn::read_config(config, "ncclCommInitRankConfig", blocking);
+      read != ncclSuccess) {
+    return read;
   }
   return sn::init_rank(comm, nranks, commId, rank, sn::current_device(), blocking);
+}
+
+// Every rank passes the same nId ids (nccl.h); they spread NCCL's bootstrap over several roots,
+// which the simulator does not need: the first names the communicator.
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  if (nId < 1 || commIds == nullptr) {
+    return sn::warn(ncclInvalidArgument,
+                    "ncclCommInitRankScalable: nId is " + std::to_string(nId) + " and commIds " +
+                        (commIds == nullptr ? "null" : "given") + ": pass at least one unique id");
+  }
+  bool blocking = true;
+  if (ncclResult_t const read = sn::read_config(config, "ncclCommInitRankScalable", blocking);
+      read != ncclSuccess) {
+    return read;
+  }
+  return sn::init_rank(newcomm, nranks, commIds[0], myrank, sn::current_device(), blocking);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    return sn::warn(ncclInvalidArgument, "ncclCommSplit: color " + std::to_string(color) +
+                                             " is negative: pass a color >= 0, or "
+                                             "NCCL_SPLIT_NOCOLOR to join no communicator");
+  }
+  return sn::make_child(comm, newcomm, config, "ncclCommSplit", [&](sn::comm_core& parent) {
+    return sn::split_members(parent, color, key);
+  });
+}
+
+// ncclMemAlloc maps device memory with the driver's virtual memory calls, as NCCL does by default
+// (src/allocator.cc: cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess for the device
+// and each peer that can reach it, the size rounded up to the recommended granularity), through
+// the simulated driver's entry points. A null pointer or a size of 0 falls back to cudaMalloc,
+// which answers for them. Such memory is not cudaMalloc's: cudaFree refuses it, ncclMemFree
+// unmaps it.
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr || size == 0) {
+    cudaError_t const allocated = cudaMalloc(ptr, size);
+    if (allocated == cudaSuccess) return ncclSuccess;
+    return sn::warn(ncclUnhandledCudaError, std::string{"ncclMemAlloc: cudaMalloc failed: "} +
+                                                cudaGetErrorString(allocated));
+  }
+  int home = 0;  // the allocating device
+  int devices = 0;
+  if (cudaGetDevice(&home) != cudaSuccess || cudaGetDeviceCount(&devices) != cudaSuccess) {
+    return sn::warn(ncclUnhandledCudaError, "ncclMemAlloc: no current device");
+  }
+  sn::driver_memory const driver;
+  CUmemAllocationProp properties{};
+  properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  properties.location.id = home;
+  std::size_t granularity = 0;
+  if (ncclResult_t const asked = sn::driver_checked(
+          driver.granularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+          "cuMemGetAllocationGranularity");
+      asked != ncclSuccess) {
+    return asked;
+  }
+  std::size_t const bytes = (size + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle{};
+  if (ncclResult_t const created =
+          sn::driver_checked(driver.create(&handle, bytes, &properties, 0), "cuMemCreate");
+      created != ncclSuccess) {
+    return created;
+  }
+  CUdeviceptr address = 0;
+  ncclResult_t result =
+      sn::driver_checked(driver.reserve(&address, bytes, granularity, 0, 0), "cuMemAddressReserve");
+  if (result == ncclSuccess)
+    result = sn::driver_checked(driver.map(address, bytes, 0, handle, 0), "cuMemMap");
+  for (int other = 0; other < devices && result == ncclSuccess; ++other) {
+    int reachable = 0;  // whether `other` can reach memory of `home`
+    if (other != home &&
+        (cudaDeviceCanAccessPeer(&reachable, other, home) != cudaSuccess || reachable == 0)) {
+      continue;
+    }
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = other;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    result = sn::driver_checked(driver.set_access(address, bytes, &access, 1), "cuMemSetAccess");
+  }
+  if (result != ncclSuccess) {
+    if (address != 0) {
+      static_cast<void>(driver.unmap(address, bytes));
+      static_cast<void>(driver.address_free(address, bytes));
+    }
+    static_cast<void>(driver.release(handle));
+    return result;
+  }
+  {
+    std::lock_guard<std::mutex> const lock{sn::allocations_mutex};
+    sn::allocations()[address] = sn::mapped_allocation{bytes, handle};
+  }
+  *ptr = reinterpret_cast<void*>(address);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+  if (ptr == nullptr) return ncclSuccess;  // NCCL falls back to cudaFree(NULL)
+  sn::mapped_allocation freed{};
+  {
+    std::lock_guard<std::mutex> const lock{sn::allocations_mutex};
+    auto const found = sn::allocations().find(reinterpret_cast<CUdeviceptr>(ptr));
+    if (found == sn::allocations().end()) {
+      // NCCL asks the driver for the allocation's handle, which memory of cudaMalloc has not.
+      return sn::warn(ncclUnhandledCudaError,
+                      "ncclMemFree: the pointer is not the start of memory ncclMemAlloc returned "
+                      "(or it was freed already)");
+    }
+    freed = found->second;
+    sn::allocations().erase(found);
+  }
+  sn::driver_memory const driver;
+  auto const address = reinterpret_cast<CUdeviceptr>(ptr);
+  ncclResult_t result = sn::driver_checked(driver.unmap(address, freed.bytes), "cuMemUnmap");
+  if (ncclResult_t const released = sn::driver_checked(driver.release(freed.handle), "cuMemRelease");
+      result == ncclSuccess) {
+    result = released;
+  }
+  if (ncclResult_t const unreserved =
+          sn::driver_checked(driver.address_free(address, freed.bytes), "cuMemAddressFree");
+      result == ncclSuccess) {
+    result = unreserved;
+  }
+  return result;
+}
+
+// Registration only makes NCCL's transfers zero-copy: what a collective computes is the same.
+// NCCL keeps one registration per range, counting repeats (src/register/register.cc); a buffer
+// that is not device memory is refused here (the stricter reading).
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommRegister(ncclComm_t const comm, void* buff, size_t size, void** handle) {
+  auto const core = sn::core_of(comm);
+  if (core == nullptr) return sn::invalid_comm("ncclCommRegister");
+  if (handle == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommRegister: handle is null");
+  if (buff == nullptr || size == 0 || !sn::device_pointer(buff, size)) {
+    return sn::warn(ncclInvalidArgument, "ncclCommRegister: the buffer is not " +
+                                             std::to_string(size) + " bytes of device memory");
+  }
+  std::lock_guard<std::mutex> const lock{core->mutex};
+  for (auto const& [key, registered] : core->registrations) {
+    if (registered->buffer == buff && registered->bytes == size) {
+      ++registered->references;
+      *handle = const_cast<void*>(key);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+      return ncclSuccess;
+    }
+  }
+  auto made =
+      std::make_unique<sn::comm_core::registration>(sn::comm_core::registration{buff, size, 1});
+  void* const key = made.get();
+  core->registrations.emplace(key, std::move(made));
+  *handle = key;
+  return ncclSuccess;
+}
+
+// A null handle is no registration (NCCL returns success); one this communicator did not give
+// is ncclInvalidUsage ("Deregister: Could not find handle", src/register/register.cc).
+// NOLINTNEXTLINE(misc-misplaced-const): the signature of nccl.h
+ncclResult_t ncclCommDeregister(ncclComm_t const comm, void* handle) {
+  auto const core = sn::core_of(comm);
+  if (core == nullptr) return sn::invalid_comm("ncclCommDeregister");
+  if (handle == nullptr) return ncclSuccess;
+  std::lock_guard<std::mutex> const lock{core->mutex};
+  auto const found = core->registrations.find(handle);
+  if (found == core->registrations.end()) {
+    return sn::warn(ncclInvalidUsage, "ncclCommDeregister: Could not find handle");
+  }
+  if (--found->second->references == 0) core->registrations.erase(found);
+  return ncclSuccess;
+}
+
+// NCCL registers a window only where the communicator supports symmetric memory (NVLink
+// multicast); elsewhere it checks the arguments and answers ncclSuccess with a null window
+// (src/dev_runtime.cc: "if (!comm->symmetricSupport) return ncclSuccess"). The simulated device
+// has no multicast: that answer, here always.
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int /*winFlags*/) {
+  if (sn::core_of(comm) == nullptr) return sn::invalid_comm("ncclCommWindowRegister");
+  if (win == nullptr) return sn::warn(ncclInvalidArgument, "ncclCommWindowRegister: win is null");
+  *win = nullptr;
+  if (buff == nullptr || size == 0) {
+    return sn::warn(ncclInvalidArgument,
+                    "ncclCommWindowRegister: the buffer is null or its size is 0");
+  }
+  return ncclSuccess;
+}
+
+// A null window is none (NCCL returns success); the simulated NCCL never gives another.
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  if (sn::core_of(comm) == nullptr) return sn::invalid_comm("ncclCommWindowDeregister");
+  if (win == nullptr) return ncclSuccess;
+  return sn::warn(ncclInvalidArgument,
+                  "ncclCommWindowDeregister: not a window ncclCommWindowRegister gave");
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  auto const core = sn::core_of(comm);
+  if (core == nullptr) return sn::invalid_comm("ncclRedOpCreatePreMulSum");
+  if (ncclResult_t const ready = sn::ensure_ready(*core, "ncclRedOpCreatePreMulSum");
+      ready != ncclSuccess) {
+    return ready;
+  }
+  std::size_t const size = sn::element_bytes(datatype);
+  if (op == nullptr || scalar == nullptr || size == 0 ||
+      (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)) {
+    return sn::warn(
+        ncclInvalidArgument,
+        "ncclRedOpCreatePreMulSum: op or scalar is null, data type " + std::to_string(datatype) +
+            " is not one the simulated NCCL models, or "
+            "residence " +
+            std::to_string(residence) + " is neither ncclScalarDevice nor ncclScalarHostImmediate");
+  }
+  sn::comm_core::user_op made{datatype, {}, nullptr};
+  if (residence == ncclScalarHostImmediate) {
+    std::memcpy(made.scalar.data(), scalar, size);  // "dereferenced before ... returns"
+  } else {
+    made.scalar_on_device = scalar;
+  }
+  // Handles are unique across communicators, so that one used with another is refused.
+  static std::atomic<int> next{ncclNumOps};
+  int const handle = next.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> const lock{core->mutex};
+    core->user_ops.emplace(handle, made);
+  }
+  *op = static_cast<ncclRedOp_t>(handle);
+  return ncclSuccess;
+}
+
+// "The operator must have been created by ncclRedOpCreatePreMul with the matching communicator"
+// (nccl.h); NCCL refuses a built-in one and one unknown to the communicator (src/enqueue.cc).
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  if (op >= ncclSum && op < ncclNumOps) {
+    return sn::warn(ncclInvalidArgument, "ncclRedOpDestroy: operator is a NCCL builtin.");
+  }
+  auto const core = sn::core_of(comm);
+  if (core == nullptr) return sn::invalid_comm("ncclRedOpDestroy");
+  std::lock_guard<std::mutex> const lock{core->mutex};
+  if (core->user_ops.erase(static_cast<int>(op)) == 0) {
+    return sn::warn(ncclInvalidArgument,
+                    "ncclRedOpDestroy: operator unknown to this communicator.");
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  if (excludeRanksList == nullptr || excludeRanksCount < 1) {
+    return sn::warn(ncclInvalidArgument,
+                    "ncclCommShrink: excludeRanksList is null or excludeRanksCount < 1: name at "
+                    "least one rank to leave out");
+  }
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    return sn::warn(ncclInvalidArgument,
+                    "ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
+                        " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT");
+  }
+  // NCCL sorts the caller's list in place (ncclCommInitChildComm, src/init.cc).
+  std::sort(excludeRanksList, excludeRanksList + excludeRanksCount);
+  return sn::make_child(comm, newcomm, config, "ncclCommShrink", [&](sn::comm_core& parent) {
+    return sn::shrink_members(parent, excludeRanksList, excludeRanksCount, shrinkFlags);
+  });
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {

@@ -16,52 +16,8 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
-  return graphstep::sim::detail::nccl::refuse("ncclMemAlloc", "not modelled yet");
-}
-
-ncclResult_t ncclMemFree(void *ptr) {
-  return graphstep::sim::detail::nccl::refuse("ncclMemFree", "not modelled yet");
-}
-
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return graphstep::sim::detail::nccl::refuse("ncclCommRevoke", "not modelled yet");
-}
-
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t* config) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommSplit", "not modelled yet");
-}
-
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommShrink", "not modelled yet");
-}
-
-ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommInitRankScalable", "not modelled yet");
-}
-
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommRegister", "not modelled yet");
-}
-
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommDeregister", "not modelled yet");
-}
-
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommWindowRegister", "not modelled yet");
-}
-
-ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  return graphstep::sim::detail::nccl::refuse("ncclCommWindowDeregister", "not modelled yet");
-}
-
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
-  return graphstep::sim::detail::nccl::refuse("ncclRedOpCreatePreMulSum", "not modelled yet");
-}
-
-ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  return graphstep::sim::detail::nccl::refuse("ncclRedOpDestroy", "not modelled yet");
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {

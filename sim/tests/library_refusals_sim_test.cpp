@@ -65,16 +65,15 @@ TEST(library_refusals, cublaslt_names_its_statuses_and_its_version_as_its_header
 
 #ifdef GRAPHSTEP_SIM_TEST_NCCL
 TEST(library_refusals, a_refused_nccl_function_fails_by_name_and_ncclGetLastError_says_which) {
-  void* memory = nullptr;
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   testing::internal::CaptureStderr();
-  EXPECT_EQ(ncclMemAlloc(&memory, 256), ncclInvalidUsage);
-  EXPECT_EQ(pncclMemAlloc(&memory, 256), ncclInvalidUsage);  // the profiling name: the same
+  EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclInvalidUsage);
+  EXPECT_EQ(pncclGroupSimulateEnd(&info), ncclInvalidUsage);  // the profiling name: the same
   std::string const said = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(occurrences(said, "ncclMemAlloc is not modelled yet"), 1U) << said;
+  EXPECT_EQ(occurrences(said, "ncclGroupSimulateEnd is not modelled yet"), 1U) << said;
   EXPECT_NE(said.find("sim/docs/nccl_coverage.md"), std::string::npos) << said;
-  EXPECT_EQ(memory, nullptr);
   std::string const last = ncclGetLastError(nullptr);
-  EXPECT_NE(last.find("ncclMemAlloc is not modelled yet"), std::string::npos) << last;
+  EXPECT_NE(last.find("ncclGroupSimulateEnd is not modelled yet"), std::string::npos) << last;
 }
 
 TEST(library_refusals, nccl_profiling_names_call_the_implemented_functions) {

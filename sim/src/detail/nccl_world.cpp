@@ -199,6 +199,51 @@ void reduce_half(unsigned char const* const* parts, int ranks, std::size_t eleme
   }
 }
 
+// ncclRedOpCreatePreMulSum's local step: each element times the scalar, rounded to the type
+// (fp16 and bf16 multiplied in fp32, as __hmul rounds; integers wrap).
+template <typename T>
+void premultiply_typed(unsigned char* data, std::size_t elements, unsigned char const* scalar) {
+  T factor;
+  std::memcpy(&factor, scalar, sizeof(T));
+  for (std::size_t i = 0; i < elements; ++i) {
+    T value;
+    std::memcpy(&value, data + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      value = static_cast<T>(static_cast<U>(value) * static_cast<U>(factor));
+    } else {
+      value *= factor;
+    }
+    std::memcpy(data + i * sizeof(T), &value, sizeof(T));
+  }
+}
+
+void premultiply(unsigned char* data, std::size_t elements, ncclDataType_t type,
+                 unsigned char const* scalar) {
+  switch (type) {
+    case ncclInt8: premultiply_typed<std::int8_t>(data, elements, scalar); break;
+    case ncclUint8: premultiply_typed<std::uint8_t>(data, elements, scalar); break;
+    case ncclInt32: premultiply_typed<std::int32_t>(data, elements, scalar); break;
+    case ncclUint32: premultiply_typed<std::uint32_t>(data, elements, scalar); break;
+    case ncclInt64: premultiply_typed<std::int64_t>(data, elements, scalar); break;
+    case ncclUint64: premultiply_typed<std::uint64_t>(data, elements, scalar); break;
+    case ncclFloat32: premultiply_typed<float>(data, elements, scalar); break;
+    case ncclFloat64: premultiply_typed<double>(data, elements, scalar); break;
+    case ncclFloat16:
+    case ncclBfloat16: {
+      element_type const half =
+          type == ncclFloat16 ? element_type::float16 : element_type::bfloat16;
+      float const factor = load_element(scalar, half, 0);
+      for (std::size_t i = 0; i < elements; ++i) {
+        auto const at = static_cast<std::int64_t>(i);
+        store_element(data, half, at, load_element(data, half, at) * factor);
+      }
+      break;
+    }
+    default: break;  // refused at the call
+  }
+}
+
 void reduce(unsigned char const* const* parts, int ranks, std::size_t elements, ncclDataType_t type,
             ncclRedOp_t op, unsigned char* out) {
   switch (type) {
@@ -514,9 +559,12 @@ ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const
       call.kind == collective_kind::reduce_scatter ? call.count * ranks : call.count;
   std::size_t const per_exchange = slot_bytes / size;
   bool const remote_errors = peer_failure_mode() == peer_failure::remote_error;
+  // Every rank must run the same reduction: a pre-multiplied sum is one of its own (its handle
+  // is each communicator's).
+  std::int32_t const op = call.premultiplied ? static_cast<std::int32_t>(ncclNumOps)
+                                             : static_cast<std::int32_t>(call.op);
   exchange_header const mine{static_cast<std::uint32_t>(call.kind),
-                             static_cast<std::int32_t>(call.type),
-                             static_cast<std::int32_t>(call.op), call.root, call.count};
+                             static_cast<std::int32_t>(call.type), op, call.root, call.count};
   bool peer_left = false;
   // Parks until every rank's counter has reached `at_least`, this rank is aborted, or (in
   // remote_error mode) a peer left.
@@ -547,6 +595,8 @@ ncclResult_t rank_link::run(collective_call const& call, std::atomic<bool> const
     if (sends) {
       std::memcpy(world_->slot(rank_), static_cast<unsigned char const*>(call.send) + first * size,
                   elements * size);
+      if (call.premultiplied)
+        premultiply(world_->slot(rank_), elements, call.type, call.scalar.data());
     }
     self.posted.store(exchange, std::memory_order_release);
     wake_everyone(header.wake);

@@ -14,6 +14,7 @@
 
 #include <nccl.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,12 @@ struct collective_call {
   ncclDataType_t type{ncclFloat32};
   ncclRedOp_t op{ncclSum};
   int root{};  ///< the root, or the peer of a send or receive
+  /// A sum of inputs each rank multiplied by its own scalar first (ncclRedOpCreatePreMulSum):
+  /// `op` is then ncclSum, and `scalar` the multiplier as an element of `type`, read from
+  /// `scalar_on_device` when the collective runs if that is set.
+  bool premultiplied{};
+  std::array<unsigned char, 8> scalar{};
+  void const* scalar_on_device{};
 };
 
 /// Bytes of one element; 0 for the types the simulator does not model (fp8).

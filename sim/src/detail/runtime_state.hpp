@@ -417,7 +417,8 @@ class platform_mutex {
   void lock();
   bool try_lock();
   void unlock();
-  /// Releases every level this thread holds; returns how many, for reacquire.
+  /// Releases every level this thread holds; returns how many (0 when it holds none), for
+  /// reacquire, which takes them again.
   [[nodiscard]] unsigned release_all();
   void reacquire(unsigned depth);
 

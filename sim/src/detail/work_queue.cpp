@@ -185,6 +185,8 @@ void platform_mutex::unlock() {
 }
 
 unsigned platform_mutex::release_all() {
+  // Not held by this thread: nothing to release (unlocking another's mutex is undefined).
+  if (owner_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return 0;
   unsigned const depth = std::exchange(depth_, 0);
   owner_.store(std::thread::id{}, std::memory_order_relaxed);
   mutex_.unlock();
@@ -192,6 +194,7 @@ unsigned platform_mutex::release_all() {
 }
 
 void platform_mutex::reacquire(unsigned depth) {
+  if (depth == 0) return;  // release_all released nothing
   mutex_.lock();
   owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   depth_ = depth;
