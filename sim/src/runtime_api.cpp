@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/error_table.hpp"
 #include "detail/guarded_memory.hpp"
 #include "detail/refusal.hpp"
 #include "detail/runtime_state.hpp"
@@ -341,66 +342,16 @@ cudaError_t cudaPeekAtLastError() {
   return sim::this_thread().last_error;
 }
 
-#define GRAPHSTEP_SIM_ERRORS(X)                                                                   \
-  X(cudaSuccess, "no error")                                                                      \
-  X(cudaErrorInvalidValue, "invalid argument")                                                    \
-  X(cudaErrorMemoryAllocation, "out of memory")                                                   \
-  X(cudaErrorInitializationError, "initialization error")                                         \
-  X(cudaErrorInvalidConfiguration, "invalid configuration argument")                              \
-  X(cudaErrorInvalidDevicePointer, "invalid device pointer")                                      \
-  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                         \
-  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                         \
-  X(cudaErrorUnsupportedLimit, "limit is not supported on this architecture")                     \
-  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")  \
-  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                      \
-  X(cudaErrorInvalidDevice, "invalid device ordinal")                                             \
-  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                    \
-  X(cudaErrorSymbolNotFound, "named symbol not found")                                            \
-  X(cudaErrorNotReady, "device not ready")                                                        \
-  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                          \
-  X(cudaErrorLaunchFailure, "unspecified launch failure")                                         \
-  X(cudaErrorAssert, "device-side assert triggered")                                              \
-  X(cudaErrorNotPermitted, "operation not permitted")                                             \
-  X(cudaErrorNotSupported, "operation not supported")                                             \
-  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")              \
-  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")        \
-  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
-  X(cudaErrorStreamCaptureMerge,                                                                  \
-    "operation would result in a merge of separate capture sequences")                            \
-  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")      \
-  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                         \
-  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream")   \
-  X(cudaErrorStreamCaptureImplicit,                                                               \
-    "operation would make the legacy stream depend on a capturing blocking stream")               \
-  X(cudaErrorCapturedEvent,                                                                       \
-    "operation not permitted on an event last recorded in a capturing stream")                    \
-  X(cudaErrorStreamCaptureWrongThread,                                                            \
-    "attempt to terminate a thread-local capture sequence from another thread")                   \
-  X(cudaErrorGraphExecUpdateFailure,                                                              \
-    "the graph update was not performed because it included changes which violated constraints "  \
-    "specific to instantiated graph update")                                                      \
-  X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                          \
-  X(cudaErrorPeerAccessNotEnabled, "peer access has not been enabled")                            \
-  X(cudaErrorUnknown, "unknown error")
-
+// Every code driver_types.h declares has a name and a text (detail/error_table.cpp); another
+// value gets the runtime's answer for it.
 char const* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-#define GRAPHSTEP_SIM_NAME(code, text) \
-  case code: return #code;
-    GRAPHSTEP_SIM_ERRORS(GRAPHSTEP_SIM_NAME)
-#undef GRAPHSTEP_SIM_NAME
-    default: return "unrecognized error code";
-  }
+  sim::error_entry const* const entry = sim::find_error(error);
+  return entry != nullptr ? entry->name : "unrecognized error code";
 }
 
 char const* cudaGetErrorString(cudaError_t error) {
-  switch (error) {
-#define GRAPHSTEP_SIM_TEXT(code, text) \
-  case code: return text;
-    GRAPHSTEP_SIM_ERRORS(GRAPHSTEP_SIM_TEXT)
-#undef GRAPHSTEP_SIM_TEXT
-    default: return "unrecognized error code";
-  }
+  sim::error_entry const* const entry = sim::find_error(error);
+  return entry != nullptr ? entry->text : "unrecognized error code";
 }
 
 // --- devices -----------------------------------------------------------------------------------
