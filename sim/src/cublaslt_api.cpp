@@ -115,6 +115,118 @@ cublasStatus_t set_value(T& field, void const* buf, std::size_t size) noexcept {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// cublasLt*GetAttribute: "sizeWritten ... If sizeInBytes is non-zero: number of bytes actually
+// written, if sizeInBytes is 0: number of bytes needed to write full contents";
+// CUBLAS_STATUS_INVALID_VALUE "if sizeInBytes is 0 and sizeWritten is NULL, or if sizeInBytes is
+// non-zero and buf is NULL or sizeInBytes doesn't match size of internal storage".
+template <typename T>
+cublasStatus_t get_value(T const& field, void* buf, std::size_t size,
+                         std::size_t* written) noexcept {
+  if (size == 0) {
+    if (written == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+    *written = sizeof(T);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (buf == nullptr || size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buf, &field, sizeof(T));
+  if (written != nullptr) *written = sizeof(T);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Each descriptor's attributes, as fields of the value type the header gives each: `access` is
+// called with the attribute's field; an attribute the simulator does not keep returns `unknown`.
+template <typename Descriptor, typename Access>
+cublasStatus_t with_field(Descriptor& d, cublasLtMatmulDescAttributes_t attr,
+                          Access const& access) {
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return access(d.compute_type);
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return access(d.scale_type);
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return access(d.pointer_mode);
+    case CUBLASLT_MATMUL_DESC_TRANSA: return access(d.transa);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return access(d.transb);
+    case CUBLASLT_MATMUL_DESC_TRANSC: return access(d.transc);
+    case CUBLASLT_MATMUL_DESC_FILL_MODE: return access(d.fill_mode);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return access(d.epilogue);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return access(d.bias);
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return access(d.bias_batch_stride);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return access(d.aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return access(d.aux_ld);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return access(d.aux_batch_stride);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return access(d.aux_data_type);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return access(d.bias_data_type);
+    case CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET: return access(d.sm_count_target);  // a hint, kept
+    default:
+      // Scale pointers, amax, fp8 fast accumulation, emulation and the rest are not modelled:
+      // refused, so that a program relying on them does not get numbers the GPU would not give.
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+template <typename Descriptor, typename Access>
+cublasStatus_t with_field(Descriptor& l, cublasLtMatrixLayoutAttribute_t attr,
+                          Access const& access) {
+  switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_TYPE: return access(l.type);
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: return access(l.order);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: return access(l.rows);
+    case CUBLASLT_MATRIX_LAYOUT_COLS: return access(l.cols);
+    case CUBLASLT_MATRIX_LAYOUT_LD: return access(l.ld);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return access(l.batch_count);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return access(l.batch_stride);
+    case CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET: return access(l.plane_offset);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE: return access(l.batch_mode);
+    default: return CUBLAS_STATUS_INVALID_VALUE;
+  }
+}
+
+template <typename Descriptor, typename Access>
+cublasStatus_t with_field(Descriptor& p, cublasLtMatmulPreferenceAttributes_t attr,
+                          Access const& access) {
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return access(p.search_mode);
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return access(p.max_workspace_bytes);
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: return access(p.reduction_scheme_mask);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return access(p.alignment_a);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return access(p.alignment_b);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return access(p.alignment_c);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return access(p.alignment_d);
+    case CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT: return access(p.max_waves);
+    case CUBLASLT_MATMUL_PREF_IMPL_MASK: return access(p.impl_mask);
+    default: return CUBLAS_STATUS_INVALID_VALUE;
+  }
+}
+
+// SetAttribute and GetAttribute of one descriptor kind, through its field map.
+template <typename Descriptor, typename Opaque, typename Attribute>
+cublasStatus_t set_attribute(Opaque* opaque, Attribute attr, void const* buf,
+                             std::size_t size) noexcept {
+  if (opaque == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  auto d = read<Descriptor>(opaque);
+  cublasStatus_t const status =
+      with_field(d, attr, [&](auto& field) { return set_value(field, buf, size); });
+  if (status == CUBLAS_STATUS_SUCCESS) write(opaque, d);
+  return status;
+}
+
+template <typename Descriptor, typename Opaque, typename Attribute>
+cublasStatus_t get_attribute(Opaque const* opaque, Attribute attr, void* buf, std::size_t size,
+                             std::size_t* written) noexcept {
+  if (opaque == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  auto const d = read<Descriptor>(opaque);
+  return with_field(d, attr,
+                    [&](auto const& field) { return get_value(field, buf, size, written); });
+}
+
+// cublasLt*Init_internal: the descriptor in the caller's storage of `size` bytes,
+// "CUBLAS_STATUS_ALLOC_FAILED if size of the pre-allocated space is insufficient".
+template <typename Opaque, typename Descriptor>
+cublasStatus_t init_in_place(Opaque* opaque, std::size_t size, Descriptor const& initial) noexcept {
+  if (opaque == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (size < sizeof(Opaque)) return CUBLAS_STATUS_ALLOC_FAILED;
+  write(opaque, initial);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 bool element_type_of(std::uint32_t type, detail::element_type& out) noexcept {
   switch (type) {
     case CUDA_R_32F: out = detail::element_type::float32; return true;
@@ -381,6 +493,23 @@ bool live(cublasLtHandle_t handle) noexcept {
   return handle != nullptr && handle->magic == lt_handle_magic;
 }
 
+matmul_descriptor initial_matmul(cublasComputeType_t compute, cudaDataType_t scale) noexcept {
+  matmul_descriptor initial;
+  initial.compute_type = compute;
+  initial.scale_type = scale;
+  return initial;
+}
+
+layout_descriptor initial_layout(cudaDataType type, std::uint64_t rows, std::uint64_t cols,
+                                 std::int64_t ld) noexcept {
+  layout_descriptor initial;
+  initial.type = static_cast<std::uint32_t>(type);
+  initial.rows = rows;
+  initial.cols = cols;
+  initial.ld = ld;
+  return initial;
+}
+
 template <typename Opaque, typename Descriptor>
 cublasStatus_t create(Opaque** out, Descriptor const& initial) noexcept {
   if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
@@ -468,10 +597,13 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc,
                                         cublasComputeType_t computeType, cudaDataType_t scaleType) {
-  matmul_descriptor initial;
-  initial.compute_type = computeType;
-  initial.scale_type = scaleType;
-  return create(matmulDesc, initial);
+  return create(matmulDesc, initial_matmul(computeType, scaleType));
+}
+
+cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t matmulDesc, size_t size,
+                                               cublasComputeType_t computeType,
+                                               cudaDataType_t scaleType) {
+  return init_in_place(matmulDesc, size, initial_matmul(computeType, scaleType));
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
@@ -482,62 +614,24 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
                                               cublasLtMatmulDescAttributes_t attr, const void* buf,
                                               size_t sizeInBytes) {
-  if (matmulDesc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto d = read<matmul_descriptor>(matmulDesc);
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  // Value types as the header gives them per attribute.
-  switch (attr) {
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
-      status = set_value(d.compute_type, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: status = set_value(d.scale_type, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_POINTER_MODE:
-      status = set_value(d.pointer_mode, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_TRANSA: status = set_value(d.transa, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_TRANSB: status = set_value(d.transb, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_TRANSC: status = set_value(d.transc, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_FILL_MODE: status = set_value(d.fill_mode, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: status = set_value(d.epilogue, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: status = set_value(d.bias, buf, sizeInBytes); break;
-    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
-      status = set_value(d.bias_batch_stride, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
-      status = set_value(d.aux, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
-      status = set_value(d.aux_ld, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
-      status = set_value(d.aux_batch_stride, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
-      status = set_value(d.aux_data_type, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      status = set_value(d.bias_data_type, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET:  // a performance hint: kept, without effect
-      status = set_value(d.sm_count_target, buf, sizeInBytes);
-      break;
-    default:
-      // Scale pointers, amax, fp8 fast accumulation, emulation and the rest are not modelled:
-      // refused, so that a program relying on them does not get numbers the GPU would not give.
-      return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
-  if (status == CUBLAS_STATUS_SUCCESS) write(matmulDesc, d);
-  return status;
+  return set_attribute<matmul_descriptor>(matmulDesc, attr, buf, sizeInBytes);
+}
+
+cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                              cublasLtMatmulDescAttributes_t attr, void* buf,
+                                              size_t sizeInBytes, size_t* sizeWritten) {
+  return get_attribute<matmul_descriptor>(matmulDesc, attr, buf, sizeInBytes, sizeWritten);
 }
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld) {
-  layout_descriptor initial;
-  initial.type = static_cast<std::uint32_t>(type);
-  initial.rows = rows;
-  initial.cols = cols;
-  initial.ld = ld;
-  return create(matLayout, initial);
+  return create(matLayout, initial_layout(type, rows, cols, ld));
+}
+
+cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayout, size_t size,
+                                                 cudaDataType type, uint64_t rows, uint64_t cols,
+                                                 int64_t ld) {
+  return init_in_place(matLayout, size, initial_layout(type, rows, cols, ld));
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
@@ -548,35 +642,21 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
                                                 cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, size_t sizeInBytes) {
-  if (matLayout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto l = read<layout_descriptor>(matLayout);
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  switch (attr) {
-    case CUBLASLT_MATRIX_LAYOUT_TYPE: status = set_value(l.type, buf, sizeInBytes); break;
-    case CUBLASLT_MATRIX_LAYOUT_ORDER: status = set_value(l.order, buf, sizeInBytes); break;
-    case CUBLASLT_MATRIX_LAYOUT_ROWS: status = set_value(l.rows, buf, sizeInBytes); break;
-    case CUBLASLT_MATRIX_LAYOUT_COLS: status = set_value(l.cols, buf, sizeInBytes); break;
-    case CUBLASLT_MATRIX_LAYOUT_LD: status = set_value(l.ld, buf, sizeInBytes); break;
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
-      status = set_value(l.batch_count, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
-      status = set_value(l.batch_stride, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET:
-      status = set_value(l.plane_offset, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE:
-      status = set_value(l.batch_mode, buf, sizeInBytes);
-      break;
-    default: return CUBLAS_STATUS_INVALID_VALUE;
-  }
-  if (status == CUBLAS_STATUS_SUCCESS) write(matLayout, l);
-  return status;
+  return set_attribute<layout_descriptor>(matLayout, attr, buf, sizeInBytes);
+}
+
+cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
+                                                cublasLtMatrixLayoutAttribute_t attr, void* buf,
+                                                size_t sizeInBytes, size_t* sizeWritten) {
+  return get_attribute<layout_descriptor>(matLayout, attr, buf, sizeInBytes, sizeWritten);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
   return create(pref, preference_descriptor{});
+}
+
+cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size) {
+  return init_in_place(pref, size, preference_descriptor{});
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
@@ -587,39 +667,14 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, size_t sizeInBytes) {
-  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto p = read<preference_descriptor>(pref);
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  switch (attr) {
-    case CUBLASLT_MATMUL_PREF_SEARCH_MODE:
-      status = set_value(p.search_mode, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
-      status = set_value(p.max_workspace_bytes, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
-      status = set_value(p.reduction_scheme_mask, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
-      status = set_value(p.alignment_a, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
-      status = set_value(p.alignment_b, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
-      status = set_value(p.alignment_c, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
-      status = set_value(p.alignment_d, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT:
-      status = set_value(p.max_waves, buf, sizeInBytes);
-      break;
-    case CUBLASLT_MATMUL_PREF_IMPL_MASK: status = set_value(p.impl_mask, buf, sizeInBytes); break;
-    default: return CUBLAS_STATUS_INVALID_VALUE;
-  }
-  if (status == CUBLAS_STATUS_SUCCESS) write(pref, p);
-  return status;
+  return set_attribute<preference_descriptor>(pref, attr, buf, sizeInBytes);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    void* buf, size_t sizeInBytes,
+                                                    size_t* sizeWritten) {
+  return get_attribute<preference_descriptor>(pref, attr, buf, sizeInBytes, sizeWritten);
 }
 
 // The workspace an algorithm needs. DGELU_BGRAD needs one on an H100 with cuBLASLt 13.0: without

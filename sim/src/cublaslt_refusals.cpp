@@ -30,22 +30,6 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixTransform(cublasLtHandle_t lightHandle
   return refusal::refuse_cublaslt("cublasLtMatrixTransform", "not modelled yet");
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayout, size_t size, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
-  return refusal::refuse_cublaslt("cublasLtMatrixLayoutInit_internal", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  return refusal::refuse_cublaslt("cublasLtMatrixLayoutGetAttribute", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t matmulDesc, size_t size, cublasComputeType_t computeType, cudaDataType_t scaleType) {
-  return refusal::refuse_cublaslt("cublasLtMatmulDescInit_internal", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  return refusal::refuse_cublaslt("cublasLtMatmulDescGetAttribute", "not modelled yet");
-}
-
 cublasStatus_t CUBLASWINAPI cublasLtMatrixTransformDescInit_internal(cublasLtMatrixTransformDesc_t transformDesc, size_t size, cudaDataType scaleType) {
   return refusal::refuse_cublaslt("cublasLtMatrixTransformDescInit_internal", "not modelled yet");
 }
@@ -84,14 +68,6 @@ cublasStatus_t CUBLASWINAPI cublasLtEmulationDescSetAttribute(cublasLtEmulationD
 
 cublasStatus_t CUBLASWINAPI cublasLtEmulationDescGetAttribute(cublasLtEmulationDesc_t emulationDesc, cublasLtEmulationDescAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten) {
   return refusal::refuse_cublaslt("cublasLtEmulationDescGetAttribute", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size) {
-  return refusal::refuse_cublaslt("cublasLtMatmulPreferenceInit_internal", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  return refusal::refuse_cublaslt("cublasLtMatmulPreferenceGetAttribute", "not modelled yet");
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetIds(cublasLtHandle_t lightHandle, cublasComputeType_t computeType, cudaDataType_t scaleType, cudaDataType_t Atype, cudaDataType_t Btype, cudaDataType_t Ctype, cudaDataType_t Dtype, int requestedAlgoCount, int algoIdsArray[], int* returnAlgoCount) {
