@@ -8,7 +8,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -124,5 +126,42 @@ class queued_work {
   graphstep::sim::execution_mode previous_{graphstep::sim::execution_mode::immediate};
 #endif
 };
+
+#if defined(GRAPHSTEP_CUDA_SIM)
+/// One way the simulated device runs work (graphstep::sim::execution_mode), for a rule that must
+/// hold in each: INSTANTIATE_TEST_SUITE_P(every_execution, suite,
+/// ::testing::ValuesIn(sim_testing::every_execution), sim_testing::execution_name).
+struct execution {
+  graphstep::sim::execution_mode mode;
+  std::uint64_t seed;
+  char const* name;
+};
+inline constexpr std::array<execution, 3> every_execution{{
+    {graphstep::sim::execution_mode::immediate, 0, "immediate"},
+    {graphstep::sim::execution_mode::deferred, 0, "deferred"},
+    {graphstep::sim::execution_mode::interleaved, 7, "interleaved"},
+}};
+inline std::string execution_name(::testing::TestParamInfo<execution> const& info) {
+  return info.param.name;
+}
+
+/// @brief For its lifetime, work runs as `execution` says; the mode before comes back after
+/// (an interleaved order from seed 0).
+class execution_scope {
+ public:
+  explicit execution_scope(execution const& how)
+      : previous_{graphstep::sim::current_execution_mode()} {
+    graphstep::sim::set_execution_mode(how.mode, how.seed);
+  }
+  ~execution_scope() { graphstep::sim::set_execution_mode(previous_); }
+  execution_scope(execution_scope const&) = delete;
+  execution_scope& operator=(execution_scope const&) = delete;
+  execution_scope(execution_scope&&) = delete;
+  execution_scope& operator=(execution_scope&&) = delete;
+
+ private:
+  graphstep::sim::execution_mode previous_;
+};
+#endif
 
 }  // namespace sim_testing

@@ -1,7 +1,7 @@
 // Orderings CUDA documents as narrower than "the whole launch" or "a synchronization": each
 // planted race is one a GPU may really run, and the checker must report it; its twin, ordered the
-// way the documentation says, must not be reported. Run in every execution mode (immediate,
-// deferred, interleaved), like the other sim tests.
+// way the documentation says, must not be reported. Each test runs in every execution mode
+// (immediate, deferred, interleaved).
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -10,18 +10,21 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include "sim_test.hpp"
 #include <graphstep/sim/sim.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "sim_test.hpp"
 
 namespace gs = graphstep;
 
 namespace {
 
-class documented_ordering : public ::testing::Test {
+class documented_ordering : public ::testing::TestWithParam<sim_testing::execution> {
  protected:
   void SetUp() override {
+    execution_.emplace(GetParam());
     mode_before_ = gs::sim::current_race_mode();
     gs::sim::set_race_mode(gs::sim::race_mode::report);
     already_ = gs::sim::races().size();
@@ -88,13 +91,18 @@ class documented_ordering : public ::testing::Test {
   cudaGraphExec_t exec_{};
   std::size_t already_{};
   gs::sim::race_mode mode_before_{};
+  std::optional<sim_testing::execution_scope> execution_;
 };
+
+INSTANTIATE_TEST_SUITE_P(every_execution, documented_ordering,
+                         ::testing::ValuesIn(sim_testing::every_execution),
+                         sim_testing::execution_name);
 
 // --- an event record node records its dependencies, not the launch ----------------------------
 // cudaGraphAddEventRecordNode: "Each launch of the graph will record event to capture execution
 // of the node's dependencies."
 
-TEST_F(documented_ordering, a_node_beside_an_event_record_node_is_not_ordered_by_the_event) {
+TEST_P(documented_ordering, a_node_beside_an_event_record_node_is_not_ordered_by_the_event) {
   capture([&] {
     fork();
     SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
@@ -114,7 +122,7 @@ TEST_F(documented_ordering, a_node_beside_an_event_record_node_is_not_ordered_by
   EXPECT_NE(found[0].find(y_range), std::string::npos) << found[0] << " should name " << y_range;
 }
 
-TEST_F(documented_ordering, the_event_record_nodes_dependencies_are_ordered_by_the_event) {
+TEST_P(documented_ordering, the_event_record_nodes_dependencies_are_ordered_by_the_event) {
   capture([&] {
     fork();
     SIM_TEST_TRY(cudaMemsetAsync(x_, 1, bytes, a_));
@@ -182,7 +190,7 @@ TEST(documented_ordering_after_a_fault, work_waiting_for_a_skipped_launchs_event
 // node runs after its dependencies only (cudaGraphAddNode: "dependencies ... must be complete
 // before the node can run"), so nodes not behind the wait are not ordered after the event.
 
-TEST_F(documented_ordering, a_node_beside_an_event_wait_node_is_not_ordered_after_the_event) {
+TEST_P(documented_ordering, a_node_beside_an_event_wait_node_is_not_ordered_after_the_event) {
   capture([&] {
     fork();  // before the wait: the other branch does not wait
     wait_node();
@@ -202,7 +210,7 @@ TEST_F(documented_ordering, a_node_beside_an_event_wait_node_is_not_ordered_afte
   EXPECT_NE(found[0].find(y_range), std::string::npos) << found[0] << " should name " << y_range;
 }
 
-TEST_F(documented_ordering, the_event_wait_nodes_dependents_are_ordered_after_the_event) {
+TEST_P(documented_ordering, the_event_wait_nodes_dependents_are_ordered_after_the_event) {
   capture([&] {
     wait_node();
     fork();  // after the wait: both branches wait
@@ -224,7 +232,7 @@ TEST_F(documented_ordering, the_event_wait_nodes_dependents_are_ordered_after_th
 // allocated with cudaMallocAsync or cudaMallocFromPoolAsync. Callers must ensure that all
 // accesses to these pointer have completed before invoking cudaFree."
 
-TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_races_with_its_pending_work) {
+TEST_P(documented_ordering, cuda_free_of_stream_ordered_memory_races_with_its_pending_work) {
   void* memory{};
   SIM_TEST_TRY(cudaMallocAsync(&memory, bytes, a_));
   SIM_TEST_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
@@ -235,7 +243,7 @@ TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_races_with_its_pe
   EXPECT_NE(found[0].find("cudaFree"), std::string::npos) << found[0];
 }
 
-TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_after_a_sync_does_not_race) {
+TEST_P(documented_ordering, cuda_free_of_stream_ordered_memory_after_a_sync_does_not_race) {
   void* memory{};
   SIM_TEST_TRY(cudaMallocAsync(&memory, bytes, a_));
   SIM_TEST_TRY(cudaMemsetAsync(memory, 1, bytes, a_));
@@ -244,7 +252,7 @@ TEST_F(documented_ordering, cuda_free_of_stream_ordered_memory_after_a_sync_does
   EXPECT_TRUE(new_races().empty());
 }
 
-TEST_F(documented_ordering, cuda_free_of_cuda_malloc_memory_still_synchronizes) {
+TEST_P(documented_ordering, cuda_free_of_cuda_malloc_memory_still_synchronizes) {
   // "For all other pointers, this API may perform implicit synchronization": the simulator
   // takes the synchronizing reading there, as before.
   void* memory{};

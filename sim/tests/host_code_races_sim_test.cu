@@ -2,8 +2,8 @@
 // reading or writing pinned or managed memory while device work on another stream, unordered with
 // it, touches the same bytes: a race on a GPU, where the host function and the device work may run
 // at once. Each planted race beside its twin ordered as CUDA documents (an event, a graph edge),
-// which must pass; the checker sees the bytes the host code touched, not the whole buffer. Run in
-// every execution mode (immediate, deferred, interleaved), like the other sim tests.
+// which must pass; the checker sees the bytes the host code touched, not the whole buffer. Each
+// test runs in every execution mode (immediate, deferred, interleaved).
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <graphstep/sim/sim.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,9 +71,10 @@ __global__ void copy_ints(int const* from, int* to, int n) {
   if (i < n) to[i] = from[i];
 }
 
-class host_code_races : public ::testing::Test {
+class host_code_races : public ::testing::TestWithParam<sim_testing::execution> {
  protected:
   void SetUp() override {
+    execution_.emplace(GetParam());
     if (!gs::sim::kernel_accesses_instrumented) {
       GTEST_SKIP() << "this build is not instrumented (GRAPHSTEP_SIM_WATCH_ACCESSES off, or "
                       "another sanitizer instruments it): host functions' accesses are not seen";
@@ -133,11 +135,16 @@ class host_code_races : public ::testing::Test {
   cudaGraphExec_t exec_{};
   std::size_t already_{};
   gs::sim::race_mode mode_before_{};
+  std::optional<sim_testing::execution_scope> execution_;
 };
+
+INSTANTIATE_TEST_SUITE_P(every_execution, host_code_races,
+                         ::testing::ValuesIn(sim_testing::every_execution),
+                         sim_testing::execution_name);
 
 // --- cudaLaunchHostFunc ----------------------------------------------------------------------
 
-TEST_F(host_code_races, a_host_function_writing_pinned_memory_races_with_a_kernel_reading_it) {
+TEST_P(host_code_races, a_host_function_writing_pinned_memory_races_with_a_kernel_reading_it) {
   fill_job job{pinned_, 0, count, 100};
   SIM_TEST_TRY(cudaLaunchHostFunc(a_, fill, &job));
   read_on_b(pinned_);  // not ordered after the host function
@@ -147,7 +154,7 @@ TEST_F(host_code_races, a_host_function_writing_pinned_memory_races_with_a_kerne
   EXPECT_TRUE(names(found[0], pinned_)) << found[0];
 }
 
-TEST_F(host_code_races, a_kernel_ordered_after_the_host_function_by_an_event_does_not_race) {
+TEST_P(host_code_races, a_kernel_ordered_after_the_host_function_by_an_event_does_not_race) {
   fill_job job{pinned_, 0, count, 100};
   SIM_TEST_TRY(cudaLaunchHostFunc(a_, fill, &job));
   SIM_TEST_TRY(cudaEventRecord(done_, a_));
@@ -160,7 +167,7 @@ TEST_F(host_code_races, a_kernel_ordered_after_the_host_function_by_an_event_doe
   for (int i = 0; i < count; ++i) ASSERT_EQ(copied[static_cast<std::size_t>(i)], 100 + i) << i;
 }
 
-TEST_F(host_code_races, only_the_bytes_a_host_function_touches_are_its_accesses) {
+TEST_P(host_code_races, only_the_bytes_a_host_function_touches_are_its_accesses) {
   // The host function writes the first half; the kernel reads the second half only.
   fill_job job{pinned_, 0, count / 2, 100};
   SIM_TEST_TRY(cudaLaunchHostFunc(a_, fill, &job));
@@ -169,7 +176,7 @@ TEST_F(host_code_races, only_the_bytes_a_host_function_touches_are_its_accesses)
   EXPECT_TRUE(new_races().empty());
 }
 
-TEST_F(host_code_races, a_host_function_reading_managed_memory_races_with_a_kernel_writing_it) {
+TEST_P(host_code_races, a_host_function_reading_managed_memory_races_with_a_kernel_writing_it) {
   sum_job job{managed_, 0, count, 0};
   SIM_TEST_TRY(cudaLaunchHostFunc(a_, add_up, &job));
   copy_ints<<<1, count, 0, b_>>>(device_, managed_, count);  // writes managed memory
@@ -179,7 +186,7 @@ TEST_F(host_code_races, a_host_function_reading_managed_memory_races_with_a_kern
   EXPECT_TRUE(names(found[0], managed_)) << found[0];
 }
 
-TEST_F(host_code_races, a_host_functions_memcpy_out_of_pinned_memory_races_with_a_copy_into_it) {
+TEST_P(host_code_races, a_host_functions_memcpy_out_of_pinned_memory_races_with_a_copy_into_it) {
   copy_job job{pinned_, std::vector<int>(count)};
   SIM_TEST_TRY(cudaLaunchHostFunc(a_, copy_out, &job));
   SIM_TEST_TRY(cudaMemcpyAsync(pinned_, device_, count * sizeof(int), cudaMemcpyDeviceToHost, b_));
@@ -196,7 +203,7 @@ TEST_F(host_code_races, a_host_functions_memcpy_out_of_pinned_memory_races_with_
   EXPECT_EQ(new_races().size(), 1U);
 }
 
-TEST_F(host_code_races, two_host_functions_reading_the_same_memory_do_not_race) {
+TEST_P(host_code_races, two_host_functions_reading_the_same_memory_do_not_race) {
   sum_job first{pinned_, 0, count, 0};
   sum_job second{pinned_, 0, count, 0};
   SIM_TEST_TRY(cudaLaunchHostFunc(a_, add_up, &first));
@@ -210,7 +217,7 @@ TEST_F(host_code_races, two_host_functions_reading_the_same_memory_do_not_race) 
 
 // A graph of two roots: a host node running `host` and a kernel node copying `from` into `to`,
 // with an edge from the host node to the kernel node when `ordered`.
-TEST_F(host_code_races, a_host_node_beside_a_kernel_node_on_the_same_bytes_races) {
+TEST_P(host_code_races, a_host_node_beside_a_kernel_node_on_the_same_bytes_races) {
   for (bool const ordered : {false, true}) {
     SCOPED_TRACE(ordered ? "ordered by an edge" : "two unordered branches");
     already_ = gs::sim::races().size();
@@ -253,7 +260,7 @@ TEST_F(host_code_races, a_host_node_beside_a_kernel_node_on_the_same_bytes_races
 
 // --- cudaStreamAddCallback --------------------------------------------------------------------
 
-TEST_F(host_code_races, a_stream_callback_reading_pinned_memory_races_with_a_copy_into_it) {
+TEST_P(host_code_races, a_stream_callback_reading_pinned_memory_races_with_a_copy_into_it) {
   sum_job job{pinned_, 0, count, 0};
   SIM_TEST_TRY(cudaStreamAddCallback(a_, add_up_after, &job, 0));
   SIM_TEST_TRY(cudaMemcpyAsync(pinned_, device_, count * sizeof(int), cudaMemcpyDeviceToHost, b_));
@@ -262,7 +269,7 @@ TEST_F(host_code_races, a_stream_callback_reading_pinned_memory_races_with_a_cop
   EXPECT_TRUE(names(found[0], pinned_)) << found[0];
 }
 
-TEST_F(host_code_races, a_stream_callback_after_the_copy_it_reads_does_not_race) {
+TEST_P(host_code_races, a_stream_callback_after_the_copy_it_reads_does_not_race) {
   SIM_TEST_TRY(cudaMemcpyAsync(pinned_, device_, count * sizeof(int), cudaMemcpyDeviceToHost, b_));
   SIM_TEST_TRY(cudaEventRecord(done_, b_));
   SIM_TEST_TRY(cudaStreamWaitEvent(a_, done_, 0));
