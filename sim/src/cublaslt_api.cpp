@@ -94,6 +94,28 @@ static_assert(std::is_trivially_copyable_v<matmul_descriptor> &&
               std::is_trivially_copyable_v<layout_descriptor> &&
               std::is_trivially_copyable_v<preference_descriptor>);
 
+// The simulator's one algorithm, id 0, kept in cublasLtMatmulAlgo_t ("semi-opaque" uint64_t
+// data): the types it was made for and its configuration (CUBLASLT_ALGO_CONFIG_*, whose
+// defaults cublasLt.h gives); it runs only with those defaults.
+constexpr std::int32_t the_algorithm_id = 0;
+struct algorithm {
+  std::uint64_t magic{algorithm_magic};
+  std::int32_t compute_type{};
+  std::int32_t scale_type{};
+  std::uint32_t a_type{}, b_type{}, c_type{}, d_type{};
+  std::int32_t id{the_algorithm_id};
+  std::uint32_t tile{CUBLASLT_MATMUL_TILE_UNDEFINED};
+  std::int32_t splitk{1};
+  std::uint32_t reduction{CUBLASLT_REDUCTION_SCHEME_NONE};
+  std::uint32_t swizzling{};
+  std::uint32_t custom_option{};
+  std::uint32_t stages{CUBLASLT_MATMUL_STAGES_UNDEFINED};
+  std::uint16_t inner_shape{};
+  std::uint16_t cluster_shape{};
+};
+static_assert(sizeof(algorithm) <= sizeof(cublasLtMatmulAlgo_t) &&
+              std::is_trivially_copyable_v<algorithm>);
+
 template <typename Descriptor, typename Opaque>
 Descriptor read(Opaque const* opaque) noexcept {
   Descriptor d;
@@ -196,6 +218,23 @@ cublasStatus_t with_field(Descriptor& p, cublasLtMatmulPreferenceAttributes_t at
   }
 }
 
+template <typename Algorithm, typename Access>
+cublasStatus_t with_field(Algorithm& a, cublasLtMatmulAlgoConfigAttributes_t attr,
+                          Access const& access) {
+  switch (attr) {
+    case CUBLASLT_ALGO_CONFIG_ID: return access(a.id);
+    case CUBLASLT_ALGO_CONFIG_TILE_ID: return access(a.tile);
+    case CUBLASLT_ALGO_CONFIG_SPLITK_NUM: return access(a.splitk);
+    case CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME: return access(a.reduction);
+    case CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING: return access(a.swizzling);
+    case CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION: return access(a.custom_option);
+    case CUBLASLT_ALGO_CONFIG_STAGES_ID: return access(a.stages);
+    case CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID: return access(a.inner_shape);
+    case CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID: return access(a.cluster_shape);
+    default: return CUBLAS_STATUS_INVALID_VALUE;
+  }
+}
+
 // SetAttribute and GetAttribute of one descriptor kind, through its field map.
 template <typename Descriptor, typename Opaque, typename Attribute>
 cublasStatus_t set_attribute(Opaque* opaque, Attribute attr, void const* buf,
@@ -280,6 +319,29 @@ bool uses_bias_pointer(detail::epilogue_steps const& s) noexcept {
 // against each other, and the bias and aux pointers' values (the heuristic "depend[s] on its
 // value to determine expected pointer alignment", cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER).
 // Fills `p` without the operand pointers and scalars.
+// Compute and scale types: fp32 accumulation, fp32 alpha and beta (cuBLAS documentation,
+// cublasLtMatmul, table of supported type combinations). Other compute types: not modelled.
+bool compute_supported(std::int32_t compute, std::int32_t scale) noexcept {
+  return (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_FAST_TF32) &&
+         scale == CUDA_R_32F;
+}
+
+// Element types: A and B alike, C and D alike; D of A's type or fp32; TF32 only for fp32 data
+// (cuBLAS documentation, cublasLtMatmul, supported type combinations).
+bool element_types_supported(std::int32_t compute, std::uint32_t a, std::uint32_t b,
+                             std::uint32_t c, std::uint32_t d) noexcept {
+  detail::element_type at{};
+  detail::element_type bt{};
+  detail::element_type ct{};
+  detail::element_type dt{};
+  if (!element_type_of(a, at) || !element_type_of(b, bt) || !element_type_of(c, ct) ||
+      !element_type_of(d, dt)) {
+    return false;
+  }
+  if (at != bt || ct != dt || (dt != at && dt != detail::element_type::float32)) return false;
+  return compute != CUBLAS_COMPUTE_32F_FAST_TF32 || at == detail::element_type::float32;
+}
+
 cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t a_handle,
                         cublasLtMatrixLayout_t b_handle, cublasLtMatrixLayout_t c_handle,
                         cublasLtMatrixLayout_t d_handle, detail::matmul_problem& p) noexcept {
@@ -293,11 +355,7 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
   auto const c = read<layout_descriptor>(c_handle);
   auto const d = read<layout_descriptor>(d_handle);
 
-  // Compute and scale types: fp32 accumulation, fp32 alpha and beta (cuBLAS documentation,
-  // cublasLtMatmul, table of supported type combinations). Other compute types: not modelled.
-  if (desc.compute_type != CUBLAS_COMPUTE_32F && desc.compute_type != CUBLAS_COMPUTE_32F_FAST_TF32)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (desc.scale_type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!compute_supported(desc.compute_type, desc.scale_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
   // Device pointer modes, row-major and other orders, planar complex, pointer-array batches,
   // TRANSC ("Currently only CUBLAS_OP_N is supported") and fill modes are not modelled.
   if (desc.pointer_mode != CUBLASLT_POINTER_MODE_HOST || desc.transc != CUBLAS_OP_N ||
@@ -319,20 +377,16 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
       return CUBLAS_STATUS_INVALID_VALUE;
     if (l->batch_count < 1) return CUBLAS_STATUS_INVALID_VALUE;
   }
-  // Types: A and B alike, C and D alike; D of A's type or fp32; TF32 only for fp32 data
-  // (cuBLAS documentation, cublasLtMatmul, supported type combinations).
   detail::element_type at{};
   detail::element_type bt{};
   detail::element_type ct{};
   detail::element_type dt{};
-  if (!element_type_of(a.type, at) || !element_type_of(b.type, bt) ||
+  if (!element_types_supported(desc.compute_type, a.type, b.type, c.type, d.type) ||
+      !element_type_of(a.type, at) || !element_type_of(b.type, bt) ||
       !element_type_of(c.type, ct) || !element_type_of(d.type, dt)) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  if (at != bt || ct != dt || (dt != at && dt != detail::element_type::float32))
-    return CUBLAS_STATUS_NOT_SUPPORTED;
   bool const tf32 = desc.compute_type == CUBLAS_COMPUTE_32F_FAST_TF32;
-  if (tf32 && at != detail::element_type::float32) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (desc.transa != CUBLAS_OP_N && !transposes(desc.transa)) return CUBLAS_STATUS_INVALID_VALUE;
   if (desc.transb != CUBLAS_OP_N && !transposes(desc.transb)) return CUBLAS_STATUS_INVALID_VALUE;
 
@@ -517,6 +571,62 @@ cublasStatus_t create(Opaque** out, Descriptor const& initial) noexcept {
   if (opaque == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
   write(opaque, initial);
   *out = opaque;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// The algorithm the heuristic gives for a problem describe() accepted.
+algorithm algorithm_for(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                        cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                        cublasLtMatrixLayout_t d) noexcept {
+  auto const operation = read<matmul_descriptor>(desc);
+  algorithm made;
+  made.compute_type = operation.compute_type;
+  made.scale_type = operation.scale_type;
+  made.a_type = read<layout_descriptor>(a).type;
+  made.b_type = read<layout_descriptor>(b).type;
+  made.c_type = read<layout_descriptor>(c).type;
+  made.d_type = read<layout_descriptor>(d).type;
+  return made;
+}
+
+// cublasLtMatmulAlgoCheck: "CUBLAS_STATUS_INVALID_VALUE if matrix layout descriptors or operation
+// descriptor don't match algo descriptor", "CUBLAS_STATUS_NOT_SUPPORTED if algo configuration or
+// data type combination is not currently supported"; the descriptors already passed describe().
+cublasStatus_t algorithm_runs(cublasLtMatmulAlgo_t const& opaque, cublasLtMatmulDesc_t desc,
+                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d) noexcept {
+  auto const given = read<algorithm>(&opaque);
+  if (given.magic != algorithm_magic) return CUBLAS_STATUS_INVALID_VALUE;
+  algorithm const wanted = algorithm_for(desc, a, b, c, d);
+  if (given.compute_type != wanted.compute_type || given.scale_type != wanted.scale_type ||
+      given.a_type != wanted.a_type || given.b_type != wanted.b_type ||
+      given.c_type != wanted.c_type || given.d_type != wanted.d_type) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  algorithm const defaults;
+  if (given.id != the_algorithm_id || given.tile != defaults.tile ||
+      given.splitk != defaults.splitk || given.reduction != defaults.reduction ||
+      given.swizzling != defaults.swizzling || given.custom_option != defaults.custom_option ||
+      given.stages != defaults.stages || given.inner_shape != defaults.inner_shape ||
+      given.cluster_shape != defaults.cluster_shape) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// An array capability (tile or stages ids): sizeInBytes 0 asks its size.
+template <std::size_t count>
+cublasStatus_t get_array(std::array<std::uint32_t, count> const& values, void* buf,
+                         std::size_t size, std::size_t* written) noexcept {
+  std::size_t const bytes = sizeof(values);
+  if (size == 0) {
+    if (written == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+    *written = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (buf == nullptr || size < bytes) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buf, values.data(), bytes);
+  if (written != nullptr) *written = bytes;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -711,12 +821,157 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     return CUBLAS_STATUS_NOT_SUPPORTED;
   cublasLtMatmulHeuristicResult_t& result = heuristicResultsArray[0];
   result = cublasLtMatmulHeuristicResult_t{};
-  result.algo.data[0] = algorithm_magic;
+  write(&result.algo, algorithm_for(operationDesc, Adesc, Bdesc, Cdesc, Ddesc));
   result.workspaceSize = workspace;
   result.state = CUBLAS_STATUS_SUCCESS;
   result.wavesCount = 1.0F;
   *returnAlgoCount = 1;
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// "Routine to get all algo IDs that can potentially run": the simulator's one, for the types
+// it runs; none for others.
+cublasStatus_t cublasLtMatmulAlgoGetIds(cublasLtHandle_t lightHandle,
+                                        cublasComputeType_t computeType, cudaDataType_t scaleType,
+                                        cudaDataType_t Atype, cudaDataType_t Btype,
+                                        cudaDataType_t Ctype, cudaDataType_t Dtype,
+                                        int requestedAlgoCount, int algoIdsArray[],
+                                        int* returnAlgoCount) {
+  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (requestedAlgoCount <= 0 || algoIdsArray == nullptr || returnAlgoCount == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *returnAlgoCount = 0;
+  if (compute_supported(computeType, scaleType) &&
+      element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
+    algoIdsArray[0] = the_algorithm_id;
+    *returnAlgoCount = 1;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// "CUBLAS_STATUS_INVALID_VALUE if algo is NULL or algoId is outside of recognized range",
+// "CUBLAS_STATUS_NOT_SUPPORTED if algoId is not supported for given combination of data types".
+cublasStatus_t cublasLtMatmulAlgoInit(cublasLtHandle_t lightHandle, cublasComputeType_t computeType,
+                                      cudaDataType_t scaleType, cudaDataType_t Atype,
+                                      cudaDataType_t Btype, cudaDataType_t Ctype,
+                                      cudaDataType_t Dtype, int algoId,
+                                      cublasLtMatmulAlgo_t* algo) {
+  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (algo == nullptr || algoId != the_algorithm_id) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!compute_supported(computeType, scaleType) ||
+      !element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  algorithm made;
+  made.compute_type = computeType;
+  made.scale_type = scaleType;
+  made.a_type = static_cast<std::uint32_t>(Atype);
+  made.b_type = static_cast<std::uint32_t>(Btype);
+  made.c_type = static_cast<std::uint32_t>(Ctype);
+  made.d_type = static_cast<std::uint32_t>(Dtype);
+  *algo = cublasLtMatmulAlgo_t{};
+  write(algo, made);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// "Result includes required workspace size and calculated wave count"; "algo field is never
+// updated".
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
+                                       cublasLtMatmulDesc_t operationDesc,
+                                       cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                                       cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                                       const cublasLtMatmulAlgo_t* algo,
+                                       cublasLtMatmulHeuristicResult_t* result) {
+  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (algo == nullptr || result == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  detail::matmul_problem problem;
+  if (cublasStatus_t const s = describe(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, problem);
+      s != CUBLAS_STATUS_SUCCESS) {
+    return s;
+  }
+  if (cublasStatus_t const runs = algorithm_runs(*algo, operationDesc, Adesc, Bdesc, Cdesc, Ddesc);
+      runs != CUBLAS_STATUS_SUCCESS) {
+    return runs;
+  }
+  result->workspaceSize = workspace_needed(problem);
+  result->state = CUBLAS_STATUS_SUCCESS;
+  result->wavesCount = 1.0F;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// What the simulator's algorithm can do (cublasLtMatmulAlgoCapAttributes_t): strided batches and
+// a result out of place; no split-K, reduction scheme, swizzling, custom option, triangular
+// (UPLO) form, negative leading dimension, pointer arrays or emulation; host pointer mode; the
+// epilogues it models; one undefined tile and stage; element-aligned operands.
+cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                 cublasLtMatmulAlgoCapAttributes_t attr, void* buf,
+                                                 size_t sizeInBytes, size_t* sizeWritten) {
+  if (algo == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  auto const a = read<algorithm>(algo);
+  if (a.magic != algorithm_magic) return CUBLAS_STATUS_INVALID_VALUE;
+  auto const answer = [&](auto value) { return get_value(value, buf, sizeInBytes, sizeWritten); };
+  auto const alignment = [&](std::uint32_t type) {
+    detail::element_type element{};
+    return answer(element_type_of(type, element)
+                      ? static_cast<std::uint32_t>(detail::size_of(element))
+                      : std::uint32_t{0});
+  };
+  switch (attr) {
+    case CUBLASLT_ALGO_CAP_SPLITK_SUPPORT:
+    case CUBLASLT_ALGO_CAP_UPLO_SUPPORT:
+    case CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX:
+    case CUBLASLT_ALGO_CAP_CUSTOM_MEMORY_ORDER:
+    case CUBLASLT_ALGO_CAP_LD_NEGATIVE:
+    case CUBLASLT_ALGO_CAP_POINTER_ARRAY_BATCH_SUPPORT:
+    case CUBLASLT_ALGO_CAP_FLOATING_POINT_EMULATION_SUPPORT: return answer(std::int32_t{0});
+    case CUBLASLT_ALGO_CAP_STRIDED_BATCH_SUPPORT:
+    case CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT: return answer(std::int32_t{1});
+    case CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK:
+      return answer(std::uint32_t{CUBLASLT_REDUCTION_SCHEME_NONE});
+    case CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT: return answer(std::uint32_t{0});
+    case CUBLASLT_ALGO_CAP_POINTER_MODE_MASK:
+      return answer(std::uint32_t{CUBLASLT_POINTER_MODE_MASK_HOST});
+    case CUBLASLT_ALGO_CAP_EPILOGUE_MASK: {
+      std::uint32_t mask = 0;
+      for (std::uint32_t const e :
+           {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU,
+            CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX,
+            CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUBLASLT_EPILOGUE_DGELU, CUBLASLT_EPILOGUE_DGELU_BGRAD,
+            CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB}) {
+        mask |= e;
+      }
+      return answer(mask);
+    }
+    case CUBLASLT_ALGO_CAP_TILE_IDS:
+      return get_array(std::array<std::uint32_t, 1>{CUBLASLT_MATMUL_TILE_UNDEFINED}, buf,
+                       sizeInBytes, sizeWritten);
+    case CUBLASLT_ALGO_CAP_STAGES_IDS:
+      return get_array(std::array<std::uint32_t, 1>{CUBLASLT_MATMUL_STAGES_UNDEFINED}, buf,
+                       sizeInBytes, sizeWritten);
+    case CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS:
+      // Multiply-adds accumulated in fp32 (the host's FMA where it has one).
+      return answer(cublasLtNumericalImplFlags_t{CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA |
+                                                 CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F});
+    case CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES: return alignment(a.a_type);
+    case CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES: return alignment(a.b_type);
+    case CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES: return alignment(a.c_type);
+    case CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES: return alignment(a.d_type);
+    default: return CUBLAS_STATUS_INVALID_VALUE;
+  }
+}
+
+cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t* algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                    const void* buf, size_t sizeInBytes) {
+  return set_attribute<algorithm>(algo, attr, buf, sizeInBytes);
+}
+
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                    void* buf, size_t sizeInBytes,
+                                                    size_t* sizeWritten) {
+  return get_attribute<algorithm>(algo, attr, buf, sizeInBytes, sizeWritten);
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
@@ -736,9 +991,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
       needed > 0 && (workspace == nullptr || workspaceSizeInBytes < needed)) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  // An algorithm must come from the heuristic (or be NULL: "the implementation will pick one");
-  // anything else is a configuration cuBLASLt cannot run.
-  if (algo != nullptr && algo->data[0] != algorithm_magic) return CUBLAS_STATUS_INVALID_VALUE;
+  // An algorithm from the heuristic or cublasLtMatmulAlgoInit (or NULL: "the implementation will
+  // pick one"), made for these types and configured as it runs; anything else cannot run.
+  if (algo != nullptr) {
+    if (cublasStatus_t const runs = algorithm_runs(*algo, computeDesc, Adesc, Bdesc, Cdesc, Ddesc);
+        runs != CUBLAS_STATUS_SUCCESS) {
+      return runs;
+    }
+  }
   // Host pointer mode (CUBLASLT_POINTER_MODE_HOST): alpha and beta are read now, at call time,
   // and a captured node keeps the values.
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;

@@ -70,30 +70,6 @@ cublasStatus_t CUBLASWINAPI cublasLtEmulationDescGetAttribute(cublasLtEmulationD
   return refusal::refuse_cublaslt("cublasLtEmulationDescGetAttribute", "not modelled yet");
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetIds(cublasLtHandle_t lightHandle, cublasComputeType_t computeType, cudaDataType_t scaleType, cudaDataType_t Atype, cudaDataType_t Btype, cudaDataType_t Ctype, cudaDataType_t Dtype, int requestedAlgoCount, int algoIdsArray[], int* returnAlgoCount) {
-  return refusal::refuse_cublaslt("cublasLtMatmulAlgoGetIds", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoInit(cublasLtHandle_t lightHandle, cublasComputeType_t computeType, cudaDataType_t scaleType, cudaDataType_t Atype, cudaDataType_t Btype, cudaDataType_t Ctype, cudaDataType_t Dtype, int algoId, cublasLtMatmulAlgo_t* algo) {
-  return refusal::refuse_cublaslt("cublasLtMatmulAlgoInit", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result) {
-  return refusal::refuse_cublaslt("cublasLtMatmulAlgoCheck", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoCapAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  return refusal::refuse_cublaslt("cublasLtMatmulAlgoCapGetAttribute", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, const void* buf, size_t sizeInBytes) {
-  return refusal::refuse_cublaslt("cublasLtMatmulAlgoConfigSetAttribute", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  return refusal::refuse_cublaslt("cublasLtMatmulAlgoConfigGetAttribute", "not modelled yet");
-}
-
 cublasStatus_t CUBLASWINAPI cublasLtLoggerSetCallback(cublasLtLoggerCallback_t callback) {
   return refusal::refuse_cublaslt("cublasLtLoggerSetCallback", "not modelled yet");
 }
