@@ -343,14 +343,15 @@ cudaError_t cudaPeekAtLastError() {
 }
 
 // Every code driver_types.h declares has a name and a text (detail/error_table.cpp); another
-// value gets the runtime's answer for it.
+// value gets the runtime's answer for it. The code is read as the integer the caller passed: a
+// program built against a later header may pass one this header's enumeration does not hold.
 char const* cudaGetErrorName(cudaError_t error) {
-  sim::error_entry const* const entry = sim::find_error(error);
+  sim::error_entry const* const entry = sim::find_error(sim::error_code_of(error));
   return entry != nullptr ? entry->name : "unrecognized error code";
 }
 
 char const* cudaGetErrorString(cudaError_t error) {
-  sim::error_entry const* const entry = sim::find_error(error);
+  sim::error_entry const* const entry = sim::find_error(sim::error_code_of(error));
   return entry != nullptr ? entry->text : "unrecognized error code";
 }
 

@@ -64,9 +64,10 @@ TEST(error_names, every_text_is_the_cuda_runtimes) {
   dlclose(runtime);
 }
 
+// 9999 lies within the enumeration's range (its largest value is 10000) and names no error.
 TEST(error_names, a_value_no_error_has_is_unrecognized) {
-  EXPECT_STREQ(cudaGetErrorName(static_cast<cudaError_t>(123456)), "unrecognized error code");
-  EXPECT_STREQ(cudaGetErrorString(static_cast<cudaError_t>(123456)), "unrecognized error code");
+  EXPECT_STREQ(cudaGetErrorName(static_cast<cudaError_t>(9999)), "unrecognized error code");
+  EXPECT_STREQ(cudaGetErrorString(static_cast<cudaError_t>(9999)), "unrecognized error code");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
 // NOLINTNEXTLINE(cppcoreguidelines-macro-usage): the enumerator's name is its spelling
 #define GRAPHSTEP_SIM_ERROR(code, text) \
   error_entry {                         \
-    code, #code, text                   \
+    static_cast<int>(code), #code, text \
   }
 
 // Sorted by code; each text is the CUDA 13.0 runtime's own (cudaGetErrorString of libcudart
@@ -236,10 +236,10 @@ static_assert(sorted_by_code(), "keep the error table sorted by code, without re
 
 }  // namespace
 
-error_entry const* find_error(cudaError_t code) noexcept {
-  auto const* const found = std::lower_bound(
-      errors.begin(), errors.end(), code,
-      [](error_entry const& entry, cudaError_t wanted) { return entry.code < wanted; });
+error_entry const* find_error(int code) noexcept {
+  auto const* const found =
+      std::lower_bound(errors.begin(), errors.end(), code,
+                       [](error_entry const& entry, int wanted) { return entry.code < wanted; });
   return found != errors.end() && found->code == code ? &*found : nullptr;
 }
 
