@@ -19,15 +19,18 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <vector>
 
-#include "graphstep/sim/kernel_task.hpp"
+#include "detail/cublaslt_log.hpp"
 #include "detail/matmul.hpp"
 #include "detail/runtime_state.hpp"
+#include "graphstep/sim/kernel_task.hpp"
 
 namespace sim = graphstep::sim;
 namespace detail = graphstep::sim::detail;
+namespace cublaslt_log = graphstep::sim::detail::cublaslt_log;
 
 // The handles' opaque structures (cublasLt.h: "typedef struct cublasLtContext* cublasLtHandle_t";
 // cublas_api.h: "typedef struct cublasContext* cublasHandle_t").
@@ -347,7 +350,7 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
                         cublasLtMatrixLayout_t d_handle, detail::matmul_problem& p) noexcept {
   if (desc_handle == nullptr || a_handle == nullptr || b_handle == nullptr || c_handle == nullptr ||
       d_handle == nullptr) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "a descriptor or layout is null");
   }
   auto const desc = read<matmul_descriptor>(desc_handle);
   auto const a = read<layout_descriptor>(a_handle);
@@ -355,27 +358,38 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
   auto const c = read<layout_descriptor>(c_handle);
   auto const d = read<layout_descriptor>(d_handle);
 
-  if (!compute_supported(desc.compute_type, desc.scale_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!compute_supported(desc.compute_type, desc.scale_type))
+    return cublaslt_log::because(CUBLAS_STATUS_NOT_SUPPORTED,
+                                 "only CUBLAS_COMPUTE_32F (or 32F_FAST_TF32) with CUDA_R_32F "
+                                 "scales is modelled by the simulated device");
   // Device pointer modes, row-major and other orders, planar complex, pointer-array batches,
   // TRANSC ("Currently only CUBLAS_OP_N is supported") and fill modes are not modelled.
   if (desc.pointer_mode != CUBLASLT_POINTER_MODE_HOST || desc.transc != CUBLAS_OP_N ||
       desc.fill_mode != CUBLAS_FILL_MODE_FULL) {
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+    return cublaslt_log::because(CUBLAS_STATUS_NOT_SUPPORTED,
+                                 "device pointer mode, TRANSC other than N and fill modes are not "
+                                 "modelled by the simulated device");
   }
   for (layout_descriptor const* l : {&a, &b, &c, &d}) {
     if (l->order != CUBLASLT_ORDER_COL || l->plane_offset != 0 || l->batch_mode != 0)
-      return CUBLAS_STATUS_NOT_SUPPORTED;
+      return cublaslt_log::because(
+          CUBLAS_STATUS_NOT_SUPPORTED,
+          "orders other than CUBLASLT_ORDER_COL, planar complex and pointer-array batches are not "
+          "modelled by the simulated device");
     // "Usually only values that can be expressed as int32_t are supported" (ROWS, COLS).
     if (l->rows > std::numeric_limits<std::int32_t>::max() ||
         l->cols > std::numeric_limits<std::int32_t>::max()) {
-      return CUBLAS_STATUS_NOT_SUPPORTED;
+      return cublaslt_log::because(CUBLAS_STATUS_NOT_SUPPORTED,
+                                   "rows or columns beyond int32 are not supported");
     }
     // LD "must be large enough so that matrix memory locations are not overlapping (e.g.
     // greater or equal to CUBLASLT_MATRIX_LAYOUT_ROWS in case of CUBLASLT_ORDER_COL)"; an empty
     // matrix still needs ld >= 1, as BLAS asks max(1, rows).
     if (l->ld < 1 || static_cast<std::uint64_t>(l->ld) < l->rows)
-      return CUBLAS_STATUS_INVALID_VALUE;
-    if (l->batch_count < 1) return CUBLAS_STATUS_INVALID_VALUE;
+      return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE,
+                                   "a leading dimension is below 1 or below its matrix's rows");
+    if (l->batch_count < 1)
+      return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "a batch count is below 1");
   }
   detail::element_type at{};
   detail::element_type bt{};
@@ -384,11 +398,16 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
   if (!element_types_supported(desc.compute_type, a.type, b.type, c.type, d.type) ||
       !element_type_of(a.type, at) || !element_type_of(b.type, bt) ||
       !element_type_of(c.type, ct) || !element_type_of(d.type, dt)) {
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+    return cublaslt_log::because(
+        CUBLAS_STATUS_NOT_SUPPORTED,
+        "that combination of A, B, C and D types is not one cublasLtMatmul supports (or "
+        "fp8/integer types, not modelled by the simulated device)");
   }
   bool const tf32 = desc.compute_type == CUBLAS_COMPUTE_32F_FAST_TF32;
-  if (desc.transa != CUBLAS_OP_N && !transposes(desc.transa)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (desc.transb != CUBLAS_OP_N && !transposes(desc.transb)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (desc.transa != CUBLAS_OP_N && !transposes(desc.transa))
+    return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "TRANSA is not a cublasOperation_t");
+  if (desc.transb != CUBLAS_OP_N && !transposes(desc.transb))
+    return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "TRANSB is not a cublasOperation_t");
 
   // Shapes: op(A) is m x k, op(B) k x n, C and D m x n ("D = alpha*(A*B) + beta*(C)").
   bool const ta = transposes(desc.transa);
@@ -398,23 +417,32 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
   std::uint64_t const k = ta ? a.rows : a.cols;
   if ((ta ? a.cols : a.rows) != m || (tb ? b.cols : b.rows) != k || (tb ? b.rows : b.cols) != n ||
       c.rows != m || c.cols != n) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE,
+                                 "the shapes of op(A), op(B), C and D do not agree");
   }
   // Strided batches: every layout the same count (the simulator does not broadcast a single A or
   // B over a batch; the documentation does not promise it).
   if (a.batch_count != d.batch_count || b.batch_count != d.batch_count ||
       c.batch_count != d.batch_count) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "the layouts' batch counts differ");
   }
 
   detail::epilogue_steps steps;
-  if (!steps_of(desc.epilogue, steps)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!steps_of(desc.epilogue, steps))
+    return cublaslt_log::because(
+        CUBLAS_STATUS_NOT_SUPPORTED,
+        "that epilogue is not modelled by the simulated device (RELU and its kin, fp8 amax)");
   // Beyond cublasLt.h, as an H100 with cuBLASLt 13.0 answers (docs/validation.md): BGRADA runs
   // only with op(A) = N and BGRADB only with op(B) = T, in every type; a bias pointer set for an
   // epilogue that neither reads nor writes a bias is INVALID_VALUE.
   if ((steps.bias_gradient_of_a && ta) || (steps.bias_gradient_of_b && !tb))
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (!uses_bias_pointer(steps) && desc.bias != nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::because(
+        CUBLAS_STATUS_NOT_SUPPORTED,
+        "BGRADA needs op(A) = N and BGRADB op(B) = T (as an H100 answers)");
+  if (!uses_bias_pointer(steps) && desc.bias != nullptr)
+    return cublaslt_log::because(
+        CUBLAS_STATUS_INVALID_VALUE,
+        "a bias pointer is set for an epilogue that neither reads nor writes a bias");
   // Bias and bias-gradient elements have D's type by default; fp32 is accepted too
   // (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE). Aux elements have D's type (EPILOGUE_AUX_DATA_TYPE:
   // "the same as the type of elements of the output matrix"; the fp8 exceptions are not modelled).
@@ -422,14 +450,16 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
   if (desc.bias_data_type != -1) {
     if (!element_type_of(static_cast<std::uint32_t>(desc.bias_data_type), bias_type) ||
         (bias_type != dt && bias_type != detail::element_type::float32)) {
-      return CUBLAS_STATUS_NOT_SUPPORTED;
+      return cublaslt_log::because(CUBLAS_STATUS_NOT_SUPPORTED,
+                                   "the bias data type must be D's type or fp32");
     }
   }
   if (desc.aux_data_type != -1) {
     detail::element_type aux_type{};
     if (!element_type_of(static_cast<std::uint32_t>(desc.aux_data_type), aux_type) ||
         aux_type != dt) {
-      return CUBLAS_STATUS_NOT_SUPPORTED;
+      return cublaslt_log::because(CUBLAS_STATUS_NOT_SUPPORTED,
+                                   "the aux data type must be D's type");
     }
   }
   if (uses_aux(steps)) {
@@ -437,12 +467,18 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
     // output matrix"; AUX_BATCH_STRIDE: "Must be divisible by 8".
     if (desc.aux_ld % 8 != 0 ||
         desc.aux_ld < static_cast<std::int64_t>(std::max<std::uint64_t>(m, 1)))
-      return CUBLAS_STATUS_INVALID_VALUE;
-    if (desc.aux_batch_stride % 8 != 0) return CUBLAS_STATUS_INVALID_VALUE;
-    if (desc.aux != nullptr && !aligned(desc.aux, dt)) return CUBLAS_STATUS_INVALID_VALUE;
+      return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE,
+                                   "EPILOGUE_AUX_LD must be divisible by 8 and at least D's rows");
+    if (desc.aux_batch_stride % 8 != 0)
+      return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE,
+                                   "EPILOGUE_AUX_BATCH_STRIDE must be divisible by 8");
+    if (desc.aux != nullptr && !aligned(desc.aux, dt))
+      return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE,
+                                   "the aux pointer is not aligned to its element type");
   }
   if (uses_bias_pointer(steps) && desc.bias != nullptr && !aligned(desc.bias, bias_type))
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE,
+                                 "the bias pointer is not aligned to its element type");
 
   p = detail::matmul_problem{};
   p.m = static_cast<std::int64_t>(m);
@@ -630,283 +666,8 @@ cublasStatus_t get_array(std::array<std::uint32_t, count> const& values, void* b
   return CUBLAS_STATUS_SUCCESS;
 }
 
-}  // namespace
-
-extern "C" {
-
-// The library's own functions: names and descriptions of the statuses (cublas_api.h's
-// enumeration, described as the cuBLAS documentation's "cublasStatus_t" section does), its
-// version as cublas_api.h gives it, and the CPU instruction mask, which the simulator keeps and
-// does not use (it runs no ISA-specific code).
-char const* cublasLtGetStatusName(cublasStatus_t status) {
-  switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-  }
-  return "CUBLAS_STATUS_UNKNOWN";
-}
-
-char const* cublasLtGetStatusString(cublasStatus_t status) {
-  switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed";
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-      return "the function requires a feature absent from the device architecture";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "the functionality requested requires a license";
-  }
-  return "unknown cuBLAS status";
-}
-
-size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
-
-size_t cublasLtGetCudartVersion(void) { return CUDART_VERSION; }
-
-cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
-  if (value == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  switch (type) {
-    case MAJOR_VERSION: *value = CUBLAS_VER_MAJOR; return CUBLAS_STATUS_SUCCESS;
-    case MINOR_VERSION: *value = CUBLAS_VER_MINOR; return CUBLAS_STATUS_SUCCESS;
-    case PATCH_LEVEL: *value = CUBLAS_VER_PATCH; return CUBLAS_STATUS_SUCCESS;
-  }
-  return CUBLAS_STATUS_INVALID_VALUE;
-}
-
-unsigned cublasLtDisableCpuInstructionsSetMask(unsigned mask) {
-  static std::atomic<unsigned> disabled{0};
-  return disabled.exchange(mask);
-}
-
-cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
-  if (lightHandle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* handle = new (std::nothrow) cublasLtContext{lt_handle_magic};
-  if (handle == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
-  *lightHandle = handle;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
-  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  lightHandle->magic = 0;
-  delete lightHandle;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc,
-                                        cublasComputeType_t computeType, cudaDataType_t scaleType) {
-  return create(matmulDesc, initial_matmul(computeType, scaleType));
-}
-
-cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t matmulDesc, size_t size,
-                                               cublasComputeType_t computeType,
-                                               cudaDataType_t scaleType) {
-  return init_in_place(matmulDesc, size, initial_matmul(computeType, scaleType));
-}
-
-cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
-  delete matmulDesc;  // NULL is a no-op, as for the other destroy calls
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
-                                              cublasLtMatmulDescAttributes_t attr, const void* buf,
-                                              size_t sizeInBytes) {
-  return set_attribute<matmul_descriptor>(matmulDesc, attr, buf, sizeInBytes);
-}
-
-cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
-                                              cublasLtMatmulDescAttributes_t attr, void* buf,
-                                              size_t sizeInBytes, size_t* sizeWritten) {
-  return get_attribute<matmul_descriptor>(matmulDesc, attr, buf, sizeInBytes, sizeWritten);
-}
-
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type,
-                                          uint64_t rows, uint64_t cols, int64_t ld) {
-  return create(matLayout, initial_layout(type, rows, cols, ld));
-}
-
-cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayout, size_t size,
-                                                 cudaDataType type, uint64_t rows, uint64_t cols,
-                                                 int64_t ld) {
-  return init_in_place(matLayout, size, initial_layout(type, rows, cols, ld));
-}
-
-cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
-  delete matLayout;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
-                                                cublasLtMatrixLayoutAttribute_t attr,
-                                                const void* buf, size_t sizeInBytes) {
-  return set_attribute<layout_descriptor>(matLayout, attr, buf, sizeInBytes);
-}
-
-cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
-                                                cublasLtMatrixLayoutAttribute_t attr, void* buf,
-                                                size_t sizeInBytes, size_t* sizeWritten) {
-  return get_attribute<layout_descriptor>(matLayout, attr, buf, sizeInBytes, sizeWritten);
-}
-
-cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  return create(pref, preference_descriptor{});
-}
-
-cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size) {
-  return init_in_place(pref, size, preference_descriptor{});
-}
-
-cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  delete pref;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
-                                                    cublasLtMatmulPreferenceAttributes_t attr,
-                                                    const void* buf, size_t sizeInBytes) {
-  return set_attribute<preference_descriptor>(pref, attr, buf, sizeInBytes);
-}
-
-cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
-                                                    cublasLtMatmulPreferenceAttributes_t attr,
-                                                    void* buf, size_t sizeInBytes,
-                                                    size_t* sizeWritten) {
-  return get_attribute<preference_descriptor>(pref, attr, buf, sizeInBytes, sizeWritten);
-}
-
-// The workspace an algorithm needs. DGELU_BGRAD needs one on an H100 with cuBLASLt 13.0: without
-// it the matmul is NOT_SUPPORTED, and the heuristic asks 127 bytes for 24 rows and 303 for 64
-// (docs/validation.md). The simulator asks more than that, a partial sum per row and a margin,
-// so that a caller that passes what the heuristic asked for passes enough on the GPU too.
-std::size_t workspace_needed(detail::matmul_problem const& p) noexcept {
-  if (!p.steps.bias_gradient_of_d) return 0;
-  return static_cast<std::size_t>(p.batch_count) * (static_cast<std::size_t>(p.m) * 8 + 256);
-}
-
-// One algorithm: the simulator's, which works for every configuration describe() accepts, needs
-// the workspace of workspace_needed() and reads any element-aligned pointer, so the alignment
-// preferences exclude nothing.
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
-    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
-    cublasLtMatmulPreference_t preference, int requestedAlgoCount,
-    cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount) {
-  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  // "CUBLAS_STATUS_INVALID_VALUE if requestedAlgoCount is less or equal to zero".
-  if (requestedAlgoCount <= 0 || preference == nullptr || heuristicResultsArray == nullptr ||
-      returnAlgoCount == nullptr) {
-    return CUBLAS_STATUS_INVALID_VALUE;
-  }
-  *returnAlgoCount = 0;
-  detail::matmul_problem problem;
-  // A configuration the simulator cannot run has no algorithm: "CUBLAS_STATUS_NOT_SUPPORTED if no
-  // heuristic function available for current configuration".
-  if (describe(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, problem) != CUBLAS_STATUS_SUCCESS)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  std::size_t const workspace = workspace_needed(problem);
-  if (workspace > read<preference_descriptor>(preference).max_workspace_bytes)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  cublasLtMatmulHeuristicResult_t& result = heuristicResultsArray[0];
-  result = cublasLtMatmulHeuristicResult_t{};
-  write(&result.algo, algorithm_for(operationDesc, Adesc, Bdesc, Cdesc, Ddesc));
-  result.workspaceSize = workspace;
-  result.state = CUBLAS_STATUS_SUCCESS;
-  result.wavesCount = 1.0F;
-  *returnAlgoCount = 1;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-// "Routine to get all algo IDs that can potentially run": the simulator's one, for the types
-// it runs; none for others.
-cublasStatus_t cublasLtMatmulAlgoGetIds(cublasLtHandle_t lightHandle,
-                                        cublasComputeType_t computeType, cudaDataType_t scaleType,
-                                        cudaDataType_t Atype, cudaDataType_t Btype,
-                                        cudaDataType_t Ctype, cudaDataType_t Dtype,
-                                        int requestedAlgoCount, int algoIdsArray[],
-                                        int* returnAlgoCount) {
-  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (requestedAlgoCount <= 0 || algoIdsArray == nullptr || returnAlgoCount == nullptr) {
-    return CUBLAS_STATUS_INVALID_VALUE;
-  }
-  *returnAlgoCount = 0;
-  if (compute_supported(computeType, scaleType) &&
-      element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
-    algoIdsArray[0] = the_algorithm_id;
-    *returnAlgoCount = 1;
-  }
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-// "CUBLAS_STATUS_INVALID_VALUE if algo is NULL or algoId is outside of recognized range",
-// "CUBLAS_STATUS_NOT_SUPPORTED if algoId is not supported for given combination of data types".
-cublasStatus_t cublasLtMatmulAlgoInit(cublasLtHandle_t lightHandle, cublasComputeType_t computeType,
-                                      cudaDataType_t scaleType, cudaDataType_t Atype,
-                                      cudaDataType_t Btype, cudaDataType_t Ctype,
-                                      cudaDataType_t Dtype, int algoId,
-                                      cublasLtMatmulAlgo_t* algo) {
-  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (algo == nullptr || algoId != the_algorithm_id) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!compute_supported(computeType, scaleType) ||
-      !element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
-  algorithm made;
-  made.compute_type = computeType;
-  made.scale_type = scaleType;
-  made.a_type = static_cast<std::uint32_t>(Atype);
-  made.b_type = static_cast<std::uint32_t>(Btype);
-  made.c_type = static_cast<std::uint32_t>(Ctype);
-  made.d_type = static_cast<std::uint32_t>(Dtype);
-  *algo = cublasLtMatmulAlgo_t{};
-  write(algo, made);
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-// "Result includes required workspace size and calculated wave count"; "algo field is never
-// updated".
-cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
-                                       cublasLtMatmulDesc_t operationDesc,
-                                       cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
-                                       cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
-                                       const cublasLtMatmulAlgo_t* algo,
-                                       cublasLtMatmulHeuristicResult_t* result) {
-  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (algo == nullptr || result == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  detail::matmul_problem problem;
-  if (cublasStatus_t const s = describe(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, problem);
-      s != CUBLAS_STATUS_SUCCESS) {
-    return s;
-  }
-  if (cublasStatus_t const runs = algorithm_runs(*algo, operationDesc, Adesc, Bdesc, Cdesc, Ddesc);
-      runs != CUBLAS_STATUS_SUCCESS) {
-    return runs;
-  }
-  result->workspaceSize = workspace_needed(problem);
-  result->state = CUBLAS_STATUS_SUCCESS;
-  result->wavesCount = 1.0F;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-// What the simulator's algorithm can do (cublasLtMatmulAlgoCapAttributes_t): strided batches and
-// a result out of place; no split-K, reduction scheme, swizzling, custom option, triangular
-// (UPLO) form, negative leading dimension, pointer arrays or emulation; host pointer mode; the
-// epilogues it models; one undefined tile and stage; element-aligned operands.
-cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo,
-                                                 cublasLtMatmulAlgoCapAttributes_t attr, void* buf,
-                                                 size_t sizeInBytes, size_t* sizeWritten) {
+cublasStatus_t capability(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoCapAttributes_t attr,
+                          void* buf, size_t sizeInBytes, size_t* sizeWritten) {
   if (algo == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   auto const a = read<algorithm>(algo);
   if (a.magic != algorithm_magic) return CUBLAS_STATUS_INVALID_VALUE;
@@ -961,17 +722,315 @@ cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* alg
   }
 }
 
+}  // namespace
+
+extern "C" {
+
+// The library's own functions: names and descriptions of the statuses (cublas_api.h's
+// enumeration, described as the cuBLAS documentation's "cublasStatus_t" section does), its
+// version as cublas_api.h gives it, and the CPU instruction mask, which the simulator keeps and
+// does not use (it runs no ISA-specific code).
+char const* cublasLtGetStatusName(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+char const* cublasLtGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "the function requires a feature absent from the device architecture";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "the functionality requested requires a license";
+  }
+  return "unknown cuBLAS status";
+}
+
+size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
+
+size_t cublasLtGetCudartVersion(void) { return CUDART_VERSION; }
+
+cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
+  if (value == nullptr) return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+  switch (type) {
+    case MAJOR_VERSION:
+      *value = CUBLAS_VER_MAJOR;
+      return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+    case MINOR_VERSION:
+      *value = CUBLAS_VER_MINOR;
+      return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+    case PATCH_LEVEL:
+      *value = CUBLAS_VER_PATCH;
+      return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+  }
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+}
+
+unsigned cublasLtDisableCpuInstructionsSetMask(unsigned mask) {
+  static std::atomic<unsigned> disabled{0};
+  return disabled.exchange(mask);
+}
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
+  if (lightHandle == nullptr) return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+  auto* handle = new (std::nothrow) cublasLtContext{lt_handle_magic};
+  if (handle == nullptr) return cublaslt_log::finished(__func__, CUBLAS_STATUS_ALLOC_FAILED);
+  *lightHandle = handle;
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
+  if (!live(lightHandle)) return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_INITIALIZED);
+  lightHandle->magic = 0;
+  delete lightHandle;
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc,
+                                        cublasComputeType_t computeType, cudaDataType_t scaleType) {
+  return cublaslt_log::finished(__func__,
+                                create(matmulDesc, initial_matmul(computeType, scaleType)));
+}
+
+cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t matmulDesc, size_t size,
+                                               cublasComputeType_t computeType,
+                                               cudaDataType_t scaleType) {
+  return cublaslt_log::finished(
+      __func__, init_in_place(matmulDesc, size, initial_matmul(computeType, scaleType)));
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
+  delete matmulDesc;  // NULL is a no-op, as for the other destroy calls
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                              cublasLtMatmulDescAttributes_t attr, const void* buf,
+                                              size_t sizeInBytes) {
+  return cublaslt_log::finished(
+      __func__, set_attribute<matmul_descriptor>(matmulDesc, attr, buf, sizeInBytes));
+}
+
+cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                              cublasLtMatmulDescAttributes_t attr, void* buf,
+                                              size_t sizeInBytes, size_t* sizeWritten) {
+  return cublaslt_log::finished(
+      __func__, get_attribute<matmul_descriptor>(matmulDesc, attr, buf, sizeInBytes, sizeWritten));
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type,
+                                          uint64_t rows, uint64_t cols, int64_t ld) {
+  return cublaslt_log::finished(__func__, create(matLayout, initial_layout(type, rows, cols, ld)));
+}
+
+cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayout, size_t size,
+                                                 cudaDataType type, uint64_t rows, uint64_t cols,
+                                                 int64_t ld) {
+  return cublaslt_log::finished(
+      __func__, init_in_place(matLayout, size, initial_layout(type, rows, cols, ld)));
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
+  delete matLayout;
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
+                                                cublasLtMatrixLayoutAttribute_t attr,
+                                                const void* buf, size_t sizeInBytes) {
+  return cublaslt_log::finished(
+      __func__, set_attribute<layout_descriptor>(matLayout, attr, buf, sizeInBytes));
+}
+
+cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
+                                                cublasLtMatrixLayoutAttribute_t attr, void* buf,
+                                                size_t sizeInBytes, size_t* sizeWritten) {
+  return cublaslt_log::finished(
+      __func__, get_attribute<layout_descriptor>(matLayout, attr, buf, sizeInBytes, sizeWritten));
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  return cublaslt_log::finished(__func__, create(pref, preference_descriptor{}));
+}
+
+cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size) {
+  return cublaslt_log::finished(__func__, init_in_place(pref, size, preference_descriptor{}));
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete pref;
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void* buf, size_t sizeInBytes) {
+  return cublaslt_log::finished(__func__,
+                                set_attribute<preference_descriptor>(pref, attr, buf, sizeInBytes));
+}
+
+cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    void* buf, size_t sizeInBytes,
+                                                    size_t* sizeWritten) {
+  return cublaslt_log::finished(
+      __func__, get_attribute<preference_descriptor>(pref, attr, buf, sizeInBytes, sizeWritten));
+}
+
+// The workspace an algorithm needs. DGELU_BGRAD needs one on an H100 with cuBLASLt 13.0: without
+// it the matmul is NOT_SUPPORTED, and the heuristic asks 127 bytes for 24 rows and 303 for 64
+// (docs/validation.md). The simulator asks more than that, a partial sum per row and a margin,
+// so that a caller that passes what the heuristic asked for passes enough on the GPU too.
+std::size_t workspace_needed(detail::matmul_problem const& p) noexcept {
+  if (!p.steps.bias_gradient_of_d) return 0;
+  return static_cast<std::size_t>(p.batch_count) * (static_cast<std::size_t>(p.m) * 8 + 256);
+}
+
+// One algorithm: the simulator's, which works for every configuration describe() accepts, needs
+// the workspace of workspace_needed() and reads any element-aligned pointer, so the alignment
+// preferences exclude nothing.
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+    cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount) {
+  if (!live(lightHandle)) return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_INITIALIZED);
+  // "CUBLAS_STATUS_INVALID_VALUE if requestedAlgoCount is less or equal to zero".
+  if (requestedAlgoCount <= 0 || preference == nullptr || heuristicResultsArray == nullptr ||
+      returnAlgoCount == nullptr) {
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+  }
+  *returnAlgoCount = 0;
+  detail::matmul_problem problem;
+  // A configuration the simulator cannot run has no algorithm: "CUBLAS_STATUS_NOT_SUPPORTED if no
+  // heuristic function available for current configuration".
+  if (describe(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, problem) != CUBLAS_STATUS_SUCCESS)
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_SUPPORTED);
+  std::size_t const workspace = workspace_needed(problem);
+  if (workspace > read<preference_descriptor>(preference).max_workspace_bytes)
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_SUPPORTED);
+  cublasLtMatmulHeuristicResult_t& result = heuristicResultsArray[0];
+  result = cublasLtMatmulHeuristicResult_t{};
+  write(&result.algo, algorithm_for(operationDesc, Adesc, Bdesc, Cdesc, Ddesc));
+  result.workspaceSize = workspace;
+  result.state = CUBLAS_STATUS_SUCCESS;
+  result.wavesCount = 1.0F;
+  *returnAlgoCount = 1;
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+// "Routine to get all algo IDs that can potentially run": the simulator's one, for the types
+// it runs; none for others.
+cublasStatus_t cublasLtMatmulAlgoGetIds(cublasLtHandle_t lightHandle,
+                                        cublasComputeType_t computeType, cudaDataType_t scaleType,
+                                        cudaDataType_t Atype, cudaDataType_t Btype,
+                                        cudaDataType_t Ctype, cudaDataType_t Dtype,
+                                        int requestedAlgoCount, int algoIdsArray[],
+                                        int* returnAlgoCount) {
+  if (!live(lightHandle)) return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_INITIALIZED);
+  if (requestedAlgoCount <= 0 || algoIdsArray == nullptr || returnAlgoCount == nullptr) {
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+  }
+  *returnAlgoCount = 0;
+  if (compute_supported(computeType, scaleType) &&
+      element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
+    algoIdsArray[0] = the_algorithm_id;
+    *returnAlgoCount = 1;
+  }
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+// "CUBLAS_STATUS_INVALID_VALUE if algo is NULL or algoId is outside of recognized range",
+// "CUBLAS_STATUS_NOT_SUPPORTED if algoId is not supported for given combination of data types".
+cublasStatus_t cublasLtMatmulAlgoInit(cublasLtHandle_t lightHandle, cublasComputeType_t computeType,
+                                      cudaDataType_t scaleType, cudaDataType_t Atype,
+                                      cudaDataType_t Btype, cudaDataType_t Ctype,
+                                      cudaDataType_t Dtype, int algoId,
+                                      cublasLtMatmulAlgo_t* algo) {
+  if (!live(lightHandle)) return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_INITIALIZED);
+  if (algo == nullptr || algoId != the_algorithm_id)
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+  if (!compute_supported(computeType, scaleType) ||
+      !element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  algorithm made;
+  made.compute_type = computeType;
+  made.scale_type = scaleType;
+  made.a_type = static_cast<std::uint32_t>(Atype);
+  made.b_type = static_cast<std::uint32_t>(Btype);
+  made.c_type = static_cast<std::uint32_t>(Ctype);
+  made.d_type = static_cast<std::uint32_t>(Dtype);
+  *algo = cublasLtMatmulAlgo_t{};
+  write(algo, made);
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+// "Result includes required workspace size and calculated wave count"; "algo field is never
+// updated".
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
+                                       cublasLtMatmulDesc_t operationDesc,
+                                       cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                                       cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                                       const cublasLtMatmulAlgo_t* algo,
+                                       cublasLtMatmulHeuristicResult_t* result) {
+  if (!live(lightHandle)) return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_INITIALIZED);
+  if (algo == nullptr || result == nullptr)
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
+  detail::matmul_problem problem;
+  if (cublasStatus_t const s = describe(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, problem);
+      s != CUBLAS_STATUS_SUCCESS) {
+    return cublaslt_log::finished(__func__, s);
+  }
+  if (cublasStatus_t const runs = algorithm_runs(*algo, operationDesc, Adesc, Bdesc, Cdesc, Ddesc);
+      runs != CUBLAS_STATUS_SUCCESS) {
+    return cublaslt_log::finished(__func__, runs);
+  }
+  result->workspaceSize = workspace_needed(problem);
+  result->state = CUBLAS_STATUS_SUCCESS;
+  result->wavesCount = 1.0F;
+  return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
+}
+
+// What the simulator's algorithm can do (cublasLtMatmulAlgoCapAttributes_t): strided batches and
+// a result out of place; no split-K, reduction scheme, swizzling, custom option, triangular
+// (UPLO) form, negative leading dimension, pointer arrays or emulation; host pointer mode; the
+// epilogues it models; one undefined tile and stage; element-aligned operands.
+cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                 cublasLtMatmulAlgoCapAttributes_t attr, void* buf,
+                                                 size_t sizeInBytes, size_t* sizeWritten) {
+  return cublaslt_log::finished(__func__, capability(algo, attr, buf, sizeInBytes, sizeWritten));
+}
+
 cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr,
                                                     const void* buf, size_t sizeInBytes) {
-  return set_attribute<algorithm>(algo, attr, buf, sizeInBytes);
+  return cublaslt_log::finished(__func__, set_attribute<algorithm>(algo, attr, buf, sizeInBytes));
 }
 
 cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr,
                                                     void* buf, size_t sizeInBytes,
                                                     size_t* sizeWritten) {
-  return get_attribute<algorithm>(algo, attr, buf, sizeInBytes, sizeWritten);
+  return cublaslt_log::finished(
+      __func__, get_attribute<algorithm>(algo, attr, buf, sizeInBytes, sizeWritten));
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
@@ -980,28 +1039,29 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
                               void* workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
-  if (!live(lightHandle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!live(lightHandle)) return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_INITIALIZED);
   detail::matmul_problem p;
   if (cublasStatus_t const s = describe(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, p);
       s != CUBLAS_STATUS_SUCCESS) {
-    return s;
+    return cublaslt_log::finished(__func__, s);
   }
   // The simulator's algorithm computes without the workspace, but a GPU's needs it.
   if (std::size_t const needed = workspace_needed(p);
       needed > 0 && (workspace == nullptr || workspaceSizeInBytes < needed)) {
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_SUPPORTED);
   }
   // An algorithm from the heuristic or cublasLtMatmulAlgoInit (or NULL: "the implementation will
   // pick one"), made for these types and configured as it runs; anything else cannot run.
   if (algo != nullptr) {
     if (cublasStatus_t const runs = algorithm_runs(*algo, computeDesc, Adesc, Bdesc, Cdesc, Ddesc);
         runs != CUBLAS_STATUS_SUCCESS) {
-      return runs;
+      return cublaslt_log::finished(__func__, runs);
     }
   }
   // Host pointer mode (CUBLASLT_POINTER_MODE_HOST): alpha and beta are read now, at call time,
   // and a captured node keeps the values.
-  if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (alpha == nullptr || beta == nullptr)
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
   std::memcpy(&p.alpha, alpha, sizeof p.alpha);
   std::memcpy(&p.beta, beta, sizeof p.beta);
   // Operands. The documentation is silent on NULL operands; a GPU would fault on them, so they
@@ -1010,19 +1070,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   bool const empty = p.m == 0 || p.n == 0;
   if (!empty && (D == nullptr || (p.k != 0 && (A == nullptr || B == nullptr)) ||
                  (p.beta != 0.0F && C == nullptr))) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
   }
   // Every element access is naturally aligned on a GPU ("Device Memory Accesses", CUDA
   // Programming Guide); a misaligned operand would fault there, so it is refused here.
   if (!aligned(A, p.a.type) || !aligned(B, p.b.type) || !aligned(C, p.c.type) ||
       !aligned(D, p.d_type)) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
   }
   // In place (C == D) needs C's layout to be D's; the documentation is silent, and a different
   // ld would let D's writes overtake C's reads on a GPU.
   if (C == D && C != nullptr &&
       (p.c.ld != p.ldd || p.c.type != p.d_type || p.c.batch_stride != p.d_batch_stride)) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
   }
   // The epilogue's pointers: BIAS needs the bias, GELU_AUX the aux output, DGELU the aux input,
   // the gradient epilogues the bias-gradient output (CUBLASLT_MATMUL_DESC_BIAS_POINTER and
@@ -1033,13 +1093,50 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
        ((p.steps.store_aux || p.steps.gelu_gradient) && p.aux == nullptr) ||
        ((p.steps.bias_gradient_of_d || p.steps.bias_gradient_of_a || p.steps.bias_gradient_of_b) &&
         p.bias_gradient == nullptr))) {
-    return CUBLAS_STATUS_INVALID_VALUE;
+    return cublaslt_log::finished(__func__, CUBLAS_STATUS_INVALID_VALUE);
   }
   p.a.data = A;
   p.b.data = B;
   p.c.data = C;
   p.d = D;
-  return enqueue(p, "cublasLtMatmul", stream);
+  if (cublaslt_log::wanted(cublaslt_log::topic::trace)) {
+    cublaslt_log::message(cublaslt_log::topic::trace, __func__,
+                          "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
+                              std::to_string(p.k) + " batch=" + std::to_string(p.batch_count) +
+                              " transa=" + std::to_string(p.transpose_a ? 1 : 0) +
+                              " transb=" + std::to_string(p.transpose_b ? 1 : 0));
+  }
+  return cublaslt_log::finished(__func__, enqueue(p, "cublasLtMatmul", stream));
+}
+
+// --- the logger (detail/cublaslt_log.hpp) ----------------------------------------------------
+
+cublasStatus_t cublasLtLoggerSetCallback(cublasLtLoggerCallback_t callback) {
+  cublaslt_log::set_callback(callback);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtLoggerSetFile(FILE* file) {
+  cublaslt_log::set_file(file);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtLoggerOpenFile(const char* logFile) {
+  return cublaslt_log::open_file(logFile);
+}
+
+cublasStatus_t cublasLtLoggerSetLevel(int level) {
+  return cublaslt_log::set_level(level);
+}
+
+cublasStatus_t cublasLtLoggerSetMask(int mask) {
+  cublaslt_log::set_mask(mask);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtLoggerForceDisable() {
+  cublaslt_log::force_disable();
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 // --- cuBLAS: the handle, its stream, and SGEMM -----------------------------------------------

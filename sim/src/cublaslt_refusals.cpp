@@ -70,30 +70,6 @@ cublasStatus_t CUBLASWINAPI cublasLtEmulationDescGetAttribute(cublasLtEmulationD
   return refusal::refuse_cublaslt("cublasLtEmulationDescGetAttribute", "not modelled yet");
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtLoggerSetCallback(cublasLtLoggerCallback_t callback) {
-  return refusal::refuse_cublaslt("cublasLtLoggerSetCallback", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtLoggerSetFile(FILE* file) {
-  return refusal::refuse_cublaslt("cublasLtLoggerSetFile", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtLoggerOpenFile(const char* logFile) {
-  return refusal::refuse_cublaslt("cublasLtLoggerOpenFile", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtLoggerSetLevel(int level) {
-  return refusal::refuse_cublaslt("cublasLtLoggerSetLevel", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtLoggerSetMask(int mask) {
-  return refusal::refuse_cublaslt("cublasLtLoggerSetMask", "not modelled yet");
-}
-
-cublasStatus_t CUBLASWINAPI cublasLtLoggerForceDisable() {
-  return refusal::refuse_cublaslt("cublasLtLoggerForceDisable", "not modelled yet");
-}
-
 #pragma GCC diagnostic pop
 // NOLINTEND(misc-unused-parameters,readability-named-parameter,misc-misplaced-const)
 
