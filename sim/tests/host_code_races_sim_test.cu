@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <graphstep/sim/race_report.hpp>
 #include <graphstep/sim/sim.hpp>
 #include <optional>
 #include <string>
@@ -79,9 +80,7 @@ class host_code_races : public ::testing::TestWithParam<sim_testing::execution> 
       GTEST_SKIP() << "this build is not instrumented (GRAPHSTEP_SIM_WATCH_ACCESSES off, or "
                       "another sanitizer instruments it): host functions' accesses are not seen";
     }
-    mode_before_ = gs::sim::current_race_mode();
-    gs::sim::set_race_mode(gs::sim::race_mode::report);
-    already_ = gs::sim::races().size();
+    races_.emplace();
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
@@ -106,13 +105,8 @@ class host_code_races : public ::testing::TestWithParam<sim_testing::execution> 
     SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(done_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
-    gs::sim::set_race_mode(mode_before_);
   }
-  [[nodiscard]] std::vector<std::string> new_races() const {
-    gs::sim::advance(gs::sim::queued_operations());
-    auto all = gs::sim::races();
-    return {all.begin() + static_cast<std::ptrdiff_t>(already_), all.end()};
-  }
+  [[nodiscard]] std::vector<std::string> new_races() const { return races_->found(); }
   // Whether `race` names the range starting at `address`.
   static bool names(std::string const& race, void const* address) {
     char begin[32];
@@ -133,9 +127,8 @@ class host_code_races : public ::testing::TestWithParam<sim_testing::execution> 
   int* device_{};
   cudaGraph_t graph_{};
   cudaGraphExec_t exec_{};
-  std::size_t already_{};
-  gs::sim::race_mode mode_before_{};
   std::optional<sim_testing::execution_scope> execution_;
+  std::optional<gs::sim::race_report> races_;  // after execution_: ends before it
 };
 
 INSTANTIATE_TEST_SUITE_P(every_execution, host_code_races,
@@ -220,7 +213,7 @@ TEST_P(host_code_races, two_host_functions_reading_the_same_memory_do_not_race) 
 TEST_P(host_code_races, a_host_node_beside_a_kernel_node_on_the_same_bytes_races) {
   for (bool const ordered : {false, true}) {
     SCOPED_TRACE(ordered ? "ordered by an edge" : "two unordered branches");
-    already_ = gs::sim::races().size();
+    races_.emplace();  // the races of this pass only
     fill_job job{managed_, 0, count, 7};
     SIM_TEST_TRY(cudaGraphCreate(&graph_, 0));
     cudaHostNodeParams host{};
