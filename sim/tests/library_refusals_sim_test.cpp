@@ -33,11 +33,12 @@ TEST(library_refusals, a_refused_cublaslt_function_fails_by_name_once) {
             CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_EQ(cublasLtMatrixTransformDescCreate(&description, CUDA_R_32F),
             CUBLAS_STATUS_NOT_SUPPORTED);
-  EXPECT_EQ(cublasLtLoggerSetLevel(1), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(cublasLtHeuristicsCacheSetCapacity(16), CUBLAS_STATUS_NOT_SUPPORTED);
   std::string const said = testing::internal::GetCapturedStderr();
   EXPECT_EQ(occurrences(said, "cublasLtMatrixTransformDescCreate is not modelled yet"), 1U)
       << said;
-  EXPECT_EQ(occurrences(said, "cublasLtLoggerSetLevel is not modelled yet"), 1U) << said;
+  EXPECT_EQ(occurrences(said, "cublasLtHeuristicsCacheSetCapacity is not modelled yet"), 1U)
+      << said;
   EXPECT_NE(said.find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos) << said;
   EXPECT_NE(said.find("sim/docs/cublaslt_coverage.md"), std::string::npos) << said;
   // The runtime's last error is not touched: cuBLASLt answers through its status.
