@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -159,7 +160,7 @@ cublasStatus_t get_value(T const& field, void* buf, std::size_t size,
 }
 
 // Each descriptor's attributes, as fields of the value type the header gives each: `access` is
-// called with the attribute's field; an attribute the simulator does not keep returns `unknown`.
+// called with the attribute's field; an attribute the simulator does not keep is refused.
 template <typename Descriptor, typename Access>
 cublasStatus_t with_field(Descriptor& d, cublasLtMatmulDescAttributes_t attr,
                           Access const& access) {
@@ -318,10 +319,6 @@ bool uses_bias_pointer(detail::epilogue_steps const& s) noexcept {
   return s.add_bias || s.bias_gradient_of_d || s.bias_gradient_of_a || s.bias_gradient_of_b;
 }
 
-// Everything cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic check alike: the descriptors
-// against each other, and the bias and aux pointers' values (the heuristic "depend[s] on its
-// value to determine expected pointer alignment", cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER).
-// Fills `p` without the operand pointers and scalars.
 // Compute and scale types: fp32 accumulation, fp32 alpha and beta (cuBLAS documentation,
 // cublasLtMatmul, table of supported type combinations). Other compute types: not modelled.
 bool compute_supported(std::int32_t compute, std::int32_t scale) noexcept {
@@ -330,13 +327,12 @@ bool compute_supported(std::int32_t compute, std::int32_t scale) noexcept {
 }
 
 // Element types: A and B alike, C and D alike; D of A's type or fp32; TF32 only for fp32 data
-// (cuBLAS documentation, cublasLtMatmul, supported type combinations).
+// (cuBLAS documentation, cublasLtMatmul, supported type combinations). Fills `out` with A's, B's,
+// C's and D's element types where the combination is supported.
 bool element_types_supported(std::int32_t compute, std::uint32_t a, std::uint32_t b,
-                             std::uint32_t c, std::uint32_t d) noexcept {
-  detail::element_type at{};
-  detail::element_type bt{};
-  detail::element_type ct{};
-  detail::element_type dt{};
+                             std::uint32_t c, std::uint32_t d,
+                             std::array<detail::element_type, 4>& out) noexcept {
+  auto& [at, bt, ct, dt] = out;
   if (!element_type_of(a, at) || !element_type_of(b, bt) || !element_type_of(c, ct) ||
       !element_type_of(d, dt)) {
     return false;
@@ -345,6 +341,16 @@ bool element_types_supported(std::int32_t compute, std::uint32_t a, std::uint32_
   return compute != CUBLAS_COMPUTE_32F_FAST_TF32 || at == detail::element_type::float32;
 }
 
+bool element_types_supported(std::int32_t compute, std::uint32_t a, std::uint32_t b,
+                             std::uint32_t c, std::uint32_t d) noexcept {
+  std::array<detail::element_type, 4> unused{};
+  return element_types_supported(compute, a, b, c, d, unused);
+}
+
+// Everything cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic check alike: the descriptors
+// against each other, and the bias and aux pointers' values (the heuristic "depend[s] on its
+// value to determine expected pointer alignment", cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER).
+// Fills `p` without the operand pointers and scalars.
 cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t a_handle,
                         cublasLtMatrixLayout_t b_handle, cublasLtMatrixLayout_t c_handle,
                         cublasLtMatrixLayout_t d_handle, detail::matmul_problem& p) noexcept {
@@ -391,18 +397,14 @@ cublasStatus_t describe(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t
     if (l->batch_count < 1)
       return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "a batch count is below 1");
   }
-  detail::element_type at{};
-  detail::element_type bt{};
-  detail::element_type ct{};
-  detail::element_type dt{};
-  if (!element_types_supported(desc.compute_type, a.type, b.type, c.type, d.type) ||
-      !element_type_of(a.type, at) || !element_type_of(b.type, bt) ||
-      !element_type_of(c.type, ct) || !element_type_of(d.type, dt)) {
+  std::array<detail::element_type, 4> types{};
+  if (!element_types_supported(desc.compute_type, a.type, b.type, c.type, d.type, types)) {
     return cublaslt_log::because(
         CUBLAS_STATUS_NOT_SUPPORTED,
         "that combination of A, B, C and D types is not one cublasLtMatmul supports (or "
         "fp8/integer types, not modelled by the simulated device)");
   }
+  auto const [at, bt, ct, dt] = types;
   bool const tf32 = desc.compute_type == CUBLAS_COMPUTE_32F_FAST_TF32;
   if (desc.transa != CUBLAS_OP_N && !transposes(desc.transa))
     return cublaslt_log::because(CUBLAS_STATUS_INVALID_VALUE, "TRANSA is not a cublasOperation_t");
@@ -610,19 +612,27 @@ cublasStatus_t create(Opaque** out, Descriptor const& initial) noexcept {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// The algorithm made for these types, in cublasLt.h's default configuration.
+algorithm algorithm_of(std::int32_t compute, std::int32_t scale, std::uint32_t a, std::uint32_t b,
+                       std::uint32_t c, std::uint32_t d) noexcept {
+  algorithm made;
+  made.compute_type = compute;
+  made.scale_type = scale;
+  made.a_type = a;
+  made.b_type = b;
+  made.c_type = c;
+  made.d_type = d;
+  return made;
+}
+
 // The algorithm the heuristic gives for a problem describe() accepted.
 algorithm algorithm_for(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                         cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
                         cublasLtMatrixLayout_t d) noexcept {
   auto const operation = read<matmul_descriptor>(desc);
-  algorithm made;
-  made.compute_type = operation.compute_type;
-  made.scale_type = operation.scale_type;
-  made.a_type = read<layout_descriptor>(a).type;
-  made.b_type = read<layout_descriptor>(b).type;
-  made.c_type = read<layout_descriptor>(c).type;
-  made.d_type = read<layout_descriptor>(d).type;
-  return made;
+  return algorithm_of(operation.compute_type, operation.scale_type,
+                      read<layout_descriptor>(a).type, read<layout_descriptor>(b).type,
+                      read<layout_descriptor>(c).type, read<layout_descriptor>(d).type);
 }
 
 // cublasLtMatmulAlgoCheck: "CUBLAS_STATUS_INVALID_VALUE if matrix layout descriptors or operation
@@ -971,15 +981,10 @@ cublasStatus_t cublasLtMatmulAlgoInit(cublasLtHandle_t lightHandle, cublasComput
       !element_types_supported(computeType, Atype, Btype, Ctype, Dtype)) {
     return cublaslt_log::finished(__func__, CUBLAS_STATUS_NOT_SUPPORTED);
   }
-  algorithm made;
-  made.compute_type = computeType;
-  made.scale_type = scaleType;
-  made.a_type = static_cast<std::uint32_t>(Atype);
-  made.b_type = static_cast<std::uint32_t>(Btype);
-  made.c_type = static_cast<std::uint32_t>(Ctype);
-  made.d_type = static_cast<std::uint32_t>(Dtype);
   *algo = cublasLtMatmulAlgo_t{};
-  write(algo, made);
+  write(algo, algorithm_of(computeType, scaleType, static_cast<std::uint32_t>(Atype),
+                           static_cast<std::uint32_t>(Btype), static_cast<std::uint32_t>(Ctype),
+                           static_cast<std::uint32_t>(Dtype)));
   return cublaslt_log::finished(__func__, CUBLAS_STATUS_SUCCESS);
 }
 

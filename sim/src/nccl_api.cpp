@@ -843,6 +843,12 @@ class driver_memory {
   }
 };
 
+// The entry points, looked up once.
+driver_memory const& driver() {
+  static driver_memory const found;
+  return found;
+}
+
 // NCCL's CUCHECK: a driver error is ncclUnhandledCudaError.
 ncclResult_t driver_checked(CUresult result, char const* call) {
   if (result == CUDA_SUCCESS) return ncclSuccess;
@@ -1134,7 +1140,7 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   if (cudaGetDevice(&home) != cudaSuccess || cudaGetDeviceCount(&devices) != cudaSuccess) {
     return sn::warn(ncclUnhandledCudaError, "ncclMemAlloc: no current device");
   }
-  sn::driver_memory const driver;
+  sn::driver_memory const& driver = sn::driver();
   CUmemAllocationProp properties{};
   properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -1201,7 +1207,7 @@ ncclResult_t ncclMemFree(void* ptr) {
     freed = found->second;
     sn::allocations().erase(found);
   }
-  sn::driver_memory const driver;
+  sn::driver_memory const& driver = sn::driver();
   auto const address = reinterpret_cast<CUdeviceptr>(ptr);
   ncclResult_t result = sn::driver_checked(driver.unmap(address, freed.bytes), "cuMemUnmap");
   if (ncclResult_t const released = sn::driver_checked(driver.release(freed.handle), "cuMemRelease");
