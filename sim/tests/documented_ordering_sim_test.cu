@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <graphstep/sim/race_report.hpp>
 #include <graphstep/sim/sim.hpp>
 #include <optional>
 #include <string>
@@ -25,9 +26,7 @@ class documented_ordering : public ::testing::TestWithParam<sim_testing::executi
  protected:
   void SetUp() override {
     execution_.emplace(GetParam());
-    mode_before_ = gs::sim::current_race_mode();
-    gs::sim::set_race_mode(gs::sim::race_mode::report);
-    already_ = gs::sim::races().size();
+    races_.emplace();
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&a_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&b_, cudaStreamNonBlocking));
     SIM_TEST_TRY(cudaStreamCreateWithFlags(&c_, cudaStreamNonBlocking));
@@ -46,13 +45,8 @@ class documented_ordering : public ::testing::TestWithParam<sim_testing::executi
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(a_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(b_));
     SIM_TEST_EXPECT_SUCCESS(cudaStreamDestroy(c_));
-    gs::sim::set_race_mode(mode_before_);
   }
-  [[nodiscard]] std::vector<std::string> new_races() const {
-    gs::sim::advance(gs::sim::queued_operations());
-    auto all = gs::sim::races();
-    return {all.begin() + static_cast<std::ptrdiff_t>(already_), all.end()};
-  }
+  [[nodiscard]] std::vector<std::string> new_races() const { return races_->found(); }
 
   // Captures `work` on stream a, which may fork to stream c (fork) and join it back (join), and
   // instantiates it. Event record and wait nodes come from cudaEventRecordExternal and
@@ -89,9 +83,8 @@ class documented_ordering : public ::testing::TestWithParam<sim_testing::executi
   void* x_{};
   void* y_{};
   cudaGraphExec_t exec_{};
-  std::size_t already_{};
-  gs::sim::race_mode mode_before_{};
   std::optional<sim_testing::execution_scope> execution_;
+  std::optional<gs::sim::race_report> races_;  // after execution_: ends before it
 };
 
 INSTANTIATE_TEST_SUITE_P(every_execution, documented_ordering,
