@@ -39,10 +39,12 @@ if(GRAPHSTEP_SIM_WATCH_ACCESSES)
                    "${CMAKE_CXX_FLAGS}; the race checker sees their pointer arguments")
   elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     set(_graphstep_cuda_sim_watch_flags
-        -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan)
+        -fsanitize=thread --param=tsan-instrument-func-entry-exit=0
+        --param=tsan-distinguish-volatile=1 -Wno-tsan)
   elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     set(_graphstep_cuda_sim_watch_flags
-        -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0)
+        -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0
+        -mllvm -tsan-distinguish-volatile=1)
   else()
     message(STATUS "graphstep: simulated kernels' accesses are not instrumented with "
                    "${CMAKE_CXX_COMPILER_ID}; the race checker sees their pointer arguments")

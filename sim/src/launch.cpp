@@ -1,4 +1,5 @@
 // Running a grid on the host: every thread of every block, one block at a time per host thread.
+// A large grid's blocks are shared among host threads, in block order (block_workers.hpp).
 //
 // A block's threads run one after another on one fiber, without a switch between threads that
 // meet no barrier; once a thread stops at a barrier (__syncthreads or a warp-level intrinsic), the
@@ -25,7 +26,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +37,10 @@
 // the read-only declaration kernels see (device.hpp).
 // NOLINTNEXTLINE(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp): the toolkit's name
 #define __STORAGE__ extern __thread
+#include "detail/block_workers.hpp"
 #include "detail/fiber.hpp"
+#include "detail/guarded_memory.hpp"
+#include "detail/kernel_accesses.hpp"
 #include "graphstep/sim/device.hpp"  // declares the built-in variables defined here
 
 // NOLINTBEGIN(cert-err58-cpp): dim3's constructor is constexpr and cannot throw
@@ -442,14 +449,16 @@ class saved_indices {
 
 }  // namespace
 
-void run_grid(kernel_task const& task, void (*thread_body)(void const*), void const* context) {
-  block_run run;
+namespace {
+
+// The state of one host thread's blocks of a grid, made once per grid and thread.
+void prepare(block_run& run, kernel_task const& task, void (*thread_body)(void const*),
+             void const* context) {
   run.task = &task;
   run.body = thread_body;
   run.context = context;
   run.block_dim = task.block();
   run.threads = run.block_dim.x * run.block_dim.y * run.block_dim.z;
-  unsigned const warps = (run.threads + warp_lanes - 1) / warp_lanes;
   run.status.assign(run.threads, thread_status::ready);
   run.thread_index.resize(run.threads);
   for (unsigned t = 0; t < run.threads; ++t) {
@@ -462,27 +471,119 @@ void run_grid(kernel_task const& task, void (*thread_body)(void const*), void co
   run.received.assign(run.threads, warp_slot_storage{});
   run.source.assign(run.threads, 0U);
   run.read_exited.assign(run.threads, 0U);
-  saved_indices const restore_outer;
   current = &run;
   blockDim = task.block();
   gridDim = task.grid();
+}
+
+void run_block_at(block_run& run, uint3 index) {
+  unsigned const warps = (run.threads + warp_lanes - 1) / warp_lanes;
+  blockIdx = index;
+  // Shared memory starts as garbage, as on a GPU: 0xFF bytes (NaN for floats).
+  run.dynamic_shared.assign(run.task->dynamic_shared_bytes(), 0xFF);
+  std::fill(run.status.begin(), run.status.end(), thread_status::ready);
+  run.waiting.assign(warps, 0U);
+  run.exited.assign(warps, 0U);
+  run.masks_differ.assign(warps, 0U);
+  run.awaits_outsider.assign(warps, 0U);
+  run.at_block_barrier = 0;
+  run.done = 0;
+  run.failure = nullptr;
+  run.ready.reset(run.threads);
+  run_block(run);
+}
+
+// Block `linear` of `grid`, x fastest, as the serial loops visit them.
+uint3 block_index(dim3 grid, unsigned linear) {
+  return uint3{linear % grid.x, linear / grid.x % grid.y, linear / (grid.x * grid.y)};
+}
+
+// This thread's share of a grid run on several: blocks taken in order until none is left.
+void run_blocks_in_order(block_order& order, kernel_task const& task,
+                         void (*thread_body)(void const*), void const* context) {
+  block_run run;
+  saved_indices const restore_outer;
+  prepare(run, task, thread_body, context);
+  while (std::optional<unsigned> const block = order.take()) {
+    std::exception_ptr failure;
+    {
+      running_block const here{order, *block};
+      try {
+        run_block_at(run, block_index(task.grid(), *block));
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    order.finish(*block, failure);
+  }
+}
+
+// Whether the grid's blocks run on several host threads. Only where the kernel's source was
+// instrumented: its atomic and volatile accesses then reach the simulator, which keeps them in
+// block order (block_workers.hpp); elsewhere they would not.
+bool shares_blocks(kernel_task const& task) {
+  dim3 const grid = task.grid();
+  dim3 const block = task.block();
+  std::size_t const blocks = std::size_t{grid.x} * grid.y * grid.z;
+  block_threads_setting const& setting = state().block_threads;
+  return setting.threads > 1 && blocks > 1 && blocks <= std::numeric_limits<unsigned>::max() &&
+         task.accesses_instrumented() && current == nullptr && !platform_lock_lent() &&
+         blocks * block.x * block.y * block.z >= setting.min_grid_threads;
+}
+
+void run_grid_on_threads(kernel_task const& task, void (*thread_body)(void const*),
+                         void const* context) {
+  dim3 const grid = task.grid();
+  block_order order{grid.x * grid.y * grid.z};
+  kernel_accesses* const watched = watched_here();
+  device_work_identity const work = device_work_here();
+  std::mutex helpers_done;
+  // Guarded by helpers_done: what the helpers recorded, and a failure outside any block (the
+  // host out of memory).
+  std::vector<std::unique_ptr<kernel_accesses>> helpers_accesses;
+  std::exception_ptr outside_blocks;
+  run_on_block_threads(state().block_threads.threads - 1, [&](bool on_helper) {
+    try {
+      if (!on_helper) {
+        run_blocks_in_order(order, task, thread_body, context);
+        return;
+      }
+      lent_device_work const lent{work};
+      std::unique_ptr<kernel_accesses> accesses;
+      {
+        std::optional<watching_kernel> watching;
+        if (watched != nullptr) {
+          accesses = std::make_unique<kernel_accesses>();
+          watching.emplace(*accesses);
+        }
+        run_blocks_in_order(order, task, thread_body, context);
+      }
+      std::lock_guard<std::mutex> const lock{helpers_done};
+      if (accesses) helpers_accesses.push_back(std::move(accesses));
+    } catch (...) {
+      std::lock_guard<std::mutex> const lock{helpers_done};
+      if (!outside_blocks) outside_blocks = std::current_exception();
+    }
+  });
+  for (auto const& accesses : helpers_accesses) watched->merge(*accesses);
+  if (std::exception_ptr const failure = order.first_failure()) std::rethrow_exception(failure);
+  if (outside_blocks) std::rethrow_exception(outside_blocks);
+}
+
+}  // namespace
+
+void run_grid(kernel_task const& task, void (*thread_body)(void const*), void const* context) {
+  if (shares_blocks(task)) {
+    run_grid_on_threads(task, thread_body, context);
+    return;
+  }
+  block_run run;
+  saved_indices const restore_outer;
+  prepare(run, task, thread_body, context);
   dim3 const grid = task.grid();
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
-      for (unsigned x = 0; x < grid.x; ++x) {
-        blockIdx = uint3{x, y, z};
-        // Shared memory starts as garbage, as on a GPU: 0xFF bytes (NaN for floats).
-        run.dynamic_shared.assign(task.dynamic_shared_bytes(), 0xFF);
-        std::fill(run.status.begin(), run.status.end(), thread_status::ready);
-        run.waiting.assign(warps, 0U);
-        run.exited.assign(warps, 0U);
-        run.masks_differ.assign(warps, 0U);
-        run.awaits_outsider.assign(warps, 0U);
-        run.at_block_barrier = 0;
-        run.done = 0;
-        run.ready.reset(run.threads);
-        run_block(run);
-      }
+      for (unsigned x = 0; x < grid.x; ++x) run_block_at(run, uint3{x, y, z});
     }
   }
 }

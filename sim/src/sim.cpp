@@ -1,5 +1,9 @@
 #include "graphstep/sim/sim.hpp"
 
+#include <stdexcept>
+#include <string>
+
+#include "detail/environment.hpp"
 #include "detail/runtime_state.hpp"
 
 namespace graphstep::sim {
@@ -35,6 +39,21 @@ void set_execution_mode(execution_mode mode, std::uint64_t seed) {
   }
   p.execution = mode;
   p.interleaving.seed(seed);
+}
+
+void set_block_threads(block_threads_setting setting) {
+  if (setting.threads == 0 || setting.threads > detail::max_block_threads) {
+    throw std::invalid_argument{
+        "graphstep::sim::set_block_threads: threads is " + std::to_string(setting.threads) +
+        "; give 1 (blocks one after another) to " + std::to_string(detail::max_block_threads)};
+  }
+  detail::lock_guard const lock{detail::state().mutex};
+  detail::state().block_threads = setting;
+}
+
+block_threads_setting current_block_threads() {
+  detail::lock_guard const lock{detail::state().mutex};
+  return detail::state().block_threads;
 }
 
 execution_mode current_execution_mode() {

@@ -1,8 +1,10 @@
 #include "detail/environment.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace graphstep::sim::detail {
 namespace {
@@ -68,6 +70,16 @@ std::size_t simulated_memory_bytes() {
   static std::size_t const bytes =
       static_cast<std::size_t>(read_positive("GRAPHSTEP_SIM_MEMORY_MIB", 16384, 1 << 20)) << 20;
   return bytes;
+}
+
+block_threads_setting initial_block_threads() {
+  unsigned const hardware = std::max(1U, std::thread::hardware_concurrency());
+  block_threads_setting setting;
+  setting.threads = static_cast<unsigned>(
+      read_positive("GRAPHSTEP_SIM_BLOCK_THREADS", std::min(hardware, 8U), max_block_threads));
+  setting.min_grid_threads = static_cast<std::size_t>(
+      read_positive("GRAPHSTEP_SIM_BLOCK_THREADS_MIN_GRID", default_min_grid_threads, 1LL << 40));
+  return setting;
 }
 
 }  // namespace graphstep::sim::detail

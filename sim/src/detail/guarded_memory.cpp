@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
@@ -79,6 +80,7 @@ constexpr std::size_t piece_bytes = std::size_t{1} << 20;
 struct open_piece {
   std::uintptr_t start{};
   std::size_t bytes{};
+  int protection{};
 };
 
 // The pieces open now, in a fixed array: the fault handler adds to it and must not allocate.
@@ -94,11 +96,11 @@ void close_open_pieces() {
   open_count = 0;
 }
 
-bool in_open_piece(std::uintptr_t address) {
+open_piece const* open_piece_holding(std::uintptr_t address) {
   for (std::size_t i = 0; i < open_count; ++i) {
-    if (address - open_pieces[i].start < open_pieces[i].bytes) return true;
+    if (address - open_pieces[i].start < open_pieces[i].bytes) return &open_pieces[i];
   }
-  return false;
+  return nullptr;
 }
 
 // Closes the open pieces of one allocation (its protection changed, or a kernel may not reach it).
@@ -116,6 +118,8 @@ void close_pieces_of(allocation const& a) {
   open_count = kept;
 }
 struct sigaction previous_action {};
+// Taken by the fault handler while it opens or describes: lock-free, so a handler may spin on it.
+std::atomic_flag fault_turn = ATOMIC_FLAG_INIT;
 
 char const* kind_name(memory_kind kind) {
   switch (kind) {
@@ -217,9 +221,12 @@ bool describe_fault(std::uintptr_t address, char* text, std::size_t size, char c
 // Device work on this thread touched closed device memory that it may reach: opens the piece
 // around `address` and returns true (the access runs again and succeeds). Called with the
 // platform lock held.
-bool open_on_fault(std::uintptr_t address) {
-  if (!device_work_on_this_thread || device_work_depth == 0 || in_open_piece(address)) {
-    return false;
+bool open_on_fault(std::uintptr_t address, bool write) {
+  if (!device_work_on_this_thread || device_work_depth == 0) return false;
+  if (open_piece const* const piece = open_piece_holding(address)) {
+    // Open already: by another thread running blocks of the same grid after this access
+    // faulted (it runs again), or with a protection that does not allow the access.
+    return (piece->protection & (write ? PROT_WRITE : PROT_READ)) != 0;
   }
   // The allocation whose data pages hold the address: the last one based at or before it, or
   // the next one when the address is in the alignment slack before that one's base.
@@ -247,7 +254,7 @@ bool open_on_fault(std::uintptr_t address) {
   if (mprotect(reinterpret_cast<void*>(piece_start), piece_size, a.device_protection) != 0) {
     return false;
   }
-  open_pieces[open_count++] = open_piece{piece_start, piece_size};
+  open_pieces[open_count++] = open_piece{piece_start, piece_size, a.device_protection};
   return true;
 }
 
@@ -256,12 +263,16 @@ void on_fault(int signal, siginfo_t* info, void* context) {
   std::array<char, 512> text{};
   bool ours = false;
   auto& mutex = state().mutex;
-  // Kernels run with the lock held by this thread (recursive); host code may fault while
-  // another thread holds it, and then the fault is passed on unnamed.
+  // Kernels run with the lock held by this thread (recursive) or lent to it; host code may
+  // fault while another thread holds it, and then the fault is passed on unnamed. The threads
+  // running one grid's blocks share the lock, and may fault at once: they take turns here.
   if (mutex.try_lock()) {
-    bool const opened = open_on_fault(address);
-    ours = !opened && describe_fault(address, text.data(), text.size(),
-                                     write_fault(context) ? "write" : "read");
+    while (fault_turn.test_and_set(std::memory_order_acquire)) {
+    }
+    bool const write = write_fault(context);
+    bool const opened = open_on_fault(address, write);
+    ours = !opened && describe_fault(address, text.data(), text.size(), write ? "write" : "read");
+    fault_turn.clear(std::memory_order_release);
     mutex.unlock();
     if (opened) return;
   }
@@ -393,6 +404,23 @@ bool accessible_from(allocation const& a, int device) {
            granted->second != cudaMemAccessFlagsProtNone;
   }
   return state().peer_access.count({device, a.device}) > 0;
+}
+
+device_work_identity device_work_here() noexcept {
+  return {kernel_on_this_thread, kernel_device_on_this_thread};
+}
+
+lent_device_work::lent_device_work(device_work_identity const& work) noexcept
+    : outer_{device_work_here()}, outer_work_{device_work_on_this_thread} {
+  kernel_on_this_thread = work.kernel;
+  kernel_device_on_this_thread = work.device;
+  device_work_on_this_thread = true;
+}
+
+lent_device_work::~lent_device_work() {
+  kernel_on_this_thread = outer_.kernel;
+  kernel_device_on_this_thread = outer_.device;
+  device_work_on_this_thread = outer_work_;
 }
 
 running_kernel::running_kernel(char const* name, int device)

@@ -65,6 +65,30 @@ class host_code_inside_device_work {
   int kernel_device_;
 };
 
+/// What the device work on this thread is: the kernel it runs, if any, and its device.
+struct device_work_identity {
+  char const* kernel{};
+  int device{-1};
+};
+[[nodiscard]] device_work_identity device_work_here() noexcept;
+
+/// Runs device work begun by another thread (a grid's blocks shared among host threads,
+/// block_workers.hpp) on this one while it lives: faults open device memory and are reported
+/// as that work's.
+class lent_device_work {
+ public:
+  explicit lent_device_work(device_work_identity const& work) noexcept;
+  lent_device_work(lent_device_work const&) = delete;
+  lent_device_work& operator=(lent_device_work const&) = delete;
+  lent_device_work(lent_device_work&&) = delete;
+  lent_device_work& operator=(lent_device_work&&) = delete;
+  ~lent_device_work();
+
+ private:
+  device_work_identity outer_;
+  bool outer_work_;
+};
+
 /// Names the kernel running on this thread in fault reports while it lives.
 class running_kernel {
  public:

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/block_workers.hpp"
 #include "detail/runtime_state.hpp"
 #include "detail/symbol_table.hpp"
 
@@ -74,6 +75,20 @@ void kernel_accesses::record_elsewhere(std::uintptr_t address, std::size_t bytes
   }
 }
 
+void kernel_accesses::merge(kernel_accesses const& other) {
+  for (auto const& [number, theirs] : other.pages_) {
+    auto& mine = pages_[number];
+    if (!mine) {
+      mine = std::make_unique<page>(*theirs);
+      cache_[number % cache_.size()] = cached_page{};  // it may say the page holds nothing
+      continue;
+    }
+    for (std::size_t k = 0; k < mine->kinds.size(); ++k) {
+      for (std::size_t w = 0; w < words_per_page; ++w) mine->kinds[k][w] |= theirs->kinds[k][w];
+    }
+  }
+}
+
 void kernel_accesses::report_to(race_checker& checker) const {
   std::vector<std::uintptr_t> numbers;
   numbers.reserve(pages_.size());
@@ -117,6 +132,10 @@ bool kernel_accesses_hooked() noexcept {
   return hooked.load(std::memory_order_relaxed);
 }
 
+kernel_accesses* watched_here() noexcept {
+  return watched;
+}
+
 watching_kernel::watching_kernel(kernel_accesses& into) noexcept
     : outer_{std::exchange(watched, &into)} {}
 
@@ -132,13 +151,23 @@ void note(void const volatile* address, std::size_t bytes, access_kind kind) noe
   }
 }
 
+// An atomic or volatile access: where it reaches memory other blocks may reach (not a block's
+// shared memory, a thread's locals or host memory of no allocation), the order of such accesses
+// across blocks shows, and they happen in block order (block_workers.hpp).
+void order_access(void const volatile* address) noexcept {
+  if (!earlier_blocks_may_run()) return;
+  auto const begin = reinterpret_cast<std::uintptr_t>(address);
+  if (holds_device_memory(begin, begin + 1)) order_after_earlier_blocks();
+}
+
 // 16-byte atomics: the host may have no lock-free instruction for them (x86-64 without cx16),
-// so they take one lock. Kernels run one at a time; host code using 16-byte atomics on the same
-// object without instrumentation would not take it.
+// so they take one lock (a grid's blocks may run on several threads). Host code using 16-byte
+// atomics on the same object without instrumentation would not take it.
 std::mutex wide_atomics;
 
 template <class T>
 T atomic_load(T const volatile* a) {
+  order_access(a);
   note(a, sizeof(T), access_kind::atomic);
   if constexpr (sizeof(T) == 16) {
     std::lock_guard<std::mutex> const lock{wide_atomics};
@@ -150,6 +179,7 @@ T atomic_load(T const volatile* a) {
 
 template <class T>
 void atomic_store(T volatile* a, T v) {
+  order_access(a);
   note(a, sizeof(T), access_kind::atomic);
   if constexpr (sizeof(T) == 16) {
     std::lock_guard<std::mutex> const lock{wide_atomics};
@@ -162,6 +192,7 @@ void atomic_store(T volatile* a, T v) {
 // Read-modify-write: `update(old)` is the new value; returns the old one.
 template <class T, class Update>
 T atomic_update(T volatile* a, Update update) {
+  order_access(a);
   note(a, sizeof(T), access_kind::atomic);
   if constexpr (sizeof(T) == 16) {
     std::lock_guard<std::mutex> const lock{wide_atomics};
@@ -180,6 +211,7 @@ T atomic_update(T volatile* a, Update update) {
 // compare_exchange: stores `desired` if *a equals *expected, else loads *a into *expected.
 template <class T>
 bool atomic_compare_exchange(T volatile* a, T* expected, T desired) {
+  order_access(a);
   note(a, sizeof(T), access_kind::atomic);
   if constexpr (sizeof(T) == 16) {
     std::lock_guard<std::mutex> const lock{wide_atomics};
@@ -206,6 +238,7 @@ bool atomic_compare_exchange(T volatile* a, T* expected, T desired) {
 namespace {
 using graphstep::sim::detail::access_kind;
 using graphstep::sim::detail::note;
+using graphstep::sim::detail::order_access;
 using a8 = char;
 using a16 = short;
 using a32 = int;
@@ -244,9 +277,11 @@ void __tsan_write_range(void* address, unsigned long bytes) {
     note(address, n, access_kind::write);         \
   }                                               \
   void __tsan_volatile_read##n(void* address) {   \
+    order_access(address);                        \
     note(address, n, access_kind::read);          \
   }                                               \
   void __tsan_volatile_write##n(void* address) {  \
+    order_access(address);                        \
     note(address, n, access_kind::write);         \
   }
 GRAPHSTEP_SIM_PLAIN_ACCESSES(1)

@@ -50,6 +50,9 @@ class kernel_accesses {
     record_elsewhere(address, bytes, kind);
   }
 
+  /// Adds what `other` recorded (another host thread's share of one grid's blocks).
+  void merge(kernel_accesses const& other);
+
   /// Hands every maximal run of bytes to `race_checker::access`: written bytes as writes,
   /// atomically updated ones not written as updates, read ones not written as reads.
   void report_to(race_checker& checker) const;
@@ -78,6 +81,9 @@ class kernel_accesses {
 /// also links ThreadSanitizer's runtime, whose entry points then win (its __tsan_init runs instead
 /// of ours), and the kernels' accesses are not seen.
 [[nodiscard]] bool kernel_accesses_hooked() noexcept;
+
+/// Where the accesses of code running on this thread are recorded now, if anywhere.
+[[nodiscard]] kernel_accesses* watched_here() noexcept;
 
 /// While it lives, the accesses of code running on this thread are recorded into `into`.
 class watching_kernel {

@@ -74,6 +74,7 @@ void fill_properties(cudaDeviceProp& p, int ordinal) {
 
 void populate(platform& p) {
   p.race_checking = initial_race_mode();
+  p.block_threads = initial_block_threads();
   execution_setting const execution = initial_execution();
   p.execution = execution.mode;
   p.interleaving.seed(execution.seed);

@@ -464,6 +464,7 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   std::map<std::pair<std::thread::id, int>, std::unique_ptr<stream_state>> per_thread_streams;
   race_checker races;
   race_mode race_checking{race_mode::abort};
+  block_threads_setting block_threads{};  // who runs a grid's blocks (block_workers.hpp)
   // Deferred execution (execution_mode): work waiting to run, in the order it was enqueued, and
   // the last tick of each stream's timeline that has run.
   execution_mode execution{execution_mode::immediate};

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/block_workers.hpp"
 #include "detail/fiber.hpp"
 #include "detail/guarded_memory.hpp"
 #include "detail/runtime_state.hpp"
@@ -157,7 +158,14 @@ bool waits_for_other_processes(node_state const& node) {  // NOLINT(misc-no-recu
                      });
 }
 
+// A thread running blocks of a grid that another thread launched (block_workers.hpp) uses that
+// thread's hold of the lock: the launcher waits for it, and calls from kernel code wait until
+// every earlier block has finished, so no two of them run at once and they run in block order.
+// The fault handler's try_lock does not wait (it must not block); it takes a lock of its own
+// (guarded_memory.cpp).
 void platform_mutex::lock() {
+  order_after_earlier_blocks();
+  if (platform_lock_lent()) return;
   if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     ++depth_;
     return;
@@ -168,6 +176,7 @@ void platform_mutex::lock() {
 }
 
 bool platform_mutex::try_lock() {
+  if (platform_lock_lent()) return true;
   if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     ++depth_;
     return true;
@@ -179,6 +188,7 @@ bool platform_mutex::try_lock() {
 }
 
 void platform_mutex::unlock() {
+  if (platform_lock_lent()) return;
   if (--depth_ > 0) return;
   owner_.store(std::thread::id{}, std::memory_order_relaxed);
   mutex_.unlock();

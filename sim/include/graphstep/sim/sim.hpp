@@ -8,9 +8,10 @@
 /// comes from the environment: GRAPHSTEP_SIM_DEVICES (devices, default 1),
 /// GRAPHSTEP_SIM_MEMORY_MIB (memory per device, default 16384), GRAPHSTEP_SIM_RACE_CHECK
 /// (`abort`, the default: the first stream race ends the process; `report`: races are printed
-/// and kept for races(); `off`) and GRAPHSTEP_SIM_EXECUTION (`immediate`, the default,
-/// `deferred`, or `interleaved:<seed>`; see execution_mode). sim/docs/simulator.md lists what is
-/// modelled.
+/// and kept for races(); `off`), GRAPHSTEP_SIM_EXECUTION (`immediate`, the default,
+/// `deferred`, or `interleaved:<seed>`; see execution_mode) and GRAPHSTEP_SIM_BLOCK_THREADS and
+/// GRAPHSTEP_SIM_BLOCK_THREADS_MIN_GRID (see set_block_threads). sim/docs/simulator.md lists
+/// what is modelled.
 
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,30 @@ void set_execution_mode(execution_mode mode, std::uint64_t seed = 0);
 std::size_t advance(std::size_t operations = 1);
 /// @brief How many operations wait in the queue.
 [[nodiscard]] std::size_t queued_operations();
+
+/// @brief Who runs the blocks of a grid: up to `threads` host threads at once (1: one after
+/// another), for grids of at least `min_grid_threads` GPU threads; smaller grids run on the
+/// launching thread alone.
+///
+/// Only kernels whose source was built instrumented (graphstep_cuda_sim_sources) share their
+/// blocks: what blocks share comes out as when they run one after another, in block order. Each
+/// atomic or volatile access to memory other blocks can reach, and each runtime call from a
+/// kernel, waits until every earlier block has finished; a fault is the lowest faulting
+/// block's, and the blocks after it that have not started do not run. Kernels that communicate
+/// through plain loads and stores between blocks (a race on a GPU) or print from several blocks
+/// may see another order.
+struct block_threads_setting {
+  unsigned threads{1};
+  std::size_t min_grid_threads{2048};
+};
+
+/// @brief Sets who runs a grid's blocks for the rest of the process (at first
+/// GRAPHSTEP_SIM_BLOCK_THREADS, default the host's hardware threads up to 8, and
+/// GRAPHSTEP_SIM_BLOCK_THREADS_MIN_GRID, default 2048). Throws std::invalid_argument when
+/// `threads` is 0 or above 256.
+void set_block_threads(block_threads_setting setting);
+/// @brief Who runs a grid's blocks.
+[[nodiscard]] block_threads_setting current_block_threads();
 
 /// @brief How many host threads have used `device`'s primary context: made it current with
 /// cudaSetDevice, or made a runtime call that needed a context while it was current (device 0
