@@ -4,6 +4,7 @@
 // the race checker. Each test runs its kernels with blocks shared among four host threads and
 // compares with one.
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -11,8 +12,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <graphstep/sim/race_report.hpp>
 #include <graphstep/sim/sim.hpp>
@@ -331,6 +334,62 @@ TEST_F(block_threads, the_lowest_failing_block_is_the_grids_fault) {
       },
       ::testing::ExitedWithCode(0),
       "kernel fail_from faulted: fail_from: thread \\(0,0,0\\) of block \\(5,0,0\\)");
+}
+
+// The simulated cuBLASLt matmul shares a large product's rows among the same host threads; each
+// row's terms are added in the same order, so D is the same to the bit.
+TEST_F(block_threads, a_large_matmul_gives_the_same_bits_on_every_number_of_threads) {
+  constexpr int m = 256;
+  constexpr int n = 96;
+  constexpr int k = 64;
+  std::vector<float> a(std::size_t{m} * k);
+  std::vector<float> b(std::size_t{k} * n);
+  std::vector<float> bias(m);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 1.0F / static_cast<float>(i % 97 + 3);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 13) * 0.37F - 2.0F;
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i) * 0.01F;
+  float* da = device_array(a);
+  float* db = device_array(b);
+  float* dbias = device_array(bias);
+  cublasLtHandle_t handle = nullptr;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulDesc_t matmul = nullptr;
+  ASSERT_EQ(cublasLtMatmulDescCreate(&matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtEpilogue_t const epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  ASSERT_EQ(cublasLtMatmulDescSetAttribute(matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                           sizeof epilogue),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulDescSetAttribute(matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias,
+                                           sizeof dbias),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtMatrixLayout_t la = nullptr;
+  cublasLtMatrixLayout_t lb = nullptr;
+  cublasLtMatrixLayout_t ld = nullptr;
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, k, m), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m), CUBLAS_STATUS_SUCCESS);
+  auto const product = [&](unsigned host_threads) {
+    share_blocks(host_threads);
+    float* dd = device_array(std::vector<float>(std::size_t{m} * n, 0.0F));
+    float const one = 1.0F;
+    float const zero = 0.0F;
+    EXPECT_EQ(cublasLtMatmul(handle, matmul, &one, da, la, db, lb, &zero, dd, ld, dd, ld, nullptr,
+                             nullptr, 0, stream_),
+              CUBLAS_STATUS_SUCCESS);
+    std::vector<float> const d = read(dd, std::size_t{m} * n);
+    std::vector<std::uint32_t> bits(d.size());
+    std::memcpy(bits.data(), d.data(), d.size() * sizeof(float));
+    return bits;
+  };
+  std::vector<std::uint32_t> const alone = product(1);
+  EXPECT_EQ(product(4), alone);
+  EXPECT_EQ(product(3), alone);
+  EXPECT_EQ(cublasLtMatrixLayoutDestroy(la), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatrixLayoutDestroy(lb), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatrixLayoutDestroy(ld), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulDescDestroy(matmul), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtDestroy(handle), CUBLAS_STATUS_SUCCESS);
 }
 
 TEST_F(block_threads, zero_or_too_many_host_threads_are_refused_by_name) {

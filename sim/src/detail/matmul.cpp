@@ -4,10 +4,16 @@
 #include "detail/matmul.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <optional>
 #include <vector>
+
+#include "detail/block_workers.hpp"
+#include "detail/guarded_memory.hpp"
+#include "detail/runtime_state.hpp"
 
 namespace graphstep::sim::detail {
 
@@ -149,6 +155,37 @@ float gelu_tanh_derivative(float x) noexcept {
          0.5F * x * (1.0F - t * t) * sqrt_2_over_pi * (1.0F + 3.0F * cubic * x * x);
 }
 
+namespace {
+
+// Products of at least this many multiply-adds share their rows among the host threads that
+// run grids (block_workers.hpp): below, waking a helper costs more than it saves.
+constexpr std::size_t shared_product_terms = std::size_t{1} << 18;
+
+// Calls `rows(first, last)` for ranges that cover [0, m) once, on the host threads that run
+// grids where the product is large enough. Each row's terms are added in the same order
+// whichever thread computes it, so the result does not depend on how rows are shared.
+template <typename Rows>
+void for_row_ranges(std::size_t m, std::size_t terms_per_row, Rows const& rows) {
+  unsigned const threads = state().block_threads.threads;
+  if (threads <= 1 || m < 2 || m * terms_per_row < shared_product_terms || platform_lock_lent()) {
+    rows(std::size_t{0}, m);
+    return;
+  }
+  // Whole cache lines of a column of D (16 floats) per range where there are enough rows.
+  std::size_t const chunk = (m / (std::size_t{threads} * 4) + 15) / 16 * 16;
+  std::atomic<std::size_t> next{0};
+  device_work_identity const work = device_work_here();
+  run_on_block_threads(threads - 1, [&](bool on_helper) {
+    std::optional<lent_device_work> lent;
+    if (on_helper) lent.emplace(work);  // the operands are device memory
+    for (std::size_t first = next.fetch_add(chunk); first < m; first = next.fetch_add(chunk)) {
+      rows(first, std::min(m, first + chunk));
+    }
+  });
+}
+
+}  // namespace
+
 void run_matmul(matmul_problem const& p) {
   auto const a_at = [&](std::int64_t row, std::int64_t kk, std::int64_t batch) {
     return p.transpose_a ? element_of(p.a, kk, row, batch) : element_of(p.a, row, kk, batch);
@@ -165,7 +202,6 @@ void run_matmul(matmul_problem const& p) {
   auto const k = static_cast<std::size_t>(p.k);
   std::vector<float> op_a(m * k);  // op(A), column-major m x k, as the multiplier reads it
   std::vector<float> op_b(k * n);  // op(B), column-major k x n
-  std::vector<float> accumulators(m);
   std::vector<float> column_sums(m);  // DGELU_BGRAD: Σ over D's columns, per row
   for (std::int32_t batch = 0; batch < p.batch_count; ++batch) {
     for (std::size_t kk = 0; kk < k; ++kk) {
@@ -181,41 +217,51 @@ void run_matmul(matmul_problem const& p) {
       }
     }
     std::fill(column_sums.begin(), column_sums.end(), 0.0F);
-    for (std::size_t col = 0; col < n; ++col) {
-      // fp32 accumulation, each element's terms in k order. A 16-bit or TF32 product is exact in
-      // fp32; an fp32 product is rounded before the add, where a GPU's FFMA rounds once: at most
-      // one rounding per term apart, inside the γ_k bound of any fp32 summation order.
-      std::fill(accumulators.begin(), accumulators.end(), 0.0F);
-      for (std::size_t kk = 0; kk < k; ++kk) {
-        float const b_value = op_b[col * k + kk];
-        float const* a_column = op_a.data() + kk * m;
-        for (std::size_t row = 0; row < m; ++row) accumulators[row] += a_column[row] * b_value;
-      }
-      for (std::size_t row = 0; row < m; ++row) {
-        auto const r = static_cast<std::int64_t>(row);
-        auto const c = static_cast<std::int64_t>(col);
-        // "D = alpha * op(A) * op(B) + beta * C" (cublasLt.h, cublasLtMatmul): C is read only
-        // when beta is not zero ("if beta == 0, C does not have to be a valid input", cuBLAS
-        // documentation, cublas<t>gemm), so an unset C does not leak into D.
-        float x = p.alpha * accumulators[row];
-        if (p.beta != 0.0F) x += p.beta * element_of(p.c, r, c, batch);
-        // "Bias vector is broadcasted to all columns and added before applying final
-        // postprocessing" (cublasLt.h, CUBLASLT_EPILOGUE_BIAS).
-        if (p.steps.add_bias)
-          x += load_element(p.bias, p.bias_type, batch * p.bias_batch_stride + r);
-        std::int64_t const aux_index = batch * p.aux_batch_stride + c * p.aux_ld + r;
-        // "outputs GELU input as a separate matrix" (CUBLASLT_EPILOGUE_GELU_AUX).
-        if (p.steps.store_aux) store_element(p.aux, p.aux_type, aux_index, x);
-        if (p.steps.gelu) x = gelu_tanh(x);
-        // "Apply GELU gradient to matmul output", the GELU input read from aux
-        // (CUBLASLT_EPILOGUE_DGELU).
-        if (p.steps.gelu_gradient) {
-          x *= gelu_tanh_derivative(load_element(p.aux, p.aux_type, aux_index));
+    for_row_ranges(m, n * k, [&](std::size_t first, std::size_t last) {
+      // This range's accumulators and row sums, its own: rows another thread shares a cache
+      // line with are written to at every term.
+      std::vector<float> range_accumulators(last - first);
+      std::vector<float> range_sums(last - first, 0.0F);
+      std::size_t const count = last - first;
+      for (std::size_t col = 0; col < n; ++col) {
+        // fp32 accumulation, each element's terms in k order. A 16-bit or TF32 product is exact
+        // in fp32; an fp32 product is rounded before the add, where a GPU's FFMA rounds once: at
+        // most one rounding per term apart, inside the γ_k bound of any fp32 summation order.
+        std::fill(range_accumulators.begin(), range_accumulators.end(), 0.0F);
+        for (std::size_t kk = 0; kk < k; ++kk) {
+          float const b_value = op_b[col * k + kk];
+          float const* a_column = op_a.data() + kk * m + first;
+          float* const accumulators = range_accumulators.data();
+          for (std::size_t i = 0; i < count; ++i) accumulators[i] += a_column[i] * b_value;
         }
-        column_sums[row] += x;
-        store_element(p.d, p.d_type, batch * p.d_batch_stride + c * p.ldd + r, x);
+        for (std::size_t row = first; row < last; ++row) {
+          auto const r = static_cast<std::int64_t>(row);
+          auto const c = static_cast<std::int64_t>(col);
+          // "D = alpha * op(A) * op(B) + beta * C" (cublasLt.h, cublasLtMatmul): C is read only
+          // when beta is not zero ("if beta == 0, C does not have to be a valid input", cuBLAS
+          // documentation, cublas<t>gemm), so an unset C does not leak into D.
+          float x = p.alpha * range_accumulators[row - first];
+          if (p.beta != 0.0F) x += p.beta * element_of(p.c, r, c, batch);
+          // "Bias vector is broadcasted to all columns and added before applying final
+          // postprocessing" (cublasLt.h, CUBLASLT_EPILOGUE_BIAS).
+          if (p.steps.add_bias)
+            x += load_element(p.bias, p.bias_type, batch * p.bias_batch_stride + r);
+          std::int64_t const aux_index = batch * p.aux_batch_stride + c * p.aux_ld + r;
+          // "outputs GELU input as a separate matrix" (CUBLASLT_EPILOGUE_GELU_AUX).
+          if (p.steps.store_aux) store_element(p.aux, p.aux_type, aux_index, x);
+          if (p.steps.gelu) x = gelu_tanh(x);
+          // "Apply GELU gradient to matmul output", the GELU input read from aux
+          // (CUBLASLT_EPILOGUE_DGELU).
+          if (p.steps.gelu_gradient) {
+            x *= gelu_tanh_derivative(load_element(p.aux, p.aux_type, aux_index));
+          }
+          range_sums[row - first] += x;
+          store_element(p.d, p.d_type, batch * p.d_batch_stride + c * p.ldd + r, x);
+        }
       }
-    }
+      std::copy(range_sums.begin(), range_sums.end(),
+                column_sums.begin() + static_cast<std::ptrdiff_t>(first));
+    });
     std::int64_t const bias_base = batch * p.bias_batch_stride;
     // "Bias gradient in the auxiliary output" (CUBLASLT_EPILOGUE_DGELU_BGRAD): the forward's bias
     // was broadcast over D's columns, so its gradient sums each row of D over the columns, in
