@@ -1,13 +1,15 @@
 #pragma once
 
-// How the simulator_cost benchmarks time a step on the simulated device: the process's CPU time
-// (the simulator's work is CPU work), per iteration as manual time, and as the median of three
-// steps with the race checker on and off, for the counters compared in the same run.
+// How the simulator_cost benchmarks time a step on the simulated device: the wall time per
+// iteration as manual time, and the medians of three steps' CPU time (every host thread's: the
+// simulator's work is CPU work) and wall time with the race checker on and off and with each
+// grid's blocks on one host thread, for the counters compared in the same run.
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <ctime>
 #include <graphstep/sim/sim.hpp>
 
@@ -19,50 +21,82 @@ inline double cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-// The median CPU time of three runs of `work`.
+inline double wall_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// One step's time: the process's CPU time (every host thread's) and the time a user waits.
+struct step_time {
+  double cpu{};
+  double wall{};
+};
+
+// The median CPU time and the median wall time of three runs of `work`.
 template <typename Work>
-double median_cpu_seconds(Work&& work) {
-  std::array<double, 3> times{};
-  for (double& t : times) {
-    double const start = cpu_seconds();
+step_time median_step(Work&& work) {
+  std::array<double, 3> cpu{};
+  std::array<double, 3> wall{};
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    double const cpu_start = cpu_seconds();
+    double const wall_start = wall_seconds();
     work();
-    t = cpu_seconds() - start;
+    wall[i] = wall_seconds() - wall_start;
+    cpu[i] = cpu_seconds() - cpu_start;
   }
-  std::sort(times.begin(), times.end());
-  return times[1];
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(wall.begin(), wall.end());
+  return {cpu[1], wall[1]};
 }
 
 struct simulated_cost {
-  double checked{};    // seconds per step, the race checker as the process set it
-  double unchecked{};  // the same with the race checker off
+  step_time checked;     // the race checker and the block threads as the process set them
+  step_time unchecked;   // the same with the race checker off
+  step_time one_thread;  // the race checker as set, every grid's blocks on one host thread
+  unsigned block_threads{};
 };
 
-// Warms up with one `step`, times one per iteration of `state` (manual time), then measures the
-// median step with the race checker as it is and with it off (and sets it back).
+// Warms up with one `step`, times one per iteration of `state` (manual time: wall time), then
+// measures the median step as the process set the simulator, with the race checker off, and
+// with each grid's blocks on one host thread (and sets both back).
 template <typename Step>
 simulated_cost time_simulated_steps(benchmark::State& state, Step&& step) {
   step();
   for (auto _ : state) {
-    double const start = cpu_seconds();
+    double const start = wall_seconds();
     step();
-    state.SetIterationTime(cpu_seconds() - start);
+    state.SetIterationTime(wall_seconds() - start);
   }
   simulated_cost cost;
-  cost.checked = median_cpu_seconds(step);
+  cost.checked = median_step(step);
   graphstep::sim::race_mode const mode = graphstep::sim::current_race_mode();
   graphstep::sim::set_race_mode(graphstep::sim::race_mode::off);
-  cost.unchecked = median_cpu_seconds(step);
+  cost.unchecked = median_step(step);
   graphstep::sim::set_race_mode(mode);
+  graphstep::sim::block_threads_setting const threads = graphstep::sim::current_block_threads();
+  cost.block_threads = threads.threads;
+  graphstep::sim::block_threads_setting one = threads;
+  one.threads = 1;
+  graphstep::sim::set_block_threads(one);
+  cost.one_thread = median_step(step);
+  graphstep::sim::set_block_threads(threads);
   return cost;
 }
 
-// The counters both simulator_cost benchmarks report: the host's step beside the simulated one.
+// The counters both simulator_cost benchmarks report: the host's step (plain C++, one thread,
+// CPU time) beside the simulated one.
 inline void report_cost(benchmark::State& state, simulated_cost const& cost, double host) {
   state.counters["host_ms"] = host * 1e3;
-  state.counters["simulated_ms"] = cost.checked * 1e3;
-  state.counters["vs_host"] = cost.checked / host;
-  state.counters["race_check_off_ms"] = cost.unchecked * 1e3;
-  state.counters["race_checker_cost"] = cost.checked / cost.unchecked;
+  state.counters["simulated_ms"] = cost.checked.cpu * 1e3;
+  state.counters["vs_host"] = cost.checked.cpu / host;
+  state.counters["simulated_wall_ms"] = cost.checked.wall * 1e3;
+  state.counters["vs_host_wall"] = cost.checked.wall / host;
+  state.counters["race_check_off_ms"] = cost.unchecked.cpu * 1e3;
+  state.counters["race_checker_cost"] = cost.checked.cpu / cost.unchecked.cpu;
+  state.counters["block_threads"] = cost.block_threads;
+  state.counters["one_thread_wall_ms"] = cost.one_thread.wall * 1e3;
+  state.counters["block_threads_speedup"] = cost.one_thread.wall / cost.checked.wall;
 }
 
 }  // namespace bench
