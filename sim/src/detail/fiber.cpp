@@ -64,6 +64,12 @@ fiber::fiber(std::size_t stack_bytes) : stack_bytes_{stack_bytes} {
 }
 
 fiber::~fiber() {
+#if defined(GRAPHSTEP_SIM_ASAN)
+  // Frames stopped for good (a thread of a failed block) leave their red zones poisoned, and
+  // AddressSanitizer keeps the shadow of unmapped memory: the next mapping at these addresses
+  // (device memory, often) would report a stack-buffer-underflow on its first copy.
+  ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(mapping_) + page_bytes(), stack_bytes_);
+#endif
   munmap(mapping_, page_bytes() + stack_bytes_);
 }
 
