@@ -39,8 +39,8 @@
 #define __STORAGE__ extern __thread
 #include "detail/block_workers.hpp"
 #include "detail/fiber.hpp"
-#include "detail/guarded_memory.hpp"
 #include "detail/kernel_accesses.hpp"
+#include "detail/runtime_state.hpp"
 #include "graphstep/sim/device.hpp"  // declares the built-in variables defined here
 
 // NOLINTBEGIN(cert-err58-cpp): dim3's constructor is constexpr and cannot throw
@@ -536,7 +536,6 @@ void run_grid_on_threads(kernel_task const& task, void (*thread_body)(void const
   dim3 const grid = task.grid();
   block_order order{grid.x * grid.y * grid.z};
   kernel_accesses* const watched = watched_here();
-  device_work_identity const work = device_work_here();
   std::mutex helpers_done;
   // Guarded by helpers_done: what the helpers recorded, and a failure outside any block (the
   // host out of memory).
@@ -548,7 +547,6 @@ void run_grid_on_threads(kernel_task const& task, void (*thread_body)(void const
         run_blocks_in_order(order, task, thread_body, context);
         return;
       }
-      lent_device_work const lent{work};
       std::unique_ptr<kernel_accesses> accesses;
       {
         std::optional<watching_kernel> watching;

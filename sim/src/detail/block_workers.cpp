@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "detail/guarded_memory.hpp"
+
 namespace graphstep::sim::detail {
 
 namespace {
@@ -30,6 +32,7 @@ class helper_pool {
     start(helpers);
     unsigned const joining = std::min(helpers, started_);
     work_ = &work;
+    lent_work_ = device_work_here();
     invited_ = joining;
     outstanding_ = joining;
     ++generation_;
@@ -66,8 +69,12 @@ class helper_pool {
       seen = generation_;
       --invited_;
       auto const* const work = work_;
+      device_work_identity const lent_work = lent_work_;
       lock.unlock();
-      (*work)(true);
+      {
+        lent_device_work const lent{lent_work};
+        (*work)(true);
+      }
       lock.lock();
       if (--outstanding_ == 0) done_.notify_all();
     }
@@ -77,6 +84,7 @@ class helper_pool {
   std::condition_variable wake_;
   std::condition_variable done_;
   std::function<void(bool)> const* work_{};  // guarded by mutex_, as the rest
+  device_work_identity lent_work_{};         // the launching thread's device work
   unsigned long long generation_{};
   unsigned started_{};
   unsigned invited_{};      // helpers that may still join this grid

@@ -53,7 +53,8 @@ class block_order {
 
 /// Runs `work(false)` on this thread and `work(true)` on up to `helpers` other threads at once
 /// (fewer where threads cannot be made), and returns when every one has returned. Helpers run
-/// with the platform lock lent to them (platform_mutex). `work` must not throw.
+/// with the platform lock lent to them (platform_mutex) and the calling thread's device work
+/// (lent_device_work: faults open device memory as for the caller). `work` must not throw.
 void run_on_block_threads(unsigned helpers, std::function<void(bool on_helper)> const& work);
 
 /// Before an effect whose order across blocks shows: waits until every block before the one

@@ -8,11 +8,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "detail/block_workers.hpp"
-#include "detail/guarded_memory.hpp"
 #include "detail/runtime_state.hpp"
 
 namespace graphstep::sim::detail {
@@ -174,10 +172,7 @@ void for_row_ranges(std::size_t m, std::size_t terms_per_row, Rows const& rows) 
   // Whole cache lines of a column of D (16 floats) per range where there are enough rows.
   std::size_t const chunk = (m / (std::size_t{threads} * 4) + 15) / 16 * 16;
   std::atomic<std::size_t> next{0};
-  device_work_identity const work = device_work_here();
-  run_on_block_threads(threads - 1, [&](bool on_helper) {
-    std::optional<lent_device_work> lent;
-    if (on_helper) lent.emplace(work);  // the operands are device memory
+  run_on_block_threads(threads - 1, [&](bool /*on_helper*/) {
     for (std::size_t first = next.fetch_add(chunk); first < m; first = next.fetch_add(chunk)) {
       rows(first, std::min(m, first + chunk));
     }
