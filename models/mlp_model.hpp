@@ -21,8 +21,8 @@
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
-#include <graphstep/train/optimizer.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <optional>
 #include <random>
 #include <vector>

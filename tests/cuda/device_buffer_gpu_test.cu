@@ -10,9 +10,9 @@
 #include <graphstep/cuda/stream.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/train/adam.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/mse_loss.hpp>
-#include <graphstep/train/optimizer.hpp>
 #include <numeric>
 #include <optional>
 #include <string>

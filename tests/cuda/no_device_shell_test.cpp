@@ -14,7 +14,7 @@
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
 #include <graphstep/train/mse_loss.hpp>
-#include <graphstep/train/optimizer.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <string>
 
 #include "common/no_device.hpp"

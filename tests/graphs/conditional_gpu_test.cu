@@ -13,7 +13,7 @@
 #include <graphstep/memory/memory_pool.hpp>
 #include <graphstep/train/loss_scaler.hpp>
 #include <graphstep/train/lr_schedule.hpp>
-#include <graphstep/train/optimizer.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <limits>
 #include <string>
 #include <vector>

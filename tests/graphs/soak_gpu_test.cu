@@ -18,7 +18,7 @@
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
-#include <graphstep/train/optimizer.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <random>
 
 #include "common/gpu_test.hpp"

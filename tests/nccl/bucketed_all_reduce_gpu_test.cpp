@@ -20,8 +20,8 @@
 #include <graphstep/nccl/nccl_comm_view.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
-#include <graphstep/train/optimizer.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <vector>
 
 #include "common/gpu_test.hpp"

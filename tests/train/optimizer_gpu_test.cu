@@ -9,6 +9,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
+#include <graphstep/train/adam.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/loss_scaler.hpp>
@@ -17,6 +18,7 @@
 #include <graphstep/train/optimizer.hpp>
 #include <graphstep/train/optimizer_options.hpp>
 #include <graphstep/train/reference.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <random>
 #include <string>
 #include <vector>

@@ -18,14 +18,16 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/memory/parameter_buffer.hpp>
-#include <graphstep/parameter_layout.hpp>
 #include <graphstep/memory/step_input.hpp>
+#include <graphstep/parameter_layout.hpp>
+#include <graphstep/train/adam.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/device_checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mixed_precision_adamw.hpp>
 #include <graphstep/train/optimizer.hpp>
 #include <graphstep/train/optimizer_options.hpp>
+#include <graphstep/train/sgd.hpp>
 #include <memory>
 #include <ostream>
 #include <random>

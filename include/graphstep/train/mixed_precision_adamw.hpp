@@ -22,6 +22,8 @@
 
 namespace graphstep::train {
 
+class loss_scaler;
+
 namespace detail {
 struct mixed_adamw_plan;  // what the constructor checks and plans before it allocates
 }

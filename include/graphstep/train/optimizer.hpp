@@ -2,25 +2,16 @@
 
 /// @file train/optimizer.hpp
 /// @brief `optimizer`, the one interface of every optimizer whose step can be captured into a
-/// graph, and the multi-tensor SGD and Adam that implement it through one base
-/// (`mixed_precision_adamw.hpp` is the third).
+/// graph: `sgd` (`sgd.hpp`), `adam` (`adam.hpp`) and `mixed_precision_adamw`
+/// (`mixed_precision_adamw.hpp`) implement it.
 
-#include <cstddef>
 #include <cstdint>
-#include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
-#include <graphstep/memory/parameter_buffer.hpp>
-#include <graphstep/parameter_layout.hpp>
 #include <graphstep/train/checkpoint.hpp>
 #include <graphstep/train/lr_schedule.hpp>
-#include <graphstep/train/optimizer_options.hpp>
-#include <memory>
 #include <string>
-#include <vector>
 
 namespace graphstep::train {
-
-class loss_scaler;
 
 /// @brief What a training loop does with any optimizer, whichever it is: step, change the
 /// schedule, read the learning rate from the device, count the steps, save and restore.
@@ -103,103 +94,6 @@ class optimizer {
   void expect_usable(char const* call, cuda::stream_view stream, bool capturable) const;
 
   char const* name_;
-};
-
-/// @brief What `sgd` and `adam` share, and all they share: fp32 tensors of parameter group 0,
-/// one device state (step count, schedule, where the learning rate comes from), one table of
-/// chunks and up to two fp32 state buffers per element. Each step is two launches however many
-/// tensors: one decides the step (skip, or advance the device step count and take the loss
-/// scale's inverse), one multi-tensor kernel, the optimizer's own, updates every tensor.
-///
-/// Its tables and state buffers come from the constructor's `resource` (a `memory::memory_pool`
-/// counts them) and go back to it on the constructor's stream: that stream and the resource
-/// must outlive it.
-class multi_tensor_optimizer : public optimizer {
- public:
-  ~multi_tensor_optimizer() override;
-  multi_tensor_optimizer(multi_tensor_optimizer const&) = delete;
-  multi_tensor_optimizer& operator=(multi_tensor_optimizer const&) = delete;
-
- protected:
-  /// The device memory and tables, defined where the kernels are launched.
-  class tables;
-
-  /// `buffers`: the names of the fp32 state buffers each element has, as `save_to` names them.
-  multi_tensor_optimizer(char const* name, std::vector<parameter> const& parameters,
-                         std::vector<std::string> buffers, lr_schedule const& schedule,
-                         loss_scaler const* scaler, cuda::stream_view stream,
-                         cuda::memory_resource& resource);
-  multi_tensor_optimizer(multi_tensor_optimizer&& other) noexcept;
-  multi_tensor_optimizer& operator=(multi_tensor_optimizer&& other) noexcept;
-
- private:
-  // The optimizer's own update of every tensor, enqueued after the step was decided.
-  virtual void launch_update(tables const& on, cuda::stream_view stream) const = 0;
-
-  void do_step(cuda::stream_view stream) final;
-  void do_set_schedule(lr_schedule const& schedule, cuda::stream_view stream) final;
-  void do_read_learning_rate_from(float const* learning_rate, cuda::stream_view stream) final;
-  [[nodiscard]] std::int64_t do_steps_taken(cuda::stream_view stream) const final;
-  void do_save_to(checkpoint& into, std::string const& prefix,
-                  cuda::stream_view stream) const final;
-  void do_restore_from(checkpoint const& from, std::string const& prefix,
-                       cuda::stream_view stream) final;
-  [[nodiscard]] bool moved_from() const noexcept final { return tables_ == nullptr; }
-
-  std::unique_ptr<tables> tables_;
-};
-
-/// @brief SGD with PyTorch's semantics: momentum (with dampening, optionally Nesterov) and L2
-/// weight decay, over fp32 tensors of parameter group 0. Launches, resources and lifetimes as
-/// `multi_tensor_optimizer`'s.
-class sgd final : public multi_tensor_optimizer {
- public:
-  /// @param scaler the loss scaler whose scale the gradients carry, or null; it must outlive
-  /// the optimizer's steps
-  /// @throws usage_error (no parameter; a parameter that is not fp32, of a group other than 0,
-  /// or fails `validate(parameter)`; bad options or schedule; a capturing stream),
-  /// out_of_memory, no_device_error, cuda_error
-  sgd(std::vector<parameter> const& parameters, sgd_options const& options,
-      lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
-      cuda::memory_resource& resource = cuda::default_resource());
-  /// @brief Over every tensor of the weights' layout, in its order: the weights in `weights`
-  /// and the gradients in `gradients`, a buffer of the same layout. Tensor t of `save_to` is
-  /// the layout's tensor t. Both buffers must outlive the optimizer.
-  /// @throws as the constructor above, and usage_error (an empty layout, a moved-from buffer,
-  /// gradients of another layout)
-  sgd(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
-      sgd_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
-      cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
-
- private:
-  void launch_update(tables const& on, cuda::stream_view stream) const override;
-
-  sgd_options options_;
-};
-
-/// @brief Adam with L2 weight decay (torch.optim.Adam) over fp32 tensors of parameter group 0;
-/// bias correction uses the device step count. Launches, resources and lifetimes as
-/// `multi_tensor_optimizer`'s. For AdamW (decoupled decay) use `mixed_precision_adamw`, which
-/// takes fp32 tensors too.
-class adam final : public multi_tensor_optimizer {
- public:
-  /// @throws as `sgd`'s
-  adam(std::vector<parameter> const& parameters, adam_options const& options,
-       lr_schedule const& schedule, loss_scaler const* scaler, cuda::stream_view stream,
-       cuda::memory_resource& resource = cuda::default_resource());
-  /// @brief Over every tensor of the weights' layout, in its order: the weights in `weights`
-  /// and the gradients in `gradients`, a buffer of the same layout. Tensor t of `save_to` is
-  /// the layout's tensor t. Both buffers must outlive the optimizer.
-  /// @throws as the constructor above, and usage_error (an empty layout, a moved-from buffer,
-  /// gradients of another layout)
-  adam(memory::parameter_buffer& weights, memory::parameter_buffer const& gradients,
-       adam_options const& options, lr_schedule const& schedule, loss_scaler const* scaler,
-       cuda::stream_view stream, cuda::memory_resource& resource = cuda::default_resource());
-
- private:
-  void launch_update(tables const& on, cuda::stream_view stream) const override;
-
-  adam_options options_;
 };
 
 }  // namespace graphstep::train
