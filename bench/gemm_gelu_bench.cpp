@@ -221,8 +221,8 @@ void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, gs::d
     return state.SkipWithError(("not fused: " + sets.front().front().unfused_reason()).c_str());
   }
   time_rotating(state, sets, go::flops(counted), stream);
-  state.SetLabel(go::describe_type(problem) + " " + go::name(problem.kind) +
-                 (fused ? "" : " + kernels") + ", " + std::to_string(rotation) + " sets");
+  state.SetLabel(go::describe(problem) + (fused ? "" : " + kernels") + ", " +
+                 std::to_string(rotation) + " sets");
 }
 
 // The backward of fc1 (K -> N1, GELU) and fc2 (N1 -> N2) for a batch M; range = M, K, N1, N2.

@@ -324,10 +324,7 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
                      gemm_options const& options, cuda::stream_view stream)
     : state_{std::make_unique<detail::lt_state>()} {
   auto& s = *state_;
-  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" +
-                           describe_type(problem) + ", M=" + std::to_string(problem.m) +
-                           " N=" + std::to_string(problem.n) + " K=" + std::to_string(problem.k) +
-                           ")";
+  std::string const what = describe(problem);
   GRAPHSTEP_EXPECTS(handle.get() != nullptr, what + ": the cuBLASLt handle was moved from");
   check_operands(problem, operands);
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),

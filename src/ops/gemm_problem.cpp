@@ -27,11 +27,12 @@ char const* name(gemm_math math) noexcept {
   return "unknown";
 }
 
-std::string describe_type(gemm_problem const& problem) {
-  std::string text = name(problem.type);
+std::string describe(gemm_problem const& problem) {
+  std::string text = std::string{"gemm "} + name(problem.kind) + " (" + name(problem.type);
   if (problem.math != gemm_math::standard)
     text += std::string{" with "} + name(problem.math) + " math";
-  return text;
+  return text + ", M=" + std::to_string(problem.m) + " N=" + std::to_string(problem.n) +
+         " K=" + std::to_string(problem.k) + ")";
 }
 
 char const* name(gemm_kind kind) noexcept {
@@ -157,10 +158,7 @@ lt_call map_to_cublaslt(gemm_problem const& p) {
 support can_fuse(gemm_problem const& problem, operand_addresses const& addresses) {
   lt_call const c = map_to_cublaslt(problem);
   if (c.ep == epilogue::none) return {};
-  std::string const what = std::string{"gemm "} + name(problem.kind) + " (" +
-                           describe_type(problem) + ", M=" + std::to_string(problem.m) +
-                           " N=" + std::to_string(problem.n) + " K=" + std::to_string(problem.k) +
-                           ", epilogue " + name(c.ep) + ")";
+  std::string const what = describe(problem) + " with epilogue " + name(c.ep);
   if (c.aux_ld != 0) {
     if (c.aux_ld % 8 != 0 || c.aux_ld < c.m) {
       return {false, what + ": the GELU epilogue's pre-activation has a leading dimension of " +

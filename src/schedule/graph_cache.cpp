@@ -86,8 +86,8 @@ std::size_t basic_graph_cache<Policy>::capture_bucket(std::size_t slot, bool ins
                                                       cuda::stream_view stream) {
   key_type const& bucket = core_.buckets()[slot];
   graphs::capture_options how = options_.lifecycle.capture;
-  using detail::key_name;  // the integer buckets' name; shape keys bring theirs by lookup
-  how.name += " bucket " + key_name(bucket);
+  using detail::describe;  // the integer buckets' name; shape keys bring theirs by lookup
+  how.name += " bucket " + describe(bucket);
   auto const body = [&] { step_(bucket, stream); };
   std::uint64_t id = 0;
   try {

@@ -17,7 +17,7 @@ bucket_choice choose_in(bucket_policy const& policy, std::int64_t value, char co
 
 }  // namespace
 
-std::string key_name(shape_key const& key) {
+std::string describe(shape_key const& key) {
   return "batch " + std::to_string(key.batch) + " x length " + std::to_string(key.sequence_length) +
          " x " + std::to_string(key.packed_sequences) + " packed";
 }

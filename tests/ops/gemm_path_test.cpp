@@ -80,8 +80,7 @@ TEST(gemm_path, fused_exactly_when_the_row_major_rule_holds) {
             go::gemm_problem const p{kind, m, n, k, numerics.type, numerics.math};
             bool const want = fusable_by_rule(p);
             auto const s = go::can_fuse(p, aligned_addresses());
-            ASSERT_EQ(s.fused, want) << go::name(kind) << " " << go::describe_type(p) << " M=" << m
-                                     << " N=" << n << " K=" << k << ": " << s.reason;
+            ASSERT_EQ(s.fused, want) << go::describe(p) << ": " << s.reason;
             auto const d = go::decide_path(p, aligned_addresses(), allowing_unfused());
             ASSERT_EQ(d.fused, want);
             ASSERT_EQ(d.reason.empty(), want) << d.reason;

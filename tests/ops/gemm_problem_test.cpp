@@ -202,8 +202,9 @@ TEST(gemm_problem, flops_and_names) {
   EXPECT_EQ(gs::size_in_bytes(gs::dtype::bfloat16), 2U);
   EXPECT_EQ(gs::size_in_bytes(tf32.type), 4U);  // tf32 math keeps float32 data
   EXPECT_STREQ(go::name(go::gemm_math::tf32), "tf32");
-  EXPECT_EQ(go::describe_type(tf32), "float32 with tf32 math");
-  EXPECT_EQ(go::describe_type({go::gemm_kind::forward, 2, 3, 4, gs::dtype::bfloat16}), "bfloat16");
+  EXPECT_EQ(go::describe(tf32), "gemm forward (float32 with tf32 math, M=2 N=3 K=4)");
+  EXPECT_EQ(go::describe({go::gemm_kind::forward, 2, 3, 4, gs::dtype::bfloat16}),
+            "gemm forward (bfloat16, M=2 N=3 K=4)");
   EXPECT_STREQ(go::name(go::gemm_kind::backward_data_gelu), "backward_data_gelu");
 }
 

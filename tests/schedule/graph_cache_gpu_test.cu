@@ -255,7 +255,7 @@ TEST_F(schedule_cache_test, shape_buckets_pad_batch_and_length) {
     EXPECT_GE(choice.bucket.batch, request.batch);
     EXPECT_GE(choice.bucket.sequence_length, request.sequence_length);
     int const rows = static_cast<int>(gsch::bucket_elements(choice.bucket));
-    EXPECT_EQ(read(rows), expected(rows)) << gsch::key_name(choice.bucket);
+    EXPECT_EQ(read(rows), expected(rows)) << gsch::describe(choice.bucket);
   }
   EXPECT_EQ(cache.statistics().hits, 4U);
   EXPECT_GT(cache.statistics().pad_ratio(), 0.0);

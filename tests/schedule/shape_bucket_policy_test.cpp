@@ -24,7 +24,7 @@ TEST(shape_bucket_policy, pads_each_dimension_on_its_own_list) {
   EXPECT_EQ(c.bucket, (gsch::shape_key{4, 256, 4}));
   EXPECT_EQ(c.padding, (gsch::shape_key{1, 56, 2}));
   EXPECT_EQ(gsch::bucket_elements(c.bucket), 1024);
-  EXPECT_EQ(gsch::key_name(c.bucket), "batch 4 x length 256 x 4 packed");
+  EXPECT_EQ(gsch::describe(c.bucket), "batch 4 x length 256 x 4 packed");
   auto const exact = p.choose({8, 512, 1});
   EXPECT_EQ(exact.padding, (gsch::shape_key{0, 0, 0}));
   // A choice's slot is its bucket's position among every combination, ascending.
@@ -35,7 +35,7 @@ TEST(shape_bucket_policy, pads_each_dimension_on_its_own_list) {
        {gsch::shape_key{3, 200, 2}, gsch::shape_key{1, 1, 1}, gsch::shape_key{8, 512, 4}}) {
     auto const choice = p.choose(shape);
     ASSERT_LT(choice.slot, buckets.size());
-    EXPECT_EQ(buckets[choice.slot], choice.bucket) << gsch::key_name(shape);
+    EXPECT_EQ(buckets[choice.slot], choice.bucket) << gsch::describe(shape);
   }
 }
 
@@ -79,7 +79,7 @@ TEST(shape_bucket_policy, drives_the_cache_core_with_shape_keys) {
   std::vector<std::string> log;
   gsch::shape_bucket_policy const p{gsch::bucket_policy{{2, 4}}, gsch::bucket_policy{{8, 16}}};
   std::vector<gsch::shape_key> const buckets = p.buckets();
-  auto const name = [&](std::size_t slot) { return gsch::key_name(buckets.at(slot)); };
+  auto const name = [&](std::size_t slot) { return gsch::describe(buckets.at(slot)); };
   gsch::detail::cache_actions<int> a;
   a.run_eager = [&](int /*stream*/, std::size_t slot) { log.push_back("eager " + name(slot)); };
   a.capture = [&](int /*stream*/, std::size_t slot, bool) {

@@ -214,9 +214,9 @@ struct algorithm_key {
 
 /// @brief "standard" or "tf32".
 [[nodiscard]] char const* name(gemm_math math) noexcept;
-/// @brief The problem's element type, and its math when not the standard one, for messages:
-/// "bfloat16", "float32 with tf32 math".
-[[nodiscard]] std::string describe_type(gemm_problem const& problem);
+/// @brief The problem for messages: its kind, element type (and math when not the standard
+/// one) and sizes, "gemm forward_bias (float32 with tf32 math, M=64 N=128 K=32)".
+[[nodiscard]] std::string describe(gemm_problem const& problem);
 /// @brief The kind's enumerator name, e.g. "forward_bias_gelu".
 [[nodiscard]] char const* name(gemm_kind kind) noexcept;
 /// @brief cuBLASLt's name of the epilogue without its prefix, e.g. "GELU_AUX_BIAS".

@@ -35,7 +35,7 @@ struct shape_key {
 };
 
 /// @brief "batch 8 x length 128 x 3 packed", for messages.
-[[nodiscard]] std::string key_name(shape_key const& key);
+[[nodiscard]] std::string describe(shape_key const& key);
 
 /// @brief Tokens a shape processes: batch x sequence length (the packed count adds none).
 [[nodiscard]] constexpr std::int64_t bucket_elements(shape_key const& key) noexcept {

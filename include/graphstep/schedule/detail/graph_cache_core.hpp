@@ -55,7 +55,7 @@ enum class served_by {
 };
 
 /// @brief The graph cache's policy over a fixed list of buckets of type `Key` (`operator<`,
-/// `key_name`). A request names its bucket by slot (the policy's choice carries it), and every
+/// `describe`). A request names its bucket by slot (the policy's choice carries it), and every
 /// per-bucket state sits in an array by slot: serving a request costs the same at 8 buckets as
 /// at 512. Not thread-safe: one caller at a time.
 template <typename Key, typename Context>
@@ -90,7 +90,7 @@ class graph_cache_core {
   [[nodiscard]] std::size_t slot_of(Key const& bucket) const {
     std::optional<std::size_t> const slot = find(bucket);
     GRAPHSTEP_EXPECTS(slot.has_value(),
-                      "graph cache: " + key_name(bucket) + " is not one of its buckets");
+                      "graph cache: " + describe(bucket) + " is not one of its buckets");
     return *slot;
   }
   [[nodiscard]] std::vector<Key> const& buckets() const noexcept { return buckets_; }

@@ -15,14 +15,14 @@
 namespace graphstep::schedule::detail {
 
 /// @brief How a bucket of one number is named in messages.
-[[nodiscard]] inline std::string key_name(std::int64_t bucket) {
+[[nodiscard]] inline std::string describe(std::int64_t bucket) {
   return std::to_string(bucket);
 }
 
 /// @brief Least-recently-used order of cached buckets and the memory each holds, under a
 /// budget. A bucket is named by its slot, its position in the list of buckets given at
 /// construction, so that every operation costs the same however many buckets there are (a
-/// replay touches the order on every request). `Key` needs a `key_name(Key)` found by lookup.
+/// replay touches the order on every request). `Key` needs a `describe(Key)` found by lookup.
 template <typename Key>
 class basic_lru_budget {
  public:
@@ -44,9 +44,9 @@ class basic_lru_budget {
   [[nodiscard]] std::vector<std::size_t> insert(std::size_t slot, std::size_t bytes) {
     entry& e = at(slot);
     GRAPHSTEP_EXPECTS(!e.held,
-                      "graph cache: bucket " + key_name(buckets_[slot]) + " is already cached");
+                      "graph cache: bucket " + describe(buckets_[slot]) + " is already cached");
     GRAPHSTEP_EXPECTS(budget_ == 0 || bytes <= budget_,
-                      "graph cache: the graph of bucket " + key_name(buckets_[slot]) + " needs " +
+                      "graph cache: the graph of bucket " + describe(buckets_[slot]) + " needs " +
                           std::to_string(bytes) + " bytes, more than the whole budget of " +
                           std::to_string(budget_) + ": raise the budget or drop that bucket");
     std::vector<std::size_t> evicted;
