@@ -41,8 +41,9 @@ int run(gsch::bucket_instantiation how, std::string const& timeline) {
   gs::memory::memory_pool pool;
   if (!timeline.empty()) pool.begin_timeline();
   // The static input and output, given back to the pool when they go (before the pool).
-  gs::cuda::device_buffer input_buffer{{largest, features}, gs::dtype::float32, stream, pool};
-  gs::cuda::device_buffer output_buffer{{largest}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer input_buffer{
+      {"input", {largest, features}, gs::dtype::float32}, stream, pool};
+  gs::cuda::device_buffer output_buffer{{"output", {largest}, gs::dtype::float32}, stream, pool};
   auto* input = static_cast<float*>(input_buffer.data());
   auto* output = static_cast<float*>(output_buffer.data());
   std::vector<float> host_input(std::size_t(largest) * features);

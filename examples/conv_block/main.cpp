@@ -205,8 +205,8 @@ int run() {
   // Every buffer from the pool, given back when it goes (before the pool: declared after it).
   std::vector<gs::cuda::device_buffer> storage;
   auto buffer = [&](std::size_t n) {
-    storage.emplace_back(std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
-                         gs::dtype::float32, stream, pool);
+    storage.emplace_back(gs::tensor_spec{{static_cast<std::int64_t>(n)}, gs::dtype::float32},
+                         stream, pool);
     return static_cast<float*>(storage.back().data());
   };
   std::mt19937 rng{5};

@@ -97,10 +97,10 @@ float normalizer_for(int rows) {
 struct model {
   model(std::vector<std::uint16_t> const& initial_embedding, gs::cuda::stream_view stream,
         gs::memory::memory_pool& pool)
-      : embedding{{vocab, dim}, gs::dtype::bfloat16, stream, pool},
-        bias{{dim}, gs::dtype::bfloat16, stream, pool},
-        embedding_gradient{{vocab, dim}, gs::dtype::bfloat16, stream, pool},
-        bias_gradient{{dim}, gs::dtype::bfloat16, stream, pool},
+      : embedding{{"embedding", {vocab, dim}, gs::dtype::bfloat16}, stream, pool},
+        bias{{"bias", {dim}, gs::dtype::bfloat16}, stream, pool},
+        embedding_gradient{{"embedding gradient", {vocab, dim}, gs::dtype::bfloat16}, stream, pool},
+        bias_gradient{{"bias gradient", {dim}, gs::dtype::bfloat16}, stream, pool},
         residual{max_rows * dim * sizeof(float), stream, pool},
         prediction_gradient{max_rows * dim * sizeof(float), stream, pool},
         loss{sizeof(float), stream, pool},

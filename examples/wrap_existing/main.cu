@@ -104,8 +104,8 @@ int run() {
   std::vector<gs::cuda::device_buffer> storage;
   storage.reserve(8);
   auto buffer = [&](std::size_t n) {
-    storage.emplace_back(std::vector<std::int64_t>{static_cast<std::int64_t>(n)},
-                         gs::dtype::float32, stream, pool);
+    storage.emplace_back(gs::tensor_spec{{static_cast<std::int64_t>(n)}, gs::dtype::float32},
+                         stream, pool);
     return static_cast<float*>(storage.back().data());
   };
   // cuBLAS may allocate its workspace lazily; give it one from the pool so capture never has to.

@@ -7,7 +7,6 @@
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/log.hpp>
-#include <limits>
 #include <string>
 #include <utility>
 
@@ -26,21 +25,12 @@ void report_release_failure(void const* pointer, std::size_t bytes, char const* 
   });
 }
 
-// Bytes of a typed buffer, checked before anything is allocated.
-std::size_t bytes_of(std::vector<std::int64_t> const& shape, dtype type) {
-  if (!graphstep::detail::is_known(type)) {  // a cast integer: its size would be made up
-    std::string extents;
-    for (std::int64_t const extent : shape) {
-      extents += (extents.empty() ? "" : ", ") + std::to_string(extent);
-    }
-    graphstep::detail::expect_known("device_buffer of shape [" + extents + "]", type);
-  }
-  std::size_t const count = element_count(shape);
-  GRAPHSTEP_EXPECTS(count > 0, "device_buffer: shape " + describe(shape, type) +
-                                   " holds no element; give every extent a positive size");
-  GRAPHSTEP_EXPECTS(count <= std::numeric_limits<std::size_t>::max() / size_in_bytes(type),
-                    "device_buffer: shape " + describe(shape, type) + " is too large");
-  return count * size_in_bytes(type);
+// A tensor's spec, checked before anything is allocated (the spec has checked its dtype and
+// that its bytes fit a size_t).
+tensor_spec with_elements(tensor_spec spec) {
+  GRAPHSTEP_EXPECTS(spec.count() > 0, "device_buffer: " + describe(spec) +
+                                          " holds no element; give every extent a positive size");
+  return spec;
 }
 
 }  // namespace
@@ -50,10 +40,9 @@ device_buffer::device_buffer(std::size_t bytes, stream_view stream, memory_resou
   allocate(bytes);
 }
 
-device_buffer::device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
-                             memory_resource& resource)
-    : stream_{stream}, resource_{&resource}, shape_{std::move(shape)}, type_{type} {
-  allocate(bytes_of(shape_, type));
+device_buffer::device_buffer(tensor_spec spec, stream_view stream, memory_resource& resource)
+    : stream_{stream}, resource_{&resource}, spec_{with_elements(std::move(spec))} {
+  allocate(spec_->bytes());
 }
 
 void device_buffer::allocate(std::size_t bytes) {
@@ -77,8 +66,7 @@ device_buffer::device_buffer(device_buffer&& other) noexcept
       stream_{other.stream_},
       resource_{other.resource_},
       device_{other.device_},
-      shape_{std::exchange(other.shape_, {})},
-      type_{std::exchange(other.type_, std::nullopt)},
+      spec_{std::exchange(other.spec_, std::nullopt)},
       uses_elsewhere_{std::exchange(other.uses_elsewhere_, {})} {}
 
 device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
@@ -89,8 +77,7 @@ device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
     stream_ = other.stream_;
     resource_ = other.resource_;
     device_ = other.device_;
-    shape_ = std::exchange(other.shape_, {});
-    type_ = std::exchange(other.type_, std::nullopt);
+    spec_ = std::exchange(other.spec_, std::nullopt);
     uses_elsewhere_ = std::exchange(other.uses_elsewhere_, {});
   }
   return *this;
@@ -131,16 +118,23 @@ void device_buffer::release() noexcept {
     report_release_failure(pointer, bytes, "the resource threw an exception of unknown type");
   }
   uses_elsewhere_.clear();
-  shape_.clear();
-  type_.reset();
+  spec_.reset();
 }
 
 device_span device_buffer::view() const {
   GRAPHSTEP_EXPECTS(data_ != nullptr, "device_buffer::view: this buffer is empty (moved from?)");
-  GRAPHSTEP_EXPECTS(type_.has_value(),
+  GRAPHSTEP_EXPECTS(spec_.has_value(),
                     "device_buffer::view: a buffer made from a byte count has no element type; "
-                    "make it from a shape and a dtype");
-  return {data_, *type_, size_ / size_in_bytes(*type_)};
+                    "make it from a tensor_spec");
+  return {data_, spec_->type(), spec_->count()};
+}
+
+tensor_view device_buffer::tensor() const {
+  GRAPHSTEP_EXPECTS(data_ != nullptr, "device_buffer::tensor: this buffer is empty (moved from?)");
+  GRAPHSTEP_EXPECTS(spec_.has_value(),
+                    "device_buffer::tensor: a buffer made from a byte count is no tensor; make "
+                    "it from a tensor_spec");
+  return {data_, *spec_};
 }
 
 void device_buffer::record_use(stream_view stream) const {
@@ -158,14 +152,14 @@ void device_buffer::record_use(stream_view stream) const {
 }
 
 void device_buffer::expect(std::size_t bytes, dtype type, char const* what) const {
-  bool const typed_as_given = !type_ || type == *type_;
+  bool const typed_as_given = !spec_ || type == spec_->type();
   if (data_ != nullptr && typed_as_given && bytes == size_) return;  // no message built per copy
   std::string const where = std::string{"device_buffer::"} + what + ": ";
   GRAPHSTEP_EXPECTS(data_ != nullptr, where + "this buffer is empty (moved from?)");
-  std::string const described = type_ ? describe(shape_, *type_) : "untyped";
+  std::string const described = spec_ ? describe(*spec_) : "untyped";
   GRAPHSTEP_EXPECTS(typed_as_given, where + name(type) + " data for a " + described + " buffer");
   GRAPHSTEP_EXPECTS(bytes == size_, where + std::to_string(bytes) + " bytes for " +
-                                        (type_ ? "a " : "an ") + described + " buffer of " +
+                                        (spec_ ? "a " : "an ") + described + " buffer of " +
                                         std::to_string(size_) + " bytes");
 }
 
@@ -193,9 +187,12 @@ void device_buffer::copy_from_device(void const* source, std::size_t bytes, dtyp
 }
 
 void device_buffer::copy_from(device_buffer const& source, stream_view stream) {
-  GRAPHSTEP_EXPECTS(source.type_ == type_,
+  auto const type_of = [](device_buffer const& b) {
+    return b.spec_ ? std::optional<dtype>{b.spec_->type()} : std::nullopt;
+  };
+  GRAPHSTEP_EXPECTS(type_of(source) == type_of(*this),
                     "device_buffer::copy_from: buffers of different types (or one untyped)");
-  copy_from_device(source.data(), source.size(), type_.value_or(dtype::float32), stream);
+  copy_from_device(source.data(), source.size(), spec_ ? spec_->type() : dtype::float32, stream);
   source.record_use(stream);
 }
 

@@ -77,8 +77,8 @@ graphed_callable::graphed_callable(tensor_callable forward, tensor_callable back
   // Allocated eagerly, before any capture: their addresses are baked into both graphs.
   auto allocate = [&](std::vector<tensor_spec> const& role, std::vector<tensor_view>& into) {
     for (tensor_spec const& spec : role) {
-      owned_.emplace_back(spec.shape(), spec.type(), stream, pool);
-      into.emplace_back(owned_.back().data(), spec);
+      owned_.emplace_back(spec, stream, pool);
+      into.push_back(owned_.back().tensor());
     }
   };
   allocate(specs.inputs, inputs_);

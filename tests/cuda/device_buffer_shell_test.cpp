@@ -117,15 +117,16 @@ TEST(device_buffer, zero_bytes_is_an_empty_buffer_that_never_calls_the_resource)
   EXPECT_TRUE(resource.calls.empty());
 }
 
-// A cast integer that is no dtype value is refused by name before the resource is asked.
-TEST(device_buffer, a_shape_of_no_known_dtype_is_refused_before_anything_is_allocated) {
+// A tensor of no element is refused by name before the resource is asked (a spec of an
+// unknown dtype cannot be made: tensor_spec's tests).
+TEST(device_buffer, a_tensor_of_no_element_is_refused_before_anything_is_allocated) {
   recording_resource resource;
-  auto const unknown = static_cast<gs::dtype>(99);
   std::string const said = gs::testing::message_of([&] {
-    gs::cuda::device_buffer const buffer{{4, 8}, unknown, fake_stream(0x1), resource};
+    gs::cuda::device_buffer const buffer{
+        {"empty", {4, 0}, gs::dtype::bfloat16}, fake_stream(0x1), resource};
   });
-  EXPECT_TRUE(
-      gs::testing::contains(said, "device_buffer of shape [4, 8] has an unknown dtype (99)"))
+  EXPECT_TRUE(gs::testing::contains(
+      said, "device_buffer: 'empty' [4, 0] bfloat16 holds no element; give every extent"))
       << said;
   EXPECT_TRUE(resource.calls.empty());
 }

@@ -12,6 +12,7 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/tensor.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,40 +46,41 @@ using gs::testing::message_of;
 TEST_F(buffer_test, copies_check_size_and_type) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
-  gs::cuda::device_buffer input{{4, 8}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer input{{"input", {4, 8}, gs::dtype::float32}, stream, pool};
   EXPECT_EQ(input.size(), 128U);
-  EXPECT_EQ(input.shape(), (std::vector<std::int64_t>{4, 8}));
-  EXPECT_EQ(input.type(), gs::dtype::float32);
+  ASSERT_TRUE(input.spec().has_value());
+  EXPECT_EQ(*input.spec(), (gs::tensor_spec{"input", {4, 8}, gs::dtype::float32}));
   EXPECT_EQ(input.view(), (gs::device_span{input.data(), gs::dtype::float32, 32}));
+  EXPECT_EQ(input.tensor().data(), input.data());
+  EXPECT_EQ(input.tensor().spec(), *input.spec());
   std::vector<float> const values(32, 1.5F);
   input.copy_from_host(values, stream);
   EXPECT_EQ(input.to_host(stream), values);
   EXPECT_NE(message_of([&] {
               input.copy_from_host(std::vector<float>(31), stream);
-            }).find("124 bytes for a [4, 8] float32 buffer of 128 bytes"),
+            }).find("124 bytes for a 'input' [4, 8] float32 buffer of 128 bytes"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
               input.copy_from_host(values.data(), 128, gs::dtype::float16, stream);
-            }).find("float16 data for a [4, 8] float32 buffer"),
+            }).find("float16 data for a 'input' [4, 8] float32 buffer"),
             std::string::npos);
-  gs::cuda::device_buffer other{{32}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer other{{"other", {32}, gs::dtype::float32}, stream, pool};
   other.copy_from(input, stream);
   EXPECT_EQ(other.to_host(stream), values);
   gs::cuda::device_buffer moved = std::move(other);
   EXPECT_THROW(other.copy_from(input, stream), gs::usage_error);  // NOLINT: moved-from
-  EXPECT_NE(
-      message_of([&] {
-        gs::cuda::device_buffer(std::vector<std::int64_t>{0, 4}, gs::dtype::float32, stream, pool);
-      }).find("[0, 4] float32 holds no element"),
-      std::string::npos);
+  EXPECT_NE(message_of([&] {
+              gs::cuda::device_buffer({"empty", {0, 4}, gs::dtype::float32}, stream, pool);
+            }).find("device_buffer: 'empty' [0, 4] float32 holds no element"),
+            std::string::npos);
 }
 
 TEST_F(buffer_test, host_copies_inside_a_capture_are_refused_and_refills_work_between_replays) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   int const n = 1000;
-  gs::cuda::device_buffer x{{n}, gs::dtype::float32, stream, pool};
-  gs::cuda::device_buffer y{{n}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer x{{"x", {n}, gs::dtype::float32}, stream, pool};
+  gs::cuda::device_buffer y{{"y", {n}, gs::dtype::float32}, stream, pool};
   std::vector<float> batch(n, 1.0F);
   gs::graphs::graph_exec g;
   EXPECT_NE(message_of([&] {
@@ -103,8 +105,7 @@ TEST_F(buffer_test, an_untyped_buffer_checks_bytes_and_has_no_view) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   gs::cuda::device_buffer bytes{64, stream, pool};
-  EXPECT_FALSE(bytes.type().has_value());
-  EXPECT_TRUE(bytes.shape().empty());
+  EXPECT_FALSE(bytes.spec().has_value());
   std::vector<std::uint16_t> const halves(32, 0x3C00);
   bytes.copy_from_host(halves.data(), 64, gs::dtype::bfloat16, stream);
   std::vector<std::uint16_t> back(32);
@@ -116,6 +117,7 @@ TEST_F(buffer_test, an_untyped_buffer_checks_bytes_and_has_no_view) {
             }).find("62 bytes for an untyped buffer of 64 bytes"),
             std::string::npos);
   EXPECT_NE(message_of([&] { (void)bytes.view(); }).find("has no element type"), std::string::npos);
+  EXPECT_NE(message_of([&] { (void)bytes.tensor(); }).find("is no tensor"), std::string::npos);
 }
 
 // The block goes back in stream order on the buffer's stream, after the buffer's own copies on
@@ -128,11 +130,11 @@ TEST_F(buffer_test, the_release_waits_for_copies_on_other_streams) {
   gs::cuda::stream third;
   gs::memory::memory_pool pool;
   std::int64_t const n = half_a_growth(stream);
-  gs::cuda::device_buffer source{{n}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer source{{"source", {n}, gs::dtype::float32}, stream, pool};
   source.copy_from_host(std::vector<float>(static_cast<std::size_t>(n), 3.0F), stream);
   stream.synchronize();
-  auto buffer = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{n},
-                                                          gs::dtype::float32, stream, pool);
+  auto buffer = std::make_unique<gs::cuda::device_buffer>(gs::tensor_spec{{n}, gs::dtype::float32},
+                                                          stream, pool);
   void* const address = buffer->data();
   buffer->copy_from(source, copier);
   buffer.reset();
@@ -153,11 +155,11 @@ TEST_F(buffer_test, a_recorded_use_on_another_stream_orders_the_release) {
   gs::cuda::stream third;
   gs::memory::memory_pool pool;
   std::int64_t const n = half_a_growth(stream);
-  gs::cuda::device_buffer x{{n}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer x{{"x", {n}, gs::dtype::float32}, stream, pool};
   x.copy_from_host(std::vector<float>(static_cast<std::size_t>(n), 1.0F), stream);
   stream.synchronize();
-  auto y = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{n},
-                                                     gs::dtype::float32, stream, pool);
+  auto y = std::make_unique<gs::cuda::device_buffer>(gs::tensor_spec{{n}, gs::dtype::float32},
+                                                     stream, pool);
   void* const address = y->data();
   auto const count = static_cast<int>(n);
   double_kernel<<<(count + 255) / 256, 256, 0, worker.get()>>>(
@@ -180,8 +182,8 @@ TEST_F(buffer_test, the_release_moves_to_another_stream) {
   std::unique_ptr<gs::cuda::device_buffer> buffer;
   {
     gs::cuda::stream brief;
-    buffer = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{256},
-                                                       gs::dtype::float32, brief, pool);
+    buffer = std::make_unique<gs::cuda::device_buffer>(gs::tensor_spec{{256}, gs::dtype::float32},
+                                                       brief, pool);
     buffer->copy_from_host(std::vector<float>(256, 2.0F), brief);
     brief.synchronize();
     buffer->set_stream(lasting);
@@ -191,7 +193,7 @@ TEST_F(buffer_test, the_release_moves_to_another_stream) {
   auto const in_use = pool.statistics().bytes_in_use;
   buffer.reset();
   EXPECT_LT(pool.statistics().bytes_in_use, in_use);
-  gs::cuda::device_buffer moved{{4}, gs::dtype::float32, lasting, pool};
+  gs::cuda::device_buffer moved{{"moved", {4}, gs::dtype::float32}, lasting, pool};
   gs::cuda::device_buffer into = std::move(moved);
   EXPECT_NE(message_of([&] { moved.record_use(lasting); }).find("moved from"),  // NOLINT
             std::string::npos);

@@ -54,7 +54,7 @@ float readme_loop(std::vector<std::vector<float>> const& loader, std::int64_t ba
   // README begin
   gs::cuda::stream stream;                 // non-blocking stream
   gs::memory::memory_pool pool;            // graph-private memory at fixed addresses
-  gs::cuda::device_buffer input{{batch_size, features}, gs::dtype::float32, stream, pool};
+  gs::cuda::device_buffer input{{"input", {batch_size, features}, gs::dtype::float32}, stream, pool};
 
   for (int i = 0; i < 3; ++i) train_step(stream, pool, input);   // warm-up, eager
 

@@ -216,8 +216,8 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_another_threads_capture
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(y, 0, sizeof(float) * n, stream.get()));
   });
   replayed->replay(stream);
-  auto buffer = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{n},
-                                                          gs::dtype::float32, stream, kept_pool);
+  auto buffer = std::make_unique<gs::cuda::device_buffer>(gs::tensor_spec{{n}, gs::dtype::float32},
+                                                          stream, kept_pool);
   auto const in_use_with_buffer = kept_pool.statistics().bytes_in_use;
   void* held_block = pool->allocate(sizeof(float) * n, stream);  // never given back
   static_cast<void>(held_block);
@@ -256,8 +256,8 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_a_capture_made_with_the
   auto pool = std::make_unique<gs::memory::memory_pool>();
   void* held_block = pool->allocate(sizeof(float) * n, stream);  // never given back
   static_cast<void>(held_block);
-  auto buffer = std::make_unique<gs::cuda::device_buffer>(std::vector<std::int64_t>{n},
-                                                          gs::dtype::float32, stream, kept_pool);
+  auto buffer = std::make_unique<gs::cuda::device_buffer>(gs::tensor_spec{{n}, gs::dtype::float32},
+                                                          stream, kept_pool);
   buffer->copy_from_device(x, sizeof(float) * n, gs::dtype::float32, other);
   auto const in_use_with_buffer = kept_pool.statistics().bytes_in_use;
 

@@ -2,8 +2,8 @@
 
 /// @file cuda/device_buffer.hpp
 /// @brief `device_buffer`: owned device memory from a `memory_resource` (a `memory::memory_pool`
-/// or the runtime's), typed and shaped or plain bytes, returned in stream order, with copies
-/// that check size, type and capture state.
+/// or the runtime's), a tensor (a `tensor_spec`) or plain bytes, returned in stream order, with
+/// copies that check size, type and capture state.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,15 +12,17 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/device_span.hpp>
 #include <graphstep/dtype.hpp>
+#include <graphstep/tensor.hpp>
 #include <optional>
 #include <vector>
 
 namespace graphstep::cuda {
 
 /// @brief Device memory from a `memory_resource`, returned to it when the buffer dies: the one
-/// owner of device memory in graphstep. Made from a shape and a `dtype` (a tensor, a static
-/// input or output of a captured step: `view()` names it to graphstep's APIs), or from a byte
-/// count (a workspace). The memory is uninitialized.
+/// owner of device memory in graphstep. Made from a `tensor_spec` (a tensor, a static input or
+/// output of a captured step: `view()` and `tensor()` name it to graphstep's APIs, and its
+/// messages name it by the spec), or from a byte count (a workspace). The memory is
+/// uninitialized.
 ///
 /// Stream ordering: the memory is allocated on `stream()` and goes back to the resource on
 /// `stream()` (the resource's contract, see `memory_resource`), after the buffer's own copies on
@@ -49,10 +51,11 @@ class device_buffer {
   /// out_of_memory, no_device_error, cuda_error (whatever `resource.allocate` throws)
   device_buffer(std::size_t bytes, stream_view stream,
                 memory_resource& resource = default_resource());
-  /// @brief `element_count(shape)` elements of `type` from `resource` on `stream`.
-  /// @throws usage_error (a negative extent, no element, too many bytes, and what the
-  /// byte-count constructor throws), out_of_memory, no_device_error, cuda_error
-  device_buffer(std::vector<std::int64_t> shape, dtype type, stream_view stream,
+  /// @brief The tensor `spec` (`spec.bytes()` bytes) from `resource` on `stream`:
+  /// `device_buffer{{"fc1 weight", {640, 4096}, dtype::bfloat16}, stream, pool}`.
+  /// @throws usage_error (a spec of no element, and what the byte-count constructor throws),
+  /// out_of_memory, no_device_error, cuda_error
+  device_buffer(tensor_spec spec, stream_view stream,
                 memory_resource& resource = default_resource());
 
   /// @brief Returns the memory on `stream()`, after the recorded uses elsewhere. Never throws: a
@@ -61,8 +64,8 @@ class device_buffer {
   ~device_buffer();
 
   device_buffer(device_buffer&& other) noexcept;
-  /// @brief Returns this buffer's memory on its stream, then takes `other`'s memory, shape,
-  /// type, stream and resource.
+  /// @brief Returns this buffer's memory on its stream, then takes `other`'s memory, spec,
+  /// stream and resource.
   device_buffer& operator=(device_buffer&& other) noexcept;
   device_buffer(device_buffer const&) = delete;
   device_buffer& operator=(device_buffer const&) = delete;
@@ -74,13 +77,15 @@ class device_buffer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// @brief True when the buffer owns no memory.
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
-  /// @brief The element type of a buffer made from a shape; none for one made from bytes.
-  [[nodiscard]] std::optional<dtype> type() const noexcept { return type_; }
-  /// @brief The shape it was made with; empty for a buffer made from bytes.
-  [[nodiscard]] std::vector<std::int64_t> const& shape() const noexcept { return shape_; }
-  /// @brief Its elements, as graphstep's APIs take them.
+  /// @brief The tensor it was made as; none for a buffer made from bytes, or moved from.
+  [[nodiscard]] std::optional<tensor_spec> const& spec() const noexcept { return spec_; }
+  /// @brief Its elements, as the ops, collectives and optimizers take them.
   /// @throws usage_error (a buffer made from bytes, which has no type; a moved-from buffer)
   [[nodiscard]] device_span view() const;
+  /// @brief The tensor it holds, its spec at its address, as the checkpoints, `watch` and the
+  /// graphed callables take it.
+  /// @throws usage_error (a buffer made from bytes; a moved-from buffer)
+  [[nodiscard]] tensor_view tensor() const;
 
   /// @throws usage_error (size or type mismatch, null source, a capturing stream, an empty
   /// buffer), cuda_error
@@ -123,8 +128,7 @@ class device_buffer {
   stream_view stream_;
   memory_resource* resource_;
   int device_{-1};  // current at allocation: where record_use makes its events
-  std::vector<std::int64_t> shape_;
-  std::optional<dtype> type_;
+  std::optional<tensor_spec> spec_;
   // Recorded after uses on other streams; the release waits for those not yet complete.
   mutable std::vector<event> uses_elsewhere_;
 };
