@@ -78,4 +78,21 @@ tensor_view parameter_buffer::view(std::string const& name) const {
   return layout_.view(data(), name);
 }
 
+device_span parameter_buffer::span() const {
+  GRAPHSTEP_EXPECTS(data() != nullptr,
+                    "parameter_buffer::span: the buffer was moved from; it "
+                    "holds no tensor");
+  dtype const type = layout_.at(0).spec.type();
+  for (parameter_slot const& slot : layout_.slots()) {
+    GRAPHSTEP_EXPECTS(slot.spec.type() == type,
+                      "parameter_buffer::span: the layout holds " + std::string{name(type)} +
+                          " and " + name(slot.spec.type()) + " tensors ('" + slot.spec.name() +
+                          "'); take each tensor's view() instead, or lay out each dtype apart");
+  }
+  GRAPHSTEP_EXPECTS(bytes() % size_in_bytes(type) == 0,
+                    "parameter_buffer::span: the buffer's " + std::to_string(bytes()) +
+                        " bytes are no whole number of " + name(type) + " elements");
+  return {data(), type, bytes() / size_in_bytes(type)};
+}
+
 }  // namespace graphstep::memory

@@ -1,5 +1,5 @@
 // A buffer made from a parameter layout: its bytes, the layout it keeps, its tensors by index and
-// by name at their slots, and a buffer of no tensor refused.
+// by name at their slots, all of them as one span, and a buffer of no tensor refused.
 
 #include <cstdint>
 #include <graphstep/cuda/check.hpp>
@@ -56,6 +56,28 @@ TEST_F(parameter_buffer_test, holds_the_layouts_bytes_and_hands_out_its_tensors)
   gs::memory::parameter_buffer moved{std::move(gradients)};
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): what a moved-from buffer says
   EXPECT_TRUE(contains(message_of([&] { static_cast<void>(gradients.view(0)); }), "moved from"));
+  // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): as above
+  EXPECT_TRUE(contains(message_of([&] { static_cast<void>(gradients.span()); }), "moved from"));
+  stream.synchronize();
+}
+
+// All tensors as one span, gaps included; refused where the tensors differ in dtype.
+TEST_F(parameter_buffer_test, its_span_covers_every_tensor_of_one_dtype) {
+  gs::cuda::stream stream;
+  gs::memory::memory_pool pool;
+  gs::parameter_layout layout{128};
+  layout.add({"weight", {5, 9}, gs::dtype::bfloat16});  // 90 bytes, then a gap to 128
+  layout.add({"bias", {5}, gs::dtype::bfloat16});
+  gs::memory::parameter_buffer const gradients{layout, stream, pool};
+  gs::device_span const all = gradients.span();
+  EXPECT_EQ(all.data(), gradients.data());
+  EXPECT_EQ(all.type(), gs::dtype::bfloat16);
+  EXPECT_EQ(all.count(), gradients.bytes() / 2);
+  EXPECT_GE(all.count(), 128U / 2 + 5);  // the gap is inside it
+
+  gs::memory::parameter_buffer const mixed{two_tensors(), stream, pool};
+  std::string const said = message_of([&] { static_cast<void>(mixed.span()); });
+  EXPECT_TRUE(contains(said, "bfloat16 and float32 tensors ('scale')")) << said;
   stream.synchronize();
 }
 

@@ -8,6 +8,7 @@
 #include <graphstep/cuda/device_buffer.hpp>
 #include <graphstep/cuda/memory_resource.hpp>
 #include <graphstep/cuda/stream_view.hpp>
+#include <graphstep/device_span.hpp>
 #include <graphstep/parameter_layout.hpp>
 #include <graphstep/tensor.hpp>
 #include <string>
@@ -61,6 +62,12 @@ class parameter_buffer {
   /// @brief Tensor `name`.
   /// @throws usage_error (no such tensor, a moved-from buffer)
   [[nodiscard]] tensor_view view(std::string const& name) const;
+  /// @brief Every tensor at once: the whole buffer as elements of its tensors' one dtype, the
+  /// gaps between slots included. What an operation over all of them takes: the gradients'
+  /// all-reduce, the weights' broadcast or comparison across ranks.
+  /// @throws usage_error (tensors of more than one dtype, a buffer whose bytes are no whole
+  /// number of elements, a moved-from buffer)
+  [[nodiscard]] device_span span() const;
   /// @brief The memory, for its stream, its uses elsewhere and its copies; empty for an
   /// adopted buffer (the memory is the caller's: use `data()` and `bytes()`).
   [[nodiscard]] cuda::device_buffer& buffer() noexcept { return buffer_; }
