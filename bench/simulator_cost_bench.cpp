@@ -48,7 +48,7 @@ void simulated_step(benchmark::State& state, transformer_config const& c) {
 
   // The reference reads the model's own weights (bf16 on the device) as doubles.
   std::vector<std::uint16_t> bits(model.parameter_count());
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bits.data(), model.parameters(),
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(bits.data(), model.weights().data(),
                                      bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
                                      stream.get()));
   stream.synchronize();

@@ -15,9 +15,12 @@
 #include <graphstep/diagnostics/verify_replay.hpp>
 #include <graphstep/dtype.hpp>
 #include <graphstep/memory/memory_pool.hpp>
+#include <graphstep/memory/parameter_buffer.hpp>
 #include <graphstep/ops/gelu.hpp>
 #include <graphstep/ops/gemm_gelu.hpp>
 #include <graphstep/ops/gemm_problem.hpp>
+#include <graphstep/parameter_layout.hpp>
+#include <graphstep/tensor.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/lr_schedule.hpp>
 #include <graphstep/train/mse_loss.hpp>
@@ -56,29 +59,24 @@ class mlp {
     std::size_t const m = static_cast<std::size_t>(s.batch);
     x_ = buffer(m * d_in);
     target_ = buffer(m * d_out);
-    w1_ = buffer(std::size_t(hidden) * d_in);
-    b1_ = buffer(hidden);
+    weights_.emplace(parameter_layout(), stream, pool);
+    gradients_.emplace(weights_->layout(), stream, pool);
+    w1_ = floats_at(weights_->view("fc1 weight"));
+    b1_ = floats_at(weights_->view("fc1 bias"));
+    w2_ = floats_at(weights_->view("fc2 weight"));
+    b2_ = floats_at(weights_->view("fc2 bias"));
+    dw1_ = floats_at(gradients_->view("fc1 weight"));
+    db1_ = floats_at(gradients_->view("fc1 bias"));
+    dw2_ = floats_at(gradients_->view("fc2 weight"));
+    db2_ = floats_at(gradients_->view("fc2 bias"));
     z1_ = buffer(m * hidden);
     a1_ = buffer(m * hidden);
     d1_ = buffer(m * hidden);
-    w2_ = buffer(std::size_t(d_out) * hidden);
-    b2_ = buffer(d_out);
     y_ = buffer(m * d_out);
     y2_ = buffer(m * d_out);
     dy2_ = buffer(m * d_out);
     dy_ = buffer(m * d_out);
     dd1_ = buffer(m * hidden);
-    // All gradients in one flat buffer, in the order backward produces them (fc2 first), so a
-    // data-parallel run can average them in buckets.
-    gradient_counts_ = {std::size_t(d_out) * hidden, std::size_t(d_out), std::size_t(hidden),
-                        std::size_t(hidden) * d_in};
-    std::size_t total = 0;
-    for (std::size_t count : gradient_counts_) total += count;
-    gradients_ = buffer(total);
-    dw2_ = gradients_;
-    db2_ = dw2_ + gradient_counts_[0];
-    db1_ = db2_ + gradient_counts_[1];
-    dw1_ = db1_ + gradient_counts_[2];
     loss_ = buffer(1);
     mask1_ = static_cast<std::uint8_t*>(allocate(m * hidden));
     mask2_ = static_cast<std::uint8_t*>(allocate(m * d_out));
@@ -132,14 +130,7 @@ class mlp {
     mse_.emplace(m * d_out, stream);
     gt::lr_schedule schedule;
     schedule.base = 0.1F;
-    auto const parameter = [](float* value, float* gradient, std::size_t count) {
-      return gt::parameter{{value, f32, count}, {gradient, f32, count}};
-    };
-    sgd_.emplace(std::vector<gt::parameter>{parameter(w1_, dw1_, std::size_t(hidden) * d_in),
-                                            parameter(b1_, db1_, std::size_t(hidden)),
-                                            parameter(w2_, dw2_, std::size_t(d_out) * hidden),
-                                            parameter(b2_, db2_, std::size_t(d_out))},
-                 gt::sgd_options{}, schedule, nullptr, stream);
+    sgd_.emplace(*weights_, *gradients_, gt::sgd_options{}, schedule, nullptr, stream);
     stream.synchronize();
   }
 
@@ -165,7 +156,8 @@ class mlp {
     fc2_wgrad_->run(stream_);
     // fc2's weight and bias gradients, the first two in the gradient buffer, are final.
     if (gradients_finished_) {
-      gradients_finished_(gradient_counts_[0] + gradient_counts_[1], stream_);
+      std::size_t const fc2_bias = *gradients_->layout().find("fc2 bias");
+      gradients_finished_(gradients_->layout().bytes_through(fc2_bias) / sizeof(float), stream_);
     }
     fc2_dgrad_->run(stream_);
     gs::train::dropout_backward(floats(dd1_, m * hidden), bytes(mask1_, m * hidden),
@@ -190,22 +182,20 @@ class mlp {
   }
   bool fused() const { return fc1_->fused(); }
 
-  /// The flat gradient buffer and its tensors' element counts, in backward order.
-  [[nodiscard]] float* gradients() const { return gradients_; }
-  [[nodiscard]] std::vector<std::size_t> const& gradient_counts() const { return gradient_counts_; }
+  /// The weights and, at the same offsets, the gradients, in the order the backward finishes
+  /// the gradients (fc2's first): what the optimizer and a data-parallel run's buckets take.
+  [[nodiscard]] gs::memory::parameter_buffer const& weights() const { return *weights_; }
+  [[nodiscard]] gs::memory::parameter_buffer const& gradients() const { return *gradients_; }
   /// The memory a step reads and changes that `verify_replay` compares: the weights, the
   /// gradients and the loss. The generator's state is restored through `rng()` instead.
   [[nodiscard]] std::vector<gs::tensor_view> watched() const {
-    std::size_t total = 0;
-    for (std::size_t count : gradient_counts_) total += count;
-    return {
-        gs::diagnostics::watch("fc1 weight", {w1_, gs::dtype::float32, std::size_t(hidden) * d_in}),
-        gs::diagnostics::watch("fc1 bias", {b1_, gs::dtype::float32, hidden}),
-        gs::diagnostics::watch("fc2 weight",
-                               {w2_, gs::dtype::float32, std::size_t(d_out) * hidden}),
-        gs::diagnostics::watch("fc2 bias", {b2_, gs::dtype::float32, d_out}),
-        gs::diagnostics::watch("gradients", {gradients_, gs::dtype::float32, total}),
-        gs::diagnostics::watch("loss", {loss_, gs::dtype::float32, 1})};
+    std::vector<gs::tensor_view> watched;
+    for (std::size_t t = 0; t < weights_->layout().size(); ++t) {
+      watched.push_back(weights_->view(t));
+    }
+    watched.push_back(gs::diagnostics::watch("gradients", gradients_->span()));
+    watched.push_back(gs::diagnostics::watch("loss", {loss_, gs::dtype::float32, 1}));
+    return watched;
   }
   [[nodiscard]] gs::train::capture_safe_rng& rng() { return rng_; }
   /// Runs between the backward pass and the optimizer (e.g. averaging gradients across ranks).
@@ -220,6 +210,19 @@ class mlp {
   }
 
  private:
+  // Its tensors, laid out in the order the backward finishes their gradients (fc2's first), so
+  // that the finished gradients are always a prefix of the gradient buffer.
+  static gs::parameter_layout parameter_layout() {
+    gs::parameter_layout layout;
+    layout.add({"fc2 weight", {d_out, hidden}, f32});
+    layout.add({"fc2 bias", {d_out}, f32});
+    layout.add({"fc1 bias", {hidden}, f32});
+    layout.add({"fc1 weight", {hidden, d_in}, f32});
+    return layout;
+  }
+  static float* floats_at(gs::tensor_view const& tensor) {
+    return static_cast<float*>(tensor.data());
+  }
   float* buffer(std::size_t n) { return static_cast<float*>(allocate(n * sizeof(float))); }
   // n floats at data, as the element-wise functions take them.
   static gs::device_span floats(float* data, std::size_t n) {
@@ -257,8 +260,7 @@ class mlp {
   // Declared before the optimizer and everything else that uses it: destroyed after them, and
   // also when the constructor throws.
   std::vector<gs::cuda::device_buffer> allocations_;
-  std::vector<std::size_t> gradient_counts_;
-  float* gradients_{};
+  std::optional<gs::memory::parameter_buffer> weights_, gradients_;
   std::function<void(gs::cuda::stream_view)> after_backward_;
   std::function<void(std::size_t, gs::cuda::stream_view)> gradients_finished_;
   float *x_, *target_, *w1_, *b1_, *z1_, *a1_, *d1_, *w2_, *b2_, *y_, *y2_, *dy2_, *dy_, *dd1_,

@@ -234,13 +234,14 @@ class transformer {
   // Elements of the parameter buffer, and of the gradient buffer (each tensor starts on a
   // 64-element boundary; the gaps are zero).
   [[nodiscard]] std::size_t parameter_count() const { return parameter_count_; }
-  // All parameters and all gradients, bf16, each in one buffer (so a data-parallel run can
-  // average the gradients in buckets, and compare the weights across ranks).
-  [[nodiscard]] void* parameters() const { return parameters_; }
+  // All parameters and all gradients, bf16, each in one buffer of the layout (so a
+  // data-parallel run can average the gradients in buckets, and compare the weights across
+  // ranks).
+  [[nodiscard]] gs::memory::parameter_buffer const& weights() const { return *weights_; }
   // The gradients the optimizer reads: with micro-batches, their sum (the one forward_backward
   // writes is the last micro-batch's alone).
-  [[nodiscard]] void* gradients() const {
-    return accumulated_ ? accumulated_->data() : static_cast<void*>(gradients_);
+  [[nodiscard]] gs::memory::parameter_buffer const& gradients() const {
+    return accumulated_ ? *accumulated_ : *gradients_buffer_;
   }
   [[nodiscard]] int micro_batches() const { return c_.micro_batches; }
   // Where each tensor lies in those buffers, in the order the backward finishes the gradients

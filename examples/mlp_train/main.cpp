@@ -196,16 +196,14 @@ std::vector<float> train(settings const& s, bool graphed) {
   mlp model{s, pool, stream, handle};
 #if defined(MLP_TRAIN_WITH_NCCL)
   if (ranks) {
-    // The gradients are contiguous: no alignment padding between them. Each bucket is reduced
-    // as soon as the backward has finished it (fc2's first), the rest before the update.
-    auto plan = graphstep::nccl::plan_buckets(
-        gs::dtype::float32, model.gradient_counts(), graphstep::nccl::default_bucket_bytes,
-        graphstep::nccl::default_first_bucket_bytes, sizeof(float));
+    // Buckets over the gradients' layout, in the order the backward finishes them: each bucket
+    // is reduced as soon as the backward has finished it (fc2's first), the rest before the
+    // update.
+    auto plan = graphstep::nccl::plan_buckets(model.gradients().layout());
     std::printf("[%s] data-parallel: rank %d of %d, %zu gradient buckets\n",
                 graphed ? "graphed" : "eager", ranks->comm().rank(), ranks->comm().size(),
                 plan.buckets.size());
-    ranks->average_gradients(model, {model.gradients(), gs::dtype::float32, plan.buffer_count},
-                             std::move(plan));
+    ranks->average_gradients(model, model.gradients().span(), std::move(plan));
   }
 #endif
   auto const run_step = [&](auto&& issue) {  // one step, waited for before its loss is read

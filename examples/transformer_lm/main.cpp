@@ -247,19 +247,17 @@ using data_parallel = examples::data_parallel_training;
 // every step, they must be).
 bool weights_agree_across_ranks(transformer const& model, data_parallel& ranks,
                                 gs::cuda::stream_view stream) {
-  std::size_t const bytes = model.parameter_count() * sizeof(std::uint16_t);
-  gs::cuda::device_buffer rank0{bytes, stream};
-  gs::device_span const mine{model.parameters(), gs::dtype::bfloat16, model.parameter_count()};
-  ranks.step(stream, [&] {
-    gs::nccl::broadcast(mine, {rank0.data(), gs::dtype::bfloat16, model.parameter_count()}, 0,
-                        ranks.comm(), stream);
-  });
+  gs::device_span const mine = model.weights().span();
+  std::size_t const bytes = mine.bytes();
+  gs::cuda::device_buffer rank0{
+      {"rank 0's weights", {static_cast<std::int64_t>(mine.count())}, mine.type()}, stream};
+  ranks.step(stream, [&] { gs::nccl::broadcast(mine, rank0.view(), 0, ranks.comm(), stream); });
   std::vector<std::uint8_t> theirs(bytes);
   std::vector<std::uint8_t> ours(bytes);
   GRAPHSTEP_CUDA_TRY(
       cudaMemcpyAsync(theirs.data(), rank0.data(), bytes, cudaMemcpyDeviceToHost, stream.get()));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(ours.data(), model.parameters(), bytes, cudaMemcpyDeviceToHost,
-                                     stream.get()));
+  GRAPHSTEP_CUDA_TRY(
+      cudaMemcpyAsync(ours.data(), mine.data(), bytes, cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
   return theirs == ours;
 }
@@ -274,8 +272,7 @@ void average_gradients(transformer& model, settings const& s, data_parallel& ran
                                      std::min(bucket_bytes, gs::nccl::default_first_bucket_bytes));
   std::printf("[%s] data parallel: rank %d of %d, gradients averaged in %zu buckets\n", mode,
               ranks.comm().rank(), ranks.comm().size(), plan.buckets.size());
-  gs::device_span const gradients{model.gradients(), plan.type, plan.buffer_count};
-  ranks.average_gradients(model, gradients, std::move(plan));
+  ranks.average_gradients(model, model.gradients().span(), std::move(plan));
 }
 
 // After training: every rank's weights must be rank 0's.
@@ -389,8 +386,8 @@ run train(settings const& base, bool graphed) {
   go::cublaslt_handle handle;
   transformer model{s, pool, stream, handle};
   if (records_timeline) {
-    pool.name_allocation(model.parameters(), "parameters (bf16)");
-    pool.name_allocation(model.gradients(), "gradients (bf16)");
+    pool.name_allocation(model.weights().data(), "parameters (bf16)");
+    pool.name_allocation(model.gradients().data(), "gradients (bf16)");
   }
   bool writes_checkpoints = true;
   int world_size = 1;
@@ -478,10 +475,10 @@ bool check_gradients(settings const& s) {
   std::size_t const count = model.parameter_count();
   std::vector<std::uint16_t> weights(count);
   std::vector<std::uint16_t> gradients(count);
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights.data(), model.parameters(),
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(weights.data(), model.weights().data(),
                                      count * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
                                      stream.get()));
-  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gradients.data(), model.gradients(),
+  GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(gradients.data(), model.gradients().data(),
                                      count * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
                                      stream.get()));
   stream.synchronize();
