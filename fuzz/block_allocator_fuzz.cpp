@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
 #include <iterator>
 #include <map>
 #include <vector>
 
 #include "fuzz_input.hpp"
+#include "memory/detail/block_allocator.hpp"
 
 namespace gm = graphstep::memory;
 

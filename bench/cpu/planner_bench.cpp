@@ -17,7 +17,6 @@
 #include <array>
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -25,6 +24,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "memory/detail/block_allocator.hpp"
 
 namespace gm = graphstep::memory;
 

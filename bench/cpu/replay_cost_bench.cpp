@@ -18,12 +18,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/schedule/bucket_policy.hpp>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "memory/detail/pool_engine.hpp"
 
 // Under valgrind --tool=callgrind --collect-atstart=no, only the requests of the timed loop are
 // counted (bench/replay_cost_callgrind.py); elsewhere the toggles do nothing.

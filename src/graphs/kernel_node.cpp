@@ -2,10 +2,11 @@
 
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/graphs/detail/kernel_node_rules.hpp>
 #include <graphstep/graphs/kernel_node.hpp>
 #include <limits>
 #include <string>
+
+#include "graphs/detail/kernel_node_rules.hpp"
 
 namespace graphstep::graphs::detail {
 

@@ -2,11 +2,12 @@
 
 #include <graphstep/cuda/check.hpp>
 #include <graphstep/error.hpp>
-#include <graphstep/graphs/detail/kernel_node_rules.hpp>
 #include <graphstep/graphs/kernel_node_tags.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "graphs/detail/kernel_node_rules.hpp"
 
 namespace graphstep::graphs::detail {
 

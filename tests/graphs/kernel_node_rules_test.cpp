@@ -1,9 +1,10 @@
 // What kernel_node refuses: a "last launch" that is not exactly one launch of the kernel asked
 // for, an executable from another capture, an empty launch configuration.
 
+#include "graphs/detail/kernel_node_rules.hpp"
+
 #include <gtest/gtest.h>
 
-#include <graphstep/graphs/detail/kernel_node_rules.hpp>
 #include <string>
 
 #include "common/error_message.hpp"

@@ -6,11 +6,12 @@
 
 #include <graphstep/error.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
 #include <map>
 #include <random>
 #include <set>
 #include <vector>
+
+#include "memory/detail/block_allocator.hpp"
 
 namespace gm = graphstep::memory;
 

@@ -2,10 +2,11 @@
 // graph-private memory, over both region layouts the pool uses; and every misuse, with the
 // message it gets.
 
+#include "memory/detail/block_allocator.hpp"
+
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>

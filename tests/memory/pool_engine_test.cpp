@@ -1,6 +1,8 @@
 // The memory pool's decisions on the CPU: the same engine memory_pool runs, on a device whose
 // memory is address ranges and whose events complete when the test says.
 
+#include "memory/detail/pool_engine.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <limits>
 #include <map>
 #include <mutex>

@@ -7,10 +7,11 @@
 #include <cstdint>
 #include <fstream>
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/memory/pool_timeline.hpp>
 #include <sstream>
 #include <string>
+
+#include "memory/detail/pool_engine.hpp"
 
 namespace gm = graphstep::memory::detail;
 namespace memory = graphstep::memory;

@@ -1,10 +1,11 @@
 // The slot bookkeeping behind step_input and host_readback: slots in turn, what must be waited
 // for before a slot is reused, and the refusals (stale contents, overwritten results).
 
+#include "memory/detail/staging_ring.hpp"
+
 #include <gtest/gtest.h>
 
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/staging_ring.hpp>
 #include <string>
 
 #include "common/error_message.hpp"

@@ -1,5 +1,6 @@
 // graphstep_core: plain C++, includes no CUDA header.
-#include <graphstep/graphs/detail/kernel_node_rules.hpp>
+#include "graphs/detail/kernel_node_rules.hpp"
+
 #include <algorithm>
 #include <string>
 #include <vector>

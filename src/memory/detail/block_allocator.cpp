@@ -1,7 +1,8 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "memory/detail/block_allocator.hpp"
+
 #include <algorithm>
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
 #include <iterator>
 #include <limits>
 #include <string>

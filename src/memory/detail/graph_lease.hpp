@@ -6,8 +6,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <memory>
+
+#include "memory/detail/pool_engine.hpp"
 
 namespace graphstep::memory::detail {
 

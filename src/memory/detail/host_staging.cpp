@@ -11,7 +11,6 @@
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/detail/host_staging.hpp>
-#include <graphstep/memory/detail/staging_ring.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "cuda/detail/relaxed_capture_mode.hpp"
+#include "memory/detail/staging_ring.hpp"
 
 namespace graphstep::memory::detail {
 

@@ -7,13 +7,13 @@
 #include <graphstep/cuda/device.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/log.hpp>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <string>
 #include <vector>
 
 #include "cuda/detail/driver_api.hpp"
 #include "cuda/detail/relaxed_capture_mode.hpp"
 #include "detail/logger.hpp"
+#include "memory/detail/pool_engine.hpp"
 
 namespace graphstep::memory::detail {
 namespace {

@@ -6,11 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "memory/detail/pool_engine.hpp"
 
 namespace graphstep::memory::detail {
 

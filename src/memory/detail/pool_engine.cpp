@@ -1,7 +1,8 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "memory/detail/pool_engine.hpp"
+
 #include <algorithm>
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <sstream>
 #include <utility>
 

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <graphstep/cuda/event.hpp>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/detail/pool_engine.hpp>
 #include <graphstep/memory/memory_pool.hpp>
 #include <memory>
 #include <optional>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "memory/detail/memory_backing.hpp"
+#include "memory/detail/pool_engine.hpp"
 
 namespace graphstep::memory::detail {
 

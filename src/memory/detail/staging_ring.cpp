@@ -1,6 +1,7 @@
 // graphstep_core: plain C++, includes no CUDA header.
+#include "memory/detail/staging_ring.hpp"
+
 #include <graphstep/error.hpp>
-#include <graphstep/memory/detail/staging_ring.hpp>
 #include <string>
 #include <utility>
 

@@ -1,5 +1,6 @@
 // graphstep_core: plain C++, includes no CUDA header.
-#include <graphstep/memory/detail/timeline_recorder.hpp>
+#include "memory/detail/timeline_recorder.hpp"
+
 #include <iterator>
 #include <utility>
 

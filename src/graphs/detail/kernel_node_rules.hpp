@@ -47,8 +47,7 @@ struct last_capture {
 /// @brief Why no node answers `tag`, given the tags there are (in any order) and whether the
 /// tag is known, and if so, whether it marks a launch of the kernel asked for; "" when one
 /// does.
-[[nodiscard]] std::string why_no_tagged_node(std::string const& tag, bool known,
-                                             bool same_function,
+[[nodiscard]] std::string why_no_tagged_node(std::string const& tag, bool known, bool same_function,
                                              std::vector<std::string> tags);
 
 }  // namespace graphstep::graphs::detail

@@ -49,10 +49,10 @@ class timeline_recorder {
 
   std::size_t max_allocations_;
   pool_timeline timeline_;
-  std::map<std::uintptr_t, std::size_t> live_segments_;            // base -> index
+  std::map<std::uintptr_t, std::size_t> live_segments_;               // base -> index
   std::unordered_map<std::uintptr_t, std::size_t> live_allocations_;  // address -> index
-  std::unordered_map<std::uint64_t, std::size_t> open_captures_;   // graph -> index
-  std::unordered_map<std::uint64_t, std::size_t> graph_captures_;  // graph -> its last capture
+  std::unordered_map<std::uint64_t, std::size_t> open_captures_;      // graph -> index
+  std::unordered_map<std::uint64_t, std::size_t> graph_captures_;     // graph -> its last capture
 };
 
 }  // namespace graphstep::memory::detail

@@ -12,8 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <graphstep/memory/allocation_plan.hpp>
-#include <graphstep/memory/detail/block_allocator.hpp>
-#include <graphstep/memory/detail/timeline_recorder.hpp>
 #include <graphstep/memory/pool_statistics.hpp>
 #include <graphstep/memory/pool_timeline.hpp>
 #include <limits>
@@ -24,6 +22,9 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "memory/detail/block_allocator.hpp"
+#include "memory/detail/timeline_recorder.hpp"
 
 namespace graphstep::memory::detail {
 
