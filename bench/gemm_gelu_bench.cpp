@@ -2,13 +2,13 @@
 // be almost free) and its alternative (the same GEMM followed by separate bias/GELU kernels),
 // forward, backward through GELU, the weight gradient with its bias gradient, and the whole
 // backward of the two-layer MLP. The alternative is a fair one: its bias gradient splits the
-// rows across a grid that fills the GPU (the plan hands it the GEMM's workspace for the partial
+// rows across a grid that fills the GPU (the gemm hands it the GEMM's workspace for the partial
 // sums), and `bias_gradient` below times that kernel alone against the one-pass form, whose
 // N/64 blocks leave most SMs idle at MLP widths. Shapes: 4096³ (compute-bound), M=8192 N=4096
 // K=1024 (where the epilogue's memory traffic shows), and the MLP of the design (batch 640, 4096 ->
 // 2048 -> 1024).
 //
-// Method (CUTLASS's measurement guidelines): plans are made and autotuned outside the timed
+// Method (CUTLASS's measurement guidelines): the gemms are made and autotuned outside the timed
 // loop; operands hold random data (zeros would draw less power and flatter the clocks); enough
 // operand sets rotate that the timed runs do not find their inputs in L2; warm-up runs precede
 // timing; each iteration times a batch of runs with CUDA events (UseManualTime) and reports the
@@ -161,7 +161,7 @@ go::gemm_kind floor_kind(go::gemm_kind kind) {
   return kind;
 }
 
-// Times `sets` groups of plans, rotating, and reports TFLOP/s for `flops` per group run.
+// Times `sets` groups of gemms, rotating, and reports TFLOP/s for `flops` per group run.
 // Times `run(i)` for i = 0, 1, 2, ...: a warm-up, then per iteration `runs_per_iteration` runs
 // between two events; the iteration time is the mean run.
 template <typename Run>
@@ -181,12 +181,12 @@ void time_runs(benchmark::State& state, Run const& run, gs::cuda::stream_view st
   }
 }
 
-void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm_plan>> const& sets,
+void time_rotating(benchmark::State& state, std::vector<std::vector<go::gemm>> const& sets,
                    double flops, gs::cuda::stream_view stream) {
   time_runs(
       state,
       [&](std::size_t i) {
-        for (auto const& plan : sets[i % sets.size()]) plan.run(stream);
+        for (auto const& gemm : sets[i % sets.size()]) gemm.run(stream);
       },
       stream);
   state.counters["TFLOP/s"] =
@@ -206,12 +206,12 @@ void linear_gelu(benchmark::State& state, go::gemm_kind kind, variant how, gs::d
   gs::cuda::stream stream;
   go::cublaslt_handle handle;
   device_arena arena{type};
-  std::size_t const workspace_bytes = go::gemm_plan::workspace_size();
+  std::size_t const workspace_bytes = go::gemm::workspace_size();
   void* workspace = arena.raw(workspace_bytes);
-  std::vector<std::vector<go::gemm_plan>> sets;
+  std::vector<std::vector<go::gemm>> sets;
   int const rotation = rotation_for(operand_bytes(problem));
   for (int i = 0; i < rotation; ++i) {
-    std::vector<go::gemm_plan> set;
+    std::vector<go::gemm> set;
     set.emplace_back(handle, problem, operands_for(problem, arena), workspace, workspace_bytes,
                      options, stream);
     sets.push_back(std::move(set));
@@ -237,7 +237,7 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
   gs::cuda::stream stream;
   go::cublaslt_handle handle;
   device_arena arena{type};
-  std::size_t const workspace_bytes = go::gemm_plan::workspace_size();
+  std::size_t const workspace_bytes = go::gemm::workspace_size();
   void* workspace = arena.raw(workspace_bytes);
   std::vector<go::gemm_problem> const problems{
       {go::gemm_kind::backward_weight_bias, m, n2, n1, type},
@@ -251,7 +251,7 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
     set_bytes += operand_bytes(p);
   }
   int const rotation = rotation_for(set_bytes);
-  std::vector<std::vector<go::gemm_plan>> sets;
+  std::vector<std::vector<go::gemm>> sets;
   for (int i = 0; i < rotation; ++i) {
     // Shared tensors as in a real backward: dY2 feeds both fc2 GEMMs, dZ1 both fc1 GEMMs.
     auto const rows = static_cast<std::size_t>(m);
@@ -272,7 +272,7 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
         {dy2, w2, dz1, {}, z1, arena.random(static_cast<std::size_t>(n1))},
         {dz1, x, arena.random(static_cast<std::size_t>(n1 * k)), {}, {}, {}},
         {dz1, w1, arena.random(rows * static_cast<std::size_t>(k)), {}, {}, {}}};
-    std::vector<go::gemm_plan> set;
+    std::vector<go::gemm> set;
     for (std::size_t j = 0; j < problems.size(); ++j) {
       set.emplace_back(handle, problems[j], operands[j], workspace, workspace_bytes, options,
                        stream);
@@ -280,7 +280,7 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
     sets.push_back(std::move(set));
   }
   std::size_t kernels = 0;
-  for (auto const& plan : sets.front()) kernels += plan.decision().kernels.size();
+  for (auto const& gemm : sets.front()) kernels += gemm.decision().kernels.size();
   time_rotating(state, sets, flops, stream);
   state.SetLabel(std::string{gs::name(type)} + ", " + std::to_string(problems.size()) +
                  " GEMMs + " + std::to_string(kernels) + " epilogue kernels per backward, " +
@@ -288,7 +288,7 @@ void mlp_backward(benchmark::State& state, variant how, gs::dtype type) {
 }
 
 // The unfused path's bias gradient alone, db[N] = Σ_rows dz[M,N], in GB/s of dz read; range =
-// M, N. `sliced` gives it the workspace a plan gives it (rows split across the GPU, then the
+// M, N. `sliced` gives it the workspace a gemm gives it (rows split across the GPU, then the
 // slices added in order); otherwise one block per column tile walks all M rows.
 void bias_gradient(benchmark::State& state, bool sliced, gs::dtype type) {
   if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");

@@ -1,7 +1,7 @@
 #pragma once
 
 // The MLP of the design — Linear 4096→2048 + GELU (fused into the GEMM), dropout 0.2, Linear
-// 2048→1024, dropout 0.1, MSE, SGD lr 0.1 — as static buffers, GEMM plans, an optimizer and a
+// 2048→1024, dropout 0.1, MSE, SGD lr 0.1 — as static buffers, GEMMs, an optimizer and a
 // capture-safe generator; `step()` issues one whole training step. Shared by examples/mlp_train
 // and the training-step benchmark.
 
@@ -50,7 +50,7 @@ constexpr float p1 = 0.2F;
 constexpr float p2 = 0.1F;
 constexpr gs::dtype f32 = gs::dtype::float32;  // every buffer of the model
 
-// One model with its static buffers, plans, optimizer and generator.
+// One model with its static buffers, GEMMs, optimizer and generator.
 class mlp {
  public:
   mlp(mlp_settings const& s, gs::memory::memory_pool& pool, gs::cuda::stream_view stream,
@@ -96,7 +96,7 @@ class mlp {
     upload(x_, input);
     upload(target_, target);
 
-    std::size_t const ws = go::gemm_plan::workspace_size();
+    std::size_t const ws = go::gemm::workspace_size();
     void* workspace = allocate(ws);
     int const b = s.batch;
     go::gemm_options forward_options;
@@ -106,27 +106,28 @@ class mlp {
     std::size_t const in = d_in;
     std::size_t const out = d_out;
     gs::device_span const none;
-    fc1_ = plan(handle, {go::gemm_kind::forward_bias_gelu, b, hidden, d_in, f32, s.math},
-                {floats(x_, m * in), floats(w1_, h * in), floats(a1_, m * h), floats(b1_, h),
-                 floats(z1_, m * h), none},
-                workspace, ws, forward_options);
-    fc2_ = plan(handle, {go::gemm_kind::forward_bias, b, d_out, hidden, f32, s.math},
-                {floats(d1_, m * h), floats(w2_, out * h), floats(y_, m * out), floats(b2_, out),
-                 none, none},
-                workspace, ws, forward_options);
-    fc2_wgrad_ = plan(handle, {go::gemm_kind::backward_weight_bias, b, d_out, hidden, f32, s.math},
-                      {floats(dy_, m * out), floats(d1_, m * h), floats(dw2_, out * h), none, none,
-                       floats(db2_, out)},
-                      workspace, ws, {});
+    fc1_ = make_gemm(handle, {go::gemm_kind::forward_bias_gelu, b, hidden, d_in, f32, s.math},
+                     {floats(x_, m * in), floats(w1_, h * in), floats(a1_, m * h), floats(b1_, h),
+                      floats(z1_, m * h), none},
+                     workspace, ws, forward_options);
+    fc2_ = make_gemm(handle, {go::gemm_kind::forward_bias, b, d_out, hidden, f32, s.math},
+                     {floats(d1_, m * h), floats(w2_, out * h), floats(y_, m * out),
+                      floats(b2_, out), none, none},
+                     workspace, ws, forward_options);
+    fc2_wgrad_ =
+        make_gemm(handle, {go::gemm_kind::backward_weight_bias, b, d_out, hidden, f32, s.math},
+                  {floats(dy_, m * out), floats(d1_, m * h), floats(dw2_, out * h), none, none,
+                   floats(db2_, out)},
+                  workspace, ws, {});
     // Dropout sits between GELU and fc2, so GELU′ cannot ride in this GEMM's epilogue.
-    fc2_dgrad_ =
-        plan(handle, {go::gemm_kind::backward_data, b, d_out, hidden, f32, s.math},
-             {floats(dy_, m * out), floats(w2_, out * h), floats(dd1_, m * h), none, none, none},
-             workspace, ws, {});
+    fc2_dgrad_ = make_gemm(
+        handle, {go::gemm_kind::backward_data, b, d_out, hidden, f32, s.math},
+        {floats(dy_, m * out), floats(w2_, out * h), floats(dd1_, m * h), none, none, none},
+        workspace, ws, {});
     fc1_wgrad_ =
-        plan(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, f32, s.math},
-             {floats(dd1_, m * h), floats(x_, m * in), floats(dw1_, h * in), none, none, none},
-             workspace, ws, {});
+        make_gemm(handle, {go::gemm_kind::backward_weight, b, hidden, d_in, f32, s.math},
+                  {floats(dd1_, m * h), floats(x_, m * in), floats(dw1_, h * in), none, none, none},
+                  workspace, ws, {});
     mse_.emplace(m * d_out, stream);
     gt::lr_schedule schedule;
     schedule.base = 0.1F;
@@ -246,11 +247,10 @@ class mlp {
     for (float& x : v) x = dist(rng);
     return v;
   }
-  std::optional<go::gemm_plan> plan(go::cublaslt_handle const& handle, go::gemm_problem const& p,
+  std::optional<go::gemm> make_gemm(go::cublaslt_handle const& handle, go::gemm_problem const& p,
                                     go::gemm_operands const& o, void* workspace, std::size_t ws,
                                     go::gemm_options const& options) {
-    return std::optional<go::gemm_plan>{std::in_place, handle, p,       o,
-                                        workspace,     ws,     options, stream_};
+    return std::optional<go::gemm>{std::in_place, handle, p, o, workspace, ws, options, stream_};
   }
 
   mlp_settings s_;
@@ -266,7 +266,7 @@ class mlp {
   float *x_, *target_, *w1_, *b1_, *z1_, *a1_, *d1_, *w2_, *b2_, *y_, *y2_, *dy2_, *dy_, *dd1_,
       *dw1_, *db1_, *dw2_, *db2_, *loss_;
   std::uint8_t *mask1_, *mask2_;
-  std::optional<go::gemm_plan> fc1_, fc2_, fc2_wgrad_, fc2_dgrad_, fc1_wgrad_;
+  std::optional<go::gemm> fc1_, fc2_, fc2_wgrad_, fc2_dgrad_, fc1_wgrad_;
   std::optional<gt::mse_loss> mse_;
   std::optional<gt::sgd> sgd_;
 };

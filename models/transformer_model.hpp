@@ -1,6 +1,6 @@
 #pragma once
 
-// A GPT-2-style decoder language model as static buffers, GEMM plans and an optimizer:
+// A GPT-2-style decoder language model as static buffers, GEMMs and an optimizer:
 // token + position embedding, pre-norm blocks (layer norm, causal self-attention through one
 // fused qkv projection, output projection, residual; layer norm, fc1 + GELU fused into its
 // GEMM, fc2, residual), a final layer norm, the output projection tied to the token embedding,
@@ -171,8 +171,8 @@ class transformer {
     cross_entropy_workspace_ = allocate(cross_entropy_workspace_bytes_);
 
     initialize_weights_and_data();
-    plan_attention();
-    plan_gemms(handle);
+    make_attention();
+    make_gemms(handle);
     make_optimizer();
     stream.synchronize();
   }
@@ -337,9 +337,9 @@ class transformer {
   struct layer_activations {
     std::uint16_t *ln1{}, *qkv{}, *attention{}, *residual_mid{}, *ln2{}, *fc1_pre{}, *fc1_out{};
     float *ln1_mean{}, *ln1_rstd{}, *ln2_mean{}, *ln2_rstd{}, *logsumexp{};
-    std::optional<go::gemm_plan> qkv_gemm, proj, fc1, fc2;
-    std::optional<go::cudnn_attention_plan> attention_plan;  // when cuDNN's attention runs
-    std::optional<go::gemm_plan> fc2_weight_grad, fc2_data_grad, fc1_weight_grad, fc1_data_grad,
+    std::optional<go::gemm> qkv_gemm, proj, fc1, fc2;
+    std::optional<go::cudnn_attention> cudnn_attention;  // when cuDNN's attention runs
+    std::optional<go::gemm> fc2_weight_grad, fc2_data_grad, fc1_weight_grad, fc1_data_grad,
         proj_weight_grad, proj_data_grad, qkv_weight_grad, qkv_data_grad;
   };
 
@@ -501,7 +501,7 @@ class transformer {
   }
 
   // cuDNN's fused attention for every layer, or the plain kernels (see attention_path).
-  void plan_attention() {
+  void make_attention() {
     attention_ = "plain CUDA kernels";
     if (c_.attention == attention_path::plain) return;
     auto refuse = [&](std::string const& reason) {
@@ -517,15 +517,14 @@ class transformer {
     for (auto& a : layers_) {
       operands.push_back({qkv(a.qkv), activation(a.attention), logsumexp(a.logsumexp),
                           activation(d_attention_), qkv(d_qkv_)});
-      auto const support =
-          go::cudnn_attention_plan::can_implement(attention_shape_, operands.back());
+      auto const support = go::cudnn_attention::can_implement(attention_shape_, operands.back());
       if (!support.fused) return refuse(support.reason);
     }
     cudnn_.emplace();
     std::size_t workspace_bytes = 0;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      layers_[l].attention_plan.emplace(*cudnn_, attention_shape_, operands[l]);
-      workspace_bytes = std::max(workspace_bytes, layers_[l].attention_plan->workspace_size());
+      layers_[l].cudnn_attention.emplace(*cudnn_, attention_shape_, operands[l]);
+      workspace_bytes = std::max(workspace_bytes, layers_[l].cudnn_attention->workspace_size());
     }
     // The attention workspace serves every layer: they run one after another on one stream.
     if (workspace_bytes > attention_workspace_bytes_) {
@@ -535,14 +534,14 @@ class transformer {
     attention_ = "cuDNN fused attention";
   }
 
-  void plan_gemms(go::cublaslt_handle const& handle) {
+  void make_gemms(go::cublaslt_handle const& handle) {
     std::int64_t const m = rows();
     std::int64_t const C = c_.channels;
     std::int64_t const vp = c_.padded_vocab();
-    workspace_bytes_ = go::gemm_plan::workspace_size();
+    workspace_bytes_ = go::gemm::workspace_size();
     workspace_ = allocate(workspace_bytes_);
-    auto plan = [&](go::gemm_kind kind, std::int64_t n, std::int64_t k,
-                    go::gemm_operands const& operands, std::optional<go::gemm_plan>& into) {
+    auto gemm = [&](go::gemm_kind kind, std::int64_t n, std::int64_t k,
+                    go::gemm_operands const& operands, std::optional<go::gemm>& into) {
       // GELU or a bias epilogue that cuBLASLt cannot fuse for these operands runs as kernels.
       go::gemm_options options;
       options.allow_unfused = true;
@@ -554,63 +553,63 @@ class transformer {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       auto& a = layers_[l];
       auto const& p = layer_parameters_[l];
-      plan(kind::forward_bias, 3 * C, C,
+      gemm(kind::forward_bias, 3 * C, C,
            {rows_of(a.ln1, C), value_span(p.qkv_weight), rows_of(a.qkv, 3 * C),
             value_span(p.qkv_bias), none, none},
            a.qkv_gemm);
-      plan(kind::forward_bias, C, C,
+      gemm(kind::forward_bias, C, C,
            {rows_of(a.attention, C), value_span(p.proj_weight), rows_of(projection_, C),
             value_span(p.proj_bias), none, none},
            a.proj);
-      plan(kind::forward_bias_gelu, 4 * C, C,
+      gemm(kind::forward_bias_gelu, 4 * C, C,
            {rows_of(a.ln2, C), value_span(p.fc1_weight), rows_of(a.fc1_out, 4 * C),
             value_span(p.fc1_bias), rows_of(a.fc1_pre, 4 * C), none},
            a.fc1);
-      plan(kind::forward_bias, C, 4 * C,
+      gemm(kind::forward_bias, C, 4 * C,
            {rows_of(a.fc1_out, 4 * C), value_span(p.fc2_weight), rows_of(projection_, C),
             value_span(p.fc2_bias), none, none},
            a.fc2);
-      plan(kind::backward_weight_bias, C, 4 * C,
+      gemm(kind::backward_weight_bias, C, 4 * C,
            {rows_of(d_residual_, C), rows_of(a.fc1_out, 4 * C), grad_span(p.fc2_weight), none, none,
             grad_span(p.fc2_bias)},
            a.fc2_weight_grad);
       // Through fc2 into fc1's pre-activation, GELU′ and fc1's bias gradient in the epilogue.
-      plan(kind::backward_data_gelu, C, 4 * C,
+      gemm(kind::backward_data_gelu, C, 4 * C,
            {rows_of(d_residual_, C), value_span(p.fc2_weight), rows_of(d_fc1_, 4 * C), none,
             rows_of(a.fc1_pre, 4 * C), grad_span(p.fc1_bias)},
            a.fc2_data_grad);
-      plan(kind::backward_weight, 4 * C, C,
+      gemm(kind::backward_weight, 4 * C, C,
            {rows_of(d_fc1_, 4 * C), rows_of(a.ln2, C), grad_span(p.fc1_weight), none, none, none},
            a.fc1_weight_grad);
-      plan(kind::backward_data, 4 * C, C,
+      gemm(kind::backward_data, 4 * C, C,
            {rows_of(d_fc1_, 4 * C), value_span(p.fc1_weight), rows_of(d_normed_, C), none, none,
             none},
            a.fc1_data_grad);
-      plan(kind::backward_weight_bias, C, C,
+      gemm(kind::backward_weight_bias, C, C,
            {rows_of(d_residual_, C), rows_of(a.attention, C), grad_span(p.proj_weight), none, none,
             grad_span(p.proj_bias)},
            a.proj_weight_grad);
-      plan(kind::backward_data, C, C,
+      gemm(kind::backward_data, C, C,
            {rows_of(d_residual_, C), value_span(p.proj_weight), rows_of(d_attention_, C), none,
             none, none},
            a.proj_data_grad);
-      plan(kind::backward_weight_bias, 3 * C, C,
+      gemm(kind::backward_weight_bias, 3 * C, C,
            {rows_of(d_qkv_, 3 * C), rows_of(a.ln1, C), grad_span(p.qkv_weight), none, none,
             grad_span(p.qkv_bias)},
            a.qkv_weight_grad);
-      plan(kind::backward_data, 3 * C, C,
+      gemm(kind::backward_data, 3 * C, C,
            {rows_of(d_qkv_, 3 * C), value_span(p.qkv_weight), rows_of(d_normed_, C), none, none,
             none},
            a.qkv_data_grad);
     }
     // The tied output projection: logits = lnf · wteᵀ over the padded vocabulary.
-    plan(kind::forward, vp, C,
+    gemm(kind::forward, vp, C,
          {rows_of(lnf_, C), value_span(token_embedding_), rows_of(logits_, vp), none, none, none},
          logits_gemm_);
-    plan(kind::backward_weight, vp, C,
+    gemm(kind::backward_weight, vp, C,
          {rows_of(logits_, vp), rows_of(lnf_, C), grad_span(token_embedding_), none, none, none},
          logits_weight_grad_);
-    plan(kind::backward_data, vp, C,
+    gemm(kind::backward_data, vp, C,
          {rows_of(logits_, vp), value_span(token_embedding_), rows_of(d_normed_, C), none, none,
           none},
          logits_data_grad_);
@@ -665,8 +664,8 @@ class transformer {
                                     activation(residual_[l]), value_span(p.ln1_weight),
                                     value_span(p.ln1_bias), m, C, layer_norm_epsilon, stream_);
       a.qkv_gemm->run(stream_);
-      if (a.attention_plan) {
-        a.attention_plan->forward(attention_workspace_, attention_workspace_bytes_, stream_);
+      if (a.cudnn_attention) {
+        a.cudnn_attention->forward(attention_workspace_, attention_workspace_bytes_, stream_);
       } else {
         go::launch_causal_attention_forward(activation(a.attention), logsumexp(a.logsumexp),
                                             qkv(a.qkv), attention_shape_, stream_);
@@ -719,8 +718,8 @@ class transformer {
                           a.ln2_rstd, true);
       a.proj_weight_grad->run(stream_);
       a.proj_data_grad->run(stream_);
-      if (a.attention_plan) {
-        a.attention_plan->backward(attention_workspace_, attention_workspace_bytes_, stream_);
+      if (a.cudnn_attention) {
+        a.cudnn_attention->backward(attention_workspace_, attention_workspace_bytes_, stream_);
       } else {
         go::launch_causal_attention_backward(qkv(d_qkv_), activation(d_attention_), qkv(a.qkv),
                                              activation(a.attention), logsumexp(a.logsumexp),
@@ -812,7 +811,7 @@ class transformer {
   gs::memory::memory_pool& pool_;
   gs::cuda::stream_view stream_;
   // The model's pool memory, each block given back in stream order when the model goes:
-  // declared before the plans and the optimizer that use it, so destroyed after them, and also
+  // declared before the GEMMs and the optimizer that use it, so destroyed after them, and also
   // when the constructor throws.
   std::vector<gs::cuda::device_buffer> allocations_;
   // The weights and the gradients, laid out by layout_, from the pool too; with micro-batches
@@ -839,7 +838,7 @@ class transformer {
 
   // residual_[l] is the input of layer l; residual_.back() the last layer's output.
   std::vector<std::uint16_t*> residual_;
-  // Before the layers, whose attention plans use it: members are destroyed in reverse order.
+  // Before the layers, whose cuDNN attention layers use it: members are destroyed in reverse order.
   std::optional<go::cudnn_handle> cudnn_;
   std::vector<layer_activations> layers_;
   std::uint16_t *lnf_{}, *logits_{}, *projection_{};
@@ -858,7 +857,7 @@ class transformer {
   std::size_t attention_workspace_bytes_{};
   void* cross_entropy_workspace_{};
   std::size_t cross_entropy_workspace_bytes_{};
-  std::optional<go::gemm_plan> logits_gemm_, logits_weight_grad_, logits_data_grad_;
+  std::optional<go::gemm> logits_gemm_, logits_weight_grad_, logits_data_grad_;
   std::string attention_;
   std::optional<gt::mixed_precision_adamw> optimizer_;
 };

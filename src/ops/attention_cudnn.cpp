@@ -374,8 +374,8 @@ cudnn_handle::cudnn_handle() {
 #endif
 }
 
-support cudnn_attention_plan::can_implement(attention_shape const& shape,
-                                            cudnn_attention_operands const& operands) {
+support cudnn_attention::can_implement(attention_shape const& shape,
+                                       cudnn_attention_operands const& operands) {
   // The arguments alone first (ops/attention_problem.hpp), without any CUDA or cuDNN call.
   attention_problem const problem{shape};
   if (support arguments = problem.check_cudnn(operands); !arguments.fused) return arguments;
@@ -398,9 +398,9 @@ support cudnn_attention_plan::can_implement(attention_shape const& shape,
   return {};
 }
 
-cudnn_attention_plan::cudnn_attention_plan(cudnn_handle const& handle, attention_shape const& shape,
-                                           cudnn_attention_operands const& operands,
-                                           cudnn_attention_options const& options)
+cudnn_attention::cudnn_attention(cudnn_handle const& handle, attention_shape const& shape,
+                                 cudnn_attention_operands const& operands,
+                                 cudnn_attention_options const& options)
     : state_{std::make_unique<detail::cudnn_attention_state>()} {
   auto& s = *state_;
   dtype const type = operands.qkv.type();
@@ -438,23 +438,23 @@ cudnn_attention_plan::cudnn_attention_plan(cudnn_handle const& handle, attention
 #endif
 }
 
-cudnn_attention_plan::~cudnn_attention_plan() = default;
-cudnn_attention_plan::cudnn_attention_plan(cudnn_attention_plan&&) noexcept = default;
-cudnn_attention_plan& cudnn_attention_plan::operator=(cudnn_attention_plan&&) noexcept = default;
+cudnn_attention::~cudnn_attention() = default;
+cudnn_attention::cudnn_attention(cudnn_attention&&) noexcept = default;
+cudnn_attention& cudnn_attention::operator=(cudnn_attention&&) noexcept = default;
 
 namespace {
 char const* const moved_from =
-    "cudnn_attention_plan: this plan was moved from; use the plan it was moved to";
+    "cudnn_attention: this layer was moved from; use the one it was moved to";
 }  // namespace
 
-std::size_t cudnn_attention_plan::workspace_size() const {
+std::size_t cudnn_attention::workspace_size() const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
   return state_->workspace_needed;
 }
 
 namespace {
 
-// The workspace of one forward() or backward() call, checked against what the plan needs.
+// The workspace of one forward() or backward() call, checked against what the layer needs.
 void expect_workspace(detail::cudnn_attention_state const& s, void const* workspace,
                       std::size_t workspace_bytes, char const* direction) {
   std::string const where = s.what + ": " + direction + "(): ";
@@ -470,37 +470,37 @@ void expect_workspace(detail::cudnn_attention_state const& s, void const* worksp
 
 }  // namespace
 
-void cudnn_attention_plan::forward(void* workspace, std::size_t workspace_bytes,
-                                   cuda::stream_view stream) const {
+void cudnn_attention::forward(void* workspace, std::size_t workspace_bytes,
+                              cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
   expect_workspace(*state_, workspace, workspace_bytes, "forward");
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
   state_->run(*state_->forward, state_->forward_pack, workspace, stream, "forward");
 #else
-  static_cast<void>(stream);   // unreachable: no plan is made without cuDNN
+  static_cast<void>(stream);   // unreachable: no layer is made without cuDNN
 #endif
 }
 
-void cudnn_attention_plan::backward(void* workspace, std::size_t workspace_bytes,
-                                    cuda::stream_view stream) const {
+void cudnn_attention::backward(void* workspace, std::size_t workspace_bytes,
+                               cuda::stream_view stream) const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
   GRAPHSTEP_EXPECTS(state_->has_backward,
                     state_->what +
-                        ": this plan was made without dout and dqkv, so it has no backward; "
-                        "make the plan with them");
+                        ": this layer was made without dout and dqkv, so it has no backward; "
+                        "make it with them");
   expect_workspace(*state_, workspace, workspace_bytes, "backward");
 #if defined(GRAPHSTEP_WITH_CUDNN_SDPA)
   state_->run(*state_->backward, state_->backward_pack, workspace, stream, "backward");
 #else
-  static_cast<void>(stream);   // unreachable: no plan is made without cuDNN
+  static_cast<void>(stream);   // unreachable: no layer is made without cuDNN
 #endif
 }
 
-bool cudnn_attention_plan::has_backward() const noexcept {
+bool cudnn_attention::has_backward() const noexcept {
   return state_ != nullptr && state_->has_backward;
 }
 
-attention_shape const& cudnn_attention_plan::shape() const {
+attention_shape const& cudnn_attention::shape() const {
   GRAPHSTEP_EXPECTS(state_ != nullptr, moved_from);
   return state_->shape;
 }

@@ -172,8 +172,8 @@ support attention_problem::check_cudnn(cudnn_attention_operands const& o) const 
                  rows * static_cast<std::size_t>(s.heads));
   GRAPHSTEP_EXPECTS(o.dout.empty() == o.dqkv.empty(),
                     what +
-                        ": give dout and dqkv together (a plan with a backward) or neither (a "
-                        "forward-only plan)");
+                        ": give dout and dqkv together (a layer with a backward) or neither (a "
+                        "forward-only layer)");
   if (!o.dqkv.empty()) {
     expect_operand(what, "dout", o.dout, type, rows * row);
     expect_operand(what, "dqkv", o.dqkv, type, rows * 3 * row);

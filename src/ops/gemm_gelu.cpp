@@ -59,7 +59,7 @@ cudaDataType_t data_type(dtype type) {
     case dtype::bfloat16: return CUDA_R_16BF;
     case dtype::float32: break;
     case dtype::int32:
-    case dtype::uint8: graphstep::detail::refuse_integer("gemm_plan", type);
+    case dtype::uint8: graphstep::detail::refuse_integer("gemm", type);
   }
   return CUDA_R_32F;
 }
@@ -85,8 +85,8 @@ std::uint32_t alignment_of(void const* p) {
   return ops::alignment_of(reinterpret_cast<std::uintptr_t>(p));
 }
 
-// Algorithms chosen per algorithm_key (gemm_problem.hpp), shared by every plan of the process: a
-// second plan of the same shape and alignments (another layer, another bucket's capture) skips
+// Algorithms chosen per algorithm_key (gemm_problem.hpp), shared by every gemm of the process: a
+// second gemm of the same shape and alignments (another layer, another bucket's capture) skips
 // the heuristic query and the autotune.
 std::mutex algorithm_mutex;
 std::map<algorithm_key, cublasLtMatmulAlgo_t>& algorithm_cache() {
@@ -307,11 +307,11 @@ struct detail::lt_state {
   }
 };
 
-support gemm_plan::can_implement(gemm_problem const& problem, gemm_operands const& o) {
+support gemm::can_implement(gemm_problem const& problem, gemm_operands const& o) {
   return can_fuse(problem, addresses_of(problem, o));
 }
 
-std::size_t gemm_plan::workspace_size() {
+std::size_t gemm::workspace_size() {
   int device = 0;
   GRAPHSTEP_CUDA_TRY(cudaGetDevice(&device));
   int major = 0;
@@ -319,9 +319,9 @@ std::size_t gemm_plan::workspace_size() {
   return major >= 9 ? std::size_t{32} << 20 : std::size_t{4} << 20;
 }
 
-gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
-                     gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
-                     gemm_options const& options, cuda::stream_view stream)
+gemm::gemm(cublaslt_handle const& handle, gemm_problem const& problem,
+           gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
+           gemm_options const& options, cuda::stream_view stream)
     : state_{std::make_unique<detail::lt_state>()} {
   auto& s = *state_;
   std::string const what = describe(problem);
@@ -329,8 +329,8 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
   check_operands(problem, operands);
   GRAPHSTEP_EXPECTS(!stream.is_capturing(),
                     what +
-                        ": plans are made before the capture (choosing an algorithm cannot "
-                        "be captured); make the plan first, then capture run()");
+                        ": a gemm is made before the capture (choosing an algorithm cannot "
+                        "be captured); make it first, then capture run()");
   GRAPHSTEP_EXPECTS(workspace_bytes == 0 || workspace != nullptr,
                     what + ": a workspace size was given without a workspace pointer");
   GRAPHSTEP_EXPECTS(reinterpret_cast<std::uintptr_t>(workspace) % 256 == 0,
@@ -378,12 +378,13 @@ gemm_plan::gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
   s.enqueue(stream);  // one eager run before any capture
 }
 
-gemm_plan::~gemm_plan() = default;
-gemm_plan::gemm_plan(gemm_plan&&) noexcept = default;
-gemm_plan& gemm_plan::operator=(gemm_plan&&) noexcept = default;
+gemm::~gemm() = default;
+gemm::gemm(gemm&&) noexcept = default;
+gemm& gemm::operator=(gemm&&) noexcept = default;
 
-void gemm_plan::run(cuda::stream_view stream) const {
-  GRAPHSTEP_EXPECTS(state_ != nullptr, "gemm_plan: this plan was moved from; run a live plan");
+void gemm::run(cuda::stream_view stream) const {
+  GRAPHSTEP_EXPECTS(state_ != nullptr,
+                    "gemm: this gemm was moved from; run the one it was moved to");
   state_->enqueue(stream);
 }
 
@@ -402,16 +403,16 @@ gemm_problem const& no_problem() {
 }
 }  // namespace
 
-bool gemm_plan::fused() const noexcept {
+bool gemm::fused() const noexcept {
   return state_ && state_->path.fused;
 }
-std::string const& gemm_plan::unfused_reason() const noexcept {
+std::string const& gemm::unfused_reason() const noexcept {
   return state_ ? state_->path.reason : no_reason();
 }
-path_decision const& gemm_plan::decision() const noexcept {
+path_decision const& gemm::decision() const noexcept {
   return state_ ? state_->path : no_decision();
 }
-gemm_problem const& gemm_plan::problem() const noexcept {
+gemm_problem const& gemm::problem() const noexcept {
   return state_ ? state_->problem : no_problem();
 }
 

@@ -219,7 +219,7 @@ path_decision path_without_algorithm(gemm_problem const& problem, path_decision 
   std::string const workspace = std::to_string(workspace_bytes) + " bytes of workspace";
   GRAPHSTEP_EXPECTS(current.fused && current.gemm_epilogue != epilogue::none,
                     what + ": cuBLASLt has no algorithm for it with " + workspace +
-                        "; give it more workspace (gemm_plan::workspace_size)");
+                        "; give it more workspace (gemm::workspace_size)");
   std::string const reason = what + ": cuBLASLt offers no algorithm for the " +
                              name(current.gemm_epilogue) + " epilogue with these operands and " +
                              workspace;

@@ -527,22 +527,22 @@ TEST_F(verify_replay_test, finds_the_node_across_side_streams_memsets_and_copies
 // they are compared by kind there; a GPU reports them.)
 TEST_F(verify_replay_test, runs_through_cublaslt_kernels_to_the_node_that_differs) {
   constexpr int rows = 16;
-  std::size_t const workspace_bytes = gs::ops::gemm_plan::workspace_size();
+  std::size_t const workspace_bytes = gs::ops::gemm::workspace_size();
   void* workspace = allocate<unsigned char>(workspace_bytes);
   float* product = allocate(rows * rows);
   gs::ops::cublaslt_handle const handle;
-  gs::ops::gemm_plan const gemm{handle,
-                                {gs::ops::gemm_kind::forward, rows, rows, rows, gs::dtype::float32},
-                                {{x_, gs::dtype::float32, n},
-                                 {w_, gs::dtype::float32, n},
-                                 {product, gs::dtype::float32, rows * rows},
-                                 {},
-                                 {},
-                                 {}},
-                                workspace,
-                                workspace_bytes,
-                                {},
-                                *stream_};
+  gs::ops::gemm const gemm{handle,
+                           {gs::ops::gemm_kind::forward, rows, rows, rows, gs::dtype::float32},
+                           {{x_, gs::dtype::float32, n},
+                            {w_, gs::dtype::float32, n},
+                            {product, gs::dtype::float32, rows * rows},
+                            {},
+                            {},
+                            {}},
+                           workspace,
+                           workspace_bytes,
+                           {},
+                           *stream_};
   auto const gemm_step = [&](gs::cuda::stream_view s) {
     gemm.run(s);
     scale_kernel<<<blocks_for(rows * rows), threads, 0, s.get()>>>(y_, product, factor_,

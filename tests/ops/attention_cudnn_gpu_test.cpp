@@ -3,7 +3,7 @@
 // plain kernels of ops/attention.hpp (whose backward runs on cuDNN's forward outputs), in bfloat16
 // and float16, over shapes whose sequence length is no multiple of cuDNN's tiles; two backward runs
 // byte for byte; capture and replay against eager; and the refusals (misaligned pointers, fp32
-// data, head_dim 12, a missing or small workspace, a moved-from plan, a forward-only plan's
+// data, head_dim 12, a missing or small workspace, a moved-from layer, a forward-only layer's
 // backward, outputs sharing memory with other operands) with usage_error. Capture uses the plain
 // CUDA calls.
 //
@@ -49,7 +49,7 @@ using gs::testing::message_of;
 using gs::testing::unit_roundoff;
 
 static_assert(gs::testing::is_move_only_v<go::cudnn_handle>);
-static_assert(gs::testing::is_move_only_v<go::cudnn_attention_plan>);
+static_assert(gs::testing::is_move_only_v<go::cudnn_attention>);
 
 namespace {
 
@@ -73,17 +73,16 @@ TEST(cudnn_attention_arguments, can_implement_checks_the_arguments_first) {
   o.qkv = {storage.data(), fp32, plenty};
   o.out = {storage.data() + 256, fp32, plenty};
   o.logsumexp = {storage.data() + 512, fp32, plenty};
-  go::support const s = go::cudnn_attention_plan::can_implement({2, 16, 2, 64}, o);
+  go::support const s = go::cudnn_attention::can_implement({2, 16, 2, 64}, o);
   EXPECT_FALSE(s.fused);
   EXPECT_TRUE(contains(s.reason, "cuDNN attention (float32, B=2 T=16 H=2 D=64)")) << s.reason;
   EXPECT_TRUE(contains(s.reason, "bfloat16 or float16")) << s.reason;
   EXPECT_TRUE(contains(s.reason, "ops/attention.hpp")) << s.reason;
   o.out = {};
-  EXPECT_TRUE(
-      contains(message_of([&] {
-                 static_cast<void>(go::cudnn_attention_plan::can_implement({2, 16, 2, 64}, o));
-               }),
-               "out holds no element"));
+  EXPECT_TRUE(contains(message_of([&] {
+                         static_cast<void>(go::cudnn_attention::can_implement({2, 16, 2, 64}, o));
+                       }),
+                       "out holds no element"));
 }
 
 // What the build provides, and that a handle is refused, with the reason, where it is missing.
@@ -368,20 +367,20 @@ class cudnn_attention_gpu : public gs::testing::gpu_test {
     stream_.emplace();
   }
 
-  // A plan for `l`, and a workspace of its size (from cudaMalloc, owned by the test) that
-  // forward() and backward() below hand it.
-  go::cudnn_attention_plan plan_for(layer const& l, bool with_backward = true) {
-    go::cudnn_attention_plan plan{*handle_, l.shape, l.operands(with_backward)};
-    workspace_.emplace(plan.workspace_size());
-    return plan;
+  // An attention layer for `l`, and a workspace of its size (from cudaMalloc, owned by the test)
+  // that forward() and backward() below hand it.
+  go::cudnn_attention attention_for(layer const& l, bool with_backward = true) {
+    go::cudnn_attention attention{*handle_, l.shape, l.operands(with_backward)};
+    workspace_.emplace(attention.workspace_size());
+    return attention;
   }
-  void forward(go::cudnn_attention_plan const& plan) const {
-    plan.forward(plan.workspace_size() == 0 ? nullptr : workspace_->get(), plan.workspace_size(),
-                 *stream_);
+  void forward(go::cudnn_attention const& attention) const {
+    attention.forward(attention.workspace_size() == 0 ? nullptr : workspace_->get(),
+                      attention.workspace_size(), *stream_);
   }
-  void backward(go::cudnn_attention_plan const& plan) const {
-    plan.backward(plan.workspace_size() == 0 ? nullptr : workspace_->get(), plan.workspace_size(),
-                  *stream_);
+  void backward(go::cudnn_attention const& attention) const {
+    attention.backward(attention.workspace_size() == 0 ? nullptr : workspace_->get(),
+                       attention.workspace_size(), *stream_);
   }
 
   std::optional<go::cudnn_handle> handle_;
@@ -404,8 +403,8 @@ TEST_F(cudnn_attention_gpu, forward_matches_the_fp64_reference) {
     for (go::attention_shape const& s : shapes) {
       SCOPED_TRACE(describe(s, type));
       layer l{s, type, seed++};
-      go::cudnn_attention_plan const plan = plan_for(l, /*with_backward=*/false);
-      forward(plan);
+      go::cudnn_attention const attention = attention_for(l, /*with_backward=*/false);
+      forward(attention);
       auto const want = ref::causal_attention(
           l.qkv_values, static_cast<std::size_t>(s.batch), static_cast<std::size_t>(s.sequence),
           static_cast<std::size_t>(s.heads), static_cast<std::size_t>(s.head_dim));
@@ -423,10 +422,10 @@ TEST_F(cudnn_attention_gpu, backward_matches_the_fp64_reference) {
     for (go::attention_shape const& s : shapes) {
       SCOPED_TRACE(describe(s, type));
       layer l{s, type, seed++};
-      go::cudnn_attention_plan const plan = plan_for(l);
-      ASSERT_TRUE(plan.has_backward());
-      forward(plan);
-      backward(plan);
+      go::cudnn_attention const attention = attention_for(l);
+      ASSERT_TRUE(attention.has_backward());
+      forward(attention);
+      backward(attention);
       std::vector<double> const want = ref::causal_attention_backward(
           l.dout_values, l.qkv_values, static_cast<std::size_t>(s.batch),
           static_cast<std::size_t>(s.sequence), static_cast<std::size_t>(s.heads),
@@ -457,8 +456,8 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
     for (go::attention_shape const& s : shapes) {
       SCOPED_TRACE(describe(s, type));
       layer l{s, type, seed++};
-      go::cudnn_attention_plan const plan = plan_for(l);
-      forward(plan);
+      go::cudnn_attention const attention = attention_for(l);
+      forward(attention);
       device_bytes plain_out{l.out.bytes()};
       device_bytes plain_logsumexp{l.logsumexp.bytes()};
       go::launch_causal_attention_forward(plain_out.span(type),
@@ -472,7 +471,7 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
       deviation const lse = largest_deviation(l.logsumexp_values(*stream_), plain_lse);
       EXPECT_LE(lse.largest, 2.0 * logsumexp_bound) << "logsumexp element " << lse.at;
 
-      backward(plan);
+      backward(attention);
       device_bytes plain_dqkv{l.dqkv.bytes()};
       device_bytes workspace{go::attention_backward_workspace_size(s)};
       go::launch_causal_attention_backward(
@@ -495,12 +494,12 @@ TEST_F(cudnn_attention_gpu, matches_the_plain_kernels_and_exchanges_outputs_with
 
 TEST_F(cudnn_attention_gpu, deterministic_backward_gives_the_same_bytes_twice) {
   layer l{shapes[0], gs::dtype::bfloat16, 7};
-  go::cudnn_attention_plan const plan = plan_for(l);
-  forward(plan);
-  backward(plan);
+  go::cudnn_attention const attention = attention_for(l);
+  forward(attention);
+  backward(attention);
   std::vector<unsigned char> const first = l.dqkv.download(*stream_);
   l.dqkv.poison();
-  backward(plan);
+  backward(attention);
   EXPECT_EQ(l.dqkv.download(*stream_), first);
 }
 
@@ -509,17 +508,17 @@ TEST_F(cudnn_attention_gpu, captured_forward_and_backward_replay_the_eager_bytes
        {cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeGlobal}) {
     SCOPED_TRACE(mode == cudaStreamCaptureModeGlobal ? "global capture" : "thread-local capture");
     layer l{shapes[1], gs::dtype::bfloat16, 11};
-    go::cudnn_attention_plan const plan = plan_for(l);
+    go::cudnn_attention const attention = attention_for(l);
     // Eager first: cuDNN loads its kernels outside the capture.
-    forward(plan);
-    backward(plan);
+    forward(attention);
+    backward(attention);
     std::vector<unsigned char> const out = l.out.download(*stream_);
     std::vector<unsigned char> const lse = l.logsumexp.download(*stream_);
     std::vector<unsigned char> const dqkv = l.dqkv.download(*stream_);
     for (device_bytes* written : {&l.out, &l.logsumexp, &l.dqkv}) written->poison();
     captured_graph const graph{stream_->get(), mode, [&] {
-                                 forward(plan);
-                                 backward(plan);
+                                 forward(attention);
+                                 backward(attention);
                                }};
     // Captured, not run: the outputs are still poisoned.
     EXPECT_NE(l.out.download(*stream_), out);
@@ -536,7 +535,7 @@ TEST_F(cudnn_attention_gpu, bad_arguments_throw_usage_error_from_the_constructor
   layer l{shapes[0], gs::dtype::bfloat16, 3};
   auto const refusal = [&](go::attention_shape const& shape,
                            go::cudnn_attention_operands const& operands) {
-    return message_of([&] { go::cudnn_attention_plan const plan{*handle_, shape, operands}; });
+    return message_of([&] { go::cudnn_attention const attention{*handle_, shape, operands}; });
   };
   go::cudnn_attention_operands misaligned = l.operands();
   misaligned.qkv = at_address(misaligned.qkv, static_cast<unsigned char*>(l.qkv.get()) + 2);
@@ -563,43 +562,44 @@ TEST_F(cudnn_attention_gpu, bad_arguments_throw_usage_error_from_the_constructor
   // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): documented state
   EXPECT_EQ(source.get(), nullptr);
   std::string const moved = message_of([&] {
-    go::cudnn_attention_plan const plan{source, l.shape, l.operands()};
+    go::cudnn_attention const attention{source, l.shape, l.operands()};
   });
   EXPECT_TRUE(contains(moved, "handle was moved from")) << moved;
 }
 
-TEST_F(cudnn_attention_gpu, workspace_and_plan_misuse_throw_usage_error) {
+TEST_F(cudnn_attention_gpu, workspace_and_layer_misuse_throw_usage_error) {
   layer l{shapes[2], gs::dtype::float16, 5};
-  go::cudnn_attention_plan plan{*handle_, l.shape, l.operands(/*with_backward=*/false)};
-  EXPECT_FALSE(plan.has_backward());
-  std::size_t const needed = plan.workspace_size();
+  go::cudnn_attention attention{*handle_, l.shape, l.operands(/*with_backward=*/false)};
+  EXPECT_FALSE(attention.has_backward());
+  std::size_t const needed = attention.workspace_size();
   device_bytes workspace{needed + 512};
   if (needed > 0) {
-    std::string const none = message_of([&] { plan.forward(nullptr, 0, *stream_); });
+    std::string const none = message_of([&] { attention.forward(nullptr, 0, *stream_); });
     EXPECT_TRUE(contains(none, "forward(): the workspace has 0 bytes; workspace_size() is"))
         << none;
     std::string const small =
-        message_of([&] { plan.forward(workspace.get(), needed - 1, *stream_); });
+        message_of([&] { attention.forward(workspace.get(), needed - 1, *stream_); });
     EXPECT_TRUE(contains(small, "workspace_size()")) << small;
   }
   std::string const misaligned = message_of([&] {
-    plan.forward(static_cast<unsigned char*>(workspace.get()) + 16, needed + 256, *stream_);
+    attention.forward(static_cast<unsigned char*>(workspace.get()) + 16, needed + 256, *stream_);
   });
   EXPECT_TRUE(contains(misaligned, "256-byte aligned")) << misaligned;
-  std::string const size_only = message_of([&] { plan.forward(nullptr, needed + 1, *stream_); });
+  std::string const size_only =
+      message_of([&] { attention.forward(nullptr, needed + 1, *stream_); });
   EXPECT_TRUE(contains(size_only, "without a workspace pointer")) << size_only;
-  plan.forward(workspace.get(), workspace.bytes(), *stream_);
+  attention.forward(workspace.get(), workspace.bytes(), *stream_);
   std::string const no_backward =
-      message_of([&] { plan.backward(workspace.get(), workspace.bytes(), *stream_); });
+      message_of([&] { attention.backward(workspace.get(), workspace.bytes(), *stream_); });
   EXPECT_TRUE(contains(no_backward, "without dout and dqkv")) << no_backward;
 
-  go::cudnn_attention_plan const moved_to = std::move(plan);
+  go::cudnn_attention const moved_to = std::move(attention);
   EXPECT_EQ(moved_to.shape().sequence, l.shape.sequence);
   // The moved-from state is documented.
   // NOLINTBEGIN(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
-  EXPECT_FALSE(plan.has_backward());
+  EXPECT_FALSE(attention.has_backward());
   std::string const moved =
-      message_of([&] { plan.forward(workspace.get(), workspace.bytes(), *stream_); });
+      message_of([&] { attention.forward(workspace.get(), workspace.bytes(), *stream_); });
   // NOLINTEND(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   EXPECT_TRUE(contains(moved, "moved from")) << moved;
   moved_to.forward(workspace.get(), workspace.bytes(), *stream_);

@@ -1,5 +1,5 @@
 // attention_problem::check_cudnn (ops/attention_problem.hpp): what cuDNN's fused attention needs
-// of the arguments alone, which cudnn_attention_plan::can_implement checks before it looks for
+// of the arguments alone, which cudnn_attention::can_implement checks before it looks for
 // cuDNN or a device. Contract violations throw usage_error; cuDNN's own constraints (fp32 data,
 // head dimensions, 16-byte alignment) come back as a support with the reason.
 
@@ -198,7 +198,7 @@ TEST(cudnn_attention_arguments, a_valid_16_bit_layer_passes_and_is_described) {
     EXPECT_TRUE(s.fused) << s.reason;
     o.dout = {};
     o.dqkv = {};
-    EXPECT_TRUE(problem.check_cudnn(o).fused);  // a forward-only plan
+    EXPECT_TRUE(problem.check_cudnn(o).fused);  // a forward-only layer
   }
   EXPECT_EQ(problem.cudnn_description(gs::dtype::bfloat16),
             "cuDNN attention (bfloat16, B=1 T=4 H=1 D=8)");

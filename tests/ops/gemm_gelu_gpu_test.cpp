@@ -38,8 +38,8 @@ namespace ref = graphstep::ops::reference;
 
 static_assert(std::is_nothrow_move_constructible_v<go::cublaslt_handle>);
 static_assert(!std::is_copy_constructible_v<go::cublaslt_handle>);
-static_assert(std::is_nothrow_move_constructible_v<go::gemm_plan>);
-static_assert(!std::is_copy_constructible_v<go::gemm_plan>);
+static_assert(std::is_nothrow_move_constructible_v<go::gemm>);
+static_assert(!std::is_copy_constructible_v<go::gemm>);
 
 namespace {
 
@@ -235,15 +235,15 @@ class linear_gelu_gpu : public gs::testing::gpu_test,
     if (IsSkipped()) return;
     stream_.emplace();
     handle_.emplace();
-    workspace_bytes_ = go::gemm_plan::workspace_size();
+    workspace_bytes_ = go::gemm::workspace_size();
     GRAPHSTEP_CUDA_TRY(cudaMalloc(&workspace_, workspace_bytes_));
   }
   void TearDown() override {
     if (workspace_ != nullptr) GRAPHSTEP_ASSERT_CUDA_SUCCESS(cudaFree(workspace_));
   }
-  [[nodiscard]] go::gemm_plan plan(go::gemm_problem const& p, go::gemm_operands const& o,
+  [[nodiscard]] go::gemm make_gemm(go::gemm_problem const& p, go::gemm_operands const& o,
                                    go::gemm_options const& options = {}) const {
-    return go::gemm_plan{*handle_, p, o, workspace_, workspace_bytes_, options, *stream_};
+    return go::gemm{*handle_, p, o, workspace_, workspace_bytes_, options, *stream_};
   }
   static go::gemm_options fallback() {
     go::gemm_options o;
@@ -308,13 +308,13 @@ TEST_P(linear_gelu_gpu, forward_kinds_match_the_reference_on_many_shapes) {
                                        biased ? b.span() : gs::device_span{},
                                        go::uses_gelu(kind) ? z.span() : gs::device_span{},
                                        gs::device_span{}};
-      bool const fusable = go::gemm_plan::can_implement(problem, operands).fused;
+      bool const fusable = go::gemm::can_implement(problem, operands).fused;
       if (!fusable) {
-        EXPECT_THROW(static_cast<void>(plan(problem, operands)), gs::usage_error) << what;
+        EXPECT_THROW(static_cast<void>(make_gemm(problem, operands)), gs::usage_error) << what;
       }
       y.poison();
       z.poison();
-      auto const p = plan(problem, operands, fallback());
+      auto const p = make_gemm(problem, operands, fallback());
       EXPECT_EQ(p.fused(), fusable) << what;
       EXPECT_EQ(p.unfused_reason().empty(), fusable) << what;
       auto pre = plain;
@@ -360,25 +360,25 @@ TEST_P(linear_gelu_gpu, mlp_backward_matches_the_reference) {
     auto const hx = x.upload(random(M * K, rng));
     auto const hw1 = w1.upload(random(N1 * K, rng, 0.2));
     // fc2: dW2 and db2 in one GEMM (BGRADB).
-    auto const wgrad2 =
-        plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
-             {dy2.span(), y1.span(), dw2.span(), gs::device_span{}, gs::device_span{}, db2.span()},
-             fallback());
+    auto const wgrad2 = make_gemm(
+        {go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
+        {dy2.span(), y1.span(), dw2.span(), gs::device_span{}, gs::device_span{}, db2.span()},
+        fallback());
     // Into fc1 through GELU: dZ1 and db1 in one GEMM (DGELU_BGRAD); and without db (DGELU).
-    auto const dgrad = plan(
+    auto const dgrad = make_gemm(
         {go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
         {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}, fallback());
-    auto const dgrad_nobias = plan(
+    auto const dgrad_nobias = make_gemm(
         {go::gemm_kind::backward_data_dgelu, m, n2, n1, type, math},
         {dy2.span(), w2.span(), dz1_nobias.span(), gs::device_span{}, z1.span(), gs::device_span{}},
         fallback());
     // fc1: dW1 and dX, plain GEMMs.
-    auto const wgrad1 = plan({go::gemm_kind::backward_weight, m, n1, k, type, math},
-                             {dz1.span(), x.span(), dw1.span(), gs::device_span{},
-                              gs::device_span{}, gs::device_span{}});
-    auto const dgrad1 = plan({go::gemm_kind::backward_data, m, n1, k, type, math},
-                             {dz1.span(), w1.span(), dx.span(), gs::device_span{},
-                              gs::device_span{}, gs::device_span{}});
+    auto const wgrad1 = make_gemm({go::gemm_kind::backward_weight, m, n1, k, type, math},
+                                  {dz1.span(), x.span(), dw1.span(), gs::device_span{},
+                                   gs::device_span{}, gs::device_span{}});
+    auto const dgrad1 = make_gemm({go::gemm_kind::backward_data, m, n1, k, type, math},
+                                  {dz1.span(), w1.span(), dx.span(), gs::device_span{},
+                                   gs::device_span{}, gs::device_span{}});
     bool const aligned_widths = n1 % 8 == 0 && n2 % 8 == 0 && k % 8 == 0;
     if (aligned_widths) {
       EXPECT_TRUE(wgrad2.fused() && dgrad.fused() && dgrad_nobias.fused())
@@ -427,10 +427,10 @@ TEST_P(linear_gelu_gpu, forward_pre_activation_feeds_the_backward) {
     auto const hb1 = b1.upload(random(N1, rng));
     auto const hw2 = w2.upload(random(N2 * N1, rng, 0.2));
     auto const hdy2 = dy2.upload(random(M * N2, rng));
-    auto const forward =
-        plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
-             {x.span(), w1.span(), a1.span(), b1.span(), z1.span(), gs::device_span{}}, fallback());
-    auto const backward = plan(
+    auto const forward = make_gemm(
+        {go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
+        {x.span(), w1.span(), a1.span(), b1.span(), z1.span(), gs::device_span{}}, fallback());
+    auto const backward = make_gemm(
         {go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
         {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}, fallback());
     sync();
@@ -455,9 +455,9 @@ TEST_P(linear_gelu_gpu, forward_pre_activation_feeds_the_backward) {
   }
 }
 
-// Autotuning times every candidate cuBLASLt offers and keeps the fastest that ran; the plan then
+// Autotuning times every candidate cuBLASLt offers and keeps the fastest that ran; the gemm then
 // computes what the heuristic's first choice computes, eagerly and captured.
-TEST_P(linear_gelu_gpu, autotuned_plan_matches_the_reference_and_captures) {
+TEST_P(linear_gelu_gpu, an_autotuned_gemm_matches_the_reference_and_captures) {
   gs::dtype const type = GetParam().type;
   go::gemm_math const math = GetParam().math;
   std::mt19937 rng{30};
@@ -469,8 +469,9 @@ TEST_P(linear_gelu_gpu, autotuned_plan_matches_the_reference_and_captures) {
   auto const hb = b.upload(random(N, rng));
   go::gemm_options tuned;
   tuned.autotune_candidates = 4;
-  auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
-                      {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}}, tuned);
+  auto const p =
+      make_gemm({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
+                {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}}, tuned);
   EXPECT_TRUE(p.fused()) << p.unfused_reason();
   auto pre = ref::matmul_abt(hx, hw, M, N, K);
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
@@ -499,10 +500,10 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   static_cast<void>(b.upload(random(N, rng)));
   go::gemm_problem const forward{go::gemm_kind::forward_bias_gelu, m, n, k, type, math};
   auto const fused =
-      plan(forward, {x.span(), w.span(), y1.span(), b.span(), z1.span(), gs::device_span{}});
+      make_gemm(forward, {x.span(), w.span(), y1.span(), b.span(), z1.span(), gs::device_span{}});
   go::gemm_options forced;
   forced.force_unfused = true;
-  auto const unfused = plan(
+  auto const unfused = make_gemm(
       forward, {x.span(), w.span(), y2.span(), b.span(), z2.span(), gs::device_span{}}, forced);
   EXPECT_TRUE(fused.fused()) << fused.unfused_reason();
   EXPECT_FALSE(unfused.fused());
@@ -518,14 +519,14 @@ TEST_P(linear_gelu_gpu, fused_equals_unfused_forward_and_backward) {
   static_cast<void>(dy.upload(random(M * N, rng)));
   static_cast<void>(zk.upload(random(M * K, rng, 2.0)));
   go::gemm_problem const dgelu{go::gemm_kind::backward_data_gelu, m, n, k, type, math};
-  auto const f1 =
-      plan(dgelu, {dy.span(), w.span(), dz1.span(), gs::device_span{}, zk.span(), dbk1.span()});
-  auto const u1 = plan(
+  auto const f1 = make_gemm(
+      dgelu, {dy.span(), w.span(), dz1.span(), gs::device_span{}, zk.span(), dbk1.span()});
+  auto const u1 = make_gemm(
       dgelu, {dy.span(), w.span(), dz2.span(), gs::device_span{}, zk.span(), dbk2.span()}, forced);
   go::gemm_problem const wgrad{go::gemm_kind::backward_weight_bias, m, n, k, type, math};
-  auto const f2 = plan(
+  auto const f2 = make_gemm(
       wgrad, {dy.span(), x.span(), dw1.span(), gs::device_span{}, gs::device_span{}, dbn1.span()});
-  auto const u2 = plan(
+  auto const u2 = make_gemm(
       wgrad, {dy.span(), x.span(), dw2.span(), gs::device_span{}, gs::device_span{}, dbn2.span()},
       forced);
   EXPECT_TRUE(f1.fused() && f2.fused()) << f1.unfused_reason() << f2.unfused_reason();
@@ -548,8 +549,9 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   auto const hb = b.upload(random(N, rng));
   go::gemm_options erf;
   erf.form = go::gelu_form::erf;
-  auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
-                      {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}}, erf);
+  auto const p =
+      make_gemm({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
+                {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}}, erf);
   EXPECT_FALSE(p.fused());
   EXPECT_NE(p.unfused_reason().find("tanh form"), std::string::npos) << p.unfused_reason();
   auto pre = ref::matmul_abt(hx, hw, M, N, K);
@@ -558,9 +560,9 @@ TEST_P(linear_gelu_gpu, erf_form_runs_unfused_and_matches_its_reference) {
   for (std::size_t i = 0; i < M * N; ++i) want[i] = ref::gelu(pre[i], go::gelu_form::erf);
   EXPECT_LT(error_of(y.download(), want), bound(GetParam()));
   // The bias-only kind ignores the form and stays fused.
-  auto const linear =
-      plan({go::gemm_kind::forward_bias, m, n, k, type, math},
-           {x.span(), w.span(), y.span(), b.span(), gs::device_span{}, gs::device_span{}}, erf);
+  auto const linear = make_gemm(
+      {go::gemm_kind::forward_bias, m, n, k, type, math},
+      {x.span(), w.span(), y.span(), b.span(), gs::device_span{}, gs::device_span{}}, erf);
   EXPECT_TRUE(linear.fused());
 }
 
@@ -580,31 +582,32 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
   static_cast<void>(w2.upload(random(N2 * N1, rng, 0.1)));
   static_cast<void>(b2.upload(random(N2, rng)));
   static_cast<void>(dy2.upload(random(M * N2, rng)));
-  std::vector<go::gemm_plan> plans;
-  plans.push_back(plan({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
-                       {x.span(), w1.span(), a1.span(), b1.span(), z1.span(), gs::device_span{}}));
-  plans.push_back(
-      plan({go::gemm_kind::forward_bias, m, n2, n1, type, math},
-           {a1.span(), w2.span(), y2.span(), b2.span(), gs::device_span{}, gs::device_span{}}));
-  plans.push_back(
-      plan({go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
-           {dy2.span(), a1.span(), dw2.span(), gs::device_span{}, gs::device_span{}, db2.span()}));
-  plans.push_back(
-      plan({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
-           {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}));
-  plans.push_back(plan(
+  std::vector<go::gemm> gemms;
+  gemms.push_back(
+      make_gemm({go::gemm_kind::forward_bias_gelu, m, n1, k, type, math},
+                {x.span(), w1.span(), a1.span(), b1.span(), z1.span(), gs::device_span{}}));
+  gemms.push_back(make_gemm(
+      {go::gemm_kind::forward_bias, m, n2, n1, type, math},
+      {a1.span(), w2.span(), y2.span(), b2.span(), gs::device_span{}, gs::device_span{}}));
+  gemms.push_back(make_gemm(
+      {go::gemm_kind::backward_weight_bias, m, n2, n1, type, math},
+      {dy2.span(), a1.span(), dw2.span(), gs::device_span{}, gs::device_span{}, db2.span()}));
+  gemms.push_back(
+      make_gemm({go::gemm_kind::backward_data_gelu, m, n2, n1, type, math},
+                {dy2.span(), w2.span(), dz1.span(), gs::device_span{}, z1.span(), db1.span()}));
+  gemms.push_back(make_gemm(
       {go::gemm_kind::backward_weight, m, n1, k, type, math},
       {dz1.span(), x.span(), dw1.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}}));
-  plans.push_back(plan(
+  gemms.push_back(make_gemm(
       {go::gemm_kind::backward_data, m, n1, k, type, math},
       {dz1.span(), w1.span(), dx.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}}));
-  for (auto const& p : plans) EXPECT_TRUE(p.fused()) << p.unfused_reason();
+  for (auto const& p : gemms) EXPECT_TRUE(p.fused()) << p.unfused_reason();
   std::vector<device_matrix*> const outputs{&z1, &a1, &y2, &dw2, &db2, &dz1, &db1, &dw1, &dx};
-  // Eager, in order, after poisoning every output. Each plan's constructor ran once on the
+  // Eager, in order, after poisoning every output. Each gemm's constructor ran once on the
   // non-blocking stream, which the legacy-stream memset of poison() does not wait for: wait here.
   sync();
   for (auto* out : outputs) out->poison();
-  for (auto const& p : plans) p.run(*stream_);
+  for (auto const& p : gemms) p.run(*stream_);
   sync();
   std::vector<std::vector<double>> eager;
   for (auto* out : outputs) {
@@ -612,11 +615,11 @@ TEST_P(linear_gelu_gpu, capture_and_replay_of_forward_and_backward_equal_eager) 
     EXPECT_FALSE(has_nan(eager.back()));
   }
   captured_graph const step{raw(), [&] {
-                              for (auto const& p : plans) p.run(*stream_);
+                              for (auto const& p : gemms) p.run(*stream_);
                             }};
   auto const nodes = count_nodes(step.graph());
   // At least one kernel per GEMM; a GEMM may add a split-K reduction or an epilogue kernel.
-  EXPECT_GE(nodes.kernels, plans.size()) << nodes.total() << " nodes";
+  EXPECT_GE(nodes.kernels, gemms.size()) << nodes.total() << " nodes";
   EXPECT_EQ(nodes.others, 0U) << "host, copy or other nodes in a captured step";
   for (int replay = 0; replay < 2; ++replay) {
     for (auto* out : outputs) out->poison();
@@ -648,8 +651,8 @@ TEST_P(linear_gelu_gpu, captured_fused_forward_is_a_few_kernel_nodes) {
     static_cast<void>(x.upload(random(M * K, rng)));
     static_cast<void>(w.upload(random(N * K, rng, 0.05)));
     static_cast<void>(b.upload(random(N, rng)));
-    auto const p = plan({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
-                        {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}});
+    auto const p = make_gemm({go::gemm_kind::forward_bias_gelu, m, n, k, type, math},
+                             {x.span(), w.span(), y.span(), b.span(), z.span(), gs::device_span{}});
     ASSERT_TRUE(p.fused()) << p.unfused_reason();
     sync();
     auto const eager = y.download();
@@ -665,20 +668,20 @@ TEST_P(linear_gelu_gpu, captured_fused_forward_is_a_few_kernel_nodes) {
   }
 }
 
-TEST_P(linear_gelu_gpu, planning_while_capturing_is_a_usage_error) {
+TEST_P(linear_gelu_gpu, making_a_gemm_while_capturing_is_a_usage_error) {
   gs::dtype const type = GetParam().type;
   go::gemm_math const math = GetParam().math;
   device_matrix x{type, 64 * 64}, w{type, 64 * 64}, y{type, 64 * 64};
   go::gemm_operands const operands{x.span(),          w.span(),          y.span(),
                                    gs::device_span{}, gs::device_span{}, gs::device_span{}};
-  auto const ready = plan({go::gemm_kind::forward, 64, 64, 64, type, math}, operands);
+  auto const ready = make_gemm({go::gemm_kind::forward, 64, 64, 64, type, math}, operands);
   try {
     captured_graph const g{
         raw(), [&] {
           ready.run(*stream_);  // capturable
-          static_cast<void>(plan({go::gemm_kind::forward, 64, 64, 64, type, math}, operands));
+          static_cast<void>(make_gemm({go::gemm_kind::forward, 64, 64, 64, type, math}, operands));
         }};
-    FAIL() << "a plan was initialized on a capturing stream";
+    FAIL() << "a gemm was set up on a capturing stream";
   } catch (gs::usage_error const& e) {
     EXPECT_NE(std::string{e.what()}.find("before the capture"), std::string::npos) << e.what();
   }
@@ -705,11 +708,11 @@ TEST_P(linear_gelu_gpu, misaligned_operands_fall_back_or_fail_clearly) {
   go::gemm_problem const problem{go::gemm_kind::forward_bias_gelu, m, n, k, type, math};
   go::gemm_operands const operands{x.span(), w.span(), y.span(),
                                    b.span(), z.span(), gs::device_span{}};
-  auto const s = go::gemm_plan::can_implement(problem, operands);
+  auto const s = go::gemm::can_implement(problem, operands);
   EXPECT_FALSE(s.fused);
   EXPECT_NE(s.reason.find("16-byte boundary"), std::string::npos) << s.reason;
-  EXPECT_THROW(static_cast<void>(plan(problem, operands)), gs::usage_error);
-  auto const p = plan(problem, operands, fallback());
+  EXPECT_THROW(static_cast<void>(make_gemm(problem, operands)), gs::usage_error);
+  auto const p = make_gemm(problem, operands, fallback());
   EXPECT_FALSE(p.fused());
   auto pre = ref::matmul_abt(hx, hw, M, N, K);
   for (std::size_t i = 0; i < M * N; ++i) pre[i] += hb[i % N];
@@ -723,34 +726,35 @@ TEST_P(linear_gelu_gpu, bad_arguments_are_usage_errors) {
   gs::dtype const type = GetParam().type;
   go::gemm_math const math = GetParam().math;
   device_matrix x{type, 64 * 64};
-  EXPECT_THROW(static_cast<void>(plan(
+  EXPECT_THROW(static_cast<void>(make_gemm(
                    {go::gemm_kind::forward_bias_gelu, 64, 64, 64, type, math},
                    {x.span(), x.span(), x.span(), gs::device_span{}, x.span(), gs::device_span{}})),
                gs::usage_error);  // no bias
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward_gelu, 64, 64, 64, type, math},
-                                      {x.span(), x.span(), x.span(), gs::device_span{},
-                                       gs::device_span{}, gs::device_span{}})),
+  EXPECT_THROW(static_cast<void>(make_gemm({go::gemm_kind::forward_gelu, 64, 64, 64, type, math},
+                                           {x.span(), x.span(), x.span(), gs::device_span{},
+                                            gs::device_span{}, gs::device_span{}})),
                gs::usage_error);  // no pre-activation
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::backward_weight_bias, 64, 64, 64, type, math},
-                                      {x.span(), x.span(), x.span(), gs::device_span{},
-                                       gs::device_span{}, gs::device_span{}})),
-               gs::usage_error);  // no bias gradient
-  EXPECT_THROW(static_cast<void>(plan({go::gemm_kind::forward, 0, 64, 64, type, math},
-                                      {x.span(), x.span(), x.span(), gs::device_span{},
-                                       gs::device_span{}, gs::device_span{}})),
+  EXPECT_THROW(
+      static_cast<void>(make_gemm(
+          {go::gemm_kind::backward_weight_bias, 64, 64, 64, type, math},
+          {x.span(), x.span(), x.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}})),
+      gs::usage_error);  // no bias gradient
+  EXPECT_THROW(static_cast<void>(make_gemm({go::gemm_kind::forward, 0, 64, 64, type, math},
+                                           {x.span(), x.span(), x.span(), gs::device_span{},
+                                            gs::device_span{}, gs::device_span{}})),
                gs::usage_error);
-  EXPECT_THROW(static_cast<void>(go::gemm_plan{*handle_,
-                                               {go::gemm_kind::forward, 8, 8, 8, type, math},
-                                               {x.span(), x.span(), x.span(), gs::device_span{},
-                                                gs::device_span{}, gs::device_span{}},
-                                               static_cast<char*>(workspace_) + 16,
-                                               1024,
-                                               {},
-                                               *stream_}),
+  EXPECT_THROW(static_cast<void>(go::gemm{*handle_,
+                                          {go::gemm_kind::forward, 8, 8, 8, type, math},
+                                          {x.span(), x.span(), x.span(), gs::device_span{},
+                                           gs::device_span{}, gs::device_span{}},
+                                          static_cast<char*>(workspace_) + 16,
+                                          1024,
+                                          {},
+                                          *stream_}),
                gs::usage_error);  // misaligned workspace
-  // The plan runs once when made: its output must not alias its inputs.
+  // A gemm runs once when made: its output must not alias its inputs.
   device_matrix out{type, std::size_t{64}};
-  auto p = plan(
+  auto p = make_gemm(
       {go::gemm_kind::forward, 8, 8, 8, type, math},
       {x.span(), x.span(), out.span(), gs::device_span{}, gs::device_span{}, gs::device_span{}});
   auto moved = std::move(p);

@@ -177,7 +177,7 @@ TEST(gemm_path, alignment_is_read_from_real_pointer_values) {
   EXPECT_TRUE(go::can_fuse({go::gemm_kind::forward, 7, 5, 3, gs::dtype::float16}, odd).fused);
 }
 
-// The algorithm cache must not hand a plan an algorithm chosen for pointers with other
+// The algorithm cache must not hand a gemm an algorithm chosen for pointers with other
 // alignments: cuBLASLt's heuristic reads the bias and aux pointers from the descriptor.
 TEST(gemm_path, algorithm_key_tells_bias_and_aux_alignments_apart) {
   go::operand_addresses const aligned{0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
@@ -261,24 +261,24 @@ TEST(gemm_path, no_algorithm_falls_back_once_then_asks_for_workspace) {
   allow.allow_unfused = true;
   auto const fused = go::decide_path(p, aligned_addresses(), allow);
   ASSERT_TRUE(fused.fused);
-  auto const fallback = go::path_without_algorithm(p, fused, allow, 0, "plan L1");
+  auto const fallback = go::path_without_algorithm(p, fused, allow, 0, "gemm L1");
   EXPECT_FALSE(fallback.fused);
   EXPECT_EQ(fallback.kernels, go::unfused_path(p, "").kernels);
-  EXPECT_NE(fallback.reason.find("plan L1: cuBLASLt offers no algorithm for the"),
+  EXPECT_NE(fallback.reason.find("gemm L1: cuBLASLt offers no algorithm for the"),
             std::string::npos)
       << fallback.reason;
   EXPECT_NE(fallback.reason.find("0 bytes of workspace"), std::string::npos) << fallback.reason;
 
   auto const message = [&](go::path_decision const& current, go::gemm_options const& options) {
     return gs::testing::message_of([&] {
-      static_cast<void>(go::path_without_algorithm(p, current, options, 1024, "plan L1"));
+      static_cast<void>(go::path_without_algorithm(p, current, options, 1024, "gemm L1"));
     });
   };
   std::string const plain = message(fallback, allow);
-  EXPECT_NE(plain.find("plan L1: cuBLASLt has no algorithm for it with 1024 bytes of workspace"),
+  EXPECT_NE(plain.find("gemm L1: cuBLASLt has no algorithm for it with 1024 bytes of workspace"),
             std::string::npos)
       << plain;
-  EXPECT_NE(plain.find("gemm_plan::workspace_size"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("gemm::workspace_size"), std::string::npos) << plain;
   std::string const strict = message(fused, go::gemm_options{});
   EXPECT_NE(strict.find("set gemm_options::allow_unfused"), std::string::npos) << strict;
   EXPECT_NE(strict.find("or give it more workspace"), std::string::npos) << strict;

@@ -24,7 +24,7 @@
 /// the forward and backward graphs for these sizes, type and pointers; nothing runs) →
 /// `workspace_size` → `forward(workspace, bytes, stream)` / `backward(workspace, bytes, stream)`,
 /// which take the workspace with the work that uses it, only enqueue and are safe under stream
-/// capture. The operands are static buffers: their addresses are part of the plan, as they
+/// capture. The operands are static buffers: their addresses are part of the layer, as they
 /// are part of a captured graph.
 
 #include <cstddef>
@@ -58,10 +58,10 @@ struct cudnn_attention_state;
 /// @brief An owning cuDNN handle (cudnnCreate, on the current device). Move-only; a moved-from
 /// handle's get() is null.
 ///
-/// Lifetime and use: a plan keeps the raw handle and calls cuDNN with it on every forward() and
-/// backward(), after pointing it at that call's stream (cudnnSetStream), so the handle must
-/// outlive every plan made with it, and plans that share it must not run from two threads at
-/// once (a cuDNN handle is not thread-safe).
+/// Lifetime and use: a `cudnn_attention` keeps the raw handle and calls cuDNN with it on every
+/// forward() and backward(), after pointing it at that call's stream (cudnnSetStream), so the
+/// handle must outlive every layer made with it, and layers that share it must not run from two
+/// threads at once (a cuDNN handle is not thread-safe).
 class cudnn_handle {
  public:
   /// @brief Creates a handle for the current device.
@@ -77,20 +77,20 @@ class cudnn_handle {
 
 /// The operands: cudnn_attention_operands, in ops/attention_problem.hpp.
 
-/// @brief How a plan is made.
+/// @brief How a `cudnn_attention` is made.
 struct cudnn_attention_options {
   /// The backward without atomic accumulation (cuDNN's deterministic algorithm), so that two
   /// runs, and a replayed graph and an eager run, give the same bytes. The forward always is.
   bool deterministic{true};
 };
 
-/// @brief One attention layer on cuDNN, forward and backward, planned before capture.
+/// @brief One attention layer on cuDNN, forward and backward, set up before capture.
 ///
 /// Stream ordering: the constructor enqueues nothing (it builds cuDNN's execution plans on the
 /// host, which may compile kernels and take a second or more); forward() and backward() only
 /// enqueue, on the stream they are given. One workspace may serve forward() and backward() (and
-/// other plans): run them in stream order, never concurrently. Operands and workspace must stay
-/// allocated, at the same addresses, for the plan's life and for the life of every graph that
+/// other layers): run them in stream order, never concurrently. Operands and workspace must
+/// stay allocated, at the same addresses, for the layer's life and for the life of every graph that
 /// captured it.
 ///
 /// Capture: the cuDNN frontend names two ways into a CUDA graph: populate_cuda_graph(), for
@@ -99,12 +99,12 @@ struct cudnn_attention_options {
 /// (graph_interface.h) and for which it keeps the execution plan alive as long as the captured
 /// graph exists, through a CUDA user object (utils/cuda_graph_retention.h, CudaGraphRetention_t,
 /// PER_GRAPH by default). forward() and backward() are that execute(): cudnnSetStream, then the
-/// plan's launch with a variant pack made in the constructor (and, before cuDNN 9.6, a memset of
-/// the backward's dQ accumulator in the workspace). They allocate nothing, copy nothing from the
-/// host (the frontend copies from the host only for ALiBi slopes and padding masks, which this
-/// layer has none of) and synchronize nothing. Run each once eagerly before capturing it (as a
+/// execution plan's launch with a variant pack made in the constructor (and, before cuDNN 9.6, a
+/// memset of the backward's dQ accumulator in the workspace). They allocate nothing, copy nothing
+/// from the host (the frontend copies from the host only for ALiBi slopes and padding masks, which
+/// this layer has none of) and synchronize nothing. Run each once eagerly before capturing it (as a
 /// first training step does), so that cuDNN loads its kernels outside the capture.
-class cudnn_attention_plan {
+class cudnn_attention {
  public:
   /// @brief Whether cuDNN's fused attention can run this layer; `reason` names the constraint
   /// that fails and what to do: the build or cuDNN itself missing, cuDNN older than 9.0, a
@@ -120,40 +120,40 @@ class cudnn_attention_plan {
 
   /// @brief Builds and checks cuDNN's forward graph, and its backward graph when the operands
   /// include dout and dqkv; enqueues nothing.
-  /// @param handle must outlive the plan: forward() and backward() run cuDNN with it
+  /// @param handle must outlive the layer: forward() and backward() run cuDNN with it
   /// @throws usage_error (can_implement() refuses, with its reason; cuDNN finds no engine for the
   /// layer, with cuDNN's message; a moved-from handle), cudnn_error, cuda_error
-  cudnn_attention_plan(cudnn_handle const& handle, attention_shape const& shape,
-                       cudnn_attention_operands const& operands,
-                       cudnn_attention_options const& options = {});
-  ~cudnn_attention_plan();
-  /// @post the moved-from plan throws usage_error from every member but the destructor and
+  cudnn_attention(cudnn_handle const& handle, attention_shape const& shape,
+                  cudnn_attention_operands const& operands,
+                  cudnn_attention_options const& options = {});
+  ~cudnn_attention();
+  /// @post the moved-from layer throws usage_error from every member but the destructor and
   /// assignment
-  cudnn_attention_plan(cudnn_attention_plan&& other) noexcept;
-  cudnn_attention_plan& operator=(cudnn_attention_plan&& other) noexcept;
-  cudnn_attention_plan(cudnn_attention_plan const&) = delete;
-  cudnn_attention_plan& operator=(cudnn_attention_plan const&) = delete;
+  cudnn_attention(cudnn_attention&& other) noexcept;
+  cudnn_attention& operator=(cudnn_attention&& other) noexcept;
+  cudnn_attention(cudnn_attention const&) = delete;
+  cudnn_attention& operator=(cudnn_attention const&) = delete;
 
   /// @brief Workspace bytes that forward() and backward() need (the larger of the two; may be 0).
-  /// @throws usage_error (moved-from plan)
+  /// @throws usage_error (a moved-from layer)
   [[nodiscard]] std::size_t workspace_size() const;
   /// @brief Enqueues the forward on `stream`: out and logsumexp from qkv.
   /// @param workspace device memory of `workspace_bytes` ≥ workspace_size() (null with 0),
   /// 256-byte aligned, used by no work that runs concurrently with this call's; a captured call
   /// keeps its address in the graph
-  /// @throws usage_error (moved-from plan, fewer than workspace_size() bytes, a size without a
+  /// @throws usage_error (a moved-from layer, fewer than workspace_size() bytes, a size without a
   /// pointer, a misaligned workspace), cudnn_error (cuDNN refused to enqueue)
   void forward(void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) const;
   /// @brief Enqueues the backward on `stream`: dqkv from dout, qkv, out and logsumexp.
   /// @param workspace as forward()'s
-  /// @throws usage_error (as forward(), and a plan made without dout and dqkv), cudnn_error
+  /// @throws usage_error (as forward(), and a layer made without dout and dqkv), cudnn_error
   /// (cuDNN refused to enqueue)
   void backward(void* workspace, std::size_t workspace_bytes, cuda::stream_view stream) const;
 
-  /// @brief Whether the plan has a backward (its operands included dout and dqkv).
+  /// @brief Whether the layer has a backward (its operands included dout and dqkv).
   [[nodiscard]] bool has_backward() const noexcept;
-  /// @brief The layer this plan was made for.
-  /// @throws usage_error (moved-from plan)
+  /// @brief The shape this layer was made for.
+  /// @throws usage_error (a moved-from layer)
   [[nodiscard]] attention_shape const& shape() const;
 
  private:

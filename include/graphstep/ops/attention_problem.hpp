@@ -29,7 +29,7 @@ struct attention_shape {
 /// @brief The device buffers of one attention layer on cuDNN, as spans holding at least the
 /// elements of the layouts above. `qkv`, `out`, `dout` and `dqkv` are of qkv's type, 16-byte
 /// aligned (cuDNN's kernels move them in 16-byte vectors); `logsumexp` is fp32, 16-byte aligned.
-/// `dout` and `dqkv` are given together, or both left empty for a plan without backward().
+/// `dout` and `dqkv` are given together, or both left empty for a layer without backward().
 /// `out` and `logsumexp` share no memory with qkv or each other, nor `dqkv` with any other
 /// operand.
 struct cudnn_attention_operands {

@@ -8,7 +8,7 @@
 /// layouts, alignment preferences from the real pointers, heuristic query, optional autotune,
 /// one eager run) → `run(stream)`, which issues only cublasLtMatmul (plus the small kernels of
 /// the unfused path) and is safe under stream capture. The operands are static buffers: their
-/// addresses are part of the plan, as they are part of a captured graph.
+/// addresses are part of the `gemm`, as they are part of a captured graph.
 ///
 /// A two-layer MLP (fc1 + GELU, fc2) runs its backward in three GEMMs plus the input gradient:
 /// fc2 `backward_weight_bias` (dW2 and db2 in one GEMM), `backward_data_gelu` through fc2 into
@@ -37,10 +37,10 @@ struct lt_state;
 
 /// @brief An owning cuBLASLt handle. Move-only; a moved-from handle's get() is null.
 ///
-/// Lifetime: a gemm_plan keeps the raw handle and calls cublasLtMatmul with it on every run();
+/// Lifetime: a gemm keeps the raw handle and calls cublasLtMatmul with it on every run();
 /// the handle is "an opaque structure holding the cuBLASLt library context" (cuBLAS
 /// documentation, cublasLtCreate), which a destroyed handle no longer holds. So the handle must
-/// outlive every plan made with it.
+/// outlive every `gemm` made with it.
 class cublaslt_handle {
  public:
   /// @brief Creates a handle (cublasLtCreate; needs no device).
@@ -69,12 +69,12 @@ struct gemm_operands {
   device_span bias_gradient;  ///< backward_data_gelu: [K]; backward_weight_bias: [N]
 };
 
-/// @brief One planned GEMM of a layer.
+/// @brief One GEMM of a layer, set up (descriptors, algorithm, workspace) and ready to run.
 ///
 /// Stream ordering: the constructor enqueues (and, when autotuning, waits for) work on the
 /// stream it is given; run() only enqueues. Operands must stay allocated, at the same
-/// addresses, for the plan's life and for the life of every graph that captured run().
-class gemm_plan {
+/// addresses, for the gemm's life and for the life of every graph that captured run().
+class gemm {
  public:
   /// @brief Whether the fused path can run these operands; `reason` says which constraint
   /// fails (alignments are read from the pointer values).
@@ -86,26 +86,26 @@ class gemm_plan {
   /// @throws cuda_error
   [[nodiscard]] static std::size_t workspace_size();
 
-  /// @brief Initializes the plan and runs it once on `stream` (which must not be capturing).
-  /// @param handle must outlive the plan: run() calls cublasLtMatmul with it
+  /// @brief Sets the GEMM up and runs it once on `stream` (which must not be capturing).
+  /// @param handle must outlive the gemm: run() calls cublasLtMatmul with it
   /// @param workspace device memory of `workspace_bytes`, 256-byte aligned (from the pool); it
-  /// must not be used by work running concurrently with this plan's runs
+  /// must not be used by work running concurrently with this gemm's runs
   /// @throws usage_error (unsupported without fallback, missing operands or ones of another type
   /// or too short for the problem, a capturing stream, misaligned workspace, no cuBLASLt
   /// algorithm), cublas_error, cuda_error
-  gemm_plan(cublaslt_handle const& handle, gemm_problem const& problem,
-            gemm_operands const& operands, void* workspace, std::size_t workspace_bytes,
-            gemm_options const& options, cuda::stream_view stream);
-  ~gemm_plan();
-  /// @post the moved-from plan throws usage_error from run()
-  gemm_plan(gemm_plan&& other) noexcept;
-  gemm_plan& operator=(gemm_plan&& other) noexcept;
-  gemm_plan(gemm_plan const&) = delete;
-  gemm_plan& operator=(gemm_plan const&) = delete;
+  gemm(cublaslt_handle const& handle, gemm_problem const& problem, gemm_operands const& operands,
+       void* workspace, std::size_t workspace_bytes, gemm_options const& options,
+       cuda::stream_view stream);
+  ~gemm();
+  /// @post the moved-from gemm throws usage_error from run()
+  gemm(gemm&& other) noexcept;
+  gemm& operator=(gemm&& other) noexcept;
+  gemm(gemm const&) = delete;
+  gemm& operator=(gemm const&) = delete;
 
   /// @brief Enqueues the GEMM (and, unfused, its kernels) on `stream`. Capturable: it queries
   /// nothing and allocates nothing.
-  /// @throws usage_error (moved-from plan), cublas_error, cuda_error
+  /// @throws usage_error (a moved-from gemm), cublas_error, cuda_error
   void run(cuda::stream_view stream) const;
 
   /// @brief True when the epilogue runs inside the GEMM (always for kinds without one).
@@ -114,7 +114,7 @@ class gemm_plan {
   [[nodiscard]] std::string const& unfused_reason() const noexcept;
   /// @brief The whole decision: the GEMM's epilogue and the kernels that follow it.
   [[nodiscard]] path_decision const& decision() const noexcept;
-  /// @brief The problem this plan was made for.
+  /// @brief The problem this gemm was made for.
   [[nodiscard]] gemm_problem const& problem() const noexcept;
 
  private:

@@ -111,7 +111,7 @@ struct operand_addresses {
 /// @throws usage_error (bad sizes, as map_to_cublaslt)
 [[nodiscard]] support can_fuse(gemm_problem const& problem, operand_addresses const& addresses);
 
-/// @brief How a plan is made; the defaults fuse or fail loudly.
+/// @brief How a `gemm` is made; the defaults fuse or fail loudly.
 struct gemm_options {
   gelu_form form{gelu_form::tanh};
   /// Take the unfused path (plain GEMM + kernels) when the fused one cannot run, instead of
@@ -134,7 +134,7 @@ enum class unfused_kernel {
   bias_gradient_of_lhs,  ///< bias_gradient = Σ_rows lhs (dY of the weight gradient)
 };
 
-/// @brief The path a plan takes: the GEMM's epilogue, and the kernels after it when unfused.
+/// @brief The path a `gemm` takes: the GEMM's epilogue, and the kernels after it when unfused.
 struct path_decision {
   bool fused{true};
   /// Why the unfused path was taken; empty when fused.
@@ -171,13 +171,13 @@ struct path_decision {
 /// @brief The largest power of two, up to 256, that divides `address` (256 for null).
 [[nodiscard]] std::uint32_t alignment_of(std::uintptr_t address) noexcept;
 
-/// @brief Everything cuBLASLt's algorithm choice for a plan depends on, for the process-wide
+/// @brief Everything cuBLASLt's algorithm choice for a `gemm` depends on, for the process-wide
 /// cache of chosen algorithms: device, kind, path (the epilogue set on the GEMM), shape,
 /// element type and math, autotune count, workspace, and the alignment of every pointer the
 /// heuristic sees. A/B/C/D alignments reach it through CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES;
 /// the bias and aux pointers it reads from the descriptor (CUBLASLT_MATMUL_DESC_BIAS_POINTER,
 /// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER), so an algorithm chosen for a 256-byte aligned
-/// bias may need 16-byte vector loads another plan's bias cannot serve. Alignments of pointers
+/// bias may need 16-byte vector loads another gemm's bias cannot serve. Alignments of pointers
 /// the GEMM's epilogue does not use are 0, so they do not split the cache.
 struct algorithm_key {
   int device{};
@@ -193,7 +193,7 @@ struct algorithm_key {
 [[nodiscard]] bool operator<(algorithm_key const& lhs, algorithm_key const& rhs) noexcept;
 [[nodiscard]] bool operator==(algorithm_key const& lhs, algorithm_key const& rhs) noexcept;
 
-/// @brief The cache key of a plan on `device` taking `path` with operands at `addresses`.
+/// @brief The cache key of a `gemm` on `device` taking `path` with operands at `addresses`.
 /// @throws usage_error (bad sizes, as map_to_cublaslt)
 [[nodiscard]] algorithm_key algorithm_key_for(int device, gemm_problem const& problem,
                                               path_decision const& path,
