@@ -178,10 +178,15 @@ void device_buffer::copy_from_host(std::vector<float> const& source, stream_view
   copy_from_host(source.data(), source.size() * sizeof(float), dtype::float32, stream);
 }
 
-void device_buffer::copy_from_device(void const* source, std::size_t bytes, dtype type,
-                                     stream_view stream) {
-  expect(bytes, type, "copy_from_device");
-  GRAPHSTEP_EXPECTS(source != nullptr, "device_buffer::copy_from_device: the source is null");
+void device_buffer::copy_from_device(device_span source, stream_view stream) {
+  copy_device_bytes(source.data(), source.bytes(), source.type(), "copy_from_device", stream);
+}
+
+void device_buffer::copy_device_bytes(void const* source, std::size_t bytes, dtype type,
+                                      char const* what, stream_view stream) {
+  expect(bytes, type, what);
+  GRAPHSTEP_EXPECTS(source != nullptr,
+                    std::string{"device_buffer::"} + what + ": the source is null");
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(data_, source, bytes, cudaMemcpyDeviceToDevice, stream.get()));
   record_use(stream);
 }
@@ -192,7 +197,8 @@ void device_buffer::copy_from(device_buffer const& source, stream_view stream) {
   };
   GRAPHSTEP_EXPECTS(type_of(source) == type_of(*this),
                     "device_buffer::copy_from: buffers of different types (or one untyped)");
-  copy_from_device(source.data(), source.size(), spec_ ? spec_->type() : dtype::float32, stream);
+  copy_device_bytes(source.data(), source.size(), spec_ ? spec_->type() : dtype::float32,
+                    "copy_from", stream);
   source.record_use(stream);
 }
 

@@ -67,6 +67,17 @@ TEST_F(buffer_test, copies_check_size_and_type) {
   gs::cuda::device_buffer other{{"other", {32}, gs::dtype::float32}, stream, pool};
   other.copy_from(input, stream);
   EXPECT_EQ(other.to_host(stream), values);
+  gs::cuda::device_buffer copy{{"copy", {4, 8}, gs::dtype::float32}, stream, pool};
+  copy.copy_from_device(other.view(), stream);
+  EXPECT_EQ(copy.to_host(stream), values);
+  EXPECT_NE(message_of([&] {
+              copy.copy_from_device(other.view().subspan(0, 31), stream);
+            }).find("copy_from_device: 124 bytes for a 'copy' [4, 8] float32 buffer of 128 bytes"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              copy.copy_from_device({nullptr, gs::dtype::float32, 32}, stream);
+            }).find("copy_from_device: the source is null"),
+            std::string::npos);
   gs::cuda::device_buffer moved = std::move(other);
   EXPECT_THROW(other.copy_from(input, stream), gs::usage_error);  // NOLINT: moved-from
   EXPECT_NE(message_of([&] {

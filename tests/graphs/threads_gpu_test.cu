@@ -258,7 +258,7 @@ TEST_P(teardown_during_capture_test, tearing_down_leaves_a_capture_made_with_the
   static_cast<void>(held_block);
   auto buffer = std::make_unique<gs::cuda::device_buffer>(gs::tensor_spec{{n}, gs::dtype::float32},
                                                           stream, kept_pool);
-  buffer->copy_from_device(x, sizeof(float) * n, gs::dtype::float32, other);
+  buffer->copy_from_device({x, gs::dtype::float32, static_cast<std::size_t>(n)}, other);
   auto const in_use_with_buffer = kept_pool.statistics().bytes_in_use;
 
   raw_capture_on_another_thread capture{GetParam() == gs::graphs::capture_mode::global

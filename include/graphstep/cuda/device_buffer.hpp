@@ -92,8 +92,10 @@ class device_buffer {
   void copy_from_host(void const* source, std::size_t bytes, dtype type, stream_view stream);
   /// @brief float32 convenience.
   void copy_from_host(std::vector<float> const& source, stream_view stream);
-  /// @brief Device-to-device; legal inside a capture (both addresses are fixed).
-  void copy_from_device(void const* source, std::size_t bytes, dtype type, stream_view stream);
+  /// @brief Device-to-device from `source`, of the buffer's bytes (and type, for a typed
+  /// buffer); legal inside a capture (both addresses are fixed).
+  /// @throws usage_error (size or type mismatch, null source, an empty buffer), cuda_error
+  void copy_from_device(device_span source, stream_view stream);
   /// @brief Device-to-device from another buffer of the same bytes and type.
   void copy_from(device_buffer const& source, stream_view stream);
   /// @brief Enqueues a copy to the host; synchronize `stream` before reading it.
@@ -122,6 +124,8 @@ class device_buffer {
   void allocate(std::size_t bytes);
   void release() noexcept;
   void expect(std::size_t bytes, dtype type, char const* what) const;
+  void copy_device_bytes(void const* source, std::size_t bytes, dtype type, char const* what,
+                         stream_view stream);
 
   void* data_{};
   std::size_t size_{};
