@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host instructions per graph-cache request against the number of buckets, counted by callgrind.
+"""Host instructions per graph-cache request against the number of capture sizes, counted by callgrind.
 
 Runs a replay-cost benchmark under valgrind's callgrind, collecting only the requests of its
 timed loop (the benchmark toggles collection around each with CALLGRIND_TOGGLE_COLLECT), and
@@ -13,10 +13,10 @@ Requests are counted by the benchmark (its counter timed_requests: every timed r
 process, the runs Google Benchmark makes to size its iterations included).
 
   bench/replay_cost_callgrind.py build-sim/bench/graphstep_bench graph_cache_replay \
-      --entry 'basic_graph_cache<graphstep::schedule::bucket_policy>::run'
+      --entry 'basic_graph_cache<graphstep::schedule::capture_sizes>::run'
   bench/replay_cost_callgrind.py build-sim/bench/graphstep_cpu_bench replay_cost/one_stream
   bench/replay_cost_callgrind.py build-sim/bench/graphstep_bench graph_exec_replay \
-      --buckets 0,1 --entry 'graphstep::graphs::graph_exec::replay' --calls
+      --sizes 0,1 --entry 'graphstep::graphs::graph_exec::replay' --calls
 (graph_exec_replay/0: a replay without a pool; /1: with one.)
 """
 
@@ -82,8 +82,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("binary")
-    parser.add_argument("benchmark", help="the benchmark's name before /<buckets>")
-    parser.add_argument("--buckets", default="8,32,128,512")
+    parser.add_argument("benchmark", help="the benchmark's name before /<sizes>")
+    parser.add_argument("--sizes", default="8,32,128,512")
     parser.add_argument("--min-time", default="0.01", help="--benchmark_min_time, seconds")
     parser.add_argument(
         "--entry", default="",
@@ -93,15 +93,15 @@ def main():
     parser.add_argument("--calls", action="store_true",
                         help="also print the CUDA runtime calls graphstep made per request")
     args = parser.parse_args()
-    print(f"{'buckets':>8} {'requests':>9} {'total Ir':>10} {'own Ir':>10}")
-    for buckets in args.buckets.split(","):
+    print(f"{'sizes':>8} {'requests':>9} {'total Ir':>10} {'own Ir':>10}")
+    for sizes in args.sizes.split(","):
         with tempfile.TemporaryDirectory() as scratch:
             out = os.path.join(scratch, "callgrind.out")
             report = os.path.join(scratch, "benchmark.json")
             subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                  "--collect-atstart=no", args.binary,
-                 f"--benchmark_filter=^{args.benchmark}/{buckets}/",
+                 f"--benchmark_filter=^{args.benchmark}/{sizes}/",
                  f"--benchmark_min_time={args.min_time}", f"--benchmark_out={report}",
                  "--benchmark_out_format=json"],
                 check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -110,8 +110,8 @@ def main():
                 requests = max(run.get("timed_requests", 0)
                                for run in json.load(data)["benchmarks"])
         if requests == 0:
-            sys.exit(f"no request counted for {args.benchmark}/{buckets}")
-        print(f"{buckets:>8} {requests:>9} {total / requests:>10.0f} "
+            sys.exit(f"no request counted for {args.benchmark}/{sizes}")
+        print(f"{sizes:>8} {requests:>9} {total / requests:>10.0f} "
               f"{(total - foreign) / requests:>10.0f}")
         if args.calls:
             for name, number in sorted(calls.items()):

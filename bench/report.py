@@ -337,7 +337,7 @@ def main() -> int:
                 ("pool_allocate_free", []), ("cuda_malloc_async_free", []),
                 ("bucket_graph_memory/", ["mapped_MiB", "largest_bucket_MiB", "capture_ms"]),
                 ("one_segment_step/", ["host_us"]),
-                ("many_buckets/", ["buckets", "capture_ms", "pool_MiB",
+                ("many_sizes/", ["sizes", "capture_ms", "pool_MiB",
                                    "switching_request_host_us"])]
     if not gpu:
         lines += ["No GPU results in this run (no device, or graphstep_bench failed).", ""]
@@ -348,7 +348,7 @@ def main() -> int:
     if cpu:
         lines += ["## CPU", ""] + table(cpu, ["allocations", "footprint_ratio",
                                               "greedy_by_size_ratio",
-                                              "greedy_by_size_smallest_gap_ratio", "buckets",
+                                              "greedy_by_size_smallest_gap_ratio", "sizes",
                                               "pad_ratio"]) + [""]
     lines += ["## PyTorch comparison", ""]
     if "results" in torch:

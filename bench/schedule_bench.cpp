@@ -1,10 +1,10 @@
-// Shape buckets: 32 buckets of one 40-kernel step, every bucket captured and instantiated in
-// full, against one instantiated template from which the other buckets' executables are
-// derived by cudaGraphExecUpdate. Reports the capture time of all buckets, the time of the
-// first request of every bucket (where the template mode pays its updates), the device memory
-// taken (pool and executable graphs) and the host cost of a request that switches bucket.
+// Capture sizes: 32 sizes of one 40-kernel step, every size captured and instantiated in
+// full, against one instantiated template from which the other capture sizes' executables are
+// derived by cudaGraphExecUpdate. Reports the capture time of all capture sizes, the time of the
+// first request of every capture size (where the template mode pays its updates), the device memory
+// taken (pool and executable graphs) and the host cost of a request that switches capture size.
 // Then the replay scheduler's own host overhead against a bare replay of the same graph, and
-// the host cost of a graph cache's replay against the number of buckets sharing its pool.
+// the host cost of a graph cache's replay against the number of capture sizes sharing its pool.
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -44,13 +44,13 @@ std::size_t device_free_bytes() {
   return free;
 }
 
-// A 40-kernel "model" sized by its bucket: dropout layers between two pool buffers. Every
-// bucket has the same topology; arguments and grids differ.
-struct bucket_model {
+// A 40-kernel "model" sized by its capture size: dropout layers between two pool buffers. Every
+// capture size has the same topology; arguments and grids differ.
+struct size_model {
   gs::memory::memory_pool& pool;
   gs::train::capture_safe_rng& rng;
-  void operator()(std::int64_t bucket, gs::cuda::stream_view stream) const {
-    std::size_t const n = static_cast<std::size_t>(bucket * row_elements);
+  void operator()(std::int64_t size, gs::cuda::stream_view stream) const {
+    std::size_t const n = static_cast<std::size_t>(size * row_elements);
     auto* a = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     auto* b = static_cast<float*>(pool.allocate(sizeof(float) * n, stream));
     auto* mask = static_cast<std::uint8_t*>(pool.allocate(n, stream));
@@ -69,17 +69,17 @@ struct bucket_model {
   }
 };
 
-gsch::bucket_policy thirty_two_buckets() {
-  std::vector<std::int64_t> buckets;
-  for (std::int64_t b = 8; b <= 256; b += 8) buckets.push_back(b);  // 8, 16, ..., 256
-  return gsch::bucket_policy{std::move(buckets)};
+gsch::capture_sizes thirty_two_sizes() {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t b = 8; b <= 256; b += 8) sizes.push_back(b);  // 8, 16, ..., 256
+  return gsch::capture_sizes{std::move(sizes)};
 }
 
-void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
+void many_sizes(benchmark::State& state, gsch::graph_instantiation how) {
   if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
   gs::cuda::stream stream;
   gs::train::capture_safe_rng rng{7, stream};
-  auto const policy = thirty_two_buckets();
+  auto const policy = thirty_two_sizes();
   double capture_ms = 0.0;
   double first_serve_ms = 0.0;
   double switch_us = 0.0;
@@ -93,13 +93,13 @@ void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
       gs::memory::memory_pool pool;
       gsch::graph_cache_options options;
       options.instantiation = how;
-      gsch::graph_cache cache{policy, bucket_model{pool, rng}, pool, options};
+      gsch::graph_cache cache{policy, size_model{pool, rng}, pool, options};
       auto const start = std::chrono::steady_clock::now();
       cache.precapture(stream);
       stream.synchronize();
       auto const captured = std::chrono::steady_clock::now();
-      for (std::int64_t bucket : policy.capture_order()) {
-        static_cast<void>(cache.run(bucket, stream));
+      for (std::int64_t size : policy.capture_order()) {
+        static_cast<void>(cache.run(size, stream));
       }
       stream.synchronize();
       auto const served = std::chrono::steady_clock::now();
@@ -109,7 +109,7 @@ void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
       mapped = pool.statistics().mapped_bytes;
       std::size_t const free_after = device_free_bytes();
       device_taken = free_before > free_after ? free_before - free_after : 0;
-      // Host cost of requests that alternate between two buckets (an update each, in
+      // Host cost of requests that alternate between two capture sizes (an update each, in
       // template mode).
       int const rounds = 200;
       auto const serve_start = std::chrono::steady_clock::now();
@@ -122,7 +122,7 @@ void many_buckets(benchmark::State& state, gsch::bucket_instantiation how) {
       last = cache.statistics();
     }
   }
-  state.counters["buckets"] = static_cast<double>(policy.buckets().size());
+  state.counters["sizes"] = static_cast<double>(policy.sizes().size());
   state.counters["capture_ms"] = capture_ms;
   state.counters["first_serve_ms"] = first_serve_ms;
   state.counters["pool_MiB"] = static_cast<double>(mapped) / (1 << 20);
@@ -183,21 +183,21 @@ void one_segment_step(benchmark::State& state, bool through_scheduler) {
 // collecting around each request saw (bench/replay_cost_callgrind.py divides by it).
 std::int64_t timed_requests = 0;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
 
-// Host cost of graph_cache::run replaying a bucket, against the number of buckets whose graphs
-// share one pool (bucket b: two pool buffers of b x 256 bytes, the first 256 bytes of each
-// cleared, so that the work a replay runs is the same in every bucket). The buckets are
-// pre-captured and replayed once each; requests then go round the buckets on one stream, so
-// that each one switches bucket. Timed: the call alone; the stream is synchronized every 64
-// requests, untimed. The target is a cost flat in the number of buckets.
+// Host cost of graph_cache::run replaying a capture size, against the number of capture sizes whose
+// graphs share one pool (capture size b: two pool buffers of b x 256 bytes, the first 256 bytes of
+// each cleared, so that the work a replay runs is the same in every capture size). The capture
+// sizes are pre-captured and replayed once each; requests then go round the capture sizes on one
+// stream, so that each one switches capture size. Timed: the call alone; the stream is synchronized
+// every 64 requests, untimed. The target is a cost flat in the number of capture sizes.
 void graph_cache_replay(benchmark::State& state) {
   if (gs::cuda::device_count() == 0) return state.SkipWithError("no CUDA device visible");
-  std::int64_t const buckets = state.range(0);
+  std::int64_t const size_count = state.range(0);
   gs::cuda::stream stream;
   std::vector<std::int64_t> sizes;
-  for (std::int64_t b = 1; b <= buckets; ++b) sizes.push_back(b);
+  for (std::int64_t b = 1; b <= size_count; ++b) sizes.push_back(b);
   gs::memory::memory_pool pool;
-  auto step = [&pool](std::int64_t bucket, gs::cuda::stream_view s) {
-    std::size_t const bytes = static_cast<std::size_t>(bucket) * 256;
+  auto step = [&pool](std::int64_t size, gs::cuda::stream_view s) {
+    std::size_t const bytes = static_cast<std::size_t>(size) * 256;
     void* a = pool.allocate(bytes, s);
     void* b = pool.allocate(bytes, s);
     GRAPHSTEP_CUDA_TRY(cudaMemsetAsync(a, 0, 256, s.get()));
@@ -207,7 +207,7 @@ void graph_cache_replay(benchmark::State& state) {
   };
   gsch::graph_cache_options options;
   options.lifecycle.warmup_runs = 1;
-  gsch::graph_cache cache{gsch::bucket_policy{sizes}, step, pool, options};
+  gsch::graph_cache cache{gsch::capture_sizes{sizes}, step, pool, options};
   cache.precapture(stream);
   for (std::int64_t size : sizes) static_cast<void>(cache.run(size, stream));
   stream.synchronize();
@@ -225,7 +225,7 @@ void graph_cache_replay(benchmark::State& state) {
     if (++requests % 64 == 0) stream.synchronize();
   }
   stream.synchronize();
-  state.counters["buckets"] = static_cast<double>(buckets);
+  state.counters["sizes"] = static_cast<double>(size_count);
   state.counters["timed_requests"] = static_cast<double>(timed_requests);
   state.counters["ordered_replays"] = static_cast<double>(pool.statistics().ordered_replays);
 }
@@ -234,11 +234,11 @@ void graph_cache_replay(benchmark::State& state) {
 
 BENCHMARK_CAPTURE(one_segment_step, bare_replay, false)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(one_segment_step, scheduler, true)->Repetitions(5)->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(many_buckets, each_bucket_instantiated, gsch::bucket_instantiation::each_bucket)
+BENCHMARK_CAPTURE(many_sizes, each_size_instantiated, gsch::graph_instantiation::each_size)
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(many_buckets, update_template, gsch::bucket_instantiation::update_template)
+BENCHMARK_CAPTURE(many_sizes, update_template, gsch::graph_instantiation::update_template)
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

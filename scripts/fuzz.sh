@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and fuzzes each for the given
-# number of seconds (default 60): the allocator core with the planner, the bucket policies with
+# number of seconds (default 60): the allocator core with the planner, the capture sizes and shapes with
 # the graph cache's LRU budget, the validation of step descriptions (plan_step), and the parser of
 # safetensors headers (load_safetensors). Needs clang with its libFuzzer runtime (Debian: clang,
 # libclang-rt-14-dev), installed with apt-get when missing and run as root. Each target keeps
@@ -50,7 +50,7 @@ build() {
   clang++ "${flags[@]}" "${objects[@]}" -o "build-fuzz/${name}/${name}"
 }
 build block_allocator_fuzz src/memory/detail/block_allocator.cpp src/memory/allocation_plan.cpp &
-build bucket_policy_fuzz src/schedule/bucket_policy.cpp src/schedule/shape_bucket_policy.cpp &
+build capture_sizes_fuzz src/schedule/capture_sizes.cpp src/schedule/capture_shapes.cpp &
 build step_plan_fuzz src/schedule/step_plan.cpp &
 build safetensors_header_fuzz src/train/detail/safetensors_header.cpp &
 wait -n  # each wait stops the script if that build failed
@@ -68,7 +68,7 @@ fuzz() {
   echo "${result}" >"build-fuzz/${name}/status"
 }
 
-targets=(block_allocator_fuzz bucket_policy_fuzz step_plan_fuzz safetensors_header_fuzz)
+targets=(block_allocator_fuzz capture_sizes_fuzz step_plan_fuzz safetensors_header_fuzz)
 jobs=${GRAPHSTEP_CHECK_JOBS:-$(nproc)}
 running=0
 for name in "${targets[@]}"; do

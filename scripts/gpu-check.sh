@@ -13,7 +13,7 @@
 #   GPU_CHECK_TESTS    a ctest regular expression (-R): only the tests it matches run in the
 #                      `tests` phase (default: every test)
 #   GPU_CHECK_EXAMPLES the examples the `examples` phase runs (default: all of "wrap_existing
-#                      mlp_train bucketed_shapes conv_block ddp transformer_lm")
+#                      mlp_train varying_shapes conv_block ddp transformer_lm")
 #   BENCH_FILTER, BENCH_COMPARE
 #                      passed to scripts/bench.sh in the `bench` phase: a graphstep_bench
 #                      filter, and which PyTorch comparisons run (default: "mlp transformer")
@@ -174,7 +174,7 @@ fi
 if wants tests; then
   log ""
   log "## tests"
-  # The soak tests run longer here than in a quick ctest: a minute of bucket churn and a
+  # The soak tests run longer here than in a quick ctest: a minute of graph cache churn and a
   # million replays of a training step.
   export GRAPHSTEP_SOAK_SECONDS=${GRAPHSTEP_SOAK_SECONDS:-60}
   export GRAPHSTEP_SOAK_REPLAYS=${GRAPHSTEP_SOAK_REPLAYS:-1000000}
@@ -195,7 +195,7 @@ if wants examples; then
   log ""
   log "## examples"
   # Each is also run by ctest tests; here with its defaults, at full size.
-  for example in ${GPU_CHECK_EXAMPLES:-wrap_existing mlp_train bucketed_shapes conv_block ddp transformer_lm}; do
+  for example in ${GPU_CHECK_EXAMPLES:-wrap_existing mlp_train varying_shapes conv_block ddp transformer_lm}; do
     binary=$(find "${build}/examples" -maxdepth 2 -type f -name "${example}" | head -1)
     [[ -z "${binary}" ]] && { log "- ${example}: not built"; continue; }
     timeout 600 "${binary}" > "${results}/${example}.txt" 2>&1

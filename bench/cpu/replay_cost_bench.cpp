@@ -1,14 +1,14 @@
-// Host cost of the pool's part of a graph cache's replay against the number of bucket graphs
-// sharing one pool, on the CPU: on every request graph_cache::run chooses the bucket
-// (bucket_policy) and, around the launch, the pool orders the replay after launches of graphs
+// Host cost of the pool's part of a graph cache's replay against the number of graphs of capture
+// sizes sharing one pool, on the CPU: on every request graph_cache::run chooses the capture size
+// (capture_sizes) and, around the launch, the pool orders the replay after launches of graphs
 // that share its memory (pool_engine::before_replay, after_replay); here on a device whose
 // launches and events cost nothing. The simulator's graph_cache_replay benchmark
 // (bench/schedule_bench.cpp) measures the whole call, the cache's own bookkeeping included.
 //
-// The buckets (1 to N rows) are captured largest first into one pool, after a warm-up step of
+// The capture sizes (1 to N rows) are captured largest first into one pool, after a warm-up step of
 // each, every step reusing the memory of the larger ones, so every graph shares memory with
-// every other (counter `sharing`). Requests then go round the buckets, so that each one
-// switches bucket:
+// every other (counter `sharing`). Requests then go round the capture sizes, so that each one
+// switches capture size:
 //   replay_cost/one_stream/N       every request on one stream (the common training loop);
 //   replay_cost/two_streams/N      requests alternate between two streams whose launches have
 //                                  completed by the next request (the GPU keeps up).
@@ -18,7 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/capture_sizes.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,10 +74,10 @@ class null_device final : public gm::pool_device {
   std::size_t mapped_{};
 };
 
-// A step sized by its bucket: two activations and a temporary, all freed by its end.
-void run_step(gm::pool_engine& pool, std::int64_t bucket, gm::stream_id stream,
+// A step sized by its capture size: two activations and a temporary, all freed by its end.
+void run_step(gm::pool_engine& pool, std::int64_t size, gm::stream_id stream,
               std::optional<gm::capture_id> capture) {
-  std::size_t const bytes = static_cast<std::size_t>(bucket) * row_bytes;
+  std::size_t const bytes = static_cast<std::size_t>(size) * row_bytes;
   std::uintptr_t const a = pool.allocate(bytes, stream, capture);
   std::uintptr_t const b = pool.allocate(bytes, stream, capture);
   std::uintptr_t const temp = pool.allocate(bytes / 2 + 256, stream, capture);
@@ -87,16 +87,16 @@ void run_step(gm::pool_engine& pool, std::int64_t bucket, gm::stream_id stream,
 }
 
 // What graph_cache::run does on a request, but for the cache's bookkeeping and the launch: a
-// bucket's graph id is its size.
+// graph id is its capture size.
 struct cache {
-  gsch::bucket_policy policy;
+  gsch::capture_sizes policy;
   gm::pool_engine& pool;
-  // Per bucket graph, what its lease keeps between replays; its launch event is its id.
+  // Per graph, what its lease keeps between replays; its launch event is its id.
   std::map<gm::graph_id, gm::replay_memo> memos;
 
-  gsch::bucket_choice run(std::int64_t size, gm::stream_id stream) {
-    gsch::bucket_choice const choice = policy.choose(size);
-    auto const graph = static_cast<gm::graph_id>(choice.bucket);
+  gsch::size_choice run(std::int64_t size, gm::stream_id stream) {
+    gsch::size_choice const choice = policy.choose(size);
+    auto const graph = static_cast<gm::graph_id>(choice.captured);
     gm::replay_memo& memo = memos[graph];
     if (!pool.replay_is_settled(memo, stream, graph)) {
       pool.before_replay(graph, stream);
@@ -108,11 +108,11 @@ struct cache {
   // As graph_cache::precapture: every warm-up first, then the captures, largest first.
   void precapture(gm::stream_id stream) {
     std::vector<std::int64_t> const order = policy.capture_order();
-    for (std::int64_t bucket : order) run_step(pool, bucket, stream, std::nullopt);
-    for (std::int64_t bucket : order) {
-      auto const graph = static_cast<gm::graph_id>(bucket);
-      pool.begin_capture(graph, graph, "bucket " + std::to_string(bucket), stream);
-      run_step(pool, bucket, stream, gm::capture_id{graph});
+    for (std::int64_t size : order) run_step(pool, size, stream, std::nullopt);
+    for (std::int64_t size : order) {
+      auto const graph = static_cast<gm::graph_id>(size);
+      pool.begin_capture(graph, graph, "size " + std::to_string(size), stream);
+      run_step(pool, size, stream, gm::capture_id{graph});
       static_cast<void>(pool.finish_capture(graph, true));
     }
   }
@@ -123,14 +123,14 @@ struct cache {
 std::int64_t timed_requests = 0;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
 
 void replay_cost(benchmark::State& state, bool two_streams) {
-  std::int64_t const buckets = state.range(0);
+  std::int64_t const size_count = state.range(0);
   null_device device{two_streams};
   gm::pool_engine_options options;
   options.growth_bytes = std::size_t{2} << 20;
   gm::pool_engine pool{options, device};
   std::vector<std::int64_t> sizes;
-  for (std::int64_t b = 1; b <= buckets; ++b) sizes.push_back(b);
-  cache c{gsch::bucket_policy{sizes}, pool, {}};
+  for (std::int64_t b = 1; b <= size_count; ++b) sizes.push_back(b);
+  cache c{gsch::capture_sizes{sizes}, pool, {}};
   c.precapture(first_stream);
   gm::stream_id stream = first_stream;
   auto const next_stream = [&stream, two_streams] {
@@ -157,10 +157,10 @@ void replay_cost(benchmark::State& state, bool two_streams) {
   for (std::int64_t size : sizes) {
     shared += pool.blocks().graphs_sharing_memory_with(static_cast<gm::graph_id>(size)).size();
   }
-  state.counters["buckets"] = static_cast<double>(buckets);
+  state.counters["sizes"] = static_cast<double>(size_count);
   state.counters["timed_requests"] = static_cast<double>(timed_requests);
   // Graphs each shares memory with, itself included, on average.
-  state.counters["sharing"] = static_cast<double>(shared) / static_cast<double>(buckets);
+  state.counters["sharing"] = static_cast<double>(shared) / static_cast<double>(size_count);
   state.counters["ordered_replays"] = static_cast<double>(pool.stats().ordered_replays);
   for (std::int64_t size : sizes) pool.release_graph(static_cast<gm::graph_id>(size));
 }

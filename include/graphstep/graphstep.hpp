@@ -8,7 +8,7 @@
 ///
 /// One folder per component, and the folder is its namespace: `cuda` (streams, events,
 /// devices, device memory), `memory` (the graph-private pool), `graphs` (graphs, capture and
-/// why a capture broke, conditional nodes), `schedule` (shape buckets, graph cache, replay
+/// why a capture broke, conditional nodes), `schedule` (capture shapes, graph cache, replay
 /// scheduler, graphed callables), `ops` (fused Linear + bias + GELU, the transformer's ops),
 /// `train` (optimizers, loss scaling, capture-safe randomness), `diagnostics` (why a replay
 /// differs from the eager step). Errors, element types and their conversions are in the root
@@ -62,11 +62,11 @@
 #include <graphstep/ops/layer_norm.hpp>
 #include <graphstep/ops/layer_norm_problem.hpp>
 #include <graphstep/parameter_layout.hpp>
-#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/capture_shapes.hpp>
+#include <graphstep/schedule/capture_sizes.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <graphstep/schedule/graphed_callable.hpp>
 #include <graphstep/schedule/replay_scheduler.hpp>
-#include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <graphstep/schedule/step_plan.hpp>
 #include <graphstep/tensor.hpp>
 #include <graphstep/train/adam.hpp>

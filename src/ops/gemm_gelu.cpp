@@ -86,8 +86,8 @@ std::uint32_t alignment_of(void const* p) {
 }
 
 // Algorithms chosen per algorithm_key (gemm_problem.hpp), shared by every gemm of the process: a
-// second gemm of the same shape and alignments (another layer, another bucket's capture) skips
-// the heuristic query and the autotune.
+// second gemm of the same shape and alignments (another layer, another capture size's capture)
+// skips the heuristic query and the autotune.
 std::mutex algorithm_mutex;
 std::map<algorithm_key, cublasLtMatmulAlgo_t>& algorithm_cache() {
   static std::map<algorithm_key, cublasLtMatmulAlgo_t> cache;

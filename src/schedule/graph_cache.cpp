@@ -29,19 +29,18 @@ basic_graph_cache<Policy>::basic_graph_cache(Policy policy, step_function step,
       step_{std::move(step)},
       pool_{pool},
       options_{std::move(options)},
-      core_{actions(*this), policy_.buckets(),
-            options_.lifecycle.warmup_runs, options_.budget_bytes,
-            options_.instantiation == bucket_instantiation::update_template} {
-  executables_.resize(core_.buckets().size());
-  captured_.resize(core_.buckets().size());
+      core_{actions(*this), policy_.sizes(), options_.lifecycle.warmup_runs, options_.budget_bytes,
+            options_.instantiation == graph_instantiation::update_template} {
+  executables_.resize(core_.sizes().size());
+  captured_.resize(core_.sizes().size());
   graphs::validate(options_.lifecycle, "graph_cache");
   GRAPHSTEP_EXPECTS(static_cast<bool>(step_), "graph_cache: no step function was given");
 }
 
 template <typename Policy>
 basic_graph_cache<Policy>::~basic_graph_cache() {
-  // The template executable may still run another bucket's work, whose graph dies first.
-  if (!core_.template_bucket()) return;
+  // The template executable may still run another capture size's work, whose graph dies first.
+  if (!core_.template_size()) return;
   try {
     wait_for_replays(executables_);
   } catch (std::exception const& e) {
@@ -57,10 +56,10 @@ detail::cache_actions<cuda::stream_view> basic_graph_cache<Policy>::actions(
     basic_graph_cache& cache) {
   detail::cache_actions<cuda::stream_view> a;
   a.run_eager = [&cache](cuda::stream_view stream, std::size_t slot) {
-    cache.step_(cache.core_.buckets()[slot], stream);
+    cache.step_(cache.core_.sizes()[slot], stream);
   };
   a.capture = [&cache](cuda::stream_view stream, std::size_t slot, bool instantiate) {
-    return cache.capture_bucket(slot, instantiate, stream);
+    return cache.capture_slot(slot, instantiate, stream);
   };
   a.replay = [&cache](cuda::stream_view stream, std::size_t slot) {
     cache.executables_[slot].replay(stream);
@@ -82,13 +81,13 @@ detail::cache_actions<cuda::stream_view> basic_graph_cache<Policy>::actions(
 }
 
 template <typename Policy>
-std::size_t basic_graph_cache<Policy>::capture_bucket(std::size_t slot, bool instantiate,
-                                                      cuda::stream_view stream) {
-  key_type const& bucket = core_.buckets()[slot];
+std::size_t basic_graph_cache<Policy>::capture_slot(std::size_t slot, bool instantiate,
+                                                    cuda::stream_view stream) {
+  key_type const& size = core_.sizes()[slot];
   graphs::capture_options how = options_.lifecycle.capture;
-  using detail::describe;  // the integer buckets' name; shape keys bring theirs by lookup
-  how.name += " bucket " + describe(bucket);
-  auto const body = [&] { step_(bucket, stream); };
+  using detail::describe;  // the integer capture sizes' name; shape keys bring theirs by lookup
+  how.name += " size " + describe(size);
+  auto const body = [&] { step_(size, stream); };
   std::uint64_t id = 0;
   try {
     if (instantiate) {
@@ -120,7 +119,7 @@ template <typename Policy>
 typename Policy::choice_type basic_graph_cache<Policy>::run(key_type const& size,
                                                             cuda::stream_view stream) {
   choice_type const choice = policy_.choose(size);
-  core_.count_request(bucket_elements(size), bucket_elements(choice.bucket));
+  core_.count_request(elements_of(size), elements_of(choice.captured));
   static_cast<void>(core_.serve(choice.slot, stream));
   return choice;
 }
@@ -130,7 +129,7 @@ void basic_graph_cache<Policy>::precapture(cuda::stream_view stream) {
   core_.precapture(policy_.capture_order(), stream);
 }
 
-template class basic_graph_cache<bucket_policy>;
-template class basic_graph_cache<shape_bucket_policy>;
+template class basic_graph_cache<capture_sizes>;
+template class basic_graph_cache<capture_shapes>;
 
 }  // namespace graphstep::schedule

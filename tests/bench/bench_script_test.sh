@@ -15,7 +15,7 @@ trap 'rm -rf "${run}"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
 
 BUILD_DIR=${build} BENCH_FILTER='^launch_overhead/eager/1/' \
-  BENCH_ARGS=--benchmark_min_time=0.01 BENCH_CPU_FILTER='^bucket_padding/4$' BENCH_COMPARE=mlp \
+  BENCH_ARGS=--benchmark_min_time=0.01 BENCH_CPU_FILTER='^capture_size_padding/4$' BENCH_COMPARE=mlp \
   bash "${source_dir}/scripts/bench.sh" "${run}" > "${run}/out.txt" 2>&1
 status=$?
 cat "${run}/out.txt"

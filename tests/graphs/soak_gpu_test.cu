@@ -1,4 +1,4 @@
-// Soak: a step with pool churn, buckets, an eager segment and random numbers, run for
+// Soak: a step with pool churn, capture sizes, an eager segment and random numbers, run for
 // GRAPHSTEP_SOAK_SECONDS (default 20 s): results stay exact, and neither device nor host memory
 // grows after the first minute's worth of warm-up.
 
@@ -13,7 +13,7 @@
 #include <graphstep/graphs/capture_scope.hpp>
 #include <graphstep/graphs/graph_exec.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/capture_sizes.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <graphstep/train/capture_safe_rng.hpp>
 #include <graphstep/train/lr_schedule.hpp>
@@ -53,8 +53,8 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
   graphstep::testing::copy_to_device(input, ones.data(), ones.size() * sizeof(float));
   gs::train::capture_safe_rng rng{5, stream};
   auto* mask = blocks.get<std::uint8_t>(std::size_t(largest) * 256);
-  auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
-    int const n = static_cast<int>(bucket) * 256;
+  auto step = [&](std::int64_t size, gs::cuda::stream_view s) {
+    int const n = static_cast<int>(size) * 256;
     auto* scratch = static_cast<float*>(pool.allocate(sizeof(float) * n, s));
     scale_kernel<<<(n + 255) / 256, 256, 0, s.get()>>>(scratch, input, n, 3.0F);
     gs::device_span const data{scratch, gs::dtype::float32, static_cast<std::size_t>(n)};
@@ -64,7 +64,7 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
     pool.deallocate(scratch, s);
     rng.end_step(s);
   };
-  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 32), step, pool, {}};
+  gsch::graph_cache cache{gsch::capture_sizes::powers_then_steps(largest, 32), step, pool, {}};
   std::mt19937 sizes{1};
   std::uniform_int_distribution<int> size{1, largest};
   auto run_for = [&](double limit) {
@@ -75,7 +75,7 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
            limit) {
       auto const choice = cache.run(size(sizes), stream);
       if (++steps % 1000 == 0) {
-        GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, output + choice.bucket * 256 - 1, sizeof value,
+        GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(&value, output + choice.captured * 256 - 1, sizeof value,
                                            cudaMemcpyDeviceToHost, stream.get()));
         stream.synchronize();
         EXPECT_EQ(value, 1.5F) << "after " << steps << " steps";
@@ -85,11 +85,12 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
     return steps;
   };
   run_for(seconds * 0.2);  // warm-up
-  // Every bucket captured before the measurement, however few steps the warm-up's time allowed
-  // (a machine under load): a capture inside the measured window is memory that stays, rightly.
-  for (int bucket = 1; cache.captured_count() < cache.policy().buckets().size(); ++bucket) {
-    ASSERT_LE(bucket, 4 * largest) << "the cache never captured every bucket";
-    cache.run(1 + (bucket - 1) % largest, stream);
+  // Every capture size captured before the measurement, however few steps the warm-up's time
+  // allowed (a machine under load): a capture inside the measured window is memory that stays,
+  // rightly.
+  for (int request = 1; cache.captured_count() < cache.policy().sizes().size(); ++request) {
+    ASSERT_LE(request, 4 * largest) << "the cache never captured every capture size";
+    cache.run(1 + (request - 1) % largest, stream);
   }
   stream.synchronize();
   std::size_t free_before = 0;

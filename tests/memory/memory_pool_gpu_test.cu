@@ -178,13 +178,13 @@ TEST_P(pool_test, a_snapshot_shows_segments_blocks_and_who_holds_them) {
   pool.deallocate(eager, *stream_);
 }
 
-TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
-  std::vector<int> const buckets{8192, 4096, 2048, 1024, 512};  // largest first
+TEST_P(pool_test, size_graphs_sharing_a_pool_take_about_the_largest) {
+  std::vector<int> const sizes{8192, 4096, 2048, 1024, 512};  // largest first
   auto capture_all = [&](gs::memory::memory_pool* shared) {
     std::vector<gs::graphs::graph_exec> graphs;
     std::vector<gs::memory::memory_pool> own;
     float* out = nullptr;
-    for (int rows : buckets) {
+    for (int rows : sizes) {
       gs::memory::memory_pool* pool = shared;
       if (pool == nullptr) pool = &own.emplace_back(options());
       if (out == nullptr) out = static_cast<float*>(pool->allocate(sizeof(float), *stream_));
@@ -211,9 +211,9 @@ TEST_P(pool_test, bucket_graphs_sharing_a_pool_take_about_the_largest) {
   gs::memory::memory_pool shared{options()};
   std::size_t const shared_bytes = capture_all(&shared);
   std::size_t const separate_bytes = capture_all(nullptr);
-  std::size_t const largest = 2 * sizeof(float) * 1024 * buckets.front();
-  std::printf("shared pool: %zu B, separate pools: %zu B, largest bucket: %zu B\n", shared_bytes,
-              separate_bytes, largest);
+  std::size_t const largest = 2 * sizeof(float) * 1024 * sizes.front();
+  std::printf("shared pool: %zu B, separate pools: %zu B, largest capture size: %zu B\n",
+              shared_bytes, separate_bytes, largest);
   EXPECT_LT(shared_bytes, separate_bytes);
   EXPECT_LE(shared_bytes, largest + (std::size_t{4} << 20));  // about the largest, not the sum
 }
@@ -265,7 +265,7 @@ TEST_P(pool_test, graphs_sharing_memory_replayed_on_two_streams_run_one_after_th
 
 // An executable updated to run another graph's work is ordered by that graph's memory, not by
 // the memory of the graph it was made from (a graph cache's template, switched between
-// buckets). Queued work: the replays are still running when the next one is made.
+// capture sizes). Queued work: the replays are still running when the next one is made.
 TEST_P(pool_test, an_updated_executable_is_ordered_by_the_memory_of_the_work_it_runs) {
   gs::testing::queued_work const queued;
   gs::memory::memory_pool pool{options()};

@@ -30,20 +30,20 @@ def transformer_lm(data: dict) -> list:
     return problems
 
 
-def bucketed_shapes(data: dict) -> list:
-    """One capture per bucket used, each with its own named scratch allocated inside it."""
+def varying_shapes(data: dict) -> list:
+    """One capture per capture size used, each with its own named scratch allocated inside it."""
     problems = []
     committed = [c for c in data["captures"] if c["committed"]]
     if len(committed) < 3:
-        problems.append(f"expected a capture per bucket (at least 3), got {len(committed)}")
+        problems.append(f"expected a capture per capture size (at least 3), got {len(committed)}")
     for capture in committed:
         inside = [a for a in data["allocations"] if a["graph"] == capture["graph"]]
-        if not any(a["name"].startswith("hidden, bucket ") for a in inside):
+        if not any(a["name"].startswith("hidden, size ") for a in inside):
             problems.append(f"capture {capture['graph']} holds no named scratch: {inside}")
     return problems
 
 
-EXPECTED = {"transformer_lm": transformer_lm, "bucketed_shapes": bucketed_shapes}
+EXPECTED = {"transformer_lm": transformer_lm, "varying_shapes": varying_shapes}
 
 
 def main() -> int:

@@ -138,7 +138,7 @@ gm::pool_engine_options small_steps() {
   return options;
 }
 
-// One step of a model at a bucket size: activations live to the end, temporaries die at once.
+// One step of a model at a capture size size: activations live to the end, temporaries die at once.
 void run_step(gm::pool_engine& pool, std::size_t rows, gm::stream_id stream,
               std::optional<gm::capture_id> capture) {
   std::vector<std::uintptr_t> live;
@@ -152,19 +152,19 @@ void run_step(gm::pool_engine& pool, std::size_t rows, gm::stream_id stream,
 
 void capture_step(gm::pool_engine& pool, std::size_t rows, gm::graph_id graph,
                   gm::capture_id capture) {
-  pool.begin_capture(capture, graph, "bucket " + std::to_string(rows), stream_a);
+  pool.begin_capture(capture, graph, "size " + std::to_string(rows), stream_a);
   run_step(pool, rows, stream_a, capture);
   ASSERT_EQ(pool.finish_capture(capture, true), graph);
 }
 
-// Mapped bytes for the buckets captured largest first, after every bucket's warm-up.
-std::size_t mapped_for_buckets(std::vector<std::size_t> buckets) {
-  std::sort(buckets.rbegin(), buckets.rend());
+// Mapped bytes for the capture sizes captured largest first, after every capture size's warm-up.
+std::size_t mapped_for_sizes(std::vector<std::size_t> sizes) {
+  std::sort(sizes.rbegin(), sizes.rend());
   test_device device;
   gm::pool_engine pool{small_steps(), device};
-  for (std::size_t rows : buckets) run_step(pool, rows, stream_a, std::nullopt);
+  for (std::size_t rows : sizes) run_step(pool, rows, stream_a, std::nullopt);
   gm::graph_id graph = 1;
-  for (std::size_t rows : buckets) {
+  for (std::size_t rows : sizes) {
     capture_step(pool, rows, graph, 100 + graph);
     ++graph;
   }
@@ -173,28 +173,28 @@ std::size_t mapped_for_buckets(std::vector<std::size_t> buckets) {
 }
 
 std::size_t mapped_for_one(std::size_t rows) {
-  return mapped_for_buckets({rows});
+  return mapped_for_sizes({rows});
 }
 
 }  // namespace
 
-TEST(pool_engine, bucket_graphs_share_the_memory_of_the_largest) {
-  std::vector<std::size_t> const buckets{1024, 512, 256, 128, 64, 32};
-  std::size_t const shared = mapped_for_buckets(buckets);
+TEST(pool_engine, size_graphs_share_the_memory_of_the_largest) {
+  std::vector<std::size_t> const sizes{1024, 512, 256, 128, 64, 32};
+  std::size_t const shared = mapped_for_sizes(sizes);
   std::size_t const largest = mapped_for_one(1024);
   std::size_t sum = 0;
-  for (std::size_t rows : buckets) sum += mapped_for_one(rows);
+  for (std::size_t rows : sizes) sum += mapped_for_one(rows);
   EXPECT_LE(static_cast<double>(shared), 1.1 * static_cast<double>(largest))
       << "shared " << shared << " B, largest alone " << largest << " B, sum " << sum << " B";
 }
 
-TEST(pool_engine, thirty_log_normal_buckets_share_the_memory_of_the_largest) {
+TEST(pool_engine, thirty_log_normal_sizes_share_the_memory_of_the_largest) {
   std::mt19937 rng{11};  // NOLINT(cert-msc32-c,cert-msc51-cpp): a fixed, reproducible set
   std::lognormal_distribution<double> rows{5.0, 1.0};
-  std::vector<std::size_t> buckets(32);
-  for (std::size_t& bucket : buckets) bucket = static_cast<std::size_t>(rows(rng)) + 1;
-  std::size_t const largest = *std::max_element(buckets.begin(), buckets.end());
-  std::size_t const shared = mapped_for_buckets(buckets);
+  std::vector<std::size_t> sizes(32);
+  for (std::size_t& size : sizes) size = static_cast<std::size_t>(rows(rng)) + 1;
+  std::size_t const largest = *std::max_element(sizes.begin(), sizes.end());
+  std::size_t const shared = mapped_for_sizes(sizes);
   EXPECT_LE(static_cast<double>(shared), 1.1 * static_cast<double>(mapped_for_one(largest)));
 }
 
@@ -214,11 +214,11 @@ TEST(pool_engine, a_graph_prefers_memory_other_graphs_pin_over_untouched_memory)
 }
 
 TEST(pool_engine, warm_ups_between_captures_cost_one_warm_up_beside_the_largest_graph) {
-  std::vector<std::size_t> const buckets{1024, 512, 256, 128, 64, 32};
+  std::vector<std::size_t> const sizes{1024, 512, 256, 128, 64, 32};
   test_device device;
   gm::pool_engine pool{small_steps(), device};
   gm::graph_id graph = 1;
-  for (std::size_t rows : buckets) {  // as graph_cache::run meets them: warm up, capture
+  for (std::size_t rows : sizes) {  // as graph_cache::run meets them: warm up, capture
     run_step(pool, rows, stream_a, std::nullopt);
     capture_step(pool, rows, graph, 100 + graph);
     ++graph;
@@ -576,7 +576,7 @@ TEST(pool_engine, a_released_graph_is_waited_for_no_more) {
 namespace {
 
 // `count` graphs captured one after the other on one stream, each reusing what the one before
-// freed: every one shares memory with every other, as bucket graphs in one pool do.
+// freed: every one shares memory with every other, as capture size graphs in one pool do.
 void capture_sharing_graphs(gm::pool_engine& pool, gm::graph_id count) {
   for (gm::graph_id graph = 1; graph <= count; ++graph) capture_step(pool, 256, graph, 100 + graph);
   ASSERT_EQ(pool.blocks().graphs_sharing_memory_with(1).size(), count);

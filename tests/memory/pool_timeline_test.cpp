@@ -107,7 +107,7 @@ TEST(pool_timeline, tags_each_allocation_with_its_capture) {
   gm::pool_engine engine{small_growth(), device};
   auto const before = engine.allocate(512, stream_a, std::nullopt);
   engine.begin_timeline(100);
-  engine.begin_capture(11, 7, "bucket 16", stream_a);
+  engine.begin_capture(11, 7, "size 16", stream_a);
   auto const scratch = engine.allocate(4096, stream_a, 11);
   auto const output = engine.allocate(256, stream_a, 11);
   engine.deallocate(scratch, stream_a, 11);
@@ -126,10 +126,10 @@ TEST(pool_timeline, tags_each_allocation_with_its_capture) {
   EXPECT_EQ(existing.allocated_at, 0U);
   EXPECT_EQ(existing.freed_at, std::nullopt);
   ASSERT_EQ(timeline.captures.size(), 2U);
-  auto const& bucket = timeline.captures[0];
-  EXPECT_EQ(bucket.graph, 7U);
-  EXPECT_EQ(bucket.name, "bucket 16");
-  EXPECT_TRUE(bucket.committed);
+  auto const& committed = timeline.captures[0];
+  EXPECT_EQ(committed.graph, 7U);
+  EXPECT_EQ(committed.name, "size 16");
+  EXPECT_TRUE(committed.committed);
   auto const& s = timeline.allocations[1];
   auto const& o = timeline.allocations[2];
   auto const& l = timeline.allocations[3];
@@ -137,13 +137,13 @@ TEST(pool_timeline, tags_each_allocation_with_its_capture) {
   EXPECT_EQ(s.graph, 7U);
   EXPECT_EQ(o.graph, 7U);
   EXPECT_EQ(l.graph, 8U);
-  EXPECT_LT(bucket.began_at, s.allocated_at);
+  EXPECT_LT(committed.began_at, s.allocated_at);
   EXPECT_LT(s.allocated_at, o.allocated_at);
   EXPECT_LT(o.allocated_at, *s.freed_at);  // freed inside the capture
-  EXPECT_LT(*s.freed_at, *bucket.ended_at);
+  EXPECT_LT(*s.freed_at, *committed.ended_at);
   // The output lives until its graph is released; the failed capture's memory went back when it
   // ended.
-  EXPECT_EQ(o.freed_at, bucket.released_at);
+  EXPECT_EQ(o.freed_at, committed.released_at);
   EXPECT_FALSE(timeline.captures[1].committed);
   EXPECT_EQ(l.freed_at, timeline.captures[1].ended_at);
   EXPECT_EQ(timeline.captures[1].released_at, std::nullopt);
@@ -151,7 +151,7 @@ TEST(pool_timeline, tags_each_allocation_with_its_capture) {
   std::string const json = timeline.to_json();
   EXPECT_TRUE(contains(json, R"("format":"graphstep.memory_timeline","version":1)")) << json;
   EXPECT_TRUE(contains(json, R"("name":"failed \"one\"\n")")) << json;
-  EXPECT_TRUE(contains(json, R"("graph":7,"capture":"bucket 16")")) << json;
+  EXPECT_TRUE(contains(json, R"("graph":7,"capture":"size 16")")) << json;
   EXPECT_TRUE(contains(json, R"("graph":0,"capture":null)")) << json;
   EXPECT_TRUE(contains(json, R"("freed_at":null)")) << json;
   engine.deallocate(before, stream_a, std::nullopt);

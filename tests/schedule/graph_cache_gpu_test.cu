@@ -1,4 +1,4 @@
-// The graph cache on a device: buckets replay the eager results, share one pool, derive their
+// The graph cache on a device: capture sizes replay the eager results, share one pool, derive their
 // executables by update, and are evicted under a budget.
 
 #include <graphstep/cuda/check.hpp>
@@ -6,9 +6,9 @@
 #include <graphstep/cuda/stream_view.hpp>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/memory_pool.hpp>
-#include <graphstep/schedule/bucket_policy.hpp>
+#include <graphstep/schedule/capture_shapes.hpp>
+#include <graphstep/schedule/capture_sizes.hpp>
 #include <graphstep/schedule/graph_cache.hpp>
-#include <graphstep/schedule/shape_bucket_policy.hpp>
 #include <set>
 #include <vector>
 
@@ -36,13 +36,13 @@ __global__ void fill_kernel(float* x, int n) {
 constexpr int cols = 64;
 constexpr int largest = 256;
 
-// A step sized by its bucket: scratch from the pool, then a result row per request row.
+// A step sized by its capture size: scratch from the pool, then a result row per request row.
 struct model {
   gs::memory::memory_pool& pool;
   float* out;
-  void operator()(std::int64_t bucket, gs::cuda::stream_view stream) const {
-    int const rows = static_cast<int>(bucket);
-    // Oversized scratch (16 KiB a row) so that sharing memory between buckets shows.
+  void operator()(std::int64_t size, gs::cuda::stream_view stream) const {
+    int const rows = static_cast<int>(size);
+    // Oversized scratch (16 KiB a row) so that sharing memory between capture sizes shows.
     std::size_t const scratch_bytes = sizeof(float) * rows * cols * 64;
     auto* scratch = static_cast<float*>(pool.allocate(scratch_bytes, stream));
     fill_kernel<<<(rows * cols + 255) / 256, 256, 0, stream.get()>>>(scratch, rows * cols);
@@ -62,7 +62,7 @@ std::vector<float> expected(int rows) {
 }
 
 class schedule_test : public gs::testing::gpu_test,
-                      public ::testing::WithParamInterface<gsch::bucket_instantiation> {
+                      public ::testing::WithParamInterface<gsch::graph_instantiation> {
  protected:
   void SetUp() override {
     gs::testing::gpu_test::SetUp();
@@ -92,75 +92,75 @@ class schedule_test : public gs::testing::gpu_test,
 
 }  // namespace
 
-TEST_P(schedule_test, every_bucket_replays_the_eager_result) {
+TEST_P(schedule_test, every_size_replays_the_eager_result) {
   gsch::graph_cache_options options;
   options.instantiation = GetParam();
   options.lifecycle.warmup_runs = 1;
-  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 32), model{*pool_, out_},
+  gsch::graph_cache cache{gsch::capture_sizes::powers_then_steps(largest, 32), model{*pool_, out_},
                           *pool_, options};
-  std::set<std::int64_t> buckets;
+  std::set<std::int64_t> sizes;
   for (int round = 0; round < 3; ++round) {  // warm-up, capture, replay
     for (int size : {1, 3, 17, 100, 256, 64, 5}) {
       clear();
       auto const choice = cache.run(size, *stream_);
-      buckets.insert(choice.bucket);
-      EXPECT_EQ(read(static_cast<int>(choice.bucket)), expected(static_cast<int>(choice.bucket)))
+      sizes.insert(choice.captured);
+      EXPECT_EQ(read(static_cast<int>(choice.captured)),
+                expected(static_cast<int>(choice.captured)))
           << "size " << size << " round " << round;
     }
   }
   auto const& stats = cache.statistics();
   EXPECT_GT(stats.hits, 0U);
   EXPECT_GT(stats.pad_ratio(), 0.0);
-  if (GetParam() == gsch::bucket_instantiation::update_template) {
+  if (GetParam() == gsch::graph_instantiation::update_template) {
     EXPECT_GT(stats.updates + stats.update_refusals, 0U);
   }
-  EXPECT_EQ(stats.captures, buckets.size()) << "one capture for each bucket used";
+  EXPECT_EQ(stats.captures, sizes.size()) << "one capture for each capture size used";
 }
 
-TEST_P(schedule_test, all_buckets_take_about_the_memory_of_the_largest) {
+TEST_P(schedule_test, all_sizes_take_about_the_memory_of_the_largest) {
   gsch::graph_cache_options options;
   options.instantiation = GetParam();
-  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 8), model{*pool_, out_},
+  gsch::graph_cache cache{gsch::capture_sizes::powers_then_steps(largest, 8), model{*pool_, out_},
                           *pool_, options};
   cache.precapture(*stream_);
-  EXPECT_EQ(cache.captured_count(), cache.policy().buckets().size());
+  EXPECT_EQ(cache.captured_count(), cache.policy().sizes().size());
   std::size_t const mapped = pool_->statistics().mapped_bytes;
   gs::memory::pool_options small_steps;
   small_steps.growth_bytes = std::size_t{2} << 20;
   gs::memory::memory_pool alone{small_steps};
   gs::testing::pool_blocks alone_blocks{alone, *stream_};
   float* out = alone_blocks.get(largest);
-  gsch::graph_cache one{gsch::bucket_policy{{largest}}, model{alone, out}, alone, {}};
+  gsch::graph_cache one{gsch::capture_sizes{{largest}}, model{alone, out}, alone, {}};
   one.precapture(*stream_);
-  std::size_t sum_of_buckets = 0;
-  for (std::int64_t b : cache.policy().buckets()) {
-    sum_of_buckets += sizeof(float) * static_cast<std::size_t>(b) * cols * 64;
+  std::size_t sum_of_sizes = 0;
+  for (std::int64_t b : cache.policy().sizes()) {
+    sum_of_sizes += sizeof(float) * static_cast<std::size_t>(b) * cols * 64;
   }
-  std::printf("%zu buckets: pool %zu B, largest alone %zu B, sum of buckets %zu B\n",
-              cache.policy().buckets().size(), mapped, alone.statistics().mapped_bytes,
-              sum_of_buckets);
-  for (std::int64_t bucket : cache.policy().buckets()) {
+  std::printf("%zu capture sizes: pool %zu B, largest alone %zu B, sum of capture sizes %zu B\n",
+              cache.policy().sizes().size(), mapped, alone.statistics().mapped_bytes, sum_of_sizes);
+  for (std::int64_t size : cache.policy().sizes()) {
     clear();
-    static_cast<void>(cache.run(bucket, *stream_));
-    EXPECT_EQ(read(static_cast<int>(bucket)), expected(static_cast<int>(bucket)));
+    static_cast<void>(cache.run(size, *stream_));
+    EXPECT_EQ(read(static_cast<int>(size)), expected(static_cast<int>(size)));
   }
   EXPECT_LE(mapped, alone.statistics().mapped_bytes + (std::size_t{2} << 20))
-      << "all buckets should fit in about the memory of the largest";
-  EXPECT_LT(mapped, sum_of_buckets / 4);
+      << "all capture sizes should fit in about the memory of the largest";
+  EXPECT_LT(mapped, sum_of_sizes / 4);
 }
 
 TEST_P(schedule_test, a_budget_evicts_the_least_recently_used) {
   gsch::graph_cache_options options;
   options.instantiation = GetParam();
   options.lifecycle.warmup_runs = 0;
-  gsch::graph_cache probe{gsch::bucket_policy{{largest}}, model{*pool_, out_}, *pool_, options};
+  gsch::graph_cache probe{gsch::capture_sizes{{largest}}, model{*pool_, out_}, *pool_, options};
   probe.precapture(*stream_);
   // A budget for about two graphs of the largest size.
   gs::memory::memory_pool pool;
   gs::testing::pool_blocks blocks{pool, *stream_};
   float* out = blocks.get(largest);
   options.budget_bytes = std::max<std::size_t>(2 * probe.bytes_of(largest), 1);
-  gsch::graph_cache cache{gsch::bucket_policy{{64, 128, 192, 256}}, model{pool, out}, pool,
+  gsch::graph_cache cache{gsch::capture_sizes{{64, 128, 192, 256}}, model{pool, out}, pool,
                           options};
   for (int size : {64, 128, 192, 256, 64, 128}) static_cast<void>(cache.run(size, *stream_));
   stream_->synchronize();
@@ -176,11 +176,11 @@ TEST_P(schedule_test, a_budget_evicts_the_least_recently_used) {
 }
 
 INSTANTIATE_TEST_SUITE_P(instantiation, schedule_test,
-                         ::testing::Values(gsch::bucket_instantiation::each_bucket,
-                                           gsch::bucket_instantiation::update_template),
+                         ::testing::Values(gsch::graph_instantiation::each_size,
+                                           gsch::graph_instantiation::update_template),
                          [](auto const& info) {
-                           return info.param == gsch::bucket_instantiation::each_bucket
-                                      ? std::string{"each_bucket"}
+                           return info.param == gsch::graph_instantiation::each_size
+                                      ? std::string{"each_size"}
                                       : std::string{"update_template"};
                          });
 
@@ -191,14 +191,14 @@ __global__ void offset_kernel(float* out, int rows, float offset) {
   if (r < rows) out[r] += offset;
 }
 
-// Buckets above 128 rows run one kernel more: a second topology, which no update can bridge.
+// Capture sizes above 128 rows run one kernel more: a second topology, which no update can bridge.
 struct two_topologies {
   model base;
-  void operator()(std::int64_t bucket, gs::cuda::stream_view stream) const {
-    base(bucket, stream);
-    if (bucket > 128) {
-      offset_kernel<<<(bucket + 127) / 128, 128, 0, stream.get()>>>(
-          base.out, static_cast<int>(bucket), 100.0F);
+  void operator()(std::int64_t size, gs::cuda::stream_view stream) const {
+    base(size, stream);
+    if (size > 128) {
+      offset_kernel<<<(size + 127) / 128, 128, 0, stream.get()>>>(base.out, static_cast<int>(size),
+                                                                  100.0F);
     }
   }
   static std::vector<float> expected_for(int rows) {
@@ -217,32 +217,31 @@ using schedule_cache_test = schedule_test;
 
 TEST_F(schedule_cache_test, a_refused_update_falls_back_to_instantiation_and_is_reported) {
   gsch::graph_cache_options options;
-  options.instantiation = gsch::bucket_instantiation::update_template;
+  options.instantiation = gsch::graph_instantiation::update_template;
   options.lifecycle.warmup_runs = 0;
-  gsch::graph_cache cache{gsch::bucket_policy{{32, 64, 128, 192, 256}},
+  gsch::graph_cache cache{gsch::capture_sizes{{32, 64, 128, 192, 256}},
                           two_topologies{model{*pool_, out_}}, *pool_, options};
   cache.precapture(*stream_);  // the template is 256: 32..128 have the other topology
   for (int round = 0; round < 2; ++round) {
     for (int size : {32, 192, 64, 256, 128, 30}) {
       clear();
       auto const choice = cache.run(size, *stream_);
-      int const rows = static_cast<int>(choice.bucket);
+      int const rows = static_cast<int>(choice.captured);
       EXPECT_EQ(read(rows), two_topologies::expected_for(rows)) << "size " << size;
     }
   }
-  EXPECT_EQ(cache.refused_buckets(), (std::set<std::int64_t>{32, 64, 128}));
+  EXPECT_EQ(cache.refused_sizes(), (std::set<std::int64_t>{32, 64, 128}));
   EXPECT_EQ(cache.statistics().update_refusals, 3U);  // once each: then their own executable
   EXPECT_GT(cache.statistics().updates, 0U);          // 192 and 256 share the template
 }
 
-TEST_F(schedule_cache_test, shape_buckets_pad_batch_and_length) {
-  // rows = batch x length; the step writes one result per row of the bucket.
-  gsch::shape_bucket_policy policy{gsch::bucket_policy{{1, 2, 4}},
-                                   gsch::bucket_policy{{16, 32, 64}}};
+TEST_F(schedule_cache_test, shape_sizes_pad_batch_and_length) {
+  // rows = batch x length; the step writes one result per row of the capture size.
+  gsch::capture_shapes policy{gsch::capture_sizes{{1, 2, 4}}, gsch::capture_sizes{{16, 32, 64}}};
   model const m{*pool_, out_};
   gsch::shape_graph_cache cache{policy,
-                                [m](gsch::shape_key bucket, gs::cuda::stream_view stream) {
-                                  m(bucket.batch * bucket.sequence_length, stream);
+                                [m](gsch::shape_key size, gs::cuda::stream_view stream) {
+                                  m(size.batch * size.sequence_length, stream);
                                 },
                                 *pool_,
                                 {}};
@@ -252,10 +251,10 @@ TEST_F(schedule_cache_test, shape_buckets_pad_batch_and_length) {
                                   gsch::shape_key{4, 64, 1}, gsch::shape_key{2, 1, 1}}) {
     clear();
     auto const choice = cache.run(request, *stream_);
-    EXPECT_GE(choice.bucket.batch, request.batch);
-    EXPECT_GE(choice.bucket.sequence_length, request.sequence_length);
-    int const rows = static_cast<int>(gsch::bucket_elements(choice.bucket));
-    EXPECT_EQ(read(rows), expected(rows)) << gsch::describe(choice.bucket);
+    EXPECT_GE(choice.captured.batch, request.batch);
+    EXPECT_GE(choice.captured.sequence_length, request.sequence_length);
+    int const rows = static_cast<int>(gsch::elements_of(choice.captured));
+    EXPECT_EQ(read(rows), expected(rows)) << gsch::describe(choice.captured);
   }
   EXPECT_EQ(cache.statistics().hits, 4U);
   EXPECT_GT(cache.statistics().pad_ratio(), 0.0);

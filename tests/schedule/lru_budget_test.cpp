@@ -14,17 +14,17 @@ namespace gsch = graphstep::schedule;
 
 namespace {
 
-// Buckets 0 to n-1: a bucket's slot is the bucket itself.
-std::vector<std::int64_t> buckets_up_to(std::int64_t n) {
-  std::vector<std::int64_t> buckets;
-  for (std::int64_t b = 0; b < n; ++b) buckets.push_back(b);
-  return buckets;
+// Capture sizes 0 to n-1: a capture size's slot is the capture size itself.
+std::vector<std::int64_t> sizes_up_to(std::int64_t n) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t b = 0; b < n; ++b) sizes.push_back(b);
+  return sizes;
 }
 
 }  // namespace
 
 TEST(lru_budget, evicts_least_recently_used_first_to_fit) {
-  gsch::detail::lru_budget lru{buckets_up_to(6), 100};
+  gsch::detail::lru_budget lru{sizes_up_to(6), 100};
   EXPECT_TRUE(lru.insert(1, 40).empty());
   EXPECT_TRUE(lru.insert(2, 40).empty());
   lru.touch(1);  // 2 is now the least recent
@@ -40,18 +40,18 @@ TEST(lru_budget, evicts_least_recently_used_first_to_fit) {
 }
 
 TEST(lru_budget, no_budget_never_evicts) {
-  gsch::detail::lru_budget lru{buckets_up_to(100)};
+  gsch::detail::lru_budget lru{sizes_up_to(100)};
   for (std::size_t i = 0; i < 100; ++i) EXPECT_TRUE(lru.insert(i, 1U << 30).empty());
   EXPECT_EQ(lru.order().size(), 100U);
 }
 
-TEST(lru_budget, messages_name_the_bucket_not_its_slot_and_slots_out_of_range_are_refused) {
+TEST(lru_budget, messages_name_the_size_not_its_slot_and_slots_out_of_range_are_refused) {
   gsch::detail::lru_budget lru{{64, 128}, 1000};
   try {
     static_cast<void>(lru.insert(1, 2000));
     FAIL() << "no error";
   } catch (graphstep::usage_error const& e) {
-    EXPECT_NE(std::string{e.what()}.find("bucket 128 needs 2000 bytes"), std::string::npos)
+    EXPECT_NE(std::string{e.what()}.find("capture size 128 needs 2000 bytes"), std::string::npos)
         << e.what();
   }
   EXPECT_THROW(static_cast<void>(lru.insert(2, 1)), graphstep::usage_error);

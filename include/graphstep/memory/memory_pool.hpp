@@ -80,7 +80,7 @@ struct pool_segment {
 /// capture the pool serves ordinary (eager) allocations, e.g. static inputs, and never hands
 /// them memory that a live graph may still write.
 ///
-/// Several graphs may share one pool (one graph per shape bucket, captured largest first):
+/// Several graphs may share one pool (one graph per capture shape, captured largest first):
 /// each capture reuses memory the earlier ones freed, so N such graphs take about the memory
 /// of the largest, not the sum. Graphs that share memory never run at once: a replay
 /// (`graph_exec::replay`) on stream B first waits for the latest replay, on another stream,

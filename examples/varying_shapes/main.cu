@@ -1,15 +1,15 @@
-// bucketed_shapes: requests of varying batch size served by a handful of captured graphs.
-// Batches are padded up to buckets (1, 2, 4, then steps of 16 up to 256); each bucket is
-// captured on first use into one shared pool and replayed after. Run with the template mode,
-// buckets share one executable graph and are switched by update instead of instantiation.
-// --memory-timeline FILE writes the pool's memory timeline of the first run (each bucket its own
-// capture and scratch) as JSON; scripts/plot-memory-timeline.py draws it.
+// varying_shapes: requests of varying batch size served by a handful of captured graphs.
+// Batches are padded up to capture sizes (1, 2, 4, then steps of 16 up to 256); each capture size
+// is captured on first use into one shared pool and replayed after. Run with the template mode,
+// capture sizes share one executable graph and are switched by update instead of instantiation.
+// --memory-timeline FILE writes the pool's memory timeline of the first run (each capture size its
+// own capture and scratch) as JSON; scripts/plot-memory-timeline.py draws it.
 
 #include <cstdio>
 #include <graphstep/graphstep.hpp>
-#include <string>
 #include <graphstep/schedule/graph_cache.hpp>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../common/command_line.hpp"
@@ -36,7 +36,7 @@ __global__ void row_max_kernel(float* out, float const* y, int rows, int cols) {
 }
 
 // `timeline`: where to write the pool's memory timeline of this run, or empty.
-int run(gsch::bucket_instantiation how, std::string const& timeline) {
+int run(gsch::graph_instantiation how, std::string const& timeline) {
   gs::cuda::stream stream;
   gs::memory::memory_pool pool;
   if (!timeline.empty()) pool.begin_timeline();
@@ -53,11 +53,11 @@ int run(gsch::bucket_instantiation how, std::string const& timeline) {
   GRAPHSTEP_CUDA_TRY(cudaMemcpyAsync(input, host_input.data(), host_input.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream.get()));
 
-  // The "model": its kernels are sized by the bucket; its scratch comes from the pool.
-  auto step = [&](std::int64_t bucket, gs::cuda::stream_view s) {
-    int const rows = static_cast<int>(bucket);
+  // The "model": its kernels are sized by the capture size; its scratch comes from the pool.
+  auto step = [&](std::int64_t size, gs::cuda::stream_view s) {
+    int const rows = static_cast<int>(size);
     auto* hidden = static_cast<float*>(pool.allocate(sizeof(float) * rows * features, s));
-    pool.name_allocation(hidden, "hidden, bucket " + std::to_string(bucket));
+    pool.name_allocation(hidden, "hidden, size " + std::to_string(size));
     scale_rows_kernel<<<(rows * features + 255) / 256, 256, 0, s.get()>>>(hidden, input, rows,
                                                                           features, 2.0F);
     row_max_kernel<<<(rows + 127) / 128, 128, 0, s.get()>>>(output, hidden, rows, features);
@@ -65,7 +65,7 @@ int run(gsch::bucket_instantiation how, std::string const& timeline) {
   };
   gsch::graph_cache_options options;
   options.instantiation = how;
-  gsch::graph_cache cache{gsch::bucket_policy::powers_then_steps(largest, 16), step, pool, options};
+  gsch::graph_cache cache{gsch::capture_sizes::powers_then_steps(largest, 16), step, pool, options};
 
   std::geometric_distribution<int> sizes{0.02};
   bool ok = true;
@@ -90,7 +90,7 @@ int run(gsch::bucket_instantiation how, std::string const& timeline) {
       "[%s] %llu requests: %llu replays, %llu eager warm-ups/captures, %llu graphs "
       "captured in %.1f ms (%llu executables derived by update, %llu refused), "
       "padding %.1f%%, pool %.1f MiB\n",
-      how == gsch::bucket_instantiation::each_bucket ? "each bucket" : "update template",
+      how == gsch::graph_instantiation::each_size ? "each size" : "update template",
       static_cast<unsigned long long>(stats.hits + stats.misses),
       static_cast<unsigned long long>(stats.hits), static_cast<unsigned long long>(stats.misses),
       static_cast<unsigned long long>(stats.captures), stats.capture_seconds * 1e3,
@@ -112,13 +112,15 @@ int run(gsch::bucket_instantiation how, std::string const& timeline) {
 
 int main(int argc, char** argv) {
   examples::command_line args{
-      argc, argv, "bucketed_shapes", "[--memory-timeline FILE]",
+      argc, argv, "varying_shapes", "[--memory-timeline FILE]",
       "Requests of varying batch size served by a handful of captured CUDA graphs: batches\n"
-      "are padded up to buckets (1, 2, 4, then steps of 16 up to 256), each bucket captured on\n"
-      "first use into one shared pool and replayed after; then again with the buckets sharing\n"
+      "are padded up to capture sizes (1, 2, 4, then steps of 16 up to 256), each capture size "
+      "captured on\n"
+      "first use into one shared pool and replayed after; then again with the capture sizes "
+      "sharing\n"
       "one executable graph, switched by update.\n"
       "  --memory-timeline FILE  write the pool's memory timeline of the first run (segments,\n"
-      "                          each bucket's capture and scratch) to FILE as JSON;\n"
+      "                          each capture size's capture and scratch) to FILE as JSON;\n"
       "                          scripts/plot-memory-timeline.py draws it\n"};
   std::string timeline;
   while (args.next()) {
@@ -130,21 +132,21 @@ int main(int argc, char** argv) {
   }
   if (gs::cuda::device_count() == 0) {
     std::fprintf(stderr,
-                 "bucketed_shapes: no CUDA device visible; this example needs an "
+                 "varying_shapes: no CUDA device visible; this example needs an "
                  "NVIDIA GPU\n");
     return 1;
   }
 #if defined(GRAPHSTEP_CUDA_SIM)
   std::printf(
-      "bucketed_shapes: running on the simulated CUDA device (no GPU): every result is checked "
+      "varying_shapes: running on the simulated CUDA device (no GPU): every result is checked "
       "against the host; times are not a GPU's\n");
 #endif
   try {
-    int const a = run(gsch::bucket_instantiation::each_bucket, timeline);
-    int const b = run(gsch::bucket_instantiation::update_template, "");
+    int const a = run(gsch::graph_instantiation::each_size, timeline);
+    int const b = run(gsch::graph_instantiation::update_template, "");
     return a != 0 ? a : b;
   } catch (std::exception const& e) {  // graphstep::error, or out_of_memory (a std::bad_alloc)
-    std::fprintf(stderr, "bucketed_shapes: %s\n", e.what());
+    std::fprintf(stderr, "varying_shapes: %s\n", e.what());
     return 1;
   }
 }

@@ -1,13 +1,12 @@
-// Padding waste of bucket lists on a realistic request-size distribution (log-normal batch
-// sizes, as in serving and packed-sequence training): the counter pad_ratio is the fraction of
-// processed elements that are padding; buckets the number of graphs it costs.
-
-#include <graphstep/schedule/bucket_policy.hpp>
+// Padding waste of lists of capture sizes on a realistic request-size distribution (log-normal
+// batch sizes, as in serving and packed-sequence training): the counter pad_ratio is the fraction
+// of processed elements that are padding; capture sizes the number of graphs it costs.
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <graphstep/schedule/capture_sizes.hpp>
 #include <random>
 #include <vector>
 
@@ -25,9 +24,9 @@ std::vector<std::int64_t> lognormal_sizes(std::int64_t largest) {
   return sizes;
 }
 
-void bucket_padding(benchmark::State& state) {
+void capture_size_padding(benchmark::State& state) {
   std::int64_t const step = state.range(0);
-  auto const policy = gsch::bucket_policy::powers_then_steps(512, step);
+  auto const policy = gsch::capture_sizes::powers_then_steps(512, step);
   auto const sizes = lognormal_sizes(512);
   gsch::cache_statistics stats;
   for (auto _ : state) {
@@ -39,10 +38,16 @@ void bucket_padding(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(stats.padded_elements);
   }
-  state.counters["buckets"] = static_cast<double>(policy.buckets().size());
+  state.counters["sizes"] = static_cast<double>(policy.sizes().size());
   state.counters["pad_ratio"] = stats.pad_ratio();
 }
 
 }  // namespace
 
-BENCHMARK(bucket_padding)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMillisecond);
+BENCHMARK(capture_size_padding)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Unit(benchmark::kMillisecond);
