@@ -594,18 +594,36 @@ void sync_warp(unsigned mask) {
   wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::none);
 }
 
+namespace {
+
+// A shuffled value's bytes (at most warp_slot_bytes). The common sizes are copies of a size known
+// here, which the compiler makes in place; a size known only at run time would be a call to the
+// C library's memcpy, which this library's link wraps (kernel_accesses.cpp).
+void copy_shuffled(void* to, void const* from, std::size_t bytes) {
+  switch (bytes) {
+    case 1: std::memcpy(to, from, 1); break;
+    case 2: std::memcpy(to, from, 2); break;
+    case 4: std::memcpy(to, from, 4); break;
+    case 8: std::memcpy(to, from, 8); break;
+    case 16: std::memcpy(to, from, 16); break;
+    default: std::memcpy(to, from, bytes); break;
+  }
+}
+
+}  // namespace
+
 void exchange_in_warp(unsigned mask, void const* value, std::size_t bytes, unsigned from,
                       void* out) {
   if (current == nullptr) divergent("a warp shuffle was called outside a kernel");
   block_run& run = *current;
   unsigned const me = current_thread_id;
-  std::memcpy(run.given[me].data(), value, bytes);
+  copy_shuffled(run.given[me].data(), value, bytes);
   run.source[me] = from;
   wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::exchange);
   if (run.read_exited[me] != 0U) {
     trap("a warp shuffle read the value of a lane that has exited (undefined on a GPU)");
   }
-  std::memcpy(out, run.received[me].data(), bytes);
+  copy_shuffled(out, run.received[me].data(), bytes);
 }
 
 unsigned ballot_in_warp(unsigned mask, int predicate) {

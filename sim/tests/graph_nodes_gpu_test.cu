@@ -116,6 +116,43 @@ TEST_F(graph_nodes, kernel_memset_and_memcpy_nodes_run_in_the_order_of_their_edg
   EXPECT_EQ(type, cudaGraphNodeTypeMemcpy);
 }
 
+// A memset node writes its value in elements of 1, 2 or 4 bytes (the low bytes, little-endian),
+// `width` elements on each of `height` rows `pitch` bytes apart, and nothing between the rows.
+TEST_F(graph_nodes, memset_nodes_fill_each_row_in_elements_of_their_size_and_leave_the_pitch) {
+  constexpr std::size_t pitch = 64;
+  constexpr std::size_t rows = 3;
+  constexpr std::size_t row_bytes = 40;
+  static_assert(pitch * rows <= bytes);
+  for (unsigned const element : {1U, 2U, 4U}) {
+    unsigned const value = element == 1 ? 0x5AU : element == 2 ? 0x1234U : 0x12345678U;
+    SIM_TEST_TRY(cudaMemsetAsync(a_, 0xAB, bytes, stream_));
+    cudaGraph_t graph{};
+    SIM_TEST_TRY(cudaGraphCreate(&graph, 0));
+    cudaMemsetParams memset{};
+    memset.dst = a_;
+    memset.value = value;
+    memset.elementSize = element;
+    memset.width = row_bytes / element;
+    memset.height = rows;
+    memset.pitch = pitch;
+    cudaGraphNode_t node{};
+    ASSERT_EQ(cudaGraphAddMemsetNode(&node, graph, nullptr, 0, &memset), cudaSuccess);
+    cudaGraphExec_t exec{};
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    SIM_TEST_TRY(cudaGraphLaunch(exec, stream_));
+    std::vector<unsigned char> const got =
+        sim_testing::copy_to_host(reinterpret_cast<unsigned char const*>(a_), bytes, stream_);
+    SIM_TEST_EXPECT_SUCCESS(cudaGraphExecDestroy(exec));
+    SIM_TEST_EXPECT_SUCCESS(cudaGraphDestroy(graph));
+    for (std::size_t i = 0; i < bytes; ++i) {
+      bool const written = i < pitch * rows && i % pitch < row_bytes;
+      unsigned const expected = written ? (value >> (8U * (i % pitch % element))) & 0xFFU : 0xABU;
+      ASSERT_EQ(got[i], expected) << "byte " << i << " of a memset of " << element
+                                  << "-byte elements";
+    }
+  }
+}
+
 TEST_F(graph_nodes, a_kernel_nodes_parameters_read_back_and_change_for_later_instantiations) {
   cudaGraphNode_t const node = add_kernel(add_function(), a_, 5);
   cudaGraphExec_t const before = instantiate();

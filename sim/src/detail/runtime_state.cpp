@@ -579,6 +579,31 @@ std::string describe(node_state const& node) {
 
 namespace {
 
+// Writes `count` copies of the low `Bytes` bytes of `value` from `row`. Each copy has a size
+// known here, so the compiler writes it in place: a copy of a size known only at run time is a
+// call to the C library's memcpy, which this library's link wraps (kernel_accesses.cpp), one
+// call per element.
+template <std::size_t Bytes>
+void fill_row(unsigned char* row, std::size_t count, unsigned value) {
+  std::array<unsigned char, Bytes> element{};
+  std::memcpy(element.data(), &value, Bytes);  // the low bytes on a little-endian host, as CUDA
+  for (std::size_t i = 0; i < count; ++i) std::memcpy(row + i * Bytes, element.data(), Bytes);
+}
+
+// A memset node: `value` in elements of 1, 2 or 4 bytes (checked when the node was made), row
+// by row.
+void run_memset(cudaMemsetParams const& memset) {
+  auto* row = static_cast<unsigned char*>(memset.dst);
+  for (std::size_t y = 0; y < std::max<std::size_t>(memset.height, 1); ++y) {
+    switch (memset.elementSize) {
+      case 1: std::memset(row, static_cast<int>(memset.value & 0xFFU), memset.width); break;
+      case 2: fill_row<2>(row, memset.width, memset.value); break;
+      default: fill_row<4>(row, memset.width, memset.value); break;
+    }
+    row += memset.pitch;
+  }
+}
+
 // What a launch's record nodes recorded has run: work waiting for those events may go on.
 void mark_recorded(launch_ordering const& ordering) {
   for (auto const& [line, tick] : ordering.recorded) {
@@ -607,17 +632,7 @@ void execute(node_state const& node) {  // NOLINT(misc-no-recursion)
   }
   switch (node.type) {
     case cudaGraphNodeTypeKernel: run_kernel(*node.kernel, device); break;
-    case cudaGraphNodeTypeMemset: {
-      auto* row = static_cast<unsigned char*>(node.memset.dst);
-      for (std::size_t y = 0; y < std::max<std::size_t>(node.memset.height, 1); ++y) {
-        for (std::size_t x = 0; x < node.memset.width; ++x) {
-          unsigned const value = node.memset.value;
-          std::memcpy(row + x * node.memset.elementSize, &value, node.memset.elementSize);
-        }
-        row += node.memset.pitch;
-      }
-      break;
-    }
+    case cudaGraphNodeTypeMemset: run_memset(node.memset); break;
     case cudaGraphNodeTypeMemcpy: {
       std::size_t const bytes = node.copy.bytes;
       for_each_row(node.copy, [bytes](unsigned char* destination, unsigned char const* source) {
