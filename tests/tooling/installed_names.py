@@ -15,6 +15,11 @@ folder whole, `install(DIRECTORY include/ ...)`; this check makes sure it still 
   functions, members of public classes included (constructors too), whose type is a pointer at
   the top level; C strings (`char const*`) and deleted overloads are left out.
 
+A word that names one concept belongs to one component (docs/design.md, "Parts and where they
+live"): an installed name with a word of WORDS_OF_ONE_COMPONENT outside that component's
+namespace is refused, so that "bucket" stays a group of gradients (`nccl`) and the sizes a graph
+cache captures stay capture sizes.
+
 Usage: installed_names.py <source dir>             print the figures; exit 1 where the count of
                                                    installed names (types + functions +
                                                    variables + detail) or of raw-pointer
@@ -287,6 +292,24 @@ def read_surface(root):
     return surface
 
 
+# A word and the one namespace whose names may use it.
+WORDS_OF_ONE_COMPONENT = {"bucket": "graphstep::nccl"}
+
+
+def misplaced_words(surface):
+    """The installed names that use a word of another component."""
+    problems = []
+    for kind in ("types", "functions", "variables", "detail"):
+        for name in sorted(surface.names[kind]):
+            namespace, _, last = name.rpartition("::")
+            for word, owner in WORDS_OF_ONE_COMPONENT.items():
+                if word in last.lower() and not (namespace + "::").startswith(owner + "::"):
+                    problems.append(f"{name}: '{word}' names a concept of {owner} alone "
+                                    "(docs/design.md, \"Parts and where they live\"); name "
+                                    "this for what it is in its own component")
+    return problems
+
+
 def figures(surface):
     counts = {kind: len(surface.names[kind])
               for kind in ("types", "functions", "variables", "detail")}
@@ -309,7 +332,7 @@ def check(root, listing=False):
           f"detail namespaces); raw-pointer parameters of public functions: {pointers}")
     with open(os.path.join(root, CEILING_FILE), encoding="utf-8") as f:
         ceiling = json.load(f)
-    problems = []
+    problems = misplaced_words(surface)
     for figure, value in (("installed_names", total), ("raw_pointer_parameters", pointers)):
         if value > ceiling[figure]:
             problems.append(f"{figure}: {value}, above the ceiling of {ceiling[figure]} in "
@@ -326,6 +349,7 @@ def check(root, listing=False):
 PLANTED = """#pragma once
 namespace graphstep::memory {
 struct planted_type { void take(int* planted) const; };
+struct planted_bucket {};
 using planted_alias = planted_type;
 [[nodiscard]] inline int planted_function(float const* a, char const* label = "") { return 0; }
 inline constexpr int planted_constant = 1;
@@ -336,7 +360,7 @@ struct planted_detail_type {};
 }  // namespace detail
 }  // namespace graphstep::memory
 """
-PLANTED_NAMES = {"types": 2, "functions": 1, "variables": 1, "detail": 2}
+PLANTED_NAMES = {"types": 3, "functions": 1, "variables": 1, "detail": 2}
 PLANTED_POINTERS = 2  # take(int*) and planted_function(float const*); not the C string
 
 
@@ -363,9 +387,10 @@ def self_test(root):
                             f"{pointers - before_pointers} counted")
         with contextlib.redirect_stdout(io.StringIO()):
             problems = check(copy)
-        if len(problems) != 2:
+        if len(problems) != 3 or not any("planted_bucket" in p for p in problems):
             failures.append("self-test: the planted names and pointers were not both refused "
-                            f"above the ceiling: {problems}")
+                            "above the ceiling, and 'planted_bucket' outside nccl with them: "
+                            f"{problems}")
     return failures
 
 
