@@ -85,7 +85,7 @@ TEST_F(soak_test, long_running_steps_keep_results_and_memory_stable) {
     return steps;
   };
   run_for(seconds * 0.2);  // warm-up
-  // Every capture size captured before the measurement, however few steps the warm-up's time
+  // Every size's graph captured before the measurement, however few steps the warm-up's time
   // allowed (a machine under load): a capture inside the measured window is memory that stays,
   // rightly.
   for (int request = 1; cache.captured_count() < cache.policy().sizes().size(); ++request) {

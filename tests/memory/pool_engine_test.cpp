@@ -157,7 +157,7 @@ void capture_step(gm::pool_engine& pool, std::size_t rows, gm::graph_id graph,
   ASSERT_EQ(pool.finish_capture(capture, true), graph);
 }
 
-// Mapped bytes for the capture sizes captured largest first, after every capture size's warm-up.
+// Mapped bytes for the sizes' graphs captured largest first, after every size's warm-up.
 std::size_t mapped_for_sizes(std::vector<std::size_t> sizes) {
   std::sort(sizes.rbegin(), sizes.rend());
   test_device device;

@@ -1,4 +1,4 @@
-// Shape capture sizes of several dimensions (schedule/capture_shapes.hpp): each dimension padded
+// Captured shapes of several dimensions (schedule/capture_shapes.hpp): each dimension padded
 // on its own list, errors that name the dimension, the capture order, and shape keys driving
 // the graph cache core.
 
@@ -26,7 +26,7 @@ TEST(capture_shapes, pads_each_dimension_on_its_own_list) {
   EXPECT_EQ(gsch::describe(c.captured), "batch 4 x length 256 x 4 packed");
   auto const exact = p.choose({8, 512, 1});
   EXPECT_EQ(exact.padding, (gsch::shape_key{0, 0, 0}));
-  // A choice's slot is its capture size's position among every combination, ascending.
+  // A choice's slot is its captured shape's position among every combination, ascending.
   std::vector<gsch::shape_key> const sizes = p.sizes();
   ASSERT_EQ(sizes.size(), 4U * 3U * 2U);
   EXPECT_TRUE(std::is_sorted(sizes.begin(), sizes.end()));

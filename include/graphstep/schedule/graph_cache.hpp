@@ -6,9 +6,9 @@
 ///
 /// A step whose shapes vary (batch size, sequence length, number of packed sequences) cannot be
 /// one graph. `graph_cache` maps each request's size to a capture size (`capture_sizes`, or
-/// `capture_shapes` for several dimensions in `shape_graph_cache`), runs the first
-/// requests of a capture size eagerly (warm-up), then captures it and replays it from then on. All
-/// capture sizes capture into one pool, largest first when pre-captured, so their memory is about
+/// `capture_shapes` for several dimensions in `shape_graph_cache`), runs the first requests of a
+/// capture size eagerly (warm-up), then captures its graph and replays it from then on. Every
+/// graph is captured into one pool, largest first when pre-captured, so their memory is about
 /// that of the largest. A memory budget evicts the least recently used graphs.
 ///
 /// With `graph_instantiation::update_template`, capture sizes that share one topology (the same
@@ -43,7 +43,7 @@ namespace graphstep::schedule {
 
 /// @brief How the executables of a cache's capture sizes are made.
 enum class graph_instantiation {
-  each_size,        ///< every capture size captured and instantiated on its own
+  each_size,        ///< every size's graph captured and instantiated on its own
   update_template,  ///< one instantiated template, switched between capture sizes by update
 };
 
