@@ -2857,6 +2857,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     if (cudaError_t const unsafe = sim::check_unsafe_call(__func__); unsafe != cudaSuccess) {
       return sim::fail(unsafe);
     }
+    sim::answered_not_ready();
     return cudaErrorNotReady;
   }
   return wait_for(*s, __func__);
@@ -3140,7 +3141,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   sim::event_state* e = event_to_wait_for(event, error, __func__);
   if (e == nullptr) return error;
   // cudaErrorNotReady "if all captured work has not yet been completed" (cudaEventQuery).
-  if (!sim::complete(e->clock)) return cudaErrorNotReady;
+  if (!sim::complete(e->clock)) {
+    sim::answered_not_ready();
+    return cudaErrorNotReady;
+  }
   sim::host_waits_for(e->clock);  // complete: the host has seen the event's work
   return cudaSuccess;
 }
@@ -3169,7 +3173,10 @@ cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEve
     return sim::fail(cudaErrorInvalidResourceHandle);
   }
   // Recorded but not yet complete: "cudaErrorNotReady" (cudaEventElapsedTime).
-  if (!sim::complete(a->clock) || !sim::complete(b->clock)) return sim::fail(cudaErrorNotReady);
+  if (!sim::complete(a->clock) || !sim::complete(b->clock)) {
+    sim::answered_not_ready();
+    return sim::fail(cudaErrorNotReady);
+  }
   if (!a->recorded || !b->recorded) return sim::fail(cudaErrorInvalidResourceHandle);
   *milliseconds = static_cast<float>(b->milliseconds - a->milliseconds);
   return cudaSuccess;

@@ -81,6 +81,33 @@ TEST_F(deferred_execution, work_waits_until_the_device_is_advanced_or_the_host_w
   SIM_TEST_TRY(cudaEventDestroy(done));
 }
 
+// A GPU finishes queued work while the host polls, so a loop that polls until the work is done
+// (a watchdog's, NCCL's asynchronous error checks) ends there; here it ends too, and the work
+// is still seen running at first.
+TEST_F(deferred_execution, a_host_that_polls_sees_the_work_finish) {
+  cudaEvent_t done{};
+  SIM_TEST_TRY(cudaEventCreate(&done));
+  add_one<<<1, n, 0, a_>>>(x_, n);
+  add_one<<<1, n, 0, a_>>>(x_, n);
+  SIM_TEST_TRY(cudaEventRecord(done, a_));
+  int polls = 0;
+  while (cudaEventQuery(done) == cudaErrorNotReady) {
+    ASSERT_LT(++polls, 10000) << "polling the event never saw its work finish";
+  }
+  EXPECT_GT(polls, 1);  // seen running first
+  EXPECT_EQ(gs::sim::queued_operations(), 0U);
+  add_one<<<1, n, 0, b_>>>(y_, n);
+  polls = 0;
+  while (cudaStreamQuery(b_) == cudaErrorNotReady) {
+    ASSERT_LT(++polls, 10000) << "polling the stream never saw its work finish";
+  }
+  EXPECT_GT(polls, 1);
+  EXPECT_EQ(gs::sim::queued_operations(), 0U);
+  EXPECT_EQ(read(x_)[n - 1], 2.0F);
+  EXPECT_EQ(read(y_)[0], 1.0F);
+  SIM_TEST_EXPECT_SUCCESS(cudaEventDestroy(done));
+}
+
 TEST_F(deferred_execution, an_event_wait_holds_the_waiting_stream_back) {
   cudaEvent_t written{};
   SIM_TEST_TRY(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));

@@ -470,6 +470,9 @@ struct platform {  // NOLINT(cert-msc32-c,cert-msc51-cpp)
   execution_mode execution{execution_mode::immediate};
   std::list<queued_work> queued;
   std::map<timeline, unsigned long long> completed;
+  // Deferred execution: queries answered cudaErrorNotReady since queued work last ran
+  // (answered_not_ready).
+  std::size_t polls_since_progress{};
   // Seeded on purpose (execution_mode): a seed names one interleaving, so a failure replays.
   std::mt19937_64 interleaving;
   std::size_t races_reported{};
@@ -655,6 +658,12 @@ void run_until_at_most(std::size_t operations);
 bool run_without_waiting(vector_clock const& clock);
 // Runs (or resumes) up to `operations` queued operations that can go on now; returns how many.
 std::size_t run_ready(std::size_t operations, bool at_random);
+// Called where a query (cudaStreamQuery, cudaEventQuery, cudaEventElapsedTime) answers
+// cudaErrorNotReady. In deferred execution work runs only when the host waits, but a host may
+// poll instead, as a watchdog does, and a GPU finishes the work meanwhile: so every
+// polls_per_operation such answers in a row let the oldest operation that can go on run.
+void answered_not_ready();
+inline constexpr std::size_t polls_per_operation = 16;
 // Called at every runtime call: in immediate mode, everything queued that can go on now runs
 // (work waits in the queue only behind a parked collective); in interleaved mode, a few ready
 // operations at random.

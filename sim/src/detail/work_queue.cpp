@@ -68,6 +68,7 @@ void finished(race_checker::operation const& operation) {
 
 void run(std::list<queued_work>::iterator const& which) {
   auto& p = state();
+  p.polls_since_progress = 0;
   p.races.resume(which->operation);
   if (which->parked == nullptr && !waits_for_other_processes(*which->node)) {
     queued_work work = std::move(*which);
@@ -273,6 +274,14 @@ void progress() {
   // Zero, one or two operations per call: completion lags the host by a random amount.
   std::uniform_int_distribution<std::size_t> how_many{0, 2};
   run_ready(how_many(p.interleaving), true);
+}
+
+void answered_not_ready() {
+  auto& p = state();
+  if (p.execution != execution_mode::deferred) return;
+  if (++p.polls_since_progress < polls_per_operation) return;
+  p.polls_since_progress = 0;
+  run_ready(1, false);
 }
 
 void wait_for_other_processes(std::function<bool()> const& may_go_on,
