@@ -166,8 +166,9 @@ simulated_device() {
     run_tests --preset sim -I "${selection}"
   fi
   run_tests --preset sim-interleaved
+  run_tests --preset sim-deferred
 }
-run_step "every test on the simulated CUDA device (--preset sim, sim-interleaved)" \
+run_step "every test on the simulated CUDA device (--preset sim, sim-interleaved, sim-deferred)" \
   simulated_device
 
 run_step "CPU tests under ASan + UBSan (--preset sanitize)" workflow sanitize
