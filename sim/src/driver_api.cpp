@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <vector>
 
 #include "detail/guarded_memory.hpp"
 #include "detail/runtime_state.hpp"
@@ -210,9 +212,27 @@ int size_memory_file(int file, std::size_t bytes) {
   return failure;
 }
 
-// What a failed sizing of the memory file means, on stderr: the driver has only a code for it.
-// Called under the simulator's lock, so strerror's buffer is not shared.
-void report_memory_file_failure(std::size_t bytes, int failure) {
+// Fills a new memory file with 0xFF bytes: fresh device memory holds garbage, never zeros (see
+// cudaMalloc in runtime_api.cpp). Written through the file, not a mapping of it: the kernel then
+// allocates the pages as it copies, where a mapping takes a page fault for each (half the time
+// for 32 MiB). 0 or the errno of the failure.
+int fill_memory_file(int file, std::size_t bytes) {
+  static std::vector<unsigned char> const garbage(std::size_t{1} << 20, 0xFFU);
+  std::size_t written = 0;
+  while (written < bytes) {
+    std::size_t const chunk = std::min(garbage.size(), bytes - written);
+    ssize_t const done = pwrite(file, garbage.data(), chunk, static_cast<off_t>(written));
+    if (done < 0 && errno == EINTR) continue;
+    if (done < 0) return errno;
+    if (done == 0) return ENOSPC;
+    written += static_cast<std::size_t>(done);
+  }
+  return 0;
+}
+
+// What a failed sizing or filling of the memory file means, on stderr: the driver has only a
+// code for it. Called under the simulator's lock, so strerror's buffer is not shared.
+void report_memory_file_failure(std::size_t bytes, char const* step, int failure) {
   rlimit limit{};
   if (failure == EFBIG && getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
       bytes > limit.rlim_cur) {
@@ -227,9 +247,9 @@ void report_memory_file_failure(std::size_t bytes, int failure) {
   }
   static_cast<void>(std::fprintf(
       stderr,
-      "graphstep simulated device: cuMemCreate of %zu bytes: sizing the memory file that backs "
-      "it failed: %s. The call returns CUDA_ERROR_OUT_OF_MEMORY\n",
-      bytes, std::strerror(failure)));  // NOLINT(concurrency-mt-unsafe)
+      "graphstep simulated device: cuMemCreate of %zu bytes: %s the memory file that backs it "
+      "failed: %s. The call returns CUDA_ERROR_OUT_OF_MEMORY\n",
+      bytes, step, std::strerror(failure)));  // NOLINT(concurrency-mt-unsafe)
 }
 
 CUresult CUDAAPI mem_create(CUmemGenericAllocationHandle* handle, std::size_t bytes,
@@ -252,15 +272,14 @@ CUresult CUDAAPI mem_create(CUmemGenericAllocationHandle* handle, std::size_t by
   if (file < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   if (int const failure = size_memory_file(file, bytes); failure != 0) {
     close(file);
-    report_memory_file_failure(bytes, failure);
+    report_memory_file_failure(bytes, "sizing", failure);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (bytes <= poison_limit) {
-    // Fresh device memory holds garbage, never zeros (see cudaMalloc in runtime_api.cpp).
-    void* view = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0);
-    if (view != MAP_FAILED) {
-      std::memset(view, 0xFF, bytes);
-      munmap(view, bytes);
+    if (int const failure = fill_memory_file(file, bytes); failure != 0) {
+      close(file);
+      report_memory_file_failure(bytes, "filling", failure);
+      return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
   device.used_bytes += bytes;

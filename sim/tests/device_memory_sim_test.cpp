@@ -1,7 +1,8 @@
-// Physical device memory (cuMemCreate) is a memory file here: a limit a GPU never meets, the
-// process's file-size limit (RLIMIT_FSIZE, `ulimit -f`), stops it growing. The simulated device
-// says so, by name, and neither dies of SIGXFSZ nor leaks the file. Each case runs in a child
-// process, which alone lowers its limit.
+// Physical device memory (cuMemCreate) is a memory file here, filled with garbage (0xFF) as fresh
+// device memory is: a limit a GPU never meets, the process's file-size limit (RLIMIT_FSIZE,
+// `ulimit -f`), stops it growing. The simulated device says so, by name, and neither dies of
+// SIGXFSZ nor leaks the file. Each such case runs in a child process, which alone lowers its
+// limit.
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -11,7 +12,9 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 namespace {
 
@@ -81,6 +84,42 @@ TEST(device_memory, the_file_size_limit_stopping_growth_is_named_with_its_value)
   EXPECT_EXIT(create_past_the_file_size_limit_and_exit(), ::testing::ExitedWithCode(0),
               "cuMemCreate of 2097152 bytes: the process's file-size limit \\(ulimit -f\\) of "
               "1048576 bytes stops the simulated device from growing its memory.*raise it");
+}
+
+// Fresh physical memory holds garbage, as cudaMalloc's does: every byte reads 0xFF once mapped.
+TEST(device_memory, fresh_physical_memory_reads_as_garbage_not_zeros) {
+  auto* const create = reinterpret_cast<decltype(&cuMemCreate)>(entry("cuMemCreate"));
+  auto* const release = reinterpret_cast<decltype(&cuMemRelease)>(entry("cuMemRelease"));
+  auto* const reserve =
+      reinterpret_cast<decltype(&cuMemAddressReserve)>(entry("cuMemAddressReserve"));
+  auto* const free_range = reinterpret_cast<decltype(&cuMemAddressFree)>(entry("cuMemAddressFree"));
+  auto* const map = reinterpret_cast<decltype(&cuMemMap)>(entry("cuMemMap"));
+  auto* const unmap = reinterpret_cast<decltype(&cuMemUnmap)>(entry("cuMemUnmap"));
+  auto* const set_access = reinterpret_cast<decltype(&cuMemSetAccess)>(entry("cuMemSetAccess"));
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  std::size_t const size = std::size_t{3} << 21;  // three granules, past the 1 MiB written at once
+  CUmemGenericAllocationHandle handle{};
+  ASSERT_EQ(create(&handle, size, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr address{};
+  ASSERT_EQ(reserve(&address, size, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(map(address, size, 0, handle, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(set_access(address, size, &access, 1), CUDA_SUCCESS);
+  std::vector<unsigned char> host(size, 0);
+  ASSERT_EQ(
+      cudaMemcpy(host.data(), reinterpret_cast<void const*>(address), size, cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  std::size_t const not_garbage = static_cast<std::size_t>(
+      std::count_if(host.begin(), host.end(), [](unsigned char b) { return b != 0xFFU; }));
+  EXPECT_EQ(not_garbage, 0U);
+  EXPECT_EQ(unmap(address, size), CUDA_SUCCESS);
+  EXPECT_EQ(free_range(address, size), CUDA_SUCCESS);
+  EXPECT_EQ(release(handle), CUDA_SUCCESS);
 }
 
 }  // namespace
