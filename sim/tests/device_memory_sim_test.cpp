@@ -29,6 +29,15 @@ void* entry(char const* name) {
   return function;
 }
 
+// What both cases ask cuMemCreate for: pinned memory of device 0.
+CUmemAllocationProp pinned_on_device_zero() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return prop;
+}
+
 int open_files() {
   DIR* const listing = opendir("/proc/self/fd");
   if (listing == nullptr) std::exit(101);
@@ -44,10 +53,7 @@ int open_files() {
 void create_past_the_file_size_limit_and_exit() {
   auto* const create = reinterpret_cast<decltype(&cuMemCreate)>(entry("cuMemCreate"));
   auto* const release = reinterpret_cast<decltype(&cuMemRelease)>(entry("cuMemRelease"));
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
+  CUmemAllocationProp const prop = pinned_on_device_zero();
   std::size_t const size = std::size_t{2} << 20;  // one granule
 
   rlimit limit{};
@@ -96,10 +102,7 @@ TEST(device_memory, fresh_physical_memory_reads_as_garbage_not_zeros) {
   auto* const map = reinterpret_cast<decltype(&cuMemMap)>(entry("cuMemMap"));
   auto* const unmap = reinterpret_cast<decltype(&cuMemUnmap)>(entry("cuMemUnmap"));
   auto* const set_access = reinterpret_cast<decltype(&cuMemSetAccess)>(entry("cuMemSetAccess"));
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
+  CUmemAllocationProp const prop = pinned_on_device_zero();
   std::size_t const size = std::size_t{3} << 21;  // three granules, past the 1 MiB written at once
   CUmemGenericAllocationHandle handle{};
   ASSERT_EQ(create(&handle, size, &prop, 0), CUDA_SUCCESS);
