@@ -63,40 +63,41 @@ enum class thread_status { ready, at_block_barrier, at_warp_barrier, done };
 enum class barrier_work : unsigned char { none, exchange, ballot, count };
 
 constexpr unsigned warp_lanes = 32;
-constexpr std::size_t warp_slot_bytes = 16;
-using warp_slot_storage = std::array<unsigned char, warp_slot_bytes>;
 
 // The threads ready to run, each at most once: released threads go to the front, so a warp that
-// exchanges values runs on to its next exchange while its lanes' stacks are still in cache.
+// exchanges values runs on to its next exchange while its lanes' stacks are still in cache. A
+// ring of a power-of-two size, so that a position wraps with a mask.
 class ready_threads {
  public:
-  void reset(unsigned capacity) {
+  void reset(unsigned threads) {
+    unsigned capacity = 1;
+    while (capacity < threads) capacity *= 2U;
     slots_.assign(capacity, 0U);
+    wrap_ = capacity - 1U;
     head_ = 0;
     size_ = 0;
   }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   void push_back(unsigned thread) noexcept {
-    unsigned const at = head_ + size_;
-    slots_[at < capacity() ? at : at - capacity()] = thread;
+    slots_[(head_ + size_) & wrap_] = thread;
     ++size_;
   }
   void push_front(unsigned thread) noexcept {
-    head_ = head_ == 0 ? capacity() - 1U : head_ - 1U;
+    head_ = (head_ - 1U) & wrap_;
     slots_[head_] = thread;
     ++size_;
   }
+  [[nodiscard]] unsigned front() const noexcept { return slots_[head_]; }
   unsigned pop_front() noexcept {
     unsigned const thread = slots_[head_];
-    head_ = head_ + 1U == capacity() ? 0U : head_ + 1U;
+    head_ = (head_ + 1U) & wrap_;
     --size_;
     return thread;
   }
 
  private:
-  [[nodiscard]] unsigned capacity() const noexcept { return static_cast<unsigned>(slots_.size()); }
-
   std::vector<unsigned> slots_;
+  unsigned wrap_{};
   unsigned head_{};
   unsigned size_{};
 };
@@ -120,8 +121,8 @@ struct block_run {
   unsigned at_block_barrier{};              // threads waiting at __syncthreads
   unsigned done{};                          // threads that have exited
   std::vector<barrier_work> work;           // per thread, at the barrier it waits at
-  std::vector<warp_slot_storage> given;     // per thread: the value it brings to an exchange
-  std::vector<warp_slot_storage> received;  // per thread: what the exchange gave it
+  std::vector<warp_value> given;     // per thread: the value (or vote) it brings to an exchange
+  std::vector<warp_value> received;  // per thread: what the exchange (or ballot) gave it
   std::vector<unsigned> source;             // per thread: the lane it reads in an exchange
   std::vector<unsigned char> read_exited;   // per thread: that lane had exited
   int block_count{};                        // __syncthreads_count's result, for every thread
@@ -132,6 +133,7 @@ struct block_run {
   // Thread t runs on fibers[t - fiber_base]: threads that finish without meeting a barrier share
   // fiber 0, the first thread that stops at one keeps it, and the threads after it take their own.
   unsigned fiber_base{};
+  std::vector<fiber*> fiber_of;  // per thread, once it runs on a fiber of its own
   bool stopped_at_barrier{};  // a thread stopped: the threads after it run on fibers of their own
 };
 
@@ -162,7 +164,7 @@ fiber& fiber_for(unsigned linear) {
 
 void resume(unsigned linear) {
   enter_thread(linear);
-  fiber_for(linear - current->fiber_base).resume();
+  current->fiber_of[linear]->resume();
 }
 
 [[noreturn]] void divergent(std::string const& what) {
@@ -177,10 +179,9 @@ unsigned existing_lanes(block_run const& run, unsigned warp) noexcept {
 
 // What a released thread's exchange gives it, computed when its barrier is released: every lane
 // it reads has given its value by then and gives no other before this thread has read.
-void finish_exchange(block_run& run, unsigned thread) {
-  unsigned const warp = thread / warp_lanes;
-  unsigned const first = warp * warp_lanes;
-  unsigned const warp_exited = run.exited[warp] | ~existing_lanes(run, warp);
+// `warp_exited`: the lanes of its warp that have exited or do not exist.
+inline void finish_exchange(block_run& run, unsigned thread, unsigned warp_exited) {
+  unsigned const first = thread / warp_lanes * warp_lanes;
   switch (run.work[thread]) {
     case barrier_work::exchange: {
       unsigned const from = run.source[thread];
@@ -197,11 +198,9 @@ void finish_exchange(block_run& run, unsigned thread) {
         if ((run.warp_masks[thread] >> lane & 1U) == 0U || (warp_exited >> lane & 1U) != 0U) {
           continue;
         }
-        int vote = 0;
-        std::memcpy(&vote, run.given[first + lane].data(), sizeof vote);
-        if (vote != 0) bits |= 1U << lane;
+        if (run.given[first + lane].low != 0U) bits |= 1U << lane;
       }
-      std::memcpy(run.received[thread].data(), &bits, sizeof bits);
+      run.received[thread].low = bits;
       break;
     }
     case barrier_work::none:
@@ -248,6 +247,30 @@ bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
       (run.warp_masks[arriving] & ~(waiting | run.exited[warp])) != 0U) {
     return false;
   }
+  // The common case, complete: every waiter waits with a mask naming every lane still running,
+  // so none reads from outside it; they go on in lane order, the arriving lane at once when it
+  // comes first (as below, in fewer steps).
+  unsigned const running_lanes = existing_lanes(run, warp) & ~run.exited[warp];
+  if (arriving != no_thread && run.masks_differ[warp] == 0U && run.awaits_outsider[warp] == 0U &&
+      (run.warp_masks[arriving] & running_lanes) == running_lanes) {
+    unsigned const freed = waiting;
+    waiting = 0U;
+    unsigned const warp_exited = ~running_lanes;
+    bool goes_on = false;
+    for (unsigned bits = freed; bits != 0U;) {  // highest lane first: each goes to the front
+      auto const lane = static_cast<unsigned>(31 - __builtin_clz(bits));
+      bits &= ~(1U << lane);
+      unsigned const t = first + lane;
+      finish_exchange(run, t, warp_exited);
+      run.status[t] = thread_status::ready;
+      if (t == arriving && bits == 0U) {
+        goes_on = true;
+      } else {
+        run.ready.push_front(t);
+      }
+    }
+    return goes_on;
+  }
   run.awaits_outsider[warp] = 0U;
   unsigned freed = 0;
   for (unsigned pending = waiting; pending != 0U; pending &= pending - 1U) {
@@ -269,28 +292,31 @@ bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
   for (unsigned bits = freed; bits != 0U; bits &= bits - 1U) {
     released.push_back(first + static_cast<unsigned>(__builtin_ctz(bits)));
   }
-  for (unsigned const t : released) finish_exchange(run, t);
+  unsigned const warp_exited = run.exited[warp] | ~existing_lanes(run, warp);
+  for (unsigned const t : released) finish_exchange(run, t, warp_exited);
   return make_ready(run, released, arriving);
 }
 
 // Releases the block barrier once every thread that has not exited waits at it.
 bool release_block(block_run& run, unsigned arriving) {
   if (run.at_block_barrier == 0 || run.at_block_barrier + run.done != run.threads) return false;
-  std::vector<unsigned>& released = run.released;
-  released.clear();
+  // Every thread that has not exited waits here, so none is ready: the released threads are
+  // queued in order, the arriving one going on at once when it comes first.
   int count = 0;
+  bool goes_on = false;
   for (unsigned t = 0; t < run.threads; ++t) {
     if (run.status[t] != thread_status::at_block_barrier) continue;
-    released.push_back(t);
-    if (run.work[t] == barrier_work::count) {
-      int vote = 0;
-      std::memcpy(&vote, run.given[t].data(), sizeof vote);
-      count += vote;
+    run.status[t] = thread_status::ready;
+    if (run.work[t] == barrier_work::count) count += static_cast<int>(run.given[t].low);
+    if (t == arriving && run.ready.empty()) {
+      goes_on = true;
+      continue;
     }
+    run.ready.push_back(t);
   }
   run.block_count = count;
   run.at_block_barrier = 0;
-  return make_ready(run, released, arriving);
+  return goes_on;
 }
 
 // Runs thread `linear`'s body to its end, then lets the barriers its exit completes go.
@@ -309,9 +335,24 @@ void run_thread(block_run& run, unsigned linear) {
   if (run.at_block_barrier != 0U) release_block(run, no_thread);
 }
 
+// The next ready thread, entered, and its fiber; the one after it is asked of the cache, as it
+// runs soon.
+fiber& enter_next_ready(block_run& run) {
+  unsigned const next = run.ready.pop_front();
+  if (!run.ready.empty()) run.fiber_of[run.ready.front()]->prefetch_stack();
+  enter_thread(next);
+  return *run.fiber_of[next];
+}
+
 // A thread of its own on a fiber of its own: started once an earlier thread stopped at a barrier.
+// When it ends, the next ready thread runs in its place: one switch, not two through the loop of
+// run_block_as_fibers (which takes over again when a fiber yields, or ends with none ready).
 void fiber_entry(void* argument) {
-  run_thread(*current, static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(argument)));
+  block_run& run = *current;
+  run_thread(run, static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(argument)));
+  if (fiber::hands_over && !run.failure && !run.ready.empty()) {
+    fiber::finish_into(enter_next_ready(run));
+  }
 }
 
 // The block's threads one after another on one fiber, without a switch between them, until one
@@ -349,9 +390,11 @@ std::string waiting_threads(block_run const& run) {
 // Thread `first` stopped at a barrier: the threads after it start on fibers of their own, and
 // each ready thread runs to its next barrier (or its end) in turn.
 void run_block_as_fibers(block_run& run, unsigned first) {
+  run.fiber_of[first] = &fiber_for(0);
   for (unsigned t = first + 1; t < run.threads; ++t) {
-    fiber_for(t - first).start(&fiber_entry,
-                               reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
+    fiber& own = fiber_for(t - first);
+    own.start(&fiber_entry, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t)));
+    run.fiber_of[t] = &own;
     run.ready.push_back(t);
   }
   while (!run.ready.empty()) {
@@ -371,7 +414,8 @@ void run_block(block_run& run) {
   run.fiber_base = 0;
   fiber& first = fiber_for(0);
   first.start(&sequential_entry, nullptr);
-  resume(0);
+  enter_thread(0);
+  first.resume();
   if (run.failure) std::rethrow_exception(run.failure);
   if (first.finished()) return;
   run.stopped_at_barrier = true;
@@ -385,10 +429,10 @@ void wait_at(thread_status barrier, unsigned mask, barrier_work work) {
   block_run& run = *current;
   unsigned const me = current_thread_id;
   run.status[me] = barrier;
-  run.warp_masks[me] = mask;
   run.work[me] = work;
   bool goes_on = false;
   if (barrier == thread_status::at_warp_barrier) {
+    run.warp_masks[me] = mask;  // read only for threads at warp barriers
     unsigned const warp = me / warp_lanes;
     if (unsigned const others = run.waiting[warp]; others != 0U) {
       auto const some_waiter = warp * warp_lanes + static_cast<unsigned>(__builtin_ctz(others));
@@ -405,15 +449,12 @@ void wait_at(thread_status barrier, unsigned mask, barrier_work work) {
   }
   if (goes_on) return;
   if (fiber::hands_over && !run.ready.empty()) {
-    // The next ready thread runs in this one's place: one switch, not two through the loop of
-    // run_block_as_fibers (which takes over again when a fiber yields or finishes).
-    unsigned const next = run.ready.pop_front();
-    enter_thread(next);
-    fiber::hand_over(fiber_for(next - run.fiber_base));
+    // The next ready thread runs in this one's place (as when a thread ends: fiber_entry).
+    fiber::hand_over(enter_next_ready(run));
   } else {
     fiber::yield();
   }
-  enter_thread(me);
+  // Whoever resumed this thread entered it (resume, or the hand-over above in another thread).
 }
 
 // A warp barrier's mask, less the lanes that do not exist.
@@ -467,10 +508,11 @@ void prepare(block_run& run, kernel_task const& task, void (*thread_body)(void c
   }
   run.warp_masks.assign(run.threads, 0U);
   run.work.assign(run.threads, barrier_work::none);
-  run.given.assign(run.threads, warp_slot_storage{});
-  run.received.assign(run.threads, warp_slot_storage{});
+  run.given.assign(run.threads, warp_value{});
+  run.received.assign(run.threads, warp_value{});
   run.source.assign(run.threads, 0U);
   run.read_exited.assign(run.threads, 0U);
+  run.fiber_of.assign(run.threads, nullptr);
   current = &run;
   blockDim = task.block();
   gridDim = task.grid();
@@ -594,49 +636,27 @@ void sync_warp(unsigned mask) {
   wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::none);
 }
 
-namespace {
-
-// A shuffled value's bytes (at most warp_slot_bytes). The common sizes are copies of a size known
-// here, which the compiler makes in place; a size known only at run time would be a call to the
-// C library's memcpy, which this library's link wraps (kernel_accesses.cpp).
-void copy_shuffled(void* to, void const* from, std::size_t bytes) {
-  switch (bytes) {
-    case 1: std::memcpy(to, from, 1); break;
-    case 2: std::memcpy(to, from, 2); break;
-    case 4: std::memcpy(to, from, 4); break;
-    case 8: std::memcpy(to, from, 8); break;
-    case 16: std::memcpy(to, from, 16); break;
-    default: std::memcpy(to, from, bytes); break;
-  }
-}
-
-}  // namespace
-
-void exchange_in_warp(unsigned mask, void const* value, std::size_t bytes, unsigned from,
-                      void* out) {
+warp_value exchange_in_warp(unsigned mask, warp_value value, unsigned from) {
   if (current == nullptr) divergent("a warp shuffle was called outside a kernel");
   block_run& run = *current;
   unsigned const me = current_thread_id;
-  copy_shuffled(run.given[me].data(), value, bytes);
+  run.given[me] = value;
   run.source[me] = from;
   wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::exchange);
   if (run.read_exited[me] != 0U) {
     trap("a warp shuffle read the value of a lane that has exited (undefined on a GPU)");
   }
-  copy_shuffled(out, run.received[me].data(), bytes);
+  return run.received[me];
 }
 
 unsigned ballot_in_warp(unsigned mask, int predicate) {
   if (current == nullptr) divergent("a warp vote was called outside a kernel");
   block_run& run = *current;
   unsigned const me = current_thread_id;
-  int const vote = predicate != 0 ? 1 : 0;
-  std::memcpy(run.given[me].data(), &vote, sizeof vote);
+  run.given[me].low = predicate != 0 ? 1U : 0U;
   // The vote counts the lanes of the mask as given, exited or not there at all count as 0.
   wait_at(thread_status::at_warp_barrier, existing_in_mask(mask), barrier_work::ballot);
-  unsigned bits = 0;
-  std::memcpy(&bits, run.received[me].data(), sizeof bits);
-  return bits;
+  return static_cast<unsigned>(run.received[me].low);
 }
 
 unsigned lane_id() noexcept {
@@ -650,8 +670,7 @@ void* dynamic_shared_memory() noexcept {
 int sync_block_count(int predicate) {
   if (current == nullptr) divergent("a barrier was called outside a kernel");
   block_run& run = *current;
-  int const vote = predicate != 0 ? 1 : 0;
-  std::memcpy(run.given[current_thread_id].data(), &vote, sizeof vote);
+  run.given[current_thread_id].low = predicate != 0 ? 1U : 0U;
   wait_at(thread_status::at_block_barrier, 0U, barrier_work::count);
   return run.block_count;
 }

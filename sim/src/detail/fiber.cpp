@@ -165,4 +165,18 @@ void fiber::hand_over(fiber& next) {
 #endif
 }
 
+void fiber::finish_into(fiber& next) {
+#if defined(__x86_64__) && !defined(GRAPHSTEP_SIM_ASAN)
+  fiber* const self = running;
+  self->finished_ = true;
+  next.caller_pointer_ = self->caller_pointer_;
+  running = &next;
+  void* abandoned = nullptr;  // this stack is not resumed: start() sets it up anew
+  graphstep_sim_switch(&abandoned, next.stack_pointer_);
+#else
+  static_cast<void>(next);
+#endif
+  std::abort();  // a finished fiber is never resumed; elsewhere callers check hands_over
+}
+
 }  // namespace graphstep::sim::detail

@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -59,11 +60,15 @@ namespace graphstep::sim::detail {
 void sync_block();
 int sync_block_count(int predicate);
 void sync_warp(unsigned mask);
-// The warp barrier of a shuffle: this lane gives `bytes` (<= 16) of `value` and, once every lane
-// of `mask` has come, receives in `out` what lane `from` gave. A kernel fault if lane `from`,
-// other than the caller, has exited.
-void exchange_in_warp(unsigned mask, void const* value, std::size_t bytes, unsigned from,
-                      void* out);
+// A shuffled value's bytes, passed and returned in registers: no address of a kernel's local
+// escapes, so the race checker's instrumentation has no access of it to record.
+struct warp_value {
+  std::uint64_t low;
+  std::uint64_t high;
+};
+// The warp barrier of a shuffle: this lane gives `value` and, once every lane of `mask` has come,
+// receives what lane `from` gave. A kernel fault if lane `from`, other than the caller, has exited.
+warp_value exchange_in_warp(unsigned mask, warp_value value, unsigned from);
 // The warp barrier of a vote: the lanes of `mask` whose predicate is not 0 (exited lanes vote 0).
 unsigned ballot_in_warp(unsigned mask, int predicate);
 unsigned lane_id() noexcept;
@@ -81,8 +86,11 @@ template <typename T, typename Source>
 T warp_exchange(unsigned mask, T value, Source source) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16,
                 "warp intrinsics move values of up to 16 bytes");
+  warp_value given{};
+  std::memcpy(&given, static_cast<void const*>(&value), sizeof(T));
+  warp_value const received = exchange_in_warp(mask, given, source(lane_id()));
   T out;
-  exchange_in_warp(mask, &value, sizeof(T), source(lane_id()), &out);
+  std::memcpy(static_cast<void*>(&out), &received, sizeof(T));
   return out;
 }
 

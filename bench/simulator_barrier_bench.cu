@@ -1,0 +1,87 @@
+// What one barrier costs on the simulated device, per thread: the CPU time of a grid whose
+// threads do little but meet at __syncthreads (a tiled kernel's pattern: a shared-memory read
+// and a multiply-add between barriers), or exchange a value by __shfl_xor_sync, divided by the
+// threads times the barriers each meets. The figure the simulator_cost steps are most sensitive
+// to: a tiled matmul's threads meet at two barriers for every 16 multiply-adds.
+//
+// Only built into the simulated device's benchmark binary; not part of the smoke run.
+
+#include <benchmark/benchmark.h>
+
+#if defined(GRAPHSTEP_CUDA_SIM)
+
+#include <cuda_runtime.h>
+
+#include <graphstep/cuda/check.hpp>
+
+#include "simulator_cost.hpp"
+
+namespace {
+
+constexpr unsigned block_threads = 256;
+constexpr unsigned blocks = 64;
+constexpr int rounds = 64;
+
+__global__ void meet_at_barriers(float* out, int rounds) {
+  __shared__ float staged[block_threads];
+  float acc = 0.0F;
+  for (int r = 0; r < rounds; ++r) {
+    staged[threadIdx.x] = static_cast<float>(r + static_cast<int>(threadIdx.x));
+    __syncthreads();
+    acc += staged[(threadIdx.x + 1U) % block_threads] * 0.5F;
+    __syncthreads();
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+__global__ void exchange_in_warps(float* out, int rounds) {
+  float acc = static_cast<float>(threadIdx.x);
+  for (int r = 0; r < rounds; ++r) acc += __shfl_xor_sync(0xFFFFFFFFU, acc, 1 + r % 16) * 0.5F;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+template <bool Shuffle>
+void per_thread_barrier(benchmark::State& state) {
+  float* out = nullptr;
+  GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(float) * blocks * block_threads));
+  auto const grid = [&] {
+    if constexpr (Shuffle) {
+      exchange_in_warps<<<blocks, block_threads>>>(out, rounds);
+    } else {
+      meet_at_barriers<<<blocks, block_threads>>>(out, rounds);
+    }
+    GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
+  };
+  graphstep::sim::block_threads_setting const threads = graphstep::sim::current_block_threads();
+  graphstep::sim::block_threads_setting one = threads;
+  one.threads = 1;  // CPU time per barrier, without the helpers' hand-offs
+  graphstep::sim::set_block_threads(one);
+  grid();
+  for (auto _ : state) {
+    bench::step_time const t = bench::median_step(grid);
+    state.SetIterationTime(t.cpu);
+  }
+  double const barriers_per_thread = Shuffle ? rounds : 2.0 * rounds;
+  bench::step_time const t = bench::median_step(grid);
+  graphstep::sim::set_block_threads(threads);
+  state.counters["ns_per_thread_barrier"] =
+      t.cpu * 1e9 / (barriers_per_thread * blocks * block_threads);
+  GRAPHSTEP_CUDA_TRY(cudaFree(out));
+  state.SetLabel(Shuffle ? "CPU time; a warp shuffle per round"
+                         : "CPU time; __syncthreads twice a round");
+}
+
+BENCHMARK(per_thread_barrier<false>)
+    ->Name("simulator_cost/barrier/block")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK(per_thread_barrier<true>)
+    ->Name("simulator_cost/barrier/warp_shuffle")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+}  // namespace
+
+#endif  // GRAPHSTEP_CUDA_SIM
