@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -42,6 +43,13 @@ __global__ void warp_sums(int const* in, int* out) {
   for (int offset = 16; offset > 0; offset /= 2)
     value += __shfl_down_sync(0xffffffffU, value, offset);
   if (threadIdx.x % 32 == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = value;
+}
+
+// Each lane takes the value of the lane after it (the last lane the first's).
+template <typename T>
+__global__ void rotate_in_warp(T const* in, T* out) {
+  unsigned const lane = threadIdx.x % 32U;
+  out[threadIdx.x] = __shfl_sync(0xffffffffU, in[threadIdx.x], static_cast<int>((lane + 1U) % 32U));
 }
 
 __global__ void odd_lanes(unsigned* out) {
@@ -153,6 +161,44 @@ TEST_F(kernel_execution, warp_shuffles_and_votes_exchange_values_within_each_war
   SIM_TEST_TRY(cudaFree(in));
   SIM_TEST_TRY(cudaFree(out));
   SIM_TEST_TRY(cudaFree(votes));
+}
+
+// A shuffle of `T` over two warps: every byte of every lane's value arrives at the lane before.
+template <typename T>
+void check_rotation_of(T first) {
+  int const threads = 64;
+  std::vector<T> values(threads);
+  for (int t = 0; t < threads; ++t) {
+    // Every byte differs from lane to lane.
+    std::vector<unsigned char> bytes(sizeof(T));
+    for (std::size_t b = 0; b < sizeof(T); ++b) bytes[b] = static_cast<unsigned char>(t * 7 + b);
+    std::memcpy(static_cast<void*>(&values[t]), bytes.data(), sizeof(T));
+    if (t == 0) values[t] = first;
+  }
+  T* in = nullptr;
+  T* out = nullptr;
+  SIM_TEST_TRY(cudaMalloc(&in, threads * sizeof(T)));
+  SIM_TEST_TRY(cudaMalloc(&out, threads * sizeof(T)));
+  sim_testing::copy_to_device(in, values.data(), threads * sizeof(T));
+  rotate_in_warp<T><<<1, threads>>>(in, out);
+  SIM_TEST_TRY(cudaGetLastError());
+  std::vector<T> const got = read_back(out, threads);
+  for (int t = 0; t < threads; ++t) {
+    int const from = t / 32 * 32 + (t % 32 + 1) % 32;
+    EXPECT_EQ(std::memcmp(&got[t], &values[from], sizeof(T)), 0)
+        << sizeof(T) << "-byte values, lane " << t << " should hold lane " << from << "'s";
+  }
+  SIM_TEST_TRY(cudaFree(in));
+  SIM_TEST_TRY(cudaFree(out));
+}
+
+TEST_F(kernel_execution, shuffles_move_every_byte_of_values_of_each_size) {
+  check_rotation_of<__half>(__float2half(-2.5F));
+  check_rotation_of<__half2>(__floats2half2_rn(0.25F, -8.0F));
+  check_rotation_of<__nv_bfloat16>(__float2bfloat16(7.0F));
+  check_rotation_of<__nv_bfloat162>(__floats2bfloat162_rn(1.5F, -3.0F));
+  check_rotation_of<double>(-1.0 / 3.0);
+  check_rotation_of<long long>(-1234567890123456789LL);
 }
 
 TEST_F(kernel_execution, atomics_from_every_thread_of_many_blocks_all_count) {

@@ -84,7 +84,11 @@ T* dynamic_shared() noexcept {
 // Every lane of the warp gives `value`, then gets the value of the lane `source(lane)` picks.
 template <typename T, typename Source>
 T warp_exchange(unsigned mask, T value, Source source) {
-  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16,
+  // The value's bytes move: the toolkit's __half2 and __nv_bfloat162 declare their own copy
+  // assignment, so they are not trivially copyable, yet CUDA shuffles them (CUDA Programming
+  // Guide, "Warp Shuffle Functions": "T can also be __half or __half2", "__nv_bfloat16 or
+  // __nv_bfloat162").
+  static_assert(std::is_trivially_destructible_v<T> && sizeof(T) <= 16,
                 "warp intrinsics move values of up to 16 bytes");
   warp_value given{};
   std::memcpy(&given, static_cast<void const*>(&value), sizeof(T));
