@@ -96,6 +96,10 @@ inline void report_cost(benchmark::State& state, simulated_cost const& cost, dou
   state.counters["race_checker_cost"] = cost.checked.cpu / cost.unchecked.cpu;
   state.counters["block_threads"] = cost.block_threads;
   state.counters["one_thread_wall_ms"] = cost.one_thread.wall * 1e3;
+  // One host thread against one: the simulator's own cost, without what sharing a grid's blocks
+  // adds (hand-offs, and on a virtual machine the time a host takes a busy core away).
+  state.counters["one_thread_cpu_ms"] = cost.one_thread.cpu * 1e3;
+  state.counters["vs_host_one_thread"] = cost.one_thread.cpu / host;
   state.counters["block_threads_speedup"] = cost.one_thread.wall / cost.checked.wall;
 }
 
