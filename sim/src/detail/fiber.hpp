@@ -60,9 +60,12 @@ class fiber {
   /// switch pops and returns through.
   void prefetch_stack() const noexcept {
 #if defined(__x86_64__)
-    constexpr int lines = 4;
+    constexpr std::ptrdiff_t lines = 4;
+    constexpr std::ptrdiff_t line_bytes = 64;
     auto const* top = static_cast<char const*>(stack_pointer_);
-    for (int line = 0; line < lines; ++line) __builtin_prefetch(top + 64 * line, 1, 3);
+    for (std::ptrdiff_t line = 0; line < lines; ++line) {
+      __builtin_prefetch(top + line * line_bytes, 1, 3);
+    }
 #endif
   }
   [[nodiscard]] bool finished() const noexcept {
