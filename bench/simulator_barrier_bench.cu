@@ -40,8 +40,10 @@ __global__ void exchange_in_warps(float* out, int rounds) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+// One grid of `Shuffle ? exchange_in_warps : meet_at_barriers` on one host thread (without the
+// helpers' hand-offs) after a warm-up; the median CPU time of three, per thread per barrier.
 template <bool Shuffle>
-void per_thread_barrier(benchmark::State& state) {
+double cpu_ns_per_thread_barrier() {
   float* out = nullptr;
   GRAPHSTEP_CUDA_TRY(cudaMalloc(&out, sizeof(float) * blocks * block_threads));
   auto const grid = [&] {
@@ -54,32 +56,45 @@ void per_thread_barrier(benchmark::State& state) {
   };
   graphstep::sim::block_threads_setting const threads = graphstep::sim::current_block_threads();
   graphstep::sim::block_threads_setting one = threads;
-  one.threads = 1;  // CPU time per barrier, without the helpers' hand-offs
+  one.threads = 1;
   graphstep::sim::set_block_threads(one);
   grid();
-  for (auto _ : state) {
-    bench::step_time const t = bench::median_step(grid);
-    state.SetIterationTime(t.cpu);
-  }
-  double const barriers_per_thread = Shuffle ? rounds : 2.0 * rounds;
   bench::step_time const t = bench::median_step(grid);
   graphstep::sim::set_block_threads(threads);
-  state.counters["ns_per_thread_barrier"] =
-      t.cpu * 1e9 / (barriers_per_thread * blocks * block_threads);
   GRAPHSTEP_CUDA_TRY(cudaFree(out));
-  state.SetLabel(Shuffle ? "CPU time; a warp shuffle per round"
-                         : "CPU time; __syncthreads twice a round");
+  double const barriers_per_thread = Shuffle ? rounds : 2.0 * rounds;
+  return t.cpu * 1e9 / (barriers_per_thread * blocks * block_threads);
 }
+
+template <bool Shuffle>
+void per_thread_barrier(benchmark::State& state) {
+  double ns = 0.0;
+  for (auto _ : state) {
+    ns = cpu_ns_per_thread_barrier<Shuffle>();
+    state.SetIterationTime(ns * 1e-9);
+  }
+  state.counters["ns_per_thread_barrier"] = ns;
+  state.SetLabel(Shuffle ? "CPU time per thread and shuffle"
+                         : "CPU time per thread and __syncthreads");
+}
+
+}  // namespace
+
+double bench::ns_per_thread_barrier() {
+  return cpu_ns_per_thread_barrier<false>();
+}
+
+namespace {
 
 BENCHMARK(per_thread_barrier<false>)
     ->Name("simulator_cost/barrier/block")
     ->UseManualTime()
-    ->Unit(benchmark::kMillisecond)
+    ->Unit(benchmark::kNanosecond)
     ->Iterations(3);
 BENCHMARK(per_thread_barrier<true>)
     ->Name("simulator_cost/barrier/warp_shuffle")
     ->UseManualTime()
-    ->Unit(benchmark::kMillisecond)
+    ->Unit(benchmark::kNanosecond)
     ->Iterations(3);
 
 }  // namespace

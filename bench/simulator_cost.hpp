@@ -55,7 +55,12 @@ struct simulated_cost {
   step_time unchecked;   // the same with the race checker off
   step_time one_thread;  // the race checker as set, every grid's blocks on one host thread
   unsigned block_threads{};
+  graphstep::sim::kernel_counts counts;  // what one step's kernels did
 };
+
+// The CPU time of one thread at one __syncthreads on one host thread, in nanoseconds, measured
+// now (simulator_barrier_bench.cu): what a step's barrier arrivals cost, estimated.
+double ns_per_thread_barrier();
 
 // Warms up with one `step`, times one per iteration of `state` (manual time: wall time), then
 // measures the median step as the process set the simulator, with the race checker off, and
@@ -69,6 +74,11 @@ simulated_cost time_simulated_steps(benchmark::State& state, Step&& step) {
     state.SetIterationTime(wall_seconds() - start);
   }
   simulated_cost cost;
+  graphstep::sim::kernel_counts const before = graphstep::sim::current_kernel_counts();
+  step();
+  graphstep::sim::kernel_counts const after = graphstep::sim::current_kernel_counts();
+  cost.counts = {after.threads - before.threads, after.barrier_waits - before.barrier_waits,
+                 after.fiber_switches - before.fiber_switches};
   cost.checked = median_step(step);
   graphstep::sim::race_mode const mode = graphstep::sim::current_race_mode();
   graphstep::sim::set_race_mode(graphstep::sim::race_mode::off);
@@ -100,6 +110,20 @@ inline void report_cost(benchmark::State& state, simulated_cost const& cost, dou
   // adds (hand-offs, and on a virtual machine the time a host takes a busy core away).
   state.counters["one_thread_cpu_ms"] = cost.one_thread.cpu * 1e3;
   state.counters["vs_host_one_thread"] = cost.one_thread.cpu / host;
+  // Where a step's CPU time goes, estimated: its barrier arrivals at what one costs in a kernel
+  // that does little else (on one host thread, as the step they are compared with); the race
+  // checker's recording as what turning it off saves; the rest is the kernels' own code and
+  // the simulator's launches, copies and library calls.
+  state.counters["gpu_threads"] = static_cast<double>(cost.counts.threads);
+  state.counters["barrier_waits"] = static_cast<double>(cost.counts.barrier_waits);
+  state.counters["fiber_switches"] = static_cast<double>(cost.counts.fiber_switches);
+  double const barriers =
+      static_cast<double>(cost.counts.barrier_waits) * ns_per_thread_barrier() * 1e-9;
+  double const barrier_share = barriers / cost.one_thread.cpu;
+  double const access_share = 1.0 - cost.unchecked.cpu / cost.checked.cpu;
+  state.counters["barrier_share"] = barrier_share;
+  state.counters["access_share"] = access_share;
+  state.counters["kernel_and_rest_share"] = 1.0 - barrier_share - access_share;
   state.counters["block_threads_speedup"] = cost.one_thread.wall / cost.checked.wall;
 }
 

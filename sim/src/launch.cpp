@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -42,6 +43,7 @@
 #include "detail/kernel_accesses.hpp"
 #include "detail/runtime_state.hpp"
 #include "graphstep/sim/device.hpp"  // declares the built-in variables defined here
+#include "graphstep/sim/sim.hpp"
 
 // NOLINTBEGIN(cert-err58-cpp): dim3's constructor is constexpr and cannot throw
 extern "C" {
@@ -102,6 +104,11 @@ class ready_threads {
   unsigned size_{};
 };
 
+// The process's kernel counts, to which each host thread adds its share of a grid at its end.
+std::atomic<std::uint64_t> threads_run{0};
+std::atomic<std::uint64_t> barrier_waits{0};
+std::atomic<std::uint64_t> fiber_switches{0};
+
 struct block_run {
   kernel_task const* task{};
   void (*body)(void const*){};
@@ -135,6 +142,19 @@ struct block_run {
   unsigned fiber_base{};
   std::vector<fiber*> fiber_of;  // per thread, once it runs on a fiber of its own
   bool stopped_at_barrier{};  // a thread stopped: the threads after it run on fibers of their own
+  kernel_counts counts;       // this host thread's share of the grid, so far
+
+  block_run() = default;
+  block_run(block_run const&) = delete;
+  block_run& operator=(block_run const&) = delete;
+  block_run(block_run&&) = delete;
+  block_run& operator=(block_run&&) = delete;
+  // Its share of the grid joins the process's counts, a fault or not.
+  ~block_run() {
+    threads_run.fetch_add(counts.threads, std::memory_order_relaxed);
+    barrier_waits.fetch_add(counts.barrier_waits, std::memory_order_relaxed);
+    fiber_switches.fetch_add(counts.fiber_switches, std::memory_order_relaxed);
+  }
 };
 
 thread_local block_run* current = nullptr;
@@ -162,8 +182,10 @@ fiber& fiber_for(unsigned linear) {
   return *fibers[linear];
 }
 
+// A switch into the thread's fiber and, once it yields or ends, one back.
 void resume(unsigned linear) {
   enter_thread(linear);
+  current->counts.fiber_switches += 2;
   current->fiber_of[linear]->resume();
 }
 
@@ -351,6 +373,7 @@ void fiber_entry(void* argument) {
   block_run& run = *current;
   run_thread(run, static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(argument)));
   if (fiber::hands_over && !run.failure && !run.ready.empty()) {
+    ++run.counts.fiber_switches;
     fiber::finish_into(enter_next_ready(run));
   }
 }
@@ -415,6 +438,7 @@ void run_block(block_run& run) {
   fiber& first = fiber_for(0);
   first.start(&sequential_entry, nullptr);
   enter_thread(0);
+  run.counts.fiber_switches += 2;
   first.resume();
   if (run.failure) std::rethrow_exception(run.failure);
   if (first.finished()) return;
@@ -428,6 +452,7 @@ void wait_at(thread_status barrier, unsigned mask, barrier_work work) {
   if (current == nullptr) divergent("a barrier was called outside a kernel");
   block_run& run = *current;
   unsigned const me = current_thread_id;
+  ++run.counts.barrier_waits;
   run.status[me] = barrier;
   run.work[me] = work;
   bool goes_on = false;
@@ -450,6 +475,7 @@ void wait_at(thread_status barrier, unsigned mask, barrier_work work) {
   if (goes_on) return;
   if (fiber::hands_over && !run.ready.empty()) {
     // The next ready thread runs in this one's place (as when a thread ends: fiber_entry).
+    ++run.counts.fiber_switches;
     fiber::hand_over(enter_next_ready(run));
   } else {
     fiber::yield();
@@ -532,6 +558,7 @@ void run_block_at(block_run& run, uint3 index) {
   run.done = 0;
   run.failure = nullptr;
   run.ready.reset(run.threads);
+  run.counts.threads += run.threads;
   run_block(run);
 }
 
@@ -685,3 +712,13 @@ void device_assert(char const* expression, char const* file, unsigned line) {
 }
 
 }  // namespace graphstep::sim::detail
+
+namespace graphstep::sim {
+
+kernel_counts current_kernel_counts() {
+  return kernel_counts{detail::threads_run.load(std::memory_order_relaxed),
+                       detail::barrier_waits.load(std::memory_order_relaxed),
+                       detail::fiber_switches.load(std::memory_order_relaxed)};
+}
+
+}  // namespace graphstep::sim

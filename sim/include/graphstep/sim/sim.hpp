@@ -86,6 +86,17 @@ void set_block_threads(block_threads_setting setting);
 /// @brief Who runs a grid's blocks.
 [[nodiscard]] block_threads_setting current_block_threads();
 
+/// @brief What kernels have done on the simulated devices since the process started: for an
+/// account of where a test's or a benchmark's time goes (sim/docs/simulator.md, "What it
+/// costs"). Read it before and after the work in question and take the difference.
+struct kernel_counts {
+  std::uint64_t threads{};         ///< GPU threads run, every thread of every block
+  std::uint64_t barrier_waits{};   ///< arrivals at __syncthreads and at warp intrinsics
+  std::uint64_t fiber_switches{};  ///< host-thread switches from one stack to another
+};
+/// @brief The kernel counts so far, every grid that has finished included.
+[[nodiscard]] kernel_counts current_kernel_counts();
+
 /// @brief How many host threads have used `device`'s primary context: made it current with
 /// cudaSetDevice, or made a runtime call that needed a context while it was current (device 0
 /// on a thread that never set one, where CUDA initializes device 0's context). A thread that
