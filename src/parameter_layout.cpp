@@ -126,6 +126,13 @@ std::optional<std::size_t> parameter_layout::find(std::string const& name) const
   return found->second;
 }
 
+std::optional<std::size_t> parameter_layout::first_of_another_dtype() const noexcept {
+  for (std::size_t i = 1; i < slots_.size(); ++i) {
+    if (slots_[i].spec.type() != slots_[0].spec.type()) return i;
+  }
+  return std::nullopt;
+}
+
 parameter_slot const& parameter_layout::at(std::string const& name) const {
   std::optional<std::size_t> const index = find(name);
   GRAPHSTEP_EXPECTS(index.has_value(), "parameter_layout: no tensor named '" + name +

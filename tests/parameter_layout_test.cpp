@@ -9,6 +9,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/parameter_layout.hpp>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,17 @@ TEST(parameter_layout, hands_out_views_of_a_buffer_by_index_and_by_name) {
   EXPECT_NE(message_of([&] { static_cast<void>(layout.view(base + 2, "scale")); })
                 .find("not aligned"),
             std::string::npos);
+}
+
+TEST(parameter_layout, names_the_first_tensor_of_another_dtype_than_the_first) {
+  gs::parameter_layout layout;
+  EXPECT_EQ(layout.first_of_another_dtype(), std::nullopt);  // empty
+  layout.add({"weight", {4, 8}, dtype::bfloat16});
+  layout.add({"bias", {8}, dtype::bfloat16});
+  EXPECT_EQ(layout.first_of_another_dtype(), std::nullopt);  // one dtype
+  layout.add({"scale", {2}, dtype::float32});
+  layout.add({"shift", {2}, dtype::float16});
+  EXPECT_EQ(layout.first_of_another_dtype(), std::optional<std::size_t>{2});
 }
 
 TEST(parameter_layout, bad_tensors_are_refused_naming_the_tensor_and_leave_the_layout_as_it_was) {

@@ -94,6 +94,10 @@ class parameter_layout {
   /// @throws usage_error (no such index)
   [[nodiscard]] std::size_t bytes_through(std::size_t index) const;
   [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
+  /// @brief The index of the first tensor whose dtype is not the first tensor's, or none (none
+  /// for an empty layout): what a view of the whole buffer as one dtype
+  /// (`memory::parameter_buffer::span`) and a bucketed all-reduce (`nccl::plan_buckets`) ask.
+  [[nodiscard]] std::optional<std::size_t> first_of_another_dtype() const noexcept;
 
   /// @brief Tensor `index` of the buffer this layout describes at `base` (weights or
   /// gradients), named and shaped as its slot.

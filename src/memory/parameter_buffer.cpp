@@ -1,8 +1,9 @@
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <graphstep/error.hpp>
 #include <graphstep/memory/parameter_buffer.hpp>
-#include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -83,12 +84,12 @@ device_span parameter_buffer::span() const {
                     "parameter_buffer::span: the buffer was moved from; it "
                     "holds no tensor");
   dtype const type = layout_.at(0).spec.type();
-  for (parameter_slot const& slot : layout_.slots()) {
-    GRAPHSTEP_EXPECTS(slot.spec.type() == type,
-                      "parameter_buffer::span: the layout holds " + std::string{name(type)} +
-                          " and " + name(slot.spec.type()) + " tensors ('" + slot.spec.name() +
-                          "'); take each tensor's view() instead, or lay out each dtype apart");
-  }
+  std::optional<std::size_t> const other = layout_.first_of_another_dtype();
+  GRAPHSTEP_EXPECTS(!other.has_value(),
+                    "parameter_buffer::span: the layout holds " + std::string{name(type)} +
+                        " and " + name(layout_.at(*other).spec.type()) + " tensors ('" +
+                        layout_.at(*other).spec.name() +
+                        "'); take each tensor's view() instead, or lay out each dtype apart");
   GRAPHSTEP_EXPECTS(bytes() % size_in_bytes(type) == 0,
                     "parameter_buffer::span: the buffer's " + std::to_string(bytes()) +
                         " bytes are no whole number of " + name(type) + " elements");

@@ -2,6 +2,7 @@
 #include <graphstep/error.hpp>
 #include <graphstep/nccl/bucket_plan.hpp>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace graphstep::nccl {
@@ -62,15 +63,15 @@ bucket_plan plan_buckets(parameter_layout const& layout, std::size_t bucket_byte
   std::size_t const element = size_in_bytes(type);
   // Every slot is a multiple of the layout's alignment, so packing the slots at that alignment
   // puts each gradient at its layout offset.
+  std::optional<std::size_t> const other = layout.first_of_another_dtype();
+  GRAPHSTEP_EXPECTS(!other.has_value(),
+                    "plan_buckets: the layout's tensor " + describe(layout.at(*other).spec) +
+                        " is not " + name(type) +
+                        " as its first tensor is; the gradients of one bucketed all-reduce "
+                        "share one dtype");
   std::vector<std::size_t> slot_counts;
   slot_counts.reserve(layout.size());
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    tensor_spec const& spec = layout.at(i).spec;
-    GRAPHSTEP_EXPECTS(spec.type() == type,
-                      "plan_buckets: the layout's tensor " + describe(spec) + " is not " +
-                          name(type) +
-                          " as its first tensor is; the gradients of one bucketed "
-                          "all-reduce share one dtype");
     slot_counts.push_back((layout.bytes_through(i) - layout.at(i).byte_offset()) / element);
   }
   return plan_buckets(type, slot_counts, bucket_bytes, first_bucket_bytes, layout.alignment());
