@@ -22,10 +22,10 @@ constexpr unsigned block_threads = 256;
 constexpr unsigned blocks = 64;
 constexpr int rounds = 64;
 
-__global__ void meet_at_barriers(float* out, int rounds) {
+__global__ void meet_at_barriers(float* out, int round_count) {
   __shared__ float staged[block_threads];
   float acc = 0.0F;
-  for (int r = 0; r < rounds; ++r) {
+  for (int r = 0; r < round_count; ++r) {
     staged[threadIdx.x] = static_cast<float>(r + static_cast<int>(threadIdx.x));
     __syncthreads();
     acc += staged[(threadIdx.x + 1U) % block_threads] * 0.5F;
@@ -34,9 +34,9 @@ __global__ void meet_at_barriers(float* out, int rounds) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
-__global__ void exchange_in_warps(float* out, int rounds) {
+__global__ void exchange_in_warps(float* out, int round_count) {
   float acc = static_cast<float>(threadIdx.x);
-  for (int r = 0; r < rounds; ++r) acc += __shfl_xor_sync(0xFFFFFFFFU, acc, 1 + r % 16) * 0.5F;
+  for (int r = 0; r < round_count; ++r) acc += __shfl_xor_sync(0xFFFFFFFFU, acc, 1 + r % 16) * 0.5F;
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 

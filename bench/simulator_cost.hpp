@@ -3,7 +3,8 @@
 // How the simulator_cost benchmarks time a step on the simulated device: the wall time per
 // iteration as manual time, and the medians of three steps' CPU time (every host thread's: the
 // simulator's work is CPU work) and wall time with the race checker on and off and with each
-// grid's blocks on one host thread, for the counters compared in the same run.
+// grid's blocks on one host thread, for the counters compared in the same run; and what one
+// step's kernels did (graphstep::sim::current_kernel_counts), with where its time goes.
 
 #include <benchmark/benchmark.h>
 
