@@ -139,8 +139,9 @@ struct block_run {
   std::exception_ptr failure;
   // Thread t runs on fibers[t - fiber_base]: threads that finish without meeting a barrier share
   // fiber 0, the first thread that stops at one keeps it, and the threads after it take their own.
+  // fiber_of[t] points there once the block runs on fibers, for the switches to look up.
   unsigned fiber_base{};
-  std::vector<fiber*> fiber_of;  // per thread, once it runs on a fiber of its own
+  std::vector<fiber*> fiber_of;
   bool stopped_at_barrier{};  // a thread stopped: the threads after it run on fibers of their own
   kernel_counts counts;       // this host thread's share of the grid, so far
 
