@@ -139,7 +139,8 @@ struct block_run {
   std::exception_ptr failure;
   // Thread t runs on fibers[t - fiber_base]: threads that finish without meeting a barrier share
   // fiber 0, the first thread that stops at one keeps it, and the threads after it take their own.
-  // fiber_of[t] points there once the block runs on fibers, for the switches to look up.
+  // fiber_of[t] points there for the switches to look up: for thread 0 from the block's start,
+  // for the others once the block runs on fibers.
   unsigned fiber_base{};
   std::vector<fiber*> fiber_of;
   bool stopped_at_barrier{};  // a thread stopped: the threads after it run on fibers of their own
@@ -265,58 +266,40 @@ bool release_warp(block_run& run, unsigned warp, unsigned arriving) {
   unsigned& waiting = run.waiting[warp];
   if (waiting == 0U) return false;
   unsigned const first = warp * warp_lanes;
-  // The common case, every waiter with the arriving lane's mask: only that mask can be complete.
-  if (arriving != no_thread && run.masks_differ[warp] == 0U && run.awaits_outsider[warp] == 0U &&
-      (run.warp_masks[arriving] & ~(waiting | run.exited[warp])) != 0U) {
-    return false;
-  }
-  // The common case, complete: every waiter waits with a mask naming every lane still running,
-  // so none reads from outside it; they go on in lane order, the arriving lane at once when it
-  // comes first (as below, in fewer steps).
+  // The common case, every waiter with the arriving lane's mask: only that mask can be complete,
+  // and when it names every lane still running, no waiter reads from outside it, so every
+  // waiter goes without the search below.
+  bool const one_mask =
+      arriving != no_thread && run.masks_differ[warp] == 0U && run.awaits_outsider[warp] == 0U;
+  if (one_mask && (run.warp_masks[arriving] & ~(waiting | run.exited[warp])) != 0U) return false;
   unsigned const running_lanes = existing_lanes(run, warp) & ~run.exited[warp];
-  if (arriving != no_thread && run.masks_differ[warp] == 0U && run.awaits_outsider[warp] == 0U &&
-      (run.warp_masks[arriving] & running_lanes) == running_lanes) {
-    unsigned const freed = waiting;
-    waiting = 0U;
-    unsigned const warp_exited = ~running_lanes;
-    bool goes_on = false;
-    for (unsigned bits = freed; bits != 0U;) {  // highest lane first: each goes to the front
-      auto const lane = static_cast<unsigned>(31 - __builtin_clz(bits));
-      bits &= ~(1U << lane);
-      unsigned const t = first + lane;
-      finish_exchange(run, t, warp_exited);
-      run.status[t] = thread_status::ready;
-      if (t == arriving && bits == 0U) {
-        goes_on = true;
-      } else {
-        run.ready.push_front(t);
-      }
-    }
-    return goes_on;
-  }
-  run.awaits_outsider[warp] = 0U;
   unsigned freed = 0;
-  for (unsigned pending = waiting; pending != 0U; pending &= pending - 1U) {
-    auto const lane = static_cast<unsigned>(__builtin_ctz(pending));
-    if ((waiting >> lane & 1U) == 0U) continue;  // released earlier in this pass
-    unsigned const mask = run.warp_masks[first + lane];
-    if ((mask & ~(waiting | run.exited[warp])) != 0U) continue;
-    if (reads_a_running_outsider(run, first, mask & waiting)) {
-      run.awaits_outsider[warp] = 1U;
-      continue;
+  if (one_mask && (run.warp_masks[arriving] & running_lanes) == running_lanes) {
+    freed = waiting;
+    waiting = 0U;
+  } else {
+    run.awaits_outsider[warp] = 0U;
+    for (unsigned pending = waiting; pending != 0U; pending &= pending - 1U) {
+      auto const lane = static_cast<unsigned>(__builtin_ctz(pending));
+      if ((waiting >> lane & 1U) == 0U) continue;  // released earlier in this pass
+      unsigned const mask = run.warp_masks[first + lane];
+      if ((mask & ~(waiting | run.exited[warp])) != 0U) continue;
+      if (reads_a_running_outsider(run, first, mask & waiting)) {
+        run.awaits_outsider[warp] = 1U;
+        continue;
+      }
+      freed |= mask & waiting;
+      waiting &= ~mask;
     }
-    freed |= mask & waiting;
-    waiting &= ~mask;
+    if (freed == 0U) return false;
+    if (waiting == 0U) run.masks_differ[warp] = 0U;
   }
-  if (freed == 0U) return false;
-  if (waiting == 0U) run.masks_differ[warp] = 0U;
   std::vector<unsigned>& released = run.released;
   released.clear();
   for (unsigned bits = freed; bits != 0U; bits &= bits - 1U) {
     released.push_back(first + static_cast<unsigned>(__builtin_ctz(bits)));
   }
-  unsigned const warp_exited = run.exited[warp] | ~existing_lanes(run, warp);
-  for (unsigned const t : released) finish_exchange(run, t, warp_exited);
+  for (unsigned const t : released) finish_exchange(run, t, ~running_lanes);
   return make_ready(run, released, arriving);
 }
 
@@ -438,9 +421,8 @@ void run_block(block_run& run) {
   run.fiber_base = 0;
   fiber& first = fiber_for(0);
   first.start(&sequential_entry, nullptr);
-  enter_thread(0);
-  run.counts.fiber_switches += 2;
-  first.resume();
+  run.fiber_of[0] = &first;
+  resume(0);
   if (run.failure) std::rethrow_exception(run.failure);
   if (first.finished()) return;
   run.stopped_at_barrier = true;
