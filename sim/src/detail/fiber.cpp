@@ -158,12 +158,17 @@ void fiber::yield() {
 #endif
 }
 
+#if defined(__x86_64__) && !defined(GRAPHSTEP_SIM_ASAN)
+void fiber::run_in_place(fiber& next, void** save) {
+  next.caller_pointer_ = running->caller_pointer_;  // where the thread that resumed this one waits
+  running = &next;
+  graphstep_sim_switch(save, next.stack_pointer_);
+}
+#endif
+
 void fiber::hand_over(fiber& next) {
 #if defined(__x86_64__) && !defined(GRAPHSTEP_SIM_ASAN)
-  fiber* const self = running;
-  next.caller_pointer_ = self->caller_pointer_;  // where the thread that resumed this one waits
-  running = &next;
-  graphstep_sim_switch(&self->stack_pointer_, next.stack_pointer_);
+  run_in_place(next, &running->stack_pointer_);
 #else
   static_cast<void>(next);
   std::abort();  // callers check hands_over
@@ -172,12 +177,9 @@ void fiber::hand_over(fiber& next) {
 
 void fiber::finish_into(fiber& next) {
 #if defined(__x86_64__) && !defined(GRAPHSTEP_SIM_ASAN)
-  fiber* const self = running;
-  self->finished_ = true;
-  next.caller_pointer_ = self->caller_pointer_;
-  running = &next;
+  running->finished_ = true;
   void* abandoned = nullptr;  // this stack is not resumed: start() sets it up anew
-  graphstep_sim_switch(&abandoned, next.stack_pointer_);
+  run_in_place(next, &abandoned);
 #else
   static_cast<void>(next);
 #endif

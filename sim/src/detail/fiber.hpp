@@ -74,6 +74,9 @@ class fiber {
 
  private:
   static void run_entry();
+  // hand_over and finish_into: the running fiber stops, its stack pointer kept in `save`, and
+  // `next` runs in its place, returning to the same thread when it yields or finishes.
+  static void run_in_place(fiber& next, void** save);
 
   std::size_t stack_bytes_;
   void* mapping_{};  // guard page + stack
