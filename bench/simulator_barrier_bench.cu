@@ -54,13 +54,12 @@ double cpu_ns_per_thread_barrier() {
     }
     GRAPHSTEP_CUDA_TRY(cudaDeviceSynchronize());
   };
-  graphstep::sim::block_threads_setting const threads = graphstep::sim::current_block_threads();
-  graphstep::sim::block_threads_setting one = threads;
-  one.threads = 1;
-  graphstep::sim::set_block_threads(one);
-  grid();
-  bench::step_time const t = bench::median_step(grid);
-  graphstep::sim::set_block_threads(threads);
+  bench::step_time t;
+  {
+    bench::one_block_thread const one;
+    grid();
+    t = bench::median_step(grid);
+  }
   GRAPHSTEP_CUDA_TRY(cudaFree(out));
   double const barriers_per_thread = Shuffle ? rounds : 2.0 * rounds;
   return t.cpu * 1e9 / (barriers_per_thread * blocks * block_threads);

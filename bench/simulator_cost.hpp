@@ -63,6 +63,24 @@ struct simulated_cost {
 // now (simulator_barrier_bench.cu): what a step's barrier arrivals cost, estimated.
 double ns_per_thread_barrier();
 
+// While it lives, every grid's blocks run on one host thread; the setting is as it was after.
+class one_block_thread {
+ public:
+  one_block_thread() {
+    graphstep::sim::block_threads_setting one = before_;
+    one.threads = 1;
+    graphstep::sim::set_block_threads(one);
+  }
+  one_block_thread(one_block_thread const&) = delete;
+  one_block_thread& operator=(one_block_thread const&) = delete;
+  one_block_thread(one_block_thread&&) = delete;
+  one_block_thread& operator=(one_block_thread&&) = delete;
+  ~one_block_thread() { graphstep::sim::set_block_threads(before_); }
+
+ private:
+  graphstep::sim::block_threads_setting before_{graphstep::sim::current_block_threads()};
+};
+
 // Warms up with one `step`, times one per iteration of `state` (manual time: wall time), then
 // measures the median step as the process set the simulator, with the race checker off, and
 // with each grid's blocks on one host thread (and sets both back).
@@ -77,21 +95,15 @@ simulated_cost time_simulated_steps(benchmark::State& state, Step&& step) {
   simulated_cost cost;
   graphstep::sim::kernel_counts const before = graphstep::sim::current_kernel_counts();
   step();
-  graphstep::sim::kernel_counts const after = graphstep::sim::current_kernel_counts();
-  cost.counts = {after.threads - before.threads, after.barrier_waits - before.barrier_waits,
-                 after.fiber_switches - before.fiber_switches};
+  cost.counts = graphstep::sim::current_kernel_counts() - before;
   cost.checked = median_step(step);
   graphstep::sim::race_mode const mode = graphstep::sim::current_race_mode();
   graphstep::sim::set_race_mode(graphstep::sim::race_mode::off);
   cost.unchecked = median_step(step);
   graphstep::sim::set_race_mode(mode);
-  graphstep::sim::block_threads_setting const threads = graphstep::sim::current_block_threads();
-  cost.block_threads = threads.threads;
-  graphstep::sim::block_threads_setting one = threads;
-  one.threads = 1;
-  graphstep::sim::set_block_threads(one);
+  cost.block_threads = graphstep::sim::current_block_threads().threads;
+  one_block_thread const one;
   cost.one_thread = median_step(step);
-  graphstep::sim::set_block_threads(threads);
   return cost;
 }
 

@@ -38,9 +38,7 @@ __global__ void half_leave_before_the_barrier(unsigned* out) {
 
 gs::kernel_counts since(gs::kernel_counts const& before) {
   SIM_TEST_TRY(cudaDeviceSynchronize());
-  gs::kernel_counts const now = gs::current_kernel_counts();
-  return {now.threads - before.threads, now.barrier_waits - before.barrier_waits,
-          now.fiber_switches - before.fiber_switches};
+  return gs::current_kernel_counts() - before;
 }
 
 class kernel_counts : public sim_testing::gpu_test {

@@ -96,6 +96,12 @@ struct kernel_counts {
 };
 /// @brief The kernel counts so far, every grid that has finished included.
 [[nodiscard]] kernel_counts current_kernel_counts();
+/// @brief What was counted between two reads: `later - earlier`, field by field.
+[[nodiscard]] inline kernel_counts operator-(kernel_counts const& later,
+                                             kernel_counts const& earlier) noexcept {
+  return {later.threads - earlier.threads, later.barrier_waits - earlier.barrier_waits,
+          later.fiber_switches - earlier.fiber_switches};
+}
 
 /// @brief How many host threads have used `device`'s primary context: made it current with
 /// cudaSetDevice, or made a runtime call that needed a context while it was current (device 0
